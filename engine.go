@@ -1,0 +1,521 @@
+// Package weft is a durable workflow orchestration engine: a DAG of steps
+// that survives crashes, persisted in an embedded SQLite file.
+//
+// Open an engine on a database, register workflows (built with NewWorkflow or
+// loaded from YAML with LoadTemplate) and the Go handlers they name, start
+// it, and submit tasks:
+//
+//	e, err := weft.Open(ctx, "weft.db", weft.Config{Concurrency: 8})
+//	e.Handle("greet", func(ctx context.Context, a *weft.Attempt) (any, error) { ... })
+//	e.Register(ctx, weft.NewWorkflow("demo", "hello", "1").Step("greet", "greet"))
+//	e.Start(ctx)
+//	res, err := e.Submit(ctx, weft.Submission{Workflow: "demo/hello", Input: map[string]any{"name": "Ada"}})
+package weft
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weftrun/weft/internal/slots"
+	"github.com/weftrun/weft/store"
+)
+
+// Config configures an Engine. The zero value is usable.
+type Config struct {
+	// Concurrency is the number of handler slots: at most this many
+	// handlers run at once. Default 10.
+	Concurrency int
+	// NamespaceCaps limits how many steps of a namespace run at once
+	// across every engine sharing the database.
+	NamespaceCaps map[string]int
+	// HeartbeatInterval is how often the engine renews its lease on every
+	// step it holds, in one write. Default 5s.
+	HeartbeatInterval time.Duration
+	// LeaseTTL is how long after its last heartbeat an engine is presumed
+	// dead and its steps are returned to the queue. An engine on the same
+	// host whose process is gone is detected at once. Default 30s.
+	LeaseTTL time.Duration
+	// PollInterval bounds how long work submitted by another process waits
+	// before this engine looks for it. Default 1s.
+	PollInterval time.Duration
+	// PriorityAging is how long a ready step waits to gain one priority
+	// level. Default 1m. Used when Open creates the store.
+	PriorityAging time.Duration
+	// ShutdownTimeout bounds how long Stop waits for running handlers when
+	// its context has no deadline. Default 30s.
+	ShutdownTimeout time.Duration
+	// Logger receives the engine's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// HTTPClient is used by the built-in http handler. Default: a client
+	// with a 5 minute timeout.
+	HTTPClient *http.Client
+	// ID names this engine in leases and the audit log. Default: host,
+	// process id and a random suffix.
+	ID string
+}
+
+func (c *Config) setDefaults() error {
+	if c.Concurrency == 0 {
+		c.Concurrency = 10
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("weft: Concurrency must be positive, got %d", c.Concurrency)
+	}
+	for ns, n := range c.NamespaceCaps {
+		if n <= 0 {
+			return fmt.Errorf("weft: cap for namespace %q must be positive, got %d", ns, n)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.LeaseTTL, 30*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.PriorityAging, time.Minute)
+	def(&c.ShutdownTimeout, 30*time.Second)
+	if c.LeaseTTL < 2*c.HeartbeatInterval {
+		return fmt.Errorf("weft: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = crand.Read(b[:])
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return nil
+}
+
+// Engine runs workflows: it claims ready steps from its store, runs their
+// handlers on a bounded pool of slots and records their outcomes. Any number
+// of engines may share one database.
+type Engine struct {
+	cfg    Config
+	store  store.Store
+	log    *slog.Logger
+	host   string
+	slots  *slots.Pool
+	owns   bool // Close closes the store
+	done   chan struct{}
+	outbox chan store.Outcome
+
+	mu        sync.Mutex
+	handlers  map[string]Handler
+	workflows map[string]*Workflow // by Ref
+	inflight  map[int64]*running   // by step id
+	started   bool
+	stopping  bool
+	engineID  string
+	cancelRun context.CancelFunc // stops the loops
+	loops     sync.WaitGroup
+	handlerWG sync.WaitGroup
+	settled   chan struct{} // signalled after each completion batch
+}
+
+// running is one handler in flight.
+type running struct {
+	fence  store.Fence
+	cancel context.CancelCauseFunc
+}
+
+// errCancelled and errLeaseLost are the causes with which the engine cancels
+// a handler whose outcome must not be recorded.
+var (
+	errTaskCancelled = errors.New("task cancelled")
+	errLeaseLost     = errors.New("lease lost: the step was taken over or cancelled")
+	errShutdown      = errors.New("engine shutting down")
+)
+
+// New returns an engine on an open store. The caller keeps ownership of the
+// store.
+func New(s store.Store, cfg Config) (*Engine, error) {
+	if s == nil {
+		return nil, errors.New("weft: nil store")
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	e := &Engine{
+		cfg:       cfg,
+		store:     s,
+		log:       cfg.Logger,
+		host:      host,
+		slots:     slots.New(cfg.Concurrency),
+		done:      make(chan struct{}),
+		outbox:    make(chan store.Outcome, 4*cfg.Concurrency),
+		handlers:  map[string]Handler{},
+		workflows: map[string]*Workflow{},
+		inflight:  map[int64]*running{},
+		engineID:  cfg.ID,
+		settled:   make(chan struct{}, 1),
+	}
+	e.registerBuiltins()
+	return e, nil
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.store }
+
+// ID returns the engine's id as recorded in leases and the audit log.
+func (e *Engine) ID() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.engineID
+}
+
+// Handle registers the Go handler for a handler name used by workflow steps.
+// Registering a name twice replaces the earlier handler.
+func (e *Engine) Handle(name string, h Handler) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handlers[name] = h
+}
+
+func (e *Engine) handlerNames() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	names := make([]string, 0, len(e.handlers))
+	for n := range e.handlers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Start registers the engine in the store and starts claiming steps. It
+// returns once the engine runs; call Stop to end it.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("weft: engine already started")
+	}
+	e.started = true
+	id := e.engineID
+	e.mu.Unlock()
+	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+		return fmt.Errorf("weft: start engine: %w", err)
+	}
+	// Reclaim at once what dead engines on this host left behind.
+	e.maintain(ctx)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancelRun = cancel
+	e.loops.Add(3)
+	go e.claimLoop(runCtx)
+	go e.heartbeatLoop(runCtx)
+	go e.maintenanceLoop(runCtx)
+	go e.completer()
+	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency)
+	return nil
+}
+
+// Stop shuts the engine down gracefully: it stops claiming, waits for
+// running handlers until ctx ends (or ShutdownTimeout when ctx has no
+// deadline), then cancels the rest, records the outcomes it has, and marks
+// the engine stopped so that what it left is reclaimed at once.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started || e.stopping {
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopping = true
+	e.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	e.cancelRun()
+	e.loops.Wait()
+	drained := make(chan struct{})
+	go func() { e.handlerWG.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		e.log.Warn("shutdown deadline passed, cancelling running handlers", "engine_id", e.ID())
+		e.cancelAll(errShutdown)
+		<-drained
+	}
+	close(e.outbox)
+	<-e.done
+	err := e.store.StopEngine(context.WithoutCancel(ctx), e.ID())
+	e.log.Info("engine stopped", "engine_id", e.ID())
+	return err
+}
+
+// Close stops the engine if it runs and closes the store when the engine
+// opened it.
+func (e *Engine) Close() error {
+	err := e.Stop(context.Background())
+	if e.owns {
+		err = errors.Join(err, e.store.Close())
+	}
+	return err
+}
+
+func (e *Engine) cancelAll(cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.inflight {
+		r.cancel(cause)
+	}
+}
+
+// cancelFences stops the handlers holding the given fences.
+func (e *Engine) cancelFences(fences []store.Fence, cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range fences {
+		if r, ok := e.inflight[f.StepID]; ok && r.fence == f {
+			r.cancel(cause)
+		}
+	}
+}
+
+// claimLoop claims as many ready steps as there are free slots, whenever a
+// slot frees up, the store made steps ready, or the poll interval passes.
+func (e *Engine) claimLoop(ctx context.Context) {
+	defer e.loops.Done()
+	handlers := e.handlerNames()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		n := e.slots.TryTake(e.cfg.Concurrency)
+		got := 0
+		if n > 0 {
+			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
+				EngineID: e.ID(), Limit: n, Now: time.Now(), Handlers: handlers, Caps: e.cfg.NamespaceCaps,
+			})
+			if err != nil && ctx.Err() == nil {
+				e.log.Error("claim failed", "engine_id", e.ID(), "error", err)
+			}
+			got = len(claimed)
+			for _, c := range claimed {
+				e.launch(c)
+			}
+			for range n - got {
+				e.slots.Release()
+			}
+			// Drain the signal our own releases just sent.
+			select {
+			case <-e.slots.Changed():
+			default:
+			}
+		}
+		if got > 0 && got == n {
+			continue // there may be more ready work
+		}
+		timer.Reset(jitter(e.cfg.PollInterval))
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.store.Wake():
+		case <-e.slots.Changed():
+		case <-timer.C:
+		}
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + time.Duration(rand.Int64N(int64(d)/5*2+1))
+}
+
+// heartbeatLoop renews the engine's lease and stops handlers whose steps
+// were cancelled or taken over elsewhere.
+func (e *Engine) heartbeatLoop(ctx context.Context) {
+	defer e.loops.Done()
+	t := time.NewTicker(e.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		inflight := make([]store.Fence, 0, len(e.inflight))
+		for _, r := range e.inflight {
+			inflight = append(inflight, r.fence)
+		}
+		id := e.engineID
+		e.mu.Unlock()
+		lost, err := e.store.Heartbeat(ctx, id, time.Now(), inflight)
+		switch {
+		case errors.Is(err, store.ErrEngineLost):
+			e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", id)
+			e.cancelAll(errLeaseLost)
+			e.reregister(ctx)
+		case err != nil:
+			if ctx.Err() == nil {
+				e.log.Error("heartbeat failed", "engine_id", id, "error", err)
+			}
+		case len(lost) > 0:
+			e.cancelFences(lost, errLeaseLost)
+		}
+	}
+}
+
+func (e *Engine) reregister(ctx context.Context) {
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	e.mu.Lock()
+	e.engineID = fmt.Sprintf("%s-%d-%s", e.host, os.Getpid(), hex.EncodeToString(b[:]))
+	id := e.engineID
+	e.mu.Unlock()
+	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+		e.log.Error("register engine again", "engine_id", id, "error", err)
+	}
+}
+
+// maintenanceLoop reaps lapsed leases, expires steps and tasks past their
+// deadlines and promotes waiting steps whose time came. It sleeps until the
+// next due time the store reports, bounded by the poll interval.
+func (e *Engine) maintenanceLoop(ctx context.Context) {
+	defer e.loops.Done()
+	reapEvery := max(e.cfg.LeaseTTL/4, 10*time.Millisecond)
+	lastReap := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		sleep := jitter(e.cfg.PollInterval)
+		if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
+			sleep = min(sleep, max(time.Until(next), 0))
+		}
+		timer.Reset(sleep)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		e.timed(ctx)
+		if time.Since(lastReap) >= reapEvery {
+			e.reap(ctx)
+			lastReap = time.Now()
+		}
+	}
+}
+
+func (e *Engine) maintain(ctx context.Context) {
+	e.reap(ctx)
+	e.timed(ctx)
+}
+
+// timed promotes and expires what is due, writing only when something is.
+func (e *Engine) timed(ctx context.Context) {
+	next, ok, err := e.store.NextWake(ctx)
+	if err != nil || !ok || next.After(time.Now()) {
+		return
+	}
+	now := time.Now()
+	if n, err := e.store.Expire(ctx, now, e.ID()); err != nil {
+		e.logErr(ctx, "expire", err)
+	} else if n > 0 {
+		e.log.Info("expired", "count", n)
+	}
+	if _, err := e.store.Promote(ctx, now, e.ID()); err != nil {
+		e.logErr(ctx, "promote", err)
+	}
+}
+
+// reap returns the steps of lapsed engines to the queue. Engines on this host
+// whose process is gone are lapsed at once.
+func (e *Engine) reap(ctx context.Context) {
+	engines, err := e.store.ListEngines(ctx)
+	if err != nil {
+		e.logErr(ctx, "list engines", err)
+		return
+	}
+	now := time.Now()
+	staleBefore := now.Add(-e.cfg.LeaseTTL)
+	self := e.ID()
+	var dead []string
+	for _, en := range engines {
+		if en.ID != self && en.Host == e.host && !processAlive(en.PID) {
+			dead = append(dead, en.ID)
+		}
+	}
+	// Reap writes nothing when no engine lapsed, stopped or died.
+	n, err := e.store.Reap(ctx, now, staleBefore, dead, self)
+	if err != nil {
+		e.logErr(ctx, "reap", err)
+		return
+	}
+	if n > 0 {
+		e.log.Warn("reclaimed steps of lapsed engines", "count", n)
+	}
+}
+
+func (e *Engine) logErr(ctx context.Context, what string, err error) {
+	if ctx.Err() == nil {
+		e.log.Error(what+" failed", "engine_id", e.ID(), "error", err)
+	}
+}
+
+// completer writes outcomes in batches: it waits for one, takes whatever
+// else is queued, and writes them in one transaction, so an idle engine
+// records at once and a busy one batches.
+func (e *Engine) completer() {
+	defer close(e.done)
+	const maxBatch = 512
+	batch := make([]store.Outcome, 0, maxBatch)
+	for o := range e.outbox {
+		batch = append(batch[:0], o)
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case o, ok := <-e.outbox:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		e.writeOutcomes(batch)
+		select {
+		case e.settled <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writeOutcomes retries a failed batch write until it succeeds: an accepted
+// outcome is never dropped because the database was busy for a moment.
+func (e *Engine) writeOutcomes(batch []store.Outcome) {
+	backoff := 10 * time.Millisecond
+	for {
+		results, err := e.store.CompleteSteps(context.Background(), batch)
+		if err == nil {
+			for i, r := range results {
+				if r != nil {
+					e.log.Warn("outcome refused", "step_id", batch[i].Fence.StepID, "attempt", batch[i].Fence.Attempt, "error", r)
+				}
+			}
+			return
+		}
+		e.log.Error("record outcomes failed, retrying", "count", len(batch), "error", err)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

@@ -1,0 +1,120 @@
+package weft_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/sqlite"
+)
+
+// storeFactory opens a fresh, empty store for one test. Every behaviour test
+// of the engine runs once per backend listed in backends.
+type storeFactory func(t *testing.T) store.Store
+
+func backends() map[string]storeFactory {
+	return map[string]storeFactory{
+		"sqlite": func(t *testing.T) store.Store {
+			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+}
+
+// eachBackend runs fn as a parallel subtest on every backend.
+func eachBackend(t *testing.T, fn func(t *testing.T, open storeFactory)) {
+	t.Helper()
+	for name, open := range backends() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, open)
+		})
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// testConfig is fast: short leases and polls so tests finish quickly.
+func testConfig(c weft.Config) weft.Config {
+	if c.Logger == nil {
+		c.Logger = quietLogger()
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 50 * time.Millisecond
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = time.Second
+	}
+	return c
+}
+
+// newEngine returns an engine on s, not started.
+func newEngine(t *testing.T, s store.Store, c weft.Config) *weft.Engine {
+	t.Helper()
+	e, err := weft.New(s, testConfig(c))
+	require.NoError(t, err)
+	return e
+}
+
+// start starts e and stops it when the test ends.
+func start(t *testing.T, e *weft.Engine) {
+	t.Helper()
+	require.NoError(t, e.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, e.Stop(ctx))
+	})
+}
+
+// wait waits for the task to end, failing the test after a deadline.
+func wait(t *testing.T, e *weft.Engine, id int64) *weft.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	task, err := e.Wait(ctx, id)
+	require.NoError(t, err, "task %d did not end in time", id)
+	return task
+}
+
+// eventually polls cond until it holds or a deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func stepByName(t *testing.T, task *weft.Task, name string) weft.TaskStep {
+	t.Helper()
+	for _, s := range task.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("task %d has no step %q", task.ID, name)
+	return weft.TaskStep{}
+}
+
+func submit(t *testing.T, e *weft.Engine, s weft.Submission) weft.SubmitResult {
+	t.Helper()
+	res, err := e.Submit(context.Background(), s)
+	require.NoError(t, err)
+	return res
+}

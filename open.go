@@ -1,0 +1,72 @@
+package weft
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/sqlite"
+)
+
+// DefaultDB is the database used when none is given.
+const DefaultDB = "./weft.db"
+
+// OpenStore opens the store a URL names: a file path, "sqlite://PATH" or
+// "sqlite:PATH" selects the embedded SQLite store ("" means DefaultDB).
+func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	switch {
+	case url == "":
+		url = DefaultDB
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return nil, fmt.Errorf("weft: %s: the PostgreSQL store is not part of this version yet; use a SQLite file path", redact(url))
+	}
+	path := url
+	for _, p := range []string{"sqlite://", "sqlite:"} {
+		if strings.HasPrefix(url, p) {
+			path = strings.TrimPrefix(url, p)
+			break
+		}
+	}
+	if i := strings.Index(path, "://"); i >= 0 {
+		return nil, fmt.Errorf("weft: unsupported database URL scheme %q (want a file path or sqlite://PATH)", path[:i])
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Aging: cfg.PriorityAging})
+	if err != nil {
+		return nil, fmt.Errorf("weft: open database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Open opens the store a URL names (see OpenStore) and returns an engine
+// on it. Close the engine to close the store.
+func Open(ctx context.Context, url string, cfg Config) (*Engine, error) {
+	s, err := OpenStore(ctx, url, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := New(s, cfg)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	e.owns = true
+	return e, nil
+}
+
+// redact hides the password of a URL for messages.
+func redact(url string) string {
+	at := strings.LastIndex(url, "@")
+	scheme := strings.Index(url, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return url
+	}
+	userinfo := url[scheme+3 : at]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return url[:scheme+3] + user + ":***" + url[at:]
+	}
+	return url
+}

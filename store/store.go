@@ -1,0 +1,271 @@
+// Package store defines the interface between the weft engine and a
+// database, and the records that cross it. The database is the single source
+// of truth: every task, step, lease and audit entry lives behind a Store.
+//
+// A Store decides the readiness of a finished step's children in the same
+// transaction that records the outcome, guards every write to a claimed step
+// with its fencing token, and appends every state transition to the audit log.
+// Backends live in sub-packages (store/sqlite); the behaviour they share is
+// checked by store/storetest.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/weftrun/weft/state"
+)
+
+// Errors a Store returns. Backends wrap them with context; test with
+// errors.Is.
+var (
+	// ErrNotFound: no task, step or workflow with that identity.
+	ErrNotFound = errors.New("not found")
+	// ErrStaleLease: the fencing token no longer matches, the step was
+	// taken over, cancelled or already finished. The write was refused.
+	ErrStaleLease = errors.New("stale lease: the step is no longer held by this attempt")
+	// ErrConflict: the change does not fit the current state (retrying a
+	// task that has not failed, redefining a registered workflow version).
+	ErrConflict = errors.New("conflict")
+	// ErrEngineLost: the engine was declared dead by the reaper; it must
+	// drop its in-flight work and register again.
+	ErrEngineLost = errors.New("engine was declared dead by the reaper")
+)
+
+// Store is the only way the engine reaches the database.
+type Store interface {
+	// PutWorkflow registers a workflow version. Registering the identical
+	// definition again is a no-op; a different definition under an existing
+	// version is ErrConflict.
+	PutWorkflow(ctx context.Context, w WorkflowRecord) error
+	// GetWorkflow returns one version, or the newest registered one when
+	// version is "".
+	GetWorkflow(ctx context.Context, namespace, name, version string) (*WorkflowRecord, error)
+	ListWorkflows(ctx context.Context) ([]WorkflowRecord, error)
+
+	// InsertTasks submits tasks in one transaction. A task whose
+	// idempotency key exists in its namespace is not inserted again: its
+	// result carries the existing task and Duplicate set.
+	InsertTasks(ctx context.Context, tasks []TaskInsert) ([]InsertResult, error)
+	// GetTask returns a task with its steps.
+	GetTask(ctx context.Context, id int64) (*Task, error)
+	// ListTasks returns tasks without their steps, newest first.
+	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	// CancelTask cancels a task and every non-terminal step. It returns the
+	// fences of the steps that were running, whose handlers must stop.
+	CancelTask(ctx context.Context, id int64, engineID, reason string) ([]Fence, error)
+	// RetryTask moves a failed task back to running: its failed and expired
+	// steps become ready with fresh attempts and the steps skipped because
+	// of them are evaluated again.
+	RetryTask(ctx context.Context, id int64, engineID string) error
+	// Audit returns a task's transitions, oldest first.
+	Audit(ctx context.Context, taskID int64) ([]AuditEntry, error)
+
+	// ClaimSteps marks up to p.Limit ready steps running under a new lease
+	// for p.EngineID, best effective priority first, honouring the
+	// namespace caps, and returns them with their execution context.
+	ClaimSteps(ctx context.Context, p ClaimParams) ([]ClaimedStep, error)
+	// CompleteSteps records outcomes in one transaction, each guarded by
+	// its fence, decides the readiness of children and finishes tasks. The
+	// result has one entry per outcome: nil or an error wrapping
+	// ErrStaleLease.
+	CompleteSteps(ctx context.Context, outcomes []Outcome) ([]error, error)
+	// SaveCheckpoint stores a running step's checkpoint (fenced).
+	SaveCheckpoint(ctx context.Context, f Fence, checkpoint json.RawMessage) error
+	// SetDeferred sets or clears the deferred sub-status of a running step
+	// (fenced).
+	SetDeferred(ctx context.Context, f Fence, engineID string, deferred bool) error
+
+	// RegisterEngine records a live engine; Heartbeat extends the lease of
+	// every step it holds in one write and reports which of the given
+	// in-flight fences are no longer valid (cancelled or taken over).
+	// Heartbeat returns ErrEngineLost when the engine was declared dead.
+	RegisterEngine(ctx context.Context, e EngineInfo) error
+	Heartbeat(ctx context.Context, engineID string, now time.Time, inflight []Fence) (lost []Fence, err error)
+	// StopEngine marks an engine stopped: its remaining steps are reaped at
+	// once.
+	StopEngine(ctx context.Context, engineID string) error
+	// ListEngines returns the engines not yet declared dead or stopped.
+	ListEngines(ctx context.Context) ([]EngineInfo, error)
+
+	// Reap returns the running steps of lapsed engines to the queue (ready,
+	// the attempt counted) or fails them when their attempts are used up.
+	// An engine has lapsed when its heartbeat is older than staleBefore, it
+	// stopped, or it is listed in dead. Lapsed engines are marked dead.
+	Reap(ctx context.Context, now, staleBefore time.Time, dead []string, engineID string) (int, error)
+	// Expire moves ready and waiting steps whose ttl passed, and pending
+	// tasks whose good_until passed, to expired.
+	Expire(ctx context.Context, now time.Time, engineID string) (int, error)
+	// Promote makes waiting steps whose run_at has come ready.
+	Promote(ctx context.Context, now time.Time, engineID string) (int, error)
+	// NextWake returns the earliest run_at or expiry among waiting and ready
+	// steps and pending tasks, so the engine can sleep until then.
+	NextWake(ctx context.Context) (time.Time, bool, error)
+
+	// Wake returns a channel that receives a value (coalesced) whenever
+	// this store handle makes steps ready. Engines in other processes are
+	// reached by the backend's own mechanism or by polling.
+	Wake() <-chan struct{}
+
+	Close() error
+}
+
+// WorkflowRecord is a registered workflow version.
+type WorkflowRecord struct {
+	Namespace  string
+	Name       string
+	Version    string
+	Definition json.RawMessage // the workflow as JSON
+	CreatedAt  time.Time
+}
+
+// TaskInsert is one task to submit.
+type TaskInsert struct {
+	Namespace      string
+	Workflow       string
+	Version        string
+	Input          json.RawMessage // JSON; nil means {}
+	Priority       int
+	RunAt          time.Time // zero: now
+	GoodUntil      time.Time // zero: none
+	IdempotencyKey string    // "": none
+	Steps          []StepInsert
+}
+
+// StepInsert is one step of a task to submit, in definition order.
+type StepInsert struct {
+	Name        string
+	Handler     string
+	Deps        []int // indexes into TaskInsert.Steps
+	Priority    int   // added to the task's priority
+	MaxAttempts int
+	TTL         time.Duration
+}
+
+// InsertResult is the outcome of one TaskInsert.
+type InsertResult struct {
+	Task      Task
+	Duplicate bool
+}
+
+// Task is a stored task. Steps is filled by GetTask only.
+type Task struct {
+	ID             int64           `json:"id"`
+	Namespace      string          `json:"namespace"`
+	Workflow       string          `json:"workflow"`
+	Version        string          `json:"version"`
+	State          state.Task      `json:"state"`
+	Input          json.RawMessage `json:"input"`
+	Priority       int             `json:"priority"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	RunAt          time.Time       `json:"run_at"`
+	GoodUntil      *time.Time      `json:"good_until,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Steps          []Step          `json:"steps,omitempty"`
+}
+
+// Step is a stored step of a task.
+type Step struct {
+	ID          int64           `json:"id"`
+	TaskID      int64           `json:"task_id"`
+	Index       int             `json:"index"`
+	Name        string          `json:"name"`
+	Handler     string          `json:"handler"`
+	Namespace   string          `json:"namespace"`
+	State       state.Step      `json:"state"`
+	Sub         string          `json:"sub_status,omitempty"` // "deferred" while running
+	DependsOn   []string        `json:"depends_on,omitempty"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Checkpoint  json.RawMessage `json:"checkpoint,omitempty"`
+	RunAt       *time.Time      `json:"run_at,omitempty"`
+	EngineID    string          `json:"engine_id,omitempty"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+}
+
+// TaskFilter selects tasks for ListTasks. Zero fields do not filter.
+type TaskFilter struct {
+	Namespace string
+	Workflow  string
+	State     state.Task
+	BeforeID  int64 // cursor: only tasks with a smaller id
+	Limit     int   // default 100
+}
+
+// Fence identifies one attempt's hold on a step. A write guarded by a fence
+// succeeds only while the step is running under exactly this attempt and
+// lease.
+type Fence struct {
+	StepID  int64 `json:"step_id"`
+	Attempt int   `json:"attempt"`
+	LeaseID int64 `json:"lease_id"`
+}
+
+// ClaimParams says what an engine may claim.
+type ClaimParams struct {
+	EngineID string
+	Limit    int
+	Now      time.Time
+	// Handlers limits the claim to steps run by these handlers; nil means
+	// any.
+	Handlers []string
+	// Caps limits how many steps of a namespace run at once across every
+	// engine on the database.
+	Caps map[string]int
+}
+
+// ClaimedStep is a step claimed for execution with what its handler sees.
+type ClaimedStep struct {
+	Step
+	Fence    Fence
+	Workflow string
+	Version  string
+	Input    json.RawMessage            // the task input
+	Deps     map[string]json.RawMessage // results of dependencies by name
+}
+
+// Outcome is the result of one attempt, to record with CompleteSteps.
+type Outcome struct {
+	Fence    Fence
+	EngineID string
+	// State is StepCompleted, StepFailed (permanent) or StepWaiting (a retry
+	// or snooze at RunAt).
+	State  state.Step
+	Result json.RawMessage
+	Error  string
+	RunAt  time.Time
+	// Snooze gives the attempt back: the next run has the same number.
+	Snooze bool
+	Reason string
+}
+
+// EngineInfo describes a live engine process.
+type EngineInfo struct {
+	ID          string
+	Host        string
+	PID         int
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// AuditEntry is one recorded transition of a task (Step == "") or a step.
+type AuditEntry struct {
+	ID       int64     `json:"id"`
+	TaskID   int64     `json:"task_id"`
+	Step     string    `json:"step,omitempty"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	At       time.Time `json:"at"`
+	Attempt  int       `json:"attempt,omitempty"`
+	EngineID string    `json:"engine_id,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+}
