@@ -31,6 +31,8 @@ type Options struct {
 	// BusyTimeout is how long a writer waits for another process's write
 	// lock. Default five seconds.
 	BusyTimeout time.Duration
+	// Clock returns the current time; tests set it. Default time.Now.
+	Clock func() time.Time
 }
 
 // Store is a store.Store on a SQLite file.
@@ -38,6 +40,7 @@ type Store struct {
 	w     *sql.DB // one connection: the only writer in this process
 	r     *sql.DB // readers
 	aging int64   // microseconds per priority level
+	clock func() time.Time
 	wake  chan struct{}
 }
 
@@ -51,6 +54,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.Aging <= 0 {
 		opts.Aging = time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 5 * time.Second
@@ -70,7 +76,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, aging: opts.Aging.Microseconds(), wake: make(chan struct{}, 1)}
+	s := &Store{w: w, aging: opts.Aging.Microseconds(), clock: opts.Clock, wake: make(chan struct{}, 1)}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
@@ -133,7 +139,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
-	t := &txn{ctx: ctx, tx: tx, s: s, now: time.Now().UnixMicro(), engine: engineID}
+	t := &txn{ctx: ctx, tx: tx, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	if err := fn(t); err != nil {
 		tx.Rollback()
 		return err

@@ -207,6 +207,9 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 		defer insAudit.Close()
 
 		for i, in := range tasks {
+			if err := store.ValidateInsert(in); err != nil {
+				return err
+			}
 			if in.IdempotencyKey != "" {
 				existing, err := scanTask(t.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`,
 					in.Namespace, in.IdempotencyKey))

@@ -1,0 +1,667 @@
+// Package storetest is the conformance suite every store.Store passes: the
+// same behaviour tests run against each backend, so a behaviour that exists
+// on one backend only is caught.
+//
+// A backend's test calls Run with a function that opens a fresh, empty store
+// whose clock the suite controls.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// Clock is a settable time source for a store under test.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at a fixed instant.
+func NewClock() *Clock { return &Clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// Opener opens a fresh, empty store that reads the time from clock and
+// ages priorities by one level per aging.
+type Opener func(t *testing.T, clock *Clock, aging time.Duration) store.Store
+
+// Run runs every conformance test against the stores open returns.
+func Run(t *testing.T, open Opener) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h *harness)
+	}{
+		{"InsertAndGet", testInsertAndGet},
+		{"Idempotency", testIdempotency},
+		{"BulkInsertIsAtomic", testBulkInsertAtomic},
+		{"ClaimLimitAndFence", testClaimLimit},
+		{"ClaimByHandler", testClaimByHandler},
+		{"PriorityAging", testPriorityAging},
+		{"NamespaceCaps", testNamespaceCaps},
+		{"DiamondReadiness", testDiamondReadiness},
+		{"FailureSkipsDescendants", testFailureSkipsDescendants},
+		{"RetryWaitsThenPromotes", testRetryWaits},
+		{"SnoozeGivesAttemptBack", testSnooze},
+		{"StaleCompletionRefused", testStaleCompletion},
+		{"ReapLapsedEngine", testReap},
+		{"ReapExhaustedFails", testReapExhausted},
+		{"HeartbeatReportsLost", testHeartbeatLost},
+		{"CheckpointAndDeferredAreFenced", testCheckpointDeferred},
+		{"CancelTask", testCancel},
+		{"RetryTask", testRetryTask},
+		{"ExpireStepTTL", testExpireTTL},
+		{"ExpireGoodUntil", testExpireGoodUntil},
+		{"RunAtDelaysTask", testRunAt},
+		{"Workflows", testWorkflows},
+		{"ListTasks", testListTasks},
+		{"AuditRecordsEveryTransition", testAudit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := NewClock()
+			h := &harness{t: t, clock: clock, s: open(t, clock, 10*time.Second), ctx: context.Background()}
+			tt.fn(t, h)
+		})
+	}
+}
+
+type harness struct {
+	t     *testing.T
+	clock *Clock
+	s     store.Store
+	ctx   context.Context
+}
+
+// chain builds steps where each depends on the one before.
+func chain(names ...string) []store.StepInsert {
+	out := make([]store.StepInsert, len(names))
+	for i, n := range names {
+		out[i] = store.StepInsert{Name: n, Handler: "h", MaxAttempts: 3}
+		if i > 0 {
+			out[i].Deps = []int{i - 1}
+		}
+	}
+	return out
+}
+
+func (h *harness) insert(in ...store.TaskInsert) []store.InsertResult {
+	h.t.Helper()
+	for i := range in {
+		if in[i].Namespace == "" {
+			in[i].Namespace = "ns"
+		}
+		if in[i].Workflow == "" {
+			in[i].Workflow, in[i].Version = "wf", "1"
+		}
+		if in[i].Steps == nil {
+			in[i].Steps = chain("only")
+		}
+	}
+	res, err := h.s.InsertTasks(h.ctx, in)
+	require.NoError(h.t, err)
+	return res
+}
+
+func (h *harness) claim(engine string, limit int) []store.ClaimedStep {
+	h.t.Helper()
+	return h.claimWith(store.ClaimParams{EngineID: engine, Limit: limit})
+}
+
+func (h *harness) claimWith(p store.ClaimParams) []store.ClaimedStep {
+	h.t.Helper()
+	p.Now = h.clock.Now()
+	got, err := h.s.ClaimSteps(h.ctx, p)
+	require.NoError(h.t, err)
+	return got
+}
+
+func (h *harness) complete(os ...store.Outcome) []error {
+	h.t.Helper()
+	res, err := h.s.CompleteSteps(h.ctx, os)
+	require.NoError(h.t, err)
+	return res
+}
+
+func (h *harness) ok(c store.ClaimedStep, result string) {
+	h.t.Helper()
+	res := h.complete(store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepCompleted, Result: json.RawMessage(result)})
+	require.NoError(h.t, res[0])
+}
+
+func (h *harness) task(id int64) *store.Task {
+	h.t.Helper()
+	task, err := h.s.GetTask(h.ctx, id)
+	require.NoError(h.t, err)
+	return task
+}
+
+func (h *harness) register(id string) {
+	h.t.Helper()
+	require.NoError(h.t, h.s.RegisterEngine(h.ctx, store.EngineInfo{ID: id, Host: "test-host", PID: 1, StartedAt: h.clock.Now()}))
+}
+
+func states(task *store.Task) map[string]state.Step {
+	out := map[string]state.Step{}
+	for _, s := range task.Steps {
+		out[s.Name] = s.State
+	}
+	return out
+}
+
+func names(cs []store.ClaimedStep) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Name
+	}
+	return out
+}
+
+func testInsertAndGet(t *testing.T, h *harness) {
+	res := h.insert(store.TaskInsert{Input: json.RawMessage(`{"a":1}`), Priority: 2, Steps: chain("x", "y")})
+	require.Len(t, res, 1)
+	require.False(t, res[0].Duplicate)
+	task := h.task(res[0].Task.ID)
+	require.Equal(t, state.TaskPending, task.State)
+	require.JSONEq(t, `{"a":1}`, string(task.Input))
+	require.Equal(t, "ns", task.Namespace)
+	require.Equal(t, map[string]state.Step{"x": state.StepReady, "y": state.StepPending}, states(task))
+	require.Equal(t, []string{"x"}, task.Steps[1].DependsOn)
+	_, err := h.s.GetTask(h.ctx, 999999)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testIdempotency(t *testing.T, h *harness) {
+	first := h.insert(store.TaskInsert{IdempotencyKey: "k1"})[0]
+	require.False(t, first.Duplicate)
+	// Again, and twice within one batch: one task.
+	res := h.insert(store.TaskInsert{IdempotencyKey: "k1"}, store.TaskInsert{IdempotencyKey: "k2"}, store.TaskInsert{IdempotencyKey: "k2"})
+	require.True(t, res[0].Duplicate)
+	require.Equal(t, first.Task.ID, res[0].Task.ID)
+	require.False(t, res[1].Duplicate)
+	require.True(t, res[2].Duplicate)
+	require.Equal(t, res[1].Task.ID, res[2].Task.ID)
+	// Keys are per namespace.
+	other := h.insert(store.TaskInsert{Namespace: "other", IdempotencyKey: "k1"})[0]
+	require.False(t, other.Duplicate)
+	tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{})
+	require.NoError(t, err)
+	require.Len(t, tasks, 3)
+}
+
+func testBulkInsertAtomic(t *testing.T, h *harness) {
+	many := make([]store.TaskInsert, 500)
+	res := h.insert(many...)
+	require.Len(t, res, 500)
+	// A batch with one bad task inserts nothing.
+	bad := []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1", Steps: chain("a")}, {Namespace: "ns", Workflow: "wf", Version: "1",
+		Steps: []store.StepInsert{{Name: "a", Handler: "h", Deps: []int{5}}}}}
+	_, err := h.s.InsertTasks(h.ctx, bad)
+	require.Error(t, err)
+	tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, tasks, 500)
+}
+
+func testClaimLimit(t *testing.T, h *harness) {
+	h.register("e1")
+	h.insert(make([]store.TaskInsert, 5)...)
+	got := h.claim("e1", 3)
+	require.Len(t, got, 3)
+	for _, c := range got {
+		require.Equal(t, state.StepRunning, c.State)
+		require.Equal(t, 1, c.Attempts)
+		require.Equal(t, 1, c.Fence.Attempt)
+		require.NotZero(t, c.Fence.LeaseID)
+		require.Equal(t, "e1", c.EngineID)
+		require.JSONEq(t, `{}`, string(c.Input))
+		require.Equal(t, "wf", c.Workflow)
+		require.Equal(t, state.TaskRunning, h.task(c.TaskID).State)
+	}
+	require.Len(t, h.claim("e1", 10), 2)
+	require.Empty(t, h.claim("e1", 10))
+}
+
+func testClaimByHandler(t *testing.T, h *harness) {
+	h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "a", Handler: "remote", MaxAttempts: 1}}},
+		store.TaskInsert{Steps: []store.StepInsert{{Name: "b", Handler: "local", MaxAttempts: 1}}})
+	got := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 10, Handlers: []string{"local"}})
+	require.Equal(t, []string{"b"}, names(got))
+}
+
+func testPriorityAging(t *testing.T, h *harness) {
+	// Aging is one level per 10s. "old" waits 60s at priority 0 and is worth
+	// 6 levels by then: it beats a new priority-5 step but not priority 10.
+	h.insert(store.TaskInsert{Steps: chain("old")})
+	h.clock.Advance(60 * time.Second)
+	h.insert(store.TaskInsert{Priority: 5, Steps: chain("p5")}, store.TaskInsert{Priority: 10, Steps: chain("p10")},
+		store.TaskInsert{Priority: 0, Steps: chain("new")})
+	var order []string
+	for range 4 {
+		order = append(order, names(h.claim("e1", 1))...)
+	}
+	require.Equal(t, []string{"p10", "old", "p5", "new"}, order)
+}
+
+func testNamespaceCaps(t *testing.T, h *harness) {
+	for range 5 {
+		h.insert(store.TaskInsert{Namespace: "capped"}, store.TaskInsert{Namespace: "free"})
+	}
+	caps := map[string]int{"capped": 2}
+	got := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 10, Caps: caps})
+	count := map[string]int{}
+	for _, c := range got {
+		count[c.Namespace]++
+	}
+	require.Equal(t, map[string]int{"capped": 2, "free": 5}, count)
+	// The cap counts running steps of every engine.
+	require.Empty(t, h.claimWith(store.ClaimParams{EngineID: "e2", Limit: 10, Caps: caps}))
+	for _, c := range got {
+		if c.Namespace == "capped" {
+			h.ok(c, `{}`)
+			break
+		}
+	}
+	require.Len(t, h.claimWith(store.ClaimParams{EngineID: "e2", Limit: 10, Caps: caps}), 1)
+}
+
+func testDiamondReadiness(t *testing.T, h *harness) {
+	steps := []store.StepInsert{
+		{Name: "a", Handler: "h", MaxAttempts: 1},
+		{Name: "b", Handler: "h", MaxAttempts: 1, Deps: []int{0}},
+		{Name: "c", Handler: "h", MaxAttempts: 1, Deps: []int{0}},
+		{Name: "d", Handler: "h", MaxAttempts: 1, Deps: []int{1, 2}},
+	}
+	id := h.insert(store.TaskInsert{Input: json.RawMessage(`{"n":1}`), Steps: steps})[0].Task.ID
+	a := h.claim("e1", 10)
+	require.Equal(t, []string{"a"}, names(a))
+	h.ok(a[0], `{"from":"a"}`)
+	bc := h.claim("e1", 10)
+	require.ElementsMatch(t, []string{"b", "c"}, names(bc))
+	for _, c := range bc {
+		require.Equal(t, map[string]json.RawMessage{"a": json.RawMessage(`{"from":"a"}`)}, c.Deps)
+	}
+	h.ok(bc[0], `{"from":"`+bc[0].Name+`"}`)
+	require.Empty(t, h.claim("e1", 10), "d waits for both parents")
+	h.ok(bc[1], `{"from":"`+bc[1].Name+`"}`)
+	d := h.claim("e1", 10)
+	require.Equal(t, []string{"d"}, names(d))
+	require.JSONEq(t, `{"from":"b"}`, string(d[0].Deps["b"]))
+	require.JSONEq(t, `{"from":"c"}`, string(d[0].Deps["c"]))
+	require.JSONEq(t, `{"n":1}`, string(d[0].Input))
+	h.ok(d[0], `{}`)
+	task := h.task(id)
+	require.Equal(t, state.TaskCompleted, task.State)
+	require.NotNil(t, task.FinishedAt)
+}
+
+func testFailureSkipsDescendants(t *testing.T, h *harness) {
+	steps := []store.StepInsert{
+		{Name: "a", Handler: "h", MaxAttempts: 1},
+		{Name: "b", Handler: "h", MaxAttempts: 1, Deps: []int{0}},
+		{Name: "c", Handler: "h", MaxAttempts: 1, Deps: []int{1}},
+		{Name: "side", Handler: "h", MaxAttempts: 1},
+	}
+	id := h.insert(store.TaskInsert{Steps: steps})[0].Task.ID
+	got := h.claim("e1", 10)
+	require.ElementsMatch(t, []string{"a", "side"}, names(got))
+	for _, c := range got {
+		if c.Name == "a" {
+			require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, State: state.StepFailed, Error: "boom"})[0])
+		}
+	}
+	task := h.task(id)
+	require.Equal(t, state.TaskRunning, task.State, "the independent branch still runs")
+	require.Equal(t, map[string]state.Step{"a": state.StepFailed, "b": state.StepSkipped, "c": state.StepSkipped, "side": state.StepRunning}, states(task))
+	for _, c := range got {
+		if c.Name == "side" {
+			h.ok(c, `{}`)
+		}
+	}
+	task = h.task(id)
+	require.Equal(t, state.TaskFailed, task.State)
+	require.Contains(t, task.Error, "boom")
+	require.Contains(t, task.Error, `"a"`)
+}
+
+func testRetryWaits(t *testing.T, h *harness) {
+	h.insert(store.TaskInsert{})
+	c := h.claim("e1", 1)[0]
+	runAt := h.clock.Now().Add(time.Minute)
+	require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, State: state.StepWaiting, RunAt: runAt, Error: "try later"})[0])
+	task := h.task(c.TaskID)
+	require.Equal(t, state.StepWaiting, task.Steps[0].State)
+	require.Equal(t, "try later", task.Steps[0].Error)
+	next, ok, err := h.s.NextWake(h.ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.WithinDuration(t, runAt, next, time.Millisecond)
+	require.Empty(t, h.claim("e1", 1), "not ready before run_at")
+	n, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	h.clock.Advance(time.Minute)
+	n, err = h.s.Promote(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	again := h.claim("e1", 1)
+	require.Len(t, again, 1)
+	require.Equal(t, 2, again[0].Attempts)
+}
+
+func testSnooze(t *testing.T, h *harness) {
+	h.insert(store.TaskInsert{})
+	c := h.claim("e1", 1)[0]
+	require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, State: state.StepWaiting, RunAt: h.clock.Now().Add(time.Second), Snooze: true})[0])
+	h.clock.Advance(time.Second)
+	_, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	again := h.claim("e1", 1)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Attempts, "a snooze does not use up an attempt")
+}
+
+func testStaleCompletion(t *testing.T, h *harness) {
+	h.register("e1")
+	h.register("e2")
+	h.insert(store.TaskInsert{})
+	first := h.claim("e1", 1)[0]
+	// e1 is declared dead; e2 takes the step over.
+	_, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-time.Hour), []string{"e1"}, "e2")
+	require.NoError(t, err)
+	second := h.claim("e2", 1)[0]
+	require.Equal(t, first.ID, second.ID)
+	require.Equal(t, 2, second.Fence.Attempt)
+	res := h.complete(
+		store.Outcome{Fence: first.Fence, EngineID: "e1", State: state.StepCompleted, Result: json.RawMessage(`"stale"`)},
+		store.Outcome{Fence: second.Fence, EngineID: "e2", State: state.StepCompleted, Result: json.RawMessage(`"fresh"`)},
+	)
+	require.ErrorIs(t, res[0], store.ErrStaleLease)
+	require.NoError(t, res[1])
+	// A repeated completion of the same attempt is refused too.
+	require.ErrorIs(t, h.complete(store.Outcome{Fence: second.Fence, State: state.StepCompleted})[0], store.ErrStaleLease)
+	task := h.task(first.TaskID)
+	require.JSONEq(t, `"fresh"`, string(task.Steps[0].Result))
+	require.Equal(t, state.TaskCompleted, task.State)
+}
+
+func testReap(t *testing.T, h *harness) {
+	h.register("e1")
+	h.register("e2")
+	h.insert(store.TaskInsert{}, store.TaskInsert{})
+	got := h.claim("e1", 2)
+	require.Len(t, got, 2)
+	// e2 heartbeats, e1 does not: only e1 lapses.
+	h.clock.Advance(time.Minute)
+	_, err := h.s.Heartbeat(h.ctx, "e2", h.clock.Now(), nil)
+	require.NoError(t, err)
+	n, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-30*time.Second), nil, "e2")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	task := h.task(got[0].TaskID)
+	require.Equal(t, state.StepReady, task.Steps[0].State)
+	require.Equal(t, 1, task.Steps[0].Attempts, "the lapsed attempt counts")
+	require.Contains(t, task.Steps[0].Error, "lease lapsed")
+	_, err = h.s.Heartbeat(h.ctx, "e1", h.clock.Now(), nil)
+	require.ErrorIs(t, err, store.ErrEngineLost)
+	engines, err := h.s.ListEngines(h.ctx)
+	require.NoError(t, err)
+	require.Len(t, engines, 1)
+	require.Equal(t, "e2", engines[0].ID)
+	// Nothing more to reap.
+	n, err = h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-30*time.Second), nil, "e2")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	// A stopped engine's steps are reaped at once.
+	c := h.claim("e2", 1)[0]
+	require.NoError(t, h.s.StopEngine(h.ctx, "e2"))
+	h.register("e3")
+	n, err = h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-time.Hour), nil, "e3")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, state.StepReady, h.task(c.TaskID).Steps[0].State)
+}
+
+func testReapExhausted(t *testing.T, h *harness) {
+	h.register("e1")
+	h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1, Deps: []int{0}}}})
+	c := h.claim("e1", 1)[0]
+	_, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now(), []string{"e1"}, "e2")
+	require.NoError(t, err)
+	task := h.task(c.TaskID)
+	require.Equal(t, map[string]state.Step{"a": state.StepFailed, "b": state.StepSkipped}, states(task))
+	require.Equal(t, state.TaskFailed, task.State)
+}
+
+func testHeartbeatLost(t *testing.T, h *harness) {
+	h.register("e1")
+	h.insert(store.TaskInsert{}, store.TaskInsert{})
+	got := h.claim("e1", 2)
+	_, err := h.s.CancelTask(h.ctx, got[0].TaskID, "", "test")
+	require.NoError(t, err)
+	stale := got[1].Fence
+	stale.LeaseID++
+	lost, err := h.s.Heartbeat(h.ctx, "e1", h.clock.Now(), []store.Fence{got[0].Fence, got[1].Fence, stale})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []store.Fence{got[0].Fence, stale}, lost)
+}
+
+func testCheckpointDeferred(t *testing.T, h *harness) {
+	h.insert(store.TaskInsert{})
+	c := h.claim("e1", 1)[0]
+	require.NoError(t, h.s.SaveCheckpoint(h.ctx, c.Fence, json.RawMessage(`{"cursor":7}`)))
+	require.NoError(t, h.s.SetDeferred(h.ctx, c.Fence, "e1", true))
+	step := h.task(c.TaskID).Steps[0]
+	require.Equal(t, state.SubDeferred, step.Sub)
+	require.JSONEq(t, `{"cursor":7}`, string(step.Checkpoint))
+	require.NoError(t, h.s.SetDeferred(h.ctx, c.Fence, "e1", false))
+	require.Empty(t, h.task(c.TaskID).Steps[0].Sub)
+	stale := c.Fence
+	stale.Attempt++
+	require.ErrorIs(t, h.s.SaveCheckpoint(h.ctx, stale, json.RawMessage(`{}`)), store.ErrStaleLease)
+	require.ErrorIs(t, h.s.SetDeferred(h.ctx, stale, "e1", true), store.ErrStaleLease)
+	// The checkpoint survives a retry and is handed to the next attempt.
+	require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, State: state.StepWaiting})[0])
+	again := h.claim("e1", 1)[0]
+	require.JSONEq(t, `{"cursor":7}`, string(again.Checkpoint))
+}
+
+func testCancel(t *testing.T, h *harness) {
+	id := h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1},
+		{Name: "c", Handler: "h", MaxAttempts: 1, Deps: []int{0}}}})[0].Task.ID
+	got := h.claim("e1", 1)
+	require.Len(t, got, 1)
+	running, err := h.s.CancelTask(h.ctx, id, "", "stop")
+	require.NoError(t, err)
+	require.Equal(t, []store.Fence{got[0].Fence}, running)
+	task := h.task(id)
+	require.Equal(t, state.TaskCancelled, task.State)
+	for _, s := range task.Steps {
+		require.Equal(t, state.StepCancelled, s.State, s.Name)
+	}
+	require.ErrorIs(t, h.complete(store.Outcome{Fence: got[0].Fence, State: state.StepCompleted})[0], store.ErrStaleLease)
+	_, err = h.s.CancelTask(h.ctx, id, "", "again")
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = h.s.CancelTask(h.ctx, 424242, "", "missing")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Empty(t, h.claim("e1", 10))
+}
+
+func testRetryTask(t *testing.T, h *harness) {
+	id := h.insert(store.TaskInsert{Steps: chain("a", "b", "c")})[0].Task.ID
+	a := h.claim("e1", 1)[0]
+	h.ok(a, `{"a":1}`)
+	b := h.claim("e1", 1)[0]
+	require.NoError(t, h.complete(store.Outcome{Fence: b.Fence, State: state.StepFailed, Error: "bad"})[0])
+	require.Equal(t, state.TaskFailed, h.task(id).State)
+	require.ErrorIs(t, h.s.RetryTask(h.ctx, 424242, ""), store.ErrNotFound)
+	require.NoError(t, h.s.RetryTask(h.ctx, id, ""))
+	task := h.task(id)
+	require.Equal(t, state.TaskRunning, task.State)
+	require.Empty(t, task.Error)
+	require.Equal(t, map[string]state.Step{"a": state.StepCompleted, "b": state.StepReady, "c": state.StepPending}, states(task))
+	b2 := h.claim("e1", 1)[0]
+	require.Equal(t, "b", b2.Name)
+	require.Equal(t, 1, b2.Attempts, "a retried task gets fresh attempts")
+	require.JSONEq(t, `{"a":1}`, string(b2.Deps["a"]))
+	h.ok(b2, `{}`)
+	h.ok(h.claim("e1", 1)[0], `{}`)
+	require.Equal(t, state.TaskCompleted, h.task(id).State)
+	require.ErrorIs(t, h.s.RetryTask(h.ctx, id, ""), store.ErrConflict)
+}
+
+func testExpireTTL(t *testing.T, h *harness) {
+	steps := []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1, TTL: time.Minute}, {Name: "b", Handler: "h", MaxAttempts: 1, Deps: []int{0}}}
+	expiring := h.insert(store.TaskInsert{Steps: steps})[0].Task.ID
+	claimed := h.insert(store.TaskInsert{Steps: steps})[0].Task.ID
+	// Claim the second task's first step: a started step never expires.
+	got := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1})
+	require.Len(t, got, 1)
+	if got[0].TaskID != claimed {
+		expiring, claimed = claimed, expiring
+	}
+	h.clock.Advance(59 * time.Second)
+	n, err := h.s.Expire(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	h.clock.Advance(time.Second)
+	n, err = h.s.Expire(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	task := h.task(expiring)
+	require.Equal(t, map[string]state.Step{"a": state.StepExpired, "b": state.StepSkipped}, states(task))
+	require.Equal(t, state.TaskFailed, task.State)
+	require.Equal(t, state.StepRunning, h.task(claimed).Steps[0].State)
+}
+
+func testExpireGoodUntil(t *testing.T, h *harness) {
+	id := h.insert(store.TaskInsert{GoodUntil: h.clock.Now().Add(time.Minute), Steps: chain("a", "b")})[0].Task.ID
+	h.clock.Advance(2 * time.Minute)
+	n, err := h.s.Expire(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	task := h.task(id)
+	require.Equal(t, state.TaskExpired, task.State)
+	require.Equal(t, map[string]state.Step{"a": state.StepExpired, "b": state.StepExpired}, states(task))
+	// A task that started before good_until runs to its end.
+	id = h.insert(store.TaskInsert{GoodUntil: h.clock.Now().Add(time.Minute)})[0].Task.ID
+	c := h.claim("e1", 1)
+	require.Len(t, c, 1)
+	h.clock.Advance(2 * time.Minute)
+	_, err = h.s.Expire(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Equal(t, state.TaskRunning, h.task(id).State)
+}
+
+func testRunAt(t *testing.T, h *harness) {
+	id := h.insert(store.TaskInsert{RunAt: h.clock.Now().Add(time.Hour)})[0].Task.ID
+	require.Equal(t, state.StepWaiting, h.task(id).Steps[0].State)
+	require.Empty(t, h.claim("e1", 1))
+	h.clock.Advance(time.Hour)
+	n, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, h.claim("e1", 1), 1)
+}
+
+func testWorkflows(t *testing.T, h *harness) {
+	def := func(v string) store.WorkflowRecord {
+		return store.WorkflowRecord{Namespace: "ns", Name: "wf", Version: v, Definition: json.RawMessage(fmt.Sprintf(`{"version":%q}`, v))}
+	}
+	for _, v := range []string{"1.9", "1.10", "1.2"} {
+		require.NoError(t, h.s.PutWorkflow(h.ctx, def(v)))
+	}
+	require.NoError(t, h.s.PutWorkflow(h.ctx, def("1.9")), "the identical definition again is fine")
+	changed := def("1.9")
+	changed.Definition = json.RawMessage(`{"version":"1.9","steps":[]}`)
+	require.ErrorIs(t, h.s.PutWorkflow(h.ctx, changed), store.ErrConflict)
+	latest, err := h.s.GetWorkflow(h.ctx, "ns", "wf", "")
+	require.NoError(t, err)
+	require.Equal(t, "1.10", latest.Version)
+	one, err := h.s.GetWorkflow(h.ctx, "ns", "wf", "1.2")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"version":"1.2"}`, string(one.Definition))
+	_, err = h.s.GetWorkflow(h.ctx, "ns", "nope", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	all, err := h.s.ListWorkflows(h.ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+}
+
+func testListTasks(t *testing.T, h *harness) {
+	for range 3 {
+		h.insert(store.TaskInsert{Namespace: "a"}, store.TaskInsert{Namespace: "b", Workflow: "other", Version: "1"})
+	}
+	all, err := h.s.ListTasks(h.ctx, store.TaskFilter{})
+	require.NoError(t, err)
+	require.Len(t, all, 6)
+	require.Greater(t, all[0].ID, all[5].ID, "newest first")
+	byNS, err := h.s.ListTasks(h.ctx, store.TaskFilter{Namespace: "a"})
+	require.NoError(t, err)
+	require.Len(t, byNS, 3)
+	byWF, err := h.s.ListTasks(h.ctx, store.TaskFilter{Workflow: "other"})
+	require.NoError(t, err)
+	require.Len(t, byWF, 3)
+	page, err := h.s.ListTasks(h.ctx, store.TaskFilter{Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	next, err := h.s.ListTasks(h.ctx, store.TaskFilter{Limit: 10, BeforeID: page[1].ID})
+	require.NoError(t, err)
+	require.Len(t, next, 4)
+	h.ok(h.claim("e1", 1)[0], `{}`)
+	done, err := h.s.ListTasks(h.ctx, store.TaskFilter{State: state.TaskCompleted})
+	require.NoError(t, err)
+	require.Len(t, done, 1)
+}
+
+func testAudit(t *testing.T, h *harness) {
+	h.register("e1")
+	id := h.insert(store.TaskInsert{Steps: chain("a", "b")})[0].Task.ID
+	a := h.claim("e1", 1)[0]
+	require.NoError(t, h.complete(store.Outcome{Fence: a.Fence, EngineID: "e1", State: state.StepWaiting, Error: "flaky"})[0])
+	a = h.claim("e1", 1)[0]
+	h.ok(a, `{}`)
+	h.ok(h.claim("e1", 1)[0], `{}`)
+	entries, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	type edge struct{ step, from, to string }
+	var got []edge
+	for _, e := range entries {
+		got = append(got, edge{e.Step, e.From, e.To})
+		require.False(t, e.At.IsZero())
+		if e.Step != "" && e.To == string(state.StepRunning) {
+			require.Equal(t, "e1", e.EngineID)
+			require.NotZero(t, e.Attempt)
+		}
+	}
+	require.Equal(t, []edge{
+		{"", "", "pending"}, {"a", "", "ready"}, {"b", "", "pending"},
+		{"a", "ready", "running"}, {"", "pending", "running"},
+		{"a", "running", "ready"},
+		{"a", "ready", "running"}, {"a", "running", "completed"}, {"b", "pending", "ready"},
+		{"b", "ready", "running"}, {"b", "running", "completed"}, {"", "running", "completed"},
+	}, got)
+	// Every recorded step edge is legal in the state machine.
+	for _, e := range entries {
+		if e.Step != "" && e.From != "" {
+			require.NoError(t, state.CheckStep(state.Step(e.From), state.Step(e.To)))
+		}
+		if e.Step == "" && e.From != "" {
+			require.NoError(t, state.CheckTask(state.Task(e.From), state.Task(e.To)))
+		}
+	}
+}

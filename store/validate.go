@@ -1,0 +1,69 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrInvalidInsert reports a TaskInsert that no backend may write.
+var ErrInvalidInsert = errors.New("invalid task insert")
+
+// CompareVersions orders workflow versions: dot-separated parts compare
+// numerically when both are numbers and lexically otherwise, so 1.10 is newer
+// than 1.9. It returns -1, 0 or 1.
+func CompareVersions(a, b string) int {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y string
+		if i < len(pa) {
+			x = pa[i]
+		}
+		if i < len(pb) {
+			y = pb[i]
+		}
+		nx, ex := strconv.Atoi(x)
+		ny, ey := strconv.Atoi(y)
+		switch {
+		case ex == nil && ey == nil && nx != ny:
+			if nx < ny {
+				return -1
+			}
+			return 1
+		case (ex != nil || ey != nil) && x != y:
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// ValidateInsert checks what every backend relies on before writing a task:
+// its identity, JSON input, and dependency indexes that point at earlier or
+// later steps of the same task but never at the step itself or outside it.
+func ValidateInsert(in TaskInsert) error {
+	if in.Namespace == "" || in.Workflow == "" || in.Version == "" {
+		return fmt.Errorf("task insert: namespace, workflow and version are required: %w", ErrInvalidInsert)
+	}
+	if len(in.Steps) == 0 {
+		return fmt.Errorf("task insert for %s/%s: no steps: %w", in.Namespace, in.Workflow, ErrInvalidInsert)
+	}
+	if len(in.Input) > 0 && !json.Valid(in.Input) {
+		return fmt.Errorf("task insert for %s/%s: input is not valid JSON: %w", in.Namespace, in.Workflow, ErrInvalidInsert)
+	}
+	for i, s := range in.Steps {
+		if s.Name == "" || s.Handler == "" {
+			return fmt.Errorf("task insert for %s/%s: step %d needs a name and a handler: %w", in.Namespace, in.Workflow, i, ErrInvalidInsert)
+		}
+		for _, d := range s.Deps {
+			if d < 0 || d >= len(in.Steps) || d == i {
+				return fmt.Errorf("task insert for %s/%s: step %q has dependency index %d out of range: %w", in.Namespace, in.Workflow, s.Name, d, ErrInvalidInsert)
+			}
+		}
+	}
+	return nil
+}
