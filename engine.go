@@ -306,7 +306,13 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
 				EngineID: e.ID(), Limit: n, Now: time.Now(), Handlers: handlers, Caps: e.cfg.NamespaceCaps,
 			})
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, store.ErrEngineLost):
+				lost := e.ID()
+				e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
+				e.cancelAll(errLeaseLost)
+				e.reregister(ctx, lost)
+			case err != nil && ctx.Err() == nil:
 				e.log.Error("claim failed", "engine_id", e.ID(), "error", err)
 			}
 			got = len(claimed)
@@ -364,7 +370,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		case errors.Is(err, store.ErrEngineLost):
 			e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", id)
 			e.cancelAll(errLeaseLost)
-			e.reregister(ctx)
+			e.reregister(ctx, id)
 		case err != nil:
 			if ctx.Err() == nil {
 				e.log.Error("heartbeat failed", "engine_id", id, "error", err)
@@ -375,10 +381,16 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-func (e *Engine) reregister(ctx context.Context) {
+// reregister gives the engine a new identity after lost was declared dead.
+// The claim loop and the heartbeat may both notice: only the first acts.
+func (e *Engine) reregister(ctx context.Context, lost string) {
 	var b [4]byte
 	_, _ = crand.Read(b[:])
 	e.mu.Lock()
+	if e.engineID != lost {
+		e.mu.Unlock()
+		return
+	}
 	e.engineID = fmt.Sprintf("%s-%d-%s", e.host, os.Getpid(), hex.EncodeToString(b[:]))
 	id := e.engineID
 	e.mu.Unlock()

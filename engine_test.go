@@ -3,7 +3,14 @@ package weft_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,5 +59,548 @@ func TestDiamondDataFlow(t *testing.T) {
 			require.Equal(t, state.StepCompleted, s.State, s.Name)
 			require.Equal(t, 1, s.Attempts, s.Name)
 		}
+	})
+}
+
+// flaky fails its first n attempts, then succeeds.
+func flaky(n int) weft.Handler {
+	return func(ctx context.Context, a *weft.Attempt) (any, error) {
+		if a.Number <= n {
+			return nil, fmt.Errorf("attempt %d fails", a.Number)
+		}
+		return map[string]int{"attempt": a.Number}, nil
+	}
+}
+
+func register(t *testing.T, e *weft.Engine, w *weft.Workflow) {
+	t.Helper()
+	require.NoError(t, e.Register(context.Background(), w))
+}
+
+func TestRetryModes(t *testing.T) {
+	t.Parallel()
+	zero := 0.0
+	tests := []struct {
+		name      string
+		policy    weft.RetryPolicy
+		failures  int
+		wantState state.Task
+		attempts  int
+	}{
+		{"exponential recovers", weft.RetryPolicy{MaxAttempts: 3, Backoff: "exponential", Initial: weft.Duration(5 * time.Millisecond), Max: weft.Duration(20 * time.Millisecond)}, 2, state.TaskCompleted, 3},
+		{"fixed recovers", weft.RetryPolicy{MaxAttempts: 4, Backoff: "fixed", Initial: weft.Duration(5 * time.Millisecond), Jitter: &zero}, 3, state.TaskCompleted, 4},
+		{"linear recovers", weft.RetryPolicy{MaxAttempts: 3, Backoff: "linear", Initial: weft.Duration(5 * time.Millisecond)}, 1, state.TaskCompleted, 2},
+		{"attempts exhausted", weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(5 * time.Millisecond)}, 5, state.TaskFailed, 2},
+		{"no retry", weft.RetryPolicy{MaxAttempts: 1}, 1, state.TaskFailed, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			eachBackend(t, func(t *testing.T, open storeFactory) {
+				e := newEngine(t, open(t), weft.Config{})
+				e.Handle("flaky", flaky(tt.failures))
+				register(t, e, weft.NewWorkflow("test", "retry", "1").Step("s", "flaky", weft.WithRetry(tt.policy)))
+				start(t, e)
+				task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/retry"}).Task.ID)
+				require.Equal(t, tt.wantState, task.State, task.Error)
+				require.Equal(t, tt.attempts, task.Steps[0].Attempts)
+				audit, err := e.Audit(context.Background(), task.ID)
+				require.NoError(t, err)
+				retries := 0
+				for _, a := range audit {
+					if a.From == "running" && a.To == "waiting" {
+						retries++
+						require.Contains(t, a.Reason, "fails")
+					}
+				}
+				require.Equal(t, min(tt.failures, tt.attempts-1), retries)
+			})
+		})
+	}
+}
+
+func TestRetryAfterDelay(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		e.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if a.Number == 1 {
+				return nil, weft.RetryAfter(30*time.Millisecond, errors.New("rate limited"))
+			}
+			return "ok", nil
+		})
+		// The policy's backoff would wait an hour: RetryAfter overrides it.
+		register(t, e, weft.NewWorkflow("test", "after", "1").Step("s", "h",
+			weft.WithRetry(weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(time.Hour)})))
+		start(t, e)
+		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/after"}).Task.ID)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.Equal(t, 2, task.Steps[0].Attempts)
+		require.GreaterOrEqual(t, task.Steps[0].StartedAt.Sub(*task.StartedAt), 30*time.Millisecond)
+	})
+}
+
+func TestTimeoutCancelsHandler(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		sawCancel := make(chan error, 1)
+		e.Handle("slow", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			<-ctx.Done()
+			sawCancel <- ctx.Err()
+			return nil, ctx.Err()
+		})
+		register(t, e, weft.NewWorkflow("test", "timeout", "1").Step("s", "slow",
+			weft.WithTimeout(20*time.Millisecond), weft.WithRetry(weft.RetryPolicy{MaxAttempts: 1})))
+		start(t, e)
+		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/timeout"}).Task.ID)
+		require.ErrorIs(t, <-sawCancel, context.DeadlineExceeded)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Contains(t, task.Steps[0].Error, "timed out after 20ms")
+	})
+}
+
+func TestPanicIsFailure(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		e.Handle("boom", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if a.Number == 1 {
+				panic("kaboom")
+			}
+			return "recovered", nil
+		})
+		register(t, e, weft.NewWorkflow("test", "panic", "1").Step("s", "boom",
+			weft.WithRetry(weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(time.Millisecond)})))
+		start(t, e)
+		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/panic"}).Task.ID)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.Equal(t, 2, task.Steps[0].Attempts)
+		audit, err := e.Audit(context.Background(), task.ID)
+		require.NoError(t, err)
+		require.True(t, slices.ContainsFunc(audit, func(a weft.AuditEntry) bool { return strings.Contains(a.Reason, "panicked: kaboom") }))
+	})
+}
+
+func TestPermanentErrorSkipsDescendants(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return "ok", nil })
+		e.Handle("bad", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			return nil, weft.Permanent(errors.New("card declined"))
+		})
+		register(t, e, weft.NewWorkflow("test", "perm", "1").
+			Step("validate", "ok").
+			Step("charge", "bad", weft.DependsOn("validate"), weft.WithRetry(weft.RetryPolicy{MaxAttempts: 5})).
+			Step("ship", "ok", weft.DependsOn("charge")).
+			Step("notify", "ok", weft.DependsOn("ship")).
+			Step("audit", "ok", weft.DependsOn("validate")))
+		start(t, e)
+		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/perm"}).Task.ID)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Contains(t, task.Error, "card declined")
+		charge := stepByName(t, task, "charge")
+		require.Equal(t, state.StepFailed, charge.State)
+		require.Equal(t, 1, charge.Attempts, "a permanent error is not retried")
+		require.Equal(t, state.StepSkipped, stepByName(t, task, "ship").State)
+		require.Equal(t, state.StepSkipped, stepByName(t, task, "notify").State)
+		require.Equal(t, state.StepCompleted, stepByName(t, task, "audit").State, "independent branches still run")
+	})
+}
+
+func TestCancelStopsRunningHandlers(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		started := make(chan struct{})
+		stopped := make(chan error, 1)
+		e.Handle("block", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			close(started)
+			<-ctx.Done()
+			stopped <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return "ok", nil })
+		register(t, e, weft.NewWorkflow("test", "cancel", "1").Step("block", "block").Step("after", "ok", weft.DependsOn("block")))
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/cancel"}).Task.ID
+		<-started
+		require.NoError(t, e.Cancel(ctx, id))
+		require.ErrorContains(t, <-stopped, "task cancelled")
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCancelled, task.State)
+		for _, s := range task.Steps {
+			require.Equal(t, state.StepCancelled, s.State, s.Name)
+		}
+		require.ErrorIs(t, e.Cancel(ctx, id), weft.ErrConflict)
+		require.ErrorIs(t, e.Cancel(ctx, 999999), weft.ErrNotFound)
+	})
+}
+
+func TestIdempotentSubmission(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		strict := weft.NewWorkflow("test", "strict", "1").Step("s", "h")
+		strict.Identity = weft.IdentityStrict
+		caller := weft.NewWorkflow("test", "caller", "1").Step("s", "h")
+		caller.Identity = weft.IdentityCaller
+		register(t, e, strict)
+		register(t, e, caller)
+		register(t, e, weft.NewWorkflow("test", "unique", "1").Step("s", "h"))
+
+		// strict: the same input, whatever its key order, is one task.
+		a := submit(t, e, weft.Submission{Workflow: "test/strict", Input: json.RawMessage(`{"a":1,"b":[1,2]}`)})
+		b := submit(t, e, weft.Submission{Workflow: "test/strict", Input: json.RawMessage(`{ "b":[1,2], "a":1 }`)})
+		c := submit(t, e, weft.Submission{Workflow: "test/strict", Input: json.RawMessage(`{"a":2}`)})
+		require.False(t, a.Duplicate)
+		require.True(t, b.Duplicate)
+		require.Equal(t, a.Task.ID, b.Task.ID)
+		require.NotEqual(t, a.Task.ID, c.Task.ID)
+
+		// caller: a key is required and deduplicates.
+		_, err := e.Submit(ctx, weft.Submission{Workflow: "test/caller"})
+		require.ErrorIs(t, err, weft.ErrInvalid)
+		require.ErrorContains(t, err, "idempotency key is required")
+		k1 := submit(t, e, weft.Submission{Workflow: "test/caller", Key: "order-1"})
+		k2 := submit(t, e, weft.Submission{Workflow: "test/caller", Key: "order-1", Input: map[string]int{"other": 1}})
+		require.True(t, k2.Duplicate)
+		require.Equal(t, k1.Task.ID, k2.Task.ID)
+
+		// unique: every submission runs unless a key is given.
+		u1 := submit(t, e, weft.Submission{Workflow: "test/unique"})
+		u2 := submit(t, e, weft.Submission{Workflow: "test/unique"})
+		require.NotEqual(t, u1.Task.ID, u2.Task.ID)
+
+		// bad submissions never insert anything.
+		_, err = e.Submit(ctx, weft.Submission{Workflow: "test/unique", Input: json.RawMessage(`{"a":`)})
+		require.ErrorIs(t, err, weft.ErrInvalid)
+		_, err = e.Submit(ctx, weft.Submission{Workflow: "nope"})
+		require.ErrorIs(t, err, weft.ErrInvalid)
+		_, err = e.Submit(ctx, weft.Submission{Workflow: "test/missing"})
+		require.ErrorIs(t, err, weft.ErrNotFound)
+		_, err = e.SubmitMany(ctx, []weft.Submission{{Workflow: "test/unique"}, {Workflow: "test/missing"}})
+		require.ErrorContains(t, err, "submission 2")
+		tasks, err := e.List(ctx, weft.TaskFilter{Workflow: "unique"})
+		require.NoError(t, err)
+		require.Len(t, tasks, 2)
+	})
+}
+
+func TestNamespaceCapHolds(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 8, NamespaceCaps: map[string]int{"capped": 2}})
+		var mu sync.Mutex
+		running, peak := map[string]int{}, map[string]int{}
+		release := make(chan struct{})
+		e.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			ns, _, _ := strings.Cut(a.Workflow, "/")
+			mu.Lock()
+			running[ns]++
+			peak[ns] = max(peak[ns], running[ns])
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			running[ns]--
+			mu.Unlock()
+			return nil, nil
+		})
+		register(t, e, weft.NewWorkflow("capped", "w", "1").Step("s", "h"))
+		register(t, e, weft.NewWorkflow("free", "w", "1").Step("s", "h"))
+		var ids []int64
+		for range 6 {
+			ids = append(ids, submit(t, e, weft.Submission{Workflow: "capped/w"}).Task.ID)
+			ids = append(ids, submit(t, e, weft.Submission{Workflow: "free/w"}).Task.ID)
+		}
+		start(t, e)
+		eventually(t, "8 handlers running", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return running["capped"]+running["free"] == 8
+		})
+		mu.Lock()
+		require.Equal(t, 2, running["capped"], "the cap holds while slots are free")
+		require.Equal(t, 6, running["free"])
+		mu.Unlock()
+		close(release)
+		for _, id := range ids {
+			require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+		}
+		require.Equal(t, 2, peak["capped"])
+	})
+}
+
+func TestPriorityOrdersClaims(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 1})
+		var mu sync.Mutex
+		var order []int
+		e.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			var in struct{ P int }
+			_ = a.Bind(&in)
+			mu.Lock()
+			order = append(order, in.P)
+			mu.Unlock()
+			return nil, nil
+		})
+		register(t, e, weft.NewWorkflow("test", "prio", "1").Step("s", "h"))
+		var ids []int64
+		for _, p := range []int{1, 5, 3, 9, 0} {
+			ids = append(ids, submit(t, e, weft.Submission{Workflow: "test/prio", Priority: p, Input: map[string]int{"p": p}}).Task.ID)
+		}
+		start(t, e)
+		for _, id := range ids {
+			wait(t, e, id)
+		}
+		require.Equal(t, []int{9, 5, 3, 1, 0}, order)
+	})
+}
+
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		// No engine serves "elsewhere", so its steps are never claimed.
+		register(t, e, weft.NewWorkflow("test", "ttl", "1").Step("s", "elsewhere", weft.WithTTL(50*time.Millisecond)))
+		register(t, e, weft.NewWorkflow("test", "late", "1").Step("s", "elsewhere"))
+		start(t, e)
+		ttl := submit(t, e, weft.Submission{Workflow: "test/ttl"}).Task.ID
+		late := submit(t, e, weft.Submission{Workflow: "test/late", GoodUntil: time.Now().Add(50 * time.Millisecond)}).Task.ID
+		task := wait(t, e, ttl)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Equal(t, state.StepExpired, task.Steps[0].State)
+		task = wait(t, e, late)
+		require.Equal(t, state.TaskExpired, task.State)
+		require.Equal(t, state.StepExpired, task.Steps[0].State)
+	})
+}
+
+func TestDeferUntilReleasesSlot(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{Concurrency: 1})
+		gate := make(chan struct{})
+		deferred := make(chan struct{})
+		e.Handle("waits", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			first := true
+			err := a.DeferUntil(ctx, func(context.Context) (bool, error) {
+				if first {
+					first = false
+					close(deferred)
+				}
+				select {
+				case <-gate:
+					return true, nil
+				default:
+					return false, nil
+				}
+			}, 5*time.Millisecond)
+			return "waited", err
+		})
+		e.Handle("quick", func(ctx context.Context, a *weft.Attempt) (any, error) { return "quick", nil })
+		register(t, e, weft.NewWorkflow("test", "waits", "1").Step("s", "waits"))
+		register(t, e, weft.NewWorkflow("test", "quick", "1").Step("s", "quick"))
+		start(t, e)
+		waiting := submit(t, e, weft.Submission{Workflow: "test/waits"}).Task.ID
+		<-deferred
+		eventually(t, "deferred sub-status", func() bool {
+			task, err := e.Get(ctx, waiting)
+			require.NoError(t, err)
+			return task.Steps[0].Sub == state.SubDeferred
+		})
+		// The only slot is free while the first handler waits.
+		quick := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/quick"}).Task.ID)
+		require.Equal(t, state.TaskCompleted, quick.State)
+		task, err := e.Get(ctx, waiting)
+		require.NoError(t, err)
+		require.Equal(t, state.StepRunning, task.Steps[0].State)
+		close(gate)
+		task = wait(t, e, waiting)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.Empty(t, task.Steps[0].Sub)
+	})
+}
+
+func TestSnoozeSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		handler := func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if a.Checkpoint == nil {
+				if err := a.SaveCheckpoint(ctx, map[string]bool{"snoozed": true}); err != nil {
+					return nil, err
+				}
+				return nil, weft.Snooze(300 * time.Millisecond)
+			}
+			return map[string]int{"attempt": a.Number}, nil
+		}
+		first := newEngine(t, s, weft.Config{ID: "first"})
+		first.Handle("h", handler)
+		register(t, first, weft.NewWorkflow("test", "snooze", "1").Step("s", "h"))
+		require.NoError(t, first.Start(ctx))
+		id := submit(t, first, weft.Submission{Workflow: "test/snooze"}).Task.ID
+		eventually(t, "the step to snooze", func() bool {
+			task, err := first.Get(ctx, id)
+			require.NoError(t, err)
+			return task.Steps[0].State == state.StepWaiting
+		})
+		require.NoError(t, first.Stop(ctx))
+
+		second := newEngine(t, s, weft.Config{ID: "second"})
+		second.Handle("h", handler)
+		start(t, second)
+		task := wait(t, second, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.JSONEq(t, `{"attempt":1}`, string(task.Steps[0].Result), "a snooze gives its attempt back")
+		audit, err := second.Audit(ctx, id)
+		require.NoError(t, err)
+		last := audit[len(audit)-2]
+		require.Equal(t, "completed", last.To)
+		require.Equal(t, "second", last.EngineID)
+	})
+}
+
+func TestStopDrainsRunningHandlers(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		started := make(chan struct{})
+		e.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			close(started)
+			time.Sleep(50 * time.Millisecond) // work in progress, not a wait for async work
+			return "done", nil
+		})
+		register(t, e, weft.NewWorkflow("test", "drain", "1").Step("s", "h"))
+		require.NoError(t, e.Start(ctx))
+		id := submit(t, e, weft.Submission{Workflow: "test/drain"}).Task.ID
+		<-started
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		require.NoError(t, e.Stop(stopCtx))
+		task, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, state.TaskCompleted, task.State, "the running handler finished and its outcome was recorded")
+	})
+}
+
+func TestShutdownDeadlineLeavesWorkToReclaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		first := newEngine(t, s, weft.Config{ID: "first"})
+		started := make(chan struct{})
+		first.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if a.Number == 1 {
+				close(started)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return "second attempt", nil
+		})
+		register(t, first, weft.NewWorkflow("test", "abandon", "1").Step("s", "h"))
+		require.NoError(t, first.Start(ctx))
+		id := submit(t, first, weft.Submission{Workflow: "test/abandon"}).Task.ID
+		<-started
+		stopCtx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		require.NoError(t, first.Stop(stopCtx))
+		task, err := first.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, state.StepRunning, task.Steps[0].State, "an interrupted step is left to be reclaimed, not failed")
+
+		// A new engine reclaims it at start-up, without waiting for the lease.
+		second := newEngine(t, s, weft.Config{ID: "second", LeaseTTL: time.Hour, HeartbeatInterval: time.Minute})
+		second.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) { return "second attempt", nil })
+		start(t, second)
+		task = wait(t, second, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.Equal(t, 2, task.Steps[0].Attempts)
+	})
+}
+
+func TestRetryFailedTask(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		var fail atomic.Bool
+		fail.Store(true)
+		e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return "ok", nil })
+		e.Handle("maybe", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if fail.Load() {
+				return nil, weft.Permanent(errors.New("not yet"))
+			}
+			return "fixed", nil
+		})
+		register(t, e, weft.NewWorkflow("test", "retry-task", "1").Step("a", "ok").Step("b", "maybe", weft.DependsOn("a")).Step("c", "ok", weft.DependsOn("b")))
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/retry-task"}).Task.ID
+		require.Equal(t, state.TaskFailed, wait(t, e, id).State)
+		fail.Store(false)
+		require.NoError(t, e.Retry(ctx, id))
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.Equal(t, 1, stepByName(t, task, "a").Attempts, "completed steps are not run again")
+		require.ErrorIs(t, e.Retry(ctx, id), weft.ErrConflict)
+	})
+}
+
+func TestFencingRefusesStaleCompletion(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		// A slow engine claims the step and is then declared dead; a second
+		// engine takes it over and finishes it. The slow one's late result
+		// must be refused.
+		slow := newEngine(t, s, weft.Config{ID: "slow", Concurrency: 1, HeartbeatInterval: time.Hour, LeaseTTL: 2 * time.Hour})
+		started, finish := make(chan struct{}), make(chan struct{})
+		slowDone := make(chan struct{})
+		slow.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			close(started)
+			<-finish
+			defer close(slowDone)
+			return "stale result", nil
+		})
+		register(t, slow, weft.NewWorkflow("test", "fence", "1").Step("s", "h"))
+		require.NoError(t, slow.Start(ctx))
+		t.Cleanup(func() { slow.Stop(context.Background()) })
+		id := submit(t, slow, weft.Submission{Workflow: "test/fence"}).Task.ID
+		<-started
+		_, err := s.Reap(ctx, time.Now(), time.Now().Add(-time.Hour), []string{"slow"}, "test")
+		require.NoError(t, err)
+
+		fast := newEngine(t, s, weft.Config{ID: "fast"})
+		fast.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) { return "fresh result", nil })
+		start(t, fast)
+		task := wait(t, fast, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		close(finish)
+		<-slowDone
+		// Let the slow engine try to record its result: stopping it flushes its outcomes.
+		require.NoError(t, slow.Stop(ctx))
+		task, err = fast.Get(ctx, id)
+		require.NoError(t, err)
+		require.JSONEq(t, `"fresh result"`, string(task.Steps[0].Result))
+		require.Equal(t, 2, task.Steps[0].Attempts)
+		audit, err := fast.Audit(ctx, id)
+		require.NoError(t, err)
+		completions := 0
+		for _, a := range audit {
+			if a.To == "completed" && a.Step != "" {
+				completions++
+				require.Equal(t, "fast", a.EngineID)
+			}
+		}
+		require.Equal(t, 1, completions, "the outcome is recorded once")
 	})
 }

@@ -65,7 +65,8 @@ type Store interface {
 
 	// ClaimSteps marks up to p.Limit ready steps running under a new lease
 	// for p.EngineID, best effective priority first, honouring the
-	// namespace caps, and returns them with their execution context.
+	// namespace caps, and returns them with their execution context. An
+	// engine that is registered but no longer live gets ErrEngineLost.
 	ClaimSteps(ctx context.Context, p ClaimParams) ([]ClaimedStep, error)
 	// CompleteSteps records outcomes in one transaction, each guarded by
 	// its fence, decides the readiness of children and finishes tasks. The

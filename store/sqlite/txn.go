@@ -304,6 +304,14 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
+		var engineState string
+		err := t.tx.QueryRowContext(ctx, `SELECT state FROM engines WHERE id = ?`, p.EngineID).Scan(&engineState)
+		switch {
+		case err == nil && engineState != "live":
+			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState, store.ErrEngineLost)
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("sqlite: check engine %s: %w", p.EngineID, err)
+		}
 		room, err := t.capRoom(p.Caps)
 		if err != nil {
 			return err

@@ -418,6 +418,8 @@ func testReap(t *testing.T, h *harness) {
 	require.Contains(t, task.Steps[0].Error, "lease lapsed")
 	_, err = h.s.Heartbeat(h.ctx, "e1", h.clock.Now(), nil)
 	require.ErrorIs(t, err, store.ErrEngineLost)
+	_, err = h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: "e1", Limit: 1, Now: h.clock.Now()})
+	require.ErrorIs(t, err, store.ErrEngineLost, "an engine declared dead claims nothing")
 	engines, err := h.s.ListEngines(h.ctx)
 	require.NoError(t, err)
 	require.Len(t, engines, 1)
