@@ -127,7 +127,7 @@ type Engine struct {
 	cancelRun context.CancelFunc // stops the loops
 	loops     sync.WaitGroup
 	handlerWG sync.WaitGroup
-	settled   chan struct{} // signalled after each completion batch
+	settled   chan struct{} // closed and replaced after each completion batch
 }
 
 // running is one handler in flight.
@@ -166,7 +166,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		workflows: map[string]*Workflow{},
 		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
-		settled:   make(chan struct{}, 1),
+		settled:   make(chan struct{}),
 	}
 	e.registerBuiltins()
 	return e, nil
@@ -271,6 +271,13 @@ func (e *Engine) Close() error {
 		err = errors.Join(err, e.store.Close())
 	}
 	return err
+}
+
+// settledSignal returns a channel closed after the next completion batch.
+func (e *Engine) settledSignal() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.settled
 }
 
 func (e *Engine) cancelAll(cause error) {
@@ -505,10 +512,10 @@ func (e *Engine) completer() {
 			}
 		}
 		e.writeOutcomes(batch)
-		select {
-		case e.settled <- struct{}{}:
-		default:
-		}
+		e.mu.Lock()
+		close(e.settled)
+		e.settled = make(chan struct{})
+		e.mu.Unlock()
 	}
 }
 

@@ -361,11 +361,14 @@ func (e *Engine) Retry(ctx context.Context, id int64) error {
 	return nil
 }
 
-// Wait blocks until the task ends or ctx is done, and returns the task.
+// Wait blocks until the task ends or ctx is done, and returns the task. It
+// wakes after each batch of outcomes this engine records, and polls for
+// tasks finished by engines elsewhere.
 func (e *Engine) Wait(ctx context.Context, id int64) (*Task, error) {
-	t := time.NewTicker(50 * time.Millisecond)
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
+		settled := e.settledSignal()
 		task, err := e.store.GetTask(ctx, id)
 		if err != nil {
 			return nil, err
@@ -376,7 +379,7 @@ func (e *Engine) Wait(ctx context.Context, id int64) (*Task, error) {
 		select {
 		case <-ctx.Done():
 			return task, ctx.Err()
-		case <-e.settled:
+		case <-settled:
 		case <-t.C:
 		}
 	}
