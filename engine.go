@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/slots"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -128,6 +129,8 @@ type Engine struct {
 	loops     sync.WaitGroup
 	handlerWG sync.WaitGroup
 	settled   chan struct{} // closed and replaced after each completion batch
+	nudge     chan struct{} // wakes the maintenance loop to look at due times again
+	onlyTask  int64         // when set, claim only this task's steps (RunTask)
 }
 
 // running is one handler in flight.
@@ -167,6 +170,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
 		settled:   make(chan struct{}),
+		nudge:     make(chan struct{}, 1),
 	}
 	e.registerBuiltins()
 	return e, nil
@@ -263,6 +267,27 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return err
 }
 
+// RunTask starts the engine restricted to one task, runs that task to its
+// end and stops the engine. It is what "weft run" does: other work in the
+// database is left to other engines. If ctx ends first, the engine stops
+// gracefully and the task stays in the database to be resumed.
+func (e *Engine) RunTask(ctx context.Context, id int64) (*Task, error) {
+	e.mu.Lock()
+	started := e.started
+	e.mu.Unlock()
+	if started {
+		return nil, errors.New("weft: RunTask needs an engine that is not started")
+	}
+	e.onlyTask = id
+	if err := e.Start(ctx); err != nil {
+		return nil, err
+	}
+	task, err := e.Wait(ctx, id)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	defer cancel()
+	return task, errors.Join(err, e.Stop(stopCtx))
+}
+
 // Close stops the engine if it runs and closes the store when the engine
 // opened it.
 func (e *Engine) Close() error {
@@ -271,6 +296,14 @@ func (e *Engine) Close() error {
 		err = errors.Join(err, e.store.Close())
 	}
 	return err
+}
+
+// nudgeTimers makes the maintenance loop recompute its next due time.
+func (e *Engine) nudgeTimers() {
+	select {
+	case e.nudge <- struct{}{}:
+	default:
+	}
 }
 
 // settledSignal returns a channel closed after the next completion batch.
@@ -311,7 +344,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		got := 0
 		if n > 0 {
 			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
-				EngineID: e.ID(), Limit: n, Now: time.Now(), Handlers: handlers, Caps: e.cfg.NamespaceCaps,
+				EngineID: e.ID(), Limit: n, Now: time.Now(), Handlers: handlers, Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
 			})
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
@@ -424,6 +457,8 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-e.nudge:
+			continue
 		case <-timer.C:
 		}
 		e.timed(ctx)
@@ -512,6 +547,12 @@ func (e *Engine) completer() {
 			}
 		}
 		e.writeOutcomes(batch)
+		for _, o := range batch {
+			if o.State == state.StepWaiting {
+				e.nudgeTimers()
+				break
+			}
+		}
 		e.mu.Lock()
 		close(e.settled)
 		e.settled = make(chan struct{})

@@ -116,8 +116,8 @@ var builtinConfigCheck = map[string]func(json.RawMessage) error{
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
 func (e *Engine) Register(ctx context.Context, w *Workflow) error {
-	if err := w.check(); err != nil {
-		return err
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("%w workflow: %w", ErrInvalid, err)
 	}
 	def, err := json.Marshal(w)
 	if err != nil {
@@ -129,22 +129,6 @@ func (e *Engine) Register(ctx context.Context, w *Workflow) error {
 	e.mu.Lock()
 	e.workflows[w.Ref()] = w
 	e.mu.Unlock()
-	return nil
-}
-
-// check validates the definition and the configs of built-in steps.
-func (w *Workflow) check() error {
-	errs := []error{w.Validate()}
-	for _, s := range w.Steps {
-		if check := builtinConfigCheck[s.Handler]; check != nil {
-			if err := check(s.Config); err != nil {
-				errs = append(errs, &DefinitionError{File: w.source, Line: s.line, Step: s.Name, Msg: err.Error()})
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w workflow: %w", ErrInvalid, err)
-	}
 	return nil
 }
 
@@ -229,6 +213,12 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 	if err != nil {
 		return nil, fmt.Errorf("weft: submit: %w", err)
 	}
+	for _, s := range subs {
+		if !s.RunAt.IsZero() || !s.GoodUntil.IsZero() {
+			e.nudgeTimers()
+			break
+		}
+	}
 	out := make([]SubmitResult, len(res))
 	for i, r := range res {
 		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate}
@@ -295,6 +285,9 @@ func encodeInput(v any) (json.RawMessage, error) {
 		if b, err = json.Marshal(v); err != nil {
 			return nil, err
 		}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return json.RawMessage(`{}`), nil
 	}
 	if !json.Valid(b) {
 		return nil, errors.New("not valid JSON")

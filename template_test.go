@@ -47,7 +47,7 @@ func TestLoadTemplateDiamond(t *testing.T) {
 		Steps: []Step{
 			{
 				Name:    "validate",
-				Handler: "exec",
+				Handler: "shop.validate",
 				Config:  json.RawMessage(`{"command":["./validate.sh","--strict"],"env":{"LEVEL":3,"RATIO":0.5,"DEBUG":false,"EXTRA":null},"nested":[{"a":1},[1,2.50,"x & y"]]}`),
 				line:    8,
 			},
@@ -139,7 +139,7 @@ func TestParseTemplateErrors(t *testing.T) {
 		},
 		{
 			name: "unknown step key",
-			yaml: tplHeader + "steps:\n  - name: validate\n    handler: exec\n  - name: charge\n    handler: shop.charge\n    retrys: 3\n",
+			yaml: tplHeader + "steps:\n  - name: validate\n    handler: shop.validate\n  - name: charge\n    handler: shop.charge\n    retrys: 3\n",
 			want: []string{`checkout.yaml:9: step "charge": unknown key "retrys"`},
 		},
 		{

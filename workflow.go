@@ -190,7 +190,8 @@ func (e *DefinitionError) Error() string {
 }
 
 // Validate checks the definition: names, handlers, duplicate steps, unknown
-// dependencies, cycles and policies. Every problem found is returned, joined.
+// dependencies, cycles, policies and the configs of steps run by built-in
+// handlers. Every problem found is returned, joined.
 func (w *Workflow) Validate() error {
 	var errs []error
 	add := func(step string, line int, field, format string, args ...any) {
@@ -226,6 +227,11 @@ func (w *Workflow) Validate() error {
 		}
 		if err := s.Retry.validate(); err != nil {
 			add(s.Name, s.line, "retry", "%v", err)
+		}
+		if check := builtinConfigCheck[s.Handler]; check != nil && (len(s.Config) == 0 || json.Valid(s.Config)) {
+			if err := check(s.Config); err != nil {
+				add(s.Name, s.line, "", "%v", err)
+			}
 		}
 		nodes = append(nodes, dag.Node{Name: s.Name, Deps: s.DependsOn, Line: s.line})
 	}

@@ -222,6 +222,8 @@ type ClaimParams struct {
 	// Caps limits how many steps of a namespace run at once across every
 	// engine on the database.
 	Caps map[string]int
+	// TaskID limits the claim to one task's steps; 0 means any task.
+	TaskID int64
 }
 
 // ClaimedStep is a step claimed for execution with what its handler sees.

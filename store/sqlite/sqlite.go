@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weftrun/weft/state"
@@ -42,6 +43,47 @@ type Store struct {
 	aging int64   // microseconds per priority level
 	clock func() time.Time
 	wake  chan struct{}
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt // prepared on the writer connection
+}
+
+// maxCachedStatements bounds the statement cache; queries with IN lists of
+// many lengths could otherwise grow it without limit.
+const maxCachedStatements = 256
+
+// cached returns q prepared on the writer connection, or nil.
+func (s *Store) cached(q string) *sql.Stmt {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	return s.stmts[q]
+}
+
+// prepare adds statements to the cache. It must not run inside a write
+// transaction: it needs the writer connection.
+func (s *Store) prepare(ctx context.Context, qs []string) {
+	for _, q := range qs {
+		if s.cached(q) != nil {
+			continue
+		}
+		st, err := s.w.PrepareContext(ctx, q)
+		if err != nil {
+			continue // the statement runs unprepared, as before
+		}
+		s.stmtMu.Lock()
+		if old, ok := s.stmts[q]; ok {
+			old.Close()
+		}
+		if len(s.stmts) >= maxCachedStatements {
+			for k, old := range s.stmts {
+				old.Close()
+				delete(s.stmts, k)
+				break
+			}
+		}
+		s.stmts[q] = st
+		s.stmtMu.Unlock()
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -76,7 +118,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, aging: opts.Aging.Microseconds(), clock: opts.Clock, wake: make(chan struct{}, 1)}
+	s := &Store{w: w, aging: opts.Aging.Microseconds(), clock: opts.Clock, wake: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
@@ -120,6 +162,12 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.stmtMu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = map[string]*sql.Stmt{}
+	s.stmtMu.Unlock()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -140,12 +188,17 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	t := &txn{ctx: ctx, tx: tx, s: s, now: s.clock().UnixMicro(), engine: engineID}
-	if err := fn(t); err != nil {
+	err = fn(t)
+	if err != nil {
 		tx.Rollback()
-		return err
+	} else if err = tx.Commit(); err != nil {
+		err = fmt.Errorf("sqlite: commit: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+	if len(t.unprepared) > 0 && ctx.Err() == nil {
+		s.prepare(ctx, t.unprepared)
+	}
+	if err != nil {
+		return err
 	}
 	if t.readied > 0 {
 		s.notify()

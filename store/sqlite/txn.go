@@ -24,9 +24,44 @@ type txn struct {
 	now     int64
 	engine  string
 	readied int
+	// unprepared lists statements to add to the cache after the transaction.
+	unprepared []string
 }
 
-func (t *txn) exec(q string, args ...any) (sql.Result, error) { return t.tx.ExecContext(t.ctx, q, args...) }
+func (t *txn) exec(q string, args ...any) (sql.Result, error) {
+	if st := t.stmt(q); st != nil {
+		return st.ExecContext(t.ctx, args...)
+	}
+	return t.tx.ExecContext(t.ctx, q, args...)
+}
+
+func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(q); st != nil {
+		return st.QueryContext(t.ctx, args...)
+	}
+	return t.tx.QueryContext(t.ctx, q, args...)
+}
+
+func (t *txn) queryRow(q string, args ...any) *sql.Row {
+	if st := t.stmt(q); st != nil {
+		return st.QueryRowContext(t.ctx, args...)
+	}
+	return t.tx.QueryRowContext(t.ctx, q, args...)
+}
+
+// stmt returns the transaction's handle on q if it is already prepared on
+// the writer connection. Otherwise it returns nil (the caller runs q
+// directly) and notes q to be prepared once the transaction has released the
+// connection: preparing now would wait for the connection this transaction
+// holds.
+func (t *txn) stmt(q string) *sql.Stmt {
+	st := t.s.cached(q)
+	if st == nil {
+		t.unprepared = append(t.unprepared, q)
+		return nil
+	}
+	return t.tx.StmtContext(t.ctx, st)
+}
 
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) error {
 	_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -113,7 +148,7 @@ func (t *txn) stepEnded(taskID int64, name string, children string, st state.Ste
 	}
 	var remaining, failedTotal int
 	var tstate string
-	err := t.tx.QueryRowContext(t.ctx, `UPDATE tasks SET remaining = remaining - 1, failed = failed + ?,
+	err := t.queryRow(`UPDATE tasks SET remaining = remaining - 1, failed = failed + ?,
 		error = CASE WHEN error = '' THEN ? ELSE error END WHERE id = ? RETURNING remaining, failed, state`,
 		failed, taskErr, taskID).Scan(&remaining, &failedTotal, &tstate)
 	if err != nil {
@@ -159,7 +194,7 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 	var c dag.Counts
 	var priority int
 	var ttl int64
-	err := t.tx.QueryRowContext(t.ctx, `UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
+	err := t.queryRow(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
 		WHERE task_id = ? AND idx = ? AND state = 'pending'
 		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl`,
 		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl)
@@ -211,7 +246,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 				return err
 			}
 			if in.IdempotencyKey != "" {
-				existing, err := scanTask(t.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`,
+				existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`,
 					in.Namespace, in.IdempotencyKey))
 				if err == nil {
 					out[i] = store.InsertResult{Task: existing, Duplicate: true}
@@ -305,7 +340,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			t.now = p.Now.UnixMicro()
 		}
 		var engineState string
-		err := t.tx.QueryRowContext(ctx, `SELECT state FROM engines WHERE id = ?`, p.EngineID).Scan(&engineState)
+		err := t.queryRow(`SELECT state FROM engines WHERE id = ?`, p.EngineID).Scan(&engineState)
 		switch {
 		case err == nil && engineState != "live":
 			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState, store.ErrEngineLost)
@@ -323,7 +358,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			if want <= 0 {
 				break
 			}
-			ids, err := t.candidates(want, p.Handlers, room)
+			ids, err := t.candidates(want, p, room)
 			if err != nil {
 				return err
 			}
@@ -356,7 +391,7 @@ func (t *txn) capRoom(caps map[string]int) (map[string]int, error) {
 		room[ns] = n
 		names = append(names, ns)
 	}
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
+	rows, err := t.query(`SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: count running steps: %w", err)
 	}
@@ -374,9 +409,14 @@ func (t *txn) capRoom(caps map[string]int) (map[string]int, error) {
 
 // candidates selects the best ready steps, skipping namespaces at their cap,
 // and keeps only as many of a capped namespace as it has room for.
-func (t *txn) candidates(want int, handlers []string, room map[string]int) ([]int64, error) {
+func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]int64, error) {
 	q := `SELECT id, namespace FROM steps WHERE state = 'ready'`
 	var args []any
+	if p.TaskID != 0 {
+		q += ` AND task_id = ?`
+		args = append(args, p.TaskID)
+	}
+	handlers := p.Handlers
 	var full []any
 	for ns, n := range room {
 		if n <= 0 {
@@ -395,7 +435,7 @@ func (t *txn) candidates(want int, handlers []string, room map[string]int) ([]in
 	}
 	q += ` ORDER BY sort_key LIMIT ?`
 	args = append(args, want)
-	rows, err := t.tx.QueryContext(t.ctx, q, args...)
+	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: select ready steps: %w", err)
 	}
@@ -425,7 +465,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	rows, err := t.tx.QueryContext(t.ctx, `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
+	rows, err := t.query(`UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, expires_at = NULL, run_at = NULL, error = ''
 		WHERE state = 'ready' AND id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns, args...)
 	if err != nil {
@@ -468,7 +508,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 		var info taskInfo
 		var st, input string
-		err := t.tx.QueryRowContext(t.ctx, `SELECT state, input, workflow, version FROM tasks WHERE id = ?`, c.TaskID).Scan(&st, &input, &info.workflow, &info.version)
+		err := t.queryRow(`SELECT state, input, workflow, version FROM tasks WHERE id = ?`, c.TaskID).Scan(&st, &input, &info.workflow, &info.version)
 		if err != nil {
 			return fmt.Errorf("sqlite: load task %d: %w", c.TaskID, err)
 		}
@@ -492,7 +532,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		for _, d := range deps[i] {
 			args = append(args, d)
 		}
-		rows, err := t.tx.QueryContext(t.ctx, `SELECT name, result FROM steps WHERE task_id = ? AND idx IN (`+placeholders(len(deps[i]))+`)`, args...)
+		rows, err := t.query(`SELECT name, result FROM steps WHERE task_id = ? AND idx IN (`+placeholders(len(deps[i]))+`)`, args...)
 		if err != nil {
 			return fmt.Errorf("sqlite: load dependency results: %w", err)
 		}
@@ -552,7 +592,7 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 func (t *txn) finish(o store.Outcome) (bool, error) {
 	var taskID int64
 	var name, children string
-	err := t.tx.QueryRowContext(t.ctx, `SELECT task_id, name, children FROM steps WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
+	err := t.queryRow(`SELECT task_id, name, children FROM steps WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
 		o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID).Scan(&taskID, &name, &children)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -657,7 +697,7 @@ func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	for i, f := range inflight {
 		ids[i] = f.StepID
 	}
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND id IN (`+placeholders(len(ids))+`)`, ids...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: check in-flight steps: %w", err)
 	}
@@ -706,7 +746,7 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 		if _, err := t.exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("sqlite: mark engines dead: %w", err)
 		}
-		rows, err := t.tx.QueryContext(t.ctx, `SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
+		rows, err := t.query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
 			WHERE state = 'running' AND engine_id IN (`+placeholders(len(eargs))+`)`, eargs...)
 		if err != nil {
 			return fmt.Errorf("sqlite: find steps of lapsed engines: %w", err)
@@ -762,7 +802,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 			}
 			n++
 		}
-		rows, err := t.tx.QueryContext(t.ctx, `SELECT id, task_id, name, state, children FROM steps
+		rows, err := t.query(`SELECT id, task_id, name, state, children FROM steps
 			WHERE expires_at IS NOT NULL AND expires_at <= ? AND state IN ('ready', 'waiting')`, t.now)
 		if err != nil {
 			return fmt.Errorf("sqlite: find expired steps: %w", err)
@@ -809,7 +849,7 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 	if err != nil || !ok {
 		return nil, err
 	}
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT id, name, state, attempt, lease_id FROM steps
+	rows, err := t.query(`SELECT id, name, state, attempt, lease_id FROM steps
 		WHERE task_id = ? AND state IN ('pending', 'ready', 'running', 'waiting')`, id)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: steps of task %d: %w", id, err)
@@ -849,7 +889,7 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
 		t.now = now.UnixMicro()
-		rows, err := t.tx.QueryContext(t.ctx, `UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
+		rows, err := t.query(`UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
 			WHERE state = 'waiting' AND run_at <= ? RETURNING task_id, name, attempt`, t.s.aging, t.now)
 		if err != nil {
 			return fmt.Errorf("sqlite: promote waiting steps: %w", err)
@@ -908,7 +948,7 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 	var running []store.Fence
 	err := s.write(ctx, engineID, func(t *txn) error {
 		var st string
-		if err := t.tx.QueryRowContext(ctx, `SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
+		if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 			}
@@ -928,7 +968,7 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 // RetryTask moves a failed task back to running.
 func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error {
 	return s.write(ctx, engineID, func(t *txn) error {
-		task, err := scanTask(t.tx.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+		task, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 		}
@@ -938,7 +978,7 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 		if task.State != state.TaskFailed {
 			return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
 		}
-		rows, err := t.tx.QueryContext(ctx, `SELECT id, name, state, deps, priority, ttl FROM steps WHERE task_id = ? ORDER BY idx`, id)
+		rows, err := t.query(`SELECT id, name, state, deps, priority, ttl FROM steps WHERE task_id = ? ORDER BY idx`, id)
 		if err != nil {
 			return fmt.Errorf("sqlite: steps of task %d: %w", id, err)
 		}
@@ -1017,7 +1057,7 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 }
 
 func (t *txn) strings(q string, args ...any) ([]string, error) {
-	rows, err := t.tx.QueryContext(t.ctx, q, args...)
+	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -1034,7 +1074,7 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 }
 
 func (t *txn) int64s(q string, args ...any) ([]int64, error) {
-	rows, err := t.tx.QueryContext(t.ctx, q, args...)
+	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}

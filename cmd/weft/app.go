@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/weftrun/weft"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailed      = 1   // a task failed, or the command could not be done
+	exitUsage       = 2   // bad flags or arguments, invalid templates or input
+	exitInterrupted = 130 // `weft run` stopped by SIGINT or SIGTERM
+)
+
+// exitError ends a command with an exit status. A nil err means the
+// command already said what went wrong.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf reports bad flags, arguments or input: exit status 2.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// exitWith ends the command with code and no further message.
+func exitWith(code int) error { return &exitError{code: code} }
+
+// app is one invocation of the CLI: its streams, environment and global
+// flags.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+
+	dbFlag   string
+	logLevel string
+
+	logOut *holdWriter
+	log    *slog.Logger
+
+	// refresh is how often `weft run` redraws its progress.
+	refresh time.Duration
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *app {
+	return &app{
+		stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv,
+		logOut:  &holdWriter{w: stderr},
+		log:     slog.New(slog.DiscardHandler),
+		refresh: 100 * time.Millisecond,
+	}
+}
+
+// execute runs the command line and returns the exit status, printing the
+// error, if any, on stderr.
+func (a *app) execute(ctx context.Context, args []string) int {
+	root := a.rootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		if xe.err != nil {
+			fmt.Fprintf(a.stderr, "weft: %v\n", xe.err)
+		}
+		return xe.code
+	}
+	// Errors cobra found while parsing: unknown commands and flags, wrong
+	// argument counts.
+	fmt.Fprintf(a.stderr, "weft: %v\nRun '%s --help' for usage.\n", strings.TrimRight(err.Error(), "\n"), cmd.CommandPath())
+	return exitUsage
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "weft",
+		Short: "Run and inspect durable workflows",
+		Long: `weft runs workflows: DAGs of steps described in YAML templates, persisted in a
+database so that they survive crashes.
+
+The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.setupLogging(cmd)
+		},
+	}
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.PersistentFlags().StringVar(&a.dbFlag, "db", "", "database URL or SQLite file path (default $WEFT_DB, else "+weft.DefaultDB+")")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
+	root.AddCommand(
+		a.runCommand(),
+		a.submitCommand(),
+		a.workerCommand(),
+		a.tasksCommand(),
+		a.taskCommand(),
+		a.cancelCommand(),
+		a.retryCommand(),
+		a.validateCommand(),
+	)
+	return root
+}
+
+// action adapts a command body: an error that does not carry an exit
+// status exits with 1.
+func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := f(cmd, args)
+		var xe *exitError
+		if err != nil && !errors.As(err, &xe) {
+			return &exitError{code: exitFailed, err: err}
+		}
+		return err
+	}
+}
+
+// setupLogging builds the logger from --log-level: slog text on stderr.
+func (a *app) setupLogging(cmd *cobra.Command) error {
+	name := a.logLevel
+	if name == "" {
+		name = "warn"
+		if cmd.Name() == "worker" {
+			name = "info"
+		}
+	}
+	var level slog.Level
+	switch strings.ToLower(name) {
+	case "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		return usageErrorf("--log-level: unknown level %q (want debug, info, warn or error)", name)
+	}
+	a.log = slog.New(slog.NewTextHandler(a.logOut, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+// dbURL returns the database the command works on.
+func (a *app) dbURL() string {
+	if a.dbFlag != "" {
+		return a.dbFlag
+	}
+	if v := a.getenv("WEFT_DB"); v != "" {
+		return v
+	}
+	return weft.DefaultDB
+}
+
+// open opens an engine on the database without starting it. With
+// mustExist, a SQLite file that does not exist is an error instead of being
+// created, so that inspecting from the wrong directory does not leave an
+// empty database behind.
+func (a *app) open(ctx context.Context, cfg weft.Config, mustExist bool) (*weft.Engine, error) {
+	url := a.dbURL()
+	if path, ok := sqlitePath(url); ok && mustExist {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", path)
+		}
+	}
+	cfg.Logger = a.log
+	e, err := weft.Open(ctx, url, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return e, nil
+}
+
+// closeEngine closes an engine, logging a failure.
+func (a *app) closeEngine(e *weft.Engine) {
+	if err := e.Close(); err != nil {
+		a.log.Error("close engine", "error", err)
+	}
+}
+
+// sqlitePath returns the file a SQLite database URL names.
+func sqlitePath(url string) (string, bool) {
+	for _, p := range []string{"sqlite://", "sqlite:"} {
+		if strings.HasPrefix(url, p) {
+			return strings.TrimPrefix(url, p), true
+		}
+	}
+	if strings.Contains(url, "://") {
+		return "", false
+	}
+	return url, true
+}
+
+// readInput returns the JSON of an --input flag: the text itself, "-" for
+// stdin or "@FILE" for a file's content. "" means no input.
+func (a *app) readInput(v string) (json.RawMessage, error) {
+	var data []byte
+	switch {
+	case v == "":
+		return nil, nil
+	case v == "-":
+		b, err := io.ReadAll(a.stdin)
+		if err != nil {
+			return nil, fmt.Errorf("--input: read stdin: %w", err)
+		}
+		data = b
+	case strings.HasPrefix(v, "@"):
+		b, err := os.ReadFile(v[1:])
+		if err != nil {
+			return nil, usageErrorf("--input: %w", err)
+		}
+		data = b
+	default:
+		data = []byte(v)
+	}
+	var x any
+	if err := json.Unmarshal(data, &x); err != nil {
+		return nil, usageErrorf("--input: not valid JSON: %v", err)
+	}
+	return bytes.TrimSpace(data), nil
+}
+
+// inputValue is the Submission.Input of an --input: nil (meaning {}) when
+// none was given, since a nil json.RawMessage is not valid JSON to Submit.
+func inputValue(in json.RawMessage) any {
+	if in == nil {
+		return nil
+	}
+	return in
+}
+
+// parseCaps reads --cap NS=N flags (also comma-separated).
+func parseCaps(flags []string) (map[string]int, error) {
+	caps := map[string]int{}
+	for _, f := range flags {
+		for item := range strings.SplitSeq(f, ",") {
+			ns, n, ok := strings.Cut(strings.TrimSpace(item), "=")
+			ns = strings.TrimSpace(ns)
+			if !ok || ns == "" {
+				return nil, usageErrorf("--cap %q: want NAMESPACE=N", item)
+			}
+			v, err := strconv.Atoi(strings.TrimSpace(n))
+			if err != nil || v < 1 {
+				return nil, usageErrorf("--cap %q: N must be an integer of at least 1", item)
+			}
+			if _, dup := caps[ns]; dup {
+				return nil, usageErrorf("--cap: namespace %q given twice", ns)
+			}
+			caps[ns] = v
+		}
+	}
+	if len(caps) == 0 {
+		return nil, nil
+	}
+	return caps, nil
+}
+
+func checkConcurrency(n int) error {
+	if n < 1 {
+		return usageErrorf("--concurrency must be at least 1, got %d", n)
+	}
+	return nil
+}
+
+// parseID reads a task id argument.
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, usageErrorf("invalid task id %q: must be a positive integer", s)
+	}
+	return id, nil
+}
+
+// notFound is the message for a task that does not exist.
+func notFound(id int64) error { return fmt.Errorf("task %d: not found", id) }
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}
+
+// terminal reports whether w is a terminal and its size.
+func terminal(w io.Writer) (width, height int, ok bool) {
+	f, isFile := w.(*os.File)
+	if !isFile || !term.IsTerminal(int(f.Fd())) {
+		return 0, 0, false
+	}
+	width, height, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 80, 0, true
+	}
+	return width, height, true
+}
+
+// holdWriter passes writes through, except while held: then it buffers
+// them until released, so that logs do not tear a live view drawn on the
+// same terminal.
+type holdWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	held bool
+	buf  bytes.Buffer
+}
+
+func (h *holdWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		return h.buf.Write(p)
+	}
+	return h.w.Write(p)
+}
+
+// hold starts buffering.
+func (h *holdWriter) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = true
+}
+
+// release writes what was buffered and stops buffering.
+func (h *holdWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = false
+	if h.buf.Len() > 0 {
+		_, _ = h.w.Write(h.buf.Bytes())
+		h.buf.Reset()
+	}
+}

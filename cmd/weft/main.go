@@ -1,0 +1,41 @@
+// Command weft runs and inspects weft workflows from the command line.
+//
+//	weft run FILE.yaml            submit one task and drive it to its end with live progress
+//	weft submit FILE.yaml|NS/NAME submit a task and print its id
+//	weft worker                   run an engine until signalled, resuming unfinished work
+//	weft tasks                    list tasks
+//	weft task ID                  show a task and its steps
+//	weft cancel ID, weft retry ID cancel a task, retry a failed one
+//	weft validate FILE.yaml...    check templates
+//
+// The database is chosen by --db, else $WEFT_DB, else ./weft.db. Exit status:
+// 0 on success, 1 when a task failed or a command could not be done, 2 for
+// usage and validation errors, 130 when `weft run` was interrupted.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default handling so that a second
+	// one ends the process at once instead of waiting for a graceful stop.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit status. A
+// cancelled ctx is an interrupt (SIGINT or SIGTERM).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return newApp(stdin, stdout, stderr, os.Getenv).execute(ctx, args)
+}

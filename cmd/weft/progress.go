@@ -1,0 +1,553 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// progressOptions configures a progress renderer.
+type progressOptions struct {
+	// live redraws one view in place with ANSI escapes (for a terminal);
+	// otherwise one plain line is written per step state change.
+	live bool
+	// color adds ANSI colours (live view only).
+	color bool
+	// width and height are the terminal's size in cells; 0 means 80x24
+	// for the width and unbounded for the height.
+	width, height int
+	// now returns the current time; default time.Now.
+	now func() time.Time
+	// loc is the zone of printed clock times; default time.Local.
+	loc *time.Location
+}
+
+// progress renders the progress of one task from successive snapshots of
+// it. In live mode each Update redraws the whole view over the previous
+// one; in plain mode each Update prints one line per step state change since
+// the previous snapshot. It is not safe for concurrent use.
+type progress struct {
+	w    io.Writer
+	opts progressOptions
+
+	frame int // live: spinner frame
+	drawn int // live: lines of the view on screen
+
+	started bool                // plain: the header line was printed
+	seen    map[string]stepMark // plain: what was printed of each step
+}
+
+// stepMark is what the plain renderer last reported of a step.
+type stepMark struct {
+	state   state.Step
+	attempt int
+	sub     string
+	ran     int // the last attempt whose "running" line was printed
+}
+
+// newProgress returns a renderer writing to w.
+func newProgress(w io.Writer, opts progressOptions) *progress {
+	if opts.width <= 0 {
+		opts.width = 80
+	}
+	if opts.now == nil {
+		opts.now = time.Now
+	}
+	if opts.loc == nil {
+		opts.loc = time.Local
+	}
+	return &progress{w: w, opts: opts, seen: map[string]stepMark{}}
+}
+
+// Update renders a new snapshot of the task.
+func (p *progress) Update(t *store.Task) error {
+	if p.opts.live {
+		return p.draw(t, false)
+	}
+	return p.plain(t)
+}
+
+// Finish renders the last snapshot of the task and a summary line.
+func (p *progress) Finish(t *store.Task) error {
+	if p.opts.live {
+		if err := p.draw(t, true); err != nil {
+			return err
+		}
+		sym, color := taskSymbol(t.State)
+		_, err := fmt.Fprintf(p.w, "%s %s\n", p.paint(color, sym), summary(t, p.opts.now()))
+		return err
+	}
+	if err := p.plain(t); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(p.w, "%s %s\n", p.clock(p.opts.now()), summary(t, p.opts.now()))
+	return err
+}
+
+// ANSI colours.
+const (
+	ansiReset   = "\x1b[0m"
+	ansiBold    = "\x1b[1m"
+	ansiDim     = "\x1b[2m"
+	ansiRed     = "\x1b[31m"
+	ansiGreen   = "\x1b[32m"
+	ansiYellow  = "\x1b[33m"
+	ansiBlue    = "\x1b[34m"
+	ansiMagenta = "\x1b[35m"
+	ansiCyan    = "\x1b[36m"
+)
+
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// stepSymbol returns the symbol and colour of a step state; running steps
+// get the spinner frame.
+func stepSymbol(s state.Step, frame int) (sym, color string) {
+	switch s {
+	case state.StepCompleted, state.StepResolved:
+		return "✓", ansiGreen
+	case state.StepFailed:
+		return "✗", ansiRed
+	case state.StepRunning:
+		return spinner[frame%len(spinner)], ansiCyan
+	case state.StepWaiting:
+		return "↻", ansiYellow
+	case state.StepReady:
+		return "○", ansiBlue
+	case state.StepCancelled, state.StepExpired:
+		return "⊘", ansiMagenta
+	case state.StepSkipped:
+		return "-", ansiDim
+	default:
+		return "·", ansiDim
+	}
+}
+
+// taskSymbol returns the symbol and colour of a task state.
+func taskSymbol(s state.Task) (sym, color string) {
+	switch s {
+	case state.TaskCompleted:
+		return "✓", ansiGreen
+	case state.TaskFailed:
+		return "✗", ansiRed
+	case state.TaskCancelled, state.TaskExpired:
+		return "⊘", ansiMagenta
+	case state.TaskRunning:
+		return "▶", ansiCyan
+	default:
+		return "·", ansiDim
+	}
+}
+
+func (p *progress) paint(color, s string) string {
+	if !p.opts.color || color == "" || s == "" {
+		return s
+	}
+	return color + s + ansiReset
+}
+
+// seg is a piece of a line of the live view in one colour.
+type seg struct{ text, color string }
+
+// line joins segments, cut to fit the terminal width so that no line wraps
+// (a wrapped line would break the redraw).
+func (p *progress) line(segs ...seg) string {
+	room := p.opts.width - 1
+	var b strings.Builder
+	for _, s := range segs {
+		if room <= 0 {
+			break
+		}
+		text := s.text
+		if n := utf8.RuneCountInString(text); n > room {
+			text = cutRunes(text, room-1) + "…"
+		}
+		room -= utf8.RuneCountInString(text)
+		b.WriteString(p.paint(s.color, text))
+	}
+	return b.String()
+}
+
+// draw redraws the live view over the previous one.
+func (p *progress) draw(t *store.Task, final bool) error {
+	now := p.opts.now()
+	lines := p.view(t, now, final)
+	var b strings.Builder
+	if p.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", p.drawn) // back to the first line of the view
+	}
+	for _, l := range lines {
+		b.WriteString("\r\x1b[2K")
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	b.WriteString("\x1b[J") // clear what is left of a longer previous view
+	p.drawn = len(lines)
+	p.frame++
+	_, err := io.WriteString(p.w, b.String())
+	return err
+}
+
+// view returns the lines of the live view.
+func (p *progress) view(t *store.Task, now time.Time, final bool) []string {
+	sym, color := taskSymbol(t.State)
+	lines := []string{p.line(
+		seg{sym + " ", color},
+		seg{fmt.Sprintf("task %d", t.ID), ansiBold},
+		seg{"  " + taskRef(t) + "  ", ""},
+		seg{string(t.State), color},
+		seg{"  " + fmtDuration(taskElapsed(t, now)), ansiDim},
+	)}
+
+	done, failed := 0, false
+	for _, s := range t.Steps {
+		if s.State.Terminal() {
+			done++
+		}
+		failed = failed || s.State == state.StepFailed || s.State == state.StepExpired
+	}
+	const barWidth = 24
+	filled := 0
+	if len(t.Steps) > 0 {
+		filled = done * barWidth / len(t.Steps)
+	}
+	barColor := ansiGreen
+	if failed {
+		barColor = ansiRed
+	}
+	lines = append(lines, p.line(
+		seg{"[", ""},
+		seg{strings.Repeat("█", filled), barColor},
+		seg{strings.Repeat("░", barWidth-filled), ansiDim},
+		seg{fmt.Sprintf("] %d/%d steps", done, len(t.Steps)), ""},
+	))
+
+	nameWidth := 0
+	for _, s := range t.Steps {
+		nameWidth = max(nameWidth, min(utf8.RuneCountInString(s.Name), 24))
+	}
+	byName := make(map[string]state.Step, len(t.Steps))
+	for _, s := range t.Steps {
+		byName[s.Name] = s.State
+	}
+	shown, hidden := p.visibleSteps(t.Steps)
+	for _, i := range shown {
+		s := &t.Steps[i]
+		frame := p.frame
+		if final {
+			frame = 0
+		}
+		sym, color := stepSymbol(s.State, frame)
+		attempts := ""
+		if s.Attempts > 0 {
+			attempts = fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
+		}
+		detail, detailColor := stepDetail(s, byName, now)
+		lines = append(lines, p.line(
+			seg{"  ", ""},
+			seg{sym, color},
+			seg{" " + padRight(cutRunes(s.Name, nameWidth), nameWidth) + "  ", ""},
+			seg{padRight(stepStateText(s), 9), color},
+			seg{"  " + padRight(attempts, 5), ansiDim},
+			seg{"  " + detail, detailColor},
+		))
+	}
+	if hidden > 0 {
+		lines = append(lines, p.line(seg{fmt.Sprintf("  … %d more steps", hidden), ansiDim}))
+	}
+	return lines
+}
+
+// visibleSteps picks the indexes of the steps that fit the terminal height,
+// preferring those that need attention, in definition order, and counts
+// the others.
+func (p *progress) visibleSteps(steps []store.Step) (shown []int, hidden int) {
+	rows := len(steps)
+	if p.opts.height > 0 {
+		rows = max(p.opts.height-4, 1) // header, bar, "more" line and the cursor line
+	}
+	if len(steps) <= rows {
+		shown = make([]int, len(steps))
+		for i := range steps {
+			shown[i] = i
+		}
+		return shown, 0
+	}
+	rank := func(s state.Step) int {
+		switch s {
+		case state.StepFailed, state.StepRunning:
+			return 0
+		case state.StepWaiting, state.StepExpired:
+			return 1
+		case state.StepReady:
+			return 2
+		case state.StepPending:
+			return 3
+		default:
+			return 4
+		}
+	}
+	order := make([]int, len(steps))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rank(steps[order[a]].State) < rank(steps[order[b]].State) })
+	shown = order[:rows]
+	sort.Ints(shown)
+	return shown, len(steps) - rows
+}
+
+// stepStateText is the state column of a step: its state, or "deferred" for
+// a running step whose handler waits with its slot released.
+func stepStateText(s *store.Step) string {
+	if s.State == state.StepRunning && s.Sub != "" {
+		return s.Sub
+	}
+	return string(s.State)
+}
+
+// stepDetail is the last column of a step in the live view: its duration,
+// what it waits for, or its error.
+func stepDetail(s *store.Step, states map[string]state.Step, now time.Time) (text, color string) {
+	switch s.State {
+	case state.StepPending:
+		var waiting []string
+		for _, d := range s.DependsOn {
+			if !states[d].Succeeded() {
+				waiting = append(waiting, d)
+			}
+		}
+		if len(waiting) > 0 {
+			return "after " + strings.Join(waiting, ", "), ansiDim
+		}
+	case state.StepRunning:
+		if s.StartedAt != nil {
+			return fmtDuration(now.Sub(*s.StartedAt)), ansiDim
+		}
+	case state.StepCompleted, state.StepResolved:
+		if s.StartedAt != nil && s.FinishedAt != nil {
+			return fmtDuration(s.FinishedAt.Sub(*s.StartedAt)), ansiDim
+		}
+	case state.StepWaiting:
+		var b strings.Builder
+		if s.RunAt != nil {
+			what := "until"
+			if s.Error != "" {
+				what = "retry"
+			}
+			if d := s.RunAt.Sub(now); d > 0 {
+				fmt.Fprintf(&b, "%s in %s", what, fmtDuration(d))
+			} else {
+				fmt.Fprintf(&b, "%s due", what)
+			}
+		}
+		if s.Error != "" {
+			if b.Len() > 0 {
+				b.WriteString(": ")
+			}
+			b.WriteString(oneLine(s.Error))
+		}
+		return b.String(), ansiYellow
+	default:
+		if s.Error != "" {
+			return oneLine(s.Error), ansiRed
+		}
+	}
+	return "", ""
+}
+
+// plainEvent is one line of the plain output.
+type plainEvent struct {
+	at    time.Time
+	start bool // a step started running
+	text  string
+}
+
+// plain prints a line for every step whose state, attempt or sub-status
+// changed since the previous snapshot. Steps becoming pending or ready are
+// not reported. A step seen finished whose running attempt was never seen
+// (it ran between two snapshots) gets its running line first, with the
+// time it started, so the output does not depend on the polling rate.
+func (p *progress) plain(t *store.Task) error {
+	now := p.opts.now()
+	var b strings.Builder
+	if !p.started {
+		p.started = true
+		fmt.Fprintf(&b, "%s task %d %s submitted (%d steps)\n", p.clock(t.CreatedAt), t.ID, taskRef(t), len(t.Steps))
+	}
+	var events []plainEvent
+	for i := range t.Steps {
+		s := &t.Steps[i]
+		prev, ok := p.seen[s.Name]
+		cur := stepMark{state: s.State, attempt: s.Attempts, sub: s.Sub, ran: prev.ran}
+		if ok && prev.state == cur.state && prev.attempt == cur.attempt && prev.sub == cur.sub {
+			continue
+		}
+		switch s.State {
+		case state.StepPending, state.StepReady:
+		case state.StepRunning:
+			text := fmt.Sprintf("step %s running (attempt %d)", s.Name, s.Attempts)
+			if s.Sub != "" {
+				text = fmt.Sprintf("step %s running (attempt %d, %s)", s.Name, s.Attempts, s.Sub)
+			}
+			events = append(events, plainEvent{at: timeOr(s.StartedAt, now), start: true, text: text})
+			cur.ran = s.Attempts
+		default:
+			if s.Attempts > 0 && cur.ran != s.Attempts && s.StartedAt != nil &&
+				(s.State == state.StepCompleted || s.State == state.StepFailed || s.State == state.StepWaiting) {
+				events = append(events, plainEvent{at: *s.StartedAt, start: true, text: fmt.Sprintf("step %s running (attempt %d)", s.Name, s.Attempts)})
+				cur.ran = s.Attempts
+			}
+			events = append(events, plainEvent{at: p.endTime(s, now), text: p.plainEnd(s)})
+		}
+		p.seen[s.Name] = cur
+	}
+	// In time order; within a millisecond, what ended before what started,
+	// as a step starts only after its dependencies end.
+	sort.SliceStable(events, func(i, j int) bool {
+		ti, tj := events[i].at.Truncate(time.Millisecond), events[j].at.Truncate(time.Millisecond)
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return !events[i].start && events[j].start
+	})
+	for _, ev := range events {
+		fmt.Fprintf(&b, "%s %s\n", p.clock(ev.at), ev.text)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := io.WriteString(p.w, b.String())
+	return err
+}
+
+// endTime is when a step reached a state other than running.
+func (p *progress) endTime(s *store.Step, now time.Time) time.Time {
+	if s.State.Terminal() {
+		return timeOr(s.FinishedAt, now)
+	}
+	return now
+}
+
+// plainEnd describes a step that reached a state other than running.
+func (p *progress) plainEnd(s *store.Step) string {
+	text := fmt.Sprintf("step %s %s", s.Name, s.State)
+	switch s.State {
+	case state.StepCompleted:
+		if s.StartedAt != nil && s.FinishedAt != nil {
+			text += " in " + fmtDuration(s.FinishedAt.Sub(*s.StartedAt))
+		}
+		return text
+	case state.StepWaiting:
+		if s.RunAt != nil {
+			what := "until"
+			if s.Error != "" {
+				what = "retry at"
+			}
+			text += fmt.Sprintf(" (%s %s)", what, p.clock(*s.RunAt))
+		}
+	}
+	if s.Error != "" {
+		text += ": " + cutRunes(oneLine(s.Error), 300)
+	}
+	return text
+}
+
+func (p *progress) clock(t time.Time) string { return t.In(p.opts.loc).Format("15:04:05.000") }
+
+// summary is the final line of a run: how the task ended, how long it took
+// and how its steps ended.
+func summary(t *store.Task, now time.Time) string {
+	counts := map[state.Step]int{}
+	for _, s := range t.Steps {
+		counts[s.State]++
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "task %d %s in %s (%d/%d steps completed", t.ID, t.State, fmtDuration(taskElapsed(t, now)),
+		counts[state.StepCompleted]+counts[state.StepResolved], len(t.Steps))
+	for _, st := range []state.Step{state.StepFailed, state.StepExpired, state.StepSkipped, state.StepCancelled,
+		state.StepRunning, state.StepWaiting, state.StepReady, state.StepPending} {
+		if n := counts[st]; n > 0 {
+			fmt.Fprintf(&b, ", %d %s", n, st)
+		}
+	}
+	b.WriteString(")")
+	if t.Error != "" {
+		b.WriteString(": " + cutRunes(oneLine(t.Error), 300))
+	}
+	return b.String()
+}
+
+// taskRef returns "namespace/name@version" of a task's workflow.
+func taskRef(t *store.Task) string { return t.Namespace + "/" + t.Workflow + "@" + t.Version }
+
+// taskElapsed is how long the task has existed, or took when it ended.
+func taskElapsed(t *store.Task, now time.Time) time.Duration {
+	end := now
+	if t.State.Terminal() && t.FinishedAt != nil {
+		end = *t.FinishedAt
+	}
+	return max(end.Sub(t.CreatedAt), 0)
+}
+
+// fmtDuration rounds a duration for display: milliseconds under a second,
+// tenths of a second under a minute, seconds above.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+func timeOr(t *time.Time, def time.Time) time.Time {
+	if t == nil {
+		return def
+	}
+	return *t
+}
+
+// oneLine collapses runs of white space, newlines included, to one space.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// cutRunes shortens s to at most n runes.
+func cutRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// abbrev shortens s to one line of at most n runes, marking a cut with "…".
+func abbrev(s string, n int) string {
+	s = oneLine(s)
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return cutRunes(s, n-1) + "…"
+}
+
+func padRight(s string, n int) string {
+	if pad := n - utf8.RuneCountInString(s); pad > 0 {
+		return s + strings.Repeat(" ", pad)
+	}
+	return s
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+)
+
+func (a *app) submitCommand() *cobra.Command {
+	var input, key string
+	cmd := &cobra.Command{
+		Use:   "submit FILE.yaml|NAMESPACE/NAME[@VERSION]",
+		Short: "Submit a task and print its id",
+		Long: `Submit one task of a workflow and print its id alone on stdout. A template file
+is registered first; a NAMESPACE/NAME reference names a workflow already
+registered in the database (the newest version unless @VERSION is given).
+
+A submission whose idempotency key already exists prints the existing task's id
+and says so on stderr. Run 'weft worker' to execute submitted tasks.`,
+		Example: `  id=$(weft submit examples/hello.yaml --input '{"name":"Ada"}')
+  weft submit examples/hello --key order-42`,
+		Args: cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			in, err := a.readInput(input)
+			if err != nil {
+				return err
+			}
+			return a.submit(cmd.Context(), args[0], weft.Submission{Input: inputValue(in), Key: key})
+		}),
+	}
+	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")
+	cmd.Flags().StringVar(&key, "key", "", "idempotency key: a second submission with it returns the first task")
+	return cmd
+}
+
+// isTemplateFile reports whether a submit target names a template file
+// rather than a registered workflow.
+func isTemplateFile(target string) bool {
+	if strings.HasSuffix(target, ".yaml") || strings.HasSuffix(target, ".yml") {
+		return true
+	}
+	fi, err := os.Stat(target)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+func (a *app) submit(ctx context.Context, target string, sub weft.Submission) error {
+	var w *weft.Workflow
+	if isTemplateFile(target) {
+		var err error
+		if w, err = a.loadTemplate(target); err != nil {
+			return err
+		}
+		sub.Workflow = w.Ref()
+	} else {
+		if _, _, _, err := weft.ParseRef(target); err != nil {
+			return usageErrorf("%q is neither a template file nor a workflow reference NAMESPACE/NAME[@VERSION]", target)
+		}
+		sub.Workflow = target
+	}
+	e, err := a.open(ctx, weft.Config{}, w == nil)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	if w != nil {
+		if err := a.register(ctx, e, target, w); err != nil {
+			return err
+		}
+	}
+	res, err := e.Submit(ctx, sub)
+	switch {
+	case errors.Is(err, weft.ErrInvalid):
+		return &exitError{code: exitUsage, err: err}
+	case errors.Is(err, weft.ErrNotFound):
+		return fmt.Errorf("workflow %s is not registered in %s (submit its template file to register it)", target, a.dbURL())
+	case err != nil:
+		return fmt.Errorf("submit %s: %w", target, err)
+	}
+	fmt.Fprintln(a.stdout, res.Task.ID)
+	if res.Duplicate {
+		fmt.Fprintf(a.stderr, "weft: task %d already existed with this idempotency key (%s); not submitted again\n", res.Task.ID, res.Task.State)
+	}
+	return nil
+}
+
+func (a *app) workerCommand() *cobra.Command {
+	var (
+		concurrency int
+		capFlags    []string
+		drain       time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run an engine until signalled, resuming unfinished work",
+		Long: `Run an engine on the database until SIGINT or SIGTERM: it claims the ready steps
+of every task whose handlers it has (the built-ins exec and http), including
+those that an interrupted 'weft run' or a crashed engine left behind.
+
+On a signal it stops claiming and waits up to --drain for running steps; those
+still running are then stopped and returned to the queue for the next engine.`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			if err := checkConcurrency(concurrency); err != nil {
+				return err
+			}
+			if drain < 0 {
+				return usageErrorf("--drain must not be negative")
+			}
+			caps, err := parseCaps(capFlags)
+			if err != nil {
+				return err
+			}
+			return a.work(cmd.Context(), weft.Config{Concurrency: concurrency, NamespaceCaps: caps}, drain)
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&concurrency, "concurrency", 10, "steps run at once")
+	f.StringArrayVar(&capFlags, "cap", nil, "limit the steps of a namespace running at once, as NAMESPACE=N (repeatable)")
+	f.DurationVar(&drain, "drain", 30*time.Second, "on shutdown, how long to wait for running steps before stopping them")
+	return cmd
+}
+
+// work runs an engine until ctx is done, then stops it within drain.
+func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration) error {
+	e, err := a.open(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	if err := e.Start(ctx); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	a.log.Info("worker started", "db", a.dbURL(), "engine_id", e.ID(), "concurrency", cfg.Concurrency)
+	<-ctx.Done()
+	a.log.Info("worker stopping", "engine_id", e.ID(), "drain", drain)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	defer cancel()
+	if err := e.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop engine: %w", err)
+	}
+	a.log.Info("worker stopped", "engine_id", e.ID())
+	return nil
+}

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// timeLayout is how tables print times, in the local zone.
+const timeLayout = "2006-01-02 15:04:05"
+
+func (a *app) tasksCommand() *cobra.Command {
+	var (
+		st, namespace, workflow string
+		limit                   int
+		before                  int64
+		jsonOut                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "List tasks, newest first",
+		Example: `  weft tasks --state failed
+  weft tasks --workflow shop/checkout --json | jq '.[].id'`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			f := weft.TaskFilter{Namespace: namespace, State: state.Task(st), Limit: limit, BeforeID: before}
+			if st != "" && !f.State.Valid() {
+				return usageErrorf("--state %q: not a task state (want one of %s)", st, joinStates(state.Tasks))
+			}
+			if limit < 1 {
+				return usageErrorf("--limit must be at least 1, got %d", limit)
+			}
+			if before < 0 {
+				return usageErrorf("--before must be a task id, got %d", before)
+			}
+			if workflow != "" {
+				if !strings.Contains(workflow, "/") {
+					f.Workflow = workflow
+				} else {
+					ns, name, version, err := weft.ParseRef(workflow)
+					if err != nil {
+						return usageErrorf("--workflow %q: want NAME or NAMESPACE/NAME", workflow)
+					}
+					if version != "" {
+						return usageErrorf("--workflow %q: tasks cannot be filtered by version; use NAMESPACE/NAME", workflow)
+					}
+					if namespace != "" && namespace != ns {
+						return usageErrorf("--workflow %q is not in --namespace %q", workflow, namespace)
+					}
+					f.Namespace, f.Workflow = ns, name
+				}
+			}
+			return a.listTasks(cmd.Context(), f, jsonOut)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&st, "state", "", "only tasks in this state: "+joinStates(state.Tasks))
+	fl.StringVar(&namespace, "namespace", "", "only tasks of this namespace")
+	fl.StringVar(&workflow, "workflow", "", "only tasks of this workflow: NAME or NAMESPACE/NAME")
+	fl.IntVar(&limit, "limit", 100, "at most this many tasks")
+	fl.Int64Var(&before, "before", 0, "only tasks with an id below this one (to page through)")
+	fl.BoolVar(&jsonOut, "json", false, "print a JSON array")
+	return cmd
+}
+
+func joinStates[S ~string](states []S) string {
+	s := make([]string, len(states))
+	for i, v := range states {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) error {
+	e, err := a.open(ctx, weft.Config{}, true)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	tasks, err := e.List(ctx, f)
+	if err != nil {
+		return fmt.Errorf("list tasks: %w", err)
+	}
+	if jsonOut {
+		if tasks == nil {
+			tasks = []weft.Task{}
+		}
+		return writeJSON(a.stdout, tasks)
+	}
+	if len(tasks) == 0 {
+		fmt.Fprintln(a.stderr, "no tasks")
+		return nil
+	}
+	tw := newTable(a.stdout)
+	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
+	for i := range tasks {
+		t := &tasks[i]
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), abbrev(t.Error, 60))
+	}
+	return flushTable(tw)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
+
+func flushTable(tw *tabwriter.Writer) error {
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(timeLayout)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) taskCommand() *cobra.Command {
+	var jsonOut, audit bool
+	cmd := &cobra.Command{
+		Use:   "task ID",
+		Short: "Show a task and its steps",
+		Args:  cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return a.showTask(cmd.Context(), id, jsonOut, audit)
+		}),
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the task as JSON (with --audit, its \"audit\" field holds the trail)")
+	cmd.Flags().BoolVar(&audit, "audit", false, "add the audit trail: every state transition of the task and its steps")
+	return cmd
+}
+
+// taskWithAudit is the JSON of `weft task --json --audit`: the task object
+// with an "audit" field.
+type taskWithAudit struct {
+	*weft.Task
+	Audit []weft.AuditEntry `json:"audit"`
+}
+
+func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error {
+	e, err := a.open(ctx, weft.Config{}, true)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	t, err := e.Get(ctx, id)
+	if errors.Is(err, weft.ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("get task %d: %w", id, err)
+	}
+	var trail []weft.AuditEntry
+	if audit {
+		if trail, err = e.Audit(ctx, id); err != nil {
+			return fmt.Errorf("audit of task %d: %w", id, err)
+		}
+		if trail == nil {
+			trail = []weft.AuditEntry{}
+		}
+	}
+	if jsonOut {
+		if audit {
+			return writeJSON(a.stdout, taskWithAudit{Task: t, Audit: trail})
+		}
+		return writeJSON(a.stdout, t)
+	}
+	if err := writeTask(a.stdout, t, time.Now()); err != nil {
+		return err
+	}
+	if audit {
+		return writeAudit(a.stdout, trail)
+	}
+	return nil
+}
+
+// writeTask prints a task's fields and a table of its steps.
+func writeTask(w io.Writer, t *store.Task, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintf(tw, "Task:\t%d\n", t.ID)
+	fmt.Fprintf(tw, "Workflow:\t%s\n", taskRef(t))
+	fmt.Fprintf(tw, "State:\t%s\n", t.State)
+	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(&t.CreatedAt))
+	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(t.StartedAt))
+	finished := fmtTime(t.FinishedAt)
+	if t.FinishedAt != nil {
+		finished += " (" + fmtDuration(taskElapsed(t, now)) + ")"
+	}
+	fmt.Fprintf(tw, "Finished:\t%s\n", finished)
+	if t.IdempotencyKey != "" {
+		fmt.Fprintf(tw, "Key:\t%s\n", t.IdempotencyKey)
+	}
+	if t.Priority != 0 {
+		fmt.Fprintf(tw, "Priority:\t%d\n", t.Priority)
+	}
+	fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(t.Input), 100))
+	if t.Error != "" {
+		fmt.Fprintf(tw, "Error:\t%s\n", abbrev(t.Error, 200))
+	}
+	if err := flushTable(tw); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "STEP\tSTATE\tATTEMPTS\tERROR\tRESULT")
+	for i := range t.Steps {
+		s := &t.Steps[i]
+		attempts := fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, stepStateText(s), attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
+	}
+	return flushTable(tw)
+}
+
+// writeAudit prints an audit trail as a table.
+func writeAudit(w io.Writer, trail []weft.AuditEntry) error {
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TIME\tSTEP\tFROM\tTO\tATTEMPT\tENGINE\tREASON")
+	for _, en := range trail {
+		attempt := "-"
+		if en.Attempt > 0 {
+			attempt = strconv.Itoa(en.Attempt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.At.Local().Format(timeLayout+".000"), orDash(en.Step), orDash(en.From), en.To,
+			attempt, orDash(en.EngineID), orDash(abbrev(en.Reason, 60)))
+	}
+	return flushTable(tw)
+}
+
+func (a *app) cancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a task: its unfinished steps are cancelled and running handlers stopped",
+		Args:  cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			return a.change(cmd.Context(), args[0], (*weft.Engine).Cancel, "task %d cancelled")
+		}),
+	}
+}
+
+func (a *app) retryCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry ID",
+		Short: "Retry a failed task from its failed steps",
+		Long: `Retry a failed task: its failed and expired steps become ready with fresh
+attempts, and the steps skipped because of them wait for them again. A running
+'weft worker' (or the next one started) runs them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			return a.change(cmd.Context(), args[0], (*weft.Engine).Retry, "task %d retried: its failed steps are queued to run again")
+		}),
+	}
+}
+
+// change applies cancel or retry to a task and prints the confirmation.
+func (a *app) change(ctx context.Context, arg string, do func(*weft.Engine, context.Context, int64) error, confirm string) error {
+	id, err := parseID(arg)
+	if err != nil {
+		return err
+	}
+	e, err := a.open(ctx, weft.Config{}, true)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	err = do(e, ctx, id)
+	switch {
+	case errors.Is(err, weft.ErrNotFound):
+		return notFound(id)
+	case errors.Is(err, weft.ErrConflict):
+		return conflictMessage(err)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(a.stdout, confirm+"\n", id)
+	return nil
+}
+
+// conflictMessage returns the store's explanation of a conflict ("task 7 is
+// completed and cannot be cancelled") without the engine's prefix and the
+// sentinel's ": conflict" suffix.
+func conflictMessage(err error) error {
+	inner := err
+	for {
+		next := errors.Unwrap(inner)
+		if next == nil || next == weft.ErrConflict {
+			break
+		}
+		inner = next
+	}
+	return errors.New(strings.TrimSuffix(inner.Error(), ": "+weft.ErrConflict.Error()))
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+)
+
+// builtinHandlers are the handlers the CLI's engines can run.
+var builtinHandlers = []string{"exec", "http"}
+
+// loadTemplate loads a workflow template. Its problems are printed on
+// stderr one per line, each with file and line, and end the command with
+// exit status 2.
+func (a *app) loadTemplate(path string) (*weft.Workflow, error) {
+	w, err := weft.LoadTemplate(path)
+	if err != nil {
+		a.printProblems(err)
+		return nil, exitWith(exitUsage)
+	}
+	return w, nil
+}
+
+// register registers a loaded template, reporting an invalid definition
+// like loadTemplate does.
+func (a *app) register(ctx context.Context, e *weft.Engine, path string, w *weft.Workflow) error {
+	err := e.Register(ctx, w)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, weft.ErrInvalid):
+		a.printProblems(err)
+		return exitWith(exitUsage)
+	case errors.Is(err, weft.ErrConflict):
+		return fmt.Errorf("%s: %s is already registered in %s with a different definition; give the changed template a new version",
+			path, w.Ref(), a.dbURL())
+	default:
+		return fmt.Errorf("register %s: %w", path, err)
+	}
+}
+
+// checkHandlers refuses a workflow naming a handler the CLI does not have:
+// it prints one line per step that uses one and ends with exit status 2.
+func (a *app) checkHandlers(path string, e *weft.Engine, w *weft.Workflow) error {
+	missing := e.MissingHandlers(w)
+	if len(missing) == 0 {
+		return nil
+	}
+	for _, s := range w.Steps {
+		if slices.Contains(missing, s.Handler) {
+			fmt.Fprintf(a.stderr, "%s: step %q: handler %q is not available in the weft CLI (built-in handlers: %s)\n",
+				path, s.Name, s.Handler, strings.Join(builtinHandlers, ", "))
+		}
+	}
+	return exitWith(exitUsage)
+}
+
+// printProblems prints each problem of a definition error on its own line.
+func (a *app) printProblems(err error) {
+	for _, p := range problems(err) {
+		fmt.Fprintln(a.stderr, p)
+	}
+}
+
+// problems flattens joined definition errors into their messages, without
+// the ErrInvalid sentinel that wraps them.
+func problems(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		var de *weft.DefinitionError
+		switch x := err.(type) {
+		case nil:
+		case *weft.DefinitionError:
+			out = append(out, x.Error())
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if e != weft.ErrInvalid {
+					walk(e)
+				}
+			}
+		default:
+			if errors.As(err, &de) {
+				out = append(out, de.Error())
+				return
+			}
+			out = append(out, err.Error())
+		}
+	}
+	walk(err)
+	if len(out) == 0 && err != nil {
+		out = append(out, err.Error())
+	}
+	return out
+}
+
+func (a *app) validateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE.yaml...",
+		Short: "Check workflow templates without registering them",
+		Long: `Check workflow templates with the same checks as registration, including the
+configs of built-in handlers, without touching the database. Each valid file
+prints "FILE: ok (namespace/name@version, N steps)"; each problem is printed on
+stderr on its own line with file and line, and the exit status is 2.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			dir, err := os.MkdirTemp("", "weft-validate-")
+			if err != nil {
+				return fmt.Errorf("create scratch directory: %w", err)
+			}
+			defer os.RemoveAll(dir)
+			e, err := weft.Open(ctx, filepath.Join(dir, "validate.db"), weft.Config{Logger: a.log})
+			if err != nil {
+				return fmt.Errorf("open scratch database: %w", err)
+			}
+			defer a.closeEngine(e)
+			failed := false
+			for _, path := range args {
+				w, err := weft.LoadTemplate(path)
+				if err == nil {
+					err = e.Register(ctx, w)
+					// Another file of this run registered the same version
+					// differently: this one passed the checks all the same.
+					if errors.Is(err, weft.ErrConflict) && !errors.Is(err, weft.ErrInvalid) {
+						err = nil
+					}
+				}
+				if err != nil {
+					failed = true
+					a.printProblems(err)
+					continue
+				}
+				fmt.Fprintf(a.stdout, "%s: ok (%s, %d steps)\n", path, w.Ref(), len(w.Steps))
+			}
+			if failed {
+				return exitWith(exitUsage)
+			}
+			return nil
+		}),
+	}
+}
