@@ -142,7 +142,9 @@ func Permanent(err error) error { return &outcome.PermanentError{Err: err} }
 
 // RetryAfter fails the attempt and asks for the next one after d instead of
 // the policy's backoff. The policy's max attempts still applies.
-func RetryAfter(d time.Duration, err error) error { return &outcome.RetryAfterError{Err: err, Delay: d} }
+func RetryAfter(d time.Duration, err error) error {
+	return &outcome.RetryAfterError{Err: err, Delay: d}
+}
 
 // Snooze ends the attempt without failing it: the step waits durably for d
 // (holding no slot and no goroutine, surviving restarts) and then runs again

@@ -808,7 +808,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 			return fmt.Errorf("sqlite: find expired steps: %w", err)
 		}
 		type exp struct {
-			id, task             int64
+			id, task           int64
 			name, st, children string
 		}
 		var steps []exp
@@ -983,11 +983,11 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 			return fmt.Errorf("sqlite: steps of task %d: %w", id, err)
 		}
 		type row struct {
-			id            int64
-			name, st      string
-			deps          []int
-			priority      int
-			ttl           int64
+			id       int64
+			name, st string
+			deps     []int
+			priority int
+			ttl      int64
 		}
 		var steps []row
 		for rows.Next() {
