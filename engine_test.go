@@ -605,3 +605,33 @@ func TestFencingRefusesStaleCompletion(t *testing.T) {
 		require.Equal(t, 1, completions, "the outcome is recorded once")
 	})
 }
+
+func TestTaskStaysOnItsVersion(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		e.Handle("v", func(ctx context.Context, a *weft.Attempt) (any, error) { return a.Workflow + " " + a.Step, nil })
+		register(t, e, weft.NewWorkflow("test", "versions", "1.9").Step("old", "v"))
+		first := submit(t, e, weft.Submission{Workflow: "test/versions"})
+		register(t, e, weft.NewWorkflow("test", "versions", "1.10").Step("new", "v").Step("newer", "v", weft.DependsOn("new")))
+		latest := submit(t, e, weft.Submission{Workflow: "test/versions"})
+		pinned := submit(t, e, weft.Submission{Workflow: "test/versions@1.9"})
+		_, err := e.Submit(context.Background(), weft.Submission{Workflow: "test/versions@2"})
+		require.ErrorIs(t, err, weft.ErrNotFound)
+		// Redefining a registered version is refused; the same definition is fine.
+		require.ErrorIs(t, e.Register(context.Background(), weft.NewWorkflow("test", "versions", "1.9").Step("changed", "v")), weft.ErrConflict)
+		register(t, e, weft.NewWorkflow("test", "versions", "1.9").Step("old", "v"))
+		start(t, e)
+		for _, tc := range []struct {
+			id      int64
+			version string
+			last    string
+		}{{first.Task.ID, "1.9", "old"}, {latest.Task.ID, "1.10", "newer"}, {pinned.Task.ID, "1.9", "old"}} {
+			task := wait(t, e, tc.id)
+			require.Equal(t, state.TaskCompleted, task.State)
+			require.Equal(t, tc.version, task.Version)
+			last := task.Steps[len(task.Steps)-1]
+			require.Equal(t, `"test/versions@`+tc.version+` `+tc.last+`"`, string(last.Result))
+		}
+	})
+}

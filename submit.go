@@ -199,8 +199,9 @@ func (e *Engine) Submit(ctx context.Context, s Submission) (SubmitResult, error)
 // SubmitMany submits tasks in one transaction: all of them or none.
 func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitResult, error) {
 	inserts := make([]store.TaskInsert, len(subs))
+	resolved := map[string]*Workflow{} // by reference, looked up once per call
 	for i, s := range subs {
-		in, err := e.prepare(ctx, s)
+		in, err := e.prepare(ctx, s, resolved)
 		if err != nil {
 			if len(subs) > 1 {
 				return nil, fmt.Errorf("submission %d: %w", i+1, err)
@@ -227,14 +228,17 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 }
 
 // prepare resolves a submission's workflow and builds its insert.
-func (e *Engine) prepare(ctx context.Context, s Submission) (store.TaskInsert, error) {
-	ns, name, version, err := ParseRef(s.Workflow)
-	if err != nil {
-		return store.TaskInsert{}, err
-	}
-	w, err := e.workflow(ctx, ns, name, version)
-	if err != nil {
-		return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
+func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]*Workflow) (store.TaskInsert, error) {
+	w := resolved[s.Workflow]
+	if w == nil {
+		ns, name, version, err := ParseRef(s.Workflow)
+		if err != nil {
+			return store.TaskInsert{}, err
+		}
+		if w, err = e.workflow(ctx, ns, name, version); err != nil {
+			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
+		}
+		resolved[s.Workflow] = w
 	}
 	input, err := encodeInput(s.Input)
 	if err != nil {

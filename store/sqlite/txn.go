@@ -63,6 +63,34 @@ func (t *txn) stmt(q string) *sql.Stmt {
 	return t.tx.StmtContext(t.ctx, st)
 }
 
+// auditRow is one audit entry to write.
+type auditRow struct {
+	taskID   int64
+	step     string
+	from, to string
+	attempt  int
+	reason   string
+}
+
+// auditMany writes entries with multi-row inserts.
+func (t *txn) auditMany(entries []auditRow) error {
+	const perInsert = 64
+	for len(entries) > 0 {
+		n := min(len(entries), perInsert)
+		args := make([]any, 0, 8*n)
+		for _, e := range entries[:n] {
+			args = append(args, e.taskID, e.step, e.from, e.to, t.now, e.attempt, t.engine, e.reason)
+		}
+		q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES ` +
+			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
+		if _, err := t.exec(q, args...); err != nil {
+			return fmt.Errorf("sqlite: audit: %w", err)
+		}
+		entries = entries[n:]
+	}
+	return nil
+}
+
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) error {
 	_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		taskID, step, from, to, t.now, attempt, t.engine, reason)
@@ -486,10 +514,12 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("sqlite: claim steps: %w", err)
 	}
-	for _, c := range out {
-		if err := t.audit(c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, "claimed"); err != nil {
-			return nil, nil, err
-		}
+	entries := make([]auditRow, len(out))
+	for i, c := range out {
+		entries[i] = auditRow{c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, "claimed"}
+	}
+	if err := t.auditMany(entries); err != nil {
+		return nil, nil, err
 	}
 	return out, deps, nil
 }
@@ -502,23 +532,50 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		workflow, version string
 	}
 	tasks := map[int64]*taskInfo{}
+	var ids []any
 	for _, c := range claimed {
-		if _, ok := tasks[c.TaskID]; ok {
-			continue
+		if _, ok := tasks[c.TaskID]; !ok {
+			tasks[c.TaskID] = nil
+			ids = append(ids, c.TaskID)
 		}
-		var info taskInfo
-		var st, input string
-		err := t.queryRow(`SELECT state, input, workflow, version FROM tasks WHERE id = ?`, c.TaskID).Scan(&st, &input, &info.workflow, &info.version)
-		if err != nil {
-			return fmt.Errorf("sqlite: load task %d: %w", c.TaskID, err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// Tasks whose first step this is start running.
+	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
+		return err
+	}
+	started, err := t.int64s(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND id IN (`+placeholders(len(ids))+`) RETURNING id`,
+		append([]any{t.now}, ids...)...)
+	if err != nil {
+		return err
+	}
+	entries := make([]auditRow, len(started))
+	for i, id := range started {
+		entries[i] = auditRow{id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed"}
+	}
+	if err := t.auditMany(entries); err != nil {
+		return err
+	}
+	rows, err := t.query(`SELECT id, input, workflow, version FROM tasks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return fmt.Errorf("sqlite: load tasks: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var input string
+		info := &taskInfo{}
+		if err := rows.Scan(&id, &input, &info.workflow, &info.version); err != nil {
+			rows.Close()
+			return fmt.Errorf("sqlite: load tasks: %w", err)
 		}
 		info.input = json.RawMessage(input)
-		tasks[c.TaskID] = &info
-		if state.Task(st) == state.TaskPending {
-			if _, err := t.moveTask(c.TaskID, state.TaskPending, state.TaskRunning, "first step claimed", `started_at = ?`, t.now); err != nil {
-				return err
-			}
-		}
+		tasks[id] = info
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: load tasks: %w", err)
 	}
 	for i := range claimed {
 		c := &claimed[i]
@@ -590,33 +647,20 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 
 // finish records one outcome guarded by its fence; false means stale.
 func (t *txn) finish(o store.Outcome) (bool, error) {
-	var taskID int64
-	var name, children string
-	err := t.queryRow(`SELECT task_id, name, children FROM steps WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
-		o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID).Scan(&taskID, &name, &children)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("sqlite: load step %d: %w", o.Fence.StepID, err)
-	}
 	var result any
 	if len(o.Result) > 0 {
 		result = string(o.Result)
 	}
+	to, set, args := o.State, "", []any(nil)
 	switch o.State {
 	case state.StepCompleted, state.StepFailed:
-		reason := o.Reason
-		if reason == "" {
-			reason = o.Error
+		set, args = `sub = '', result = ?, error = ?, finished_at = ?`, []any{result, o.Error, t.now}
+		if o.Reason == "" {
+			o.Reason = o.Error
 		}
-		if _, err := t.moveStep(o.Fence.StepID, taskID, name, state.StepRunning, o.State, o.Fence.Attempt, reason,
-			`sub = '', result = ?, error = ?, finished_at = ?`, result, o.Error, t.now); err != nil {
-			return false, err
-		}
-		return true, t.stepEnded(taskID, name, children, o.State, o.Error)
 	case state.StepWaiting, state.StepReady:
-		to, runAt := state.StepWaiting, o.RunAt.UnixMicro()
+		runAt := o.RunAt.UnixMicro()
+		to = state.StepWaiting
 		if o.RunAt.IsZero() || runAt <= t.now {
 			to, runAt = state.StepReady, t.now
 		}
@@ -624,17 +668,37 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		if o.Snooze {
 			give = 1
 		}
-		set := `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
-		if _, err := t.moveStep(o.Fence.StepID, taskID, name, state.StepRunning, to, o.Fence.Attempt, o.Reason, set,
-			o.Error, give, nullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result); err != nil {
-			return false, err
-		}
-		if to == state.StepReady {
-			t.readied++
-		}
-		return true, nil
+		set = `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
+		args = []any{o.Error, give, nullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result}
+	default:
+		return false, fmt.Errorf("sqlite: outcome state %q is not completed, failed or waiting", o.State)
 	}
-	return false, fmt.Errorf("sqlite: outcome state %q is not completed, failed or waiting", o.State)
+	if err := state.CheckStep(state.StepRunning, to); err != nil {
+		return false, err
+	}
+	// One fenced compare-and-swap: the step must still be running under
+	// exactly this attempt and lease.
+	var taskID int64
+	var name, children string
+	err := t.queryRow(`UPDATE steps SET state = ?, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
+		RETURNING task_id, name, children`, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
+		Scan(&taskID, &name, &children)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: record outcome of step %d: %w", o.Fence.StepID, err)
+	}
+	if err := t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason); err != nil {
+		return false, err
+	}
+	switch to {
+	case state.StepReady:
+		t.readied++
+	case state.StepCompleted, state.StepFailed:
+		return true, t.stepEnded(taskID, name, children, to, o.Error)
+	}
+	return true, nil
 }
 
 func nullIf(cond bool, v int64) any {
