@@ -217,6 +217,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	id := e.engineID
 	e.mu.Unlock()
 	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+		e.mu.Lock()
+		e.started = false
+		e.mu.Unlock()
 		return fmt.Errorf("weft: start engine: %w", err)
 	}
 	// Reclaim at once what dead engines on this host left behind.
@@ -344,7 +347,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		got := 0
 		if n > 0 {
 			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
-				EngineID: e.ID(), Limit: n, Now: time.Now(), Handlers: handlers, Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
+				EngineID: e.ID(), Limit: n, Handlers: handlers, Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
 			})
 			switch {
 			case errors.Is(err, store.ErrEngineLost):

@@ -18,11 +18,26 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	path, err := SQLitePath(url)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Aging: cfg.PriorityAging})
+	if err != nil {
+		return nil, fmt.Errorf("weft: open database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// SQLitePath returns the file of the SQLite database a URL names: a file
+// path, "sqlite://PATH" or "sqlite:PATH" ("" means DefaultDB). It returns an
+// error for a URL that names another kind of database.
+func SQLitePath(url string) (string, error) {
 	switch {
 	case url == "":
-		url = DefaultDB
+		return DefaultDB, nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, fmt.Errorf("weft: %s: the PostgreSQL store is not part of this version yet; use a SQLite file path", redact(url))
+		return "", fmt.Errorf("weft: %s: the PostgreSQL store is not part of this version yet; use a SQLite file path", redact(url))
 	}
 	path := url
 	for _, p := range []string{"sqlite://", "sqlite:"} {
@@ -32,13 +47,12 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 		}
 	}
 	if i := strings.Index(path, "://"); i >= 0 {
-		return nil, fmt.Errorf("weft: unsupported database URL scheme %q (want a file path or sqlite://PATH)", path[:i])
+		return "", fmt.Errorf("weft: unsupported database URL scheme %q (want a file path or sqlite://PATH)", path[:i])
 	}
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Aging: cfg.PriorityAging})
-	if err != nil {
-		return nil, fmt.Errorf("weft: open database %s: %w", path, err)
+	if path == "" {
+		return "", fmt.Errorf("weft: database URL %q names no file", url)
 	}
-	return s, nil
+	return path, nil
 }
 
 // Open opens the store a URL names (see OpenStore) and returns an engine

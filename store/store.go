@@ -215,7 +215,10 @@ type Fence struct {
 type ClaimParams struct {
 	EngineID string
 	Limit    int
-	Now      time.Time
+	// Now overrides the store's clock; zero means the time at which the
+	// claim transaction holds the write lock, so that a claim never appears
+	// to start before an outcome it depends on was recorded.
+	Now time.Time
 	// Handlers limits the claim to steps run by these handlers; nil means
 	// any.
 	Handlers []string

@@ -108,6 +108,7 @@ func (a *app) rootCommand() *cobra.Command {
 database so that they survive crashes.
 
 The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
+		Version:           weft.Version,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
@@ -189,9 +190,12 @@ func (a *app) dbURL() string {
 // empty database behind.
 func (a *app) open(ctx context.Context, cfg weft.Config, mustExist bool) (*weft.Engine, error) {
 	url := a.dbURL()
-	if path, ok := sqlitePath(url); ok && mustExist {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", path)
+	if mustExist {
+		// A URL that names no SQLite file is left for Open to report.
+		if path, err := weft.SQLitePath(url); err == nil {
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", path)
+			}
 		}
 	}
 	cfg.Logger = a.log
@@ -209,21 +213,9 @@ func (a *app) closeEngine(e *weft.Engine) {
 	}
 }
 
-// sqlitePath returns the file a SQLite database URL names.
-func sqlitePath(url string) (string, bool) {
-	for _, p := range []string{"sqlite://", "sqlite:"} {
-		if strings.HasPrefix(url, p) {
-			return strings.TrimPrefix(url, p), true
-		}
-	}
-	if strings.Contains(url, "://") {
-		return "", false
-	}
-	return url, true
-}
-
 // readInput returns the JSON of an --input flag: the text itself, "-" for
-// stdin or "@FILE" for a file's content. "" means no input.
+// stdin or "@FILE" for a file's content. "" means no input, which Submit
+// reads as {}.
 func (a *app) readInput(v string) (json.RawMessage, error) {
 	var data []byte
 	switch {
@@ -249,15 +241,6 @@ func (a *app) readInput(v string) (json.RawMessage, error) {
 		return nil, usageErrorf("--input: not valid JSON: %v", err)
 	}
 	return bytes.TrimSpace(data), nil
-}
-
-// inputValue is the Submission.Input of an --input: nil (meaning {}) when
-// none was given, since a nil json.RawMessage is not valid JSON to Submit.
-func inputValue(in json.RawMessage) any {
-	if in == nil {
-		return nil
-	}
-	return in
 }
 
 // parseCaps reads --cap NS=N flags (also comma-separated).

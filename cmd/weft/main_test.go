@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -252,6 +253,14 @@ func TestRunRejects(t *testing.T) {
 			require.Empty(t, r.stdout)
 		})
 	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := weftCLI(t, "--version")
+	requireCode(t, 0, r)
+	require.Equal(t, "weft version "+weft.Version+"\n", r.stdout)
+	require.Empty(t, r.stderr)
 }
 
 func TestUnknownCommand(t *testing.T) {
@@ -539,9 +548,8 @@ func TestCancelRetry(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	// The run first: its engine would run the submitted task too.
-	requireCode(t, 1, weftCLI(t, "run", writeFile(t, dir, "fail.yaml", failYAML), "--db", db))
 	requireCode(t, 0, weftCLI(t, "submit", writeFile(t, dir, "dag.yaml", dagYAML), "--db", db))
+	requireCode(t, 1, weftCLI(t, "run", writeFile(t, dir, "fail.yaml", failYAML), "--db", db))
 
 	steps := []struct {
 		name   string
@@ -550,11 +558,11 @@ func TestCancelRetry(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"cancel pending", []string{"cancel", "2"}, 0, "task 2 cancelled\n", ""},
-		{"cancel again", []string{"cancel", "2"}, 1, "", "weft: task 2 is cancelled and cannot be cancelled\n"},
-		{"retry cancelled", []string{"retry", "2"}, 1, "", "weft: task 2 is cancelled, only failed tasks can be retried\n"},
-		{"retry failed", []string{"retry", "1"}, 0, "task 1 retried: its failed steps are queued to run again\n", ""},
-		{"retry again", []string{"retry", "1"}, 1, "", "weft: task 1 is running, only failed tasks can be retried\n"},
+		{"cancel pending", []string{"cancel", "1"}, 0, "task 1 cancelled\n", ""},
+		{"cancel again", []string{"cancel", "1"}, 1, "", "weft: task 1 is cancelled and cannot be cancelled\n"},
+		{"retry cancelled", []string{"retry", "1"}, 1, "", "weft: task 1 is cancelled, only failed tasks can be retried\n"},
+		{"retry failed", []string{"retry", "2"}, 0, "task 2 retried: its failed steps are queued to run again\n", ""},
+		{"retry again", []string{"retry", "2"}, 1, "", "weft: task 2 is running, only failed tasks can be retried\n"},
 		{"cancel missing", []string{"cancel", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"retry missing", []string{"retry", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"bad id", []string{"cancel", "0"}, 2, "", "weft: invalid task id \"0\": must be a positive integer\n"},
@@ -567,11 +575,31 @@ func TestCancelRetry(t *testing.T) {
 		require.Equal(t, s.stdout, r.stdout, s.name)
 		require.Equal(t, s.stderr, r.stderr, s.name)
 	}
-	r := weftCLI(t, "task", "1", "--json", "--db", db)
+	r := weftCLI(t, "task", "2", "--json", "--db", db)
 	requireCode(t, 0, r)
 	task := decodeTask(t, r.stdout)
 	require.Equal(t, state.TaskRunning, task.State)
 	require.Equal(t, state.StepReady, stepByName(t, task, "charge").State)
+}
+
+func TestRunLeavesOtherTasksAlone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	requireCode(t, 0, weftCLI(t, "submit", writeFile(t, dir, "dag.yaml", dagYAML), "--db", db, "--input", `{"base": 1}`))
+
+	r := weftCLI(t, "run", filepath.Join("..", "..", "examples", "hello.yaml"), "--db", db, "--json")
+	requireCode(t, 0, r)
+	require.Equal(t, int64(2), decodeTask(t, r.stdout).ID)
+
+	r = weftCLI(t, "task", "1", "--json", "--db", db)
+	requireCode(t, 0, r)
+	task := decodeTask(t, r.stdout)
+	require.Equal(t, state.TaskPending, task.State)
+	require.Nil(t, task.StartedAt)
+	for _, s := range task.Steps {
+		require.Zero(t, s.Attempts, "step %s ran", s.Name)
+	}
 }
 
 // taskState reads a task's state through the CLI.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -28,7 +27,8 @@ func (a *app) runCommand() *cobra.Command {
 		Short: "Submit one task of a template and run it to its end with live progress",
 		Long: `Load a workflow template, register it, submit one task and run an engine until
 the task ends, showing its progress: a live view on a terminal, otherwise one
-line per step state change and a summary line.
+line per step state change and a summary line. The engine runs only this task;
+other tasks in the database are left to 'weft worker'.
 
 Only the built-in handlers exec and http are available. Exit status: 0 when
 the task completed, 1 when it failed, was cancelled or expired, 2 for usage and
@@ -52,7 +52,7 @@ the task stays in the database for 'weft worker' to resume.`,
 			if err != nil {
 				return err
 			}
-			return a.runTemplate(cmd.Context(), args[0], weft.Submission{Input: inputValue(in), Key: key},
+			return a.runTemplate(cmd.Context(), args[0], weft.Submission{Input: in, Key: key},
 				weft.Config{Concurrency: concurrency, NamespaceCaps: caps}, jsonOut, drain)
 		}),
 	}
@@ -66,12 +66,16 @@ the task stays in the database for 'weft worker' to resume.`,
 	return cmd
 }
 
-// runTemplate is `weft run`: register, submit, start and follow.
+// runTemplate is `weft run`: register, submit, then run the task with an
+// engine that claims only its steps, following its progress.
 func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission, cfg weft.Config, jsonOut bool, drain time.Duration) error {
 	w, err := a.loadTemplate(path)
 	if err != nil {
 		return err
 	}
+	// RunTask stops the engine within ShutdownTimeout, which Config reads
+	// as "the default" when zero; --drain 0 means not to wait at all.
+	cfg.ShutdownTimeout = max(drain, time.Nanosecond)
 	e, err := a.open(ctx, cfg, false)
 	if err != nil {
 		return err
@@ -95,27 +99,24 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	if res.Duplicate {
 		fmt.Fprintf(a.stderr, "weft: task %d already exists with this idempotency key (%s); following it\n", id, res.Task.State)
 	}
-	if err := e.Start(ctx); err != nil {
-		return fmt.Errorf("start engine: %w", err)
-	}
 	a.log.Info("running task", "task_id", id, "workflow", w.Ref(), "engine_id", e.ID())
 
 	out := a.stdout
 	if jsonOut {
 		out = a.stderr
 	}
-	task, err := a.follow(ctx, e, id, out)
-	bg := context.WithoutCancel(ctx)
+	run := startRun(ctx, e, id)
+	a.follow(ctx, e, id, out, run)
 	if ctx.Err() != nil {
-		return a.interrupted(bg, e, id, drain)
+		return a.interrupted(context.WithoutCancel(ctx), e, id, drain, run)
 	}
-	stopCtx, cancel := context.WithTimeout(bg, drain)
-	defer cancel()
-	if serr := e.Stop(stopCtx); serr != nil {
-		a.log.Warn("stop engine", "error", serr)
+	task := run.task
+	if task == nil || !task.State.Terminal() {
+		return fmt.Errorf("run task %d: %w", id, run.err)
 	}
-	if err != nil {
-		return fmt.Errorf("follow task %d: %w", id, err)
+	if run.err != nil {
+		// The task ended; only stopping the engine went wrong.
+		a.log.Warn("stop engine", "error", run.err)
 	}
 	if jsonOut {
 		if err := writeJSON(a.stdout, task); err != nil {
@@ -128,15 +129,29 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	return nil
 }
 
-// interrupted stops the engine of an interrupted run gracefully and says
-// where the task stands.
-func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain time.Duration) error {
+// taskRun is an Engine.RunTask in progress.
+type taskRun struct {
+	done chan struct{} // closed when RunTask returned
+	task *weft.Task    // what RunTask returned, set before done is closed
+	err  error
+}
+
+// startRun calls e.RunTask(ctx, id) in a goroutine.
+func startRun(ctx context.Context, e *weft.Engine, id int64) *taskRun {
+	r := &taskRun{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.task, r.err = e.RunTask(ctx, id)
+	}()
+	return r
+}
+
+// interrupted waits for the interrupted run to stop its engine gracefully
+// and says where the task stands.
+func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain time.Duration, run *taskRun) error {
 	fmt.Fprintf(a.stderr, "weft: interrupted; stopping (waiting up to %s for running steps, interrupt again to quit at once)\n", drain)
-	stopCtx, cancel := context.WithTimeout(ctx, drain)
-	defer cancel()
-	if err := e.Stop(stopCtx); err != nil {
-		a.log.Warn("stop engine", "error", err)
-	}
+	<-run.done
+	a.log.Debug("run task", "task_id", id, "error", run.err)
 	t, err := e.Get(ctx, id)
 	switch {
 	case err != nil:
@@ -149,9 +164,9 @@ func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain t
 	return exitWith(exitInterrupted)
 }
 
-// follow renders the progress of a task on w until it ends or ctx is done,
-// and returns its last snapshot.
-func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer) (*store.Task, error) {
+// follow renders the progress of task id on w, polling it, until the run
+// returns or ctx is done. Only a task that ended gets the summary line.
+func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer, run *taskRun) {
 	width, height, live := terminal(w)
 	live = live && a.getenv("TERM") != "dumb"
 	p := newProgress(w, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height})
@@ -159,45 +174,36 @@ func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer)
 		a.logOut.hold()
 		defer a.logOut.release()
 	}
-	type waited struct {
-		task *store.Task
-		err  error
-	}
-	done := make(chan waited, 1)
-	go func() {
-		t, err := e.Wait(ctx, id)
-		done <- waited{t, err}
-	}()
-	tick := time.NewTicker(a.refresh)
-	defer tick.Stop()
-	bg := context.WithoutCancel(ctx)
 	renderErr := func(err error) {
 		if err != nil {
 			a.log.Debug("render progress", "error", err)
 		}
 	}
+	bg := context.WithoutCancel(ctx)
+	update := func() {
+		t, err := e.Get(bg, id)
+		if err != nil {
+			a.log.Warn("read task", "task_id", id, "error", err)
+			return
+		}
+		renderErr(p.Update(t))
+	}
+	tick := time.NewTicker(a.refresh)
+	defer tick.Stop()
 	for {
 		select {
-		case r := <-done:
-			if ctx.Err() != nil {
-				if t, err := e.Get(bg, id); err == nil {
-					renderErr(p.Update(t))
-					return t, nil
-				}
-				return r.task, nil
+		case <-run.done:
+			if t := run.task; ctx.Err() == nil && t != nil && t.State.Terminal() {
+				renderErr(p.Finish(t))
+			} else {
+				update()
 			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			renderErr(p.Finish(r.task))
-			return r.task, nil
+			return
+		case <-ctx.Done():
+			update()
+			return
 		case <-tick.C:
-			t, err := e.Get(bg, id)
-			if err != nil {
-				a.log.Warn("read task", "task_id", id, "error", err)
-				continue
-			}
-			renderErr(p.Update(t))
+			update()
 		}
 	}
 }

@@ -32,7 +32,7 @@ and says so on stderr. Run 'weft worker' to execute submitted tasks.`,
 			if err != nil {
 				return err
 			}
-			return a.submit(cmd.Context(), args[0], weft.Submission{Input: inputValue(in), Key: key})
+			return a.submit(cmd.Context(), args[0], weft.Submission{Input: in, Key: key})
 		}),
 	}
 	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")

@@ -300,16 +300,11 @@ func (a *app) change(ctx context.Context, arg string, do func(*weft.Engine, cont
 }
 
 // conflictMessage returns the store's explanation of a conflict ("task 7 is
-// completed and cannot be cancelled") without the engine's prefix and the
-// sentinel's ": conflict" suffix.
+// completed and cannot be cancelled"), without the engine's "weft: cancel
+// task 7: " prefix and the sentinel's ": conflict" suffix.
 func conflictMessage(err error) error {
-	inner := err
-	for {
-		next := errors.Unwrap(inner)
-		if next == nil || next == weft.ErrConflict {
-			break
-		}
-		inner = next
+	for next := errors.Unwrap(err); next != nil && next != weft.ErrConflict; next = errors.Unwrap(err) {
+		err = next
 	}
-	return errors.New(strings.TrimSuffix(inner.Error(), ": "+weft.ErrConflict.Error()))
+	return errors.New(strings.TrimSuffix(err.Error(), ": "+weft.ErrConflict.Error()))
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -29,16 +27,13 @@ func (a *app) loadTemplate(path string) (*weft.Workflow, error) {
 	return w, nil
 }
 
-// register registers a loaded template, reporting an invalid definition
-// like loadTemplate does.
+// register registers a loaded template. loadTemplate has validated it as
+// Register does.
 func (a *app) register(ctx context.Context, e *weft.Engine, path string, w *weft.Workflow) error {
 	err := e.Register(ctx, w)
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, weft.ErrInvalid):
-		a.printProblems(err)
-		return exitWith(exitUsage)
 	case errors.Is(err, weft.ErrConflict):
 		return fmt.Errorf("%s: %s is already registered in %s with a different definition; give the changed template a new version",
 			path, w.Ref(), a.dbURL())
@@ -63,43 +58,15 @@ func (a *app) checkHandlers(path string, e *weft.Engine, w *weft.Workflow) error
 	return exitWith(exitUsage)
 }
 
-// printProblems prints each problem of a definition error on its own line.
+// printProblems prints each problem of a template error on its own line.
 func (a *app) printProblems(err error) {
-	for _, p := range problems(err) {
-		fmt.Fprintln(a.stderr, p)
-	}
-}
-
-// problems flattens joined definition errors into their messages, without
-// the ErrInvalid sentinel that wraps them.
-func problems(err error) []string {
-	var out []string
-	var walk func(error)
-	walk = func(err error) {
-		var de *weft.DefinitionError
-		switch x := err.(type) {
-		case nil:
-		case *weft.DefinitionError:
-			out = append(out, x.Error())
-		case interface{ Unwrap() []error }:
-			for _, e := range x.Unwrap() {
-				if e != weft.ErrInvalid {
-					walk(e)
-				}
-			}
-		default:
-			if errors.As(err, &de) {
-				out = append(out, de.Error())
-				return
-			}
-			out = append(out, err.Error())
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			fmt.Fprintln(a.stderr, e)
 		}
+		return
 	}
-	walk(err)
-	if len(out) == 0 && err != nil {
-		out = append(out, err.Error())
-	}
-	return out
+	fmt.Fprintln(a.stderr, err)
 }
 
 func (a *app) validateCommand() *cobra.Command {
@@ -111,29 +78,10 @@ configs of built-in handlers, without touching the database. Each valid file
 prints "FILE: ok (namespace/name@version, N steps)"; each problem is printed on
 stderr on its own line with file and line, and the exit status is 2.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: action(func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			dir, err := os.MkdirTemp("", "weft-validate-")
-			if err != nil {
-				return fmt.Errorf("create scratch directory: %w", err)
-			}
-			defer os.RemoveAll(dir)
-			e, err := weft.Open(ctx, filepath.Join(dir, "validate.db"), weft.Config{Logger: a.log})
-			if err != nil {
-				return fmt.Errorf("open scratch database: %w", err)
-			}
-			defer a.closeEngine(e)
+		RunE: action(func(_ *cobra.Command, args []string) error {
 			failed := false
 			for _, path := range args {
 				w, err := weft.LoadTemplate(path)
-				if err == nil {
-					err = e.Register(ctx, w)
-					// Another file of this run registered the same version
-					// differently: this one passed the checks all the same.
-					if errors.Is(err, weft.ErrConflict) && !errors.Is(err, weft.ErrInvalid) {
-						err = nil
-					}
-				}
 				if err != nil {
 					failed = true
 					a.printProblems(err)
