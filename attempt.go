@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -273,7 +274,8 @@ func call(ctx context.Context, h Handler, a *Attempt) (result any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
-			a.engine.log.Error("handler panicked", "task_id", a.TaskID, "step", a.Step, "attempt", a.Number, "panic", fmt.Sprint(r))
+			a.engine.log.Error("handler panicked", "task_id", a.TaskID, "step", a.Step, "attempt", a.Number, "panic", fmt.Sprint(r),
+				"stack", string(debug.Stack()))
 		}
 	}()
 	return h(ctx, a)

@@ -120,6 +120,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	handlers  map[string]Handler
+	names     []string // sorted handler names, what the engine claims
 	workflows map[string]*Workflow // by Ref
 	inflight  map[int64]*running   // by step id
 	started   bool
@@ -192,17 +193,19 @@ func (e *Engine) Handle(name string, h Handler) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.handlers[name] = h
+	e.names = make([]string, 0, len(e.handlers))
+	for n := range e.handlers {
+		e.names = append(e.names, n)
+	}
+	sort.Strings(e.names)
 }
 
+// handlerNames returns the names the engine claims steps for. Handlers may
+// be registered while the engine runs.
 func (e *Engine) handlerNames() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	names := make([]string, 0, len(e.handlers))
-	for n := range e.handlers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return e.names
 }
 
 // Start registers the engine in the store and starts claiming steps. It
@@ -339,7 +342,6 @@ func (e *Engine) cancelFences(fences []store.Fence, cause error) {
 // slot frees up, the store made steps ready, or the poll interval passes.
 func (e *Engine) claimLoop(ctx context.Context) {
 	defer e.loops.Done()
-	handlers := e.handlerNames()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -347,7 +349,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		got := 0
 		if n > 0 {
 			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
-				EngineID: e.ID(), Limit: n, Handlers: handlers, Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
+				EngineID: e.ID(), Limit: n, Handlers: e.handlerNames(), Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
 			})
 			switch {
 			case errors.Is(err, store.ErrEngineLost):

@@ -635,3 +635,15 @@ func TestTaskStaysOnItsVersion(t *testing.T) {
 		}
 	})
 }
+
+func TestHandlerRegisteredWhileRunning(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{})
+		register(t, e, weft.NewWorkflow("test", "late", "1").Step("s", "late"))
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/late"}).Task.ID
+		e.Handle("late", func(ctx context.Context, a *weft.Attempt) (any, error) { return "served", nil })
+		require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+	})
+}

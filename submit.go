@@ -93,12 +93,12 @@ func (p RetryPolicy) resolve() retry.Policy {
 func randFloat() float64 { return rand.Float64() }
 
 func (e *Engine) registerBuiltins() {
-	e.handlers["exec"] = func(ctx context.Context, a *Attempt) (any, error) {
+	e.Handle("exec", func(ctx context.Context, a *Attempt) (any, error) {
 		return builtin.Exec(ctx, a.builtinRequest())
-	}
-	e.handlers["http"] = func(ctx context.Context, a *Attempt) (any, error) {
+	})
+	e.Handle("http", func(ctx context.Context, a *Attempt) (any, error) {
 		return builtin.HTTP(ctx, e.cfg.HTTPClient, a.builtinRequest())
-	}
+	})
 }
 
 func (a *Attempt) builtinRequest() builtin.Request {
