@@ -189,6 +189,9 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	}
 	t := &txn{ctx: ctx, tx: tx, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	err = fn(t)
+	if err == nil {
+		err = t.flushAudit()
+	}
 	if err != nil {
 		tx.Rollback()
 	} else if err = tx.Commit(); err != nil {

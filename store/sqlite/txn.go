@@ -26,6 +26,8 @@ type txn struct {
 	readied int
 	// unprepared lists statements to add to the cache after the transaction.
 	unprepared []string
+	// audits are written in bulk before the transaction commits.
+	audits []auditRow
 }
 
 func (t *txn) exec(q string, args ...any) (sql.Result, error) {
@@ -70,16 +72,28 @@ type auditRow struct {
 	from, to string
 	attempt  int
 	reason   string
+	engine   string
 }
 
-// auditMany writes entries with multi-row inserts.
+// auditMany queues entries.
 func (t *txn) auditMany(entries []auditRow) error {
+	for _, e := range entries {
+		e.engine = t.engine
+		t.audits = append(t.audits, e)
+	}
+	return nil
+}
+
+// flushAudit writes the queued audit entries with multi-row inserts.
+func (t *txn) flushAudit() error {
 	const perInsert = 64
+	entries := t.audits
+	t.audits = nil
 	for len(entries) > 0 {
 		n := min(len(entries), perInsert)
 		args := make([]any, 0, 8*n)
 		for _, e := range entries[:n] {
-			args = append(args, e.taskID, e.step, e.from, e.to, t.now, e.attempt, t.engine, e.reason)
+			args = append(args, e.taskID, e.step, e.from, e.to, t.now, e.attempt, e.engine, e.reason)
 		}
 		q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES ` +
 			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
@@ -91,12 +105,10 @@ func (t *txn) auditMany(entries []auditRow) error {
 	return nil
 }
 
+// audit queues one audit entry; write flushes the queue with multi-row
+// inserts before it commits.
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) error {
-	_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		taskID, step, from, to, t.now, attempt, t.engine, reason)
-	if err != nil {
-		return fmt.Errorf("sqlite: audit: %w", err)
-	}
+	t.audits = append(t.audits, auditRow{taskID, step, from, to, attempt, reason, t.engine})
 	return nil
 }
 
@@ -263,11 +275,6 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 			return fmt.Errorf("sqlite: prepare step insert: %w", err)
 		}
 		defer insStep.Close()
-		insAudit, err := t.tx.PrepareContext(ctx, `INSERT INTO audit (task_id, step, from_state, to_state, at, reason) VALUES (?, ?, '', ?, ?, 'submitted')`)
-		if err != nil {
-			return fmt.Errorf("sqlite: prepare audit insert: %w", err)
-		}
-		defer insAudit.Close()
 
 		for i, in := range tasks {
 			if err := store.ValidateInsert(in); err != nil {
@@ -303,9 +310,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 			if err := insTask.QueryRowContext(ctx, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id); err != nil {
 				return fmt.Errorf("sqlite: insert task %d of %d: %w", i+1, len(tasks), err)
 			}
-			if _, err := insAudit.ExecContext(ctx, id, "", string(state.TaskPending), t.now); err != nil {
-				return fmt.Errorf("sqlite: audit: %w", err)
-			}
+			t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 			children := make([][]int, len(in.Steps))
 			for j, st := range in.Steps {
 				for _, d := range st.Deps {
@@ -336,9 +341,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 					prio, sortKey, maxAttempts, ttl, expires, stepRunAt); err != nil {
 					return fmt.Errorf("sqlite: insert step %q of task %d: %w", st.Name, id, err)
 				}
-				if _, err := insAudit.ExecContext(ctx, id, st.Name, string(stt), t.now); err != nil {
-					return fmt.Errorf("sqlite: audit: %w", err)
-				}
+				t.audit(id, st.Name, "", string(stt), 0, "submitted")
 			}
 			created := time.UnixMicro(t.now)
 			task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
@@ -516,7 +519,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	}
 	entries := make([]auditRow, len(out))
 	for i, c := range out {
-		entries[i] = auditRow{c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, "claimed"}
+		entries[i] = auditRow{c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, "claimed", ""}
 	}
 	if err := t.auditMany(entries); err != nil {
 		return nil, nil, err
@@ -553,7 +556,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	entries := make([]auditRow, len(started))
 	for i, id := range started {
-		entries[i] = auditRow{id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed"}
+		entries[i] = auditRow{id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed", ""}
 	}
 	if err := t.auditMany(entries); err != nil {
 		return err
