@@ -120,7 +120,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	handlers  map[string]Handler
-	names     []string // sorted handler names, what the engine claims
+	names     []string             // sorted handler names, what the engine claims
 	workflows map[string]*Workflow // by Ref
 	inflight  map[int64]*running   // by step id
 	started   bool

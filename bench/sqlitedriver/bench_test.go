@@ -46,6 +46,28 @@ func openDB(tb testing.TB) *sql.DB {
 	return db
 }
 
+// contexts: weft passes cancellable contexts down to the store; drivers take
+// a slower path for those (mattn runs each statement on a fresh goroutine so
+// that it can interrupt it), so every benchmark runs with both kinds.
+var contexts = []struct {
+	name string
+	make func() (context.Context, context.CancelFunc)
+}{
+	{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+	{"cancel", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+}
+
+// forContexts runs f as one sub-benchmark per kind of context.
+func forContexts(b *testing.B, f func(b *testing.B, ctx context.Context)) {
+	for _, c := range contexts {
+		b.Run("ctx="+c.name, func(b *testing.B) {
+			ctx, cancel := c.make()
+			defer cancel()
+			f(b, ctx)
+		})
+	}
+}
+
 func prepare(tb testing.TB, db *sql.DB, q string) *sql.Stmt {
 	tb.Helper()
 	st, err := db.Prepare(q)
@@ -198,16 +220,17 @@ func TestClaimComplete(t *testing.T) {
 // every driver ends with the same table size.
 func BenchmarkInsertBatch(b *testing.B) {
 	b.Run("driver="+DriverLabel, func(b *testing.B) {
-		db := openDB(b)
-		ins := prepare(b, db, InsertSQL)
-		rng := rand.New(rand.NewPCG(1, 2))
-		var next int64
-		ctx := context.Background()
-		b.ReportAllocs()
-		b.ResetTimer()
-		if err := Fill(ctx, db, ins, rng, &next, b.N, insertBatch); err != nil {
-			b.Fatal(err)
-		}
+		forContexts(b, func(b *testing.B, ctx context.Context) {
+			db := openDB(b)
+			ins := prepare(b, db, InsertSQL)
+			rng := rand.New(rand.NewPCG(1, 2))
+			var next int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := Fill(ctx, db, ins, rng, &next, b.N, insertBatch); err != nil {
+				b.Fatal(err)
+			}
+		})
 	})
 }
 
@@ -297,29 +320,30 @@ func (q *queue) refill(ctx context.Context) error {
 // run with a -benchtime=Nx that is a multiple of 100.
 func BenchmarkClaimComplete(b *testing.B) {
 	b.Run("driver="+DriverLabel, func(b *testing.B) {
-		db := openDB(b)
-		ctx := context.Background()
-		q := newQueue(b, db)
-		if err := q.refill(ctx); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for done := 0; done < b.N; {
-			n, err := q.claimComplete(ctx)
-			if err != nil {
+		forContexts(b, func(b *testing.B, ctx context.Context) {
+			db := openDB(b)
+			q := newQueue(b, db)
+			if err := q.refill(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if n == 0 {
-				b.StopTimer()
-				if err := q.refill(ctx); err != nil {
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				n, err := q.claimComplete(ctx)
+				if err != nil {
 					b.Fatal(err)
 				}
-				b.StartTimer()
-				continue
+				if n == 0 {
+					b.StopTimer()
+					if err := q.refill(ctx); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					continue
+				}
+				done += n
 			}
-			done += n
-		}
+		})
 	})
 }
 
@@ -334,14 +358,15 @@ func BenchmarkPointRead(b *testing.B) {
 			{"default", ""},
 			{"64MiB", "PRAGMA cache_size = -65536"},
 		} {
-			b.Run("cache="+c.name, func(b *testing.B) { benchPointRead(b, c.pragma) })
+			b.Run("cache="+c.name, func(b *testing.B) {
+				forContexts(b, func(b *testing.B, ctx context.Context) { benchPointRead(b, ctx, c.pragma) })
+			})
 		}
 	})
 }
 
-func benchPointRead(b *testing.B, pragma string) {
+func benchPointRead(b *testing.B, ctx context.Context, pragma string) {
 	db := openDB(b)
-	ctx := context.Background()
 	ins := prepare(b, db, InsertSQL)
 	var next int64
 	if err := Fill(ctx, db, ins, rand.New(rand.NewPCG(1, 2)), &next, queueRows, insertBatch); err != nil {

@@ -11,7 +11,7 @@
 # machine's CPU use over 2 s is below QUIET_PCT percent, so that other work on
 # a 2-core machine disturbs the figures less; waits are logged to stderr.
 #
-#   ./run.sh                         # 10 rounds, ~15 min on an idle 2-core machine
+#   ./run.sh                         # 10 rounds, ~20 min on an idle 2-core machine
 #   ROUNDS=3 DRIVERS="mattn modernc" ./run.sh
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -19,9 +19,9 @@ ROUNDS=${ROUNDS:-10}
 read -r -a DRIVERS <<<"${DRIVERS:-mattn modernc ncruces}"
 OUT=${OUT:-results/bench.txt}
 # name:benchtime. One op = one row for InsertBatch and ClaimComplete.
-BENCHES=(InsertBatch:500000x ClaimComplete:200000x PointRead:300000x)
+BENCHES=(InsertBatch:500000x ClaimComplete:200000x PointRead:200000x)
 QUIET_PCT=${QUIET_PCT:-15}
-QUIET_MAX=${QUIET_MAX:-120}
+QUIET_MAX=${QUIET_MAX:-60}
 
 cpu_busy() { # percent of all CPUs busy over 2 s
 	local a b
