@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
@@ -269,11 +270,33 @@ func parseCaps(flags []string) (map[string]int, error) {
 	return caps, nil
 }
 
-func checkConcurrency(n int) error {
-	if n < 1 {
-		return usageErrorf("--concurrency must be at least 1, got %d", n)
+// engineFlags are the flags of the commands that run an engine.
+type engineFlags struct {
+	concurrency int
+	caps        []string
+	drain       time.Duration
+}
+
+// add declares the flags; drainHelp says when --drain applies.
+func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
+	fs.IntVar(&f.concurrency, "concurrency", 10, "steps run at once")
+	fs.StringArrayVar(&f.caps, "cap", nil, "limit the steps of a namespace running at once, as NAMESPACE=N (repeatable)")
+	fs.DurationVar(&f.drain, "drain", 30*time.Second, drainHelp)
+}
+
+// config validates the flags and returns the engine configuration.
+func (f *engineFlags) config() (weft.Config, error) {
+	if f.concurrency < 1 {
+		return weft.Config{}, usageErrorf("--concurrency must be at least 1, got %d", f.concurrency)
 	}
-	return nil
+	if f.drain < 0 {
+		return weft.Config{}, usageErrorf("--drain must not be negative")
+	}
+	caps, err := parseCaps(f.caps)
+	if err != nil {
+		return weft.Config{}, err
+	}
+	return weft.Config{Concurrency: f.concurrency, NamespaceCaps: caps}, nil
 }
 
 // parseID reads a task id argument.

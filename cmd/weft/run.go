@@ -15,12 +15,10 @@ import (
 
 func (a *app) runCommand() *cobra.Command {
 	var (
-		input       string
-		key         string
-		concurrency int
-		jsonOut     bool
-		capFlags    []string
-		drain       time.Duration
+		input   string
+		key     string
+		jsonOut bool
+		eng     engineFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE.yaml",
@@ -38,13 +36,7 @@ the task stays in the database for 'weft worker' to resume.`,
   weft run deploy.yaml --json > task.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			if err := checkConcurrency(concurrency); err != nil {
-				return err
-			}
-			if drain < 0 {
-				return usageErrorf("--drain must not be negative")
-			}
-			caps, err := parseCaps(capFlags)
+			cfg, err := eng.config()
 			if err != nil {
 				return err
 			}
@@ -53,16 +45,14 @@ the task stays in the database for 'weft worker' to resume.`,
 				return err
 			}
 			return a.runTemplate(cmd.Context(), args[0], weft.Submission{Input: in, Key: key},
-				weft.Config{Concurrency: concurrency, NamespaceCaps: caps}, jsonOut, drain)
+				cfg, jsonOut, eng.drain)
 		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")
 	f.StringVar(&key, "key", "", "idempotency key: a task with this key is not run twice")
-	f.IntVar(&concurrency, "concurrency", 10, "steps run at once")
 	f.BoolVar(&jsonOut, "json", false, "print the final task as JSON on stdout (progress goes to stderr)")
-	f.StringArrayVar(&capFlags, "cap", nil, "limit the steps of a namespace running at once, as NAMESPACE=N (repeatable)")
-	f.DurationVar(&drain, "drain", 30*time.Second, "on interrupt, how long to wait for running steps before stopping them")
+	eng.add(f, "on interrupt, how long to wait for running steps before stopping them")
 	return cmd
 }
 

@@ -91,11 +91,7 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 }
 
 func (a *app) workerCommand() *cobra.Command {
-	var (
-		concurrency int
-		capFlags    []string
-		drain       time.Duration
-	)
+	var eng engineFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run an engine until signalled, resuming unfinished work",
@@ -107,23 +103,15 @@ On a signal it stops claiming and waits up to --drain for running steps; those
 still running are then stopped and returned to the queue for the next engine.`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			if err := checkConcurrency(concurrency); err != nil {
-				return err
-			}
-			if drain < 0 {
-				return usageErrorf("--drain must not be negative")
-			}
-			caps, err := parseCaps(capFlags)
+			cfg, err := eng.config()
 			if err != nil {
 				return err
 			}
-			return a.work(cmd.Context(), weft.Config{Concurrency: concurrency, NamespaceCaps: caps}, drain)
+			return a.work(cmd.Context(), cfg, eng.drain)
 		}),
 	}
 	f := cmd.Flags()
-	f.IntVar(&concurrency, "concurrency", 10, "steps run at once")
-	f.StringArrayVar(&capFlags, "cap", nil, "limit the steps of a namespace running at once, as NAMESPACE=N (repeatable)")
-	f.DurationVar(&drain, "drain", 30*time.Second, "on shutdown, how long to wait for running steps before stopping them")
+	eng.add(f, "on shutdown, how long to wait for running steps before stopping them")
 	return cmd
 }
 
