@@ -198,8 +198,14 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	defer a.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
 	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
-	if err != nil || c.Index >= len(w.Steps) {
-		o.State, o.Error = state.StepFailed, fmt.Sprintf("load definition %s: %v", ref, err)
+	switch {
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		// A passing database error: try again soon without using up an attempt.
+		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, fmt.Sprintf("load definition %s: %v", ref, err)
+		log.Warn("could not load the workflow definition; retrying", "error", err)
+		return o, true
+	case err != nil || c.Index >= len(w.Steps):
+		o.State, o.Error = state.StepFailed, fmt.Sprintf("definition %s has no step %d: %v", ref, c.Index, err)
 		return o, true
 	}
 	def := w.Steps[c.Index]
