@@ -364,14 +364,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			for _, c := range claimed {
 				e.launch(c)
 			}
-			for range n - got {
-				e.slots.Release()
-			}
-			// Drain the signal our own releases just sent.
-			select {
-			case <-e.slots.Changed():
-			default:
-			}
+			e.slots.Return(n - got)
 		}
 		if got > 0 && got == n {
 			continue // there may be more ready work

@@ -54,6 +54,19 @@ func (p *Pool) Release() {
 	}
 }
 
+// Return gives back k slots taken with TryTake but not used. Waiting
+// re-acquirers are served first; unlike Release it does not wake the claim
+// loop, which is the caller.
+func (p *Pool) Return(k int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ; k > 0 && len(p.waiters) > 0; k-- {
+		close(p.waiters[0])
+		p.waiters = p.waiters[1:]
+	}
+	p.free += k
+}
+
 // Take blocks until it holds a slot or ctx ends.
 func (p *Pool) Take(ctx context.Context) error {
 	p.mu.Lock()

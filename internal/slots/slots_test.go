@@ -72,3 +72,16 @@ func TestTakeCancelled(t *testing.T) {
 	p.Release()
 	require.Equal(t, 1, p.Free(), "a cancelled waiter does not keep a slot")
 }
+
+func TestReturnDoesNotWakeClaimLoop(t *testing.T) {
+	t.Parallel()
+	p := New(3)
+	require.Equal(t, 3, p.TryTake(3))
+	p.Return(2)
+	require.Equal(t, 2, p.Free())
+	select {
+	case <-p.Changed():
+		t.Fatal("Return signalled the claim loop")
+	default:
+	}
+}
