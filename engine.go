@@ -353,10 +353,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			})
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
-				lost := e.ID()
-				e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
-				e.cancelAll(errLeaseLost)
-				e.reregister(ctx, lost)
+				e.declaredDead(ctx, e.ID())
 			case err != nil && ctx.Err() == nil:
 				e.log.Error("claim failed", "engine_id", e.ID(), "error", err)
 			}
@@ -406,9 +403,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		lost, err := e.store.Heartbeat(ctx, id, time.Now(), inflight)
 		switch {
 		case errors.Is(err, store.ErrEngineLost):
-			e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", id)
-			e.cancelAll(errLeaseLost)
-			e.reregister(ctx, id)
+			e.declaredDead(ctx, id)
 		case err != nil:
 			if ctx.Err() == nil {
 				e.log.Error("heartbeat failed", "engine_id", id, "error", err)
@@ -419,9 +414,11 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// reregister gives the engine a new identity after lost was declared dead.
-// The claim loop and the heartbeat may both notice: only the first acts.
-func (e *Engine) reregister(ctx context.Context, lost string) {
+// declaredDead handles the store's word that the engine lost was declared
+// dead (it stalled past its lease): its in-flight work belongs to others now,
+// so it drops it and registers under a new identity. The claim loop and the
+// heartbeat may both notice: only the first acts.
+func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	var b [4]byte
 	_, _ = crand.Read(b[:])
 	e.mu.Lock()
@@ -429,6 +426,10 @@ func (e *Engine) reregister(ctx context.Context, lost string) {
 		e.mu.Unlock()
 		return
 	}
+	for _, r := range e.inflight {
+		r.cancel(errLeaseLost)
+	}
+	e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
 	e.engineID = fmt.Sprintf("%s-%d-%s", e.host, os.Getpid(), hex.EncodeToString(b[:]))
 	id := e.engineID
 	e.mu.Unlock()
