@@ -647,3 +647,37 @@ func TestHandlerRegisteredWhileRunning(t *testing.T) {
 		require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
 	})
 }
+
+func TestEngineDeclaredDeadDropsWorkAndRejoins(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		e := newEngine(t, s, weft.Config{ID: "stalled", HeartbeatInterval: 20 * time.Millisecond, LeaseTTL: time.Hour})
+		started := make(chan struct{})
+		dropped := make(chan error, 1)
+		e.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if a.Number == 1 {
+				close(started)
+				<-ctx.Done()
+				dropped <- context.Cause(ctx)
+				return nil, ctx.Err()
+			}
+			return "second attempt", nil
+		})
+		register(t, e, weft.NewWorkflow("test", "dead", "1").Step("s", "h"))
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/dead"}).Task.ID
+		<-started
+		// Another engine's reaper decides this one is dead.
+		n, err := s.Reap(ctx, time.Now(), time.Now().Add(-time.Hour), []string{"stalled"}, "other")
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.ErrorContains(t, <-dropped, "lease lost")
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.Equal(t, 2, task.Steps[0].Attempts)
+		require.NotEqual(t, "stalled", e.ID(), "the engine registered under a new identity")
+		require.Equal(t, e.ID(), task.Steps[0].EngineID)
+	})
+}
