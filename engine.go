@@ -304,6 +304,13 @@ func (e *Engine) Close() error {
 	return err
 }
 
+// inflightCount returns how many handlers run on this engine.
+func (e *Engine) inflightCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.inflight)
+}
+
 // nudgeTimers makes the maintenance loop recompute its next due time.
 func (e *Engine) nudgeTimers() {
 	select {
@@ -531,18 +538,46 @@ func (e *Engine) completer() {
 	defer close(e.done)
 	const maxBatch = 512
 	batch := make([]store.Outcome, 0, maxBatch)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for o := range e.outbox {
 		batch = append(batch[:0], o)
+		// When many handlers are in flight, more outcomes are about to
+		// arrive: wait up to a millisecond for a fuller batch. An engine
+		// with little in flight writes at once.
+		want := 0
+		if n := min(e.inflightCount()/2, maxBatch); n > 8 {
+			want = n
+			linger.Reset(time.Millisecond)
+		}
 	more:
 		for len(batch) < maxBatch {
+			if len(batch) >= want {
+				select {
+				case o, ok := <-e.outbox:
+					if !ok {
+						break more
+					}
+					batch = append(batch, o)
+				default:
+					break more
+				}
+				continue
+			}
 			select {
 			case o, ok := <-e.outbox:
 				if !ok {
 					break more
 				}
 				batch = append(batch, o)
+			case <-linger.C:
+				want = 0
+			}
+		}
+		if !linger.Stop() {
+			select {
+			case <-linger.C:
 			default:
-				break more
 			}
 		}
 		e.writeOutcomes(batch)
