@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"time"
 
@@ -34,21 +35,21 @@ func (t *txn) exec(q string, args ...any) (sql.Result, error) {
 	if st := t.stmt(q); st != nil {
 		return st.ExecContext(t.ctx, args...)
 	}
-	return t.tx.ExecContext(t.ctx, q, args...)
+	return t.tx.ExecContext(t.ctx, t.s.bind(q), args...)
 }
 
 func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
 	if st := t.stmt(q); st != nil {
 		return st.QueryContext(t.ctx, args...)
 	}
-	return t.tx.QueryContext(t.ctx, q, args...)
+	return t.tx.QueryContext(t.ctx, t.s.bind(q), args...)
 }
 
 func (t *txn) queryRow(q string, args ...any) *sql.Row {
 	if st := t.stmt(q); st != nil {
 		return st.QueryRowContext(t.ctx, args...)
 	}
-	return t.tx.QueryRowContext(t.ctx, q, args...)
+	return t.tx.QueryRowContext(t.ctx, t.s.bind(q), args...)
 }
 
 // stmt returns the transaction's handle on q if it is already prepared on
@@ -98,7 +99,7 @@ func (t *txn) flushAudit() error {
 		q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES ` +
 			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
 		if _, err := t.exec(q, args...); err != nil {
-			return fmt.Errorf("sqlite: audit: %w", err)
+			return fmt.Errorf("audit: %w", err)
 		}
 		entries = entries[n:]
 	}
@@ -126,7 +127,7 @@ func (t *txn) moveStep(id, taskID int64, name string, from, to state.Step, attem
 	q += ` WHERE id = ? AND state = ?`
 	res, err := t.exec(q, append(append([]any{string(to)}, args...), id, string(from))...)
 	if err != nil {
-		return false, fmt.Errorf("sqlite: step %q of task %d %s -> %s: %w", name, taskID, from, to, err)
+		return false, fmt.Errorf("step %q of task %d %s -> %s: %w", name, taskID, from, to, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
@@ -146,7 +147,7 @@ func (t *txn) moveTask(id int64, from, to state.Task, reason, set string, args .
 	q += ` WHERE id = ? AND state = ?`
 	res, err := t.exec(q, append(append([]any{string(to)}, args...), id, string(from))...)
 	if err != nil {
-		return false, fmt.Errorf("sqlite: task %d %s -> %s: %w", id, from, to, err)
+		return false, fmt.Errorf("task %d %s -> %s: %w", id, from, to, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
@@ -192,7 +193,7 @@ func (t *txn) stepEnded(taskID int64, name string, children string, st state.Ste
 		error = CASE WHEN error = '' THEN ? ELSE error END WHERE id = ? RETURNING remaining, failed, state`,
 		failed, taskErr, taskID).Scan(&remaining, &failedTotal, &tstate)
 	if err != nil {
-		return fmt.Errorf("sqlite: account step %q of task %d: %w", name, taskID, err)
+		return fmt.Errorf("account step %q of task %d: %w", name, taskID, err)
 	}
 	if remaining == 0 {
 		from := state.Task(tstate)
@@ -242,7 +243,7 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 		return nil // not pending: cancelled or already decided
 	}
 	if err != nil {
-		return fmt.Errorf("sqlite: update dependents of task %d: %w", taskID, err)
+		return fmt.Errorf("update dependents of task %d: %w", taskID, err)
 	}
 	c.Total = len(parseIdx(deps))
 	switch dag.Decide(dag.AllSuccess, c) {
@@ -263,33 +264,25 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(tasks))
 	err := s.write(ctx, "", func(t *txn) error {
-		insTask, err := t.tx.PrepareContext(ctx, `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
-			VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+		// A key that exists in the namespace inserts nothing (also when a
+		// concurrent transaction holds it): the existing task is returned.
+		insTask, err := t.tx.PrepareContext(ctx, t.s.bind(`INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
+			VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`))
 		if err != nil {
-			return fmt.Errorf("sqlite: prepare task insert: %w", err)
+			return fmt.Errorf("prepare task insert: %w", err)
 		}
 		defer insTask.Close()
-		insStep, err := t.tx.PrepareContext(ctx, `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		insStep, err := t.tx.PrepareContext(ctx, t.s.bind(`INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
 		if err != nil {
-			return fmt.Errorf("sqlite: prepare step insert: %w", err)
+			return fmt.Errorf("prepare step insert: %w", err)
 		}
 		defer insStep.Close()
 
 		for i, in := range tasks {
 			if err := store.ValidateInsert(in); err != nil {
 				return err
-			}
-			if in.IdempotencyKey != "" {
-				existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`,
-					in.Namespace, in.IdempotencyKey))
-				if err == nil {
-					out[i] = store.InsertResult{Task: existing, Duplicate: true}
-					continue
-				}
-				if !errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("sqlite: look up idempotency key: %w", err)
-				}
 			}
 			input := in.Input
 			if len(input) == 0 {
@@ -307,8 +300,17 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 				key = in.IdempotencyKey
 			}
 			var id int64
-			if err := insTask.QueryRowContext(ctx, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id); err != nil {
-				return fmt.Errorf("sqlite: insert task %d of %d: %w", i+1, len(tasks), err)
+			err := insTask.QueryRowContext(ctx, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
+				if err != nil {
+					return fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
+				}
+				out[i] = store.InsertResult{Task: existing, Duplicate: true}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("insert task %d of %d: %w", i+1, len(tasks), err)
 			}
 			t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 			children := make([][]int, len(in.Steps))
@@ -339,7 +341,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 				}
 				if _, err := insStep.ExecContext(ctx, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
 					prio, sortKey, maxAttempts, ttl, expires, stepRunAt); err != nil {
-					return fmt.Errorf("sqlite: insert step %q of task %d: %w", st.Name, id, err)
+					return fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
 				}
 				t.audit(id, st.Name, "", string(stt), 0, "submitted")
 			}
@@ -376,7 +378,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		case err == nil && engineState != "live":
 			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState, store.ErrEngineLost)
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("sqlite: check engine %s: %w", p.EngineID, err)
+			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
 		}
 		room, err := t.capRoom(p.Caps)
 		if err != nil {
@@ -422,16 +424,26 @@ func (t *txn) capRoom(caps map[string]int) (map[string]int, error) {
 		room[ns] = n
 		names = append(names, ns)
 	}
+	if t.s.d.LockCap != "" {
+		// Count and claim each capped namespace one engine at a time, the
+		// locks always taken in the same order.
+		sort.Slice(names, func(i, j int) bool { return names[i].(string) < names[j].(string) })
+		for _, ns := range names {
+			if _, err := t.exec(t.s.d.LockCap, "weft-cap:"+ns.(string)); err != nil {
+				return nil, fmt.Errorf("lock cap of namespace %s: %w", ns, err)
+			}
+		}
+	}
 	rows, err := t.query(`SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: count running steps: %w", err)
+		return nil, fmt.Errorf("count running steps: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var ns string
 		var n int
 		if err := rows.Scan(&ns, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: count running steps: %w", err)
+			return nil, fmt.Errorf("count running steps: %w", err)
 		}
 		room[ns] -= n
 	}
@@ -465,10 +477,13 @@ func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]
 		}
 	}
 	q += ` ORDER BY sort_key LIMIT ?`
+	if t.s.d.ClaimLock != "" {
+		q += " " + t.s.d.ClaimLock
+	}
 	args = append(args, want)
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: select ready steps: %w", err)
+		return nil, fmt.Errorf("select ready steps: %w", err)
 	}
 	defer rows.Close()
 	var ids []int64
@@ -476,7 +491,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]
 		var id int64
 		var ns string
 		if err := rows.Scan(&id, &ns); err != nil {
-			return nil, fmt.Errorf("sqlite: select ready steps: %w", err)
+			return nil, fmt.Errorf("select ready steps: %w", err)
 		}
 		if n, capped := room[ns]; capped {
 			if n <= 0 {
@@ -500,7 +515,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		started_at = ?, expires_at = NULL, run_at = NULL, error = ''
 		WHERE state = 'ready' AND id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite: claim steps: %w", err)
+		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
 	var out []store.ClaimedStep
 	var deps [][]int
@@ -508,14 +523,14 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		st, d, err := scanStep(rows)
 		if err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("sqlite: scan claimed step: %w", err)
+			return nil, nil, fmt.Errorf("scan claimed step: %w", err)
 		}
 		out = append(out, store.ClaimedStep{Step: st, Fence: store.Fence{StepID: st.ID, Attempt: st.Attempts, LeaseID: leaseID}})
 		deps = append(deps, d)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("sqlite: claim steps: %w", err)
+		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
 	entries := make([]auditRow, len(out))
 	for i, c := range out {
@@ -563,7 +578,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	rows, err := t.query(`SELECT id, input, workflow, version FROM tasks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
 	if err != nil {
-		return fmt.Errorf("sqlite: load tasks: %w", err)
+		return fmt.Errorf("load tasks: %w", err)
 	}
 	for rows.Next() {
 		var id int64
@@ -571,14 +586,14 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		info := &taskInfo{}
 		if err := rows.Scan(&id, &input, &info.workflow, &info.version); err != nil {
 			rows.Close()
-			return fmt.Errorf("sqlite: load tasks: %w", err)
+			return fmt.Errorf("load tasks: %w", err)
 		}
 		info.input = json.RawMessage(input)
 		tasks[id] = info
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlite: load tasks: %w", err)
+		return fmt.Errorf("load tasks: %w", err)
 	}
 	for i := range claimed {
 		c := &claimed[i]
@@ -594,7 +609,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 		rows, err := t.query(`SELECT name, result FROM steps WHERE task_id = ? AND idx IN (`+placeholders(len(deps[i]))+`)`, args...)
 		if err != nil {
-			return fmt.Errorf("sqlite: load dependency results: %w", err)
+			return fmt.Errorf("load dependency results: %w", err)
 		}
 		c.Deps = make(map[string]json.RawMessage, len(deps[i]))
 		for rows.Next() {
@@ -602,14 +617,14 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 			var result sql.NullString
 			if err := rows.Scan(&name, &result); err != nil {
 				rows.Close()
-				return fmt.Errorf("sqlite: load dependency results: %w", err)
+				return fmt.Errorf("load dependency results: %w", err)
 			}
 			c.Deps[name] = nullJSON(result)
 			c.DependsOn = append(c.DependsOn, name)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: load dependency results: %w", err)
+			return fmt.Errorf("load dependency results: %w", err)
 		}
 	}
 	return nil
@@ -674,7 +689,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		set = `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
 		args = []any{o.Error, give, nullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result}
 	default:
-		return false, fmt.Errorf("sqlite: outcome state %q is not completed, failed or waiting", o.State)
+		return false, fmt.Errorf("outcome state %q is not completed, failed or waiting", o.State)
 	}
 	if err := state.CheckStep(state.StepRunning, to); err != nil {
 		return false, err
@@ -690,7 +705,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("sqlite: record outcome of step %d: %w", o.Fence.StepID, err)
+		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
 	if err := t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason); err != nil {
 		return false, err
@@ -730,7 +745,7 @@ func (s *Store) fenced(ctx context.Context, engineID string, f store.Fence, set 
 		res, err := t.exec(`UPDATE steps SET `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
 			append(args, f.StepID, f.Attempt, f.LeaseID)...)
 		if err != nil {
-			return fmt.Errorf("sqlite: update step %d: %w", f.StepID, err)
+			return fmt.Errorf("update step %d: %w", f.StepID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("step %d attempt %d: %w", f.StepID, f.Attempt, store.ErrStaleLease)
@@ -745,7 +760,7 @@ func (s *Store) Heartbeat(ctx context.Context, engineID string, now time.Time, i
 	err := s.write(ctx, engineID, func(t *txn) error {
 		res, err := t.exec(`UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, now.UnixMicro(), engineID)
 		if err != nil {
-			return fmt.Errorf("sqlite: heartbeat: %w", err)
+			return fmt.Errorf("heartbeat: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("engine %s: %w", engineID, store.ErrEngineLost)
@@ -766,14 +781,14 @@ func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	}
 	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND id IN (`+placeholders(len(ids))+`)`, ids...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: check in-flight steps: %w", err)
+		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
 	defer rows.Close()
 	held := map[store.Fence]bool{}
 	for rows.Next() {
 		var f store.Fence
 		if err := rows.Scan(&f.StepID, &f.Attempt, &f.LeaseID); err != nil {
-			return nil, fmt.Errorf("sqlite: check in-flight steps: %w", err)
+			return nil, fmt.Errorf("check in-flight steps: %w", err)
 		}
 		held[f] = true
 	}
@@ -811,12 +826,12 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 			eargs[i] = e
 		}
 		if _, err := t.exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
-			return fmt.Errorf("sqlite: mark engines dead: %w", err)
+			return fmt.Errorf("mark engines dead: %w", err)
 		}
 		rows, err := t.query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
 			WHERE state = 'running' AND engine_id IN (`+placeholders(len(eargs))+`)`, eargs...)
 		if err != nil {
-			return fmt.Errorf("sqlite: find steps of lapsed engines: %w", err)
+			return fmt.Errorf("find steps of lapsed engines: %w", err)
 		}
 		type lapsed struct {
 			fence        store.Fence
@@ -829,13 +844,13 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 			var l lapsed
 			if err := rows.Scan(&l.fence.StepID, &l.taskID, &l.name, &l.fence.Attempt, &l.max, &l.fence.LeaseID, &l.engine); err != nil {
 				rows.Close()
-				return fmt.Errorf("sqlite: find steps of lapsed engines: %w", err)
+				return fmt.Errorf("find steps of lapsed engines: %w", err)
 			}
 			steps = append(steps, l)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: find steps of lapsed engines: %w", err)
+			return fmt.Errorf("find steps of lapsed engines: %w", err)
 		}
 		for _, l := range steps {
 			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
@@ -872,7 +887,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 		rows, err := t.query(`SELECT id, task_id, name, state, children FROM steps
 			WHERE expires_at IS NOT NULL AND expires_at <= ? AND state IN ('ready', 'waiting')`, t.now)
 		if err != nil {
-			return fmt.Errorf("sqlite: find expired steps: %w", err)
+			return fmt.Errorf("find expired steps: %w", err)
 		}
 		type exp struct {
 			id, task           int64
@@ -883,13 +898,13 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 			var e exp
 			if err := rows.Scan(&e.id, &e.task, &e.name, &e.st, &e.children); err != nil {
 				rows.Close()
-				return fmt.Errorf("sqlite: find expired steps: %w", err)
+				return fmt.Errorf("find expired steps: %w", err)
 			}
 			steps = append(steps, e)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: find expired steps: %w", err)
+			return fmt.Errorf("find expired steps: %w", err)
 		}
 		for _, e := range steps {
 			ok, err := t.moveStep(e.id, e.task, e.name, state.Step(e.st), state.StepExpired, 0, "ttl passed before the step started",
@@ -919,7 +934,7 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 	rows, err := t.query(`SELECT id, name, state, attempt, lease_id FROM steps
 		WHERE task_id = ? AND state IN ('pending', 'ready', 'running', 'waiting')`, id)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: steps of task %d: %w", id, err)
+		return nil, fmt.Errorf("steps of task %d: %w", id, err)
 	}
 	type open struct {
 		fence    store.Fence
@@ -930,13 +945,13 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 		var o open
 		if err := rows.Scan(&o.fence.StepID, &o.name, &o.st, &o.fence.Attempt, &o.fence.LeaseID); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("sqlite: steps of task %d: %w", id, err)
+			return nil, fmt.Errorf("steps of task %d: %w", id, err)
 		}
 		steps = append(steps, o)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: steps of task %d: %w", id, err)
+		return nil, fmt.Errorf("steps of task %d: %w", id, err)
 	}
 	var running []store.Fence
 	for _, o := range steps {
@@ -959,7 +974,7 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 		rows, err := t.query(`UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
 			WHERE state = 'waiting' AND run_at <= ? RETURNING task_id, name, attempt`, t.s.aging, t.now)
 		if err != nil {
-			return fmt.Errorf("sqlite: promote waiting steps: %w", err)
+			return fmt.Errorf("promote waiting steps: %w", err)
 		}
 		type woke struct {
 			task    int64
@@ -971,13 +986,13 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 			var w woke
 			if err := rows.Scan(&w.task, &w.name, &w.attempt); err != nil {
 				rows.Close()
-				return fmt.Errorf("sqlite: promote waiting steps: %w", err)
+				return fmt.Errorf("promote waiting steps: %w", err)
 			}
 			steps = append(steps, w)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: promote waiting steps: %w", err)
+			return fmt.Errorf("promote waiting steps: %w", err)
 		}
 		for _, w := range steps {
 			if err := t.audit(w.task, w.name, string(state.StepWaiting), string(state.StepReady), w.attempt, "run_at reached"); err != nil {
@@ -994,12 +1009,12 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 // NextWake returns the earliest time something becomes due.
 func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT min(v) FROM (
+	err := s.readRow(ctx, `SELECT min(v) FROM (
 		SELECT min(run_at) AS v FROM steps WHERE state = 'waiting'
 		UNION ALL SELECT min(expires_at) FROM steps WHERE expires_at IS NOT NULL
-		UNION ALL SELECT min(good_until) FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL)`).Scan(&next)
+		UNION ALL SELECT min(good_until) FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL) AS due`).Scan(&next)
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("sqlite: next wake: %w", err)
+		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	}
 	if !next.Valid {
 		return time.Time{}, false, nil
@@ -1019,7 +1034,7 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 			}
-			return fmt.Errorf("sqlite: cancel task %d: %w", id, err)
+			return fmt.Errorf("cancel task %d: %w", id, err)
 		}
 		from := state.Task(st)
 		if !state.CanTask(from, state.TaskCancelled) {
@@ -1040,14 +1055,14 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 			return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite: retry task %d: %w", id, err)
+			return fmt.Errorf("retry task %d: %w", id, err)
 		}
 		if task.State != state.TaskFailed {
 			return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
 		}
 		rows, err := t.query(`SELECT id, name, state, deps, priority, ttl FROM steps WHERE task_id = ? ORDER BY idx`, id)
 		if err != nil {
-			return fmt.Errorf("sqlite: steps of task %d: %w", id, err)
+			return fmt.Errorf("steps of task %d: %w", id, err)
 		}
 		type row struct {
 			id       int64
@@ -1062,14 +1077,14 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 			var deps string
 			if err := rows.Scan(&r.id, &r.name, &r.st, &deps, &r.priority, &r.ttl); err != nil {
 				rows.Close()
-				return fmt.Errorf("sqlite: steps of task %d: %w", id, err)
+				return fmt.Errorf("steps of task %d: %w", id, err)
 			}
 			r.deps = parseIdx(deps)
 			steps = append(steps, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return fmt.Errorf("sqlite: steps of task %d: %w", id, err)
+			return fmt.Errorf("steps of task %d: %w", id, err)
 		}
 		if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, "retried", `finished_at = NULL, error = '', failed = 0`); err != nil {
 			return err
@@ -1113,11 +1128,11 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 				}
 			}
 			if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
-				return fmt.Errorf("sqlite: reset dependency counts: %w", err)
+				return fmt.Errorf("reset dependency counts: %w", err)
 			}
 		}
 		if _, err := t.exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
-			return fmt.Errorf("sqlite: reset task counts: %w", err)
+			return fmt.Errorf("reset task counts: %w", err)
 		}
 		return nil
 	})
@@ -1126,14 +1141,14 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 func (t *txn) strings(q string, args ...any) ([]string, error) {
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
-			return nil, fmt.Errorf("sqlite: %w", err)
+			return nil, fmt.Errorf("%w", err)
 		}
 		out = append(out, s)
 	}
@@ -1143,14 +1158,14 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 func (t *txn) int64s(q string, args ...any) ([]int64, error) {
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	defer rows.Close()
 	var out []int64
 	for rows.Next() {
 		var v int64
 		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("sqlite: %w", err)
+			return nil, fmt.Errorf("%w", err)
 		}
 		out = append(out, v)
 	}
