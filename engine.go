@@ -355,12 +355,15 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		n := e.slots.TryTake(e.cfg.Concurrency)
 		got := 0
 		if n > 0 {
+			id := e.ID()
 			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
-				EngineID: e.ID(), Limit: n, Handlers: e.handlerNames(), Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
+				EngineID: id, Limit: n, Handlers: e.handlerNames(), Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
 			})
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
-				e.declaredDead(ctx, e.ID())
+				// The identity the claim was made with, not the current one:
+				// the heartbeat may have registered a new one meanwhile.
+				e.declaredDead(ctx, id)
 			case err != nil && ctx.Err() == nil:
 				e.log.Error("claim failed", "engine_id", e.ID(), "error", err)
 			}

@@ -2,8 +2,11 @@ package weft_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
 )
 
@@ -25,6 +29,25 @@ func backends() map[string]storeFactory {
 			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		"postgres": func(t *testing.T) store.Store {
+			url := os.Getenv("WEFT_TEST_POSTGRES_URL")
+			if url == "" {
+				if os.Getenv("CI") != "" {
+					t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
+				}
+				t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
+			}
+			var b [6]byte
+			_, _ = rand.Read(b[:])
+			schema := "test_" + hex.EncodeToString(b[:])
+			s, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema, MaxConns: 8})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+				s.Close()
+			})
 			return s
 		},
 	}

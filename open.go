@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
 )
 
@@ -13,10 +14,19 @@ import (
 const DefaultDB = "./weft.db"
 
 // OpenStore opens the store a URL names: a file path, "sqlite://PATH" or
-// "sqlite:PATH" selects the embedded SQLite store ("" means DefaultDB).
+// "sqlite:PATH" selects the embedded SQLite store ("" means DefaultDB);
+// "postgres://…" or "postgresql://…" selects PostgreSQL (add
+// search_path=SCHEMA to keep weft's tables in a schema of their own).
 func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
+	}
+	if isPostgres(url) {
+		s, err := postgres.Open(ctx, url, postgres.Options{Aging: cfg.PriorityAging})
+		if err != nil {
+			return nil, fmt.Errorf("weft: open database %s: %w", redact(url), err)
+		}
+		return s, nil
 	}
 	path, err := SQLitePath(url)
 	if err != nil {
@@ -36,8 +46,8 @@ func SQLitePath(url string) (string, error) {
 	switch {
 	case url == "":
 		return DefaultDB, nil
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return "", fmt.Errorf("weft: %s: the PostgreSQL store is not part of this version yet; use a SQLite file path", redact(url))
+	case isPostgres(url):
+		return "", fmt.Errorf("weft: %s names a PostgreSQL database, not a SQLite file", redact(url))
 	}
 	path := url
 	for _, p := range []string{"sqlite://", "sqlite:"} {
@@ -47,7 +57,7 @@ func SQLitePath(url string) (string, error) {
 		}
 	}
 	if i := strings.Index(path, "://"); i >= 0 {
-		return "", fmt.Errorf("weft: unsupported database URL scheme %q (want a file path or sqlite://PATH)", path[:i])
+		return "", fmt.Errorf("weft: unsupported database URL scheme %q (want a file path, sqlite://PATH or postgres://...)", path[:i])
 	}
 	if path == "" {
 		return "", fmt.Errorf("weft: database URL %q names no file", url)
@@ -69,6 +79,10 @@ func Open(ctx context.Context, url string, cfg Config) (*Engine, error) {
 	}
 	e.owns = true
 	return e, nil
+}
+
+func isPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
 
 // redact hides the password of a URL for messages.

@@ -75,6 +75,9 @@ func New(c Config) *Store {
 		wake: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}}
 }
 
+// DB returns the database handle writes go through.
+func (s *Store) DB() *sql.DB { return s.w }
+
 // read runs a query on the readers.
 func (s *Store) read(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	return s.r.QueryContext(ctx, s.bind(q), args...)

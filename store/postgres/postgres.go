@@ -1,0 +1,133 @@
+// Package postgres is weft's distributed store: any number of engines on any
+// number of machines share one PostgreSQL database. Claims use FOR UPDATE
+// SKIP LOCKED under READ COMMITTED; namespace caps are counted under a
+// transaction-scoped advisory lock per namespace, so a cap holds across
+// engines. The store's logic is shared with the SQLite store
+// (internal/sqlstore); this package opens the database and applies the
+// schema.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/store"
+)
+
+//go:embed schema.sql
+var schema string
+
+const schemaVersion = 1
+
+// migrationLock is the advisory lock key under which the schema is applied,
+// so that engines starting together do not race.
+const migrationLock = 0x77656674 // "weft"
+
+// Options configure a Store.
+type Options struct {
+	// Schema holds weft's tables, so several installations can share a
+	// database. Default: the URL's search_path, else "public".
+	Schema string
+	// Aging is how long a ready step waits to gain one priority level.
+	// Default one minute.
+	Aging time.Duration
+	// MaxConns bounds the connection pool. Default 20.
+	MaxConns int
+	// Clock returns the current time; tests set it. Default time.Now.
+	Clock func() time.Time
+}
+
+// Store is a store.Store on PostgreSQL.
+type Store struct {
+	*sqlstore.Store
+}
+
+var _ store.Store = Store{}
+
+var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Open connects to the database a postgres:// URL names and brings weft's
+// schema up to date.
+func Open(ctx context.Context, url string, opts Options) (Store, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return Store{}, fmt.Errorf("postgres: parse URL: %w", err)
+	}
+	if opts.Schema == "" {
+		opts.Schema, _, _ = strings.Cut(cfg.RuntimeParams["search_path"], ",")
+		opts.Schema = strings.TrimSpace(opts.Schema)
+	}
+	if opts.Schema == "" {
+		opts.Schema = "public"
+	}
+	if !schemaName.MatchString(opts.Schema) {
+		return Store{}, fmt.Errorf("postgres: schema %q: use letters, digits and underscores", opts.Schema)
+	}
+	cfg.RuntimeParams["search_path"] = opts.Schema
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 20
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(opts.MaxConns)
+	db.SetMaxIdleConns(opts.MaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := migrate(ctx, db, opts.Schema); err != nil {
+		db.Close()
+		return Store{}, fmt.Errorf("postgres: %w", err)
+	}
+	return Store{sqlstore.New(sqlstore.Config{
+		Writer: db, Reader: db, Aging: opts.Aging, Clock: opts.Clock,
+		Dialect: sqlstore.Dialect{
+			Numbered:  true,
+			ClaimLock: "FOR UPDATE SKIP LOCKED",
+			LockCap:   "SELECT pg_advisory_xact_lock(hashtext(?))",
+		},
+	})}, nil
+}
+
+// migrate applies the schema under an advisory lock.
+func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
+	if _, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schemaName}.Sanitize()); err != nil {
+		return fmt.Errorf("create schema %s: %w", schemaName, err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("apply schema: %w", err)
+	}
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM weft_schema`).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := tx.ExecContext(ctx, `INSERT INTO weft_schema (version) VALUES ($1)`, schemaVersion); err != nil {
+			return fmt.Errorf("record schema version: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("read schema version: %w", err)
+	case v > schemaVersion:
+		return fmt.Errorf("database schema version %d is newer than this weft (%d): upgrade weft", v, schemaVersion)
+	}
+	return tx.Commit()
+}

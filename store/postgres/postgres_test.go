@@ -1,0 +1,61 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/store/storetest"
+)
+
+// testURL returns the throwaway server scripts/test starts. Without one the
+// tests are skipped on a developer's machine and fail in CI.
+func testURL(t *testing.T) string {
+	t.Helper()
+	url := os.Getenv("WEFT_TEST_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
+		}
+		t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
+	}
+	return url
+}
+
+// openIsolated opens a store in a schema of its own, dropped after the test.
+func openIsolated(t *testing.T, clock func() time.Time, aging time.Duration) store.Store {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "test_" + hex.EncodeToString(b[:])
+	s, err := postgres.Open(context.Background(), testURL(t), postgres.Options{Schema: schema, Clock: clock, Aging: aging, MaxConns: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		s.Close()
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, clock *storetest.Clock, aging time.Duration) store.Store {
+		return openIsolated(t, clock.Now, aging)
+	})
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, err := postgres.Open(ctx, "postgres://nobody@127.0.0.1:1/x?connect_timeout=1", postgres.Options{})
+	require.Error(t, err)
+	_, err = postgres.Open(ctx, testURL(t), postgres.Options{Schema: "bad-name;drop"})
+	require.ErrorContains(t, err, "schema")
+}
