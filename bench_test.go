@@ -2,23 +2,24 @@ package weft_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/store/sqlite"
 )
 
-func benchEngine(b *testing.B, c weft.Config) *weft.Engine {
-	b.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
+// eachBackendBench runs fn as a sub-benchmark on every backend.
+func eachBackendBench(b *testing.B, fn func(b *testing.B, open storeFactory)) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.Run(name, func(b *testing.B) { fn(b, backends()[name]) })
 	}
-	b.Cleanup(func() { s.Close() })
+}
+
+func benchEngine(b *testing.B, open storeFactory, c weft.Config) *weft.Engine {
+	b.Helper()
+	s := open(b)
 	c.Logger = quietLogger()
 	e, err := weft.New(s, c)
 	if err != nil {
@@ -33,60 +34,64 @@ func noop(context.Context, *weft.Attempt) (any, error) { return nil, nil }
 // tasks and reports tasks per second from start to the last recorded
 // outcome.
 func BenchmarkOneStepThroughput(b *testing.B) {
-	ctx := context.Background()
-	e := benchEngine(b, weft.Config{Concurrency: 64})
-	var done atomic.Int64
-	all := make(chan struct{})
-	n := int64(b.N)
-	e.Handle("noop", func(context.Context, *weft.Attempt) (any, error) {
-		if done.Add(1) == n {
-			close(all)
-		}
-		return nil, nil
-	})
-	if err := e.Register(ctx, weft.NewWorkflow("bench", "one", "1").Step("s", "noop")); err != nil {
-		b.Fatal(err)
-	}
-	for left := b.N; left > 0; left -= 1000 {
-		subs := make([]weft.Submission, min(left, 1000))
-		for i := range subs {
-			subs[i].Workflow = "bench/one"
-		}
-		if _, err := e.SubmitMany(ctx, subs); err != nil {
+	eachBackendBench(b, func(b *testing.B, open storeFactory) {
+		ctx := context.Background()
+		e := benchEngine(b, open, weft.Config{Concurrency: 64})
+		var done atomic.Int64
+		all := make(chan struct{})
+		n := int64(b.N)
+		e.Handle("noop", func(context.Context, *weft.Attempt) (any, error) {
+			if done.Add(1) == n {
+				close(all)
+			}
+			return nil, nil
+		})
+		if err := e.Register(ctx, weft.NewWorkflow("bench", "one", "1").Step("s", "noop")); err != nil {
 			b.Fatal(err)
 		}
-	}
-	b.ResetTimer()
-	start := time.Now()
-	if err := e.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	<-all
-	if err := e.Stop(ctx); err != nil { // flushes the last outcomes
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+		for left := b.N; left > 0; left -= 1000 {
+			subs := make([]weft.Submission, min(left, 1000))
+			for i := range subs {
+				subs[i].Workflow = "bench/one"
+			}
+			if _, err := e.SubmitMany(ctx, subs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		start := time.Now()
+		if err := e.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		<-all
+		if err := e.Stop(ctx); err != nil { // flushes the last outcomes
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+	})
 }
 
 // BenchmarkSubmitBulk submits one-step tasks 1000 to a transaction.
 func BenchmarkSubmitBulk(b *testing.B) {
-	ctx := context.Background()
-	e := benchEngine(b, weft.Config{})
-	if err := e.Register(ctx, weft.NewWorkflow("bench", "one", "1").Step("s", "noop")); err != nil {
-		b.Fatal(err)
-	}
-	subs := make([]weft.Submission, 1000)
-	for i := range subs {
-		subs[i] = weft.Submission{Workflow: "bench/one", Input: map[string]int{"i": i}}
-	}
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		if _, err := e.SubmitMany(ctx, subs); err != nil {
+	eachBackendBench(b, func(b *testing.B, open storeFactory) {
+		ctx := context.Background()
+		e := benchEngine(b, open, weft.Config{})
+		if err := e.Register(ctx, weft.NewWorkflow("bench", "one", "1").Step("s", "noop")); err != nil {
 			b.Fatal(err)
 		}
-	}
-	b.ReportMetric(float64(b.N*len(subs))/time.Since(start).Seconds(), "tasks/s")
+		subs := make([]weft.Submission, 1000)
+		for i := range subs {
+			subs[i] = weft.Submission{Workflow: "bench/one", Input: map[string]int{"i": i}}
+		}
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			if _, err := e.SubmitMany(ctx, subs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*len(subs))/time.Since(start).Seconds(), "tasks/s")
+	})
 }
 
 // dag7 is a fan-out of three, a join, a chain of two and a final step.
@@ -102,34 +107,36 @@ func dag7() *weft.Workflow {
 // BenchmarkDAG7Latency submits one 7-step DAG at a time to an idle engine
 // and measures submission to task completion.
 func BenchmarkDAG7Latency(b *testing.B) {
-	ctx := context.Background()
-	e := benchEngine(b, weft.Config{Concurrency: 8})
-	e.Handle("noop", noop)
-	if err := e.Register(ctx, dag7()); err != nil {
-		b.Fatal(err)
-	}
-	if err := e.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Stop(ctx) })
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
-		res, err := e.Submit(ctx, weft.Submission{Workflow: "bench/dag7"})
-		if err != nil {
+	eachBackendBench(b, func(b *testing.B, open storeFactory) {
+		ctx := context.Background()
+		e := benchEngine(b, open, weft.Config{Concurrency: 8})
+		e.Handle("noop", noop)
+		if err := e.Register(ctx, dag7()); err != nil {
 			b.Fatal(err)
 		}
-		task, err := e.Wait(ctx, res.Task.ID)
-		if err != nil || task.State != "completed" {
-			b.Fatalf("task %d: %v %v", res.Task.ID, task.State, err)
+		if err := e.Start(ctx); err != nil {
+			b.Fatal(err)
 		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.95), "p95-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+		b.Cleanup(func() { e.Stop(ctx) })
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for range b.N {
+			start := time.Now()
+			res, err := e.Submit(ctx, weft.Submission{Workflow: "bench/dag7"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			task, err := e.Wait(ctx, res.Task.ID)
+			if err != nil || task.State != "completed" {
+				b.Fatalf("task %d: %v %v", res.Task.ID, task.State, err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		b.StopTimer()
+		slices.Sort(lat)
+		pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+		b.ReportMetric(pct(0.50), "p50-ms")
+		b.ReportMetric(pct(0.95), "p95-ms")
+		b.ReportMetric(pct(0.99), "p99-ms")
+	})
 }

@@ -44,7 +44,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// LeaseTTL is how long after its last heartbeat an engine is presumed
 	// dead and its steps are returned to the queue. An engine on the same
-	// host whose process is gone is detected at once. Default 30s.
+	// host whose process is gone is detected within PollInterval. Default
+	// 30s.
 	LeaseTTL time.Duration
 	// PollInterval bounds how long work submitted by another process waits
 	// before this engine looks for it. Default 1s.
@@ -471,15 +472,17 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		case <-timer.C:
 		}
 		e.timed(ctx)
-		if time.Since(lastReap) >= reapEvery {
-			e.reap(ctx)
+		// Every tick looks for dead processes on this host (a read); the
+		// full reap, which also catches stopped and silent engines, runs
+		// every reapEvery.
+		if e.reap(ctx, time.Since(lastReap) >= reapEvery) {
 			lastReap = time.Now()
 		}
 	}
 }
 
 func (e *Engine) maintain(ctx context.Context) {
-	e.reap(ctx)
+	e.reap(ctx, true)
 	e.timed(ctx)
 }
 
@@ -501,31 +504,42 @@ func (e *Engine) timed(ctx context.Context) {
 }
 
 // reap returns the steps of lapsed engines to the queue. Engines on this host
-// whose process is gone are lapsed at once.
-func (e *Engine) reap(ctx context.Context) {
+// whose process is gone are lapsed at once. Unless full is set, it writes
+// only when it found such an engine or one whose heartbeat is overdue. It
+// reports whether it ran the store's reap.
+func (e *Engine) reap(ctx context.Context, full bool) bool {
 	engines, err := e.store.ListEngines(ctx)
 	if err != nil {
 		e.logErr(ctx, "list engines", err)
-		return
+		return false
 	}
 	now := time.Now()
 	staleBefore := now.Add(-e.cfg.LeaseTTL)
 	self := e.ID()
 	var dead []string
 	for _, en := range engines {
-		if en.ID != self && en.Host == e.host && !processAlive(en.PID) {
-			dead = append(dead, en.ID)
+		if en.ID == self {
+			continue
 		}
+		if en.Host == e.host && !processAlive(en.PID) {
+			dead = append(dead, en.ID)
+		} else if en.HeartbeatAt.Before(staleBefore) {
+			full = true
+		}
+	}
+	if len(dead) == 0 && !full {
+		return false
 	}
 	// Reap writes nothing when no engine lapsed, stopped or died.
 	n, err := e.store.Reap(ctx, now, staleBefore, dead, self)
 	if err != nil {
 		e.logErr(ctx, "reap", err)
-		return
+		return false
 	}
 	if n > 0 {
 		e.log.Warn("reclaimed steps of lapsed engines", "count", n)
 	}
+	return true
 }
 
 func (e *Engine) logErr(ctx context.Context, what string, err error) {

@@ -21,17 +21,17 @@ import (
 
 // storeFactory opens a fresh, empty store for one test. Every behaviour test
 // of the engine runs once per backend listed in backends.
-type storeFactory func(t *testing.T) store.Store
+type storeFactory func(t testing.TB) store.Store
 
 func backends() map[string]storeFactory {
 	return map[string]storeFactory{
-		"sqlite": func(t *testing.T) store.Store {
+		"sqlite": func(t testing.TB) store.Store {
 			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
 			return s
 		},
-		"postgres": func(t *testing.T) store.Store {
+		"postgres": func(t testing.TB) store.Store {
 			url := os.Getenv("WEFT_TEST_POSTGRES_URL")
 			if url == "" {
 				if os.Getenv("CI") != "" {

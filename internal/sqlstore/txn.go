@@ -644,8 +644,16 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 	if len(outcomes) > 0 {
 		engine = outcomes[0].EngineID
 	}
+	// Record in step order: engines completing steps of the same tasks
+	// then lock their rows in the same order and cannot deadlock.
+	order := make([]int, len(outcomes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
 	err := s.write(ctx, engine, func(t *txn) error {
-		for i, o := range outcomes {
+		for _, i := range order {
+			o := outcomes[i]
 			t.engine = o.EngineID
 			ok, err := t.finish(o)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/weftrun/weft/internal/sqlstore"
@@ -95,6 +96,12 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	})}, nil
 }
 
+// isUndefinedTable reports PostgreSQL's "relation does not exist".
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
 // migrate applies the schema under an advisory lock.
 func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 	conn, err := db.Conn(ctx)
@@ -106,6 +113,18 @@ func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 		return fmt.Errorf("take the migration lock: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
+	// A current schema is left alone: even CREATE INDEX IF NOT EXISTS takes
+	// table locks, which would queue behind, or deadlock with, the engines
+	// already working on this database.
+	var current sql.NullInt64
+	err = conn.QueryRowContext(ctx, `SELECT CASE WHEN to_regclass('weft_schema') IS NULL THEN NULL
+		ELSE (SELECT max(version) FROM weft_schema) END`).Scan(&current)
+	if err != nil && !isUndefinedTable(err) {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current.Valid && current.Int64 == schemaVersion {
+		return nil
+	}
 	if _, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schemaName}.Sanitize()); err != nil {
 		return fmt.Errorf("create schema %s: %w", schemaName, err)
 	}
