@@ -131,9 +131,32 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.cancelCommand(),
 		a.retryCommand(),
 		a.validateCommand(),
+		a.migrateCommand(),
 	)
 	return root
 }
+
+func (a *app) migrateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade weft's tables in the database",
+		Long: `Bring the database's schema up to date and exit. Engines and commands also do
+this when they open a database (under an advisory lock on PostgreSQL, so
+concurrent starts are safe); migrate does it on its own, for deployments that
+upgrade the schema before starting workers.`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			e, err := a.open(cmd.Context(), weft.Config{}, false)
+			if err != nil {
+				return err
+			}
+			a.closeEngine(e)
+			fmt.Fprintln(a.stdout, "schema up to date")
+			return nil
+		}),
+	}
+}
+
 
 // action adapts a command body: an error that does not carry an exit
 // status exits with 1.

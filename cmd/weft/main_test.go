@@ -718,3 +718,18 @@ func TestHelloExample(t *testing.T) {
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, "ok (examples/hello@1, 4 steps)")
 }
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "weft.db")
+	for range 2 { // creating, then finding it current
+		r := weftCLI(t, "migrate", "--db", db)
+		requireCode(t, 0, r)
+		require.Equal(t, "schema up to date\n", r.stdout)
+	}
+	_, err := os.Stat(db)
+	require.NoError(t, err)
+	r := weftCLI(t, "migrate", "--db", "mysql://localhost/x")
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, `unsupported database URL scheme "mysql"`)
+}
