@@ -157,7 +157,6 @@ upgrade the schema before starting workers.`,
 	}
 }
 
-
 // action adapts a command body: an error that does not carry an exit
 // status exits with 1.
 func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
