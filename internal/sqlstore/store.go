@@ -35,6 +35,8 @@ type Dialect struct {
 	// CacheStatements prepares hot statements once on the writer
 	// connection (for drivers that do not cache them themselves).
 	CacheStatements bool
+	// Explain prefixes a query to get its plan ("EXPLAIN QUERY PLAN").
+	Explain string
 }
 
 // Config configures a Store.

@@ -453,34 +453,13 @@ func (t *txn) capRoom(caps map[string]int) (map[string]int, error) {
 // candidates selects the best ready steps, skipping namespaces at their cap,
 // and keeps only as many of a capped namespace as it has room for.
 func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]int64, error) {
-	q := `SELECT id, namespace FROM steps WHERE state = 'ready'`
-	var args []any
-	if p.TaskID != 0 {
-		q += ` AND task_id = ?`
-		args = append(args, p.TaskID)
-	}
-	handlers := p.Handlers
-	var full []any
+	var full []string
 	for ns, n := range room {
 		if n <= 0 {
 			full = append(full, ns)
 		}
 	}
-	if len(full) > 0 {
-		q += ` AND namespace NOT IN (` + placeholders(len(full)) + `)`
-		args = append(args, full...)
-	}
-	if handlers != nil {
-		q += ` AND handler IN (` + placeholders(len(handlers)) + `)`
-		for _, h := range handlers {
-			args = append(args, h)
-		}
-	}
-	q += ` ORDER BY sort_key LIMIT ?`
-	if t.s.d.ClaimLock != "" {
-		q += " " + t.s.d.ClaimLock
-	}
-	args = append(args, want)
+	q, args := t.s.claimQuery(want, p, full)
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("select ready steps: %w", err)
@@ -506,6 +485,64 @@ func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]
 
 // claim marks the given ready steps running and returns them with the
 // indexes of their dependencies.
+// claimQuery is the query that picks the steps to claim: the best ready
+// steps, in effective priority order, skipping namespaces at their cap.
+func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string, []any) {
+	q := `SELECT id, namespace FROM steps WHERE state = 'ready'`
+	var args []any
+	if p.TaskID != 0 {
+		q += ` AND task_id = ?`
+		args = append(args, p.TaskID)
+	}
+	if len(full) > 0 {
+		q += ` AND namespace NOT IN (` + placeholders(len(full)) + `)`
+		for _, ns := range full {
+			args = append(args, ns)
+		}
+	}
+	if p.Handlers != nil {
+		q += ` AND handler IN (` + placeholders(len(p.Handlers)) + `)`
+		for _, h := range p.Handlers {
+			args = append(args, h)
+		}
+	}
+	q += ` ORDER BY sort_key LIMIT ?`
+	if s.d.ClaimLock != "" {
+		q += " " + s.d.ClaimLock
+	}
+	return q, append(args, want)
+}
+
+// ExplainClaim returns the database's plan for the query that selects steps
+// to claim, so tests and operators can check that the claim reads the ready
+// index in order, whatever the backlog.
+func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil)
+	rows, err := s.read(ctx, s.d.Explain+" "+q, args...)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	var plan strings.Builder
+	vals := make([]any, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", fmt.Errorf("explain claim: %w", err)
+		}
+		// The plan line is the last column (PostgreSQL has only that one).
+		fmt.Fprintf(&plan, "%v\n", vals[len(vals)-1])
+	}
+	return plan.String(), rows.Err()
+}
+
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	args := []any{leaseID, t.engine, t.now}
 	for _, id := range ids {

@@ -92,6 +92,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			Numbered:  true,
 			ClaimLock: "FOR UPDATE SKIP LOCKED",
 			LockCap:   "SELECT pg_advisory_xact_lock(hashtext(?))",
+			Explain:   "EXPLAIN",
 		},
 	})}, nil
 }

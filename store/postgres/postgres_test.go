@@ -59,3 +59,24 @@ func TestOpenErrors(t *testing.T) {
 	_, err = postgres.Open(ctx, testURL(t), postgres.Options{Schema: "bad-name;drop"})
 	require.ErrorContains(t, err, "schema")
 }
+
+// TestClaimReadsReadyIndex shows that the claim reads the partial ready
+// index in sort order (no sort, no sequential scan) at any depth.
+func TestClaimReadsReadyIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	for _, depth := range []int{1000, 100000} {
+		_, err := s.DB().ExecContext(ctx, `INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
+			SELECT g + 1000000 * $1::bigint, 0, 's', 'h', 'ns', 'ready', 0, g, 3 FROM generate_series(1, $1::bigint) g`, depth)
+		require.NoError(t, err)
+		_, err = s.DB().ExecContext(ctx, `ANALYZE steps`)
+		require.NoError(t, err)
+		plan, err := s.ExplainClaim(ctx, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+		require.NoError(t, err)
+		require.Contains(t, plan, "Index Scan using steps_ready", "depth %d:\n%s", depth, plan)
+		require.NotContains(t, plan, "Sort", "depth %d: the claim must not sort the backlog:\n%s", depth, plan)
+		require.NotContains(t, plan, "Seq Scan", "depth %d:\n%s", depth, plan)
+		t.Logf("claim plan with %d ready steps:\n%s", depth, plan)
+	}
+}

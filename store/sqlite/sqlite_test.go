@@ -48,3 +48,26 @@ func TestReopenKeepsData(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, task.Steps, 1)
 }
+
+// TestClaimReadsReadyIndex shows that the claim reads the partial ready
+// index in sort order, without sorting the backlog, at any depth.
+func TestClaimReadsReadyIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	for _, depth := range []int{1000, 100000} {
+		_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
+			INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
+			SELECT n + 1000000 * ?, 0, 's', 'h', 'ns', 'ready', 0, n, 3 FROM g`, depth, depth)
+		require.NoError(t, err)
+		_, err = s.DB().ExecContext(ctx, `ANALYZE`)
+		require.NoError(t, err)
+		plan, err := s.ExplainClaim(ctx, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+		require.NoError(t, err)
+		require.Contains(t, plan, "USING INDEX steps_ready", "depth %d:\n%s", depth, plan)
+		require.NotContains(t, plan, "TEMP B-TREE", "depth %d: the claim must not sort the backlog:\n%s", depth, plan)
+		t.Logf("claim plan with %d ready steps:\n%s", depth, plan)
+	}
+}
