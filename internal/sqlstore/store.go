@@ -37,6 +37,11 @@ type Dialect struct {
 	CacheStatements bool
 	// Explain prefixes a query to get its plan ("EXPLAIN QUERY PLAN").
 	Explain string
+	// Notify, if set, is a statement run once in each transaction that made
+	// steps ready, so that engines in other processes wake (pg_notify).
+	// Its argument is NotifyChannel.
+	Notify        string
+	NotifyChannel string
 }
 
 // Config configures a Store.
@@ -172,6 +177,10 @@ func (s *Store) Close() error {
 // Wake receives a value whenever this handle made steps ready.
 func (s *Store) Wake() <-chan struct{} { return s.wake }
 
+// Nudge wakes the engine on this handle as if the handle had made steps
+// ready itself; backends call it when another process did.
+func (s *Store) Nudge() { s.notify() }
+
 func (s *Store) notify() {
 	select {
 	case s.wake <- struct{}{}:
@@ -189,6 +198,11 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	err = fn(t)
 	if err == nil {
 		err = t.flushAudit()
+	}
+	if err == nil && t.readied > 0 && s.d.Notify != "" {
+		if _, err = t.exec(s.d.Notify, s.d.NotifyChannel); err != nil {
+			err = fmt.Errorf("notify: %w", err)
+		}
 	}
 	if err != nil {
 		tx.Rollback()

@@ -13,6 +13,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -46,11 +47,23 @@ type Options struct {
 	MaxConns int
 	// Clock returns the current time; tests set it. Default time.Now.
 	Clock func() time.Time
+	// Logger receives the listener's reconnection warnings. Default
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // Store is a store.Store on PostgreSQL.
 type Store struct {
 	*sqlstore.Store
+	stopListener context.CancelFunc
+	listening    chan struct{} // closed when the listener has stopped
+}
+
+// Close stops the listener and closes the connections.
+func (s Store) Close() error {
+	s.stopListener()
+	<-s.listening
+	return s.Store.Close()
 }
 
 var _ store.Store = Store{}
@@ -86,15 +99,31 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 		db.Close()
 		return Store{}, fmt.Errorf("postgres: %w", err)
 	}
-	return Store{sqlstore.New(sqlstore.Config{
+	// Engines are woken through a channel per schema, so installations
+	// sharing a database do not wake each other.
+	channel := "weft_ready_" + opts.Schema
+	channel = channel[:min(len(channel), 63)] // PostgreSQL's identifier limit
+	st := Store{Store: sqlstore.New(sqlstore.Config{
 		Writer: db, Reader: db, Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{
-			Numbered:  true,
-			ClaimLock: "FOR UPDATE SKIP LOCKED",
-			LockCap:   "SELECT pg_advisory_xact_lock(hashtext(?))",
-			Explain:   "EXPLAIN",
+			Numbered:      true,
+			ClaimLock:     "FOR UPDATE SKIP LOCKED",
+			LockCap:       "SELECT pg_advisory_xact_lock(hashtext(?))",
+			Explain:       "EXPLAIN",
+			Notify:        "SELECT pg_notify(?, '')",
+			NotifyChannel: channel,
 		},
-	})}, nil
+	}), listening: make(chan struct{})}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	listenCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	st.stopListener = stop
+	go func() {
+		defer close(st.listening)
+		st.listen(listenCtx, cfg.Copy(), channel, opts.Logger)
+	}()
+	return st, nil
 }
 
 // isUndefinedTable reports PostgreSQL's "relation does not exist".

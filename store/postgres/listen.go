@@ -1,0 +1,51 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// listen holds one connection per store LISTENing on the schema's channel
+// and wakes the store's engine on every notification, so work that another
+// process made ready is claimed at once instead of at the next poll. When
+// the connection drops it reconnects with backoff; meanwhile the engine's
+// polling still finds the work.
+func (s Store) listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, log *slog.Logger) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, cfg, channel)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("postgres listener lost its connection; reconnecting", "error", err, "retry_in", backoff)
+		// Work may have become ready while nobody listened.
+		s.Nudge()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)/2+1))):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		s.Nudge()
+	}
+}
