@@ -1,0 +1,433 @@
+package weft_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
+)
+
+// TestPostgresRestart restarts PostgreSQL under two busy engines and checks
+// that every task still completes, each step exactly once in the audit.
+//
+// The restart is done on a private throwaway cluster that the test starts
+// with scripts/pgtest, never on the shared one: the other packages' tests,
+// which may run at the same time in "go test ./...", fail on any database
+// error, so they would not survive even a short outage.
+func TestPostgresRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a PostgreSQL server; skipped with -short")
+	}
+	if os.Getenv("WEFT_TEST_POSTGRES_URL") == "" || os.Getenv("WEFT_PGTEST_DIR") == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("WEFT_TEST_POSTGRES_URL or WEFT_PGTEST_DIR is not set: scripts/test starts the throwaway PostgreSQL this test needs")
+		}
+		t.Skip("WEFT_TEST_POSTGRES_URL or WEFT_PGTEST_DIR is not set; run ./scripts/test to start a throwaway PostgreSQL")
+	}
+	const (
+		tasks       = 60
+		stepSleep   = 20 * time.Millisecond
+		deadline    = 90 * time.Second
+		pollEvery   = 20 * time.Millisecond
+		concurrency = 4
+	)
+	ctx := context.Background()
+	pg := startPrivateCluster(t)
+
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "fault_" + hex.EncodeToString(b[:])
+	logs := &countingLog{} // quiet: counts the warnings and errors of the engines and stores
+	openStore := func(ctx context.Context) (postgres.Store, error) {
+		return postgres.Open(ctx, pg.url, postgres.Options{Schema: schema, MaxConns: 8, Logger: slog.New(logs)})
+	}
+	mustOpen := func() postgres.Store {
+		s, err := openStore(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+
+	// Every handler run, by task and step: more than one run of a step is
+	// allowed (at least once) but reported.
+	var runsMu sync.Mutex
+	runs := map[string]int{}
+	sleepy := func(ctx context.Context, a *weft.Attempt) (any, error) {
+		runsMu.Lock()
+		runs[fmt.Sprintf("%d/%s", a.TaskID, a.Step)]++
+		runsMu.Unlock()
+		select {
+		case <-time.After(stepSleep):
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		return map[string]any{"step": a.Step, "attempt": a.Number}, nil
+	}
+	w := weft.NewWorkflow("fault", "chain", "1").
+		Step("one", "sleepy").
+		Step("two", "sleepy", weft.DependsOn("one")).
+		Step("three", "sleepy", weft.DependsOn("two"))
+
+	var engines []*weft.Engine
+	for range 2 {
+		e := newEngine(t, mustOpen(), weft.Config{
+			Concurrency:       concurrency,
+			HeartbeatInterval: 200 * time.Millisecond,
+			LeaseTTL:          3 * time.Second,
+			PollInterval:      50 * time.Millisecond,
+			Logger:            slog.New(logs),
+		})
+		e.Handle("sleepy", sleepy)
+		require.NoError(t, e.Register(ctx, w))
+		engines = append(engines, e)
+	}
+	for _, e := range engines {
+		start(t, e)
+	}
+
+	subs := make([]weft.Submission, tasks)
+	for i := range subs {
+		subs[i] = weft.Submission{Workflow: "fault/chain", Input: map[string]int{"n": i}}
+	}
+	res, err := engines[0].SubmitMany(ctx, subs)
+	require.NoError(t, err)
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.Task.ID
+	}
+
+	// Restart the server once about a third of the tasks completed.
+	observer := mustOpen()
+	var before map[state.Task]int
+	eventually(t, "a third of the tasks to complete", func() bool {
+		var err error
+		before, err = countTasks(ctx, observer)
+		require.NoError(t, err)
+		return before[state.TaskCompleted] >= tasks/3
+	})
+	observer.Close()
+	errorsBefore := logs.errors()
+
+	restartBegan := time.Now()
+	pg.restart(t)
+	serverBack := time.Now()
+
+	// Poll through a store opened after the restart, retrying its errors.
+	waitCtx, cancel := context.WithDeadline(ctx, restartBegan.Add(deadline))
+	defer cancel()
+	var fresh postgres.Store
+	var openErrs int
+	for {
+		if fresh, err = openStore(waitCtx); err == nil {
+			break
+		}
+		openErrs++
+		if waitCtx.Err() != nil {
+			t.Fatalf("could not open a store after the restart: %v", err)
+		}
+		time.Sleep(pollEvery)
+	}
+	t.Cleanup(func() { fresh.Close() })
+	reconnected := time.Now()
+
+	var counts map[state.Task]int
+	var pollErrs int
+	var lastPollErr error
+	for {
+		counts, err = countTasks(waitCtx, fresh)
+		if err != nil {
+			pollErrs++
+			lastPollErr = err
+		} else if counts[state.TaskCompleted] == tasks || counts[state.TaskFailed]+counts[state.TaskCancelled]+counts[state.TaskExpired] > 0 {
+			break
+		}
+		if waitCtx.Err() != nil {
+			t.Fatalf("after %s only %v of %d tasks ended (%d polls failed, last: %v); engine logs: %s",
+				deadline, counts, tasks, pollErrs, lastPollErr, logs.summary())
+		}
+		time.Sleep(pollEvery)
+	}
+	allDone := time.Now()
+
+	t.Logf("before the restart: %v; pg_ctl restart -m fast took %s; a fresh store opened %s later (%d failed tries)",
+		before, serverBack.Sub(restartBegan).Round(time.Millisecond), reconnected.Sub(serverBack).Round(time.Millisecond), openErrs)
+	t.Logf("recovery: all %d tasks ended %s after the restart began, %s after the server was back (%d polls failed)",
+		tasks, allDone.Sub(restartBegan).Round(time.Millisecond), allDone.Sub(serverBack).Round(time.Millisecond), pollErrs)
+	t.Logf("warnings and errors logged by the engines and stores: %s", logs.summary())
+	require.Greater(t, logs.errors(), errorsBefore, "the engines never noticed the restart: the test proved nothing")
+	require.Equal(t, tasks, counts[state.TaskCompleted], "task states: %v", counts)
+
+	// Every task completed, each step completed exactly once, nothing failed.
+	var completions []time.Time
+	retried, reruns := 0, 0
+	enginesSeen := map[string]int{}
+	for _, id := range ids {
+		task, err := fresh.GetTask(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, state.TaskCompleted, task.State, "task %d: %s", id, task.Error)
+		require.Len(t, task.Steps, 3)
+		for _, s := range task.Steps {
+			require.Equal(t, state.StepCompleted, s.State, "task %d step %s: %s", id, s.Name, s.Error)
+			if s.Attempts > 1 {
+				retried++
+			}
+		}
+		audit, err := fresh.Audit(ctx, id)
+		require.NoError(t, err)
+		done := map[string]int{}
+		for _, a := range audit {
+			require.NotEqual(t, string(state.StepFailed), a.To, "task %d: %+v", id, a)
+			if a.To == string(state.StepCompleted) {
+				done[a.Step]++
+				if a.Step != "" {
+					completions = append(completions, a.At)
+					enginesSeen[a.EngineID]++
+				}
+			}
+		}
+		for _, name := range []string{"", "one", "two", "three"} {
+			what := "step " + name
+			if name == "" {
+				what = "the task"
+			}
+			require.Equal(t, 1, done[name], "task %d: %s reached completed %d times; audit: %s", id, what, done[name], auditText(audit))
+		}
+	}
+	runsMu.Lock()
+	for key, n := range runs {
+		if n > 1 {
+			reruns++
+			t.Logf("handler of %s ran %d times", key, n)
+		}
+	}
+	require.Len(t, runs, 3*tasks, "handler runs by step")
+	runsMu.Unlock()
+
+	sort.Slice(completions, func(i, j int) bool { return completions[i].Before(completions[j]) })
+	var gap time.Duration
+	for i := 1; i < len(completions); i++ {
+		gap = max(gap, completions[i].Sub(completions[i-1]))
+	}
+	t.Logf("steps with more than one attempt: %d; steps whose handler ran more than once: %d; completions by engine: %v; longest pause between step completions: %s",
+		retried, reruns, enginesSeen, gap.Round(time.Millisecond))
+}
+
+// countTasks tallies the schema's tasks by state.
+func countTasks(ctx context.Context, s store.Store) (map[state.Task]int, error) {
+	list, err := s.ListTasks(ctx, store.TaskFilter{Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	out := map[state.Task]int{}
+	for _, t := range list {
+		out[t.State]++
+	}
+	return out, nil
+}
+
+func auditText(entries []store.AuditEntry) string {
+	var b strings.Builder
+	for _, a := range entries {
+		fmt.Fprintf(&b, "\n  %s %q %s->%s attempt %d by %s: %s", a.At.Format("15:04:05.000000"), a.Step, a.From, a.To, a.Attempt, a.EngineID, a.Reason)
+	}
+	return b.String()
+}
+
+// countingLog is a quiet slog handler: it prints nothing, counts warnings and
+// errors by message and keeps the first error of each.
+type countingLog struct {
+	mu     sync.Mutex
+	counts map[string]int
+	first  map[string]string
+	errs   int
+}
+
+func (h *countingLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countingLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
+	key := r.Level.String() + " " + r.Message
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts == nil {
+		h.counts, h.first = map[string]int{}, map[string]string{}
+	}
+	h.counts[key]++
+	if r.Level >= slog.LevelError {
+		h.errs++
+	}
+	if _, ok := h.first[key]; !ok {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "error" {
+				h.first[key] = a.Value.String()
+				return false
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+func (h *countingLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *countingLog) errors() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.errs
+}
+
+func (h *countingLog) summary() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keys := make([]string, 0, len(h.counts))
+	for k := range h.counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n  %4d× %s", h.counts[k], k)
+		if e := h.first[k]; e != "" {
+			fmt.Fprintf(&b, " (first: %s)", e)
+		}
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
+}
+
+// pgCluster is a private throwaway cluster made by scripts/pgtest.
+type pgCluster struct {
+	url, dir string
+}
+
+// startPrivateCluster starts a cluster of the test's own with scripts/pgtest
+// and stops it when the test ends.
+func startPrivateCluster(t *testing.T) *pgCluster {
+	t.Helper()
+	root, err := os.Getwd() // the package directory is the repository root
+	require.NoError(t, err)
+	script := filepath.Join(root, "scripts", "pgtest")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script, "start")
+	cmd.Dir = root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("scripts/pgtest start: %v\n%s", err, stderr.String())
+	}
+	c := &pgCluster{}
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok || !strings.HasPrefix(line, "export ") {
+			continue
+		}
+		v, err := shellUnquote(value)
+		require.NoError(t, err, "scripts/pgtest start printed %q", line)
+		switch name {
+		case "WEFT_TEST_POSTGRES_URL":
+			c.url = v
+		case "WEFT_PGTEST_DIR":
+			c.dir = v
+		}
+	}
+	if c.dir != "" {
+		t.Cleanup(func() {
+			stop := exec.Command(script, "stop")
+			stop.Dir = root
+			stop.Env = append(os.Environ(), "WEFT_PGTEST_DIR="+c.dir) // the last value wins
+			if out, err := stop.CombinedOutput(); err != nil {
+				t.Errorf("scripts/pgtest stop: %v\n%s", err, out)
+			}
+		})
+	}
+	if c.url == "" || c.dir == "" {
+		t.Fatalf("scripts/pgtest start printed no URL or directory:\n%s\n%s", stdout.String(), stderr.String())
+	}
+	if c.dir == os.Getenv("WEFT_PGTEST_DIR") {
+		t.Fatalf("scripts/pgtest start returned the shared cluster %s", c.dir)
+	}
+	t.Logf("private cluster %s started in %s", c.dir, time.Since(began).Round(time.Millisecond))
+	return c
+}
+
+// restart runs pg_ctl restart -m fast on the cluster, as scripts/pgtest runs
+// pg_ctl: in the cluster's directory, as the postgres user when root. The
+// port and the other server options come back from postmaster.opts.
+func (c *pgCluster) restart(t *testing.T) {
+	t.Helper()
+	bindir, err := os.ReadFile(filepath.Join(c.dir, "bindir"))
+	require.NoError(t, err)
+	argv := []string{filepath.Join(strings.TrimSpace(string(bindir)), "pg_ctl"), "restart", "-D", filepath.Join(c.dir, "data"),
+		"-m", "fast", "-w", "-t", "30", "-l", filepath.Join(c.dir, "log")}
+	if os.Geteuid() == 0 {
+		if runuser, err := exec.LookPath("runuser"); err == nil {
+			argv = append([]string{runuser, "-u", "postgres", "--"}, argv...)
+		} else {
+			quoted := make([]string, len(argv))
+			for i, a := range argv {
+				quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			}
+			argv = []string{"su", "-s", "/bin/bash", "postgres", "-c", strings.Join(quoted, " ")}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = c.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+		t.Fatalf("%s: %v\n%s\nserver log:\n%s", strings.Join(argv, " "), err, out, log)
+	}
+}
+
+// shellUnquote undoes the quoting of scripts/pgtest's export lines:
+// single-quoted parts and backslash escapes (a quote inside a value is
+// written as quote, backslash-quote, quote, quote).
+func shellUnquote(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\'':
+			end := strings.IndexByte(s[i+1:], '\'')
+			if end < 0 {
+				return "", errors.New("unterminated quote")
+			}
+			b.WriteString(s[i+1 : i+1+end])
+			i += end + 1
+		case '\\':
+			if i+1 == len(s) {
+				return "", errors.New("trailing backslash")
+			}
+			i++
+			b.WriteByte(s[i])
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String(), nil
+}
