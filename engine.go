@@ -132,7 +132,11 @@ type Engine struct {
 	handlerWG sync.WaitGroup
 	settled   chan struct{} // closed and replaced after each completion batch
 	nudge     chan struct{} // wakes the maintenance loop to look at due times again
-	onlyTask  int64         // when set, claim only this task's steps (RunTask)
+	// flushCtx bounds the completer's retries; Stop cancels it when its
+	// deadline passes.
+	flushCtx    context.Context
+	cancelFlush context.CancelFunc
+	onlyTask    int64 // when set, claim only this task's steps (RunTask)
 }
 
 // running is one handler in flight.
@@ -174,6 +178,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		settled:   make(chan struct{}),
 		nudge:     make(chan struct{}, 1),
 	}
+	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	e.registerBuiltins()
 	return e, nil
 }
@@ -241,8 +246,10 @@ func (e *Engine) Start(ctx context.Context) error {
 
 // Stop shuts the engine down gracefully: it stops claiming, waits for
 // running handlers until ctx ends (or ShutdownTimeout when ctx has no
-// deadline), then cancels the rest, records the outcomes it has, and marks
-// the engine stopped so that what it left is reclaimed at once.
+// deadline), then cancels the rest, records the outcomes it has (giving up
+// two seconds after the deadline if the database is unreachable: those
+// steps are reclaimed and run again), and marks the engine stopped so that
+// what it left is reclaimed at once.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started || e.stopping {
@@ -268,8 +275,21 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-drained
 	}
 	close(e.outbox)
-	<-e.done
-	err := e.store.StopEngine(context.WithoutCancel(ctx), e.ID())
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		// Give the last outcomes a moment, then stop retrying them: the
+		// database may be unreachable, and Stop must not hang on it.
+		select {
+		case <-e.done:
+		case <-time.After(2 * time.Second):
+			e.cancelFlush()
+			<-e.done
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := e.store.StopEngine(stopCtx, e.ID())
 	e.log.Info("engine stopped", "engine_id", e.ID())
 	return err
 }
@@ -616,7 +636,7 @@ func (e *Engine) completer() {
 func (e *Engine) writeOutcomes(batch []store.Outcome) {
 	backoff := 10 * time.Millisecond
 	for {
-		results, err := e.store.CompleteSteps(context.Background(), batch)
+		results, err := e.store.CompleteSteps(e.flushCtx, batch)
 		if err == nil {
 			for i, r := range results {
 				if r != nil {
@@ -625,8 +645,19 @@ func (e *Engine) writeOutcomes(batch []store.Outcome) {
 			}
 			return
 		}
+		if e.flushCtx.Err() != nil {
+			// Stop's deadline passed with the database unreachable: the
+			// steps stay running under this engine's lease and are
+			// reclaimed and run again once it is marked stopped or lapses.
+			e.log.Error("shutdown deadline passed before outcomes could be recorded; their steps will be reclaimed",
+				"count", len(batch), "error", err)
+			return
+		}
 		e.log.Error("record outcomes failed, retrying", "count", len(batch), "error", err)
-		time.Sleep(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-e.flushCtx.Done():
+		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
