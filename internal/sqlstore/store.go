@@ -35,6 +35,11 @@ type Dialect struct {
 	// CacheStatements prepares hot statements once on the writer
 	// connection (for drivers that do not cache them themselves).
 	CacheStatements bool
+	// Uncancellable runs a write transaction's statements under a context
+	// that cannot be cancelled (checked once before it begins), for drivers
+	// that pay for each cancellable statement (mattn/go-sqlite3 starts a
+	// goroutine per statement). Waits stay bounded by the busy timeout.
+	Uncancellable bool
 	// Explain prefixes a query to get its plan ("EXPLAIN QUERY PLAN").
 	Explain string
 	// Notify, if set, is a statement run once in each transaction that made
@@ -190,6 +195,12 @@ func (s *Store) notify() {
 
 // write runs fn in one IMMEDIATE transaction on the writer connection.
 func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) error) error {
+	if s.d.Uncancellable {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ctx = context.WithoutCancel(ctx)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

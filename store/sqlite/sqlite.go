@@ -81,7 +81,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	r.SetMaxIdleConns(4)
 	return Store{sqlstore.New(sqlstore.Config{
 		Writer: w, Reader: r, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{CacheStatements: true, Explain: "EXPLAIN QUERY PLAN"},
+		Dialect: sqlstore.Dialect{CacheStatements: true, Uncancellable: true, Explain: "EXPLAIN QUERY PLAN"},
 	})}, nil
 }
 
