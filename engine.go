@@ -372,13 +372,33 @@ func (e *Engine) claimLoop(ctx context.Context) {
 	defer e.loops.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// Claims that failed but may have committed (their reply was lost):
+	// their steps are released before the engine claims again, or they
+	// would stay running under this engine's live lease, never started.
+	type lostClaim struct {
+		engine string
+		lease  int64
+	}
+	var unsure []lostClaim
 	for {
+		for len(unsure) > 0 && ctx.Err() == nil {
+			n, err := e.store.ReleaseLease(ctx, unsure[0].engine, unsure[0].lease)
+			if err != nil {
+				e.logErr(ctx, "release a failed claim", err)
+				break
+			}
+			if n > 0 {
+				e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", unsure[0].lease)
+			}
+			unsure = unsure[1:]
+		}
 		n := e.slots.TryTake(e.cfg.Concurrency)
 		got := 0
 		if n > 0 {
 			id := e.ID()
+			lease := rand.Int64N(1<<62) + 1
 			claimed, err := e.store.ClaimSteps(ctx, store.ClaimParams{
-				EngineID: id, Limit: n, Handlers: e.handlerNames(), Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask,
+				EngineID: id, Limit: n, Handlers: e.handlerNames(), Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask, LeaseID: lease,
 			})
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
@@ -386,7 +406,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 				// the heartbeat may have registered a new one meanwhile.
 				e.declaredDead(ctx, id)
 			case err != nil && ctx.Err() == nil:
-				e.log.Error("claim failed", "engine_id", e.ID(), "error", err)
+				e.log.Error("claim failed", "engine_id", id, "error", err)
+				unsure = append(unsure, lostClaim{id, lease})
 			}
 			got = len(claimed)
 			for _, c := range claimed {

@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,7 +120,8 @@ func TestPostgresRestart(t *testing.T) {
 	}
 
 	// Restart the server once about a third of the tasks completed.
-	observer := mustOpen()
+	observer, err := openStore(ctx)
+	require.NoError(t, err)
 	var before map[state.Task]int
 	eventually(t, "a third of the tasks to complete", func() bool {
 		var err error
@@ -123,7 +129,7 @@ func TestPostgresRestart(t *testing.T) {
 		require.NoError(t, err)
 		return before[state.TaskCompleted] >= tasks/3
 	})
-	observer.Close()
+	require.NoError(t, observer.Close())
 	errorsBefore := logs.errors()
 
 	restartBegan := time.Now()
@@ -430,4 +436,221 @@ func shellUnquote(s string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// TestPostgresLostClaimCommit cuts the connection of a claim transaction
+// right after the server committed it, before the engine read the reply, as
+// a network fault or a server shutdown at the wrong moment can. The engine
+// sees the claim fail; the step is running in the database under that
+// engine's lease. The engine must recover the step; it stays running forever
+// if nothing reconciles the two, since the engine's heartbeat keeps renewing
+// the lease of a step it does not run.
+func TestPostgresLostClaimCommit(t *testing.T) {
+	t.Parallel()
+	raw := os.Getenv("WEFT_TEST_POSTGRES_URL")
+	if raw == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
+		}
+		t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
+	}
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	if u.Host == "" {
+		t.Skipf("the test's proxy needs a TCP address in WEFT_TEST_POSTGRES_URL")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	p := &commitCutter{target: u.Host, match: "SET state = 'running', sub = ''"} // the claim's UPDATE
+	go p.serve(ln)
+	proxied := *u
+	proxied.Host = ln.Addr().String()
+	q := proxied.Query()
+	q.Set("sslmode", "disable") // the proxy reads the protocol in the clear
+	proxied.RawQuery = q.Encode()
+
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "fault_" + hex.EncodeToString(b[:])
+	logs := &countingLog{}
+	direct, err := postgres.Open(ctx, raw, postgres.Options{Schema: schema, MaxConns: 2, Logger: slog.New(logs)})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = direct.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		direct.Close()
+	})
+	s, err := postgres.Open(ctx, proxied.String(), postgres.Options{Schema: schema, MaxConns: 4, Logger: slog.New(logs)})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+
+	var runs atomic.Int32
+	e := newEngine(t, s, weft.Config{Concurrency: 4, Logger: slog.New(logs)}) // lease 1s, heartbeat 100ms
+	e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { runs.Add(1); return "ok", nil })
+	require.NoError(t, e.Register(ctx, weft.NewWorkflow("fault", "one", "1").Step("s", "h")))
+	start(t, e)
+
+	p.armed.Store(true)
+	res := submit(t, e, weft.Submission{Workflow: "fault/one"})
+	const deadline = 10 * time.Second // ten lease TTLs
+	began := time.Now()
+	var task *weft.Task
+	for {
+		task, err = direct.GetTask(ctx, res.Task.ID)
+		require.NoError(t, err)
+		if task.State.Terminal() || time.Since(began) > deadline {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, int32(1), p.cut.Load(), "the proxy cut no claim commit: the test proved nothing")
+	if task.State != state.TaskCompleted {
+		audit, _ := direct.Audit(ctx, task.ID)
+		engines, _ := direct.ListEngines(ctx)
+		live := make([]string, len(engines))
+		for i, en := range engines {
+			live[i] = fmt.Sprintf("%s (heartbeat %s ago)", en.ID, time.Since(en.HeartbeatAt).Round(time.Millisecond))
+		}
+		st := task.Steps[0]
+		t.Fatalf("task %d is still %s %s after its claim's commit reply was lost: step %q is %s, attempt %d, held by %s; "+
+			"the handler ran %d times; live engines: %v; this engine is %s.\nlogs: %s\naudit: %s",
+			task.ID, task.State, deadline, st.Name, st.State, st.Attempts, st.EngineID, runs.Load(), live, e.ID(), logs.summary(), auditText(audit))
+	}
+	t.Logf("recovered %s after the lost claim commit; the handler ran %d times", time.Since(began).Round(time.Millisecond), runs.Load())
+}
+
+// commitCutter is a TCP proxy to PostgreSQL. Once armed, on the COMMIT of the
+// first transaction that ran a statement containing match, it forwards the
+// COMMIT, waits for the server's reply, drops it and closes the client's
+// connection: the transaction is committed, the client sees a broken
+// connection. Clients must not use TLS.
+type commitCutter struct {
+	target string
+	match  string
+	armed  atomic.Bool
+	cut    atomic.Int32
+}
+
+func (p *commitCutter) serve(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.handle(c)
+	}
+}
+
+// readPGMessage reads one frontend message: type byte (unless untyped, as
+// the startup packet is), length, body.
+func readPGMessage(r io.Reader, typed bool) ([]byte, error) {
+	n := 4
+	if typed {
+		n = 5
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, err
+	}
+	l := int(binary.BigEndian.Uint32(hdr[n-4:]))
+	if l < 4 || l > 1<<30 {
+		return nil, fmt.Errorf("bad message length %d", l)
+	}
+	msg := make([]byte, n+l-4)
+	copy(msg, hdr)
+	_, err := io.ReadFull(r, msg[n:])
+	return msg, err
+}
+
+func (p *commitCutter) handle(client net.Conn) {
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		client.Close()
+		return
+	}
+	var once sync.Once
+	closeBoth := func() { once.Do(func() { client.Close(); server.Close() }) }
+	defer closeBoth()
+	var blackhole atomic.Bool
+	replied := make(chan struct{})
+	go func() {
+		defer closeBoth()
+		buf := make([]byte, 32<<10)
+		signalled := false
+		for {
+			n, err := server.Read(buf)
+			if n > 0 {
+				if blackhole.Load() {
+					if !signalled {
+						signalled = true
+						close(replied)
+					}
+				} else if _, err := client.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// The startup packet, possibly preceded by SSL or GSS encryption
+	// requests (which the server refuses with one byte), has no type byte.
+	for {
+		m, err := readPGMessage(client, false)
+		if err != nil {
+			return
+		}
+		if _, err := server.Write(m); err != nil {
+			return
+		}
+		if len(m) < 8 {
+			return
+		}
+		if code := binary.BigEndian.Uint32(m[4:8]); code != 80877103 && code != 80877104 {
+			break
+		}
+	}
+	statements := map[string]string{} // prepared statement name -> text
+	matched := false
+	for {
+		m, err := readPGMessage(client, true)
+		if err != nil {
+			return
+		}
+		fields := strings.Split(string(m[5:]), "\x00")
+		switch m[0] {
+		case 'P': // Parse: statement name, query
+			if len(fields) > 1 {
+				statements[fields[0]] = fields[1]
+				matched = matched || strings.Contains(fields[1], p.match)
+			}
+		case 'B': // Bind: portal, statement name
+			if len(fields) > 1 {
+				matched = matched || strings.Contains(statements[fields[1]], p.match)
+			}
+		case 'Q': // simple query: pgx sends BEGIN and COMMIT this way
+			q := strings.ToLower(strings.TrimSpace(fields[0]))
+			matched = matched || strings.Contains(fields[0], p.match)
+			if q == "commit" && matched && p.armed.CompareAndSwap(true, false) {
+				blackhole.Store(true)
+				if _, err := server.Write(m); err != nil {
+					return
+				}
+				select {
+				case <-replied:
+				case <-time.After(5 * time.Second):
+				}
+				p.cut.Add(1)
+				return
+			}
+			if q == "begin" || q == "commit" || q == "rollback" {
+				matched = false
+			}
+		}
+		if _, err := server.Write(m); err != nil {
+			return
+		}
+	}
 }

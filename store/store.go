@@ -68,6 +68,12 @@ type Store interface {
 	// namespace caps, and returns them with their execution context. An
 	// engine that is registered but no longer live gets ErrEngineLost.
 	ClaimSteps(ctx context.Context, p ClaimParams) ([]ClaimedStep, error)
+	// ReleaseLease returns to ready the steps still running under one
+	// claim's lease, giving their attempt back. An engine calls it when a
+	// claim failed in a way that may still have committed (the reply was
+	// lost), so that steps it never started are not held forever. It
+	// returns how many steps it released.
+	ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error)
 	// CompleteSteps records outcomes in one transaction, each guarded by
 	// its fence, decides the readiness of children and finishes tasks. The
 	// result has one entry per outcome: nil or an error wrapping
@@ -227,6 +233,10 @@ type ClaimParams struct {
 	Caps map[string]int
 	// TaskID limits the claim to one task's steps; 0 means any task.
 	TaskID int64
+	// LeaseID is the lease the claimed steps are held under; 0 lets the
+	// store choose. An engine chooses it so it can release the claim with
+	// ReleaseLease if the claim's outcome is unknown.
+	LeaseID int64
 }
 
 // ClaimedStep is a step claimed for execution with what its handler sees.

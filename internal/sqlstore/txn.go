@@ -384,7 +384,10 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if err != nil {
 			return err
 		}
-		leaseID := rand.Int64N(1<<62) + 1
+		leaseID := p.LeaseID
+		if leaseID == 0 {
+			leaseID = rand.Int64N(1<<62) + 1
+		}
 		var deps [][]int
 		for range 3 { // a capped namespace can fill up mid-batch; look again
 			want := p.Limit - len(claimed)
@@ -769,6 +772,42 @@ func nullIf(cond bool, v int64) any {
 		return nil
 	}
 	return v
+}
+
+// ReleaseLease returns the steps running under one claim's lease to ready.
+func (s *Store) ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error) {
+	n := 0
+	err := s.write(ctx, engineID, func(t *txn) error {
+		rows, err := t.query(`SELECT id, attempt FROM steps WHERE state = 'running' AND engine_id = ? AND lease_id = ?`, engineID, leaseID)
+		if err != nil {
+			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
+		}
+		var fences []store.Fence
+		for rows.Next() {
+			f := store.Fence{LeaseID: leaseID}
+			if err := rows.Scan(&f.StepID, &f.Attempt); err != nil {
+				rows.Close()
+				return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
+			}
+			fences = append(fences, f)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
+		}
+		for _, f := range fences {
+			ok, err := t.finish(store.Outcome{Fence: f, EngineID: engineID, State: state.StepReady, Snooze: true,
+				Reason: "released: the engine never learned that its claim succeeded"})
+			if err != nil {
+				return err
+			}
+			if ok {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
 }
 
 // SaveCheckpoint stores a running step's checkpoint.

@@ -17,9 +17,12 @@ import (
 func (s Store) listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, log *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, cfg, channel)
+		listened, err := s.listenOnce(ctx, cfg, channel)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			backoff = 100 * time.Millisecond // it worked until now: retry soon
 		}
 		log.Warn("postgres listener lost its connection; reconnecting", "error", err, "retry_in", backoff)
 		// Work may have become ready while nobody listened.
@@ -33,18 +36,20 @@ func (s Store) listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, 
 	}
 }
 
-func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string) error {
+// listenOnce listens on one connection until it fails; listened reports
+// whether LISTEN had succeeded.
+func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return err
+		return false, err
 	}
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
+			return true, err
 		}
 		s.Nudge()
 	}

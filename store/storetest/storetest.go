@@ -58,6 +58,7 @@ func Run(t *testing.T, open Opener) {
 		{"SnoozeGivesAttemptBack", testSnooze},
 		{"StaleCompletionRefused", testStaleCompletion},
 		{"ReapLapsedEngine", testReap},
+		{"ReleaseLease", testReleaseLease},
 		{"ReapExhaustedFails", testReapExhausted},
 		{"HeartbeatReportsLost", testHeartbeatLost},
 		{"CheckpointAndDeferredAreFenced", testCheckpointDeferred},
@@ -666,4 +667,27 @@ func testAudit(t *testing.T, h *harness) {
 			require.NoError(t, state.CheckTask(state.Task(e.From), state.Task(e.To)))
 		}
 	}
+}
+
+func testReleaseLease(t *testing.T, h *harness) {
+	h.register("e1")
+	h.insert(store.TaskInsert{}, store.TaskInsert{})
+	got := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, LeaseID: 42})
+	require.Len(t, got, 1)
+	require.Equal(t, int64(42), got[0].Fence.LeaseID)
+	other := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, LeaseID: 43})
+	require.Len(t, other, 1)
+	n, err := h.s.ReleaseLease(h.ctx, "e1", 42)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the steps of that lease")
+	step := h.task(got[0].TaskID).Steps[0]
+	require.Equal(t, state.StepReady, step.State)
+	require.Equal(t, 0, step.Attempts, "the attempt that never started is given back")
+	require.Equal(t, state.StepRunning, h.task(other[0].TaskID).Steps[0].State)
+	n, err = h.s.ReleaseLease(h.ctx, "e1", 42)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	again := h.claim("e1", 1)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Attempts)
 }
