@@ -3,9 +3,7 @@ package weft_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
@@ -57,9 +56,7 @@ func TestPostgresRestart(t *testing.T) {
 	ctx := context.Background()
 	pg := startPrivateCluster(t)
 
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "fault_" + hex.EncodeToString(b[:])
+	schema := pgtesting.SchemaName("fault")
 	logs := &countingLog{} // quiet: counts the warnings and errors of the engines and stores
 	openStore := func(ctx context.Context) (postgres.Store, error) {
 		return postgres.Open(ctx, pg.url, postgres.Options{Schema: schema, MaxConns: 8, Logger: slog.New(logs)})
@@ -447,13 +444,7 @@ func shellUnquote(s string) (string, error) {
 // the lease of a step it does not run.
 func TestPostgresLostClaimCommit(t *testing.T) {
 	t.Parallel()
-	raw := os.Getenv("WEFT_TEST_POSTGRES_URL")
-	if raw == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
-		}
-		t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
-	}
+	raw := pgtesting.URL(t)
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
 	if u.Host == "" {
@@ -471,9 +462,7 @@ func TestPostgresLostClaimCommit(t *testing.T) {
 	proxied.RawQuery = q.Encode()
 
 	ctx := context.Background()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "fault_" + hex.EncodeToString(b[:])
+	schema := pgtesting.SchemaName("fault")
 	logs := &countingLog{}
 	direct, err := postgres.Open(ctx, raw, postgres.Options{Schema: schema, MaxConns: 2, Logger: slog.New(logs)})
 	require.NoError(t, err)

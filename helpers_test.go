@@ -2,11 +2,8 @@ package weft_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
@@ -32,23 +30,7 @@ func backends() map[string]storeFactory {
 			return s
 		},
 		"postgres": func(t testing.TB) store.Store {
-			url := os.Getenv("WEFT_TEST_POSTGRES_URL")
-			if url == "" {
-				if os.Getenv("CI") != "" {
-					t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
-				}
-				t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
-			}
-			var b [6]byte
-			_, _ = rand.Read(b[:])
-			schema := "test_" + hex.EncodeToString(b[:])
-			s, err := postgres.Open(context.Background(), url, postgres.Options{Schema: schema, MaxConns: 8})
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-				s.Close()
-			})
-			return s
+			return pgtesting.Open(t, postgres.Options{MaxConns: 8})
 		},
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,24 +22,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 )
-
-// postgresURL returns the PostgreSQL server the tests may use. Without one a
-// developer's run skips the test; CI must have one.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	url := os.Getenv("WEFT_TEST_POSTGRES_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
-		}
-		t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
-	}
-	return url
-}
 
 // freshSchema makes a new schema for one test. It returns its name, the
 // server's URL selecting it with search_path, and a store opened with that
@@ -49,10 +34,8 @@ func postgresURL(t *testing.T) string {
 // (what the weft CLI relies on). The schema is dropped when the test ends.
 func freshSchema(t *testing.T) (schema, schemaURL string, s postgres.Store) {
 	t.Helper()
-	url := postgresURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema = "mt_" + hex.EncodeToString(b[:])
+	url := pgtesting.URL(t)
+	schema = pgtesting.SchemaName("mt")
 	sep := "?"
 	if strings.Contains(url, "?") {
 		sep = "&"
@@ -254,7 +237,7 @@ func TestMultiEngineKill(t *testing.T) {
 	// deadlock with them (see the report of this test). The workers start
 	// first and wait, idle, for the tasks.
 	const tasks = 500
-	byOption, err := postgres.Open(ctx, postgresURL(t), postgres.Options{Schema: schema, MaxConns: 2})
+	byOption, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2})
 	require.NoError(t, err)
 	defer byOption.Close()
 	sub, err := weft.Open(ctx, url, weft.Config{Logger: slog.New(slog.DiscardHandler)})
@@ -482,7 +465,7 @@ func TestMultiEngineKill(t *testing.T) {
 func TestNamespaceCapAcrossEngines(t *testing.T) {
 	t.Parallel()
 	schema, _, admin := freshSchema(t)
-	url := postgresURL(t)
+	url := pgtesting.URL(t)
 	ctx := context.Background()
 
 	var running, peak, ran atomic.Int64

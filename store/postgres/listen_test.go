@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store/postgres"
 )
@@ -21,10 +20,8 @@ import (
 func TestNotifyWakesOtherEngines(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := testURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "test_" + hex.EncodeToString(b[:])
+	url := pgtesting.URL(t)
+	schema := pgtesting.SchemaName("test")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := func() postgres.Store {
 		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})

@@ -166,17 +166,8 @@ func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("apply schema: %w", err)
 	}
-	var v int
-	err = tx.QueryRowContext(ctx, `SELECT version FROM weft_schema`).Scan(&v)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, `INSERT INTO weft_schema (version) VALUES ($1)`, schemaVersion); err != nil {
-			return fmt.Errorf("record schema version: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("read schema version: %w", err)
-	case v > schemaVersion:
-		return fmt.Errorf("database schema version %d is newer than this weft (%d): upgrade weft", v, schemaVersion)
+	if err := sqlstore.RecordSchemaVersion(ctx, tx, schemaVersion, `INSERT INTO weft_schema (version) VALUES ($1)`); err != nil {
+		return err
 	}
 	return tx.Commit()
 }

@@ -2,46 +2,20 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/storetest"
 )
 
-// testURL returns the throwaway server scripts/test starts. Without one the
-// tests are skipped on a developer's machine and fail in CI.
-func testURL(t *testing.T) string {
-	t.Helper()
-	url := os.Getenv("WEFT_TEST_POSTGRES_URL")
-	if url == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("WEFT_TEST_POSTGRES_URL is not set: scripts/test starts a PostgreSQL server for the tests")
-		}
-		t.Skip("WEFT_TEST_POSTGRES_URL is not set; run ./scripts/test to start a throwaway PostgreSQL")
-	}
-	return url
-}
-
 // openIsolated opens a store in a schema of its own, dropped after the test.
 func openIsolated(t *testing.T, clock func() time.Time, aging time.Duration) store.Store {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "test_" + hex.EncodeToString(b[:])
-	s, err := postgres.Open(context.Background(), testURL(t), postgres.Options{Schema: schema, Clock: clock, Aging: aging, MaxConns: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-		s.Close()
-	})
-	return s
+	return pgtesting.Open(t, postgres.Options{Clock: clock, Aging: aging, MaxConns: 4})
 }
 
 func TestConformance(t *testing.T) {
@@ -56,7 +30,7 @@ func TestOpenErrors(t *testing.T) {
 	ctx := context.Background()
 	_, err := postgres.Open(ctx, "postgres://nobody@127.0.0.1:1/x?connect_timeout=1", postgres.Options{})
 	require.Error(t, err)
-	_, err = postgres.Open(ctx, testURL(t), postgres.Options{Schema: "bad-name;drop"})
+	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: "bad-name;drop"})
 	require.ErrorContains(t, err, "schema")
 }
 
