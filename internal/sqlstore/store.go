@@ -32,16 +32,15 @@ type Dialect struct {
 	// one capped namespace (its argument is the namespace), so that engines
 	// count and claim a namespace's running steps one at a time.
 	LockCap string
-	// CacheStatements prepares hot statements once on the writer
-	// connection (for drivers that do not cache them themselves).
-	CacheStatements bool
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a
 	// goroutine per statement). Waits stay bounded by the busy timeout.
 	Uncancellable bool
-	// Explain prefixes a query to get its plan ("EXPLAIN QUERY PLAN").
-	Explain string
+	// Explain prefixes a query to get its plan ("EXPLAIN QUERY PLAN"),
+	// whose rows have ExplainColumns columns, the last one the plan line.
+	Explain        string
+	ExplainColumns int
 	// Notify, if set, is a statement run once in each transaction that made
 	// steps ready, so that engines in other processes wake (pg_notify).
 	// Its argument is NotifyChannel.
@@ -51,8 +50,8 @@ type Dialect struct {
 
 // Config configures a Store.
 type Config struct {
-	// Writer runs write transactions; Reader runs reads (it may be Writer).
-	Writer, Reader *sql.DB
+	// DB runs reads and write transactions.
+	DB DB
 	// Aging is how long a ready step waits to gain one priority level.
 	Aging time.Duration
 	// Clock returns the current time.
@@ -62,15 +61,11 @@ type Config struct {
 
 // Store is a store.Store on a SQL database.
 type Store struct {
-	w     *sql.DB
-	r     *sql.DB
+	db    DB
 	d     Dialect
 	aging int64 // microseconds per priority level
 	clock func() time.Time
 	wake  chan struct{}
-
-	stmtMu sync.Mutex
-	stmts  map[string]*sql.Stmt // prepared on the writer connection
 
 	rebound sync.Map // query with ? placeholders -> numbered form
 }
@@ -83,8 +78,8 @@ func New(c Config) *Store {
 	if c.Aging <= 0 {
 		c.Aging = time.Minute
 	}
-	return &Store{w: c.Writer, r: c.Reader, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}}
+	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
+		wake: make(chan struct{}, 1)}
 }
 
 // RecordSchemaVersion, inside a backend's migration transaction, records
@@ -107,17 +102,14 @@ func RecordSchemaVersion(ctx context.Context, tx *sql.Tx, version int, insert st
 	return nil
 }
 
-// DB returns the database handle writes go through.
-func (s *Store) DB() *sql.DB { return s.w }
-
 // read runs a query on the readers.
-func (s *Store) read(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return s.r.QueryContext(ctx, s.bind(q), args...)
+func (s *Store) read(ctx context.Context, q string, args ...any) (Rows, error) {
+	return s.db.Query(ctx, s.bind(q), args...)
 }
 
 // readRow runs a one-row query on the readers.
-func (s *Store) readRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return s.r.QueryRowContext(ctx, s.bind(q), args...)
+func (s *Store) readRow(ctx context.Context, q string, args ...any) Row {
+	return s.db.QueryRow(ctx, s.bind(q), args...)
 }
 
 // bind returns q with the dialect's placeholders.
@@ -142,62 +134,10 @@ func (s *Store) bind(q string) string {
 	return b.String()
 }
 
-// maxCachedStatements bounds the statement cache; queries with IN lists of
-// many lengths could otherwise grow it without limit.
-const maxCachedStatements = 256
-
-// cached returns q prepared on the writer connection, or nil.
-func (s *Store) cached(q string) *sql.Stmt {
-	if !s.d.CacheStatements {
-		return nil
-	}
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	return s.stmts[q]
-}
-
-// prepare adds statements to the cache. It must not run inside a write
-// transaction: it needs the writer connection.
-func (s *Store) prepare(ctx context.Context, qs []string) {
-	for _, q := range qs {
-		if s.cached(q) != nil {
-			continue
-		}
-		st, err := s.w.PrepareContext(ctx, s.bind(q))
-		if err != nil {
-			continue // the statement runs unprepared, as before
-		}
-		s.stmtMu.Lock()
-		if old, ok := s.stmts[q]; ok {
-			old.Close()
-		}
-		if len(s.stmts) >= maxCachedStatements {
-			for k, old := range s.stmts {
-				old.Close()
-				delete(s.stmts, k)
-				break
-			}
-		}
-		s.stmts[q] = st
-		s.stmtMu.Unlock()
-	}
-}
-
 var _ store.Store = (*Store)(nil)
 
 // Close closes the database.
-func (s *Store) Close() error {
-	s.stmtMu.Lock()
-	for _, st := range s.stmts {
-		st.Close()
-	}
-	s.stmts = map[string]*sql.Stmt{}
-	s.stmtMu.Unlock()
-	if s.r == s.w {
-		return s.w.Close()
-	}
-	return errors.Join(s.r.Close(), s.w.Close())
-}
+func (s *Store) Close() error { return s.db.Close() }
 
 // Wake receives a value whenever this handle made steps ready.
 func (s *Store) Wake() <-chan struct{} { return s.wake }
@@ -213,7 +153,7 @@ func (s *Store) notify() {
 	}
 }
 
-// write runs fn in one IMMEDIATE transaction on the writer connection.
+// write runs fn in one write transaction (IMMEDIATE on SQLite).
 func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) error) error {
 	if s.d.Uncancellable {
 		if err := ctx.Err(); err != nil {
@@ -221,29 +161,32 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		}
 		ctx = context.WithoutCancel(ctx)
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	t := &txn{ctx: ctx, tx: tx, s: s, now: s.clock().UnixMicro(), engine: engineID}
-	err = fn(t)
-	if err == nil {
-		err = t.flushAudit()
-	}
-	if err == nil && t.readied > 0 && s.d.Notify != "" {
-		if _, err = t.exec(s.d.Notify, s.d.NotifyChannel); err != nil {
-			err = fmt.Errorf("notify: %w", err)
-		}
-	}
+	t := &txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: engineID}
+	err = t.run(fn)
 	if err != nil {
-		tx.Rollback()
-	} else if err = tx.Commit(); err != nil {
-		err = fmt.Errorf("commit: %w", err)
+		tx.Rollback(context.WithoutCancel(ctx))
+		return err
 	}
-	if len(t.unprepared) > 0 && ctx.Err() == nil {
-		s.prepare(ctx, t.unprepared)
+	if err = tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
-	if err != nil {
+	if t.readied > 0 {
+		s.notify()
+	}
+	return nil
+}
+
+// within runs fn inside a transaction the caller began and will commit or
+// roll back. Engines in this process are woken at once (they find the steps
+// when the caller commits); other processes hear the notification, which
+// PostgreSQL delivers only on commit.
+func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) error {
+	t := &txn{ctx: ctx, x: q, s: s, now: s.clock().UnixMicro()}
+	if err := t.run(fn); err != nil {
 		return err
 	}
 	if t.readied > 0 {
@@ -322,7 +265,7 @@ func (s *Store) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, erro
 	return scanWorkflows(rows)
 }
 
-func scanWorkflows(rows *sql.Rows) ([]store.WorkflowRecord, error) {
+func scanWorkflows(rows Rows) ([]store.WorkflowRecord, error) {
 	defer rows.Close()
 	var out []store.WorkflowRecord
 	for rows.Next() {

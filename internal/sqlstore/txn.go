@@ -20,50 +20,42 @@ import (
 // audit log, the eligibility of steps and the cascade to children.
 type txn struct {
 	ctx     context.Context
-	tx      *sql.Tx
+	x       Querier
 	s       *Store
 	now     int64
 	engine  string
 	readied int
-	// unprepared lists statements to add to the cache after the transaction.
-	unprepared []string
 	// audits are written in bulk before the transaction commits.
 	audits []auditRow
 }
 
-func (t *txn) exec(q string, args ...any) (sql.Result, error) {
-	if st := t.stmt(q); st != nil {
-		return st.ExecContext(t.ctx, args...)
+// run applies fn, writes the queued audit rows and, if steps became ready,
+// the dialect's notification.
+func (t *txn) run(fn func(t *txn) error) error {
+	if err := fn(t); err != nil {
+		return err
 	}
-	return t.tx.ExecContext(t.ctx, t.s.bind(q), args...)
+	if err := t.flushAudit(); err != nil {
+		return err
+	}
+	if t.readied > 0 && t.s.d.Notify != "" {
+		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	return nil
 }
 
-func (t *txn) query(q string, args ...any) (*sql.Rows, error) {
-	if st := t.stmt(q); st != nil {
-		return st.QueryContext(t.ctx, args...)
-	}
-	return t.tx.QueryContext(t.ctx, t.s.bind(q), args...)
+func (t *txn) exec(q string, args ...any) (Result, error) {
+	return t.x.Exec(t.ctx, t.s.bind(q), args...)
 }
 
-func (t *txn) queryRow(q string, args ...any) *sql.Row {
-	if st := t.stmt(q); st != nil {
-		return st.QueryRowContext(t.ctx, args...)
-	}
-	return t.tx.QueryRowContext(t.ctx, t.s.bind(q), args...)
+func (t *txn) query(q string, args ...any) (Rows, error) {
+	return t.x.Query(t.ctx, t.s.bind(q), args...)
 }
 
-// stmt returns the transaction's handle on q if it is already prepared on
-// the writer connection. Otherwise it returns nil (the caller runs q
-// directly) and notes q to be prepared once the transaction has released the
-// connection: preparing now would wait for the connection this transaction
-// holds.
-func (t *txn) stmt(q string) *sql.Stmt {
-	st := t.s.cached(q)
-	if st == nil {
-		t.unprepared = append(t.unprepared, q)
-		return nil
-	}
-	return t.tx.StmtContext(t.ctx, st)
+func (t *txn) queryRow(q string, args ...any) Row {
+	return t.x.QueryRow(t.ctx, t.s.bind(q), args...)
 }
 
 // auditRow is one audit entry to write.
@@ -260,104 +252,120 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 	return nil
 }
 
+// The statements that submit a task. A key that exists in the namespace
+// inserts nothing (also when a concurrent transaction holds it): the
+// existing task is returned.
+const (
+	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
+	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
 // InsertTasks submits tasks in one transaction.
 func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
-	out := make([]store.InsertResult, len(tasks))
-	err := s.write(ctx, "", func(t *txn) error {
-		// A key that exists in the namespace inserts nothing (also when a
-		// concurrent transaction holds it): the existing task is returned.
-		insTask, err := t.tx.PrepareContext(ctx, t.s.bind(`INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
-			VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`))
-		if err != nil {
-			return fmt.Errorf("prepare task insert: %w", err)
-		}
-		defer insTask.Close()
-		insStep, err := t.tx.PrepareContext(ctx, t.s.bind(`INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
-		if err != nil {
-			return fmt.Errorf("prepare step insert: %w", err)
-		}
-		defer insStep.Close()
-
-		for i, in := range tasks {
-			if err := store.ValidateInsert(in); err != nil {
-				return err
-			}
-			input := in.Input
-			if len(input) == 0 {
-				input = json.RawMessage(`{}`)
-			}
-			runAt := t.now
-			if !in.RunAt.IsZero() {
-				runAt = in.RunAt.UnixMicro()
-			}
-			var goodUntil, key any
-			if !in.GoodUntil.IsZero() {
-				goodUntil = in.GoodUntil.UnixMicro()
-			}
-			if in.IdempotencyKey != "" {
-				key = in.IdempotencyKey
-			}
-			var id int64
-			err := insTask.QueryRowContext(ctx, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
-				if err != nil {
-					return fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
-				}
-				out[i] = store.InsertResult{Task: existing, Duplicate: true}
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("insert task %d of %d: %w", i+1, len(tasks), err)
-			}
-			t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
-			children := make([][]int, len(in.Steps))
-			for j, st := range in.Steps {
-				for _, d := range st.Deps {
-					children[d] = append(children[d], j)
-				}
-			}
-			for j, st := range in.Steps {
-				prio := in.Priority + st.Priority
-				stt, sortKey := state.StepPending, int64(0)
-				var expires, stepRunAt any
-				ttl := st.TTL.Microseconds()
-				if len(st.Deps) == 0 {
-					if runAt > t.now {
-						stt, stepRunAt = state.StepWaiting, runAt
-					} else {
-						stt, sortKey = state.StepReady, t.now-int64(prio)*s.aging
-						t.readied++
-					}
-					if ttl > 0 {
-						expires = max(runAt, t.now) + ttl
-					}
-				}
-				maxAttempts := st.MaxAttempts
-				if maxAttempts <= 0 {
-					maxAttempts = 1
-				}
-				if _, err := insStep.ExecContext(ctx, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
-					prio, sortKey, maxAttempts, ttl, expires, stepRunAt); err != nil {
-					return fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
-				}
-				t.audit(id, st.Name, "", string(stt), 0, "submitted")
-			}
-			created := time.UnixMicro(t.now)
-			task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
-				Input: input, Priority: in.Priority, IdempotencyKey: in.IdempotencyKey, RunAt: time.UnixMicro(runAt), CreatedAt: created}
-			if !in.GoodUntil.IsZero() {
-				g := in.GoodUntil
-				task.GoodUntil = &g
-			}
-			out[i] = store.InsertResult{Task: task}
-		}
-		return nil
+	var out []store.InsertResult
+	err := s.write(ctx, "", func(t *txn) (err error) {
+		out, err = t.insertTasks(tasks)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// InsertTasksIn submits tasks inside a transaction the caller began, so that
+// they exist only if the caller commits it.
+func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	var out []store.InsertResult
+	err := s.within(ctx, q, func(t *txn) (err error) {
+		out, err = t.insertTasks(tasks)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	out := make([]store.InsertResult, len(tasks))
+	s := t.s
+	for i, in := range tasks {
+		if err := store.ValidateInsert(in); err != nil {
+			return nil, err
+		}
+		input := in.Input
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		runAt := t.now
+		if !in.RunAt.IsZero() {
+			runAt = in.RunAt.UnixMicro()
+		}
+		var goodUntil, key any
+		if !in.GoodUntil.IsZero() {
+			goodUntil = in.GoodUntil.UnixMicro()
+		}
+		if in.IdempotencyKey != "" {
+			key = in.IdempotencyKey
+		}
+		var id int64
+		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
+			if err != nil {
+				return nil, fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
+			}
+			out[i] = store.InsertResult{Task: existing, Duplicate: true}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("insert task %d of %d: %w", i+1, len(tasks), err)
+		}
+		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+		children := make([][]int, len(in.Steps))
+		for j, st := range in.Steps {
+			for _, d := range st.Deps {
+				children[d] = append(children[d], j)
+			}
+		}
+		for j, st := range in.Steps {
+			prio := in.Priority + st.Priority
+			stt, sortKey := state.StepPending, int64(0)
+			var expires, stepRunAt any
+			ttl := st.TTL.Microseconds()
+			if len(st.Deps) == 0 {
+				if runAt > t.now {
+					stt, stepRunAt = state.StepWaiting, runAt
+				} else {
+					stt, sortKey = state.StepReady, t.now-int64(prio)*s.aging
+					t.readied++
+				}
+				if ttl > 0 {
+					expires = max(runAt, t.now) + ttl
+				}
+			}
+			maxAttempts := st.MaxAttempts
+			if maxAttempts <= 0 {
+				maxAttempts = 1
+			}
+			if _, err := t.exec(insertStep, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
+				prio, sortKey, maxAttempts, ttl, expires, stepRunAt); err != nil {
+				return nil, fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
+			}
+			t.audit(id, st.Name, "", string(stt), 0, "submitted")
+		}
+		created := time.UnixMicro(t.now)
+		task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
+			Input: input, Priority: in.Priority, IdempotencyKey: in.IdempotencyKey, RunAt: time.UnixMicro(runAt), CreatedAt: created}
+		if !in.GoodUntil.IsZero() {
+			g := in.GoodUntil
+			task.GoodUntil = &g
+		}
+		out[i] = store.InsertResult{Task: task}
 	}
 	return out, nil
 }
@@ -526,13 +534,9 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return "", fmt.Errorf("explain claim: %w", err)
-	}
 	var plan strings.Builder
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
+	vals := make([]any, max(s.d.ExplainColumns, 1))
+	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
@@ -540,7 +544,7 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 		if err := rows.Scan(ptrs...); err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
-		// The plan line is the last column (PostgreSQL has only that one).
+		// The plan line is the last column.
 		fmt.Fprintf(&plan, "%v\n", vals[len(vals)-1])
 	}
 	return plan.String(), rows.Err()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/weftrun/weft/internal/sqlstore"
@@ -55,6 +56,7 @@ type Options struct {
 // Store is a store.Store on PostgreSQL.
 type Store struct {
 	*sqlstore.Store
+	db           *sql.DB // database/sql on the store's pool
 	stopListener context.CancelFunc
 	listening    chan struct{} // closed when the listener has stopped
 }
@@ -63,7 +65,18 @@ type Store struct {
 func (s Store) Close() error {
 	s.stopListener()
 	<-s.listening
-	return s.Store.Close()
+	return errors.Join(s.db.Close(), s.Store.Close())
+}
+
+// DB returns a database/sql handle on the store's connection pool, for
+// tests and tools.
+func (s Store) DB() *sql.DB { return s.db }
+
+// InsertTasksTx submits tasks inside the caller's transaction: they exist
+// only if it commits. Engines in other processes are notified when it
+// commits.
+func (s Store) InsertTasksTx(ctx context.Context, tx pgx.Tx, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	return s.InsertTasksIn(ctx, querier{tx}, tasks)
 }
 
 var _ store.Store = Store{}
@@ -73,12 +86,13 @@ var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // Open connects to the database a postgres:// URL names and brings weft's
 // schema up to date.
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return Store{}, fmt.Errorf("postgres: parse URL: %w", err)
 	}
+	params := cfg.ConnConfig.RuntimeParams
 	if opts.Schema == "" {
-		opts.Schema, _, _ = strings.Cut(cfg.RuntimeParams["search_path"], ",")
+		opts.Schema, _, _ = strings.Cut(params["search_path"], ",")
 		opts.Schema = strings.TrimSpace(opts.Schema)
 	}
 	if opts.Schema == "" {
@@ -87,16 +101,21 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	if !schemaName.MatchString(opts.Schema) {
 		return Store{}, fmt.Errorf("postgres: schema %q: use letters, digits and underscores", opts.Schema)
 	}
-	cfg.RuntimeParams["search_path"] = opts.Schema
+	params["search_path"] = opts.Schema
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 20
 	}
-	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(opts.MaxConns)
-	db.SetMaxIdleConns(opts.MaxConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	cfg.MaxConns = int32(opts.MaxConns)
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return Store{}, fmt.Errorf("postgres: %w", err)
+	}
+	// database/sql on the same pool, for migrations and for tools.
+	db := stdlib.OpenDBFromPool(pool)
 	if err := migrate(ctx, db, opts.Schema); err != nil {
 		db.Close()
+		pool.Close()
 		return Store{}, fmt.Errorf("postgres: %w", err)
 	}
 	// Engines are woken through a channel per schema, so installations
@@ -104,16 +123,17 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	channel := "weft_ready_" + opts.Schema
 	channel = channel[:min(len(channel), 63)] // PostgreSQL's identifier limit
 	st := Store{Store: sqlstore.New(sqlstore.Config{
-		Writer: db, Reader: db, Aging: opts.Aging, Clock: opts.Clock,
+		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{
-			Numbered:      true,
-			ClaimLock:     "FOR UPDATE SKIP LOCKED",
-			LockCap:       "SELECT pg_advisory_xact_lock(hashtext(?))",
-			Explain:       "EXPLAIN",
-			Notify:        "SELECT pg_notify(?, '')",
-			NotifyChannel: channel,
+			Numbered:       true,
+			ClaimLock:      "FOR UPDATE SKIP LOCKED",
+			LockCap:        "SELECT pg_advisory_xact_lock(hashtext(?))",
+			Explain:        "EXPLAIN",
+			ExplainColumns: 1,
+			Notify:         "SELECT pg_notify(?, '')",
+			NotifyChannel:  channel,
 		},
-	}), listening: make(chan struct{})}
+	}), db: db, listening: make(chan struct{})}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -121,7 +141,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	st.stopListener = stop
 	go func() {
 		defer close(st.listening)
-		st.listen(listenCtx, cfg.Copy(), channel, opts.Logger)
+		st.listen(listenCtx, cfg.ConnConfig.Copy(), channel, opts.Logger)
 	}()
 	return st, nil
 }

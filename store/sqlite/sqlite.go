@@ -37,7 +37,12 @@ type Options struct {
 // Store is a store.Store on a SQLite file.
 type Store struct {
 	*sqlstore.Store
+	w *sql.DB
 }
+
+// DB returns the writer's database/sql handle, for tests and tools that
+// inspect the file directly.
+func (s Store) DB() *sql.DB { return s.w }
 
 var _ store.Store = Store{}
 
@@ -79,10 +84,12 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return Store{sqlstore.New(sqlstore.Config{
-		Writer: w, Reader: r, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{CacheStatements: true, Uncancellable: true, Explain: "EXPLAIN QUERY PLAN"},
-	})}, nil
+	// The one writer connection does not cache statements itself, so the
+	// store prepares hot ones once.
+	return Store{Store: sqlstore.New(sqlstore.Config{
+		DB: sqlstore.NewSQLDB(w, r, true), Aging: opts.Aging, Clock: opts.Clock,
+		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4},
+	}), w: w}, nil
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
