@@ -2,6 +2,7 @@ package weft_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log"
 	"os"
@@ -98,4 +99,54 @@ func ExampleEngine_Submit() {
 	again, _ := e.Submit(ctx, weft.Submission{Workflow: "mail/welcome", Key: "user-42"})
 	fmt.Println(first.Duplicate, again.Duplicate, first.Task.ID == again.Task.ID)
 	// Output: false true true
+}
+
+// A task submitted inside the application's own transaction exists only if
+// that transaction commits, so an order and the workflow that ships it are
+// written together or not at all. On PostgreSQL, SubmitTx takes a pgx.Tx the
+// same way.
+func ExampleEngine_SubmitSQLTx() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "weft-example")
+	defer os.RemoveAll(dir)
+
+	e, err := weft.Open(ctx, filepath.Join(dir, "weft.db"), weft.Config{Logger: quietLogger()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	e.Handle("shop.ship", func(ctx context.Context, a *weft.Attempt) (any, error) { return "shipped", nil })
+	if err := e.Register(ctx, weft.NewWorkflow("shop", "ship", "1").Step("ship", "shop.ship")); err != nil {
+		log.Fatal(err)
+	}
+
+	db := e.Store().(interface{ DB() *sql.DB }).DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)`); err != nil {
+		log.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES ('teapot')`); err != nil {
+		log.Fatal(err)
+	}
+	res, err := e.SubmitSQLTx(ctx, tx, weft.Submission{Workflow: "shop/ship"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+
+	if err := e.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	task, err := e.Wait(ctx, res[0].Task.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.State, string(task.Steps[0].Result))
+	// Output:
+	// completed "shipped"
 }

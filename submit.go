@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/dag"
@@ -198,6 +201,42 @@ func (e *Engine) Submit(ctx context.Context, s Submission) (SubmitResult, error)
 
 // SubmitMany submits tasks in one transaction: all of them or none.
 func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitResult, error) {
+	return e.submit(ctx, subs, e.store.InsertTasks)
+}
+
+// SubmitTx submits tasks inside the caller's own PostgreSQL transaction, so
+// that they exist only if tx commits, atomically with the caller's writes.
+// Engines learn of them when tx commits. It needs the PostgreSQL store;
+// SubmitSQLTx takes a database/sql transaction on either store.
+func (e *Engine) SubmitTx(ctx context.Context, tx pgx.Tx, subs ...Submission) ([]SubmitResult, error) {
+	s, ok := e.store.(interface {
+		InsertTasksTx(context.Context, pgx.Tx, []store.TaskInsert) ([]store.InsertResult, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("weft: SubmitTx needs the PostgreSQL store, not %T (use SubmitSQLTx): %w", e.store, errors.ErrUnsupported)
+	}
+	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) ([]store.InsertResult, error) {
+		return s.InsertTasksTx(ctx, tx, in)
+	})
+}
+
+// SubmitSQLTx submits tasks inside the caller's own database/sql
+// transaction on the engine's database (the SQLite file, or PostgreSQL
+// through pgx's stdlib driver), so that they exist only if tx commits.
+func (e *Engine) SubmitSQLTx(ctx context.Context, tx *sql.Tx, subs ...Submission) ([]SubmitResult, error) {
+	s, ok := e.store.(interface {
+		InsertTasksSQLTx(context.Context, *sql.Tx, []store.TaskInsert) ([]store.InsertResult, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("weft: SubmitSQLTx: %T does not take a caller's transaction: %w", e.store, errors.ErrUnsupported)
+	}
+	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) ([]store.InsertResult, error) {
+		return s.InsertTasksSQLTx(ctx, tx, in)
+	})
+}
+
+// submit resolves and validates submissions and hands them to insert.
+func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) ([]SubmitResult, error) {
 	inserts := make([]store.TaskInsert, len(subs))
 	resolved := map[string]*Workflow{} // by reference, looked up once per call
 	for i, s := range subs {
@@ -210,7 +249,7 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 		}
 		inserts[i] = in
 	}
-	res, err := e.store.InsertTasks(ctx, inserts)
+	res, err := insert(ctx, inserts)
 	if err != nil {
 		return nil, fmt.Errorf("weft: submit: %w", err)
 	}

@@ -290,6 +290,12 @@ func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.Task
 	return out, nil
 }
 
+// InsertTasksSQLTx submits tasks inside the caller's database/sql
+// transaction.
+func (s *Store) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	return s.InsertTasksIn(ctx, &SQLQuerier{Tx: tx}, tasks)
+}
+
 func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	out := make([]store.InsertResult, len(tasks))
 	s := t.s
