@@ -82,26 +82,6 @@ func New(c Config) *Store {
 		wake: make(chan struct{}, 1)}
 }
 
-// RecordSchemaVersion, inside a backend's migration transaction, records
-// version in weft_schema if the database has none yet, and refuses a
-// database whose schema is newer than this weft. insert is the backend's
-// INSERT of one version.
-func RecordSchemaVersion(ctx context.Context, tx *sql.Tx, version int, insert string) error {
-	var v int
-	err := tx.QueryRowContext(ctx, `SELECT version FROM weft_schema`).Scan(&v)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := tx.ExecContext(ctx, insert, version); err != nil {
-			return fmt.Errorf("record schema version: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("read schema version: %w", err)
-	case v > version:
-		return fmt.Errorf("database schema version %d is newer than this weft (%d): upgrade weft", v, version)
-	}
-	return nil
-}
-
 // read runs a query on the readers.
 func (s *Store) read(ctx context.Context, q string, args ...any) (Rows, error) {
 	return s.db.Query(ctx, s.bind(q), args...)

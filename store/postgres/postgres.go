@@ -10,7 +10,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -27,10 +26,11 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-//go:embed schema.sql
-var schema string
-
-const schemaVersion = 1
+// migrations are the numbered schema changes, applied in order when a store
+// opens (and by weft migrate).
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
 
 // migrationLock is the advisory lock key under which the schema is applied,
 // so that engines starting together do not race.
@@ -146,14 +146,12 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	return st, nil
 }
 
-// isUndefinedTable reports PostgreSQL's "relation does not exist".
-func isUndefinedTable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
-}
-
 // migrate applies the schema under an advisory lock.
 func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
+	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
+	if err != nil {
+		return err
+	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -163,31 +161,11 @@ func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 		return fmt.Errorf("take the migration lock: %w", err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
-	// A current schema is left alone: even CREATE INDEX IF NOT EXISTS takes
-	// table locks, which would queue behind, or deadlock with, the engines
-	// already working on this database.
-	var current sql.NullInt64
-	err = conn.QueryRowContext(ctx, `SELECT CASE WHEN to_regclass('weft_schema') IS NULL THEN NULL
-		ELSE (SELECT max(version) FROM weft_schema) END`).Scan(&current)
-	if err != nil && !isUndefinedTable(err) {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if current.Valid && current.Int64 == schemaVersion {
-		return nil
-	}
 	if _, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schemaName}.Sanitize()); err != nil {
 		return fmt.Errorf("create schema %s: %w", schemaName, err)
 	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin migration: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("apply schema: %w", err)
-	}
-	if err := sqlstore.RecordSchemaVersion(ctx, tx, schemaVersion, `INSERT INTO weft_schema (version) VALUES ($1)`); err != nil {
-		return err
-	}
-	return tx.Commit()
+	// A current schema is left alone: even CREATE INDEX IF NOT EXISTS takes
+	// table locks, which would queue behind, or deadlock with, the engines
+	// already working on this database.
+	return sqlstore.Migrate(ctx, conn, ms, `INSERT INTO weft_schema (version) VALUES ($1)`)
 }

@@ -54,3 +54,19 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 		t.Logf("claim plan with %d ready steps:\n%s", depth, plan)
 	}
 }
+
+func TestRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtesting.SchemaName("newer")
+	s, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		s.Close()
+	})
+	_, err = s.DB().ExecContext(ctx, `INSERT INTO weft_schema (version) VALUES (999)`)
+	require.NoError(t, err)
+	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema})
+	require.ErrorContains(t, err, "database schema version 999 is newer than this weft")
+}

@@ -7,7 +7,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,10 +17,11 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-//go:embed schema.sql
-var schema string
-
-const schemaVersion = 1
+// migrations are the numbered schema changes, applied in order when a store
+// opens (and by weft migrate).
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
 
 // Options configure a Store.
 type Options struct {
@@ -93,16 +94,14 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
+	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	if err != nil {
-		return fmt.Errorf("begin migration: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("apply schema: %w", err)
-	}
-	if err := sqlstore.RecordSchemaVersion(ctx, tx, schemaVersion, `INSERT INTO weft_schema (version) VALUES (?)`); err != nil {
 		return err
 	}
-	return tx.Commit()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	return sqlstore.Migrate(ctx, conn, ms, `INSERT INTO weft_schema (version) VALUES (?)`)
 }

@@ -71,3 +71,16 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 		t.Logf("claim plan with %d ready steps:\n%s", depth, plan)
 	}
 }
+
+func TestRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	require.NoError(t, err)
+	_, err = s.DB().ExecContext(ctx, `INSERT INTO weft_schema (version) VALUES (999)`)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = sqlite.Open(ctx, path, sqlite.Options{})
+	require.ErrorContains(t, err, "database schema version 999 is newer than this weft")
+}

@@ -1,5 +1,4 @@
 -- weft schema for SQLite. Times are integer microseconds since the Unix epoch.
-CREATE TABLE IF NOT EXISTS weft_schema (version INTEGER NOT NULL);
 
 CREATE TABLE IF NOT EXISTS workflows (
 	namespace  TEXT NOT NULL,

@@ -1,6 +1,5 @@
 -- weft schema for PostgreSQL. Times are integer microseconds since the Unix epoch,
 -- as in the SQLite store, so both run the same statements.
-CREATE TABLE IF NOT EXISTS weft_schema (version BIGINT NOT NULL);
 
 CREATE TABLE IF NOT EXISTS workflows (
 	namespace  TEXT NOT NULL,
