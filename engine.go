@@ -50,6 +50,14 @@ type Config struct {
 	// PollInterval bounds how long work submitted by another process waits
 	// before this engine looks for it. Default 1s.
 	PollInterval time.Duration
+	// LeaderTTL is the lease of the maintenance leader: one engine per
+	// database reaps lapsed engines, expires overdue work and promotes
+	// steps whose time came. The leader renews every LeaderTTL/3; when it
+	// dies another engine takes over within LeaderTTL (at once when it
+	// stops, or when its process is found gone on the same host). Default
+	// 10s or three times PollInterval, whichever is longer; at least three
+	// times PollInterval.
+	LeaderTTL time.Duration
 	// PriorityAging is how long a ready step waits to gain one priority
 	// level. Default 1m. Used when Open creates the store.
 	PriorityAging time.Duration
@@ -86,10 +94,14 @@ func (c *Config) setDefaults() error {
 	def(&c.HeartbeatInterval, 5*time.Second)
 	def(&c.LeaseTTL, 30*time.Second)
 	def(&c.PollInterval, time.Second)
+	def(&c.LeaderTTL, max(10*time.Second, 3*c.PollInterval))
 	def(&c.PriorityAging, time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
 	if c.LeaseTTL < 2*c.HeartbeatInterval {
 		return fmt.Errorf("weft: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
+	}
+	if c.LeaderTTL < 3*c.PollInterval {
+		return fmt.Errorf("weft: LeaderTTL (%s) must be at least three times PollInterval (%s)", c.LeaderTTL, c.PollInterval)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -132,6 +144,10 @@ type Engine struct {
 	handlerWG sync.WaitGroup
 	settled   chan struct{} // closed and replaced after each completion batch
 	nudge     chan struct{} // wakes the maintenance loop to look at due times again
+	// leadUntil and leadRenew, owned by the maintenance work (Start, then
+	// the maintenance loop), are when this engine's maintenance lease ends
+	// and when it next asks for the lease.
+	leadUntil, leadRenew time.Time
 	// flushCtx bounds the completer's retries; Stop cancels it when its
 	// deadline passes.
 	flushCtx    context.Context
@@ -491,8 +507,10 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 }
 
 // maintenanceLoop reaps lapsed leases, expires steps and tasks past their
-// deadlines and promotes waiting steps whose time came. It sleeps until the
-// next due time the store reports, bounded by the poll interval.
+// deadlines and promotes waiting steps whose time came, on the engine that
+// holds the maintenance lease. The leader sleeps until the next due time the
+// store reports, bounded by the poll interval; the others look for dead
+// processes on their host and ask for the lease once per poll interval.
 func (e *Engine) maintenanceLoop(ctx context.Context) {
 	defer e.loops.Done()
 	reapEvery := max(e.cfg.LeaseTTL/4, 10*time.Millisecond)
@@ -501,8 +519,11 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		sleep := jitter(e.cfg.PollInterval)
-		if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
-			sleep = min(sleep, max(time.Until(next), 0))
+		if e.leading(time.Now()) {
+			sleep = min(sleep, max(time.Until(e.leadRenew), 0))
+			if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
+				sleep = min(sleep, max(time.Until(next), 0))
+			}
 		}
 		timer.Reset(sleep)
 		select {
@@ -512,19 +533,59 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 			continue
 		case <-timer.C:
 		}
-		e.timed(ctx)
+		e.lead(ctx)
+		leader := e.leading(time.Now())
+		if leader {
+			e.timed(ctx)
+		}
 		// Every tick looks for dead processes on this host (a read); the
-		// full reap, which also catches stopped and silent engines, runs
-		// every reapEvery.
-		if e.reap(ctx, time.Since(lastReap) >= reapEvery) {
+		// leader's full reap, which also catches stopped and silent
+		// engines, runs every reapEvery.
+		if e.reap(ctx, leader, leader && time.Since(lastReap) >= reapEvery) && leader {
 			lastReap = time.Now()
 		}
 	}
 }
 
+// maintain runs one round of maintenance at start-up: what dead processes on
+// this host left is reclaimed at once, and so is leadership they held.
 func (e *Engine) maintain(ctx context.Context) {
-	e.reap(ctx, true)
-	e.timed(ctx)
+	e.reap(ctx, false, false)
+	e.lead(ctx)
+	if e.leading(time.Now()) {
+		e.reap(ctx, true, true)
+		e.timed(ctx)
+	}
+}
+
+// leading reports whether this engine holds the maintenance lease at now.
+func (e *Engine) leading(now time.Time) bool { return now.Before(e.leadUntil) }
+
+// lead asks for the maintenance lease, or renews it, when due.
+func (e *Engine) lead(ctx context.Context) {
+	now := time.Now()
+	if now.Before(e.leadRenew) {
+		return
+	}
+	was := e.leading(now)
+	ok, err := e.store.Lead(ctx, e.ID(), now, e.cfg.LeaderTTL)
+	if err != nil {
+		// Keep what is left of a lease; ask again at the next tick.
+		e.logErr(ctx, "maintenance lease", err)
+		return
+	}
+	switch {
+	case ok:
+		e.leadUntil, e.leadRenew = now.Add(e.cfg.LeaderTTL), now.Add(e.cfg.LeaderTTL/3)
+		if !was {
+			e.log.Info("leading maintenance", "engine_id", e.ID())
+		}
+	default:
+		e.leadUntil, e.leadRenew = time.Time{}, time.Time{}
+		if was {
+			e.log.Warn("lost the maintenance lease to another engine", "engine_id", e.ID())
+		}
+	}
 }
 
 // timed promotes and expires what is due, writing only when something is.
@@ -545,10 +606,11 @@ func (e *Engine) timed(ctx context.Context) {
 }
 
 // reap returns the steps of lapsed engines to the queue. Engines on this host
-// whose process is gone are lapsed at once. Unless full is set, it writes
-// only when it found such an engine or one whose heartbeat is overdue. It
-// reports whether it ran the store's reap.
-func (e *Engine) reap(ctx context.Context, full bool) bool {
+// whose process is gone are lapsed at once, by any engine. Engines whose
+// heartbeat is overdue or that stopped are the leader's to reap: unless
+// full is set, it writes only when it found a dead process or, as leader,
+// an overdue heartbeat. It reports whether it ran the store's reap.
+func (e *Engine) reap(ctx context.Context, leader, full bool) bool {
 	engines, err := e.store.ListEngines(ctx)
 	if err != nil {
 		e.logErr(ctx, "list engines", err)
@@ -556,6 +618,9 @@ func (e *Engine) reap(ctx context.Context, full bool) bool {
 	}
 	now := time.Now()
 	staleBefore := now.Add(-e.cfg.LeaseTTL)
+	if !leader {
+		staleBefore = time.Time{} // the leader's to judge
+	}
 	self := e.ID()
 	var dead []string
 	for _, en := range engines {
@@ -564,7 +629,7 @@ func (e *Engine) reap(ctx context.Context, full bool) bool {
 		}
 		if en.Host == e.host && !processAlive(en.PID) {
 			dead = append(dead, en.ID)
-		} else if en.HeartbeatAt.Before(staleBefore) {
+		} else if leader && en.HeartbeatAt.Before(staleBefore) {
 			full = true
 		}
 	}

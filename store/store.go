@@ -96,6 +96,13 @@ type Store interface {
 	StopEngine(ctx context.Context, engineID string) error
 	// ListEngines returns the engines not yet declared dead or stopped.
 	ListEngines(ctx context.Context) ([]EngineInfo, error)
+	// Lead makes engineID the maintenance leader until now+ttl when no
+	// other engine holds an unexpired lease, or renews the lease it holds,
+	// and reports whether engineID leads. StopEngine, and Reap of a lapsed
+	// engine, give its lease up at once. Leadership saves work rather than
+	// guarding it: every maintenance write is a compare-and-swap, so two
+	// engines that both believe they lead do no harm.
+	Lead(ctx context.Context, engineID string, now time.Time, ttl time.Duration) (bool, error)
 
 	// Reap returns the running steps of lapsed engines to the queue (ready,
 	// the attempt counted) or fails them when their attempts are used up.
@@ -271,6 +278,8 @@ type EngineInfo struct {
 	PID         int
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// Leader reports that the engine holds the maintenance lease.
+	Leader bool
 }
 
 // AuditEntry is one recorded transition of a task (Step == "") or a step.

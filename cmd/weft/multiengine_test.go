@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -288,24 +289,24 @@ func TestMultiEngineKill(t *testing.T) {
 	require.NoError(t, err)
 	began := time.Now()
 
-	// Wait until a good part of the work is done and a worker holds several
-	// running steps, then kill the worker holding the most.
+	// Wait until a good part of the work is done, then kill the worker that
+	// leads maintenance while it holds running steps: its steps must be
+	// reclaimed and its lease taken over.
 	var victim string
 	var victimPID int
 	poll(t, 30*time.Second, func() string {
-		return fmt.Sprintf("no worker held running steps after 100 tasks completed: %v", taskCounts(t, db))
+		return fmt.Sprintf("the leader held no running steps after 100 tasks completed: %v", taskCounts(t, db))
 	}, func() bool {
 		if taskCounts(t, db)[state.TaskCompleted] < 100 {
 			return false
 		}
+		leader := maintenanceLeader(t, db)
 		counts, pids := runningByEngine(t, db)
-		best := 0
-		for id, n := range counts {
-			if _, ours := workers[pids[id]]; ours && n > best {
-				victim, victimPID, best = id, pids[id], n
-			}
+		if _, ours := workers[pids[leader]]; !ours || counts[leader] == 0 {
+			return false
 		}
-		return best >= 3
+		victim, victimPID = leader, pids[leader]
+		return true
 	})
 	killed := workers[victimPID]
 	require.NoError(t, killed.cmd.Process.Signal(syscall.SIGKILL))
@@ -328,6 +329,11 @@ func TestMultiEngineKill(t *testing.T) {
 		return counts[state.TaskCompleted] == tasks
 	})
 	t.Logf("all %d tasks completed %s after the kill (%s in all)", tasks, time.Since(killedAt).Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	poll(t, 30*time.Second, func() string { return "no survivor took the maintenance lease over" }, func() bool {
+		l := maintenanceLeader(t, db)
+		return l != "" && l != victim
+	})
+	t.Logf("engine %s leads maintenance after the kill", maintenanceLeader(t, db))
 
 	// The survivors stop cleanly.
 	var survivors []string
@@ -553,4 +559,16 @@ func TestNamespaceCapAcrossEngines(t *testing.T) {
 		total += n
 	}
 	require.Equal(t, tasks, total)
+}
+
+// maintenanceLeader returns the engine holding the maintenance lease, or "".
+func maintenanceLeader(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	var id string
+	err := db.QueryRowContext(context.Background(), `SELECT engine_id FROM leaders WHERE role = 'maintenance'`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ""
+	}
+	require.NoError(t, err)
+	return id
 }

@@ -429,13 +429,18 @@ func (s *Store) StopEngine(ctx context.Context, engineID string) error {
 		if err != nil {
 			return fmt.Errorf("stop engine %s: %w", engineID, err)
 		}
+		if _, err := t.exec(`DELETE FROM leaders WHERE engine_id = ?`, engineID); err != nil {
+			return fmt.Errorf("stop engine %s: resign: %w", engineID, err)
+		}
 		return nil
 	})
 }
 
 // ListEngines returns live engines.
 func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
-	rows, err := s.read(ctx, `SELECT id, host, pid, started_at, heartbeat_at FROM engines WHERE state = 'live' ORDER BY started_at`)
+	rows, err := s.read(ctx, `SELECT id, host, pid, started_at, heartbeat_at,
+		EXISTS (SELECT 1 FROM leaders l WHERE l.engine_id = engines.id AND l.expires_at > ?)
+		FROM engines WHERE state = 'live' ORDER BY started_at`, s.clock().UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
@@ -444,7 +449,7 @@ func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
 	for rows.Next() {
 		var e store.EngineInfo
 		var started, hb int64
-		if err := rows.Scan(&e.ID, &e.Host, &e.PID, &started, &hb); err != nil {
+		if err := rows.Scan(&e.ID, &e.Host, &e.PID, &started, &hb, &e.Leader); err != nil {
 			return nil, fmt.Errorf("scan engine: %w", err)
 		}
 		e.StartedAt, e.HeartbeatAt = time.UnixMicro(started), time.UnixMicro(hb)
@@ -486,4 +491,38 @@ func formatIdx(v []int) string {
 		fmt.Fprint(&b, n)
 	}
 	return b.String()
+}
+
+// maintenanceRole is the leaders row of the engine that runs maintenance.
+const maintenanceRole = "maintenance"
+
+// Lead takes or renews the maintenance lease.
+func (s *Store) Lead(ctx context.Context, engineID string, now time.Time, ttl time.Duration) (bool, error) {
+	// Engines that do not lead ask often; answer them with a read while
+	// another engine's lease runs.
+	var holder string
+	var expires int64
+	err := s.readRow(ctx, `SELECT engine_id, expires_at FROM leaders WHERE role = ?`, maintenanceRole).Scan(&holder, &expires)
+	switch {
+	case err == nil && holder != engineID && expires > now.UnixMicro():
+		return false, nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("read leader: %w", err)
+	}
+	lead := false
+	err = s.write(ctx, engineID, func(t *txn) error {
+		err := t.queryRow(`INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
+			ON CONFLICT (role) DO UPDATE SET engine_id = excluded.engine_id, expires_at = excluded.expires_at
+			WHERE leaders.engine_id = excluded.engine_id OR leaders.expires_at <= ?
+			RETURNING engine_id`, maintenanceRole, engineID, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&holder)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // another engine took it first
+		case err != nil:
+			return fmt.Errorf("take the maintenance lease: %w", err)
+		}
+		lead = true
+		return nil
+	})
+	return lead, err
 }

@@ -922,6 +922,9 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 		if _, err := t.exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("mark engines dead: %w", err)
 		}
+		if _, err := t.exec(`DELETE FROM leaders WHERE engine_id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
+			return fmt.Errorf("end the leases of dead engines: %w", err)
+		}
 		rows, err := t.query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
 			WHERE state = 'running' AND engine_id IN (`+placeholders(len(eargs))+`)`, eargs...)
 		if err != nil {

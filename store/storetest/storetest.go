@@ -59,6 +59,7 @@ func Run(t *testing.T, open Opener) {
 		{"StaleCompletionRefused", testStaleCompletion},
 		{"ReapLapsedEngine", testReap},
 		{"ReleaseLease", testReleaseLease},
+		{"LeaderElection", testLeaderElection},
 		{"ReapExhaustedFails", testReapExhausted},
 		{"HeartbeatReportsLost", testHeartbeatLost},
 		{"CheckpointAndDeferredAreFenced", testCheckpointDeferred},
@@ -398,6 +399,57 @@ func testStaleCompletion(t *testing.T, h *harness) {
 	task := h.task(first.TaskID)
 	require.JSONEq(t, `"fresh"`, string(task.Steps[0].Result))
 	require.Equal(t, state.TaskCompleted, task.State)
+}
+
+func testLeaderElection(t *testing.T, h *harness) {
+	const ttl = 10 * time.Second
+	lead := func(engine string) bool {
+		t.Helper()
+		ok, err := h.s.Lead(h.ctx, engine, h.clock.Now(), ttl)
+		require.NoError(t, err)
+		return ok
+	}
+	leaders := func() []string {
+		t.Helper()
+		engines, err := h.s.ListEngines(h.ctx)
+		require.NoError(t, err)
+		var ids []string
+		for _, e := range engines {
+			if e.Leader {
+				ids = append(ids, e.ID)
+			}
+		}
+		return ids
+	}
+	for _, e := range []string{"e1", "e2", "e3"} {
+		h.register(e)
+	}
+	require.True(t, lead("e1"), "the first engine to ask leads")
+	require.False(t, lead("e2"), "one leader at a time")
+	require.Equal(t, []string{"e1"}, leaders())
+
+	// The leader renews before its lease runs out and keeps it.
+	h.clock.Advance(ttl - time.Second)
+	require.True(t, lead("e1"))
+	h.clock.Advance(ttl - time.Second)
+	require.False(t, lead("e2"), "a renewed lease still holds")
+
+	// A leader that stops renewing is replaced once its lease lapses.
+	h.clock.Advance(2 * time.Second)
+	require.Empty(t, leaders(), "a lapsed lease is no leadership")
+	require.True(t, lead("e2"))
+	require.False(t, lead("e1"), "the old leader does not take it back")
+	require.Equal(t, []string{"e2"}, leaders())
+
+	// A leader that stops gives the lease up at once.
+	require.NoError(t, h.s.StopEngine(h.ctx, "e2"))
+	require.True(t, lead("e3"))
+
+	// So does a leader the reaper declares dead.
+	_, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-time.Minute), []string{"e3"}, "e1")
+	require.NoError(t, err)
+	require.Empty(t, leaders())
+	require.True(t, lead("e1"))
 }
 
 func testReap(t *testing.T, h *harness) {
