@@ -41,11 +41,14 @@ type Dialect struct {
 	// whose rows have ExplainColumns columns, the last one the plan line.
 	Explain        string
 	ExplainColumns int
-	// Notify, if set, is a statement run once in each transaction that made
-	// steps ready, so that engines in other processes wake (pg_notify).
-	// Its argument is NotifyChannel.
+	// Notify, if set, is a statement that wakes engines in other processes
+	// (pg_notify); its argument is NotifyChannel. A transaction that made
+	// steps ready runs it, at most once per NotifyEvery: a transaction
+	// inside that window leaves it to a notification sent once the window
+	// ends, so a busy database is not flooded with them.
 	Notify        string
 	NotifyChannel string
+	NotifyEvery   time.Duration
 }
 
 // Config configures a Store.
@@ -68,6 +71,11 @@ type Store struct {
 	wake  chan struct{}
 
 	rebound sync.Map // query with ? placeholders -> numbered form
+
+	notifyMu     sync.Mutex
+	lastNotify   time.Time
+	notifyLater  *time.Timer // armed while a notification waits for its window
+	notifyClosed bool
 }
 
 // New returns a Store on open database handles whose schema is current.
@@ -117,7 +125,15 @@ func (s *Store) bind(q string) string {
 var _ store.Store = (*Store)(nil)
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.notifyMu.Lock()
+	s.notifyClosed = true
+	if s.notifyLater != nil {
+		s.notifyLater.Stop()
+	}
+	s.notifyMu.Unlock()
+	return s.db.Close()
+}
 
 // Wake receives a value whenever this handle made steps ready.
 func (s *Store) Wake() <-chan struct{} { return s.wake }
@@ -145,19 +161,81 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	t := &txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: engineID}
+	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	err = t.run(fn)
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
+		if t.notifyTaken {
+			// The window's notification was to ride on this transaction;
+			// send it when the window ends instead, for those that waited.
+			s.scheduleNotify()
+		}
 		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
+		if t.notifyTaken {
+			s.scheduleNotify()
+		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	if t.readied > 0 {
 		s.notify()
 	}
+	if t.notifyDeferred {
+		s.scheduleNotify()
+	}
 	return nil
+}
+
+// takeNotify reports whether a transaction committing now may notify other
+// processes itself, and if so starts a new window.
+func (s *Store) takeNotify() bool {
+	if s.d.NotifyEvery <= 0 {
+		return true
+	}
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if now := time.Now(); now.Sub(s.lastNotify) >= s.d.NotifyEvery {
+		s.lastNotify = now
+		return true
+	}
+	return false
+}
+
+// scheduleNotify sends one notification when the current window ends, for
+// the committed transactions that made steps ready within it.
+func (s *Store) scheduleNotify() {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if s.notifyLater != nil || s.notifyClosed {
+		return
+	}
+	s.notifyLater = time.AfterFunc(time.Until(s.lastNotify.Add(s.d.NotifyEvery)), func() {
+		s.notifyMu.Lock()
+		s.notifyLater = nil
+		// A transaction that took a new window since covers the ones that
+		// waited: they committed before it did.
+		covered := time.Since(s.lastNotify) < s.d.NotifyEvery
+		if !covered {
+			s.lastNotify = time.Now()
+		}
+		closed := s.notifyClosed
+		s.notifyMu.Unlock()
+		if closed || covered {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tx, err := s.db.Begin(ctx)
+		if err != nil {
+			return // other processes still poll
+		}
+		if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel); err != nil {
+			tx.Rollback(ctx)
+			return
+		}
+		_ = tx.Commit(ctx)
+	})
 }
 
 // within runs fn inside a transaction the caller began and will commit or

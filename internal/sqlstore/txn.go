@@ -21,10 +21,17 @@ import (
 type txn struct {
 	ctx     context.Context
 	x       Querier
+	owned   bool // the store began the transaction (not the caller)
 	s       *Store
 	now     int64
 	engine  string
 	readied int
+	// notifyDeferred: steps became ready but the notification is left to
+	// the end of the current window.
+	notifyDeferred bool
+	// notifyTaken: this transaction opened a window and carries its
+	// notification.
+	notifyTaken bool
 	// audits are written in bulk before the transaction commits.
 	audits []auditRow
 }
@@ -39,6 +46,13 @@ func (t *txn) run(fn func(t *txn) error) error {
 		return err
 	}
 	if t.readied > 0 && t.s.d.Notify != "" {
+		if t.owned {
+			if !t.s.takeNotify() {
+				t.notifyDeferred = true
+				return nil
+			}
+			t.notifyTaken = true
+		}
 		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}

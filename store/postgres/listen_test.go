@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 )
 
@@ -51,4 +53,71 @@ func TestNotifyWakesOtherEngines(t *testing.T) {
 	task, err := e.Wait(waitCtx, res.Task.ID)
 	require.NoError(t, err, "the worker was not woken by the submission")
 	require.Equal(t, state.TaskCompleted, task.State)
+}
+
+// TestNotifyCoalesced: a burst of transactions that make steps ready sends
+// at most one notification per window, and a transaction inside a window is
+// still announced, when the window ends.
+func TestNotifyCoalesced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	insert := func(s postgres.Store) {
+		t.Helper()
+		_, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
+			Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}}}})
+		require.NoError(t, err)
+	}
+	// listen opens a fresh store and a connection listening to its channel.
+	listen := func() (postgres.Store, *pgx.Conn) {
+		s := pgtesting.Open(t, postgres.Options{MaxConns: 4})
+		var schema string
+		require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema))
+		conn, err := pgx.Connect(ctx, pgtesting.URL(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		_, err = conn.Exec(ctx, `LISTEN `+pgx.Identifier{"weft_ready_" + schema}.Sanitize())
+		require.NoError(t, err)
+		return s, conn
+	}
+	// count counts notifications until none came for a second.
+	count := func(conn *pgx.Conn) int {
+		n := 0
+		for {
+			waitCtx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := conn.WaitForNotification(waitCtx)
+			cancel()
+			if err != nil {
+				return n
+			}
+			n++
+		}
+	}
+
+	t.Run("burst", func(t *testing.T) {
+		t.Parallel()
+		s, conn := listen()
+		const burst = 200
+		began := time.Now()
+		for range burst {
+			insert(s)
+		}
+		elapsed := time.Since(began)
+		received := count(conn)
+		// One per 5 ms window, plus the one that opens the first window and
+		// the one announcing the last window, sent after the burst.
+		windows := int(elapsed/(5*time.Millisecond)) + 3
+		require.LessOrEqual(t, received, windows, "%d notifications for %d transactions in %s", received, burst, elapsed)
+		t.Logf("%d notifications for %d transactions in %s", received, burst, elapsed)
+	})
+
+	t.Run("trailing", func(t *testing.T) {
+		t.Parallel()
+		s, conn := listen()
+		// The first opens a window and notifies; the second either falls in
+		// that window, and is announced when it ends, or after it, and
+		// notifies itself: two notifications either way.
+		insert(s)
+		insert(s)
+		require.Equal(t, 2, count(conn))
+	})
 }

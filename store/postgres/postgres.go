@@ -32,6 +32,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+// notifyEvery is the shortest time between two wake-up notifications of a
+// store: transactions within it share one, sent when it ends.
+const notifyEvery = 5 * time.Millisecond
+
 // migrationLock is the advisory lock key under which the schema is applied,
 // so that engines starting together do not race.
 const migrationLock = 0x77656674 // "weft"
@@ -132,6 +136,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			ExplainColumns: 1,
 			Notify:         "SELECT pg_notify(?, '')",
 			NotifyChannel:  channel,
+			NotifyEvery:    notifyEvery,
 		},
 	}), db: db, listening: make(chan struct{})}
 	if opts.Logger == nil {
