@@ -121,7 +121,12 @@ func throughputChart(res map[string]*result) (*plot.Plot, error) {
 	p.Add(wb, rb, plotter.NewGrid())
 	p.Legend.Add("weft", wb)
 	p.Legend.Add("River", rb)
-	p.Legend.Top = true
+	top := 0.0
+	for i := range weftV {
+		top = max(top, weftV[i], riverV[i])
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.2 // room for the legend above the bars
+	p.Legend.Top, p.Legend.Left = true, true
 	p.NominalX(labels...)
 	return p, nil
 }
