@@ -28,6 +28,11 @@ type Dialect struct {
 	// so that concurrent engines skip each other's rows ("FOR UPDATE SKIP
 	// LOCKED"); empty where one writer at a time is guaranteed.
 	ClaimLock string
+	// ClaimPlan, if set, runs first in each claim transaction to steer the
+	// planner (PostgreSQL's statistics lag behind a freshly filled queue,
+	// and with them the claim turns into a scan and sort of every ready
+	// step).
+	ClaimPlan string
 	// LockCap, if set, is a statement taking a transaction-scoped lock on
 	// one capped namespace (its argument is the namespace), so that engines
 	// count and claim a namespace's running steps one at a time.

@@ -400,6 +400,11 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
+		if t.s.d.ClaimPlan != "" {
+			if _, err := t.exec(t.s.d.ClaimPlan); err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+		}
 		var engineState string
 		err := t.queryRow(`SELECT state FROM engines WHERE id = ?`, p.EngineID).Scan(&engineState)
 		switch {
@@ -570,6 +575,9 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 	return plan.String(), rows.Err()
 }
 
+// claim marks candidates running. They are still ready: this transaction
+// locked them (FOR UPDATE) or is the only writer, so the update looks them
+// up by primary key alone.
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	args := []any{leaseID, t.engine, t.now}
 	for _, id := range ids {
@@ -577,7 +585,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	}
 	rows, err := t.query(`UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, expires_at = NULL, run_at = NULL, error = ''
-		WHERE state = 'ready' AND id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns, args...)
+		WHERE id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}

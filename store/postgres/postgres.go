@@ -129,8 +129,10 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	st := Store{Store: sqlstore.New(sqlstore.Config{
 		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{
-			Numbered:       true,
-			ClaimLock:      "FOR UPDATE SKIP LOCKED",
+			Numbered:  true,
+			ClaimLock: "FOR UPDATE SKIP LOCKED",
+			// Read the ready index in order whatever the statistics say.
+			ClaimPlan:      "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
 			LockCap:        "SELECT pg_advisory_xact_lock(hashtext(?))",
 			Explain:        "EXPLAIN",
 			ExplainColumns: 1,
