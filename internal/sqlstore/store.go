@@ -28,6 +28,9 @@ type Dialect struct {
 	// so that concurrent engines skip each other's rows ("FOR UPDATE SKIP
 	// LOCKED"); empty where one writer at a time is guaranteed.
 	ClaimLock string
+	// Arrays: the database takes arrays as parameters (unnest), so bulk
+	// writes are one statement whatever their size.
+	Arrays bool
 	// ClaimPlan, if set, runs first in each claim transaction to steer the
 	// planner (PostgreSQL's statistics lag behind a freshly filled queue,
 	// and with them the claim turns into a scan and sort of every ready

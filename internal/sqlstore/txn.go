@@ -91,11 +91,30 @@ func (t *txn) auditMany(entries []auditRow) error {
 	return nil
 }
 
-// flushAudit writes the queued audit entries with multi-row inserts.
+// flushAudit writes the queued audit entries: in one statement of arrays
+// where the dialect has them (one statement text, whatever the count), else
+// with multi-row inserts.
 func (t *txn) flushAudit() error {
 	const perInsert = 64
 	entries := t.audits
 	t.audits = nil
+	if t.s.d.Arrays && len(entries) > 0 {
+		n := len(entries)
+		tasks, attempts := make([]int64, n), make([]int64, n)
+		steps, froms, tos, engines, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		for i, e := range entries {
+			tasks[i], steps[i], froms[i], tos[i], attempts[i], engines[i], reasons[i] = e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason
+		}
+		_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason)
+			SELECT u.task_id, u.step, u.from_state, u.to_state, ?, u.attempt, u.engine_id, u.reason
+			FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[])
+				AS u(task_id, step, from_state, to_state, attempt, engine_id, reason)`,
+			t.now, tasks, steps, froms, tos, attempts, engines, reasons)
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		return nil
+	}
 	for len(entries) > 0 {
 		n := min(len(entries), perInsert)
 		args := make([]any, 0, 8*n)
