@@ -59,7 +59,17 @@ CREATE TABLE IF NOT EXISTS steps (
 	error        TEXT NOT NULL DEFAULT '',
 	checkpoint   TEXT,
 	started_at   INTEGER,
-	finished_at  INTEGER
+	finished_at  INTEGER,
+	kind         TEXT NOT NULL DEFAULT '', -- '', decision, batch, item, signal
+	trigger_rule TEXT NOT NULL DEFAULT '', -- '' means all_success
+	deps_extra   INTEGER NOT NULL DEFAULT 0, -- dependencies beyond deps: the items of a batch dependency
+	batch_of     INTEGER, -- for an item: the index of its batch step
+	template     TEXT NOT NULL DEFAULT '', -- for an item: the step template it runs
+	item         TEXT, -- for an item: its batch item
+	signal       TEXT NOT NULL DEFAULT '', -- for a signal step: the signal it waits for
+	wait_timeout INTEGER NOT NULL DEFAULT 0, -- for a signal step: how long it waits
+	progress     REAL,
+	progress_msg TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS steps_task ON steps (task_id, idx);
 CREATE INDEX IF NOT EXISTS steps_ready ON steps (sort_key) WHERE state = 'ready';
@@ -88,3 +98,16 @@ CREATE TABLE IF NOT EXISTS engines (
 	heartbeat_at INTEGER NOT NULL,
 	state        TEXT NOT NULL -- live, stopped, dead
 );
+
+-- dynamic workflows
+CREATE TABLE IF NOT EXISTS signals (
+	id         INTEGER PRIMARY KEY,
+	task_id    INTEGER NOT NULL,
+	name       TEXT NOT NULL,
+	payload    TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	step_id    INTEGER -- the step whose wait it completed; NULL while kept
+);
+CREATE INDEX IF NOT EXISTS signals_pending ON signals (task_id, name, id) WHERE step_id IS NULL;
+CREATE INDEX IF NOT EXISTS steps_batch ON steps (task_id, batch_of, idx) WHERE batch_of IS NOT NULL;
+CREATE INDEX IF NOT EXISTS steps_signal ON steps (task_id, signal, idx) WHERE state = 'waiting' AND signal != '';
