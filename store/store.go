@@ -244,9 +244,9 @@ type Step struct {
 	Progress        *float64   `json:"progress,omitempty"`
 	ProgressMessage string     `json:"progress_message,omitempty"`
 	RunAt           *time.Time `json:"run_at,omitempty"`
-	EngineID    string          `json:"engine_id,omitempty"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	EngineID        string     `json:"engine_id,omitempty"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
 
 // TaskFilter selects tasks for ListTasks. Zero fields do not filter.
