@@ -102,7 +102,19 @@ func (e *Engine) registerBuiltins() {
 }
 
 func (a *Attempt) builtinRequest() builtin.Request {
-	return builtin.Request{TaskID: a.TaskID, Step: a.Step, Attempt: a.Number, Input: a.Input, Deps: a.Deps, Config: a.Config, Checkpoint: a.Checkpoint}
+	return builtin.Request{TaskID: a.TaskID, Step: a.Step, Attempt: a.Number, Input: a.Input, Deps: a.Deps, Config: a.Config, Checkpoint: a.Checkpoint,
+		Batch: a.Batch, Report: attemptReporter{a}}
+}
+
+// attemptReporter saves what a built-in handler reports for its attempt.
+type attemptReporter struct{ a *Attempt }
+
+func (r attemptReporter) SaveCheckpoint(ctx context.Context, cp json.RawMessage) error {
+	return r.a.SaveCheckpoint(ctx, cp)
+}
+
+func (r attemptReporter) Progress(ctx context.Context, fraction float64, message string) error {
+	return r.a.Progress(ctx, fraction, message)
 }
 
 // builtinConfigCheck validates the configs of steps run by built-in handlers.
@@ -269,7 +281,16 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	steps := make([]store.StepInsert, len(w.Steps))
 	for i, st := range w.Steps {
 		steps[i] = store.StepInsert{Name: st.Name, Handler: st.Handler, Deps: deps[i], Priority: st.Priority,
-			MaxAttempts: st.Retry.resolve().MaxAttempts, TTL: time.Duration(st.TTL)}
+			MaxAttempts: st.Retry.resolve().MaxAttempts, TTL: time.Duration(st.TTL), TriggerRule: string(st.rule())}
+		switch st.Type {
+		case StepDecision:
+			steps[i].Kind = store.KindDecision
+		case StepBatch:
+			steps[i].Kind = store.KindBatch
+		case StepSignal:
+			steps[i].Kind, steps[i].Signal = store.KindSignal, st.signalName()
+			steps[i].SignalTimeout = time.Duration(st.Signal.Timeout)
+		}
 	}
 	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
 		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: steps}, nil
