@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,7 +152,10 @@ func (e *Engine) MissingHandlers(w *Workflow) []string {
 	defer e.mu.Unlock()
 	var missing []string
 	seen := map[string]bool{}
-	for _, s := range w.Steps {
+	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
+		if s.Type == StepSignal {
+			continue // runs no handler
+		}
 		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
 			seen[s.Handler] = true
 			missing = append(missing, s.Handler)
@@ -289,7 +293,9 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 			steps[i].Kind = store.KindBatch
 		case StepSignal:
 			steps[i].Kind, steps[i].Signal = store.KindSignal, st.signalName()
-			steps[i].SignalTimeout = time.Duration(st.Signal.Timeout)
+			if st.Signal != nil {
+				steps[i].SignalTimeout = time.Duration(st.Signal.Timeout)
+			}
 		}
 	}
 	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
