@@ -115,7 +115,9 @@ func TestTriggerRulesOnEngine(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		e := newEngine(t, open(t), weft.Config{Concurrency: 4})
 		e.Handle("echo", echo)
-		e.Handle("fail", func(ctx context.Context, a *weft.Attempt) (any, error) { return nil, weft.Permanent(errors.New("boom")) })
+		e.Handle("fail", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			return nil, weft.Permanent(errors.New("boom"))
+		})
 		w := weft.NewWorkflow("test", "rules", "1").
 			Step("ok", "echo").
 			Step("bad", "fail")
