@@ -36,6 +36,8 @@ type Attempt struct {
 	Config json.RawMessage
 	// Checkpoint is the last checkpoint saved by an earlier attempt, or nil.
 	Checkpoint json.RawMessage
+	// Batch is the item an item step of a batch works on, or nil.
+	Batch json.RawMessage
 
 	engine *Engine
 	fence  store.Fence
@@ -194,7 +196,7 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	ref := c.Namespace + "/" + c.Workflow + "@" + c.Version
 	log := e.log.With("task_id", c.TaskID, "step", c.Name, "attempt", c.Attempts)
 	a := &Attempt{TaskID: c.TaskID, Workflow: ref, Step: c.Name, Number: c.Attempts, Input: c.Input, Deps: c.Deps,
-		Checkpoint: c.Checkpoint, engine: e, fence: c.Fence, slot: true}
+		Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}
 	defer a.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
 	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
@@ -204,11 +206,28 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, fmt.Sprintf("load definition %s: %v", ref, err)
 		log.Warn("could not load the workflow definition; retrying", "error", err)
 		return o, true
-	case err != nil || c.Index >= len(w.Steps):
-		o.State, o.Error = state.StepFailed, fmt.Sprintf("definition %s has no step %d: %v", ref, c.Index, err)
+	case err != nil:
+		o.State, o.Error = state.StepFailed, fmt.Sprintf("definition %s: %v", ref, err)
 		return o, true
 	}
-	def := w.Steps[c.Index]
+	def := w.stepDef(c.Step)
+	if def == nil {
+		o.State, o.Error = state.StepFailed, fmt.Sprintf("definition %s has no step %d (%q)", ref, c.Index, c.Name)
+		return o, true
+	}
+	if def.When != "" {
+		ok, err := e.condition(def.When, c)
+		switch {
+		case err != nil:
+			o.State, o.Error = state.StepFailed, fmt.Sprintf("when: %v", err)
+			log.Error("step condition failed", "error", err)
+			return o, true
+		case !ok:
+			o.State, o.Reason = state.StepSkipped, fmt.Sprintf("when: %s is false", def.When)
+			log.Debug("step skipped by its condition")
+			return o, true
+		}
+	}
 	a.Config = def.Config
 	e.mu.Lock()
 	h := e.handlers[c.Handler]
@@ -249,6 +268,11 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 		if raw, ok := result.(json.RawMessage); ok && !json.Valid(raw) {
 			o.State, o.Error = state.StepFailed, "result is not valid JSON"
 			break
+		}
+		if derr := e.dynamicResult(w, def, b, &o); derr != nil {
+			o.State, o.Error = state.StepFailed, derr.Error()
+			log.Error("step failed", "error", o.Error)
+			return o, true
 		}
 		o.State, o.Result = state.StepCompleted, b
 		log.Debug("step completed")

@@ -153,6 +153,7 @@ type Engine struct {
 	flushCtx    context.Context
 	cancelFlush context.CancelFunc
 	onlyTask    int64 // when set, claim only this task's steps (RunTask)
+	conds       conditions
 }
 
 // running is one handler in flight.

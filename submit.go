@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,7 +106,19 @@ func (e *Engine) registerBuiltins() {
 }
 
 func (a *Attempt) builtinRequest() builtin.Request {
-	return builtin.Request{TaskID: a.TaskID, Step: a.Step, Attempt: a.Number, Input: a.Input, Deps: a.Deps, Config: a.Config, Checkpoint: a.Checkpoint}
+	return builtin.Request{TaskID: a.TaskID, Step: a.Step, Attempt: a.Number, Input: a.Input, Deps: a.Deps, Config: a.Config, Checkpoint: a.Checkpoint,
+		Batch: a.Batch, Report: attemptReporter{a}}
+}
+
+// attemptReporter saves what a built-in handler reports for its attempt.
+type attemptReporter struct{ a *Attempt }
+
+func (r attemptReporter) SaveCheckpoint(ctx context.Context, cp json.RawMessage) error {
+	return r.a.SaveCheckpoint(ctx, cp)
+}
+
+func (r attemptReporter) Progress(ctx context.Context, fraction float64, message string) error {
+	return r.a.Progress(ctx, fraction, message)
 }
 
 // builtinConfigCheck validates the configs of steps run by built-in handlers.
@@ -142,7 +155,10 @@ func (e *Engine) MissingHandlers(w *Workflow) []string {
 	defer e.mu.Unlock()
 	var missing []string
 	seen := map[string]bool{}
-	for _, s := range w.Steps {
+	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
+		if s.Type == StepSignal {
+			continue // runs no handler
+		}
 		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
 			seen[s.Handler] = true
 			missing = append(missing, s.Handler)
@@ -308,7 +324,18 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	steps := make([]store.StepInsert, len(w.Steps))
 	for i, st := range w.Steps {
 		steps[i] = store.StepInsert{Name: st.Name, Handler: st.Handler, Deps: deps[i], Priority: st.Priority,
-			MaxAttempts: st.Retry.resolve().MaxAttempts, TTL: time.Duration(st.TTL)}
+			MaxAttempts: st.Retry.resolve().MaxAttempts, TTL: time.Duration(st.TTL), TriggerRule: string(st.rule())}
+		switch st.Type {
+		case StepDecision:
+			steps[i].Kind = store.KindDecision
+		case StepBatch:
+			steps[i].Kind = store.KindBatch
+		case StepSignal:
+			steps[i].Kind, steps[i].Signal = store.KindSignal, st.signalName()
+			if st.Signal != nil {
+				steps[i].SignalTimeout = time.Duration(st.Signal.Timeout)
+			}
+		}
 	}
 	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
 		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: steps}, nil

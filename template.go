@@ -33,10 +33,14 @@ func LoadTemplate(path string) (*Workflow, error) {
 // errors only.
 //
 // The template is a mapping with the keys namespace, name, version,
-// description, identity and steps; each step is a mapping with the keys
-// name, handler, config (any mapping, kept as a JSON object), depends_on,
-// retry (max_attempts, backoff, initial, max, jitter), timeout, priority and
-// ttl. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
+// description, identity, steps, templates (step templates for the items of
+// batches, with the keys of a step) and limits (max_decision_depth,
+// max_steps); each step is a mapping with the keys name, handler, config
+// (any mapping, kept as a JSON object), depends_on, retry (max_attempts,
+// backoff, initial, max, jitter), timeout, priority, ttl, type (decision,
+// converge, batch, signal), trigger_rule, when (a condition), worker (the
+// template of a batch's items) and signal (name, timeout). See
+// docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
 // Every problem found, first in the YAML and then by Workflow.Validate, is
@@ -87,6 +91,20 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 	"description": tplField((*templateDecoder).str, func(w *Workflow) *string { return &w.Description }),
 	"identity":    tplField(tplOneOf(IdentityUnique, IdentityStrict, IdentityCaller), func(w *Workflow) *Identity { return &w.Identity }),
 	"steps":       tplField(tplList((*templateDecoder).step), func(w *Workflow) *[]Step { return &w.Steps }),
+	"templates":   tplField(tplList((*templateDecoder).step), func(w *Workflow) *[]Step { return &w.Templates }),
+	"limits": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
+		tplDecodeMapping(d, n, at, tplLimitsFields, &w.Limits)
+	},
+}
+
+var tplLimitsFields = map[string]tplFieldDecoder[Limits]{
+	"max_decision_depth": tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDecisionDepth }),
+	"max_steps":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxSteps }),
+}
+
+var tplSignalFields = map[string]tplFieldDecoder[SignalWait]{
+	"name":    tplField((*templateDecoder).str, func(w *SignalWait) *string { return &w.Name }),
+	"timeout": tplField((*templateDecoder).duration, func(w *SignalWait) *Duration { return &w.Timeout }),
 }
 
 var tplStepFields = map[string]tplFieldDecoder[Step]{
@@ -99,6 +117,14 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"ttl":        tplField((*templateDecoder).duration, func(s *Step) *Duration { return &s.TTL }),
 	"retry": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		tplDecodeMapping(d, n, at, tplRetryFields, &s.Retry)
+	},
+	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal), func(s *Step) *StepType { return &s.Type }),
+	"trigger_rule": tplField(tplOneOf(AllSuccess, AllDone, OneSuccess, OneFailed, AllFailed, NoneFailed, NoneFailedMinOneSuccess, Always), func(s *Step) *TriggerRule { return &s.TriggerRule }),
+	"when":         tplField((*templateDecoder).str, func(s *Step) *string { return &s.When }),
+	"worker":       tplField((*templateDecoder).str, func(s *Step) *string { return &s.Worker }),
+	"signal": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
+		s.Signal = &SignalWait{}
+		tplDecodeMapping(d, n, at, tplSignalFields, s.Signal)
 	},
 }
 

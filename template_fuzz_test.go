@@ -24,6 +24,7 @@ func FuzzParseTemplate(f *testing.F) {
 	}
 	f.Add([]byte(tplHeader + "steps: [{name: a, handler: h, config: {<<: {x: 1}, y: [*z]}}]\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte(dynamicTemplate))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w, err := ParseTemplate("fuzz.yaml", data)

@@ -22,6 +22,11 @@ type Workflow struct {
 	// Identity decides how submissions are deduplicated; see Identity.
 	Identity Identity `json:"identity,omitempty"`
 	Steps    []Step   `json:"steps"`
+	// Templates are step definitions that batch steps create items from
+	// (Step.Worker names one); they are not steps of the graph themselves.
+	Templates []Step `json:"templates,omitempty"`
+	// Limits bound what a task of the workflow may grow to.
+	Limits Limits `json:"limits,omitempty"`
 
 	// source names where the definition came from (a file), for errors.
 	source string
@@ -43,8 +48,125 @@ type Step struct {
 	// TTL is how long the step may stay ready without starting before it
 	// expires. Zero means forever.
 	TTL Duration `json:"ttl,omitempty"`
+	// Type is "" (a plain step) or one of the StepType constants.
+	Type StepType `json:"type,omitempty"`
+	// TriggerRule decides from the outcomes of the step's dependencies
+	// whether it runs or is skipped; "" means all_success.
+	TriggerRule TriggerRule `json:"trigger_rule,omitempty"`
+	// When is a condition (see docs/workflows.md) over the task input and
+	// the dependencies' results, checked once the trigger rule lets the
+	// step run: when it is false the step is skipped.
+	When string `json:"when,omitempty"`
+	// Worker names the template (Workflow.Templates) a batch step's items
+	// run.
+	Worker string `json:"worker,omitempty"`
+	// Signal is what a signal step waits for.
+	Signal *SignalWait `json:"signal,omitempty"`
 
 	line int // line in the source template, for errors
+}
+
+// StepType says how a step behaves beyond running its handler.
+type StepType string
+
+// Step types.
+const (
+	// StepDecision: the handler returns {"branches": [...]}, naming which
+	// of the step's direct children run; the others are skipped, and so
+	// are their descendants unless their trigger rules say otherwise.
+	StepDecision StepType = "decision"
+	// StepConverge: the step runs once the branches that ran before it
+	// have finished, with their results (trigger rule
+	// none_failed_min_one_success).
+	StepConverge StepType = "converge"
+	// StepBatch: the handler returns {"batches": [...]}; one item step
+	// per entry is created from the Worker template, each seeing its entry
+	// as Attempt.Batch, and the step's children get the items' results in
+	// order, as a JSON array under the batch step's name.
+	StepBatch StepType = "batch"
+	// StepSignal: the step runs no handler. It waits durably, holding no
+	// slot, for the signal named in Signal (sent with Engine.Signal or
+	// "weft signal"); its result is {"signal": name, "payload": ...}. It
+	// fails when its timeout passes first.
+	StepSignal StepType = "signal"
+)
+
+// TriggerRule decides, from the outcomes of a step's dependencies, whether
+// it runs or is skipped, with Airflow's semantics (see docs/workflows.md).
+type TriggerRule string
+
+// Trigger rules.
+const (
+	AllSuccess              TriggerRule = TriggerRule(dag.AllSuccess)
+	AllDone                 TriggerRule = TriggerRule(dag.AllDone)
+	OneSuccess              TriggerRule = TriggerRule(dag.OneSuccess)
+	OneFailed               TriggerRule = TriggerRule(dag.OneFailed)
+	AllFailed               TriggerRule = TriggerRule(dag.AllFailed)
+	NoneFailed              TriggerRule = TriggerRule(dag.NoneFailed)
+	NoneFailedMinOneSuccess TriggerRule = TriggerRule(dag.NoneFailedMinOneSuccess)
+	Always                  TriggerRule = TriggerRule(dag.Always)
+)
+
+// SignalWait is what a signal step waits for.
+type SignalWait struct {
+	// Name is the signal's name; "" means the step's name.
+	Name string `json:"name,omitempty"`
+	// Timeout bounds the wait from the moment the step's dependencies
+	// allow it; zero means forever.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Limits bound a task of a workflow, so that a runaway graph stops with a
+// clear error.
+type Limits struct {
+	// MaxDecisionDepth bounds how many decisions may nest on one path
+	// through the graph. Zero means DefaultMaxDecisionDepth.
+	MaxDecisionDepth int `json:"max_decision_depth,omitempty"`
+	// MaxSteps bounds the steps of one task, batch items included; a batch
+	// that would exceed it fails. Zero means DefaultMaxSteps.
+	MaxSteps int `json:"max_steps,omitempty"`
+}
+
+// Default limits.
+const (
+	DefaultMaxDecisionDepth = 16
+	DefaultMaxSteps         = 100_000
+)
+
+func (l Limits) resolve() Limits {
+	if l.MaxDecisionDepth <= 0 {
+		l.MaxDecisionDepth = DefaultMaxDecisionDepth
+	}
+	if l.MaxSteps <= 0 {
+		l.MaxSteps = DefaultMaxSteps
+	}
+	return l
+}
+
+// signalName returns the name of the signal a signal step waits for.
+func (s *Step) signalName() string {
+	if s.Signal != nil && s.Signal.Name != "" {
+		return s.Signal.Name
+	}
+	return s.Name
+}
+
+// rule returns the step's effective trigger rule.
+func (s *Step) rule() TriggerRule {
+	if s.Type == StepConverge && s.TriggerRule == "" {
+		return NoneFailedMinOneSuccess
+	}
+	return s.TriggerRule
+}
+
+// template returns the step template of that name, or nil.
+func (w *Workflow) template(name string) *Step {
+	for i := range w.Templates {
+		if w.Templates[i].Name == name {
+			return &w.Templates[i]
+		}
+	}
+	return nil
 }
 
 // RetryPolicy says how often and how soon a failed step runs again.
@@ -144,6 +266,51 @@ func WithPriority(p int) StepOption { return func(s *Step) { s.Priority = p } }
 // WithTTL expires the step if it stays ready longer than d without starting.
 func WithTTL(d time.Duration) StepOption { return func(s *Step) { s.TTL = Duration(d) } }
 
+// AsDecision makes the step a decision: its handler returns
+// {"branches": [...]} naming which of its direct children run.
+func AsDecision() StepOption { return func(s *Step) { s.Type = StepDecision } }
+
+// AsConverge makes the step run once the branches that ran before it have
+// finished (trigger rule none_failed_min_one_success).
+func AsConverge() StepOption { return func(s *Step) { s.Type = StepConverge } }
+
+// AsBatch makes the step a batch: its handler returns {"batches": [...]},
+// and one item step per entry runs the named template.
+func AsBatch(worker string) StepOption {
+	return func(s *Step) { s.Type, s.Worker = StepBatch, worker }
+}
+
+// AwaitSignal makes the step wait durably for the named signal ("" means
+// the step's name), failing after timeout (zero: never). Such a step runs
+// no handler: add it with an empty handler name.
+func AwaitSignal(name string, timeout time.Duration) StepOption {
+	return func(s *Step) { s.Type, s.Signal = StepSignal, &SignalWait{Name: name, Timeout: Duration(timeout)} }
+}
+
+// WithTriggerRule sets the rule by which the step's dependencies let it run.
+func WithTriggerRule(r TriggerRule) StepOption { return func(s *Step) { s.TriggerRule = r } }
+
+// When skips the step unless the condition holds; see docs/workflows.md.
+func When(condition string) StepOption { return func(s *Step) { s.When = condition } }
+
+// Template adds a step template that batch steps create their items from
+// and returns the workflow, so calls chain. Only the handler, config,
+// retry, timeout, priority and ttl of a template are used.
+func (w *Workflow) Template(name, handler string, opts ...StepOption) *Workflow {
+	s := Step{Name: name, Handler: handler}
+	for _, o := range opts {
+		o(&s)
+	}
+	w.Templates = append(w.Templates, s)
+	return w
+}
+
+// WithLimits sets the workflow's limits and returns it, so calls chain.
+func (w *Workflow) WithLimits(l Limits) *Workflow {
+	w.Limits = l
+	return w
+}
+
 // Step appends a step run by the named handler and returns the workflow, so
 // calls chain.
 func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
@@ -212,6 +379,17 @@ func (w *Workflow) Validate() error {
 	if len(w.Steps) == 0 {
 		add("", 0, "steps", "a workflow needs at least one step")
 	}
+	if w.Limits.MaxDecisionDepth < 0 {
+		add("", 0, "limits.max_decision_depth", "must not be negative")
+	}
+	if w.Limits.MaxSteps < 0 {
+		add("", 0, "limits.max_steps", "must not be negative")
+	}
+	limits := w.Limits.resolve()
+	if len(w.Steps) > limits.MaxSteps {
+		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
+	}
+	w.validateTemplates(add)
 	nodes := make([]dag.Node, 0, len(w.Steps))
 	for _, s := range w.Steps {
 		if s.Name == "" {
@@ -219,7 +397,8 @@ func (w *Workflow) Validate() error {
 		} else if !identPattern.MatchString(s.Name) {
 			add(s.Name, s.line, "name", "may hold only letters, digits, '_', '.' and '-'")
 		}
-		if s.Handler == "" {
+		w.validateDynamic(s, add)
+		if s.Handler == "" && s.Type != StepSignal {
 			add(s.Name, s.line, "handler", "is required")
 		}
 		if len(s.Config) > 0 && !json.Valid(s.Config) {
@@ -235,8 +414,12 @@ func (w *Workflow) Validate() error {
 		}
 		nodes = append(nodes, dag.Node{Name: s.Name, Deps: s.DependsOn, Line: s.line})
 	}
-	for _, e := range dag.Validate(nodes) {
+	graphErrs := dag.Validate(nodes)
+	for _, e := range graphErrs {
 		add(e.Node, e.Line, "depends_on", "%s", e.Msg)
+	}
+	if len(graphErrs) == 0 {
+		w.validateDecisionDepth(nodes, limits.MaxDecisionDepth, add)
 	}
 	return errors.Join(errs...)
 }

@@ -10,7 +10,8 @@
 //	ready     eligible to be claimed
 //	running   claimed by an engine under a lease (sub-status "deferred" while
 //	          its handler waits with its slot released)
-//	waiting   not eligible until its run_at: retry backoff, snooze or timer
+//	waiting   not eligible until its run_at (retry backoff, snooze or timer),
+//	          or until the signal it waits for arrives
 //	completed finished successfully (terminal)
 //	failed    failed permanently (terminal until an operator retries it)
 //	skipped   not run: a dependency failed or its trigger rule was false
@@ -78,10 +79,13 @@ var stepEdges = map[Step][]Step{
 	// Claimed, its ttl passed, its task cancelled, an operator resolved it.
 	StepReady: {StepRunning, StepExpired, StepCancelled, StepResolved},
 	// Outcome recorded, retry scheduled or snoozed (waiting), lease lapsed and
-	// the step returned to the queue (ready), task cancelled.
-	StepRunning: {StepCompleted, StepFailed, StepWaiting, StepReady, StepCancelled},
-	// run_at came, ttl passed, task cancelled, operator resolved it.
-	StepWaiting: {StepReady, StepExpired, StepCancelled, StepResolved},
+	// the step returned to the queue (ready), task cancelled, its when
+	// condition was false (skipped).
+	StepRunning: {StepCompleted, StepFailed, StepWaiting, StepReady, StepCancelled, StepSkipped},
+	// run_at came, ttl passed, task cancelled, operator resolved it, the
+	// signal it waited for arrived (completed) or its wait timed out
+	// (failed).
+	StepWaiting: {StepReady, StepExpired, StepCancelled, StepResolved, StepCompleted, StepFailed},
 	// Retry of a failed task puts its failed steps back in the queue.
 	StepFailed:  {StepReady, StepResolved},
 	StepExpired: {StepReady, StepResolved},

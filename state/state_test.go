@@ -29,12 +29,15 @@ var legalStep = map[[2]Step]bool{
 	{StepRunning, StepWaiting}:   true, // retry backoff, snooze or timer
 	{StepRunning, StepReady}:     true, // lease lapsed, back to the queue
 	{StepRunning, StepCancelled}: true, // task cancelled
+	{StepRunning, StepSkipped}:   true, // its when condition was false
 
 	// waiting: not eligible until run_at.
 	{StepWaiting, StepReady}:     true, // run_at came
 	{StepWaiting, StepExpired}:   true, // ttl passed
 	{StepWaiting, StepCancelled}: true, // task cancelled
 	{StepWaiting, StepResolved}:  true, // operator resolved it
+	{StepWaiting, StepCompleted}: true, // the signal it waited for arrived
+	{StepWaiting, StepFailed}:    true, // its wait for a signal timed out
 
 	// failed, expired: an operator retries or resolves them.
 	{StepFailed, StepReady}:     true,

@@ -124,7 +124,35 @@ type Store interface {
 	Wake() <-chan struct{}
 
 	Close() error
+
+	// SaveProgress records a running step's progress, a fraction from 0
+	// to 1 and a message (fenced like SaveCheckpoint).
+	SaveProgress(ctx context.Context, f Fence, fraction float64, message string) error
+	// Signal delivers a named signal with its JSON payload to a task. The
+	// first step of the task waiting for that name (lowest index) completes
+	// with the payload in the same transaction; when none waits, the signal
+	// is kept and completes the next step to begin waiting for it. Each
+	// signal completes at most one wait. It reports whether a waiting step
+	// took the signal at once; a task that has ended is ErrConflict, an
+	// unknown task ErrNotFound.
+	Signal(ctx context.Context, taskID int64, name string, payload json.RawMessage, engineID string) (delivered bool, err error)
 }
+
+// Kinds of steps (StepInsert.Kind, Step.Kind). A plain step has kind "".
+const (
+	// KindDecision: the step's outcome names which of its direct children
+	// run (Outcome.Decide, Outcome.Branches); the others are skipped.
+	KindDecision = "decision"
+	// KindBatch: the step's outcome creates one item step per batch
+	// (Outcome.Spawn); its children wait for every item.
+	KindBatch = "batch"
+	// KindItem: one item of a batch, created by the store.
+	KindItem = "item"
+	// KindSignal: the step runs no handler; it waits, holding no slot,
+	// until a signal of its name arrives (completed, the payload as its
+	// result) or its timeout passes (failed).
+	KindSignal = "signal"
+)
 
 // WorkflowRecord is a registered workflow version.
 type WorkflowRecord struct {
@@ -156,6 +184,16 @@ type StepInsert struct {
 	Priority    int   // added to the task's priority
 	MaxAttempts int
 	TTL         time.Duration
+	// Kind is "" or one of KindDecision, KindBatch, KindSignal.
+	Kind string
+	// TriggerRule decides, from its dependencies' outcomes, whether the
+	// step runs (see dag.Rule); "" means all_success.
+	TriggerRule string
+	// Signal names the signal a KindSignal step waits for, and
+	// SignalTimeout how long it waits once its dependencies allow (0:
+	// forever).
+	Signal        string
+	SignalTimeout time.Duration
 }
 
 // InsertResult is the outcome of one TaskInsert.
@@ -200,10 +238,22 @@ type Step struct {
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       string          `json:"error,omitempty"`
 	Checkpoint  json.RawMessage `json:"checkpoint,omitempty"`
-	RunAt       *time.Time      `json:"run_at,omitempty"`
-	EngineID    string          `json:"engine_id,omitempty"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// Kind is "" or one of the Kind constants.
+	Kind string `json:"kind,omitempty"`
+	// Template names the step template an item of a batch runs, and Item
+	// is its batch item.
+	Template string          `json:"template,omitempty"`
+	Item     json.RawMessage `json:"batch,omitempty"`
+	// Signal is the signal a KindSignal step waits for.
+	Signal string `json:"signal,omitempty"`
+	// Progress is the fraction (0 to 1) the handler last reported, with
+	// its message.
+	Progress        *float64   `json:"progress,omitempty"`
+	ProgressMessage string     `json:"progress_message,omitempty"`
+	RunAt           *time.Time `json:"run_at,omitempty"`
+	EngineID        string     `json:"engine_id,omitempty"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
 }
 
 // TaskFilter selects tasks for ListTasks. Zero fields do not filter.
@@ -269,6 +319,28 @@ type Outcome struct {
 	// Snooze gives the attempt back: the next run has the same number.
 	Snooze bool
 	Reason string
+	// Decide marks the completion of a KindDecision step: of its direct
+	// children, those named in Branches run and the others are skipped,
+	// in the same transaction.
+	Decide   bool
+	Branches []string
+	// Spawn, on the completion of a KindBatch step, creates its items in
+	// the same transaction.
+	Spawn *Spawn
+}
+
+// Spawn describes the items a batch step creates: one step per item, run
+// by the template, named "<batch step>[<n>]", ready at once. The batch
+// step's children wait for every item as well.
+type Spawn struct {
+	// Template is the step template the items run: its Name (the
+	// template's name), Handler, MaxAttempts, Priority and TTL are used.
+	Template StepInsert
+	// Items are the batch items, one JSON value each.
+	Items []json.RawMessage
+	// MaxSteps bounds the steps of the task, items included; a batch that
+	// would exceed it fails instead. 0 means no bound.
+	MaxSteps int
 }
 
 // EngineInfo describes a live engine process.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/weftrun/weft/internal/dag"
 )
 
 // ErrInvalidInsert reports a TaskInsert that no backend may write.
@@ -56,8 +58,16 @@ func ValidateInsert(in TaskInsert) error {
 		return fmt.Errorf("task insert for %s/%s: input is not valid JSON: %w", in.Namespace, in.Workflow, ErrInvalidInsert)
 	}
 	for i, s := range in.Steps {
-		if s.Name == "" || s.Handler == "" {
+		if s.Name == "" || (s.Handler == "" && s.Kind != KindSignal) {
 			return fmt.Errorf("task insert for %s/%s: step %d needs a name and a handler: %w", in.Namespace, in.Workflow, i, ErrInvalidInsert)
+		}
+		if !dag.ValidRule(dag.Rule(s.TriggerRule)) {
+			return fmt.Errorf("task insert for %s/%s: step %q has unknown trigger rule %q: %w", in.Namespace, in.Workflow, s.Name, s.TriggerRule, ErrInvalidInsert)
+		}
+		switch s.Kind {
+		case "", KindDecision, KindBatch, KindSignal:
+		default:
+			return fmt.Errorf("task insert for %s/%s: step %q has unknown kind %q: %w", in.Namespace, in.Workflow, s.Name, s.Kind, ErrInvalidInsert)
 		}
 		for _, d := range s.Deps {
 			if d < 0 || d >= len(in.Steps) || d == i {

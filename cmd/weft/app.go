@@ -130,6 +130,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.taskCommand(),
 		a.cancelCommand(),
 		a.retryCommand(),
+		a.signalCommand(),
 		a.validateCommand(),
 		a.migrateCommand(),
 	)

@@ -26,6 +26,40 @@ type progressOptions struct {
 	now func() time.Time
 	// loc is the zone of printed clock times; default time.Local.
 	loc *time.Location
+	// db is the --db flag given, repeated in the command printed for a
+	// step waiting for a signal; "" when it was not given.
+	db string
+}
+
+// signalCommand is the command that sends the signal a step waits for.
+func signalCommand(s *store.Step, db string) string {
+	cmd := fmt.Sprintf("weft signal %d %s --payload '{...}'", s.TaskID, s.Signal)
+	if db != "" {
+		cmd += " --db " + shellQuote(db)
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// progressText is a running step's reported progress: "60% row 6 of 10".
+func progressText(s *store.Step) string {
+	if s.Progress == nil {
+		return ""
+	}
+	text := fmt.Sprintf("%.0f%%", *s.Progress*100)
+	if s.ProgressMessage != "" {
+		text += " " + oneLine(s.ProgressMessage)
+	}
+	return text
 }
 
 // progress renders the progress of one task from successive snapshots of
@@ -247,7 +281,7 @@ func (p *progress) view(t *store.Task, now time.Time, final bool) []string {
 		if s.Attempts > 0 {
 			attempts = fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
 		}
-		detail, detailColor := stepDetail(s, byName, now)
+		detail, detailColor := stepDetail(s, byName, now, p.opts.db)
 		lines = append(lines, p.line(
 			seg{"  ", ""},
 			seg{sym, color},
@@ -313,7 +347,7 @@ func stepStateText(s *store.Step) string {
 
 // stepDetail is the last column of a step in the live view: its duration,
 // what it waits for, or its error.
-func stepDetail(s *store.Step, states map[string]state.Step, now time.Time) (text, color string) {
+func stepDetail(s *store.Step, states map[string]state.Step, now time.Time, db string) (text, color string) {
 	switch s.State {
 	case state.StepPending:
 		var waiting []string
@@ -327,7 +361,11 @@ func stepDetail(s *store.Step, states map[string]state.Step, now time.Time) (tex
 		}
 	case state.StepRunning:
 		if s.StartedAt != nil {
-			return fmtDuration(now.Sub(*s.StartedAt)), ansiDim
+			text := fmtDuration(now.Sub(*s.StartedAt))
+			if pt := progressText(s); pt != "" {
+				text += " " + pt
+			}
+			return text, ansiDim
 		}
 	case state.StepCompleted, state.StepResolved:
 		if s.StartedAt != nil && s.FinishedAt != nil {
@@ -335,6 +373,13 @@ func stepDetail(s *store.Step, states map[string]state.Step, now time.Time) (tex
 		}
 	case state.StepWaiting:
 		var b strings.Builder
+		if s.Signal != "" {
+			fmt.Fprintf(&b, "signal %q: %s", s.Signal, signalCommand(s, db))
+			if s.RunAt != nil {
+				fmt.Fprintf(&b, " (times out in %s)", fmtDuration(max(s.RunAt.Sub(now), 0)))
+			}
+			return b.String(), ansiYellow
+		}
 		if s.RunAt != nil {
 			what := "until"
 			if s.Error != "" {
@@ -444,6 +489,13 @@ func (p *progress) plainEnd(s *store.Step) string {
 		}
 		return text
 	case state.StepWaiting:
+		if s.Signal != "" {
+			text += fmt.Sprintf(" for signal %q; send it with: %s", s.Signal, signalCommand(s, p.opts.db))
+			if s.RunAt != nil {
+				text += fmt.Sprintf(" (times out in %s)", fmtDuration(max(s.RunAt.Sub(p.opts.now()), 0)))
+			}
+			return text
+		}
 		if s.RunAt != nil {
 			what := "until"
 			if s.Error != "" {

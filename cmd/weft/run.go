@@ -159,7 +159,7 @@ func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain t
 func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer, run *taskRun) {
 	width, height, live := terminal(w)
 	live = live && a.getenv("TERM") != "dumb"
-	p := newProgress(w, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height})
+	p := newProgress(w, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height, db: a.dbFlag})
 	if _, _, tty := terminal(a.stderr); live && tty {
 		a.logOut.hold()
 		defer a.logOut.release()

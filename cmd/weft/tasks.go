@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -229,7 +230,14 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 	for i := range t.Steps {
 		s := &t.Steps[i]
 		attempts := fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, stepStateText(s), attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
+		st := stepStateText(s)
+		switch {
+		case s.State == state.StepRunning && s.Progress != nil:
+			st += " " + abbrev(progressText(s), 40)
+		case s.State == state.StepWaiting && s.Signal != "":
+			st += " for signal " + s.Signal
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, st, attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
 	}
 	return flushTable(tw)
 }
@@ -248,6 +256,56 @@ func writeAudit(w io.Writer, trail []weft.AuditEntry) error {
 			attempt, orDash(en.EngineID), orDash(abbrev(en.Reason, 60)))
 	}
 	return flushTable(tw)
+}
+
+func (a *app) signalCommand() *cobra.Command {
+	var payload string
+	cmd := &cobra.Command{
+		Use:   "signal ID NAME",
+		Short: "Send a named signal, with an optional JSON payload, to a task",
+		Long: `Send a signal to a task. The task's first step waiting for a signal of that
+name completes with {"signal": NAME, "payload": PAYLOAD} as its result, and
+the steps after it run. If no step waits for it yet, the signal is kept and
+completes the next step that begins to wait for it.`,
+		Args: cobra.ExactArgs(2),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			var body any
+			if cmd.Flags().Changed("payload") {
+				if !json.Valid([]byte(payload)) {
+					return usageErrorf("--payload: not valid JSON: %s", abbrev(payload, 80))
+				}
+				body = json.RawMessage(payload)
+			}
+			ctx := cmd.Context()
+			e, err := a.open(ctx, weft.Config{}, true)
+			if err != nil {
+				return err
+			}
+			defer a.closeEngine(e)
+			delivered, err := e.Signal(ctx, id, args[1], body)
+			switch {
+			case errors.Is(err, weft.ErrNotFound):
+				return notFound(id)
+			case errors.Is(err, weft.ErrConflict):
+				return conflictMessage(err)
+			case errors.Is(err, weft.ErrInvalid):
+				return usageErrorf("%v", err)
+			case err != nil:
+				return err
+			case delivered:
+				fmt.Fprintf(a.stdout, "signal %s delivered to task %d\n", args[1], id)
+			default:
+				fmt.Fprintf(a.stdout, "signal %s kept for task %d: no step waits for it yet\n", args[1], id)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&payload, "payload", "", "the signal's payload, as JSON (default null)")
+	return cmd
 }
 
 func (a *app) cancelCommand() *cobra.Command {

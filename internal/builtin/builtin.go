@@ -10,6 +10,8 @@
 //	{"task_id": 1, "step": "charge", "attempt": 1, "input": {...},
 //	 "deps": {"reserve": {...}}, "config": {...}, "checkpoint": null}
 //
+// and, for an item of a batch, "batch": the item.
+//
 // exec writes it to the command's stdin; http sends it as the default body of
 // POST, PUT and PATCH requests and executes its url and body templates with
 // it.
@@ -17,6 +19,7 @@ package builtin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -41,6 +44,17 @@ type Request struct {
 	Config json.RawMessage
 	// Checkpoint is the last checkpoint the step saved, or nil.
 	Checkpoint json.RawMessage
+	// Batch is the item of a batch the step works on, or nil.
+	Batch json.RawMessage
+	// Report, if set, receives what the command reports on its control
+	// channel (see Exec): checkpoints and progress.
+	Report Reporter
+}
+
+// Reporter receives a running step's checkpoints and progress.
+type Reporter interface {
+	SaveCheckpoint(ctx context.Context, checkpoint json.RawMessage) error
+	Progress(ctx context.Context, fraction float64, message string) error
 }
 
 // stepContext is the JSON shape of the step context, in a fixed key order.
@@ -52,6 +66,7 @@ type stepContext struct {
 	Deps       map[string]json.RawMessage `json:"deps"`
 	Config     json.RawMessage            `json:"config"`
 	Checkpoint json.RawMessage            `json:"checkpoint"`
+	Batch      json.RawMessage            `json:"batch,omitempty"`
 }
 
 // contextJSON encodes the step context of req: a nil input or config becomes
@@ -65,6 +80,7 @@ func contextJSON(req Request) ([]byte, error) {
 		Deps:       req.Deps,
 		Config:     orDefault(req.Config, "{}"),
 		Checkpoint: orDefault(req.Checkpoint, "null"),
+		Batch:      req.Batch,
 	}
 	if sc.Deps == nil {
 		sc.Deps = map[string]json.RawMessage{}

@@ -166,6 +166,15 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 		"WEFT_ATTEMPT="+strconv.Itoa(req.Attempt),
 	)
 	cmd.Stdin = bytes.NewReader(stdin)
+	var control *controlChannel
+	if req.Report != nil {
+		if control, err = openControl(ctx, req.Report); err != nil {
+			return nil, fmt.Errorf("exec %q: %w", cfg.Command[0], err)
+		}
+		defer control.close()
+		cmd.ExtraFiles = []*os.File{control.w}
+		cmd.Env = append(cmd.Env, "WEFT_CONTROL_FD=3")
+	}
 	stdout := &headBuffer{limit: lim.stdout}
 	stderr := &tailBuffer{limit: maxExecStderr}
 	cmd.Stdout = stdout
@@ -191,9 +200,17 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 		}
 		return nil, fmt.Errorf("exec %q: cannot start: %w", cfg.Command[0], err)
 	}
+	if control != nil {
+		control.started()
+	}
 	waitErr := cmd.Wait()
 	if waitErr != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("exec %q: killed: %w", cfg.Command[0], ctx.Err())
+	}
+	if control != nil {
+		if err := control.finish(lim.waitDelay); err != nil {
+			return nil, err
+		}
 	}
 
 	var exitErr *exec.ExitError

@@ -371,7 +371,8 @@ func scanTask(sc interface{ Scan(...any) error }) (store.Task, error) {
 	return t, nil
 }
 
-const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at`
+const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at,
+	kind, template, item, signal, progress, progress_msg`
 
 // scanStep reads a step; deps holds the dependency indexes, to be named by
 // the caller.
@@ -380,10 +381,19 @@ func scanStep(sc interface{ Scan(...any) error }) (store.Step, []int, error) {
 	var st, deps string
 	var result, checkpoint sql.NullString
 	var runAt, started, finished sql.NullInt64
+	var item sql.NullString
+	var progress sql.NullFloat64
 	err := sc.Scan(&s.ID, &s.TaskID, &s.Index, &s.Name, &s.Handler, &s.Namespace, &st, &s.Sub, &deps, &s.Attempts, &s.MaxAttempts,
-		&s.Priority, &result, &s.Error, &checkpoint, &runAt, &s.EngineID, &started, &finished)
+		&s.Priority, &result, &s.Error, &checkpoint, &runAt, &s.EngineID, &started, &finished,
+		&s.Kind, &s.Template, &item, &s.Signal, &progress, &s.ProgressMessage)
 	if err != nil {
 		return s, nil, err
+	}
+	if item.Valid {
+		s.Item = json.RawMessage(item.String)
+	}
+	if progress.Valid {
+		s.Progress = &progress.Float64
 	}
 	s.State = state.Step(st)
 	if result.Valid {

@@ -258,24 +258,31 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 	var id int64
 	var name, deps, children string
 	var c dag.Counts
-	var priority int
+	var priority, extra int
 	var ttl int64
+	var rule, kind string
 	err := t.queryRow(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
 		WHERE task_id = ? AND idx = ? AND state = 'pending'
-		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl`,
-		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl)
+		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind`,
+		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl, &rule, &extra, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // not pending: cancelled or already decided
 	}
 	if err != nil {
 		return fmt.Errorf("update dependents of task %d: %w", taskID, err)
 	}
-	c.Total = len(parseIdx(deps))
-	switch dag.Decide(dag.AllSuccess, c) {
+	c.Total = len(parseIdx(deps)) + extra
+	switch dag.Decide(dag.Rule(rule), c) {
 	case dag.Run:
+		if kind == store.KindSignal {
+			return t.beginWait(id, taskID, name, children)
+		}
 		return t.eligible(id, taskID, name, state.StepPending, priority, ttl, 0, "dependencies satisfied")
 	case dag.Skip:
 		reason := fmt.Sprintf("dependency %q %s", parentName, parent)
+		if rule != "" && rule != string(dag.AllSuccess) {
+			reason = fmt.Sprintf("trigger rule %s is false (dependency %q %s)", rule, parentName, parent)
+		}
 		moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
 		if err != nil || !moved {
 			return err
@@ -292,8 +299,9 @@ const (
 	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
-	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
+		kind, trigger_rule, signal, wait_timeout)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // InsertTasks submits tasks in one transaction.
@@ -376,7 +384,10 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			stt, sortKey := state.StepPending, int64(0)
 			var expires, stepRunAt any
 			ttl := st.TTL.Microseconds()
-			if len(st.Deps) == 0 {
+			if len(st.Deps) == 0 && st.Kind == store.KindSignal {
+				// A new task has no signals yet: the step waits.
+				stt, stepRunAt = state.StepWaiting, signalDeadline(max(runAt, t.now), st.SignalTimeout)
+			} else if len(st.Deps) == 0 {
 				if runAt > t.now {
 					stt, stepRunAt = state.StepWaiting, runAt
 				} else {
@@ -392,7 +403,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 				maxAttempts = 1
 			}
 			if _, err := t.exec(insertStep, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
-				prio, sortKey, maxAttempts, ttl, expires, stepRunAt); err != nil {
+				prio, sortKey, maxAttempts, ttl, expires, stepRunAt, st.Kind, st.TriggerRule, st.Signal, st.SignalTimeout.Microseconds()); err != nil {
 				return nil, fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
 			}
 			t.audit(id, st.Name, "", string(stt), 0, "submitted")
@@ -698,24 +709,36 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		for _, d := range deps[i] {
 			args = append(args, d)
 		}
-		rows, err := t.query(`SELECT name, result FROM steps WHERE task_id = ? AND idx IN (`+placeholders(len(deps[i]))+`)`, args...)
+		// Skipped dependencies did not run: they have no result to pass on.
+		rows, err := t.query(`SELECT name, result, kind, idx FROM steps WHERE task_id = ? AND idx IN (`+placeholders(len(deps[i]))+`)
+			AND state != 'skipped'`, args...)
 		if err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
 		}
 		c.Deps = make(map[string]json.RawMessage, len(deps[i]))
+		batches := map[string]int{}
 		for rows.Next() {
-			var name string
+			var name, kind string
 			var result sql.NullString
-			if err := rows.Scan(&name, &result); err != nil {
+			var idx int
+			if err := rows.Scan(&name, &result, &kind, &idx); err != nil {
 				rows.Close()
 				return fmt.Errorf("load dependency results: %w", err)
 			}
 			c.Deps[name] = nullJSON(result)
 			c.DependsOn = append(c.DependsOn, name)
+			if kind == store.KindBatch {
+				batches[name] = idx
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
+		}
+		for name, idx := range batches {
+			if c.Deps[name], err = t.batchResults(c.TaskID, idx); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -775,6 +798,8 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		if o.Reason == "" {
 			o.Reason = o.Error
 		}
+	case state.StepSkipped:
+		set, args = `sub = '', error = '', finished_at = ?`, []any{t.now}
 	case state.StepWaiting, state.StepReady:
 		runAt := o.RunAt.UnixMicro()
 		to = state.StepWaiting
@@ -792,6 +817,14 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	}
 	if err := state.CheckStep(state.StepRunning, to); err != nil {
 		return false, err
+	}
+	if o.Spawn != nil && o.State == state.StepCompleted {
+		if msg, err := t.spawnTooLarge(o.Fence.StepID, o.Spawn); err != nil {
+			return false, err
+		} else if msg != "" {
+			o.Spawn, to, o.Error, o.Reason, o.Result = nil, state.StepFailed, msg, msg, nil
+			set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{msg, t.now}
+		}
 	}
 	// One fenced compare-and-swap: the step must still be running under
 	// exactly this attempt and lease.
@@ -812,7 +845,10 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	switch to {
 	case state.StepReady:
 		t.readied++
-	case state.StepCompleted, state.StepFailed:
+	case state.StepCompleted, state.StepFailed, state.StepSkipped:
+		if err := t.dynamicOutcome(o, taskID, name, children, to); err != nil {
+			return false, err
+		}
 		return true, t.stepEnded(taskID, name, children, to, o.Error)
 	}
 	return true, nil
@@ -1109,8 +1145,12 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
 		t.now = now.UnixMicro()
+		timedOut, err := t.timeOutWaits()
+		if err != nil {
+			return err
+		}
 		rows, err := t.query(`UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
-			WHERE state = 'waiting' AND run_at <= ? RETURNING task_id, name, attempt`, t.s.aging, t.now)
+			WHERE state = 'waiting' AND run_at <= ? AND signal = '' RETURNING task_id, name, attempt`, t.s.aging, t.now)
 		if err != nil {
 			return fmt.Errorf("promote waiting steps: %w", err)
 		}
@@ -1137,8 +1177,8 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 				return err
 			}
 		}
-		n = len(steps)
-		t.readied += n
+		n = len(steps) + timedOut
+		t.readied += len(steps)
 		return nil
 	})
 	return n, err
@@ -1198,7 +1238,7 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 		if task.State != state.TaskFailed {
 			return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
 		}
-		rows, err := t.query(`SELECT id, name, state, deps, priority, ttl FROM steps WHERE task_id = ? ORDER BY idx`, id)
+		rows, err := t.query(`SELECT id, name, state, deps, priority, ttl, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, id)
 		if err != nil {
 			return fmt.Errorf("steps of task %d: %w", id, err)
 		}
@@ -1210,14 +1250,21 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 			ttl      int64
 		}
 		var steps []row
+		items := map[int][]int{} // batch step index -> its items' indexes
 		for rows.Next() {
 			var r row
 			var deps string
-			if err := rows.Scan(&r.id, &r.name, &r.st, &deps, &r.priority, &r.ttl); err != nil {
+			var batchOf sql.NullInt64
+			if err := rows.Scan(&r.id, &r.name, &r.st, &deps, &r.priority, &r.ttl, &batchOf); err != nil {
 				rows.Close()
 				return fmt.Errorf("steps of task %d: %w", id, err)
 			}
 			r.deps = parseIdx(deps)
+			if batchOf.Valid {
+				// Items of a batch count among the dependencies of the
+				// batch step's children.
+				items[int(batchOf.Int64)] = append(items[int(batchOf.Int64)], len(steps))
+			}
 			steps = append(steps, r)
 		}
 		rows.Close()
@@ -1255,7 +1302,11 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 				continue
 			}
 			var c dag.Counts
+			var all []int
 			for _, d := range r.deps {
+				all = append(append(all, d), items[d]...)
+			}
+			for _, d := range all {
 				switch ps := state.Step(steps[d].st); {
 				case ps.Succeeded():
 					c.Succeeded++

@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener) {
 		{"ListTasks", testListTasks},
 		{"AuditRecordsEveryTransition", testAudit},
 	}
+	tests = append(tests, dynamicTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

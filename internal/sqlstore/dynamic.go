@@ -1,0 +1,205 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds what makes a task's graph change as it runs: decisions
+// that choose branches, batches that create their items, and progress.
+
+// dynamicOutcome applies what a finished step's outcome changes in its
+// task's graph, before its children are told it ended: a decision skips
+// the children it did not choose; a batch creates its items.
+func (t *txn) dynamicOutcome(o store.Outcome, taskID int64, name, children string, to state.Step) error {
+	if to != state.StepCompleted {
+		return nil
+	}
+	if o.Decide {
+		if err := t.decide(taskID, name, children, o.Branches); err != nil {
+			return err
+		}
+	}
+	if o.Spawn != nil {
+		return t.spawn(o.Fence.StepID, taskID, name, children, o.Spawn)
+	}
+	return nil
+}
+
+// decide skips the pending children of a decision that it did not choose;
+// the chosen ones learn of its success from stepEnded like any child.
+func (t *txn) decide(taskID int64, name, children string, branches []string) error {
+	idx := parseIdx(children)
+	if len(idx) == 0 {
+		return nil
+	}
+	args := []any{taskID}
+	for _, i := range idx {
+		args = append(args, i)
+	}
+	rows, err := t.query(`SELECT id, name, children FROM steps WHERE task_id = ? AND state = 'pending' AND idx IN (`+placeholders(len(idx))+`) ORDER BY idx`, args...)
+	if err != nil {
+		return fmt.Errorf("branches of decision %q: %w", name, err)
+	}
+	type child struct {
+		id             int64
+		name, children string
+	}
+	var skip []child
+	for rows.Next() {
+		var c child
+		if err := rows.Scan(&c.id, &c.name, &c.children); err != nil {
+			rows.Close()
+			return fmt.Errorf("branches of decision %q: %w", name, err)
+		}
+		if !slices.Contains(branches, c.name) {
+			skip = append(skip, c)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("branches of decision %q: %w", name, err)
+	}
+	reason := fmt.Sprintf("not chosen by decision %q", name)
+	for _, c := range skip {
+		moved, err := t.moveStep(c.id, taskID, c.name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
+		if err != nil {
+			return err
+		}
+		if moved {
+			if err := t.stepEnded(taskID, c.name, c.children, state.StepSkipped, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// spawnTooLarge returns why the batch would make its task exceed its step
+// limit, or "".
+func (t *txn) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error) {
+	if sp.MaxSteps <= 0 {
+		return "", nil
+	}
+	var n int
+	if err := t.queryRow(`SELECT count(*) FROM steps WHERE task_id = (SELECT task_id FROM steps WHERE id = ?)`, stepID).Scan(&n); err != nil {
+		return "", fmt.Errorf("count steps of the task of step %d: %w", stepID, err)
+	}
+	if n+len(sp.Items) > sp.MaxSteps {
+		return fmt.Sprintf("batch of %d items would give the task %d steps, more than its limit of %d (limits.max_steps)",
+			len(sp.Items), n+len(sp.Items), sp.MaxSteps), nil
+	}
+	return "", nil
+}
+
+// itemsPerInsert bounds the rows of one multi-row insert of items (17
+// parameters each, well under every backend's limit).
+const itemsPerInsert = 256
+
+// spawn creates the items of a completed batch step: ready steps after the
+// task's last one, each run by the template, with the batch step's
+// children as theirs. The children count them among their dependencies.
+func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn) error {
+	var batchIdx, next, prio int
+	var namespace string
+	err := t.queryRow(`SELECT s.idx, s.namespace, t.priority, (SELECT max(idx) + 1 FROM steps WHERE task_id = s.task_id)
+		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&batchIdx, &namespace, &prio, &next)
+	if err != nil {
+		return fmt.Errorf("batch %q of task %d: %w", name, taskID, err)
+	}
+	n := len(sp.Items)
+	if n == 0 {
+		return nil
+	}
+	tpl := sp.Template
+	prio += tpl.Priority
+	maxAttempts := max(tpl.MaxAttempts, 1)
+	ttl := tpl.TTL.Microseconds()
+	var expires any
+	if ttl > 0 {
+		expires = t.now + ttl
+	}
+	sortKey := t.now - int64(prio)*t.s.aging
+	const cols = 17
+	for start := 0; start < n; start += itemsPerInsert {
+		end := min(start+itemsPerInsert, n)
+		args := make([]any, 0, cols*(end-start))
+		for i := start; i < end; i++ {
+			item := sp.Items[i]
+			if len(item) == 0 {
+				item = json.RawMessage("null")
+			}
+			args = append(args, taskID, next+i, fmt.Sprintf("%s[%d]", name, i), tpl.Handler, namespace, string(state.StepReady), "", children,
+				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item))
+		}
+		row := "(" + placeholders(cols) + ")"
+		q := `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at,
+			kind, batch_of, template, item) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
+		if _, err := t.exec(q, args...); err != nil {
+			return fmt.Errorf("create items %d to %d of batch %q of task %d: %w", start, end-1, name, taskID, err)
+		}
+	}
+	reason := fmt.Sprintf("created by batch %q", name)
+	for i := range n {
+		t.audits = append(t.audits, auditRow{taskID, fmt.Sprintf("%s[%d]", name, i), "", string(state.StepReady), 0, reason, t.engine})
+	}
+	t.readied += n
+	if _, err := t.exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, n, taskID); err != nil {
+		return fmt.Errorf("count items of batch %q of task %d: %w", name, taskID, err)
+	}
+	if idx := parseIdx(children); len(idx) > 0 {
+		args := []any{n, taskID}
+		for _, i := range idx {
+			args = append(args, i)
+		}
+		if _, err := t.exec(`UPDATE steps SET deps_extra = deps_extra + ? WHERE task_id = ? AND idx IN (`+placeholders(len(idx))+`)`, args...); err != nil {
+			return fmt.Errorf("add items of batch %q to its children: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// batchResults returns the results of a batch step's items as one JSON
+// array, in item order; an item without a result (failed, skipped) is null.
+func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
+	rows, err := t.query(`SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, taskID, batchIdx)
+	if err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
+	defer rows.Close()
+	var b bytes.Buffer
+	b.WriteByte('[')
+	first := true
+	for rows.Next() {
+		var result sql.NullString
+		if err := rows.Scan(&result); err != nil {
+			return nil, fmt.Errorf("load batch results: %w", err)
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.Write(nullJSON(result))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
+}
+
+// SaveProgress records a running step's progress (fenced).
+func (s *Store) SaveProgress(ctx context.Context, f store.Fence, fraction float64, message string) error {
+	if !(fraction >= 0 && fraction <= 1) {
+		return fmt.Errorf("progress %v of step %d is not between 0 and 1", fraction, f.StepID)
+	}
+	return s.fenced(ctx, "", f, `progress = ?, progress_msg = ?`, fraction, message)
+}

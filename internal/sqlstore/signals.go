@@ -1,0 +1,192 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds durable waits for signals. A signal step waits in state
+// waiting with its signal's name in steps.signal and its deadline in
+// run_at (NULL: no deadline): it holds no slot and no goroutine. Signals
+// are rows of the signals table; one that arrives before its wait begins is
+// kept (step_id NULL) until a wait takes it.
+
+// signalDeadline returns the run_at of a wait beginning at from, or nil.
+func signalDeadline(from int64, timeout time.Duration) any {
+	if timeout <= 0 {
+		return nil
+	}
+	return from + timeout.Microseconds()
+}
+
+// signalResult is the result of a step completed by a signal.
+func signalResult(name string, payload string) (string, error) {
+	b, err := json.Marshal(struct {
+		Signal  string          `json:"signal"`
+		Payload json.RawMessage `json:"payload"`
+	}{name, json.RawMessage(payload)})
+	return string(b), err
+}
+
+// beginWait moves a pending signal step whose dependencies allow it to
+// waiting and, if a signal of its name is kept for the task, completes it
+// with that signal at once.
+func (t *txn) beginWait(id, taskID int64, name, children string) error {
+	var signal string
+	var timeout int64
+	if err := t.queryRow(`SELECT signal, wait_timeout FROM steps WHERE id = ?`, id).Scan(&signal, &timeout); err != nil {
+		return fmt.Errorf("signal step %q of task %d: %w", name, taskID, err)
+	}
+	moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepWaiting, 0, fmt.Sprintf("waiting for signal %q", signal),
+		`run_at = ?`, signalDeadline(t.now, time.Duration(timeout)*time.Microsecond))
+	if err != nil || !moved {
+		return err
+	}
+	var sigID int64
+	var payload string
+	err = t.queryRow(`SELECT id, payload FROM signals WHERE task_id = ? AND name = ? AND step_id IS NULL ORDER BY id LIMIT 1`, taskID, signal).
+		Scan(&sigID, &payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up signal %q of task %d: %w", signal, taskID, err)
+	}
+	_, err = t.deliver(sigID, id, taskID, name, children, signal, payload)
+	return err
+}
+
+// deliver completes a waiting signal step with a signal and marks the
+// signal taken. It reports false if the step no longer waits.
+func (t *txn) deliver(sigID, stepID, taskID int64, stepName, children, signal, payload string) (bool, error) {
+	result, err := signalResult(signal, payload)
+	if err != nil {
+		return false, fmt.Errorf("signal %q of task %d: %w", signal, taskID, err)
+	}
+	moved, err := t.moveStep(stepID, taskID, stepName, state.StepWaiting, state.StepCompleted, 0, fmt.Sprintf("signal %q received", signal),
+		`result = ?, run_at = NULL, finished_at = ?`, result, t.now)
+	if err != nil || !moved {
+		return false, err
+	}
+	if _, err := t.exec(`UPDATE signals SET step_id = ? WHERE id = ?`, stepID, sigID); err != nil {
+		return false, fmt.Errorf("mark signal %q of task %d taken: %w", signal, taskID, err)
+	}
+	return true, t.stepEnded(taskID, stepName, children, state.StepCompleted, "")
+}
+
+// timeOutWaits fails the signal waits whose deadline passed.
+func (t *txn) timeOutWaits() (int, error) {
+	rows, err := t.query(`SELECT id, task_id, name, children, signal FROM steps
+		WHERE state = 'waiting' AND signal != '' AND run_at IS NOT NULL AND run_at <= ?`, t.now)
+	if err != nil {
+		return 0, fmt.Errorf("find timed-out signal waits: %w", err)
+	}
+	type wait struct {
+		id, task               int64
+		name, children, signal string
+	}
+	var waits []wait
+	for rows.Next() {
+		var w wait
+		if err := rows.Scan(&w.id, &w.task, &w.name, &w.children, &w.signal); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("find timed-out signal waits: %w", err)
+		}
+		waits = append(waits, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("find timed-out signal waits: %w", err)
+	}
+	n := 0
+	for _, w := range waits {
+		msg := fmt.Sprintf("timed out waiting for signal %q", w.signal)
+		moved, err := t.moveStep(w.id, w.task, w.name, state.StepWaiting, state.StepFailed, 0, msg,
+			`error = ?, run_at = NULL, finished_at = ?`, msg, t.now)
+		if err != nil {
+			return n, err
+		}
+		if moved {
+			if err := t.stepEnded(w.task, w.name, w.children, state.StepFailed, msg); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Signal delivers a signal to a task.
+func (s *Store) Signal(ctx context.Context, taskID int64, name string, payload json.RawMessage, engineID string) (bool, error) {
+	if name == "" {
+		return false, errors.New("signal: a name is required")
+	}
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	if !json.Valid(payload) {
+		return false, fmt.Errorf("signal %q: payload is not valid JSON", name)
+	}
+	delivered := false
+	err := s.write(ctx, engineID, func(t *txn) error {
+		// Writing the task row first serialises this signal with the
+		// transactions that begin waits of the task (they update the row
+		// before their children are decided), so none misses the other.
+		var st string
+		err := t.queryRow(`UPDATE tasks SET remaining = remaining WHERE id = ? RETURNING state`, taskID).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("task %d: %w", taskID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("signal task %d: %w", taskID, err)
+		}
+		if state.Task(st).Terminal() {
+			return fmt.Errorf("task %d is %s and takes no signals: %w", taskID, st, store.ErrConflict)
+		}
+		var sigID int64
+		if err := t.queryRow(`INSERT INTO signals (task_id, name, payload, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
+			taskID, name, string(payload), t.now).Scan(&sigID); err != nil {
+			return fmt.Errorf("record signal %q of task %d: %w", name, taskID, err)
+		}
+		rows, err := t.query(`SELECT id, name, children FROM steps WHERE task_id = ? AND state = 'waiting' AND signal = ? ORDER BY idx`, taskID, name)
+		if err != nil {
+			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
+		}
+		type waiting struct {
+			id             int64
+			name, children string
+		}
+		var steps []waiting
+		for rows.Next() {
+			var w waiting
+			if err := rows.Scan(&w.id, &w.name, &w.children); err != nil {
+				rows.Close()
+				return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
+			}
+			steps = append(steps, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
+		}
+		for _, w := range steps {
+			ok, err := t.deliver(sigID, w.id, taskID, w.name, w.children, name, string(payload))
+			if err != nil {
+				return err
+			}
+			if ok {
+				delivered = true
+				return nil
+			}
+		}
+		return nil
+	})
+	return delivered, err
+}
