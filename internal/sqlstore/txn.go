@@ -199,49 +199,6 @@ func (t *txn) eligible(id, taskID int64, name string, from state.Step, priority 
 	return err
 }
 
-// stepEnded accounts for a step that reached a terminal state: it updates its
-// task's counters (finishing the task when nothing is left) and decides the
-// readiness of its children.
-func (t *txn) stepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
-	failed := 0
-	taskErr := ""
-	if st == state.StepFailed || st == state.StepExpired {
-		failed = 1
-		taskErr = fmt.Sprintf("step %q %s", name, st)
-		if errMsg != "" {
-			taskErr += ": " + errMsg
-		}
-	}
-	var remaining, failedTotal int
-	var tstate string
-	err := t.queryRow(`UPDATE tasks SET remaining = remaining - 1, failed = failed + ?,
-		error = CASE WHEN error = '' THEN ? ELSE error END WHERE id = ? RETURNING remaining, failed, state`,
-		failed, taskErr, taskID).Scan(&remaining, &failedTotal, &tstate)
-	if err != nil {
-		return fmt.Errorf("account step %q of task %d: %w", name, taskID, err)
-	}
-	if remaining == 0 {
-		from := state.Task(tstate)
-		if !from.Terminal() {
-			to, reason := state.TaskCompleted, "every step finished"
-			if failedTotal > 0 {
-				to, reason = state.TaskFailed, taskErr
-				if reason == "" {
-					reason = "a step failed"
-				}
-			}
-			if _, err := t.moveTask(taskID, from, to, reason, `finished_at = ?`, t.now); err != nil {
-				return err
-			}
-		}
-	}
-	for _, child := range parseIdx(children) {
-		if err := t.parentEnded(taskID, child, st, name); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // parentEnded updates a pending child's dependency counts and applies its
 // trigger rule.
@@ -766,7 +723,26 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
 	err := s.write(ctx, engine, func(t *txn) error {
+		// Plain outcomes of one engine go together; the rest one by one.
+		var plain []store.Outcome
+		var plainAt, rest []int
 		for _, i := range order {
+			if o := outcomes[i]; plainOutcome(o) && o.EngineID == engine {
+				plain, plainAt = append(plain, o), append(plainAt, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		held, err := t.finishMany(plain)
+		if err != nil {
+			return err
+		}
+		for j, i := range plainAt {
+			if !held[j] {
+				results[i] = fmt.Errorf("step %d attempt %d: %w", outcomes[i].Fence.StepID, outcomes[i].Fence.Attempt, store.ErrStaleLease)
+			}
+		}
+		for _, i := range rest {
 			o := outcomes[i]
 			t.engine = o.EngineID
 			ok, err := t.finish(o)

@@ -130,6 +130,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{
 			Numbered:  true,
+			Arrays:    true,
 			ClaimLock: "FOR UPDATE SKIP LOCKED",
 			// Read the ready index in order whatever the statistics say.
 			ClaimPlan:      "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
