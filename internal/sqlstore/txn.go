@@ -199,7 +199,6 @@ func (t *txn) eligible(id, taskID int64, name string, from state.Step, priority 
 	return err
 }
 
-
 // parentEnded updates a pending child's dependency counts and applies its
 // trigger rule.
 func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName string) error {
