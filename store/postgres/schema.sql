@@ -89,3 +89,13 @@ CREATE TABLE IF NOT EXISTS engines (
 	heartbeat_at BIGINT NOT NULL,
 	state        TEXT NOT NULL -- live, stopped, dead
 );
+
+-- server
+CREATE TABLE IF NOT EXISTS api_keys (
+	id          TEXT PRIMARY KEY,
+	name        TEXT NOT NULL,
+	hash        TEXT NOT NULL, -- hex SHA-256 of the secret
+	permissions TEXT NOT NULL, -- comma-separated resource:action
+	created_at  BIGINT NOT NULL,
+	revoked_at  BIGINT
+);

@@ -70,6 +70,17 @@ func Run(t *testing.T, open Opener) {
 		{"Workflows", testWorkflows},
 		{"ListTasks", testListTasks},
 		{"AuditRecordsEveryTransition", testAudit},
+		{"APIKeys", testAPIKeys},
+		{"GetStep", testGetStep},
+		{"RetryStepReopensSkipped", testRetryStep},
+		{"RetryStepKeepsOtherFailures", testRetryStepOtherFailure},
+		{"ResolveFailedStep", testResolveFailed},
+		{"ResolveWithResult", testResolveWithResult},
+		{"ResolveRefused", testResolveRefused},
+		{"QueueDepth", testQueueDepth},
+		{"CountUnfinishedTasks", testCountUnfinished},
+		{"ClaimByNamespace", testClaimByNamespace},
+		{"ListTasksByCreationTime", testListTasksByTime},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
