@@ -132,6 +132,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.retryCommand(),
 		a.validateCommand(),
 		a.migrateCommand(),
+		a.serveCommand(),
+		a.keysCommand(),
 	)
 	return root
 }
@@ -175,7 +177,7 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 	name := a.logLevel
 	if name == "" {
 		name = "warn"
-		if cmd.Name() == "worker" {
+		if cmd.Name() == "worker" || cmd.Name() == "serve" {
 			name = "info"
 		}
 	}
