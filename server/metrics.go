@@ -56,8 +56,8 @@ func newMetrics(s store.Store, log *slog.Logger) *metrics {
 			Help: "Requests refused before any work: overload (503), body too large (413)."}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.leaseExpiry, m.requests, m.reqDuration, m.rejected,
-		&queueCollector{store: s, log: log},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
+		&queueCollector{store: s, log: log}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
+	prometheus.WrapRegistererWithPrefix("weft_", m.registry).MustRegister(collectors.NewGoCollector())
 	return m
 }
 

@@ -181,7 +181,16 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 	}
 	fallback := time.NewTimer(0)
 	defer fallback.Stop()
+	beat := time.Now()
 	for {
+		// A worker waiting in a claim is alive: renew its lease while it
+		// waits, as its own heartbeats would.
+		if time.Since(beat) >= s.engine.HeartbeatInterval() {
+			if _, err := st.Heartbeat(ctx, id, time.Now(), nil); err != nil {
+				return 0, nil, err
+			}
+			beat = time.Now()
+		}
 		woken := s.readySignal()
 		lease := rand.Int64N(1<<62) + 1
 		claimed, err := st.ClaimSteps(ctx, store.ClaimParams{EngineID: id, Limit: req.Max, Handlers: req.Handlers, Namespaces: namespaces, LeaseID: lease})
@@ -209,7 +218,7 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 		if left <= 0 {
 			return http.StatusOK, map[string]any{"steps": []claimedStepJSON{}}, nil
 		}
-		fallback.Reset(min(left, s.opts.PollFallback))
+		fallback.Reset(min(left, s.opts.PollFallback, s.engine.HeartbeatInterval()))
 		select {
 		case <-ctx.Done():
 			return 0, nil, ctx.Err()
