@@ -88,7 +88,9 @@ func TestServeAndClientMode(t *testing.T) {
 
 	url, stop := startServe(t, db)
 	hello := filepath.Join("..", "..", "examples", "hello.yaml")
-	as := func(args ...string) result { return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...) }
+	as := func(args ...string) result {
+		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+	}
 
 	r = as("validate", hello)
 	requireCode(t, 0, r)
