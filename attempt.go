@@ -178,7 +178,9 @@ func (e *Engine) launch(c store.ClaimedStep) {
 	go func() {
 		defer e.handlerWG.Done()
 		defer cancel(nil)
+		start := time.Now()
 		o, record := e.execute(ctx, c)
+		e.publishEnded(c, o, record, time.Since(start))
 		e.mu.Lock()
 		delete(e.inflight, c.ID)
 		e.mu.Unlock()

@@ -154,6 +154,7 @@ type Engine struct {
 	cancelFlush context.CancelFunc
 	onlyTask    int64 // when set, claim only this task's steps (RunTask)
 	conds       conditions
+	observers   observers
 }
 
 // running is one handler in flight.
@@ -428,6 +429,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			got = len(claimed)
 			for _, c := range claimed {
+				e.Publish(Event{Kind: EventClaimed, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name, Handler: c.Handler, Attempt: c.Attempts})
 				e.launch(c)
 			}
 			e.slots.Return(n - got)
@@ -440,6 +442,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.store.Wake():
+			e.Publish(Event{Kind: EventReady})
 		case <-e.slots.Changed():
 		case <-timer.C:
 		}
@@ -645,6 +648,7 @@ func (e *Engine) reap(ctx context.Context, leader, full bool) bool {
 	}
 	if n > 0 {
 		e.log.Warn("reclaimed steps of lapsed engines", "count", n)
+		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
 	}
 	return true
 }

@@ -278,6 +278,9 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	out := make([]SubmitResult, len(res))
 	for i, r := range res {
 		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate}
+		if !r.Duplicate {
+			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+		}
 	}
 	return out, nil
 }

@@ -136,6 +136,37 @@ type Store interface {
 	// took the signal at once; a task that has ended is ErrConflict, an
 	// unknown task ErrNotFound.
 	Signal(ctx context.Context, taskID int64, name string, payload json.RawMessage, engineID string) (delivered bool, err error)
+
+	// CreateAPIKey records a new API key; only the hash of its secret is
+	// stored. A key whose id exists is ErrConflict.
+	CreateAPIKey(ctx context.Context, k APIKey) error
+	// GetAPIKey returns a key by id, revoked or not, or ErrNotFound.
+	GetAPIKey(ctx context.Context, id string) (*APIKey, error)
+	// ListAPIKeys returns every key, revoked ones included, oldest first.
+	ListAPIKeys(ctx context.Context) ([]APIKey, error)
+	// RevokeAPIKey marks a key revoked; it then authenticates nothing.
+	// Revoking a revoked key is a no-op; an unknown id is ErrNotFound.
+	RevokeAPIKey(ctx context.Context, id string) error
+
+	// GetStep returns one step, its dependencies named, or ErrNotFound.
+	GetStep(ctx context.Context, id int64) (*Step, error)
+	// RetryStep makes a failed or expired step ready again with a fresh
+	// attempt count: the steps skipped because of it wait for it again, and
+	// a failed task runs again. Any other state is ErrConflict.
+	RetryStep(ctx context.Context, id int64, engineID string) error
+	// ResolveStep ends a step that is not running by an operator's hand: it
+	// becomes resolved (with r.Result, if any, passed to its dependents as
+	// a completed step's result would be), its dependents proceed, and a
+	// task failed only because of it runs on. A running or finished step
+	// (other than failed or expired) is ErrConflict.
+	ResolveStep(ctx context.Context, r StepResolution) error
+
+	// QueueDepth counts the unfinished steps (pending, ready, running,
+	// waiting) by namespace and state.
+	QueueDepth(ctx context.Context) ([]QueueCount, error)
+	// CountUnfinishedTasks counts pending and running tasks, stopping at
+	// limit so that the cost stays bounded however large the backlog.
+	CountUnfinishedTasks(ctx context.Context, limit int) (int, error)
 }
 
 // Kinds of steps (StepInsert.Kind, Step.Kind). A plain step has kind "".
@@ -263,6 +294,10 @@ type TaskFilter struct {
 	State     state.Task
 	BeforeID  int64 // cursor: only tasks with a smaller id
 	Limit     int   // default 100
+	// CreatedAfter and CreatedBefore bound the creation time (inclusive,
+	// exclusive); zero does not bound.
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
 }
 
 // Fence identifies one attempt's hold on a step. A write guarded by a fence
@@ -285,6 +320,9 @@ type ClaimParams struct {
 	// Handlers limits the claim to steps run by these handlers; nil means
 	// any.
 	Handlers []string
+	// Namespaces limits the claim to steps of these namespaces; nil means
+	// any.
+	Namespaces []string
 	// Caps limits how many steps of a namespace run at once across every
 	// engine on the database.
 	Caps map[string]int

@@ -62,6 +62,9 @@ type app struct {
 
 	dbFlag   string
 	logLevel string
+	// serverFlag and tokenFlag make the task commands talk to a server.
+	serverFlag string
+	tokenFlag  string
 
 	logOut *holdWriter
 	log    *slog.Logger
@@ -121,6 +124,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.dbFlag, "db", "", "database URL or SQLite file path (default $WEFT_DB, else "+weft.DefaultDB+")")
+	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server (submit, tasks, task, cancel, retry, validate) instead of a database (default $WEFT_SERVER)")
+	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
 	root.AddCommand(
 		a.runCommand(),
@@ -133,6 +138,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.signalCommand(),
 		a.validateCommand(),
 		a.migrateCommand(),
+		a.serveCommand(),
+		a.keysCommand(),
 	)
 	return root
 }
@@ -176,7 +183,7 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 	name := a.logLevel
 	if name == "" {
 		name = "warn"
-		if cmd.Name() == "worker" {
+		if cmd.Name() == "worker" || cmd.Name() == "serve" {
 			name = "info"
 		}
 	}

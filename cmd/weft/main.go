@@ -7,8 +7,12 @@
 //	weft task ID                  show a task and its steps
 //	weft cancel ID, weft retry ID cancel a task, retry a failed one
 //	weft validate FILE.yaml...    check templates
+//	weft serve                    run an engine with the REST API, metrics and remote workers
+//	weft keys create|list|revoke  manage the API keys of weft serve
 //
-// The database is chosen by --db, else $WEFT_DB, else ./weft.db. Exit status:
+// The database is chosen by --db, else $WEFT_DB, else ./weft.db. With
+// --server URL (or $WEFT_SERVER) and --token (or $WEFT_TOKEN), submit, tasks,
+// task, cancel, retry and validate talk to a weft server instead. Exit status:
 // 0 on success, 1 when a task failed or a command could not be done, 2 for
 // usage and validation errors, 130 when `weft run` was interrupted.
 package main

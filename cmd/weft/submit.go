@@ -64,22 +64,22 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 		}
 		sub.Workflow = target
 	}
-	e, err := a.open(ctx, weft.Config{}, w == nil)
+	b, err := a.backend(ctx, w == nil)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer b.Close()
 	if w != nil {
-		if err := a.register(ctx, e, target, w); err != nil {
+		if err := b.RegisterTemplate(ctx, target, w); err != nil {
 			return err
 		}
 	}
-	res, err := e.Submit(ctx, sub)
+	res, err := b.Submit(ctx, sub)
 	switch {
 	case errors.Is(err, weft.ErrInvalid):
 		return &exitError{code: exitUsage, err: err}
 	case errors.Is(err, weft.ErrNotFound):
-		return fmt.Errorf("workflow %s is not registered in %s (submit its template file to register it)", target, a.dbURL())
+		return fmt.Errorf("workflow %s is not registered in %s (submit its template file to register it)", target, b.Where())
 	case err != nil:
 		return fmt.Errorf("submit %s: %w", target, err)
 	}

@@ -84,11 +84,11 @@ func joinStates[S ~string](states []S) string {
 }
 
 func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) error {
-	e, err := a.open(ctx, weft.Config{}, true)
+	e, err := a.backend(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer e.Close()
 	tasks, err := e.List(ctx, f)
 	if err != nil {
 		return fmt.Errorf("list tasks: %w", err)
@@ -162,11 +162,11 @@ type taskWithAudit struct {
 }
 
 func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error {
-	e, err := a.open(ctx, weft.Config{}, true)
+	e, err := a.backend(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer e.Close()
 	t, err := e.Get(ctx, id)
 	if errors.Is(err, weft.ErrNotFound) {
 		return notFound(id)
@@ -314,7 +314,7 @@ func (a *app) cancelCommand() *cobra.Command {
 		Short: "Cancel a task: its unfinished steps are cancelled and running handlers stopped",
 		Args:  cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			return a.change(cmd.Context(), args[0], (*weft.Engine).Cancel, "task %d cancelled")
+			return a.change(cmd.Context(), args[0], backend.Cancel, "task %d cancelled")
 		}),
 	}
 }
@@ -328,22 +328,22 @@ attempts, and the steps skipped because of them wait for them again. A running
 'weft worker' (or the next one started) runs them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			return a.change(cmd.Context(), args[0], (*weft.Engine).Retry, "task %d retried: its failed steps are queued to run again")
+			return a.change(cmd.Context(), args[0], backend.Retry, "task %d retried: its failed steps are queued to run again")
 		}),
 	}
 }
 
 // change applies cancel or retry to a task and prints the confirmation.
-func (a *app) change(ctx context.Context, arg string, do func(*weft.Engine, context.Context, int64) error, confirm string) error {
+func (a *app) change(ctx context.Context, arg string, do func(backend, context.Context, int64) error, confirm string) error {
 	id, err := parseID(arg)
 	if err != nil {
 		return err
 	}
-	e, err := a.open(ctx, weft.Config{}, true)
+	e, err := a.backend(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer e.Close()
 	err = do(e, ctx, id)
 	switch {
 	case errors.Is(err, weft.ErrNotFound):

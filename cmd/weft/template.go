@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
 )
 
 // builtinHandlers are the handlers the CLI's engines can run.
@@ -78,7 +80,10 @@ configs of built-in handlers, without touching the database. Each valid file
 prints "FILE: ok (namespace/name@version, N steps)"; each problem is printed on
 stderr on its own line with file and line, and the exit status is 2.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: action(func(_ *cobra.Command, args []string) error {
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			if a.serverURL() != "" {
+				return a.validateOnServer(cmd.Context(), args)
+			}
 			failed := false
 			for _, path := range args {
 				w, err := weft.LoadTemplate(path)
@@ -95,4 +100,38 @@ stderr on its own line with file and line, and the exit status is 2.`,
 			return nil
 		}),
 	}
+}
+
+// validateOnServer is validate with --server: the server checks each
+// template, so a template is judged by the version of weft that will run it.
+func (a *app) validateOnServer(ctx context.Context, paths []string) error {
+	c, err := client.New(a.serverURL(), a.token())
+	if err != nil {
+		return usageErrorf("--server: %v", err)
+	}
+	failed := false
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintln(a.stderr, err)
+			failed = true
+			continue
+		}
+		v, err := c.ValidateTemplate(ctx, path, data)
+		if err != nil {
+			return fmt.Errorf("validate %s on %s: %w", path, a.serverURL(), err)
+		}
+		if v.Valid {
+			fmt.Fprintf(a.stdout, "%s: ok (%s, %d steps)\n", path, v.Workflow, v.Steps)
+			continue
+		}
+		failed = true
+		for _, p := range v.Problems {
+			fmt.Fprintln(a.stderr, (&weft.DefinitionError{File: path, Line: p.Line, Step: p.Step, Field: p.Field, Msg: p.Message}).Error())
+		}
+	}
+	if failed {
+		return exitWith(exitUsage)
+	}
+	return nil
 }

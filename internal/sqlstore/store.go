@@ -460,6 +460,12 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	if f.BeforeID > 0 {
 		where, args = append(where, "id < ?"), append(args, f.BeforeID)
 	}
+	if !f.CreatedAfter.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, f.CreatedAfter.UnixMicro())
+	}
+	if !f.CreatedBefore.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, f.CreatedBefore.UnixMicro())
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100

@@ -528,6 +528,12 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string
 			args = append(args, h)
 		}
 	}
+	if p.Namespaces != nil {
+		q += ` AND namespace IN (` + placeholders(len(p.Namespaces)) + `)`
+		for _, ns := range p.Namespaces {
+			args = append(args, ns)
+		}
+	}
 	q += ` ORDER BY sort_key LIMIT ?`
 	if s.d.ClaimLock != "" {
 		q += " " + s.d.ClaimLock

@@ -71,6 +71,17 @@ func Run(t *testing.T, open Opener) {
 		{"Workflows", testWorkflows},
 		{"ListTasks", testListTasks},
 		{"AuditRecordsEveryTransition", testAudit},
+		{"APIKeys", testAPIKeys},
+		{"GetStep", testGetStep},
+		{"RetryStepReopensSkipped", testRetryStep},
+		{"RetryStepKeepsOtherFailures", testRetryStepOtherFailure},
+		{"ResolveFailedStep", testResolveFailed},
+		{"ResolveWithResult", testResolveWithResult},
+		{"ResolveRefused", testResolveRefused},
+		{"QueueDepth", testQueueDepth},
+		{"CountUnfinishedTasks", testCountUnfinished},
+		{"ClaimByNamespace", testClaimByNamespace},
+		{"ListTasksByCreationTime", testListTasksByTime},
 	}
 	tests = append(tests, dynamicTests...)
 	for _, tt := range tests {

@@ -1,0 +1,263 @@
+// Package client is a Go client of the weft REST API (weft serve): submit,
+// inspect, cancel and retry tasks, register and validate workflow templates.
+//
+// Errors from the API are *Error and wrap weft.ErrNotFound (404),
+// weft.ErrConflict (409) or weft.ErrInvalid (400), so callers test them with
+// errors.Is as they would the engine's.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
+)
+
+// Client talks to one weft server.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client of the server at baseURL ("http://host:port"),
+// authenticating with token (an API key or a JWT; "" sends none).
+func New(baseURL, token string) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server URL %q: want http://HOST:PORT or https://HOST", baseURL)
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Timeout: time.Minute}}, nil
+}
+
+// Error is an error response of the API.
+type Error struct {
+	Status   int
+	Code     string
+	Message  string
+	Field    string
+	Problems []Problem
+}
+
+// Problem is one problem of a template.
+type Problem struct {
+	Line    int    `json:"line"`
+	Step    string `json:"step"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap maps the status to the engine's errors.
+func (e *Error) Unwrap() error {
+	switch e.Status {
+	case http.StatusNotFound:
+		return weft.ErrNotFound
+	case http.StatusConflict:
+		return weft.ErrConflict
+	case http.StatusBadRequest:
+		return weft.ErrInvalid
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, fmt.Errorf("request %s %s: %w", method, path, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, c.base+path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode >= 400 {
+		var e struct {
+			Error struct {
+				Code, Message, Field string
+				Problems             []Problem
+			}
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("%s %s: status %d", method, path, resp.StatusCode)}
+		}
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, Problems: e.Error.Problems}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decode response of %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// Workflow is a registered workflow version.
+type Workflow struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	Ref       string `json:"ref"`
+}
+
+// RegisterTemplate registers a YAML template; filename names it in problems.
+func (c *Client) RegisterTemplate(ctx context.Context, filename string, yaml []byte) (Workflow, error) {
+	var w Workflow
+	_, err := c.do(ctx, "POST", "/v1/workflows", map[string]string{"template": string(yaml), "filename": filename}, &w)
+	return w, err
+}
+
+// Validation is the result of validating a template.
+type Validation struct {
+	Valid    bool      `json:"valid"`
+	Workflow string    `json:"workflow"`
+	Steps    int       `json:"steps"`
+	Problems []Problem `json:"problems"`
+}
+
+// ValidateTemplate checks a template on the server without registering it.
+func (c *Client) ValidateTemplate(ctx context.Context, filename string, yaml []byte) (Validation, error) {
+	var v Validation
+	_, err := c.do(ctx, "POST", "/v1/workflows/validate", map[string]string{"template": string(yaml), "filename": filename}, &v)
+	return v, err
+}
+
+// Submit creates a task. A submission whose idempotency key exists returns
+// the existing task with Duplicate set.
+func (c *Client) Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error) {
+	body := map[string]any{"workflow": s.Workflow}
+	if s.Input != nil {
+		switch in := s.Input.(type) {
+		case json.RawMessage:
+			if len(in) > 0 {
+				body["input"] = in
+			}
+		case []byte:
+			if len(in) > 0 {
+				body["input"] = json.RawMessage(in)
+			}
+		default:
+			body["input"] = in
+		}
+	}
+	if s.Key != "" {
+		body["idempotency_key"] = s.Key
+	}
+	if s.Priority != 0 {
+		body["priority"] = s.Priority
+	}
+	if !s.RunAt.IsZero() {
+		body["run_at"] = s.RunAt
+	}
+	if !s.GoodUntil.IsZero() {
+		body["good_until"] = s.GoodUntil
+	}
+	var t store.Task
+	status, err := c.do(ctx, "POST", "/v1/tasks", body, &t)
+	if err != nil {
+		return weft.SubmitResult{}, err
+	}
+	return weft.SubmitResult{Task: t, Duplicate: status == http.StatusOK}, nil
+}
+
+// Get returns a task with its steps.
+func (c *Client) Get(ctx context.Context, id int64) (*weft.Task, error) {
+	var t store.Task
+	if _, err := c.do(ctx, "GET", "/v1/tasks/"+strconv.FormatInt(id, 10), nil, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// List returns one page of tasks, newest first (BeforeID pages on).
+func (c *Client) List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, error) {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("namespace", f.Namespace)
+	set("workflow", f.Workflow)
+	set("state", string(f.State))
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.BeforeID > 0 {
+		q.Set("cursor", strconv.FormatInt(f.BeforeID, 10))
+	}
+	if !f.CreatedAfter.IsZero() {
+		q.Set("created_after", f.CreatedAfter.Format(time.RFC3339Nano))
+	}
+	if !f.CreatedBefore.IsZero() {
+		q.Set("created_before", f.CreatedBefore.Format(time.RFC3339Nano))
+	}
+	var page struct {
+		Tasks []store.Task `json:"tasks"`
+	}
+	path := "/v1/tasks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	if _, err := c.do(ctx, "GET", path, nil, &page); err != nil {
+		return nil, err
+	}
+	return page.Tasks, nil
+}
+
+// Audit returns a task's transitions, oldest first.
+func (c *Client) Audit(ctx context.Context, id int64) ([]weft.AuditEntry, error) {
+	var out struct {
+		Audit []store.AuditEntry `json:"audit"`
+	}
+	if _, err := c.do(ctx, "GET", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/audit", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Audit, nil
+}
+
+// Cancel cancels a task.
+func (c *Client) Cancel(ctx context.Context, id int64) error {
+	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/cancel", nil, nil)
+	return err
+}
+
+// Retry retries a failed task.
+func (c *Client) Retry(ctx context.Context, id int64) error {
+	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/retry", nil, nil)
+	return err
+}
+
+// IsCode reports whether err is an API error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
+)
+
+// backend is what the task commands (submit, tasks, task, cancel, retry)
+// need: a local engine on the database, or a weft server through its API
+// when --server or $WEFT_SERVER is set.
+type backend interface {
+	Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error)
+	Get(ctx context.Context, id int64) (*weft.Task, error)
+	List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, error)
+	Audit(ctx context.Context, id int64) ([]weft.AuditEntry, error)
+	Cancel(ctx context.Context, id int64) error
+	Retry(ctx context.Context, id int64) error
+	// RegisterTemplate registers a template loaded from path.
+	RegisterTemplate(ctx context.Context, path string, w *weft.Workflow) error
+	// Where names the database or server, for messages.
+	Where() string
+	Close()
+}
+
+// localBackend is an engine on the database, not started.
+type localBackend struct {
+	*weft.Engine
+	a *app
+}
+
+func (l localBackend) RegisterTemplate(ctx context.Context, path string, w *weft.Workflow) error {
+	return l.a.register(ctx, l.Engine, path, w)
+}
+func (l localBackend) Where() string { return l.a.dbURL() }
+func (l localBackend) Close()        { l.a.closeEngine(l.Engine) }
+
+// remoteBackend is a weft server.
+type remoteBackend struct {
+	*client.Client
+	url string
+}
+
+func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *weft.Workflow) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	if _, err := r.Client.RegisterTemplate(ctx, path, data); err != nil {
+		return fmt.Errorf("register %s on %s: %w", path, r.url, err)
+	}
+	return nil
+}
+func (r remoteBackend) Where() string { return r.url }
+func (r remoteBackend) Close()        {}
+
+// serverURL returns the server the commands talk to, or "".
+func (a *app) serverURL() string {
+	if a.serverFlag != "" {
+		return a.serverFlag
+	}
+	return a.getenv("WEFT_SERVER")
+}
+
+// token returns the credential sent to the server.
+func (a *app) token() string {
+	if a.tokenFlag != "" {
+		return a.tokenFlag
+	}
+	return a.getenv("WEFT_TOKEN")
+}
+
+// backend opens the local database (see open for mustExist) or, with a
+// server configured, a client of it.
+func (a *app) backend(ctx context.Context, mustExist bool) (backend, error) {
+	if url := a.serverURL(); url != "" {
+		c, err := client.New(url, a.token())
+		if err != nil {
+			return nil, usageErrorf("--server: %v", err)
+		}
+		return remoteBackend{Client: c, url: url}, nil
+	}
+	e, err := a.open(ctx, weft.Config{}, mustExist)
+	if err != nil {
+		return nil, err
+	}
+	return localBackend{Engine: e, a: a}, nil
+}

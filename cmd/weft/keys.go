@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/server"
+)
+
+func (a *app) keysCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "Manage the API keys of 'weft serve'",
+		Long: `Create, list and revoke the API keys that authenticate requests to 'weft serve'.
+Keys live in the database (only a hash of each secret is stored), so every
+server on the database accepts them.`,
+	}
+	cmd.AddCommand(a.keysCreateCommand(), a.keysListCommand(), a.keysRevokeCommand())
+	return cmd
+}
+
+func (a *app) keysCreateCommand() *cobra.Command {
+	var name, perms string
+	cmd := &cobra.Command{
+		Use:   "create --name NAME --permissions LIST",
+		Short: "Create an API key and print its secret, once, on the last line",
+		Long: `Create an API key. The key is printed once, on the last line of the output:
+store it now, it cannot be shown again.
+
+Permissions are resource:action, comma-separated: ` + strings.Join(server.Permissions, ", ") + `,
+or resource:* for every action on a resource. admin:* grants everything.`,
+		Example: `  weft keys create --name ci --permissions tasks:create,tasks:read
+  token=$(weft keys create --name py-worker --permissions workers:connect | tail -n1)`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			var list []string
+			for p := range strings.SplitSeq(perms, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					list = append(list, p)
+				}
+			}
+			token, k, err := server.NewAPIKey(name, list)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			e, err := a.open(cmd.Context(), weft.Config{}, false)
+			if err != nil {
+				return err
+			}
+			defer a.closeEngine(e)
+			if err := e.Store().CreateAPIKey(cmd.Context(), k); err != nil {
+				return fmt.Errorf("create key: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "created API key %s (%s) with %s\n", k.ID, k.Name, strings.Join(k.Permissions, ","))
+			fmt.Fprintln(a.stdout, "the key is shown only now:")
+			fmt.Fprintln(a.stdout, token)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&name, "name", "", "what the key is for (shown in listings and logs)")
+	cmd.Flags().StringVar(&perms, "permissions", "", "comma-separated permissions, e.g. tasks:create,tasks:read")
+	return cmd
+}
+
+func (a *app) keysListCommand() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List API keys (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			e, err := a.open(cmd.Context(), weft.Config{}, true)
+			if err != nil {
+				return err
+			}
+			defer a.closeEngine(e)
+			keys, err := e.Store().ListAPIKeys(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("list keys: %w", err)
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, keys)
+			}
+			if len(keys) == 0 {
+				fmt.Fprintln(a.stderr, "no keys")
+				return nil
+			}
+			tw := newTable(a.stdout)
+			fmt.Fprintln(tw, "ID\tNAME\tPERMISSIONS\tCREATED\tREVOKED")
+			for _, k := range keys {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Permissions, ","), fmtTime(&k.CreatedAt), fmtTime(k.RevokedAt))
+			}
+			return flushTable(tw)
+		}),
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")
+	return cmd
+}
+
+func (a *app) keysRevokeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an API key: it authenticates nothing from now on",
+		Args:  cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			e, err := a.open(cmd.Context(), weft.Config{}, true)
+			if err != nil {
+				return err
+			}
+			defer a.closeEngine(e)
+			err = e.Store().RevokeAPIKey(cmd.Context(), args[0])
+			if errors.Is(err, weft.ErrNotFound) {
+				return fmt.Errorf("no API key %s", args[0])
+			}
+			if err != nil {
+				return fmt.Errorf("revoke key: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "API key %s revoked\n", args[0])
+			return nil
+		}),
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/server"
+)
+
+// serveFlags are the flags of `weft serve`.
+type serveFlags struct {
+	addr           string
+	noAuth         bool
+	jwtIssuer      string
+	jwtAudience    string
+	jwtPublicKey   string
+	jwtJWKS        string
+	maxBody        int64
+	maxBacklog     int
+	requestTimeout time.Duration
+	maxPoll        time.Duration
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var (
+		eng engineFlags
+		f   serveFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run an engine and the HTTP API until signalled",
+		Long: `Run an engine on the database together with the REST API (under /v1), the
+remote-worker protocol, health checks (/health/live, /health/ready) and
+Prometheus metrics (/metrics), until SIGINT or SIGTERM.
+
+The engine runs the built-in handlers (exec, http); steps whose handlers are
+served by remote workers are claimed only by those workers. Requests
+authenticate with an API key ('weft keys create') or, with --jwt-issuer, an
+RS256 JWT. --insecure-no-auth turns authentication off for local development.
+
+On a signal the server stops accepting requests, finishes those in flight, and
+the engine drains its running steps for up to --drain.`,
+		Example: `  weft keys create --name ci --permissions tasks:create,tasks:read
+  weft serve --addr 127.0.0.1:8080 --db postgres://weft@db/weft`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			cfg, err := eng.config()
+			if err != nil {
+				return err
+			}
+			opts, err := f.options()
+			if err != nil {
+				return err
+			}
+			return a.serve(cmd.Context(), f.addr, cfg, opts, eng.drain)
+		}),
+	}
+	fl := cmd.Flags()
+	eng.add(fl, "on shutdown, how long to wait for running steps before stopping them")
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on, HOST:PORT")
+	fl.BoolVar(&f.noAuth, "insecure-no-auth", false, "serve without authentication: every request has every permission (development only)")
+	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "accept RS256 JWTs from this issuer (iss)")
+	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "audience (aud) JWTs must name")
+	fl.StringVar(&f.jwtPublicKey, "jwt-public-key", "", "PEM file of the RSA public key that signs JWTs")
+	fl.StringVar(&f.jwtJWKS, "jwt-jwks-url", "", "URL of the JWKS with the keys that sign JWTs")
+	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest request body accepted, in bytes")
+	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "refuse new tasks (503) while this many are pending or running; 0: no limit")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest time a request may take (long polls excepted)")
+	fl.DurationVar(&f.maxPoll, "max-poll", 30*time.Second, "longest time a remote worker's claim waits for work")
+	return cmd
+}
+
+// options validates the flags and returns the server's options.
+func (f *serveFlags) options() (server.Options, error) {
+	o := server.Options{DisableAuth: f.noAuth, MaxBodyBytes: f.maxBody, MaxBacklog: f.maxBacklog, RequestTimeout: f.requestTimeout, MaxPoll: f.maxPoll}
+	if _, _, err := net.SplitHostPort(f.addr); err != nil {
+		return o, usageErrorf("--addr %q: want HOST:PORT", f.addr)
+	}
+	if f.maxBody < 1 {
+		return o, usageErrorf("--max-body must be at least 1")
+	}
+	if f.maxBacklog < 0 {
+		return o, usageErrorf("--max-backlog must not be negative")
+	}
+	if f.requestTimeout <= 0 || f.maxPoll <= 0 {
+		return o, usageErrorf("--request-timeout and --max-poll must be positive")
+	}
+	jwtSet := f.jwtIssuer != "" || f.jwtAudience != "" || f.jwtPublicKey != "" || f.jwtJWKS != ""
+	if !jwtSet {
+		return o, nil
+	}
+	if f.jwtIssuer == "" || f.jwtAudience == "" {
+		return o, usageErrorf("JWTs need both --jwt-issuer and --jwt-audience")
+	}
+	if (f.jwtPublicKey == "") == (f.jwtJWKS == "") {
+		return o, usageErrorf("JWTs need exactly one of --jwt-public-key and --jwt-jwks-url")
+	}
+	j := &server.JWTConfig{Issuer: f.jwtIssuer, Audience: f.jwtAudience, JWKSURL: f.jwtJWKS}
+	if f.jwtPublicKey != "" {
+		pem, err := os.ReadFile(f.jwtPublicKey)
+		if err != nil {
+			return o, usageErrorf("--jwt-public-key: %v", err)
+		}
+		j.PublicKeyPEM = pem
+	}
+	o.JWT = j
+	return o, nil
+}
+
+// serve runs an engine and the API until ctx is done.
+func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration) error {
+	e, err := a.open(ctx, cfg, false)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	opts.Logger = a.log
+	srv, err := server.New(e, opts)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if err := e.Start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("start engine: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       opts.RequestTimeout,
+		WriteTimeout:      opts.RequestTimeout + opts.MaxPoll + 5*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          nil,
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	// The address line lets scripts (and tests) find a port chosen by :0.
+	fmt.Fprintf(a.stderr, "weft: serving on http://%s\n", ln.Addr())
+	a.log.Info("serving", "addr", ln.Addr().String(), "db", redactURL(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-served:
+	}
+	a.log.Info("shutting down", "drain", drain)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	defer cancel()
+	if err := hs.Shutdown(stopCtx); err != nil {
+		a.log.Warn("requests still in flight at the deadline were cut", "error", err)
+	}
+	if err := e.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop engine: %w", err)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+// redactURL hides a password in a database URL.
+func redactURL(u string) string {
+	at := strings.LastIndex(u, "@")
+	scheme := strings.Index(u, "://")
+	if at < 0 || scheme < 0 {
+		return u
+	}
+	creds := u[scheme+3 : at]
+	if user, _, ok := strings.Cut(creds, ":"); ok {
+		return u[:scheme+3] + user + ":***" + u[at:]
+	}
+	return u
+}

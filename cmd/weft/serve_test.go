@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// startServe runs `weft serve` as a real process on a free loopback port
+// and returns its URL. The process gets SIGTERM when the test ends, unless
+// the test stopped it; stop sends it and waits for the exit status.
+func startServe(t *testing.T, db string, args ...string) (url string, stop func() error) {
+	t.Helper()
+	bin, err := buildWeft()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, append([]string{"--db", db, "serve", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	found := make(chan string, 1)
+	var logs syncBuffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`serving on (http://\S+)`)
+		for sc.Scan() {
+			logs.Write([]byte(sc.Text() + "\n"))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	stop = func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		return waitErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case url = <-found:
+	case <-exited:
+		t.Fatalf("weft serve exited: %v\n%s", waitErr, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("weft serve did not start:\n%s", logs.String())
+	}
+	return url, stop
+}
+
+// TestServeAndClientMode runs `weft serve` and drives it with the CLI in
+// client mode: validate, submit, tasks, task, cancel and retry go through
+// the API, authenticated with a key made by `weft keys create`.
+func TestServeAndClientMode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "cli", "--permissions", "tasks:*,workflows:*")
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	token := lines[len(lines)-1]
+	require.True(t, strings.HasPrefix(token, "weft_"), "the key is on the last line: %q", r.stdout)
+	requireCode(t, 2, weftCLI(t, "--db", db, "keys", "create", "--name", "x", "--permissions", "tasks:fly"))
+
+	r = weftCLI(t, "--db", db, "keys", "list")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "cli")
+	require.NotContains(t, r.stdout, token[len("weft_")+17:], "the secret is never listed")
+
+	url, stop := startServe(t, db)
+	hello := filepath.Join("..", "..", "examples", "hello.yaml")
+	as := func(args ...string) result {
+		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+	}
+
+	r = as("validate", hello)
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "ok (examples/hello@1, 4 steps)")
+	bad := writeFile(t, dir, "bad.yaml", "namespace: x\nname: y\nversion: \"1\"\nsteps:\n  - name: a\n    handler: exec\n    colour: red\n")
+	r = as("validate", bad)
+	requireCode(t, 2, r)
+	require.Contains(t, r.stderr, bad+":7:")
+
+	r = as("submit", hello, "--input", `{"name":"Ada"}`, "--key", "ada")
+	requireCode(t, 0, r)
+	id, err := strconv.ParseInt(strings.TrimSpace(r.stdout), 10, 64)
+	require.NoError(t, err, r.stdout)
+	r = as("submit", "examples/hello", "--input", `{"name":"Ada"}`, "--key", "ada")
+	requireCode(t, 0, r)
+	require.Equal(t, strconv.FormatInt(id, 10), strings.TrimSpace(r.stdout))
+	require.Contains(t, r.stderr, "already existed")
+
+	var task store.Task
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r = as("task", strconv.FormatInt(id, 10), "--json")
+		requireCode(t, 0, r)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &task))
+		if task.State.Terminal() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, state.TaskCompleted, task.State, "weft serve ran the exec steps")
+	require.JSONEq(t, `{"message": "HELLO, ADA! (10 characters)"}`, string(stepByName(t, &task, "report").Result))
+
+	r = as("tasks", "--json")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, `"id": `+strconv.FormatInt(id, 10))
+	r = as("task", strconv.FormatInt(id, 10), "--audit")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "every step finished")
+
+	r = as("cancel", strconv.FormatInt(id, 10))
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "cannot be cancelled")
+	requireCode(t, 1, as("retry", strconv.FormatInt(id, 10)))
+	r = as("task", "424242")
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "not found")
+
+	r = weftCLI(t, "--server", url, "tasks")
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "no credentials")
+	requireCode(t, 2, weftCLI(t, "--server", "ftp://nowhere", "tasks"))
+
+	keyID := strings.Split(token, "_")[1]
+	requireCode(t, 0, weftCLI(t, "--db", db, "keys", "revoke", keyID))
+	r = as("tasks")
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "not accepted")
+
+	require.NoError(t, stop(), "SIGTERM stops weft serve gracefully")
+}
+
+func TestServeRejects(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "weft.db")
+	for _, args := range [][]string{
+		{"--addr", "nowhere"},
+		{"--jwt-issuer", "x"},
+		{"--jwt-issuer", "x", "--jwt-audience", "y"},
+		{"--max-backlog", "-1"},
+	} {
+		requireCode(t, 2, weftCLI(t, append([]string{"--db", db, "serve"}, args...)...))
+	}
+}

@@ -1,0 +1,269 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/weftrun/weft/store"
+)
+
+// Permissions are resource:action. "resource:*" grants every action on a
+// resource; "admin:*" grants everything.
+const (
+	PermWorkflowsRead  = "workflows:read"
+	PermWorkflowsWrite = "workflows:write"
+	PermTasksCreate    = "tasks:create"
+	PermTasksRead      = "tasks:read"
+	PermTasksCancel    = "tasks:cancel"
+	PermTasksRetry     = "tasks:retry"
+	PermStepsRead      = "steps:read"
+	PermStepsResolve   = "steps:resolve"
+	PermWorkersConnect = "workers:connect"
+	PermAdmin          = "admin:*"
+)
+
+// Permissions lists every permission a credential may hold, wildcards
+// aside.
+var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry,
+	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermAdmin}
+
+// ValidatePermission checks that p is a known permission or a wildcard on a
+// known resource.
+func ValidatePermission(p string) error {
+	if slices.Contains(Permissions, p) {
+		return nil
+	}
+	res, action, ok := strings.Cut(p, ":")
+	if ok && action == "*" {
+		for _, known := range Permissions {
+			if strings.HasPrefix(known, res+":") {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("unknown permission %q (known: %s, or RESOURCE:*)", p, strings.Join(Permissions, ", "))
+}
+
+// Allowed reports whether the granted permissions include need.
+func Allowed(granted []string, need string) bool {
+	res, _, _ := strings.Cut(need, ":")
+	for _, g := range granted {
+		if g == need || g == PermAdmin || g == res+":*" {
+			return true
+		}
+	}
+	return false
+}
+
+// Principal is who made a request.
+type Principal struct {
+	// Name is the API key's name or the token's subject.
+	Name string
+	// Kind is "api_key", "jwt" or "anonymous" (authentication disabled).
+	Kind        string
+	Permissions []string
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the principal of an authenticated request.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// API keys look like weft_<16 hex id>_<43 base64url secret>. The id finds
+// the stored key; the secret is compared by its SHA-256 in constant time.
+const (
+	keyPrefix   = "weft_"
+	keyIDLength = 16
+)
+
+// NewAPIKey makes a key with the given name and permissions: the record to
+// store and the secret token, which is shown once and never stored.
+func NewAPIKey(name string, permissions []string) (token string, k store.APIKey, err error) {
+	if strings.TrimSpace(name) == "" {
+		return "", k, errors.New("a key needs a name")
+	}
+	if len(permissions) == 0 {
+		return "", k, errors.New("a key needs at least one permission")
+	}
+	for _, p := range permissions {
+		if err := ValidatePermission(p); err != nil {
+			return "", k, err
+		}
+	}
+	var id [keyIDLength / 2]byte
+	var secret [32]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", k, fmt.Errorf("random key id: %w", err)
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", k, fmt.Errorf("random key secret: %w", err)
+	}
+	sec := base64.RawURLEncoding.EncodeToString(secret[:])
+	h := sha256.Sum256([]byte(sec))
+	k = store.APIKey{ID: hex.EncodeToString(id[:]), Name: name, Hash: h[:], Permissions: permissions}
+	return keyPrefix + k.ID + "_" + sec, k, nil
+}
+
+// parseAPIKey splits a token into key id and secret.
+func parseAPIKey(token string) (id, secret string, ok bool) {
+	rest, found := strings.CutPrefix(token, keyPrefix)
+	if !found || len(rest) < keyIDLength+2 || rest[keyIDLength] != '_' {
+		return "", "", false
+	}
+	return rest[:keyIDLength], rest[keyIDLength+1:], true
+}
+
+// authenticator checks credentials: API keys in the store and, when
+// configured, JWTs.
+type authenticator struct {
+	store store.Store
+	jwt   *jwtVerifier
+}
+
+var errNoCredentials = errors.New("no credentials: send Authorization: Bearer with an API key or a token")
+
+// dummyHash is compared when a key id is unknown, so that the answer takes
+// as long as for a known id.
+var dummyHash = sha256.Sum256([]byte("weft: no such key"))
+
+func (a *authenticator) authenticate(r *http.Request) (Principal, *apiError) {
+	h := r.Header.Get("Authorization")
+	scheme, token, _ := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if h == "" {
+		return Principal{}, &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: errNoCredentials.Error()}
+	}
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "the Authorization header must be \"Bearer <api key or token>\"")
+	}
+	if strings.HasPrefix(token, keyPrefix) {
+		return a.apiKey(r.Context(), token)
+	}
+	if a.jwt == nil {
+		return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "the credential is not an API key, and this server accepts no tokens")
+	}
+	p, err := a.jwt.verify(r.Context(), token)
+	if err != nil {
+		return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "token not accepted: %v", err)
+	}
+	return p, nil
+}
+
+func (a *authenticator) apiKey(ctx context.Context, token string) (Principal, *apiError) {
+	refused := errorf(http.StatusUnauthorized, CodeUnauthenticated, "API key not accepted")
+	id, secret, ok := parseAPIKey(token)
+	if !ok {
+		return Principal{}, refused
+	}
+	got := sha256.Sum256([]byte(secret))
+	k, err := a.store.GetAPIKey(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		subtle.ConstantTimeCompare(got[:], dummyHash[:])
+		return Principal{}, refused
+	case err != nil:
+		return Principal{}, toAPIError(fmt.Errorf("look up api key: %w", err))
+	}
+	if subtle.ConstantTimeCompare(got[:], k.Hash) != 1 || k.RevokedAt != nil {
+		return Principal{}, refused
+	}
+	return Principal{Name: k.Name, Kind: "api_key", Permissions: k.Permissions}, nil
+}
+
+// JWTConfig configures bearer tokens: RS256-signed JWTs whose issuer and
+// audience must match. The signing key is PublicKeyPEM or, when that is
+// empty, the keys served at JWKSURL.
+type JWTConfig struct {
+	Issuer       string
+	Audience     string
+	PublicKeyPEM []byte
+	JWKSURL      string
+	// HTTPClient fetches the JWKS; default: a client with a 10s timeout.
+	HTTPClient *http.Client
+	// Leeway tolerates clock skew in exp and nbf; default 30s.
+	Leeway time.Duration
+}
+
+type jwtVerifier struct {
+	cfg    JWTConfig
+	static *rsa.PublicKey
+	jwks   *jwks
+	parser *jwt.Parser
+}
+
+func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("jwt: issuer and audience are required")
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = 30 * time.Second
+	}
+	v := &jwtVerifier{cfg: cfg, parser: jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.Audience), jwt.WithExpirationRequired(), jwt.WithLeeway(cfg.Leeway))}
+	switch {
+	case len(cfg.PublicKeyPEM) > 0:
+		k, err := jwt.ParseRSAPublicKeyFromPEM(cfg.PublicKeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("jwt: public key: %w", err)
+		}
+		v.static = k
+	case cfg.JWKSURL != "":
+		client := cfg.HTTPClient
+		if client == nil {
+			client = &http.Client{Timeout: 10 * time.Second}
+		}
+		v.jwks = newJWKS(cfg.JWKSURL, client)
+	default:
+		return nil, errors.New("jwt: a public key or a JWKS URL is required")
+	}
+	return v, nil
+}
+
+func (v *jwtVerifier) verify(ctx context.Context, token string) (Principal, error) {
+	claims := jwt.MapClaims{}
+	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if v.static != nil {
+			return v.static, nil
+		}
+		kid, _ := t.Header["kid"].(string)
+		return v.jwks.key(ctx, kid)
+	})
+	if err != nil {
+		return Principal{}, err
+	}
+	sub, _ := claims["sub"].(string)
+	return Principal{Name: sub, Kind: "jwt", Permissions: claimPermissions(claims)}, nil
+}
+
+// claimPermissions reads permissions from the "permissions" claim (an array
+// of strings) and the "scope" claim (space-separated).
+func claimPermissions(c jwt.MapClaims) []string {
+	var out []string
+	if list, ok := c["permissions"].([]any); ok {
+		for _, p := range list {
+			if s, ok := p.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	if scope, ok := c["scope"].(string); ok {
+		out = append(out, strings.Fields(scope)...)
+	}
+	return out
+}

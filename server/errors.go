@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
+)
+
+// Error codes of the API. They are stable: clients branch on them.
+const (
+	CodeInvalidJSON      = "invalid_json"       // the body is not JSON, or trails data
+	CodeUnknownField     = "unknown_field"      // the body has a field the endpoint does not take
+	CodeInvalidField     = "invalid_field"      // a field (or query parameter) has a wrong type or value
+	CodeBodyTooLarge     = "body_too_large"     // the body exceeds the size limit
+	CodeUnauthenticated  = "unauthenticated"    // no credentials, or credentials not accepted
+	CodeForbidden        = "forbidden"          // authenticated, but the permission is missing
+	CodeNotFound         = "not_found"          // no such task, step, workflow, worker or route
+	CodeConflict         = "conflict"           // the change does not fit the current state
+	CodeStaleLease       = "stale_lease"        // the fencing token no longer holds the step
+	CodeWorkerLost       = "worker_lost"        // the worker is unknown or was declared dead: register again
+	CodeOverloaded       = "overloaded"         // the backlog is full: retry after Retry-After
+	CodeTimeout          = "timeout"            // the request took longer than the server allows
+	CodeInternal         = "internal"           // anything else; details are in the server's log
+	CodeInvalidWorkflow  = "invalid_workflow"   // a template failed validation
+	CodeMethodNotAllowed = "method_not_allowed" // the route exists for other methods
+)
+
+// apiError is an error with its HTTP status, code and, when one field is at
+// fault, its name.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	// Problems lists a template's problems one by one (invalid_workflow).
+	Problems []Problem `json:"problems,omitempty"`
+	cause    error
+}
+
+func (e *apiError) Error() string { return e.Message }
+func (e *apiError) Unwrap() error { return e.cause }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func fieldError(field, format string, args ...any) *apiError {
+	e := errorf(http.StatusBadRequest, CodeInvalidField, format, args...)
+	e.Field = field
+	e.Message = field + ": " + e.Message
+	return e
+}
+
+// toAPIError maps an error from the engine or store to its response.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, store.ErrNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: trimSentinel(err, store.ErrNotFound), cause: err}
+	case errors.Is(err, store.ErrStaleLease):
+		return &apiError{Status: http.StatusConflict, Code: CodeStaleLease, Message: err.Error(), cause: err}
+	case errors.Is(err, store.ErrEngineLost):
+		return &apiError{Status: http.StatusConflict, Code: CodeWorkerLost, Message: "the worker is not registered or was declared dead: register again", cause: err}
+	case errors.Is(err, store.ErrConflict):
+		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: trimSentinel(err, store.ErrConflict), cause: err}
+	case errors.Is(err, weft.ErrInvalid):
+		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: strings.TrimPrefix(err.Error(), "weft: "), cause: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeTimeout, Message: "the request timed out", cause: err}
+	default:
+		return &apiError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", cause: err}
+	}
+}
+
+// trimSentinel drops the sentinel's text from the end of an error message.
+func trimSentinel(err, sentinel error) string {
+	return strings.TrimSuffix(strings.TrimPrefix(err.Error(), "weft: "), ": "+sentinel.Error())
+}
+
+// decode reads a JSON body into v: unknown fields, wrong types, trailing
+// data and oversize bodies are errors naming what is wrong.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.More() {
+			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds more than one JSON value")
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds data after its JSON value")
+		}
+		return nil
+	}
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body is empty: a JSON object is expected")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body is truncated JSON")
+	case errors.As(err, &syntax):
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body is not valid JSON at byte %d: %v", syntax.Offset, err)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body must be a JSON %s", typeName(typ))
+		}
+		e := fieldError(field, "must be %s, got %s", typeName(typ), typ.Value)
+		return e
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: field, Message: fmt.Sprintf("%s: unknown field", field)}
+	default:
+		// Errors from a field's own UnmarshalJSON (times, fences).
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "%v", err)
+	}
+}
+
+func typeName(e *json.UnmarshalTypeError) string {
+	switch e.Type.Kind().String() {
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "float64", "float32":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	}
+	return e.Type.String()
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if v == nil {
+		return
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// writeError writes an error response.
+func writeError(w http.ResponseWriter, e *apiError) {
+	writeJSON(w, e.Status, map[string]*apiError{"error": e})
+}

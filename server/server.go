@@ -1,0 +1,366 @@
+// Package server is weft's HTTP API: the REST endpoints under /v1 for
+// workflows, tasks and steps, the remote-worker protocol, health checks,
+// Prometheus metrics and the OpenAPI document, with API-key and JWT
+// authentication.
+//
+// It serves an engine that the caller opens, configures (with its own Go
+// handlers, if any) and starts:
+//
+//	e, _ := weft.Open(ctx, "postgres://…", weft.Config{})
+//	e.Handle("shop.charge", charge)
+//	e.Start(ctx)
+//	srv, _ := server.New(e, server.Options{})
+//	defer srv.Close()
+//	http.ListenAndServe(":8080", srv)
+//
+// `weft serve` is this with the built-in handlers.
+package server
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/weftrun/weft"
+)
+
+// Options configures a Server. The zero value serves with API keys only.
+type Options struct {
+	// Logger receives request and error logs. Default: slog.Default().
+	// Credentials never reach it.
+	Logger *slog.Logger
+	// DisableAuth serves every request without credentials, with every
+	// permission. Only for local development: New logs a warning.
+	DisableAuth bool
+	// JWT, if set, accepts RS256 bearer tokens besides API keys.
+	JWT *JWTConfig
+	// MaxBodyBytes limits request bodies. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxBacklog, if positive, refuses new tasks with 503 while this many
+	// tasks are pending or running.
+	MaxBacklog int
+	// RetryAfter is the Retry-After of a 503. Default 5s.
+	RetryAfter time.Duration
+	// RequestTimeout bounds a request's work (long polls excepted, which
+	// MaxPoll bounds). Default 30s.
+	RequestTimeout time.Duration
+	// MaxPoll bounds how long a remote worker's claim waits for work.
+	// Default 30s.
+	MaxPoll time.Duration
+	// PollFallback is how often a waiting claim looks for work even if not
+	// woken (work readied by another process on SQLite). Default 1s.
+	PollFallback time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.RetryAfter, 5*time.Second)
+	def(&o.RequestTimeout, 30*time.Second)
+	def(&o.MaxPoll, 30*time.Second)
+	def(&o.PollFallback, time.Second)
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+}
+
+// Server is the HTTP API of one engine. It is an http.Handler.
+type Server struct {
+	engine  *weft.Engine
+	opts    Options
+	log     *slog.Logger
+	auth    *authenticator
+	metrics *metrics
+	mux     *http.ServeMux
+	routes  []route
+
+	unsubscribe func()
+	readyMu     sync.Mutex
+	ready       chan struct{} // closed and replaced when the store readies steps
+}
+
+// New returns the API of an engine. Call Close when done with it.
+func New(e *weft.Engine, opts Options) (*Server, error) {
+	if e == nil {
+		return nil, errors.New("server: nil engine")
+	}
+	opts.setDefaults()
+	s := &Server{engine: e, opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux(),
+		ready: make(chan struct{})}
+	if opts.JWT != nil {
+		v, err := newJWTVerifier(*opts.JWT)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.auth.jwt = v
+	}
+	if opts.DisableAuth {
+		s.log.Warn("authentication is DISABLED: every request has every permission; never expose this server")
+	}
+	s.metrics = newMetrics(e.Store(), s.log)
+	s.unsubscribe = e.Subscribe(func(ev weft.Event) {
+		s.metrics.observe(ev)
+		if ev.Kind == weft.EventReady {
+			s.wakePollers()
+		}
+	})
+	s.routes = s.routeTable()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+	}
+	s.mux.Handle("/", s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
+		return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	}}))
+	return s, nil
+}
+
+// Close ends the server's subscription to its engine.
+func (s *Server) Close() error {
+	s.unsubscribe()
+	return nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// route is one endpoint. Routes are data so that the OpenAPI document can be
+// checked against them.
+type route struct {
+	method string
+	path   string // ServeMux pattern path; {name} segments as in OpenAPI
+	perm   string // permission needed; "" with public
+	public bool
+	// poll marks a long poll: its own deadline instead of RequestTimeout.
+	poll bool
+	// raw handlers write their own response.
+	raw http.HandlerFunc
+	h   func(r *http.Request) (status int, body any, err error)
+}
+
+// Route describes one endpoint of the API, for documentation and tests.
+type Route struct {
+	Method, Path, Permission string
+}
+
+// Routes lists the API's endpoints.
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, r := range s.routes {
+		out[i] = Route{Method: r.method, Path: r.path, Permission: r.perm}
+	}
+	return out
+}
+
+func (s *Server) routeTable() []route {
+	return []route{
+		{method: "GET", path: "/health/live", public: true, h: s.live},
+		{method: "GET", path: "/health/ready", public: true, h: s.readyCheck},
+		{method: "GET", path: "/metrics", public: true, raw: s.metrics.handler().ServeHTTP},
+		{method: "GET", path: "/v1/openapi.json", public: true, raw: serveOpenAPI},
+
+		{method: "POST", path: "/v1/workflows", perm: PermWorkflowsWrite, h: s.registerWorkflow},
+		{method: "GET", path: "/v1/workflows", perm: PermWorkflowsRead, h: s.listWorkflows},
+		{method: "POST", path: "/v1/workflows/validate", perm: PermWorkflowsRead, h: s.validateWorkflow},
+		{method: "GET", path: "/v1/workflows/{namespace}/{name}/versions/{version}", perm: PermWorkflowsRead, h: s.getWorkflow},
+
+		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, h: s.createTask},
+		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, h: s.listTasks},
+		{method: "GET", path: "/v1/tasks/{id}", perm: PermTasksRead, h: s.getTask},
+		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, h: s.cancelTask},
+		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
+		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
+
+		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
+		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},
+		{method: "POST", path: "/v1/steps/{id}/resolve", perm: PermStepsResolve, h: s.resolveStep},
+		{method: "POST", path: "/v1/steps/{id}/complete", perm: PermStepsResolve, h: s.completeStep},
+
+		{method: "POST", path: "/v1/workers", perm: PermWorkersConnect, h: s.registerWorker},
+		{method: "DELETE", path: "/v1/workers/{id}", perm: PermWorkersConnect, h: s.deregisterWorker},
+		{method: "POST", path: "/v1/workers/{id}/claim", perm: PermWorkersConnect, poll: true, h: s.claim},
+		{method: "POST", path: "/v1/workers/{id}/heartbeat", perm: PermWorkersConnect, h: s.heartbeat},
+		{method: "POST", path: "/v1/workers/{id}/complete", perm: PermWorkersConnect, h: s.workerComplete},
+		{method: "POST", path: "/v1/workers/{id}/fail", perm: PermWorkersConnect, h: s.workerFail},
+		{method: "POST", path: "/v1/workers/{id}/checkpoint", perm: PermWorkersConnect, h: s.workerCheckpoint},
+	}
+}
+
+// statusWriter records the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wrap adds to a route what every request gets: a body limit, a deadline,
+// authentication and authorization, panic recovery, JSON errors, metrics
+// and a log line.
+func (s *Server) wrap(rt route) http.Handler {
+	name := rt.method + " " + rt.path
+	if rt.method == "" {
+		name = "unmatched"
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		var who string
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("handler panicked", "route", name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeError(sw, errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
+				}
+			}
+			d := time.Since(start)
+			s.metrics.request(name, sw.status, d)
+			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "route", name, "status", sw.status,
+				"duration_ms", d.Milliseconds(), "principal", who)
+		}()
+		r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
+		if !rt.public {
+			p, aerr := s.principal(r)
+			if aerr != nil {
+				if aerr.Status == http.StatusUnauthorized {
+					sw.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
+				}
+				writeError(sw, aerr)
+				return
+			}
+			who = p.Kind + ":" + p.Name
+			if !Allowed(p.Permissions, rt.perm) {
+				writeError(sw, errorf(http.StatusForbidden, CodeForbidden, "permission %s is required", rt.perm))
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		}
+		if rt.raw != nil {
+			rt.raw(sw, r)
+			return
+		}
+		timeout := s.opts.RequestTimeout
+		if rt.poll {
+			timeout = s.opts.MaxPoll + s.opts.RequestTimeout
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		status, body, err := rt.h(r.WithContext(ctx))
+		if err != nil {
+			ae := toAPIError(err)
+			switch {
+			case ae.Status >= 500 && ae.Code == CodeInternal:
+				s.log.Error("request failed", "route", name, "error", err)
+			case ae.Code == CodeBodyTooLarge:
+				s.metrics.rejected.WithLabelValues("body_too_large").Inc()
+			}
+			if ae.Code == CodeOverloaded {
+				sw.Header().Set("Retry-After", strconv.Itoa(int(max(s.opts.RetryAfter.Round(time.Second), time.Second)/time.Second)))
+			}
+			writeError(sw, ae)
+			return
+		}
+		if status == http.StatusNoContent {
+			sw.WriteHeader(status)
+			return
+		}
+		writeJSON(sw, status, body)
+	})
+}
+
+func (s *Server) principal(r *http.Request) (Principal, *apiError) {
+	if s.opts.DisableAuth {
+		return Principal{Name: "anonymous", Kind: "anonymous", Permissions: []string{PermAdmin}}, nil
+	}
+	return s.auth.authenticate(r)
+}
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPIDoc)
+}
+
+func (s *Server) live(*http.Request) (int, any, error) {
+	return http.StatusOK, map[string]string{"status": "ok"}, nil
+}
+
+func (s *Server) readyCheck(r *http.Request) (int, any, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "engine": "ok"}
+	ok := true
+	if _, err := s.engine.Store().CountUnfinishedTasks(ctx, 1); err != nil {
+		checks["database"], ok = "unreachable", false
+		s.log.Warn("readiness: database unreachable", "error", err)
+	}
+	if !s.engine.Running() {
+		checks["engine"], ok = "not running", false
+	}
+	status, word := http.StatusOK, "ok"
+	if !ok {
+		status, word = http.StatusServiceUnavailable, "unavailable"
+	}
+	return status, map[string]any{"status": word, "checks": checks}, nil
+}
+
+// wakePollers wakes every waiting claim.
+func (s *Server) wakePollers() {
+	s.readyMu.Lock()
+	close(s.ready)
+	s.ready = make(chan struct{})
+	s.readyMu.Unlock()
+}
+
+func (s *Server) readySignal() <-chan struct{} {
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	return s.ready
+}
+
+// pathID reads a positive integer path parameter.
+func pathID(r *http.Request, name string) (int64, error) {
+	v := r.PathValue(name)
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id < 1 {
+		return 0, fieldError(name, "must be a positive integer, got %q", v)
+	}
+	return id, nil
+}
+
+// rawJSON is a JSON value of a request body, kept as is.
+func rawJSON(v json.RawMessage) json.RawMessage {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,276 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// createTaskRequest is the body of POST /v1/tasks.
+type createTaskRequest struct {
+	Workflow       string          `json:"workflow"`
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Priority       int             `json:"priority"`
+	RunAt          *time.Time      `json:"run_at"`
+	GoodUntil      *time.Time      `json:"good_until"`
+}
+
+// maxPriority bounds priorities so that aging arithmetic cannot overflow.
+const maxPriority = 1_000_000
+
+func (s *Server) createTask(r *http.Request) (int, any, error) {
+	var req createTaskRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Workflow == "" {
+		return 0, nil, fieldError("workflow", "is required: namespace/name or namespace/name@version")
+	}
+	if _, _, _, err := weft.ParseRef(req.Workflow); err != nil {
+		return 0, nil, fieldError("workflow", "%q is not namespace/name or namespace/name@version", req.Workflow)
+	}
+	if req.Priority < -maxPriority || req.Priority > maxPriority {
+		return 0, nil, fieldError("priority", "must be between %d and %d", -maxPriority, maxPriority)
+	}
+	if len(req.IdempotencyKey) > 255 {
+		return 0, nil, fieldError("idempotency_key", "must be at most 255 bytes")
+	}
+	sub := weft.Submission{Workflow: req.Workflow, Input: rawJSON(req.Input), Key: req.IdempotencyKey, Priority: req.Priority}
+	if req.Input != nil && string(req.Input) == "null" {
+		sub.Input = nil
+	}
+	if req.RunAt != nil {
+		sub.RunAt = *req.RunAt
+	}
+	if req.GoodUntil != nil {
+		sub.GoodUntil = *req.GoodUntil
+	}
+	if !sub.GoodUntil.IsZero() && !sub.GoodUntil.After(time.Now()) {
+		return 0, nil, fieldError("good_until", "is in the past")
+	}
+	if n := s.opts.MaxBacklog; n > 0 {
+		count, err := s.engine.Store().CountUnfinishedTasks(r.Context(), n)
+		if err != nil {
+			return 0, nil, err
+		}
+		if count >= n {
+			s.metrics.rejected.WithLabelValues("overloaded").Inc()
+			return 0, nil, errorf(http.StatusServiceUnavailable, CodeOverloaded, "the backlog holds %d unfinished tasks, the most this server accepts: retry later", n)
+		}
+	}
+	res, err := s.engine.Submit(r.Context(), sub)
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	return status, res.Task, nil
+}
+
+// taskList is the body of GET /v1/tasks.
+type taskList struct {
+	Tasks      []store.Task `json:"tasks"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+func (s *Server) listTasks(r *http.Request) (int, any, error) {
+	q := r.URL.Query()
+	known := map[string]bool{"namespace": true, "workflow": true, "state": true, "created_after": true, "created_before": true, "limit": true, "cursor": true}
+	for k := range q {
+		if !known[k] {
+			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
+		}
+	}
+	f := store.TaskFilter{Namespace: q.Get("namespace"), Workflow: q.Get("workflow"), State: state.Task(q.Get("state")), Limit: 100}
+	if f.State != "" && !f.State.Valid() {
+		return 0, nil, fieldError("state", "%q is not a task state", f.State)
+	}
+	for _, tf := range []struct {
+		name string
+		dst  *time.Time
+	}{{"created_after", &f.CreatedAfter}, {"created_before", &f.CreatedBefore}} {
+		if v := q.Get(tf.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return 0, nil, fieldError(tf.name, "must be an RFC 3339 time, got %q", v)
+			}
+			*tf.dst = t
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v)
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return 0, nil, fieldError("cursor", "is not a cursor from an earlier page: %q", v)
+		}
+		f.BeforeID = n
+	}
+	tasks, err := s.engine.List(r.Context(), f)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := taskList{Tasks: tasks}
+	if out.Tasks == nil {
+		out.Tasks = []store.Task{}
+	}
+	if len(tasks) == f.Limit {
+		out.NextCursor = strconv.FormatInt(tasks[len(tasks)-1].ID, 10)
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) getTask(r *http.Request) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	t, err := s.engine.Get(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, t, nil
+}
+
+func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request, int64) error) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := do(s.engine, r, id); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.engine.Get(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, t, nil
+}
+
+func (s *Server) cancelTask(r *http.Request) (int, any, error) {
+	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.Cancel(r.Context(), id) })
+}
+
+func (s *Server) retryTask(r *http.Request) (int, any, error) {
+	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.Retry(r.Context(), id) })
+}
+
+func (s *Server) taskAudit(r *http.Request) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := s.engine.Get(r.Context(), id); err != nil {
+		return 0, nil, err
+	}
+	trail, err := s.engine.Audit(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if trail == nil {
+		trail = []store.AuditEntry{}
+	}
+	return http.StatusOK, map[string]any{"audit": trail}, nil
+}
+
+func (s *Server) getStep(r *http.Request) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	st, err := s.engine.Store().GetStep(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, st, nil
+}
+
+// operator names who acted, for the audit log.
+func operator(r *http.Request) string {
+	if p, ok := PrincipalFrom(r.Context()); ok {
+		return "api:" + p.Name
+	}
+	return "api"
+}
+
+// stepActionRequest is the optional body of retry and resolve.
+type stepActionRequest struct {
+	Reason string `json:"reason"`
+}
+
+// decodeOptional decodes a body that may be empty.
+func decodeOptional(r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return decode(r, v)
+}
+
+func (s *Server) stepAction(r *http.Request, do func(id int64) error) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := do(id); err != nil {
+		return 0, nil, err
+	}
+	st, err := s.engine.Store().GetStep(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, st, nil
+}
+
+func (s *Server) retryStep(r *http.Request) (int, any, error) {
+	var req stepActionRequest
+	if err := decodeOptional(r, &req); err != nil {
+		return 0, nil, err
+	}
+	return s.stepAction(r, func(id int64) error { return s.engine.Store().RetryStep(r.Context(), id, operator(r)) })
+}
+
+func (s *Server) resolveStep(r *http.Request) (int, any, error) {
+	var req stepActionRequest
+	if err := decodeOptional(r, &req); err != nil {
+		return 0, nil, err
+	}
+	return s.stepAction(r, func(id int64) error {
+		return s.engine.Store().ResolveStep(r.Context(), store.StepResolution{StepID: id, EngineID: operator(r), Reason: req.Reason})
+	})
+}
+
+// completeStepRequest is the body of POST /v1/steps/{id}/complete.
+type completeStepRequest struct {
+	Result json.RawMessage `json:"result"`
+	Reason string          `json:"reason"`
+}
+
+func (s *Server) completeStep(r *http.Request) (int, any, error) {
+	var req completeStepRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if len(req.Result) == 0 {
+		return 0, nil, fieldError("result", "is required: the JSON result the step's dependents will see")
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "completed by an operator with a result"
+	}
+	return s.stepAction(r, func(id int64) error {
+		return s.engine.Store().ResolveStep(r.Context(), store.StepResolution{StepID: id, EngineID: operator(r), Reason: reason, Result: req.Result})
+	})
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
+)
+
+// templateRequest carries a YAML workflow template.
+type templateRequest struct {
+	// Template is the YAML text.
+	Template string `json:"template"`
+	// Filename names the template in problems; default "template.yaml".
+	Filename string `json:"filename"`
+}
+
+// Problem is one problem of a template, with its place.
+type Problem struct {
+	Line    int    `json:"line,omitempty"`
+	Step    string `json:"step,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// workflowJSON is a registered workflow version.
+type workflowJSON struct {
+	Namespace  string          `json:"namespace"`
+	Name       string          `json:"name"`
+	Version    string          `json:"version"`
+	Ref        string          `json:"ref"`
+	Definition json.RawMessage `json:"definition"`
+	CreatedAt  string          `json:"created_at,omitempty"`
+}
+
+func toWorkflowJSON(w store.WorkflowRecord) workflowJSON {
+	out := workflowJSON{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Ref: w.Namespace + "/" + w.Name + "@" + w.Version,
+		Definition: w.Definition}
+	if !w.CreatedAt.IsZero() {
+		out.CreatedAt = w.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+	}
+	return out
+}
+
+// parseTemplate decodes a template request; problems come back as a list.
+func parseTemplate(r *http.Request) (*weft.Workflow, []Problem, error) {
+	var req templateRequest
+	if err := decode(r, &req); err != nil {
+		return nil, nil, err
+	}
+	if req.Template == "" {
+		return nil, nil, fieldError("template", "is required: the YAML text of a workflow template")
+	}
+	name := req.Filename
+	if name == "" {
+		name = "template.yaml"
+	}
+	w, err := weft.ParseTemplate(name, []byte(req.Template))
+	if err != nil {
+		return nil, problems(err), nil
+	}
+	return w, nil, nil
+}
+
+func problems(err error) []Problem {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	out := make([]Problem, 0, len(errs))
+	for _, e := range errs {
+		var de *weft.DefinitionError
+		if errors.As(e, &de) {
+			out = append(out, Problem{Line: de.Line, Step: de.Step, Field: de.Field, Message: de.Msg})
+		} else {
+			out = append(out, Problem{Message: e.Error()})
+		}
+	}
+	return out
+}
+
+func (s *Server) registerWorkflow(r *http.Request) (int, any, error) {
+	w, probs, err := parseTemplate(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if probs != nil {
+		return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidWorkflow, Field: "template",
+			Message: "the template is not valid: " + probs[0].Message, Problems: probs}
+	}
+	status := http.StatusCreated
+	if _, err := s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version); err == nil {
+		status = http.StatusOK // registering the same definition again changes nothing; a different one is refused below
+	}
+	if err := s.engine.Register(r.Context(), w); err != nil {
+		return 0, nil, err
+	}
+	rec, err := s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version)
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, toWorkflowJSON(*rec), nil
+}
+
+func (s *Server) validateWorkflow(r *http.Request) (int, any, error) {
+	w, probs, err := parseTemplate(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if probs != nil {
+		return http.StatusOK, map[string]any{"valid": false, "problems": probs}, nil
+	}
+	return http.StatusOK, map[string]any{"valid": true, "workflow": w.Ref(), "steps": len(w.Steps)}, nil
+}
+
+func (s *Server) listWorkflows(r *http.Request) (int, any, error) {
+	ws, err := s.engine.Store().ListWorkflows(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]workflowJSON, len(ws))
+	for i, w := range ws {
+		out[i] = toWorkflowJSON(w)
+	}
+	return http.StatusOK, map[string]any{"workflows": out}, nil
+}
+
+func (s *Server) getWorkflow(r *http.Request) (int, any, error) {
+	version := r.PathValue("version")
+	if version == "latest" {
+		version = ""
+	}
+	rec, err := s.engine.Store().GetWorkflow(r.Context(), r.PathValue("namespace"), r.PathValue("name"), version)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, toWorkflowJSON(*rec), nil
+}
