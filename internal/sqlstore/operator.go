@@ -157,6 +157,8 @@ type opStep struct {
 	children string
 	priority int
 	ttl      int64
+	rule     dag.Rule
+	batchOf  int // for a batch item, its batch step's index; else -1
 }
 
 // operandTask loads the task of a step and every step of it, in index
@@ -169,7 +171,7 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 		}
 		return 0, "", nil, 0, fmt.Errorf("step %d: %w", stepID, err)
 	}
-	rows, err := t.query(`SELECT id, name, state, deps, children, priority, ttl FROM steps WHERE task_id = ? ORDER BY idx`, taskID)
+	rows, err := t.query(`SELECT id, name, state, deps, children, priority, ttl, trigger_rule, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, taskID)
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
@@ -177,11 +179,18 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 	target = -1
 	for rows.Next() {
 		var o opStep
-		var sst, deps string
-		if err := rows.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl); err != nil {
+		var sst, deps, rule string
+		var batchOf sql.NullInt64
+		if err := rows.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf); err != nil {
 			return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 		}
-		o.st, o.deps = state.Step(sst), parseIdx(deps)
+		o.st, o.deps, o.rule, o.batchOf = state.Step(sst), parseIdx(deps), dag.Rule(rule), -1
+		if o.rule == "" {
+			o.rule = dag.AllSuccess
+		}
+		if batchOf.Valid {
+			o.batchOf = int(batchOf.Int64)
+		}
 		if o.id == stepID {
 			target = len(steps)
 		}
@@ -314,26 +323,22 @@ func (t *txn) reopen(taskID int64, ts state.Task, steps []opStep, target int, mo
 		}
 		steps[c].st = state.StepPending
 	}
+	items := map[int][]int{} // a batch step's index -> its items' indexes
+	for i, s := range steps {
+		if s.batchOf >= 0 {
+			items[s.batchOf] = append(items[s.batchOf], i)
+		}
+	}
 	var ready []int
 	for i, s := range steps {
 		if s.st != state.StepPending {
 			continue
 		}
-		c := dag.Counts{Total: len(s.deps)}
-		for _, d := range s.deps {
-			switch ps := steps[d].st; {
-			case ps.Succeeded():
-				c.Succeeded++
-			case ps == state.StepSkipped:
-				c.Skipped++
-			case ps.Terminal():
-				c.Failed++
-			}
-		}
+		c := dependencyCounts(s.deps, items, func(i int) state.Step { return steps[i].st })
 		if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, s.id); err != nil {
 			return fmt.Errorf("reset dependency counts: %w", err)
 		}
-		if reopened[i] && dag.Decide(dag.AllSuccess, c) == dag.Run {
+		if reopened[i] && dag.Decide(s.rule, c) == dag.Run {
 			ready = append(ready, i)
 		}
 	}

@@ -1282,21 +1282,7 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 			if state.Step(r.st) != state.StepPending {
 				continue
 			}
-			var c dag.Counts
-			var all []int
-			for _, d := range r.deps {
-				all = append(append(all, d), items[d]...)
-			}
-			for _, d := range all {
-				switch ps := state.Step(steps[d].st); {
-				case ps.Succeeded():
-					c.Succeeded++
-				case ps == state.StepSkipped:
-					c.Skipped++
-				case ps.Terminal():
-					c.Failed++
-				}
-			}
+			c := dependencyCounts(r.deps, items, func(i int) state.Step { return state.Step(steps[i].st) })
 			if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
 				return fmt.Errorf("reset dependency counts: %w", err)
 			}
@@ -1306,6 +1292,27 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 		}
 		return nil
 	})
+}
+
+// dependencyCounts counts how a step's dependencies ended, the items of a
+// batch dependency counting among them (items maps a batch step's index to
+// its items' indexes); stateOf gives a step's state by index.
+func dependencyCounts(deps []int, items map[int][]int, stateOf func(int) state.Step) dag.Counts {
+	var c dag.Counts
+	for _, d := range deps {
+		for _, i := range append([]int{d}, items[d]...) {
+			c.Total++
+			switch ps := stateOf(i); {
+			case ps.Succeeded():
+				c.Succeeded++
+			case ps == state.StepSkipped:
+				c.Skipped++
+			case ps.Terminal():
+				c.Failed++
+			}
+		}
+	}
+	return c
 }
 
 func (t *txn) strings(q string, args ...any) ([]string, error) {
