@@ -23,21 +23,18 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 		return errors.New("api key needs an id and a hash")
 	}
 	return s.write(ctx, "", func(t *txn) error {
-		var n int
-		if err := t.queryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, k.ID).Scan(&n); err != nil {
-			return fmt.Errorf("look up api key %s: %w", k.ID, err)
-		}
-		if n > 0 {
-			return fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
-		}
 		created := k.CreatedAt
 		if created.IsZero() {
 			created = time.UnixMicro(t.now)
 		}
-		_, err := t.exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)`,
+		res, err := t.exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
 			k.ID, k.Name, hex.EncodeToString(k.Hash), strings.Join(k.Permissions, ","), created.UnixMicro())
 		if err != nil {
 			return fmt.Errorf("insert api key %s: %w", k.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
 		}
 		return nil
 	})

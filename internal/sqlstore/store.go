@@ -1,8 +1,9 @@
 // Package sqlstore is the SQL implementation of store.Store shared by the
 // embedded SQLite store and the PostgreSQL store. The backends differ in a
-// Dialect: placeholders, row locking in the claim, how namespace caps are
-// serialised, and whether statements are cached here. Everything that
-// decides state lives here once, so both backends behave the same.
+// Dialect (placeholders, row locking in the claim, how namespace caps are
+// serialised, arrays, notifications) and in the DB they hand over (database/sql
+// or native pgx). Everything that decides state lives here once, so both
+// backends behave the same.
 package sqlstore
 
 import (
