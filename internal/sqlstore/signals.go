@@ -38,14 +38,9 @@ func signalResult(name string, payload string) (string, error) {
 // beginWait moves a pending signal step whose dependencies allow it to
 // waiting and, if a signal of its name is kept for the task, completes it
 // with that signal at once.
-func (t *txn) beginWait(id, taskID int64, name, children string) error {
-	var signal string
-	var timeout int64
-	if err := t.queryRow(`SELECT signal, wait_timeout FROM steps WHERE id = ?`, id).Scan(&signal, &timeout); err != nil {
-		return fmt.Errorf("signal step %q of task %d: %w", name, taskID, err)
-	}
+func (t *txn) beginWait(id, taskID int64, name, children, signal string, timeout time.Duration) error {
 	moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepWaiting, 0, fmt.Sprintf("waiting for signal %q", signal),
-		`run_at = ?`, signalDeadline(t.now, time.Duration(timeout)*time.Microsecond))
+		`run_at = ?`, signalDeadline(t.now, timeout))
 	if err != nil || !moved {
 		return err
 	}

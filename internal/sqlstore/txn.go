@@ -215,12 +215,12 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 	var name, deps, children string
 	var c dag.Counts
 	var priority, extra int
-	var ttl int64
-	var rule, kind string
+	var ttl, waitTimeout int64
+	var rule, kind, signal string
 	err := t.queryRow(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
 		WHERE task_id = ? AND idx = ? AND state = 'pending'
-		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind`,
-		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl, &rule, &extra, &kind)
+		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`,
+		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl, &rule, &extra, &kind, &signal, &waitTimeout)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // not pending: cancelled or already decided
 	}
@@ -231,7 +231,7 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 	switch dag.Decide(dag.Rule(rule), c) {
 	case dag.Run:
 		if kind == store.KindSignal {
-			return t.beginWait(id, taskID, name, children)
+			return t.beginWait(id, taskID, name, children, signal, time.Duration(waitTimeout)*time.Microsecond)
 		}
 		return t.eligible(id, taskID, name, state.StepPending, priority, ttl, 0, "dependencies satisfied")
 	case dag.Skip:
