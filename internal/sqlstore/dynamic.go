@@ -149,7 +149,7 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 	}
 	reason := fmt.Sprintf("created by batch %q", name)
 	for i := range n {
-		t.audits = append(t.audits, auditRow{taskID, fmt.Sprintf("%s[%d]", name, i), "", string(state.StepReady), 0, reason, t.engine})
+		t.audit(taskID, fmt.Sprintf("%s[%d]", name, i), "", string(state.StepReady), 0, reason)
 	}
 	t.readied += n
 	if _, err := t.exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, n, taskID); err != nil {

@@ -82,15 +82,6 @@ type auditRow struct {
 	engine   string
 }
 
-// auditMany queues entries.
-func (t *txn) auditMany(entries []auditRow) error {
-	for _, e := range entries {
-		e.engine = t.engine
-		t.audits = append(t.audits, e)
-	}
-	return nil
-}
-
 // flushAudit writes the queued audit entries: in one statement of arrays
 // where the dialect has them (one statement text, whatever the count), else
 // with multi-row inserts.
@@ -131,11 +122,10 @@ func (t *txn) flushAudit() error {
 	return nil
 }
 
-// audit queues one audit entry; write flushes the queue with multi-row
-// inserts before it commits.
-func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) error {
+// audit queues one audit entry; the transaction writes the queue in bulk
+// before it commits.
+func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
 	t.audits = append(t.audits, auditRow{taskID, step, from, to, attempt, reason, t.engine})
-	return nil
 }
 
 // moveStep changes one step's state with a compare-and-swap on from, after
@@ -157,7 +147,8 @@ func (t *txn) moveStep(id, taskID int64, name string, from, to state.Step, attem
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	return true, t.audit(taskID, name, string(from), string(to), attempt, reason)
+	t.audit(taskID, name, string(from), string(to), attempt, reason)
+	return true, nil
 }
 
 // moveTask changes a task's state with a compare-and-swap and records it.
@@ -177,7 +168,8 @@ func (t *txn) moveTask(id int64, from, to state.Task, reason, set string, args .
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	return true, t.audit(id, "", string(from), string(to), 0, reason)
+	t.audit(id, "", string(from), string(to), 0, reason)
+	return true, nil
 }
 
 // eligible moves a step whose dependencies are satisfied to ready, or to
@@ -596,12 +588,8 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
-	entries := make([]auditRow, len(out))
-	for i, c := range out {
-		entries[i] = auditRow{c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, "claimed", ""}
-	}
-	if err := t.auditMany(entries); err != nil {
-		return nil, nil, err
+	for _, c := range out {
+		t.audit(c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, "claimed")
 	}
 	return out, deps, nil
 }
@@ -633,12 +621,8 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if err != nil {
 		return err
 	}
-	entries := make([]auditRow, len(started))
-	for i, id := range started {
-		entries[i] = auditRow{id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed", ""}
-	}
-	if err := t.auditMany(entries); err != nil {
-		return err
+	for _, id := range started {
+		t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
 	}
 	rows, err := t.query(`SELECT id, input, workflow, version FROM tasks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
 	if err != nil {
@@ -820,9 +804,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
-	if err := t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason); err != nil {
-		return false, err
-	}
+	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
 	switch to {
 	case state.StepReady:
 		t.readied++
@@ -1154,9 +1136,7 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 			return fmt.Errorf("promote waiting steps: %w", err)
 		}
 		for _, w := range steps {
-			if err := t.audit(w.task, w.name, string(state.StepWaiting), string(state.StepReady), w.attempt, "run_at reached"); err != nil {
-				return err
-			}
+			t.audit(w.task, w.name, string(state.StepWaiting), string(state.StepReady), w.attempt, "run_at reached")
 		}
 		n = len(steps) + timedOut
 		t.readied += len(steps)
