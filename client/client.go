@@ -42,11 +42,11 @@ func New(baseURL, token string) (*Client, error) {
 
 // Error is an error response of the API.
 type Error struct {
-	Status   int
-	Code     string
-	Message  string
-	Field    string
-	Problems []Problem
+	Status   int       `json:"-"`
+	Code     string    `json:"code"`
+	Message  string    `json:"message"`
+	Field    string    `json:"field"`
+	Problems []Problem `json:"problems"`
 }
 
 // Problem is one problem of a template.
@@ -101,16 +101,12 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		return resp.StatusCode, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 400 {
-		var e struct {
-			Error struct {
-				Code, Message, Field string
-				Problems             []Problem
-			}
-		}
-		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+		var e struct{ Error *Error }
+		if json.Unmarshal(data, &e) != nil || e.Error == nil || e.Error.Code == "" {
 			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("%s %s: status %d", method, path, resp.StatusCode)}
 		}
-		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, Problems: e.Error.Problems}
+		e.Error.Status = resp.StatusCode
+		return resp.StatusCode, e.Error
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {

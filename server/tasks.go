@@ -173,14 +173,16 @@ func (s *Server) taskAudit(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := s.engine.Get(r.Context(), id); err != nil {
-		return 0, nil, err
-	}
 	trail, err := s.engine.Audit(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
-	if trail == nil {
+	if len(trail) == 0 {
+		// An empty trail is all Audit says of an unknown task: only then
+		// load the task (with every step) to tell the two apart.
+		if _, err := s.engine.Get(r.Context(), id); err != nil {
+			return 0, nil, err
+		}
 		trail = []store.AuditEntry{}
 	}
 	return http.StatusOK, map[string]any{"audit": trail}, nil

@@ -290,14 +290,25 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 	return http.StatusOK, map[string]any{"lost": out}, nil
 }
 
-// held loads a step a worker reports on, as the claim described it.
-func (s *Server) held(ctx context.Context, workerID string, f fenceJSON) (store.ClaimedStep, error) {
+// heldStep loads a step a worker reports on and checks that the worker holds
+// it under the fence's attempt.
+func (s *Server) heldStep(ctx context.Context, workerID string, f fenceJSON) (*store.Step, error) {
 	st, err := s.engine.Store().GetStep(ctx, f.StepID)
 	if err != nil {
-		return store.ClaimedStep{}, err
+		return nil, err
 	}
 	if st.State != state.StepRunning || st.EngineID != workerID || st.Attempts != f.Attempt {
-		return store.ClaimedStep{}, fmt.Errorf("step %d attempt %d is not held by worker %s: %w", f.StepID, f.Attempt, workerID, store.ErrStaleLease)
+		return nil, fmt.Errorf("step %d attempt %d is not held by worker %s: %w", f.StepID, f.Attempt, workerID, store.ErrStaleLease)
+	}
+	return st, nil
+}
+
+// held is heldStep with the step's workflow version, as the claim described
+// it: what an outcome and its event need.
+func (s *Server) held(ctx context.Context, workerID string, f fenceJSON) (store.ClaimedStep, error) {
+	st, err := s.heldStep(ctx, workerID, f)
+	if err != nil {
+		return store.ClaimedStep{}, err
 	}
 	c := store.ClaimedStep{Step: *st, Fence: f.fence()}
 	task, err := s.engine.Get(ctx, st.TaskID)
@@ -409,7 +420,7 @@ func (s *Server) workerCheckpoint(r *http.Request) (int, any, error) {
 	if len(req.Checkpoint) == 0 {
 		return 0, nil, fieldError("checkpoint", "is required")
 	}
-	if _, err := s.held(r.Context(), r.PathValue("id"), *req.Fence); err != nil {
+	if _, err := s.heldStep(r.Context(), r.PathValue("id"), *req.Fence); err != nil {
 		return 0, nil, err
 	}
 	if err := s.engine.Store().SaveCheckpoint(r.Context(), req.Fence.fence(), req.Checkpoint); err != nil {

@@ -92,16 +92,20 @@ func (s *Server) registerWorkflow(r *http.Request) (int, any, error) {
 		return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidWorkflow, Field: "template",
 			Message: "the template is not valid: " + probs[0].Message, Problems: probs}
 	}
-	status := http.StatusCreated
-	if _, err := s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version); err == nil {
-		status = http.StatusOK // registering the same definition again changes nothing; a different one is refused below
+	// Registering the same definition again changes nothing, so the record
+	// found before stands; a different definition is refused by Register.
+	rec, err := s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version)
+	status := http.StatusOK
+	if err != nil {
+		status = http.StatusCreated
 	}
 	if err := s.engine.Register(r.Context(), w); err != nil {
 		return 0, nil, err
 	}
-	rec, err := s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version)
-	if err != nil {
-		return 0, nil, err
+	if status == http.StatusCreated {
+		if rec, err = s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version); err != nil {
+			return 0, nil, err
+		}
 	}
 	return status, toWorkflowJSON(*rec), nil
 }
