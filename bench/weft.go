@@ -104,11 +104,12 @@ func fanout5() *weft.Workflow {
 
 func noop(context.Context, *weft.Attempt) (any, error) { return nil, nil }
 
-func submitOneStep(ctx context.Context, eng *weft.Engine, n int) error {
-	for left := n; left > 0; left -= submitBatch {
-		subs := make([]weft.Submission, min(left, submitBatch))
+// submitMany submits n tasks of workflow, batch to a SubmitMany call.
+func submitMany(ctx context.Context, eng *weft.Engine, workflow string, n, batch int) error {
+	for left := n; left > 0; left -= batch {
+		subs := make([]weft.Submission, min(left, batch))
 		for i := range subs {
-			subs[i].Workflow = "bench/one"
+			subs[i].Workflow = workflow
 		}
 		if _, err := eng.SubmitMany(ctx, subs); err != nil {
 			return fmt.Errorf("submit: %w", err)
@@ -146,7 +147,7 @@ func weftSingle(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	if err := r.engine.Register(ctx, oneStep()); err != nil {
 		return sample{}, err
 	}
-	if err := submitOneStep(ctx, r.engine, n); err != nil {
+	if err := submitMany(ctx, r.engine, "bench/one", n, submitBatch); err != nil {
 		return sample{}, err
 	}
 	s0, x0, err := r.count.counts(ctx, true)
@@ -215,7 +216,7 @@ func weftSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) {
 		return sample{}, err
 	}
 	start := time.Now()
-	if err := submitOneStep(ctx, r.engine, n); err != nil {
+	if err := submitMany(ctx, r.engine, "bench/one", n, submitBatch); err != nil {
 		return sample{}, err
 	}
 	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{}}
@@ -278,15 +279,8 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
 	}
-	const batch = 100
-	for left := n; left > 0; left -= batch {
-		subs := make([]weft.Submission, min(left, batch))
-		for i := range subs {
-			subs[i].Workflow = "bench/fanout5"
-		}
-		if _, err := r.engine.SubmitMany(ctx, subs); err != nil {
-			return sample{}, fmt.Errorf("submit: %w", err)
-		}
+	if err := submitMany(ctx, r.engine, "bench/fanout5", n, 100); err != nil {
+		return sample{}, err
 	}
 	if err := done.wait(ctx); err != nil {
 		return sample{}, err
@@ -294,7 +288,8 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err := r.engine.Stop(ctx); err != nil {
 		return sample{}, err
 	}
-	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{"steps_per_s": 5 * float64(n) / time.Since(start).Seconds()}}
+	elapsed := time.Since(start).Seconds()
+	s := sample{value: float64(n) / elapsed, metrics: map[string]float64{"steps_per_s": 5 * float64(n) / elapsed}}
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
 		return sample{}, err
 	}
