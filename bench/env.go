@@ -174,11 +174,11 @@ func (q queryCounter) counts(ctx context.Context, reset ...bool) (stmts, xacts f
 	if q.e.backend == "sqlite" {
 		return float64(cgoCalls()) / q.e.cgoPerSt, 0, nil
 	}
-	var x int64
-	if err := q.e.admin.QueryRow(ctx, `SELECT coalesce(xact_commit + xact_rollback, 0) FROM pg_stat_database WHERE datname = $1`, q.db.name).Scan(&x); err != nil {
-		return 0, 0, fmt.Errorf("pg_stat_database: %w", err)
-	}
 	if !q.e.pgss {
+		var x int64
+		if err := q.e.admin.QueryRow(ctx, `SELECT coalesce(xact_commit + xact_rollback, 0) FROM pg_stat_database WHERE datname = $1`, q.db.name).Scan(&x); err != nil {
+			return 0, 0, fmt.Errorf("pg_stat_database: %w", err)
+		}
 		return -1, float64(x), nil
 	}
 	if len(reset) > 0 && reset[0] {

@@ -71,50 +71,46 @@ func newRiverClient[TTx any](ctx context.Context, drv riverdriver.Driver[TTx], c
 
 // openRiver opens a River client on a fresh database with the settings
 // weft gets: the same SQLite driver and pragmas, or a pool of the same size.
-func openRiver(ctx context.Context, e *env, work func()) (*riverRun, error) {
+func openRiver(ctx context.Context, e *env, work func()) (_ *riverRun, err error) {
 	db, err := e.fresh(ctx, "river")
 	if err != nil {
 		return nil, err
 	}
+	closeDB := func() {}
+	defer func() {
+		if err != nil {
+			closeDB()
+			db.drop()
+		}
+	}()
+	var ops riverOps
 	if e.backend == "sqlite" {
-		sdb, err := sql.Open("sqlite3", "file:"+db.path+"?"+sqliteParams)
-		if err != nil {
-			db.drop()
+		var sdb *sql.DB
+		if sdb, err = sql.Open("sqlite3", "file:"+db.path+"?"+sqliteParams); err != nil {
 			return nil, err
 		}
+		closeDB = func() { sdb.Close() }
 		sdb.SetMaxOpenConns(1) // riversqlite's advice against SQLITE_BUSY
-		c, err := newRiverClient(ctx, riversqlite.New(sdb), e.riverCooldown, work)
-		if err != nil {
-			sdb.Close()
-			db.drop()
+		ops, err = newRiverClient(ctx, riversqlite.New(sdb), e.riverCooldown, work)
+	} else {
+		var cfg *pgxpool.Config
+		if cfg, err = pgxpool.ParseConfig(db.url); err != nil {
 			return nil, err
 		}
-		return &riverRun{ops: c, count: queryCounter{e: e, db: db}, close: func() {
-			c.stop(context.Background())
-			sdb.Close()
-			db.drop()
-		}}, nil
+		cfg.MaxConns = pgMaxConns
+		var pool *pgxpool.Pool
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			return nil, err
+		}
+		closeDB = pool.Close
+		ops, err = newRiverClient(ctx, riverpgxv5.New(pool), e.riverCooldown, work)
 	}
-	cfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
-		db.drop()
 		return nil, err
 	}
-	cfg.MaxConns = pgMaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		db.drop()
-		return nil, err
-	}
-	c, err := newRiverClient(ctx, riverpgxv5.New(pool), e.riverCooldown, work)
-	if err != nil {
-		pool.Close()
-		db.drop()
-		return nil, err
-	}
-	return &riverRun{ops: c, count: queryCounter{e: e, db: db}, close: func() {
-		c.stop(context.Background())
-		pool.Close()
+	return &riverRun{ops: ops, count: queryCounter{e: e, db: db}, close: func() {
+		ops.stop(context.Background())
+		closeDB()
 		db.drop()
 	}}, nil
 }

@@ -156,19 +156,12 @@ func summarise(ss []sample) *systemResult {
 		r.Runs = append(r.Runs, s.value)
 	}
 	r.Value = median(r.Runs)
+	// The median run; when the median is between two runs, the upper one.
+	sorted := slices.Sorted(slices.Values(r.Runs))
 	mid := ss[0]
 	for _, s := range ss {
-		if s.value == r.Value {
+		if s.value == sorted[len(sorted)/2] {
 			mid = s
-		}
-	}
-	if len(ss)%2 == 0 { // the median is between two runs: keep the upper one's details
-		vals := slices.Clone(r.Runs)
-		slices.Sort(vals)
-		for _, s := range ss {
-			if s.value == vals[len(vals)/2] {
-				mid = s
-			}
 		}
 	}
 	r.Latencies, r.Depth, r.Top = mid.latencies, mid.depth, mid.top

@@ -24,7 +24,9 @@ type weftRun struct {
 	count  queryCounter
 }
 
-func openWeft(ctx context.Context, e *env) (_ *weftRun, err error) {
+// openWeft opens an engine, not started, on a fresh database with wf
+// registered and, unless nil, h as its "noop" handler.
+func openWeft(ctx context.Context, e *env, wf *weft.Workflow, h weft.Handler) (_ *weftRun, err error) {
 	db, err := e.fresh(ctx, "weft")
 	if err != nil {
 		return nil, err
@@ -45,7 +47,15 @@ func openWeft(ctx context.Context, e *env) (_ *weftRun, err error) {
 		db.drop()
 		return nil, err
 	}
-	return &weftRun{db: db, store: s, engine: eng, count: queryCounter{e: e, db: db}}, nil
+	r := &weftRun{db: db, store: s, engine: eng, count: queryCounter{e: e, db: db}}
+	if h != nil {
+		eng.Handle("noop", h)
+	}
+	if err := eng.Register(ctx, wf); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
 }
 
 func (r *weftRun) close() {
@@ -70,6 +80,12 @@ func (c *countdown) tick() {
 	if c.left.Add(-1) == 0 {
 		close(c.done)
 	}
+}
+
+// handle is a no-op weft handler that ticks.
+func (c *countdown) handle(context.Context, *weft.Attempt) (any, error) {
+	c.tick()
+	return nil, nil
 }
 
 func (c *countdown) wait(ctx context.Context) error {
@@ -104,11 +120,12 @@ func fanout5() *weft.Workflow {
 
 func noop(context.Context, *weft.Attempt) (any, error) { return nil, nil }
 
-func submitOneStep(ctx context.Context, eng *weft.Engine, n int) error {
-	for left := n; left > 0; left -= submitBatch {
-		subs := make([]weft.Submission, min(left, submitBatch))
+// submitMany submits n tasks of workflow, batch to a SubmitMany call.
+func submitMany(ctx context.Context, eng *weft.Engine, workflow string, n, batch int) error {
+	for left := n; left > 0; left -= batch {
+		subs := make([]weft.Submission, min(left, batch))
 		for i := range subs {
-			subs[i].Workflow = "bench/one"
+			subs[i].Workflow = workflow
 		}
 		if _, err := eng.SubmitMany(ctx, subs); err != nil {
 			return fmt.Errorf("submit: %w", err)
@@ -136,17 +153,13 @@ func statementsPerUnit(ctx context.Context, c queryCounter, s *sample, s0, x0 fl
 }
 
 func weftSingle(ctx context.Context, e *env, n int, _ options) (sample, error) {
-	r, err := openWeft(ctx, e)
+	done := newCountdown(n)
+	r, err := openWeft(ctx, e, oneStep(), done.handle)
 	if err != nil {
 		return sample{}, err
 	}
 	defer r.close()
-	done := newCountdown(n)
-	r.engine.Handle("noop", func(context.Context, *weft.Attempt) (any, error) { done.tick(); return nil, nil })
-	if err := r.engine.Register(ctx, oneStep()); err != nil {
-		return sample{}, err
-	}
-	if err := submitOneStep(ctx, r.engine, n); err != nil {
+	if err := submitMany(ctx, r.engine, "bench/one", n, submitBatch); err != nil {
 		return sample{}, err
 	}
 	s0, x0, err := r.count.counts(ctx, true)
@@ -202,20 +215,17 @@ func checkCompleted(ctx context.Context, eng *weft.Engine, n int) error {
 }
 
 func weftSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) {
-	r, err := openWeft(ctx, e)
+	r, err := openWeft(ctx, e, oneStep(), nil)
 	if err != nil {
 		return sample{}, err
 	}
 	defer r.close()
-	if err := r.engine.Register(ctx, oneStep()); err != nil {
-		return sample{}, err
-	}
 	s0, x0, err := r.count.counts(ctx, true)
 	if err != nil {
 		return sample{}, err
 	}
 	start := time.Now()
-	if err := submitOneStep(ctx, r.engine, n); err != nil {
+	if err := submitMany(ctx, r.engine, "bench/one", n, submitBatch); err != nil {
 		return sample{}, err
 	}
 	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{}}
@@ -224,15 +234,11 @@ func weftSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) {
 
 func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	n = max(n, 200) // percentiles up to p99 need a few hundred runs
-	r, err := openWeft(ctx, e)
+	r, err := openWeft(ctx, e, dag7(), noop)
 	if err != nil {
 		return sample{}, err
 	}
 	defer r.close()
-	r.engine.Handle("noop", noop)
-	if err := r.engine.Register(ctx, dag7()); err != nil {
-		return sample{}, err
-	}
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
 	}
@@ -260,16 +266,12 @@ func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 }
 
 func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) {
-	r, err := openWeft(ctx, e)
+	done := newCountdown(5 * n)
+	r, err := openWeft(ctx, e, fanout5(), done.handle)
 	if err != nil {
 		return sample{}, err
 	}
 	defer r.close()
-	done := newCountdown(5 * n)
-	r.engine.Handle("noop", func(context.Context, *weft.Attempt) (any, error) { done.tick(); return nil, nil })
-	if err := r.engine.Register(ctx, fanout5()); err != nil {
-		return sample{}, err
-	}
 	s0, x0, err := r.count.counts(ctx, true)
 	if err != nil {
 		return sample{}, err
@@ -278,15 +280,8 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
 	}
-	const batch = 100
-	for left := n; left > 0; left -= batch {
-		subs := make([]weft.Submission, min(left, batch))
-		for i := range subs {
-			subs[i].Workflow = "bench/fanout5"
-		}
-		if _, err := r.engine.SubmitMany(ctx, subs); err != nil {
-			return sample{}, fmt.Errorf("submit: %w", err)
-		}
+	if err := submitMany(ctx, r.engine, "bench/fanout5", n, 100); err != nil {
+		return sample{}, err
 	}
 	if err := done.wait(ctx); err != nil {
 		return sample{}, err
@@ -294,7 +289,8 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err := r.engine.Stop(ctx); err != nil {
 		return sample{}, err
 	}
-	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{"steps_per_s": 5 * float64(n) / time.Since(start).Seconds()}}
+	elapsed := time.Since(start).Seconds()
+	s := sample{value: float64(n) / elapsed, metrics: map[string]float64{"steps_per_s": 5 * float64(n) / elapsed}}
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
 		return sample{}, err
 	}
@@ -327,15 +323,12 @@ func weftDepth(ctx context.Context, e *env, max int, _ options) (sample, error) 
 	var s sample
 	for _, depth := range depthPoints(max) {
 		claims := min(30, depth/(2*batch)-1) // never drain more than half the queue
-		r, err := openWeft(ctx, e)
+		r, err := openWeft(ctx, e, oneStep(), nil)
 		if err != nil {
 			return sample{}, err
 		}
 		p, err := func() (depthPoint, error) {
 			defer r.close()
-			if err := r.engine.Register(ctx, oneStep()); err != nil {
-				return depthPoint{}, err
-			}
 			start := time.Now()
 			ins := make([]store.TaskInsert, 0, insertBatch)
 			for left := depth; left > 0; left -= insertBatch {
@@ -442,15 +435,11 @@ func processCPU() (time.Duration, error) {
 }
 
 func weftIdle(ctx context.Context, e *env, _ int, o options) (sample, error) {
-	r, err := openWeft(ctx, e)
+	r, err := openWeft(ctx, e, oneStep(), noop)
 	if err != nil {
 		return sample{}, err
 	}
 	defer r.close()
-	r.engine.Handle("noop", noop)
-	if err := r.engine.Register(ctx, oneStep()); err != nil {
-		return sample{}, err
-	}
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
 	}

@@ -2,26 +2,13 @@
 
 package sqlitedriver
 
-import (
-	"strconv"
+import _ "modernc.org/sqlite" // registers "sqlite" (pure Go, ccgo-translated C)
 
-	_ "modernc.org/sqlite" // registers "sqlite" (pure Go, ccgo-translated C)
-)
-
+// DriverLabel and SQLDriver name modernc.org/sqlite. Its DSN (driver_pragma.go)
+// uses _pragma=..., which runs busy_timeout first whatever the order. (Recent
+// versions also accept mattn's _journal_mode, _busy_timeout, ... keys;
+// _pragma works on old and new versions alike.)
 const (
 	DriverLabel = "modernc"
 	SQLDriver   = "sqlite"
 )
-
-// DSN for modernc.org/sqlite. _pragma=... runs on every new connection
-// (busy_timeout is always applied first); _txlock=immediate makes BeginTx
-// issue BEGIN IMMEDIATE. (Recent versions also accept mattn's _journal_mode,
-// _busy_timeout, ... keys; _pragma works on old and new versions alike.)
-func DSN(path string, busyMS int, txlock string) string {
-	q := "_pragma=busy_timeout(" + strconv.Itoa(busyMS) + ")" +
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(0)"
-	if txlock != "" {
-		q += "&_txlock=" + txlock
-	}
-	return "file:" + path + "?" + q
-}
