@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -195,7 +197,7 @@ func (e *Engine) launch(c store.ClaimedStep) {
 // cancelled or taken over, or the engine is shutting down and leaves it to
 // be reclaimed.
 func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
-	log := e.log.With("task_id", c.TaskID, "step", c.Name, "attempt", c.Attempts)
+	log := &stepLog{logger: e.log, c: &c, took: -1}
 	a := &Attempt{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts, Input: c.Input, Deps: c.Deps,
 		Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}
 	defer a.releaseSlot()
@@ -239,7 +241,7 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	}
 	start := time.Now()
 	result, err := call(ctx, h, a)
-	log = log.With("duration_ms", time.Since(start).Milliseconds())
+	log.took = time.Since(start)
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTaskCancelled), errors.Is(cause, errLeaseLost):
 		log.Info("step stopped", "reason", cause.Error())
@@ -316,6 +318,38 @@ func failure(o *store.Outcome, def *Step, attempt int, msg string, permanent boo
 	if o.State == state.StepWaiting {
 		o.Reason = "retry scheduled: " + o.Error
 	}
+}
+
+// stepLog logs about one attempt of a claimed step, with its task, step and
+// attempt and, once the handler returned, its duration. It builds a record
+// only when its level is enabled: execute runs for every step, and how most
+// steps end (completed, at Debug) is usually not logged.
+type stepLog struct {
+	logger *slog.Logger
+	c      *store.ClaimedStep
+	took   time.Duration // negative until the handler returned
+}
+
+func (l *stepLog) Debug(msg string, args ...any) { l.log(slog.LevelDebug, msg, args) }
+func (l *stepLog) Info(msg string, args ...any)  { l.log(slog.LevelInfo, msg, args) }
+func (l *stepLog) Warn(msg string, args ...any)  { l.log(slog.LevelWarn, msg, args) }
+func (l *stepLog) Error(msg string, args ...any) { l.log(slog.LevelError, msg, args) }
+
+func (l *stepLog) log(level slog.Level, msg string, args []any) {
+	ctx := context.Background()
+	h := l.logger.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	var pc [1]uintptr
+	runtime.Callers(3, pc[:]) // the caller of Debug, Info, Warn or Error
+	r := slog.NewRecord(time.Now(), level, msg, pc[0])
+	r.Add("task_id", l.c.TaskID, "step", l.c.Name, "attempt", l.c.Attempts)
+	if l.took >= 0 {
+		r.Add("duration_ms", l.took.Milliseconds())
+	}
+	r.Add(args...)
+	_ = h.Handle(ctx, r)
 }
 
 // call runs the handler, turning a panic into an error.
