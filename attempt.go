@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -195,26 +197,20 @@ func (e *Engine) launch(c store.ClaimedStep) {
 // cancelled or taken over, or the engine is shutting down and leaves it to
 // be reclaimed.
 func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
-	ref := c.Namespace + "/" + c.Workflow + "@" + c.Version
-	log := e.log.With("task_id", c.TaskID, "step", c.Name, "attempt", c.Attempts)
-	a := &Attempt{TaskID: c.TaskID, Workflow: ref, Step: c.Name, Number: c.Attempts, Input: c.Input, Deps: c.Deps,
+	log := &stepLog{logger: e.log, c: &c, took: -1}
+	a := &Attempt{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts, Input: c.Input, Deps: c.Deps,
 		Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}
 	defer a.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
-	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
+	w, def, err := e.claimedDefinition(ctx, c)
 	switch {
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		// A passing database error: try again soon without using up an attempt.
-		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, fmt.Sprintf("load definition %s: %v", ref, err)
+		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, err.Error()
 		log.Warn("could not load the workflow definition; retrying", "error", err)
 		return o, true
 	case err != nil:
-		o.State, o.Error = state.StepFailed, fmt.Sprintf("definition %s: %v", ref, err)
-		return o, true
-	}
-	def := w.stepDef(c.Step)
-	if def == nil {
-		o.State, o.Error = state.StepFailed, fmt.Sprintf("definition %s has no step %d (%q)", ref, c.Index, c.Name)
+		o.State, o.Error = state.StepFailed, err.Error()
 		return o, true
 	}
 	if def.When != "" {
@@ -245,7 +241,7 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	}
 	start := time.Now()
 	result, err := call(ctx, h, a)
-	log = log.With("duration_ms", time.Since(start).Milliseconds())
+	log.took = time.Since(start)
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTaskCancelled), errors.Is(cause, errLeaseLost):
 		log.Info("step stopped", "reason", cause.Error())
@@ -256,8 +252,6 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	case err != nil && ctx.Err() != nil && cause != nil:
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}
-	policy := def.Retry.resolve()
-	now := time.Now()
 	var snooze *outcome.SnoozeError
 	var after *outcome.RetryAfterError
 	switch {
@@ -271,34 +265,91 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 			o.State, o.Error = state.StepFailed, "result is not valid JSON"
 			break
 		}
-		if derr := e.dynamicResult(w, def, b, &o); derr != nil {
-			o.State, o.Error = state.StepFailed, derr.Error()
-			log.Error("step failed", "error", o.Error)
+		completion(&o, w, def, b)
+		if o.State == state.StepCompleted {
+			log.Debug("step completed")
 			return o, true
 		}
-		o.State, o.Result = state.StepCompleted, b
-		log.Debug("step completed")
-		return o, true
 	case errors.As(err, &snooze):
-		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, now.Add(snooze.Delay), true, snooze.Error()
+		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(snooze.Delay), true, snooze.Error()
 		log.Info("step snoozed", "until", o.RunAt)
 		return o, true
-	case outcome.IsPermanent(err):
-		o.State, o.Error = state.StepFailed, err.Error()
-	case policy.Exhausted(c.Attempts):
-		o.State, o.Error = state.StepFailed, fmt.Sprintf("%v (attempt %d of %d)", err, c.Attempts, policy.MaxAttempts)
 	case errors.As(err, &after):
-		o.State, o.Error, o.RunAt = state.StepWaiting, err.Error(), now.Add(after.Delay)
+		failure(&o, def, c.Attempts, err.Error(), outcome.IsPermanent(err), &after.Delay)
 	default:
-		o.State, o.Error, o.RunAt = state.StepWaiting, err.Error(), now.Add(policy.Delay(c.Attempts, randFloat))
+		failure(&o, def, c.Attempts, err.Error(), outcome.IsPermanent(err), nil)
 	}
 	if o.State == state.StepWaiting {
-		o.Reason = "retry scheduled: " + o.Error
 		log.Warn("step failed, will retry", "error", o.Error, "retry_at", o.RunAt)
 	} else {
 		log.Error("step failed", "error", o.Error)
 	}
 	return o, true
+}
+
+// completion sets o to the completion of a step with a JSON result, with
+// the decision or batch the result makes for the step's type; a result that
+// does not fit the type fails the step for good.
+func completion(o *store.Outcome, w *Workflow, def *Step, result json.RawMessage) {
+	if err := dynamicResult(w, def, result, o); err != nil {
+		o.State, o.Error = state.StepFailed, err.Error()
+		return
+	}
+	o.State, o.Result = state.StepCompleted, result
+}
+
+// failure sets o to the outcome of a failed attempt under the step's retry
+// policy: a failure for good when it is permanent or the attempts are used
+// up, else a retry after the delay asked for (after, when not nil) or the
+// policy's backoff.
+func failure(o *store.Outcome, def *Step, attempt int, msg string, permanent bool, after *time.Duration) {
+	policy := def.Retry.resolve()
+	o.Error = msg
+	switch {
+	case permanent:
+		o.State = state.StepFailed
+	case policy.Exhausted(attempt):
+		o.State, o.Error = state.StepFailed, fmt.Sprintf("%s (attempt %d of %d)", msg, attempt, policy.MaxAttempts)
+	case after != nil:
+		o.State, o.RunAt = state.StepWaiting, time.Now().Add(*after)
+	default:
+		o.State, o.RunAt = state.StepWaiting, time.Now().Add(policy.Delay(attempt, randFloat))
+	}
+	if o.State == state.StepWaiting {
+		o.Reason = "retry scheduled: " + o.Error
+	}
+}
+
+// stepLog logs about one attempt of a claimed step, with its task, step and
+// attempt and, once the handler returned, its duration. It builds a record
+// only when its level is enabled: execute runs for every step, and how most
+// steps end (completed, at Debug) is usually not logged.
+type stepLog struct {
+	logger *slog.Logger
+	c      *store.ClaimedStep
+	took   time.Duration // negative until the handler returned
+}
+
+func (l *stepLog) Debug(msg string, args ...any) { l.log(slog.LevelDebug, msg, args) }
+func (l *stepLog) Info(msg string, args ...any)  { l.log(slog.LevelInfo, msg, args) }
+func (l *stepLog) Warn(msg string, args ...any)  { l.log(slog.LevelWarn, msg, args) }
+func (l *stepLog) Error(msg string, args ...any) { l.log(slog.LevelError, msg, args) }
+
+func (l *stepLog) log(level slog.Level, msg string, args []any) {
+	ctx := context.Background()
+	h := l.logger.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	var pc [1]uintptr
+	runtime.Callers(3, pc[:]) // the caller of Debug, Info, Warn or Error
+	r := slog.NewRecord(time.Now(), level, msg, pc[0])
+	r.Add("task_id", l.c.TaskID, "step", l.c.Name, "attempt", l.c.Attempts)
+	if l.took >= 0 {
+		r.Add("duration_ms", l.took.Milliseconds())
+	}
+	r.Add(args...)
+	_ = h.Handle(ctx, r)
 }
 
 // call runs the handler, turning a panic into an error.

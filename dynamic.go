@@ -153,7 +153,7 @@ func (c *conditions) get(src string) (*expr.Expr, error) {
 // dynamicResult turns the result of a decision or batch step into the
 // outcome's decision or spawn. An error is permanent: the result does not
 // fit the step's type.
-func (e *Engine) dynamicResult(w *Workflow, def *Step, result json.RawMessage, o *store.Outcome) error {
+func dynamicResult(w *Workflow, def *Step, result json.RawMessage, o *store.Outcome) error {
 	switch def.Type {
 	case StepDecision:
 		var r struct {

@@ -23,17 +23,29 @@ func (e *Engine) LeaseTTL() time.Duration { return e.cfg.LeaseTTL }
 func (e *Engine) HeartbeatInterval() time.Duration { return e.cfg.HeartbeatInterval }
 
 // StepDefinition returns the definition of a claimed step (its config,
-// retry policy and timeout) from its workflow version.
+// retry policy and timeout) from its workflow version: the workflow's step,
+// or for an item of a batch, the template it runs.
 func (e *Engine) StepDefinition(ctx context.Context, c store.ClaimedStep) (*Step, error) {
+	_, def, err := e.claimedDefinition(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	s := *def
+	return &s, nil
+}
+
+// claimedDefinition returns the workflow of a claimed step and the
+// definition the step runs.
+func (e *Engine) claimedDefinition(ctx context.Context, c store.ClaimedStep) (*Workflow, *Step, error) {
 	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
 	if err != nil {
-		return nil, fmt.Errorf("weft: definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
+		return nil, nil, fmt.Errorf("weft: definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
 	}
-	if c.Index < 0 || c.Index >= len(w.Steps) {
-		return nil, fmt.Errorf("weft: definition %s has no step %d", w.Ref(), c.Index)
+	def := w.stepDef(c.Step)
+	if def == nil {
+		return nil, nil, fmt.Errorf("weft: definition %s has no step %d (%q): %w", w.Ref(), c.Index, c.Name, store.ErrNotFound)
 	}
-	s := w.Steps[c.Index]
-	return &s, nil
+	return w, def, nil
 }
 
 // Failure describes how an attempt run outside the engine failed.
@@ -51,35 +63,44 @@ type Failure struct {
 // own handlers: a retry at the backoff's time, or a permanent failure when
 // the failure says so or the attempts are used up.
 func (e *Engine) FailureOutcome(ctx context.Context, c store.ClaimedStep, f Failure, engineID string) (store.Outcome, error) {
-	def, err := e.StepDefinition(ctx, c)
+	_, def, err := e.claimedDefinition(ctx, c)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.Outcome{}, err
 	}
-	o := store.Outcome{Fence: c.Fence, EngineID: engineID, Error: f.Message}
+	o := store.Outcome{Fence: c.Fence, EngineID: engineID}
 	if def == nil {
-		o.State = state.StepFailed
+		o.State, o.Error = state.StepFailed, f.Message
 		return o, nil
 	}
-	policy := def.Retry.resolve()
-	now := time.Now()
-	switch {
-	case f.Permanent:
-		o.State = state.StepFailed
-	case policy.Exhausted(c.Attempts):
-		o.State, o.Error = state.StepFailed, fmt.Sprintf("%s (attempt %d of %d)", f.Message, c.Attempts, policy.MaxAttempts)
-	case f.RetryAfter > 0:
-		o.State, o.RunAt = state.StepWaiting, now.Add(f.RetryAfter)
-	default:
-		o.State, o.RunAt = state.StepWaiting, now.Add(policy.Delay(c.Attempts, randFloat))
+	var after *time.Duration
+	if f.RetryAfter > 0 {
+		after = &f.RetryAfter
 	}
-	if o.State == state.StepWaiting {
-		o.Reason = "retry scheduled: " + o.Error
+	failure(&o, def, c.Attempts, f.Message, f.Permanent, after)
+	return o, nil
+}
+
+// CompletionOutcome returns the outcome that completes a claimed step with
+// a JSON result ("" means null), exactly as for the engine's own handlers: a
+// decision's or a batch's result makes its decision or its items, and a
+// result that does not fit the step's type fails it for good.
+func (e *Engine) CompletionOutcome(ctx context.Context, c store.ClaimedStep, result json.RawMessage, engineID string) (store.Outcome, error) {
+	o, err := ResultOutcome(c, result, engineID)
+	if err != nil {
+		return o, err
 	}
+	w, def, err := e.claimedDefinition(ctx, c)
+	if err != nil {
+		return store.Outcome{}, err
+	}
+	completion(&o, w, def, o.Result)
 	return o, nil
 }
 
 // ResultOutcome returns the outcome that completes a claimed step with a
-// JSON result.
+// JSON result. It knows nothing of the step's type: a decision or a batch
+// completed with it makes no decision and no items, which
+// Engine.CompletionOutcome does.
 func ResultOutcome(c store.ClaimedStep, result json.RawMessage, engineID string) (store.Outcome, error) {
 	if len(result) == 0 {
 		result = json.RawMessage(`null`)

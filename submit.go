@@ -254,7 +254,7 @@ func (e *Engine) SubmitSQLTx(ctx context.Context, tx *sql.Tx, subs ...Submission
 // submit resolves and validates submissions and hands them to insert.
 func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) ([]SubmitResult, error) {
 	inserts := make([]store.TaskInsert, len(subs))
-	resolved := map[string]*Workflow{} // by reference, looked up once per call
+	resolved := map[string]*resolvedWorkflow{} // by reference, looked up once per call
 	for i, s := range subs {
 		in, err := e.prepare(ctx, s, resolved)
 		if err != nil {
@@ -285,19 +285,30 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	return out, nil
 }
 
+// resolvedWorkflow is a workflow one submit call refers to, with the steps
+// each of its tasks inserts: built once per call and shared, read only, by
+// the call's tasks of that workflow.
+type resolvedWorkflow struct {
+	w     *Workflow
+	steps []store.StepInsert
+}
+
 // prepare resolves a submission's workflow and builds its insert.
-func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]*Workflow) (store.TaskInsert, error) {
-	w := resolved[s.Workflow]
-	if w == nil {
+func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]*resolvedWorkflow) (store.TaskInsert, error) {
+	r := resolved[s.Workflow]
+	if r == nil {
 		ns, name, version, err := ParseRef(s.Workflow)
 		if err != nil {
 			return store.TaskInsert{}, err
 		}
-		if w, err = e.workflow(ctx, ns, name, version); err != nil {
+		w, err := e.workflow(ctx, ns, name, version)
+		if err != nil {
 			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
 		}
-		resolved[s.Workflow] = w
+		r = &resolvedWorkflow{w: w, steps: stepInserts(w)}
+		resolved[s.Workflow] = r
 	}
+	w := r.w
 	input, err := encodeInput(s.Input)
 	if err != nil {
 		return store.TaskInsert{}, fmt.Errorf("%w input for %s: %w", ErrInvalid, s.Workflow, err)
@@ -319,6 +330,12 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 			return store.TaskInsert{}, fmt.Errorf("%w submission for %s: its identity strategy is \"caller\", so an idempotency key is required", ErrInvalid, s.Workflow)
 		}
 	}
+	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
+		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: r.steps}, nil
+}
+
+// stepInserts returns the steps a task of w starts with.
+func stepInserts(w *Workflow) []store.StepInsert {
 	nodes := make([]dag.Node, len(w.Steps))
 	for i, st := range w.Steps {
 		nodes[i] = dag.Node{Name: st.Name, Deps: st.DependsOn}
@@ -340,8 +357,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 			}
 		}
 	}
-	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
-		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: steps}, nil
+	return steps
 }
 
 func encodeInput(v any) (json.RawMessage, error) {

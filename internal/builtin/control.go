@@ -13,8 +13,12 @@ import (
 	"github.com/weftrun/weft/internal/outcome"
 )
 
-// maxControlLine bounds one line of the control channel.
-const maxControlLine = 1 << 20
+// maxControlLine bounds one line of the control channel, and maxQuotedLine
+// how much of a bad line an error quotes.
+const (
+	maxControlLine = 1 << 20
+	maxQuotedLine  = 200
+)
 
 // controlChannel is the pipe on which an exec command reports checkpoints
 // and progress: file descriptor 3 (WEFT_CONTROL_FD), one JSON object per
@@ -54,7 +58,7 @@ func (c *controlChannel) read(ctx context.Context, rep Reporter) {
 		dec.DisallowUnknownFields()
 		switch err := dec.Decode(&msg); {
 		case err != nil:
-			c.err = &outcome.PermanentError{Err: fmt.Errorf("control channel: invalid line %q: %w", clipLine(sc.Bytes()), err)}
+			c.err = &outcome.PermanentError{Err: fmt.Errorf("control channel: invalid line %q: %w", excerpt(sc.Bytes(), maxQuotedLine, false), err)}
 		case msg.Checkpoint != nil:
 			if err := rep.SaveCheckpoint(ctx, msg.Checkpoint); err != nil {
 				c.err = err
@@ -64,7 +68,7 @@ func (c *controlChannel) read(ctx context.Context, rep Reporter) {
 				c.err = err
 			}
 		default:
-			c.err = &outcome.PermanentError{Err: fmt.Errorf(`control channel: line %q has neither "checkpoint" nor "progress"`, clipLine(sc.Bytes()))}
+			c.err = &outcome.PermanentError{Err: fmt.Errorf(`control channel: line %q has neither "checkpoint" nor "progress"`, excerpt(sc.Bytes(), maxQuotedLine, false))}
 		}
 	}
 	if err := sc.Err(); err != nil && c.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {
@@ -89,11 +93,4 @@ func (c *controlChannel) close() {
 	c.w.Close()
 	c.r.Close()
 	<-c.done
-}
-
-func clipLine(b []byte) string {
-	if len(b) > 200 {
-		return string(b[:200]) + "…"
-	}
-	return string(b)
 }

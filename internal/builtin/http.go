@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -94,7 +95,7 @@ func parseHTTPConfig(config json.RawMessage) (*httpConfig, error) {
 		return nil, err
 	}
 	c.method = strings.ToUpper(c.method)
-	if !containsString(httpMethods, c.method) {
+	if !slices.Contains(httpMethods, c.method) {
 		return nil, fmt.Errorf("config.method: %q is not one of %s", c.method, strings.Join(httpMethods, ", "))
 	}
 
@@ -164,15 +165,6 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
-}
-
-func containsString(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func render(t *template.Template, data map[string]any) (string, error) {
