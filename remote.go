@@ -85,30 +85,19 @@ func (e *Engine) FailureOutcome(ctx context.Context, c store.ClaimedStep, f Fail
 // decision's or a batch's result makes its decision or its items, and a
 // result that does not fit the step's type fails it for good.
 func (e *Engine) CompletionOutcome(ctx context.Context, c store.ClaimedStep, result json.RawMessage, engineID string) (store.Outcome, error) {
-	o, err := ResultOutcome(c, result, engineID)
-	if err != nil {
-		return o, err
-	}
-	w, def, err := e.claimedDefinition(ctx, c)
-	if err != nil {
-		return store.Outcome{}, err
-	}
-	completion(&o, w, def, o.Result)
-	return o, nil
-}
-
-// ResultOutcome returns the outcome that completes a claimed step with a
-// JSON result. It knows nothing of the step's type: a decision or a batch
-// completed with it makes no decision and no items, which
-// Engine.CompletionOutcome does.
-func ResultOutcome(c store.ClaimedStep, result json.RawMessage, engineID string) (store.Outcome, error) {
 	if len(result) == 0 {
 		result = json.RawMessage(`null`)
 	}
 	if !json.Valid(result) {
 		return store.Outcome{}, fmt.Errorf("%w result: not valid JSON", ErrInvalid)
 	}
-	return store.Outcome{Fence: c.Fence, EngineID: engineID, State: state.StepCompleted, Result: result}, nil
+	w, def, err := e.claimedDefinition(ctx, c)
+	if err != nil {
+		return store.Outcome{}, err
+	}
+	o := store.Outcome{Fence: c.Fence, EngineID: engineID, State: state.StepCompleted, Result: result}
+	completion(&o, w, def, o.Result)
+	return o, nil
 }
 
 // Running reports whether the engine has started and is not stopping.

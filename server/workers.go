@@ -359,9 +359,14 @@ func (s *Server) workerComplete(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	o, err := weft.ResultOutcome(c, req.Result, r.PathValue("id"))
-	if err != nil {
+	// As for the engine's own handlers: a decision's result decides, a
+	// batch's makes its items.
+	o, err := s.engine.CompletionOutcome(r.Context(), c, req.Result, r.PathValue("id"))
+	if errors.Is(err, weft.ErrInvalid) {
 		return 0, nil, fieldError("result", "must be JSON")
+	}
+	if err != nil {
+		return 0, nil, err
 	}
 	return s.record(r.Context(), c, o)
 }
