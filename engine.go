@@ -141,6 +141,7 @@ type Engine struct {
 	engineID  string
 	cancelRun context.CancelFunc // stops the loops
 	loops     sync.WaitGroup
+	rejoin    sync.Mutex // serialises re-registration after being declared dead
 	handlerWG sync.WaitGroup
 	settled   chan struct{} // closed and replaced after each completion batch
 	nudge     chan struct{} // wakes the maintenance loop to look at due times again
@@ -491,8 +492,10 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 // so it drops it and registers under a new identity. The claim loop and the
 // heartbeat may both notice: only the first acts.
 func (e *Engine) declaredDead(ctx context.Context, lost string) {
-	var b [4]byte
-	_, _ = crand.Read(b[:])
+	// One rejoin at a time: the loops that hear the news together must not
+	// each register a new identity.
+	e.rejoin.Lock()
+	defer e.rejoin.Unlock()
 	e.mu.Lock()
 	if e.engineID != lost {
 		e.mu.Unlock()
@@ -501,13 +504,22 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	for _, r := range e.inflight {
 		r.cancel(errLeaseLost)
 	}
-	e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
-	e.engineID = fmt.Sprintf("%s-%d-%s", e.host, os.Getpid(), hex.EncodeToString(b[:]))
-	id := e.engineID
 	e.mu.Unlock()
+	e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	id := fmt.Sprintf("%s-%d-%s", e.host, os.Getpid(), hex.EncodeToString(b[:]))
+	// The new identity is used only once it is registered: a heartbeat or
+	// claim under an identity the store does not know yet would be taken
+	// for another death. If registering fails, the loops keep hearing that
+	// the old one is dead and come back here.
 	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
 		e.log.Error("register engine again", "engine_id", id, "error", err)
+		return
 	}
+	e.mu.Lock()
+	e.engineID = id
+	e.mu.Unlock()
 }
 
 // maintenanceLoop reaps lapsed leases, expires steps and tasks past their
