@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/workflow"
 )
 
 // eachBackendBench runs fn as a sub-benchmark on every backend.
@@ -46,7 +47,7 @@ func BenchmarkOneStepThroughput(b *testing.B) {
 			}
 			return nil, nil
 		})
-		if err := e.Register(ctx, weft.NewWorkflow("bench", "one", "1").Step("s", "noop")); err != nil {
+		if err := e.Register(ctx, workflow.New("bench", "one", "1").Step("s", "noop")); err != nil {
 			b.Fatal(err)
 		}
 		for left := b.N; left > 0; left -= 1000 {
@@ -76,7 +77,7 @@ func BenchmarkSubmitBulk(b *testing.B) {
 	eachBackendBench(b, func(b *testing.B, open storeFactory) {
 		ctx := context.Background()
 		e := benchEngine(b, open, weft.Config{})
-		if err := e.Register(ctx, weft.NewWorkflow("bench", "one", "1").Step("s", "noop")); err != nil {
+		if err := e.Register(ctx, workflow.New("bench", "one", "1").Step("s", "noop")); err != nil {
 			b.Fatal(err)
 		}
 		subs := make([]weft.Submission, 1000)
@@ -95,13 +96,13 @@ func BenchmarkSubmitBulk(b *testing.B) {
 }
 
 // dag7 is a fan-out of three, a join, a chain of two and a final step.
-func dag7() *weft.Workflow {
-	return weft.NewWorkflow("bench", "dag7", "1").
+func dag7() *workflow.Workflow {
+	return workflow.New("bench", "dag7", "1").
 		Step("a", "noop").Step("b", "noop").Step("c", "noop").
-		Step("join", "noop", weft.DependsOn("a", "b", "c")).
-		Step("d", "noop", weft.DependsOn("join")).
-		Step("e", "noop", weft.DependsOn("d")).
-		Step("final", "noop", weft.DependsOn("e"))
+		Step("join", "noop", workflow.DependsOn("a", "b", "c")).
+		Step("d", "noop", workflow.DependsOn("join")).
+		Step("e", "noop", workflow.DependsOn("d")).
+		Step("final", "noop", workflow.DependsOn("e"))
 }
 
 // BenchmarkDAG7Latency submits one 7-step DAG at a time to an idle engine

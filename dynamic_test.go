@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
 )
 
 // echo returns its step's name and the names of the dependencies whose
@@ -51,15 +52,15 @@ func TestDecisions(t *testing.T) {
 	t.Parallel()
 	// d1 chooses among a (itself a decision between a1 and a2), b (with a
 	// descendant b2) and c; j converges on a1, a2, b2 and c.
-	w := weft.NewWorkflow("test", "decide", "1").
-		Step("d1", "choose", weft.AsDecision()).
-		Step("a", "choose", weft.AsDecision(), weft.DependsOn("d1")).
-		Step("a1", "echo", weft.DependsOn("a")).
-		Step("a2", "echo", weft.DependsOn("a")).
-		Step("b", "echo", weft.DependsOn("d1")).
-		Step("b2", "echo", weft.DependsOn("b")).
-		Step("c", "echo", weft.DependsOn("d1")).
-		Step("j", "echo", weft.AsConverge(), weft.DependsOn("a1", "a2", "b2", "c"))
+	w := workflow.New("test", "decide", "1").
+		Step("d1", "choose", workflow.AsDecision()).
+		Step("a", "choose", workflow.AsDecision(), workflow.DependsOn("d1")).
+		Step("a1", "echo", workflow.DependsOn("a")).
+		Step("a2", "echo", workflow.DependsOn("a")).
+		Step("b", "echo", workflow.DependsOn("d1")).
+		Step("b2", "echo", workflow.DependsOn("b")).
+		Step("c", "echo", workflow.DependsOn("d1")).
+		Step("j", "echo", workflow.AsConverge(), workflow.DependsOn("a1", "a2", "b2", "c"))
 	tests := []struct {
 		name  string
 		input map[string][]string
@@ -118,16 +119,16 @@ func TestTriggerRulesOnEngine(t *testing.T) {
 		e.Handle("fail", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			return nil, weft.Permanent(errors.New("boom"))
 		})
-		w := weft.NewWorkflow("test", "rules", "1").
+		w := workflow.New("test", "rules", "1").
 			Step("ok", "echo").
 			Step("bad", "fail")
-		rules := map[weft.TriggerRule]state.Step{
-			weft.AllSuccess: state.StepSkipped, weft.AllDone: state.StepCompleted, weft.OneSuccess: state.StepCompleted,
-			weft.OneFailed: state.StepCompleted, weft.AllFailed: state.StepSkipped, weft.NoneFailed: state.StepSkipped,
-			weft.NoneFailedMinOneSuccess: state.StepSkipped, weft.Always: state.StepCompleted,
+		rules := map[workflow.TriggerRule]state.Step{
+			workflow.AllSuccess: state.StepSkipped, workflow.AllDone: state.StepCompleted, workflow.OneSuccess: state.StepCompleted,
+			workflow.OneFailed: state.StepCompleted, workflow.AllFailed: state.StepSkipped, workflow.NoneFailed: state.StepSkipped,
+			workflow.NoneFailedMinOneSuccess: state.StepSkipped, workflow.Always: state.StepCompleted,
 		}
 		for r := range rules {
-			w.Step(string(r), "echo", weft.DependsOn("ok", "bad"), weft.WithTriggerRule(r))
+			w.Step(string(r), "echo", workflow.DependsOn("ok", "bad"), workflow.WithTriggerRule(r))
 		}
 		register(t, e, w)
 		start(t, e)
@@ -141,12 +142,12 @@ func TestTriggerRulesOnEngine(t *testing.T) {
 
 func TestWhenConditions(t *testing.T) {
 	t.Parallel()
-	w := weft.NewWorkflow("test", "when", "1").
+	w := workflow.New("test", "when", "1").
 		Step("check", "score").
-		Step("review", "echo", weft.DependsOn("check"), weft.When(`input.amount > 1000 || deps.check.score < 0.5`)).
-		Step("after_review", "echo", weft.DependsOn("review")).
-		Step("always_after", "echo", weft.DependsOn("review"), weft.WithTriggerRule(weft.NoneFailed)).
-		Step("broken", "echo", weft.When(`input.missing > 1`))
+		Step("review", "echo", workflow.DependsOn("check"), workflow.When(`input.amount > 1000 || deps.check.score < 0.5`)).
+		Step("after_review", "echo", workflow.DependsOn("review")).
+		Step("always_after", "echo", workflow.DependsOn("review"), workflow.WithTriggerRule(workflow.NoneFailed)).
+		Step("broken", "echo", workflow.When(`input.missing > 1`))
 	tests := []struct {
 		input  string
 		review state.Step
@@ -221,10 +222,10 @@ func TestBatchFanOut(t *testing.T) {
 			}
 			return map[string]int{"count": len(results), "total": total}, nil
 		})
-		register(t, e, weft.NewWorkflow("test", "batch", "1").
-			Template("double", "double", weft.WithRetry(weft.RetryPolicy{MaxAttempts: 3, Backoff: "fixed", Initial: weft.Duration(time.Millisecond)})).
-			Step("split", "split", weft.AsBatch("double")).
-			Step("sum", "sum", weft.DependsOn("split")))
+		register(t, e, workflow.New("test", "batch", "1").
+			Template("double", "double", workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 3, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})).
+			Step("split", "split", workflow.AsBatch("double")).
+			Step("sum", "sum", workflow.DependsOn("split")))
 		start(t, e)
 		for _, count := range []int{n, 0} {
 			// 5,000 items run through the engine: a generous deadline, only
@@ -249,9 +250,9 @@ func TestBatchStepLimit(t *testing.T) {
 			return map[string]any{"batches": make([]int, 10)}, nil
 		})
 		e.Handle("echo", echo)
-		register(t, e, weft.NewWorkflow("test", "limit", "1").WithLimits(weft.Limits{MaxSteps: 5}).
+		register(t, e, workflow.New("test", "limit", "1").WithLimits(workflow.Limits{MaxSteps: 5}).
 			Template("w", "echo").
-			Step("split", "split", weft.AsBatch("w")))
+			Step("split", "split", workflow.AsBatch("w")))
 		start(t, e)
 		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/limit"}).Task.ID)
 		require.Equal(t, state.TaskFailed, task.State)
@@ -290,8 +291,8 @@ func TestCheckpointAndProgress(t *testing.T) {
 			}
 			return map[string]int{"rows": 10}, nil
 		})
-		register(t, e, weft.NewWorkflow("test", "import", "1").
-			Step("import", "import", weft.WithRetry(weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(time.Millisecond)})))
+		register(t, e, workflow.New("test", "import", "1").
+			Step("import", "import", workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})))
 		start(t, e)
 		id := submit(t, e, weft.Submission{Workflow: "test/import"}).Task.ID
 		<-progressed
@@ -307,12 +308,12 @@ func TestCheckpointAndProgress(t *testing.T) {
 	})
 }
 
-func signalWorkflow(timeout time.Duration) *weft.Workflow {
-	return weft.NewWorkflow("test", fmt.Sprintf("signal-%d", timeout.Milliseconds()), "1").
+func signalWorkflow(timeout time.Duration) *workflow.Workflow {
+	return workflow.New("test", fmt.Sprintf("signal-%d", timeout.Milliseconds()), "1").
 		Step("prepare", "gate").
-		Step("approval", "", weft.DependsOn("prepare"), weft.AwaitSignal("approve", timeout)).
-		Step("ship", "echo", weft.DependsOn("approval")).
-		Step("on_timeout", "echo", weft.DependsOn("approval"), weft.WithTriggerRule(weft.OneFailed))
+		Step("approval", "", workflow.DependsOn("prepare"), workflow.AwaitSignal("approve", timeout)).
+		Step("ship", "echo", workflow.DependsOn("approval")).
+		Step("on_timeout", "echo", workflow.DependsOn("approval"), workflow.WithTriggerRule(workflow.OneFailed))
 }
 
 func TestSignals(t *testing.T) {

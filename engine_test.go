@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
 )
 
 func TestDiamondDataFlow(t *testing.T) {
@@ -42,11 +43,11 @@ func TestDiamondDataFlow(t *testing.T) {
 			}
 			return map[string]any{"sum": sum + cfg.Add, "deps": len(a.Deps), "attempt": a.Number}, nil
 		})
-		w := weft.NewWorkflow("test", "diamond", "1").
+		w := workflow.New("test", "diamond", "1").
 			Step("a", "add").
-			Step("b", "add", weft.DependsOn("a"), weft.WithConfig(map[string]int{"add": 10})).
-			Step("c", "add", weft.DependsOn("a"), weft.WithConfig(map[string]int{"add": 100})).
-			Step("d", "add", weft.DependsOn("b", "c"))
+			Step("b", "add", workflow.DependsOn("a"), workflow.WithConfig(map[string]int{"add": 10})).
+			Step("c", "add", workflow.DependsOn("a"), workflow.WithConfig(map[string]int{"add": 100})).
+			Step("d", "add", workflow.DependsOn("b", "c"))
 		require.NoError(t, e.Register(ctx, w))
 		start(t, e)
 		res := submit(t, e, weft.Submission{Workflow: "test/diamond", Input: map[string]int{"n": 1}})
@@ -72,7 +73,7 @@ func flaky(n int) weft.Handler {
 	}
 }
 
-func register(t *testing.T, e *weft.Engine, w *weft.Workflow) {
+func register(t *testing.T, e *weft.Engine, w *workflow.Workflow) {
 	t.Helper()
 	require.NoError(t, e.Register(context.Background(), w))
 }
@@ -82,16 +83,16 @@ func TestRetryModes(t *testing.T) {
 	zero := 0.0
 	tests := []struct {
 		name      string
-		policy    weft.RetryPolicy
+		policy    workflow.RetryPolicy
 		failures  int
 		wantState state.Task
 		attempts  int
 	}{
-		{"exponential recovers", weft.RetryPolicy{MaxAttempts: 3, Backoff: "exponential", Initial: weft.Duration(5 * time.Millisecond), Max: weft.Duration(20 * time.Millisecond)}, 2, state.TaskCompleted, 3},
-		{"fixed recovers", weft.RetryPolicy{MaxAttempts: 4, Backoff: "fixed", Initial: weft.Duration(5 * time.Millisecond), Jitter: &zero}, 3, state.TaskCompleted, 4},
-		{"linear recovers", weft.RetryPolicy{MaxAttempts: 3, Backoff: "linear", Initial: weft.Duration(5 * time.Millisecond)}, 1, state.TaskCompleted, 2},
-		{"attempts exhausted", weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(5 * time.Millisecond)}, 5, state.TaskFailed, 2},
-		{"no retry", weft.RetryPolicy{MaxAttempts: 1}, 1, state.TaskFailed, 1},
+		{"exponential recovers", workflow.RetryPolicy{MaxAttempts: 3, Backoff: "exponential", Initial: workflow.Duration(5 * time.Millisecond), Max: workflow.Duration(20 * time.Millisecond)}, 2, state.TaskCompleted, 3},
+		{"fixed recovers", workflow.RetryPolicy{MaxAttempts: 4, Backoff: "fixed", Initial: workflow.Duration(5 * time.Millisecond), Jitter: &zero}, 3, state.TaskCompleted, 4},
+		{"linear recovers", workflow.RetryPolicy{MaxAttempts: 3, Backoff: "linear", Initial: workflow.Duration(5 * time.Millisecond)}, 1, state.TaskCompleted, 2},
+		{"attempts exhausted", workflow.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: workflow.Duration(5 * time.Millisecond)}, 5, state.TaskFailed, 2},
+		{"no retry", workflow.RetryPolicy{MaxAttempts: 1}, 1, state.TaskFailed, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +100,7 @@ func TestRetryModes(t *testing.T) {
 			eachBackend(t, func(t *testing.T, open storeFactory) {
 				e := newEngine(t, open(t), weft.Config{})
 				e.Handle("flaky", flaky(tt.failures))
-				register(t, e, weft.NewWorkflow("test", "retry", "1").Step("s", "flaky", weft.WithRetry(tt.policy)))
+				register(t, e, workflow.New("test", "retry", "1").Step("s", "flaky", workflow.WithRetry(tt.policy)))
 				start(t, e)
 				task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/retry"}).Task.ID)
 				require.Equal(t, tt.wantState, task.State, task.Error)
@@ -131,8 +132,8 @@ func TestRetryAfterDelay(t *testing.T) {
 			return "ok", nil
 		})
 		// The policy's backoff would wait an hour: RetryAfter overrides it.
-		register(t, e, weft.NewWorkflow("test", "after", "1").Step("s", "h",
-			weft.WithRetry(weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(time.Hour)})))
+		register(t, e, workflow.New("test", "after", "1").Step("s", "h",
+			workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: workflow.Duration(time.Hour)})))
 		start(t, e)
 		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/after"}).Task.ID)
 		require.Equal(t, state.TaskCompleted, task.State)
@@ -151,8 +152,8 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 			sawCancel <- ctx.Err()
 			return nil, ctx.Err()
 		})
-		register(t, e, weft.NewWorkflow("test", "timeout", "1").Step("s", "slow",
-			weft.WithTimeout(20*time.Millisecond), weft.WithRetry(weft.RetryPolicy{MaxAttempts: 1})))
+		register(t, e, workflow.New("test", "timeout", "1").Step("s", "slow",
+			workflow.WithTimeout(20*time.Millisecond), workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 1})))
 		start(t, e)
 		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/timeout"}).Task.ID)
 		require.ErrorIs(t, <-sawCancel, context.DeadlineExceeded)
@@ -171,8 +172,8 @@ func TestPanicIsFailure(t *testing.T) {
 			}
 			return "recovered", nil
 		})
-		register(t, e, weft.NewWorkflow("test", "panic", "1").Step("s", "boom",
-			weft.WithRetry(weft.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: weft.Duration(time.Millisecond)})))
+		register(t, e, workflow.New("test", "panic", "1").Step("s", "boom",
+			workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})))
 		start(t, e)
 		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/panic"}).Task.ID)
 		require.Equal(t, state.TaskCompleted, task.State)
@@ -191,12 +192,12 @@ func TestPermanentErrorSkipsDescendants(t *testing.T) {
 		e.Handle("bad", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			return nil, weft.Permanent(errors.New("card declined"))
 		})
-		register(t, e, weft.NewWorkflow("test", "perm", "1").
+		register(t, e, workflow.New("test", "perm", "1").
 			Step("validate", "ok").
-			Step("charge", "bad", weft.DependsOn("validate"), weft.WithRetry(weft.RetryPolicy{MaxAttempts: 5})).
-			Step("ship", "ok", weft.DependsOn("charge")).
-			Step("notify", "ok", weft.DependsOn("ship")).
-			Step("audit", "ok", weft.DependsOn("validate")))
+			Step("charge", "bad", workflow.DependsOn("validate"), workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 5})).
+			Step("ship", "ok", workflow.DependsOn("charge")).
+			Step("notify", "ok", workflow.DependsOn("ship")).
+			Step("audit", "ok", workflow.DependsOn("validate")))
 		start(t, e)
 		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/perm"}).Task.ID)
 		require.Equal(t, state.TaskFailed, task.State)
@@ -224,7 +225,7 @@ func TestCancelStopsRunningHandlers(t *testing.T) {
 			return nil, ctx.Err()
 		})
 		e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return "ok", nil })
-		register(t, e, weft.NewWorkflow("test", "cancel", "1").Step("block", "block").Step("after", "ok", weft.DependsOn("block")))
+		register(t, e, workflow.New("test", "cancel", "1").Step("block", "block").Step("after", "ok", workflow.DependsOn("block")))
 		start(t, e)
 		id := submit(t, e, weft.Submission{Workflow: "test/cancel"}).Task.ID
 		<-started
@@ -247,13 +248,13 @@ func TestIdempotentSubmission(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		ctx := context.Background()
 		e := newEngine(t, open(t), weft.Config{})
-		strict := weft.NewWorkflow("test", "strict", "1").Step("s", "h")
-		strict.Identity = weft.IdentityStrict
-		caller := weft.NewWorkflow("test", "caller", "1").Step("s", "h")
-		caller.Identity = weft.IdentityCaller
+		strict := workflow.New("test", "strict", "1").Step("s", "h")
+		strict.Identity = workflow.IdentityStrict
+		caller := workflow.New("test", "caller", "1").Step("s", "h")
+		caller.Identity = workflow.IdentityCaller
 		register(t, e, strict)
 		register(t, e, caller)
-		register(t, e, weft.NewWorkflow("test", "unique", "1").Step("s", "h"))
+		register(t, e, workflow.New("test", "unique", "1").Step("s", "h"))
 
 		// strict: the same input, whatever its key order, is one task.
 		a := submit(t, e, weft.Submission{Workflow: "test/strict", Input: json.RawMessage(`{"a":1,"b":[1,2]}`)})
@@ -312,8 +313,8 @@ func TestNamespaceCapHolds(t *testing.T) {
 			mu.Unlock()
 			return nil, nil
 		})
-		register(t, e, weft.NewWorkflow("capped", "w", "1").Step("s", "h"))
-		register(t, e, weft.NewWorkflow("free", "w", "1").Step("s", "h"))
+		register(t, e, workflow.New("capped", "w", "1").Step("s", "h"))
+		register(t, e, workflow.New("free", "w", "1").Step("s", "h"))
 		var ids []int64
 		for range 6 {
 			ids = append(ids, submit(t, e, weft.Submission{Workflow: "capped/w"}).Task.ID)
@@ -351,7 +352,7 @@ func TestPriorityOrdersClaims(t *testing.T) {
 			mu.Unlock()
 			return nil, nil
 		})
-		register(t, e, weft.NewWorkflow("test", "prio", "1").Step("s", "h"))
+		register(t, e, workflow.New("test", "prio", "1").Step("s", "h"))
 		var ids []int64
 		for _, p := range []int{1, 5, 3, 9, 0} {
 			ids = append(ids, submit(t, e, weft.Submission{Workflow: "test/prio", Priority: p, Input: map[string]int{"p": p}}).Task.ID)
@@ -369,8 +370,8 @@ func TestExpiry(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		e := newEngine(t, open(t), weft.Config{})
 		// No engine serves "elsewhere", so its steps are never claimed.
-		register(t, e, weft.NewWorkflow("test", "ttl", "1").Step("s", "elsewhere", weft.WithTTL(50*time.Millisecond)))
-		register(t, e, weft.NewWorkflow("test", "late", "1").Step("s", "elsewhere"))
+		register(t, e, workflow.New("test", "ttl", "1").Step("s", "elsewhere", workflow.WithTTL(50*time.Millisecond)))
+		register(t, e, workflow.New("test", "late", "1").Step("s", "elsewhere"))
 		start(t, e)
 		ttl := submit(t, e, weft.Submission{Workflow: "test/ttl"}).Task.ID
 		late := submit(t, e, weft.Submission{Workflow: "test/late", GoodUntil: time.Now().Add(50 * time.Millisecond)}).Task.ID
@@ -407,8 +408,8 @@ func TestDeferUntilReleasesSlot(t *testing.T) {
 			return "waited", err
 		})
 		e.Handle("quick", func(ctx context.Context, a *weft.Attempt) (any, error) { return "quick", nil })
-		register(t, e, weft.NewWorkflow("test", "waits", "1").Step("s", "waits"))
-		register(t, e, weft.NewWorkflow("test", "quick", "1").Step("s", "quick"))
+		register(t, e, workflow.New("test", "waits", "1").Step("s", "waits"))
+		register(t, e, workflow.New("test", "quick", "1").Step("s", "quick"))
 		start(t, e)
 		waiting := submit(t, e, weft.Submission{Workflow: "test/waits"}).Task.ID
 		<-deferred
@@ -446,7 +447,7 @@ func TestSnoozeSurvivesRestart(t *testing.T) {
 		}
 		first := newEngine(t, s, weft.Config{ID: "first"})
 		first.Handle("h", handler)
-		register(t, first, weft.NewWorkflow("test", "snooze", "1").Step("s", "h"))
+		register(t, first, workflow.New("test", "snooze", "1").Step("s", "h"))
 		require.NoError(t, first.Start(ctx))
 		id := submit(t, first, weft.Submission{Workflow: "test/snooze"}).Task.ID
 		eventually(t, "the step to snooze", func() bool {
@@ -481,7 +482,7 @@ func TestStopDrainsRunningHandlers(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // work in progress, not a wait for async work
 			return "done", nil
 		})
-		register(t, e, weft.NewWorkflow("test", "drain", "1").Step("s", "h"))
+		register(t, e, workflow.New("test", "drain", "1").Step("s", "h"))
 		require.NoError(t, e.Start(ctx))
 		id := submit(t, e, weft.Submission{Workflow: "test/drain"}).Task.ID
 		<-started
@@ -509,7 +510,7 @@ func TestShutdownDeadlineLeavesWorkToReclaim(t *testing.T) {
 			}
 			return "second attempt", nil
 		})
-		register(t, first, weft.NewWorkflow("test", "abandon", "1").Step("s", "h"))
+		register(t, first, workflow.New("test", "abandon", "1").Step("s", "h"))
 		require.NoError(t, first.Start(ctx))
 		id := submit(t, first, weft.Submission{Workflow: "test/abandon"}).Task.ID
 		<-started
@@ -544,7 +545,7 @@ func TestRetryFailedTask(t *testing.T) {
 			}
 			return "fixed", nil
 		})
-		register(t, e, weft.NewWorkflow("test", "retry-task", "1").Step("a", "ok").Step("b", "maybe", weft.DependsOn("a")).Step("c", "ok", weft.DependsOn("b")))
+		register(t, e, workflow.New("test", "retry-task", "1").Step("a", "ok").Step("b", "maybe", workflow.DependsOn("a")).Step("c", "ok", workflow.DependsOn("b")))
 		start(t, e)
 		id := submit(t, e, weft.Submission{Workflow: "test/retry-task"}).Task.ID
 		require.Equal(t, state.TaskFailed, wait(t, e, id).State)
@@ -574,7 +575,7 @@ func TestFencingRefusesStaleCompletion(t *testing.T) {
 			defer close(slowDone)
 			return "stale result", nil
 		})
-		register(t, slow, weft.NewWorkflow("test", "fence", "1").Step("s", "h"))
+		register(t, slow, workflow.New("test", "fence", "1").Step("s", "h"))
 		require.NoError(t, slow.Start(ctx))
 		t.Cleanup(func() { slow.Stop(context.Background()) })
 		id := submit(t, slow, weft.Submission{Workflow: "test/fence"}).Task.ID
@@ -613,16 +614,16 @@ func TestTaskStaysOnItsVersion(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		e := newEngine(t, open(t), weft.Config{})
 		e.Handle("v", func(ctx context.Context, a *weft.Attempt) (any, error) { return a.Workflow + " " + a.Step, nil })
-		register(t, e, weft.NewWorkflow("test", "versions", "1.9").Step("old", "v"))
+		register(t, e, workflow.New("test", "versions", "1.9").Step("old", "v"))
 		first := submit(t, e, weft.Submission{Workflow: "test/versions"})
-		register(t, e, weft.NewWorkflow("test", "versions", "1.10").Step("new", "v").Step("newer", "v", weft.DependsOn("new")))
+		register(t, e, workflow.New("test", "versions", "1.10").Step("new", "v").Step("newer", "v", workflow.DependsOn("new")))
 		latest := submit(t, e, weft.Submission{Workflow: "test/versions"})
 		pinned := submit(t, e, weft.Submission{Workflow: "test/versions@1.9"})
 		_, err := e.Submit(context.Background(), weft.Submission{Workflow: "test/versions@2"})
 		require.ErrorIs(t, err, weft.ErrNotFound)
 		// Redefining a registered version is refused; the same definition is fine.
-		require.ErrorIs(t, e.Register(context.Background(), weft.NewWorkflow("test", "versions", "1.9").Step("changed", "v")), weft.ErrConflict)
-		register(t, e, weft.NewWorkflow("test", "versions", "1.9").Step("old", "v"))
+		require.ErrorIs(t, e.Register(context.Background(), workflow.New("test", "versions", "1.9").Step("changed", "v")), weft.ErrConflict)
+		register(t, e, workflow.New("test", "versions", "1.9").Step("old", "v"))
 		start(t, e)
 		for _, tc := range []struct {
 			id      int64
@@ -642,7 +643,7 @@ func TestHandlerRegisteredWhileRunning(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		e := newEngine(t, open(t), weft.Config{})
-		register(t, e, weft.NewWorkflow("test", "late", "1").Step("s", "late"))
+		register(t, e, workflow.New("test", "late", "1").Step("s", "late"))
 		start(t, e)
 		id := submit(t, e, weft.Submission{Workflow: "test/late"}).Task.ID
 		e.Handle("late", func(ctx context.Context, a *weft.Attempt) (any, error) { return "served", nil })
@@ -667,7 +668,7 @@ func TestEngineDeclaredDeadDropsWorkAndRejoins(t *testing.T) {
 			}
 			return "second attempt", nil
 		})
-		register(t, e, weft.NewWorkflow("test", "dead", "1").Step("s", "h"))
+		register(t, e, workflow.New("test", "dead", "1").Step("s", "h"))
 		start(t, e)
 		id := submit(t, e, weft.Submission{Workflow: "test/dead"}).Task.ID
 		<-started

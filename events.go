@@ -1,12 +1,9 @@
 package weft
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/internal/engine"
 )
 
 // EventKind names a lifecycle event.
@@ -16,27 +13,28 @@ type EventKind string
 const (
 	// EventSubmitted: a task was created (a duplicate submission publishes
 	// nothing).
-	EventSubmitted EventKind = "submitted"
+	EventSubmitted EventKind = EventKind(engine.EventSubmitted)
 	// EventClaimed: a step was claimed to run.
-	EventClaimed EventKind = "claimed"
+	EventClaimed EventKind = EventKind(engine.EventClaimed)
 	// EventStepEnded: an attempt of a step ended; Outcome says how and
 	// Duration how long it ran.
-	EventStepEnded EventKind = "step_ended"
+	EventStepEnded EventKind = EventKind(engine.EventStepEnded)
 	// EventLeaseExpired: Count steps of lapsed engines were returned to the
 	// queue or failed.
-	EventLeaseExpired EventKind = "lease_expired"
+	EventLeaseExpired EventKind = EventKind(engine.EventLeaseExpired)
 	// EventReady: the store reported that steps became ready (Count is 0:
 	// how many is not known).
-	EventReady EventKind = "ready"
+	EventReady EventKind = EventKind(engine.EventReady)
 )
 
 // Outcomes of EventStepEnded.
 const (
-	OutcomeCompleted   = "completed"   // the step completed
-	OutcomeFailed      = "failed"      // the step failed for good
-	OutcomeRetry       = "retry"       // the attempt failed, another is scheduled
-	OutcomeSnoozed     = "snoozed"     // the step waits without failing
-	OutcomeInterrupted = "interrupted" // cancelled, taken over or shut down: nothing recorded
+	OutcomeCompleted   = engine.OutcomeCompleted   // the step completed
+	OutcomeFailed      = engine.OutcomeFailed      // the step failed for good
+	OutcomeRetry       = engine.OutcomeRetry       // the attempt failed, another is scheduled
+	OutcomeSnoozed     = engine.OutcomeSnoozed     // the step waits without failing
+	OutcomeSkipped     = engine.OutcomeSkipped     // the step's condition was false
+	OutcomeInterrupted = engine.OutcomeInterrupted // cancelled, taken over or shut down: nothing recorded
 )
 
 // Event is one lifecycle event. Fields that do not apply to its kind are
@@ -58,82 +56,13 @@ type Event struct {
 	At     time.Time
 }
 
-// observers is the engine's list of subscribers, replaced whole on change so
-// that publishing costs one atomic load when nobody listens.
-type observers struct {
-	mu   sync.Mutex
-	list atomic.Pointer[[]*func(Event)]
-}
-
-// Subscribe calls fn with every lifecycle event the engine publishes, on the
-// goroutine that publishes it: fn must be quick and must not block (hand
-// the event to a channel or a counter). It returns a function that ends the
-// subscription.
+// Subscribe calls fn with every lifecycle event the engine publishes, for
+// its own handlers and the remote workers it serves, on the goroutine that
+// publishes it: fn must be quick and must not block (hand the event to a
+// channel or a counter). It returns a function that ends the subscription.
 func (e *Engine) Subscribe(fn func(Event)) (unsubscribe func()) {
-	o := &e.observers
-	p := &fn
-	o.mu.Lock()
-	var next []*func(Event)
-	if cur := o.list.Load(); cur != nil {
-		next = append(next, *cur...)
-	}
-	next = append(next, p)
-	o.list.Store(&next)
-	o.mu.Unlock()
-	return func() {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		cur := o.list.Load()
-		if cur == nil {
-			return
-		}
-		var rest []*func(Event)
-		for _, q := range *cur {
-			if q != p {
-				rest = append(rest, q)
-			}
-		}
-		o.list.Store(&rest)
-	}
-}
-
-// Publish delivers an event to the subscribers. The engine publishes its
-// own; components that run steps outside it (the remote-worker server)
-// publish theirs so that subscribers see all the work in one place.
-func (e *Engine) Publish(ev Event) {
-	cur := e.observers.list.Load()
-	if cur == nil || len(*cur) == 0 {
-		return
-	}
-	if ev.At.IsZero() {
-		ev.At = time.Now()
-	}
-	for _, fn := range *cur {
-		(*fn)(ev)
-	}
-}
-
-// OutcomeName returns the Outcome of EventStepEnded for an outcome recorded
-// in the store.
-func OutcomeName(o store.Outcome) string {
-	switch {
-	case o.State == state.StepCompleted:
-		return OutcomeCompleted
-	case o.State == state.StepWaiting && o.Snooze:
-		return OutcomeSnoozed
-	case o.State == state.StepWaiting:
-		return OutcomeRetry
-	default:
-		return OutcomeFailed
-	}
-}
-
-// publishEnded publishes the end of a claimed step's attempt.
-func (e *Engine) publishEnded(c store.ClaimedStep, o store.Outcome, recorded bool, d time.Duration) {
-	outcome := OutcomeInterrupted
-	if recorded {
-		outcome = OutcomeName(o)
-	}
-	e.Publish(Event{Kind: EventStepEnded, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
-		Handler: c.Handler, Attempt: c.Attempts, Outcome: outcome, Duration: d})
+	return e.core.Subscribe(func(ev engine.Event) {
+		fn(Event{Kind: EventKind(ev.Kind), Namespace: ev.Namespace, Workflow: ev.Workflow, TaskID: ev.TaskID, Step: ev.Step,
+			Handler: ev.Handler, Attempt: ev.Attempt, Outcome: ev.Outcome, Duration: ev.Duration, Count: ev.Count, Remote: ev.Remote, At: ev.At})
+	})
 }

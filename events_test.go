@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
 )
 
 // eventLog collects events from a subscription.
@@ -51,8 +52,8 @@ func TestSubscribeSeesLifecycle(t *testing.T) {
 			return "ok", nil
 		})
 		e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return 1, nil })
-		require.NoError(t, e.Register(context.Background(), weft.NewWorkflow("ev", "wf", "1").
-			Step("a", "flaky").Step("b", "ok", weft.DependsOn("a"))))
+		require.NoError(t, e.Register(context.Background(), workflow.New("ev", "wf", "1").
+			Step("a", "flaky").Step("b", "ok", workflow.DependsOn("a"))))
 		start(t, e)
 		res := submit(t, e, weft.Submission{Workflow: "ev/wf", Key: "k"})
 		submit(t, e, weft.Submission{Workflow: "ev/wf", Key: "k"}) // a duplicate publishes nothing

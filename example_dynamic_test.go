@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/workflow"
 )
 
 // A decision on the order's amount sends large orders to a person, whose
@@ -19,11 +21,16 @@ func ExampleEngine_Signal() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "weft-example")
 	defer os.RemoveAll(dir)
-	e, err := weft.Open(ctx, filepath.Join(dir, "weft.db"), weft.Config{Logger: quietLogger()})
+	db, err := weftdb.Open(ctx, filepath.Join(dir, "weft.db"), weftdb.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer e.Close()
+	defer db.Close()
+	e, err := weft.New(db, weft.Config{Logger: quietLogger()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Stop(ctx)
 
 	e.Handle("assess", func(ctx context.Context, a *weft.Attempt) (any, error) {
 		var in struct{ Amount int }
@@ -42,11 +49,11 @@ func ExampleEngine_Signal() {
 		}
 		return nil, nil
 	})
-	wf := weft.NewWorkflow("shop", "approval", "1").
-		Step("assess", "assess", weft.AsDecision()).
-		Step("auto", "approve", weft.DependsOn("assess")).
-		Step("review", "", weft.DependsOn("assess"), weft.AwaitSignal("approval", 24*time.Hour)).
-		Step("ship", "ship", weft.AsConverge(), weft.DependsOn("auto", "review"), weft.When(`"auto" in deps || deps.review.payload.ok`))
+	wf := workflow.New("shop", "approval", "1").
+		Step("assess", "assess", workflow.AsDecision()).
+		Step("auto", "approve", workflow.DependsOn("assess")).
+		Step("review", "", workflow.DependsOn("assess"), workflow.AwaitSignal("approval", 24*time.Hour)).
+		Step("ship", "ship", workflow.AsConverge(), workflow.DependsOn("auto", "review"), workflow.When(`"auto" in deps || deps.review.payload.ok`))
 	if err := e.Register(ctx, wf); err != nil {
 		log.Fatal(err)
 	}

@@ -2,14 +2,15 @@ package weft_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store/sqlite"
+	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/workflow"
 )
 
 // An engine on a SQLite file runs a workflow defined in Go: two steps where
@@ -19,11 +20,16 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "weft-example")
 	defer os.RemoveAll(dir)
 
-	e, err := weft.Open(ctx, filepath.Join(dir, "weft.db"), weft.Config{Concurrency: 4, Logger: quietLogger()})
+	db, err := weftdb.Open(ctx, filepath.Join(dir, "weft.db"), weftdb.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer e.Close()
+	defer db.Close()
+	e, err := weft.New(db, weft.Config{Concurrency: 4, Logger: quietLogger()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Stop(ctx)
 
 	type order struct{ Item string }
 	e.Handle("shop.price", weft.Typed(func(ctx context.Context, a *weft.Attempt, in order) (map[string]int, error) {
@@ -36,9 +42,9 @@ func Example() {
 		}
 		return fmt.Sprintf("invoice for %d cents", price.Cents), nil
 	})
-	wf := weft.NewWorkflow("shop", "checkout", "1").
+	wf := workflow.New("shop", "checkout", "1").
 		Step("price", "shop.price").
-		Step("invoice", "shop.invoice", weft.DependsOn("price"))
+		Step("invoice", "shop.invoice", workflow.DependsOn("price"))
 	if err := e.Register(ctx, wf); err != nil {
 		log.Fatal(err)
 	}
@@ -63,36 +69,22 @@ func Example() {
 	// invoice completed "invoice for 600 cents"
 }
 
-// Templates are YAML; every problem is reported with the file and the line.
-func ExampleParseTemplate() {
-	_, err := weft.ParseTemplate("checkout.yaml", []byte(`namespace: shop
-name: checkout
-version: 1.0.0
-steps:
-  - name: charge
-    handler: shop.charge
-    depends_on: [validate]
-    retrys: 3
-`))
-	for _, line := range strings.Split(err.Error(), "\n") {
-		fmt.Println(line)
-	}
-	// Output:
-	// checkout.yaml:8: step "charge": unknown key "retrys"
-	// checkout.yaml:5: step "charge": depends_on: depends on unknown step "validate"
-}
-
 // A task submitted twice with the same idempotency key runs once.
 func ExampleEngine_Submit() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "weft-example")
 	defer os.RemoveAll(dir)
-	e, err := weft.Open(ctx, filepath.Join(dir, "weft.db"), weft.Config{Logger: quietLogger()})
+	db, err := weftdb.Open(ctx, filepath.Join(dir, "weft.db"), weftdb.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer e.Close()
-	if err := e.Register(ctx, weft.NewWorkflow("mail", "welcome", "1").Step("send", "mail.send")); err != nil {
+	defer db.Close()
+	e, err := weft.New(db, weft.Config{Logger: quietLogger()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Stop(ctx)
+	if err := e.Register(ctx, workflow.New("mail", "welcome", "1").Step("send", "mail.send")); err != nil {
 		log.Fatal(err)
 	}
 	first, _ := e.Submit(ctx, weft.Submission{Workflow: "mail/welcome", Key: "user-42"})
@@ -103,35 +95,40 @@ func ExampleEngine_Submit() {
 
 // A task submitted inside the application's own transaction exists only if
 // that transaction commits, so an order and the workflow that ships it are
-// written together or not at all. On PostgreSQL, SubmitTx takes a pgx.Tx the
-// same way.
-func ExampleEngine_SubmitSQLTx() {
+// written together or not at all. On PostgreSQL, SubmitTx takes a pgx.Tx or
+// a *sql.Tx the same way.
+func ExampleEngine_SubmitTx() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "weft-example")
 	defer os.RemoveAll(dir)
 
-	e, err := weft.Open(ctx, filepath.Join(dir, "weft.db"), weft.Config{Logger: quietLogger()})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "weft.db"), sqlite.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer e.Close()
+	defer db.Close()
+	e, err := weft.New(db, weft.Config{Logger: quietLogger()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Stop(ctx)
 	e.Handle("shop.ship", func(ctx context.Context, a *weft.Attempt) (any, error) { return "shipped", nil })
-	if err := e.Register(ctx, weft.NewWorkflow("shop", "ship", "1").Step("ship", "shop.ship")); err != nil {
+	if err := e.Register(ctx, workflow.New("shop", "ship", "1").Step("ship", "shop.ship")); err != nil {
 		log.Fatal(err)
 	}
 
-	db := e.Store().(interface{ DB() *sql.DB }).DB()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)`); err != nil {
+	app := db.DB() // the application's own handle on the same file
+	if _, err := app.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)`); err != nil {
 		log.Fatal(err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := app.BeginTx(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (item) VALUES ('teapot')`); err != nil {
 		log.Fatal(err)
 	}
-	res, err := e.SubmitSQLTx(ctx, tx, weft.Submission{Workflow: "shop/ship"})
+	res, err := e.SubmitTx(ctx, tx, weft.Submission{Workflow: "shop/ship"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/workflow"
 )
 
 // TestPostgresRestart restarts PostgreSQL under two busy engines and checks
@@ -83,10 +84,10 @@ func TestPostgresRestart(t *testing.T) {
 		}
 		return map[string]any{"step": a.Step, "attempt": a.Number}, nil
 	}
-	w := weft.NewWorkflow("fault", "chain", "1").
+	w := workflow.New("fault", "chain", "1").
 		Step("one", "sleepy").
-		Step("two", "sleepy", weft.DependsOn("one")).
-		Step("three", "sleepy", weft.DependsOn("two"))
+		Step("two", "sleepy", workflow.DependsOn("one")).
+		Step("three", "sleepy", workflow.DependsOn("two"))
 
 	var engines []*weft.Engine
 	for range 2 {
@@ -477,7 +478,7 @@ func TestPostgresLostClaimCommit(t *testing.T) {
 	var runs atomic.Int32
 	e := newEngine(t, s, weft.Config{Concurrency: 4, Logger: slog.New(logs)}) // lease 1s, heartbeat 100ms
 	e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { runs.Add(1); return "ok", nil })
-	require.NoError(t, e.Register(ctx, weft.NewWorkflow("fault", "one", "1").Step("s", "h")))
+	require.NoError(t, e.Register(ctx, workflow.New("fault", "one", "1").Step("s", "h")))
 	start(t, e)
 
 	p.armed.Store(true)

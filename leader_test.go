@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // leaders returns the ids of the engines holding the maintenance lease.
@@ -44,7 +45,7 @@ func TestMaintenanceLeader(t *testing.T) {
 		a, b := newEngine(t, s, cfg), newEngine(t, s, cfg)
 		for _, e := range []*weft.Engine{a, b} {
 			e.Handle("h", func(ctx context.Context, at *weft.Attempt) (any, error) { return "ok", nil })
-			register(t, e, weft.NewWorkflow("lead", "wf", "1").Step("s", "h"))
+			register(t, e, workflow.New("lead", "wf", "1").Step("s", "h"))
 			start(t, e)
 		}
 		require.Equal(t, []string{"ghost"}, leaders(t, s), "a live lease is respected")

@@ -3,51 +3,180 @@ package weft_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
-// What the engine offers remote workers treats their steps as it treats its
-// own: a batch item runs its template, and a decision's result decides.
-func TestRemoteOutcomesFollowTheDefinition(t *testing.T) {
+// remoteWorker drives Engine.Workers as a remote worker would.
+type remoteWorker struct {
+	t  *testing.T
+	w  *weft.Workers
+	id string
+}
+
+func newRemoteWorker(t *testing.T, e *weft.Engine) *remoteWorker {
+	t.Helper()
+	w := e.Workers()
+	id, err := w.Register(context.Background(), "test")
+	require.NoError(t, err)
+	return &remoteWorker{t: t, w: w, id: id}
+}
+
+// claim claims up to max steps of the handlers, waiting briefly for one.
+func (r *remoteWorker) claim(max int, handlers ...string) []weft.RemoteStep {
+	r.t.Helper()
+	steps, err := r.w.Claim(context.Background(), r.id, weft.WorkerClaim{Handlers: handlers, Max: max, Wait: 2 * time.Second})
+	require.NoError(r.t, err)
+	return steps
+}
+
+// one claims exactly one step of the handler.
+func (r *remoteWorker) one(handler string) weft.RemoteStep {
+	r.t.Helper()
+	steps := r.claim(1, handler)
+	require.Len(r.t, steps, 1, "claim one %s step", handler)
+	return steps[0]
+}
+
+func (r *remoteWorker) complete(s weft.RemoteStep, result string) weft.Recorded {
+	r.t.Helper()
+	o, err := r.w.Complete(context.Background(), r.id, s.Fence, json.RawMessage(result))
+	require.NoError(r.t, err)
+	return o
+}
+
+// A remote worker's steps go through the engine's own lifecycle: a
+// decision's result decides, a batch makes its items from its template
+// (with the template's config and retry policy), and a failure is settled
+// under the step's policy.
+func TestRemoteStepsFollowTheDefinition(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		register(t, e, workflow.New("test", "remote", "1").
+			Template("item", "work", workflow.WithConfig(map[string]int{"size": 3}), workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 1})).
+			Step("pick", "choose", workflow.AsDecision()).
+			Step("left", "work", workflow.DependsOn("pick")).
+			Step("right", "work", workflow.DependsOn("pick")).
+			Step("split", "split", workflow.AsBatch("item"), workflow.DependsOn("left")))
+		start(t, e)
+		rw := newRemoteWorker(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/remote"}).Task.ID
+
+		pick := rw.one("choose")
+		_, err := rw.w.Complete(ctx, rw.id, pick.Fence, json.RawMessage(`{"branches": ["split"]}`))
+		require.NoError(t, err, "a decision that picks no direct child is recorded as a failure, not refused")
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Contains(t, stepByName(t, task, "pick").Error, "not one of its direct children")
+
+		id = submit(t, e, weft.Submission{Workflow: "test/remote"}).Task.ID
+		o := rw.complete(rw.one("choose"), `{"branches": ["left"]}`)
+		require.Equal(t, state.StepCompleted, o.State)
+		left := rw.one("work")
+		require.Equal(t, "left", left.Name, "right was not chosen")
+		rw.complete(left, `1`)
+		rw.complete(rw.one("split"), `{"batches": ["a", "b"]}`)
+		items := rw.claim(2, "work")
+		require.Len(t, items, 2)
+		require.JSONEq(t, `{"size": 3}`, string(items[0].Config), "an item runs its template")
+		rw.complete(items[0], `"ok"`)
+		o, err = rw.w.Fail(ctx, rw.id, items[1].Fence, weft.Failure{Message: "boom"})
+		require.NoError(t, err)
+		require.Equal(t, state.StepFailed, o.State, "the template allows one attempt")
+		task = wait(t, e, id)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Equal(t, state.StepSkipped, stepByName(t, task, "right").State)
+	})
+}
+
+// Failures of remote steps follow the retry policy as a handler's errors
+// do; progress and checkpoints are saved for the step the worker holds, and
+// a later attempt sees the checkpoint; reports with a stale fence are
+// refused.
+func TestRemoteRetryProgressCheckpoint(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		register(t, e, workflow.New("test", "retry", "1").
+			Step("work", "work", workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 3, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})))
+		start(t, e)
+		rw := newRemoteWorker(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/retry"}).Task.ID
+
+		first := rw.one("work")
+		require.Equal(t, 1, first.Attempts)
+		require.NoError(t, rw.w.Progress(ctx, rw.id, first.Fence, 0.5, "half way"))
+		require.NoError(t, rw.w.Checkpoint(ctx, rw.id, first.Fence, json.RawMessage(`{"done": 5}`)))
+		require.ErrorIs(t, rw.w.Progress(ctx, rw.id, first.Fence, 1.5, ""), weft.ErrInvalid)
+		task, err := e.Get(ctx, id)
+		require.NoError(t, err)
+		st := stepByName(t, task, "work")
+		require.NotNil(t, st.Progress)
+		require.InDelta(t, 0.5, *st.Progress, 1e-9)
+		require.Equal(t, "half way", st.ProgressMessage)
+
+		o, err := rw.w.Fail(ctx, rw.id, first.Fence, weft.Failure{Message: "flaky"})
+		require.NoError(t, err)
+		require.Equal(t, state.StepWaiting, o.State, "the policy allows three attempts")
+		_, err = rw.w.Complete(ctx, rw.id, first.Fence, nil)
+		require.ErrorIs(t, err, weft.ErrStaleLease, "the attempt was already reported")
+
+		second := rw.one("work")
+		require.Equal(t, 2, second.Attempts)
+		require.JSONEq(t, `{"done": 5}`, string(second.Checkpoint), "a later attempt starts from the checkpoint")
+		o, err = rw.w.Fail(ctx, rw.id, second.Fence, weft.Failure{Message: "bad input", Permanent: true})
+		require.NoError(t, err)
+		require.Equal(t, state.StepFailed, o.State, "a permanent failure is not retried")
+		require.Equal(t, state.TaskFailed, wait(t, e, id).State)
+	})
+}
+
+// Remote claims go through the engine's claim path: namespace caps hold
+// for them, and a step whose condition is false is skipped, never handed
+// out.
+func TestRemoteClaimsHonourPolicies(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{NamespaceCaps: map[string]int{"capped": 1}})
+		register(t, e, workflow.New("capped", "one", "1").Step("work", "work"))
+		register(t, e, workflow.New("test", "cond", "1").
+			Step("maybe", "work", workflow.When("input.go == true")).
+			Step("after", "work", workflow.DependsOn("maybe"), workflow.WithTriggerRule(workflow.AllDone)))
+		start(t, e)
+		rw := newRemoteWorker(t, e)
+
+		submit(t, e, weft.Submission{Workflow: "capped/one"})
+		submit(t, e, weft.Submission{Workflow: "capped/one"})
+		got := rw.claim(5, "work")
+		require.Len(t, got, 1, "the namespace cap allows one running step")
+		rw.complete(got[0], `null`)
+		require.Len(t, rw.claim(5, "work"), 1, "the next one once the first finished")
+
+		id := submit(t, e, weft.Submission{Workflow: "test/cond", Input: map[string]bool{"go": false}}).Task.ID
+		after := rw.one("work")
+		require.Equal(t, "after", after.Name, "maybe was skipped by its condition without reaching the worker")
+		rw.complete(after, `null`)
+		task := wait(t, e, id)
+		require.Equal(t, state.StepSkipped, stepByName(t, task, "maybe").State)
+	})
+}
+
+// A worker that was never registered, or was declared dead, is told so.
+func TestRemoteUnknownWorker(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t, backends()["sqlite"](t), weft.Config{})
-	register(t, e, weft.NewWorkflow("test", "remote", "1").
-		Template("item", "work", weft.WithConfig(map[string]int{"size": 3}), weft.WithRetry(weft.RetryPolicy{MaxAttempts: 1})).
-		Step("pick", "choose", weft.AsDecision()).
-		Step("left", "work", weft.DependsOn("pick")).
-		Step("split", "split", weft.AsBatch("item"), weft.DependsOn("left")))
-	claimed := func(s store.Step) store.ClaimedStep {
-		s.Namespace = "test"
-		return store.ClaimedStep{Step: s, Workflow: "remote", Version: "1", Fence: store.Fence{StepID: 1, Attempt: 1, LeaseID: 1}}
-	}
-
-	item := claimed(store.Step{Index: 3, Name: "split[0]", Kind: store.KindItem, Template: "item", Attempts: 1})
-	def, err := e.StepDefinition(ctx, item)
-	require.NoError(t, err)
-	require.Equal(t, "item", def.Name)
-	require.JSONEq(t, `{"size": 3}`, string(def.Config))
-	o, err := e.FailureOutcome(ctx, item, weft.Failure{Message: "boom"}, "worker")
-	require.NoError(t, err)
-	require.Equal(t, state.StepFailed, o.State, "the template allows one attempt")
-
-	pick := claimed(store.Step{Index: 0, Name: "pick", Kind: store.KindDecision, Attempts: 1})
-	o, err = e.CompletionOutcome(ctx, pick, json.RawMessage(`{"branches": ["left"]}`), "worker")
-	require.NoError(t, err)
-	require.Equal(t, state.StepCompleted, o.State)
-	require.True(t, o.Decide)
-	require.Equal(t, []string{"left"}, o.Branches)
-	o, err = e.CompletionOutcome(ctx, pick, json.RawMessage(`{"branches": ["split"]}`), "worker")
-	require.NoError(t, err)
-	require.Equal(t, state.StepFailed, o.State, "a decision may choose only its direct children")
-
-	o, err = e.FailureOutcome(ctx, claimed(store.Step{Index: 9, Name: "gone", Attempts: 1}), weft.Failure{Message: "boom"}, "worker")
-	require.NoError(t, err)
-	require.Equal(t, state.StepFailed, o.State, "a step the definition does not have fails")
+	start(t, e)
+	_, err := e.Workers().Claim(context.Background(), "remote-nobody", weft.WorkerClaim{Handlers: []string{"work"}, Max: 1})
+	require.Error(t, err)
+	require.False(t, errors.Is(err, weft.ErrInvalid))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/workflow"
 )
 
 // txEngine starts an engine whose "tx/order" workflow counts its runs.
@@ -25,12 +26,12 @@ func txEngine(t *testing.T, open storeFactory) (*weft.Engine, *atomic.Int32) {
 		runs.Add(1)
 		return "done", nil
 	})
-	register(t, e, weft.NewWorkflow("tx", "order", "1").Step("count", "count"))
+	register(t, e, workflow.New("tx", "order", "1").Step("count", "count"))
 	start(t, e)
 	return e, &runs
 }
 
-func TestSubmitSQLTx(t *testing.T) {
+func TestSubmitTxSQL(t *testing.T) {
 	t.Parallel()
 	for _, commit := range []bool{true, false} {
 		name := map[bool]string{true: "commit", false: "rollback"}[commit]
@@ -47,7 +48,7 @@ func TestSubmitSQLTx(t *testing.T) {
 				require.NoError(t, err)
 				_, err = tx.ExecContext(ctx, `INSERT INTO orders (id, item) VALUES (1, 'book')`)
 				require.NoError(t, err)
-				res, err := e.SubmitSQLTx(ctx, tx, weft.Submission{Workflow: "tx/order", Input: map[string]int{"order": 1}})
+				res, err := e.SubmitTx(ctx, tx, weft.Submission{Workflow: "tx/order", Input: map[string]int{"order": 1}})
 				require.NoError(t, err)
 				require.Len(t, res, 1)
 				id := res[0].Task.ID
@@ -122,7 +123,7 @@ func TestSubmitTxPostgres(t *testing.T) {
 	}
 }
 
-func TestSubmitTxNeedsPostgres(t *testing.T) {
+func TestSubmitTxRefusesOtherTransactions(t *testing.T) {
 	t.Parallel()
 	e, _ := txEngine(t, backends()["sqlite"])
 	_, err := e.SubmitTx(context.Background(), nil, weft.Submission{Workflow: "tx/order"})

@@ -14,6 +14,7 @@ import (
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
+	"github.com/weftrun/weft/workflow"
 )
 
 // weftRun is one weft engine on a fresh database.
@@ -26,7 +27,7 @@ type weftRun struct {
 
 // openWeft opens an engine, not started, on a fresh database with wf
 // registered and, unless nil, h as its "noop" handler.
-func openWeft(ctx context.Context, e *env, wf *weft.Workflow, h weft.Handler) (_ *weftRun, err error) {
+func openWeft(ctx context.Context, e *env, wf *workflow.Workflow, h weft.Handler) (_ *weftRun, err error) {
 	db, err := e.fresh(ctx, "weft")
 	if err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func openWeft(ctx context.Context, e *env, wf *weft.Workflow, h weft.Handler) (_
 }
 
 func (r *weftRun) close() {
-	r.engine.Close()
+	_ = r.engine.Stop(context.Background())
 	r.store.Close()
 	r.db.drop()
 }
@@ -97,21 +98,21 @@ func (c *countdown) wait(ctx context.Context) error {
 	}
 }
 
-func oneStep() *weft.Workflow { return weft.NewWorkflow("bench", "one", "1").Step("s", "noop") }
+func oneStep() *workflow.Workflow { return workflow.New("bench", "one", "1").Step("s", "noop") }
 
 // dag7 is a fan-out of three, a join, a chain of two and a final step.
-func dag7() *weft.Workflow {
-	return weft.NewWorkflow("bench", "dag7", "1").
+func dag7() *workflow.Workflow {
+	return workflow.New("bench", "dag7", "1").
 		Step("a", "noop").Step("b", "noop").Step("c", "noop").
-		Step("join", "noop", weft.DependsOn("a", "b", "c")).
-		Step("d", "noop", weft.DependsOn("join")).
-		Step("e", "noop", weft.DependsOn("d")).
-		Step("final", "noop", weft.DependsOn("e"))
+		Step("join", "noop", workflow.DependsOn("a", "b", "c")).
+		Step("d", "noop", workflow.DependsOn("join")).
+		Step("e", "noop", workflow.DependsOn("d")).
+		Step("final", "noop", workflow.DependsOn("e"))
 }
 
 // fanout5 is five independent steps.
-func fanout5() *weft.Workflow {
-	w := weft.NewWorkflow("bench", "fanout5", "1")
+func fanout5() *workflow.Workflow {
+	w := workflow.New("bench", "fanout5", "1")
 	for _, s := range []string{"s1", "s2", "s3", "s4", "s5"} {
 		w.Step(s, "noop")
 	}
@@ -121,11 +122,11 @@ func fanout5() *weft.Workflow {
 func noop(context.Context, *weft.Attempt) (any, error) { return nil, nil }
 
 // submitMany submits n tasks of workflow, batch to a SubmitMany call.
-func submitMany(ctx context.Context, eng *weft.Engine, workflow string, n, batch int) error {
+func submitMany(ctx context.Context, eng *weft.Engine, ref string, n, batch int) error {
 	for left := n; left > 0; left -= batch {
 		subs := make([]weft.Submission, min(left, batch))
 		for i := range subs {
-			subs[i].Workflow = workflow
+			subs[i].Workflow = ref
 		}
 		if _, err := eng.SubmitMany(ctx, subs); err != nil {
 			return fmt.Errorf("submit: %w", err)

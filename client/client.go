@@ -1,9 +1,12 @@
 // Package client is a Go client of the weft REST API (weft serve): submit,
 // inspect, cancel and retry tasks, register and validate workflow templates.
 //
-// Errors from the API are *Error and wrap weft.ErrNotFound (404),
-// weft.ErrConflict (409) or weft.ErrInvalid (400), so callers test them with
-// errors.Is as they would the engine's.
+// Requests and responses are the types of package wire, which the server
+// uses too. Errors from the API are *Error and wrap store.ErrNotFound (404),
+// store.ErrConflict (409) or store.ErrInvalid (400) — the same values as
+// weft.ErrNotFound, weft.ErrConflict and weft.ErrInvalid — so callers test
+// them with errors.Is as they would the engine's. The package links no
+// database driver and no engine: it builds with CGO_ENABLED=0.
 package client
 
 import (
@@ -19,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // Client talks to one weft server.
@@ -40,22 +43,17 @@ func New(baseURL, token string) (*Client, error) {
 	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Timeout: time.Minute}}, nil
 }
 
-// Error is an error response of the API.
+// Error is an error response of the API, with its HTTP status.
 type Error struct {
-	Status   int       `json:"-"`
-	Code     string    `json:"code"`
-	Message  string    `json:"message"`
-	Field    string    `json:"field"`
-	Problems []Problem `json:"problems"`
+	Status   int
+	Code     string
+	Message  string
+	Field    string
+	Problems []Problem
 }
 
 // Problem is one problem of a template.
-type Problem struct {
-	Line    int    `json:"line"`
-	Step    string `json:"step"`
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
+type Problem = wire.Problem
 
 func (e *Error) Error() string { return e.Message }
 
@@ -63,11 +61,11 @@ func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error {
 	switch e.Status {
 	case http.StatusNotFound:
-		return weft.ErrNotFound
+		return store.ErrNotFound
 	case http.StatusConflict:
-		return weft.ErrConflict
+		return store.ErrConflict
 	case http.StatusBadRequest:
-		return weft.ErrInvalid
+		return store.ErrInvalid
 	}
 	return nil
 }
@@ -101,12 +99,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		return resp.StatusCode, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 400 {
-		var e struct{ Error *Error }
-		if json.Unmarshal(data, &e) != nil || e.Error == nil || e.Error.Code == "" {
+		var e wire.ErrorBody
+		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
 			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("%s %s: status %d", method, path, resp.StatusCode)}
 		}
-		e.Error.Status = resp.StatusCode
-		return resp.StatusCode, e.Error
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, Problems: e.Error.Problems}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -117,76 +114,46 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 }
 
 // Workflow is a registered workflow version.
-type Workflow struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Version   string `json:"version"`
-	Ref       string `json:"ref"`
-}
+type Workflow = wire.Workflow
 
 // RegisterTemplate registers a YAML template; filename names it in problems.
 func (c *Client) RegisterTemplate(ctx context.Context, filename string, yaml []byte) (Workflow, error) {
 	var w Workflow
-	_, err := c.do(ctx, "POST", "/v1/workflows", map[string]string{"template": string(yaml), "filename": filename}, &w)
+	_, err := c.do(ctx, "POST", "/v1/workflows", wire.TemplateRequest{Template: string(yaml), Filename: filename}, &w)
 	return w, err
 }
 
 // Validation is the result of validating a template.
-type Validation struct {
-	Valid    bool      `json:"valid"`
-	Workflow string    `json:"workflow"`
-	Steps    int       `json:"steps"`
-	Problems []Problem `json:"problems"`
-}
+type Validation = wire.Validation
 
 // ValidateTemplate checks a template on the server without registering it.
 func (c *Client) ValidateTemplate(ctx context.Context, filename string, yaml []byte) (Validation, error) {
 	var v Validation
-	_, err := c.do(ctx, "POST", "/v1/workflows/validate", map[string]string{"template": string(yaml), "filename": filename}, &v)
+	_, err := c.do(ctx, "POST", "/v1/workflows/validate", wire.TemplateRequest{Template: string(yaml), Filename: filename}, &v)
 	return v, err
+}
+
+// SubmitResult is the task a submission created or, for a duplicate,
+// found.
+type SubmitResult struct {
+	Task      wire.Task
+	Duplicate bool
 }
 
 // Submit creates a task. A submission whose idempotency key exists returns
 // the existing task with Duplicate set.
-func (c *Client) Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error) {
-	body := map[string]any{"workflow": s.Workflow}
-	if s.Input != nil {
-		switch in := s.Input.(type) {
-		case json.RawMessage:
-			if len(in) > 0 {
-				body["input"] = in
-			}
-		case []byte:
-			if len(in) > 0 {
-				body["input"] = json.RawMessage(in)
-			}
-		default:
-			body["input"] = in
-		}
-	}
-	if s.Key != "" {
-		body["idempotency_key"] = s.Key
-	}
-	if s.Priority != 0 {
-		body["priority"] = s.Priority
-	}
-	if !s.RunAt.IsZero() {
-		body["run_at"] = s.RunAt
-	}
-	if !s.GoodUntil.IsZero() {
-		body["good_until"] = s.GoodUntil
-	}
-	var t store.Task
-	status, err := c.do(ctx, "POST", "/v1/tasks", body, &t)
+func (c *Client) Submit(ctx context.Context, req wire.SubmitRequest) (SubmitResult, error) {
+	var t wire.Task
+	status, err := c.do(ctx, "POST", "/v1/tasks", req, &t)
 	if err != nil {
-		return weft.SubmitResult{}, err
+		return SubmitResult{}, err
 	}
-	return weft.SubmitResult{Task: t, Duplicate: status == http.StatusOK}, nil
+	return SubmitResult{Task: t, Duplicate: status == http.StatusOK}, nil
 }
 
 // Get returns a task with its steps.
-func (c *Client) Get(ctx context.Context, id int64) (*weft.Task, error) {
-	var t store.Task
+func (c *Client) Get(ctx context.Context, id int64) (*wire.Task, error) {
+	var t wire.Task
 	if _, err := c.do(ctx, "GET", "/v1/tasks/"+strconv.FormatInt(id, 10), nil, &t); err != nil {
 		return nil, err
 	}
@@ -194,7 +161,7 @@ func (c *Client) Get(ctx context.Context, id int64) (*weft.Task, error) {
 }
 
 // List returns one page of tasks, newest first (BeforeID pages on).
-func (c *Client) List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, error) {
+func (c *Client) List(ctx context.Context, f store.TaskFilter) ([]wire.Task, error) {
 	q := url.Values{}
 	set := func(k, v string) {
 		if v != "" {
@@ -216,9 +183,7 @@ func (c *Client) List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, erro
 	if !f.CreatedBefore.IsZero() {
 		q.Set("created_before", f.CreatedBefore.Format(time.RFC3339Nano))
 	}
-	var page struct {
-		Tasks []store.Task `json:"tasks"`
-	}
+	var page wire.TaskList
 	path := "/v1/tasks"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
@@ -230,10 +195,8 @@ func (c *Client) List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, erro
 }
 
 // Audit returns a task's transitions, oldest first.
-func (c *Client) Audit(ctx context.Context, id int64) ([]weft.AuditEntry, error) {
-	var out struct {
-		Audit []store.AuditEntry `json:"audit"`
-	}
+func (c *Client) Audit(ctx context.Context, id int64) ([]wire.AuditEntry, error) {
+	var out wire.AuditList
 	if _, err := c.do(ctx, "GET", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/audit", nil, &out); err != nil {
 		return nil, err
 	}

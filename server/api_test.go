@@ -12,6 +12,7 @@ import (
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 const chainTemplate = `namespace: api
@@ -74,7 +75,7 @@ func TestWorkflowEndpoints(t *testing.T) {
 		var v struct {
 			Valid    bool
 			Workflow string
-			Problems []server.Problem
+			Problems []wire.Problem
 		}
 		en.ok(200, "POST", "/v1/workflows/validate", map[string]string{"template": chainTemplate}, &v)
 		require.True(t, v.Valid)

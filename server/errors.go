@@ -9,38 +9,39 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
-// Error codes of the API. They are stable: clients branch on them.
+// Error codes of the API (see package wire, where they are defined for the
+// server and its clients alike).
 const (
-	CodeInvalidJSON      = "invalid_json"       // the body is not JSON, or trails data
-	CodeUnknownField     = "unknown_field"      // the body has a field the endpoint does not take
-	CodeInvalidField     = "invalid_field"      // a field (or query parameter) has a wrong type or value
-	CodeBodyTooLarge     = "body_too_large"     // the body exceeds the size limit
-	CodeUnauthenticated  = "unauthenticated"    // no credentials, or credentials not accepted
-	CodeForbidden        = "forbidden"          // authenticated, but the permission is missing
-	CodeNotFound         = "not_found"          // no such task, step, workflow, worker or route
-	CodeConflict         = "conflict"           // the change does not fit the current state
-	CodeStaleLease       = "stale_lease"        // the fencing token no longer holds the step
-	CodeWorkerLost       = "worker_lost"        // the worker is unknown or was declared dead: register again
-	CodeOverloaded       = "overloaded"         // the backlog is full: retry after Retry-After
-	CodeTimeout          = "timeout"            // the request took longer than the server allows
-	CodeInternal         = "internal"           // anything else; details are in the server's log
-	CodeInvalidWorkflow  = "invalid_workflow"   // a template failed validation
-	CodeMethodNotAllowed = "method_not_allowed" // the route exists for other methods
+	CodeInvalidJSON      = wire.CodeInvalidJSON
+	CodeUnknownField     = wire.CodeUnknownField
+	CodeInvalidField     = wire.CodeInvalidField
+	CodeBodyTooLarge     = wire.CodeBodyTooLarge
+	CodeUnauthenticated  = wire.CodeUnauthenticated
+	CodeForbidden        = wire.CodeForbidden
+	CodeNotFound         = wire.CodeNotFound
+	CodeConflict         = wire.CodeConflict
+	CodeStaleLease       = wire.CodeStaleLease
+	CodeWorkerLost       = wire.CodeWorkerLost
+	CodeOverloaded       = wire.CodeOverloaded
+	CodeTimeout          = wire.CodeTimeout
+	CodeInternal         = wire.CodeInternal
+	CodeInvalidWorkflow  = wire.CodeInvalidWorkflow
+	CodeMethodNotAllowed = wire.CodeMethodNotAllowed
 )
 
 // apiError is an error with its HTTP status, code and, when one field is at
 // fault, its name.
 type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
+	Status  int
+	Code    string
+	Message string
+	Field   string
 	// Problems lists a template's problems one by one (invalid_workflow).
-	Problems []Problem `json:"problems,omitempty"`
+	Problems []wire.Problem
 	cause    error
 }
 
@@ -72,7 +73,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: CodeWorkerLost, Message: "the worker is not registered or was declared dead: register again", cause: err}
 	case errors.Is(err, store.ErrConflict):
 		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: trimSentinel(err, store.ErrConflict), cause: err}
-	case errors.Is(err, weft.ErrInvalid):
+	case errors.Is(err, store.ErrInvalid):
 		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: strings.TrimPrefix(err.Error(), "weft: "), cause: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeTimeout, Message: "the request timed out", cause: err}
@@ -161,5 +162,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError writes an error response.
 func writeError(w http.ResponseWriter, e *apiError) {
-	writeJSON(w, e.Status, map[string]*apiError{"error": e})
+	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.Error{Code: e.Code, Message: e.Message, Field: e.Field, Problems: e.Problems}})
 }

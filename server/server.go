@@ -26,7 +26,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -81,6 +80,7 @@ func (o *Options) setDefaults() {
 // Server is the HTTP API of one engine. It is an http.Handler.
 type Server struct {
 	engine  *weft.Engine
+	workers *weft.Workers
 	opts    Options
 	log     *slog.Logger
 	auth    *authenticator
@@ -89,8 +89,6 @@ type Server struct {
 	routes  []route
 
 	unsubscribe func()
-	readyMu     sync.Mutex
-	ready       chan struct{} // closed and replaced when the store readies steps
 }
 
 // New returns the API of an engine. Call Close when done with it.
@@ -99,8 +97,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		return nil, errors.New("server: nil engine")
 	}
 	opts.setDefaults()
-	s := &Server{engine: e, opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux(),
-		ready: make(chan struct{})}
+	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux()}
 	if opts.JWT != nil {
 		v, err := newJWTVerifier(*opts.JWT)
 		if err != nil {
@@ -112,12 +109,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		s.log.Warn("authentication is DISABLED: every request has every permission; never expose this server")
 	}
 	s.metrics = newMetrics(e.Store(), s.log)
-	s.unsubscribe = e.Subscribe(func(ev weft.Event) {
-		s.metrics.observe(ev)
-		if ev.Kind == weft.EventReady {
-			s.wakePollers()
-		}
-	})
+	s.unsubscribe = e.Subscribe(s.metrics.observe)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
@@ -196,6 +188,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/workers/{id}/complete", perm: PermWorkersConnect, h: s.workerComplete},
 		{method: "POST", path: "/v1/workers/{id}/fail", perm: PermWorkersConnect, h: s.workerFail},
 		{method: "POST", path: "/v1/workers/{id}/checkpoint", perm: PermWorkersConnect, h: s.workerCheckpoint},
+		{method: "POST", path: "/v1/workers/{id}/progress", perm: PermWorkersConnect, h: s.workerProgress},
 	}
 }
 
@@ -331,20 +324,6 @@ func (s *Server) readyCheck(r *http.Request) (int, any, error) {
 		status, word = http.StatusServiceUnavailable, "unavailable"
 	}
 	return status, map[string]any{"status": word, "checks": checks}, nil
-}
-
-// wakePollers wakes every waiting claim.
-func (s *Server) wakePollers() {
-	s.readyMu.Lock()
-	close(s.ready)
-	s.ready = make(chan struct{})
-	s.readyMu.Unlock()
-}
-
-func (s *Server) readySignal() <-chan struct{} {
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	return s.ready
 }
 
 // pathID reads a positive integer path parameter.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,30 +8,22 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
-
-// createTaskRequest is the body of POST /v1/tasks.
-type createTaskRequest struct {
-	Workflow       string          `json:"workflow"`
-	Input          json.RawMessage `json:"input"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	Priority       int             `json:"priority"`
-	RunAt          *time.Time      `json:"run_at"`
-	GoodUntil      *time.Time      `json:"good_until"`
-}
 
 // maxPriority bounds priorities so that aging arithmetic cannot overflow.
 const maxPriority = 1_000_000
 
 func (s *Server) createTask(r *http.Request) (int, any, error) {
-	var req createTaskRequest
+	var req wire.SubmitRequest
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
 	if req.Workflow == "" {
 		return 0, nil, fieldError("workflow", "is required: namespace/name or namespace/name@version")
 	}
-	if _, _, _, err := weft.ParseRef(req.Workflow); err != nil {
+	if _, _, _, err := workflow.ParseRef(req.Workflow); err != nil {
 		return 0, nil, fieldError("workflow", "%q is not namespace/name or namespace/name@version", req.Workflow)
 	}
 	if req.Priority < -maxPriority || req.Priority > maxPriority {
@@ -73,12 +64,6 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 		status = http.StatusOK
 	}
 	return status, res.Task, nil
-}
-
-// taskList is the body of GET /v1/tasks.
-type taskList struct {
-	Tasks      []store.Task `json:"tasks"`
-	NextCursor string       `json:"next_cursor,omitempty"`
 }
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {
@@ -123,7 +108,7 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := taskList{Tasks: tasks}
+	out := wire.TaskList{Tasks: tasks}
 	if out.Tasks == nil {
 		out.Tasks = []store.Task{}
 	}
@@ -185,7 +170,7 @@ func (s *Server) taskAudit(r *http.Request) (int, any, error) {
 		}
 		trail = []store.AuditEntry{}
 	}
-	return http.StatusOK, map[string]any{"audit": trail}, nil
+	return http.StatusOK, wire.AuditList{Audit: trail}, nil
 }
 
 func (s *Server) getStep(r *http.Request) (int, any, error) {
@@ -206,11 +191,6 @@ func operator(r *http.Request) string {
 		return "api:" + p.Name
 	}
 	return "api"
-}
-
-// stepActionRequest is the optional body of retry and resolve.
-type stepActionRequest struct {
-	Reason string `json:"reason"`
 }
 
 // decodeOptional decodes a body that may be empty.
@@ -237,7 +217,7 @@ func (s *Server) stepAction(r *http.Request, do func(id int64) error) (int, any,
 }
 
 func (s *Server) retryStep(r *http.Request) (int, any, error) {
-	var req stepActionRequest
+	var req wire.StepAction
 	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
@@ -245,7 +225,7 @@ func (s *Server) retryStep(r *http.Request) (int, any, error) {
 }
 
 func (s *Server) resolveStep(r *http.Request) (int, any, error) {
-	var req stepActionRequest
+	var req wire.StepAction
 	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
@@ -254,14 +234,8 @@ func (s *Server) resolveStep(r *http.Request) (int, any, error) {
 	})
 }
 
-// completeStepRequest is the body of POST /v1/steps/{id}/complete.
-type completeStepRequest struct {
-	Result json.RawMessage `json:"result"`
-	Reason string          `json:"reason"`
-}
-
 func (s *Server) completeStep(r *http.Request) (int, any, error) {
-	var req completeStepRequest
+	var req wire.CompleteStep
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}

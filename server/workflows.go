@@ -1,42 +1,16 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
-	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
-// templateRequest carries a YAML workflow template.
-type templateRequest struct {
-	// Template is the YAML text.
-	Template string `json:"template"`
-	// Filename names the template in problems; default "template.yaml".
-	Filename string `json:"filename"`
-}
-
-// Problem is one problem of a template, with its place.
-type Problem struct {
-	Line    int    `json:"line,omitempty"`
-	Step    string `json:"step,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
-// workflowJSON is a registered workflow version.
-type workflowJSON struct {
-	Namespace  string          `json:"namespace"`
-	Name       string          `json:"name"`
-	Version    string          `json:"version"`
-	Ref        string          `json:"ref"`
-	Definition json.RawMessage `json:"definition"`
-	CreatedAt  string          `json:"created_at,omitempty"`
-}
-
-func toWorkflowJSON(w store.WorkflowRecord) workflowJSON {
-	out := workflowJSON{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Ref: w.Namespace + "/" + w.Name + "@" + w.Version,
+func toWorkflowJSON(w store.WorkflowRecord) wire.Workflow {
+	out := wire.Workflow{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Ref: w.Namespace + "/" + w.Name + "@" + w.Version,
 		Definition: w.Definition}
 	if !w.CreatedAt.IsZero() {
 		out.CreatedAt = w.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
@@ -45,8 +19,8 @@ func toWorkflowJSON(w store.WorkflowRecord) workflowJSON {
 }
 
 // parseTemplate decodes a template request; problems come back as a list.
-func parseTemplate(r *http.Request) (*weft.Workflow, []Problem, error) {
-	var req templateRequest
+func parseTemplate(r *http.Request) (*workflow.Workflow, []wire.Problem, error) {
+	var req wire.TemplateRequest
 	if err := decode(r, &req); err != nil {
 		return nil, nil, err
 	}
@@ -57,27 +31,27 @@ func parseTemplate(r *http.Request) (*weft.Workflow, []Problem, error) {
 	if name == "" {
 		name = "template.yaml"
 	}
-	w, err := weft.ParseTemplate(name, []byte(req.Template))
+	w, err := workflow.Parse(name, []byte(req.Template))
 	if err != nil {
 		return nil, problems(err), nil
 	}
 	return w, nil, nil
 }
 
-func problems(err error) []Problem {
+func problems(err error) []wire.Problem {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
 	} else {
 		errs = []error{err}
 	}
-	out := make([]Problem, 0, len(errs))
+	out := make([]wire.Problem, 0, len(errs))
 	for _, e := range errs {
-		var de *weft.DefinitionError
+		var de *workflow.DefinitionError
 		if errors.As(e, &de) {
-			out = append(out, Problem{Line: de.Line, Step: de.Step, Field: de.Field, Message: de.Msg})
+			out = append(out, wire.Problem{Line: de.Line, Step: de.Step, Field: de.Field, Message: de.Msg})
 		} else {
-			out = append(out, Problem{Message: e.Error()})
+			out = append(out, wire.Problem{Message: e.Error()})
 		}
 	}
 	return out
@@ -116,9 +90,9 @@ func (s *Server) validateWorkflow(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if probs != nil {
-		return http.StatusOK, map[string]any{"valid": false, "problems": probs}, nil
+		return http.StatusOK, wire.Validation{Valid: false, Problems: probs}, nil
 	}
-	return http.StatusOK, map[string]any{"valid": true, "workflow": w.Ref(), "steps": len(w.Steps)}, nil
+	return http.StatusOK, wire.Validation{Valid: true, Workflow: w.Ref(), Steps: len(w.Steps)}, nil
 }
 
 func (s *Server) listWorkflows(r *http.Request) (int, any, error) {
@@ -126,11 +100,11 @@ func (s *Server) listWorkflows(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := make([]workflowJSON, len(ws))
+	out := wire.WorkflowList{Workflows: make([]wire.Workflow, len(ws))}
 	for i, w := range ws {
-		out[i] = toWorkflowJSON(w)
+		out.Workflows[i] = toWorkflowJSON(w)
 	}
-	return http.StatusOK, map[string]any{"workflows": out}, nil
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) getWorkflow(r *http.Request) (int, any, error) {

@@ -77,3 +77,8 @@ func ValidateInsert(in TaskInsert) error {
 	}
 	return nil
 }
+
+// ErrInvalid reports input that is not valid: a workflow definition, a
+// submission, a signal or a request. The engine and the API wrap it with
+// what was wrong and where.
+var ErrInvalid = errors.New("invalid")

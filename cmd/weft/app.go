@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/weftdb"
 )
 
 // Exit statuses.
@@ -123,7 +124,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
-	root.PersistentFlags().StringVar(&a.dbFlag, "db", "", "database URL or SQLite file path (default $WEFT_DB, else "+weft.DefaultDB+")")
+	root.PersistentFlags().StringVar(&a.dbFlag, "db", "", "database URL or SQLite file path (default $WEFT_DB, else "+weftdb.DefaultDB+")")
 	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server (submit, tasks, task, cancel, retry, validate) instead of a database (default $WEFT_SERVER)")
 	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
@@ -212,7 +213,7 @@ func (a *app) dbURL() string {
 	if v := a.getenv("WEFT_DB"); v != "" {
 		return v
 	}
-	return weft.DefaultDB
+	return weftdb.DefaultDB
 }
 
 // open opens an engine on the database without starting it. With
@@ -223,23 +224,28 @@ func (a *app) open(ctx context.Context, cfg weft.Config, mustExist bool) (*weft.
 	url := a.dbURL()
 	if mustExist {
 		// A URL that names no SQLite file is left for Open to report.
-		if path, err := weft.SQLitePath(url); err == nil {
+		if path, err := weftdb.SQLitePath(url); err == nil {
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", path)
 			}
 		}
 	}
 	cfg.Logger = a.log
-	e, err := weft.Open(ctx, url, cfg)
+	db, err := weftdb.Open(ctx, url, weftdb.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
+	}
+	e, err := weft.New(db, cfg)
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	return e, nil
 }
 
-// closeEngine closes an engine, logging a failure.
+// closeEngine stops an engine and closes its store, logging a failure.
 func (a *app) closeEngine(e *weft.Engine) {
-	if err := e.Close(); err != nil {
+	if err := errors.Join(e.Stop(context.Background()), e.Store().Close()); err != nil {
 		a.log.Error("close engine", "error", err)
 	}
 }

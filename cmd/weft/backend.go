@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // backend is what the task commands (submit, tasks, task, cancel, retry)
@@ -20,7 +23,7 @@ type backend interface {
 	Cancel(ctx context.Context, id int64) error
 	Retry(ctx context.Context, id int64) error
 	// RegisterTemplate registers a template loaded from path.
-	RegisterTemplate(ctx context.Context, path string, w *weft.Workflow) error
+	RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error
 	// Where names the database or server, for messages.
 	Where() string
 	Close()
@@ -32,7 +35,7 @@ type localBackend struct {
 	a *app
 }
 
-func (l localBackend) RegisterTemplate(ctx context.Context, path string, w *weft.Workflow) error {
+func (l localBackend) RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error {
 	return l.a.register(ctx, l.Engine, path, w)
 }
 func (l localBackend) Where() string { return l.a.dbURL() }
@@ -44,7 +47,7 @@ type remoteBackend struct {
 	url string
 }
 
-func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *weft.Workflow) error {
+func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *workflow.Workflow) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -54,6 +57,31 @@ func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *wef
 	}
 	return nil
 }
+
+// Submit submits through the server.
+func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error) {
+	req := wire.SubmitRequest{Workflow: s.Workflow, IdempotencyKey: s.Key, Priority: s.Priority}
+	switch in := s.Input.(type) {
+	case nil:
+	case json.RawMessage:
+		req.Input = in
+	default:
+		b, err := json.Marshal(in)
+		if err != nil {
+			return weft.SubmitResult{}, usageErrorf("--input: %v", err)
+		}
+		req.Input = b
+	}
+	if !s.RunAt.IsZero() {
+		req.RunAt = &s.RunAt
+	}
+	if !s.GoodUntil.IsZero() {
+		req.GoodUntil = &s.GoodUntil
+	}
+	res, err := r.Client.Submit(ctx, req)
+	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate}, err
+}
+
 func (r remoteBackend) Where() string { return r.url }
 func (r remoteBackend) Close()        {}
 

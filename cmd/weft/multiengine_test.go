@@ -27,6 +27,8 @@ import (
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/workflow"
 )
 
 // freshSchema makes a new schema for one test. It returns its name, the
@@ -241,9 +243,11 @@ func TestMultiEngineKill(t *testing.T) {
 	byOption, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2})
 	require.NoError(t, err)
 	defer byOption.Close()
-	sub, err := weft.Open(ctx, url, weft.Config{Logger: slog.New(slog.DiscardHandler)})
+	subDB, err := weftdb.Open(ctx, url, weftdb.Options{})
 	require.NoError(t, err)
-	defer sub.Close()
+	defer subDB.Close()
+	sub, err := weft.New(subDB, weft.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
 
 	workers := map[int]*worker{}
 	for range 3 {
@@ -514,7 +518,7 @@ func TestNamespaceCapAcrossEngines(t *testing.T) {
 		e.Handle("h", handler)
 		engines[i] = e
 	}
-	require.NoError(t, engines[0].Register(ctx, weft.NewWorkflow("capped", "w", "1").Step("s", "h")))
+	require.NoError(t, engines[0].Register(ctx, workflow.New("capped", "w", "1").Step("s", "h")))
 	const tasks = 40
 	subs := make([]weft.Submission, tasks)
 	for i := range subs {

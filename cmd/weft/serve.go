@@ -7,13 +7,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/weftdb"
 )
 
 // serveFlags are the flags of `weft serve`.
@@ -149,7 +149,7 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
 	fmt.Fprintf(a.stderr, "weft: serving on http://%s\n", ln.Addr())
-	a.log.Info("serving", "addr", ln.Addr().String(), "db", redactURL(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
+	a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -168,18 +168,4 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
-}
-
-// redactURL hides a password in a database URL.
-func redactURL(u string) string {
-	at := strings.LastIndex(u, "@")
-	scheme := strings.Index(u, "://")
-	if at < 0 || scheme < 0 {
-		return u
-	}
-	creds := u[scheme+3 : at]
-	if user, _, ok := strings.Cut(creds, ":"); ok {
-		return u[:scheme+3] + user + ":***" + u[at:]
-	}
-	return u
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/workflow"
 )
 
 func (a *app) submitCommand() *cobra.Command {
@@ -51,7 +52,7 @@ func isTemplateFile(target string) bool {
 }
 
 func (a *app) submit(ctx context.Context, target string, sub weft.Submission) error {
-	var w *weft.Workflow
+	var w *workflow.Workflow
 	if isTemplateFile(target) {
 		var err error
 		if w, err = a.loadTemplate(target); err != nil {
@@ -59,7 +60,7 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 		}
 		sub.Workflow = w.Ref()
 	} else {
-		if _, _, _, err := weft.ParseRef(target); err != nil {
+		if _, _, _, err := workflow.ParseRef(target); err != nil {
 			return usageErrorf("%q is neither a template file nor a workflow reference NAMESPACE/NAME[@VERSION]", target)
 		}
 		sub.Workflow = target

@@ -16,6 +16,7 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // timeLayout is how tables print times, in the local zone.
@@ -23,10 +24,10 @@ const timeLayout = "2006-01-02 15:04:05"
 
 func (a *app) tasksCommand() *cobra.Command {
 	var (
-		st, namespace, workflow string
-		limit                   int
-		before                  int64
-		jsonOut                 bool
+		st, namespace, wf string
+		limit             int
+		before            int64
+		jsonOut           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tasks",
@@ -45,19 +46,19 @@ func (a *app) tasksCommand() *cobra.Command {
 			if before < 0 {
 				return usageErrorf("--before must be a task id, got %d", before)
 			}
-			if workflow != "" {
-				if !strings.Contains(workflow, "/") {
-					f.Workflow = workflow
+			if wf != "" {
+				if !strings.Contains(wf, "/") {
+					f.Workflow = wf
 				} else {
-					ns, name, version, err := weft.ParseRef(workflow)
+					ns, name, version, err := workflow.ParseRef(wf)
 					if err != nil {
-						return usageErrorf("--workflow %q: want NAME or NAMESPACE/NAME", workflow)
+						return usageErrorf("--workflow %q: want NAME or NAMESPACE/NAME", wf)
 					}
 					if version != "" {
-						return usageErrorf("--workflow %q: tasks cannot be filtered by version; use NAMESPACE/NAME", workflow)
+						return usageErrorf("--workflow %q: tasks cannot be filtered by version; use NAMESPACE/NAME", wf)
 					}
 					if namespace != "" && namespace != ns {
-						return usageErrorf("--workflow %q is not in --namespace %q", workflow, namespace)
+						return usageErrorf("--workflow %q is not in --namespace %q", wf, namespace)
 					}
 					f.Namespace, f.Workflow = ns, name
 				}
@@ -68,7 +69,7 @@ func (a *app) tasksCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&st, "state", "", "only tasks in this state: "+joinStates(state.Tasks))
 	fl.StringVar(&namespace, "namespace", "", "only tasks of this namespace")
-	fl.StringVar(&workflow, "workflow", "", "only tasks of this workflow: NAME or NAMESPACE/NAME")
+	fl.StringVar(&wf, "workflow", "", "only tasks of this workflow: NAME or NAMESPACE/NAME")
 	fl.IntVar(&limit, "limit", 100, "at most this many tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this one (to page through)")
 	fl.BoolVar(&jsonOut, "json", false, "print a JSON array")

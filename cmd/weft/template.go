@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/workflow"
 )
 
 // builtinHandlers are the handlers the CLI's engines can run.
@@ -20,8 +21,8 @@ var builtinHandlers = []string{"exec", "http"}
 // loadTemplate loads a workflow template. Its problems are printed on
 // stderr one per line, each with file and line, and end the command with
 // exit status 2.
-func (a *app) loadTemplate(path string) (*weft.Workflow, error) {
-	w, err := weft.LoadTemplate(path)
+func (a *app) loadTemplate(path string) (*workflow.Workflow, error) {
+	w, err := workflow.Load(path)
 	if err != nil {
 		a.printProblems(err)
 		return nil, exitWith(exitUsage)
@@ -31,7 +32,7 @@ func (a *app) loadTemplate(path string) (*weft.Workflow, error) {
 
 // register registers a loaded template. loadTemplate has validated it as
 // Register does.
-func (a *app) register(ctx context.Context, e *weft.Engine, path string, w *weft.Workflow) error {
+func (a *app) register(ctx context.Context, e *weft.Engine, path string, w *workflow.Workflow) error {
 	err := e.Register(ctx, w)
 	switch {
 	case err == nil:
@@ -46,7 +47,7 @@ func (a *app) register(ctx context.Context, e *weft.Engine, path string, w *weft
 
 // checkHandlers refuses a workflow naming a handler the CLI does not have:
 // it prints one line per step that uses one and ends with exit status 2.
-func (a *app) checkHandlers(path string, e *weft.Engine, w *weft.Workflow) error {
+func (a *app) checkHandlers(path string, e *weft.Engine, w *workflow.Workflow) error {
 	missing := e.MissingHandlers(w)
 	if len(missing) == 0 {
 		return nil
@@ -86,7 +87,7 @@ stderr on its own line with file and line, and the exit status is 2.`,
 			}
 			failed := false
 			for _, path := range args {
-				w, err := weft.LoadTemplate(path)
+				w, err := workflow.Load(path)
 				if err != nil {
 					failed = true
 					a.printProblems(err)
@@ -127,7 +128,7 @@ func (a *app) validateOnServer(ctx context.Context, paths []string) error {
 		}
 		failed = true
 		for _, p := range v.Problems {
-			fmt.Fprintln(a.stderr, (&weft.DefinitionError{File: path, Line: p.Line, Step: p.Step, Field: p.Field, Msg: p.Message}).Error())
+			fmt.Fprintln(a.stderr, (&workflow.DefinitionError{File: path, Line: p.Line, Step: p.Step, Field: p.Field, Msg: p.Message}).Error())
 		}
 	}
 	if failed {

@@ -15,6 +15,7 @@ import (
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/workflow"
 )
 
 // TestNotifyWakesOtherEngines: an engine that would poll only once an hour
@@ -40,7 +41,7 @@ func TestNotifyWakesOtherEngines(t *testing.T) {
 	e, err := weft.New(worker, weft.Config{PollInterval: time.Hour, Logger: quiet})
 	require.NoError(t, err)
 	e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return "done", nil })
-	require.NoError(t, e.Register(ctx, weft.NewWorkflow("test", "notify", "1").Step("s", "h")))
+	require.NoError(t, e.Register(ctx, workflow.New("test", "notify", "1").Step("s", "h")))
 	require.NoError(t, e.Start(ctx))
 	t.Cleanup(func() { e.Stop(ctx) })
 

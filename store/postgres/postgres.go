@@ -83,7 +83,23 @@ func (s Store) InsertTasksTx(ctx context.Context, tx pgx.Tx, tasks []store.TaskI
 	return s.InsertTasksIn(ctx, querier{tx}, tasks)
 }
 
-var _ store.Store = Store{}
+// InsertTasksInTx submits tasks inside the caller's transaction, a pgx.Tx
+// or a *sql.Tx on this database (through pgx's stdlib driver): they exist
+// only if it commits, and engines are notified when it does.
+func (s Store) InsertTasksInTx(ctx context.Context, tx any, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		return s.InsertTasksTx(ctx, tx, tasks)
+	case *sql.Tx:
+		return s.InsertTasksSQLTx(ctx, tx, tasks)
+	}
+	return nil, store.UnsupportedTx(tx, "a pgx.Tx or a *sql.Tx")
+}
+
+var (
+	_ store.Store      = Store{}
+	_ store.TxInserter = Store{}
+)
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 

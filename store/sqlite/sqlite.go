@@ -45,7 +45,20 @@ type Store struct {
 // inspect the file directly.
 func (s Store) DB() *sql.DB { return s.w }
 
-var _ store.Store = Store{}
+// InsertTasksInTx submits tasks inside the caller's *sql.Tx on this file
+// (opened from DB, or from the caller's own handle on the same file): they
+// exist only if it commits.
+func (s Store) InsertTasksInTx(ctx context.Context, tx any, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	if tx, ok := tx.(*sql.Tx); ok {
+		return s.InsertTasksSQLTx(ctx, tx, tasks)
+	}
+	return nil, store.UnsupportedTx(tx, "a *sql.Tx")
+}
+
+var (
+	_ store.Store      = Store{}
+	_ store.TxInserter = Store{}
+)
 
 // Open opens (creating if needed) the database file at path and brings its
 // schema up to date.

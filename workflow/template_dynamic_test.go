@@ -1,4 +1,4 @@
-package weft
+package workflow
 
 import (
 	"fmt"
@@ -46,7 +46,7 @@ steps:
 
 func TestTemplateDynamicKeys(t *testing.T) {
 	t.Parallel()
-	w, err := ParseTemplate("orders.yaml", []byte(dynamicTemplate))
+	w, err := Parse("orders.yaml", []byte(dynamicTemplate))
 	require.NoError(t, err)
 	require.Equal(t, Limits{MaxDecisionDepth: 2, MaxSteps: 500}, w.Limits)
 	require.Len(t, w.Templates, 1)
@@ -98,7 +98,7 @@ func TestTemplateDynamicErrors(t *testing.T) {
 					"  - name: deep\n    handler: shop.deep\n    depends_on: [inner]\n"
 				tt.want = `orders.yaml:39: step "deep": depends_on: lies below 2 nested decisions, more than limits.max_decision_depth (1)`
 			}
-			_, err := ParseTemplate("orders.yaml", []byte(src))
+			_, err := Parse("orders.yaml", []byte(src))
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tt.want, fmt.Sprintf("source:\n%s", src))
 		})

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package weft
+package engine
 
 // processAlive cannot check other processes here: rely on the heartbeat.
 func processAlive(int) bool { return true }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package weft
+package engine
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package weft
+package workflow
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ func FuzzParseTemplate(f *testing.F) {
 	f.Add([]byte(dynamicTemplate))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		w, err := ParseTemplate("fuzz.yaml", data)
+		w, err := Parse("fuzz.yaml", data)
 		if err != nil {
 			require.Nil(t, w)
 			errs := []error{err}

@@ -1,4 +1,4 @@
-package weft
+package workflow
 
 import (
 	"bytes"
@@ -20,16 +20,16 @@ import (
 // aliases and merge keys, so that "billion laughs" input fails fast.
 const maxTemplateNodes = 100_000
 
-// LoadTemplate reads and parses a template file. See ParseTemplate.
-func LoadTemplate(path string) (*Workflow, error) {
+// Load reads and parses a template file. See Parse.
+func Load(path string) (*Workflow, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load template: %w", err)
 	}
-	return ParseTemplate(path, data)
+	return Parse(path, data)
 }
 
-// ParseTemplate reads one workflow version from YAML. filename is used in
+// Parse reads one workflow version from a YAML template. filename is used in
 // errors only.
 //
 // The template is a mapping with the keys namespace, name, version,
@@ -46,7 +46,7 @@ func LoadTemplate(path string) (*Workflow, error) {
 // Every problem found, first in the YAML and then by Workflow.Validate, is
 // returned joined; each is a *DefinitionError with filename and, where
 // known, the line.
-func ParseTemplate(filename string, data []byte) (*Workflow, error) {
+func Parse(filename string, data []byte) (*Workflow, error) {
 	d := &templateDecoder{file: filename, budget: maxTemplateNodes}
 	root := d.document(data)
 	if root == nil {

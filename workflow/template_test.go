@@ -1,4 +1,4 @@
-package weft
+package workflow
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ func tplPtr[T any](v T) *T { return &v }
 func TestLoadTemplateDiamond(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join("testdata", "templates", "diamond.yaml")
-	w, err := LoadTemplate(path)
+	w, err := Load(path)
 	require.NoError(t, err)
 
 	fixed := RetryPolicy{MaxAttempts: 3, Backoff: "fixed", Initial: Duration(500 * time.Millisecond)}
@@ -75,7 +75,7 @@ func TestLoadTemplateDiamond(t *testing.T) {
 
 func TestLoadTemplateMissingFile(t *testing.T) {
 	t.Parallel()
-	_, err := LoadTemplate(filepath.Join("testdata", "templates", "nope.yaml"))
+	_, err := Load(filepath.Join("testdata", "templates", "nope.yaml"))
 	require.ErrorContains(t, err, "nope.yaml")
 }
 
@@ -92,7 +92,7 @@ func TestParseTemplateVersion(t *testing.T) {
 	} {
 		t.Run(tc.yaml, func(t *testing.T) {
 			t.Parallel()
-			w, err := ParseTemplate("v.yaml", []byte("namespace: n\nname: w\nversion: "+tc.yaml+"\nsteps: [{name: a, handler: h}]\n"))
+			w, err := Parse("v.yaml", []byte("namespace: n\nname: w\nversion: "+tc.yaml+"\nsteps: [{name: a, handler: h}]\n"))
 			require.NoError(t, err)
 			require.Equal(t, tc.want, w.Version)
 		})
@@ -114,7 +114,7 @@ func TestParseTemplateConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w, err := ParseTemplate("c.yaml", []byte("namespace: n\nname: w\nversion: 1\nsteps:\n  - name: a\n    handler: h\n    config: "+tc.config+"\n"))
+			w, err := Parse("c.yaml", []byte("namespace: n\nname: w\nversion: 1\nsteps:\n  - name: a\n    handler: h\n    config: "+tc.config+"\n"))
 			require.NoError(t, err)
 			require.Equal(t, tc.want, string(w.Steps[0].Config))
 			require.True(t, json.Valid(w.Steps[0].Config))
@@ -330,7 +330,7 @@ func TestParseTemplateErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w, err := ParseTemplate("checkout.yaml", []byte(tc.yaml))
+			w, err := Parse("checkout.yaml", []byte(tc.yaml))
 			require.Nil(t, w)
 			require.Equal(t, tc.want, tplErrorLines(t, err, "checkout.yaml"))
 		})
@@ -339,7 +339,7 @@ func TestParseTemplateErrors(t *testing.T) {
 
 func TestParseTemplateErrorFields(t *testing.T) {
 	t.Parallel()
-	_, err := ParseTemplate("checkout.yaml", []byte(tplHeader+"steps:\n  - name: charge\n    handler: h\n    retry: {max_attempts: 0}\n"))
+	_, err := Parse("checkout.yaml", []byte(tplHeader+"steps:\n  - name: charge\n    handler: h\n    retry: {max_attempts: 0}\n"))
 	var de *DefinitionError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, DefinitionError{File: "checkout.yaml", Line: 7, Step: "charge", Field: "retry.max_attempts", Msg: "must be at least 1, got 0"}, *de)
@@ -371,7 +371,7 @@ func TestParseTemplateTestdataErrors(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join("testdata", "templates", tc.file)
-			_, err := LoadTemplate(path)
+			_, err := Load(path)
 			want := make([]string, len(tc.want))
 			for i, w := range tc.want {
 				want[i] = path + w

@@ -1,19 +1,16 @@
-package weft
+package workflow
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
 )
 
 // Workflow is a versioned definition namespace/name@version: a directed
-// acyclic graph of steps. Build one with NewWorkflow or load one from a YAML
-// template with ParseTemplate.
+// acyclic graph of steps. Build one with New or load one from a YAML
+// template with Load or Parse.
 type Workflow struct {
 	Namespace   string `json:"namespace"`
 	Name        string `json:"name"`
@@ -133,7 +130,7 @@ const (
 	DefaultMaxSteps         = 100_000
 )
 
-func (l Limits) resolve() Limits {
+func (l Limits) Resolve() Limits {
 	if l.MaxDecisionDepth <= 0 {
 		l.MaxDecisionDepth = DefaultMaxDecisionDepth
 	}
@@ -143,24 +140,24 @@ func (l Limits) resolve() Limits {
 	return l
 }
 
-// signalName returns the name of the signal a signal step waits for.
-func (s *Step) signalName() string {
+// SignalName returns the name of the signal a signal step waits for.
+func (s *Step) SignalName() string {
 	if s.Signal != nil && s.Signal.Name != "" {
 		return s.Signal.Name
 	}
 	return s.Name
 }
 
-// rule returns the step's effective trigger rule.
-func (s *Step) rule() TriggerRule {
+// Rule returns the step's effective trigger rule.
+func (s *Step) Rule() TriggerRule {
 	if s.Type == StepConverge && s.TriggerRule == "" {
 		return NoneFailedMinOneSuccess
 	}
 	return s.TriggerRule
 }
 
-// template returns the step template of that name, or nil.
-func (w *Workflow) template(name string) *Step {
+// StepTemplate returns the step template of that name, or nil.
+func (w *Workflow) StepTemplate(name string) *Step {
 	for i := range w.Templates {
 		if w.Templates[i].Name == name {
 			return &w.Templates[i]
@@ -230,8 +227,8 @@ func parseDuration(s string) (time.Duration, error) {
 	return v, nil
 }
 
-// NewWorkflow starts a workflow definition. Add steps with Step.
-func NewWorkflow(namespace, name, version string) *Workflow {
+// New starts a workflow definition. Add steps with Step.
+func New(namespace, name, version string) *Workflow {
 	return &Workflow{Namespace: namespace, Name: name, Version: version}
 }
 
@@ -324,120 +321,3 @@ func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
 
 // Ref returns "namespace/name@version".
 func (w *Workflow) Ref() string { return w.Namespace + "/" + w.Name + "@" + w.Version }
-
-var identPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
-
-// DefinitionError describes what is wrong with a workflow definition and
-// where: the file and line when it came from a template, and the step.
-type DefinitionError struct {
-	File  string // template file, if any
-	Line  int    // line in File, if known
-	Step  string // step name, if the problem is in one step
-	Field string // the offending key, if any
-	Msg   string
-}
-
-func (e *DefinitionError) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, ":%d", e.Line)
-		}
-		b.WriteString(": ")
-	}
-	if e.Step != "" {
-		fmt.Fprintf(&b, "step %q: ", e.Step)
-	}
-	if e.Field != "" {
-		fmt.Fprintf(&b, "%s: ", e.Field)
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// Validate checks the definition: names, handlers, duplicate steps, unknown
-// dependencies, cycles, policies and the configs of steps run by built-in
-// handlers. Every problem found is returned, joined.
-func (w *Workflow) Validate() error {
-	var errs []error
-	add := func(step string, line int, field, format string, args ...any) {
-		errs = append(errs, &DefinitionError{File: w.source, Line: line, Step: step, Field: field, Msg: fmt.Sprintf(format, args...)})
-	}
-	for _, f := range []struct{ name, v string }{{"namespace", w.Namespace}, {"name", w.Name}, {"version", w.Version}} {
-		if f.v == "" {
-			add("", 0, f.name, "is required")
-		} else if !identPattern.MatchString(f.v) {
-			add("", 0, f.name, "%q may hold only letters, digits, '_', '.' and '-'", f.v)
-		}
-	}
-	switch w.Identity {
-	case "", IdentityUnique, IdentityStrict, IdentityCaller:
-	default:
-		add("", 0, "identity", "unknown strategy %q (want unique, strict or caller)", w.Identity)
-	}
-	if len(w.Steps) == 0 {
-		add("", 0, "steps", "a workflow needs at least one step")
-	}
-	if w.Limits.MaxDecisionDepth < 0 {
-		add("", 0, "limits.max_decision_depth", "must not be negative")
-	}
-	if w.Limits.MaxSteps < 0 {
-		add("", 0, "limits.max_steps", "must not be negative")
-	}
-	limits := w.Limits.resolve()
-	if len(w.Steps) > limits.MaxSteps {
-		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
-	}
-	w.validateTemplates(add)
-	nodes := make([]dag.Node, 0, len(w.Steps))
-	for _, s := range w.Steps {
-		if s.Name == "" {
-			add("", s.line, "name", "every step needs a name")
-		} else if !identPattern.MatchString(s.Name) {
-			add(s.Name, s.line, "name", "may hold only letters, digits, '_', '.' and '-'")
-		}
-		w.validateDynamic(s, add)
-		if s.Handler == "" && s.Type != StepSignal {
-			add(s.Name, s.line, "handler", "is required")
-		}
-		if len(s.Config) > 0 && !json.Valid(s.Config) {
-			add(s.Name, s.line, "config", "is not valid JSON")
-		}
-		if err := s.Retry.validate(); err != nil {
-			add(s.Name, s.line, "retry", "%v", err)
-		}
-		if check := builtinConfigCheck[s.Handler]; check != nil && (len(s.Config) == 0 || json.Valid(s.Config)) {
-			if err := check(s.Config); err != nil {
-				add(s.Name, s.line, "", "%v", err)
-			}
-		}
-		nodes = append(nodes, dag.Node{Name: s.Name, Deps: s.DependsOn, Line: s.line})
-	}
-	graphErrs := dag.Validate(nodes)
-	for _, e := range graphErrs {
-		add(e.Node, e.Line, "depends_on", "%s", e.Msg)
-	}
-	if len(graphErrs) == 0 {
-		w.validateDecisionDepth(nodes, limits.MaxDecisionDepth, add)
-	}
-	return errors.Join(errs...)
-}
-
-func (p RetryPolicy) validate() error {
-	if p.MaxAttempts < 0 {
-		return fmt.Errorf("max_attempts must be at least 1, got %d", p.MaxAttempts)
-	}
-	switch p.Backoff {
-	case "", "exponential", "fixed", "linear":
-	default:
-		return fmt.Errorf("backoff %q is not one of exponential, fixed, linear", p.Backoff)
-	}
-	if p.Jitter != nil && (*p.Jitter < 0 || *p.Jitter > 1) {
-		return fmt.Errorf("jitter must be between 0 and 1, got %v", *p.Jitter)
-	}
-	if p.Max > 0 && p.Initial > p.Max {
-		return fmt.Errorf("initial %s is larger than max %s", time.Duration(p.Initial), time.Duration(p.Max))
-	}
-	return nil
-}

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// claimParams is the one claim every step goes through, local or remote:
+// the policies that decide what may run (namespace caps today) are
+// predicates of this claim, so they hold for every way of running a step.
+func (e *Engine) claimParams(holder string, limit int, handlers, namespaces []string, lease int64) store.ClaimParams {
+	return store.ClaimParams{EngineID: holder, Limit: limit, Handlers: handlers, Namespaces: namespaces,
+		Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask, LeaseID: lease}
+}
+
+// claimLoop claims as many ready steps as there are free slots, whenever a
+// slot frees up, the store made steps ready, or the poll interval passes.
+func (e *Engine) claimLoop(ctx context.Context) {
+	defer e.loops.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	// Claims that failed but may have committed (their reply was lost):
+	// their steps are released before the engine claims again, or they
+	// would stay running under this engine's live lease, never started.
+	type lostClaim struct {
+		engine string
+		lease  int64
+	}
+	var unsure []lostClaim
+	for {
+		for len(unsure) > 0 && ctx.Err() == nil {
+			n, err := e.store.ReleaseLease(ctx, unsure[0].engine, unsure[0].lease)
+			if err != nil {
+				e.logErr(ctx, "release a failed claim", err)
+				break
+			}
+			if n > 0 {
+				e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", unsure[0].lease)
+			}
+			unsure = unsure[1:]
+		}
+		n := e.slots.TryTake(e.cfg.Concurrency)
+		got := 0
+		if n > 0 {
+			id := e.ID()
+			lease := rand.Int64N(1<<62) + 1
+			claimed, err := e.store.ClaimSteps(ctx, e.claimParams(id, n, e.handlerNames(), nil, lease))
+			switch {
+			case errors.Is(err, store.ErrEngineLost):
+				// The identity the claim was made with, not the current one:
+				// the heartbeat may have registered a new one meanwhile.
+				e.declaredDead(ctx, id)
+			case err != nil && ctx.Err() == nil:
+				e.log.Error("claim failed", "engine_id", id, "error", err)
+				unsure = append(unsure, lostClaim{id, lease})
+			}
+			got = len(claimed)
+			for _, c := range claimed {
+				e.publishClaimed(c, false)
+				e.launch(c)
+			}
+			e.slots.Return(n - got)
+		}
+		if got > 0 && got == n {
+			continue // there may be more ready work
+		}
+		timer.Reset(jitter(e.cfg.PollInterval))
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.store.Wake():
+			e.wakeWaiters()
+			e.Publish(Event{Kind: EventReady})
+		case <-e.slots.Changed():
+		case <-timer.C:
+		}
+	}
+}
+
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + time.Duration(rand.Int64N(int64(d)/5*2+1))
+}

@@ -1,0 +1,360 @@
+// Package engine is weft's runtime: it claims ready steps from the store,
+// runs them on a bounded pool of slots, and records their outcomes in
+// batches. It owns the one lifecycle of a step (claim, run, complete, fail,
+// retry, snooze, time out, progress, checkpoint) for every way of running
+// one: the Go handlers registered in this process and the remote workers
+// that the REST server's worker protocol serves. The root package weft is
+// its public face; transports call it and hold no lifecycle of their own.
+//
+// The files follow the path of a step: submit.go (tasks in), claimer.go,
+// executor.go and run.go (handlers), outcome.go (what an attempt's end
+// means under the step's policy), completer.go (outcomes out, batched),
+// remote.go (the same lifecycle for remote workers), heartbeat.go and
+// maintenance.go (leases, the reaper, timers and deadlines).
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"sync"
+	"time"
+
+	"github.com/weftrun/weft/internal/slots"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// Config configures an Engine; weft.Config documents each field and
+// converts to it, so the two stay field for field the same.
+type Config struct {
+	Concurrency       int
+	NamespaceCaps     map[string]int
+	HeartbeatInterval time.Duration
+	LeaseTTL          time.Duration
+	PollInterval      time.Duration
+	LeaderTTL         time.Duration
+	ShutdownTimeout   time.Duration
+	Logger            *slog.Logger
+	HTTPClient        *http.Client
+	ID                string
+}
+
+func (c *Config) setDefaults() error {
+	if c.Concurrency == 0 {
+		c.Concurrency = 10
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("weft: Concurrency must be positive, got %d", c.Concurrency)
+	}
+	for ns, n := range c.NamespaceCaps {
+		if n <= 0 {
+			return fmt.Errorf("weft: cap for namespace %q must be positive, got %d", ns, n)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatInterval, 5*time.Second)
+	def(&c.LeaseTTL, 30*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.LeaderTTL, max(10*time.Second, 3*c.PollInterval))
+	def(&c.ShutdownTimeout, 30*time.Second)
+	if c.LeaseTTL < 2*c.HeartbeatInterval {
+		return fmt.Errorf("weft: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
+	}
+	if c.LeaderTTL < 3*c.PollInterval {
+		return fmt.Errorf("weft: LeaderTTL (%s) must be at least three times PollInterval (%s)", c.LeaderTTL, c.PollInterval)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = crand.Read(b[:])
+		c.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	return nil
+}
+
+// Engine runs workflows: it claims ready steps from its store, runs their
+// handlers on a bounded pool of slots and records their outcomes. Any number
+// of engines may share one database.
+type Engine struct {
+	cfg    Config
+	store  store.Store
+	log    *slog.Logger
+	host   string
+	slots  *slots.Pool
+	done   chan struct{}
+	outbox chan report
+
+	mu        sync.Mutex
+	handlers  map[string]Handler
+	names     []string                      // sorted handler names, what the engine claims
+	workflows map[string]*workflow.Workflow // by Ref
+	inflight  map[int64]*running            // by step id
+	started   bool
+	stopping  bool
+	engineID  string
+	cancelRun context.CancelFunc // stops the loops
+	loops     sync.WaitGroup
+	rejoin    sync.Mutex // serialises re-registration after being declared dead
+	// sendMu guards completing: while it is set the completer runs and
+	// takes outcomes on outbox; Stop clears it before closing outbox.
+	sendMu     sync.RWMutex
+	completing bool
+	handlerWG  sync.WaitGroup
+	settled    chan struct{} // closed and replaced after each completion batch
+	ready      chan struct{} // closed and replaced when the store readies steps
+	nudge      chan struct{} // wakes the maintenance loop to look at due times again
+	// leadUntil and leadRenew, owned by the maintenance work (Start, then
+	// the maintenance loop), are when this engine's maintenance lease ends
+	// and when it next asks for the lease.
+	leadUntil, leadRenew time.Time
+	// flushCtx bounds the completer's retries; Stop cancels it when its
+	// deadline passes.
+	flushCtx    context.Context
+	cancelFlush context.CancelFunc
+	onlyTask    int64 // when set, claim only this task's steps (RunTask)
+	conds       conditions
+	observers   observers
+}
+
+// running is one handler in flight.
+type running struct {
+	fence  store.Fence
+	cancel context.CancelCauseFunc
+}
+
+// errCancelled and errLeaseLost are the causes with which the engine cancels
+// a handler whose outcome must not be recorded.
+var (
+	errTaskCancelled = errors.New("task cancelled")
+	errLeaseLost     = errors.New("lease lost: the step was taken over or cancelled")
+	errShutdown      = errors.New("engine shutting down")
+)
+
+// New returns an engine on an open store. The caller keeps ownership of the
+// store.
+func New(s store.Store, cfg Config) (*Engine, error) {
+	if s == nil {
+		return nil, errors.New("weft: nil store")
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	e := &Engine{
+		cfg:       cfg,
+		store:     s,
+		log:       cfg.Logger,
+		host:      host,
+		slots:     slots.New(cfg.Concurrency),
+		done:      make(chan struct{}),
+		outbox:    make(chan report, 4*cfg.Concurrency),
+		handlers:  map[string]Handler{},
+		workflows: map[string]*workflow.Workflow{},
+		inflight:  map[int64]*running{},
+		engineID:  cfg.ID,
+		settled:   make(chan struct{}),
+		ready:     make(chan struct{}),
+		nudge:     make(chan struct{}, 1),
+	}
+	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
+	e.registerBuiltins()
+	return e, nil
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() store.Store { return e.store }
+
+// Running reports whether the engine has started and is not stopping.
+func (e *Engine) Running() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.started && !e.stopping
+}
+
+// ID returns the engine's id as recorded in leases and the audit log.
+func (e *Engine) ID() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.engineID
+}
+
+// Start registers the engine in the store and starts claiming steps. It
+// returns once the engine runs; call Stop to end it.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("weft: engine already started")
+	}
+	e.started = true
+	id := e.engineID
+	e.mu.Unlock()
+	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+		e.mu.Lock()
+		e.started = false
+		e.mu.Unlock()
+		return fmt.Errorf("weft: start engine: %w", err)
+	}
+	// Reclaim at once what dead engines on this host left behind.
+	e.maintain(ctx)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancelRun = cancel
+	e.loops.Add(3)
+	go e.claimLoop(runCtx)
+	go e.heartbeatLoop(runCtx)
+	go e.maintenanceLoop(runCtx)
+	e.sendMu.Lock()
+	e.completing = true
+	e.sendMu.Unlock()
+	go e.completer()
+	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency)
+	return nil
+}
+
+// Stop shuts the engine down gracefully: it stops claiming, waits for
+// running handlers until ctx ends (or ShutdownTimeout when ctx has no
+// deadline), then cancels the rest, records the outcomes it has (giving up
+// two seconds after the deadline if the database is unreachable: those
+// steps are reclaimed and run again), and marks the engine stopped so that
+// what it left is reclaimed at once.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started || e.stopping {
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopping = true
+	e.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.ShutdownTimeout)
+		defer cancel()
+	}
+	e.cancelRun()
+	e.loops.Wait()
+	drained := make(chan struct{})
+	go func() { e.handlerWG.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		e.log.Warn("shutdown deadline passed, cancelling running handlers", "engine_id", e.ID())
+		e.cancelAll(errShutdown)
+		<-drained
+	}
+	e.sendMu.Lock()
+	e.completing = false
+	close(e.outbox)
+	e.sendMu.Unlock()
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		// Give the last outcomes a moment, then stop retrying them: the
+		// database may be unreachable, and Stop must not hang on it.
+		select {
+		case <-e.done:
+		case <-time.After(2 * time.Second):
+			e.cancelFlush()
+			<-e.done
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := e.store.StopEngine(stopCtx, e.ID())
+	e.log.Info("engine stopped", "engine_id", e.ID())
+	return err
+}
+
+// RunTask starts the engine restricted to one task, runs that task to its
+// end and stops the engine. It is what "weft run" does: other work in the
+// database is left to other engines. If ctx ends first, the engine stops
+// gracefully and the task stays in the database to be resumed.
+func (e *Engine) RunTask(ctx context.Context, id int64) (*store.Task, error) {
+	e.mu.Lock()
+	started := e.started
+	e.mu.Unlock()
+	if started {
+		return nil, errors.New("weft: RunTask needs an engine that is not started")
+	}
+	e.onlyTask = id
+	if err := e.Start(ctx); err != nil {
+		return nil, err
+	}
+	task, err := e.Wait(ctx, id)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	defer cancel()
+	return task, errors.Join(err, e.Stop(stopCtx))
+}
+
+// inflightCount returns how many handlers run on this engine.
+func (e *Engine) inflightCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.inflight)
+}
+
+// nudgeTimers makes the maintenance loop recompute its next due time.
+func (e *Engine) nudgeTimers() {
+	select {
+	case e.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// settledSignal returns a channel closed after the next completion batch.
+func (e *Engine) settledSignal() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.settled
+}
+
+// readySignal returns a channel closed the next time the store reports
+// that steps became ready: remote claims waiting for work wait on it.
+func (e *Engine) readySignal() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ready
+}
+
+// wakeWaiters wakes every remote claim waiting for work.
+func (e *Engine) wakeWaiters() {
+	e.mu.Lock()
+	close(e.ready)
+	e.ready = make(chan struct{})
+	e.mu.Unlock()
+}
+
+func (e *Engine) cancelAll(cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.inflight {
+		r.cancel(cause)
+	}
+}
+
+// cancelFences stops the handlers holding the given fences.
+func (e *Engine) cancelFences(fences []store.Fence, cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range fences {
+		if r, ok := e.inflight[f.StepID]; ok && r.fence == f {
+			r.cancel(cause)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/store"
+)
+
+// Handle registers the handler for a handler name used by workflow steps.
+// Registering a name twice replaces the earlier handler.
+func (e *Engine) Handle(name string, h Handler) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.handlers[name] = h
+	e.names = make([]string, 0, len(e.handlers))
+	for n := range e.handlers {
+		e.names = append(e.names, n)
+	}
+	sort.Strings(e.names)
+}
+
+// handlerNames returns the names the engine claims steps for. Handlers may
+// be registered while the engine runs.
+func (e *Engine) handlerNames() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.names
+}
+
+func (e *Engine) registerBuiltins() {
+	e.Handle("exec", func(ctx context.Context, r *Run) (any, error) {
+		return builtin.Exec(ctx, r.builtinRequest())
+	})
+	e.Handle("http", func(ctx context.Context, r *Run) (any, error) {
+		return builtin.HTTP(ctx, e.cfg.HTTPClient, r.builtinRequest())
+	})
+}
+
+func (r *Run) builtinRequest() builtin.Request {
+	return builtin.Request{TaskID: r.TaskID, Step: r.Step, Attempt: r.Number, Input: r.Input, Deps: r.Deps, Config: r.Config,
+		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r}
+}
+
+// launch starts the handler of a claimed step on the slot taken for it.
+func (e *Engine) launch(c store.ClaimedStep) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	e.mu.Lock()
+	e.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel}
+	e.mu.Unlock()
+	e.handlerWG.Add(1)
+	go func() {
+		defer e.handlerWG.Done()
+		defer cancel(nil)
+		start := time.Now()
+		o, record := e.execute(ctx, c)
+		e.publishEnded(c, o, record, time.Since(start), false)
+		e.mu.Lock()
+		delete(e.inflight, c.ID)
+		e.mu.Unlock()
+		if record {
+			e.outbox <- report{outcome: o}
+		}
+	}()
+}
+
+// execute runs the handler of a claimed step and returns the outcome to
+// record. record is false when nothing must be written: the step was
+// cancelled or taken over, or the engine is shutting down and leaves it to
+// be reclaimed.
+func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
+	log := &stepLog{logger: e.log, c: &c, took: -1}
+	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
+		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}
+	defer r.releaseSlot()
+	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
+	w, def, err := e.claimedDefinition(ctx, c)
+	if err != nil {
+		return e.undefined(o, log, err), true
+	}
+	if skip, ok := e.gate(&o, log, def, c); !ok {
+		return skip, true
+	}
+	r.Config = def.Config
+	e.mu.Lock()
+	h := e.handlers[c.Handler]
+	e.mu.Unlock()
+	if h == nil {
+		return e.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true
+	}
+	if def.Timeout > 0 {
+		timeout := time.Duration(def.Timeout)
+		r.Deadline = time.Now().Add(timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, r.Deadline, timedOut(timeout))
+		defer cancel()
+	}
+	start := time.Now()
+	result, err := call(ctx, h, r, log)
+	log.took = time.Since(start)
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errTaskCancelled), errors.Is(cause, errLeaseLost):
+		log.Info("step stopped", "reason", cause.Error())
+		return o, false
+	case errors.Is(cause, errShutdown):
+		log.Warn("step interrupted by shutdown; it will be reclaimed")
+		return o, false
+	case err != nil && ctx.Err() != nil && cause != nil:
+		err = fmt.Errorf("%w (%v)", cause, err)
+	}
+	var raw json.RawMessage
+	if err == nil {
+		raw, err = encodeResult(result)
+	}
+	return e.settle(o, log, w, def, c.Attempts, raw, err), true
+}
+
+// encodeResult encodes a handler's result; an error fails the step for good.
+func encodeResult(result any) (json.RawMessage, error) {
+	b, err := json.Marshal(result)
+	if err != nil {
+		return nil, failNow(fmt.Errorf("result is not JSON-encodable: %w", err))
+	}
+	if raw, ok := result.(json.RawMessage); ok && !json.Valid(raw) {
+		return nil, failNow(errors.New("result is not valid JSON"))
+	}
+	return b, nil
+}
+
+// stepLog logs about one attempt of a claimed step, with its task, step and
+// attempt and, once the handler returned, its duration. It builds a record
+// only when its level is enabled: every step passes through it, and how most
+// steps end (completed, at Debug) is usually not logged.
+type stepLog struct {
+	logger *slog.Logger
+	c      *store.ClaimedStep
+	took   time.Duration // negative until the handler returned
+	remote string        // the remote worker that ran the step, if any
+}
+
+func (l *stepLog) Debug(msg string, args ...any) { l.log(slog.LevelDebug, msg, args) }
+func (l *stepLog) Info(msg string, args ...any)  { l.log(slog.LevelInfo, msg, args) }
+func (l *stepLog) Warn(msg string, args ...any)  { l.log(slog.LevelWarn, msg, args) }
+func (l *stepLog) Error(msg string, args ...any) { l.log(slog.LevelError, msg, args) }
+
+func (l *stepLog) log(level slog.Level, msg string, args []any) {
+	ctx := context.Background()
+	h := l.logger.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	var pc [1]uintptr
+	runtime.Callers(3, pc[:]) // the caller of Debug, Info, Warn or Error
+	r := slog.NewRecord(time.Now(), level, msg, pc[0])
+	r.Add("task_id", l.c.TaskID, "step", l.c.Name, "attempt", l.c.Attempts)
+	if l.took >= 0 {
+		r.Add("duration_ms", l.took.Milliseconds())
+	}
+	if l.remote != "" {
+		r.Add("worker_id", l.remote)
+	}
+	r.Add(args...)
+	_ = h.Handle(ctx, r)
+}
+
+// call runs the handler, turning a panic into an error.
+func call(ctx context.Context, h Handler, r *Run, log *stepLog) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+			log.Error("handler panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		}
+	}()
+	return h(ctx, r)
+}

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// heartbeatLoop renews the engine's lease and stops handlers whose steps
+// were cancelled or taken over elsewhere.
+func (e *Engine) heartbeatLoop(ctx context.Context) {
+	defer e.loops.Done()
+	t := time.NewTicker(e.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		inflight := make([]store.Fence, 0, len(e.inflight))
+		for _, r := range e.inflight {
+			inflight = append(inflight, r.fence)
+		}
+		id := e.engineID
+		e.mu.Unlock()
+		res, err := e.shimHeartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: inflight})
+		switch {
+		case errors.Is(err, store.ErrEngineLost):
+			e.declaredDead(ctx, id)
+		case err != nil:
+			if ctx.Err() == nil {
+				e.log.Error("heartbeat failed", "engine_id", id, "error", err)
+			}
+		case len(res.Lost) > 0:
+			e.cancelFences(res.Lost, errLeaseLost)
+		}
+	}
+}
+
+// declaredDead handles the store's word that the engine lost was declared
+// dead (it stalled past its lease): its in-flight work belongs to others now,
+// so it drops it and registers under a new identity. The claim loop and the
+// heartbeat may both notice: only the first acts.
+func (e *Engine) declaredDead(ctx context.Context, lost string) {
+	// One rejoin at a time: the loops that hear the news together must not
+	// each register a new identity.
+	e.rejoin.Lock()
+	defer e.rejoin.Unlock()
+	e.mu.Lock()
+	if e.engineID != lost {
+		e.mu.Unlock()
+		return
+	}
+	for _, r := range e.inflight {
+		r.cancel(errLeaseLost)
+	}
+	e.mu.Unlock()
+	e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
+	var b [4]byte
+	_, _ = crand.Read(b[:])
+	id := fmt.Sprintf("%s-%d-%s", e.host, os.Getpid(), hex.EncodeToString(b[:]))
+	// The new identity is used only once it is registered: a heartbeat or
+	// claim under an identity the store does not know yet would be taken
+	// for another death. If registering fails, the loops keep hearing that
+	// the old one is dead and come back here.
+	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+		e.log.Error("register engine again", "engine_id", id, "error", err)
+		return
+	}
+	e.mu.Lock()
+	e.engineID = id
+	e.mu.Unlock()
+}

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// maintenanceLoop reaps lapsed leases, expires steps and tasks past their
+// deadlines and promotes waiting steps whose time came, on the engine that
+// holds the maintenance lease. The leader sleeps until the next due time the
+// store reports, bounded by the poll interval; the others look for dead
+// processes on their host and ask for the lease once per poll interval.
+func (e *Engine) maintenanceLoop(ctx context.Context) {
+	defer e.loops.Done()
+	reapEvery := max(e.cfg.LeaseTTL/4, 10*time.Millisecond)
+	lastReap := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		sleep := jitter(e.cfg.PollInterval)
+		if e.leading(time.Now()) {
+			sleep = min(sleep, max(time.Until(e.leadRenew), 0))
+			if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
+				sleep = min(sleep, max(time.Until(next), 0))
+			}
+		}
+		timer.Reset(sleep)
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.nudge:
+			continue
+		case <-timer.C:
+		}
+		e.lead(ctx)
+		leader := e.leading(time.Now())
+		if leader {
+			e.timed(ctx)
+		}
+		// Every tick looks for dead processes on this host (a read); the
+		// leader's full reap, which also catches stopped and silent
+		// engines, runs every reapEvery.
+		if e.reap(ctx, leader, leader && time.Since(lastReap) >= reapEvery) && leader {
+			lastReap = time.Now()
+		}
+	}
+}
+
+// maintain runs one round of maintenance at start-up: what dead processes on
+// this host left is reclaimed at once, and so is leadership they held.
+func (e *Engine) maintain(ctx context.Context) {
+	e.reap(ctx, false, false)
+	e.lead(ctx)
+	if e.leading(time.Now()) {
+		e.reap(ctx, true, true)
+		e.timed(ctx)
+	}
+}
+
+// leading reports whether this engine holds the maintenance lease at now.
+func (e *Engine) leading(now time.Time) bool { return now.Before(e.leadUntil) }
+
+// lead asks for the maintenance lease, or renews it, when due.
+func (e *Engine) lead(ctx context.Context) {
+	now := time.Now()
+	if now.Before(e.leadRenew) {
+		return
+	}
+	was := e.leading(now)
+	ok, err := e.store.Lead(ctx, e.ID(), now, e.cfg.LeaderTTL)
+	if err != nil {
+		// Keep what is left of a lease; ask again at the next tick.
+		e.logErr(ctx, "maintenance lease", err)
+		return
+	}
+	switch {
+	case ok:
+		e.leadUntil, e.leadRenew = now.Add(e.cfg.LeaderTTL), now.Add(e.cfg.LeaderTTL/3)
+		if !was {
+			e.log.Info("leading maintenance", "engine_id", e.ID())
+		}
+	default:
+		e.leadUntil, e.leadRenew = time.Time{}, time.Time{}
+		if was {
+			e.log.Warn("lost the maintenance lease to another engine", "engine_id", e.ID())
+		}
+	}
+}
+
+// timed promotes and expires what is due, writing only when something is.
+func (e *Engine) timed(ctx context.Context) {
+	next, ok, err := e.store.NextWake(ctx)
+	if err != nil || !ok || next.After(time.Now()) {
+		return
+	}
+	now := time.Now()
+	if n, err := e.store.Expire(ctx, now, e.ID()); err != nil {
+		e.logErr(ctx, "expire", err)
+	} else if n > 0 {
+		e.log.Info("expired", "count", n)
+	}
+	if _, err := e.store.Promote(ctx, now, e.ID()); err != nil {
+		e.logErr(ctx, "promote", err)
+	}
+	e.overdue(ctx, now)
+}
+
+// deadlineGrace is how long past its timeout a running step is left to its
+// holder, which reports the timeout itself (a handler of an engine through
+// its context, a remote worker by its own clock), before the maintenance
+// leader takes the step back. The store's deadline includes it.
+const deadlineGrace = time.Second
+
+// storeTimeout is the timeout a step is stored with: its own plus the grace.
+func storeTimeout(d workflow.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(d) + deadlineGrace
+}
+
+// overdue fails, under their retry policies, the running steps whose
+// deadline passed without word from their holder: a remote worker that
+// ignored its timeout or lost the step, or an engine that stalled. The
+// failure is what the step's own handler would have reported.
+func (e *Engine) overdue(ctx context.Context, now time.Time) {
+	const batch = 100
+	steps, err := e.shimOverdue(ctx, now, batch)
+	if err != nil {
+		e.logErr(ctx, "overdue steps", err)
+		return
+	}
+	if len(steps) == 0 {
+		return
+	}
+	outcomes := make([]store.Outcome, 0, len(steps))
+	ran := make([]store.ClaimedStep, 0, len(steps))
+	for _, c := range steps {
+		log := &stepLog{logger: e.log, c: &c, took: -1, remote: c.EngineID}
+		o := store.Outcome{Fence: c.Fence, EngineID: e.ID()}
+		w, def, err := e.claimedDefinition(ctx, c)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			o = e.undefined(o, log, err)
+		case err != nil:
+			e.logErr(ctx, "overdue steps", err)
+			return
+		default:
+			o = e.settle(o, log, w, def, c.Attempts, nil, timedOut(time.Duration(def.Timeout)))
+		}
+		outcomes = append(outcomes, o)
+		ran = append(ran, c)
+	}
+	results, err := e.store.CompleteSteps(ctx, outcomes)
+	if err != nil {
+		e.logErr(ctx, "fail overdue steps", err)
+		return
+	}
+	var taken []store.Fence
+	for i, r := range results {
+		if r != nil {
+			continue // its holder reported meanwhile
+		}
+		taken = append(taken, ran[i].Fence)
+		e.publishEnded(ran[i], outcomes[i], true, 0, ran[i].EngineID != e.ID())
+	}
+	e.cancelFences(taken, errLeaseLost)
+	if len(steps) == batch {
+		e.nudgeTimers() // there may be more
+	}
+}
+
+// reap returns the steps of lapsed engines to the queue. Engines on this host
+// whose process is gone are lapsed at once, by any engine. Engines whose
+// heartbeat is overdue or that stopped are the leader's to reap: unless
+// full is set, it writes only when it found a dead process or, as leader,
+// an overdue heartbeat. It reports whether it ran the store's reap.
+func (e *Engine) reap(ctx context.Context, leader, full bool) bool {
+	engines, err := e.store.ListEngines(ctx)
+	if err != nil {
+		e.logErr(ctx, "list engines", err)
+		return false
+	}
+	now := time.Now()
+	staleBefore := now.Add(-e.cfg.LeaseTTL)
+	if !leader {
+		staleBefore = time.Time{} // the leader's to judge
+	}
+	self := e.ID()
+	var dead []string
+	for _, en := range engines {
+		if en.ID == self {
+			continue
+		}
+		if en.Host == e.host && !processAlive(en.PID) {
+			dead = append(dead, en.ID)
+		} else if leader && en.HeartbeatAt.Before(staleBefore) {
+			full = true
+		}
+	}
+	if len(dead) == 0 && !full {
+		return false
+	}
+	// Reap writes nothing when no engine lapsed, stopped or died.
+	n, err := e.store.Reap(ctx, now, staleBefore, dead, self)
+	if err != nil {
+		e.logErr(ctx, "reap", err)
+		return false
+	}
+	if n > 0 {
+		e.log.Warn("reclaimed steps of lapsed engines", "count", n)
+		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
+	}
+	return true
+}
+
+func (e *Engine) logErr(ctx context.Context, what string, err error) {
+	if ctx.Err() == nil {
+		e.log.Error(what+" failed", "engine_id", e.ID(), "error", err)
+	}
+}

@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weftrun/weft/internal/expr"
+	"github.com/weftrun/weft/internal/outcome"
+	"github.com/weftrun/weft/internal/retry"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// This file decides what the end of an attempt means, for every step
+// whoever ran it (a handler of this engine or a remote worker): a result
+// completes the step (or makes its decision or batch), an error fails the
+// attempt under the step's retry policy, a snooze waits, and a step whose
+// condition is false is skipped. Nothing else in weft turns an attempt into
+// an outcome.
+
+// defaultMaxAttempts is the retry policy's default.
+const defaultMaxAttempts = 3
+
+// retryPolicy fills in a step's retry policy defaults.
+func retryPolicy(p workflow.RetryPolicy) retry.Policy {
+	r := retry.Policy{MaxAttempts: p.MaxAttempts, Backoff: p.Backoff, Initial: time.Duration(p.Initial), Max: time.Duration(p.Max)}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = defaultMaxAttempts
+	}
+	if r.Backoff == "" {
+		r.Backoff = retry.Exponential
+	}
+	if r.Initial == 0 {
+		r.Initial = time.Second
+	}
+	if r.Max == 0 {
+		r.Max = time.Hour
+	}
+	switch {
+	case p.Jitter != nil:
+		r.Jitter = *p.Jitter
+	case r.Backoff == retry.Exponential:
+		r.Jitter = 0.1
+	}
+	return r
+}
+
+// failNow marks err as permanent: the step fails without a retry.
+func failNow(err error) error { return &outcome.PermanentError{Err: err} }
+
+// timedOut is the error of an attempt that ran past its step's timeout.
+func timedOut(d time.Duration) error { return fmt.Errorf("step timed out after %s", d) }
+
+// claimedDefinition returns the workflow of a claimed step and the
+// definition the step runs.
+func (e *Engine) claimedDefinition(ctx context.Context, c store.ClaimedStep) (*workflow.Workflow, *workflow.Step, error) {
+	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
+	if err != nil {
+		return nil, nil, fmt.Errorf("weft: definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
+	}
+	def := stepDef(w, c.Step)
+	if def == nil {
+		return nil, nil, fmt.Errorf("weft: definition %s has no step %d (%q): %w", w.Ref(), c.Index, c.Name, store.ErrNotFound)
+	}
+	return w, def, nil
+}
+
+// stepDef returns the definition a stored step runs: its workflow step, or
+// for an item of a batch, its template.
+func stepDef(w *workflow.Workflow, s store.Step) *workflow.Step {
+	if s.Kind == store.KindItem {
+		return w.StepTemplate(s.Template)
+	}
+	if s.Index < len(w.Steps) && w.Steps[s.Index].Name == s.Name {
+		return &w.Steps[s.Index]
+	}
+	return nil
+}
+
+// undefined is the outcome of a step whose definition could not be loaded:
+// a passing database error tries again soon without using up an attempt; a
+// definition that does not exist fails the step.
+func (e *Engine) undefined(o store.Outcome, log *stepLog, err error) store.Outcome {
+	if !errors.Is(err, store.ErrNotFound) {
+		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, err.Error()
+		log.Warn("could not load the workflow definition; retrying", "error", err)
+		return o
+	}
+	o.State, o.Error = state.StepFailed, err.Error()
+	log.Error("step failed", "error", o.Error)
+	return o
+}
+
+// gate evaluates the step's when condition before it runs. It returns
+// false with the outcome to record when the step must not run: skipped by
+// its condition, or failed because the condition could not be evaluated.
+func (e *Engine) gate(o *store.Outcome, log *stepLog, def *workflow.Step, c store.ClaimedStep) (store.Outcome, bool) {
+	if def.When == "" {
+		return *o, true
+	}
+	ok, err := e.condition(def.When, c)
+	switch {
+	case err != nil:
+		o.State, o.Error = state.StepFailed, fmt.Sprintf("when: %v", err)
+		log.Error("step condition failed", "error", err)
+		return *o, false
+	case !ok:
+		o.State, o.Reason = state.StepSkipped, fmt.Sprintf("when: %s is false", def.When)
+		log.Debug("step skipped by its condition")
+		return *o, false
+	}
+	return *o, true
+}
+
+// settle returns the outcome of an attempt that ended with a JSON result
+// (err nil) or an error: Permanent, RetryAfter and Snooze errors from
+// internal/outcome mean what they say, any other error is retried by the
+// step's policy.
+func (e *Engine) settle(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
+	var snooze *outcome.SnoozeError
+	var after *outcome.RetryAfterError
+	switch {
+	case err == nil:
+		if len(result) == 0 {
+			result = json.RawMessage(`null`)
+		}
+		if derr := dynamicResult(w, def, result, &o); derr != nil {
+			o.State, o.Error = state.StepFailed, derr.Error()
+			break
+		}
+		o.State, o.Result = state.StepCompleted, result
+		log.Debug("step completed")
+		return o
+	case errors.As(err, &snooze):
+		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(snooze.Delay), true, snooze.Error()
+		log.Info("step snoozed", "until", o.RunAt)
+		return o
+	case errors.As(err, &after):
+		failure(&o, def, attempt, err.Error(), outcome.IsPermanent(err), &after.Delay)
+	default:
+		failure(&o, def, attempt, err.Error(), outcome.IsPermanent(err), nil)
+	}
+	if o.State == state.StepWaiting {
+		log.Warn("step failed, will retry", "error", o.Error, "retry_at", o.RunAt)
+	} else {
+		log.Error("step failed", "error", o.Error)
+	}
+	return o
+}
+
+// failure sets o to the outcome of a failed attempt under the step's retry
+// policy: a failure for good when it is permanent or the attempts are used
+// up, else a retry after the delay asked for (after, when not nil) or the
+// policy's backoff.
+func failure(o *store.Outcome, def *workflow.Step, attempt int, msg string, permanent bool, after *time.Duration) {
+	policy := retryPolicy(def.Retry)
+	o.Error = msg
+	switch {
+	case permanent:
+		o.State = state.StepFailed
+	case policy.Exhausted(attempt):
+		o.State, o.Error = state.StepFailed, fmt.Sprintf("%s (attempt %d of %d)", msg, attempt, policy.MaxAttempts)
+	case after != nil:
+		o.State, o.RunAt = state.StepWaiting, time.Now().Add(*after)
+	default:
+		o.State, o.RunAt = state.StepWaiting, time.Now().Add(policy.Delay(attempt, rand.Float64))
+	}
+	if o.State == state.StepWaiting {
+		o.Reason = "retry scheduled: " + o.Error
+	}
+}
+
+// dynamicResult turns the result of a decision or batch step into the
+// outcome's decision or spawn. An error is permanent: the result does not
+// fit the step's type.
+func dynamicResult(w *workflow.Workflow, def *workflow.Step, result json.RawMessage, o *store.Outcome) error {
+	switch def.Type {
+	case workflow.StepDecision:
+		var r struct {
+			Branches *[]string `json:"branches"`
+		}
+		if err := json.Unmarshal(result, &r); err != nil || r.Branches == nil {
+			return fmt.Errorf("decision %q must return an object with a \"branches\" list of step names, got %s", def.Name, clip(result))
+		}
+		children := w.Children(def.Name)
+		for _, b := range *r.Branches {
+			if !slices.Contains(children, b) {
+				return fmt.Errorf("decision %q chose %q, which is not one of its direct children %v", def.Name, b, children)
+			}
+		}
+		o.Decide, o.Branches = true, *r.Branches
+	case workflow.StepBatch:
+		var r struct {
+			Batches *[]json.RawMessage `json:"batches"`
+		}
+		if err := json.Unmarshal(result, &r); err != nil || r.Batches == nil {
+			return fmt.Errorf("batch %q must return an object with a \"batches\" list, got %s", def.Name, clip(result))
+		}
+		tpl := w.StepTemplate(def.Worker)
+		if tpl == nil {
+			return fmt.Errorf("batch %q: workflow %s has no template %q", def.Name, w.Ref(), def.Worker)
+		}
+		o.Spawn = &store.Spawn{
+			Template: store.StepInsert{Name: tpl.Name, Handler: tpl.Handler, MaxAttempts: retryPolicy(tpl.Retry).MaxAttempts,
+				Priority: tpl.Priority, TTL: time.Duration(tpl.TTL) /*SHIM , Timeout: storeTimeout(tpl.Timeout)*/},
+			Items:    *r.Batches,
+			MaxSteps: w.Limits.Resolve().MaxSteps,
+		}
+	}
+	return nil
+}
+
+func clip(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+// conditions caches compiled step conditions by source.
+type conditions struct{ m sync.Map }
+
+func (c *conditions) get(src string) (*expr.Expr, error) {
+	if x, ok := c.m.Load(src); ok {
+		return x.(*expr.Expr), nil
+	}
+	x, err := expr.Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	c.m.Store(src, x)
+	return x, nil
+}
+
+// condition evaluates a step's when condition on its claimed context.
+func (e *Engine) condition(src string, c store.ClaimedStep) (bool, error) {
+	x, err := e.conds.get(src)
+	if err != nil {
+		return false, err
+	}
+	return x.Eval(c.Input, c.Deps)
+}

@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/weftrun/weft/internal/outcome"
+	"github.com/weftrun/weft/store"
+)
+
+// This file runs steps on remote workers through the same lifecycle as the
+// engine's own handlers: a remote claim goes through the engine's claim
+// path (with its caps and conditions), a remote result or failure becomes
+// an outcome through settle, and is written by the completer in the same
+// batches. A remote worker is recorded in the store as an engine of its
+// own: its claims are leased to it, its heartbeats extend them and list the
+// steps it holds, and when it stops heartbeating the reaper returns its
+// steps to the queue. The engine keeps no state about workers, so any
+// number of servers on one database serve the same workers.
+
+// WorkerClaim is what a remote worker asks to claim.
+type WorkerClaim struct {
+	// Handlers are the handler names the worker runs (at least one).
+	Handlers []string
+	// Namespaces limits the claim to these namespaces; nil means any.
+	Namespaces []string
+	// Max is how many steps the worker takes at most.
+	Max int
+	// Wait is how long to wait for work when none is ready.
+	Wait time.Duration
+}
+
+// RemoteStep is a step claimed by a remote worker, with what its handler
+// needs from the step's definition.
+type RemoteStep struct {
+	store.ClaimedStep
+	Config json.RawMessage
+	// Timeout bounds the attempt (zero: none). The worker should stop at
+	// Deadline; the engine fails the step under its retry policy if it has
+	// not heard by then.
+	Timeout  time.Duration
+	Deadline time.Time
+}
+
+// Failure is how a remote worker reports a failed attempt.
+type Failure struct {
+	Message string
+	// Permanent fails the step at once, without retrying.
+	Permanent bool
+	// RetryAfter asks for the next attempt after this delay instead of the
+	// policy's backoff (the policy's max attempts still applies).
+	RetryAfter time.Duration
+}
+
+// err returns the failure as the error a handler would have returned.
+func (f Failure) err() error {
+	err := errors.New(f.Message)
+	switch {
+	case f.Permanent:
+		return &outcome.PermanentError{Err: err}
+	case f.RetryAfter > 0:
+		return &outcome.RetryAfterError{Err: err, Delay: f.RetryAfter}
+	}
+	return err
+}
+
+// RegisterWorker records a new remote worker and returns its id.
+func (e *Engine) RegisterWorker(ctx context.Context, name string) (string, error) {
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	id := "remote-" + name + "-" + hex.EncodeToString(b[:])
+	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: "remote worker " + name, StartedAt: time.Now()}); err != nil {
+		return "", fmt.Errorf("register worker %s: %w", name, err)
+	}
+	e.log.Info("remote worker registered", "worker_id", id)
+	return id, nil
+}
+
+// StopWorker marks a remote worker stopped: the steps it still holds are
+// reclaimed at once.
+func (e *Engine) StopWorker(ctx context.Context, workerID string) error {
+	if err := e.store.StopEngine(ctx, workerID); err != nil {
+		return fmt.Errorf("stop worker %s: %w", workerID, err)
+	}
+	e.log.Info("remote worker stopped", "worker_id", workerID)
+	return nil
+}
+
+// ClaimRemote claims up to req.Max ready steps for a remote worker, waiting
+// up to req.Wait for work when none is ready. The claim goes through the
+// engine's claim path, so namespace caps and every claim policy hold for
+// remote steps as for local ones; a step whose condition is false is
+// skipped here and never handed out. The claim renews the worker's lease,
+// and a worker declared dead gets store.ErrEngineLost.
+func (e *Engine) ClaimRemote(ctx context.Context, workerID string, req WorkerClaim) ([]RemoteStep, error) {
+	if err := e.renew(ctx, workerID); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(req.Wait)
+	fallback := time.NewTimer(0)
+	defer fallback.Stop()
+	beat := time.Now()
+	for {
+		// A worker waiting in a claim is alive: renew its lease while it
+		// waits, as its own heartbeats would.
+		if time.Since(beat) >= e.cfg.HeartbeatInterval {
+			if err := e.renew(ctx, workerID); err != nil {
+				return nil, err
+			}
+			beat = time.Now()
+		}
+		woken := e.readySignal()
+		lease := rand.Int64N(1<<62) + 1
+		claimed, err := e.store.ClaimSteps(ctx, e.claimParams(workerID, req.Max, req.Handlers, req.Namespaces, lease))
+		if err != nil {
+			if !errors.Is(err, store.ErrEngineLost) {
+				e.release(workerID, lease)
+			}
+			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
+		}
+		if len(claimed) > 0 {
+			out, err := e.prepareRemote(ctx, workerID, claimed)
+			if err != nil || ctx.Err() != nil {
+				// The worker will never see these steps: give them back now
+				// rather than when its lease lapses.
+				e.release(workerID, lease)
+				return nil, errors.Join(err, ctx.Err())
+			}
+			if len(out) > 0 {
+				return out, nil
+			}
+			continue // every step claimed was skipped by its condition
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		fallback.Reset(min(left, e.cfg.PollInterval, e.cfg.HeartbeatInterval))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-woken:
+		case <-fallback.C:
+		}
+	}
+}
+
+// renew extends a worker's lease without reporting on its steps.
+func (e *Engine) renew(ctx context.Context, workerID string) error {
+	if _, err := e.shimHeartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: time.Now()}); err != nil {
+		return fmt.Errorf("worker %s: %w", workerID, err)
+	}
+	return nil
+}
+
+// prepareRemote adds to claimed steps what their worker needs from their
+// definitions, and settles at once the steps that must not run (a false
+// condition, a definition that is gone). It returns the steps to hand out.
+func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []store.ClaimedStep) ([]RemoteStep, error) {
+	out := make([]RemoteStep, 0, len(claimed))
+	now := time.Now()
+	for _, c := range claimed {
+		e.publishClaimed(c, true)
+		log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID}
+		o := store.Outcome{Fence: c.Fence, EngineID: workerID}
+		_, def, err := e.claimedDefinition(ctx, c)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				return nil, err // a passing database error: the claim is released
+			}
+			if err := e.record(ctx, e.undefined(o, log, err)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if skip, ok := e.gate(&o, log, def, c); !ok {
+			if err := e.record(ctx, skip); err != nil {
+				return nil, err
+			}
+			e.publishEnded(c, skip, true, 0, true)
+			continue
+		}
+		r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
+		if r.Timeout > 0 {
+			r.Deadline = now.Add(r.Timeout)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// release returns the steps of a claim its worker will not get.
+func (e *Engine) release(workerID string, lease int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := e.store.ReleaseLease(ctx, workerID, lease); err != nil {
+		e.log.Error("release an undelivered claim", "worker_id", workerID, "error", err)
+	} else if n > 0 {
+		e.log.Warn("released steps of an undelivered claim", "worker_id", workerID, "count", n)
+	}
+}
+
+// WorkerHeartbeat renews a worker's lease. held must list every step the
+// worker holds: a step it holds in the store but does not list, claimed
+// more than a heartbeat interval ago, never reached it (the reply to its
+// claim was lost) and is released for another claim. It returns the listed
+// fences that are no longer valid (cancelled or taken over): the worker
+// must stop them.
+func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID string, held []store.Fence) ([]store.Fence, error) {
+	now := time.Now()
+	res, err := e.shimHeartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
+		Complete: true, ClaimedBefore: now.Add(-e.cfg.HeartbeatInterval)})
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat of worker %s: %w", workerID, err)
+	}
+	if res.Released > 0 {
+		e.log.Warn("released steps a worker does not hold", "worker_id", workerID, "count", res.Released)
+	}
+	return res.Lost, nil
+}
+
+// held loads the step a worker reports on, checking that the worker holds
+// it under exactly that fence.
+func (e *Engine) held(ctx context.Context, workerID string, f store.Fence) (store.ClaimedStep, error) {
+	c, err := e.shimHeldStep(ctx, workerID, f)
+	if err != nil {
+		return store.ClaimedStep{}, fmt.Errorf("step %d attempt %d of worker %s: %w", f.StepID, f.Attempt, workerID, err)
+	}
+	return *c, nil
+}
+
+// CompleteRemote records the result of a remote worker's attempt ("" means
+// null) exactly as for the engine's own handlers: a decision's or a
+// batch's result makes its decision or its items, and a result that does
+// not fit the step's type fails it for good. It returns the outcome
+// recorded; a step the worker no longer holds is store.ErrStaleLease.
+func (e *Engine) CompleteRemote(ctx context.Context, workerID string, f store.Fence, result json.RawMessage) (store.Outcome, error) {
+	if len(result) > 0 && !json.Valid(result) {
+		return store.Outcome{}, fmt.Errorf("%w result: not valid JSON", store.ErrInvalid)
+	}
+	return e.reportRemote(ctx, workerID, f, result, nil)
+}
+
+// FailRemote records a remote worker's failed attempt under the step's
+// retry policy, exactly as for the engine's own handlers.
+func (e *Engine) FailRemote(ctx context.Context, workerID string, f store.Fence, fl Failure) (store.Outcome, error) {
+	if fl.Message == "" {
+		return store.Outcome{}, fmt.Errorf("%w failure: a message is required", store.ErrInvalid)
+	}
+	return e.reportRemote(ctx, workerID, f, nil, fl.err())
+}
+
+func (e *Engine) reportRemote(ctx context.Context, workerID string, f store.Fence, result json.RawMessage, failed error) (store.Outcome, error) {
+	c, err := e.held(ctx, workerID, f)
+	if err != nil {
+		return store.Outcome{}, err
+	}
+	log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID}
+	var took time.Duration
+	if c.StartedAt != nil {
+		took = time.Since(*c.StartedAt)
+		log.took = took
+	}
+	o := store.Outcome{Fence: c.Fence, EngineID: workerID}
+	w, def, err := e.claimedDefinition(ctx, c)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.Outcome{}, err // a passing database error: the worker retries its report
+		}
+		o = e.undefined(o, log, err)
+	} else {
+		o = e.settle(o, log, w, def, c.Attempts, result, failed)
+	}
+	if err := e.record(ctx, o); err != nil {
+		return store.Outcome{}, err
+	}
+	e.publishEnded(c, o, true, took, true)
+	return o, nil
+}
+
+// CheckpointRemote saves a checkpoint for a step a remote worker holds.
+func (e *Engine) CheckpointRemote(ctx context.Context, workerID string, f store.Fence, cp json.RawMessage) error {
+	if _, err := e.held(ctx, workerID, f); err != nil {
+		return err
+	}
+	return e.checkpoint(ctx, f, cp)
+}
+
+// ProgressRemote saves the progress of a step a remote worker holds.
+func (e *Engine) ProgressRemote(ctx context.Context, workerID string, f store.Fence, fraction float64, message string) error {
+	if _, err := e.held(ctx, workerID, f); err != nil {
+		return err
+	}
+	return e.progress(ctx, f, fraction, message)
+}
+
+// record writes one outcome and waits for its fate: through the completer,
+// in its batches, while the engine runs; directly otherwise.
+func (e *Engine) record(ctx context.Context, o store.Outcome) error {
+	e.sendMu.RLock()
+	if e.completing {
+		reply := make(chan error, 1)
+		e.outbox <- report{outcome: o, reply: reply}
+		e.sendMu.RUnlock()
+		select {
+		case err := <-reply:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e.sendMu.RUnlock()
+	results, err := e.store.CompleteSteps(ctx, []store.Outcome{o})
+	if err != nil {
+		return err
+	}
+	return results[0]
+}
+
+// LeaseTTL returns how long after its last heartbeat an engine, or a remote
+// worker recorded as one, is presumed dead and its steps reclaimed.
+func (e *Engine) LeaseTTL() time.Duration { return e.cfg.LeaseTTL }
+
+// HeartbeatInterval returns how often the engine renews its leases, and how
+// often a remote worker should send its heartbeat.
+func (e *Engine) HeartbeatInterval() time.Duration { return e.cfg.HeartbeatInterval }

@@ -1,0 +1,209 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// Submission is one task to submit (see weft.Submission).
+type Submission struct {
+	Workflow  string
+	Input     any
+	Key       string
+	Priority  int
+	RunAt     time.Time
+	GoodUntil time.Time
+}
+
+// SubmitResult is the task a submission created or, for a duplicate, found.
+type SubmitResult struct {
+	Task      store.Task
+	Duplicate bool
+}
+
+// SubmitMany submits tasks in one transaction: all of them or none.
+func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitResult, error) {
+	return e.submit(ctx, subs, e.store.InsertTasks)
+}
+
+// SubmitTx submits tasks inside the caller's own transaction on the
+// engine's database, so that they exist only if tx commits, atomically with
+// the caller's writes. Which transaction types a store takes is its own
+// (store.TxInserter): a pgx.Tx or *sql.Tx on PostgreSQL, a *sql.Tx on
+// SQLite. Engines learn of the tasks when tx commits.
+func (e *Engine) SubmitTx(ctx context.Context, tx any, subs []Submission) ([]SubmitResult, error) {
+	s, ok := e.store.(store.TxInserter)
+	if !ok {
+		return nil, fmt.Errorf("weft: SubmitTx: %T does not take a caller's transaction: %w", e.store, errors.ErrUnsupported)
+	}
+	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) ([]store.InsertResult, error) {
+		return s.InsertTasksInTx(ctx, tx, in)
+	})
+}
+
+// submit resolves and validates submissions and hands them to insert.
+func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) ([]SubmitResult, error) {
+	inserts := make([]store.TaskInsert, len(subs))
+	resolved := map[string]*resolvedWorkflow{} // by reference, looked up once per call
+	for i, s := range subs {
+		in, err := e.prepare(ctx, s, resolved)
+		if err != nil {
+			if len(subs) > 1 {
+				return nil, fmt.Errorf("submission %d: %w", i+1, err)
+			}
+			return nil, err
+		}
+		inserts[i] = in
+	}
+	res, err := insert(ctx, inserts)
+	if err != nil {
+		return nil, fmt.Errorf("weft: submit: %w", err)
+	}
+	for _, s := range subs {
+		if !s.RunAt.IsZero() || !s.GoodUntil.IsZero() {
+			e.nudgeTimers()
+			break
+		}
+	}
+	out := make([]SubmitResult, len(res))
+	for i, r := range res {
+		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate}
+		if !r.Duplicate {
+			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+		}
+	}
+	return out, nil
+}
+
+// resolvedWorkflow is a workflow one submit call refers to, with the steps
+// each of its tasks inserts: built once per call and shared, read only, by
+// the call's tasks of that workflow.
+type resolvedWorkflow struct {
+	w     *workflow.Workflow
+	steps []store.StepInsert
+}
+
+// prepare resolves a submission's workflow and builds its insert.
+func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]*resolvedWorkflow) (store.TaskInsert, error) {
+	r := resolved[s.Workflow]
+	if r == nil {
+		ns, name, version, err := workflow.ParseRef(s.Workflow)
+		if err != nil {
+			return store.TaskInsert{}, err
+		}
+		w, err := e.workflow(ctx, ns, name, version)
+		if err != nil {
+			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
+		}
+		r = &resolvedWorkflow{w: w, steps: stepInserts(w)}
+		resolved[s.Workflow] = r
+	}
+	w := r.w
+	input, err := encodeInput(s.Input)
+	if err != nil {
+		return store.TaskInsert{}, fmt.Errorf("%w input for %s: %w", store.ErrInvalid, s.Workflow, err)
+	}
+	if !s.GoodUntil.IsZero() && !s.RunAt.IsZero() && s.GoodUntil.Before(s.RunAt) {
+		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: good_until %s is before run_at %s", store.ErrInvalid, s.Workflow, s.GoodUntil.Format(time.RFC3339), s.RunAt.Format(time.RFC3339))
+	}
+	key := s.Key
+	switch w.Identity {
+	case workflow.IdentityStrict:
+		if key == "" {
+			key, err = strictKey(w, input)
+			if err != nil {
+				return store.TaskInsert{}, err
+			}
+		}
+	case workflow.IdentityCaller:
+		if key == "" {
+			return store.TaskInsert{}, fmt.Errorf("%w submission for %s: its identity strategy is \"caller\", so an idempotency key is required", store.ErrInvalid, s.Workflow)
+		}
+	}
+	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
+		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: r.steps}, nil
+}
+
+// stepInserts returns the steps a task of w starts with.
+func stepInserts(w *workflow.Workflow) []store.StepInsert {
+	nodes := make([]dag.Node, len(w.Steps))
+	for i, st := range w.Steps {
+		nodes[i] = dag.Node{Name: st.Name, Deps: st.DependsOn}
+	}
+	deps, _ := dag.Edges(nodes)
+	steps := make([]store.StepInsert, len(w.Steps))
+	for i, st := range w.Steps {
+		steps[i] = store.StepInsert{Name: st.Name, Handler: st.Handler, Deps: deps[i], Priority: st.Priority,
+			MaxAttempts: retryPolicy(st.Retry).MaxAttempts, TTL: time.Duration(st.TTL) /*SHIM Timeout: storeTimeout(st.Timeout),*/, TriggerRule: string(st.Rule())}
+		switch st.Type {
+		case workflow.StepDecision:
+			steps[i].Kind = store.KindDecision
+		case workflow.StepBatch:
+			steps[i].Kind = store.KindBatch
+		case workflow.StepSignal:
+			steps[i].Kind, steps[i].Signal = store.KindSignal, st.SignalName()
+			if st.Signal != nil {
+				steps[i].SignalTimeout = time.Duration(st.Signal.Timeout)
+			}
+		}
+	}
+	return steps
+}
+
+func encodeInput(v any) (json.RawMessage, error) {
+	var b []byte
+	switch x := v.(type) {
+	case nil:
+		return json.RawMessage(`{}`), nil
+	case json.RawMessage:
+		b = x
+	case []byte:
+		b = x
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return json.RawMessage(`{}`), nil
+	}
+	if !json.Valid(b) {
+		return nil, errors.New("not valid JSON")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// strictKey hashes the workflow and the canonical form of the input (keys
+// sorted, no insignificant space), so equal inputs give equal keys.
+func strictKey(w *workflow.Workflow, input json.RawMessage) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("%w input: %w", store.ErrInvalid, err)
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("canonicalize input: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(w.Ref()))
+	h.Write([]byte{0})
+	h.Write(canon)
+	return "strict:" + hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// Get returns a task with its steps.
+func (e *Engine) Get(ctx context.Context, id int64) (*store.Task, error) {
+	return e.store.GetTask(ctx, id)
+}
+
+// List returns tasks, newest first.
+func (e *Engine) List(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+	return e.store.ListTasks(ctx, f)
+}
+
+// Audit returns a task's recorded transitions, oldest first.
+func (e *Engine) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, error) {
+	return e.store.Audit(ctx, taskID)
+}
+
+// Cancel cancels a task: every step not yet finished becomes cancelled and
+// the contexts of its running handlers on this engine are cancelled at once
+// (engines elsewhere notice at their next heartbeat).
+func (e *Engine) Cancel(ctx context.Context, id int64) error {
+	running, err := e.store.CancelTask(ctx, id, e.ID(), "cancelled by user")
+	if err != nil {
+		return fmt.Errorf("weft: cancel task %d: %w", id, err)
+	}
+	e.cancelFences(running, errTaskCancelled)
+	return nil
+}
+
+// Retry runs a failed task again from its failed steps.
+func (e *Engine) Retry(ctx context.Context, id int64) error {
+	if err := e.store.RetryTask(ctx, id, e.ID()); err != nil {
+		return fmt.Errorf("weft: retry task %d: %w", id, err)
+	}
+	return nil
+}
+
+// Wait blocks until the task ends or ctx is done, and returns the task. It
+// wakes after each batch of outcomes this engine records, and polls for
+// tasks finished by engines elsewhere.
+func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		settled := e.settledSignal()
+		task, err := e.store.GetTask(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if task.State.Terminal() {
+			return task, nil
+		}
+		select {
+		case <-ctx.Done():
+			return task, ctx.Err()
+		case <-settled:
+		case <-t.C:
+		}
+	}
+}
+
+// Signal sends a named signal with a payload (encoded as JSON; nil means
+// null) to a task. The task's first step waiting for that name completes
+// with {"signal": name, "payload": payload} as its result; if none waits
+// yet, the signal is kept for the next step that begins to. It reports
+// whether a waiting step took it at once. A task that has ended is
+// ErrConflict.
+func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload any) (bool, error) {
+	if !workflow.ValidName(name) {
+		return false, fmt.Errorf("%w signal name %q: use letters, digits, '_', '.' and '-'", store.ErrInvalid, name)
+	}
+	var raw json.RawMessage
+	if payload == nil {
+		raw = json.RawMessage("null")
+	} else {
+		var err error
+		if raw, err = encodeInput(payload); err != nil {
+			return false, fmt.Errorf("%w signal payload: %w", store.ErrInvalid, err)
+		}
+	}
+	delivered, err := e.store.Signal(ctx, taskID, name, raw, e.ID())
+	if err != nil {
+		return false, fmt.Errorf("weft: signal %q to task %d: %w", name, taskID, err)
+	}
+	return delivered, nil
+}

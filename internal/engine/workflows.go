@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// Register validates a workflow version and records it in the store. The
+// same definition may be registered again; a different definition under an
+// existing version is refused with ErrConflict. Steps may name handlers that
+// are not registered yet.
+func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) error {
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("%w workflow: %w", store.ErrInvalid, err)
+	}
+	def, err := json.Marshal(w)
+	if err != nil {
+		return fmt.Errorf("weft: encode workflow %s: %w", w.Ref(), err)
+	}
+	if err := e.store.PutWorkflow(ctx, store.WorkflowRecord{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Definition: def}); err != nil {
+		return fmt.Errorf("weft: register %s: %w", w.Ref(), err)
+	}
+	e.mu.Lock()
+	e.workflows[w.Ref()] = w
+	e.mu.Unlock()
+	return nil
+}
+
+// MissingHandlers lists the handlers a workflow names that this engine has
+// not registered.
+func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var missing []string
+	seen := map[string]bool{}
+	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
+		if s.Type == workflow.StepSignal {
+			continue // runs no handler
+		}
+		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
+			seen[s.Handler] = true
+			missing = append(missing, s.Handler)
+		}
+	}
+	return missing
+}
+
+// Workflow returns a registered workflow; version "" means the newest.
+func (e *Engine) Workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
+	return e.workflow(ctx, namespace, name, version)
+}
+
+func (e *Engine) workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
+	if version != "" {
+		e.mu.Lock()
+		w := e.workflows[namespace+"/"+name+"@"+version]
+		e.mu.Unlock()
+		if w != nil {
+			return w, nil
+		}
+	}
+	rec, err := e.store.GetWorkflow(ctx, namespace, name, version)
+	if err != nil {
+		return nil, err
+	}
+	var w workflow.Workflow
+	if err := json.Unmarshal(rec.Definition, &w); err != nil {
+		return nil, fmt.Errorf("weft: decode stored workflow %s/%s@%s: %w", namespace, name, rec.Version, err)
+	}
+	e.mu.Lock()
+	e.workflows[w.Ref()] = &w
+	e.mu.Unlock()
+	return &w, nil
+}

@@ -1,0 +1,99 @@
+// Package weftdb opens weft's store from a URL: a file path (or
+// sqlite://PATH) gives the embedded SQLite store, postgres://… gives
+// PostgreSQL. It is the only package that imports both backends: a program
+// that needs one backend imports store/sqlite or store/postgres directly
+// (a PostgreSQL-only program then builds with CGO_ENABLED=0).
+package weftdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/store/sqlite"
+)
+
+// DefaultDB is the database used when none is given.
+const DefaultDB = "./weft.db"
+
+// Options configures the store Open creates.
+type Options struct {
+	// PriorityAging is how long a ready step waits to gain one priority
+	// level. Default 1m.
+	PriorityAging time.Duration
+}
+
+// Open opens the store a URL names: a file path, "sqlite://PATH" or
+// "sqlite:PATH" selects the embedded SQLite store ("" means DefaultDB);
+// "postgres://…" or "postgresql://…" selects PostgreSQL (add
+// search_path=SCHEMA to keep weft's tables in a schema of their own). The
+// schema is created or brought up to date. Close the store when done.
+func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
+	if opts.PriorityAging <= 0 {
+		opts.PriorityAging = time.Minute
+	}
+	if IsPostgres(url) {
+		s, err := postgres.Open(ctx, url, postgres.Options{Aging: opts.PriorityAging})
+		if err != nil {
+			return nil, fmt.Errorf("weftdb: open database %s: %w", Redact(url), err)
+		}
+		return s, nil
+	}
+	path, err := SQLitePath(url)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Aging: opts.PriorityAging})
+	if err != nil {
+		return nil, fmt.Errorf("weftdb: open database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// SQLitePath returns the file of the SQLite database a URL names: a file
+// path, "sqlite://PATH" or "sqlite:PATH" ("" means DefaultDB). It returns an
+// error for a URL that names another kind of database.
+func SQLitePath(url string) (string, error) {
+	switch {
+	case url == "":
+		return DefaultDB, nil
+	case IsPostgres(url):
+		return "", fmt.Errorf("weftdb: %s names a PostgreSQL database, not a SQLite file", Redact(url))
+	}
+	path := url
+	for _, p := range []string{"sqlite://", "sqlite:"} {
+		if strings.HasPrefix(url, p) {
+			path = strings.TrimPrefix(url, p)
+			break
+		}
+	}
+	if i := strings.Index(path, "://"); i >= 0 {
+		return "", fmt.Errorf("weftdb: unsupported database URL scheme %q (want a file path, sqlite://PATH or postgres://...)", path[:i])
+	}
+	if path == "" {
+		return "", fmt.Errorf("weftdb: database URL %q names no file", url)
+	}
+	return path, nil
+}
+
+// IsPostgres reports whether a URL names a PostgreSQL database.
+func IsPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// Redact hides the password of a URL, for messages.
+func Redact(url string) string {
+	at := strings.LastIndex(url, "@")
+	scheme := strings.Index(url, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return url
+	}
+	userinfo := url[scheme+3 : at]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return url[:scheme+3] + user + ":***" + url[at:]
+	}
+	return url
+}

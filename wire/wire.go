@@ -1,0 +1,243 @@
+// Package wire holds the JSON types of weft's REST API and of its
+// remote-worker protocol: the bodies of requests and responses and the
+// error codes. The server (package server) and the Go client (package
+// client) both use these types, so the two cannot drift; the OpenAPI
+// document (server/openapi.json) describes the same shapes.
+//
+// The package depends on no database driver and no engine code: a program
+// that only talks to a weft server builds with CGO_ENABLED=0.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// Records the API returns as they are stored.
+type (
+	Task       = store.Task
+	Step       = store.Step
+	AuditEntry = store.AuditEntry
+)
+
+// Error codes of the API. They are stable: clients branch on them.
+const (
+	CodeInvalidJSON      = "invalid_json"       // the body is not JSON, or trails data
+	CodeUnknownField     = "unknown_field"      // the body has a field the endpoint does not take
+	CodeInvalidField     = "invalid_field"      // a field (or query parameter) has a wrong type or value
+	CodeBodyTooLarge     = "body_too_large"     // the body exceeds the size limit
+	CodeUnauthenticated  = "unauthenticated"    // no credentials, or credentials not accepted
+	CodeForbidden        = "forbidden"          // authenticated, but the permission is missing
+	CodeNotFound         = "not_found"          // no such task, step, workflow, worker or route
+	CodeConflict         = "conflict"           // the change does not fit the current state
+	CodeStaleLease       = "stale_lease"        // the fencing token no longer holds the step
+	CodeWorkerLost       = "worker_lost"        // the worker is unknown or was declared dead: register again
+	CodeOverloaded       = "overloaded"         // the backlog is full: retry after Retry-After
+	CodeTimeout          = "timeout"            // the request took longer than the server allows
+	CodeInternal         = "internal"           // anything else; details are in the server's log
+	CodeInvalidWorkflow  = "invalid_workflow"   // a template failed validation
+	CodeMethodNotAllowed = "method_not_allowed" // the route exists for other methods
+)
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is an error of the API: a stable code, a message, and the field at
+// fault or a template's problems when there are.
+type Error struct {
+	Code     string    `json:"code"`
+	Message  string    `json:"message"`
+	Field    string    `json:"field,omitempty"`
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Problem is one problem of a template, with its place.
+type Problem struct {
+	Line    int    `json:"line,omitempty"`
+	Step    string `json:"step,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// SubmitRequest is the body of POST /v1/tasks.
+type SubmitRequest struct {
+	// Workflow is namespace/name or namespace/name@version.
+	Workflow       string          `json:"workflow"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Priority       int             `json:"priority,omitempty"`
+	RunAt          *time.Time      `json:"run_at,omitempty"`
+	GoodUntil      *time.Time      `json:"good_until,omitempty"`
+}
+
+// TaskList is the body of GET /v1/tasks: one page, newest first.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+	// NextCursor, when set, is the cursor of the next page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// AuditList is the body of GET /v1/tasks/{id}/audit.
+type AuditList struct {
+	Audit []AuditEntry `json:"audit"`
+}
+
+// StepAction is the optional body of POST /v1/steps/{id}/retry and
+// /resolve.
+type StepAction struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// CompleteStep is the body of POST /v1/steps/{id}/complete: an operator
+// ends a step by hand with the result its dependents will see.
+type CompleteStep struct {
+	Result json.RawMessage `json:"result"`
+	Reason string          `json:"reason,omitempty"`
+}
+
+// TemplateRequest carries a YAML workflow template (POST /v1/workflows and
+// /v1/workflows/validate).
+type TemplateRequest struct {
+	// Template is the YAML text.
+	Template string `json:"template"`
+	// Filename names the template in problems; default "template.yaml".
+	Filename string `json:"filename,omitempty"`
+}
+
+// Workflow is a registered workflow version.
+type Workflow struct {
+	Namespace  string          `json:"namespace"`
+	Name       string          `json:"name"`
+	Version    string          `json:"version"`
+	Ref        string          `json:"ref"`
+	Definition json.RawMessage `json:"definition,omitempty"`
+	CreatedAt  string          `json:"created_at,omitempty"`
+}
+
+// WorkflowList is the body of GET /v1/workflows.
+type WorkflowList struct {
+	Workflows []Workflow `json:"workflows"`
+}
+
+// Validation is the body of POST /v1/workflows/validate.
+type Validation struct {
+	Valid    bool      `json:"valid"`
+	Workflow string    `json:"workflow,omitempty"`
+	Steps    int       `json:"steps,omitempty"`
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// The remote-worker protocol (docs/remote-workers.md).
+
+// RegisterWorker is the body of POST /v1/workers.
+type RegisterWorker struct {
+	Name       string   `json:"name"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Handlers   []string `json:"handlers"`
+}
+
+// WorkerRegistered answers POST /v1/workers.
+type WorkerRegistered struct {
+	WorkerID            string   `json:"worker_id"`
+	Namespaces          []string `json:"namespaces"`
+	Handlers            []string `json:"handlers"`
+	LeaseTTLMS          int64    `json:"lease_ttl_ms"`
+	HeartbeatIntervalMS int64    `json:"heartbeat_interval_ms"`
+	MaxWaitMS           int64    `json:"max_wait_ms"`
+}
+
+// Fence is the fencing token of a claim: the attempt and lease a worker
+// holds a step under. Every report about the step carries it back.
+type Fence struct {
+	StepID  int64 `json:"step_id"`
+	Attempt int   `json:"attempt"`
+	LeaseID int64 `json:"lease_id,string"`
+}
+
+// ClaimRequest is the body of POST /v1/workers/{id}/claim.
+type ClaimRequest struct {
+	Handlers   []string `json:"handlers"`
+	Namespaces []string `json:"namespaces,omitempty"`
+	Max        int      `json:"max,omitempty"`
+	WaitMS     int64    `json:"wait_ms,omitempty"`
+}
+
+// ClaimResponse answers a claim: the steps the worker now holds (none when
+// nothing was ready within the wait).
+type ClaimResponse struct {
+	Steps []ClaimedStep `json:"steps"`
+}
+
+// ClaimedStep is one step a worker claimed, with what its handler sees.
+type ClaimedStep struct {
+	StepID     int64                      `json:"step_id"`
+	TaskID     int64                      `json:"task_id"`
+	Namespace  string                     `json:"namespace"`
+	Workflow   string                     `json:"workflow"`
+	Version    string                     `json:"version"`
+	Step       string                     `json:"step"`
+	Handler    string                     `json:"handler"`
+	Attempt    int                        `json:"attempt"`
+	Input      json.RawMessage            `json:"input"`
+	Deps       map[string]json.RawMessage `json:"deps"`
+	Config     json.RawMessage            `json:"config,omitempty"`
+	Checkpoint json.RawMessage            `json:"checkpoint,omitempty"`
+	Batch      json.RawMessage            `json:"batch,omitempty"`
+	// TimeoutMS bounds the attempt (absent: none); Deadline is when it
+	// passes. The worker should stop then: the server fails the step under
+	// its retry policy soon after if it has not heard.
+	TimeoutMS int64      `json:"timeout_ms,omitempty"`
+	Deadline  *time.Time `json:"deadline,omitempty"`
+	Fence     Fence      `json:"fence"`
+}
+
+// Heartbeat is the body of POST /v1/workers/{id}/heartbeat. Steps must list
+// every step the worker holds: one it holds but does not list is released
+// for another claim.
+type Heartbeat struct {
+	Steps []Fence `json:"steps"`
+}
+
+// HeartbeatResponse lists the fences the worker no longer holds: it must
+// stop those steps and not report them.
+type HeartbeatResponse struct {
+	Lost []Fence `json:"lost"`
+}
+
+// Complete is the body of POST /v1/workers/{id}/complete.
+type Complete struct {
+	Fence  *Fence          `json:"fence"`
+	Result json.RawMessage `json:"result"`
+}
+
+// Fail is the body of POST /v1/workers/{id}/fail.
+type Fail struct {
+	Fence        *Fence `json:"fence"`
+	Error        string `json:"error"`
+	Permanent    bool   `json:"permanent,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+}
+
+// Reported answers complete and fail: the state the step moved to and, for
+// a retry, when it runs again.
+type Reported struct {
+	State   string     `json:"state"`
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+}
+
+// Checkpoint is the body of POST /v1/workers/{id}/checkpoint.
+type Checkpoint struct {
+	Fence      *Fence          `json:"fence"`
+	Checkpoint json.RawMessage `json:"checkpoint"`
+}
+
+// Progress is the body of POST /v1/workers/{id}/progress.
+type Progress struct {
+	Fence    *Fence   `json:"fence"`
+	Fraction *float64 `json:"fraction"`
+	Message  string   `json:"message,omitempty"`
+}

@@ -1,0 +1,127 @@
+package weft
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/weftrun/weft/internal/engine"
+	"github.com/weftrun/weft/store"
+)
+
+// Workers is the engine's side of the remote-worker protocol. A transport
+// (the REST server's /v1/workers routes) translates each request into one
+// of these calls; the step lifecycle behind them is the engine's own, the
+// same as for its Go handlers: claims honour the namespace caps and every
+// claim policy, results and failures are settled under the step's retry
+// policy and written in the completer's batches, and timeouts are enforced
+// by the engine.
+type Workers struct{ core *engine.Engine }
+
+// Workers returns the engine's side of the remote-worker protocol.
+func (e *Engine) Workers() *Workers { return &Workers{core: e.core} }
+
+// Fence identifies one attempt's hold on a step: every report about the
+// step carries it back.
+type Fence = store.Fence
+
+// WorkerClaim is what a remote worker asks to claim.
+type WorkerClaim struct {
+	// Handlers are the handler names the worker runs (at least one).
+	Handlers []string
+	// Namespaces limits the claim to these namespaces; nil means any.
+	Namespaces []string
+	// Max is how many steps the worker takes at most.
+	Max int
+	// Wait is how long to wait for work when none is ready.
+	Wait time.Duration
+}
+
+// RemoteStep is a step claimed by a remote worker, with what its handler
+// needs from the step's definition.
+type RemoteStep struct {
+	store.ClaimedStep
+	Config json.RawMessage
+	// Timeout bounds the attempt (zero: none): the worker should give up at
+	// Deadline, and the engine fails the step under its retry policy soon
+	// after if it has not heard by then.
+	Timeout  time.Duration
+	Deadline time.Time
+}
+
+// Failure is how a remote worker reports a failed attempt.
+type Failure struct {
+	Message string
+	// Permanent fails the step at once, without retrying.
+	Permanent bool
+	// RetryAfter asks for the next attempt after this delay instead of the
+	// policy's backoff (the policy's max attempts still applies).
+	RetryAfter time.Duration
+}
+
+// Recorded is what the engine recorded for a worker's report: the state the
+// step moved to and, for a retry or snooze, when it runs again.
+type Recorded = store.Outcome
+
+// Register records a new remote worker and returns its id.
+func (w *Workers) Register(ctx context.Context, name string) (string, error) {
+	return w.core.RegisterWorker(ctx, name)
+}
+
+// Stop marks a remote worker stopped: the steps it holds are reclaimed at
+// once.
+func (w *Workers) Stop(ctx context.Context, workerID string) error {
+	return w.core.StopWorker(ctx, workerID)
+}
+
+// Claim claims up to req.Max ready steps for a worker, waiting up to
+// req.Wait when none is ready. A worker declared dead gets an error wrapping
+// store.ErrEngineLost and must register again.
+func (w *Workers) Claim(ctx context.Context, workerID string, req WorkerClaim) ([]RemoteStep, error) {
+	steps, err := w.core.ClaimRemote(ctx, workerID, engine.WorkerClaim(req))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RemoteStep, len(steps))
+	for i, s := range steps {
+		out[i] = RemoteStep(s)
+	}
+	return out, nil
+}
+
+// Heartbeat renews a worker's lease. held must list every step the worker
+// holds: a step it holds in the store but does not list, claimed more than a
+// heartbeat interval ago, never reached it and is released for another
+// claim. It returns the listed fences that are no longer valid: the worker
+// must stop those steps.
+func (w *Workers) Heartbeat(ctx context.Context, workerID string, held []Fence) ([]Fence, error) {
+	return w.core.WorkerHeartbeat(ctx, workerID, held)
+}
+
+// Complete records a worker's result for a step it holds (nil means null).
+func (w *Workers) Complete(ctx context.Context, workerID string, f Fence, result json.RawMessage) (Recorded, error) {
+	return w.core.CompleteRemote(ctx, workerID, f, result)
+}
+
+// Fail records a worker's failed attempt under the step's retry policy.
+func (w *Workers) Fail(ctx context.Context, workerID string, f Fence, fl Failure) (Recorded, error) {
+	return w.core.FailRemote(ctx, workerID, f, engine.Failure(fl))
+}
+
+// Checkpoint saves a checkpoint for a step the worker holds.
+func (w *Workers) Checkpoint(ctx context.Context, workerID string, f Fence, cp json.RawMessage) error {
+	return w.core.CheckpointRemote(ctx, workerID, f, cp)
+}
+
+// Progress saves the progress (0 to 1, and a message) of a step the worker
+// holds.
+func (w *Workers) Progress(ctx context.Context, workerID string, f Fence, fraction float64, message string) error {
+	return w.core.ProgressRemote(ctx, workerID, f, fraction, message)
+}
+
+// LeaseTTL is how long after its last heartbeat a worker is presumed dead
+// and its steps reclaimed.
+func (w *Workers) LeaseTTL() time.Duration { return w.core.LeaseTTL() }
+
+// HeartbeatInterval is how often a worker should send its heartbeat.
+func (w *Workers) HeartbeatInterval() time.Duration { return w.core.HeartbeatInterval() }

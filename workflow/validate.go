@@ -1,0 +1,272 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/expr"
+	"github.com/weftrun/weft/store"
+)
+
+// builtinConfigCheck validates the configs of steps run by built-in handlers.
+var builtinConfigCheck = map[string]func(json.RawMessage) error{
+	"exec": builtin.ValidateExecConfig,
+	"http": builtin.ValidateHTTPConfig,
+}
+
+// ValidName reports whether s is a valid name for a namespace, workflow,
+// version, step or signal: letters, digits, '_', '.' and '-', starting
+// with a letter or digit.
+func ValidName(s string) bool { return identPattern.MatchString(s) }
+
+// ParseRef splits "namespace/name[@version]".
+func ParseRef(ref string) (namespace, name, version string, err error) {
+	rest, version, _ := strings.Cut(ref, "@")
+	namespace, name, ok := strings.Cut(rest, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") || strings.HasSuffix(ref, "@") {
+		return "", "", "", fmt.Errorf("%w workflow reference %q: want namespace/name or namespace/name@version", store.ErrInvalid, ref)
+	}
+	return namespace, name, version, nil
+}
+
+var identPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+// DefinitionError describes what is wrong with a workflow definition and
+// where: the file and line when it came from a template, and the step.
+type DefinitionError struct {
+	File  string // template file, if any
+	Line  int    // line in File, if known
+	Step  string // step name, if the problem is in one step
+	Field string // the offending key, if any
+	Msg   string
+}
+
+func (e *DefinitionError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Step != "" {
+		fmt.Fprintf(&b, "step %q: ", e.Step)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, "%s: ", e.Field)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Validate checks the definition: names, handlers, duplicate steps, unknown
+// dependencies, cycles, policies and the configs of steps run by built-in
+// handlers. Every problem found is returned, joined.
+func (w *Workflow) Validate() error {
+	var errs []error
+	add := func(step string, line int, field, format string, args ...any) {
+		errs = append(errs, &DefinitionError{File: w.source, Line: line, Step: step, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	for _, f := range []struct{ name, v string }{{"namespace", w.Namespace}, {"name", w.Name}, {"version", w.Version}} {
+		if f.v == "" {
+			add("", 0, f.name, "is required")
+		} else if !identPattern.MatchString(f.v) {
+			add("", 0, f.name, "%q may hold only letters, digits, '_', '.' and '-'", f.v)
+		}
+	}
+	switch w.Identity {
+	case "", IdentityUnique, IdentityStrict, IdentityCaller:
+	default:
+		add("", 0, "identity", "unknown strategy %q (want unique, strict or caller)", w.Identity)
+	}
+	if len(w.Steps) == 0 {
+		add("", 0, "steps", "a workflow needs at least one step")
+	}
+	if w.Limits.MaxDecisionDepth < 0 {
+		add("", 0, "limits.max_decision_depth", "must not be negative")
+	}
+	if w.Limits.MaxSteps < 0 {
+		add("", 0, "limits.max_steps", "must not be negative")
+	}
+	limits := w.Limits.Resolve()
+	if len(w.Steps) > limits.MaxSteps {
+		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
+	}
+	w.validateTemplates(add)
+	nodes := make([]dag.Node, 0, len(w.Steps))
+	for _, s := range w.Steps {
+		if s.Name == "" {
+			add("", s.line, "name", "every step needs a name")
+		} else if !identPattern.MatchString(s.Name) {
+			add(s.Name, s.line, "name", "may hold only letters, digits, '_', '.' and '-'")
+		}
+		w.validateDynamic(s, add)
+		if s.Handler == "" && s.Type != StepSignal {
+			add(s.Name, s.line, "handler", "is required")
+		}
+		if len(s.Config) > 0 && !json.Valid(s.Config) {
+			add(s.Name, s.line, "config", "is not valid JSON")
+		}
+		if err := s.Retry.validate(); err != nil {
+			add(s.Name, s.line, "retry", "%v", err)
+		}
+		if check := builtinConfigCheck[s.Handler]; check != nil && (len(s.Config) == 0 || json.Valid(s.Config)) {
+			if err := check(s.Config); err != nil {
+				add(s.Name, s.line, "", "%v", err)
+			}
+		}
+		nodes = append(nodes, dag.Node{Name: s.Name, Deps: s.DependsOn, Line: s.line})
+	}
+	graphErrs := dag.Validate(nodes)
+	for _, e := range graphErrs {
+		add(e.Node, e.Line, "depends_on", "%s", e.Msg)
+	}
+	if len(graphErrs) == 0 {
+		w.validateDecisionDepth(nodes, limits.MaxDecisionDepth, add)
+	}
+	return errors.Join(errs...)
+}
+
+func (p RetryPolicy) validate() error {
+	if p.MaxAttempts < 0 {
+		return fmt.Errorf("max_attempts must be at least 1, got %d", p.MaxAttempts)
+	}
+	switch p.Backoff {
+	case "", "exponential", "fixed", "linear":
+	default:
+		return fmt.Errorf("backoff %q is not one of exponential, fixed, linear", p.Backoff)
+	}
+	if p.Jitter != nil && (*p.Jitter < 0 || *p.Jitter > 1) {
+		return fmt.Errorf("jitter must be between 0 and 1, got %v", *p.Jitter)
+	}
+	if p.Max > 0 && p.Initial > p.Max {
+		return fmt.Errorf("initial %s is larger than max %s", time.Duration(p.Initial), time.Duration(p.Max))
+	}
+	return nil
+}
+
+type addFunc func(step string, line int, field, format string, args ...any)
+
+// validateDynamic checks a step's type, trigger rule, condition, worker and
+// signal.
+func (w *Workflow) validateDynamic(s Step, add addFunc) {
+	switch s.Type {
+	case "", StepDecision, StepBatch, StepSignal:
+	case StepConverge:
+		if s.TriggerRule != "" && s.TriggerRule != NoneFailedMinOneSuccess {
+			add(s.Name, s.line, "trigger_rule", "a converge step's rule is %s; leave trigger_rule out", NoneFailedMinOneSuccess)
+		}
+	default:
+		add(s.Name, s.line, "type", "unknown type %q (want decision, converge, batch or signal)", s.Type)
+	}
+	if !dag.ValidRule(dag.Rule(s.TriggerRule)) {
+		add(s.Name, s.line, "trigger_rule", "unknown rule %q (want all_success, all_done, one_success, one_failed, all_failed, none_failed, none_failed_min_one_success or always)", s.TriggerRule)
+	}
+	if s.When != "" {
+		if s.Type == StepSignal {
+			add(s.Name, s.line, "when", "a signal step takes no condition")
+		} else if _, err := expr.Compile(s.When); err != nil {
+			add(s.Name, s.line, "when", "%v", err)
+		}
+	}
+	switch {
+	case s.Type == StepBatch && s.Worker == "":
+		add(s.Name, s.line, "worker", "a batch step names the template its items run")
+	case s.Type == StepBatch && w.StepTemplate(s.Worker) == nil:
+		add(s.Name, s.line, "worker", "no template named %q", s.Worker)
+	case s.Type != StepBatch && s.Worker != "":
+		add(s.Name, s.line, "worker", "only batch steps have a worker")
+	}
+	switch {
+	case s.Type == StepSignal && s.Handler != "":
+		add(s.Name, s.line, "handler", "a signal step runs no handler")
+	case s.Type == StepSignal && s.SignalName() != "" && !identPattern.MatchString(s.SignalName()):
+		add(s.Name, s.line, "signal.name", "may hold only letters, digits, '_', '.' and '-'")
+	case s.Type != StepSignal && s.Signal != nil:
+		add(s.Name, s.line, "signal", "only signal steps wait for a signal")
+	}
+}
+
+// validateTemplates checks the step templates batch items run.
+func (w *Workflow) validateTemplates(add addFunc) {
+	seen := map[string]bool{}
+	for _, t := range w.Templates {
+		field := func(f string) string { return "templates." + f }
+		switch {
+		case t.Name == "":
+			add("", t.line, field("name"), "every template needs a name")
+		case !identPattern.MatchString(t.Name):
+			add(t.Name, t.line, field("name"), "may hold only letters, digits, '_', '.' and '-'")
+		case seen[t.Name]:
+			add(t.Name, t.line, field("name"), "duplicate template name")
+		}
+		seen[t.Name] = true
+		if t.Handler == "" {
+			add(t.Name, t.line, field("handler"), "is required")
+		}
+		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil {
+			add(t.Name, t.line, "templates", "a template has only handler, config, retry, timeout, priority and ttl")
+		}
+		if len(t.Config) > 0 && !json.Valid(t.Config) {
+			add(t.Name, t.line, field("config"), "is not valid JSON")
+		}
+		if err := t.Retry.validate(); err != nil {
+			add(t.Name, t.line, field("retry"), "%v", err)
+		}
+		if check := builtinConfigCheck[t.Handler]; check != nil && (len(t.Config) == 0 || json.Valid(t.Config)) {
+			if err := check(t.Config); err != nil {
+				add(t.Name, t.line, "templates", "%v", err)
+			}
+		}
+	}
+}
+
+// validateDecisionDepth reports steps below more nested decisions than the
+// limit allows. The graph is acyclic.
+func (w *Workflow) validateDecisionDepth(nodes []dag.Node, limit int, add addFunc) {
+	deps, _ := dag.Edges(nodes)
+	depth := make([]int, len(nodes)) // decisions above each step, -1: not yet known
+	for i := range depth {
+		depth[i] = -1
+	}
+	var visit func(i int) int
+	visit = func(i int) int {
+		if depth[i] >= 0 {
+			return depth[i]
+		}
+		d := 0
+		for _, j := range deps[i] {
+			dj := visit(j)
+			if w.Steps[j].Type == StepDecision {
+				dj++
+			}
+			d = max(d, dj)
+		}
+		depth[i] = d
+		return d
+	}
+	for i, s := range w.Steps {
+		if visit(i) > limit {
+			add(s.Name, s.line, "depends_on", "lies below %d nested decisions, more than limits.max_decision_depth (%d)", depth[i], limit)
+		}
+	}
+}
+
+// Children returns the names of the steps that depend directly on step.
+func (w *Workflow) Children(step string) []string {
+	var out []string
+	for _, s := range w.Steps {
+		if slices.Contains(s.DependsOn, step) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
