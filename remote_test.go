@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,4 +180,50 @@ func TestRemoteUnknownWorker(t *testing.T) {
 	_, err := e.Workers().Claim(context.Background(), "remote-nobody", weft.WorkerClaim{Handlers: []string{"work"}, Max: 1})
 	require.Error(t, err)
 	require.False(t, errors.Is(err, weft.ErrInvalid))
+}
+
+// A remote step honours its timeout as a local one does: the worker is
+// told its deadline, and a worker that does not report by then loses the
+// attempt, failed as "step timed out" under the step's retry policy; the
+// worker learns it at its next heartbeat and its late report is refused.
+func TestRemoteStepTimesOut(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		register(t, e, workflow.New("test", "slow", "1").
+			Step("work", "work", workflow.WithTimeout(200*time.Millisecond),
+				workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})))
+		start(t, e)
+		rw := newRemoteWorker(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/slow"}).Task.ID
+
+		first := rw.one("work")
+		require.Equal(t, 200*time.Millisecond, first.Timeout)
+		require.WithinDuration(t, time.Now().Add(200*time.Millisecond), first.Deadline, 150*time.Millisecond)
+		// The worker ignores its deadline; the engine takes the attempt back.
+		eventually(t, "the timed-out attempt to be failed and retried", func() bool {
+			task, err := e.Get(ctx, id)
+			require.NoError(t, err)
+			return stepByName(t, task, "work").State != state.StepRunning
+		})
+		lost, err := rw.w.Heartbeat(ctx, rw.id, []weft.Fence{first.Fence})
+		require.NoError(t, err)
+		require.Equal(t, []weft.Fence{first.Fence}, lost, "the worker learns it lost the step")
+		_, err = rw.w.Complete(ctx, rw.id, first.Fence, json.RawMessage(`"late"`))
+		require.ErrorIs(t, err, weft.ErrStaleLease)
+
+		second := rw.one("work")
+		require.Equal(t, 2, second.Attempts)
+		rw.complete(second, `"in time"`)
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		trail, err := e.Audit(ctx, id)
+		require.NoError(t, err)
+		var timedOut bool
+		for _, a := range trail {
+			timedOut = timedOut || strings.Contains(a.Reason, "step timed out after 200ms")
+		}
+		require.True(t, timedOut, "the audit trail says the first attempt timed out: %+v", trail)
+	})
 }

@@ -24,6 +24,19 @@ import (
 // the test stopped it; stop sends it and waits for the exit status.
 func startServe(t *testing.T, db string, args ...string) (url string, stop func() error) {
 	t.Helper()
+	p := startServeProcess(t, db, args...)
+	return p.url, p.stop
+}
+
+// serveProcess is a running `weft serve`.
+type serveProcess struct {
+	url  string
+	cmd  *exec.Cmd
+	stop func() error // SIGTERM, then the exit status
+}
+
+func startServeProcess(t *testing.T, db string, args ...string) *serveProcess {
+	t.Helper()
 	bin, err := buildWeft()
 	require.NoError(t, err)
 	cmd := exec.Command(bin, append([]string{"--db", db, "serve", "--addr", "127.0.0.1:0"}, args...)...)
@@ -46,7 +59,7 @@ func startServe(t *testing.T, db string, args ...string) (url string, stop func(
 	exited := make(chan struct{})
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(exited) }()
-	stop = func() error {
+	stop := func() error {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -57,14 +70,15 @@ func startServe(t *testing.T, db string, args ...string) (url string, stop func(
 		return waitErr
 	}
 	t.Cleanup(func() { _ = stop() })
+	p := &serveProcess{cmd: cmd, stop: stop}
 	select {
-	case url = <-found:
+	case p.url = <-found:
 	case <-exited:
 		t.Fatalf("weft serve exited: %v\n%s", waitErr, logs.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("weft serve did not start:\n%s", logs.String())
 	}
-	return url, stop
+	return p
 }
 
 // TestServeAndClientMode runs `weft serve` and drives it with the CLI in
