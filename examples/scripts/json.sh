@@ -1,3 +1,4 @@
+#!/bin/sh
 # json.sh: helpers for example scripts that read weft's step context.
 #
 # Source it from a script in this directory:
