@@ -4,6 +4,7 @@ throwaway SQLite database on a loopback port, killed and restarted at will.
 WEFT_BIN names a built weft binary to use instead of `go build`.
 """
 
+import atexit
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ def weft_binary():
                 raise RuntimeError("go is required in CI to build the weft server for the Python tests")
             raise unittest.SkipTest("go is not installed: cannot build the weft server")
         _build_dir = tempfile.mkdtemp(prefix="weft-pytest-bin-")
+        atexit.register(shutil.rmtree, _build_dir, True)
         path = os.path.join(_build_dir, "weft")
         res = subprocess.run([go, "build", "-o", path, "./cmd/weft"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if res.returncode != 0:
