@@ -4,8 +4,11 @@
 
 It reads the result of its dependency "prepare" ({"n": ...}), multiplies it by
 the step's config "factor" (default 10) and returns {"n": ..., "by": "python"}.
+It runs from a plain checkout (it puts the weft_worker package next to it on
+sys.path) as well as with the package installed (pip install ./clients/python).
 """
 
+import logging
 import os
 import sys
 
@@ -27,5 +30,6 @@ def enrich(step):
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     print("weft example worker: serving py.enrich", flush=True)
     worker.run()

@@ -1,0 +1,32 @@
+"""A weft remote worker in pure Python (standard library only).
+
+    from weft_worker import Worker, Permanent
+
+    worker = Worker("http://127.0.0.1:8080", token="weft_...", name="py", namespaces=["shop"])
+
+    @worker.handler("shop.enrich")
+    def enrich(step):
+        step.progress(0.5, "priced")
+        return {"total": step.deps["price"]["amount"] * 2}
+
+    worker.run()   # until stop() or SIGINT/SIGTERM
+
+A handler gets a Step (input, deps, config, attempt, claimed_checkpoint, ...)
+and returns a JSON-encodable result. Raising an exception fails the attempt
+and the step's retry policy decides what follows; raise Permanent to fail
+without retrying, or RetryAfter(seconds) to choose the delay.
+step.checkpoint(value) saves progress that a later attempt starts from,
+step.progress(fraction, message) shows how far it got, and step.cancelled()
+says when to give up (timeout passed, step taken over, worker stopping).
+
+The protocol is described in docs/remote-workers.md.
+"""
+
+from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
+from .step import Step
+from .worker import Worker, format_duration
+
+__version__ = "0.2.0"
+
+__all__ = ["Worker", "Step", "Permanent", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
+           "ServerUnavailable", "format_duration", "__version__"]
