@@ -31,7 +31,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		}
 		id := e.engineID
 		e.mu.Unlock()
-		res, err := e.shimHeartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: inflight})
+		res, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: inflight})
 		switch {
 		case errors.Is(err, store.ErrEngineLost):
 			e.declaredDead(ctx, id)

@@ -129,7 +129,7 @@ func storeTimeout(d workflow.Duration) time.Duration {
 // failure is what the step's own handler would have reported.
 func (e *Engine) overdue(ctx context.Context, now time.Time) {
 	const batch = 100
-	steps, err := e.shimOverdue(ctx, now, batch)
+	steps, err := e.store.OverdueSteps(ctx, now, batch)
 	if err != nil {
 		e.logErr(ctx, "overdue steps", err)
 		return

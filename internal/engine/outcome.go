@@ -209,7 +209,7 @@ func dynamicResult(w *workflow.Workflow, def *workflow.Step, result json.RawMess
 		}
 		o.Spawn = &store.Spawn{
 			Template: store.StepInsert{Name: tpl.Name, Handler: tpl.Handler, MaxAttempts: retryPolicy(tpl.Retry).MaxAttempts,
-				Priority: tpl.Priority, TTL: time.Duration(tpl.TTL) /*SHIM , Timeout: storeTimeout(tpl.Timeout)*/},
+				Priority: tpl.Priority, TTL: time.Duration(tpl.TTL), Timeout: storeTimeout(tpl.Timeout)},
 			Items:    *r.Batches,
 			MaxSteps: w.Limits.Resolve().MaxSteps,
 		}

@@ -153,7 +153,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID string, req WorkerCla
 
 // renew extends a worker's lease without reporting on its steps.
 func (e *Engine) renew(ctx context.Context, workerID string) error {
-	if _, err := e.shimHeartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: time.Now()}); err != nil {
+	if _, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: time.Now()}); err != nil {
 		return fmt.Errorf("worker %s: %w", workerID, err)
 	}
 	return nil
@@ -214,7 +214,7 @@ func (e *Engine) release(workerID string, lease int64) {
 // must stop them.
 func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID string, held []store.Fence) ([]store.Fence, error) {
 	now := time.Now()
-	res, err := e.shimHeartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
+	res, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
 		Complete: true, ClaimedBefore: now.Add(-e.cfg.HeartbeatInterval)})
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat of worker %s: %w", workerID, err)
@@ -228,7 +228,7 @@ func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID string, held []st
 // held loads the step a worker reports on, checking that the worker holds
 // it under exactly that fence.
 func (e *Engine) held(ctx context.Context, workerID string, f store.Fence) (store.ClaimedStep, error) {
-	c, err := e.shimHeldStep(ctx, workerID, f)
+	c, err := e.store.HeldStep(ctx, workerID, f)
 	if err != nil {
 		return store.ClaimedStep{}, fmt.Errorf("step %d attempt %d of worker %s: %w", f.StepID, f.Attempt, workerID, err)
 	}
