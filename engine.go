@@ -473,7 +473,8 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		}
 		id := e.engineID
 		e.mu.Unlock()
-		lost, err := e.store.Heartbeat(ctx, id, time.Now(), inflight)
+		hb, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: inflight})
+		lost := hb.Lost
 		switch {
 		case errors.Is(err, store.ErrEngineLost):
 			e.declaredDead(ctx, id)

@@ -171,7 +171,7 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 	st := s.engine.Store()
 	// A claim is a sign of life: it renews the worker's lease, and tells a
 	// worker that was declared dead to register again.
-	if _, err := st.Heartbeat(ctx, id, time.Now(), nil); err != nil {
+	if _, err := st.Heartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now()}); err != nil {
 		return 0, nil, err
 	}
 	deadline := time.Now().Add(time.Duration(req.WaitMS) * time.Millisecond)
@@ -186,7 +186,7 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 		// A worker waiting in a claim is alive: renew its lease while it
 		// waits, as its own heartbeats would.
 		if time.Since(beat) >= s.engine.HeartbeatInterval() {
-			if _, err := st.Heartbeat(ctx, id, time.Now(), nil); err != nil {
+			if _, err := st.Heartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now()}); err != nil {
 				return 0, nil, err
 			}
 			beat = time.Now()
@@ -279,7 +279,8 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 		}
 		fences[i] = f.fence()
 	}
-	lost, err := s.engine.Store().Heartbeat(r.Context(), id, time.Now(), fences)
+	hb, err := s.engine.Store().Heartbeat(r.Context(), store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: fences})
+	lost := hb.Lost
 	if err != nil {
 		return 0, nil, err
 	}

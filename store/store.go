@@ -121,11 +121,15 @@ type Queue interface {
 type Engines interface {
 	// RegisterEngine records a live engine.
 	RegisterEngine(ctx context.Context, e EngineInfo) error
-	// Heartbeat extends the lease of every step engineID holds in one
-	// write and reports which of the given in-flight fences are no longer
-	// valid (cancelled or taken over). It returns ErrEngineLost when the
-	// engine was declared dead.
-	Heartbeat(ctx context.Context, engineID string, now time.Time, inflight []Fence) (lost []Fence, err error)
+	// Heartbeat records that p.EngineID is alive at p.Now, which extends
+	// the lease of every step it holds in one write, and reports which of
+	// p.Held are no longer valid (cancelled or taken over). With
+	// p.Complete it also releases the steps running under the engine that
+	// p.Held does not list and that were claimed before p.ClaimedBefore
+	// (see HeartbeatParams); they are ready at once and wake the engines
+	// waiting for work. It returns ErrEngineLost when the engine was
+	// declared dead.
+	Heartbeat(ctx context.Context, p HeartbeatParams) (HeartbeatResult, error)
 	// StopEngine marks an engine stopped: its remaining steps are reaped at
 	// once.
 	StopEngine(ctx context.Context, engineID string) error

@@ -56,21 +56,63 @@ func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
 	return engines, nil
 }
 
-// Heartbeat extends the engine's lease and reports lost fences.
-func (s *Store) Heartbeat(ctx context.Context, engineID string, now time.Time, inflight []store.Fence) ([]store.Fence, error) {
-	var lost []store.Fence
-	err := s.write(ctx, engineID, func(t *txn) error {
-		res, err := t.exec(`UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, now.UnixMicro(), engineID)
+// Heartbeat extends the engine's lease, reports the lost fences among the
+// held ones and, when the list is complete, releases the steps the holder
+// does not have.
+func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
+	var res store.HeartbeatResult
+	err := s.write(ctx, p.EngineID, func(t *txn) error {
+		if !p.Now.IsZero() {
+			t.now = p.Now.UnixMicro()
+		}
+		hb, err := t.exec(`UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, t.now, p.EngineID)
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("engine %s: %w", engineID, store.ErrEngineLost)
+		if n, _ := hb.RowsAffected(); n == 0 {
+			return fmt.Errorf("engine %s: %w", p.EngineID, store.ErrEngineLost)
 		}
-		lost, err = t.lostFences(inflight)
+		if res.Lost, err = t.lostFences(p.Held); err != nil {
+			return err
+		}
+		if p.Complete {
+			res.Released, err = t.releaseUnheld(p)
+		}
 		return err
 	})
-	return lost, err
+	if err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	return res, nil
+}
+
+// releaseUnheld releases the steps running under p.EngineID, claimed before
+// p.ClaimedBefore, whose fence p.Held does not list: their holder never
+// received them.
+func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
+	if p.ClaimedBefore.IsZero() {
+		return 0, nil
+	}
+	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND started_at < ? ORDER BY id`,
+		p.EngineID, p.ClaimedBefore.UnixMicro())
+	if err != nil {
+		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
+	}
+	running, err := collect(rows, scanFence)
+	if err != nil {
+		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
+	}
+	held := make(map[store.Fence]bool, len(p.Held))
+	for _, f := range p.Held {
+		held[f] = true
+	}
+	unheld := running[:0]
+	for _, f := range running {
+		if !held[f] {
+			unheld = append(unheld, f)
+		}
+	}
+	return t.release(unheld, p.EngineID, "released: not held by its worker")
 }
 
 func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
