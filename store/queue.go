@@ -79,8 +79,8 @@ type Outcome struct {
 // step's children wait for every item as well.
 type Spawn struct {
 	// Template is the step template the items run: its Name (the
-	// template's name), Handler, MaxAttempts, Priority and TTL are
-	// used.
+	// template's name), Handler, MaxAttempts, Priority, TTL and Timeout
+	// are used.
 	Template StepInsert
 	// Items are the batch items, one JSON value each.
 	Items []json.RawMessage

@@ -75,8 +75,9 @@ type Queue interface {
 
 	// ClaimSteps marks up to p.Limit ready steps running under a new lease
 	// for p.EngineID, best effective priority first, honouring the
-	// namespace caps, and returns them with their execution context. An
-	// engine that is registered but no longer live gets ErrEngineLost.
+	// namespace caps, and returns them with their execution context. A
+	// step with a timeout gets a deadline: the claim time plus its timeout.
+	// An engine that is registered but no longer live gets ErrEngineLost.
 	ClaimSteps(ctx context.Context, p ClaimParams) ([]ClaimedStep, error)
 	// ReleaseLease returns to ready the steps still running under one
 	// claim's lease, giving their attempt back. An engine calls it when a
@@ -84,6 +85,13 @@ type Queue interface {
 	// lost), so that steps it never started are not held forever. It
 	// returns how many steps it released.
 	ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error)
+	// OverdueSteps returns up to limit running steps whose deadline is
+	// before now, earliest deadline first, with Step, Fence, Workflow and
+	// Version filled (Input, Deps and DependsOn are not loaded). The store
+	// does not fail them: the engine turns each into a failure under the
+	// step's retry policy and records it with CompleteSteps, whose fence
+	// refuses it if the step ended meanwhile.
+	OverdueSteps(ctx context.Context, now time.Time, limit int) ([]ClaimedStep, error)
 	// CompleteSteps records outcomes in one transaction, each guarded by
 	// its fence, decides the readiness of children and finishes tasks. The
 	// result has one entry per outcome: nil or an error wrapping
@@ -156,7 +164,9 @@ type Engines interface {
 	Promote(ctx context.Context, now time.Time, engineID string) (int, error)
 	// NextWake returns the earliest time something becomes due: the run_at
 	// or expiry of waiting and ready steps, the good_until of pending
-	// tasks, so that the maintenance leader can sleep until then.
+	// tasks and the deadline of running steps, so that the maintenance
+	// leader can sleep until then. A deadline that has passed is returned
+	// until its step leaves running.
 	NextWake(ctx context.Context) (time.Time, bool, error)
 }
 

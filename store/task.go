@@ -44,6 +44,10 @@ type StepInsert struct {
 	Priority    int   // added to the task's priority
 	MaxAttempts int
 	TTL         time.Duration
+	// Timeout bounds one attempt: a claim sets the step's deadline to the
+	// claim time plus Timeout, and OverdueSteps reports it once the
+	// deadline passes, wherever the step runs. 0: none.
+	Timeout time.Duration
 	// Kind is "" or one of KindDecision, KindBatch, KindSignal.
 	Kind string
 	// TriggerRule decides, from its dependencies' outcomes, whether the
@@ -113,5 +117,9 @@ type Step struct {
 	RunAt           *time.Time `json:"run_at,omitempty"`
 	EngineID        string     `json:"engine_id,omitempty"`
 	StartedAt       *time.Time `json:"started_at,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	// Deadline is when the running attempt times out: its claim time plus
+	// the step's timeout. Nil when the step has no timeout or is not
+	// running.
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }

@@ -244,7 +244,7 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 	var running []store.Fence
 	for _, o := range steps {
 		if _, err := t.moveStep(o.fence.StepID, id, o.name, state.Step(o.st), stepTo, o.fence.Attempt, reason,
-			`sub = '', finished_at = ?, expires_at = NULL`, t.now); err != nil {
+			`sub = '', finished_at = ?, expires_at = NULL, deadline = NULL`, t.now); err != nil {
 			return nil, err
 		}
 		if state.Step(o.st) == state.StepRunning {

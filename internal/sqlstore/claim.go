@@ -200,9 +200,18 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string
 // index in order, whatever the backlog.
 func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil)
-	rows, err := s.read(ctx, s.d.Explain+" "+q, args...)
+	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	return plan, nil
+}
+
+// explain returns the database's plan for a query, one line per row.
+func (s *Store) explain(ctx context.Context, q string, args ...any) (string, error) {
+	rows, err := s.read(ctx, s.d.Explain+" "+q, args...)
+	if err != nil {
+		return "", err
 	}
 	vals := make([]any, max(s.d.ExplainColumns, 1))
 	ptrs := make([]any, len(vals))
@@ -217,7 +226,7 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 		return fmt.Sprint(vals[len(vals)-1]), nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("explain claim: %w", err)
+		return "", err
 	}
 	var plan strings.Builder
 	for _, l := range lines {
@@ -232,12 +241,12 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone.
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
-	args := []any{leaseID, t.engine, t.now}
+	args := []any{leaseID, t.engine, t.now, t.now}
 	for _, id := range ids {
 		args = append(args, id)
 	}
 	rows, err := t.query(`UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
-		started_at = ?, expires_at = NULL, run_at = NULL, error = ''
+		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
 		WHERE id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)

@@ -114,7 +114,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	// exactly this attempt and lease.
 	var taskID int64
 	var name, children string
-	err := t.queryRow(`UPDATE steps SET state = ?, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
+	err := t.queryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
 		RETURNING task_id, name, children`, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
 		Scan(&taskID, &name, &children)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -164,7 +164,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		{"o_state", colText}, {"o_result", colJSON}, {"o_error", colText}}, rows)
 	// The fence: each step must still be running under exactly its attempt
 	// and lease.
-	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?
+	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM `+from+`
 		WHERE steps.id = o.o_id AND steps.state = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
 		RETURNING id, task_id, name, children`, append([]any{t.now}, args...)...)

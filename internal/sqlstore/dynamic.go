@@ -87,7 +87,7 @@ func (t *txn) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error) {
 	return "", nil
 }
 
-// itemsPerInsert bounds the rows of one multi-row insert of items (17
+// itemsPerInsert bounds the rows of one multi-row insert of items (18
 // parameters each, well under every backend's limit).
 const itemsPerInsert = 256
 
@@ -110,12 +110,13 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 	prio += tpl.Priority
 	maxAttempts := max(tpl.MaxAttempts, 1)
 	ttl := tpl.TTL.Microseconds()
+	timeout := max(tpl.Timeout.Microseconds(), 0)
 	var expires any
 	if ttl > 0 {
 		expires = t.now + ttl
 	}
 	sortKey := t.now - int64(prio)*t.s.aging
-	const cols = 17
+	const cols = 18
 	for start := 0; start < n; start += itemsPerInsert {
 		end := min(start+itemsPerInsert, n)
 		args := make([]any, 0, cols*(end-start))
@@ -125,11 +126,11 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 				item = json.RawMessage("null")
 			}
 			args = append(args, taskID, next+i, fmt.Sprintf("%s[%d]", name, i), tpl.Handler, namespace, string(state.StepReady), "", children,
-				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item))
+				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item), timeout)
 		}
 		row := "(" + placeholders(cols) + ")"
 		q := `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at,
-			kind, batch_of, template, item) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
+			kind, batch_of, template, item, run_timeout) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
 		if _, err := t.exec(q, args...); err != nil {
 			return fmt.Errorf("create items %d to %d of batch %q of task %d: %w", start, end-1, name, taskID, err)
 		}

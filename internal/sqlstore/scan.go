@@ -92,7 +92,20 @@ func scanTask(r Row) (store.Task, error) {
 }
 
 const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at,
-	kind, template, item, signal, progress, progress_msg`
+	kind, template, item, signal, progress, progress_msg, deadline`
+
+// heldStepSelect reads steps (as s) with stepColumns, then the lease, the
+// workflow and the version of their task (as t), for scanHeldStep.
+var heldStepSelect = `SELECT ` + qualify("s", stepColumns) + `, s.lease_id, t.workflow, t.version FROM steps s JOIN tasks t ON t.id = s.task_id`
+
+// qualify prefixes each column of a comma-separated list with a table alias.
+func qualify(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
 
 // stepRow is a step as read, the indexes of its dependencies still to be
 // named by the caller.
@@ -109,6 +122,7 @@ type stepScan struct {
 	result, checkpoint  sql.NullString
 	item                sql.NullString
 	runAt, started, fin sql.NullInt64
+	deadline            sql.NullInt64
 	progress            sql.NullFloat64
 }
 
@@ -117,7 +131,7 @@ func (x *stepScan) dest() []any {
 	s := &x.s
 	return []any{&s.ID, &s.TaskID, &s.Index, &s.Name, &s.Handler, &s.Namespace, &x.st, &s.Sub, &x.deps, &s.Attempts, &s.MaxAttempts,
 		&s.Priority, &x.result, &s.Error, &x.checkpoint, &x.runAt, &s.EngineID, &x.started, &x.fin,
-		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage}
+		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline}
 }
 
 // row decodes what was scanned.
@@ -140,6 +154,7 @@ func (x *stepScan) row() stepRow {
 	s.RunAt = optTime(x.runAt)
 	s.StartedAt = optTime(x.started)
 	s.FinishedAt = optTime(x.fin)
+	s.Deadline = optTime(x.deadline)
 	return stepRow{Step: s, deps: parseIdx(x.deps)}
 }
 
@@ -163,6 +178,19 @@ func scanStepRef(r Row) (stepRef, error) {
 	var v stepRef
 	err := r.Scan(&v.id, &v.name, &v.children)
 	return v, err
+}
+
+// scanHeldStep reads a row of heldStepSelect: a step with its fence, its
+// workflow and its version, but not its input or dependencies.
+func scanHeldStep(r Row) (store.ClaimedStep, error) {
+	var x stepScan
+	var c store.ClaimedStep
+	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version)...); err != nil {
+		return c, err
+	}
+	c.Step = x.row().Step
+	c.Fence.StepID, c.Fence.Attempt = c.ID, c.Attempts
+	return c, nil
 }
 
 const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason`

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 )
 
 // This file holds what becomes due with time: expiry of steps and tasks,
-// promotion of waiting steps, and the time of the next due event.
+// promotion of waiting steps, running steps past their deadline, and the
+// time of the next due event.
 
 // Expire expires steps whose ttl passed and pending tasks whose good_until
 // passed.
@@ -106,6 +108,7 @@ func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
 	err := s.readRow(ctx, `SELECT min(v) FROM (
 		SELECT min(run_at) AS v FROM steps WHERE state = 'waiting'
 		UNION ALL SELECT min(expires_at) FROM steps WHERE expires_at IS NOT NULL
+		UNION ALL SELECT min(deadline) FROM steps WHERE state = 'running' AND deadline IS NOT NULL
 		UNION ALL SELECT min(good_until) FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL) AS due`).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
@@ -114,4 +117,31 @@ func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
 		return time.Time{}, false, nil
 	}
 	return time.UnixMicro(next.Int64), true, nil
+}
+
+// overdueQuery selects running steps past their deadline, earliest first,
+// on the partial index steps_deadline.
+var overdueQuery = heldStepSelect + ` WHERE s.state = 'running' AND s.deadline IS NOT NULL AND s.deadline < ? ORDER BY s.deadline LIMIT ?`
+
+// OverdueSteps returns running steps whose deadline passed before now.
+func (s *Store) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]store.ClaimedStep, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.read(ctx, overdueQuery, now.UnixMicro(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("overdue steps: %w", err)
+	}
+	steps, err := collect(rows, scanHeldStep)
+	if err != nil {
+		return nil, fmt.Errorf("overdue steps: %w", err)
+	}
+	return steps, nil
+}
+
+// ExplainOverdue returns the database's plan for the query of
+// OverdueSteps, so tests can check that it reads the deadline index rather
+// than the steps table.
+func (s *Store) ExplainOverdue(ctx context.Context, now time.Time, limit int) (string, error) {
+	return s.explain(ctx, overdueQuery, now.UnixMicro(), max(limit, 1))
 }

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -13,12 +15,16 @@ import (
 
 // runningTests are the conformance tests of what holds and bounds running
 // steps: complete heartbeats that release what the holder never received,
-// the holder's view of one step, and step timeouts kept in the database.
+// and step timeouts kept in the database.
 var runningTests = []struct {
 	name string
 	fn   func(t *testing.T, h *harness)
 }{
 	{"HeartbeatReleasesUnheld", testHeartbeatReleasesUnheld},
+	{"TimeoutSetsDeadline", testTimeoutDeadline},
+	{"LeavingRunningClearsDeadline", testDeadlineCleared},
+	{"OverdueSteps", testOverdueSteps},
+	{"BatchItemsTakeTemplateTimeout", testBatchItemTimeout},
 }
 
 // drainWake empties the store's wake channel.
@@ -156,4 +162,241 @@ func testHeartbeatReleasesUnheld(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	_, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "xa", Now: h.clock.Now(), Complete: true, ClaimedBefore: h.clock.Now()})
 	require.ErrorIs(t, err, store.ErrEngineLost)
+}
+
+// requireAt checks that a time is set and equal to want.
+func requireAt(t *testing.T, want time.Time, got *time.Time, msgAndArgs ...any) {
+	t.Helper()
+	require.NotNil(t, got, msgAndArgs...)
+	require.True(t, want.Equal(*got), "want %s, got %s", want, *got)
+}
+
+func (h *harness) step(id int64) *store.Step {
+	h.t.Helper()
+	st, err := h.s.GetStep(h.ctx, id)
+	require.NoError(h.t, err)
+	return st
+}
+
+func (h *harness) overdue(now time.Time) []store.ClaimedStep {
+	h.t.Helper()
+	got, err := h.s.OverdueSteps(h.ctx, now, 100)
+	require.NoError(h.t, err)
+	return got
+}
+
+func testTimeoutDeadline(t *testing.T, h *harness) {
+	h.register("e1")
+	id := h.insert(store.TaskInsert{Workflow: "timed", Version: "7", Steps: []store.StepInsert{
+		{Name: "timed", Handler: "h", MaxAttempts: 3, Timeout: 30 * time.Second},
+		{Name: "plain", Handler: "h", MaxAttempts: 3},
+	}})[0].Task.ID
+	for _, st := range h.task(id).Steps {
+		require.Nil(t, st.Deadline, "%s: no deadline before a claim", st.Name)
+	}
+	claimedAt := h.clock.Now()
+	got := h.claim("e1", 2)
+	require.Len(t, got, 2)
+	timed, plain := claimNamed(t, got, "timed"), claimNamed(t, got, "plain")
+	requireAt(t, claimedAt.Add(30*time.Second), timed.Deadline, "the claim returns the deadline")
+	require.Nil(t, plain.Deadline, "a step without a timeout has no deadline")
+	requireAt(t, claimedAt.Add(30*time.Second), h.step(timed.ID).Deadline, "GetStep returns it")
+	for _, st := range h.task(id).Steps {
+		if st.Name == "timed" {
+			requireAt(t, claimedAt.Add(30*time.Second), st.Deadline, "GetTask returns it")
+		} else {
+			require.Nil(t, st.Deadline)
+		}
+	}
+	b, err := json.Marshal(h.step(plain.ID))
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "deadline", "no deadline, no field")
+	b, err = json.Marshal(h.step(timed.ID))
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"deadline":`)
+
+	// The maintenance leader wakes for the deadline.
+	next, ok, err := h.s.NextWake(h.ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	requireAt(t, claimedAt.Add(30*time.Second), &next)
+
+	// A retry's new claim gets a new deadline; the attempt in between has
+	// none.
+	h.clock.Advance(10 * time.Second)
+	require.NoError(t, h.complete(store.Outcome{Fence: timed.Fence, EngineID: "e1", State: state.StepReady, Error: "flaky"})[0])
+	require.Nil(t, h.step(timed.ID).Deadline)
+	_, ok, err = h.s.NextWake(h.ctx)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing is due any more")
+	reclaimedAt := h.clock.Now()
+	again := h.claim("e1", 1)
+	require.Len(t, again, 1)
+	require.Equal(t, 2, again[0].Attempts)
+	requireAt(t, reclaimedAt.Add(30*time.Second), again[0].Deadline)
+	requireAt(t, reclaimedAt.Add(30*time.Second), h.step(timed.ID).Deadline)
+	h.ok(again[0], `{}`)
+	require.Nil(t, h.step(timed.ID).Deadline)
+}
+
+// testDeadlineCleared runs a step with a timeout out of running every way
+// there is, and checks that no deadline is left behind.
+func testDeadlineCleared(t *testing.T, h *harness) {
+	tests := []struct {
+		name  string
+		leave func(engine string, c store.ClaimedStep)
+		// want is the state the step is left in.
+		want state.Step
+	}{
+		{"completed", func(engine string, c store.ClaimedStep) {
+			require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, EngineID: engine, State: state.StepCompleted})[0])
+		}, state.StepCompleted},
+		{"failed", func(engine string, c store.ClaimedStep) {
+			require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, EngineID: engine, State: state.StepFailed, Error: "timed out"})[0])
+		}, state.StepFailed},
+		{"retried later", func(engine string, c store.ClaimedStep) {
+			require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, EngineID: engine, State: state.StepWaiting,
+				RunAt: h.clock.Now().Add(time.Hour), Error: "timed out"})[0])
+		}, state.StepWaiting},
+		{"snoozed", func(engine string, c store.ClaimedStep) {
+			require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, EngineID: engine, State: state.StepWaiting,
+				RunAt: h.clock.Now().Add(time.Hour), Snooze: true})[0])
+		}, state.StepWaiting},
+		{"released lease", func(engine string, c store.ClaimedStep) {
+			n, err := h.s.ReleaseLease(h.ctx, engine, c.Fence.LeaseID)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}, state.StepReady},
+		{"released by a complete heartbeat", func(engine string, c store.ClaimedStep) {
+			res, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: engine, Now: h.clock.Now(), Complete: true,
+				ClaimedBefore: h.clock.Now().Add(time.Second)})
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Released)
+		}, state.StepReady},
+		{"cancelled", func(engine string, c store.ClaimedStep) {
+			running, err := h.s.CancelTask(h.ctx, c.TaskID, engine, "stop")
+			require.NoError(t, err)
+			require.Equal(t, []store.Fence{c.Fence}, running)
+		}, state.StepCancelled},
+		{"reaped", func(engine string, c store.ClaimedStep) {
+			n, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now(), []string{engine}, "maintainer")
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}, state.StepReady},
+	}
+	for i, tt := range tests {
+		engine, handler := fmt.Sprintf("engine-%d", i), fmt.Sprintf("handler-%d", i)
+		h.register(engine)
+		h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "s", Handler: handler, MaxAttempts: 3, Timeout: time.Minute}}})
+		got := h.claimWith(store.ClaimParams{EngineID: engine, Limit: 1, Handlers: []string{handler}})
+		require.Len(t, got, 1, tt.name)
+		require.NotNil(t, got[0].Deadline, tt.name)
+		tt.leave(engine, got[0])
+		st := h.step(got[0].ID)
+		require.Equal(t, tt.want, st.State, tt.name)
+		require.Nil(t, st.Deadline, "%s: leaving running clears the deadline", tt.name)
+	}
+	require.Empty(t, h.overdue(h.clock.Now().Add(24*time.Hour)), "no step that left running is overdue")
+}
+
+func testOverdueSteps(t *testing.T, h *harness) {
+	h.register("e1")
+	h.register("e2")
+	require.Empty(t, h.overdue(h.clock.Now()))
+	start := h.clock.Now()
+	timeouts := []time.Duration{50 * time.Second, 10 * time.Second, 0, 30 * time.Second}
+	var steps []store.StepInsert
+	for i, d := range timeouts {
+		steps = append(steps, store.StepInsert{Name: fmt.Sprintf("s%d", i), Handler: "h", MaxAttempts: 2, Timeout: d})
+	}
+	h.insert(store.TaskInsert{Namespace: "timed", Workflow: "wf-timed", Version: "3", Input: json.RawMessage(`{"big":"input"}`), Steps: steps})
+	got := h.claim("e1", 2)
+	got = append(got, h.claim("e2", 2)...)
+	require.Len(t, got, 4)
+	byName := map[string]store.ClaimedStep{}
+	for _, c := range got {
+		byName[c.Name] = c
+	}
+
+	tests := []struct {
+		name  string
+		at    time.Duration // after the claims
+		limit int
+		want  []string
+	}{
+		{"before any deadline", 9 * time.Second, 10, nil},
+		{"at a deadline, not yet before now", 10 * time.Second, 10, nil},
+		{"one overdue", 11 * time.Second, 10, []string{"s1"}},
+		{"earliest deadline first", 31 * time.Second, 10, []string{"s1", "s3"}},
+		{"every timed step, never the untimed one", time.Hour, 10, []string{"s1", "s3", "s0"}},
+		{"bounded by limit", time.Hour, 2, []string{"s1", "s3"}},
+		{"no limit, nothing", time.Hour, 0, nil},
+	}
+	for _, tt := range tests {
+		over, err := h.s.OverdueSteps(h.ctx, start.Add(tt.at), tt.limit)
+		require.NoError(t, err, tt.name)
+		if len(tt.want) == 0 {
+			require.Empty(t, over, tt.name)
+			continue
+		}
+		require.Equal(t, tt.want, names(over), tt.name)
+	}
+
+	over := h.overdue(start.Add(11 * time.Second))
+	require.Len(t, over, 1)
+	o, c := over[0], byName["s1"]
+	require.Equal(t, c.Fence, o.Fence)
+	require.Equal(t, c.ID, o.ID)
+	require.Equal(t, c.TaskID, o.TaskID)
+	require.Equal(t, "s1", o.Name)
+	require.Equal(t, 1, o.Index)
+	require.Equal(t, "h", o.Handler)
+	require.Equal(t, "timed", o.Namespace)
+	require.Equal(t, "", o.Kind)
+	require.Equal(t, state.StepRunning, o.State)
+	require.Equal(t, 1, o.Attempts)
+	require.Equal(t, 2, o.MaxAttempts)
+	require.Equal(t, c.EngineID, o.EngineID)
+	require.Equal(t, "wf-timed", o.Workflow)
+	require.Equal(t, "3", o.Version)
+	requireAt(t, start.Add(10*time.Second), o.Deadline)
+	requireAt(t, start, o.StartedAt)
+	require.Nil(t, o.Input, "the input is not loaded")
+	require.Nil(t, o.Deps, "nor are the dependencies")
+
+	// The engine records the timeout as a failure under the step's retry
+	// policy; the fence keeps a stale one out.
+	res := h.complete(store.Outcome{Fence: o.Fence, EngineID: o.EngineID, State: state.StepReady, Error: "timed out after 10s"})
+	require.NoError(t, res[0])
+	require.Equal(t, []string{"s3"}, names(h.overdue(start.Add(31*time.Second))), "a step that left running is not overdue")
+	require.ErrorIs(t, h.complete(store.Outcome{Fence: o.Fence, EngineID: o.EngineID, State: state.StepFailed})[0], store.ErrStaleLease)
+
+	// The store fails nothing itself.
+	require.Equal(t, state.StepRunning, h.step(byName["s3"].ID).State)
+}
+
+func testBatchItemTimeout(t *testing.T, h *harness) {
+	h.register("e1")
+	steps := []store.StepInsert{{Name: "split", Handler: "h", Kind: store.KindBatch, MaxAttempts: 1}}
+	h.insert(store.TaskInsert{Steps: steps})
+	split := h.claim("e1", 1)
+	require.Len(t, split, 1)
+	require.Nil(t, split[0].Deadline)
+	require.NoError(t, h.complete(store.Outcome{Fence: split[0].Fence, State: state.StepCompleted, Spawn: &store.Spawn{
+		Template: store.StepInsert{Name: "work", Handler: "worker", MaxAttempts: 2, Timeout: 5 * time.Second},
+		Items:    []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`)},
+	}})[0])
+	claimedAt := h.clock.Now()
+	items := h.claim("e1", 10)
+	require.Len(t, items, 2)
+	for _, c := range items {
+		requireAt(t, claimedAt.Add(5*time.Second), c.Deadline, c.Name)
+	}
+	over := h.overdue(claimedAt.Add(6 * time.Second))
+	require.ElementsMatch(t, []string{"split[0]", "split[1]"}, names(over))
+	for _, o := range over {
+		require.Equal(t, store.KindItem, o.Kind)
+		require.Equal(t, "work", o.Template)
+		require.NotEmpty(t, o.Item)
+	}
 }
