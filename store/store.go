@@ -85,6 +85,13 @@ type Queue interface {
 	// lost), so that steps it never started are not held forever. It
 	// returns how many steps it released.
 	ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error)
+	// HeldStep returns the step running under engineID with exactly f's
+	// attempt and lease: its Step (StartedAt and Deadline included), Fence,
+	// Workflow and Version; Input and Deps are not loaded, nor DependsOn. A
+	// step id that does not exist is ErrNotFound; a step that exists but is
+	// not running under that engine, attempt and lease is an error wrapping
+	// ErrStaleLease.
+	HeldStep(ctx context.Context, engineID string, f Fence) (*ClaimedStep, error)
 	// OverdueSteps returns up to limit running steps whose deadline is
 	// before now, earliest deadline first, with Step, Fence, Workflow and
 	// Version filled (Input, Deps and DependsOn are not loaded). The store

@@ -2,16 +2,35 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
-// This file holds what the holder of a running step writes while the step
-// runs, each write guarded by the step's fence: checkpoints, progress and
-// the deferred sub-status.
+// This file holds what the holder of a running step reads and writes while
+// the step runs, each guarded by the step's fence: the step itself,
+// checkpoints, progress and the deferred sub-status.
+
+// HeldStep returns the step running under engineID with exactly f's attempt
+// and lease, read with its task's workflow and version in one query.
+func (s *Store) HeldStep(ctx context.Context, engineID string, f store.Fence) (*store.ClaimedStep, error) {
+	c, err := scanHeldStep(s.readRow(ctx, heldStepSelect+` WHERE s.id = ?`, f.StepID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("step %d: %w", f.StepID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get step %d: %w", f.StepID, err)
+	}
+	if c.State != state.StepRunning || c.EngineID != engineID || c.Fence != f {
+		return nil, fmt.Errorf("step %d attempt %d lease %d is not running under engine %s (it is %s, attempt %d, engine %q): %w",
+			f.StepID, f.Attempt, f.LeaseID, engineID, c.State, c.Attempts, c.EngineID, store.ErrStaleLease)
+	}
+	return &c, nil
+}
 
 // SaveCheckpoint stores a running step's checkpoint.
 func (s *Store) SaveCheckpoint(ctx context.Context, f store.Fence, checkpoint json.RawMessage) error {

@@ -67,10 +67,10 @@ func TestStepTimeoutsMigration(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	fence := store.Fence{StepID: 1, Attempt: 1, LeaseID: 77}
-	old, err := s.GetStep(ctx, 1)
+	held, err := s.HeldStep(ctx, "old", fence)
 	require.NoError(t, err)
-	require.Equal(t, state.StepRunning, old.State)
-	require.Nil(t, old.Deadline)
+	require.Nil(t, held.Deadline)
+	require.Equal(t, "wf", held.Workflow)
 	over, err := s.OverdueSteps(ctx, now.Add(24*time.Hour), 10)
 	require.NoError(t, err)
 	require.Empty(t, over)

@@ -15,7 +15,7 @@ import (
 
 // runningTests are the conformance tests of what holds and bounds running
 // steps: complete heartbeats that release what the holder never received,
-// and step timeouts kept in the database.
+// the holder's view of one step, and step timeouts kept in the database.
 var runningTests = []struct {
 	name string
 	fn   func(t *testing.T, h *harness)
@@ -25,6 +25,7 @@ var runningTests = []struct {
 	{"LeavingRunningClearsDeadline", testDeadlineCleared},
 	{"OverdueSteps", testOverdueSteps},
 	{"BatchItemsTakeTemplateTimeout", testBatchItemTimeout},
+	{"HeldStep", testHeldStep},
 }
 
 // drainWake empties the store's wake channel.
@@ -399,4 +400,60 @@ func testBatchItemTimeout(t *testing.T, h *harness) {
 		require.Equal(t, "work", o.Template)
 		require.NotEmpty(t, o.Item)
 	}
+}
+
+func testHeldStep(t *testing.T, h *harness) {
+	h.register("e1")
+	h.insert(store.TaskInsert{Workflow: "wf-held", Version: "2", Input: json.RawMessage(`{"x":1}`), Steps: []store.StepInsert{
+		{Name: "a", Handler: "h", MaxAttempts: 3, Timeout: time.Minute},
+		{Name: "b", Handler: "h", MaxAttempts: 3, Deps: []int{0}},
+	}})
+	claimedAt := h.clock.Now()
+	c := h.claim("e1", 1)[0]
+
+	got, err := h.s.HeldStep(h.ctx, "e1", c.Fence)
+	require.NoError(t, err)
+	require.Equal(t, c.Fence, got.Fence)
+	require.Equal(t, c.ID, got.ID)
+	require.Equal(t, "a", got.Name)
+	require.Equal(t, state.StepRunning, got.State)
+	require.Equal(t, "e1", got.EngineID)
+	require.Equal(t, 1, got.Attempts)
+	require.Equal(t, "wf-held", got.Workflow)
+	require.Equal(t, "2", got.Version)
+	requireAt(t, claimedAt, got.StartedAt)
+	requireAt(t, claimedAt.Add(time.Minute), got.Deadline)
+	require.Nil(t, got.Input, "the input is not loaded")
+	require.Nil(t, got.Deps)
+
+	other := func(change func(f *store.Fence)) store.Fence {
+		f := c.Fence
+		change(&f)
+		return f
+	}
+	tests := []struct {
+		name   string
+		engine string
+		fence  store.Fence
+		want   error
+	}{
+		{"another attempt", "e1", other(func(f *store.Fence) { f.Attempt++ }), store.ErrStaleLease},
+		{"another lease", "e1", other(func(f *store.Fence) { f.LeaseID++ }), store.ErrStaleLease},
+		{"another engine", "e2", c.Fence, store.ErrStaleLease},
+		{"a step that is not running", "e1", other(func(f *store.Fence) { f.StepID = h.task(c.TaskID).Steps[1].ID; f.Attempt = 0 }), store.ErrStaleLease},
+		{"an unknown step", "e1", other(func(f *store.Fence) { f.StepID = 987654321 }), store.ErrNotFound},
+	}
+	for _, tt := range tests {
+		got, err := h.s.HeldStep(h.ctx, tt.engine, tt.fence)
+		require.ErrorIs(t, err, tt.want, tt.name)
+		require.Nil(t, got, tt.name)
+		if tt.want == store.ErrStaleLease {
+			require.NotErrorIs(t, err, store.ErrNotFound, tt.name)
+		}
+	}
+
+	// Once the step has ended, its fence holds nothing.
+	h.ok(c, `{}`)
+	_, err = h.s.HeldStep(h.ctx, "e1", c.Fence)
+	require.ErrorIs(t, err, store.ErrStaleLease)
 }
