@@ -64,6 +64,9 @@ func ValidateInsert(in TaskInsert) error {
 		if !dag.ValidRule(dag.Rule(s.TriggerRule)) {
 			return fmt.Errorf("task insert for %s/%s: step %q has unknown trigger rule %q: %w", in.Namespace, in.Workflow, s.Name, s.TriggerRule, ErrInvalidInsert)
 		}
+		if s.Timeout < 0 {
+			return fmt.Errorf("task insert for %s/%s: step %q has negative timeout %s: %w", in.Namespace, in.Workflow, s.Name, s.Timeout, ErrInvalidInsert)
+		}
 		switch s.Kind {
 		case "", KindDecision, KindBatch, KindSignal:
 		default:

@@ -144,7 +144,7 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 	steps := make([]store.StepInsert, len(w.Steps))
 	for i, st := range w.Steps {
 		steps[i] = store.StepInsert{Name: st.Name, Handler: st.Handler, Deps: deps[i], Priority: st.Priority,
-			MaxAttempts: retryPolicy(st.Retry).MaxAttempts, TTL: time.Duration(st.TTL) Timeout: storeTimeout(st.Timeout),, TriggerRule: string(st.Rule())}
+			MaxAttempts: retryPolicy(st.Retry).MaxAttempts, TTL: time.Duration(st.TTL), Timeout: storeTimeout(st.Timeout), TriggerRule: string(st.Rule())}
 		switch st.Type {
 		case workflow.StepDecision:
 			steps[i].Kind = store.KindDecision

@@ -1,13 +1,140 @@
 package sqlstore
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
+
+// This file records outcomes: each guarded by its fence, plain ones in bulk,
+// the rest one at a time; cascade.go carries their ends to tasks and
+// children.
+
+// CompleteSteps records outcomes in one transaction.
+func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
+	results := make([]error, len(outcomes))
+	engine := ""
+	if len(outcomes) > 0 {
+		engine = outcomes[0].EngineID
+	}
+	// Record in step order: engines completing steps of the same tasks
+	// then lock their rows in the same order and cannot deadlock.
+	order := make([]int, len(outcomes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
+	err := s.write(ctx, engine, func(t *txn) error {
+		// Plain outcomes of one engine go together; the rest one by one.
+		var plain []store.Outcome
+		var plainAt, rest []int
+		for _, i := range order {
+			if o := outcomes[i]; plainOutcome(o) && o.EngineID == engine {
+				plain, plainAt = append(plain, o), append(plainAt, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		held, err := t.finishMany(plain)
+		if err != nil {
+			return err
+		}
+		for j, i := range plainAt {
+			if !held[j] {
+				results[i] = fmt.Errorf("step %d attempt %d: %w", outcomes[i].Fence.StepID, outcomes[i].Fence.Attempt, store.ErrStaleLease)
+			}
+		}
+		for _, i := range rest {
+			o := outcomes[i]
+			t.engine = o.EngineID
+			ok, err := t.finish(o)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				results[i] = fmt.Errorf("step %d attempt %d: %w", o.Fence.StepID, o.Fence.Attempt, store.ErrStaleLease)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// finish records one outcome guarded by its fence; false means stale.
+func (t *txn) finish(o store.Outcome) (bool, error) {
+	var result any
+	if len(o.Result) > 0 {
+		result = string(o.Result)
+	}
+	to, set, args := o.State, "", []any(nil)
+	switch o.State {
+	case state.StepCompleted, state.StepFailed:
+		set, args = `sub = '', result = ?, error = ?, finished_at = ?`, []any{result, o.Error, t.now}
+		if o.Reason == "" {
+			o.Reason = o.Error
+		}
+	case state.StepSkipped:
+		set, args = `sub = '', error = '', finished_at = ?`, []any{t.now}
+	case state.StepWaiting, state.StepReady:
+		runAt := o.RunAt.UnixMicro()
+		to = state.StepWaiting
+		if o.RunAt.IsZero() || runAt <= t.now {
+			to, runAt = state.StepReady, t.now
+		}
+		give := 0
+		if o.Snooze {
+			give = 1
+		}
+		set = `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
+		args = []any{o.Error, give, nullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result}
+	default:
+		return false, fmt.Errorf("outcome state %q is not completed, failed or waiting", o.State)
+	}
+	if err := state.CheckStep(state.StepRunning, to); err != nil {
+		return false, err
+	}
+	if o.Spawn != nil && o.State == state.StepCompleted {
+		if msg, err := t.spawnTooLarge(o.Fence.StepID, o.Spawn); err != nil {
+			return false, err
+		} else if msg != "" {
+			o.Spawn, to, o.Error, o.Reason, o.Result = nil, state.StepFailed, msg, msg, nil
+			set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{msg, t.now}
+		}
+	}
+	// One fenced compare-and-swap: the step must still be running under
+	// exactly this attempt and lease.
+	var taskID int64
+	var name, children string
+	err := t.queryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
+		RETURNING task_id, name, children`, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
+		Scan(&taskID, &name, &children)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
+	}
+	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
+	switch to {
+	case state.StepReady:
+		t.readied++
+	case state.StepCompleted, state.StepFailed, state.StepSkipped:
+		if err := t.dynamicOutcome(o, taskID, name, children, to); err != nil {
+			return false, err
+		}
+		return true, t.stepEnded(taskID, name, children, to, o.Error)
+	}
+	return true, nil
+}
 
 // plainOutcome reports whether an outcome only ends its step: completed or
 // failed, with no decision to apply and no items to spawn. A batch of those
@@ -37,175 +164,37 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		{"o_state", colText}, {"o_result", colJSON}, {"o_error", colText}}, rows)
 	// The fence: each step must still be running under exactly its attempt
 	// and lease.
-	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?
+	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM `+from+`
 		WHERE steps.id = o.o_id AND steps.state = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
 		RETURNING id, task_id, name, children`, append([]any{t.now}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
-	var ended []endedStep
-	for q.Next() {
-		var id int64
-		var e endedStep
-		if err := q.Scan(&id, &e.taskID, &e.name, &e.children); err != nil {
-			q.Close()
-			return nil, fmt.Errorf("record outcomes: %w", err)
-		}
-		i := byStep[id]
+	type recorded struct {
+		id int64
+		endedStep
+	}
+	got, err := collect(q, func(r Row) (recorded, error) {
+		var v recorded
+		err := r.Scan(&v.id, &v.taskID, &v.name, &v.children)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
+	}
+	ended := make([]endedStep, len(got))
+	for j, v := range got {
+		i := byStep[v.id]
 		held[i] = true
+		e := v.endedStep
 		e.st, e.err = os[i].State, os[i].Error
-		ended = append(ended, e)
+		ended[j] = e
 		reason := os[i].Reason
 		if reason == "" {
 			reason = os[i].Error
 		}
 		t.audit(e.taskID, e.name, string(state.StepRunning), string(e.st), os[i].Fence.Attempt, reason)
 	}
-	q.Close()
-	if err := q.Err(); err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
-	}
 	return held, t.stepsEnded(ended)
-}
-
-// endedStep is a step that reached a terminal state: its task accounts for
-// it and its children learn of it.
-type endedStep struct {
-	taskID         int64
-	name, children string
-	st             state.Step
-	err            string
-}
-
-// stepEnded accounts for one step that reached a terminal state.
-func (t *txn) stepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
-	return t.stepsEnded([]endedStep{{taskID: taskID, name: name, children: children, st: st, err: errMsg}})
-}
-
-// stepsEnded accounts for steps that reached a terminal state: each task's
-// remaining and failed counts in one statement, the tasks whose steps have
-// all ended finished in another, then the children of every step.
-func (t *txn) stepsEnded(ended []endedStep) error {
-	if len(ended) == 0 {
-		return nil
-	}
-	type account struct {
-		n, failed int64
-		err       string
-	}
-	accounts := map[int64]*account{}
-	var ids []int64
-	for _, e := range ended {
-		a := accounts[e.taskID]
-		if a == nil {
-			a = &account{}
-			accounts[e.taskID] = a
-			ids = append(ids, e.taskID)
-		}
-		a.n++
-		if e.st == state.StepFailed || e.st == state.StepExpired {
-			a.failed++
-			if a.err == "" {
-				a.err = fmt.Sprintf("step %q %s", e.name, e.st)
-				if e.err != "" {
-					a.err += ": " + e.err
-				}
-			}
-		}
-	}
-	// Tasks in id order, so engines finishing steps of the same tasks take
-	// their row locks in the same order.
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	rows := make([][]any, len(ids))
-	for i, id := range ids {
-		a := accounts[id]
-		rows[i] = []any{id, a.n, a.failed, a.err}
-	}
-	if t.s.d.ClaimLock != "" && len(ids) > 1 {
-		lockArgs := make([]any, len(ids))
-		for i, id := range ids {
-			lockArgs[i] = id
-		}
-		if _, err := t.exec(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(ids))+`) ORDER BY id FOR UPDATE`, lockArgs...); err != nil {
-			return fmt.Errorf("lock tasks: %w", err)
-		}
-	}
-	from, args := t.rowset("a", []column{{"a_id", colInt}, {"a_n", colInt}, {"a_failed", colInt}, {"a_err", colText}}, rows)
-	q, err := t.query(`UPDATE tasks SET remaining = remaining - a.a_n, failed = failed + a.a_failed,
-		error = CASE WHEN error = '' THEN a.a_err ELSE error END
-		FROM `+from+` WHERE tasks.id = a.a_id
-		RETURNING id, remaining, failed, state, error`, args...)
-	if err != nil {
-		return fmt.Errorf("account ended steps: %w", err)
-	}
-	type done struct {
-		id       int64
-		from, to state.Task
-		reason   string
-	}
-	var finished []done
-	for q.Next() {
-		var id int64
-		var remaining, failed int
-		var st, taskErr string
-		if err := q.Scan(&id, &remaining, &failed, &st, &taskErr); err != nil {
-			q.Close()
-			return fmt.Errorf("account ended steps: %w", err)
-		}
-		if remaining != 0 || state.Task(st).Terminal() {
-			continue
-		}
-		d := done{id: id, from: state.Task(st), to: state.TaskCompleted, reason: "every step finished"}
-		if failed > 0 {
-			d.to, d.reason = state.TaskFailed, taskErr
-			if d.reason == "" {
-				d.reason = "a step failed"
-			}
-		}
-		if err := state.CheckTask(d.from, d.to); err != nil {
-			q.Close()
-			return fmt.Errorf("task %d: %w", id, err)
-		}
-		finished = append(finished, d)
-	}
-	q.Close()
-	if err := q.Err(); err != nil {
-		return fmt.Errorf("account ended steps: %w", err)
-	}
-	if len(finished) > 0 {
-		rows := make([][]any, len(finished))
-		reasons := make(map[int64]done, len(finished))
-		for i, d := range finished {
-			rows[i] = []any{d.id, string(d.from), string(d.to)}
-			reasons[d.id] = d
-		}
-		from, args := t.rowset("f", []column{{"f_id", colInt}, {"f_from", colText}, {"f_to", colText}}, rows)
-		moved, err := t.query(`UPDATE tasks SET state = f.f_to, finished_at = ? FROM `+from+`
-			WHERE tasks.id = f.f_id AND tasks.state = f.f_from RETURNING id`, append([]any{t.now}, args...)...)
-		if err != nil {
-			return fmt.Errorf("finish tasks: %w", err)
-		}
-		for moved.Next() {
-			var id int64
-			if err := moved.Scan(&id); err != nil {
-				moved.Close()
-				return fmt.Errorf("finish tasks: %w", err)
-			}
-			d := reasons[id]
-			t.audit(id, "", string(d.from), string(d.to), 0, d.reason)
-		}
-		moved.Close()
-		if err := moved.Err(); err != nil {
-			return fmt.Errorf("finish tasks: %w", err)
-		}
-	}
-	for _, e := range ended {
-		for _, child := range parseIdx(e.children) {
-			if err := t.parentEnded(e.taskID, child, e.st, e.name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 )
 
 // This file holds what makes a task's graph change as it runs: decisions
-// that choose branches, batches that create their items, and progress.
+// that choose branches and batches that create their items.
 
 // dynamicOutcome applies what a finished step's outcome changes in its
 // task's graph, before its children are told it ended: a decision skips
@@ -49,27 +48,15 @@ func (t *txn) decide(taskID int64, name, children string, branches []string) err
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
-	type child struct {
-		id             int64
-		name, children string
-	}
-	var skip []child
-	for rows.Next() {
-		var c child
-		if err := rows.Scan(&c.id, &c.name, &c.children); err != nil {
-			rows.Close()
-			return fmt.Errorf("branches of decision %q: %w", name, err)
-		}
-		if !slices.Contains(branches, c.name) {
-			skip = append(skip, c)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	pending, err := collect(rows, scanStepRef)
+	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
 	reason := fmt.Sprintf("not chosen by decision %q", name)
-	for _, c := range skip {
+	for _, c := range pending {
+		if slices.Contains(branches, c.name) {
+			continue
+		}
 		moved, err := t.moveStep(c.id, taskID, c.name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
 		if err != nil {
 			return err
@@ -100,7 +87,7 @@ func (t *txn) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error) {
 	return "", nil
 }
 
-// itemsPerInsert bounds the rows of one multi-row insert of items (17
+// itemsPerInsert bounds the rows of one multi-row insert of items (18
 // parameters each, well under every backend's limit).
 const itemsPerInsert = 256
 
@@ -123,12 +110,13 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 	prio += tpl.Priority
 	maxAttempts := max(tpl.MaxAttempts, 1)
 	ttl := tpl.TTL.Microseconds()
+	timeout := max(tpl.Timeout.Microseconds(), 0)
 	var expires any
 	if ttl > 0 {
 		expires = t.now + ttl
 	}
 	sortKey := t.now - int64(prio)*t.s.aging
-	const cols = 17
+	const cols = 18
 	for start := 0; start < n; start += itemsPerInsert {
 		end := min(start+itemsPerInsert, n)
 		args := make([]any, 0, cols*(end-start))
@@ -138,11 +126,11 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 				item = json.RawMessage("null")
 			}
 			args = append(args, taskID, next+i, fmt.Sprintf("%s[%d]", name, i), tpl.Handler, namespace, string(state.StepReady), "", children,
-				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item))
+				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item), timeout)
 		}
 		row := "(" + placeholders(cols) + ")"
 		q := `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at,
-			kind, batch_of, template, item) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
+			kind, batch_of, template, item, run_timeout) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
 		if _, err := t.exec(q, args...); err != nil {
 			return fmt.Errorf("create items %d to %d of batch %q of task %d: %w", start, end-1, name, taskID, err)
 		}
@@ -174,32 +162,22 @@ func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) 
 	if err != nil {
 		return nil, fmt.Errorf("load batch results: %w", err)
 	}
-	defer rows.Close()
+	results, err := collect(rows, func(r Row) (sql.NullString, error) {
+		var v sql.NullString
+		err := r.Scan(&v)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
 	var b bytes.Buffer
 	b.WriteByte('[')
-	first := true
-	for rows.Next() {
-		var result sql.NullString
-		if err := rows.Scan(&result); err != nil {
-			return nil, fmt.Errorf("load batch results: %w", err)
-		}
-		if !first {
+	for i, result := range results {
+		if i > 0 {
 			b.WriteByte(',')
 		}
-		first = false
 		b.Write(nullJSON(result))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load batch results: %w", err)
 	}
 	b.WriteByte(']')
 	return b.Bytes(), nil
-}
-
-// SaveProgress records a running step's progress (fenced).
-func (s *Store) SaveProgress(ctx context.Context, f store.Fence, fraction float64, message string) error {
-	if !(fraction >= 0 && fraction <= 1) {
-		return fmt.Errorf("progress %v of step %d is not between 0 and 1", fraction, f.StepID)
-	}
-	return s.fenced(ctx, "", f, `progress = ?, progress_msg = ?`, fraction, message)
 }

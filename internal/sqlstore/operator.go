@@ -3,146 +3,126 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
-// This file holds what the server adds to the store: API keys, operator
-// actions on single steps, and the counts behind metrics and admission.
+// This file holds what operators do to tasks and steps: cancel and retry a
+// task, retry or resolve a single step, and the reopening of the steps a
+// failure had skipped.
 
-// CreateAPIKey records a new API key.
-func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
-	if k.ID == "" || len(k.Hash) == 0 {
-		return errors.New("api key needs an id and a hash")
+// CancelTask cancels a task and its open steps.
+func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason string) ([]store.Fence, error) {
+	if reason == "" {
+		reason = "cancelled"
 	}
-	return s.write(ctx, "", func(t *txn) error {
-		created := k.CreatedAt
-		if created.IsZero() {
-			created = time.UnixMicro(t.now)
+	var running []store.Fence
+	err := s.write(ctx, engineID, func(t *txn) error {
+		var st string
+		if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+			}
+			return fmt.Errorf("cancel task %d: %w", id, err)
 		}
-		res, err := t.exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO NOTHING`,
-			k.ID, k.Name, hex.EncodeToString(k.Hash), strings.Join(k.Permissions, ","), created.UnixMicro())
+		from := state.Task(st)
+		if !state.CanTask(from, state.TaskCancelled) {
+			return fmt.Errorf("task %d is %s and cannot be cancelled: %w", id, from, store.ErrConflict)
+		}
+		var err error
+		running, err = t.endTask(id, from, state.TaskCancelled, state.StepCancelled, reason)
+		return err
+	})
+	return running, err
+}
+
+// RetryTask moves a failed task back to running.
+func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error {
+	return s.write(ctx, engineID, func(t *txn) error {
+		task, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+		}
 		if err != nil {
-			return fmt.Errorf("insert api key %s: %w", k.ID, err)
+			return fmt.Errorf("retry task %d: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
+		if task.State != state.TaskFailed {
+			return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
+		}
+		rows, err := t.query(`SELECT id, name, state, deps, priority, ttl, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return fmt.Errorf("steps of task %d: %w", id, err)
+		}
+		type row struct {
+			id       int64
+			name, st string
+			deps     []int
+			priority int
+			ttl      int64
+			batchOf  sql.NullInt64
+		}
+		steps, err := collect(rows, func(r Row) (row, error) {
+			var v row
+			var deps string
+			err := r.Scan(&v.id, &v.name, &v.st, &deps, &v.priority, &v.ttl, &v.batchOf)
+			v.deps = parseIdx(deps)
+			return v, err
+		})
+		if err != nil {
+			return fmt.Errorf("steps of task %d: %w", id, err)
+		}
+		items := map[int][]int{} // batch step index -> its items' indexes
+		for i, r := range steps {
+			if r.batchOf.Valid {
+				// Items of a batch count among the dependencies of the
+				// batch step's children.
+				items[int(r.batchOf.Int64)] = append(items[int(r.batchOf.Int64)], i)
+			}
+		}
+		if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, "retried", `finished_at = NULL, error = '', failed = 0`); err != nil {
+			return err
+		}
+		// Failed and expired steps run again; skipped ones wait for their
+		// dependencies anew, with counts recomputed from the new states.
+		for i := range steps {
+			r := &steps[i]
+			switch state.Step(r.st) {
+			case state.StepFailed, state.StepExpired:
+				if _, err := t.moveStep(r.id, id, r.name, state.Step(r.st), state.StepReady, 0, "task retried",
+					`attempt = 0, error = '', result = NULL, finished_at = NULL, sort_key = ?`, t.now-int64(r.priority)*t.s.aging); err != nil {
+					return err
+				}
+				r.st = string(state.StepReady)
+				t.readied++
+			case state.StepSkipped:
+				if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, "task retried", `finished_at = NULL`); err != nil {
+					return err
+				}
+				r.st = string(state.StepPending)
+			}
+		}
+		remaining := 0
+		for _, r := range steps {
+			if !state.Step(r.st).Terminal() {
+				remaining++
+			}
+			if state.Step(r.st) != state.StepPending {
+				continue
+			}
+			c := dependencyCounts(r.deps, items, func(i int) state.Step { return state.Step(steps[i].st) })
+			if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
+				return fmt.Errorf("reset dependency counts: %w", err)
+			}
+		}
+		if _, err := t.exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
+			return fmt.Errorf("reset task counts: %w", err)
 		}
 		return nil
 	})
-}
-
-const apiKeyColumns = `id, name, hash, permissions, created_at, revoked_at`
-
-func scanAPIKey(sc interface{ Scan(...any) error }) (store.APIKey, error) {
-	var k store.APIKey
-	var hash, perms string
-	var created int64
-	var revoked sql.NullInt64
-	if err := sc.Scan(&k.ID, &k.Name, &hash, &perms, &created, &revoked); err != nil {
-		return k, err
-	}
-	h, err := hex.DecodeString(hash)
-	if err != nil {
-		return k, fmt.Errorf("api key %s: stored hash is not hex: %w", k.ID, err)
-	}
-	k.Hash = h
-	if perms != "" {
-		k.Permissions = strings.Split(perms, ",")
-	}
-	k.CreatedAt = time.UnixMicro(created)
-	k.RevokedAt = optTime(revoked)
-	return k, nil
-}
-
-// GetAPIKey returns a key by id.
-func (s *Store) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error) {
-	k, err := scanAPIKey(s.readRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get api key %s: %w", id, err)
-	}
-	return &k, nil
-}
-
-// ListAPIKeys returns every key, oldest first.
-func (s *Store) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
-	rows, err := s.read(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	defer rows.Close()
-	var out []store.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan api key: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
-}
-
-// RevokeAPIKey marks a key revoked.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
-	return s.write(ctx, "", func(t *txn) error {
-		var n int
-		if err := t.queryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, id).Scan(&n); err != nil {
-			return fmt.Errorf("look up api key %s: %w", id, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
-		}
-		if _, err := t.exec(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, t.now, id); err != nil {
-			return fmt.Errorf("revoke api key %s: %w", id, err)
-		}
-		return nil
-	})
-}
-
-// GetStep returns one step with its dependencies named.
-func (s *Store) GetStep(ctx context.Context, id int64) (*store.Step, error) {
-	st, deps, err := scanStep(s.readRow(ctx, `SELECT `+stepColumns+` FROM steps WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("step %d: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get step %d: %w", id, err)
-	}
-	if len(deps) == 0 {
-		return &st, nil
-	}
-	rows, err := s.read(ctx, `SELECT idx, name FROM steps WHERE task_id = ?`, st.TaskID)
-	if err != nil {
-		return nil, fmt.Errorf("name dependencies of step %d: %w", id, err)
-	}
-	defer rows.Close()
-	byIdx := map[int]string{}
-	for rows.Next() {
-		var i int
-		var name string
-		if err := rows.Scan(&i, &name); err != nil {
-			return nil, fmt.Errorf("name dependencies of step %d: %w", id, err)
-		}
-		byIdx[i] = name
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("name dependencies of step %d: %w", id, err)
-	}
-	for _, d := range deps {
-		st.DependsOn = append(st.DependsOn, byIdx[d])
-	}
-	return &st, nil
 }
 
 // opStep is what an operator action needs to know of each step of a task.
@@ -172,31 +152,36 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
-	defer rows.Close()
-	target = -1
-	for rows.Next() {
-		var o opStep
-		var sst, deps, rule string
-		var batchOf sql.NullInt64
-		if err := rows.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf); err != nil {
-			return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
-		}
-		o.st, o.deps, o.rule, o.batchOf = state.Step(sst), parseIdx(deps), dag.Rule(rule), -1
-		if o.rule == "" {
-			o.rule = dag.AllSuccess
-		}
-		if batchOf.Valid {
-			o.batchOf = int(batchOf.Int64)
-		}
-		if o.id == stepID {
-			target = len(steps)
-		}
-		steps = append(steps, o)
-	}
-	if err := rows.Err(); err != nil {
+	steps, err = collect(rows, scanOpStep)
+	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
+	target = -1
+	for i, o := range steps {
+		if o.id == stepID {
+			target = i
+		}
+	}
 	return taskID, state.Task(st), steps, target, nil
+}
+
+// scanOpStep reads id, name, state, deps, children, priority, ttl,
+// trigger_rule and batch_of.
+func scanOpStep(r Row) (opStep, error) {
+	var o opStep
+	var sst, deps, rule string
+	var batchOf sql.NullInt64
+	if err := r.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf); err != nil {
+		return o, err
+	}
+	o.st, o.deps, o.rule, o.batchOf = state.Step(sst), parseIdx(deps), dag.Rule(rule), -1
+	if o.rule == "" {
+		o.rule = dag.AllSuccess
+	}
+	if batchOf.Valid {
+		o.batchOf = int(batchOf.Int64)
+	}
+	return o, nil
 }
 
 // RetryStep makes a failed or expired step ready again.
@@ -378,38 +363,4 @@ func (t *txn) reopen(taskID int64, ts state.Task, steps []opStep, target int, mo
 		}
 	}
 	return nil
-}
-
-// QueueDepth counts unfinished steps by namespace and state.
-func (s *Store) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
-	rows, err := s.read(ctx, `SELECT namespace, state, count(*) FROM steps
-		WHERE state IN ('pending', 'ready', 'running', 'waiting') GROUP BY namespace, state ORDER BY namespace, state`)
-	if err != nil {
-		return nil, fmt.Errorf("queue depth: %w", err)
-	}
-	defer rows.Close()
-	var out []store.QueueCount
-	for rows.Next() {
-		var c store.QueueCount
-		var st string
-		if err := rows.Scan(&c.Namespace, &st, &c.Count); err != nil {
-			return nil, fmt.Errorf("queue depth: %w", err)
-		}
-		c.State = state.Step(st)
-		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
-// CountUnfinishedTasks counts pending and running tasks up to limit.
-func (s *Store) CountUnfinishedTasks(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
-	}
-	var n int
-	err := s.readRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state IN ('pending', 'running') LIMIT ?) AS unfinished`, limit).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count unfinished tasks: %w", err)
-	}
-	return n, nil
 }

@@ -87,17 +87,12 @@ func (t *txn) timeOutWaits() (int, error) {
 		id, task               int64
 		name, children, signal string
 	}
-	var waits []wait
-	for rows.Next() {
+	waits, err := collect(rows, func(r Row) (wait, error) {
 		var w wait
-		if err := rows.Scan(&w.id, &w.task, &w.name, &w.children, &w.signal); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("find timed-out signal waits: %w", err)
-		}
-		waits = append(waits, w)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		err := r.Scan(&w.id, &w.task, &w.name, &w.children, &w.signal)
+		return w, err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("find timed-out signal waits: %w", err)
 	}
 	n := 0
@@ -154,21 +149,8 @@ func (s *Store) Signal(ctx context.Context, taskID int64, name string, payload j
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}
-		type waiting struct {
-			id             int64
-			name, children string
-		}
-		var steps []waiting
-		for rows.Next() {
-			var w waiting
-			if err := rows.Scan(&w.id, &w.name, &w.children); err != nil {
-				rows.Close()
-				return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
-			}
-			steps = append(steps, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		steps, err := collect(rows, scanStepRef)
+		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}
 		for _, w := range steps {

@@ -70,3 +70,21 @@ func TestRefusesNewerSchema(t *testing.T) {
 	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema})
 	require.ErrorContains(t, err, "database schema version 999 is newer than this weft")
 }
+
+// TestOverdueReadsDeadlineIndex shows that OverdueSteps reads the partial
+// deadline index in order, not the steps table, however many steps run.
+func TestOverdueReadsDeadlineIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	_, err := s.DB().ExecContext(ctx, `INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, max_attempts, deadline)
+		SELECT g, 0, 's', 'h', 'ns', 'running', 0, 3, CASE WHEN g % 1000 = 0 THEN g END FROM generate_series(1, 100000) g`)
+	require.NoError(t, err)
+	_, err = s.DB().ExecContext(ctx, `ANALYZE steps`)
+	require.NoError(t, err)
+	plan, err := s.ExplainOverdue(ctx, time.Now(), 100)
+	require.NoError(t, err)
+	require.Contains(t, plan, "steps_deadline", plan)
+	require.NotContains(t, plan, "Seq Scan on steps", plan)
+	t.Logf("overdue plan:\n%s", plan)
+}

@@ -84,3 +84,24 @@ func TestRefusesNewerSchema(t *testing.T) {
 	_, err = sqlite.Open(ctx, path, sqlite.Options{})
 	require.ErrorContains(t, err, "database schema version 999 is newer than this weft")
 }
+
+// TestOverdueReadsDeadlineIndex shows that OverdueSteps reads the partial
+// deadline index, not the steps table, however many steps run.
+func TestOverdueReadsDeadlineIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
+		INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, max_attempts, deadline)
+		SELECT n, 0, 's', 'h', 'ns', 'running', 0, 3, CASE WHEN n % 1000 = 0 THEN n END FROM g`)
+	require.NoError(t, err)
+	_, err = s.DB().ExecContext(ctx, `ANALYZE`)
+	require.NoError(t, err)
+	plan, err := s.ExplainOverdue(ctx, time.Now(), 100)
+	require.NoError(t, err)
+	require.Contains(t, plan, "USING INDEX steps_deadline", plan)
+	require.NotContains(t, plan, "TEMP B-TREE", "the index gives the deadline order:\n%s", plan)
+	t.Logf("overdue plan:\n%s", plan)
+}

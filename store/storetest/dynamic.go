@@ -381,7 +381,7 @@ func testCheckpointReap(t *testing.T, h *harness) {
 	c := h.claim("e1", 1)[0]
 	require.NoError(t, h.s.SaveCheckpoint(h.ctx, c.Fence, json.RawMessage(`{"cursor":42}`)))
 	h.clock.Advance(time.Minute)
-	_, err := h.s.Heartbeat(h.ctx, "e2", h.clock.Now(), nil)
+	_, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e2", Now: h.clock.Now()})
 	require.NoError(t, err)
 	n, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-30*time.Second), nil, "e2")
 	require.NoError(t, err)

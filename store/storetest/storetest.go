@@ -84,6 +84,7 @@ func Run(t *testing.T, open Opener) {
 		{"ListTasksByCreationTime", testListTasksByTime},
 	}
 	tests = append(tests, dynamicTests...)
+	tests = append(tests, runningTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -472,7 +473,7 @@ func testReap(t *testing.T, h *harness) {
 	require.Len(t, got, 2)
 	// e2 heartbeats, e1 does not: only e1 lapses.
 	h.clock.Advance(time.Minute)
-	_, err := h.s.Heartbeat(h.ctx, "e2", h.clock.Now(), nil)
+	_, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e2", Now: h.clock.Now()})
 	require.NoError(t, err)
 	n, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-30*time.Second), nil, "e2")
 	require.NoError(t, err)
@@ -481,7 +482,7 @@ func testReap(t *testing.T, h *harness) {
 	require.Equal(t, state.StepReady, task.Steps[0].State)
 	require.Equal(t, 1, task.Steps[0].Attempts, "the lapsed attempt counts")
 	require.Contains(t, task.Steps[0].Error, "lease lapsed")
-	_, err = h.s.Heartbeat(h.ctx, "e1", h.clock.Now(), nil)
+	_, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now()})
 	require.ErrorIs(t, err, store.ErrEngineLost)
 	_, err = h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: "e1", Limit: 1, Now: h.clock.Now()})
 	require.ErrorIs(t, err, store.ErrEngineLost, "an engine declared dead claims nothing")
@@ -522,9 +523,10 @@ func testHeartbeatLost(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	stale := got[1].Fence
 	stale.LeaseID++
-	lost, err := h.s.Heartbeat(h.ctx, "e1", h.clock.Now(), []store.Fence{got[0].Fence, got[1].Fence, stale})
+	res, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{got[0].Fence, got[1].Fence, stale}})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []store.Fence{got[0].Fence, stale}, lost)
+	require.ElementsMatch(t, []store.Fence{got[0].Fence, stale}, res.Lost)
+	require.Zero(t, res.Released, "an incomplete list releases nothing")
 }
 
 func testCheckpointDeferred(t *testing.T, h *harness) {

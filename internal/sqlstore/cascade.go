@@ -1,0 +1,276 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file carries the end of a step to the rest of its task in the same
+// transaction: the task's counts and its own end, and the readiness of the
+// step's children under their trigger rules.
+
+// eligible moves a step whose dependencies are satisfied to ready, or to
+// waiting when runAt is in the future.
+func (t *txn) eligible(id, taskID int64, name string, from state.Step, priority int, ttl, runAt int64, reason string) error {
+	var expires any
+	if ttl > 0 {
+		expires = max(runAt, t.now) + ttl
+	}
+	if runAt > t.now {
+		_, err := t.moveStep(id, taskID, name, from, state.StepWaiting, 0, reason, `run_at = ?, expires_at = ?`, runAt, expires)
+		return err
+	}
+	ok, err := t.moveStep(id, taskID, name, from, state.StepReady, 0, reason, `sort_key = ?, run_at = NULL, expires_at = ?`,
+		t.now-int64(priority)*t.s.aging, expires)
+	if ok {
+		t.readied++
+	}
+	return err
+}
+
+// parentEnded updates a pending child's dependency counts and applies its
+// trigger rule.
+func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName string) error {
+	var ok, failed, skipped int
+	switch {
+	case parent.Succeeded():
+		ok = 1
+	case parent == state.StepSkipped:
+		skipped = 1
+	default:
+		failed = 1
+	}
+	var id int64
+	var name, deps, children string
+	var c dag.Counts
+	var priority, extra int
+	var ttl, waitTimeout int64
+	var rule, kind, signal string
+	err := t.queryRow(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
+		WHERE task_id = ? AND idx = ? AND state = 'pending'
+		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`,
+		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl, &rule, &extra, &kind, &signal, &waitTimeout)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // not pending: cancelled or already decided
+	}
+	if err != nil {
+		return fmt.Errorf("update dependents of task %d: %w", taskID, err)
+	}
+	c.Total = len(parseIdx(deps)) + extra
+	switch dag.Decide(dag.Rule(rule), c) {
+	case dag.Run:
+		if kind == store.KindSignal {
+			return t.beginWait(id, taskID, name, children, signal, time.Duration(waitTimeout)*time.Microsecond)
+		}
+		return t.eligible(id, taskID, name, state.StepPending, priority, ttl, 0, "dependencies satisfied")
+	case dag.Skip:
+		reason := fmt.Sprintf("dependency %q %s", parentName, parent)
+		if rule != "" && rule != string(dag.AllSuccess) {
+			reason = fmt.Sprintf("trigger rule %s is false (dependency %q %s)", rule, parentName, parent)
+		}
+		moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
+		if err != nil || !moved {
+			return err
+		}
+		return t.stepEnded(taskID, name, children, state.StepSkipped, "")
+	}
+	return nil
+}
+
+// endedStep is a step that reached a terminal state: its task accounts for
+// it and its children learn of it.
+type endedStep struct {
+	taskID         int64
+	name, children string
+	st             state.Step
+	err            string
+}
+
+// stepEnded accounts for one step that reached a terminal state.
+func (t *txn) stepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
+	return t.stepsEnded([]endedStep{{taskID: taskID, name: name, children: children, st: st, err: errMsg}})
+}
+
+// stepsEnded accounts for steps that reached a terminal state: each task's
+// remaining and failed counts in one statement, the tasks whose steps have
+// all ended finished in another, then the children of every step.
+func (t *txn) stepsEnded(ended []endedStep) error {
+	if len(ended) == 0 {
+		return nil
+	}
+	type account struct {
+		n, failed int64
+		err       string
+	}
+	accounts := map[int64]*account{}
+	var ids []int64
+	for _, e := range ended {
+		a := accounts[e.taskID]
+		if a == nil {
+			a = &account{}
+			accounts[e.taskID] = a
+			ids = append(ids, e.taskID)
+		}
+		a.n++
+		if e.st == state.StepFailed || e.st == state.StepExpired {
+			a.failed++
+			if a.err == "" {
+				a.err = fmt.Sprintf("step %q %s", e.name, e.st)
+				if e.err != "" {
+					a.err += ": " + e.err
+				}
+			}
+		}
+	}
+	// Tasks in id order, so engines finishing steps of the same tasks take
+	// their row locks in the same order.
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	rows := make([][]any, len(ids))
+	for i, id := range ids {
+		a := accounts[id]
+		rows[i] = []any{id, a.n, a.failed, a.err}
+	}
+	if t.s.d.ClaimLock != "" && len(ids) > 1 {
+		lockArgs := make([]any, len(ids))
+		for i, id := range ids {
+			lockArgs[i] = id
+		}
+		if _, err := t.exec(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(ids))+`) ORDER BY id FOR UPDATE`, lockArgs...); err != nil {
+			return fmt.Errorf("lock tasks: %w", err)
+		}
+	}
+	from, args := t.rowset("a", []column{{"a_id", colInt}, {"a_n", colInt}, {"a_failed", colInt}, {"a_err", colText}}, rows)
+	q, err := t.query(`UPDATE tasks SET remaining = remaining - a.a_n, failed = failed + a.a_failed,
+		error = CASE WHEN error = '' THEN a.a_err ELSE error END
+		FROM `+from+` WHERE tasks.id = a.a_id
+		RETURNING id, remaining, failed, state, error`, args...)
+	if err != nil {
+		return fmt.Errorf("account ended steps: %w", err)
+	}
+	type counted struct {
+		id                int64
+		remaining, failed int
+		st, err           string
+	}
+	accounted, err := collect(q, func(r Row) (counted, error) {
+		var c counted
+		err := r.Scan(&c.id, &c.remaining, &c.failed, &c.st, &c.err)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("account ended steps: %w", err)
+	}
+	type done struct {
+		id       int64
+		from, to state.Task
+		reason   string
+	}
+	var finished []done
+	for _, c := range accounted {
+		if c.remaining != 0 || state.Task(c.st).Terminal() {
+			continue
+		}
+		d := done{id: c.id, from: state.Task(c.st), to: state.TaskCompleted, reason: "every step finished"}
+		if c.failed > 0 {
+			d.to, d.reason = state.TaskFailed, c.err
+			if d.reason == "" {
+				d.reason = "a step failed"
+			}
+		}
+		if err := state.CheckTask(d.from, d.to); err != nil {
+			return fmt.Errorf("task %d: %w", c.id, err)
+		}
+		finished = append(finished, d)
+	}
+	if len(finished) > 0 {
+		rows := make([][]any, len(finished))
+		reasons := make(map[int64]done, len(finished))
+		for i, d := range finished {
+			rows[i] = []any{d.id, string(d.from), string(d.to)}
+			reasons[d.id] = d
+		}
+		from, args := t.rowset("f", []column{{"f_id", colInt}, {"f_from", colText}, {"f_to", colText}}, rows)
+		moved, err := t.int64s(`UPDATE tasks SET state = f.f_to, finished_at = ? FROM `+from+`
+			WHERE tasks.id = f.f_id AND tasks.state = f.f_from RETURNING id`, append([]any{t.now}, args...)...)
+		if err != nil {
+			return fmt.Errorf("finish tasks: %w", err)
+		}
+		for _, id := range moved {
+			d := reasons[id]
+			t.audit(id, "", string(d.from), string(d.to), 0, d.reason)
+		}
+	}
+	for _, e := range ended {
+		for _, child := range parseIdx(e.children) {
+			if err := t.parentEnded(e.taskID, child, e.st, e.name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// endTask moves a task to a terminal state and every non-terminal step of it
+// to stepTo, returning the fences of steps that were running.
+func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
+	ok, err := t.moveTask(id, from, to, reason, `finished_at = ?, remaining = 0`, t.now)
+	if err != nil || !ok {
+		return nil, err
+	}
+	rows, err := t.query(`SELECT id, name, state, attempt, lease_id FROM steps
+		WHERE task_id = ? AND state IN ('pending', 'ready', 'running', 'waiting')`, id)
+	if err != nil {
+		return nil, fmt.Errorf("steps of task %d: %w", id, err)
+	}
+	type open struct {
+		fence    store.Fence
+		name, st string
+	}
+	steps, err := collect(rows, func(r Row) (open, error) {
+		var o open
+		err := r.Scan(&o.fence.StepID, &o.name, &o.st, &o.fence.Attempt, &o.fence.LeaseID)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("steps of task %d: %w", id, err)
+	}
+	var running []store.Fence
+	for _, o := range steps {
+		if _, err := t.moveStep(o.fence.StepID, id, o.name, state.Step(o.st), stepTo, o.fence.Attempt, reason,
+			`sub = '', finished_at = ?, expires_at = NULL, deadline = NULL`, t.now); err != nil {
+			return nil, err
+		}
+		if state.Step(o.st) == state.StepRunning {
+			running = append(running, o.fence)
+		}
+	}
+	return running, nil
+}
+
+// dependencyCounts counts how a step's dependencies ended, the items of a
+// batch dependency counting among them (items maps a batch step's index to
+// its items' indexes); stateOf gives a step's state by index.
+func dependencyCounts(deps []int, items map[int][]int, stateOf func(int) state.Step) dag.Counts {
+	var c dag.Counts
+	for _, d := range deps {
+		for _, i := range append([]int{d}, items[d]...) {
+			c.Total++
+			switch ps := stateOf(i); {
+			case ps.Succeeded():
+				c.Succeeded++
+			case ps == state.StepSkipped:
+				c.Skipped++
+			case ps.Terminal():
+				c.Failed++
+			}
+		}
+	}
+	return c
+}

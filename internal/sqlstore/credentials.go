@@ -1,0 +1,80 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the API keys of the REST API.
+
+// CreateAPIKey records a new API key.
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+	if k.ID == "" || len(k.Hash) == 0 {
+		return errors.New("api key needs an id and a hash")
+	}
+	return s.write(ctx, "", func(t *txn) error {
+		created := k.CreatedAt
+		if created.IsZero() {
+			created = time.UnixMicro(t.now)
+		}
+		res, err := t.exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
+			k.ID, k.Name, hex.EncodeToString(k.Hash), strings.Join(k.Permissions, ","), created.UnixMicro())
+		if err != nil {
+			return fmt.Errorf("insert api key %s: %w", k.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
+		}
+		return nil
+	})
+}
+
+// GetAPIKey returns a key by id.
+func (s *Store) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error) {
+	k, err := scanAPIKey(s.readRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get api key %s: %w", id, err)
+	}
+	return &k, nil
+}
+
+// ListAPIKeys returns every key, oldest first.
+func (s *Store) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
+	rows, err := s.read(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	keys, err := collect(rows, scanAPIKey)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return keys, nil
+}
+
+// RevokeAPIKey marks a key revoked.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
+	return s.write(ctx, "", func(t *txn) error {
+		var n int
+		if err := t.queryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, id).Scan(&n); err != nil {
+			return fmt.Errorf("look up api key %s: %w", id, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+		}
+		if _, err := t.exec(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, t.now, id); err != nil {
+			return fmt.Errorf("revoke api key %s: %w", id, err)
+		}
+		return nil
+	})
+}

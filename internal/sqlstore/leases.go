@@ -1,0 +1,278 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the membership of engines and the leases on their work:
+// registration, heartbeats, the maintenance leader's lease, the release of
+// claims their engine never received, and the reaping of lapsed engines.
+
+// RegisterEngine records a live engine.
+func (s *Store) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
+	return s.write(ctx, e.ID, func(t *txn) error {
+		_, err := t.exec(`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state) VALUES (?, ?, ?, ?, ?, 'live')`,
+			e.ID, e.Host, e.PID, e.StartedAt.UnixMicro(), t.now)
+		if err != nil {
+			return fmt.Errorf("register engine %s: %w", e.ID, err)
+		}
+		return nil
+	})
+}
+
+// StopEngine marks an engine stopped.
+func (s *Store) StopEngine(ctx context.Context, engineID string) error {
+	return s.write(ctx, engineID, func(t *txn) error {
+		_, err := t.exec(`UPDATE engines SET state = 'stopped' WHERE id = ? AND state = 'live'`, engineID)
+		if err != nil {
+			return fmt.Errorf("stop engine %s: %w", engineID, err)
+		}
+		if _, err := t.exec(`DELETE FROM leaders WHERE engine_id = ?`, engineID); err != nil {
+			return fmt.Errorf("stop engine %s: resign: %w", engineID, err)
+		}
+		return nil
+	})
+}
+
+// ListEngines returns live engines.
+func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
+	rows, err := s.read(ctx, `SELECT id, host, pid, started_at, heartbeat_at,
+		EXISTS (SELECT 1 FROM leaders l WHERE l.engine_id = engines.id AND l.expires_at > ?)
+		FROM engines WHERE state = 'live' ORDER BY started_at`, s.clock().UnixMicro())
+	if err != nil {
+		return nil, fmt.Errorf("list engines: %w", err)
+	}
+	engines, err := collect(rows, scanEngine)
+	if err != nil {
+		return nil, fmt.Errorf("list engines: %w", err)
+	}
+	return engines, nil
+}
+
+// Heartbeat extends the engine's lease, reports the lost fences among the
+// held ones and, when the list is complete, releases the steps the holder
+// does not have.
+func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
+	var res store.HeartbeatResult
+	err := s.write(ctx, p.EngineID, func(t *txn) error {
+		if !p.Now.IsZero() {
+			t.now = p.Now.UnixMicro()
+		}
+		hb, err := t.exec(`UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, t.now, p.EngineID)
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		if n, _ := hb.RowsAffected(); n == 0 {
+			return fmt.Errorf("engine %s: %w", p.EngineID, store.ErrEngineLost)
+		}
+		if res.Lost, err = t.lostFences(p.Held); err != nil {
+			return err
+		}
+		if p.Complete {
+			res.Released, err = t.releaseUnheld(p)
+		}
+		return err
+	})
+	if err != nil {
+		return store.HeartbeatResult{}, err
+	}
+	return res, nil
+}
+
+// releaseUnheld releases the steps running under p.EngineID, claimed before
+// p.ClaimedBefore, whose fence p.Held does not list: their holder never
+// received them.
+func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
+	if p.ClaimedBefore.IsZero() {
+		return 0, nil
+	}
+	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND started_at < ? ORDER BY id`,
+		p.EngineID, p.ClaimedBefore.UnixMicro())
+	if err != nil {
+		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
+	}
+	running, err := collect(rows, scanFence)
+	if err != nil {
+		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
+	}
+	held := make(map[store.Fence]bool, len(p.Held))
+	for _, f := range p.Held {
+		held[f] = true
+	}
+	unheld := running[:0]
+	for _, f := range running {
+		if !held[f] {
+			unheld = append(unheld, f)
+		}
+	}
+	return t.release(unheld, p.EngineID, "released: not held by its worker")
+}
+
+func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
+	if len(inflight) == 0 {
+		return nil, nil
+	}
+	ids := make([]any, len(inflight))
+	for i, f := range inflight {
+		ids[i] = f.StepID
+	}
+	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("check in-flight steps: %w", err)
+	}
+	running, err := collect(rows, scanFence)
+	if err != nil {
+		return nil, fmt.Errorf("check in-flight steps: %w", err)
+	}
+	held := make(map[store.Fence]bool, len(running))
+	for _, f := range running {
+		held[f] = true
+	}
+	var lost []store.Fence
+	for _, f := range inflight {
+		if !held[f] {
+			lost = append(lost, f)
+		}
+	}
+	return lost, nil
+}
+
+// ReleaseLease returns the steps running under one claim's lease to ready.
+func (s *Store) ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error) {
+	n := 0
+	err := s.write(ctx, engineID, func(t *txn) error {
+		rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND lease_id = ?`, engineID, leaseID)
+		if err != nil {
+			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
+		}
+		fences, err := collect(rows, scanFence)
+		if err != nil {
+			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
+		}
+		n, err = t.release(fences, engineID, "released: the engine never learned that its claim succeeded")
+		return err
+	})
+	return n, err
+}
+
+// release returns running steps to ready, giving their attempt back, and
+// counts those whose fence still held.
+func (t *txn) release(fences []store.Fence, engineID, reason string) (int, error) {
+	n := 0
+	for _, f := range fences {
+		ok, err := t.finish(store.Outcome{Fence: f, EngineID: engineID, State: state.StepReady, Snooze: true, Reason: reason})
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// maintenanceRole is the leaders row of the engine that runs maintenance.
+const maintenanceRole = "maintenance"
+
+// Lead takes or renews the maintenance lease.
+func (s *Store) Lead(ctx context.Context, engineID string, now time.Time, ttl time.Duration) (bool, error) {
+	// Engines that do not lead ask often; answer them with a read while
+	// another engine's lease runs.
+	var holder string
+	var expires int64
+	err := s.readRow(ctx, `SELECT engine_id, expires_at FROM leaders WHERE role = ?`, maintenanceRole).Scan(&holder, &expires)
+	switch {
+	case err == nil && holder != engineID && expires > now.UnixMicro():
+		return false, nil
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("read leader: %w", err)
+	}
+	lead := false
+	err = s.write(ctx, engineID, func(t *txn) error {
+		err := t.queryRow(`INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
+			ON CONFLICT (role) DO UPDATE SET engine_id = excluded.engine_id, expires_at = excluded.expires_at
+			WHERE leaders.engine_id = excluded.engine_id OR leaders.expires_at <= ?
+			RETURNING engine_id`, maintenanceRole, engineID, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&holder)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil // another engine took it first
+		case err != nil:
+			return fmt.Errorf("take the maintenance lease: %w", err)
+		}
+		lead = true
+		return nil
+	})
+	return lead, err
+}
+
+// Reap returns the steps of lapsed engines to the queue.
+func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []string, engineID string) (int, error) {
+	n := 0
+	err := s.write(ctx, engineID, func(t *txn) error {
+		t.now = now.UnixMicro()
+		args := []any{staleBefore.UnixMicro()}
+		q := `SELECT id FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
+		if len(dead) > 0 {
+			q += ` OR id IN (` + placeholders(len(dead)) + `)`
+			for _, d := range dead {
+				args = append(args, d)
+			}
+		}
+		engines, err := t.strings(q+`)`, args...)
+		if err != nil {
+			return err
+		}
+		if len(engines) == 0 {
+			return nil
+		}
+		eargs := make([]any, len(engines))
+		for i, e := range engines {
+			eargs[i] = e
+		}
+		if _, err := t.exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
+			return fmt.Errorf("mark engines dead: %w", err)
+		}
+		if _, err := t.exec(`DELETE FROM leaders WHERE engine_id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
+			return fmt.Errorf("end the leases of dead engines: %w", err)
+		}
+		rows, err := t.query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
+			WHERE state = 'running' AND engine_id IN (`+placeholders(len(eargs))+`)`, eargs...)
+		if err != nil {
+			return fmt.Errorf("find steps of lapsed engines: %w", err)
+		}
+		type lapsed struct {
+			fence        store.Fence
+			taskID       int64
+			name, engine string
+			max          int
+		}
+		steps, err := collect(rows, func(r Row) (lapsed, error) {
+			var l lapsed
+			err := r.Scan(&l.fence.StepID, &l.taskID, &l.name, &l.fence.Attempt, &l.max, &l.fence.LeaseID, &l.engine)
+			return l, err
+		})
+		if err != nil {
+			return fmt.Errorf("find steps of lapsed engines: %w", err)
+		}
+		for _, l := range steps {
+			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
+			o := store.Outcome{Fence: l.fence, EngineID: engineID, State: state.StepReady, Error: msg, Reason: msg}
+			if l.fence.Attempt >= l.max {
+				o.State = state.StepFailed
+			}
+			if _, err := t.finish(o); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,75 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+)
+
+// This file holds how a Store wakes engines: its own through the Wake
+// channel, those of other processes through the dialect's notification,
+// sent at most once per window.
+
+// Wake receives a value whenever this handle made steps ready.
+func (s *Store) Wake() <-chan struct{} { return s.wake }
+
+// Nudge wakes the engine on this handle as if the handle had made steps
+// ready itself; backends call it when another process did.
+func (s *Store) Nudge() { s.notify() }
+
+func (s *Store) notify() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeNotify reports whether a transaction committing now may notify other
+// processes itself, and if so starts a new window.
+func (s *Store) takeNotify() bool {
+	if s.d.NotifyEvery <= 0 {
+		return true
+	}
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if now := time.Now(); now.Sub(s.lastNotify) >= s.d.NotifyEvery {
+		s.lastNotify = now
+		return true
+	}
+	return false
+}
+
+// scheduleNotify sends one notification when the current window ends, for
+// the committed transactions that made steps ready within it.
+func (s *Store) scheduleNotify() {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if s.notifyLater != nil || s.notifyClosed {
+		return
+	}
+	s.notifyLater = time.AfterFunc(time.Until(s.lastNotify.Add(s.d.NotifyEvery)), func() {
+		s.notifyMu.Lock()
+		s.notifyLater = nil
+		// A transaction that took a new window since covers the ones that
+		// waited: they committed before it did.
+		covered := time.Since(s.lastNotify) < s.d.NotifyEvery
+		if !covered {
+			s.lastNotify = time.Now()
+		}
+		closed := s.notifyClosed
+		s.notifyMu.Unlock()
+		if closed || covered {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		tx, err := s.db.Begin(ctx)
+		if err != nil {
+			return // other processes still poll
+		}
+		if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel); err != nil {
+			tx.Rollback(ctx)
+			return
+		}
+		_ = tx.Commit(ctx)
+	})
+}

@@ -1,0 +1,303 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file reads rows into records: collect walks a query's rows, and
+// there is one scan function per record type. Columns that hold encoded
+// values (times as microseconds, index lists as text) are decoded here.
+
+// collect reads every row of rows with scan, in order, and closes rows,
+// checking the iteration's error, in the spirit of pgx.CollectRows. Scan
+// functions take a Row, so the same one reads a QueryRow's single row.
+func collect[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func scanInt64(r Row) (int64, error) {
+	var v int64
+	err := r.Scan(&v)
+	return v, err
+}
+
+func scanString(r Row) (string, error) {
+	var v string
+	err := r.Scan(&v)
+	return v, err
+}
+
+// scanFence reads the columns id, attempt, lease_id of a step.
+func scanFence(r Row) (store.Fence, error) {
+	var f store.Fence
+	err := r.Scan(&f.StepID, &f.Attempt, &f.LeaseID)
+	return f, err
+}
+
+const workflowColumns = `namespace, name, version, definition, created_at`
+
+func scanWorkflow(r Row) (store.WorkflowRecord, error) {
+	var w store.WorkflowRecord
+	var def string
+	var at int64
+	if err := r.Scan(&w.Namespace, &w.Name, &w.Version, &def, &at); err != nil {
+		return w, fmt.Errorf("scan workflow: %w", err)
+	}
+	w.Definition = json.RawMessage(def)
+	w.CreatedAt = time.UnixMicro(at)
+	return w, nil
+}
+
+const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error`
+
+func scanTask(r Row) (store.Task, error) {
+	var t store.Task
+	var st, input string
+	var key sql.NullString
+	var runAt, created int64
+	var goodUntil, started, finished sql.NullInt64
+	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error)
+	if err != nil {
+		return t, err
+	}
+	t.State = state.Task(st)
+	t.Input = json.RawMessage(input)
+	t.IdempotencyKey = key.String
+	t.RunAt = time.UnixMicro(runAt)
+	t.GoodUntil = optTime(goodUntil)
+	t.CreatedAt = time.UnixMicro(created)
+	t.StartedAt = optTime(started)
+	t.FinishedAt = optTime(finished)
+	return t, nil
+}
+
+const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at,
+	kind, template, item, signal, progress, progress_msg, deadline`
+
+// heldStepSelect reads steps (as s) with stepColumns, then the lease, the
+// workflow and the version of their task (as t), for scanHeldStep.
+var heldStepSelect = `SELECT ` + qualify("s", stepColumns) + `, s.lease_id, t.workflow, t.version FROM steps s JOIN tasks t ON t.id = s.task_id`
+
+// qualify prefixes each column of a comma-separated list with a table alias.
+func qualify(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// stepRow is a step as read, the indexes of its dependencies still to be
+// named by the caller.
+type stepRow struct {
+	store.Step
+	deps []int
+}
+
+// stepScan holds what a row of stepColumns is scanned into before it is
+// decoded, so that a query can read more columns after them.
+type stepScan struct {
+	s                   store.Step
+	st, deps            string
+	result, checkpoint  sql.NullString
+	item                sql.NullString
+	runAt, started, fin sql.NullInt64
+	deadline            sql.NullInt64
+	progress            sql.NullFloat64
+}
+
+// dest returns the scan destinations of stepColumns, in order.
+func (x *stepScan) dest() []any {
+	s := &x.s
+	return []any{&s.ID, &s.TaskID, &s.Index, &s.Name, &s.Handler, &s.Namespace, &x.st, &s.Sub, &x.deps, &s.Attempts, &s.MaxAttempts,
+		&s.Priority, &x.result, &s.Error, &x.checkpoint, &x.runAt, &s.EngineID, &x.started, &x.fin,
+		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline}
+}
+
+// row decodes what was scanned.
+func (x *stepScan) row() stepRow {
+	s := x.s
+	s.State = state.Step(x.st)
+	if x.result.Valid {
+		s.Result = json.RawMessage(x.result.String)
+	}
+	if x.checkpoint.Valid {
+		s.Checkpoint = json.RawMessage(x.checkpoint.String)
+	}
+	if x.item.Valid {
+		s.Item = json.RawMessage(x.item.String)
+	}
+	if x.progress.Valid {
+		p := x.progress.Float64
+		s.Progress = &p
+	}
+	s.RunAt = optTime(x.runAt)
+	s.StartedAt = optTime(x.started)
+	s.FinishedAt = optTime(x.fin)
+	s.Deadline = optTime(x.deadline)
+	return stepRow{Step: s, deps: parseIdx(x.deps)}
+}
+
+// scanStep reads a row of stepColumns.
+func scanStep(r Row) (stepRow, error) {
+	var x stepScan
+	if err := r.Scan(x.dest()...); err != nil {
+		return stepRow{}, err
+	}
+	return x.row(), nil
+}
+
+// stepRef is what a cascade needs of a step: its id, name and children.
+type stepRef struct {
+	id             int64
+	name, children string
+}
+
+// scanStepRef reads id, name and children.
+func scanStepRef(r Row) (stepRef, error) {
+	var v stepRef
+	err := r.Scan(&v.id, &v.name, &v.children)
+	return v, err
+}
+
+// scanHeldStep reads a row of heldStepSelect: a step with its fence, its
+// workflow and its version, but not its input or dependencies.
+func scanHeldStep(r Row) (store.ClaimedStep, error) {
+	var x stepScan
+	var c store.ClaimedStep
+	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version)...); err != nil {
+		return c, err
+	}
+	c.Step = x.row().Step
+	c.Fence.StepID, c.Fence.Attempt = c.ID, c.Attempts
+	return c, nil
+}
+
+const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason`
+
+func scanAuditEntry(r Row) (store.AuditEntry, error) {
+	var e store.AuditEntry
+	var at int64
+	if err := r.Scan(&e.ID, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason); err != nil {
+		return e, fmt.Errorf("scan audit: %w", err)
+	}
+	e.At = time.UnixMicro(at)
+	return e, nil
+}
+
+// scanEngine reads id, host, pid, started_at, heartbeat_at and whether the
+// engine leads.
+func scanEngine(r Row) (store.EngineInfo, error) {
+	var e store.EngineInfo
+	var started, hb int64
+	if err := r.Scan(&e.ID, &e.Host, &e.PID, &started, &hb, &e.Leader); err != nil {
+		return e, fmt.Errorf("scan engine: %w", err)
+	}
+	e.StartedAt, e.HeartbeatAt = time.UnixMicro(started), time.UnixMicro(hb)
+	return e, nil
+}
+
+const apiKeyColumns = `id, name, hash, permissions, created_at, revoked_at`
+
+func scanAPIKey(r Row) (store.APIKey, error) {
+	var k store.APIKey
+	var hash, perms string
+	var created int64
+	var revoked sql.NullInt64
+	if err := r.Scan(&k.ID, &k.Name, &hash, &perms, &created, &revoked); err != nil {
+		return k, err
+	}
+	h, err := hex.DecodeString(hash)
+	if err != nil {
+		return k, fmt.Errorf("api key %s: stored hash is not hex: %w", k.ID, err)
+	}
+	k.Hash = h
+	if perms != "" {
+		k.Permissions = strings.Split(perms, ",")
+	}
+	k.CreatedAt = time.UnixMicro(created)
+	k.RevokedAt = optTime(revoked)
+	return k, nil
+}
+
+// scanQueueCount reads namespace, state and a count.
+func scanQueueCount(r Row) (store.QueueCount, error) {
+	var c store.QueueCount
+	var st string
+	if err := r.Scan(&c.Namespace, &st, &c.Count); err != nil {
+		return c, err
+	}
+	c.State = state.Step(st)
+	return c, nil
+}
+
+func optTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := time.UnixMicro(v.Int64)
+	return &t
+}
+
+func nullJSON(v sql.NullString) json.RawMessage {
+	if !v.Valid || v.String == "" {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(v.String)
+}
+
+func nullIf(cond bool, v int64) any {
+	if !cond {
+		return nil
+	}
+	return v
+}
+
+// parseIdx decodes a comma-separated list of step indexes (deps, children).
+func parseIdx(s string) []int {
+	if s == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]int, 0, len(parts))
+	for _, p := range parts {
+		var n int
+		for _, c := range p {
+			n = n*10 + int(c-'0')
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// formatIdx encodes step indexes as parseIdx reads them.
+func formatIdx(v []int) string {
+	var b strings.Builder
+	for i, n := range v {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, n)
+	}
+	return b.String()
+}

@@ -1,0 +1,164 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the reads of tasks and steps that operators and clients
+// make: tasks with their steps, lists, the audit log and queue counts.
+
+// GetTask returns a task and its steps.
+func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
+	t, err := scanTask(s.readRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get task %d: %w", id, err)
+	}
+	rows, err := s.read(ctx, `SELECT `+stepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get steps of task %d: %w", id, err)
+	}
+	steps, err := collect(rows, scanStep)
+	if err != nil {
+		return nil, fmt.Errorf("get steps of task %d: %w", id, err)
+	}
+	for _, st := range steps {
+		t.Steps = append(t.Steps, st.Step)
+	}
+	for i, st := range steps {
+		for _, j := range st.deps {
+			if j < len(t.Steps) {
+				t.Steps[i].DependsOn = append(t.Steps[i].DependsOn, t.Steps[j].Name)
+			}
+		}
+	}
+	return &t, nil
+}
+
+// ListTasks returns tasks newest first.
+func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+	var where []string
+	var args []any
+	if f.Namespace != "" {
+		where, args = append(where, "namespace = ?"), append(args, f.Namespace)
+	}
+	if f.Workflow != "" {
+		where, args = append(where, "workflow = ?"), append(args, f.Workflow)
+	}
+	if f.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(f.State))
+	}
+	if f.BeforeID > 0 {
+		where, args = append(where, "id < ?"), append(args, f.BeforeID)
+	}
+	if !f.CreatedAfter.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, f.CreatedAfter.UnixMicro())
+	}
+	if !f.CreatedBefore.IsZero() {
+		where, args = append(where, "created_at < ?"), append(args, f.CreatedBefore.UnixMicro())
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + taskColumns + ` FROM tasks`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit)
+	rows, err := s.read(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	tasks, err := collect(rows, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// Audit returns a task's transitions, oldest first.
+func (s *Store) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, error) {
+	rows, err := s.read(ctx, `SELECT `+auditColumns+` FROM audit WHERE task_id = ? ORDER BY id`, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
+	}
+	entries, err := collect(rows, scanAuditEntry)
+	if err != nil {
+		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
+	}
+	return entries, nil
+}
+
+// GetStep returns one step with its dependencies named.
+func (s *Store) GetStep(ctx context.Context, id int64) (*store.Step, error) {
+	st, err := scanStep(s.readRow(ctx, `SELECT `+stepColumns+` FROM steps WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("step %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get step %d: %w", id, err)
+	}
+	if len(st.deps) == 0 {
+		return &st.Step, nil
+	}
+	rows, err := s.read(ctx, `SELECT idx, name FROM steps WHERE task_id = ?`, st.TaskID)
+	if err != nil {
+		return nil, fmt.Errorf("name dependencies of step %d: %w", id, err)
+	}
+	type named struct {
+		idx  int
+		name string
+	}
+	all, err := collect(rows, func(r Row) (named, error) {
+		var n named
+		err := r.Scan(&n.idx, &n.name)
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("name dependencies of step %d: %w", id, err)
+	}
+	byIdx := make(map[int]string, len(all))
+	for _, n := range all {
+		byIdx[n.idx] = n.name
+	}
+	for _, d := range st.deps {
+		st.DependsOn = append(st.DependsOn, byIdx[d])
+	}
+	return &st.Step, nil
+}
+
+// QueueDepth counts unfinished steps by namespace and state.
+func (s *Store) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
+	rows, err := s.read(ctx, `SELECT namespace, state, count(*) FROM steps
+		WHERE state IN ('pending', 'ready', 'running', 'waiting') GROUP BY namespace, state ORDER BY namespace, state`)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth: %w", err)
+	}
+	counts, err := collect(rows, scanQueueCount)
+	if err != nil {
+		return nil, fmt.Errorf("queue depth: %w", err)
+	}
+	return counts, nil
+}
+
+// CountUnfinishedTasks counts pending and running tasks up to limit.
+func (s *Store) CountUnfinishedTasks(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.readRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state IN ('pending', 'running') LIMIT ?) AS unfinished`, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count unfinished tasks: %w", err)
+	}
+	return n, nil
+}

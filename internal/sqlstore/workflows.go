@@ -1,0 +1,87 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the registered workflow versions.
+
+// PutWorkflow registers a workflow version.
+func (s *Store) PutWorkflow(ctx context.Context, w store.WorkflowRecord) error {
+	return s.write(ctx, "", func(t *txn) error {
+		var def string
+		err := t.queryRow(`SELECT definition FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
+			w.Namespace, w.Name, w.Version).Scan(&def)
+		switch {
+		case err == nil:
+			if !sameJSON(def, w.Definition) {
+				return fmt.Errorf("workflow %s/%s@%s is already registered with a different definition: %w", w.Namespace, w.Name, w.Version, store.ErrConflict)
+			}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("read workflow: %w", err)
+		}
+		_, err = t.exec(`INSERT INTO workflows (namespace, name, version, definition, created_at) VALUES (?, ?, ?, ?, ?)`,
+			w.Namespace, w.Name, w.Version, string(w.Definition), t.now)
+		if err != nil {
+			return fmt.Errorf("insert workflow: %w", err)
+		}
+		return nil
+	})
+}
+
+func sameJSON(a string, b []byte) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
+
+// GetWorkflow returns one version, or the newest when version is "".
+func (s *Store) GetWorkflow(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
+	rows, err := s.read(ctx, `SELECT `+workflowColumns+` FROM workflows
+		WHERE namespace = ? AND name = ? AND (? = '' OR version = ?)`, namespace, name, version, version)
+	if err != nil {
+		return nil, fmt.Errorf("get workflow: %w", err)
+	}
+	ws, err := collect(rows, scanWorkflow)
+	if err != nil {
+		return nil, fmt.Errorf("get workflow: %w", err)
+	}
+	if len(ws) == 0 {
+		v := version
+		if v == "" {
+			v = "any version"
+		}
+		return nil, fmt.Errorf("workflow %s/%s@%s: %w", namespace, name, v, store.ErrNotFound)
+	}
+	best := ws[0]
+	for _, w := range ws[1:] {
+		if store.CompareVersions(w.Version, best.Version) > 0 {
+			best = w
+		}
+	}
+	return &best, nil
+}
+
+// ListWorkflows returns every registered version.
+func (s *Store) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, error) {
+	rows, err := s.read(ctx, `SELECT `+workflowColumns+` FROM workflows ORDER BY namespace, name, created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	ws, err := collect(rows, scanWorkflow)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	return ws, nil
+}

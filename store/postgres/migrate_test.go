@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// TestStepTimeoutsMigration opens a schema written before step timeouts
+// (schema 4) with a running and a ready step: after migration 005 both are
+// valid, without a timeout or a deadline. (internal/pgtesting imports this
+// package, so the test reads the server's URL itself.)
+func TestStepTimeoutsMigration(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("WEFT_TEST_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("WEFT_TEST_POSTGRES_URL is not set")
+		}
+		t.Skip("WEFT_TEST_POSTGRES_URL is not set")
+	}
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "test_mig_" + hex.EncodeToString(b[:])
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.RuntimeParams["search_path"] = schema
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `CREATE SCHEMA `+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
+	require.NoError(t, err)
+	require.Equal(t, "005_step_timeouts.sql", ms[4].Name)
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:4], `INSERT INTO weft_schema (version) VALUES ($1)`))
+	for _, q := range []string{
+		`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state) VALUES ('old', 'h', 1, 1700000000000000, 1700000000000000, 'live')`,
+		`INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, started_at, remaining)
+			VALUES (1, 'ns', 'wf', '1', 'running', '{}', 0, 1700000000000000, 1700000000000000, 1700000000000000, 2)`,
+		`INSERT INTO steps (id, task_id, idx, name, handler, namespace, state, priority, max_attempts, attempt, lease_id, engine_id, started_at)
+			VALUES (1, 1, 0, 'running', 'h', 'ns', 'running', 0, 3, 1, 77, 'old', 1700000000000000)`,
+		`INSERT INTO steps (id, task_id, idx, name, handler, namespace, state, priority, max_attempts, sort_key)
+			VALUES (2, 1, 1, 'ready', 'h', 'ns', 'ready', 0, 3, 1700000000000000)`,
+	} {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	require.NoError(t, conn.Close())
+
+	now := time.UnixMicro(1_700_000_000_000_000).Add(time.Minute)
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2, Clock: func() time.Time { return now }})
+	require.NoError(t, err)
+	defer s.Close()
+	fence := store.Fence{StepID: 1, Attempt: 1, LeaseID: 77}
+	held, err := s.HeldStep(ctx, "old", fence)
+	require.NoError(t, err)
+	require.Nil(t, held.Deadline)
+	require.Equal(t, "wf", held.Workflow)
+	over, err := s.OverdueSteps(ctx, now.Add(24*time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, over)
+	_, due, err := s.NextWake(ctx)
+	require.NoError(t, err)
+	require.False(t, due)
+	claimed, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "old", Limit: 10, Now: now})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, "ready", claimed[0].Name)
+	require.Nil(t, claimed[0].Deadline, "an old step has no timeout")
+	res, err := s.CompleteSteps(ctx, []store.Outcome{
+		{Fence: fence, EngineID: "old", State: state.StepCompleted},
+		{Fence: claimed[0].Fence, EngineID: "old", State: state.StepCompleted},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil, nil}, res)
+	task, err := s.GetTask(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, state.TaskCompleted, task.State)
+}

@@ -1,0 +1,90 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weftrun/weft/state"
+)
+
+// Fence identifies one attempt's hold on a step. A write guarded by a fence
+// succeeds only while the step is running under exactly this attempt and
+// lease.
+type Fence struct {
+	StepID  int64 `json:"step_id"`
+	Attempt int   `json:"attempt"`
+	LeaseID int64 `json:"lease_id"`
+}
+
+// ClaimParams says what an engine may claim.
+type ClaimParams struct {
+	EngineID string
+	Limit    int
+	// Now overrides the store's clock; zero means the time at which the
+	// claim transaction holds the write lock, so that a claim never appears
+	// to start before an outcome it depends on was recorded.
+	Now time.Time
+	// Handlers limits the claim to steps run by these handlers; nil means
+	// any.
+	Handlers []string
+	// Namespaces limits the claim to steps of these namespaces; nil means
+	// any.
+	Namespaces []string
+	// Caps limits how many steps of a namespace run at once across every
+	// engine on the database.
+	Caps map[string]int
+	// TaskID limits the claim to one task's steps; 0 means any task.
+	TaskID int64
+	// LeaseID is the lease the claimed steps are held under; 0 lets the
+	// store choose. An engine chooses it so it can release the claim with
+	// ReleaseLease if the claim's outcome is unknown.
+	LeaseID int64
+}
+
+// ClaimedStep is a step claimed for execution with what its handler sees.
+type ClaimedStep struct {
+	Step
+	Fence    Fence
+	Workflow string
+	Version  string
+	Input    json.RawMessage            // the task input
+	Deps     map[string]json.RawMessage // results of dependencies by name
+}
+
+// Outcome is the result of one attempt, to record with CompleteSteps.
+type Outcome struct {
+	Fence    Fence
+	EngineID string
+	// State is StepCompleted, StepFailed (permanent) or StepWaiting (a retry
+	// or snooze at RunAt).
+	State  state.Step
+	Result json.RawMessage
+	Error  string
+	RunAt  time.Time
+	// Snooze gives the attempt back: the next run has the same number.
+	Snooze bool
+	Reason string
+	// Decide marks the completion of a KindDecision step: of its direct
+	// children, those named in Branches run and the others are skipped,
+	// in the same transaction.
+	Decide   bool
+	Branches []string
+	// Spawn, on the completion of a KindBatch step, creates its items in
+	// the same transaction.
+	Spawn *Spawn
+}
+
+// Spawn describes the items a batch step creates: one step per item, run
+// by the template, named "<batch step>[<n>]", ready at once. The batch
+// step's children wait for every item as well.
+type Spawn struct {
+	// Template is the step template the items run: its Name (the
+	// template's name), Handler, MaxAttempts, Priority, TTL and Timeout
+	// are used.
+	Template StepInsert
+	// Items are the batch items, one JSON value each.
+	Items []json.RawMessage
+	// MaxSteps bounds the steps of the task, items included; a batch that
+	// would exceed it fails instead. 0 means no bound.
+	MaxSteps int
+}

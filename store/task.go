@@ -1,0 +1,125 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weftrun/weft/state"
+)
+
+// Kinds of steps (StepInsert.Kind, Step.Kind). A plain step has kind "".
+const (
+	// KindDecision: the step's outcome names which of its direct children
+	// run (Outcome.Decide, Outcome.Branches); the others are skipped.
+	KindDecision = "decision"
+	// KindBatch: the step's outcome creates one item step per batch
+	// (Outcome.Spawn); its children wait for every item.
+	KindBatch = "batch"
+	// KindItem: one item of a batch, created by the store.
+	KindItem = "item"
+	// KindSignal: the step runs no handler; it waits, holding no slot,
+	// until a signal of its name arrives (completed, the payload as its
+	// result) or its timeout passes (failed).
+	KindSignal = "signal"
+)
+
+// TaskInsert is one task to submit.
+type TaskInsert struct {
+	Namespace      string
+	Workflow       string
+	Version        string
+	Input          json.RawMessage // JSON; nil means {}
+	Priority       int
+	RunAt          time.Time // zero: now
+	GoodUntil      time.Time // zero: none
+	IdempotencyKey string    // "": none
+	Steps          []StepInsert
+}
+
+// StepInsert is one step of a task to submit, in definition order.
+type StepInsert struct {
+	Name        string
+	Handler     string
+	Deps        []int // indexes into TaskInsert.Steps
+	Priority    int   // added to the task's priority
+	MaxAttempts int
+	TTL         time.Duration
+	// Timeout bounds one attempt: a claim sets the step's deadline to the
+	// claim time plus Timeout, and OverdueSteps reports it once the
+	// deadline passes, wherever the step runs. 0: none.
+	Timeout time.Duration
+	// Kind is "" or one of KindDecision, KindBatch, KindSignal.
+	Kind string
+	// TriggerRule decides, from its dependencies' outcomes, whether the
+	// step runs (see dag.Rule); "" means all_success.
+	TriggerRule string
+	// Signal names the signal a KindSignal step waits for, and
+	// SignalTimeout how long it waits once its dependencies allow (0:
+	// forever).
+	Signal        string
+	SignalTimeout time.Duration
+}
+
+// InsertResult is the outcome of one TaskInsert.
+type InsertResult struct {
+	Task      Task
+	Duplicate bool
+}
+
+// Task is a stored task. Steps is filled by GetTask only.
+type Task struct {
+	ID             int64           `json:"id"`
+	Namespace      string          `json:"namespace"`
+	Workflow       string          `json:"workflow"`
+	Version        string          `json:"version"`
+	State          state.Task      `json:"state"`
+	Input          json.RawMessage `json:"input"`
+	Priority       int             `json:"priority"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	RunAt          time.Time       `json:"run_at"`
+	GoodUntil      *time.Time      `json:"good_until,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at,omitempty"`
+	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Steps          []Step          `json:"steps,omitempty"`
+}
+
+// Step is a stored step of a task.
+type Step struct {
+	ID          int64           `json:"id"`
+	TaskID      int64           `json:"task_id"`
+	Index       int             `json:"index"`
+	Name        string          `json:"name"`
+	Handler     string          `json:"handler"`
+	Namespace   string          `json:"namespace"`
+	State       state.Step      `json:"state"`
+	Sub         string          `json:"sub_status,omitempty"` // "deferred" while running
+	DependsOn   []string        `json:"depends_on,omitempty"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Checkpoint  json.RawMessage `json:"checkpoint,omitempty"`
+	// Kind is "" or one of the Kind constants.
+	Kind string `json:"kind,omitempty"`
+	// Template names the step template an item of a batch runs, and Item
+	// is its batch item.
+	Template string          `json:"template,omitempty"`
+	Item     json.RawMessage `json:"batch,omitempty"`
+	// Signal is the signal a KindSignal step waits for.
+	Signal string `json:"signal,omitempty"`
+	// Progress is the fraction (0 to 1) the handler last reported, with
+	// its message.
+	Progress        *float64   `json:"progress,omitempty"`
+	ProgressMessage string     `json:"progress_message,omitempty"`
+	RunAt           *time.Time `json:"run_at,omitempty"`
+	EngineID        string     `json:"engine_id,omitempty"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	// Deadline is when the running attempt times out: its claim time plus
+	// the step's timeout. Nil when the step has no timeout or is not
+	// running.
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
