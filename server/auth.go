@@ -132,7 +132,7 @@ func parseAPIKey(token string) (id, secret string, ok bool) {
 // authenticator checks credentials: API keys in the store and, when
 // configured, JWTs.
 type authenticator struct {
-	store store.Store
+	store store.Credentials
 	jwt   *jwtVerifier
 }
 

@@ -32,7 +32,7 @@ type metrics struct {
 	rejected    *prometheus.CounterVec
 }
 
-func newMetrics(s store.Store, log *slog.Logger) *metrics {
+func newMetrics(s store.Admin, log *slog.Logger) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_tasks_submitted_total",
@@ -95,7 +95,7 @@ func (m *metrics) handler() http.Handler {
 // queueCollector reports the number of unfinished steps by namespace and
 // state, read from the store when scraped.
 type queueCollector struct {
-	store store.Store
+	store store.Admin
 	log   *slog.Logger
 }
 
