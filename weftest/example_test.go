@@ -164,7 +164,7 @@ func ExampleResult_Transitions() {
 		}
 		return "ok", nil
 	})
-	retry := workflow.RetryPolicy{Backoff: "fixed", Initial: workflow.Duration(50 * time.Millisecond)}
+	retry := workflow.RetryPolicy{Backoff: "fixed", Initial: workflow.Duration(100 * time.Millisecond)}
 	res := h.RunWorkflow(context.Background(), workflow.New("net", "fetch", "1").
 		Step("fetch", "flaky", workflow.WithRetry(retry)), nil)
 

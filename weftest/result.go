@@ -327,7 +327,9 @@ func (s *StepAssert) DecodeResult(v any) *StepAssert {
 }
 
 // Transition checks that the audit trail records the step going from one
-// state to another (from "" for the entry that created it).
+// state to another (from "" for the entry that created it). Note that a
+// retry whose delay has already passed when its failure is recorded goes
+// from running straight back to ready, without waiting.
 func (s *StepAssert) Transition(from, to state.Step) *StepAssert {
 	s.t.Helper()
 	if !s.failed && !s.res.hasTransition(s.step.Name, string(from), string(to)) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/store/sqlite"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -33,8 +33,9 @@ type TestingT interface {
 const DefaultTimeout = 10 * time.Second
 
 // Harness is an engine for one test: on a fresh SQLite file, started, and
-// stopped and closed when the test ends. Its methods fail the test on any
-// error.
+// stopped and closed when the test ends. Its methods fail that test on any
+// error, so they must be called from its goroutine: give each subtest a
+// harness of its own (one costs tens of milliseconds).
 type Harness struct {
 	t       TestingT
 	engine  *weft.Engine
@@ -109,12 +110,14 @@ func New(t TestingT, opts ...Option) *Harness {
 	ctx := context.Background()
 	s := o.store
 	if s == nil {
-		var err error
-		s, err = weftdb.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), weftdb.Options{})
+		// store/sqlite rather than weftdb: a test binary need not link the
+		// PostgreSQL driver.
+		db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
 		if err != nil {
 			t.Fatalf("weftest: open a SQLite store: %v", err)
 			return h
 		}
+		s = db
 		t.Cleanup(func() {
 			if err := s.Close(); err != nil {
 				t.Errorf("weftest: close the store: %v", err)
