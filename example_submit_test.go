@@ -83,8 +83,7 @@ func ExampleEngine_Submit_identityStrict() {
 	}
 	defer e.Stop(ctx)
 
-	wf := workflow.New("billing", "invoice", "1").Step("bill", "billing.bill")
-	wf.Identity = workflow.IdentityStrict
+	wf := workflow.New("billing", "invoice", "1").WithIdentity(workflow.IdentityStrict).Step("bill", "billing.bill")
 	if err := e.Register(ctx, wf); err != nil {
 		log.Fatal(err)
 	}

@@ -302,6 +302,13 @@ func (w *Workflow) Template(name, handler string, opts ...StepOption) *Workflow 
 	return w
 }
 
+// WithIdentity sets how the workflow's submissions are deduplicated and
+// returns it, so calls chain.
+func (w *Workflow) WithIdentity(id Identity) *Workflow {
+	w.Identity = id
+	return w
+}
+
 // WithLimits sets the workflow's limits and returns it, so calls chain.
 func (w *Workflow) WithLimits(l Limits) *Workflow {
 	w.Limits = l

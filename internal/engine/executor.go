@@ -113,7 +113,7 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	case errors.Is(cause, errShutdown):
 		log.Warn("step interrupted by shutdown; it will be reclaimed")
 		return o, false
-	case err != nil && ctx.Err() != nil && cause != nil:
+	case err != nil && ctx.Err() != nil && cause != nil && !errors.Is(err, cause):
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}
 	var raw json.RawMessage
