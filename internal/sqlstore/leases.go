@@ -115,6 +115,8 @@ func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
 	return t.release(unheld, p.EngineID, "released: not held by its worker")
 }
 
+// lostFences returns the fences of inflight under which their step no
+// longer runs: it was cancelled, finished or taken over.
 func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	if len(inflight) == 0 {
 		return nil, nil
