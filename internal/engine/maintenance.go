@@ -20,11 +20,14 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	lastReap := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	settled := true // the last round of timed work succeeded
 	for {
 		sleep := jitter(e.cfg.PollInterval)
 		if e.leading(time.Now()) {
 			sleep = min(sleep, max(time.Until(e.leadRenew), 0))
-			if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
+			// A due time that could not be handled stays due: after a
+			// failure wait the poll interval rather than spin on it.
+			if next, ok, err := e.store.NextWake(ctx); settled && err == nil && ok {
 				sleep = min(sleep, max(time.Until(next), 0))
 			}
 		}
@@ -38,9 +41,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		}
 		e.lead(ctx)
 		leader := e.leading(time.Now())
-		if leader {
-			e.timed(ctx)
-		}
+		settled = !leader || e.timed(ctx)
 		// Every tick looks for dead processes on this host (a read); the
 		// leader's full reap, which also catches stopped and silent
 		// engines, runs every reapEvery.
@@ -91,22 +92,31 @@ func (e *Engine) lead(ctx context.Context) {
 	}
 }
 
-// timed promotes and expires what is due, writing only when something is.
-func (e *Engine) timed(ctx context.Context) {
+// timed promotes, expires and fails past their deadline what is due,
+// writing only when something is. It reports whether every part of it
+// succeeded.
+func (e *Engine) timed(ctx context.Context) bool {
 	next, ok, err := e.store.NextWake(ctx)
-	if err != nil || !ok || next.After(time.Now()) {
-		return
+	if err != nil {
+		e.logErr(ctx, "next wake", err)
+		return false
+	}
+	if !ok || next.After(time.Now()) {
+		return true
 	}
 	now := time.Now()
+	done := true
 	if n, err := e.store.Expire(ctx, now, e.ID()); err != nil {
 		e.logErr(ctx, "expire", err)
+		done = false
 	} else if n > 0 {
 		e.log.Info("expired", "count", n)
 	}
 	if _, err := e.store.Promote(ctx, now, e.ID()); err != nil {
 		e.logErr(ctx, "promote", err)
+		done = false
 	}
-	e.overdue(ctx, now)
+	return e.overdue(ctx, now) && done
 }
 
 // deadlineGrace is how long past its timeout a running step is left to its
@@ -127,15 +137,15 @@ func storeTimeout(d workflow.Duration) time.Duration {
 // deadline passed without word from their holder: a remote worker that
 // ignored its timeout or lost the step, or an engine that stalled. The
 // failure is what the step's own handler would have reported.
-func (e *Engine) overdue(ctx context.Context, now time.Time) {
+func (e *Engine) overdue(ctx context.Context, now time.Time) bool {
 	const batch = 100
 	steps, err := e.store.OverdueSteps(ctx, now, batch)
 	if err != nil {
 		e.logErr(ctx, "overdue steps", err)
-		return
+		return false
 	}
 	if len(steps) == 0 {
-		return
+		return true
 	}
 	outcomes := make([]store.Outcome, 0, len(steps))
 	ran := make([]store.ClaimedStep, 0, len(steps))
@@ -148,7 +158,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) {
 			o = e.undefined(o, log, err)
 		case err != nil:
 			e.logErr(ctx, "overdue steps", err)
-			return
+			return false
 		default:
 			o = e.settle(o, log, w, def, c.Attempts, nil, timedOut(time.Duration(def.Timeout)))
 		}
@@ -158,7 +168,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) {
 	results, err := e.store.CompleteSteps(ctx, outcomes)
 	if err != nil {
 		e.logErr(ctx, "fail overdue steps", err)
-		return
+		return false
 	}
 	var taken []store.Fence
 	for i, r := range results {
@@ -172,6 +182,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) {
 	if len(steps) == batch {
 		e.nudgeTimers() // there may be more
 	}
+	return true
 }
 
 // reap returns the steps of lapsed engines to the queue. Engines on this host
