@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
@@ -88,20 +90,39 @@ func trimSentinel(err, sentinel error) string {
 }
 
 // decode reads a JSON body into v: unknown fields, wrong types, trailing
-// data and oversize bodies are errors naming what is wrong.
+// data and oversize bodies are errors naming what is wrong. So is a string
+// anywhere in the body, in a field of text or inside a field of JSON, that
+// no store can keep (invalid_field naming the field, as in "input.name"): one
+// with a NUL character (\u0000), bytes that are not UTF-8, or an escape of a
+// lone UTF-16 surrogate. Every route that takes a body decodes it here, so
+// none passes such a value on to the engine and the database.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.More() {
-			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds more than one JSON value")
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds data after its JSON value")
-		}
-		return nil
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
 	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds more than one JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds data after its JSON value")
+	}
+	if path, err := textsafe.Find(body); err != nil {
+		if path == "" {
+			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body %v", err)
+		}
+		return fieldError(path, "%v", err)
+	}
+	return nil
+}
+
+// decodeError describes an error reading or decoding a body.
+func decodeError(err error) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var tooBig *http.MaxBytesError

@@ -85,3 +85,24 @@ func ValidateInsert(in TaskInsert) error {
 // submission, a signal or a request. The engine and the API wrap it with
 // what was wrong and where.
 var ErrInvalid = errors.New("invalid")
+
+// ErrRefused wraps an error by which the database refused a statement for
+// what it carries or does (a value it cannot store, a constraint, a limit):
+// the same write would be refused again, so it must not be retried as is.
+// Any other error of a store (a lost connection, a deadlock, a timeout, too
+// many connections) may pass, and the write can be tried again.
+var ErrRefused = errors.New("refused by the database")
+
+// Refused marks err, an error by which the database refused a statement,
+// as ErrRefused, keeping its message.
+func Refused(err error) error {
+	if err == nil || errors.Is(err, ErrRefused) {
+		return err
+	}
+	return refusedError{err}
+}
+
+type refusedError struct{ err error }
+
+func (e refusedError) Error() string   { return e.err.Error() }
+func (e refusedError) Unwrap() []error { return []error{e.err, ErrRefused} }

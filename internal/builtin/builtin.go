@@ -26,6 +26,8 @@ import (
 	"strings"
 	"text/template"
 	"unicode/utf8"
+
+	"github.com/weftrun/weft/internal/textsafe"
 )
 
 // Request is what a built-in handler sees of one step attempt.
@@ -225,5 +227,5 @@ func excerpt(b []byte, n int, tail bool) string {
 			b = b[:cut]
 		}
 	}
-	return strings.ToValidUTF8(string(bytes.TrimSpace(b)), "\uFFFD")
+	return textsafe.String(string(bytes.TrimSpace(b)))
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/outcome"
+	"github.com/weftrun/weft/internal/textsafe"
 )
 
 // Limits on what Exec keeps of a command's output.
@@ -122,7 +123,11 @@ func parseExecConfig(config json.RawMessage) (*execConfig, error) {
 // result is {"stdout": "<stdout>"}. Stdout is captured up to 16 MiB: output
 // beyond it is dropped, and the result is then
 // {"stdout": "<first 16 MiB>", "stdout_truncated": true}, never parsed as
-// JSON. Of stderr the last 64 KiB are kept.
+// JSON. Of stderr the last 64 KiB are kept. Output quoted as text (the
+// "stdout" of a result, the stderr of an error) has each NUL and each byte
+// that is not UTF-8 replaced with U+FFFD, so that every store can keep it;
+// a JSON result is used as it is (the engine then replaces its bytes that
+// are not UTF-8 and fails a result holding \u0000).
 //
 // Exit status 0 succeeds. An exit code listed in permanent_exit_codes is a
 // PermanentError; any other failure is a plain error reading like
@@ -238,7 +243,7 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 	}
 
 	if stdout.truncated {
-		res, err := json.Marshal(map[string]any{"stdout": string(stdout.buf), "stdout_truncated": true})
+		res, err := json.Marshal(map[string]any{"stdout": textsafe.String(string(stdout.buf)), "stdout_truncated": true})
 		if err != nil {
 			return nil, fmt.Errorf("exec %q: encode result: %w", cfg.Command[0], err)
 		}
@@ -247,7 +252,7 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 	if res, ok := jsonResult(stdout.buf); ok {
 		return res, nil
 	}
-	res, err := json.Marshal(map[string]string{"stdout": string(stdout.buf)})
+	res, err := json.Marshal(map[string]string{"stdout": textsafe.String(string(stdout.buf))})
 	if err != nil {
 		return nil, fmt.Errorf("exec %q: encode result: %w", cfg.Command[0], err)
 	}

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weftrun/weft/internal/outcome"
+	"github.com/weftrun/weft/internal/textsafe"
 )
 
 // Limits of the http handler.
@@ -184,7 +185,8 @@ func render(t *template.Template, data map[string]any) (string, error) {
 // say otherwise.
 //
 // A 2xx response succeeds: a JSON body is the result, any other body gives
-// {"status": N, "body": "<text>"}; a body over 16 MiB is a PermanentError.
+// {"status": N, "body": "<text>"} (each NUL and each byte that is not UTF-8
+// of the text replaced with U+FFFD); a body over 16 MiB is a PermanentError.
 // A 5xx or 429 response is a plain error, or a RetryAfterError when the
 // response has a Retry-After header (seconds or an HTTP date, capped at 24h).
 // Any other status, such as a 4xx or a 3xx the client did not follow, is a
@@ -272,7 +274,7 @@ func HTTP(ctx context.Context, client *http.Client, req Request) (json.RawMessag
 		res, err := json.Marshal(struct {
 			Status int    `json:"status"`
 			Body   string `json:"body"`
-		}{resp.StatusCode, string(b)})
+		}{resp.StatusCode, textsafe.String(string(b))})
 		if err != nil {
 			return nil, fmt.Errorf("%s: encode result: %w", where, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/weftrun/weft/internal/expr"
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/internal/retry"
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -124,6 +125,38 @@ func (e *Engine) gate(o *store.Outcome, log *stepLog, def *workflow.Step, c stor
 // internal/outcome mean what they say, any other error is retried by the
 // step's policy.
 func (e *Engine) settle(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
+	if len(result) > 0 {
+		// Bytes that are not UTF-8 read as U+FFFD, as encoding/json reads
+		// them; a value that cannot be stored at all fails the step for
+		// good, before it becomes a decision or a batch.
+		result = textsafe.ValidJSON(result)
+		if path, perr := textsafe.Find(result); perr != nil && err == nil {
+			result, err = nil, failNow(fmt.Errorf("result cannot be stored: %s %v", join("result", path), perr))
+		}
+	}
+	return storable(e.settleAttempt(o, log, w, def, attempt, result, err))
+}
+
+// storable returns o with its error and reason fit for a text column of
+// every store (see internal/textsafe: a NUL or bytes that are not UTF-8
+// become U+FFFD). Every outcome passes it on its way to the store.
+func storable(o store.Outcome) store.Outcome {
+	o.Error, o.Reason = textsafe.String(o.Error), textsafe.String(o.Reason)
+	return o
+}
+
+// join adds a path from textsafe.Find to the name of a JSON value.
+func join(name, path string) string {
+	switch {
+	case path == "":
+		return name
+	case path[0] == '[':
+		return name + path
+	}
+	return name + "." + path
+}
+
+func (e *Engine) settleAttempt(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
 	var snooze *outcome.SnoozeError
 	var after *outcome.RetryAfterError
 	switch {

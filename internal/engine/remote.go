@@ -316,7 +316,7 @@ func (e *Engine) record(ctx context.Context, o store.Outcome) error {
 		}
 	}
 	e.sendMu.RUnlock()
-	results, err := e.store.CompleteSteps(ctx, []store.Outcome{o})
+	results, err := e.store.CompleteSteps(ctx, []store.Outcome{storable(o)})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 )
 
@@ -128,6 +129,9 @@ func (e *Engine) checkpoint(ctx context.Context, f store.Fence, cp json.RawMessa
 	if len(cp) == 0 || !json.Valid(cp) {
 		return fmt.Errorf("%w checkpoint: not valid JSON", store.ErrInvalid)
 	}
+	if path, err := textsafe.Find(cp); err != nil {
+		return fmt.Errorf("%w %s: %w", store.ErrInvalid, join("checkpoint", path), err)
+	}
 	return e.store.SaveCheckpoint(ctx, f, cp)
 }
 
@@ -140,5 +144,5 @@ func (e *Engine) progress(ctx context.Context, f store.Fence, fraction float64, 
 	if len(message) > maxProgressMessage {
 		return fmt.Errorf("%w progress: message is %d bytes, more than %d", store.ErrInvalid, len(message), maxProgressMessage)
 	}
-	return e.store.SaveProgress(ctx, f, fraction, message)
+	return e.store.SaveProgress(ctx, f, fraction, textsafe.String(message))
 }

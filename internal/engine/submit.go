@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -117,6 +118,9 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: good_until %s is before run_at %s", store.ErrInvalid, s.Workflow, s.GoodUntil.Format(time.RFC3339), s.RunAt.Format(time.RFC3339))
 	}
 	key := s.Key
+	if err := textsafe.Check(key); err != nil {
+		return store.TaskInsert{}, fmt.Errorf("%w idempotency key for %s: %w", store.ErrInvalid, s.Workflow, err)
+	}
 	switch w.Identity {
 	case workflow.IdentityStrict:
 		if key == "" {
@@ -180,6 +184,12 @@ func encodeInput(v any) (json.RawMessage, error) {
 	}
 	if !json.Valid(b) {
 		return nil, errors.New("not valid JSON")
+	}
+	if path, err := textsafe.Find(b); err != nil {
+		if path == "" {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s %w", path, err)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {

@@ -97,10 +97,10 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		set = `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
 		args = []any{o.Error, give, nullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result}
 	default:
-		return false, fmt.Errorf("outcome state %q is not completed, failed or waiting", o.State)
+		return false, store.Refused(fmt.Errorf("outcome state %q is not completed, failed or waiting", o.State))
 	}
 	if err := state.CheckStep(state.StepRunning, to); err != nil {
-		return false, err
+		return false, store.Refused(err)
 	}
 	if o.Spawn != nil && o.State == state.StepCompleted {
 		if msg, err := t.spawnTooLarge(o.Fence.StepID, o.Spawn); err != nil {

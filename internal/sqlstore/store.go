@@ -64,6 +64,13 @@ type Dialect struct {
 	Notify        string
 	NotifyChannel string
 	NotifyEvery   time.Duration
+	// Refused reports whether an error of the driver is the database
+	// refusing a statement for what it carries or does (a value it cannot
+	// store, a constraint, a limit), which trying again cannot cure, as
+	// opposed to a passing failure (a lost connection, a deadlock, a
+	// timeout). Write transactions mark such errors store.ErrRefused; nil
+	// treats every error as passing.
+	Refused func(error) bool
 }
 
 // Config configures a Store.

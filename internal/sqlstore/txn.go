@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 )
 
 // This file holds the transaction helper every operation writes through:
@@ -46,6 +47,9 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	err = t.run(fn)
 	if err != nil {
+		if s.d.Refused != nil && s.d.Refused(err) {
+			err = store.Refused(err)
+		}
 		tx.Rollback(context.WithoutCancel(ctx))
 		if t.notifyTaken {
 			// The window's notification was to ride on this transaction;
@@ -57,6 +61,9 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	if err = tx.Commit(ctx); err != nil {
 		if t.notifyTaken {
 			s.scheduleNotify()
+		}
+		if s.d.Refused != nil && s.d.Refused(err) {
+			err = store.Refused(err)
 		}
 		return fmt.Errorf("commit: %w", err)
 	}

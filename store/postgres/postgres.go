@@ -156,6 +156,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			Notify:         "SELECT pg_notify(?, '')",
 			NotifyChannel:  channel,
 			NotifyEvery:    notifyEvery,
+			Refused:        refused,
 		},
 	}), db: db, listening: make(chan struct{})}
 	if opts.Logger == nil {

@@ -102,7 +102,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	// store prepares hot ones once.
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: sqlstore.NewSQLDB(w, r, true), Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4},
+		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: w}, nil
 }
 

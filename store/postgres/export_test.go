@@ -1,0 +1,4 @@
+package postgres
+
+// Refused exposes refused to the tests.
+var Refused = refused

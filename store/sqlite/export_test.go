@@ -1,0 +1,4 @@
+package sqlite
+
+// Refused exposes refused to the tests.
+var Refused = refused
