@@ -36,6 +36,10 @@ var (
 	// ErrEngineLost: the engine was declared dead by the reaper; it must
 	// drop its in-flight work and register again.
 	ErrEngineLost = errors.New("engine was declared dead by the reaper")
+	// ErrUnavailable: the database could not be reached (connection
+	// refused or lost, the server shutting down or starting up). Nothing
+	// was written unless the error came from a commit; retry later.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Store is the only way the engine reaches the database: every concern
