@@ -291,6 +291,17 @@ func (h *countingLog) Handle(_ context.Context, r slog.Record) error {
 func (h *countingLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingLog) WithGroup(string) slog.Handler      { return h }
 
+// total counts the warnings and errors logged.
+func (h *countingLog) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.counts {
+		n += c
+	}
+	return n
+}
+
 func (h *countingLog) errors() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -125,7 +125,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 	if opts.DisableAuth {
 		s.log.Warn("authentication is DISABLED: every request has every permission; never expose this server")
 	}
-	s.metrics = newMetrics(e.Store(), s.log)
+	s.metrics = newMetrics(e.Store(), e, s.log)
 	s.unsubscribe = e.Subscribe(s.metrics.observe)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -340,6 +340,11 @@ func (s *Server) readyCheck(r *http.Request) (int, any, error) {
 	}
 	if !s.engine.Running() {
 		checks["engine"], ok = "not running", false
+	}
+	// The engine's own loops: a store that fails them (a full disk, a
+	// deleted file) is named here even when a read still works.
+	for name, problem := range s.engine.Health().Failing {
+		checks[name], ok = problem, false
 	}
 	status, word := http.StatusOK, "ok"
 	if !ok {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/weftrun/weft/state"
@@ -90,6 +91,7 @@ func (e *Engine) writeOutcomes(batch []report) {
 	for {
 		results, err := e.store.CompleteSteps(e.flushCtx, outcomes)
 		if err == nil {
+			e.succeeded(LoopCompleter)
 			for i, r := range results {
 				if r != nil {
 					e.log.Warn("outcome refused", "step_id", outcomes[i].Fence.StepID, "attempt", outcomes[i].Fence.Attempt, "error", r)
@@ -113,7 +115,8 @@ func (e *Engine) writeOutcomes(batch []report) {
 			}
 			return
 		}
-		e.log.Error("record outcomes failed, retrying", "count", len(batch), "error", err)
+		// Logged once per doubling of the failures, not per attempt.
+		e.failed(e.flushCtx, LoopCompleter, fmt.Sprintf("record %d outcomes (retrying)", len(batch)), err)
 		select {
 		case <-time.After(backoff):
 		case <-e.flushCtx.Done():
