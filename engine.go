@@ -126,6 +126,23 @@ func (e *Engine) Stop(ctx context.Context) error { return e.core.Stop(ctx) }
 // Running reports whether the engine has started and is not stopping.
 func (e *Engine) Running() bool { return e.core.Running() }
 
+// Health is a snapshot of an engine's own view of its work: the loops
+// whose store calls keep failing (claim, heartbeat, maintenance,
+// completer), a database file deleted or replaced under it
+// (database_file), and the count of failed store calls by loop. A loop that
+// fails backs off (the poll interval doubled per failure, up to 30 s) and
+// logs when its failures double, not at every attempt.
+type Health = engine.Health
+
+// Health returns the engine's health; weft serve reports it in
+// /health/ready and as the metrics weft_engine_degraded and
+// weft_engine_errors_total.
+func (e *Engine) Health() Health { return e.core.Health() }
+
+// ErrDatabaseGone is wrapped by the errors with which an engine refuses
+// work once its SQLite file was deleted or replaced since it was opened.
+var ErrDatabaseGone = store.ErrDatabaseGone
+
 // RunTask starts the engine restricted to one task, runs that task to its
 // end and stops the engine. It is what "weft run" does: other work in the
 // database is left to other engines. If ctx ends first, the engine stops

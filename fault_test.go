@@ -291,6 +291,24 @@ func (h *countingLog) Handle(_ context.Context, r slog.Record) error {
 func (h *countingLog) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countingLog) WithGroup(string) slog.Handler      { return h }
 
+// count returns how often a record ("LEVEL message") was logged.
+func (h *countingLog) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[key]
+}
+
+// total counts the warnings and errors logged.
+func (h *countingLog) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.counts {
+		n += c
+	}
+	return n
+}
+
 func (h *countingLog) errors() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,12 +75,28 @@ func startPrivateCluster(t *testing.T) *pgCluster {
 // restart runs pg_ctl restart -m fast on the cluster, as scripts/pgtest runs
 // pg_ctl: in the cluster's directory, as the postgres user when root. The
 // port and the other server options come back from postmaster.opts.
-func (c *pgCluster) restart(t *testing.T) {
+func (c *pgCluster) restart(t *testing.T) { c.pgctl(t, "restart", "-m", "fast") }
+
+// stop stops the cluster (pg_ctl stop -m fast: sessions end with
+// admin_shutdown); start starts it again on the same port.
+func (c *pgCluster) stop(t *testing.T) { c.pgctl(t, "stop", "-m", "fast") }
+func (c *pgCluster) start(t *testing.T) {
+	u, err := url.Parse(c.url)
+	require.NoError(t, err)
+	c.pgctl(t, "start", "-o", "-p "+u.Port())
+}
+
+// pgctl runs pg_ctl ACTION on the cluster and waits for it to finish.
+func (c *pgCluster) pgctl(t *testing.T, action string, args ...string) {
 	t.Helper()
 	bindir, err := os.ReadFile(filepath.Join(c.dir, "bindir"))
 	require.NoError(t, err)
-	argv := []string{filepath.Join(strings.TrimSpace(string(bindir)), "pg_ctl"), "restart", "-D", filepath.Join(c.dir, "data"),
-		"-m", "fast", "-w", "-t", "30", "-l", filepath.Join(c.dir, "log")}
+	argv := []string{filepath.Join(strings.TrimSpace(string(bindir)), "pg_ctl"), action, "-D", filepath.Join(c.dir, "data"),
+		"-w", "-t", "30"}
+	argv = append(argv, args...)
+	if action != "stop" {
+		argv = append(argv, "-l", filepath.Join(c.dir, "log"))
+	}
 	if os.Geteuid() == 0 {
 		if runuser, err := exec.LookPath("runuser"); err == nil {
 			argv = append([]string{runuser, "-u", "postgres", "--"}, argv...)

@@ -32,7 +32,7 @@ type metrics struct {
 	rejected    *prometheus.CounterVec
 }
 
-func newMetrics(s store.Admin, log *slog.Logger) *metrics {
+func newMetrics(s store.Admin, e *weft.Engine, log *slog.Logger) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_tasks_submitted_total",
@@ -56,7 +56,7 @@ func newMetrics(s store.Admin, log *slog.Logger) *metrics {
 			Help: "Requests refused before any work: overload (503), body too large (413)."}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.leaseExpiry, m.requests, m.reqDuration, m.rejected,
-		&queueCollector{store: s, log: log}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
+		&queueCollector{store: s, log: log}, healthCollector{e}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
 	prometheus.WrapRegistererWithPrefix("weft_", m.registry).MustRegister(collectors.NewGoCollector())
 	return m
 }
@@ -115,5 +115,38 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, q := range counts {
 		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(q.Count), q.Namespace, string(q.State))
+	}
+}
+
+// healthCollector reports the engine's health when scraped.
+type healthCollector struct{ e *weft.Engine }
+
+var (
+	engineErrorsDesc = prometheus.NewDesc("weft_engine_errors_total",
+		"Store calls of the engine's loops that failed (claim, heartbeat, maintenance, completer).", []string{"loop"}, nil)
+	engineDegradedDesc = prometheus.NewDesc("weft_engine_degraded",
+		"1 while a loop of the engine fails persistently or its database file was deleted or replaced, else 0.", nil, nil)
+	engineFailingDesc = prometheus.NewDesc("weft_engine_failing",
+		"1 for each loop or check of the engine that fails now.", []string{"check"}, nil)
+)
+
+func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- engineErrorsDesc
+	ch <- engineDegradedDesc
+	ch <- engineFailingDesc
+}
+
+func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
+	h := c.e.Health()
+	for _, loop := range []string{"claim", "heartbeat", "maintenance", "completer"} {
+		ch <- prometheus.MustNewConstMetric(engineErrorsDesc, prometheus.CounterValue, float64(h.Errors[loop]), loop)
+	}
+	degraded := 0.0
+	if h.Degraded {
+		degraded = 1
+	}
+	ch <- prometheus.MustNewConstMetric(engineDegradedDesc, prometheus.GaugeValue, degraded)
+	for check := range h.Failing {
+		ch <- prometheus.MustNewConstMetric(engineFailingDesc, prometheus.GaugeValue, 1, check)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -89,6 +90,22 @@ type Server struct {
 	routes  []route
 
 	unsubscribe func()
+	// unavailableAt is when the last "database unavailable" was logged
+	// (unix nanoseconds): an outage is logged every unavailableLogEvery,
+	// not once per request.
+	unavailableAt atomic.Int64
+}
+
+// unavailableLogEvery is how often a database outage is logged while
+// requests keep failing on it.
+const unavailableLogEvery = 10 * time.Second
+
+func (s *Server) logUnavailable(err error) {
+	now, last := time.Now().UnixNano(), s.unavailableAt.Load()
+	if now-last < int64(unavailableLogEvery) || !s.unavailableAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("database unavailable: answering 503 with Retry-After", "error", err)
 }
 
 // New returns the API of an engine. Call Close when done with it.
@@ -108,7 +125,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 	if opts.DisableAuth {
 		s.log.Warn("authentication is DISABLED: every request has every permission; never expose this server")
 	}
-	s.metrics = newMetrics(e.Store(), s.log)
+	s.metrics = newMetrics(e.Store(), e, s.log)
 	s.unsubscribe = e.Subscribe(s.metrics.observe)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -273,8 +290,13 @@ func (s *Server) wrap(rt route) http.Handler {
 				s.log.Error("request failed", "route", name, "error", err)
 			case ae.Code == CodeBodyTooLarge:
 				s.metrics.rejected.WithLabelValues("body_too_large").Inc()
+			case ae.Code == CodeUnavailable:
+				s.metrics.rejected.WithLabelValues("unavailable").Inc()
+				s.logUnavailable(err)
 			}
-			if ae.Code == CodeOverloaded {
+			// Every 503 (overloaded, unavailable, timeout) is worth
+			// retrying: say when.
+			if ae.Status == http.StatusServiceUnavailable {
 				sw.Header().Set("Retry-After", strconv.Itoa(int(max(s.opts.RetryAfter.Round(time.Second), time.Second)/time.Second)))
 			}
 			writeError(sw, ae)
@@ -318,6 +340,11 @@ func (s *Server) readyCheck(r *http.Request) (int, any, error) {
 	}
 	if !s.engine.Running() {
 		checks["engine"], ok = "not running", false
+	}
+	// The engine's own loops: a store that fails them (a full disk, a
+	// deleted file) is named here even when a read still works.
+	for name, problem := range s.engine.Health().Failing {
+		checks[name], ok = problem, false
 	}
 	status, word := http.StatusOK, "ok"
 	if !ok {

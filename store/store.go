@@ -36,7 +36,22 @@ var (
 	// ErrEngineLost: the engine was declared dead by the reaper; it must
 	// drop its in-flight work and register again.
 	ErrEngineLost = errors.New("engine was declared dead by the reaper")
+	// ErrUnavailable: the database could not be reached (connection
+	// refused or lost, the server shutting down or starting up). Nothing
+	// was written unless the error came from a commit; retry later.
+	ErrUnavailable = errors.New("database unavailable")
+	// ErrDatabaseGone: the database file was deleted or replaced since the
+	// store opened it; writing on would write into a file nobody sees.
+	ErrDatabaseGone = errors.New("the database file was deleted or replaced since it was opened")
 )
+
+// FileChecker is implemented by stores on a file (SQLite): CheckFile
+// returns an error wrapping ErrDatabaseGone once the file at the store's path
+// is no longer the one it opened (deleted, or replaced by another), nil
+// while it is, and another error when it cannot tell.
+type FileChecker interface {
+	CheckFile() error
+}
 
 // Store is the only way the engine reaches the database: every concern
 // together, and Close.

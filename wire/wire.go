@@ -36,6 +36,7 @@ const (
 	CodeWorkerLost       = "worker_lost"        // the worker is unknown or was declared dead: register again
 	CodeOverloaded       = "overloaded"         // the backlog is full: retry after Retry-After
 	CodeTimeout          = "timeout"            // the request took longer than the server allows
+	CodeUnavailable      = "unavailable"        // the database is unreachable for now: retry after Retry-After
 	CodeInternal         = "internal"           // anything else; details are in the server's log
 	CodeInvalidWorkflow  = "invalid_workflow"   // a template failed validation
 	CodeMethodNotAllowed = "method_not_allowed" // the route exists for other methods

@@ -32,10 +32,13 @@ func (e *Engine) claimLoop(ctx context.Context) {
 	}
 	var unsure []lostClaim
 	for {
+		// retryIn is set while the store fails: the loop backs off instead
+		// of claiming again at once (its slots return, which would wake it).
+		var retryIn time.Duration
 		for len(unsure) > 0 && ctx.Err() == nil {
 			n, err := e.store.ReleaseLease(ctx, unsure[0].engine, unsure[0].lease)
 			if err != nil {
-				e.logErr(ctx, "release a failed claim", err)
+				retryIn = e.failed(ctx, LoopClaim, "release a failed claim", err)
 				break
 			}
 			if n > 0 {
@@ -43,8 +46,12 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			unsure = unsure[1:]
 		}
-		n := e.slots.TryTake(e.cfg.Concurrency)
-		got := 0
+		n, got := 0, 0
+		// A database deleted or replaced under the engine is not claimed
+		// from: the maintenance loop reports it.
+		if retryIn == 0 && e.checkFile() == nil {
+			n = e.slots.TryTake(e.cfg.Concurrency)
+		}
 		if n > 0 {
 			id := e.ID()
 			lease := rand.Int64N(1<<62) + 1
@@ -55,8 +62,10 @@ func (e *Engine) claimLoop(ctx context.Context) {
 				// the heartbeat may have registered a new one meanwhile.
 				e.declaredDead(ctx, id)
 			case err != nil && ctx.Err() == nil:
-				e.log.Error("claim failed", "engine_id", id, "error", err)
 				unsure = append(unsure, lostClaim{id, lease})
+				retryIn = e.failed(ctx, LoopClaim, "claim", err)
+			case err == nil:
+				e.succeeded(LoopClaim)
 			}
 			got = len(claimed)
 			for _, c := range claimed {
@@ -67,6 +76,15 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		}
 		if got > 0 && got == n {
 			continue // there may be more ready work
+		}
+		if retryIn > 0 {
+			timer.Reset(retryIn)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			continue
 		}
 		timer.Reset(jitter(e.cfg.PollInterval))
 		select {

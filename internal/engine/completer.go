@@ -162,10 +162,14 @@ func (e *Engine) completeSteps(outcomes []store.Outcome) ([]error, error) {
 	backoff := 10 * time.Millisecond
 	for {
 		results, err := e.store.CompleteSteps(e.flushCtx, outcomes)
+		if err == nil {
+			e.succeeded(LoopCompleter)
+		}
 		if err == nil || !transient(err) || e.flushCtx.Err() != nil {
 			return results, err
 		}
-		e.log.Error("record outcomes failed, retrying", "count", len(outcomes), "error", err)
+		// Logged once per doubling of the failures, not per attempt.
+		e.failed(e.flushCtx, LoopCompleter, fmt.Sprintf("record %d outcomes (retrying)", len(outcomes)), err)
 		select {
 		case <-time.After(backoff):
 		case <-e.flushCtx.Done():

@@ -124,6 +124,9 @@ type Engine struct {
 	// the maintenance loop), are when this engine's maintenance lease ends
 	// and when it next asks for the lease.
 	leadUntil, leadRenew time.Time
+	// roundErr, owned by the maintenance work too, is the first failure
+	// of the current maintenance round.
+	roundErr error
 	// flushCtx bounds the completer's retries; Stop cancels it when its
 	// deadline passes.
 	flushCtx    context.Context
@@ -131,6 +134,13 @@ type Engine struct {
 	onlyTask    int64 // when set, claim only this task's steps (RunTask)
 	conds       conditions
 	observers   observers
+
+	// healthMu guards the loops' failure records and the file check's
+	// verdict (health.go).
+	healthMu   sync.Mutex
+	loopStates map[string]*loopState
+	errCounts  map[string]uint64
+	fileErr    error // set once the database was deleted or replaced
 }
 
 // running is one handler in flight.

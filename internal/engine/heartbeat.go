@@ -18,11 +18,15 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 	defer e.loops.Done()
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var retryAt time.Time // backing off after failures until then
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if time.Now().Before(retryAt) {
+			continue
 		}
 		e.mu.Lock()
 		inflight := make([]store.Fence, 0, len(e.inflight))
@@ -36,11 +40,13 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		case errors.Is(err, store.ErrEngineLost):
 			e.declaredDead(ctx, id)
 		case err != nil:
-			if ctx.Err() == nil {
-				e.log.Error("heartbeat failed", "engine_id", id, "error", err)
+			retryAt = time.Now().Add(e.failed(ctx, LoopHeartbeat, "heartbeat", err))
+		default:
+			retryAt = time.Time{}
+			e.succeeded(LoopHeartbeat)
+			if len(res.Lost) > 0 {
+				e.cancelFences(res.Lost, errLeaseLost)
 			}
-		case len(res.Lost) > 0:
-			e.cancelFences(res.Lost, errLeaseLost)
 		}
 	}
 }

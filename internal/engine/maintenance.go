@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weftrun/weft/store"
@@ -20,7 +21,8 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	lastReap := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	settled := true // the last round of timed work succeeded
+	settled := true           // the last round of timed work succeeded
+	var retryIn time.Duration // backing off after a failed round
 	for {
 		sleep := jitter(e.cfg.PollInterval)
 		if e.leading(time.Now()) {
@@ -31,13 +33,26 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 				sleep = min(sleep, max(time.Until(next), 0))
 			}
 		}
+		if retryIn > 0 {
+			// The last round failed: back off, deaf to nudges, so that a
+			// store that keeps failing (a full disk) is not hammered.
+			sleep = retryIn
+		}
 		timer.Reset(sleep)
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.nudge:
-			continue
+			if retryIn == 0 {
+				continue
+			}
+			<-timer.C // nudges wait for the backoff
 		case <-timer.C:
+		}
+		retryIn = 0
+		// A database deleted or replaced under the engine is not written to.
+		if e.checkFile() != nil {
+			continue
 		}
 		e.lead(ctx)
 		leader := e.leading(time.Now())
@@ -48,7 +63,21 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		if e.reap(ctx, leader, leader && time.Since(lastReap) >= reapEvery) && leader {
 			lastReap = time.Now()
 		}
+		retryIn = e.endRound(ctx)
 	}
+}
+
+// endRound reports a maintenance round's first failure to the loop's
+// health and returns how long to back off (0 after a round that
+// succeeded).
+func (e *Engine) endRound(ctx context.Context) time.Duration {
+	err := e.roundErr
+	e.roundErr = nil
+	if err == nil {
+		e.succeeded(LoopMaintenance)
+		return 0
+	}
+	return e.failed(ctx, LoopMaintenance, "maintenance", err)
 }
 
 // maintain runs one round of maintenance at start-up: what dead processes on
@@ -60,6 +89,7 @@ func (e *Engine) maintain(ctx context.Context) {
 		e.reap(ctx, true, true)
 		e.timed(ctx)
 	}
+	e.endRound(ctx)
 }
 
 // leading reports whether this engine holds the maintenance lease at now.
@@ -229,8 +259,10 @@ func (e *Engine) reap(ctx context.Context, leader, full bool) bool {
 	return true
 }
 
+// logErr keeps the first failure of a maintenance round: endRound logs it
+// (not every failure of every round) and backs the loop off.
 func (e *Engine) logErr(ctx context.Context, what string, err error) {
-	if ctx.Err() == nil {
-		e.log.Error(what+" failed", "engine_id", e.ID(), "error", err)
+	if ctx.Err() == nil && e.roundErr == nil {
+		e.roundErr = fmt.Errorf("%s: %w", what, err)
 	}
 }

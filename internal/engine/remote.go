@@ -116,6 +116,9 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID string, req WorkerCla
 			beat = time.Now()
 		}
 		woken := e.readySignal()
+		if err := e.checkFile(); err != nil {
+			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
+		}
 		lease := rand.Int64N(1<<62) + 1
 		claimed, err := e.store.ClaimSteps(ctx, e.claimParams(workerID, req.Max, req.Handlers, req.Namespaces, lease))
 		if err != nil {

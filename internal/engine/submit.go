@@ -54,6 +54,11 @@ func (e *Engine) SubmitTx(ctx context.Context, tx any, subs []Submission) ([]Sub
 
 // submit resolves and validates submissions and hands them to insert.
 func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) ([]SubmitResult, error) {
+	// A task written into a database file deleted or replaced under the
+	// engine would be lost: refuse it.
+	if err := e.checkFile(); err != nil {
+		return nil, fmt.Errorf("weft: submit: %w", err)
+	}
 	inserts := make([]store.TaskInsert, len(subs))
 	resolved := map[string]*resolvedWorkflow{} // by reference, looked up once per call
 	for i, s := range subs {

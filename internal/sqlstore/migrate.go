@@ -53,22 +53,34 @@ func LoadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 
 // Migrate applies on conn, in order, every migration newer than the version
 // recorded in weft_schema, each in its own transaction together with its
-// version. A database whose schema is newer than ms is refused. Callers
-// serialise concurrent migrations themselves (the PostgreSQL store under an
-// advisory lock; SQLite's write lock does it for the SQLite store).
-// insertVersion is the backend's INSERT of one version.
+// version. A database whose schema is newer than ms is refused.
+//
+// Several processes may migrate one database at once: each transaction
+// re-reads the version after it has taken the write lock and applies only
+// what is still missing, so a migration another process applied meanwhile
+// is skipped, never applied twice. The transactions conn begins must
+// therefore take the write lock when they begin (SQLite: _txlock=immediate)
+// or the caller must serialise migrations itself (the PostgreSQL store holds
+// an advisory lock). insertVersion is the backend's INSERT of one version.
 func Migrate(ctx context.Context, conn *sql.Conn, ms []Migration, insertVersion string) error {
 	current, err := SchemaVersion(ctx, conn)
 	if err != nil {
 		return err
 	}
-	if newest := len(ms); current > newest {
-		return fmt.Errorf("database schema version %d is newer than this weft (%d): upgrade weft", current, newest)
+	if err := checkNotNewer(current, ms); err != nil {
+		return err
 	}
-	for _, m := range ms[current:] {
-		if err := apply(ctx, conn, m, insertVersion); err != nil {
+	for current < len(ms) {
+		if current, err = applyNext(ctx, conn, ms, insertVersion); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func checkNotNewer(current int, ms []Migration) error {
+	if newest := len(ms); current > newest {
+		return fmt.Errorf("database schema version %d is newer than this weft (%d): upgrade weft", current, newest)
 	}
 	return nil
 }
@@ -86,20 +98,32 @@ func SchemaVersion(ctx context.Context, conn *sql.Conn) (int, error) {
 	return int(v.Int64), nil
 }
 
-func apply(ctx context.Context, conn *sql.Conn, m Migration, insertVersion string) error {
+// applyNext applies, in one transaction, the migration that follows the
+// version it reads inside that transaction, and returns the version the
+// database is at afterwards.
+func applyNext(ctx context.Context, conn *sql.Conn, ms []Migration, insertVersion string) (int, error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("migration %s: begin: %w", m.Name, err)
+		return 0, fmt.Errorf("migration: begin: %w", err)
 	}
 	defer tx.Rollback()
+	var v sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	current := int(v.Int64)
+	if err := checkNotNewer(current, ms); err != nil || current == len(ms) {
+		return current, err // another process finished the work
+	}
+	m := ms[current]
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-		return fmt.Errorf("migration %s: %w", m.Name, err)
+		return 0, fmt.Errorf("migration %s: %w", m.Name, err)
 	}
 	if _, err := tx.ExecContext(ctx, insertVersion, m.Version); err != nil {
-		return fmt.Errorf("migration %s: record version: %w", m.Name, err)
+		return 0, fmt.Errorf("migration %s: record version: %w", m.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migration %s: commit: %w", m.Name, err)
+		return 0, fmt.Errorf("migration %s: commit: %w", m.Name, err)
 	}
-	return nil
+	return m.Version, nil
 }

@@ -23,20 +23,24 @@ type querier struct{ r pgxRunner }
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
 	tag, err := q.r.Exec(ctx, sql, args...)
-	return commandTag(tag), err
+	return commandTag(tag), unavailable(err)
 }
 
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
 	rows, err := q.r.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
 	return pgxRows{rows}, nil
 }
 
 func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
-	return q.r.QueryRow(ctx, sql, args...)
+	return row{q.r.QueryRow(ctx, sql, args...)}
 }
+
+type row struct{ pgx.Row }
+
+func (r row) Scan(dest ...any) error { return unavailable(r.Row.Scan(dest...)) }
 
 type commandTag pgconn.CommandTag
 
@@ -46,8 +50,12 @@ type pgxRows struct{ pgx.Rows }
 
 func (r pgxRows) Close() error {
 	r.Rows.Close()
-	return r.Rows.Err()
+	return unavailable(r.Rows.Err())
 }
+
+func (r pgxRows) Err() error { return unavailable(r.Rows.Err()) }
+
+func (r pgxRows) Scan(dest ...any) error { return unavailable(r.Rows.Scan(dest...)) }
 
 // poolDB is a sqlstore.DB on a pgx pool.
 type poolDB struct {
@@ -60,7 +68,7 @@ func newPoolDB(pool *pgxpool.Pool) poolDB { return poolDB{querier{pool}, pool} }
 func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, unavailable(err)
 	}
 	return poolTx{querier{tx}, tx}, nil
 }
@@ -75,5 +83,5 @@ type poolTx struct {
 	tx pgx.Tx
 }
 
-func (t poolTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t poolTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+func (t poolTx) Commit(ctx context.Context) error   { return unavailable(t.tx.Commit(ctx)) }
+func (t poolTx) Rollback(ctx context.Context) error { return unavailable(t.tx.Rollback(ctx)) }

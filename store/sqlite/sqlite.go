@@ -10,7 +10,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore"
@@ -38,7 +41,31 @@ type Options struct {
 // Store is a store.Store on a SQLite file.
 type Store struct {
 	*sqlstore.Store
-	w *sql.DB
+	w      *sql.DB
+	path   string
+	opened os.FileInfo // the file opened at path; nil if it could not be told
+}
+
+// CheckFile reports whether the file at the store's path is still the one
+// it opened: deleted or replaced (by a restore, a mistaken rm, a deploy
+// that writes a new file), the store's connections would go on writing into
+// a file nobody else sees. It returns an error wrapping
+// store.ErrDatabaseGone then, another error when the path cannot be
+// examined.
+func (s Store) CheckFile() error {
+	if s.opened == nil {
+		return nil
+	}
+	fi, err := os.Stat(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("sqlite: %s was deleted: %w", s.path, store.ErrDatabaseGone)
+	case err != nil:
+		return fmt.Errorf("sqlite: check %s: %w", s.path, err)
+	case !os.SameFile(fi, s.opened):
+		return fmt.Errorf("sqlite: %s was replaced by another file: %w", s.path, store.ErrDatabaseGone)
+	}
+	return nil
 }
 
 // DB returns the writer's database/sql handle, for tests and tools that
@@ -56,8 +83,9 @@ func (s Store) InsertTasksInTx(ctx context.Context, tx any, tasks []store.TaskIn
 }
 
 var (
-	_ store.Store      = Store{}
-	_ store.TxInserter = Store{}
+	_ store.Store       = Store{}
+	_ store.TxInserter  = Store{}
+	_ store.FileChecker = Store{}
 )
 
 // Open opens (creating if needed) the database file at path and brings its
@@ -85,10 +113,14 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, opts.BusyTimeout); err != nil {
 		w.Close()
 		return Store{}, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
+	// The file just opened (and created if new): CheckFile compares the
+	// path with it. A path that is not a plain file (":memory:") is not
+	// checked.
+	opened, _ := os.Stat(path)
 	q.Set("_txlock", "deferred")
 	q.Set("mode", "ro")
 	r, err := sql.Open(driverName, "file:"+path+"?"+q.Encode())
@@ -103,15 +135,30 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: sqlstore.NewSQLDB(w, r, true), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
-	}), w: w}, nil
+	}), w: w, path: path, opened: opened}, nil
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB, busyTimeout time.Duration) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	if err != nil {
 		return err
 	}
-	conn, err := db.Conn(ctx)
+	// The first connection switches a new file to WAL, which needs the
+	// file to itself: SQLite answers BUSY at once, without its busy
+	// handler, when another process is doing the same. Try again, within
+	// the busy timeout.
+	var conn *sql.Conn
+	for deadline := time.Now().Add(busyTimeout); ; {
+		conn, err = db.Conn(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(5+rand.IntN(20)) * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/bits"
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// The engine's loops, as health and metrics name them.
+const (
+	LoopClaim       = "claim"
+	LoopHeartbeat   = "heartbeat"
+	LoopMaintenance = "maintenance"
+	LoopCompleter   = "completer"
+	// CheckDatabaseFile is the check that the database the store opened is
+	// still the one at its path (a SQLite file deleted or replaced).
+	CheckDatabaseFile = "database_file"
+)
+
+// maxBackoff caps the wait of a loop whose store calls keep failing.
+const maxBackoff = 30 * time.Second
+
+// Health is a snapshot of the engine's own view of its work: which loops
+// fail on the store and which checks fail, for readiness and metrics.
+type Health struct {
+	// Degraded is set when any loop fails persistently or a check fails.
+	Degraded bool
+	// Failing names each failing loop or check with its last error.
+	Failing map[string]string
+	// Errors counts, by loop, the store calls that failed since the
+	// engine started.
+	Errors map[string]uint64
+}
+
+// loopState is one loop's run of failures.
+type loopState struct {
+	failures int // consecutive
+	since    time.Time
+	err      error
+}
+
+// Health returns the engine's health.
+func (e *Engine) Health() Health {
+	e.healthMu.Lock()
+	defer e.healthMu.Unlock()
+	h := Health{Failing: map[string]string{}, Errors: maps.Clone(e.errCounts)}
+	if h.Errors == nil {
+		h.Errors = map[string]uint64{}
+	}
+	for loop, st := range e.loopStates {
+		if st.failures > 0 {
+			h.Failing[loop] = fmt.Sprintf("failing since %s (%d attempts): %v", st.since.UTC().Format(time.RFC3339), st.failures, st.err)
+		}
+	}
+	if e.fileErr != nil {
+		h.Failing[CheckDatabaseFile] = e.fileErr.Error()
+	}
+	h.Degraded = len(h.Failing) > 0
+	return h
+}
+
+// failed records a failed store call of a loop and returns how long the
+// loop waits before it tries again: the poll interval doubled at each
+// consecutive failure, capped at maxBackoff (or 32 poll intervals if that
+// is less), with jitter. The failure is logged at the first attempt and then
+// whenever the count of consecutive failures doubles, so a database that
+// stays down costs a few log lines, not one per attempt.
+func (e *Engine) failed(ctx context.Context, loop, what string, err error) time.Duration {
+	if ctx.Err() != nil {
+		return 0
+	}
+	e.healthMu.Lock()
+	if e.loopStates == nil {
+		e.loopStates, e.errCounts = map[string]*loopState{}, map[string]uint64{}
+	}
+	st := e.loopStates[loop]
+	if st == nil {
+		st = &loopState{}
+		e.loopStates[loop] = st
+	}
+	if st.failures == 0 {
+		st.since = time.Now()
+	}
+	st.failures++
+	st.err = err
+	e.errCounts[loop]++
+	n := st.failures
+	e.healthMu.Unlock()
+	wait := backoff(e.cfg.PollInterval, n)
+	if n&(n-1) == 0 { // 1, 2, 4, 8, …
+		e.log.Error(what+" failed", "engine_id", e.ID(), "loop", loop, "failures", n, "retry_in", wait.Round(time.Millisecond), "error", err)
+	}
+	return wait
+}
+
+// backoff is the wait after n consecutive failures.
+func backoff(base time.Duration, n int) time.Duration {
+	limit := min(maxBackoff, 32*base)
+	d := base
+	if shift := n - 1; shift > 0 {
+		if shift >= bits.Len64(uint64(limit/base))+1 {
+			d = limit
+		} else {
+			d = min(base<<shift, limit)
+		}
+	}
+	return jitter(max(d, time.Millisecond))
+}
+
+// succeeded ends a loop's run of failures.
+func (e *Engine) succeeded(loop string) {
+	e.healthMu.Lock()
+	st := e.loopStates[loop]
+	if st == nil || st.failures == 0 {
+		e.healthMu.Unlock()
+		return
+	}
+	n, since := st.failures, st.since
+	st.failures, st.err = 0, nil
+	e.healthMu.Unlock()
+	e.log.Info("store calls succeed again", "engine_id", e.ID(), "loop", loop, "failures", n, "outage_ms", time.Since(since).Milliseconds())
+}
+
+// checkFile asks a store that can tell whether its database is still the
+// one it opened. Once it is not, the engine refuses work for good: writing
+// on would write into a file nobody else sees.
+func (e *Engine) checkFile() error {
+	fc, ok := e.store.(store.FileChecker)
+	if !ok {
+		return nil
+	}
+	e.healthMu.Lock()
+	gone := e.fileErr
+	e.healthMu.Unlock()
+	if gone != nil {
+		return gone
+	}
+	err := fc.CheckFile()
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrDatabaseGone) {
+		return nil // could not tell (a stat failed): ask again next time
+	}
+	e.healthMu.Lock()
+	first := e.fileErr == nil
+	if first {
+		e.fileErr = err
+	}
+	e.healthMu.Unlock()
+	if first {
+		e.log.Error("refusing work: the database was deleted or replaced since it was opened; restart the engine", "engine_id", e.ID(), "error", err)
+	}
+	return err
+}
