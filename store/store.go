@@ -150,6 +150,9 @@ type Engines interface {
 	StopEngine(ctx context.Context, engineID string) error
 	// ListEngines returns the engines not yet declared dead or stopped.
 	ListEngines(ctx context.Context) ([]EngineInfo, error)
+	// GetEngine returns one engine or remote worker, in any state, with
+	// its owner; ErrNotFound if the id was never registered.
+	GetEngine(ctx context.Context, id string) (*EngineInfo, error)
 	// Lead makes engineID the maintenance leader until now+ttl when no
 	// other engine holds an unexpired lease, or renews the lease it holds,
 	// and reports whether engineID leads. StopEngine, and Reap of a lapsed

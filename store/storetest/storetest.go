@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 		{"ReapLapsedEngine", testReap},
 		{"ReleaseLease", testReleaseLease},
 		{"LeaderElection", testLeaderElection},
+		{"WorkerOwner", testWorkerOwner},
 		{"ReapExhaustedFails", testReapExhausted},
 		{"HeartbeatReportsLost", testHeartbeatLost},
 		{"CheckpointAndDeferredAreFenced", testCheckpointDeferred},
