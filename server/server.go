@@ -290,7 +290,7 @@ func (s *Server) wrap(rt route) http.Handler {
 
 func (s *Server) principal(r *http.Request) (Principal, *apiError) {
 	if s.opts.DisableAuth {
-		return Principal{Name: "anonymous", Kind: "anonymous", Permissions: []string{PermAdmin}}, nil
+		return Principal{Name: "anonymous", ID: "anonymous", Kind: "anonymous", Permissions: []string{PermAdmin}}, nil
 	}
 	return s.auth.authenticate(r)
 }
