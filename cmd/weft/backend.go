@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
 )
@@ -38,7 +39,7 @@ type localBackend struct {
 func (l localBackend) RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error {
 	return l.a.register(ctx, l.Engine, path, w)
 }
-func (l localBackend) Where() string { return l.a.dbURL() }
+func (l localBackend) Where() string { return weftdb.Redact(l.a.dbURL()) }
 func (l localBackend) Close()        { l.a.closeEngine(l.Engine) }
 
 // remoteBackend is a weft server.
@@ -82,7 +83,7 @@ func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.Subm
 	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate}, err
 }
 
-func (r remoteBackend) Where() string { return r.url }
+func (r remoteBackend) Where() string { return weftdb.Redact(r.url) }
 func (r remoteBackend) Close()        {}
 
 // serverURL returns the server the commands talk to, or "".

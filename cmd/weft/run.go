@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/weftdb"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -149,7 +150,7 @@ func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain t
 	case t.State.Terminal():
 		fmt.Fprintf(a.stderr, "weft: task %d %s while stopping\n", id, t.State)
 	default:
-		fmt.Fprintf(a.stderr, "weft: task %d is %s; it stays in %s and 'weft worker' resumes it\n", id, t.State, a.dbURL())
+		fmt.Fprintf(a.stderr, "weft: task %d is %s; it stays in %s and 'weft worker' resumes it\n", id, t.State, weftdb.Redact(a.dbURL()))
 	}
 	return exitWith(exitInterrupted)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -126,7 +127,7 @@ func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration) er
 	if err := e.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	a.log.Info("worker started", "db", a.dbURL(), "engine_id", e.ID(), "concurrency", cfg.Concurrency)
+	a.log.Info("worker started", "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "concurrency", cfg.Concurrency)
 	<-ctx.Done()
 	a.log.Info("worker stopping", "engine_id", e.ID(), "drain", drain)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
