@@ -106,3 +106,31 @@ func TestWorkerIdentityDevMode(t *testing.T) {
 	require.Equal(t, 404, r.status, "%s", r.body)
 	require.Equal(t, 204, en.do("DELETE", "/v1/workers/"+reg.WorkerID, "", nil).status)
 }
+
+// TestClaimWaitOverflow: a wait_ms whose duration overflows is refused
+// like any wait above the maximum, not accepted as a wrapped-around value.
+func TestClaimWaitOverflow(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, backends()["sqlite"](t), server.Options{MaxPoll: 2 * time.Second})
+	w := en.worker(t, "py.enrich")
+	tests := []struct {
+		name   string
+		waitMS any
+		status int
+	}{
+		{"max poll", 2000, 200},
+		{"above max poll", 2001, 400},
+		{"overflows to negative", int64(1) << 62, 400},
+		{"overflows to small", int64(18446744073709), 400},
+		{"max int64", int64(9223372036854775807), 400},
+		{"negative", -1, 400},
+	}
+	for _, tt := range tests {
+		r := w.post("/claim", map[string]any{"handlers": []string{"py.enrich"}, "wait_ms": tt.waitMS})
+		require.Equal(t, tt.status, r.status, "%s: %s", tt.name, r.body)
+		if tt.status == 400 {
+			_, field := r.errorCode(t)
+			require.Equal(t, "wait_ms", field, tt.name)
+		}
+	}
+}

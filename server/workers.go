@@ -113,7 +113,9 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 	if req.Max < 1 || req.Max > 100 {
 		return 0, nil, fieldError("max", "must be from 1 to 100, got %d", req.Max)
 	}
-	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > s.opts.MaxPoll {
+	// Compared in milliseconds, before any multiplication: a huge wait_ms
+	// would overflow a time.Duration and wrap around to an accepted value.
+	if req.WaitMS < 0 || req.WaitMS > s.opts.MaxPoll.Milliseconds() {
 		return 0, nil, fieldError("wait_ms", "must be from 0 to %d, got %d", s.opts.MaxPoll.Milliseconds(), req.WaitMS)
 	}
 	var namespaces []string
