@@ -87,6 +87,9 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	routes  []route
+	// admit serialises the backlog check with the submission it admits
+	// (MaxBacklog only).
+	admit chan struct{}
 
 	unsubscribe func()
 }
@@ -97,7 +100,8 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		return nil, errors.New("server: nil engine")
 	}
 	opts.setDefaults()
-	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux()}
+	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux(),
+		admit: make(chan struct{}, 1)}
 	if opts.JWT != nil {
 		v, err := newJWTVerifier(*opts.JWT)
 		if err != nil {

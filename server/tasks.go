@@ -46,6 +46,20 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("good_until", "is in the past")
 	}
 	if n := s.opts.MaxBacklog; n > 0 {
+		// Count and submit under one admission slot, or concurrent
+		// requests all count below the limit and all submit. A slot in
+		// the server rather than a check inside the insert transaction:
+		// the limit is this server's admission control, and the store's
+		// submit path (shared by the Go API, which has no backlog limit)
+		// stays as it is. With several servers on one database each holds
+		// the limit for its own requests, so the backlog can exceed it
+		// by at most one task per other server.
+		select {
+		case s.admit <- struct{}{}:
+		case <-r.Context().Done():
+			return 0, nil, r.Context().Err()
+		}
+		defer func() { <-s.admit }()
 		count, err := s.engine.Store().CountUnfinishedTasks(r.Context(), n)
 		if err != nil {
 			return 0, nil, err
