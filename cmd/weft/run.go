@@ -50,7 +50,7 @@ the task stays in the database for 'weft worker' to resume.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")
+	f.StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
 	f.StringVar(&key, "key", "", "idempotency key: a task with this key is not run twice")
 	f.BoolVar(&jsonOut, "json", false, "print the final task as JSON on stdout (progress goes to stderr)")
 	eng.add(f, "on interrupt, how long to wait for running steps before stopping them")

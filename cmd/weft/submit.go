@@ -37,7 +37,7 @@ and says so on stderr. Run 'weft worker' to execute submitted tasks.`,
 			return a.submit(cmd.Context(), args[0], weft.Submission{Input: in, Key: key})
 		}),
 	}
-	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")
+	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
 	cmd.Flags().StringVar(&key, "key", "", "idempotency key: a second submission with it returns the first task")
 	return cmd
 }
