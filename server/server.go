@@ -242,6 +242,14 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "route", name, "status", sw.status,
 				"duration_ms", d.Milliseconds(), "principal", who)
 		}()
+		// A body announced larger than the limit is refused on every
+		// route, whether or not the route reads it; one sent without a
+		// length is cut at the limit by the reader below.
+		if r.ContentLength > s.opts.MaxBodyBytes {
+			s.metrics.rejected.WithLabelValues("body_too_large").Inc()
+			writeError(sw, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", s.opts.MaxBodyBytes))
+			return
+		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
 		if !rt.public {
 			p, aerr := s.principal(r)

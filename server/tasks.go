@@ -159,12 +159,36 @@ func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request
 	return http.StatusOK, t, nil
 }
 
+// maxReason bounds the reason an operator gives for an action.
+const maxReason = 4096
+
+// taskOperator reads the optional {"reason"} body of a task action and
+// names who acts.
+func taskOperator(r *http.Request) (weft.Operator, error) {
+	var req wire.TaskAction
+	if err := decodeOptional(r, &req); err != nil {
+		return weft.Operator{}, err
+	}
+	if len(req.Reason) > maxReason {
+		return weft.Operator{}, fieldError("reason", "must be at most %d bytes", maxReason)
+	}
+	return weft.Operator{Actor: operator(r), Reason: req.Reason}, nil
+}
+
 func (s *Server) cancelTask(r *http.Request) (int, any, error) {
-	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.Cancel(r.Context(), id) })
+	op, err := taskOperator(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.CancelAs(r.Context(), id, op) })
 }
 
 func (s *Server) retryTask(r *http.Request) (int, any, error) {
-	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.Retry(r.Context(), id) })
+	op, err := taskOperator(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.RetryAs(r.Context(), id, op) })
 }
 
 func (s *Server) taskAudit(r *http.Request) (int, any, error) {

@@ -199,7 +199,9 @@ type Admin interface {
 	// RetryTask moves a failed task back to running: its failed and expired
 	// steps become ready with fresh attempts and the steps skipped because
 	// of them are evaluated again.
-	RetryTask(ctx context.Context, id int64, engineID string) error
+	// engineID names who acted and reason why (recorded in the audit;
+	// "" records "retried").
+	RetryTask(ctx context.Context, id int64, engineID, reason string) error
 	// RetryStep makes a failed or expired step ready again with a fresh
 	// attempt count: the steps skipped because of it wait for it again, and
 	// a failed task runs again. Any other state is ErrConflict.
