@@ -3,7 +3,6 @@ package weft_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ type remoteWorker struct {
 func newRemoteWorker(t *testing.T, e *weft.Engine) *remoteWorker {
 	t.Helper()
 	w := e.Workers()
-	id, err := w.Register(context.Background(), "test")
+	id, err := w.Register(context.Background(), "test", "test-owner")
 	require.NoError(t, err)
 	return &remoteWorker{t: t, w: w, id: id}
 }
@@ -33,7 +32,7 @@ func newRemoteWorker(t *testing.T, e *weft.Engine) *remoteWorker {
 // claim claims up to max steps of the handlers, waiting briefly for one.
 func (r *remoteWorker) claim(max int, handlers ...string) []weft.RemoteStep {
 	r.t.Helper()
-	steps, err := r.w.Claim(context.Background(), r.id, weft.WorkerClaim{Handlers: handlers, Max: max, Wait: 2 * time.Second})
+	steps, err := r.w.Claim(context.Background(), r.id, "test-owner", weft.WorkerClaim{Handlers: handlers, Max: max, Wait: 2 * time.Second})
 	require.NoError(r.t, err)
 	return steps
 }
@@ -48,7 +47,7 @@ func (r *remoteWorker) one(handler string) weft.RemoteStep {
 
 func (r *remoteWorker) complete(s weft.RemoteStep, result string) weft.Recorded {
 	r.t.Helper()
-	o, err := r.w.Complete(context.Background(), r.id, s.Fence, json.RawMessage(result))
+	o, err := r.w.Complete(context.Background(), r.id, "test-owner", s.Fence, json.RawMessage(result))
 	require.NoError(r.t, err)
 	return o
 }
@@ -73,7 +72,7 @@ func TestRemoteStepsFollowTheDefinition(t *testing.T) {
 		id := submit(t, e, weft.Submission{Workflow: "test/remote"}).Task.ID
 
 		pick := rw.one("choose")
-		_, err := rw.w.Complete(ctx, rw.id, pick.Fence, json.RawMessage(`{"branches": ["split"]}`))
+		_, err := rw.w.Complete(ctx, rw.id, "test-owner", pick.Fence, json.RawMessage(`{"branches": ["split"]}`))
 		require.NoError(t, err, "a decision that picks no direct child is recorded as a failure, not refused")
 		task := wait(t, e, id)
 		require.Equal(t, state.TaskFailed, task.State)
@@ -90,7 +89,7 @@ func TestRemoteStepsFollowTheDefinition(t *testing.T) {
 		require.Len(t, items, 2)
 		require.JSONEq(t, `{"size": 3}`, string(items[0].Config), "an item runs its template")
 		rw.complete(items[0], `"ok"`)
-		o, err = rw.w.Fail(ctx, rw.id, items[1].Fence, weft.Failure{Message: "boom"})
+		o, err = rw.w.Fail(ctx, rw.id, "test-owner", items[1].Fence, weft.Failure{Message: "boom"})
 		require.NoError(t, err)
 		require.Equal(t, state.StepFailed, o.State, "the template allows one attempt")
 		task = wait(t, e, id)
@@ -116,9 +115,9 @@ func TestRemoteRetryProgressCheckpoint(t *testing.T) {
 
 		first := rw.one("work")
 		require.Equal(t, 1, first.Attempts)
-		require.NoError(t, rw.w.Progress(ctx, rw.id, first.Fence, 0.5, "half way"))
-		require.NoError(t, rw.w.Checkpoint(ctx, rw.id, first.Fence, json.RawMessage(`{"done": 5}`)))
-		require.ErrorIs(t, rw.w.Progress(ctx, rw.id, first.Fence, 1.5, ""), weft.ErrInvalid)
+		require.NoError(t, rw.w.Progress(ctx, rw.id, "test-owner", first.Fence, 0.5, "half way"))
+		require.NoError(t, rw.w.Checkpoint(ctx, rw.id, "test-owner", first.Fence, json.RawMessage(`{"done": 5}`)))
+		require.ErrorIs(t, rw.w.Progress(ctx, rw.id, "test-owner", first.Fence, 1.5, ""), weft.ErrInvalid)
 		task, err := e.Get(ctx, id)
 		require.NoError(t, err)
 		st := stepByName(t, task, "work")
@@ -126,16 +125,16 @@ func TestRemoteRetryProgressCheckpoint(t *testing.T) {
 		require.InDelta(t, 0.5, *st.Progress, 1e-9)
 		require.Equal(t, "half way", st.ProgressMessage)
 
-		o, err := rw.w.Fail(ctx, rw.id, first.Fence, weft.Failure{Message: "flaky"})
+		o, err := rw.w.Fail(ctx, rw.id, "test-owner", first.Fence, weft.Failure{Message: "flaky"})
 		require.NoError(t, err)
 		require.Equal(t, state.StepWaiting, o.State, "the policy allows three attempts")
-		_, err = rw.w.Complete(ctx, rw.id, first.Fence, nil)
+		_, err = rw.w.Complete(ctx, rw.id, "test-owner", first.Fence, nil)
 		require.ErrorIs(t, err, weft.ErrStaleLease, "the attempt was already reported")
 
 		second := rw.one("work")
 		require.Equal(t, 2, second.Attempts)
 		require.JSONEq(t, `{"done": 5}`, string(second.Checkpoint), "a later attempt starts from the checkpoint")
-		o, err = rw.w.Fail(ctx, rw.id, second.Fence, weft.Failure{Message: "bad input", Permanent: true})
+		o, err = rw.w.Fail(ctx, rw.id, "test-owner", second.Fence, weft.Failure{Message: "bad input", Permanent: true})
 		require.NoError(t, err)
 		require.Equal(t, state.StepFailed, o.State, "a permanent failure is not retried")
 		require.Equal(t, state.TaskFailed, wait(t, e, id).State)
@@ -172,14 +171,33 @@ func TestRemoteClaimsHonourPolicies(t *testing.T) {
 	})
 }
 
-// A worker that was never registered, or was declared dead, is told so.
+// A worker id that was never registered, the engine's own id and another
+// owner's worker are all unknown to a caller: no call can use or stop them.
 func TestRemoteUnknownWorker(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, backends()["sqlite"](t), weft.Config{})
 	start(t, e)
-	_, err := e.Workers().Claim(context.Background(), "remote-nobody", weft.WorkerClaim{Handlers: []string{"work"}, Max: 1})
-	require.Error(t, err)
-	require.False(t, errors.Is(err, weft.ErrInvalid))
+	ctx := context.Background()
+	w := e.Workers()
+	theirs, err := w.Register(ctx, "theirs", "owner-b")
+	require.NoError(t, err)
+	for _, id := range []string{"remote-nobody", e.ID(), theirs} {
+		_, err := w.Claim(ctx, id, "owner-a", weft.WorkerClaim{Handlers: []string{"work"}, Max: 1})
+		require.ErrorIs(t, err, weft.ErrNotFound, id)
+		_, err = w.Heartbeat(ctx, id, "owner-a", nil)
+		require.ErrorIs(t, err, weft.ErrNotFound, id)
+		require.ErrorIs(t, w.Stop(ctx, id, "owner-a"), weft.ErrNotFound, id)
+	}
+	live, err := e.Store().ListEngines(ctx)
+	require.NoError(t, err)
+	ids := make([]string, len(live))
+	for i, l := range live {
+		ids[i] = l.ID
+	}
+	require.Contains(t, ids, e.ID(), "the engine's own id cannot be stopped through the worker API")
+	require.Contains(t, ids, theirs, "nor another owner's worker")
+	_, err = w.Heartbeat(ctx, theirs, "owner-b", nil)
+	require.NoError(t, err, "its owner still uses it")
 }
 
 // A remote step honours its timeout as a local one does: the worker is
@@ -205,11 +223,11 @@ func TestRemoteStepTimesOut(t *testing.T) {
 		// the step; the engine takes the attempt back and the heartbeat
 		// says so.
 		eventually(t, "the heartbeat to report the timed-out step lost", func() bool {
-			lost, err := rw.w.Heartbeat(ctx, rw.id, []weft.Fence{first.Fence})
+			lost, err := rw.w.Heartbeat(ctx, rw.id, "test-owner", []weft.Fence{first.Fence})
 			require.NoError(t, err)
 			return len(lost) == 1 && lost[0] == first.Fence
 		})
-		_, err := rw.w.Complete(ctx, rw.id, first.Fence, json.RawMessage(`"late"`))
+		_, err := rw.w.Complete(ctx, rw.id, "test-owner", first.Fence, json.RawMessage(`"late"`))
 		require.ErrorIs(t, err, weft.ErrStaleLease)
 
 		second := rw.one("work")

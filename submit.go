@@ -121,10 +121,32 @@ func (e *Engine) Audit(ctx context.Context, taskID int64) ([]AuditEntry, error) 
 // Cancel cancels a task: every step not yet finished becomes cancelled and
 // the contexts of its running handlers on this engine are cancelled at once
 // (engines elsewhere notice at their next heartbeat).
-func (e *Engine) Cancel(ctx context.Context, id int64) error { return e.core.Cancel(ctx, id) }
+func (e *Engine) Cancel(ctx context.Context, id int64) error { return e.core.Cancel(ctx, id, "", "") }
 
 // Retry runs a failed task again from its failed steps.
-func (e *Engine) Retry(ctx context.Context, id int64) error { return e.core.Retry(ctx, id) }
+func (e *Engine) Retry(ctx context.Context, id int64) error { return e.core.Retry(ctx, id, "", "") }
+
+// Operator is who takes an operator action and why, for the audit trail.
+type Operator struct {
+	// Actor names who acted, e.g. "api:<key name>" or "cli:<OS user>";
+	// "" records the engine's id.
+	Actor string
+	// Reason says why; "" records a default ("cancelled by user",
+	// "retried").
+	Reason string
+}
+
+// CancelAs cancels a task like Cancel, recording op's actor and reason in
+// the audit trail.
+func (e *Engine) CancelAs(ctx context.Context, id int64, op Operator) error {
+	return e.core.Cancel(ctx, id, op.Actor, op.Reason)
+}
+
+// RetryAs retries a failed task like Retry, recording op's actor and
+// reason in the audit trail.
+func (e *Engine) RetryAs(ctx context.Context, id int64, op Operator) error {
+	return e.core.Retry(ctx, id, op.Actor, op.Reason)
+}
 
 // Wait blocks until the task ends or ctx is done, and returns the task. It
 // wakes after each batch of outcomes this engine records, and polls for

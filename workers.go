@@ -16,6 +16,12 @@ import (
 // claim policy, results and failures are settled under the step's retry
 // policy and written in the completer's batches, and timeouts are enforced
 // by the engine.
+//
+// A worker belongs to its owner: the principal (an API key, a token's
+// subject) of the credential that registered it, which a transport passes
+// to every call. A call about a worker that is not owner's (another
+// owner's, an unknown id, or an engine's id) fails with an error wrapping
+// store.ErrNotFound, the same in each case.
 type Workers struct{ core *engine.Engine }
 
 // Workers returns the engine's side of the remote-worker protocol.
@@ -63,22 +69,22 @@ type Failure struct {
 // step moved to and, for a retry or snooze, when it runs again.
 type Recorded = store.Outcome
 
-// Register records a new remote worker and returns its id.
-func (w *Workers) Register(ctx context.Context, name string) (string, error) {
-	return w.core.RegisterWorker(ctx, name)
+// Register records a new remote worker owned by owner and returns its id.
+func (w *Workers) Register(ctx context.Context, name, owner string) (string, error) {
+	return w.core.RegisterWorker(ctx, name, owner)
 }
 
 // Stop marks a remote worker stopped: the steps it holds are reclaimed at
 // once.
-func (w *Workers) Stop(ctx context.Context, workerID string) error {
-	return w.core.StopWorker(ctx, workerID)
+func (w *Workers) Stop(ctx context.Context, workerID, owner string) error {
+	return w.core.StopWorker(ctx, workerID, owner)
 }
 
 // Claim claims up to req.Max ready steps for a worker, waiting up to
 // req.Wait when none is ready. A worker declared dead gets an error wrapping
 // store.ErrEngineLost and must register again.
-func (w *Workers) Claim(ctx context.Context, workerID string, req WorkerClaim) ([]RemoteStep, error) {
-	steps, err := w.core.ClaimRemote(ctx, workerID, engine.WorkerClaim(req))
+func (w *Workers) Claim(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
+	steps, err := w.core.ClaimRemote(ctx, workerID, owner, engine.WorkerClaim(req))
 	if err != nil {
 		return nil, err
 	}
@@ -94,29 +100,29 @@ func (w *Workers) Claim(ctx context.Context, workerID string, req WorkerClaim) (
 // heartbeat interval ago, never reached it and is released for another
 // claim. It returns the listed fences that are no longer valid: the worker
 // must stop those steps.
-func (w *Workers) Heartbeat(ctx context.Context, workerID string, held []Fence) ([]Fence, error) {
-	return w.core.WorkerHeartbeat(ctx, workerID, held)
+func (w *Workers) Heartbeat(ctx context.Context, workerID, owner string, held []Fence) ([]Fence, error) {
+	return w.core.WorkerHeartbeat(ctx, workerID, owner, held)
 }
 
 // Complete records a worker's result for a step it holds (nil means null).
-func (w *Workers) Complete(ctx context.Context, workerID string, f Fence, result json.RawMessage) (Recorded, error) {
-	return w.core.CompleteRemote(ctx, workerID, f, result)
+func (w *Workers) Complete(ctx context.Context, workerID, owner string, f Fence, result json.RawMessage) (Recorded, error) {
+	return w.core.CompleteRemote(ctx, workerID, owner, f, result)
 }
 
 // Fail records a worker's failed attempt under the step's retry policy.
-func (w *Workers) Fail(ctx context.Context, workerID string, f Fence, fl Failure) (Recorded, error) {
-	return w.core.FailRemote(ctx, workerID, f, engine.Failure(fl))
+func (w *Workers) Fail(ctx context.Context, workerID, owner string, f Fence, fl Failure) (Recorded, error) {
+	return w.core.FailRemote(ctx, workerID, owner, f, engine.Failure(fl))
 }
 
 // Checkpoint saves a checkpoint for a step the worker holds.
-func (w *Workers) Checkpoint(ctx context.Context, workerID string, f Fence, cp json.RawMessage) error {
-	return w.core.CheckpointRemote(ctx, workerID, f, cp)
+func (w *Workers) Checkpoint(ctx context.Context, workerID, owner string, f Fence, cp json.RawMessage) error {
+	return w.core.CheckpointRemote(ctx, workerID, owner, f, cp)
 }
 
 // Progress saves the progress (0 to 1, and a message) of a step the worker
 // holds.
-func (w *Workers) Progress(ctx context.Context, workerID string, f Fence, fraction float64, message string) error {
-	return w.core.ProgressRemote(ctx, workerID, f, fraction, message)
+func (w *Workers) Progress(ctx context.Context, workerID, owner string, f Fence, fraction float64, message string) error {
+	return w.core.ProgressRemote(ctx, workerID, owner, f, fraction, message)
 }
 
 // LeaseTTL is how long after its last heartbeat a worker is presumed dead

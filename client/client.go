@@ -203,16 +203,26 @@ func (c *Client) Audit(ctx context.Context, id int64) ([]wire.AuditEntry, error)
 	return out.Audit, nil
 }
 
-// Cancel cancels a task.
-func (c *Client) Cancel(ctx context.Context, id int64) error {
-	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/cancel", nil, nil)
+// Cancel cancels a task. reason, if not empty, is recorded in the task's
+// audit trail with the client's credential.
+func (c *Client) Cancel(ctx context.Context, id int64, reason string) error {
+	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/cancel", taskAction(reason), nil)
 	return err
 }
 
-// Retry retries a failed task.
-func (c *Client) Retry(ctx context.Context, id int64) error {
-	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/retry", nil, nil)
+// Retry retries a failed task. reason, if not empty, is recorded in the
+// task's audit trail with the client's credential.
+func (c *Client) Retry(ctx context.Context, id int64, reason string) error {
+	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(id, 10)+"/retry", taskAction(reason), nil)
 	return err
+}
+
+// taskAction is the body of a cancel or retry: none without a reason.
+func taskAction(reason string) any {
+	if reason == "" {
+		return nil
+	}
+	return wire.TaskAction{Reason: reason}
 }
 
 // IsCode reports whether err is an API error with the given code.

@@ -72,9 +72,21 @@ func Allowed(granted []string, need string) bool {
 type Principal struct {
 	// Name is the API key's name or the token's subject.
 	Name string
+	// ID identifies the credential: the API key's id or the token's
+	// subject. Remote workers belong to it.
+	ID string
 	// Kind is "api_key", "jwt" or "anonymous" (authentication disabled).
 	Kind        string
 	Permissions []string
+}
+
+// Owner is the principal as the owner of the remote workers it registers:
+// "api_key:<key id>", "jwt:<subject>" or "anonymous".
+func (p Principal) Owner() string {
+	if p.Kind == "" || p.Kind == "anonymous" {
+		return "anonymous"
+	}
+	return p.Kind + ":" + p.ID
 }
 
 type principalKey struct{}
@@ -183,7 +195,7 @@ func (a *authenticator) apiKey(ctx context.Context, token string) (Principal, *a
 	if subtle.ConstantTimeCompare(got[:], k.Hash) != 1 || k.RevokedAt != nil {
 		return Principal{}, refused
 	}
-	return Principal{Name: k.Name, Kind: "api_key", Permissions: k.Permissions}, nil
+	return Principal{Name: k.Name, ID: k.ID, Kind: "api_key", Permissions: k.Permissions}, nil
 }
 
 // JWTConfig configures bearer tokens: RS256-signed JWTs whose issuer and
@@ -248,7 +260,7 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Principal, erro
 		return Principal{}, err
 	}
 	sub, _ := claims["sub"].(string)
-	return Principal{Name: sub, Kind: "jwt", Permissions: claimPermissions(claims)}, nil
+	return Principal{Name: sub, ID: sub, Kind: "jwt", Permissions: claimPermissions(claims)}, nil
 }
 
 // claimPermissions reads permissions from the "permissions" claim (an array

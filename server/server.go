@@ -88,6 +88,9 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	routes  []route
+	// admit serialises the backlog check with the submission it admits
+	// (MaxBacklog only).
+	admit chan struct{}
 
 	unsubscribe func()
 	// unavailableAt is when the last "database unavailable" was logged
@@ -114,7 +117,8 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		return nil, errors.New("server: nil engine")
 	}
 	opts.setDefaults()
-	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux()}
+	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux(),
+		admit: make(chan struct{}, 1)}
 	if opts.JWT != nil {
 		v, err := newJWTVerifier(*opts.JWT)
 		if err != nil {
@@ -255,6 +259,14 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "route", name, "status", sw.status,
 				"duration_ms", d.Milliseconds(), "principal", who)
 		}()
+		// A body announced larger than the limit is refused on every
+		// route, whether or not the route reads it; one sent without a
+		// length is cut at the limit by the reader below.
+		if r.ContentLength > s.opts.MaxBodyBytes {
+			s.metrics.rejected.WithLabelValues("body_too_large").Inc()
+			writeError(sw, errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", s.opts.MaxBodyBytes))
+			return
+		}
 		r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
 		if !rt.public {
 			p, aerr := s.principal(r)
@@ -312,7 +324,7 @@ func (s *Server) wrap(rt route) http.Handler {
 
 func (s *Server) principal(r *http.Request) (Principal, *apiError) {
 	if s.opts.DisableAuth {
-		return Principal{Name: "anonymous", Kind: "anonymous", Permissions: []string{PermAdmin}}, nil
+		return Principal{Name: "anonymous", ID: "anonymous", Kind: "anonymous", Permissions: []string{PermAdmin}}, nil
 	}
 	return s.auth.authenticate(r)
 }

@@ -46,6 +46,20 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("good_until", "is in the past")
 	}
 	if n := s.opts.MaxBacklog; n > 0 {
+		// Count and submit under one admission slot, or concurrent
+		// requests all count below the limit and all submit. A slot in
+		// the server rather than a check inside the insert transaction:
+		// the limit is this server's admission control, and the store's
+		// submit path (shared by the Go API, which has no backlog limit)
+		// stays as it is. With several servers on one database each holds
+		// the limit for its own requests, so the backlog can exceed it
+		// by at most one task per other server.
+		select {
+		case s.admit <- struct{}{}:
+		case <-r.Context().Done():
+			return 0, nil, r.Context().Err()
+		}
+		defer func() { <-s.admit }()
 		count, err := s.engine.Store().CountUnfinishedTasks(r.Context(), n)
 		if err != nil {
 			return 0, nil, err
@@ -145,12 +159,36 @@ func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request
 	return http.StatusOK, t, nil
 }
 
+// maxReason bounds the reason an operator gives for an action.
+const maxReason = 4096
+
+// taskOperator reads the optional {"reason"} body of a task action and
+// names who acts.
+func taskOperator(r *http.Request) (weft.Operator, error) {
+	var req wire.TaskAction
+	if err := decodeOptional(r, &req); err != nil {
+		return weft.Operator{}, err
+	}
+	if len(req.Reason) > maxReason {
+		return weft.Operator{}, fieldError("reason", "must be at most %d bytes", maxReason)
+	}
+	return weft.Operator{Actor: operator(r), Reason: req.Reason}, nil
+}
+
 func (s *Server) cancelTask(r *http.Request) (int, any, error) {
-	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.Cancel(r.Context(), id) })
+	op, err := taskOperator(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.CancelAs(r.Context(), id, op) })
 }
 
 func (s *Server) retryTask(r *http.Request) (int, any, error) {
-	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.Retry(r.Context(), id) })
+	op, err := taskOperator(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.RetryAs(r.Context(), id, op) })
 }
 
 func (s *Server) taskAudit(r *http.Request) (int, any, error) {

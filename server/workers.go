@@ -38,6 +38,15 @@ func checkNames(field string, names []string, required bool) error {
 	return nil
 }
 
+// owner is the principal a worker belongs to: the credential's id (an API
+// key's id, a token's subject), never its display name, which two keys may
+// share. With authentication disabled every request is "anonymous", so
+// workers work as before.
+func owner(r *http.Request) string {
+	p, _ := PrincipalFrom(r.Context())
+	return p.Owner()
+}
+
 func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 	var req wire.RegisterWorker
 	if err := decode(r, &req); err != nil {
@@ -52,7 +61,10 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 	if err := checkNames("namespaces", req.Namespaces, false); err != nil {
 		return 0, nil, err
 	}
-	id, err := s.workers.Register(r.Context(), req.Name)
+	if p, _ := PrincipalFrom(r.Context()); p.Kind == "jwt" && p.ID == "" {
+		return 0, nil, errorf(http.StatusForbidden, CodeForbidden, "a token without a subject (sub) cannot own a worker")
+	}
+	id, err := s.workers.Register(r.Context(), req.Name, owner(r))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -63,7 +75,7 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 }
 
 func (s *Server) deregisterWorker(r *http.Request) (int, any, error) {
-	if err := s.workers.Stop(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.workers.Stop(r.Context(), r.PathValue("id"), owner(r)); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -101,14 +113,16 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 	if req.Max < 1 || req.Max > 100 {
 		return 0, nil, fieldError("max", "must be from 1 to 100, got %d", req.Max)
 	}
-	if req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > s.opts.MaxPoll {
+	// Compared in milliseconds, before any multiplication: a huge wait_ms
+	// would overflow a time.Duration and wrap around to an accepted value.
+	if req.WaitMS < 0 || req.WaitMS > s.opts.MaxPoll.Milliseconds() {
 		return 0, nil, fieldError("wait_ms", "must be from 0 to %d, got %d", s.opts.MaxPoll.Milliseconds(), req.WaitMS)
 	}
 	var namespaces []string
 	if len(req.Namespaces) > 0 {
 		namespaces = req.Namespaces
 	}
-	steps, err := s.workers.Claim(r.Context(), r.PathValue("id"), weft.WorkerClaim{Handlers: req.Handlers, Namespaces: namespaces,
+	steps, err := s.workers.Claim(r.Context(), r.PathValue("id"), owner(r), weft.WorkerClaim{Handlers: req.Handlers, Namespaces: namespaces,
 		Max: req.Max, Wait: time.Duration(req.WaitMS) * time.Millisecond})
 	if err != nil {
 		return 0, nil, err
@@ -146,7 +160,7 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 		}
 		held[i] = f
 	}
-	lost, err := s.workers.Heartbeat(r.Context(), r.PathValue("id"), held)
+	lost, err := s.workers.Heartbeat(r.Context(), r.PathValue("id"), owner(r), held)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -179,7 +193,7 @@ func (s *Server) workerComplete(r *http.Request) (int, any, error) {
 	if len(req.Result) > 0 && !json.Valid(req.Result) {
 		return 0, nil, fieldError("result", "must be JSON")
 	}
-	o, err := s.workers.Complete(r.Context(), r.PathValue("id"), f, req.Result)
+	o, err := s.workers.Complete(r.Context(), r.PathValue("id"), owner(r), f, req.Result)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -207,7 +221,7 @@ func (s *Server) workerFail(r *http.Request) (int, any, error) {
 	if req.RetryAfterMS < 0 || req.RetryAfterMS > int64(7*24*time.Hour/time.Millisecond) {
 		return 0, nil, fieldError("retry_after_ms", "must be from 0 to a week")
 	}
-	o, err := s.workers.Fail(r.Context(), r.PathValue("id"), f, weft.Failure{Message: req.Error, Permanent: req.Permanent,
+	o, err := s.workers.Fail(r.Context(), r.PathValue("id"), owner(r), f, weft.Failure{Message: req.Error, Permanent: req.Permanent,
 		RetryAfter: time.Duration(req.RetryAfterMS) * time.Millisecond})
 	if err != nil {
 		return 0, nil, err
@@ -227,7 +241,7 @@ func (s *Server) workerCheckpoint(r *http.Request) (int, any, error) {
 	if len(req.Checkpoint) == 0 {
 		return 0, nil, fieldError("checkpoint", "is required")
 	}
-	if err := s.workers.Checkpoint(r.Context(), r.PathValue("id"), f, req.Checkpoint); err != nil {
+	if err := s.workers.Checkpoint(r.Context(), r.PathValue("id"), owner(r), f, req.Checkpoint); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -251,7 +265,7 @@ func (s *Server) workerProgress(r *http.Request) (int, any, error) {
 	if len(req.Message) > 4096 {
 		return 0, nil, fieldError("message", "must be at most 4096 bytes")
 	}
-	if err := s.workers.Progress(r.Context(), r.PathValue("id"), f, *req.Fraction, req.Message); err != nil {
+	if err := s.workers.Progress(r.Context(), r.PathValue("id"), owner(r), f, *req.Fraction, req.Message); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil

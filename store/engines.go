@@ -11,6 +11,13 @@ type EngineInfo struct {
 	HeartbeatAt time.Time
 	// Leader reports that the engine holds the maintenance lease.
 	Leader bool
+	// Worker marks a remote worker (recorded as an engine of its own), as
+	// opposed to an engine process.
+	Worker bool
+	// Owner is, for a remote worker, the principal whose credential
+	// registered it; only that principal may use or stop it. Empty for an
+	// engine, and for a worker registered before owners were recorded.
+	Owner string
 }
 
 // HeartbeatParams is one heartbeat of an engine or of a remote worker (which

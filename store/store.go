@@ -165,6 +165,9 @@ type Engines interface {
 	StopEngine(ctx context.Context, engineID string) error
 	// ListEngines returns the engines not yet declared dead or stopped.
 	ListEngines(ctx context.Context) ([]EngineInfo, error)
+	// GetEngine returns one engine or remote worker, in any state, with
+	// its owner; ErrNotFound if the id was never registered.
+	GetEngine(ctx context.Context, id string) (*EngineInfo, error)
 	// Lead makes engineID the maintenance leader until now+ttl when no
 	// other engine holds an unexpired lease, or renews the lease it holds,
 	// and reports whether engineID leads. StopEngine, and Reap of a lapsed
@@ -211,7 +214,9 @@ type Admin interface {
 	// RetryTask moves a failed task back to running: its failed and expired
 	// steps become ready with fresh attempts and the steps skipped because
 	// of them are evaluated again.
-	RetryTask(ctx context.Context, id int64, engineID string) error
+	// engineID names who acted and reason why (recorded in the audit;
+	// "" records "retried").
+	RetryTask(ctx context.Context, id int64, engineID, reason string) error
 	// RetryStep makes a failed or expired step ready again with a fresh
 	// attempt count: the steps skipped because of it wait for it again, and
 	// a failed task runs again. Any other state is ErrConflict.

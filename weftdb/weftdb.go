@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
@@ -38,7 +39,9 @@ func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
 	if IsPostgres(url) {
 		s, err := postgres.Open(ctx, url, postgres.Options{Aging: opts.PriorityAging})
 		if err != nil {
-			return nil, fmt.Errorf("weftdb: open database %s: %w", Redact(url), err)
+			// The driver's error may echo the connection string, or parts
+			// of it: hide the credentials wherever they appear.
+			return nil, fmt.Errorf("weftdb: open database %s: %w", Redact(url), redact.Error(err, url))
 		}
 		return s, nil
 	}
@@ -79,21 +82,27 @@ func SQLitePath(url string) (string, error) {
 	return path, nil
 }
 
-// IsPostgres reports whether a URL names a PostgreSQL database.
+// IsPostgres reports whether a URL names a PostgreSQL database: a
+// postgres:// or postgresql:// URL, or a keyword/value DSN that starts with
+// one of libpq's keywords ("host=db dbname=weft user=weft").
 func IsPostgres(url string) bool {
-	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		return true
+	}
+	key, _, ok := strings.Cut(strings.TrimSpace(url), "=")
+	if !ok {
+		return false
+	}
+	switch strings.TrimSpace(key) {
+	case "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service", "application_name", "connect_timeout":
+		return true
+	}
+	return false
 }
 
-// Redact hides the password of a URL, for messages.
-func Redact(url string) string {
-	at := strings.LastIndex(url, "@")
-	scheme := strings.Index(url, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return url
-	}
-	userinfo := url[scheme+3 : at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return url[:scheme+3] + user + ":***" + url[at:]
-	}
-	return url
-}
+// Redact hides the credentials of a database URL or DSN, for logs and
+// messages: the password of a URL's userinfo (postgres://user:PASSWORD@…),
+// a password query parameter (?password=…) and a password keyword of a DSN
+// (password=… or password='…'). Everything weft prints about a database
+// goes through it.
+func Redact(url string) string { return redact.String(url) }

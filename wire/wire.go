@@ -87,6 +87,12 @@ type AuditList struct {
 	Audit []AuditEntry `json:"audit"`
 }
 
+// TaskAction is the optional body of POST /v1/tasks/{id}/cancel and
+// /retry: why, recorded in the audit trail with the acting credential.
+type TaskAction struct {
+	Reason string `json:"reason,omitempty"`
+}
+
 // StepAction is the optional body of POST /v1/steps/{id}/retry and
 // /resolve.
 type StepAction struct {

@@ -250,24 +250,35 @@ func (a *app) closeEngine(e *weft.Engine) {
 	}
 }
 
+// maxInputBytes caps a task input read by --input (text, @FILE or stdin):
+// 16 MiB, so that a wrong file (or /dev/zero) fails at once instead of
+// exhausting memory. A server takes at most --max-body (1 MiB by default)
+// anyway.
+const maxInputBytes = 16 << 20
+
 // readInput returns the JSON of an --input flag: the text itself, "-" for
-// stdin or "@FILE" for a file's content. "" means no input, which Submit
-// reads as {}.
+// stdin or "@FILE" for a file's content, at most maxInputBytes. "" means no
+// input, which Submit reads as {}.
 func (a *app) readInput(v string) (json.RawMessage, error) {
 	var data []byte
 	switch {
 	case v == "":
 		return nil, nil
 	case v == "-":
-		b, err := io.ReadAll(a.stdin)
+		b, err := readCapped(a.stdin, "stdin")
 		if err != nil {
-			return nil, fmt.Errorf("--input: read stdin: %w", err)
+			return nil, err
 		}
 		data = b
 	case strings.HasPrefix(v, "@"):
-		b, err := os.ReadFile(v[1:])
+		f, err := os.Open(v[1:])
 		if err != nil {
 			return nil, usageErrorf("--input: %w", err)
+		}
+		defer f.Close()
+		b, err := readCapped(f, v[1:])
+		if err != nil {
+			return nil, err
 		}
 		data = b
 	default:
@@ -278,6 +289,18 @@ func (a *app) readInput(v string) (json.RawMessage, error) {
 		return nil, usageErrorf("--input: not valid JSON: %v", err)
 	}
 	return bytes.TrimSpace(data), nil
+}
+
+// readCapped reads r to its end, refusing more than maxInputBytes.
+func readCapped(r io.Reader, name string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--input: read %s: %w", name, err)
+	}
+	if len(b) > maxInputBytes {
+		return nil, usageErrorf("--input: %s is larger than %d MiB, the most a task input may be", name, maxInputBytes>>20)
+	}
+	return b, nil
 }
 
 // parseCaps reads --cap NS=N flags (also comma-separated).

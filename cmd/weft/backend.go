@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
 )
@@ -20,8 +22,9 @@ type backend interface {
 	Get(ctx context.Context, id int64) (*weft.Task, error)
 	List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, error)
 	Audit(ctx context.Context, id int64) ([]weft.AuditEntry, error)
-	Cancel(ctx context.Context, id int64) error
-	Retry(ctx context.Context, id int64) error
+	// Cancel and Retry record reason, and who acted, in the audit trail.
+	Cancel(ctx context.Context, id int64, reason string) error
+	Retry(ctx context.Context, id int64, reason string) error
 	// RegisterTemplate registers a template loaded from path.
 	RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error
 	// Where names the database or server, for messages.
@@ -38,7 +41,30 @@ type localBackend struct {
 func (l localBackend) RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error {
 	return l.a.register(ctx, l.Engine, path, w)
 }
-func (l localBackend) Where() string { return l.a.dbURL() }
+func (l localBackend) Cancel(ctx context.Context, id int64, reason string) error {
+	return l.Engine.CancelAs(ctx, id, weft.Operator{Actor: cliActor(), Reason: reason})
+}
+func (l localBackend) Retry(ctx context.Context, id int64, reason string) error {
+	return l.Engine.RetryAs(ctx, id, weft.Operator{Actor: cliActor(), Reason: reason})
+}
+
+// cliActor names the operator of a local command in the audit trail:
+// "cli:" and the OS user.
+func cliActor() string {
+	name := ""
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	return "cli:" + name
+}
+
+func (l localBackend) Where() string { return weftdb.Redact(l.a.dbURL()) }
 func (l localBackend) Close()        { l.a.closeEngine(l.Engine) }
 
 // remoteBackend is a weft server.
@@ -82,7 +108,7 @@ func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.Subm
 	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate}, err
 }
 
-func (r remoteBackend) Where() string { return r.url }
+func (r remoteBackend) Where() string { return weftdb.Redact(r.url) }
 func (r remoteBackend) Close()        {}
 
 // serverURL returns the server the commands talk to, or "".

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/weftdb"
 )
 
 // progressOptions configures a progress renderer.
@@ -35,7 +36,7 @@ type progressOptions struct {
 func signalCommand(s *store.Step, db string) string {
 	cmd := fmt.Sprintf("weft signal %d %s --payload '{...}'", s.TaskID, s.Signal)
 	if db != "" {
-		cmd += " --db " + shellQuote(db)
+		cmd += " --db " + shellQuote(weftdb.Redact(db))
 	}
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/weftdb"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -49,7 +50,7 @@ the task stays in the database for 'weft worker' to resume.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")
+	f.StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
 	f.StringVar(&key, "key", "", "idempotency key: a task with this key is not run twice")
 	f.BoolVar(&jsonOut, "json", false, "print the final task as JSON on stdout (progress goes to stderr)")
 	eng.add(f, "on interrupt, how long to wait for running steps before stopping them")
@@ -149,7 +150,7 @@ func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain t
 	case t.State.Terminal():
 		fmt.Fprintf(a.stderr, "weft: task %d %s while stopping\n", id, t.State)
 	default:
-		fmt.Fprintf(a.stderr, "weft: task %d is %s; it stays in %s and 'weft worker' resumes it\n", id, t.State, a.dbURL())
+		fmt.Fprintf(a.stderr, "weft: task %d is %s; it stays in %s and 'weft worker' resumes it\n", id, t.State, weftdb.Redact(a.dbURL()))
 	}
 	return exitWith(exitInterrupted)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -36,7 +37,7 @@ and says so on stderr. Run 'weft worker' to execute submitted tasks.`,
 			return a.submit(cmd.Context(), args[0], weft.Submission{Input: in, Key: key})
 		}),
 	}
-	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin (default {})")
+	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
 	cmd.Flags().StringVar(&key, "key", "", "idempotency key: a second submission with it returns the first task")
 	return cmd
 }
@@ -126,7 +127,7 @@ func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration) er
 	if err := e.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	a.log.Info("worker started", "db", a.dbURL(), "engine_id", e.ID(), "concurrency", cfg.Concurrency)
+	a.log.Info("worker started", "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "concurrency", cfg.Concurrency)
 	<-ctx.Done()
 	a.log.Info("worker stopping", "engine_id", e.ID(), "drain", drain)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)

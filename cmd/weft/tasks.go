@@ -310,32 +310,43 @@ completes the next step that begins to wait for it.`,
 }
 
 func (a *app) cancelCommand() *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a task: its unfinished steps are cancelled and running handlers stopped",
-		Args:  cobra.ExactArgs(1),
+		Long: `Cancel a task. The audit trail records who cancelled it (cli:<OS user>, or
+api:<key name> through --server) and --reason.`,
+		Example: `  weft cancel 42 --reason "customer withdrew the order"`,
+		Args:    cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			return a.change(cmd.Context(), args[0], backend.Cancel, "task %d cancelled")
+			return a.change(cmd.Context(), args[0], reason, backend.Cancel, "task %d cancelled")
 		}),
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the task's audit trail")
+	return cmd
 }
 
 func (a *app) retryCommand() *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   "retry ID",
 		Short: "Retry a failed task from its failed steps",
 		Long: `Retry a failed task: its failed and expired steps become ready with fresh
 attempts, and the steps skipped because of them wait for them again. A running
-'weft worker' (or the next one started) runs them.`,
-		Args: cobra.ExactArgs(1),
+'weft worker' (or the next one started) runs them. The audit trail records who
+retried it (cli:<OS user>, or api:<key name> through --server) and --reason.`,
+		Example: `  weft retry 42 --reason "the payment provider is back"`,
+		Args:    cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			return a.change(cmd.Context(), args[0], backend.Retry, "task %d retried: its failed steps are queued to run again")
+			return a.change(cmd.Context(), args[0], reason, backend.Retry, "task %d retried: its failed steps are queued to run again")
 		}),
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the task's audit trail")
+	return cmd
 }
 
 // change applies cancel or retry to a task and prints the confirmation.
-func (a *app) change(ctx context.Context, arg string, do func(backend, context.Context, int64) error, confirm string) error {
+func (a *app) change(ctx context.Context, arg, reason string, do func(backend, context.Context, int64, string) error, confirm string) error {
 	id, err := parseID(arg)
 	if err != nil {
 		return err
@@ -345,7 +356,7 @@ func (a *app) change(ctx context.Context, arg string, do func(backend, context.C
 		return err
 	}
 	defer e.Close()
-	err = do(e, ctx, id)
+	err = do(e, ctx, id, reason)
 	switch {
 	case errors.Is(err, weft.ErrNotFound):
 		return notFound(id)

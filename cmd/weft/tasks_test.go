@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -225,10 +226,10 @@ func TestCancelRetry(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"cancel pending", []string{"cancel", "1"}, 0, "task 1 cancelled\n", ""},
+		{"cancel pending", []string{"cancel", "1", "--reason", "no longer needed"}, 0, "task 1 cancelled\n", ""},
 		{"cancel again", []string{"cancel", "1"}, 1, "", "weft: task 1 is cancelled and cannot be cancelled\n"},
 		{"retry cancelled", []string{"retry", "1"}, 1, "", "weft: task 1 is cancelled, only failed tasks can be retried\n"},
-		{"retry failed", []string{"retry", "2"}, 0, "task 2 retried: its failed steps are queued to run again\n", ""},
+		{"retry failed", []string{"retry", "2", "--reason", "card updated"}, 0, "task 2 retried: its failed steps are queued to run again\n", ""},
 		{"retry again", []string{"retry", "2"}, 1, "", "weft: task 2 is running, only failed tasks can be retried\n"},
 		{"cancel missing", []string{"cancel", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"retry missing", []string{"retry", "42"}, 1, "", "weft: task 42: not found\n"},
@@ -247,6 +248,34 @@ func TestCancelRetry(t *testing.T) {
 	task := decodeTask(t, r.stdout)
 	require.Equal(t, state.TaskRunning, task.State)
 	require.Equal(t, state.StepReady, stepByName(t, task, "charge").State)
+
+	// The audit trail names the OS user who acted and why.
+	for _, c := range []struct {
+		id, to, reason string
+	}{{"1", "cancelled", "no longer needed"}, {"2", "running", "card updated"}} {
+		require.Equal(t, c.reason, taskAuditRow(t, weftCLI(t, "task", c.id, "--json", "--audit", "--db", db), c.to, "cli:"), c.id)
+	}
+}
+
+// taskAuditRow returns the reason of the last task-level audit row of a
+// `task --json --audit` output that moved to state, checking its actor
+// starts with actor.
+func taskAuditRow(t *testing.T, r result, to, actor string) string {
+	t.Helper()
+	requireCode(t, 0, r)
+	var out struct {
+		Audit []weft.AuditEntry `json:"audit"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
+	var found *weft.AuditEntry
+	for i, e := range out.Audit {
+		if e.Step == "" && e.To == to {
+			found = &out.Audit[i]
+		}
+	}
+	require.NotNil(t, found, "no task row to %s: %s", to, r.stdout)
+	require.True(t, strings.HasPrefix(found.EngineID, actor), "actor %q", found.EngineID)
+	return found.Reason
 }
 
 // taskState reads a task's state through the CLI.

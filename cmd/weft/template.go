@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -39,7 +40,7 @@ func (a *app) register(ctx context.Context, e *weft.Engine, path string, w *work
 		return nil
 	case errors.Is(err, weft.ErrConflict):
 		return fmt.Errorf("%s: %s is already registered in %s with a different definition; give the changed template a new version",
-			path, w.Ref(), a.dbURL())
+			path, w.Ref(), weftdb.Redact(a.dbURL()))
 	default:
 		return fmt.Errorf("register %s: %w", path, err)
 	}

@@ -70,21 +70,51 @@ func (f Failure) err() error {
 	return err
 }
 
-// RegisterWorker records a new remote worker and returns its id.
-func (e *Engine) RegisterWorker(ctx context.Context, name string) (string, error) {
+// RegisterWorker records a new remote worker owned by owner (the principal
+// of the credential that registers it) and returns its id. Every later
+// call about the worker must come from the same owner (see checkWorker).
+func (e *Engine) RegisterWorker(ctx context.Context, name, owner string) (string, error) {
+	if owner == "" {
+		return "", fmt.Errorf("%w worker %s: an owner is required", store.ErrInvalid, name)
+	}
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	id := "remote-" + name + "-" + hex.EncodeToString(b[:])
-	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: "remote worker " + name, StartedAt: time.Now()}); err != nil {
+	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: "remote worker " + name, StartedAt: time.Now(),
+		Worker: true, Owner: owner}); err != nil {
 		return "", fmt.Errorf("register worker %s: %w", name, err)
 	}
-	e.log.Info("remote worker registered", "worker_id", id)
+	e.log.Info("remote worker registered", "worker_id", id, "owner", owner)
 	return id, nil
+}
+
+// checkWorker makes sure that workerID is a remote worker registered by
+// owner. An unknown id, the id of an engine (this one included) and a
+// worker of another owner are all store.ErrNotFound with the same message,
+// so that a caller learns nothing about ids that are not its own. A worker
+// registered before owners were recorded gets store.ErrEngineLost: it
+// registers again, under its credential.
+func (e *Engine) checkWorker(ctx context.Context, workerID, owner string) error {
+	w, err := e.store.GetEngine(ctx, workerID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("worker %s: %w", workerID, err)
+	case !w.Worker:
+	case w.Owner == "":
+		return fmt.Errorf("worker %s has no recorded owner: %w", workerID, store.ErrEngineLost)
+	case w.Owner == owner:
+		return nil
+	}
+	return fmt.Errorf("no worker %s registered by this credential: %w", workerID, store.ErrNotFound)
 }
 
 // StopWorker marks a remote worker stopped: the steps it still holds are
 // reclaimed at once.
-func (e *Engine) StopWorker(ctx context.Context, workerID string) error {
+func (e *Engine) StopWorker(ctx context.Context, workerID, owner string) error {
+	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+		return err
+	}
 	if err := e.store.StopEngine(ctx, workerID); err != nil {
 		return fmt.Errorf("stop worker %s: %w", workerID, err)
 	}
@@ -98,7 +128,10 @@ func (e *Engine) StopWorker(ctx context.Context, workerID string) error {
 // remote steps as for local ones; a step whose condition is false is
 // skipped here and never handed out. The claim renews the worker's lease,
 // and a worker declared dead gets store.ErrEngineLost.
-func (e *Engine) ClaimRemote(ctx context.Context, workerID string, req WorkerClaim) ([]RemoteStep, error) {
+func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
+	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+		return nil, err
+	}
 	if err := e.renew(ctx, workerID); err != nil {
 		return nil, err
 	}
@@ -215,7 +248,10 @@ func (e *Engine) release(workerID string, lease int64) {
 // claim was lost) and is released for another claim. It returns the listed
 // fences that are no longer valid (cancelled or taken over): the worker
 // must stop them.
-func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID string, held []store.Fence) ([]store.Fence, error) {
+func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID, owner string, held []store.Fence) ([]store.Fence, error) {
+	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	res, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
 		Complete: true, ClaimedBefore: now.Add(-e.cfg.HeartbeatInterval)})
@@ -228,9 +264,12 @@ func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID string, held []st
 	return res.Lost, nil
 }
 
-// held loads the step a worker reports on, checking that the worker holds
-// it under exactly that fence.
-func (e *Engine) held(ctx context.Context, workerID string, f store.Fence) (store.ClaimedStep, error) {
+// held loads the step a worker reports on, checking that the worker is
+// owner's and holds it under exactly that fence.
+func (e *Engine) held(ctx context.Context, workerID, owner string, f store.Fence) (store.ClaimedStep, error) {
+	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+		return store.ClaimedStep{}, err
+	}
 	c, err := e.store.HeldStep(ctx, workerID, f)
 	if err != nil {
 		return store.ClaimedStep{}, fmt.Errorf("step %d attempt %d of worker %s: %w", f.StepID, f.Attempt, workerID, err)
@@ -243,24 +282,24 @@ func (e *Engine) held(ctx context.Context, workerID string, f store.Fence) (stor
 // batch's result makes its decision or its items, and a result that does
 // not fit the step's type fails it for good. It returns the outcome
 // recorded; a step the worker no longer holds is store.ErrStaleLease.
-func (e *Engine) CompleteRemote(ctx context.Context, workerID string, f store.Fence, result json.RawMessage) (store.Outcome, error) {
+func (e *Engine) CompleteRemote(ctx context.Context, workerID, owner string, f store.Fence, result json.RawMessage) (store.Outcome, error) {
 	if len(result) > 0 && !json.Valid(result) {
 		return store.Outcome{}, fmt.Errorf("%w result: not valid JSON", store.ErrInvalid)
 	}
-	return e.reportRemote(ctx, workerID, f, result, nil)
+	return e.reportRemote(ctx, workerID, owner, f, result, nil)
 }
 
 // FailRemote records a remote worker's failed attempt under the step's
 // retry policy, exactly as for the engine's own handlers.
-func (e *Engine) FailRemote(ctx context.Context, workerID string, f store.Fence, fl Failure) (store.Outcome, error) {
+func (e *Engine) FailRemote(ctx context.Context, workerID, owner string, f store.Fence, fl Failure) (store.Outcome, error) {
 	if fl.Message == "" {
 		return store.Outcome{}, fmt.Errorf("%w failure: a message is required", store.ErrInvalid)
 	}
-	return e.reportRemote(ctx, workerID, f, nil, fl.err())
+	return e.reportRemote(ctx, workerID, owner, f, nil, fl.err())
 }
 
-func (e *Engine) reportRemote(ctx context.Context, workerID string, f store.Fence, result json.RawMessage, failed error) (store.Outcome, error) {
-	c, err := e.held(ctx, workerID, f)
+func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f store.Fence, result json.RawMessage, failed error) (store.Outcome, error) {
+	c, err := e.held(ctx, workerID, owner, f)
 	if err != nil {
 		return store.Outcome{}, err
 	}
@@ -288,16 +327,16 @@ func (e *Engine) reportRemote(ctx context.Context, workerID string, f store.Fenc
 }
 
 // CheckpointRemote saves a checkpoint for a step a remote worker holds.
-func (e *Engine) CheckpointRemote(ctx context.Context, workerID string, f store.Fence, cp json.RawMessage) error {
-	if _, err := e.held(ctx, workerID, f); err != nil {
+func (e *Engine) CheckpointRemote(ctx context.Context, workerID, owner string, f store.Fence, cp json.RawMessage) error {
+	if _, err := e.held(ctx, workerID, owner, f); err != nil {
 		return err
 	}
 	return e.checkpoint(ctx, f, cp)
 }
 
 // ProgressRemote saves the progress of a step a remote worker holds.
-func (e *Engine) ProgressRemote(ctx context.Context, workerID string, f store.Fence, fraction float64, message string) error {
-	if _, err := e.held(ctx, workerID, f); err != nil {
+func (e *Engine) ProgressRemote(ctx context.Context, workerID, owner string, f store.Fence, fraction float64, message string) error {
+	if _, err := e.held(ctx, workerID, owner, f); err != nil {
 		return err
 	}
 	return e.progress(ctx, f, fraction, message)

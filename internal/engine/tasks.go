@@ -27,9 +27,17 @@ func (e *Engine) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, e
 
 // Cancel cancels a task: every step not yet finished becomes cancelled and
 // the contexts of its running handlers on this engine are cancelled at once
-// (engines elsewhere notice at their next heartbeat).
-func (e *Engine) Cancel(ctx context.Context, id int64) error {
-	running, err := e.store.CancelTask(ctx, id, e.ID(), "cancelled by user")
+// (engines elsewhere notice at their next heartbeat). actor (who acted; ""
+// means this engine) and reason ("" means "cancelled by user") are
+// recorded in the audit trail.
+func (e *Engine) Cancel(ctx context.Context, id int64, actor, reason string) error {
+	if actor == "" {
+		actor = e.ID()
+	}
+	if reason == "" {
+		reason = "cancelled by user"
+	}
+	running, err := e.store.CancelTask(ctx, id, actor, reason)
 	if err != nil {
 		return fmt.Errorf("weft: cancel task %d: %w", id, err)
 	}
@@ -37,9 +45,13 @@ func (e *Engine) Cancel(ctx context.Context, id int64) error {
 	return nil
 }
 
-// Retry runs a failed task again from its failed steps.
-func (e *Engine) Retry(ctx context.Context, id int64) error {
-	if err := e.store.RetryTask(ctx, id, e.ID()); err != nil {
+// Retry runs a failed task again from its failed steps, recording actor
+// ("" means this engine) and reason in the audit trail.
+func (e *Engine) Retry(ctx context.Context, id int64, actor, reason string) error {
+	if actor == "" {
+		actor = e.ID()
+	}
+	if err := e.store.RetryTask(ctx, id, actor, reason); err != nil {
 		return fmt.Errorf("weft: retry task %d: %w", id, err)
 	}
 	return nil

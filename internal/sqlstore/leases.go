@@ -18,8 +18,12 @@ import (
 // RegisterEngine records a live engine.
 func (s *Store) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
 	return s.write(ctx, e.ID, func(t *txn) error {
-		_, err := t.exec(`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state) VALUES (?, ?, ?, ?, ?, 'live')`,
-			e.ID, e.Host, e.PID, e.StartedAt.UnixMicro(), t.now)
+		var owner sql.NullString
+		if e.Worker {
+			owner = sql.NullString{String: e.Owner, Valid: true}
+		}
+		_, err := t.exec(`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state, owner) VALUES (?, ?, ?, ?, ?, 'live', ?)`,
+			e.ID, e.Host, e.PID, e.StartedAt.UnixMicro(), t.now, owner)
 		if err != nil {
 			return fmt.Errorf("register engine %s: %w", e.ID, err)
 		}
@@ -43,9 +47,7 @@ func (s *Store) StopEngine(ctx context.Context, engineID string) error {
 
 // ListEngines returns live engines.
 func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
-	rows, err := s.read(ctx, `SELECT id, host, pid, started_at, heartbeat_at,
-		EXISTS (SELECT 1 FROM leaders l WHERE l.engine_id = engines.id AND l.expires_at > ?)
-		FROM engines WHERE state = 'live' ORDER BY started_at`, s.clock().UnixMicro())
+	rows, err := s.read(ctx, `SELECT `+engineColumns+` FROM engines WHERE state = 'live' ORDER BY started_at`, s.clock().UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
@@ -54,6 +56,23 @@ func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
 	return engines, nil
+}
+
+// engineColumns are what scanEngine reads; its one argument is the time at
+// which a leader's lease counts.
+const engineColumns = `id, host, pid, started_at, heartbeat_at,
+	EXISTS (SELECT 1 FROM leaders l WHERE l.engine_id = engines.id AND l.expires_at > ?), owner`
+
+// GetEngine returns one engine or remote worker with its owner.
+func (s *Store) GetEngine(ctx context.Context, id string) (*store.EngineInfo, error) {
+	e, err := scanEngine(s.readRow(ctx, `SELECT `+engineColumns+` FROM engines WHERE id = ?`, s.clock().UnixMicro(), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("engine %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get engine %s: %w", id, err)
+	}
+	return &e, nil
 }
 
 // Heartbeat extends the engine's lease, reports the lost fences among the

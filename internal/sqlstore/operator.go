@@ -41,7 +41,11 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 }
 
 // RetryTask moves a failed task back to running.
-func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error {
+func (s *Store) RetryTask(ctx context.Context, id int64, engineID, reason string) error {
+	taskReason, stepReason := "retried", "task retried"
+	if reason != "" {
+		taskReason, stepReason = reason, "task retried: "+reason
+	}
 	return s.write(ctx, engineID, func(t *txn) error {
 		task, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -83,7 +87,7 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 				items[int(r.batchOf.Int64)] = append(items[int(r.batchOf.Int64)], i)
 			}
 		}
-		if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, "retried", `finished_at = NULL, error = '', failed = 0`); err != nil {
+		if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
 			return err
 		}
 		// Failed and expired steps run again; skipped ones wait for their
@@ -92,14 +96,14 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID string) error 
 			r := &steps[i]
 			switch state.Step(r.st) {
 			case state.StepFailed, state.StepExpired:
-				if _, err := t.moveStep(r.id, id, r.name, state.Step(r.st), state.StepReady, 0, "task retried",
+				if _, err := t.moveStep(r.id, id, r.name, state.Step(r.st), state.StepReady, 0, stepReason,
 					`attempt = 0, error = '', result = NULL, finished_at = NULL, sort_key = ?`, t.now-int64(r.priority)*t.s.aging); err != nil {
 					return err
 				}
 				r.st = string(state.StepReady)
 				t.readied++
 			case state.StepSkipped:
-				if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, "task retried", `finished_at = NULL`); err != nil {
+				if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, stepReason, `finished_at = NULL`); err != nil {
 					return err
 				}
 				r.st = string(state.StepPending)

@@ -205,15 +205,16 @@ func scanAuditEntry(r Row) (store.AuditEntry, error) {
 	return e, nil
 }
 
-// scanEngine reads id, host, pid, started_at, heartbeat_at and whether the
-// engine leads.
+// scanEngine reads engineColumns.
 func scanEngine(r Row) (store.EngineInfo, error) {
 	var e store.EngineInfo
 	var started, hb int64
-	if err := r.Scan(&e.ID, &e.Host, &e.PID, &started, &hb, &e.Leader); err != nil {
+	var owner sql.NullString
+	if err := r.Scan(&e.ID, &e.Host, &e.PID, &started, &hb, &e.Leader, &owner); err != nil {
 		return e, fmt.Errorf("scan engine: %w", err)
 	}
 	e.StartedAt, e.HeartbeatAt = time.UnixMicro(started), time.UnixMicro(hb)
+	e.Worker, e.Owner = owner.Valid, owner.String
 	return e, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/internal/sqlstore"
 	"github.com/weftrun/weft/store"
 )
@@ -108,7 +109,7 @@ var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return Store{}, fmt.Errorf("postgres: parse URL: %w", err)
+		return Store{}, fmt.Errorf("postgres: parse URL: %w", redact.Error(err, url))
 	}
 	params := cfg.ConnConfig.RuntimeParams
 	if opts.Schema == "" {
@@ -129,14 +130,14 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return Store{}, fmt.Errorf("postgres: %w", err)
+		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
 	// database/sql on the same pool, for migrations and for tools.
 	db := stdlib.OpenDBFromPool(pool)
 	if err := migrate(ctx, db, opts.Schema); err != nil {
 		db.Close()
 		pool.Close()
-		return Store{}, fmt.Errorf("postgres: %w", err)
+		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
 	// Engines are woken through a channel per schema, so installations
 	// sharing a database do not wake each other.

@@ -269,7 +269,7 @@ func testBatchRetryTask(t *testing.T, h *harness) {
 	task := h.task(id)
 	require.Equal(t, state.TaskFailed, task.State)
 	require.Equal(t, state.StepSkipped, states(task)["agg"])
-	require.NoError(t, h.s.RetryTask(h.ctx, id, "e1"))
+	require.NoError(t, h.s.RetryTask(h.ctx, id, "e1", ""))
 	again := h.claim("e1", 10)
 	require.Equal(t, []string{items[1].Name}, names(again), "only the failed item runs again")
 	h.outcome(again[0], state.StepCompleted)

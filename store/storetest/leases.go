@@ -125,3 +125,37 @@ func testHeartbeatLost(t *testing.T, h *harness) {
 	require.ElementsMatch(t, []store.Fence{got[0].Fence, stale}, res.Lost)
 	require.Zero(t, res.Released, "an incomplete list releases nothing")
 }
+
+// testWorkerOwner: a remote worker's row keeps the principal that
+// registered it, and an engine's row says it is no worker.
+func testWorkerOwner(t *testing.T, h *harness) {
+	h.register("e1")
+	require.NoError(t, h.s.RegisterEngine(h.ctx, store.EngineInfo{ID: "w1", Host: "remote worker w", StartedAt: h.clock.Now(),
+		Worker: true, Owner: "api_key:k1"}))
+	tests := []struct {
+		id     string
+		worker bool
+		owner  string
+	}{
+		{"e1", false, ""},
+		{"w1", true, "api_key:k1"},
+	}
+	for _, tt := range tests {
+		e, err := h.s.GetEngine(h.ctx, tt.id)
+		require.NoError(t, err, tt.id)
+		require.Equal(t, tt.id, e.ID)
+		require.Equal(t, tt.worker, e.Worker, tt.id)
+		require.Equal(t, tt.owner, e.Owner, tt.id)
+	}
+	// A stopped worker is still found, with its owner.
+	require.NoError(t, h.s.StopEngine(h.ctx, "w1"))
+	e, err := h.s.GetEngine(h.ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, "api_key:k1", e.Owner)
+	_, err = h.s.GetEngine(h.ctx, "nobody")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	live, err := h.s.ListEngines(h.ctx)
+	require.NoError(t, err)
+	require.Len(t, live, 1)
+	require.False(t, live[0].Worker)
+}

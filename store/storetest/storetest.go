@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 		{"ReapLapsedEngine", testReap},
 		{"ReleaseLease", testReleaseLease},
 		{"LeaderElection", testLeaderElection},
+		{"WorkerOwner", testWorkerOwner},
 		{"ReapExhaustedFails", testReapExhausted},
 		{"HeartbeatReportsLost", testHeartbeatLost},
 		{"CheckpointAndDeferredAreFenced", testCheckpointDeferred},
@@ -439,9 +440,20 @@ func testCancel(t *testing.T, h *harness) {
 		{Name: "c", Handler: "h", MaxAttempts: 1, Deps: []int{0}}}})[0].Task.ID
 	got := h.claim("e1", 1)
 	require.Len(t, got, 1)
-	running, err := h.s.CancelTask(h.ctx, id, "", "stop")
+	running, err := h.s.CancelTask(h.ctx, id, "cli:alice", "stop")
 	require.NoError(t, err)
 	require.Equal(t, []store.Fence{got[0].Fence}, running)
+	trail, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	var recorded bool
+	for _, e := range trail {
+		if e.Step == "" && e.To == string(state.TaskCancelled) {
+			require.Equal(t, "cli:alice", e.EngineID, "the actor is recorded")
+			require.Equal(t, "stop", e.Reason)
+			recorded = true
+		}
+	}
+	require.True(t, recorded, "%+v", trail)
 	task := h.task(id)
 	require.Equal(t, state.TaskCancelled, task.State)
 	for _, s := range task.Steps {
@@ -462,10 +474,26 @@ func testRetryTask(t *testing.T, h *harness) {
 	b := h.claim("e1", 1)[0]
 	require.NoError(t, h.complete(store.Outcome{Fence: b.Fence, State: state.StepFailed, Error: "bad"})[0])
 	require.Equal(t, state.TaskFailed, h.task(id).State)
-	require.ErrorIs(t, h.s.RetryTask(h.ctx, 424242, ""), store.ErrNotFound)
-	require.NoError(t, h.s.RetryTask(h.ctx, id, ""))
+	require.ErrorIs(t, h.s.RetryTask(h.ctx, 424242, "", ""), store.ErrNotFound)
+	require.NoError(t, h.s.RetryTask(h.ctx, id, "api:ops", "input fixed"))
 	task := h.task(id)
 	require.Equal(t, state.TaskRunning, task.State)
+	trail, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	var taskRow, stepRow bool
+	for _, e := range trail {
+		switch {
+		case e.Step == "" && e.To == string(state.TaskRunning) && e.From == string(state.TaskFailed):
+			require.Equal(t, "api:ops", e.EngineID, "the actor is recorded")
+			require.Equal(t, "input fixed", e.Reason)
+			taskRow = true
+		case e.Step == "b" && e.To == string(state.StepReady) && e.From == string(state.StepFailed):
+			require.Equal(t, "api:ops", e.EngineID)
+			require.Equal(t, "task retried: input fixed", e.Reason)
+			stepRow = true
+		}
+	}
+	require.True(t, taskRow && stepRow, "%+v", trail)
 	require.Empty(t, task.Error)
 	require.Equal(t, map[string]state.Step{"a": state.StepCompleted, "b": state.StepReady, "c": state.StepPending}, states(task))
 	b2 := h.claim("e1", 1)[0]
@@ -475,7 +503,7 @@ func testRetryTask(t *testing.T, h *harness) {
 	h.ok(b2, `{}`)
 	h.ok(h.claim("e1", 1)[0], `{}`)
 	require.Equal(t, state.TaskCompleted, h.task(id).State)
-	require.ErrorIs(t, h.s.RetryTask(h.ctx, id, ""), store.ErrConflict)
+	require.ErrorIs(t, h.s.RetryTask(h.ctx, id, "", ""), store.ErrConflict)
 }
 
 func testWorkflows(t *testing.T, h *harness) {
