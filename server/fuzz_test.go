@@ -39,7 +39,7 @@ func fuzzServer(f *testing.F) (srv *server.Server, workerID string) {
 	srv, err = server.New(e, server.Options{DisableAuth: true, MaxPoll: 20 * time.Millisecond, Logger: quietLogger()})
 	require.NoError(f, err)
 	f.Cleanup(func() { srv.Close() })
-	workerID, err = e.Workers().Register(ctx, "fuzz")
+	workerID, err = e.Workers().Register(ctx, "fuzz", "anonymous") // the owner of every worker when auth is disabled
 	require.NoError(f, err)
 	return srv, workerID
 }
