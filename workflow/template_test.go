@@ -314,7 +314,7 @@ func TestParseTemplateErrors(t *testing.T) {
 			yaml: tplHeader + "steps:\n  - name: a\n    handler: h\n  - name: b\n    handler: h\n    depends_on: [a, nope]\n  - name: a\n    handler: h\n",
 			want: []string{
 				`checkout.yaml:7: step "b": depends_on: depends on unknown step "nope"`,
-				`checkout.yaml:10: step "a": depends_on: duplicate step name; first defined on line 5`,
+				`checkout.yaml:10: step "a": name: duplicate step name; first defined on line 5`,
 			},
 		},
 		{

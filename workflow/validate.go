@@ -127,7 +127,11 @@ func (w *Workflow) Validate() error {
 	}
 	graphErrs := dag.Validate(nodes)
 	for _, e := range graphErrs {
-		add(e.Node, e.Line, "depends_on", "%s", e.Msg)
+		field := "depends_on"
+		if e.Duplicate {
+			field = "name"
+		}
+		add(e.Node, e.Line, field, "%s", e.Msg)
 	}
 	if len(graphErrs) == 0 {
 		w.validateDecisionDepth(nodes, limits.MaxDecisionDepth, add)

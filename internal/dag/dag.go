@@ -29,6 +29,9 @@ type Error struct {
 	Line int
 	// Msg describes the problem.
 	Msg string
+	// Duplicate marks a step name defined more than once: the problem is
+	// the step's name, not its dependencies.
+	Duplicate bool
 }
 
 // Validate returns every problem in the graph:
@@ -80,6 +83,7 @@ func Validate(nodes []Node) []Error {
 		} else {
 			add(i, "duplicate step name")
 		}
+		out[len(out)-1].err.Duplicate = true
 	}
 
 	// adj holds, per first-definition index, the first-definition indexes

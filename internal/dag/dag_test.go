@@ -49,7 +49,7 @@ func TestValidate(t *testing.T) {
 				{Name: "b", Line: 5},
 				{Name: "a", Line: 7},
 			},
-			want: []Error{{Node: "a", Line: 7, Msg: "duplicate step name; first defined on line 3"}},
+			want: []Error{{Node: "a", Line: 7, Msg: "duplicate step name; first defined on line 3", Duplicate: true}},
 		},
 		{
 			name: "duplicate name without line",
@@ -57,7 +57,7 @@ func TestValidate(t *testing.T) {
 				{Name: "a"},
 				{Name: "a", Line: 9},
 			},
-			want: []Error{{Node: "a", Line: 9, Msg: "duplicate step name"}},
+			want: []Error{{Node: "a", Line: 9, Msg: "duplicate step name", Duplicate: true}},
 		},
 		{
 			name: "name defined three times",
@@ -67,8 +67,8 @@ func TestValidate(t *testing.T) {
 				{Name: "a", Line: 3},
 			},
 			want: []Error{
-				{Node: "a", Line: 2, Msg: "duplicate step name; first defined on line 1"},
-				{Node: "a", Line: 3, Msg: "duplicate step name; first defined on line 1"},
+				{Node: "a", Line: 2, Msg: "duplicate step name; first defined on line 1", Duplicate: true},
+				{Node: "a", Line: 3, Msg: "duplicate step name; first defined on line 1", Duplicate: true},
 			},
 		},
 		{
@@ -189,7 +189,7 @@ func TestValidate(t *testing.T) {
 			},
 			want: []Error{
 				{Node: "a", Line: 1, Msg: "cycle: a -> b -> a"},
-				{Node: "a", Line: 3, Msg: "duplicate step name; first defined on line 1"},
+				{Node: "a", Line: 3, Msg: "duplicate step name; first defined on line 1", Duplicate: true},
 			},
 		},
 		{
@@ -222,7 +222,7 @@ func TestValidate(t *testing.T) {
 				{Node: "b", Line: 2, Msg: `depends on unknown step "zz"`},
 				{Node: "b", Line: 2, Msg: "depends on itself"},
 				{Node: "d", Line: 3, Msg: `dependency "c" is listed more than once`},
-				{Node: "b", Line: 4, Msg: "duplicate step name; first defined on line 2"},
+				{Node: "b", Line: 4, Msg: "duplicate step name; first defined on line 2", Duplicate: true},
 			},
 		},
 	}
