@@ -244,3 +244,27 @@ func TestRemoteStepTimesOut(t *testing.T) {
 		require.True(t, timedOut, "the audit trail says the first attempt timed out: %+v", trail)
 	})
 }
+
+// A worker that deregisters gives its steps back at once: another worker
+// claims them without waiting for the leader's next reap.
+func TestRemoteStopReclaimsAtOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		// A lease and reap interval far longer than the test: only the
+		// stop itself can give the step back in time.
+		e := newEngine(t, open(t), weft.Config{LeaseTTL: time.Hour, HeartbeatInterval: time.Minute})
+		register(t, e, workflow.New("test", "stop", "1").Step("work", "work"))
+		start(t, e)
+		first := newRemoteWorker(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/stop"}).Task.ID
+		held := first.one("work")
+		require.NoError(t, first.w.Stop(ctx, first.id, "test-owner"))
+
+		second := newRemoteWorker(t, e)
+		again := second.one("work")
+		require.Equal(t, held.ID, again.ID)
+		second.complete(again, `"done"`)
+		require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+	})
+}

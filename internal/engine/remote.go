@@ -118,7 +118,16 @@ func (e *Engine) StopWorker(ctx context.Context, workerID, owner string) error {
 	if err := e.store.StopEngine(ctx, workerID); err != nil {
 		return fmt.Errorf("stop worker %s: %w", workerID, err)
 	}
-	e.log.Info("remote worker stopped", "worker_id", workerID)
+	// What it still held goes back to the queue now, not at the leader's
+	// next full reap.
+	n, err := e.store.Reap(ctx, time.Now(), time.Time{}, []string{workerID}, e.ID())
+	if err != nil {
+		return fmt.Errorf("reclaim the steps of worker %s: %w", workerID, err)
+	}
+	e.log.Info("remote worker stopped", "worker_id", workerID, "reclaimed", n)
+	if n > 0 {
+		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
+	}
 	return nil
 }
 
