@@ -240,7 +240,9 @@ class WorkerTest(ServerTestCase):
 """))
         w = self.start_worker("rejoin", {"py.work": lambda step: {"by": step.worker_id}})
         old = w.worker_id
-        self.server.api("DELETE", "/v1/workers/" + old)  # as if the reaper had declared it dead
+        # As if the reaper had declared it dead. Only the credential that
+        # registered a worker may remove it.
+        self.server.api("DELETE", "/v1/workers/" + old, token=self.worker_token)
         wait_for(lambda: w.worker_id != old, 10, what="the worker to register again")
         self.assertTrue(self.logs.find("unknown to the server", "registering again"))
         task = self.server.wait_task(self.server.submit("rejoin/wf"))
@@ -269,10 +271,14 @@ class WorkerTest(ServerTestCase):
         self.assertEqual(w.run_errors, [])
         task = self.server.task(tid)
         self.assertEqual(task["state"], "completed", "the running step finished and was reported before the worker left")
-        # Deregistered: the server no longer knows the worker.
+        # Deregistered: its credential hears that the worker is lost, and
+        # another credential does not learn that it exists.
+        with self.assertRaises(Exception) as cm:
+            self.server.api("POST", "/v1/workers/%s/heartbeat" % w.worker_id, {"steps": []}, token=self.worker_token)
+        self.assertIn("worker_lost", str(cm.exception))
         with self.assertRaises(Exception) as cm:
             self.server.api("POST", "/v1/workers/%s/heartbeat" % w.worker_id, {"steps": []})
-        self.assertIn("worker_lost", str(cm.exception))
+        self.assertIn("not_found", str(cm.exception))
 
     def test_stop_while_idle_is_prompt(self):
         self.register(workflow("idle", """
