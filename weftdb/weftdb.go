@@ -25,6 +25,12 @@ type Options struct {
 	// PriorityAging is how long a ready step waits to gain one priority
 	// level. Default 1m.
 	PriorityAging time.Duration
+	// ReadOnly opens an existing SQLite file for reading only (no
+	// migration; the schema must be current), so that inspecting works on
+	// a file or a mount the process may not write. PostgreSQL stores open
+	// as usual: grant a read-only role SELECT and run migrations with
+	// another.
+	ReadOnly bool
 }
 
 // Open opens the store a URL names: a file path, "sqlite://PATH" or
@@ -49,7 +55,7 @@ func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Aging: opts.PriorityAging})
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Aging: opts.PriorityAging, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("weftdb: open database %s: %w", path, err)
 	}

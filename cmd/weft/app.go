@@ -155,7 +155,7 @@ concurrent starts are safe); migrate does it on its own, for deployments that
 upgrade the schema before starting workers.`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			e, err := a.open(cmd.Context(), weft.Config{}, false)
+			e, err := a.open(cmd.Context(), weft.Config{}, createDB)
 			if err != nil {
 				return err
 			}
@@ -216,13 +216,25 @@ func (a *app) dbURL() string {
 	return weftdb.DefaultDB
 }
 
-// open opens an engine on the database without starting it. With
-// mustExist, a SQLite file that does not exist is an error instead of being
-// created, so that inspecting from the wrong directory does not leave an
-// empty database behind.
-func (a *app) open(ctx context.Context, cfg weft.Config, mustExist bool) (*weft.Engine, error) {
+// access says how a command uses the database.
+type access int
+
+const (
+	// createDB creates the database (a SQLite file) if it does not exist.
+	createDB access = iota
+	// existingDB refuses a SQLite file that does not exist, so that
+	// acting from the wrong directory does not leave an empty database
+	// behind.
+	existingDB
+	// readOnlyDB is existingDB for commands that only read: the file is
+	// opened read-only, so it may sit on media the process cannot write.
+	readOnlyDB
+)
+
+// open opens an engine on the database without starting it.
+func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engine, error) {
 	url := a.dbURL()
-	if mustExist {
+	if how != createDB {
 		// A URL that names no SQLite file is left for Open to report.
 		if path, err := weftdb.SQLitePath(url); err == nil {
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
@@ -231,7 +243,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, mustExist bool) (*weft.
 		}
 	}
 	cfg.Logger = a.log
-	db, err := weftdb.Open(ctx, url, weftdb.Options{})
+	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}

@@ -127,9 +127,9 @@ func (a *app) token() string {
 	return a.getenv("WEFT_TOKEN")
 }
 
-// backend opens the local database (see open for mustExist) or, with a
+// backend opens the local database (see access) or, with a
 // server configured, a client of it.
-func (a *app) backend(ctx context.Context, mustExist bool) (backend, error) {
+func (a *app) backend(ctx context.Context, how access) (backend, error) {
 	if url := a.serverURL(); url != "" {
 		c, err := client.New(url, a.token())
 		if err != nil {
@@ -137,7 +137,7 @@ func (a *app) backend(ctx context.Context, mustExist bool) (backend, error) {
 		}
 		return remoteBackend{Client: c, url: url}, nil
 	}
-	e, err := a.open(ctx, weft.Config{}, mustExist)
+	e, err := a.open(ctx, weft.Config{}, how)
 	if err != nil {
 		return nil, err
 	}

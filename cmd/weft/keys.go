@@ -47,7 +47,7 @@ or resource:* for every action on a resource. admin:* grants everything.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			e, err := a.open(cmd.Context(), weft.Config{}, false)
+			e, err := a.open(cmd.Context(), weft.Config{}, createDB)
 			if err != nil {
 				return err
 			}
@@ -73,7 +73,7 @@ func (a *app) keysListCommand() *cobra.Command {
 		Short: "List API keys (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			e, err := a.open(cmd.Context(), weft.Config{}, true)
+			e, err := a.open(cmd.Context(), weft.Config{}, existingDB)
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ func (a *app) keysRevokeCommand() *cobra.Command {
 		Short: "Revoke an API key: it authenticates nothing from now on",
 		Args:  cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			e, err := a.open(cmd.Context(), weft.Config{}, true)
+			e, err := a.open(cmd.Context(), weft.Config{}, existingDB)
 			if err != nil {
 				return err
 			}

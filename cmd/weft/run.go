@@ -67,7 +67,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	// RunTask stops the engine within ShutdownTimeout, which Config reads
 	// as "the default" when zero; --drain 0 means not to wait at all.
 	cfg.ShutdownTimeout = max(drain, time.Nanosecond)
-	e, err := a.open(ctx, cfg, false)
+	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func (f *serveFlags) options() (server.Options, error) {
 
 // serve runs an engine and the API until ctx is done.
 func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration) error {
-	e, err := a.open(ctx, cfg, false)
+	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,11 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 		}
 		sub.Workflow = target
 	}
-	b, err := a.backend(ctx, w == nil)
+	how := createDB
+	if w == nil {
+		how = existingDB // a reference to a registered workflow: the database must exist
+	}
+	b, err := a.backend(ctx, how)
 	if err != nil {
 		return err
 	}
@@ -119,7 +123,7 @@ still running are then stopped and returned to the queue for the next engine.`,
 
 // work runs an engine until ctx is done, then stops it within drain.
 func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration) error {
-	e, err := a.open(ctx, cfg, false)
+	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}

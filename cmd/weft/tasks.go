@@ -85,7 +85,7 @@ func joinStates[S ~string](states []S) string {
 }
 
 func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) error {
-	e, err := a.backend(ctx, true)
+	e, err := a.backend(ctx, readOnlyDB)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ type taskWithAudit struct {
 }
 
 func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error {
-	e, err := a.backend(ctx, true)
+	e, err := a.backend(ctx, readOnlyDB)
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ completes the next step that begins to wait for it.`,
 				body = json.RawMessage(payload)
 			}
 			ctx := cmd.Context()
-			e, err := a.open(ctx, weft.Config{}, true)
+			e, err := a.open(ctx, weft.Config{}, existingDB)
 			if err != nil {
 				return err
 			}
@@ -351,7 +351,7 @@ func (a *app) change(ctx context.Context, arg, reason string, do func(backend, c
 	if err != nil {
 		return err
 	}
-	e, err := a.backend(ctx, true)
+	e, err := a.backend(ctx, existingDB)
 	if err != nil {
 		return err
 	}

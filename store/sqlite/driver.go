@@ -14,3 +14,10 @@ func isBusy(err error) bool {
 	var se sqlite3.Error
 	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
+
+// isCantOpen reports SQLite's "unable to open database file", which a file
+// in WAL mode gives when its shared-memory file cannot be created.
+func isCantOpen(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen
+}

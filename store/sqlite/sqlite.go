@@ -36,6 +36,10 @@ type Options struct {
 	BusyTimeout time.Duration
 	// Clock returns the current time; tests set it. Default time.Now.
 	Clock func() time.Time
+	// ReadOnly opens an existing file for reading only: no migration runs,
+	// the schema must be current, and every write fails. It works on a
+	// file the process may not write, or on read-only media.
+	ReadOnly bool
 }
 
 // Store is a store.Store on a SQLite file.
@@ -97,6 +101,9 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 5 * time.Second
 	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
+	}
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
 	q.Set("_journal_mode", "WAL")
@@ -115,6 +122,9 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w, opts.BusyTimeout); err != nil {
 		w.Close()
+		if _, serr := os.Stat(path); serr == nil && isCantOpen(err) {
+			err = fmt.Errorf("%w (the file exists but cannot be opened for writing: is it, or its directory, read-only? Commands that only read, such as weft tasks, open it read-only)", err)
+		}
 		return Store{}, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
 	// The file just opened (and created if new): CheckFile compares the
@@ -164,4 +174,61 @@ func migrate(ctx context.Context, db *sql.DB, busyTimeout time.Duration) error {
 	}
 	defer conn.Close()
 	return sqlstore.Migrate(ctx, conn, ms, `INSERT INTO weft_schema (version) VALUES (?)`)
+}
+
+// openReadOnly opens an existing file for reading only. A file in WAL mode
+// on media the process cannot write is read as immutable: nothing can be
+// writing it then.
+func openReadOnly(ctx context.Context, path string, opts Options) (Store, error) {
+	opened, err := os.Stat(path)
+	if err != nil {
+		return Store{}, fmt.Errorf("sqlite: open %s read-only: %w", path, err)
+	}
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
+	q.Set("_foreign_keys", "off")
+	q.Set("mode", "ro")
+	var db *sql.DB
+	for _, immutable := range []bool{false, true} {
+		if immutable {
+			q.Set("immutable", "1")
+		}
+		if db, err = sql.Open(driverName, "file:"+path+"?"+q.Encode()); err != nil {
+			return Store{}, fmt.Errorf("sqlite: open %s read-only: %w", path, err)
+		}
+		if err = checkSchema(ctx, db); err == nil || !isCantOpen(err) {
+			break
+		}
+		db.Close()
+	}
+	if err != nil {
+		db.Close()
+		return Store{}, fmt.Errorf("sqlite: %s (read-only): %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	return Store{Store: sqlstore.New(sqlstore.Config{
+		DB: sqlstore.NewSQLDB(db, db, false), Aging: opts.Aging, Clock: opts.Clock,
+		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
+	}), w: db, path: path, opened: opened}, nil
+}
+
+// checkSchema reports whether a file opened read-only holds the schema this
+// build writes: it cannot be migrated from here.
+func checkSchema(ctx context.Context, db *sql.DB) error {
+	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	want := ms[len(ms)-1].Version
+	var v sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	switch got := int(v.Int64); {
+	case got < want:
+		return fmt.Errorf("its schema is at version %d and this weft needs %d: open it once with write access (weft migrate) to upgrade it", got, want)
+	case got > want:
+		return fmt.Errorf("its schema is at version %d, newer than this weft knows (%d): use a newer weft", got, want)
+	}
+	return nil
 }
