@@ -154,6 +154,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 
 	var ownURL string
+	if cfg.Store == "postgres" && cfg.DB == "" && cfg.PGDir != "" {
+		return res, errors.New("a PostgreSQL directory without its server's URL")
+	}
 	switch cfg.Store {
 	case "sqlite":
 		r.url = filepath.Join(r.dir, "chaos.db")
@@ -165,6 +168,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 				return res, err
 			}
 			defer stop()
+			cfg = r.cfg
 		}
 		schema := fmt.Sprintf("chaos_%d_%d", cfg.Seed, time.Now().UnixNano()%1e9)
 		r.appName = "weft_" + schema
@@ -213,6 +217,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	defer r.stopWorkers()
 	if err := r.waitLive(ctx, cfg.Workers); err != nil {
+		for _, w := range r.workers {
+			_ = w.cmd.Process.Kill()
+			_ = w.cmd.Wait()
+			r.logf("worker stderr:\n%s", tail(w.stderr.String(), 10))
+		}
 		return res, err
 	}
 
