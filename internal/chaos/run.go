@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -37,6 +38,9 @@ type Config struct {
 	Workers       int           // worker processes (default 3)
 	TasksPerCycle int           // tasks submitted per cycle (default 4)
 	Deadline      time.Duration // for every task to end after the last cycle (default 2m)
+	// Serve adds a `weft serve` with a remote worker attached (wire
+	// protocol) that runs one task per cycle, and the kill-serve fault.
+	Serve bool
 	Log           io.Writer
 }
 
@@ -120,6 +124,7 @@ type runner struct {
 	db      *sql.DB
 	eng     *weft.Engine
 	workers []*proc
+	srv     *server
 	logf    func(string, ...any)
 }
 
@@ -210,13 +215,62 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 
+	faults := []string{FaultKillWorker}
+	var remoteFirst int64
+	if cfg.Serve {
+		// Before the workers start: everything that opens the database
+		// does it before there is work.
+		out, err := exec.CommandContext(ctx, r.bin, "keys", "create", "--db", r.url, "--name", "chaos", "--permissions", "workers:connect").Output()
+		if err != nil {
+			return res, fmt.Errorf("weft keys create: %w", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		token := strings.TrimSpace(lines[len(lines)-1])
+		addr, err := freeAddr()
+		if err != nil {
+			return res, err
+		}
+		r.srv = &server{bin: r.bin, db: r.url, addr: addr}
+		if err := r.srv.start(); err != nil {
+			return res, err
+		}
+		defer r.srv.stop()
+		rtpl := filepath.Join(r.dir, "remote.yaml")
+		if err := os.WriteFile(rtpl, fmt.Appendf(nil, remoteTemplate, script, ledger), 0o644); err != nil {
+			return res, err
+		}
+		out, err = exec.CommandContext(ctx, r.bin, "submit", rtpl, "--db", r.url).CombinedOutput()
+		if err != nil {
+			return res, fmt.Errorf("weft submit: %v\n%s", err, out)
+		}
+		if remoteFirst, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err != nil {
+			return res, fmt.Errorf("weft submit printed %q", out)
+		}
+		rw := &remoteWorker{base: "http://" + addr, token: token, ledger: ledger, client: &http.Client{Timeout: 10 * time.Second}}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { rw.run(rctx); close(done) }()
+		defer func() {
+			cancel()
+			<-done
+			if rw.errs > 0 {
+				r.logf("the remote worker retried %d completions through server restarts", rw.errs)
+			}
+		}()
+		faults = append(faults, FaultKillServe)
+	}
+
 	for range cfg.Workers {
 		if err := r.startWorker(); err != nil {
 			return res, err
 		}
 	}
 	defer r.stopWorkers()
-	if err := r.waitLive(ctx, cfg.Workers); err != nil {
+	engines := cfg.Workers
+	if cfg.Serve {
+		engines++ // the server's own engine
+	}
+	if err := r.waitLive(ctx, engines); err != nil {
 		for _, w := range r.workers {
 			_ = w.cmd.Process.Kill()
 			_ = w.cmd.Wait()
@@ -235,11 +289,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, fmt.Errorf("weft submit printed %q", out)
 	}
 	submitted := []int64{first}
+	if remoteFirst != 0 {
+		submitted = append(submitted, remoteFirst)
+	}
 	unsignalled := []int64{first}
 
 	res.Faults = map[string]int{}
 	res.ByFault = map[string][]time.Duration{}
-	faults := []string{FaultKillWorker}
 	if cfg.Store == "postgres" {
 		faults = append(faults, FaultTerminatePG)
 		if cfg.PGDir != "" {
@@ -255,6 +311,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		subs := make([]weft.Submission, cfg.TasksPerCycle)
 		for i := range subs {
 			subs[i] = weft.Submission{Workflow: "chaos/mix", Input: map[string]int{"cycle": cycle, "i": i}}
+		}
+		if cfg.Serve {
+			subs = append(subs, weft.Submission{Workflow: "chaos/remote", Input: map[string]int{"cycle": cycle}})
 		}
 		var ids []int64
 		err := retry(ctx, func() error {
@@ -272,9 +331,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			return res, fmt.Errorf("cycle %d: submit: %w", cycle, err)
 		}
 		submitted = append(submitted, ids...)
-		unsignalled = ids
+		unsignalled = unsignalled[:0]
+		for i, id := range ids {
+			if i < cfg.TasksPerCycle { // the remote task waits for no signal
+				unsignalled = append(unsignalled, id)
+			}
+		}
 
-		time.Sleep(time.Duration(100+r.rng.IntN(1400)) * time.Millisecond)
+		time.Sleep(time.Duration(100+r.rng.IntN(900)) * time.Millisecond)
 		fault := faults[r.rng.IntN(len(faults))]
 		rec, err := r.inject(ctx, fault)
 		if err != nil {
@@ -463,8 +527,8 @@ func (r *runner) running(ctx context.Context) ([]string, error) {
 
 // inject injects one fault and returns its recovery time: from the fault
 // until every step that was running at the fault has ended and at least one
-// step completion has been recorded after it (polled every 20 ms, bounded
-// at 2 minutes).
+// step completion has been recorded after it, or no step is left ready or
+// running (polled every 20 ms, bounded at 2 minutes).
 func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error) {
 	var held []string
 	var completedBefore int
@@ -487,6 +551,11 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 		}
 		_ = victim.cmd.Wait() // reaped: its pid is gone, the others see it died
 		if err := r.startWorker(); err != nil {
+			return 0, err
+		}
+	case FaultKillServe:
+		r.srv.kill()
+		if err := r.srv.start(); err != nil {
 			return 0, err
 		}
 	case FaultTerminatePG:
@@ -512,8 +581,16 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 }
 
 func (r *runner) recovered(ctx context.Context, held []string, completedBefore int) bool {
-	var completed int
-	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'completed'`).Scan(&completed); err != nil || completed <= completedBefore {
+	var completed, runnable int
+	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'completed'`).Scan(&completed); err != nil {
+		return false
+	}
+	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state IN ('ready', 'running')`).Scan(&runnable); err != nil {
+		return false
+	}
+	// Work must move again, unless there is none to do (every open step
+	// waits for a signal the next cycle sends).
+	if completed <= completedBefore && runnable > 0 {
 		return false
 	}
 	now, err := r.running(ctx)

@@ -30,6 +30,7 @@ func main() {
 	flag.IntVar(&cfg.Workers, "workers", 3, "worker processes")
 	flag.IntVar(&cfg.TasksPerCycle, "tasks", 4, "tasks submitted per cycle")
 	flag.DurationVar(&cfg.Deadline, "deadline", 2*time.Minute, "for every task to end after the last cycle")
+	flag.BoolVar(&cfg.Serve, "serve", true, "also run `weft serve` with a remote worker (wire protocol) for a share of the work, and kill it as a fault")
 	quiet := flag.Bool("quiet", false, "print only the final line (and problems)")
 	flag.Parse()
 	if *seed == 0 {
@@ -61,7 +62,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "chaos:", d)
 		}
 	}
-	for _, f := range []string{chaos.FaultKillWorker, chaos.FaultTerminatePG, chaos.FaultRestartPG} {
+	for _, f := range []string{chaos.FaultKillWorker, chaos.FaultKillServe, chaos.FaultTerminatePG, chaos.FaultRestartPG} {
 		if d := res.ByFault[f]; len(d) > 0 {
 			fmt.Fprintf(os.Stderr, "chaos: %s: %d, recovery p50=%s max=%s\n", f, len(d), pct(d, 50), pct(d, 100))
 		}
