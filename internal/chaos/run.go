@@ -41,7 +41,7 @@ type Config struct {
 	// Serve adds a `weft serve` with a remote worker attached (wire
 	// protocol) that runs one task per cycle, and the kill-serve fault.
 	Serve bool
-	Log           io.Writer
+	Log   io.Writer
 }
 
 // Fault names.
