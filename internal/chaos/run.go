@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, fmt.Errorf("go build: %v\n%s", err, out)
 	}
 
-	var ownURL string
+	var ownURL, schema string
 	if cfg.Store == "postgres" && cfg.DB == "" && cfg.PGDir != "" {
 		return res, errors.New("a PostgreSQL directory without its server's URL")
 	}
@@ -175,15 +175,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			defer stop()
 			cfg = r.cfg
 		}
-		schema := fmt.Sprintf("chaos_%d_%d", cfg.Seed, time.Now().UnixNano()%1e9)
+		schema = fmt.Sprintf("chaos_%d_%d", cfg.Seed, time.Now().UnixNano()%1e9)
 		r.appName = "weft_" + schema
 		ownURL = withParams(cfg.DB, "search_path", schema)
 		r.url = withParams(ownURL, "application_name", r.appName)
-		defer func() {
-			if r.db != nil {
-				_, _ = r.db.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			}
-		}()
 	default:
 		return res, fmt.Errorf("--store must be sqlite or postgres, not %q", cfg.Store)
 	}
@@ -200,6 +195,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, errors.New("the store exposes no *sql.DB")
 	}
 	r.db = dbs.DB()
+	if schema != "" {
+		// Runs before the store closes (deferred after it).
+		defer func() {
+			if _, err := r.db.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+				r.logf("drop schema %s: %v", schema, err)
+			}
+		}()
+	}
 	r.eng, err = weft.New(r.st, weft.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return res, err
