@@ -461,6 +461,7 @@ func (r *runner) signal(ctx context.Context, ids []int64, cycle int) error {
 func (r *runner) startWorker() error {
 	w := &proc{cmd: exec.Command(r.bin, "worker", "--db", r.url, "--concurrency", "6"), stderr: &bytes.Buffer{}}
 	w.cmd.Stderr = w.stderr
+	w.cmd.SysProcAttr = orphanGuard()
 	if err := w.cmd.Start(); err != nil {
 		return err
 	}
@@ -687,4 +688,10 @@ func (r *runner) pgctl(ctx context.Context, action string, args ...string) error
 		return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
 	}
 	return nil
+}
+
+// orphanGuard makes a child process die with this program, should it be
+// killed before it stops its workers and server.
+func orphanGuard() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

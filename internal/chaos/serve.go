@@ -50,6 +50,7 @@ func (s *server) start() error {
 	s.stderr = &bytes.Buffer{}
 	s.cmd = exec.Command(s.bin, "serve", "--db", s.db, "--addr", s.addr, "--concurrency", "4")
 	s.cmd.Stderr = s.stderr
+	s.cmd.SysProcAttr = orphanGuard()
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
