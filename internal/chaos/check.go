@@ -1,0 +1,134 @@
+// Package chaos runs weft under injected faults (killed workers, a restarted
+// or disconnected PostgreSQL) and checks, against a ledger kept outside the
+// database and against the database itself, that no task was lost, stuck or
+// had a step's outcome recorded twice. It is a tool (scripts/chaos), not
+// part of weft's API.
+package chaos
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/weftrun/weft/state"
+)
+
+// TaskObs is what the database says about one task at the end of a run.
+type TaskObs struct {
+	State state.Task
+	// Completions counts, by step name, the audit rows that move the step
+	// to completed.
+	Completions map[string]int
+	// Steps lists the task's steps; Ran marks the ones whose command the
+	// ledger must show (exec steps, not signal waits).
+	Steps []StepObs
+}
+
+// StepObs is one step of a task.
+type StepObs struct {
+	Name  string
+	State state.Step
+	Ran   bool // an exec step: it must appear in the ledger
+}
+
+// Report is the outcome of Check: counts of tasks, and a line per problem.
+type Report struct {
+	Tasks, Lost, Stuck, Duplicated int
+	// Reran counts steps the ledger shows more than once (at-least-once
+	// execution after a crash: expected, not a failure).
+	Reran   int
+	Details []string
+}
+
+// OK reports whether nothing was lost, stuck or duplicated.
+func (r Report) OK() bool { return r.Lost == 0 && r.Stuck == 0 && r.Duplicated == 0 }
+
+// Ledger maps "TASK STEP" to the number of executions the step's command
+// recorded.
+type Ledger map[string]int
+
+// ParseLedger reads ledger lines "TASK STEP ATTEMPT PID". Malformed lines
+// (there should be none) are counted and skipped.
+func ParseLedger(r io.Reader) (Ledger, int, error) {
+	l := Ledger{}
+	bad := 0
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 {
+			bad++
+			continue
+		}
+		l[f[0]+" "+f[1]]++
+	}
+	return l, bad, sc.Err()
+}
+
+// Check compares the submitted tasks with the database's view (obs, by
+// task id) and the ledger. A task is
+//   - lost when it is missing from the database, ended in a state other
+//     than completed, or completed while a step is not completed, has no
+//     recorded completion, or (for an exec step) never ran per the ledger;
+//   - stuck when it is not terminal;
+//   - duplicated when any of its steps has more than one audit row moving
+//     it to completed.
+//
+// A task counts once per category.
+func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
+	r := Report{Tasks: len(submitted)}
+	ids := slices.Clone(submitted)
+	slices.Sort(ids)
+	for _, id := range ids {
+		t, ok := obs[id]
+		switch {
+		case !ok:
+			r.Lost++
+			r.Details = append(r.Details, fmt.Sprintf("task %d: lost: not in the database", id))
+			continue
+		case !t.State.Terminal():
+			r.Stuck++
+			r.Details = append(r.Details, fmt.Sprintf("task %d: stuck in %s", id, t.State))
+		case t.State != state.TaskCompleted:
+			r.Lost++
+			r.Details = append(r.Details, fmt.Sprintf("task %d: lost: ended %s", id, t.State))
+		default:
+			var why []string
+			if len(t.Steps) == 0 {
+				why = append(why, "no steps")
+			}
+			for _, s := range t.Steps {
+				switch {
+				case s.State != state.StepCompleted:
+					why = append(why, fmt.Sprintf("step %s is %s", s.Name, s.State))
+				case t.Completions[s.Name] == 0:
+					why = append(why, fmt.Sprintf("step %s has no recorded completion", s.Name))
+				case s.Ran && ledger[fmt.Sprintf("%d %s", id, s.Name)] == 0:
+					why = append(why, fmt.Sprintf("step %s never ran (not in the ledger)", s.Name))
+				}
+			}
+			if len(why) > 0 {
+				r.Lost++
+				r.Details = append(r.Details, fmt.Sprintf("task %d: lost: completed but %s", id, strings.Join(why, "; ")))
+			}
+		}
+		var dups []string
+		for name, n := range t.Completions {
+			if n > 1 {
+				dups = append(dups, fmt.Sprintf("%s completed %d times", name, n))
+			}
+		}
+		if len(dups) > 0 {
+			slices.Sort(dups)
+			r.Duplicated++
+			r.Details = append(r.Details, fmt.Sprintf("task %d: duplicated: %s", id, strings.Join(dups, ", ")))
+		}
+		for _, s := range t.Steps {
+			if ledger[fmt.Sprintf("%d %s", id, s.Name)] > 1 {
+				r.Reran++
+			}
+		}
+	}
+	return r
+}

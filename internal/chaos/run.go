@@ -1,0 +1,697 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/weftdb"
+)
+
+// Config is one chaos run.
+type Config struct {
+	Store  string // "sqlite" or "postgres"
+	DB     string // postgres: an existing server; "" starts one with scripts/pgtest
+	PGDir  string // postgres: the scripts/pgtest directory of DB, for restarts
+	Cycles int
+	Seed   uint64
+	// Root is the repository (for go build and scripts/pgtest).
+	Root          string
+	Workers       int           // worker processes (default 3)
+	TasksPerCycle int           // tasks submitted per cycle (default 4)
+	Deadline      time.Duration // for every task to end after the last cycle (default 2m)
+	// Serve adds a `weft serve` with a remote worker attached (wire
+	// protocol) that runs one task per cycle, and the kill-serve fault.
+	Serve bool
+	Log   io.Writer
+}
+
+// Fault names.
+const (
+	FaultKillWorker  = "kill-worker"
+	FaultRestartPG   = "restart-postgres"
+	FaultTerminatePG = "terminate-backends"
+)
+
+// Result is what a run found.
+type Result struct {
+	Report
+	Cycles   int
+	Faults   map[string]int
+	Recovery []time.Duration // one per fault, in order
+	ByFault  map[string][]time.Duration
+}
+
+// step is the command of every exec step: it appends "TASK STEP ATTEMPT
+// PID" (PID: the worker running it) to the ledger ($1) when it starts, then
+// works. a fails its first attempt on purpose (a retry); split is the batch
+// step (three items); the items work 0.2-0.6 s; d reads its context.
+const stepScript = `echo "$WEFT_TASK_ID $WEFT_STEP $WEFT_ATTEMPT $PPID" >> "$1"
+case $WEFT_STEP in
+a)
+	if [ "$WEFT_ATTEMPT" = 1 ]; then echo "first attempt fails on purpose" >&2; exit 1; fi
+	sleep 0.1 ;;
+split) printf '{"batches": [1, 2, 3]}\n'; exit 0 ;;
+d) cat >/dev/null ;;
+*) sleep "0.$((2 + WEFT_TASK_ID % 5))" ;;
+esac
+printf '{"step": "%s", "task": %s}\n' "$WEFT_STEP" "$WEFT_TASK_ID"
+`
+
+const template = `namespace: chaos
+name: mix
+version: "1"
+templates:
+  - name: item
+    handler: exec
+    retry: {max_attempts: 20, backoff: fixed, initial: 20ms}
+    config: {command: ["/bin/sh", %[1]q, %[2]q]}
+steps:
+  - name: a
+    handler: exec
+    retry: {max_attempts: 20, backoff: fixed, initial: 20ms}
+    config: {command: ["/bin/sh", %[1]q, %[2]q]}
+  - name: split
+    type: batch
+    worker: item
+    handler: exec
+    depends_on: [a]
+    retry: {max_attempts: 20, backoff: fixed, initial: 20ms}
+    config: {command: ["/bin/sh", %[1]q, %[2]q]}
+  - name: approve
+    type: signal
+    signal: {name: go, timeout: 30m}
+    depends_on: [a]
+  - name: d
+    handler: exec
+    depends_on: [split, approve]
+    priority: 1
+    retry: {max_attempts: 20, backoff: fixed, initial: 20ms}
+    config: {command: ["/bin/sh", %[1]q, %[2]q]}
+`
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+}
+
+type runner struct {
+	cfg     Config
+	rng     *rand.Rand
+	dir     string
+	bin     string
+	url     string // what the workers use
+	appName string // postgres: the workers' application_name
+	st      store.Store
+	db      *sql.DB
+	eng     *weft.Engine
+	workers []*proc
+	srv     *server
+	logf    func(string, ...any)
+}
+
+// Run runs the chaos program and returns what it found. An error means the
+// run itself could not proceed (not a finding).
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 3
+	}
+	if cfg.TasksPerCycle <= 0 {
+		cfg.TasksPerCycle = 4
+	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = 2 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	r := &runner{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	r.logf = func(f string, a ...any) { fmt.Fprintf(cfg.Log, "chaos: "+f+"\n", a...) }
+	r.dir, err = os.MkdirTemp("", "weft-chaos-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(r.dir)
+
+	r.bin = filepath.Join(r.dir, "weft")
+	build := exec.CommandContext(ctx, "go", "build", "-o", r.bin, "./cmd/weft")
+	build.Dir = cfg.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		return res, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+
+	var ownURL, schema string
+	if cfg.Store == "postgres" && cfg.DB == "" && cfg.PGDir != "" {
+		return res, errors.New("a PostgreSQL directory without its server's URL")
+	}
+	switch cfg.Store {
+	case "sqlite":
+		r.url = filepath.Join(r.dir, "chaos.db")
+		ownURL = r.url
+	case "postgres":
+		if cfg.DB == "" {
+			stop, err := r.startCluster(ctx)
+			if err != nil {
+				return res, err
+			}
+			defer stop()
+			cfg = r.cfg
+		}
+		schema = fmt.Sprintf("chaos_%d_%d", cfg.Seed, time.Now().UnixNano()%1e9)
+		r.appName = "weft_" + schema
+		ownURL = withParams(cfg.DB, "search_path", schema)
+		r.url = withParams(ownURL, "application_name", r.appName)
+	default:
+		return res, fmt.Errorf("--store must be sqlite or postgres, not %q", cfg.Store)
+	}
+
+	// The schema is applied here, before any engine works (applying it while
+	// engines work can deadlock with them).
+	r.st, err = weftdb.Open(ctx, ownURL, weftdb.Options{})
+	if err != nil {
+		return res, fmt.Errorf("open %s: %w", weftdb.Redact(ownURL), err)
+	}
+	defer r.st.Close()
+	dbs, ok := r.st.(interface{ DB() *sql.DB })
+	if !ok {
+		return res, errors.New("the store exposes no *sql.DB")
+	}
+	r.db = dbs.DB()
+	if schema != "" {
+		// Runs before the store closes (deferred after it).
+		defer func() {
+			if _, err := r.db.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+				r.logf("drop schema %s: %v", schema, err)
+			}
+		}()
+	}
+	r.eng, err = weft.New(r.st, weft.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return res, err
+	}
+
+	script := filepath.Join(r.dir, "step.sh")
+	ledger := filepath.Join(r.dir, "ledger")
+	tpl := filepath.Join(r.dir, "mix.yaml")
+	if err := os.WriteFile(script, []byte(stepScript), 0o644); err != nil {
+		return res, err
+	}
+	if err := os.WriteFile(tpl, fmt.Appendf(nil, template, script, ledger), 0o644); err != nil {
+		return res, err
+	}
+
+	faults := []string{FaultKillWorker}
+	var remoteFirst int64
+	if cfg.Serve {
+		// Before the workers start: everything that opens the database
+		// does it before there is work.
+		out, err := exec.CommandContext(ctx, r.bin, "keys", "create", "--db", r.url, "--name", "chaos", "--permissions", "workers:connect").Output()
+		if err != nil {
+			return res, fmt.Errorf("weft keys create: %w", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		token := strings.TrimSpace(lines[len(lines)-1])
+		addr, err := freeAddr()
+		if err != nil {
+			return res, err
+		}
+		r.srv = &server{bin: r.bin, db: r.url, addr: addr}
+		if err := r.srv.start(); err != nil {
+			return res, err
+		}
+		defer r.srv.stop()
+		rtpl := filepath.Join(r.dir, "remote.yaml")
+		if err := os.WriteFile(rtpl, fmt.Appendf(nil, remoteTemplate, script, ledger), 0o644); err != nil {
+			return res, err
+		}
+		out, err = exec.CommandContext(ctx, r.bin, "submit", rtpl, "--db", r.url).CombinedOutput()
+		if err != nil {
+			return res, fmt.Errorf("weft submit: %v\n%s", err, out)
+		}
+		if remoteFirst, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err != nil {
+			return res, fmt.Errorf("weft submit printed %q", out)
+		}
+		rw := &remoteWorker{base: "http://" + addr, token: token, ledger: ledger, client: &http.Client{Timeout: 10 * time.Second}}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { rw.run(rctx); close(done) }()
+		defer func() {
+			cancel()
+			<-done
+			if rw.errs > 0 {
+				r.logf("the remote worker retried %d completions through server restarts", rw.errs)
+			}
+		}()
+		faults = append(faults, FaultKillServe)
+	}
+
+	for range cfg.Workers {
+		if err := r.startWorker(); err != nil {
+			return res, err
+		}
+	}
+	defer r.stopWorkers()
+	engines := cfg.Workers
+	if cfg.Serve {
+		engines++ // the server's own engine
+	}
+	if err := r.waitLive(ctx, engines); err != nil {
+		for _, w := range r.workers {
+			_ = w.cmd.Process.Kill()
+			_ = w.cmd.Wait()
+			r.logf("worker stderr:\n%s", tail(w.stderr.String(), 10))
+		}
+		return res, err
+	}
+
+	// The CLI registers the template and submits the first task.
+	out, err := exec.CommandContext(ctx, r.bin, "submit", tpl, "--db", r.url, "--input", `{"n": 0}`).CombinedOutput()
+	if err != nil {
+		return res, fmt.Errorf("weft submit: %v\n%s", err, out)
+	}
+	first, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return res, fmt.Errorf("weft submit printed %q", out)
+	}
+	submitted := []int64{first}
+	if remoteFirst != 0 {
+		submitted = append(submitted, remoteFirst)
+	}
+	unsignalled := []int64{first}
+
+	res.Faults = map[string]int{}
+	res.ByFault = map[string][]time.Duration{}
+	if cfg.Store == "postgres" {
+		faults = append(faults, FaultTerminatePG)
+		if cfg.PGDir != "" {
+			faults = append(faults, FaultRestartPG)
+		}
+	}
+	for cycle := 1; cycle <= cfg.Cycles; cycle++ {
+		// The previous cycle's tasks are waiting for their signal by now
+		// (or will take it when they begin to wait).
+		if err := r.signal(ctx, unsignalled, cycle); err != nil {
+			return res, err
+		}
+		subs := make([]weft.Submission, cfg.TasksPerCycle)
+		for i := range subs {
+			subs[i] = weft.Submission{Workflow: "chaos/mix", Input: map[string]int{"cycle": cycle, "i": i}}
+		}
+		if cfg.Serve {
+			subs = append(subs, weft.Submission{Workflow: "chaos/remote", Input: map[string]int{"cycle": cycle}})
+		}
+		var ids []int64
+		err := retry(ctx, func() error {
+			sr, err := r.eng.SubmitMany(ctx, subs)
+			if err != nil {
+				return err
+			}
+			ids = ids[:0]
+			for _, s := range sr {
+				ids = append(ids, s.Task.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("cycle %d: submit: %w", cycle, err)
+		}
+		submitted = append(submitted, ids...)
+		unsignalled = unsignalled[:0]
+		for i, id := range ids {
+			if i < cfg.TasksPerCycle { // the remote task waits for no signal
+				unsignalled = append(unsignalled, id)
+			}
+		}
+
+		time.Sleep(time.Duration(100+r.rng.IntN(900)) * time.Millisecond)
+		fault := faults[r.rng.IntN(len(faults))]
+		rec, err := r.inject(ctx, fault)
+		if err != nil {
+			return res, fmt.Errorf("cycle %d: %s: %w", cycle, fault, err)
+		}
+		res.Faults[fault]++
+		res.Recovery = append(res.Recovery, rec)
+		res.ByFault[fault] = append(res.ByFault[fault], rec)
+		res.Cycles = cycle
+		r.logf("cycle %d: %s, recovered in %s", cycle, fault, rec.Round(time.Millisecond))
+	}
+	if err := r.signal(ctx, unsignalled, cfg.Cycles+1); err != nil {
+		return res, err
+	}
+
+	// Every task must end by the deadline.
+	deadline := time.Now().Add(cfg.Deadline)
+	for time.Now().Before(deadline) {
+		var open int
+		err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed', 'cancelled', 'expired')`).Scan(&open)
+		if err == nil && open == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	obs := map[int64]TaskObs{}
+	for _, id := range submitted {
+		var t *store.Task
+		var audit []store.AuditEntry
+		err := retry(ctx, func() (err error) {
+			if t, err = r.st.GetTask(ctx, id); err != nil {
+				return err
+			}
+			audit, err = r.st.Audit(ctx, id)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("task %d: %w", id, err)
+		}
+		o := TaskObs{State: t.State, Completions: map[string]int{}}
+		for _, s := range t.Steps {
+			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal})
+		}
+		for _, e := range audit {
+			if e.Step != "" && e.To == string(state.StepCompleted) {
+				o.Completions[e.Step]++
+			}
+		}
+		obs[id] = o
+	}
+	f, err := os.Open(ledger)
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	l, bad, err := ParseLedger(f)
+	if err != nil {
+		return res, err
+	}
+	if bad > 0 {
+		r.logf("%d malformed ledger lines", bad)
+	}
+	res.Report = Check(submitted, obs, l)
+	for _, d := range res.Report.Details {
+		r.logf("%s", d)
+	}
+	if !res.OK() {
+		for _, w := range r.workers {
+			if w.cmd.ProcessState == nil {
+				_ = w.cmd.Process.Signal(syscall.SIGTERM)
+				_ = w.cmd.Wait()
+			}
+			r.logf("worker %d stderr (tail):\n%s", w.cmd.Process.Pid, tail(w.stderr.String(), 20))
+		}
+	}
+	return res, nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// retry runs f until it succeeds, for up to 60 s: the database may be
+// restarting.
+func retry(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := f()
+		if err == nil || errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (r *runner) signal(ctx context.Context, ids []int64, cycle int) error {
+	for _, id := range ids {
+		err := retry(ctx, func() error {
+			_, err := r.eng.Signal(ctx, id, "go", map[string]int{"cycle": cycle})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("signal task %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (r *runner) startWorker() error {
+	w := &proc{cmd: exec.Command(r.bin, "worker", "--db", r.url, "--concurrency", "6"), stderr: &bytes.Buffer{}}
+	w.cmd.Stderr = w.stderr
+	w.cmd.SysProcAttr = orphanGuard()
+	if err := w.cmd.Start(); err != nil {
+		return err
+	}
+	r.workers = append(r.workers, w)
+	return nil
+}
+
+func (r *runner) live() []*proc {
+	var out []*proc
+	for _, w := range r.workers {
+		if w.cmd.ProcessState == nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (r *runner) stopWorkers() {
+	for _, w := range r.live() {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, w := range r.live() {
+		done := make(chan struct{})
+		go func() { _ = w.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func (r *runner) waitLive(ctx context.Context, n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var live int
+		err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM engines WHERE state = 'live'`).Scan(&live)
+		if err == nil && live >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d workers registered (%v)", live, n, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// running lists the steps running now, as "TASK STEP".
+func (r *runner) running(ctx context.Context) ([]string, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT task_id, name FROM steps WHERE state = 'running'`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id int64
+		var name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprintf("%d %s", id, name))
+	}
+	return out, rows.Err()
+}
+
+// inject injects one fault and returns its recovery time: from the fault
+// until every step that was running at the fault has ended and at least one
+// step completion has been recorded after it, or no step is left ready or
+// running (polled every 20 ms, bounded at 2 minutes).
+func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error) {
+	var held []string
+	var completedBefore int
+	err := retry(ctx, func() (err error) {
+		if held, err = r.running(ctx); err != nil {
+			return err
+		}
+		return r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'completed'`).Scan(&completedBefore)
+	})
+	if err != nil {
+		return 0, err
+	}
+	at := time.Now()
+	switch fault {
+	case FaultKillWorker:
+		live := r.live()
+		victim := live[r.rng.IntN(len(live))]
+		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			return 0, err
+		}
+		_ = victim.cmd.Wait() // reaped: its pid is gone, the others see it died
+		if err := r.startWorker(); err != nil {
+			return 0, err
+		}
+	case FaultKillServe:
+		r.srv.kill()
+		if err := r.srv.start(); err != nil {
+			return 0, err
+		}
+	case FaultTerminatePG:
+		var n int
+		if err := r.db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, r.appName).Scan(&n); err != nil {
+			return 0, err
+		}
+		r.logf("terminated %d backends", n)
+	case FaultRestartPG:
+		if err := r.pgctl(ctx, "restart", "-m", "fast"); err != nil {
+			return 0, err
+		}
+	}
+	bound := at.Add(2 * time.Minute)
+	for time.Now().Before(bound) {
+		if r.recovered(ctx, held, completedBefore) {
+			return time.Since(at), nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.logf("%s: not recovered after 2m (held %v)", fault, held)
+	return time.Since(at), nil
+}
+
+func (r *runner) recovered(ctx context.Context, held []string, completedBefore int) bool {
+	var completed, runnable int
+	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'completed'`).Scan(&completed); err != nil {
+		return false
+	}
+	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state IN ('ready', 'running')`).Scan(&runnable); err != nil {
+		return false
+	}
+	// Work must move again, unless there is none to do (every open step
+	// waits for a signal the next cycle sends).
+	if completed <= completedBefore && runnable > 0 {
+		return false
+	}
+	now, err := r.running(ctx)
+	if err != nil {
+		return false
+	}
+	// A step running again now was reclaimed and rerun, or still runs: not
+	// done. (A held step that ended and whose name is reused cannot happen:
+	// names are unique within a task.)
+	for _, k := range held {
+		if slices.Contains(now, k) {
+			return false
+		}
+		id, name, _ := strings.Cut(k, " ")
+		var st string
+		if err := r.db.QueryRowContext(ctx, `SELECT s.state FROM steps s WHERE s.task_id = `+id+` AND s.name = `+placeholder(r.cfg.Store), name).Scan(&st); err != nil {
+			return false
+		}
+		if !state.Step(st).Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+func placeholder(storeKind string) string {
+	if storeKind == "postgres" {
+		return "$1"
+	}
+	return "?"
+}
+
+// withParams adds a query parameter to a URL.
+func withParams(u, key, value string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + key + "=" + url.QueryEscape(value)
+}
+
+// startCluster starts a throwaway cluster with scripts/pgtest and returns
+// the function that stops it.
+func (r *runner) startCluster(ctx context.Context) (func(), error) {
+	script := filepath.Join(r.cfg.Root, "scripts", "pgtest")
+	cmd := exec.CommandContext(ctx, script, "start")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("scripts/pgtest start: %v\n%s", err, stderr.String())
+	}
+	for line := range strings.Lines(stdout.String()) {
+		name, value, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "export ")), "=")
+		if !ok {
+			continue
+		}
+		value = strings.Trim(value, "'") // pgtest quotes; our values hold no quotes
+		switch name {
+		case "WEFT_TEST_POSTGRES_URL":
+			r.cfg.DB = value
+		case "WEFT_PGTEST_DIR":
+			r.cfg.PGDir = value
+		}
+	}
+	dir := r.cfg.PGDir
+	return func() {
+		stop := exec.Command(script, "stop")
+		stop.Env = append(os.Environ(), "WEFT_PGTEST_DIR="+dir)
+		if out, err := stop.CombinedOutput(); err != nil {
+			r.logf("scripts/pgtest stop: %v\n%s", err, out)
+		}
+	}, nil
+}
+
+// pgctl runs pg_ctl ACTION on the scripts/pgtest cluster, as that script
+// does (as the postgres user when root).
+func (r *runner) pgctl(ctx context.Context, action string, args ...string) error {
+	dir := r.cfg.PGDir
+	bindir, err := os.ReadFile(filepath.Join(dir, "bindir"))
+	if err != nil {
+		return err
+	}
+	argv := []string{filepath.Join(strings.TrimSpace(string(bindir)), "pg_ctl"), action, "-D", filepath.Join(dir, "data"), "-w", "-t", "30", "-l", filepath.Join(dir, "log")}
+	argv = append(argv, args...)
+	if os.Geteuid() == 0 {
+		argv = append([]string{"runuser", "-u", "postgres", "--"}, argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return nil
+}
+
+// orphanGuard makes a child process die with this program, should it be
+// killed before it stops its workers and server.
+func orphanGuard() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
