@@ -49,7 +49,16 @@ const (
 	FaultKillWorker  = "kill-worker"
 	FaultRestartPG   = "restart-postgres"
 	FaultTerminatePG = "terminate-backends"
+	// FaultFillDisk fills the small volume that holds the SQLite file (a
+	// size-limited tmpfs, mounted when the run may mount one) for a moment,
+	// then frees it: every write fails with "database or disk is full"
+	// meanwhile, and must succeed again afterwards.
+	FaultFillDisk = "fill-disk"
 )
+
+// volumeSize is the size of the tmpfs that holds the SQLite file: large
+// enough for the run's database and its WAL, small enough to fill at once.
+const volumeSize = "96m"
 
 // Result is what a run found.
 type Result struct {
@@ -125,6 +134,7 @@ type runner struct {
 	eng     *weft.Engine
 	workers []*proc
 	srv     *server
+	volume  string // sqlite: the size-limited tmpfs the database lives on, if any
 	logf    func(string, ...any)
 }
 
@@ -165,6 +175,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	switch cfg.Store {
 	case "sqlite":
 		r.url = filepath.Join(r.dir, "chaos.db")
+		if vol, unmount, err := mountVolume(r.dir); err == nil {
+			defer unmount()
+			r.volume = vol
+			r.url = filepath.Join(vol, "chaos.db")
+		} else {
+			r.logf("no small volume for the disk-full fault (%v): it is not injected", err)
+		}
 		ownURL = r.url
 	case "postgres":
 		if cfg.DB == "" {
@@ -297,6 +314,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	unsignalled := []int64{first}
 
+	if r.volume != "" {
+		faults = append(faults, FaultFillDisk)
+	}
 	res.Faults = map[string]int{}
 	res.ByFault = map[string][]time.Duration{}
 	if cfg.Store == "postgres" {
@@ -572,6 +592,10 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 		if err := r.pgctl(ctx, "restart", "-m", "fast"); err != nil {
 			return 0, err
 		}
+	case FaultFillDisk:
+		if err := r.fillDisk(time.Duration(300+r.rng.IntN(700)) * time.Millisecond); err != nil {
+			return 0, err
+		}
 	}
 	bound := at.Add(2 * time.Minute)
 	for time.Now().Before(bound) {
@@ -694,4 +718,38 @@ func (r *runner) pgctl(ctx context.Context, action string, args ...string) error
 // killed before it stops its workers and server.
 func orphanGuard() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// mountVolume mounts a size-limited tmpfs under dir for the SQLite file. It
+// needs the right to mount (root on Linux); the caller goes on without the
+// disk-full fault otherwise.
+func mountVolume(dir string) (string, func(), error) {
+	vol := filepath.Join(dir, "volume")
+	if err := os.Mkdir(vol, 0o755); err != nil {
+		return "", nil, err
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+volumeSize, "tmpfs", vol).CombinedOutput(); err != nil {
+		return "", nil, fmt.Errorf("mount tmpfs: %v %s", err, bytes.TrimSpace(out))
+	}
+	return vol, func() { _ = exec.Command("umount", "-l", vol).Run() }, nil
+}
+
+// fillDisk fills the volume until writing fails for want of space, holds it
+// full for d, and frees it.
+func (r *runner) fillDisk(d time.Duration) error {
+	filler := filepath.Join(r.volume, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		return err
+	}
+	block := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(block); err != nil {
+			break // full
+		}
+	}
+	_ = f.Close()
+	r.logf("the database volume is full for %s", d)
+	time.Sleep(d)
+	return os.Remove(filler)
 }
