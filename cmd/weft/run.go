@@ -16,8 +16,7 @@ import (
 
 func (a *app) runCommand() *cobra.Command {
 	var (
-		input   string
-		key     string
+		sf      submissionFlags
 		jsonOut bool
 		eng     engineFlags
 	)
@@ -41,17 +40,15 @@ the task stays in the database for 'weft worker' to resume.`,
 			if err != nil {
 				return err
 			}
-			in, err := a.readInput(input)
+			sub, err := sf.submission(a)
 			if err != nil {
 				return err
 			}
-			return a.runTemplate(cmd.Context(), args[0], weft.Submission{Input: in, Key: key},
-				cfg, jsonOut, eng.drain)
+			return a.runTemplate(cmd.Context(), args[0], sub, cfg, jsonOut, eng.drain)
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
-	f.StringVar(&key, "key", "", "idempotency key: a task with this key is not run twice")
+	sf.add(f, "idempotency key: a task with this key is not run twice")
 	f.BoolVar(&jsonOut, "json", false, "print the final task as JSON on stdout (progress goes to stderr)")
 	eng.add(f, "on interrupt, how long to wait for running steps before stopping them")
 	return cmd

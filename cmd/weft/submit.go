@@ -9,14 +9,70 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
 
+// submissionFlags are the flags of a submission, shared by submit and run.
+type submissionFlags struct {
+	input, key, runAt, goodUntil string
+	priority                     int
+}
+
+func (f *submissionFlags) add(fs *pflag.FlagSet, keyHelp string) {
+	fs.StringVar(&f.input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
+	fs.StringVar(&f.key, "key", "", keyHelp)
+	fs.IntVar(&f.priority, "priority", 0, "task priority, from -1000000 to 1000000: higher runs first")
+	fs.StringVar(&f.runAt, "run-at", "", "start no earlier than this time: RFC 3339 (2026-12-01T09:00:00Z) or a delay from now (10m)")
+	fs.StringVar(&f.goodUntil, "good-until", "", "expire the task if no step started by then: RFC 3339 or a delay from now (1h)")
+}
+
+// submission reads the flags into a submission.
+func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
+	in, err := a.readInput(f.input)
+	if err != nil {
+		return weft.Submission{}, err
+	}
+	s := weft.Submission{Input: in, Key: f.key, Priority: f.priority}
+	if f.priority < -maxPriority || f.priority > maxPriority {
+		return s, usageErrorf("--priority must be from %d to %d, got %d", -maxPriority, maxPriority, f.priority)
+	}
+	now := time.Now()
+	if s.RunAt, err = timeFlag("--run-at", f.runAt, now); err != nil {
+		return s, err
+	}
+	if s.GoodUntil, err = timeFlag("--good-until", f.goodUntil, now); err != nil {
+		return s, err
+	}
+	if !s.GoodUntil.IsZero() && !s.GoodUntil.After(now) {
+		return s, usageErrorf("--good-until %s is in the past", f.goodUntil)
+	}
+	return s, nil
+}
+
+// maxPriority bounds priorities, as the REST API does.
+const maxPriority = 1_000_000
+
+// timeFlag reads a time flag: RFC 3339, or a delay from now ("" is none).
+func timeFlag(name, v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, usageErrorf("%s %q: want an RFC 3339 time (2026-12-01T09:00:00Z) or a delay such as 10m", name, v)
+	}
+	return now.Add(d), nil
+}
+
 func (a *app) submitCommand() *cobra.Command {
-	var input, key string
+	var sf submissionFlags
 	cmd := &cobra.Command{
 		Use:   "submit FILE.yaml|NAMESPACE/NAME[@VERSION]",
 		Short: "Submit a task and print its id",
@@ -27,18 +83,18 @@ registered in the database (the newest version unless @VERSION is given).
 A submission whose idempotency key already exists prints the existing task's id
 and says so on stderr. Run 'weft worker' to execute submitted tasks.`,
 		Example: `  id=$(weft submit examples/hello.yaml --input '{"name":"Ada"}')
-  weft submit examples/hello --key order-42`,
+  weft submit examples/hello --key order-42
+  weft submit examples/hello --priority 5 --run-at 10m --good-until 2h`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			in, err := a.readInput(input)
+			sub, err := sf.submission(a)
 			if err != nil {
 				return err
 			}
-			return a.submit(cmd.Context(), args[0], weft.Submission{Input: in, Key: key})
+			return a.submit(cmd.Context(), args[0], sub)
 		}),
 	}
-	cmd.Flags().StringVar(&input, "input", "", "task input: JSON, @FILE or - for stdin, at most 16 MiB (default {})")
-	cmd.Flags().StringVar(&key, "key", "", "idempotency key: a second submission with it returns the first task")
+	sf.add(cmd.Flags(), "idempotency key: a second submission with it returns the first task")
 	return cmd
 }
 
