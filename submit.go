@@ -52,7 +52,29 @@ type SubmitResult struct {
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
 func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) error {
+	_, _, err := e.core.Register(ctx, w)
+	return err
+}
+
+// WorkflowRecord is a registered workflow version as stored.
+type WorkflowRecord = store.WorkflowRecord
+
+// RegisterVersion is Register that also returns the version as stored and
+// whether this call created it (a transport answers "created" or "already
+// there" from it).
+func (e *Engine) RegisterVersion(ctx context.Context, w *workflow.Workflow) (WorkflowRecord, bool, error) {
 	return e.core.Register(ctx, w)
+}
+
+// Registered returns a registered workflow version as stored (its JSON
+// definition and creation time); version "" means the newest.
+func (e *Engine) Registered(ctx context.Context, namespace, name, version string) (*WorkflowRecord, error) {
+	return e.core.Registered(ctx, namespace, name, version)
+}
+
+// Workflows lists the registered workflow versions.
+func (e *Engine) Workflows(ctx context.Context) ([]WorkflowRecord, error) {
+	return e.core.Workflows(ctx)
 }
 
 // MissingHandlers lists the handlers a workflow names that this engine has
@@ -146,6 +168,43 @@ func (e *Engine) CancelAs(ctx context.Context, id int64, op Operator) error {
 // reason in the audit trail.
 func (e *Engine) RetryAs(ctx context.Context, id int64, op Operator) error {
 	return e.core.Retry(ctx, id, op.Actor, op.Reason)
+}
+
+// Step returns one step of a task.
+func (e *Engine) Step(ctx context.Context, id int64) (*TaskStep, error) { return e.core.Step(ctx, id) }
+
+// RetryStep makes a failed or expired step ready again with a fresh attempt
+// count: the steps skipped because of it wait for it again, and a failed
+// task runs again. Any other state is ErrConflict. op.Actor is recorded in
+// the audit trail.
+func (e *Engine) RetryStep(ctx context.Context, id int64, op Operator) error {
+	return e.core.RetryStep(ctx, id, op.Actor)
+}
+
+// StepResolution is an operator's resolution of a step: its result (if
+// any) is what its dependents see.
+type StepResolution = store.StepResolution
+
+// ResolveStep ends a step that is not running by an operator's hand: it
+// becomes resolved, its dependents proceed, and a task failed only because
+// of it runs on. A running or finished step (other than failed or
+// expired) is ErrConflict.
+func (e *Engine) ResolveStep(ctx context.Context, r StepResolution) error {
+	return e.core.ResolveStep(ctx, r)
+}
+
+// QueueCount is how many unfinished steps of a namespace are in one state.
+type QueueCount = store.QueueCount
+
+// QueueDepth counts the unfinished steps (pending, ready, running, waiting)
+// by namespace and state.
+func (e *Engine) QueueDepth(ctx context.Context) ([]QueueCount, error) { return e.core.QueueDepth(ctx) }
+
+// Backlog counts pending and running tasks, stopping at limit so that the
+// cost stays bounded however large the backlog is. An error means the
+// database does not answer.
+func (e *Engine) Backlog(ctx context.Context, limit int) (int, error) {
+	return e.core.Backlog(ctx, limit)
 }
 
 // Wait blocks until the task ends or ctx is done, and returns the task. It

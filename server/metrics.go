@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/store"
 )
 
 // metrics are the server's Prometheus metrics, every one prefixed weft_.
@@ -32,7 +31,7 @@ type metrics struct {
 	rejected    *prometheus.CounterVec
 }
 
-func newMetrics(s store.Admin, e *weft.Engine, log *slog.Logger) *metrics {
+func newMetrics(e *weft.Engine, log *slog.Logger) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_tasks_submitted_total",
@@ -56,7 +55,7 @@ func newMetrics(s store.Admin, e *weft.Engine, log *slog.Logger) *metrics {
 			Help: "Requests refused before any work: overload (503), body too large (413)."}, []string{"reason"}),
 	}
 	m.registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.leaseExpiry, m.requests, m.reqDuration, m.rejected,
-		&queueCollector{store: s, log: log}, healthCollector{e}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
+		&queueCollector{engine: e, log: log}, healthCollector{e}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
 	prometheus.WrapRegistererWithPrefix("weft_", m.registry).MustRegister(collectors.NewGoCollector())
 	return m
 }
@@ -95,8 +94,8 @@ func (m *metrics) handler() http.Handler {
 // queueCollector reports the number of unfinished steps by namespace and
 // state, read from the store when scraped.
 type queueCollector struct {
-	store store.Admin
-	log   *slog.Logger
+	engine *weft.Engine
+	log    *slog.Logger
 }
 
 var queueDepthDesc = prometheus.NewDesc("weft_queue_depth", "Unfinished steps by namespace and state (pending, ready, running, waiting).",
@@ -107,7 +106,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepth
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts, err := c.store.QueueDepth(ctx)
+	counts, err := c.engine.QueueDepth(ctx)
 	if err != nil {
 		c.log.Error("metrics: queue depth", "error", err)
 		ch <- prometheus.NewInvalidMetric(queueDepthDesc, err)

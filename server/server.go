@@ -129,7 +129,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 	if opts.DisableAuth {
 		s.log.Warn("authentication is DISABLED: every request has every permission; never expose this server")
 	}
-	s.metrics = newMetrics(e.Store(), e, s.log)
+	s.metrics = newMetrics(e, s.log)
 	s.unsubscribe = e.Subscribe(s.metrics.observe)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -346,7 +346,7 @@ func (s *Server) readyCheck(r *http.Request) (int, any, error) {
 	defer cancel()
 	checks := map[string]string{"database": "ok", "engine": "ok"}
 	ok := true
-	if _, err := s.engine.Store().CountUnfinishedTasks(ctx, 1); err != nil {
+	if _, err := s.engine.Backlog(ctx, 1); err != nil {
 		checks["database"], ok = "unreachable", false
 		s.log.Warn("readiness: database unreachable", "error", err)
 	}

@@ -60,7 +60,7 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 			return 0, nil, r.Context().Err()
 		}
 		defer func() { <-s.admit }()
-		count, err := s.engine.Store().CountUnfinishedTasks(r.Context(), n)
+		count, err := s.engine.Backlog(r.Context(), n)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -216,7 +216,7 @@ func (s *Server) getStep(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	st, err := s.engine.Store().GetStep(r.Context(), id)
+	st, err := s.engine.Step(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -247,7 +247,7 @@ func (s *Server) stepAction(r *http.Request, do func(id int64) error) (int, any,
 	if err := do(id); err != nil {
 		return 0, nil, err
 	}
-	st, err := s.engine.Store().GetStep(r.Context(), id)
+	st, err := s.engine.Step(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -259,7 +259,7 @@ func (s *Server) retryStep(r *http.Request) (int, any, error) {
 	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
-	return s.stepAction(r, func(id int64) error { return s.engine.Store().RetryStep(r.Context(), id, operator(r)) })
+	return s.stepAction(r, func(id int64) error { return s.engine.RetryStep(r.Context(), id, weft.Operator{Actor: operator(r)}) })
 }
 
 func (s *Server) resolveStep(r *http.Request) (int, any, error) {
@@ -268,7 +268,7 @@ func (s *Server) resolveStep(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return s.stepAction(r, func(id int64) error {
-		return s.engine.Store().ResolveStep(r.Context(), store.StepResolution{StepID: id, EngineID: operator(r), Reason: req.Reason})
+		return s.engine.ResolveStep(r.Context(), weft.StepResolution{StepID: id, EngineID: operator(r), Reason: req.Reason})
 	})
 }
 
@@ -285,6 +285,6 @@ func (s *Server) completeStep(r *http.Request) (int, any, error) {
 		reason = "completed by an operator with a result"
 	}
 	return s.stepAction(r, func(id int64) error {
-		return s.engine.Store().ResolveStep(r.Context(), store.StepResolution{StepID: id, EngineID: operator(r), Reason: reason, Result: req.Result})
+		return s.engine.ResolveStep(r.Context(), weft.StepResolution{StepID: id, EngineID: operator(r), Reason: reason, Result: req.Result})
 	})
 }

@@ -66,22 +66,17 @@ func (s *Server) registerWorkflow(r *http.Request) (int, any, error) {
 		return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidWorkflow, Field: "template",
 			Message: "the template is not valid: " + probs[0].Message, Problems: probs}
 	}
-	// Registering the same definition again changes nothing, so the record
-	// found before stands; a different definition is refused by Register.
-	rec, err := s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version)
-	status := http.StatusOK
+	// Registering the same definition again changes nothing and answers
+	// 200; a different definition under the version is refused.
+	rec, created, err := s.engine.RegisterVersion(r.Context(), w)
 	if err != nil {
-		status = http.StatusCreated
-	}
-	if err := s.engine.Register(r.Context(), w); err != nil {
 		return 0, nil, err
 	}
-	if status == http.StatusCreated {
-		if rec, err = s.engine.Store().GetWorkflow(r.Context(), w.Namespace, w.Name, w.Version); err != nil {
-			return 0, nil, err
-		}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
 	}
-	return status, toWorkflowJSON(*rec), nil
+	return status, toWorkflowJSON(rec), nil
 }
 
 func (s *Server) validateWorkflow(r *http.Request) (int, any, error) {
@@ -96,7 +91,7 @@ func (s *Server) validateWorkflow(r *http.Request) (int, any, error) {
 }
 
 func (s *Server) listWorkflows(r *http.Request) (int, any, error) {
-	ws, err := s.engine.Store().ListWorkflows(r.Context())
+	ws, err := s.engine.Workflows(r.Context())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -112,7 +107,7 @@ func (s *Server) getWorkflow(r *http.Request) (int, any, error) {
 	if version == "latest" {
 		version = ""
 	}
-	rec, err := s.engine.Store().GetWorkflow(r.Context(), r.PathValue("namespace"), r.PathValue("name"), version)
+	rec, err := s.engine.Registered(r.Context(), r.PathValue("namespace"), r.PathValue("name"), version)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -67,10 +67,11 @@ type Store interface {
 
 // Definitions holds the registered workflow versions.
 type Definitions interface {
-	// PutWorkflow registers a workflow version. Registering the identical
-	// definition again is a no-op; a different definition under an existing
-	// version is ErrConflict.
-	PutWorkflow(ctx context.Context, w WorkflowRecord) error
+	// PutWorkflow registers a workflow version and returns the version as
+	// stored (with its creation time) and whether this call created it.
+	// Registering the identical definition again changes nothing; a
+	// different definition under an existing version is ErrConflict.
+	PutWorkflow(ctx context.Context, w WorkflowRecord) (stored WorkflowRecord, created bool, err error)
 	// GetWorkflow returns one version, or the newest registered one when
 	// version is "".
 	GetWorkflow(ctx context.Context, namespace, name, version string) (*WorkflowRecord, error)

@@ -15,6 +15,47 @@ func (e *Engine) Get(ctx context.Context, id int64) (*store.Task, error) {
 	return e.store.GetTask(ctx, id)
 }
 
+// Step returns one step of a task.
+func (e *Engine) Step(ctx context.Context, id int64) (*store.Step, error) {
+	return e.store.GetStep(ctx, id)
+}
+
+// RetryStep makes a failed or expired step ready again (see
+// store.Admin.RetryStep), recorded as actor's action.
+func (e *Engine) RetryStep(ctx context.Context, id int64, actor string) error {
+	if actor == "" {
+		actor = e.ID()
+	}
+	if err := e.store.RetryStep(ctx, id, actor); err != nil {
+		return fmt.Errorf("weft: retry step %d: %w", id, err)
+	}
+	return nil
+}
+
+// ResolveStep ends a step by an operator's hand (see
+// store.Admin.ResolveStep).
+func (e *Engine) ResolveStep(ctx context.Context, r store.StepResolution) error {
+	if r.EngineID == "" {
+		r.EngineID = e.ID()
+	}
+	if err := e.store.ResolveStep(ctx, r); err != nil {
+		return fmt.Errorf("weft: resolve step %d: %w", r.StepID, err)
+	}
+	return nil
+}
+
+// Backlog counts pending and running tasks, stopping at limit so that the
+// cost stays bounded however large the backlog. It is also the cheapest
+// read that tells whether the database answers.
+func (e *Engine) Backlog(ctx context.Context, limit int) (int, error) {
+	return e.store.CountUnfinishedTasks(ctx, limit)
+}
+
+// QueueDepth counts the unfinished steps by namespace and state.
+func (e *Engine) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
+	return e.store.QueueDepth(ctx)
+}
+
 // List returns tasks, newest first.
 func (e *Engine) List(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	return e.store.ListTasks(ctx, f)

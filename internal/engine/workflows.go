@@ -14,21 +14,34 @@ import (
 // same definition may be registered again; a different definition under an
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
-func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) error {
+// It returns the version as stored and whether this call created it.
+func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) (store.WorkflowRecord, bool, error) {
 	if err := w.Validate(); err != nil {
-		return fmt.Errorf("%w workflow: %w", store.ErrInvalid, err)
+		return store.WorkflowRecord{}, false, fmt.Errorf("%w workflow: %w", store.ErrInvalid, err)
 	}
 	def, err := json.Marshal(w)
 	if err != nil {
-		return fmt.Errorf("weft: encode workflow %s: %w", w.Ref(), err)
+		return store.WorkflowRecord{}, false, fmt.Errorf("weft: encode workflow %s: %w", w.Ref(), err)
 	}
-	if err := e.store.PutWorkflow(ctx, store.WorkflowRecord{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Definition: def}); err != nil {
-		return fmt.Errorf("weft: register %s: %w", w.Ref(), err)
+	rec, created, err := e.store.PutWorkflow(ctx, store.WorkflowRecord{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Definition: def})
+	if err != nil {
+		return store.WorkflowRecord{}, false, fmt.Errorf("weft: register %s: %w", w.Ref(), err)
 	}
 	e.mu.Lock()
 	e.workflows[w.Ref()] = w
 	e.mu.Unlock()
-	return nil
+	return rec, created, nil
+}
+
+// Registered returns a registered workflow version as stored; version ""
+// means the newest.
+func (e *Engine) Registered(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
+	return e.store.GetWorkflow(ctx, namespace, name, version)
+}
+
+// Workflows lists the registered workflow versions.
+func (e *Engine) Workflows(ctx context.Context) ([]store.WorkflowRecord, error) {
+	return e.store.ListWorkflows(ctx)
 }
 
 // MissingHandlers lists the handlers a workflow names that this engine has

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weftrun/weft/store"
 )
@@ -13,16 +14,17 @@ import (
 // This file holds the registered workflow versions.
 
 // PutWorkflow registers a workflow version.
-func (s *Store) PutWorkflow(ctx context.Context, w store.WorkflowRecord) error {
-	return s.write(ctx, "", func(t *txn) error {
-		var def string
-		err := t.queryRow(`SELECT definition FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
-			w.Namespace, w.Name, w.Version).Scan(&def)
+func (s *Store) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.WorkflowRecord, bool, error) {
+	var created bool
+	err := s.write(ctx, "", func(t *txn) error {
+		existing, err := scanWorkflow(t.queryRow(`SELECT `+workflowColumns+` FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
+			w.Namespace, w.Name, w.Version))
 		switch {
 		case err == nil:
-			if !sameJSON(def, w.Definition) {
+			if !sameJSON(string(existing.Definition), w.Definition) {
 				return fmt.Errorf("workflow %s/%s@%s is already registered with a different definition: %w", w.Namespace, w.Name, w.Version, store.ErrConflict)
 			}
+			w = existing
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("read workflow: %w", err)
@@ -32,8 +34,13 @@ func (s *Store) PutWorkflow(ctx context.Context, w store.WorkflowRecord) error {
 		if err != nil {
 			return fmt.Errorf("insert workflow: %w", err)
 		}
+		w.CreatedAt, created = time.UnixMicro(t.now), true
 		return nil
 	})
+	if err != nil {
+		return store.WorkflowRecord{}, false, err
+	}
+	return w, created, nil
 }
 
 func sameJSON(a string, b []byte) bool {

@@ -510,13 +510,23 @@ func testWorkflows(t *testing.T, h *harness) {
 	def := func(v string) store.WorkflowRecord {
 		return store.WorkflowRecord{Namespace: "ns", Name: "wf", Version: v, Definition: json.RawMessage(fmt.Sprintf(`{"version":%q}`, v))}
 	}
+	put := func(w store.WorkflowRecord) (store.WorkflowRecord, bool, error) { return h.s.PutWorkflow(h.ctx, w) }
 	for _, v := range []string{"1.9", "1.10", "1.2"} {
-		require.NoError(t, h.s.PutWorkflow(h.ctx, def(v)))
+		stored, created, err := put(def(v))
+		require.NoError(t, err)
+		require.True(t, created, "a new version is created")
+		require.False(t, stored.CreatedAt.IsZero())
 	}
-	require.NoError(t, h.s.PutWorkflow(h.ctx, def("1.9")), "the identical definition again is fine")
+	first, err := h.s.GetWorkflow(h.ctx, "ns", "wf", "1.9")
+	require.NoError(t, err)
+	stored, created, err := put(def("1.9"))
+	require.NoError(t, err, "the identical definition again is fine")
+	require.False(t, created, "and creates nothing")
+	require.True(t, first.CreatedAt.Equal(stored.CreatedAt), "it returns the version as first stored")
 	changed := def("1.9")
 	changed.Definition = json.RawMessage(`{"version":"1.9","steps":[]}`)
-	require.ErrorIs(t, h.s.PutWorkflow(h.ctx, changed), store.ErrConflict)
+	_, _, err = put(changed)
+	require.ErrorIs(t, err, store.ErrConflict)
 	latest, err := h.s.GetWorkflow(h.ctx, "ns", "wf", "")
 	require.NoError(t, err)
 	require.Equal(t, "1.10", latest.Version)
