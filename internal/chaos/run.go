@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,11 +114,6 @@ steps:
     retry: {max_attempts: 20, backoff: fixed, initial: 20ms}
     config: {command: ["/bin/sh", %[1]q, %[2]q]}
 `
-
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-}
 
 type runner struct {
 	cfg     Config
@@ -478,172 +471,6 @@ func (r *runner) signal(ctx context.Context, ids []int64, cycle int) error {
 	return nil
 }
 
-func (r *runner) startWorker() error {
-	w := &proc{cmd: exec.Command(r.bin, "worker", "--db", r.url, "--concurrency", "6"), stderr: &bytes.Buffer{}}
-	w.cmd.Stderr = w.stderr
-	w.cmd.SysProcAttr = orphanGuard()
-	if err := w.cmd.Start(); err != nil {
-		return err
-	}
-	r.workers = append(r.workers, w)
-	return nil
-}
-
-func (r *runner) live() []*proc {
-	var out []*proc
-	for _, w := range r.workers {
-		if w.cmd.ProcessState == nil {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-func (r *runner) stopWorkers() {
-	for _, w := range r.live() {
-		_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	for _, w := range r.live() {
-		done := make(chan struct{})
-		go func() { _ = w.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = w.cmd.Process.Kill()
-			<-done
-		}
-	}
-}
-
-func (r *runner) waitLive(ctx context.Context, n int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var live int
-		err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM engines WHERE state = 'live'`).Scan(&live)
-		if err == nil && live >= n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d workers registered (%v)", live, n, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// running lists the steps running now, as "TASK STEP".
-func (r *runner) running(ctx context.Context) ([]string, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT task_id, name FROM steps WHERE state = 'running'`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id int64
-		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, err
-		}
-		out = append(out, fmt.Sprintf("%d %s", id, name))
-	}
-	return out, rows.Err()
-}
-
-// inject injects one fault and returns its recovery time: from the fault
-// until every step that was running at the fault has ended and at least one
-// step completion has been recorded after it, or no step is left ready or
-// running (polled every 20 ms, bounded at 2 minutes).
-func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error) {
-	var held []string
-	var completedBefore int
-	err := retry(ctx, func() (err error) {
-		if held, err = r.running(ctx); err != nil {
-			return err
-		}
-		return r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'completed'`).Scan(&completedBefore)
-	})
-	if err != nil {
-		return 0, err
-	}
-	at := time.Now()
-	switch fault {
-	case FaultKillWorker:
-		live := r.live()
-		victim := live[r.rng.IntN(len(live))]
-		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			return 0, err
-		}
-		_ = victim.cmd.Wait() // reaped: its pid is gone, the others see it died
-		if err := r.startWorker(); err != nil {
-			return 0, err
-		}
-	case FaultKillServe:
-		r.srv.kill()
-		if err := r.srv.start(); err != nil {
-			return 0, err
-		}
-	case FaultTerminatePG:
-		var n int
-		if err := r.db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, r.appName).Scan(&n); err != nil {
-			return 0, err
-		}
-		r.logf("terminated %d backends", n)
-	case FaultRestartPG:
-		if err := r.pgctl(ctx, "restart", "-m", "fast"); err != nil {
-			return 0, err
-		}
-	case FaultFillDisk:
-		if err := r.fillDisk(time.Duration(300+r.rng.IntN(700)) * time.Millisecond); err != nil {
-			return 0, err
-		}
-	}
-	bound := at.Add(2 * time.Minute)
-	for time.Now().Before(bound) {
-		if r.recovered(ctx, held, completedBefore) {
-			return time.Since(at), nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.logf("%s: not recovered after 2m (held %v)", fault, held)
-	return time.Since(at), nil
-}
-
-func (r *runner) recovered(ctx context.Context, held []string, completedBefore int) bool {
-	var completed, runnable int
-	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'completed'`).Scan(&completed); err != nil {
-		return false
-	}
-	if err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state IN ('ready', 'running')`).Scan(&runnable); err != nil {
-		return false
-	}
-	// Work must move again, unless there is none to do (every open step
-	// waits for a signal the next cycle sends).
-	if completed <= completedBefore && runnable > 0 {
-		return false
-	}
-	now, err := r.running(ctx)
-	if err != nil {
-		return false
-	}
-	// A step running again now was reclaimed and rerun, or still runs: not
-	// done. (A held step that ended and whose name is reused cannot happen:
-	// names are unique within a task.)
-	for _, k := range held {
-		if slices.Contains(now, k) {
-			return false
-		}
-		id, name, _ := strings.Cut(k, " ")
-		var st string
-		if err := r.db.QueryRowContext(ctx, `SELECT s.state FROM steps s WHERE s.task_id = `+id+` AND s.name = `+placeholder(r.cfg.Store), name).Scan(&st); err != nil {
-			return false
-		}
-		if !state.Step(st).Terminal() {
-			return false
-		}
-	}
-	return true
-}
-
 func placeholder(storeKind string) string {
 	if storeKind == "postgres" {
 		return "$1"
@@ -658,98 +485,4 @@ func withParams(u, key, value string) string {
 		sep = "&"
 	}
 	return u + sep + key + "=" + url.QueryEscape(value)
-}
-
-// startCluster starts a throwaway cluster with scripts/pgtest and returns
-// the function that stops it.
-func (r *runner) startCluster(ctx context.Context) (func(), error) {
-	script := filepath.Join(r.cfg.Root, "scripts", "pgtest")
-	cmd := exec.CommandContext(ctx, script, "start")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("scripts/pgtest start: %v\n%s", err, stderr.String())
-	}
-	for line := range strings.Lines(stdout.String()) {
-		name, value, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "export ")), "=")
-		if !ok {
-			continue
-		}
-		value = strings.Trim(value, "'") // pgtest quotes; our values hold no quotes
-		switch name {
-		case "WEFT_TEST_POSTGRES_URL":
-			r.cfg.DB = value
-		case "WEFT_PGTEST_DIR":
-			r.cfg.PGDir = value
-		}
-	}
-	dir := r.cfg.PGDir
-	return func() {
-		stop := exec.Command(script, "stop")
-		stop.Env = append(os.Environ(), "WEFT_PGTEST_DIR="+dir)
-		if out, err := stop.CombinedOutput(); err != nil {
-			r.logf("scripts/pgtest stop: %v\n%s", err, out)
-		}
-	}, nil
-}
-
-// pgctl runs pg_ctl ACTION on the scripts/pgtest cluster, as that script
-// does (as the postgres user when root).
-func (r *runner) pgctl(ctx context.Context, action string, args ...string) error {
-	dir := r.cfg.PGDir
-	bindir, err := os.ReadFile(filepath.Join(dir, "bindir"))
-	if err != nil {
-		return err
-	}
-	argv := []string{filepath.Join(strings.TrimSpace(string(bindir)), "pg_ctl"), action, "-D", filepath.Join(dir, "data"), "-w", "-t", "30", "-l", filepath.Join(dir, "log")}
-	argv = append(argv, args...)
-	if os.Geteuid() == 0 {
-		argv = append([]string{"runuser", "-u", "postgres", "--"}, argv...)
-	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-	}
-	return nil
-}
-
-// orphanGuard makes a child process die with this program, should it be
-// killed before it stops its workers and server.
-func orphanGuard() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
-// mountVolume mounts a size-limited tmpfs under dir for the SQLite file. It
-// needs the right to mount (root on Linux); the caller goes on without the
-// disk-full fault otherwise.
-func mountVolume(dir string) (string, func(), error) {
-	vol := filepath.Join(dir, "volume")
-	if err := os.Mkdir(vol, 0o755); err != nil {
-		return "", nil, err
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+volumeSize, "tmpfs", vol).CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("mount tmpfs: %v %s", err, bytes.TrimSpace(out))
-	}
-	return vol, func() { _ = exec.Command("umount", "-l", vol).Run() }, nil
-}
-
-// fillDisk fills the volume until writing fails for want of space, holds it
-// full for d, and frees it.
-func (r *runner) fillDisk(d time.Duration) error {
-	filler := filepath.Join(r.volume, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		return err
-	}
-	block := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(block); err != nil {
-			break // full
-		}
-	}
-	_ = f.Close()
-	r.logf("the database volume is full for %s", d)
-	time.Sleep(d)
-	return os.Remove(filler)
 }
