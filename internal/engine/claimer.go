@@ -49,7 +49,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		n, got := 0, 0
 		// A database deleted or replaced under the engine is not claimed
 		// from: the maintenance loop reports it.
-		if retryIn == 0 && e.checkFile() == nil {
+		if retryIn == 0 && e.databaseGone() == nil {
 			n = e.slots.TryTake(e.cfg.Concurrency)
 		}
 		if n > 0 {

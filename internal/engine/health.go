@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/bits"
 	"time"
 
 	"github.com/weftrun/weft/store"
@@ -98,18 +97,15 @@ func (e *Engine) failed(ctx context.Context, loop, what string, err error) time.
 	return wait
 }
 
-// backoff is the wait after n consecutive failures.
+// backoff is the wait after n consecutive failures: base doubled n-1
+// times, capped.
 func backoff(base time.Duration, n int) time.Duration {
 	limit := min(maxBackoff, 32*base)
 	d := base
-	if shift := n - 1; shift > 0 {
-		if shift >= bits.Len64(uint64(limit/base))+1 {
-			d = limit
-		} else {
-			d = min(base<<shift, limit)
-		}
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
 	}
-	return jitter(max(d, time.Millisecond))
+	return jitter(max(min(d, limit), time.Millisecond))
 }
 
 // succeeded ends a loop's run of failures.
@@ -126,18 +122,25 @@ func (e *Engine) succeeded(loop string) {
 	e.log.Info("store calls succeed again", "engine_id", e.ID(), "loop", loop, "failures", n, "outage_ms", time.Since(since).Milliseconds())
 }
 
+// databaseGone returns why the engine refuses work, once checkFile found
+// its database deleted or replaced; nil before. It costs a lock, not a
+// look at the file: the claim and submit paths ask it.
+func (e *Engine) databaseGone() error {
+	e.healthMu.Lock()
+	defer e.healthMu.Unlock()
+	return e.fileErr
+}
+
 // checkFile asks a store that can tell whether its database is still the
-// one it opened. Once it is not, the engine refuses work for good: writing
-// on would write into a file nobody else sees.
+// one it opened; the maintenance loop asks at every tick (every poll
+// interval), on every engine. Once it is not, the engine refuses work for
+// good: writing on would write into a file nobody else sees.
 func (e *Engine) checkFile() error {
 	fc, ok := e.store.(store.FileChecker)
 	if !ok {
 		return nil
 	}
-	e.healthMu.Lock()
-	gone := e.fileErr
-	e.healthMu.Unlock()
-	if gone != nil {
+	if gone := e.databaseGone(); gone != nil {
 		return gone
 	}
 	err := fc.CheckFile()

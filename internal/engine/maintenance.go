@@ -21,21 +21,20 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	lastReap := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	settled := true           // the last round of timed work succeeded
 	var retryIn time.Duration // backing off after a failed round
 	for {
 		sleep := jitter(e.cfg.PollInterval)
 		if e.leading(time.Now()) {
 			sleep = min(sleep, max(time.Until(e.leadRenew), 0))
-			// A due time that could not be handled stays due: after a
-			// failure wait the poll interval rather than spin on it.
-			if next, ok, err := e.store.NextWake(ctx); settled && err == nil && ok {
+			if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
 				sleep = min(sleep, max(time.Until(next), 0))
 			}
 		}
 		if retryIn > 0 {
 			// The last round failed: back off, deaf to nudges, so that a
-			// store that keeps failing (a full disk) is not hammered.
+			// store that keeps failing (a full disk) is not hammered, and
+			// a due time that could not be handled (it stays due) is not
+			// spun on.
 			sleep = retryIn
 		}
 		timer.Reset(sleep)
@@ -56,7 +55,9 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		}
 		e.lead(ctx)
 		leader := e.leading(time.Now())
-		settled = !leader || e.timed(ctx)
+		if leader {
+			e.timed(ctx)
+		}
 		// Every tick looks for dead processes on this host (a read); the
 		// leader's full reap, which also catches stopped and silent
 		// engines, runs every reapEvery.
@@ -123,30 +124,26 @@ func (e *Engine) lead(ctx context.Context) {
 }
 
 // timed promotes, expires and fails past their deadline what is due,
-// writing only when something is. It reports whether every part of it
-// succeeded.
-func (e *Engine) timed(ctx context.Context) bool {
+// writing only when something is. A failure is the round's (logErr).
+func (e *Engine) timed(ctx context.Context) {
 	next, ok, err := e.store.NextWake(ctx)
 	if err != nil {
 		e.logErr(ctx, "next wake", err)
-		return false
+		return
 	}
 	if !ok || next.After(time.Now()) {
-		return true
+		return
 	}
 	now := time.Now()
-	done := true
 	if n, err := e.store.Expire(ctx, now, e.ID()); err != nil {
 		e.logErr(ctx, "expire", err)
-		done = false
 	} else if n > 0 {
 		e.log.Info("expired", "count", n)
 	}
 	if _, err := e.store.Promote(ctx, now, e.ID()); err != nil {
 		e.logErr(ctx, "promote", err)
-		done = false
 	}
-	return e.overdue(ctx, now) && done
+	e.overdue(ctx, now)
 }
 
 // deadlineGrace is how long past its timeout a running step is left to its
@@ -167,15 +164,15 @@ func storeTimeout(d workflow.Duration) time.Duration {
 // deadline passed without word from their holder: a remote worker that
 // ignored its timeout or lost the step, or an engine that stalled. The
 // failure is what the step's own handler would have reported.
-func (e *Engine) overdue(ctx context.Context, now time.Time) bool {
+func (e *Engine) overdue(ctx context.Context, now time.Time) {
 	const batch = 100
 	steps, err := e.store.OverdueSteps(ctx, now, batch)
 	if err != nil {
 		e.logErr(ctx, "overdue steps", err)
-		return false
+		return
 	}
 	if len(steps) == 0 {
-		return true
+		return
 	}
 	outcomes := make([]store.Outcome, 0, len(steps))
 	ran := make([]store.ClaimedStep, 0, len(steps))
@@ -188,7 +185,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) bool {
 			o = e.undefined(o, log, err)
 		case err != nil:
 			e.logErr(ctx, "overdue steps", err)
-			return false
+			return
 		default:
 			o = e.settle(o, log, w, def, c.Attempts, nil, timedOut(time.Duration(def.Timeout)))
 		}
@@ -198,7 +195,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) bool {
 	results, err := e.store.CompleteSteps(ctx, outcomes)
 	if err != nil {
 		e.logErr(ctx, "fail overdue steps", err)
-		return false
+		return
 	}
 	var taken []store.Fence
 	for i, r := range results {
@@ -212,7 +209,6 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) bool {
 	if len(steps) == batch {
 		e.nudgeTimers() // there may be more
 	}
-	return true
 }
 
 // reap returns the steps of lapsed engines to the queue. Engines on this host

@@ -158,7 +158,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 			beat = time.Now()
 		}
 		woken := e.readySignal()
-		if err := e.checkFile(); err != nil {
+		if err := e.databaseGone(); err != nil {
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}
 		lease := rand.Int64N(1<<62) + 1
@@ -219,23 +219,22 @@ func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []s
 			if !errors.Is(err, store.ErrNotFound) {
 				return nil, err // a passing database error: the claim is released
 			}
-			if err := e.record(ctx, e.undefined(o, log, err)); err != nil {
-				return nil, err
+			o = e.undefined(o, log, err)
+		} else if skip, ok := e.gate(&o, log, def, c); !ok {
+			o = skip
+		} else {
+			r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
+			if r.Timeout > 0 {
+				r.Deadline = now.Add(r.Timeout)
 			}
+			out = append(out, r)
 			continue
 		}
-		if skip, ok := e.gate(&o, log, def, c); !ok {
-			if err := e.record(ctx, skip); err != nil {
-				return nil, err
-			}
-			e.publishEnded(c, skip, true, 0, true)
-			continue
+		// It must not run: settled here, never handed out.
+		if err := e.record(ctx, o); err != nil {
+			return nil, err
 		}
-		r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
-		if r.Timeout > 0 {
-			r.Deadline = now.Add(r.Timeout)
-		}
-		out = append(out, r)
+		e.publishEnded(c, o, true, 0, true)
 	}
 	return out, nil
 }

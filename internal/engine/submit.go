@@ -56,7 +56,7 @@ func (e *Engine) SubmitTx(ctx context.Context, tx any, subs []Submission) ([]Sub
 func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) ([]SubmitResult, error) {
 	// A task written into a database file deleted or replaced under the
 	// engine would be lost: refuse it.
-	if err := e.checkFile(); err != nil {
+	if err := e.databaseGone(); err != nil {
 		return nil, fmt.Errorf("weft: submit: %w", err)
 	}
 	inserts := make([]store.TaskInsert, len(subs))
