@@ -92,7 +92,7 @@ func (e *Engine) completer() {
 func (e *Engine) writeOutcomes(batch []report) {
 	outcomes := make([]store.Outcome, len(batch))
 	for i, r := range batch {
-		outcomes[i] = storable(r.outcome)
+		outcomes[i] = r.outcome // storable as built (outcome.go)
 	}
 	results, err := e.completeSteps(outcomes)
 	switch {

@@ -92,11 +92,11 @@ func (e *Engine) undefined(o store.Outcome, log *stepLog, err error) store.Outco
 	if !errors.Is(err, store.ErrNotFound) {
 		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, err.Error()
 		log.Warn("could not load the workflow definition; retrying", "error", err)
-		return o
+		return storable(o)
 	}
 	o.State, o.Error = state.StepFailed, err.Error()
 	log.Error("step failed", "error", o.Error)
-	return o
+	return storable(o)
 }
 
 // gate evaluates the step's when condition before it runs. It returns
@@ -111,11 +111,11 @@ func (e *Engine) gate(o *store.Outcome, log *stepLog, def *workflow.Step, c stor
 	case err != nil:
 		o.State, o.Error = state.StepFailed, fmt.Sprintf("when: %v", err)
 		log.Error("step condition failed", "error", err)
-		return *o, false
+		return storable(*o), false
 	case !ok:
 		o.State, o.Reason = state.StepSkipped, fmt.Sprintf("when: %s is false", def.When)
 		log.Debug("step skipped by its condition")
-		return *o, false
+		return storable(*o), false
 	}
 	return *o, true
 }
@@ -139,7 +139,9 @@ func (e *Engine) settle(o store.Outcome, log *stepLog, w *workflow.Workflow, def
 
 // storable returns o with its error and reason fit for a text column of
 // every store (see internal/textsafe: a NUL or bytes that are not UTF-8
-// become U+FFFD). Every outcome passes it on its way to the store.
+// become U+FFFD). Every function here that builds an outcome (settle,
+// undefined, gate) returns it storable, so the completer writes outcomes
+// as they come.
 func storable(o store.Outcome) store.Outcome {
 	o.Error, o.Reason = textsafe.String(o.Error), textsafe.String(o.Reason)
 	return o

@@ -366,7 +366,7 @@ func (e *Engine) record(ctx context.Context, o store.Outcome) error {
 		}
 	}
 	e.sendMu.RUnlock()
-	results, err := e.store.CompleteSteps(ctx, []store.Outcome{storable(o)})
+	results, err := e.store.CompleteSteps(ctx, []store.Outcome{o})
 	if err != nil {
 		return err
 	}
