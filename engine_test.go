@@ -139,6 +139,10 @@ func TestIdempotentSubmission(t *testing.T) {
 		require.ErrorIs(t, err, weft.ErrInvalid)
 		_, err = e.Submit(ctx, weft.Submission{Workflow: "nope"})
 		require.ErrorIs(t, err, weft.ErrInvalid)
+		for _, p := range []int{weft.MaxPriority + 1, -weft.MaxPriority - 1} {
+			_, err = e.Submit(ctx, weft.Submission{Workflow: "test/unique", Priority: p})
+			require.ErrorIs(t, err, weft.ErrInvalid, "priority %d", p)
+		}
 		_, err = e.Submit(ctx, weft.Submission{Workflow: "test/missing"})
 		require.ErrorIs(t, err, weft.ErrNotFound)
 		_, err = e.SubmitMany(ctx, []weft.Submission{{Workflow: "test/unique"}, {Workflow: "test/missing"}})

@@ -22,6 +22,10 @@ type AuditEntry = store.AuditEntry
 // TaskFilter selects tasks for List.
 type TaskFilter = store.TaskFilter
 
+// MaxPriority bounds Submission.Priority either way: a priority outside
+// -MaxPriority..MaxPriority is ErrInvalid.
+const MaxPriority = engine.MaxPriority
+
 // Submission is one task to submit.
 type Submission struct {
 	// Workflow is "namespace/name" (the newest registered version) or
@@ -33,7 +37,9 @@ type Submission struct {
 	// Key is the idempotency key: a submission whose key exists in the
 	// namespace returns the existing task. Required when the workflow's
 	// identity is "caller"; derived from the input when it is "strict".
-	Key      string
+	Key string
+	// Priority orders the task's steps before others (higher first), from
+	// -MaxPriority to MaxPriority.
 	Priority int
 	// RunAt delays the task; zero means now.
 	RunAt time.Time

@@ -12,8 +12,6 @@ import (
 	"github.com/weftrun/weft/workflow"
 )
 
-// maxPriority bounds priorities so that aging arithmetic cannot overflow.
-const maxPriority = 1_000_000
 
 func (s *Server) createTask(r *http.Request) (int, any, error) {
 	var req wire.SubmitRequest
@@ -26,8 +24,8 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if _, _, _, err := workflow.ParseRef(req.Workflow); err != nil {
 		return 0, nil, fieldError("workflow", "%q is not namespace/name or namespace/name@version", req.Workflow)
 	}
-	if req.Priority < -maxPriority || req.Priority > maxPriority {
-		return 0, nil, fieldError("priority", "must be between %d and %d", -maxPriority, maxPriority)
+	if req.Priority < -weft.MaxPriority || req.Priority > weft.MaxPriority {
+		return 0, nil, fieldError("priority", "must be between %d and %d", -weft.MaxPriority, weft.MaxPriority)
 	}
 	if len(req.IdempotencyKey) > 255 {
 		return 0, nil, fieldError("idempotency_key", "must be at most 255 bytes")

@@ -37,8 +37,8 @@ func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
 		return weft.Submission{}, err
 	}
 	s := weft.Submission{Input: in, Key: f.key, Priority: f.priority}
-	if f.priority < -maxPriority || f.priority > maxPriority {
-		return s, usageErrorf("--priority must be from %d to %d, got %d", -maxPriority, maxPriority, f.priority)
+	if f.priority < -weft.MaxPriority || f.priority > weft.MaxPriority {
+		return s, usageErrorf("--priority must be from %d to %d, got %d", -weft.MaxPriority, weft.MaxPriority, f.priority)
 	}
 	now := time.Now()
 	if s.RunAt, err = timeFlag("--run-at", f.runAt, now); err != nil {
@@ -52,9 +52,6 @@ func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
 	}
 	return s, nil
 }
-
-// maxPriority bounds priorities, as the REST API does.
-const maxPriority = 1_000_000
 
 // timeFlag reads a time flag: RFC 3339, or a delay from now ("" is none).
 func timeFlag(name, v string, now time.Time) (time.Time, error) {

@@ -16,6 +16,10 @@ import (
 	"github.com/weftrun/weft/workflow"
 )
 
+// MaxPriority bounds a task's priority either way, so that the aging
+// arithmetic of the claim order cannot overflow.
+const MaxPriority = 1_000_000
+
 // Submission is one task to submit (see weft.Submission).
 type Submission struct {
 	Workflow  string
@@ -115,6 +119,9 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		resolved[s.Workflow] = r
 	}
 	w := r.w
+	if s.Priority < -MaxPriority || s.Priority > MaxPriority {
+		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: priority must be from %d to %d, got %d", store.ErrInvalid, s.Workflow, -MaxPriority, MaxPriority, s.Priority)
+	}
 	input, err := encodeInput(s.Input)
 	if err != nil {
 		return store.TaskInsert{}, fmt.Errorf("%w input for %s: %w", store.ErrInvalid, s.Workflow, err)
