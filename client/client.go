@@ -91,6 +91,11 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// A *url.Error names the method and URL itself.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return 0, fmt.Errorf("%s %s: %w", method, c.base+path, err)
 	}
 	defer resp.Body.Close()

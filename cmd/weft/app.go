@@ -245,7 +245,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 	cfg.Logger = a.log
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, err // weftdb names the database and what failed
 	}
 	e, err := weft.New(db, cfg)
 	if err != nil {
