@@ -100,9 +100,9 @@ func (e *Engine) Publish(ev Event) {
 	}
 }
 
-// OutcomeName returns the Outcome of EventStepEnded for an outcome recorded
+// outcomeName returns the Outcome of EventStepEnded for an outcome recorded
 // in the store.
-func OutcomeName(o store.Outcome) string {
+func outcomeName(o store.Outcome) string {
 	switch {
 	case o.State == state.StepCompleted:
 		return OutcomeCompleted
@@ -127,7 +127,7 @@ func (e *Engine) publishClaimed(c store.ClaimedStep, remote bool) {
 func (e *Engine) publishEnded(c store.ClaimedStep, o store.Outcome, recorded bool, d time.Duration, remote bool) {
 	outcome := OutcomeInterrupted
 	if recorded {
-		outcome = OutcomeName(o)
+		outcome = outcomeName(o)
 	}
 	e.Publish(Event{Kind: EventStepEnded, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
 		Handler: c.Handler, Attempt: c.Attempts, Outcome: outcome, Duration: d, Remote: remote})
