@@ -370,8 +370,31 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 
+	report, err := r.check(ctx, submitted, ledger)
+	if err != nil {
+		return res, err
+	}
+	res.Report = report
+	for _, d := range res.Report.Details {
+		r.logf("%s", d)
+	}
+	if !res.OK() {
+		for _, w := range r.workers {
+			if w.cmd.ProcessState == nil {
+				_ = w.cmd.Process.Signal(syscall.SIGTERM)
+				_ = w.cmd.Wait()
+			}
+			r.logf("worker %d stderr (tail):\n%s", w.cmd.Process.Pid, tail(w.stderr.String(), 20))
+		}
+	}
+	return res, nil
+}
+
+// check waits (up to the deadline) for every submitted task to end, then
+// compares what the database recorded of each with the ledger.
+func (r *runner) check(ctx context.Context, submitted []int64, ledger string) (Report, error) {
 	// Every task must end by the deadline.
-	deadline := time.Now().Add(cfg.Deadline)
+	deadline := time.Now().Add(r.cfg.Deadline)
 	for time.Now().Before(deadline) {
 		var open int
 		err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed', 'cancelled', 'expired')`).Scan(&open)
@@ -396,7 +419,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			continue
 		}
 		if err != nil {
-			return res, fmt.Errorf("task %d: %w", id, err)
+			return Report{}, fmt.Errorf("task %d: %w", id, err)
 		}
 		o := TaskObs{State: t.State, Completions: map[string]int{}}
 		for _, s := range t.Steps {
@@ -411,30 +434,17 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	f, err := os.Open(ledger)
 	if err != nil {
-		return res, err
+		return Report{}, err
 	}
 	defer f.Close()
 	l, bad, err := ParseLedger(f)
 	if err != nil {
-		return res, err
+		return Report{}, err
 	}
 	if bad > 0 {
 		r.logf("%d malformed ledger lines", bad)
 	}
-	res.Report = Check(submitted, obs, l)
-	for _, d := range res.Report.Details {
-		r.logf("%s", d)
-	}
-	if !res.OK() {
-		for _, w := range r.workers {
-			if w.cmd.ProcessState == nil {
-				_ = w.cmd.Process.Signal(syscall.SIGTERM)
-				_ = w.cmd.Wait()
-			}
-			r.logf("worker %d stderr (tail):\n%s", w.cmd.Process.Pid, tail(w.stderr.String(), 20))
-		}
-	}
-	return res, nil
+	return Check(submitted, obs, l), nil
 }
 
 func tail(s string, n int) string {
