@@ -141,6 +141,8 @@ type Engine struct {
 	loopStates map[string]*loopState
 	errCounts  map[string]uint64
 	fileErr    error // set once the database was deleted or replaced
+	// owners remembers the owner of worker ids already checked (remote.go).
+	owners workerOwners
 }
 
 // running is one handler in flight.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/weftrun/weft/internal/outcome"
@@ -84,8 +85,36 @@ func (e *Engine) RegisterWorker(ctx context.Context, name, owner string) (string
 		Worker: true, Owner: owner}); err != nil {
 		return "", fmt.Errorf("register worker %s: %w", name, err)
 	}
+	e.owners.remember(id, owner)
 	e.log.Info("remote worker registered", "worker_id", id, "owner", owner)
 	return id, nil
+}
+
+// workerOwners remembers the owner of each worker id the engine has
+// checked: a worker's id never changes owner, so its steady stream of
+// claims, heartbeats and reports costs no read of its engine row. It holds
+// at most maxRemembered ids and forgets them all when full.
+type workerOwners struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxRemembered = 4096
+
+func (w *workerOwners) owns(id, owner string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o, ok := w.m[id]
+	return ok && o == owner
+}
+
+func (w *workerOwners) remember(id, owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil || len(w.m) >= maxRemembered {
+		w.m = map[string]string{}
+	}
+	w.m[id] = owner
 }
 
 // checkWorker makes sure that workerID is a remote worker registered by
@@ -95,6 +124,9 @@ func (e *Engine) RegisterWorker(ctx context.Context, name, owner string) (string
 // registered before owners were recorded gets store.ErrEngineLost: it
 // registers again, under its credential.
 func (e *Engine) checkWorker(ctx context.Context, workerID, owner string) error {
+	if e.owners.owns(workerID, owner) {
+		return nil
+	}
 	w, err := e.store.GetEngine(ctx, workerID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -104,6 +136,7 @@ func (e *Engine) checkWorker(ctx context.Context, workerID, owner string) error 
 	case w.Owner == "":
 		return fmt.Errorf("worker %s has no recorded owner: %w", workerID, store.ErrEngineLost)
 	case w.Owner == owner:
+		e.owners.remember(workerID, owner)
 		return nil
 	}
 	return fmt.Errorf("no worker %s registered by this credential: %w", workerID, store.ErrNotFound)
