@@ -12,7 +12,6 @@ import (
 	"github.com/weftrun/weft/workflow"
 )
 
-
 func (s *Server) createTask(r *http.Request) (int, any, error) {
 	var req wire.SubmitRequest
 	if err := decode(r, &req); err != nil {
