@@ -29,6 +29,7 @@ const (
 	PermTasksRead      = "tasks:read"
 	PermTasksCancel    = "tasks:cancel"
 	PermTasksRetry     = "tasks:retry"
+	PermTasksSignal    = "tasks:signal"
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
 	PermWorkersConnect = "workers:connect"
@@ -37,7 +38,7 @@ const (
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
-var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry,
+var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry, PermTasksSignal,
 	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a

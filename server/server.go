@@ -196,6 +196,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, h: s.cancelTask},
 		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
 		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
+		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, h: s.signalTask},
 
 		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
 		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},

@@ -99,6 +99,19 @@ type StepAction struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// SignalRequest is the optional body of POST /v1/tasks/{id}/signals/{name}.
+type SignalRequest struct {
+	// Payload is any JSON value; absent means null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// SignalResult says what became of a signal.
+type SignalResult struct {
+	// Delivered is true when a waiting step took the signal at once, false
+	// when it is kept for the next step that begins to wait for it.
+	Delivered bool `json:"delivered"`
+}
+
 // CompleteStep is the body of POST /v1/steps/{id}/complete: an operator
 // ends a step by hand with the result its dependents will see.
 type CompleteStep struct {

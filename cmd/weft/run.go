@@ -51,7 +51,7 @@ the task stays in the database for 'weft worker' to resume.`,
 	sf.add(f, "idempotency key: a task with this key is not run twice")
 	f.BoolVar(&jsonOut, "json", false, "print the final task as JSON on stdout (progress goes to stderr)")
 	eng.add(f, "on interrupt, how long to wait for running steps before stopping them")
-	return cmd
+	return localOnlyCommand(cmd, "it runs the task on an engine of its own, on the database; submit with 'weft submit --server' and follow with 'weft task --server'")
 }
 
 // runTemplate is `weft run`: register, submit, then run the task with an
