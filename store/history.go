@@ -3,10 +3,16 @@ package store
 import "context"
 
 // History is the durable, ordered log of every state transition (the audit
-// log, read in commit order), which event streams follow. A reader keeps
-// the Cursor of the last event it handled and asks for what comes after
-// it: an event committed later always comes after every cursor handed out
-// before, so a reader that resumes misses nothing still retained.
+// log), which event streams follow. A reader keeps the Cursor of the last
+// event it handled and asks for what comes after it: an event committed
+// later always comes after every cursor handed out before, so a reader
+// that resumes misses nothing still retained, and sees nothing twice.
+//
+// The order is total and the same for every reader. The events of one
+// transaction are in the order it made them. Transactions follow one
+// another in commit order on SQLite; on PostgreSQL in the order they began
+// to write, which two concurrent transactions may commit in reverse (a
+// step's claim may then come before its task's submission).
 type History interface {
 	// History returns up to q.Limit events after q.After, oldest first,
 	// that match q's filters. Cursors are opaque; a malformed one is

@@ -20,6 +20,9 @@ type (
 	Task       = store.Task
 	Step       = store.Step
 	AuditEntry = store.AuditEntry
+	// Event is one event of GET /v1/events: a transition of a task or
+	// step, with its position in the history (Cursor, also the SSE id).
+	Event = store.HistoryEvent
 )
 
 // Error codes of the API. They are stable: clients branch on them.

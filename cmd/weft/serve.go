@@ -145,6 +145,7 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          nil,
 	}
+	hs.RegisterOnShutdown(srv.CloseStreams)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.

@@ -31,7 +31,8 @@ var serverArgs = map[string]struct {
 	"weft keys revoke":  {args: []string{"x"}},
 	"weft migrate":      {},
 	"weft retry":        {args: []string{"1"}, remote: true},
-	"weft run":          {args: []string{"hello.yaml"}, needArg: true},
+	"weft run":          {args: []string{"hello.yaml"}, needArg: true, remote: true},
+	"weft events":       {remote: true},
 	"weft serve":        {},
 	"weft signal":       {args: []string{"1", "go"}, remote: true},
 	"weft step":         {args: []string{"1"}, remote: true},
@@ -213,5 +214,60 @@ func waitCLITask(t *testing.T, as func(...string) result, id string, done func(*
 			t.Fatalf("task %s: still %s", id, task.State)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRunAndEventsThroughServer: `weft run --server` registers, submits and
+// follows its task through the server's event stream; `weft events` prints
+// a task's events from the server and from the database alike.
+func TestRunAndEventsThroughServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "runner", "--permissions", "tasks:*,workflows:*")
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	token := lines[len(lines)-1]
+	url, _ := startServe(t, db)
+	as := func(args ...string) result {
+		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+	}
+	hello := filepath.Join("..", "..", "examples", "hello.yaml")
+
+	r = as("run", hello, "--input", `{"name":"Ada"}`, "--json")
+	requireCode(t, 0, r)
+	task := decodeTask(t, r.stdout)
+	require.Equal(t, state.TaskCompleted, task.State)
+	require.JSONEq(t, `{"message": "HELLO, ADA! (10 characters)"}`, string(stepByName(t, task, "report").Result))
+	require.Contains(t, r.stderr, "completed", "the progress went to stderr")
+
+	failing := writeFile(t, dir, "failing.yaml", "namespace: ops\nname: failing\nversion: \"1\"\nsteps:\n  - name: s\n    handler: exec\n    retry: {max_attempts: 1}\n    config:\n      command: [/bin/sh, -c, 'exit 4']\n")
+	r = as("run", failing)
+	requireCode(t, 1, r)
+	require.Contains(t, r.stdout, "failed")
+	requireCode(t, 2, as("run", hello, "--concurrency", "3"))
+
+	id := strconv.FormatInt(task.ID, 10)
+	for name, run := range map[string]func(...string) result{
+		"server": as,
+		"local":  func(args ...string) result { return weftCLI(t, append([]string{"--db", db}, args...)...) },
+	} {
+		r = run("events", "--task", id, "--after", "start", "--json")
+		requireCode(t, 0, r)
+		var types []string
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var ev store.HistoryEvent
+			require.NoError(t, json.Unmarshal([]byte(line), &ev), "%s: %s", name, line)
+			require.Equal(t, task.ID, ev.TaskID)
+			types = append(types, ev.Type)
+		}
+		require.Contains(t, types, "task.submitted", name)
+		require.Equal(t, "task.completed", types[len(types)-1], "%s: it stops at the task's end", name)
+
+		r = run("events", "--task", id, "--after", "start")
+		requireCode(t, 0, r)
+		require.Regexp(t, `(?m)task\.completed\s+examples/hello\s+task `+id, r.stdout, name)
+		r = run("events", "--after", "bogus", "--task", id)
+		requireCode(t, 2, r)
 	}
 }
