@@ -33,13 +33,15 @@ const (
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
 	PermWorkersConnect = "workers:connect"
+	PermWebhooksRead   = "webhooks:read"
+	PermWebhooksWrite  = "webhooks:write"
 	PermAdmin          = "admin:*"
 )
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
 var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry, PermTasksSignal,
-	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermAdmin}
+	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWebhooksRead, PermWebhooksWrite, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a
 // known resource.

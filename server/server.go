@@ -203,6 +203,10 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
 		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, h: s.signalTask},
 		{method: "GET", path: "/v1/events", perm: PermTasksRead, raw: s.streamEvents},
+		{method: "POST", path: "/v1/webhooks", perm: PermWebhooksWrite, h: s.createWebhook},
+		{method: "GET", path: "/v1/webhooks", perm: PermWebhooksRead, h: s.listWebhooks},
+		{method: "DELETE", path: "/v1/webhooks/{id}", perm: PermWebhooksWrite, h: s.deleteWebhook},
+		{method: "POST", path: "/v1/webhooks/{id}/enable", perm: PermWebhooksWrite, h: s.enableWebhook},
 
 		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
 		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},

@@ -23,7 +23,27 @@ type (
 	// Event is one event of GET /v1/events: a transition of a task or
 	// step, with its position in the history (Cursor, also the SSE id).
 	Event = store.HistoryEvent
+	// Webhook is a webhook subscription; Secret is set only in the
+	// answer to its creation.
+	Webhook = store.Webhook
 )
+
+// SignatureHeader signs a webhook delivery: "t=<unix seconds>,v1=<hex
+// HMAC-SHA256 of "<t>.<body>" keyed with the webhook's secret>".
+const SignatureHeader = "Weft-Signature"
+
+// CreateWebhook is the body of POST /v1/webhooks.
+type CreateWebhook struct {
+	URL       string   `json:"url"`
+	Namespace string   `json:"namespace,omitempty"`
+	Workflow  string   `json:"workflow,omitempty"`
+	Types     []string `json:"types,omitempty"`
+}
+
+// WebhookList is the body of GET /v1/webhooks.
+type WebhookList struct {
+	Webhooks []Webhook `json:"webhooks"`
+}
 
 // Error codes of the API. They are stable: clients branch on them.
 const (

@@ -35,6 +35,12 @@ type backend interface {
 	ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error
 	// RegisterTemplate registers a template loaded from path.
 	RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error
+	// Webhooks: create (the result carries the secret), list, delete and
+	// enable.
+	AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error)
+	ListWebhooks(ctx context.Context) ([]weft.Webhook, error)
+	RemoveWebhook(ctx context.Context, id int64) error
+	ResumeWebhook(ctx context.Context, id int64) error
 	// Where names the database or server, for messages.
 	Where() string
 	Close()
@@ -68,6 +74,17 @@ func (l localBackend) RetryStep(ctx context.Context, id int64, reason string) er
 }
 func (l localBackend) ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error {
 	return l.Engine.ResolveStep(ctx, weft.StepResolution{StepID: id, EngineID: cliActor(), Reason: reason, Result: result})
+}
+
+func (l localBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
+	return l.Engine.CreateWebhook(ctx, spec, weft.Operator{Actor: cliActor()})
+}
+func (l localBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) { return l.Engine.Webhooks(ctx) }
+func (l localBackend) RemoveWebhook(ctx context.Context, id int64) error {
+	return l.Engine.DeleteWebhook(ctx, id, weft.Operator{Actor: cliActor()})
+}
+func (l localBackend) ResumeWebhook(ctx context.Context, id int64) error {
+	return l.Engine.EnableWebhook(ctx, id, weft.Operator{Actor: cliActor()})
 }
 
 // cliActor names the operator of a local command in the audit trail:
@@ -136,6 +153,18 @@ func (r remoteBackend) RetryStep(ctx context.Context, id int64, reason string) e
 }
 func (r remoteBackend) ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error {
 	_, err := r.Client.ResolveStep(ctx, id, result, reason)
+	return err
+}
+
+func (r remoteBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
+	return r.Client.CreateWebhook(ctx, wire.CreateWebhook{URL: spec.URL, Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types})
+}
+func (r remoteBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) { return r.Client.Webhooks(ctx) }
+func (r remoteBackend) RemoveWebhook(ctx context.Context, id int64) error {
+	return r.Client.DeleteWebhook(ctx, id)
+}
+func (r remoteBackend) ResumeWebhook(ctx context.Context, id int64) error {
+	_, err := r.Client.EnableWebhook(ctx, id)
 	return err
 }
 
