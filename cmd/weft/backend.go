@@ -79,7 +79,9 @@ func (l localBackend) ResolveStep(ctx context.Context, id int64, result json.Raw
 func (l localBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
 	return l.Engine.CreateWebhook(ctx, spec, weft.Operator{Actor: cliActor()})
 }
-func (l localBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) { return l.Engine.Webhooks(ctx) }
+func (l localBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) {
+	return l.Engine.Webhooks(ctx)
+}
 func (l localBackend) RemoveWebhook(ctx context.Context, id int64) error {
 	return l.Engine.DeleteWebhook(ctx, id, weft.Operator{Actor: cliActor()})
 }
@@ -159,7 +161,9 @@ func (r remoteBackend) ResolveStep(ctx context.Context, id int64, result json.Ra
 func (r remoteBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
 	return r.Client.CreateWebhook(ctx, wire.CreateWebhook{URL: spec.URL, Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types})
 }
-func (r remoteBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) { return r.Client.Webhooks(ctx) }
+func (r remoteBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) {
+	return r.Client.Webhooks(ctx)
+}
 func (r remoteBackend) RemoveWebhook(ctx context.Context, id int64) error {
 	return r.Client.DeleteWebhook(ctx, id)
 }

@@ -25,8 +25,10 @@ func TestWebhooksCLI(t *testing.T) {
 	url, _ := startServe(t, db)
 
 	for name, run := range map[string]func(...string) result{
-		"local":  func(args ...string) result { return weftCLI(t, append([]string{"--db", db}, args...)...) },
-		"server": func(args ...string) result { return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...) },
+		"local": func(args ...string) result { return weftCLI(t, append([]string{"--db", db}, args...)...) },
+		"server": func(args ...string) result {
+			return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+		},
 	} {
 		r := run("webhooks", "create", "--url", "https://hooks.example/"+name, "--namespace", "shop", "--types", "task.failed,step.failed")
 		requireCode(t, 0, r)
