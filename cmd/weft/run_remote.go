@@ -47,7 +47,7 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	}
 	width, height, live := terminal(out)
 	live = live && a.getenv("TERM") != "dumb"
-	p := newProgress(out, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height})
+	p := newProgress(out, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height, server: a.serverFlag})
 	if _, _, tty := terminal(a.stderr); live && tty {
 		a.logOut.hold()
 		defer a.logOut.release()
