@@ -48,6 +48,22 @@ nothing is missed between two runs.`,
 					return usageErrorf("--workflow must be namespace/name, got %q", f.Workflow)
 				}
 			}
+			if f.TaskID != 0 {
+				// Waiting for the end of a task that does not exist would
+				// wait forever.
+				b, err := a.backend(cmd.Context(), readOnlyDB)
+				if err != nil {
+					return err
+				}
+				_, err = b.Get(cmd.Context(), f.TaskID)
+				b.Close()
+				if errors.Is(err, weft.ErrNotFound) {
+					return notFound(f.TaskID)
+				}
+				if err != nil {
+					return err
+				}
+			}
 			print := func(ev weft.HistoryEvent) error { return writeEvent(a.stdout, ev, jsonOut) }
 			err := a.followEvents(cmd.Context(), f, print)
 			if errors.Is(err, errTaskEnded) || cmd.Context().Err() != nil {

@@ -273,5 +273,8 @@ func TestRunAndEventsThroughServer(t *testing.T) {
 		require.Regexp(t, `(?m)task\.completed\s+examples/hello\s+task `+id, r.stdout, name)
 		r = run("events", "--after", "bogus", "--task", id)
 		requireCode(t, 2, r)
+		r = run("events", "--task", "424242")
+		requireCode(t, 1, r)
+		require.Contains(t, r.stderr, "task 424242: not found", name)
 	}
 }
