@@ -82,7 +82,11 @@ type Task struct {
 	StartedAt      *time.Time      `json:"started_at,omitempty"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	Error          string          `json:"error,omitempty"`
-	Steps          []Step          `json:"steps,omitempty"`
+	// Schedule names the schedule that submitted the task (its name within
+	// the workflow) and ScheduleTick the tick it was submitted for.
+	Schedule     string     `json:"schedule,omitempty"`
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
+	Steps        []Step     `json:"steps,omitempty"`
 }
 
 // Step is a stored step of a task.

@@ -35,7 +35,8 @@ func Load(path string) (*Workflow, error) {
 // The template is a mapping with the keys namespace, name, version,
 // description, identity, steps, templates (step templates for the items of
 // batches, with the keys of a step) and limits (max_decision_depth,
-// max_steps); each step is a mapping with the keys name, handler, config
+// max_steps) and schedules (each with name, cron, time_zone, input,
+// catch_up and max_catch_up); each step is a mapping with the keys name, handler, config
 // (any mapping, kept as a JSON object), depends_on, retry (max_attempts,
 // backoff, initial, max, jitter), timeout, priority, ttl, type (decision,
 // converge, batch, signal), trigger_rule, when (a condition), worker (the
@@ -95,6 +96,26 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 	"limits": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
 		tplDecodeMapping(d, n, at, tplLimitsFields, &w.Limits)
 	},
+	"schedules": tplField(tplList((*templateDecoder).schedule), func(w *Workflow) *[]Schedule { return &w.Schedules }),
+}
+
+var tplScheduleFields = map[string]tplFieldDecoder[Schedule]{
+	"name":         tplField((*templateDecoder).str, func(s *Schedule) *string { return &s.Name }),
+	"cron":         tplField((*templateDecoder).str, func(s *Schedule) *string { return &s.Cron }),
+	"time_zone":    tplField((*templateDecoder).str, func(s *Schedule) *string { return &s.TimeZone }),
+	"input":        tplField((*templateDecoder).config, func(s *Schedule) *json.RawMessage { return &s.Input }),
+	"catch_up":     tplField(tplOneOf(CatchUpSkip, CatchUpLatest, CatchUpAll), func(s *Schedule) *CatchUp { return &s.CatchUp }),
+	"max_catch_up": tplField(tplNumber(1, 1000), func(s *Schedule) *int { return &s.MaxCatchUp }),
+}
+
+// schedule decodes one schedule; its line is kept for Validate's errors.
+func (d *templateDecoder) schedule(n *yaml.Node, at tplLoc) (Schedule, bool) {
+	s := Schedule{line: n.Line}
+	if d.want(n, at, yaml.MappingNode) == nil {
+		return s, false
+	}
+	tplDecodeMapping(d, n, at, tplScheduleFields, &s)
+	return s, true
 }
 
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{

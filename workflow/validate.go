@@ -101,6 +101,7 @@ func (w *Workflow) Validate() error {
 		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
 	}
 	w.validateTemplates(add)
+	w.validateSchedules(add)
 	nodes := make([]dag.Node, 0, len(w.Steps))
 	for _, s := range w.Steps {
 		if s.Name == "" {

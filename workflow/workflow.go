@@ -24,6 +24,8 @@ type Workflow struct {
 	Templates []Step `json:"templates,omitempty"`
 	// Limits bound what a task of the workflow may grow to.
 	Limits Limits `json:"limits,omitempty"`
+	// Schedules submit tasks of the workflow on cron ticks; see Schedule.
+	Schedules []Schedule `json:"schedules,omitempty"`
 
 	// source names where the definition came from (a file), for errors.
 	source string

@@ -68,15 +68,16 @@ func scanWorkflow(r Row) (store.WorkflowRecord, error) {
 	return w, nil
 }
 
-const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error`
+const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick`
 
 func scanTask(r Row) (store.Task, error) {
 	var t store.Task
 	var st, input string
 	var key sql.NullString
 	var runAt, created int64
-	var goodUntil, started, finished sql.NullInt64
-	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error)
+	var goodUntil, started, finished, tick sql.NullInt64
+	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error,
+		&t.Schedule, &tick)
 	if err != nil {
 		return t, err
 	}
@@ -88,6 +89,7 @@ func scanTask(r Row) (store.Task, error) {
 	t.CreatedAt = time.UnixMicro(created)
 	t.StartedAt = optTime(started)
 	t.FinishedAt = optTime(finished)
+	t.ScheduleTick = optTime(tick)
 	return t, nil
 }
 
