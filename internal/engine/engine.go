@@ -143,6 +143,8 @@ type Engine struct {
 	fileErr    error // set once the database was deleted or replaced
 	// owners remembers the owner of worker ids already checked (remote.go).
 	owners workerOwners
+	// clock is the time schedules are planned by; tests replace it.
+	clock func() time.Time
 }
 
 // running is one handler in flight.
@@ -184,6 +186,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		settled:   make(chan struct{}),
 		ready:     make(chan struct{}),
 		nudge:     make(chan struct{}, 1),
+		clock:     time.Now,
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	e.registerBuiltins()
