@@ -248,3 +248,18 @@ type Progress struct {
 	Fraction *float64 `json:"fraction"`
 	Message  string   `json:"message,omitempty"`
 }
+
+// Schedule is a registered cron schedule as stored (GET /v1/schedules).
+type Schedule = store.ScheduleRecord
+
+// ScheduleList is the body of GET /v1/schedules.
+type ScheduleList struct {
+	Schedules []Schedule `json:"schedules"`
+}
+
+// ScheduleDetail is the body of GET /v1/schedules/{namespace}/{workflow}/{name}:
+// the schedule and its pauses and resumptions, oldest first.
+type ScheduleDetail struct {
+	Schedule
+	Audit []store.ScheduleAuditEntry `json:"audit"`
+}
