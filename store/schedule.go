@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -110,4 +112,38 @@ type ScheduleAuditEntry struct {
 	Action string    `json:"action"` // "paused" or "resumed"
 	Actor  string    `json:"actor"`
 	Reason string    `json:"reason,omitempty"`
+}
+
+// ParseScheduleRef reads a schedule reference, "namespace/workflow/name"
+// or a bare name, into the filter that finds it.
+func ParseScheduleRef(ref string) (ScheduleFilter, error) {
+	var f ScheduleFilter
+	switch parts := strings.Split(ref, "/"); len(parts) {
+	case 1:
+		f.Name = parts[0]
+	case 3:
+		f = ScheduleFilter{Namespace: parts[0], Workflow: parts[1], Name: parts[2]}
+	}
+	if f.Name == "" || strings.Contains(ref, "/") && (f.Namespace == "" || f.Workflow == "") {
+		return f, fmt.Errorf("%w schedule %q: want namespace/workflow/name or a name", ErrInvalid, ref)
+	}
+	return f, nil
+}
+
+// PickSchedule returns the one schedule of list, found for ref: none is
+// ErrNotFound, several (a bare name that schedules of several workflows
+// have) ErrInvalid.
+func PickSchedule(ref string, list []ScheduleRecord) (ScheduleRecord, error) {
+	switch len(list) {
+	case 0:
+		return ScheduleRecord{}, fmt.Errorf("schedule %s: %w", ref, ErrNotFound)
+	case 1:
+		return list[0], nil
+	}
+	names := make([]string, len(list))
+	for i, s := range list {
+		names[i] = s.String()
+	}
+	return ScheduleRecord{}, fmt.Errorf("%w schedule %q: several schedules have that name (%s): give namespace/workflow/name",
+		ErrInvalid, ref, strings.Join(names, ", "))
 }

@@ -125,7 +125,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.dbFlag, "db", "", "database URL or SQLite file path (default $WEFT_DB, else "+weftdb.DefaultDB+")")
-	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server (submit, tasks, task, cancel, retry, validate) instead of a database (default $WEFT_SERVER)")
+	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server (submit, tasks, task, cancel, retry, validate, register, schedules) instead of a database (default $WEFT_SERVER)")
 	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
 	root.AddCommand(
@@ -141,6 +141,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.migrateCommand(),
 		a.serveCommand(),
 		a.keysCommand(),
+		a.registerCommand(),
+		a.schedulesCommand(),
 	)
 	return root
 }

@@ -218,6 +218,9 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 	if t.Priority != 0 {
 		fmt.Fprintf(tw, "Priority:\t%d\n", t.Priority)
 	}
+	if t.Schedule != "" {
+		fmt.Fprintf(tw, "Schedule:\t%s/%s/%s, tick %s\n", t.Namespace, t.Workflow, t.Schedule, fmtTime(t.ScheduleTick))
+	}
 	fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(t.Input), 100))
 	if t.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", abbrev(t.Error, 200))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/schedule"
@@ -133,32 +132,15 @@ func (e *Engine) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]stor
 // FindSchedule resolves a schedule reference: "namespace/workflow/name",
 // or a bare name that only one schedule has.
 func (e *Engine) FindSchedule(ctx context.Context, ref string) (store.ScheduleRecord, error) {
-	var f store.ScheduleFilter
-	switch parts := strings.Split(ref, "/"); len(parts) {
-	case 1:
-		f.Name = parts[0]
-	case 3:
-		f = store.ScheduleFilter{Namespace: parts[0], Workflow: parts[1], Name: parts[2]}
-	}
-	if f.Name == "" || strings.Contains(ref, "/") && (f.Namespace == "" || f.Workflow == "") {
-		return store.ScheduleRecord{}, fmt.Errorf("%w schedule %q: want namespace/workflow/name or a name", store.ErrInvalid, ref)
+	f, err := store.ParseScheduleRef(ref)
+	if err != nil {
+		return store.ScheduleRecord{}, err
 	}
 	list, err := e.store.ListSchedules(ctx, f)
 	if err != nil {
 		return store.ScheduleRecord{}, err
 	}
-	switch len(list) {
-	case 0:
-		return store.ScheduleRecord{}, fmt.Errorf("schedule %s: %w", ref, store.ErrNotFound)
-	case 1:
-		return list[0], nil
-	}
-	names := make([]string, len(list))
-	for i, s := range list {
-		names[i] = s.String()
-	}
-	return store.ScheduleRecord{}, fmt.Errorf("%w schedule %q: several schedules have that name (%s): give namespace/workflow/name",
-		store.ErrInvalid, ref, strings.Join(names, ", "))
+	return store.PickSchedule(ref, list)
 }
 
 // PauseSchedule pauses (paused) or resumes a schedule, recording actor
