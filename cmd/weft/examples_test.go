@@ -204,6 +204,19 @@ func exampleCases() map[string]exampleCase {
 			},
 		},
 
+		"nightly-report.yaml": {
+			args: []string{"--input", `{"scope": "eu"}`},
+			check: func(t *testing.T, x *exampleRun) {
+				require.Equal(t, "orders-eu", resultField(t, x.task, "build", "report"))
+				// Running it registered its schedules.
+				r := weftCLI(t, "schedules", "--db", x.db)
+				requireCode(t, exitOK, r)
+				require.Contains(t, r.stdout, "examples/nightly-report/nightly")
+				require.Contains(t, r.stdout, "America/New_York")
+				require.Contains(t, r.stdout, "examples/nightly-report/hourly-eu")
+			},
+		},
+
 		"csv-import.yaml": {
 			args: []string{"--input", `{"file": "examples/data/orders.csv", "size": 25}`},
 			check: func(t *testing.T, x *exampleRun) {
