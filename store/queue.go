@@ -72,6 +72,14 @@ type Outcome struct {
 	// Spawn, on the completion of a KindBatch step, creates its items in
 	// the same transaction.
 	Spawn *Spawn
+	// Child, with State StepWaiting, starts a child task in the same
+	// transaction and makes the step wait for it (a KindWorkflow step):
+	// the attempt is given back, and the child's end decides what comes
+	// next. A start past the limits fails the step instead.
+	Child *ChildStart
+	// ChildConsumed marks the outcome of an attempt that reported a child's
+	// failure (Step.ChildError): it clears the error.
+	ChildConsumed bool
 }
 
 // Spawn describes the items a batch step creates: one step per item, run

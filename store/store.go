@@ -62,6 +62,7 @@ type Store interface {
 	Admin
 	Credentials
 	Schedules
+	Children
 	// Close releases the database handles. Calls after Close fail.
 	Close() error
 }

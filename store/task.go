@@ -48,7 +48,8 @@ type StepInsert struct {
 	// claim time plus Timeout, and OverdueSteps reports it once the
 	// deadline passes, wherever the step runs. 0: none.
 	Timeout time.Duration
-	// Kind is "" or one of KindDecision, KindBatch, KindSignal.
+	// Kind is "" or one of KindDecision, KindBatch, KindSignal,
+	// KindWorkflow.
 	Kind string
 	// TriggerRule decides, from its dependencies' outcomes, whether the
 	// step runs (see dag.Rule); "" means all_success.
@@ -86,7 +87,15 @@ type Task struct {
 	// the workflow) and ScheduleTick the tick it was submitted for.
 	Schedule     string     `json:"schedule,omitempty"`
 	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
-	Steps        []Step     `json:"steps,omitempty"`
+	// ParentTaskID and ParentStep name the task and step that started this
+	// task as a child (0 and "" for a root task), and Depth counts the
+	// tasks above it. Children lists the tasks it started, oldest first
+	// (filled by GetTask only).
+	ParentTaskID int64   `json:"parent_task_id,omitempty"`
+	ParentStep   string  `json:"parent_step,omitempty"`
+	Depth        int     `json:"depth,omitempty"`
+	Children     []int64 `json:"children,omitempty"`
+	Steps        []Step  `json:"steps,omitempty"`
 }
 
 // Step is a stored step of a task.
@@ -126,4 +135,9 @@ type Step struct {
 	// running.
 	Deadline   *time.Time `json:"deadline,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// ChildTaskID is the child task a KindWorkflow step started last (0:
+	// none), and ChildError why that child did not complete while the
+	// step waits to report it.
+	ChildTaskID int64  `json:"child_task_id,omitempty"`
+	ChildError  string `json:"child_error,omitempty"`
 }

@@ -34,3 +34,12 @@ CREATE INDEX IF NOT EXISTS schedule_audit_key ON schedule_audit (namespace, work
 -- A task submitted by a schedule names it and its tick.
 ALTER TABLE tasks ADD COLUMN schedule TEXT NOT NULL DEFAULT '';
 ALTER TABLE tasks ADD COLUMN schedule_tick BIGINT;
+-- Sub-workflows: a child task names its parent task and step and its depth
+-- below the root; a step of type workflow records the child it waits for
+-- and, once that child did not complete, why.
+ALTER TABLE tasks ADD COLUMN parent_task_id BIGINT;
+ALTER TABLE tasks ADD COLUMN parent_step_id BIGINT;
+ALTER TABLE tasks ADD COLUMN depth BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS tasks_parent ON tasks (parent_task_id, id) WHERE parent_task_id IS NOT NULL;
+ALTER TABLE steps ADD COLUMN child_task_id BIGINT;
+ALTER TABLE steps ADD COLUMN child_error TEXT;
