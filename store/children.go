@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // KindWorkflow: the step runs no handler of its own; it starts a child task
 // of another workflow (Outcome.Child) and waits, holding no slot, until the
@@ -29,4 +32,9 @@ type Children interface {
 	// no longer held). A child whose idempotency key exists is returned
 	// with Duplicate set. A start past the limits is ErrConflict.
 	StartChild(ctx context.Context, f Fence, c ChildStart) (InsertResult, error)
+	// TaskResult returns what a completed task hands to the step that
+	// started it: the results of its final steps (those no other step
+	// depends on, batch items aside) that completed or were resolved, as
+	// a JSON object by step name.
+	TaskResult(ctx context.Context, id int64) (json.RawMessage, error)
 }

@@ -73,9 +73,10 @@ type Outcome struct {
 	// the same transaction.
 	Spawn *Spawn
 	// Child, with State StepWaiting, starts a child task in the same
-	// transaction and makes the step wait for it (a KindWorkflow step):
-	// the attempt is given back, and the child's end decides what comes
-	// next. A start past the limits fails the step instead.
+	// transaction and makes the step wait for it (a KindWorkflow step);
+	// the child's end decides what comes next (a failed child is reported
+	// by a run under the same attempt number). A start past the limits
+	// fails the step instead.
 	Child *ChildStart
 	// ChildConsumed marks the outcome of an attempt that reported a child's
 	// failure (Step.ChildError): it clears the error.

@@ -39,8 +39,9 @@ func Load(path string) (*Workflow, error) {
 // catch_up and max_catch_up); each step is a mapping with the keys name, handler, config
 // (any mapping, kept as a JSON object), depends_on, retry (max_attempts,
 // backoff, initial, max, jitter), timeout, priority, ttl, type (decision,
-// converge, batch, signal), trigger_rule, when (a condition), worker (the
-// template of a batch's items) and signal (name, timeout). See
+// converge, batch, signal, workflow), trigger_rule, when (a condition),
+// worker (the template of a batch's items), signal (name, timeout),
+// workflow and input (of a workflow step). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
@@ -121,6 +122,8 @@ func (d *templateDecoder) schedule(n *yaml.Node, at tplLoc) (Schedule, bool) {
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{
 	"max_decision_depth": tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDecisionDepth }),
 	"max_steps":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxSteps }),
+	"max_depth":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDepth }),
+	"max_children":       tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxChildren }),
 }
 
 var tplSignalFields = map[string]tplFieldDecoder[SignalWait]{
@@ -139,7 +142,9 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"retry": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		tplDecodeMapping(d, n, at, tplRetryFields, &s.Retry)
 	},
-	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal), func(s *Step) *StepType { return &s.Type }),
+	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal, StepWorkflow), func(s *Step) *StepType { return &s.Type }),
+	"workflow":     tplField((*templateDecoder).str, func(s *Step) *string { return &s.Workflow }),
+	"input":        tplField((*templateDecoder).str, func(s *Step) *string { return &s.Input }),
 	"trigger_rule": tplField(tplOneOf(AllSuccess, AllDone, OneSuccess, OneFailed, AllFailed, NoneFailed, NoneFailedMinOneSuccess, Always), func(s *Step) *TriggerRule { return &s.TriggerRule }),
 	"when":         tplField((*templateDecoder).str, func(s *Step) *string { return &s.When }),
 	"worker":       tplField((*templateDecoder).str, func(s *Step) *string { return &s.Worker }),

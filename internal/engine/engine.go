@@ -133,6 +133,7 @@ type Engine struct {
 	cancelFlush context.CancelFunc
 	onlyTask    int64 // when set, claim only this task's steps (RunTask)
 	conds       conditions
+	values      values
 	observers   observers
 
 	// healthMu guards the loops' failure records and the file check's

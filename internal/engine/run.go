@@ -34,9 +34,10 @@ type Run struct {
 	// Deadline is when the step's timeout passes; zero when it has none.
 	Deadline time.Time
 
-	engine *Engine
-	fence  store.Fence
-	mu     sync.Mutex
+	engine  *Engine
+	fence   store.Fence
+	claimed *store.ClaimedStep
+	mu      sync.Mutex
 	slot   bool // holds a slot
 }
 

@@ -57,8 +57,8 @@ func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
 	var missing []string
 	seen := map[string]bool{}
 	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
-		if s.Type == workflow.StepSignal {
-			continue // runs no handler
+		if s.Type == workflow.StepSignal || s.Type == workflow.StepWorkflow {
+			continue // runs no handler of the user's
 		}
 		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
 			seen[s.Handler] = true

@@ -103,7 +103,7 @@ func (t *txn) startChild(o store.Outcome) (held bool, refused string, err error)
 	}
 	var taskID int64
 	var name string
-	err = t.queryRow(`UPDATE steps SET state = 'waiting', sub = '', error = '', attempt = attempt - 1, run_at = NULL, expires_at = NULL,
+	err = t.queryRow(`UPDATE steps SET state = 'waiting', sub = '', error = '', run_at = NULL, expires_at = NULL,
 		deadline = NULL, child_error = NULL WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? RETURNING task_id, name`,
 		o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID).Scan(&taskID, &name)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -115,6 +115,11 @@ func (t *txn) startChild(o store.Outcome) (held bool, refused string, err error)
 	child, err := t.insertChild(parent, o.Fence.StepID, depth, o.Child.Task)
 	if err != nil {
 		return false, "", err
+	}
+	if child.Duplicate {
+		// Its key names an existing task, which may have ended: waiting
+		// for it could wait forever.
+		return false, "", store.Refused(fmt.Errorf("child key %q of step %d names task %d already", o.Child.Task.IdempotencyKey, o.Fence.StepID, child.Task.ID))
 	}
 	if _, err := t.exec(`UPDATE steps SET child_task_id = ? WHERE id = ?`, child.Task.ID, o.Fence.StepID); err != nil {
 		return false, "", fmt.Errorf("record child task %d of step %d: %w", child.Task.ID, o.Fence.StepID, err)
@@ -161,8 +166,9 @@ func (t *txn) childEnded(child, stepID int64, to state.Task, reason string) erro
 	if reason != "" {
 		msg += ": " + reason
 	}
+	// The attempt that reports it is the attempt that started the child.
 	moved, err := t.moveStep(stepID, taskID, name, state.StepWaiting, state.StepReady, attempt, msg,
-		`child_error = ?, sort_key = ?, run_at = NULL`, msg, t.now-int64(priority)*t.s.aging)
+		`child_error = ?, sort_key = ?, run_at = NULL, attempt = attempt - 1`, msg, t.now-int64(priority)*t.s.aging)
 	if moved {
 		t.readied++
 	}
@@ -173,8 +179,21 @@ func (t *txn) childEnded(child, stepID int64, to state.Task, reason string) erro
 // the results of its final steps (those no other step depends on, batch
 // items aside) that completed or were resolved, by step name.
 func (t *txn) taskResult(id int64) (json.RawMessage, error) {
-	rows, err := t.query(`SELECT name, result FROM steps WHERE task_id = ? AND children = '' AND kind != 'item'
-		AND state IN ('completed', 'resolved') ORDER BY idx`, id)
+	rows, err := t.query(taskResultQuery, id)
+	return decodeTaskResult(id, rows, err)
+}
+
+// TaskResult returns what a completed task hands to the step that started
+// it (see taskResult).
+func (s *Store) TaskResult(ctx context.Context, id int64) (json.RawMessage, error) {
+	rows, err := s.read(ctx, taskResultQuery, id)
+	return decodeTaskResult(id, rows, err)
+}
+
+const taskResultQuery = `SELECT name, result FROM steps WHERE task_id = ? AND children = '' AND kind != 'item'
+	AND state IN ('completed', 'resolved') ORDER BY idx`
+
+func decodeTaskResult(id int64, rows Rows, err error) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("result of task %d: %w", id, err)
 	}

@@ -47,7 +47,7 @@ func (h *harness) startChild(parent int64, key string, maxDepth, maxChildren int
 	c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: parent})
 	require.Len(h.t, c, 1)
 	require.Equal(h.t, "call", c[0].Name)
-	res := h.complete(store.Outcome{Fence: c[0].Fence, EngineID: "e1", State: state.StepWaiting, Snooze: true,
+	res := h.complete(store.Outcome{Fence: c[0].Fence, EngineID: "e1", State: state.StepWaiting,
 		Child: &store.ChildStart{Task: childInsert(key), MaxDepth: maxDepth, MaxChildren: maxChildren}})
 	return c[0], res
 }
@@ -70,7 +70,7 @@ func testChildComplete(t *testing.T, h *harness) {
 	p := h.task(parent)
 	call := p.Steps[0]
 	require.Equal(t, state.StepWaiting, call.State)
-	require.Equal(t, claimed.Attempts-1, call.Attempts, "the attempt is given back while the child runs")
+	require.Equal(t, claimed.Attempts, call.Attempts, "the child is the attempt")
 	require.NotZero(t, call.ChildTaskID)
 	require.Equal(t, []int64{call.ChildTaskID}, p.Children)
 	child := h.task(call.ChildTaskID)
@@ -111,7 +111,7 @@ func testChildFailure(t *testing.T, h *harness) {
 	require.Contains(t, call.ChildError, "boom")
 	again := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: parent})
 	require.Len(t, again, 1)
-	require.Equal(t, 1, again[0].Attempts, "the child's attempt is the step's first")
+	require.Equal(t, 1, again[0].Attempts, "the child's failure is reported by the attempt that started it")
 	require.Equal(t, call.ChildError, again[0].ChildError, "the claim carries the child's failure")
 	require.NoError(t, h.complete(store.Outcome{Fence: again[0].Fence, EngineID: "e1", State: state.StepWaiting,
 		RunAt: h.clock.Now(), Error: again[0].ChildError, ChildConsumed: true})[0])
@@ -120,18 +120,27 @@ func testChildFailure(t *testing.T, h *harness) {
 	require.Equal(t, child, call.ChildTaskID, "the link stays until the next child")
 }
 
+// testChildStartFenced: an engine that lost its step (it stalled or
+// crashed, and the step was taken over) cannot start a second child when
+// its outcome arrives late; the holder's start is the only one.
 func testChildStartFenced(t *testing.T, h *harness) {
 	parent := h.insert(store.TaskInsert{Steps: parentSteps()})[0].Task.ID
-	c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: parent})
-	require.Len(t, c, 1)
-	stale := c[0].Fence
-	stale.LeaseID++
-	res := h.complete(store.Outcome{Fence: stale, EngineID: "e1", State: state.StepWaiting, Snooze: true,
-		Child: &store.ChildStart{Task: childInsert("child:x")}})
-	require.ErrorIs(t, res[0], store.ErrStaleLease)
-	tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{})
+	lost := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: parent, LeaseID: 41})
+	require.Len(t, lost, 1)
+	n, err := h.s.ReleaseLease(h.ctx, "e1", 41)
 	require.NoError(t, err)
-	require.Len(t, tasks, 1, "a refused start inserts no child")
+	require.Equal(t, 1, n)
+	holder := h.claimWith(store.ClaimParams{EngineID: "e2", Limit: 1, TaskID: parent, LeaseID: 42})
+	require.Len(t, holder, 1)
+	require.NoError(t, h.complete(store.Outcome{Fence: holder[0].Fence, EngineID: "e2", State: state.StepWaiting,
+		Child: &store.ChildStart{Task: childInsert("child:holder")}})[0])
+	res := h.complete(store.Outcome{Fence: lost[0].Fence, EngineID: "e1", State: state.StepWaiting,
+		Child: &store.ChildStart{Task: childInsert("child:lost")}})
+	require.ErrorIs(t, res[0], store.ErrStaleLease)
+	p := h.task(parent)
+	require.Len(t, p.Children, 1, "one child, whoever reported")
+	require.Equal(t, p.Children[0], p.Steps[0].ChildTaskID)
+	require.Equal(t, "child:holder", h.task(p.Children[0]).IdempotencyKey)
 }
 
 func testCancelChildren(t *testing.T, h *harness) {
@@ -172,7 +181,7 @@ func testChildLimits(t *testing.T, h *harness) {
 	c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 2, TaskID: parent})
 	require.Len(t, c, 2)
 	for i, want := range []state.Step{state.StepWaiting, state.StepFailed} {
-		require.NoError(t, h.complete(store.Outcome{Fence: c[i].Fence, EngineID: "e1", State: state.StepWaiting, Snooze: true,
+		require.NoError(t, h.complete(store.Outcome{Fence: c[i].Fence, EngineID: "e1", State: state.StepWaiting,
 			Child: &store.ChildStart{Task: childInsert(""), MaxDepth: 5, MaxChildren: 1}})[0])
 		st := h.task(parent).Steps[c[i].Index]
 		require.Equal(t, want, st.State, "step %s", st.Name)
