@@ -29,7 +29,7 @@ func scheduleKey(r *http.Request) weft.ScheduleKey {
 
 func (s *Server) getSchedule(r *http.Request) (int, any, error) {
 	k := scheduleKey(r)
-	list, err := s.engine.Schedules(r.Context(), weft.ScheduleFilter{Namespace: k.Namespace, Workflow: k.Workflow, Name: k.Name})
+	list, err := s.engine.Schedules(r.Context(), weft.ScheduleFilter(k))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -38,7 +38,7 @@ type Run struct {
 	fence   store.Fence
 	claimed *store.ClaimedStep
 	mu      sync.Mutex
-	slot   bool // holds a slot
+	slot    bool // holds a slot
 }
 
 // SaveCheckpoint stores a JSON checkpoint for later attempts of the step

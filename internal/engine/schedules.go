@@ -153,7 +153,7 @@ func (e *Engine) PauseSchedule(ctx context.Context, k store.ScheduleKey, paused 
 	}
 	p := store.SchedulePause{Key: k, Paused: paused, Actor: actor, Reason: reason}
 	if !paused {
-		list, err := e.store.ListSchedules(ctx, store.ScheduleFilter{Namespace: k.Namespace, Workflow: k.Workflow, Name: k.Name})
+		list, err := e.store.ListSchedules(ctx, store.ScheduleFilter(k))
 		if err != nil {
 			return store.ScheduleRecord{}, err
 		}
