@@ -33,7 +33,8 @@ type ClaimParams struct {
 	// Caps limits how many steps of a namespace run at once across every
 	// engine on the database.
 	Caps map[string]int
-	// TaskID limits the claim to one task's steps; 0 means any task.
+	// TaskID limits the claim to the steps of one task and of the child
+	// tasks below it; 0 means any task.
 	TaskID int64
 	// LeaseID is the lease the claimed steps are held under; 0 lets the
 	// store choose. An engine chooses it so it can release the claim with

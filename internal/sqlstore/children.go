@@ -50,7 +50,8 @@ func (t *txn) insertChild(parent, stepID int64, depth int, in store.TaskInsert) 
 	if r.Duplicate {
 		return r, nil
 	}
-	if _, err := t.exec(`UPDATE tasks SET parent_task_id = ?, parent_step_id = ?, depth = ? WHERE id = ?`, parent, stepID, depth, r.Task.ID); err != nil {
+	if _, err := t.exec(`UPDATE tasks SET parent_task_id = ?, parent_step_id = ?, depth = ?,
+		root_task_id = (SELECT COALESCE(p.root_task_id, p.id) FROM tasks p WHERE p.id = ?) WHERE id = ?`, parent, stepID, depth, parent, r.Task.ID); err != nil {
 		return store.InsertResult{}, fmt.Errorf("link child task %d to task %d: %w", r.Task.ID, parent, err)
 	}
 	r.Task.ParentTaskID, r.Task.Depth = parent, depth

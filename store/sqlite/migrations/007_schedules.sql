@@ -40,6 +40,8 @@ ALTER TABLE tasks ADD COLUMN schedule_tick INTEGER;
 ALTER TABLE tasks ADD COLUMN parent_task_id INTEGER;
 ALTER TABLE tasks ADD COLUMN parent_step_id INTEGER;
 ALTER TABLE tasks ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN root_task_id INTEGER; -- the task at the top of a child's tree (weft run claims the tree's steps)
 CREATE INDEX IF NOT EXISTS tasks_parent ON tasks (parent_task_id, id) WHERE parent_task_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tasks_root ON tasks (root_task_id) WHERE root_task_id IS NOT NULL;
 ALTER TABLE steps ADD COLUMN child_task_id INTEGER;
 ALTER TABLE steps ADD COLUMN child_error TEXT;
