@@ -47,7 +47,7 @@ type exampleCase struct {
 	setup func(t *testing.T) []string
 	// before, if set, runs on the fresh database before weft run.
 	before func(t *testing.T, db string)
-	code  int // expected exit status of weft run
+	code   int // expected exit status of weft run
 	// signals are sent, in order, while weft run waits.
 	signals []exampleSignal
 	check   func(t *testing.T, x *exampleRun)
