@@ -33,7 +33,11 @@ type TaskInsert struct {
 	RunAt          time.Time // zero: now
 	GoodUntil      time.Time // zero: none
 	IdempotencyKey string    // "": none
-	Steps          []StepInsert
+	// Supersede: when the key exists in the namespace, the task holding it
+	// gives it up (and is cancelled if it has not finished, its audit
+	// naming the new task) and this task is inserted with it.
+	Supersede bool
+	Steps     []StepInsert
 }
 
 // StepInsert is one step of a task to submit, in definition order.
@@ -65,6 +69,9 @@ type StepInsert struct {
 type InsertResult struct {
 	Task      Task
 	Duplicate bool
+	// Superseded is the task that held the key before a Supersede insert
+	// (0: none).
+	Superseded int64
 }
 
 // Task is a stored task. Steps is filled by GetTask only.

@@ -73,6 +73,16 @@ type SubmitRequest struct {
 	Priority       int             `json:"priority,omitempty"`
 	RunAt          *time.Time      `json:"run_at,omitempty"`
 	GoodUntil      *time.Time      `json:"good_until,omitempty"`
+	// OnConflict is "return" or "supersede" (see workflow.OnConflict); ""
+	// means the workflow's own setting.
+	OnConflict string `json:"on_conflict,omitempty"`
+}
+
+// SubmitResponse is the body of POST /v1/tasks: the task and, for a
+// supersede submission that took the key from another task, that task.
+type SubmitResponse struct {
+	Task
+	Superseded int64 `json:"superseded,omitempty"`
 }
 
 // TaskList is the body of GET /v1/tasks: one page, newest first.

@@ -77,6 +77,8 @@ func TestScheduleAndSubWorkflowErrors(t *testing.T) {
 		{"input does not compile", `'{"order": input.order, "price": deps.quote.amount}'`, `'{"order": '`, "invalid expression"},
 		{"workflow on a plain step", "    handler: shop.quote\n", "    handler: shop.quote\n    workflow: a/b\n", "only workflow steps start a child workflow"},
 		{"bad limit", "max_depth: 3", "max_depth: 0", "limits.max_depth: must be at least 1"},
+		{"supersede", "version: \"1\"\n", "version: \"1\"\non_conflict: supersede\n", ""},
+		{"bad on_conflict", "version: \"1\"\n", "version: \"1\"\non_conflict: replace\n", `on_conflict: "replace" is not one of [return supersede]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -90,4 +92,14 @@ func TestScheduleAndSubWorkflowErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestOnConflictBuilder(t *testing.T) {
+	t.Parallel()
+	w, err := Parse("w.yaml", []byte("namespace: a\nname: b\nversion: \"1\"\non_conflict: supersede\nsteps:\n  - name: s\n    handler: h\n"))
+	require.NoError(t, err)
+	require.Equal(t, OnConflictSupersede, w.OnConflict)
+	b := New("a", "b", "1").WithOnConflict(OnConflictSupersede).Step("s", "h")
+	require.Equal(t, w.OnConflict, b.OnConflict)
+	require.ErrorContains(t, New("a", "b", "1").WithOnConflict("replace").Step("s", "h").Validate(), `unknown strategy "replace"`)
 }

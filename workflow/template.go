@@ -33,7 +33,7 @@ func Load(path string) (*Workflow, error) {
 // errors only.
 //
 // The template is a mapping with the keys namespace, name, version,
-// description, identity, steps, templates (step templates for the items of
+// description, identity, on_conflict (return, supersede), steps, templates (step templates for the items of
 // batches, with the keys of a step) and limits (max_decision_depth,
 // max_steps) and schedules (each with name, cron, time_zone, input,
 // catch_up and max_catch_up); each step is a mapping with the keys name, handler, config
@@ -92,6 +92,7 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 	"version":     tplField((*templateDecoder).str, func(w *Workflow) *string { return &w.Version }),
 	"description": tplField((*templateDecoder).str, func(w *Workflow) *string { return &w.Description }),
 	"identity":    tplField(tplOneOf(IdentityUnique, IdentityStrict, IdentityCaller), func(w *Workflow) *Identity { return &w.Identity }),
+	"on_conflict": tplField(tplOneOf(OnConflictReturn, OnConflictSupersede), func(w *Workflow) *OnConflict { return &w.OnConflict }),
 	"steps":       tplField(tplList((*templateDecoder).step), func(w *Workflow) *[]Step { return &w.Steps }),
 	"templates":   tplField(tplList((*templateDecoder).step), func(w *Workflow) *[]Step { return &w.Templates }),
 	"limits": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {

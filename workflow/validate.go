@@ -87,6 +87,11 @@ func (w *Workflow) Validate() error {
 	default:
 		add("", 0, "identity", "unknown strategy %q (want unique, strict or caller)", w.Identity)
 	}
+	switch w.OnConflict {
+	case "", OnConflictReturn, OnConflictSupersede:
+	default:
+		add("", 0, "on_conflict", "unknown strategy %q (want return or supersede)", w.OnConflict)
+	}
 	if len(w.Steps) == 0 {
 		add("", 0, "steps", "a workflow needs at least one step")
 	}

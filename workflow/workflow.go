@@ -18,6 +18,9 @@ type Workflow struct {
 	Description string `json:"description,omitempty"`
 	// Identity decides how submissions are deduplicated; see Identity.
 	Identity Identity `json:"identity,omitempty"`
+	// OnConflict decides what a submission whose idempotency key exists
+	// does, unless the submission says; see OnConflict.
+	OnConflict OnConflict `json:"on_conflict,omitempty"`
 	Steps    []Step   `json:"steps"`
 	// Templates are step definitions that batch steps create items from
 	// (Step.Worker names one); they are not steps of the graph themselves.
@@ -232,6 +235,29 @@ const (
 	// IdentityCaller requires the caller to pass an idempotency key.
 	IdentityCaller Identity = "caller"
 )
+
+// OnConflict is what a submission does when its idempotency key exists in
+// its namespace.
+type OnConflict string
+
+const (
+	// OnConflictReturn returns the task that holds the key and submits
+	// nothing (the default).
+	OnConflictReturn OnConflict = "return"
+	// OnConflictSupersede submits a new task, which takes the key: the
+	// task that held it is cancelled if it has not finished, its audit
+	// naming the new task. It needs a key (given, or derived by the
+	// strict identity).
+	OnConflictSupersede OnConflict = "supersede"
+)
+
+// WithOnConflict sets what the workflow's submissions do when their
+// idempotency key exists, unless a submission says, and returns the
+// workflow, so calls chain.
+func (w *Workflow) WithOnConflict(c OnConflict) *Workflow {
+	w.OnConflict = c
+	return w
+}
 
 // Duration is a time.Duration that reads and writes Go duration strings
 // ("10ms", "1m") in JSON and YAML.

@@ -151,3 +151,23 @@ steps:
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, "Schedule:  ops/beat/every-second, tick ")
 }
+
+// TestSubmitSupersede: weft submit --on-conflict supersede replaces the
+// task holding the key and says so.
+func TestSubmitSupersede(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	file := writeFile(t, dir, "w.yaml", "namespace: t\nname: w\nversion: \"1\"\nsteps:\n  - name: a\n    handler: exec\n    config: { command: [\"true\"] }\n")
+	requireCode(t, 0, weftCLI(t, "--db", db, "submit", file, "--key", "k", "--run-at", "1h"))
+	r := weftCLI(t, "--db", db, "submit", file, "--key", "k", "--on-conflict", "supersede")
+	requireCode(t, 0, r)
+	require.Equal(t, "2\n", r.stdout)
+	require.Contains(t, r.stderr, "task 2 supersedes task 1")
+	r = weftCLI(t, "--db", db, "task", "1", "--audit")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "cancelled")
+	require.Contains(t, r.stdout, `superseded by task 2 (idempotency key "k")`)
+	requireCode(t, 2, weftCLI(t, "--db", db, "submit", file, "--key", "k", "--on-conflict", "replace"))
+	requireCode(t, 2, weftCLI(t, "--db", db, "submit", file, "--on-conflict", "supersede"))
+}

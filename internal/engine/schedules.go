@@ -86,7 +86,8 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 	if len(plan.Fire) > 0 {
 		subs := make([]Submission, len(plan.Fire))
 		for i, tick := range plan.Fire {
-			subs[i] = Submission{Workflow: s.Namespace + "/" + s.Workflow + "@" + s.Version, Input: s.Input, Key: TickKey(s.ScheduleKey, tick)}
+			subs[i] = Submission{Workflow: s.Namespace + "/" + s.Workflow + "@" + s.Version, Input: s.Input, Key: TickKey(s.ScheduleKey, tick),
+				OnConflict: workflow.OnConflictReturn}
 		}
 		resolved := map[string]*resolvedWorkflow{}
 		for _, sub := range subs {

@@ -71,7 +71,8 @@ func (e *Engine) subWorkflow(ctx context.Context, r *Run) (any, error) {
 	}
 	// The lease is new with every claim: the key names this start alone.
 	key := "child:" + strconv.FormatInt(c.ID, 10) + "/" + strconv.FormatInt(c.Fence.LeaseID, 10)
-	in, err := e.prepare(ctx, Submission{Workflow: def.Workflow, Input: input, Key: key, Priority: c.Priority}, map[string]*resolvedWorkflow{})
+	in, err := e.prepare(ctx, Submission{Workflow: def.Workflow, Input: input, Key: key, Priority: c.Priority,
+		OnConflict: workflow.OnConflictReturn}, map[string]*resolvedWorkflow{})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
 			return nil, failNow(err)
@@ -100,7 +101,8 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 		return 0, fmt.Errorf("weft: start child: definition of %s: %w", r.Workflow, err)
 	}
 	key := "child:" + strconv.FormatInt(r.TaskID, 10) + "/" + r.Step + "/" + name
-	in, err := e.prepare(ctx, Submission{Workflow: ref, Input: input, Key: key, Priority: r.claimed.Priority}, map[string]*resolvedWorkflow{})
+	in, err := e.prepare(ctx, Submission{Workflow: ref, Input: input, Key: key, Priority: r.claimed.Priority,
+		OnConflict: workflow.OnConflictReturn}, map[string]*resolvedWorkflow{})
 	if err != nil {
 		return 0, err
 	}
