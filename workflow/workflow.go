@@ -21,7 +21,7 @@ type Workflow struct {
 	// OnConflict decides what a submission whose idempotency key exists
 	// does, unless the submission says; see OnConflict.
 	OnConflict OnConflict `json:"on_conflict,omitempty"`
-	Steps    []Step   `json:"steps"`
+	Steps      []Step     `json:"steps"`
 	// Templates are step definitions that batch steps create items from
 	// (Step.Worker names one); they are not steps of the graph themselves.
 	Templates []Step `json:"templates,omitempty"`

@@ -22,10 +22,10 @@ const MaxPriority = 1_000_000
 
 // Submission is one task to submit (see weft.Submission).
 type Submission struct {
-	Workflow  string
-	Input     any
-	Key       string
-	Priority  int
+	Workflow   string
+	Input      any
+	Key        string
+	Priority   int
 	RunAt      time.Time
 	GoodUntil  time.Time
 	OnConflict workflow.OnConflict
