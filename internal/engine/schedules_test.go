@@ -23,16 +23,17 @@ func TestScheduleCatchUp(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
+		name   string
 		policy workflow.CatchUp
 		max    int
 		ticks  []time.Duration // after t0
 	}{
-		{workflow.CatchUpSkip, 0, nil},
-		{workflow.CatchUpLatest, 0, []time.Duration{5 * time.Hour}},
-		{workflow.CatchUpAll, 3, []time.Duration{3 * time.Hour, 4 * time.Hour, 5 * time.Hour}},
-		{workflow.CatchUpAll, 10, []time.Duration{0, time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 5 * time.Hour}},
+		{"skip", workflow.CatchUpSkip, 0, nil},
+		{"latest", workflow.CatchUpLatest, 0, []time.Duration{5 * time.Hour}},
+		{"all bounded", workflow.CatchUpAll, 3, []time.Duration{3 * time.Hour, 4 * time.Hour, 5 * time.Hour}},
+		{"all", workflow.CatchUpAll, 10, []time.Duration{0, time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 5 * time.Hour}},
 	} {
-		t.Run(string(tc.policy), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
