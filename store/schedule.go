@@ -15,8 +15,8 @@ import (
 // tick it read, so a tick is fired once however many engines try.
 type Schedules interface {
 	// SyncSchedules makes the schedules of namespace/workflow those of
-	// version, when version is at least the version whose schedules are
-	// stored (an older version changes nothing): schedules not listed are
+	// version, when no newer version of the workflow is registered and
+	// none's schedules are stored (an older version changes nothing): schedules not listed are
 	// removed, new ones added with their NextTick, and a changed
 	// schedule takes its new definition, keeping its last tick and paused
 	// state; its NextTick is taken only when its cron expression or time

@@ -47,6 +47,17 @@ func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version 
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
 		}
+		// The newest registered version's schedules are the workflow's
+		// (also when it has none).
+		versions, err := t.strings(`SELECT version FROM workflows WHERE namespace = ? AND name = ?`, namespace, workflow)
+		if err != nil {
+			return fmt.Errorf("read versions of %s/%s: %w", namespace, workflow, err)
+		}
+		for _, v := range versions {
+			if store.CompareVersions(v, version) > 0 {
+				return nil
+			}
+		}
 		old := map[string]store.ScheduleRecord{}
 		for _, e := range existing {
 			if store.CompareVersions(e.Version, version) > 0 {

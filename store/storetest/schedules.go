@@ -111,6 +111,16 @@ func testSchedulesOlderVersion(t *testing.T, h *harness) {
 	got := h.schedules()
 	require.Len(t, got, 1)
 	require.Equal(t, "1.10", got["nightly"].Version)
+
+	// A newer registered version without schedules has none: an older one
+	// registered again does not bring its own back.
+	for _, v := range []string{"1.10", "2"} {
+		_, _, err := h.s.PutWorkflow(h.ctx, store.WorkflowRecord{Namespace: "ns", Name: "wf", Version: v, Definition: json.RawMessage(`{"v":"` + v + `"}`)})
+		require.NoError(t, err)
+	}
+	require.True(t, h.syncSchedules("2"))
+	require.False(t, h.syncSchedules("1.10", sched("nightly", "0 3 * * *", t0)))
+	require.Empty(t, h.schedules())
 }
 
 func testScheduleFireOnce(t *testing.T, h *harness) {
