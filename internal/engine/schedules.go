@@ -92,6 +92,13 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 		resolved := map[string]*resolvedWorkflow{}
 		for _, sub := range subs {
 			in, err := e.prepare(ctx, sub, resolved)
+			if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) {
+				// Trying again cannot help: the ticks pass without a task,
+				// said loudly, rather than holding up maintenance.
+				e.log.Error("schedule cannot submit its task; its due ticks are dropped", "schedule", s.String(), "error", err)
+				fire.Ticks, fire.Tasks = nil, nil
+				break
+			}
 			if err != nil {
 				return fmt.Errorf("schedule %s: %w", s, err)
 			}

@@ -119,3 +119,29 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 	_, err = e.FindSchedule(ctx, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestScheduleWithoutWorkflow: a schedule whose workflow version cannot be
+// found drops its due ticks with an error in the log instead of failing
+// every maintenance round.
+func TestScheduleWithoutWorkflow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	e, err := New(s, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t0 := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	_, err = s.SyncSchedules(ctx, "ops", "ghost", "1", []store.ScheduleRecord{{ScheduleKey: store.ScheduleKey{Name: "hourly"},
+		Cron: "@hourly", CatchUp: "all", MaxCatchUp: 10, NextTick: t0}})
+	require.NoError(t, err)
+	e.fireSchedules(ctx, t0.Add(90*time.Minute))
+	require.NoError(t, e.roundErr)
+	list, err := s.ListSchedules(ctx, store.ScheduleFilter{})
+	require.NoError(t, err)
+	require.True(t, t0.Add(2*time.Hour).Equal(list[0].NextTick), "moved past its due ticks")
+	require.Nil(t, list[0].LastTick)
+	tasks, err := s.ListTasks(ctx, store.TaskFilter{})
+	require.NoError(t, err)
+	require.Empty(t, tasks)
+}
