@@ -45,12 +45,21 @@ type Submission struct {
 	RunAt time.Time
 	// GoodUntil expires the task if no step has started by then.
 	GoodUntil time.Time
+	// OnConflict is what happens when Key exists in the namespace:
+	// workflow.OnConflictReturn returns the task holding it (Duplicate),
+	// workflow.OnConflictSupersede submits a new task that takes the key
+	// and cancels the holder if it has not finished. "" means the
+	// workflow's own setting (return unless it says otherwise).
+	OnConflict workflow.OnConflict
 }
 
 // SubmitResult is the task a submission created or, for a duplicate, found.
 type SubmitResult struct {
 	Task      Task
 	Duplicate bool
+	// Superseded is the task that held the key of a submission with
+	// OnConflictSupersede (0: none held it).
+	Superseded int64
 }
 
 // Register validates a workflow version and records it in the store. The

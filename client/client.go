@@ -143,17 +143,20 @@ func (c *Client) ValidateTemplate(ctx context.Context, filename string, yaml []b
 type SubmitResult struct {
 	Task      wire.Task
 	Duplicate bool
+	// Superseded is the task whose idempotency key a supersede submission
+	// took (0: none).
+	Superseded int64
 }
 
 // Submit creates a task. A submission whose idempotency key exists returns
 // the existing task with Duplicate set.
 func (c *Client) Submit(ctx context.Context, req wire.SubmitRequest) (SubmitResult, error) {
-	var t wire.Task
+	var t wire.SubmitResponse
 	status, err := c.do(ctx, "POST", "/v1/tasks", req, &t)
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	return SubmitResult{Task: t, Duplicate: status == http.StatusOK}, nil
+	return SubmitResult{Task: t.Task, Duplicate: status == http.StatusOK, Superseded: t.Superseded}, nil
 }
 
 // Get returns a task with its steps.

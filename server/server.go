@@ -194,6 +194,10 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/workflows", perm: PermWorkflowsRead, h: s.listWorkflows},
 		{method: "POST", path: "/v1/workflows/validate", perm: PermWorkflowsRead, h: s.validateWorkflow},
 		{method: "GET", path: "/v1/workflows/{namespace}/{name}/versions/{version}", perm: PermWorkflowsRead, h: s.getWorkflow},
+		{method: "GET", path: "/v1/schedules", perm: PermWorkflowsRead, h: s.listSchedules},
+		{method: "GET", path: "/v1/schedules/{namespace}/{workflow}/{name}", perm: PermWorkflowsRead, h: s.getSchedule},
+		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/pause", perm: PermWorkflowsWrite, h: s.pauseSchedule},
+		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/resume", perm: PermWorkflowsWrite, h: s.resumeSchedule},
 
 		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, h: s.createTask},
 		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, h: s.listTasks},

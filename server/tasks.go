@@ -29,7 +29,13 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if len(req.IdempotencyKey) > 255 {
 		return 0, nil, fieldError("idempotency_key", "must be at most 255 bytes")
 	}
-	sub := weft.Submission{Workflow: req.Workflow, Input: rawJSON(req.Input), Key: req.IdempotencyKey, Priority: req.Priority}
+	switch workflow.OnConflict(req.OnConflict) {
+	case "", workflow.OnConflictReturn, workflow.OnConflictSupersede:
+	default:
+		return 0, nil, fieldError("on_conflict", "%q is not return or supersede", req.OnConflict)
+	}
+	sub := weft.Submission{Workflow: req.Workflow, Input: rawJSON(req.Input), Key: req.IdempotencyKey, Priority: req.Priority,
+		OnConflict: workflow.OnConflict(req.OnConflict)}
 	if req.Input != nil && string(req.Input) == "null" {
 		sub.Input = nil
 	}
@@ -74,7 +80,7 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	return status, res.Task, nil
+	return status, wire.SubmitResponse{Task: res.Task, Superseded: res.Superseded}, nil
 }
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {

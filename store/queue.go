@@ -33,7 +33,8 @@ type ClaimParams struct {
 	// Caps limits how many steps of a namespace run at once across every
 	// engine on the database.
 	Caps map[string]int
-	// TaskID limits the claim to one task's steps; 0 means any task.
+	// TaskID limits the claim to the steps of one task and of the child
+	// tasks below it; 0 means any task.
 	TaskID int64
 	// LeaseID is the lease the claimed steps are held under; 0 lets the
 	// store choose. An engine chooses it so it can release the claim with
@@ -72,6 +73,15 @@ type Outcome struct {
 	// Spawn, on the completion of a KindBatch step, creates its items in
 	// the same transaction.
 	Spawn *Spawn
+	// Child, with State StepWaiting, starts a child task in the same
+	// transaction and makes the step wait for it (a KindWorkflow step);
+	// the child's end decides what comes next (a failed child is reported
+	// by a run under the same attempt number). A start past the limits
+	// fails the step instead.
+	Child *ChildStart
+	// ChildConsumed marks the outcome of an attempt that reported a child's
+	// failure (Step.ChildError): it clears the error.
+	ChildConsumed bool
 }
 
 // Spawn describes the items a batch step creates: one step per item, run

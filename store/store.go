@@ -63,6 +63,8 @@ type Store interface {
 	Credentials
 	History
 	Webhooks
+	Schedules
+	Children
 	// Close releases the database handles. Calls after Close fail.
 	Close() error
 }
@@ -192,7 +194,8 @@ type Engines interface {
 	Promote(ctx context.Context, now time.Time, engineID string) (int, error)
 	// NextWake returns the earliest time something becomes due: the run_at
 	// or expiry of waiting and ready steps, the good_until of pending
-	// tasks and the deadline of running steps, so that the maintenance
+	// tasks, the deadline of running steps and the next tick of schedules
+	// not paused, so that the maintenance
 	// leader can sleep until then. A deadline that has passed is returned
 	// until its step leaves running.
 	NextWake(ctx context.Context) (time.Time, bool, error)

@@ -33,7 +33,11 @@ type TaskInsert struct {
 	RunAt          time.Time // zero: now
 	GoodUntil      time.Time // zero: none
 	IdempotencyKey string    // "": none
-	Steps          []StepInsert
+	// Supersede: when the key exists in the namespace, the task holding it
+	// gives it up (and is cancelled if it has not finished, its audit
+	// naming the new task) and this task is inserted with it.
+	Supersede bool
+	Steps     []StepInsert
 }
 
 // StepInsert is one step of a task to submit, in definition order.
@@ -48,7 +52,8 @@ type StepInsert struct {
 	// claim time plus Timeout, and OverdueSteps reports it once the
 	// deadline passes, wherever the step runs. 0: none.
 	Timeout time.Duration
-	// Kind is "" or one of KindDecision, KindBatch, KindSignal.
+	// Kind is "" or one of KindDecision, KindBatch, KindSignal,
+	// KindWorkflow.
 	Kind string
 	// TriggerRule decides, from its dependencies' outcomes, whether the
 	// step runs (see dag.Rule); "" means all_success.
@@ -64,6 +69,9 @@ type StepInsert struct {
 type InsertResult struct {
 	Task      Task
 	Duplicate bool
+	// Superseded is the task that held the key before a Supersede insert
+	// (0: none).
+	Superseded int64
 }
 
 // Task is a stored task. Steps is filled by GetTask only.
@@ -82,7 +90,19 @@ type Task struct {
 	StartedAt      *time.Time      `json:"started_at,omitempty"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	Error          string          `json:"error,omitempty"`
-	Steps          []Step          `json:"steps,omitempty"`
+	// Schedule names the schedule that submitted the task (its name within
+	// the workflow) and ScheduleTick the tick it was submitted for.
+	Schedule     string     `json:"schedule,omitempty"`
+	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
+	// ParentTaskID and ParentStep name the task and step that started this
+	// task as a child (0 and "" for a root task), and Depth counts the
+	// tasks above it. Children lists the tasks it started, oldest first
+	// (filled by GetTask only).
+	ParentTaskID int64   `json:"parent_task_id,omitempty"`
+	ParentStep   string  `json:"parent_step,omitempty"`
+	Depth        int     `json:"depth,omitempty"`
+	Children     []int64 `json:"children,omitempty"`
+	Steps        []Step  `json:"steps,omitempty"`
 }
 
 // Step is a stored step of a task.
@@ -122,4 +142,9 @@ type Step struct {
 	// running.
 	Deadline   *time.Time `json:"deadline,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// ChildTaskID is the child task a KindWorkflow step started last (0:
+	// none), and ChildError why that child did not complete while the
+	// step waits to report it.
+	ChildTaskID int64  `json:"child_task_id,omitempty"`
+	ChildError  string `json:"child_error,omitempty"`
 }

@@ -68,7 +68,7 @@ func ValidateInsert(in TaskInsert) error {
 			return fmt.Errorf("task insert for %s/%s: step %q has negative timeout %s: %w", in.Namespace, in.Workflow, s.Name, s.Timeout, ErrInvalidInsert)
 		}
 		switch s.Kind {
-		case "", KindDecision, KindBatch, KindSignal:
+		case "", KindDecision, KindBatch, KindSignal, KindWorkflow:
 		default:
 			return fmt.Errorf("task insert for %s/%s: step %q has unknown kind %q: %w", in.Namespace, in.Workflow, s.Name, s.Kind, ErrInvalidInsert)
 		}

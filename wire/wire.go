@@ -96,6 +96,16 @@ type SubmitRequest struct {
 	Priority       int             `json:"priority,omitempty"`
 	RunAt          *time.Time      `json:"run_at,omitempty"`
 	GoodUntil      *time.Time      `json:"good_until,omitempty"`
+	// OnConflict is "return" or "supersede" (see workflow.OnConflict); ""
+	// means the workflow's own setting.
+	OnConflict string `json:"on_conflict,omitempty"`
+}
+
+// SubmitResponse is the body of POST /v1/tasks: the task and, for a
+// supersede submission that took the key from another task, that task.
+type SubmitResponse struct {
+	Task
+	Superseded int64 `json:"superseded,omitempty"`
 }
 
 // TaskList is the body of GET /v1/tasks: one page, newest first.
@@ -283,4 +293,19 @@ type Progress struct {
 	Fence    *Fence   `json:"fence"`
 	Fraction *float64 `json:"fraction"`
 	Message  string   `json:"message,omitempty"`
+}
+
+// Schedule is a registered cron schedule as stored (GET /v1/schedules).
+type Schedule = store.ScheduleRecord
+
+// ScheduleList is the body of GET /v1/schedules.
+type ScheduleList struct {
+	Schedules []Schedule `json:"schedules"`
+}
+
+// ScheduleDetail is the body of GET /v1/schedules/{namespace}/{workflow}/{name}:
+// the schedule and its pauses and resumptions, oldest first.
+type ScheduleDetail struct {
+	Schedule
+	Audit []store.ScheduleAuditEntry `json:"audit"`
 }

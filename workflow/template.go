@@ -33,13 +33,15 @@ func Load(path string) (*Workflow, error) {
 // errors only.
 //
 // The template is a mapping with the keys namespace, name, version,
-// description, identity, steps, templates (step templates for the items of
+// description, identity, on_conflict (return, supersede), steps, templates (step templates for the items of
 // batches, with the keys of a step) and limits (max_decision_depth,
-// max_steps); each step is a mapping with the keys name, handler, config
+// max_steps) and schedules (each with name, cron, time_zone, input,
+// catch_up and max_catch_up); each step is a mapping with the keys name, handler, config
 // (any mapping, kept as a JSON object), depends_on, retry (max_attempts,
 // backoff, initial, max, jitter), timeout, priority, ttl, type (decision,
-// converge, batch, signal), trigger_rule, when (a condition), worker (the
-// template of a batch's items) and signal (name, timeout). See
+// converge, batch, signal, workflow), trigger_rule, when (a condition),
+// worker (the template of a batch's items), signal (name, timeout),
+// workflow and input (of a workflow step). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
@@ -90,16 +92,39 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 	"version":     tplField((*templateDecoder).str, func(w *Workflow) *string { return &w.Version }),
 	"description": tplField((*templateDecoder).str, func(w *Workflow) *string { return &w.Description }),
 	"identity":    tplField(tplOneOf(IdentityUnique, IdentityStrict, IdentityCaller), func(w *Workflow) *Identity { return &w.Identity }),
+	"on_conflict": tplField(tplOneOf(OnConflictReturn, OnConflictSupersede), func(w *Workflow) *OnConflict { return &w.OnConflict }),
 	"steps":       tplField(tplList((*templateDecoder).step), func(w *Workflow) *[]Step { return &w.Steps }),
 	"templates":   tplField(tplList((*templateDecoder).step), func(w *Workflow) *[]Step { return &w.Templates }),
 	"limits": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
 		tplDecodeMapping(d, n, at, tplLimitsFields, &w.Limits)
 	},
+	"schedules": tplField(tplList((*templateDecoder).schedule), func(w *Workflow) *[]Schedule { return &w.Schedules }),
+}
+
+var tplScheduleFields = map[string]tplFieldDecoder[Schedule]{
+	"name":         tplField((*templateDecoder).str, func(s *Schedule) *string { return &s.Name }),
+	"cron":         tplField((*templateDecoder).str, func(s *Schedule) *string { return &s.Cron }),
+	"time_zone":    tplField((*templateDecoder).str, func(s *Schedule) *string { return &s.TimeZone }),
+	"input":        tplField((*templateDecoder).config, func(s *Schedule) *json.RawMessage { return &s.Input }),
+	"catch_up":     tplField(tplOneOf(CatchUpSkip, CatchUpLatest, CatchUpAll), func(s *Schedule) *CatchUp { return &s.CatchUp }),
+	"max_catch_up": tplField(tplNumber(1, 1000), func(s *Schedule) *int { return &s.MaxCatchUp }),
+}
+
+// schedule decodes one schedule; its line is kept for Validate's errors.
+func (d *templateDecoder) schedule(n *yaml.Node, at tplLoc) (Schedule, bool) {
+	s := Schedule{line: n.Line}
+	if d.want(n, at, yaml.MappingNode) == nil {
+		return s, false
+	}
+	tplDecodeMapping(d, n, at, tplScheduleFields, &s)
+	return s, true
 }
 
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{
 	"max_decision_depth": tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDecisionDepth }),
 	"max_steps":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxSteps }),
+	"max_depth":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDepth }),
+	"max_children":       tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxChildren }),
 }
 
 var tplSignalFields = map[string]tplFieldDecoder[SignalWait]{
@@ -118,7 +143,9 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"retry": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		tplDecodeMapping(d, n, at, tplRetryFields, &s.Retry)
 	},
-	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal), func(s *Step) *StepType { return &s.Type }),
+	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal, StepWorkflow), func(s *Step) *StepType { return &s.Type }),
+	"workflow":     tplField((*templateDecoder).str, func(s *Step) *string { return &s.Workflow }),
+	"input":        tplField((*templateDecoder).str, func(s *Step) *string { return &s.Input }),
 	"trigger_rule": tplField(tplOneOf(AllSuccess, AllDone, OneSuccess, OneFailed, AllFailed, NoneFailed, NoneFailedMinOneSuccess, Always), func(s *Step) *TriggerRule { return &s.TriggerRule }),
 	"when":         tplField((*templateDecoder).str, func(s *Step) *string { return &s.When }),
 	"worker":       tplField((*templateDecoder).str, func(s *Step) *string { return &s.Worker }),

@@ -87,6 +87,11 @@ func (w *Workflow) Validate() error {
 	default:
 		add("", 0, "identity", "unknown strategy %q (want unique, strict or caller)", w.Identity)
 	}
+	switch w.OnConflict {
+	case "", OnConflictReturn, OnConflictSupersede:
+	default:
+		add("", 0, "on_conflict", "unknown strategy %q (want return or supersede)", w.OnConflict)
+	}
 	if len(w.Steps) == 0 {
 		add("", 0, "steps", "a workflow needs at least one step")
 	}
@@ -96,11 +101,18 @@ func (w *Workflow) Validate() error {
 	if w.Limits.MaxSteps < 0 {
 		add("", 0, "limits.max_steps", "must not be negative")
 	}
+	if w.Limits.MaxDepth < 0 {
+		add("", 0, "limits.max_depth", "must not be negative")
+	}
+	if w.Limits.MaxChildren < 0 {
+		add("", 0, "limits.max_children", "must not be negative")
+	}
 	limits := w.Limits.Resolve()
 	if len(w.Steps) > limits.MaxSteps {
 		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
 	}
 	w.validateTemplates(add)
+	w.validateSchedules(add)
 	nodes := make([]dag.Node, 0, len(w.Steps))
 	for _, s := range w.Steps {
 		if s.Name == "" {
@@ -109,7 +121,7 @@ func (w *Workflow) Validate() error {
 			add(s.Name, s.line, "name", "may hold only letters, digits, '_', '.' and '-'")
 		}
 		w.validateDynamic(s, add)
-		if s.Handler == "" && s.Type != StepSignal {
+		if s.Handler == "" && s.Type != StepSignal && s.Type != StepWorkflow {
 			add(s.Name, s.line, "handler", "is required")
 		}
 		if len(s.Config) > 0 && !json.Valid(s.Config) {
@@ -164,12 +176,14 @@ type addFunc func(step string, line int, field, format string, args ...any)
 func (w *Workflow) validateDynamic(s Step, add addFunc) {
 	switch s.Type {
 	case "", StepDecision, StepBatch, StepSignal:
+	case StepWorkflow:
+		w.validateSubWorkflow(s, add)
 	case StepConverge:
 		if s.TriggerRule != "" && s.TriggerRule != NoneFailedMinOneSuccess {
 			add(s.Name, s.line, "trigger_rule", "a converge step's rule is %s; leave trigger_rule out", NoneFailedMinOneSuccess)
 		}
 	default:
-		add(s.Name, s.line, "type", "unknown type %q (want decision, converge, batch or signal)", s.Type)
+		add(s.Name, s.line, "type", "unknown type %q (want decision, converge, batch, signal or workflow)", s.Type)
 	}
 	if !dag.ValidRule(dag.Rule(s.TriggerRule)) {
 		add(s.Name, s.line, "trigger_rule", "unknown rule %q (want all_success, all_done, one_success, one_failed, all_failed, none_failed, none_failed_min_one_success or always)", s.TriggerRule)
@@ -188,6 +202,9 @@ func (w *Workflow) validateDynamic(s Step, add addFunc) {
 		add(s.Name, s.line, "worker", "no template named %q", s.Worker)
 	case s.Type != StepBatch && s.Worker != "":
 		add(s.Name, s.line, "worker", "only batch steps have a worker")
+	}
+	if s.Type != StepWorkflow && (s.Workflow != "" || s.Input != "") {
+		add(s.Name, s.line, "workflow", "only workflow steps start a child workflow (type: workflow)")
 	}
 	switch {
 	case s.Type == StepSignal && s.Handler != "":
@@ -273,4 +290,24 @@ func (w *Workflow) Children(step string) []string {
 		}
 	}
 	return out
+}
+
+// validateSubWorkflow checks a workflow step: no handler, a workflow
+// reference and an input expression that compiles.
+func (w *Workflow) validateSubWorkflow(s Step, add addFunc) {
+	if s.Handler != "" {
+		add(s.Name, s.line, "handler", "a workflow step runs no handler: it starts a child task of its workflow")
+	}
+	if s.Workflow == "" {
+		add(s.Name, s.line, "workflow", "a workflow step names the workflow its child runs (namespace/name[@version])")
+	} else if ns, name, version, err := ParseRef(s.Workflow); err != nil {
+		add(s.Name, s.line, "workflow", "%q: want namespace/name or namespace/name@version", s.Workflow)
+	} else if ns == w.Namespace && name == w.Name && (version == "" || version == w.Version) {
+		add(s.Name, s.line, "workflow", "a workflow cannot start a child of itself")
+	}
+	if s.Input != "" {
+		if _, err := expr.CompileValue(s.Input); err != nil {
+			add(s.Name, s.line, "input", "%v", err)
+		}
+	}
 }

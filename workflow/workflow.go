@@ -18,12 +18,17 @@ type Workflow struct {
 	Description string `json:"description,omitempty"`
 	// Identity decides how submissions are deduplicated; see Identity.
 	Identity Identity `json:"identity,omitempty"`
-	Steps    []Step   `json:"steps"`
+	// OnConflict decides what a submission whose idempotency key exists
+	// does, unless the submission says; see OnConflict.
+	OnConflict OnConflict `json:"on_conflict,omitempty"`
+	Steps      []Step     `json:"steps"`
 	// Templates are step definitions that batch steps create items from
 	// (Step.Worker names one); they are not steps of the graph themselves.
 	Templates []Step `json:"templates,omitempty"`
 	// Limits bound what a task of the workflow may grow to.
 	Limits Limits `json:"limits,omitempty"`
+	// Schedules submit tasks of the workflow on cron ticks; see Schedule.
+	Schedules []Schedule `json:"schedules,omitempty"`
 
 	// source names where the definition came from (a file), for errors.
 	source string
@@ -59,6 +64,14 @@ type Step struct {
 	Worker string `json:"worker,omitempty"`
 	// Signal is what a signal step waits for.
 	Signal *SignalWait `json:"signal,omitempty"`
+	// Workflow is the workflow a sub-workflow step starts a child task of:
+	// "namespace/name" (the newest registered version when the child
+	// starts) or "namespace/name@version".
+	Workflow string `json:"workflow,omitempty"`
+	// Input builds a sub-workflow step's child input: an expression (see
+	// docs/workflows.md) over input and deps that yields an object. ""
+	// passes the task's own input.
+	Input string `json:"input,omitempty"`
 
 	line int // line in the source template, for errors
 }
@@ -86,7 +99,18 @@ const (
 	// "weft signal"); its result is {"signal": name, "payload": ...}. It
 	// fails when its timeout passes first.
 	StepSignal StepType = "signal"
+	// StepWorkflow: the step runs no handler. It starts a child task of
+	// the workflow named in Workflow, with the input Input builds, and
+	// waits durably, holding no slot, for it to end; the child's result
+	// (its final steps' results by name) is the step's result, and a
+	// child that fails fails the attempt under the step's retry policy
+	// (the next attempt starts a new child).
+	StepWorkflow StepType = "workflow"
 )
+
+// SubWorkflowHandler is the engine's built-in handler that starts the
+// child task of a StepWorkflow step; the step names no handler itself.
+const SubWorkflowHandler = "weft.workflow"
 
 // TriggerRule decides, from the outcomes of a step's dependencies, whether
 // it runs or is skipped, with Airflow's semantics (see docs/workflows.md).
@@ -122,12 +146,23 @@ type Limits struct {
 	// MaxSteps bounds the steps of one task, batch items included; a batch
 	// that would exceed it fails. Zero means DefaultMaxSteps.
 	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxDepth bounds how deep child tasks of a task of this workflow may
+	// nest below their root task (a child of a root task is at depth 1);
+	// a step that would start a deeper child fails. Zero means
+	// DefaultMaxDepth.
+	MaxDepth int `json:"max_depth,omitempty"`
+	// MaxChildren bounds the child tasks one task of this workflow may
+	// start, retries included; a step that would start more fails. Zero
+	// means DefaultMaxChildren.
+	MaxChildren int `json:"max_children,omitempty"`
 }
 
 // Default limits.
 const (
 	DefaultMaxDecisionDepth = 16
 	DefaultMaxSteps         = 100_000
+	DefaultMaxDepth         = 5
+	DefaultMaxChildren      = 100
 )
 
 func (l Limits) Resolve() Limits {
@@ -136,6 +171,12 @@ func (l Limits) Resolve() Limits {
 	}
 	if l.MaxSteps <= 0 {
 		l.MaxSteps = DefaultMaxSteps
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxChildren <= 0 {
+		l.MaxChildren = DefaultMaxChildren
 	}
 	return l
 }
@@ -194,6 +235,29 @@ const (
 	// IdentityCaller requires the caller to pass an idempotency key.
 	IdentityCaller Identity = "caller"
 )
+
+// OnConflict is what a submission does when its idempotency key exists in
+// its namespace.
+type OnConflict string
+
+const (
+	// OnConflictReturn returns the task that holds the key and submits
+	// nothing (the default).
+	OnConflictReturn OnConflict = "return"
+	// OnConflictSupersede submits a new task, which takes the key: the
+	// task that held it is cancelled if it has not finished, its audit
+	// naming the new task. It needs a key (given, or derived by the
+	// strict identity).
+	OnConflictSupersede OnConflict = "supersede"
+)
+
+// WithOnConflict sets what the workflow's submissions do when their
+// idempotency key exists, unless a submission says, and returns the
+// workflow, so calls chain.
+func (w *Workflow) WithOnConflict(c OnConflict) *Workflow {
+	w.OnConflict = c
+	return w
+}
 
 // Duration is a time.Duration that reads and writes Go duration strings
 // ("10ms", "1m") in JSON and YAML.
@@ -282,6 +346,15 @@ func AsBatch(worker string) StepOption {
 // no handler: add it with an empty handler name.
 func AwaitSignal(name string, timeout time.Duration) StepOption {
 	return func(s *Step) { s.Type, s.Signal = StepSignal, &SignalWait{Name: name, Timeout: Duration(timeout)} }
+}
+
+// AsSubWorkflow makes the step start a child task of the workflow ref
+// ("namespace/name" or "namespace/name@version") and wait for it; input is
+// an expression over input and deps that yields the child's input object
+// ("" passes the task's input). Such a step runs no handler: add it with an
+// empty handler name.
+func AsSubWorkflow(ref, input string) StepOption {
+	return func(s *Step) { s.Type, s.Workflow, s.Input = StepWorkflow, ref, input }
 }
 
 // WithTriggerRule sets the rule by which the step's dependencies let it run.

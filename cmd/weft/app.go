@@ -147,6 +147,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.migrateCommand(),
 		a.serveCommand(),
 		a.keysCommand(),
+		a.registerCommand(),
+		a.schedulesCommand(),
 	)
 	return root
 }

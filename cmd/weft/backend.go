@@ -127,7 +127,7 @@ func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *wor
 
 // Submit submits through the server.
 func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error) {
-	req := wire.SubmitRequest{Workflow: s.Workflow, IdempotencyKey: s.Key, Priority: s.Priority}
+	req := wire.SubmitRequest{Workflow: s.Workflow, IdempotencyKey: s.Key, Priority: s.Priority, OnConflict: string(s.OnConflict)}
 	switch in := s.Input.(type) {
 	case nil:
 	case json.RawMessage:
@@ -146,7 +146,7 @@ func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.Subm
 		req.GoodUntil = &s.GoodUntil
 	}
 	res, err := r.Client.Submit(ctx, req)
-	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate}, err
+	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate, Superseded: res.Superseded}, err
 }
 
 func (r remoteBackend) RetryStep(ctx context.Context, id int64, reason string) error {

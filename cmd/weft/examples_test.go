@@ -45,7 +45,9 @@ type exampleCase struct {
 	// args follow "run FILE --db DB --json"; setup, if set, returns more.
 	args  []string
 	setup func(t *testing.T) []string
-	code  int // expected exit status of weft run
+	// before, if set, runs on the fresh database before weft run.
+	before func(t *testing.T, db string)
+	code   int // expected exit status of weft run
 	// signals are sent, in order, while weft run waits.
 	signals []exampleSignal
 	check   func(t *testing.T, x *exampleRun)
@@ -97,6 +99,9 @@ func runExample(t *testing.T, file string, tc exampleCase) *exampleRun {
 	args := append([]string{"run", file, "--db", db, "--json"}, tc.args...)
 	if tc.setup != nil {
 		args = append(args, tc.setup(t)...)
+	}
+	if tc.before != nil {
+		tc.before(t, db)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), exampleTimeout)
 	defer cancel()
@@ -201,6 +206,45 @@ func exampleCases() map[string]exampleCase {
 			args: []string{"--input", `{"name": "Ada"}`},
 			check: func(t *testing.T, x *exampleRun) {
 				require.JSONEq(t, `{"message": "HELLO, ADA! (10 characters)"}`, string(stepByName(t, x.task, "report").Result))
+			},
+		},
+
+		"shipping-label.yaml": {
+			args: []string{"--input", `{"order": 7, "weight_kg": 2.5}`},
+			check: func(t *testing.T, x *exampleRun) {
+				require.Equal(t, "parcel", resultField(t, x.task, "carrier", "carrier"))
+				require.Equal(t, "TRK-7-2.5kg", resultField(t, x.task, "label", "tracking"))
+			},
+		},
+
+		"order-fulfilment.yaml": {
+			args: []string{"--input", `{"order": 7, "items": 3}`},
+			before: func(t *testing.T, db string) {
+				requireCode(t, exitOK, weftCLI(t, "register", filepath.Join("examples", "shipping-label.yaml"), "--db", db))
+			},
+			check: func(t *testing.T, x *exampleRun) {
+				require.JSONEq(t, `{"label": {"tracking": "TRK-7-1.5kg"}}`, string(stepByName(t, x.task, "ship").Result))
+				require.Equal(t, "shipped with TRK-7-1.5kg", resultField(t, x.task, "confirm", "message"))
+				require.Len(t, x.task.Children, 1)
+				r := weftCLI(t, "task", strconv.FormatInt(x.task.Children[0], 10), "--db", x.db)
+				requireCode(t, exitOK, r)
+				require.Contains(t, r.stdout, "Parent:    task 1, step ship")
+				r = weftCLI(t, "task", "1", "--db", x.db)
+				requireCode(t, exitOK, r)
+				require.Contains(t, r.stdout, "Children:  2")
+			},
+		},
+
+		"nightly-report.yaml": {
+			args: []string{"--input", `{"scope": "eu"}`},
+			check: func(t *testing.T, x *exampleRun) {
+				require.Equal(t, "orders-eu", resultField(t, x.task, "build", "report"))
+				// Running it registered its schedules.
+				r := weftCLI(t, "schedules", "--db", x.db)
+				requireCode(t, exitOK, r)
+				require.Contains(t, r.stdout, "examples/nightly-report/nightly")
+				require.Contains(t, r.stdout, "America/New_York")
+				require.Contains(t, r.stdout, "examples/nightly-report/hourly-eu")
 			},
 		},
 

@@ -20,6 +20,7 @@ import (
 type submissionFlags struct {
 	input, key, runAt, goodUntil string
 	priority                     int
+	onConflict                   string
 }
 
 func (f *submissionFlags) add(fs *pflag.FlagSet, keyHelp string) {
@@ -28,6 +29,7 @@ func (f *submissionFlags) add(fs *pflag.FlagSet, keyHelp string) {
 	fs.IntVar(&f.priority, "priority", 0, "task priority, from -1000000 to 1000000: higher runs first")
 	fs.StringVar(&f.runAt, "run-at", "", "start no earlier than this time: RFC 3339 (2026-12-01T09:00:00Z) or a delay from now (10m)")
 	fs.StringVar(&f.goodUntil, "good-until", "", "expire the task if no step started by then: RFC 3339 or a delay from now (1h)")
+	fs.StringVar(&f.onConflict, "on-conflict", "", "when the idempotency key exists: return (the existing task) or supersede (cancel it if unfinished and submit anew); default: the workflow's on_conflict")
 }
 
 // submission reads the flags into a submission.
@@ -36,7 +38,12 @@ func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
 	if err != nil {
 		return weft.Submission{}, err
 	}
-	s := weft.Submission{Input: in, Key: f.key, Priority: f.priority}
+	s := weft.Submission{Input: in, Key: f.key, Priority: f.priority, OnConflict: workflow.OnConflict(f.onConflict)}
+	switch s.OnConflict {
+	case "", workflow.OnConflictReturn, workflow.OnConflictSupersede:
+	default:
+		return s, usageErrorf("--on-conflict %q: want return or supersede", f.onConflict)
+	}
 	if f.priority < -weft.MaxPriority || f.priority > weft.MaxPriority {
 		return s, usageErrorf("--priority must be from %d to %d, got %d", -weft.MaxPriority, weft.MaxPriority, f.priority)
 	}
@@ -145,6 +152,9 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 	fmt.Fprintln(a.stdout, res.Task.ID)
 	if res.Duplicate {
 		fmt.Fprintf(a.stderr, "weft: task %d already existed with this idempotency key (%s); not submitted again\n", res.Task.ID, res.Task.State)
+	}
+	if res.Superseded != 0 {
+		fmt.Fprintf(a.stderr, "weft: task %d supersedes task %d, which held its idempotency key\n", res.Task.ID, res.Superseded)
 	}
 	return nil
 }

@@ -218,6 +218,15 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 	if t.Priority != 0 {
 		fmt.Fprintf(tw, "Priority:\t%d\n", t.Priority)
 	}
+	if t.ParentTaskID != 0 {
+		fmt.Fprintf(tw, "Parent:\ttask %d, step %s\n", t.ParentTaskID, orDash(t.ParentStep))
+	}
+	if len(t.Children) > 0 {
+		fmt.Fprintf(tw, "Children:\t%s\n", taskIDs(t.Children))
+	}
+	if t.Schedule != "" {
+		fmt.Fprintf(tw, "Schedule:\t%s/%s/%s, tick %s\n", t.Namespace, t.Workflow, t.Schedule, fmtTime(t.ScheduleTick))
+	}
 	fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(t.Input), 100))
 	if t.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", abbrev(t.Error, 200))
@@ -237,6 +246,8 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 			st += " " + abbrev(progressText(s), 40)
 		case s.State == state.StepWaiting && s.Signal != "":
 			st += " for signal " + s.Signal
+		case s.State == state.StepWaiting && s.ChildTaskID != 0:
+			st += fmt.Sprintf(" for child task %d", s.ChildTaskID)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, st, attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
 	}
@@ -377,4 +388,13 @@ func conflictMessage(err error) error {
 		err = next
 	}
 	return errors.New(strings.TrimSuffix(err.Error(), ": "+weft.ErrConflict.Error()))
+}
+
+// taskIDs lists task ids, separated by commas.
+func taskIDs(ids []int64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(parts, ", ")
 }

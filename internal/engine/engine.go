@@ -135,6 +135,7 @@ type Engine struct {
 	cancelFlush context.CancelFunc
 	onlyTask    int64 // when set, claim only this task's steps (RunTask)
 	conds       conditions
+	values      values
 	observers   observers
 
 	// healthMu guards the loops' failure records and the file check's
@@ -145,6 +146,8 @@ type Engine struct {
 	fileErr    error // set once the database was deleted or replaced
 	// owners remembers the owner of worker ids already checked (remote.go).
 	owners workerOwners
+	// clock is the time schedules are planned by; tests replace it.
+	clock func() time.Time
 }
 
 // running is one handler in flight.
@@ -187,6 +190,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		ready:     make(chan struct{}),
 		nudge:     make(chan struct{}, 1),
 		hooks:     newDeliverer(),
+		clock:     time.Now,
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	e.registerBuiltins()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // Handle registers the handler for a handler name used by workflow steps.
@@ -43,6 +44,7 @@ func (e *Engine) registerBuiltins() {
 	e.Handle("http", func(ctx context.Context, r *Run) (any, error) {
 		return builtin.HTTP(ctx, e.cfg.HTTPClient, r.builtinRequest())
 	})
+	e.Handle(workflow.SubWorkflowHandler, e.subWorkflow)
 }
 
 func (r *Run) builtinRequest() builtin.Request {
@@ -79,7 +81,7 @@ func (e *Engine) launch(c store.ClaimedStep) {
 func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
 	log := &stepLog{logger: e.log, c: &c, took: -1}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
-		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}
+		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, claimed: &c, slot: true}
 	defer r.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
 	w, def, err := e.claimedDefinition(ctx, c)

@@ -124,8 +124,8 @@ func (e *Engine) lead(ctx context.Context) {
 	}
 }
 
-// timed promotes, expires and fails past their deadline what is due,
-// writing only when something is. A failure is the round's (logErr).
+// timed promotes, expires, fails past their deadline and fires (schedules)
+// what is due, writing only when something is. A failure is the round's (logErr).
 func (e *Engine) timed(ctx context.Context) {
 	next, ok, err := e.store.NextWake(ctx)
 	if err != nil {
@@ -145,6 +145,7 @@ func (e *Engine) timed(ctx context.Context) {
 		e.logErr(ctx, "promote", err)
 	}
 	e.overdue(ctx, now)
+	e.fireSchedules(ctx, e.clock())
 }
 
 // deadlineGrace is how long past its timeout a running step is left to its

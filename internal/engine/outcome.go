@@ -161,7 +161,16 @@ func join(name, path string) string {
 func (e *Engine) settleAttempt(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
 	var snooze *outcome.SnoozeError
 	var after *outcome.RetryAfterError
+	var start *childStart
+	var childErr *childFailed
+	if errors.As(err, &childErr) {
+		o.ChildConsumed = true
+	}
 	switch {
+	case errors.As(err, &start):
+		o.State, o.Child, o.Reason = state.StepWaiting, &start.child, "starting a child task"
+		log.Debug("step starts a child task")
+		return o
 	case err == nil:
 		if len(result) == 0 {
 			result = json.RawMessage(`null`)

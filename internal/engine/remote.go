@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // This file runs steps on remote workers through the same lifecycle as the
@@ -171,6 +173,10 @@ func (e *Engine) StopWorker(ctx context.Context, workerID, owner string) error {
 // skipped here and never handed out. The claim renews the worker's lease,
 // and a worker declared dead gets store.ErrEngineLost.
 func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
+	if slices.Contains(req.Handlers, workflow.SubWorkflowHandler) {
+		// The engine's own: it starts child tasks, which no worker can.
+		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow steps", store.ErrInvalid, workflow.SubWorkflowHandler)
+	}
 	if err := e.checkWorker(ctx, workerID, owner); err != nil {
 		return nil, err
 	}

@@ -34,10 +34,11 @@ type Run struct {
 	// Deadline is when the step's timeout passes; zero when it has none.
 	Deadline time.Time
 
-	engine *Engine
-	fence  store.Fence
-	mu     sync.Mutex
-	slot   bool // holds a slot
+	engine  *Engine
+	fence   store.Fence
+	claimed *store.ClaimedStep
+	mu      sync.Mutex
+	slot    bool // holds a slot
 }
 
 // SaveCheckpoint stores a JSON checkpoint for later attempts of the step

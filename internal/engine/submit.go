@@ -22,18 +22,20 @@ const MaxPriority = 1_000_000
 
 // Submission is one task to submit (see weft.Submission).
 type Submission struct {
-	Workflow  string
-	Input     any
-	Key       string
-	Priority  int
-	RunAt     time.Time
-	GoodUntil time.Time
+	Workflow   string
+	Input      any
+	Key        string
+	Priority   int
+	RunAt      time.Time
+	GoodUntil  time.Time
+	OnConflict workflow.OnConflict
 }
 
 // SubmitResult is the task a submission created or, for a duplicate, found.
 type SubmitResult struct {
-	Task      store.Task
-	Duplicate bool
+	Task       store.Task
+	Duplicate  bool
+	Superseded int64
 }
 
 // SubmitMany submits tasks in one transaction: all of them or none.
@@ -87,7 +89,10 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	}
 	out := make([]SubmitResult, len(res))
 	for i, r := range res {
-		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate}
+		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate, Superseded: r.Superseded}
+		if r.Superseded != 0 {
+			e.log.Info("task superseded", "task_id", r.Superseded, "by", r.Task.ID)
+		}
 		if !r.Duplicate {
 			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
 		}
@@ -146,8 +151,21 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 			return store.TaskInsert{}, fmt.Errorf("%w submission for %s: its identity strategy is \"caller\", so an idempotency key is required", store.ErrInvalid, s.Workflow)
 		}
 	}
+	onConflict := s.OnConflict
+	if onConflict == "" {
+		onConflict = w.OnConflict
+	}
+	switch onConflict {
+	case "", workflow.OnConflictReturn:
+	case workflow.OnConflictSupersede:
+		if key == "" {
+			return store.TaskInsert{}, fmt.Errorf("%w submission for %s: on_conflict supersede needs an idempotency key (or the strict identity)", store.ErrInvalid, s.Workflow)
+		}
+	default:
+		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: on_conflict %q is not return or supersede", store.ErrInvalid, s.Workflow, onConflict)
+	}
 	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
-		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: r.steps}, nil
+		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Supersede: onConflict == workflow.OnConflictSupersede, Steps: r.steps}, nil
 }
 
 // stepInserts returns the steps a task of w starts with.
@@ -166,6 +184,8 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 			steps[i].Kind = store.KindDecision
 		case workflow.StepBatch:
 			steps[i].Kind = store.KindBatch
+		case workflow.StepWorkflow:
+			steps[i].Kind, steps[i].Handler = store.KindWorkflow, workflow.SubWorkflowHandler
 		case workflow.StepSignal:
 			steps[i].Kind, steps[i].Signal = store.KindSignal, st.SignalName()
 			if st.Signal != nil {

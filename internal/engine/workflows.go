@@ -10,7 +10,9 @@ import (
 	"github.com/weftrun/weft/workflow"
 )
 
-// Register validates a workflow version and records it in the store. The
+// Register validates a workflow version and records it in the store, with
+// its schedules (which become the workflow's unless a newer version is
+// registered). The
 // same definition may be registered again; a different definition under an
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
@@ -30,6 +32,9 @@ func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) (store.Work
 	e.mu.Lock()
 	e.workflows[w.Ref()] = w
 	e.mu.Unlock()
+	if err := e.syncSchedules(ctx, w); err != nil {
+		return store.WorkflowRecord{}, false, err
+	}
 	return rec, created, nil
 }
 
@@ -52,8 +57,8 @@ func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
 	var missing []string
 	seen := map[string]bool{}
 	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
-		if s.Type == workflow.StepSignal {
-			continue // runs no handler
+		if s.Type == workflow.StepSignal || s.Type == workflow.StepWorkflow {
+			continue // runs no handler of the user's
 		}
 		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
 			seen[s.Handler] = true

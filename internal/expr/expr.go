@@ -1,7 +1,8 @@
 // Package expr compiles and evaluates the conditions of steps (the "when"
-// key of a template): expressions in the Common Expression Language (CEL)
-// over the task input and the results of a step's dependencies, which must
-// yield a boolean.
+// key of a template) and the inputs of sub-workflow steps (their "input"
+// key): expressions in the Common Expression Language (CEL) over the task
+// input and the results of a step's dependencies, which must yield a
+// boolean (Expr) or a map (Value).
 //
 // CEL is not Turing-complete and has no side effects: an expression cannot
 // loop forever, reach the file system or the network, or run code. Every
@@ -67,21 +68,11 @@ func (x *Expr) String() string { return x.src }
 
 // Eval evaluates the expression on a task input and dependency results.
 func (x *Expr) Eval(input json.RawMessage, deps map[string]json.RawMessage) (bool, error) {
-	var in any
-	if len(input) > 0 {
-		if err := json.Unmarshal(input, &in); err != nil {
-			return false, fmt.Errorf("decode input: %w", err)
-		}
+	vars, err := variables(input, deps)
+	if err != nil {
+		return false, err
 	}
-	ds := make(map[string]any, len(deps))
-	for name, raw := range deps {
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return false, fmt.Errorf("decode result of %q: %w", name, err)
-		}
-		ds[name] = v
-	}
-	out, _, err := x.prg.Eval(map[string]any{"input": in, "deps": ds})
+	out, _, err := x.prg.Eval(vars)
 	if err != nil {
 		return false, fmt.Errorf("evaluate %q: %w", x.src, err)
 	}
@@ -90,4 +81,24 @@ func (x *Expr) Eval(input json.RawMessage, deps map[string]json.RawMessage) (boo
 		return false, fmt.Errorf("expression %q yielded %v, not a boolean", x.src, out.Value())
 	}
 	return b, nil
+}
+
+// variables decodes the task input and dependency results into the
+// expressions' variables.
+func variables(input json.RawMessage, deps map[string]json.RawMessage) (map[string]any, error) {
+	var in any
+	if len(input) > 0 {
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, fmt.Errorf("decode input: %w", err)
+		}
+	}
+	ds := make(map[string]any, len(deps))
+	for name, raw := range deps {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("decode result of %q: %w", name, err)
+		}
+		ds[name] = v
+	}
+	return map[string]any{"input": in, "deps": ds}, nil
 }

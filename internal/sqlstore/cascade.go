@@ -197,14 +197,35 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 			reasons[d.id] = d
 		}
 		from, args := t.rowset("f", []column{{"f_id", colInt}, {"f_from", colText}, {"f_to", colText}}, rows)
-		moved, err := t.int64s(`UPDATE tasks SET state = f.f_to, finished_at = ? FROM `+from+`
-			WHERE tasks.id = f.f_id AND tasks.state = f.f_from RETURNING id`, append([]any{t.now}, args...)...)
+		q, err := t.query(`UPDATE tasks SET state = f.f_to, finished_at = ? FROM `+from+`
+			WHERE tasks.id = f.f_id AND tasks.state = f.f_from RETURNING id, parent_step_id`, append([]any{t.now}, args...)...)
 		if err != nil {
 			return fmt.Errorf("finish tasks: %w", err)
 		}
-		for _, id := range moved {
-			d := reasons[id]
-			t.audit(id, "", string(d.from), string(d.to), 0, d.reason)
+		type movedTask struct {
+			id     int64
+			parent sql.NullInt64
+		}
+		moved, err := collect(q, func(r Row) (movedTask, error) {
+			var m movedTask
+			err := r.Scan(&m.id, &m.parent)
+			return m, err
+		})
+		if err != nil {
+			return fmt.Errorf("finish tasks: %w", err)
+		}
+		for _, m := range moved {
+			d := reasons[m.id]
+			t.audit(m.id, "", string(d.from), string(d.to), 0, d.reason)
+		}
+		// A child's end reaches the step of its parent that waits for it.
+		for _, m := range moved {
+			if m.parent.Valid {
+				d := reasons[m.id]
+				if err := t.childEnded(m.id, m.parent.Int64, d.to, d.reason); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	for _, e := range ended {
@@ -218,7 +239,9 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 }
 
 // endTask moves a task to a terminal state and every non-terminal step of it
-// to stepTo, returning the fences of steps that were running.
+// to stepTo, cancels its unfinished children and tells the step of its
+// parent that waits for it, returning the fences of steps that were running
+// (its own and its children's).
 func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
 	ok, err := t.moveTask(id, from, to, reason, `finished_at = ?, remaining = 0`, t.now)
 	if err != nil || !ok {
@@ -249,6 +272,21 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 		}
 		if state.Step(o.st) == state.StepRunning {
 			running = append(running, o.fence)
+		}
+	}
+	// Its unfinished children have nobody to report to: they end too.
+	fences, err := t.cancelChildren(id, string(to))
+	if err != nil {
+		return nil, err
+	}
+	running = append(running, fences...)
+	var parentStep sql.NullInt64
+	if err := t.queryRow(`SELECT parent_step_id FROM tasks WHERE id = ?`, id).Scan(&parentStep); err != nil {
+		return nil, fmt.Errorf("parent of task %d: %w", id, err)
+	}
+	if parentStep.Valid {
+		if err := t.childEnded(id, parentStep.Int64, to, reason); err != nil {
+			return nil, err
 		}
 	}
 	return running, nil

@@ -167,8 +167,8 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string
 	q := `SELECT id, namespace FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.TaskID != 0 {
-		q += ` AND task_id = ?`
-		args = append(args, p.TaskID)
+		q += ` AND task_id IN (SELECT id FROM tasks WHERE id = ? OR root_task_id = ?)`
+		args = append(args, p.TaskID, p.TaskID)
 	}
 	if len(full) > 0 {
 		q += ` AND namespace NOT IN (` + placeholders(len(full)) + `)`

@@ -102,6 +102,17 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	if err := state.CheckStep(state.StepRunning, to); err != nil {
 		return false, store.Refused(err)
 	}
+	if o.Child != nil && o.State == state.StepWaiting {
+		held, refused, err := t.startChild(o)
+		if err != nil || refused == "" {
+			return held, err
+		}
+		o.Child, to, o.Error, o.Reason, o.Result = nil, state.StepFailed, refused, refused, nil
+		set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{refused, t.now}
+	}
+	if o.ChildConsumed {
+		set += `, child_error = NULL`
+	}
 	if o.Spawn != nil && o.State == state.StepCompleted {
 		if msg, err := t.spawnTooLarge(o.Fence.StepID, o.Spawn); err != nil {
 			return false, err
@@ -140,7 +151,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 // failed, with no decision to apply and no items to spawn. A batch of those
 // is recorded with a few set-based statements instead of a few per step.
 func plainOutcome(o store.Outcome) bool {
-	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil
+	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed
 }
 
 // finishMany records plain outcomes in one fenced update and accounts for

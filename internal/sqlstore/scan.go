@@ -68,15 +68,16 @@ func scanWorkflow(r Row) (store.WorkflowRecord, error) {
 	return w, nil
 }
 
-const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error`
+const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth`
 
 func scanTask(r Row) (store.Task, error) {
 	var t store.Task
 	var st, input string
 	var key sql.NullString
 	var runAt, created int64
-	var goodUntil, started, finished sql.NullInt64
-	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error)
+	var goodUntil, started, finished, tick, parent sql.NullInt64
+	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error,
+		&t.Schedule, &tick, &parent, &t.Depth)
 	if err != nil {
 		return t, err
 	}
@@ -88,11 +89,13 @@ func scanTask(r Row) (store.Task, error) {
 	t.CreatedAt = time.UnixMicro(created)
 	t.StartedAt = optTime(started)
 	t.FinishedAt = optTime(finished)
+	t.ScheduleTick = optTime(tick)
+	t.ParentTaskID = parent.Int64
 	return t, nil
 }
 
 const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at,
-	kind, template, item, signal, progress, progress_msg, deadline`
+	kind, template, item, signal, progress, progress_msg, deadline, child_task_id, child_error`
 
 // heldStepSelect reads steps (as s) with stepColumns, then the lease, the
 // workflow and the version of their task (as t), for scanHeldStep.
@@ -124,6 +127,8 @@ type stepScan struct {
 	runAt, started, fin sql.NullInt64
 	deadline            sql.NullInt64
 	progress            sql.NullFloat64
+	child               sql.NullInt64
+	childErr            sql.NullString
 }
 
 // dest returns the scan destinations of stepColumns, in order.
@@ -131,7 +136,7 @@ func (x *stepScan) dest() []any {
 	s := &x.s
 	return []any{&s.ID, &s.TaskID, &s.Index, &s.Name, &s.Handler, &s.Namespace, &x.st, &s.Sub, &x.deps, &s.Attempts, &s.MaxAttempts,
 		&s.Priority, &x.result, &s.Error, &x.checkpoint, &x.runAt, &s.EngineID, &x.started, &x.fin,
-		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline}
+		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline, &x.child, &x.childErr}
 }
 
 // row decodes what was scanned.
@@ -155,6 +160,7 @@ func (x *stepScan) row() stepRow {
 	s.StartedAt = optTime(x.started)
 	s.FinishedAt = optTime(x.fin)
 	s.Deadline = optTime(x.deadline)
+	s.ChildTaskID, s.ChildError = x.child.Int64, x.childErr.String
 	return stepRow{Step: s, deps: parseIdx(x.deps)}
 }
 

@@ -11,7 +11,9 @@
 // leases.go (engines, heartbeats, leader, release, reap), timers.go (expiry,
 // promotion, deadlines, the next wake), signals.go, dynamic.go (decisions and
 // batches), operator.go (operator actions), tasks.go (reads), credentials.go,
-// workflows.go. txn.go is the transaction helper every write goes through,
+// workflows.go, schedules.go (cron schedules and firing their ticks),
+// children.go (sub-workflows: child tasks and their links) and supersede.go
+// (a submission that takes an idempotency key from its holder). txn.go is the transaction helper every write goes through,
 // scan.go reads rows into records, notify.go wakes engines and rowset.go
 // passes many rows to one statement.
 package sqlstore

@@ -84,6 +84,14 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 		}
 		var id int64
 		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+		var superseded *heldKey
+		if errors.Is(err, sql.ErrNoRows) && in.Supersede {
+			// The task holding the key gives it up; this one takes it.
+			if superseded, err = t.releaseKey(in.Namespace, in.IdempotencyKey); err != nil {
+				return nil, err
+			}
+			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
 			if err != nil {
@@ -139,6 +147,12 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			task.GoodUntil = &g
 		}
 		out[i] = store.InsertResult{Task: task}
+		if superseded != nil {
+			if err := t.supersede(*superseded, id, in.IdempotencyKey); err != nil {
+				return nil, err
+			}
+			out[i].Superseded = superseded.id
+		}
 	}
 	return out, nil
 }

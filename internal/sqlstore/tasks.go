@@ -40,6 +40,9 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 			}
 		}
 	}
+	if err := s.taskLinks(ctx, &t); err != nil {
+		return nil, err
+	}
 	return &t, nil
 }
 

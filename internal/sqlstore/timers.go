@@ -109,7 +109,8 @@ func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
 		SELECT min(run_at) AS v FROM steps WHERE state = 'waiting'
 		UNION ALL SELECT min(expires_at) FROM steps WHERE expires_at IS NOT NULL
 		UNION ALL SELECT min(deadline) FROM steps WHERE state = 'running' AND deadline IS NOT NULL
-		UNION ALL SELECT min(good_until) FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL) AS due`).Scan(&next)
+		UNION ALL SELECT min(good_until) FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL
+		UNION ALL SELECT min(next_tick) FROM schedules WHERE paused = 0) AS due`).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	}

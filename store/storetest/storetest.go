@@ -87,6 +87,9 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, runningTests...)
 	tests = append(tests, historyTests...)
 	tests = append(tests, webhookTests...)
+	tests = append(tests, scheduleTests...)
+	tests = append(tests, subworkflowTests...)
+	tests = append(tests, supersedeTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/store"
+)
+
+// scheduleBackend is what the schedules commands need: the local engine
+// or a weft server.
+type scheduleBackend interface {
+	Schedules(ctx context.Context, f weft.ScheduleFilter) ([]weft.Schedule, error)
+	ScheduleAudit(ctx context.Context, k weft.ScheduleKey) ([]weft.ScheduleAuditEntry, error)
+	Pause(ctx context.Context, k weft.ScheduleKey, paused bool, reason string) (weft.Schedule, error)
+	Close()
+}
+
+type localSchedules struct{ localBackend }
+
+func (l localSchedules) Pause(ctx context.Context, k weft.ScheduleKey, paused bool, reason string) (weft.Schedule, error) {
+	op := weft.Operator{Actor: cliActor(), Reason: reason}
+	if paused {
+		return l.Engine.PauseSchedule(ctx, k, op)
+	}
+	return l.Engine.ResumeSchedule(ctx, k, op)
+}
+
+type remoteSchedules struct{ *client.Client }
+
+func (r remoteSchedules) ScheduleAudit(ctx context.Context, k weft.ScheduleKey) ([]weft.ScheduleAuditEntry, error) {
+	d, err := r.Client.Schedule(ctx, k)
+	return d.Audit, err
+}
+
+func (r remoteSchedules) Pause(ctx context.Context, k weft.ScheduleKey, paused bool, reason string) (weft.Schedule, error) {
+	if paused {
+		return r.Client.PauseSchedule(ctx, k, reason)
+	}
+	return r.Client.ResumeSchedule(ctx, k, reason)
+}
+
+func (r remoteSchedules) Close() {}
+
+// schedules opens the local database (read-only when only reading) or a
+// client of the server.
+func (a *app) schedules(ctx context.Context, how access) (scheduleBackend, error) {
+	if url := a.serverURL(); url != "" {
+		c, err := client.New(url, a.token())
+		if err != nil {
+			return nil, usageErrorf("--server: %v", err)
+		}
+		return remoteSchedules{c}, nil
+	}
+	e, err := a.open(ctx, weft.Config{}, how)
+	if err != nil {
+		return nil, err
+	}
+	return localSchedules{localBackend{Engine: e, a: a}}, nil
+}
+
+// findSchedule resolves NAME or NAMESPACE/WORKFLOW/NAME.
+func findSchedule(ctx context.Context, b scheduleBackend, ref string) (weft.Schedule, error) {
+	f, err := store.ParseScheduleRef(ref)
+	if err != nil {
+		return weft.Schedule{}, usageErrorf("%v", trimInvalid(err))
+	}
+	list, err := b.Schedules(ctx, f)
+	if err != nil {
+		return weft.Schedule{}, err
+	}
+	s, err := store.PickSchedule(ref, list)
+	if errors.Is(err, store.ErrInvalid) {
+		return s, usageErrorf("%v", trimInvalid(err))
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return s, fmt.Errorf("schedule %s: not found", ref)
+	}
+	return s, err
+}
+
+// trimInvalid drops the "invalid" sentinel's prefix from a message.
+func trimInvalid(err error) string {
+	msg := err.Error()
+	if p := store.ErrInvalid.Error() + " "; len(msg) > len(p) && msg[:len(p)] == p {
+		return msg[len(p):]
+	}
+	return msg
+}
+
+func (a *app) schedulesCommand() *cobra.Command {
+	var (
+		f       weft.ScheduleFilter
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "schedules",
+		Short: "List cron schedules with their last and next ticks; pause and resume them",
+		Long: `List the schedules of registered workflows: their cron expression and time
+zone, catch-up policy, whether they are paused, the last tick that submitted a
+task and the next tick due. Schedules come from the schedules: section of
+workflow templates (weft register FILE). A schedule is named
+NAMESPACE/WORKFLOW/NAME, or by its NAME alone when no other workflow has a
+schedule of that name.`,
+		Example: `  weft schedules
+  weft schedules pause nightly --reason "quarter close"
+  weft schedules resume ops/report/nightly
+  weft schedules show nightly`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			b, err := a.schedules(cmd.Context(), readOnlyDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			list, err := b.Schedules(cmd.Context(), f)
+			if err != nil {
+				return fmt.Errorf("list schedules: %w", err)
+			}
+			if jsonOut {
+				if list == nil {
+					list = []weft.Schedule{}
+				}
+				return writeJSON(a.stdout, list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintln(a.stderr, "no schedules (register a template with a schedules: section)")
+				return nil
+			}
+			tw := newTable(a.stdout)
+			fmt.Fprintln(tw, "SCHEDULE\tCRON\tTIME ZONE\tCATCH-UP\tSTATE\tLAST TICK\tNEXT TICK")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.String(), s.Cron, orDash(s.TimeZone), catchUpText(s), scheduleState(s),
+					fmtTime(s.LastTick), nextTickText(s))
+			}
+			return flushTable(tw)
+		}),
+	}
+	cmd.Flags().StringVar(&f.Namespace, "namespace", "", "only schedules of this namespace")
+	cmd.Flags().StringVar(&f.Workflow, "workflow", "", "only schedules of this workflow (its name, without namespace)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the schedules as a JSON array")
+	cmd.AddCommand(a.schedulePauseCommand(true), a.schedulePauseCommand(false), a.scheduleShowCommand())
+	return cmd
+}
+
+func catchUpText(s weft.Schedule) string {
+	if s.CatchUp == "all" {
+		return fmt.Sprintf("all (max %d)", s.MaxCatchUp)
+	}
+	return s.CatchUp
+}
+
+func scheduleState(s weft.Schedule) string {
+	if s.Paused {
+		return "paused"
+	}
+	return "active"
+}
+
+func nextTickText(s weft.Schedule) string {
+	if s.Paused {
+		return "-"
+	}
+	return fmtTime(&s.NextTick)
+}
+
+func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
+	var reason string
+	use, short, long, done := "pause NAME", "Stop a schedule from firing until it is resumed",
+		`Pause a schedule: it submits no task until resumed. The schedule's audit records
+who paused it (cli:<OS user>, or api:<key name> through --server) and --reason.`, "paused"
+	if !pause {
+		use, short, long, done = "resume NAME", "Let a paused schedule fire again",
+			`Resume a paused schedule from its next tick after now: ticks that passed while it
+was paused are not caught up. The schedule's audit records who resumed it and
+--reason.`, "resumed"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			b, err := a.schedules(ctx, existingDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			s, err := findSchedule(ctx, b, args[0])
+			if err != nil {
+				return err
+			}
+			s, err = b.Pause(ctx, s.ScheduleKey, pause, reason)
+			if err != nil {
+				return fmt.Errorf("schedule %s: %w", s.ScheduleKey, err)
+			}
+			if pause {
+				fmt.Fprintf(a.stdout, "schedule %s %s\n", s.ScheduleKey, done)
+			} else {
+				fmt.Fprintf(a.stdout, "schedule %s %s: next tick %s\n", s.ScheduleKey, done, fmtTime(&s.NextTick))
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the schedule's audit")
+	return cmd
+}
+
+func (a *app) scheduleShowCommand() *cobra.Command {
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a schedule with its pauses and resumptions",
+		Args:  cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			b, err := a.schedules(ctx, readOnlyDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			s, err := findSchedule(ctx, b, args[0])
+			if err != nil {
+				return err
+			}
+			audit, err := b.ScheduleAudit(ctx, s.ScheduleKey)
+			if err != nil {
+				return fmt.Errorf("audit of schedule %s: %w", s.ScheduleKey, err)
+			}
+			if audit == nil {
+				audit = []weft.ScheduleAuditEntry{}
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, struct {
+					weft.Schedule
+					Audit []weft.ScheduleAuditEntry `json:"audit"`
+				}{s, audit})
+			}
+			tw := newTable(a.stdout)
+			fmt.Fprintf(tw, "Schedule:\t%s\n", s.ScheduleKey)
+			fmt.Fprintf(tw, "Workflow:\t%s/%s@%s\n", s.Namespace, s.Workflow, s.Version)
+			fmt.Fprintf(tw, "Cron:\t%s\n", s.Cron)
+			fmt.Fprintf(tw, "Time zone:\t%s\n", orDash(s.TimeZone))
+			fmt.Fprintf(tw, "Catch-up:\t%s\n", catchUpText(s))
+			fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(s.Input), 100))
+			fmt.Fprintf(tw, "State:\t%s\n", scheduleState(s))
+			fmt.Fprintf(tw, "Last tick:\t%s\n", fmtTime(s.LastTick))
+			fmt.Fprintf(tw, "Next tick:\t%s\n", nextTickText(s))
+			for _, e := range audit {
+				at := e.At
+				line := fmt.Sprintf("%s %s by %s", fmtTime(&at), e.Action, e.Actor)
+				if e.Reason != "" {
+					line += ": " + e.Reason
+				}
+				fmt.Fprintf(tw, "History:\t%s\n", line)
+			}
+			return flushTable(tw)
+		}),
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the schedule and its audit as JSON")
+	return cmd
+}

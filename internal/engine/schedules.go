@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/internal/schedule"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// This file holds cron schedules: registering them with a workflow
+// version, firing due ticks (the maintenance leader's work, woken by the
+// store's next due time rather than by polling), and pausing them.
+
+// syncSchedules records w's schedules as the workflow's, each with its
+// first tick after now.
+func (e *Engine) syncSchedules(ctx context.Context, w *workflow.Workflow) error {
+	now := e.clock()
+	recs := make([]store.ScheduleRecord, len(w.Schedules))
+	for i, s := range w.Schedules {
+		c, err := schedule.Parse(s.Cron, s.TimeZone)
+		if err != nil {
+			return fmt.Errorf("%w schedule %s: %w", store.ErrInvalid, s.Name, err)
+		}
+		catchUp, maxCatchUp := string(s.CatchUp), s.MaxCatchUp
+		if catchUp == "" {
+			catchUp = schedule.Skip
+		}
+		if maxCatchUp == 0 {
+			maxCatchUp = schedule.DefaultMaxCatchUp
+		}
+		recs[i] = store.ScheduleRecord{ScheduleKey: store.ScheduleKey{Namespace: w.Namespace, Workflow: w.Name, Name: s.Name},
+			Version: w.Version, Cron: s.Cron, TimeZone: s.TimeZone, Input: s.Input, CatchUp: catchUp, MaxCatchUp: maxCatchUp,
+			NextTick: c.Next(now)}
+	}
+	changed, err := e.store.SyncSchedules(ctx, w.Namespace, w.Name, w.Version, recs)
+	if err != nil {
+		return fmt.Errorf("weft: register schedules of %s: %w", w.Ref(), err)
+	}
+	if changed {
+		e.nudgeTimers()
+	}
+	return nil
+}
+
+// scheduleBatch bounds the schedules one maintenance round fires; more
+// make the round nudge itself.
+const scheduleBatch = 100
+
+// fireSchedules submits the tasks of the schedules due at now, under each
+// one's catch-up policy. A schedule another engine fired meanwhile is left
+// alone; one whose workflow or definition cannot be used is logged and
+// moved past its due ticks so that it does not block the others.
+func (e *Engine) fireSchedules(ctx context.Context, now time.Time) {
+	if e.onlyTask != 0 {
+		return // weft run drives one task and fires nothing else
+	}
+	due, err := e.store.DueSchedules(ctx, now, scheduleBatch)
+	if err != nil {
+		e.logErr(ctx, "due schedules", err)
+		return
+	}
+	for _, s := range due {
+		if err := e.fireSchedule(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			e.logErr(ctx, "fire schedule "+s.String(), err)
+		}
+	}
+	if len(due) == scheduleBatch {
+		e.nudgeTimers()
+	}
+}
+
+// fireSchedule handles one due schedule.
+func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now time.Time) error {
+	c, err := schedule.Parse(s.Cron, s.TimeZone)
+	if err != nil {
+		// Validated at registration: only a time zone database that lost
+		// the zone gets here. Say so, and try again at the next round.
+		return fmt.Errorf("%w schedule %s: %w", store.ErrInvalid, s, err)
+	}
+	plan := c.Decide(s.NextTick, now, s.CatchUp, s.MaxCatchUp)
+	fire := store.ScheduleFire{Key: s.ScheduleKey, Expect: s.NextTick, Next: plan.Next, Ticks: plan.Fire, EngineID: e.ID()}
+	if len(plan.Fire) > 0 {
+		subs := make([]Submission, len(plan.Fire))
+		for i, tick := range plan.Fire {
+			subs[i] = Submission{Workflow: s.Namespace + "/" + s.Workflow + "@" + s.Version, Input: s.Input, Key: TickKey(s.ScheduleKey, tick),
+				OnConflict: workflow.OnConflictReturn}
+		}
+		resolved := map[string]*resolvedWorkflow{}
+		for _, sub := range subs {
+			in, err := e.prepare(ctx, sub, resolved)
+			if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) {
+				// Trying again cannot help: the ticks pass without a task,
+				// said loudly, rather than holding up maintenance.
+				e.log.Error("schedule cannot submit its task; its due ticks are dropped", "schedule", s.String(), "error", err)
+				fire.Ticks, fire.Tasks = nil, nil
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("schedule %s: %w", s, err)
+			}
+			fire.Tasks = append(fire.Tasks, in)
+		}
+	}
+	res, err := e.store.FireSchedule(ctx, fire)
+	if err != nil {
+		return err
+	}
+	if plan.Missed > 0 {
+		e.log.Warn("schedule missed ticks", "schedule", s.String(), "missed", plan.Missed, "catch_up", s.CatchUp)
+	}
+	for _, r := range res {
+		if !r.Duplicate {
+			e.log.Info("schedule fired", "schedule", s.String(), "task_id", r.Task.ID, "tick", r.Task.ScheduleTick)
+			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+		}
+	}
+	return nil
+}
+
+// TickKey is the idempotency key of the task a schedule submits for one
+// tick: the tick is the task's identity in its namespace.
+func TickKey(k store.ScheduleKey, tick time.Time) string {
+	return "schedule:" + k.Workflow + "/" + k.Name + "@" + tick.UTC().Format(time.RFC3339)
+}
+
+// Schedules lists the schedules f selects.
+func (e *Engine) Schedules(ctx context.Context, f store.ScheduleFilter) ([]store.ScheduleRecord, error) {
+	return e.store.ListSchedules(ctx, f)
+}
+
+// ScheduleAudit returns a schedule's pauses and resumptions.
+func (e *Engine) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]store.ScheduleAuditEntry, error) {
+	return e.store.ScheduleAudit(ctx, k)
+}
+
+// FindSchedule resolves a schedule reference: "namespace/workflow/name",
+// or a bare name that only one schedule has.
+func (e *Engine) FindSchedule(ctx context.Context, ref string) (store.ScheduleRecord, error) {
+	f, err := store.ParseScheduleRef(ref)
+	if err != nil {
+		return store.ScheduleRecord{}, err
+	}
+	list, err := e.store.ListSchedules(ctx, f)
+	if err != nil {
+		return store.ScheduleRecord{}, err
+	}
+	return store.PickSchedule(ref, list)
+}
+
+// PauseSchedule pauses (paused) or resumes a schedule, recording actor
+// ("" records the engine's id) and reason. A resumed schedule's next tick
+// is its first after now: ticks that passed while it was paused are not
+// caught up.
+func (e *Engine) PauseSchedule(ctx context.Context, k store.ScheduleKey, paused bool, actor, reason string) (store.ScheduleRecord, error) {
+	if actor == "" {
+		actor = e.ID()
+	}
+	p := store.SchedulePause{Key: k, Paused: paused, Actor: actor, Reason: reason}
+	if !paused {
+		list, err := e.store.ListSchedules(ctx, store.ScheduleFilter(k))
+		if err != nil {
+			return store.ScheduleRecord{}, err
+		}
+		if len(list) == 0 {
+			return store.ScheduleRecord{}, fmt.Errorf("schedule %s: %w", k, store.ErrNotFound)
+		}
+		c, err := schedule.Parse(list[0].Cron, list[0].TimeZone)
+		if err != nil {
+			return store.ScheduleRecord{}, fmt.Errorf("%w schedule %s: %w", store.ErrInvalid, k, err)
+		}
+		p.Next = c.Next(e.clock())
+	}
+	rec, err := e.store.PauseSchedule(ctx, p)
+	if err != nil {
+		return store.ScheduleRecord{}, err
+	}
+	e.nudgeTimers()
+	return rec, nil
+}

@@ -1,0 +1,126 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/weftrun/weft/internal/schedule"
+	"github.com/weftrun/weft/internal/textsafe"
+)
+
+// Schedule submits a task of its workflow at each tick of a cron
+// expression. Registering a workflow version registers its schedules (the
+// newest registered version's schedules are the workflow's); the
+// maintenance leader fires them, one task per tick across every engine.
+type Schedule struct {
+	// Name identifies the schedule within its workflow.
+	Name string `json:"name"`
+	// Cron is a cron expression: five fields (minute hour day-of-month
+	// month day-of-week), an optional leading seconds field, or a
+	// descriptor such as @hourly, @daily or @every 30s.
+	Cron string `json:"cron"`
+	// TimeZone is the IANA zone the expression is read in; "" means UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Input is the JSON object each task is submitted with; nil means {}.
+	Input json.RawMessage `json:"input,omitempty"`
+	// CatchUp says what happens to ticks missed while no engine ran:
+	// CatchUpSkip (the default), CatchUpLatest or CatchUpAll.
+	CatchUp CatchUp `json:"catch_up,omitempty"`
+	// MaxCatchUp bounds how many missed ticks CatchUpAll submits at once
+	// (the most recent ones). Zero means 10.
+	MaxCatchUp int `json:"max_catch_up,omitempty"`
+
+	line int
+}
+
+// CatchUp is a schedule's policy for ticks missed while no engine ran.
+type CatchUp string
+
+// Catch-up policies.
+const (
+	// CatchUpSkip drops ticks missed by more than a minute; a tick that is
+	// merely late still fires.
+	CatchUpSkip CatchUp = schedule.Skip
+	// CatchUpLatest submits the most recent missed tick only.
+	CatchUpLatest CatchUp = schedule.Latest
+	// CatchUpAll submits every missed tick, oldest first, at most
+	// MaxCatchUp of them (the most recent).
+	CatchUpAll CatchUp = schedule.All
+)
+
+// ScheduleOption configures a schedule added with Workflow.Schedule.
+type ScheduleOption func(*Schedule)
+
+// ScheduleInput sets the input each scheduled task is submitted with,
+// marshalled to JSON (an object).
+func ScheduleInput(v any) ScheduleOption {
+	return func(s *Schedule) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b, _ = json.Marshal(err.Error()) // not an object: Validate reports it
+		}
+		s.Input = b
+	}
+}
+
+// InTimeZone reads the schedule's cron expression in an IANA time zone.
+func InTimeZone(tz string) ScheduleOption { return func(s *Schedule) { s.TimeZone = tz } }
+
+// WithCatchUp sets the schedule's catch-up policy and, for CatchUpAll, the
+// bound on missed ticks submitted at once (0: the default).
+func WithCatchUp(p CatchUp, maxCatchUp int) ScheduleOption {
+	return func(s *Schedule) { s.CatchUp, s.MaxCatchUp = p, maxCatchUp }
+}
+
+// Schedule adds a cron schedule and returns the workflow, so calls chain.
+func (w *Workflow) Schedule(name, cron string, opts ...ScheduleOption) *Workflow {
+	s := Schedule{Name: name, Cron: cron}
+	for _, o := range opts {
+		o(&s)
+	}
+	w.Schedules = append(w.Schedules, s)
+	return w
+}
+
+// validateSchedules checks each schedule's name, expression, time zone,
+// input and policy.
+func (w *Workflow) validateSchedules(add addFunc) {
+	seen := map[string]bool{}
+	for i, s := range w.Schedules {
+		field := func(f string) string { return fmt.Sprintf("schedules[%d].%s", i, f) }
+		if s.Name != "" {
+			field = func(f string) string { return fmt.Sprintf("schedules.%s.%s", s.Name, f) }
+		}
+		switch {
+		case s.Name == "":
+			add("", s.line, field("name"), "every schedule needs a name")
+		case !identPattern.MatchString(s.Name):
+			add("", s.line, field("name"), "%q may hold only letters, digits, '_', '.' and '-'", s.Name)
+		case seen[s.Name]:
+			add("", s.line, field("name"), "duplicate schedule %q", s.Name)
+		}
+		seen[s.Name] = true
+		if _, err := schedule.Parse(s.Cron, s.TimeZone); err != nil {
+			f := "cron"
+			if _, tzErr := schedule.Location(s.TimeZone); tzErr != nil {
+				f = "time_zone"
+			}
+			add("", s.line, field(f), "%v", err)
+		}
+		if len(s.Input) > 0 {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(s.Input, &obj); err != nil || obj == nil {
+				add("", s.line, field("input"), "must be a JSON object")
+			} else if path, err := textsafe.Find(s.Input); err != nil {
+				add("", s.line, field("input"), "%s %v", path, err)
+			}
+		}
+		if s.CatchUp != "" && !slices.Contains(schedule.Policies, string(s.CatchUp)) {
+			add("", s.line, field("catch_up"), "unknown policy %q (want skip, latest or all)", s.CatchUp)
+		}
+		if s.MaxCatchUp < 0 || s.MaxCatchUp > schedule.MaxMaxCatchUp {
+			add("", s.line, field("max_catch_up"), "must be from 1 to %d, got %d", schedule.MaxMaxCatchUp, s.MaxCatchUp)
+		}
+	}
+}
