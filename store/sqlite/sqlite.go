@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore"
@@ -110,7 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "off")
 	q.Set("_txlock", "immediate")
-	w, err := sql.Open(driverName, "file:"+path+"?"+q.Encode())
+	w, err := sql.Open(driverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -133,7 +134,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	opened, _ := os.Stat(path)
 	q.Set("_txlock", "deferred")
 	q.Set("mode", "ro")
-	r, err := sql.Open(driverName, "file:"+path+"?"+q.Encode())
+	r, err := sql.Open(driverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		w.Close()
 		return Store{}, fmt.Errorf("sqlite: open readers %s: %w", path, err)
@@ -193,7 +194,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 		if immutable {
 			q.Set("immutable", "1")
 		}
-		if db, err = sql.Open(driverName, "file:"+path+"?"+q.Encode()); err != nil {
+		if db, err = sql.Open(driverName, fileURI(path)+"?"+q.Encode()); err != nil {
 			return Store{}, fmt.Errorf("sqlite: open %s read-only: %w", path, err)
 		}
 		if err = checkSchema(ctx, db); err == nil || !isCantOpen(err) {
@@ -231,4 +232,11 @@ func checkSchema(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("its schema is at version %d, newer than this weft knows (%d): use a newer weft", got, want)
 	}
 	return nil
+}
+
+// fileURI is the SQLite URI filename of path: the characters a URI gives
+// a meaning to ('%', '?', '#') are escaped, so that a file named with them
+// opens as itself.
+func fileURI(path string) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
