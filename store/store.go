@@ -61,6 +61,7 @@ type Store interface {
 	Engines
 	Admin
 	Credentials
+	Policies
 	// Close releases the database handles. Calls after Close fail.
 	Close() error
 }

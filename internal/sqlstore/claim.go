@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -15,8 +14,26 @@ import (
 )
 
 // This file holds the claim: the one statement that picks the best ready
-// steps (within namespace caps), marks them running under a lease, and
-// loads what their handlers see.
+// steps, marks them running under a lease, and loads what their handlers
+// see. Scheduling policies are predicates of that statement and a cheap
+// check of the rows it returns, never a second scheduler:
+//
+//   - pauses (policies.go) add "namespace NOT IN …" and "NOT (namespace = …
+//     AND workflow = …)" to the query, or end the claim when all is paused;
+//   - namespace concurrency limits (the operator's, held in the database,
+//     and the engine's NamespaceCaps) count the namespace's running steps
+//     under a lock and skip full namespaces in the query;
+//   - concurrency keys of steps and workflows (limits.go) are checked on the
+//     candidates the query returned, and full keys are skipped by the
+//     query's next round.
+//
+// Nothing of this runs while no policy is set: the claim reads the policy
+// version with the engine's state, in one statement it made anyway, and a
+// candidate without keys costs one string comparison.
+
+// claimRounds bounds how many times one claim selects candidates: a limit
+// can fill up mid-batch, and the next round skips what is full.
+const claimRounds = 3
 
 // ClaimSteps claims up to p.Limit ready steps.
 func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
@@ -33,15 +50,26 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				return fmt.Errorf("claim: %w", err)
 			}
 		}
-		var engineState string
-		err := t.queryRow(`SELECT state FROM engines WHERE id = ?`, p.EngineID).Scan(&engineState)
+		// The engine's state and the version of the policies, in one
+		// statement: the policies are read again only when they changed.
+		var engineState sql.NullString
+		var version int64
+		err := t.queryRow(`SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`,
+			p.EngineID).Scan(&engineState, &version)
 		switch {
-		case err == nil && engineState != "live":
-			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState, store.ErrEngineLost)
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
+		case err != nil:
 			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		case engineState.Valid && engineState.String != "live":
+			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState.String, store.ErrEngineLost)
 		}
-		room, err := t.capRoom(p.Caps)
+		pol, err := t.policies(version)
+		if err != nil {
+			return err
+		}
+		if pol.all {
+			return nil // everything is paused
+		}
+		room, err := t.capRoom(pol.capsWith(p.Caps))
 		if err != nil {
 			return err
 		}
@@ -49,13 +77,14 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if leaseID == 0 {
 			leaseID = rand.Int64N(1<<62) + 1
 		}
+		keys := newKeyRoom()
 		var deps [][]int
-		for range 3 { // a capped namespace can fill up mid-batch; look again
+		for round := range claimRounds {
 			want := p.Limit - len(claimed)
 			if want <= 0 {
 				break
 			}
-			ids, err := t.candidates(want, p, room)
+			ids, admitted, err := t.candidates(want, p, pol, room, keys, round)
 			if err != nil {
 				return err
 			}
@@ -68,6 +97,9 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			}
 			claimed = append(claimed, got...)
 			deps = append(deps, gotDeps...)
+			if err := t.admitTasks(admitted); err != nil {
+				return err
+			}
 		}
 		return t.claimContext(claimed, deps)
 	})
@@ -126,67 +158,115 @@ func scanNamespaceRow(r Row) (namespaceRow, error) {
 	return v, err
 }
 
-// candidates selects the best ready steps, skipping namespaces at their cap,
-// and keeps only as many of a capped namespace as it has room for.
-func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]int64, error) {
+// candidate is a ready step the claim query returned, with what the
+// policies check: its namespace and its concurrency keys.
+type candidate struct {
+	id, taskID int64
+	namespace  string
+	limitKey   string
+	limitN     int
+	taskKey    string
+	taskN      int
+}
+
+// candidates selects the best ready steps, skipping paused targets, full
+// namespaces and full keys, and keeps only as many of a capped namespace or
+// a key as it has room for. admitted lists the tasks whose workflow limit
+// the kept steps take a place of.
+func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, room map[string]int, keys *keyRoom, round int) (ids []int64, admitted []int64, err error) {
 	var full []string
 	for ns, n := range room {
 		if n <= 0 {
 			full = append(full, ns)
 		}
 	}
-	q, args := t.s.claimQuery(want, p, full)
+	q, args := t.s.claimQuery(want, p, pol, full, keys)
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("select ready steps: %w", err)
+		return nil, nil, fmt.Errorf("select ready steps: %w", err)
 	}
-	ready, err := collect(rows, func(r Row) (namespaceRow, error) {
-		var v namespaceRow
-		err := r.Scan(&v.n, &v.namespace)
-		return v, err
+	ready, err := collect(rows, func(r Row) (candidate, error) {
+		var c candidate
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN)
+		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("select ready steps: %w", err)
+		return nil, nil, fmt.Errorf("select ready steps: %w", err)
 	}
-	ids := make([]int64, 0, len(ready))
-	for _, r := range ready {
-		if n, capped := room[r.namespace]; capped {
-			if n <= 0 {
+	keyed := false
+	for _, c := range ready {
+		if c.limitKey != "" || c.taskKey != "" {
+			keyed = true
+			break
+		}
+	}
+	if keyed {
+		// Only now, and only for the keys among the candidates: count
+		// what runs under each (locked on PostgreSQL, see limits.go).
+		if err := t.countKeys(ready, keys, round == 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	ids = make([]int64, 0, len(ready))
+	for _, c := range ready {
+		if n, capped := room[c.namespace]; capped && n <= 0 {
+			continue
+		}
+		if keyed {
+			ok, admit := keys.take(c)
+			if !ok {
 				continue
 			}
-			room[r.namespace] = n - 1
+			if admit {
+				admitted = append(admitted, c.taskID)
+			}
 		}
-		ids = append(ids, r.n)
+		if _, capped := room[c.namespace]; capped {
+			room[c.namespace]--
+		}
+		ids = append(ids, c.id)
 	}
-	return ids, nil
+	return ids, admitted, nil
 }
 
 // claimQuery is the query that picks the steps to claim: the best ready
-// steps, in effective priority order, skipping namespaces at their cap.
-func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string, []any) {
-	q := `SELECT id, namespace FROM steps WHERE state = 'ready'`
+// steps, in effective priority order, skipping paused targets, namespaces
+// at their cap and full concurrency keys.
+func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, full []string, keys *keyRoom) (string, []any) {
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.TaskID != 0 {
 		q += ` AND task_id = ?`
 		args = append(args, p.TaskID)
 	}
-	if len(full) > 0 {
-		q += ` AND namespace NOT IN (` + placeholders(len(full)) + `)`
-		for _, ns := range full {
-			args = append(args, ns)
+	in := func(cond string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		q += ` AND ` + cond + ` (` + placeholders(len(vals)) + `)`
+		for _, v := range vals {
+			args = append(args, v)
 		}
 	}
-	if p.Handlers != nil {
-		q += ` AND handler IN (` + placeholders(len(p.Handlers)) + `)`
-		for _, h := range p.Handlers {
-			args = append(args, h)
+	in(`namespace NOT IN`, full)
+	if pol != nil {
+		in(`namespace NOT IN`, pol.namespaces)
+		for _, wf := range pol.workflows {
+			q += ` AND NOT (namespace = ? AND workflow = ?)`
+			args = append(args, wf[0], wf[1])
 		}
 	}
-	if p.Namespaces != nil {
-		q += ` AND namespace IN (` + placeholders(len(p.Namespaces)) + `)`
-		for _, ns := range p.Namespaces {
-			args = append(args, ns)
-		}
+	if keys != nil {
+		in(`limit_key NOT IN`, keys.fullSteps())
+		in(`task_limit_key NOT IN`, keys.fullTasks())
+	}
+	in(`handler IN`, p.Handlers)
+	in(`namespace IN`, p.Namespaces)
+	if p.Handlers != nil && len(p.Handlers) == 0 {
+		q += ` AND 1 = 0` // an empty list of handlers claims nothing
+	}
+	if p.Namespaces != nil && len(p.Namespaces) == 0 {
+		q += ` AND 1 = 0`
 	}
 	q += ` ORDER BY sort_key LIMIT ?`
 	if s.d.ClaimLock != "" {
@@ -199,7 +279,7 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
 func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil)
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)

@@ -44,9 +44,11 @@ type Dialect struct {
 	// step).
 	ClaimPlan string
 	// LockCap, if set, is a statement taking a transaction-scoped lock on
-	// one capped namespace (its argument is the namespace), so that engines
-	// count and claim a namespace's running steps one at a time.
-	LockCap string
+	// one capped namespace or concurrency key (its argument names it), so
+	// that engines count and claim under it one at a time. TryLockCap is
+	// the same lock taken only if free, returning whether it was.
+	LockCap    string
+	TryLockCap string
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a
@@ -98,6 +100,11 @@ type Store struct {
 	lastNotify   time.Time
 	notifyLater  *time.Timer // armed while a notification waits for its window
 	notifyClosed bool
+
+	// policyMu guards policyCache: the policies as of a policy version,
+	// read again by a claim that sees another version (policies.go).
+	policyMu    sync.Mutex
+	policyCache *policySet
 }
 
 // New returns a Store on open database handles whose schema is current.

@@ -152,6 +152,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			// Read the ready index in order whatever the statistics say.
 			ClaimPlan:      "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
 			LockCap:        "SELECT pg_advisory_xact_lock(hashtext(?))",
+			TryLockCap:     "SELECT pg_try_advisory_xact_lock(hashtext(?))",
 			Explain:        "EXPLAIN",
 			ExplainColumns: 1,
 			Notify:         "SELECT pg_notify(?, '')",
