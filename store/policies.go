@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -26,6 +27,10 @@ type Policies interface {
 	PolicyChanges(ctx context.Context, limit int) ([]PolicyChangeRecord, error)
 }
 
+// targetName is what a namespace or workflow name may be (as
+// workflow.ValidName).
+var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
 // TargetAll is the target that stands for all work.
 const TargetAll = "*"
 
@@ -39,13 +44,13 @@ func ParseTarget(target string) (namespace, name string, err error) {
 	ns, name, hasName := strings.Cut(target, "/")
 	switch {
 	case target == "":
-		return "", "", fmt.Errorf("policy target is empty: want NAMESPACE, NAMESPACE/WORKFLOW or %q", TargetAll)
+		return "", "", fmt.Errorf("%w policy target: empty; want NAMESPACE, NAMESPACE/WORKFLOW or %q", ErrInvalid, TargetAll)
 	case ns == "" || (hasName && name == "") || strings.Contains(name, "/") || strings.Contains(target, "@"):
-		return "", "", fmt.Errorf("policy target %q: want NAMESPACE, NAMESPACE/WORKFLOW or %q (no version)", target, TargetAll)
-	case strings.ContainsAny(target, " \t\r\n,*"):
-		return "", "", fmt.Errorf("policy target %q: must not contain spaces, commas or *", target)
+		return "", "", fmt.Errorf("%w policy target %q: want NAMESPACE, NAMESPACE/WORKFLOW or %q (no version)", ErrInvalid, target, TargetAll)
 	case len(target) > 200:
-		return "", "", fmt.Errorf("policy target %q: longer than 200 bytes", target[:40]+"…")
+		return "", "", fmt.Errorf("%w policy target %q: longer than 200 bytes", ErrInvalid, target[:40]+"…")
+	case !targetName.MatchString(ns) || (hasName && !targetName.MatchString(name)):
+		return "", "", fmt.Errorf("%w policy target %q: names hold only letters, digits, '_', '.' and '-'", ErrInvalid, target)
 	}
 	return ns, name, nil
 }
@@ -74,21 +79,21 @@ func (c PolicyChange) Validate() error {
 		return err
 	}
 	if c.Paused == nil && c.Concurrency == nil {
-		return fmt.Errorf("policy change of %q sets nothing", c.Target)
+		return fmt.Errorf("%w policy change of %q sets nothing", ErrInvalid, c.Target)
 	}
 	if c.Concurrency != nil {
 		if ns == "" || name != "" {
-			return fmt.Errorf("concurrency of %q: a concurrency limit is set on a namespace (workflows and steps set theirs in their template)", c.Target)
+			return fmt.Errorf("%w concurrency of %q: a concurrency limit is set on a namespace (workflows and steps set theirs in their template)", ErrInvalid, c.Target)
 		}
 		if *c.Concurrency < 0 {
-			return fmt.Errorf("concurrency of %q: must be 0 (no limit) or more, got %d", c.Target, *c.Concurrency)
+			return fmt.Errorf("%w concurrency of %q: must be 0 (no limit) or more, got %d", ErrInvalid, c.Target, *c.Concurrency)
 		}
 	}
 	if c.Actor == "" {
-		return fmt.Errorf("policy change of %q: the actor is required for the audit", c.Target)
+		return fmt.Errorf("%w policy change of %q: the actor is required for the audit", ErrInvalid, c.Target)
 	}
 	if len(c.Reason) > 4096 {
-		return fmt.Errorf("policy change of %q: reason is longer than 4096 bytes", c.Target)
+		return fmt.Errorf("%w policy change of %q: reason is longer than 4096 bytes", ErrInvalid, c.Target)
 	}
 	return nil
 }

@@ -34,12 +34,13 @@ func Load(path string) (*Workflow, error) {
 //
 // The template is a mapping with the keys namespace, name, version,
 // description, identity, steps, templates (step templates for the items of
-// batches, with the keys of a step) and limits (max_decision_depth,
-// max_steps); each step is a mapping with the keys name, handler, config
+// batches, with the keys of a step), limits (max_decision_depth,
+// max_steps) and concurrency (limit, key); each step is a mapping with the keys name, handler, config
 // (any mapping, kept as a JSON object), depends_on, retry (max_attempts,
 // backoff, initial, max, jitter), timeout, priority, ttl, type (decision,
 // converge, batch, signal), trigger_rule, when (a condition), worker (the
-// template of a batch's items) and signal (name, timeout). See
+// template of a batch's items), signal (name, timeout) and concurrency
+// (limit, key: a global limit of running steps). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
@@ -95,6 +96,15 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 	"limits": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
 		tplDecodeMapping(d, n, at, tplLimitsFields, &w.Limits)
 	},
+	"concurrency": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
+		w.Concurrency = &Concurrency{line: n.Line}
+		tplDecodeMapping(d, n, at, tplConcurrencyFields, w.Concurrency)
+	},
+}
+
+var tplConcurrencyFields = map[string]tplFieldDecoder[Concurrency]{
+	"limit": tplField(tplNumber(1, math.MaxInt32), func(c *Concurrency) *int { return &c.Limit }),
+	"key":   tplField((*templateDecoder).str, func(c *Concurrency) *string { return &c.Key }),
 }
 
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{
@@ -125,6 +135,10 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"signal": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		s.Signal = &SignalWait{}
 		tplDecodeMapping(d, n, at, tplSignalFields, s.Signal)
+	},
+	"concurrency": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
+		s.Concurrency = &Concurrency{line: n.Line}
+		tplDecodeMapping(d, n, at, tplConcurrencyFields, s.Concurrency)
 	},
 }
 

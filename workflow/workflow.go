@@ -24,6 +24,10 @@ type Workflow struct {
 	Templates []Step `json:"templates,omitempty"`
 	// Limits bound what a task of the workflow may grow to.
 	Limits Limits `json:"limits,omitempty"`
+	// Concurrency bounds how many tasks of the workflow run at once (a
+	// task runs from the claim of its first step to its end), across
+	// every engine and remote worker; nil means no bound.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 
 	// source names where the definition came from (a file), for errors.
 	source string
@@ -59,6 +63,10 @@ type Step struct {
 	Worker string `json:"worker,omitempty"`
 	// Signal is what a signal step waits for.
 	Signal *SignalWait `json:"signal,omitempty"`
+	// Concurrency bounds how many of this step (of every task of the
+	// workflow) run at once, across every engine and remote worker; nil
+	// means no bound.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 
 	line int // line in the source template, for errors
 }
@@ -328,3 +336,18 @@ func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
 
 // Ref returns "namespace/name@version".
 func (w *Workflow) Ref() string { return w.Namespace + "/" + w.Name + "@" + w.Version }
+
+// Concurrency is a global limit of running work: at most Limit at once, or
+// with Key at most Limit per value of Key.
+type Concurrency struct {
+	// Limit is how many may run at once, at least 1.
+	Limit int `json:"limit"`
+	// Key, if set, is a CEL expression over the task input (the variable
+	// input) whose value (a string, number or boolean) divides the limit:
+	// at most Limit run at once for each value, say one per customer with
+	// input.customer. A task whose input the key cannot be computed from
+	// is refused at submission.
+	Key string `json:"key,omitempty"`
+
+	line int // line in the source template, for errors
+}

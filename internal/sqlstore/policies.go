@@ -148,6 +148,11 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0`, c.Target); err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
+		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil {
+			// Work may be claimable now: wake the engines, here and (on
+			// PostgreSQL) elsewhere, as new ready steps would.
+			t.readied++
+		}
 		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
 		if err != nil {
 			return err
