@@ -32,13 +32,15 @@ const (
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
 	PermWorkersConnect = "workers:connect"
+	PermPoliciesRead   = "policies:read"
+	PermPoliciesWrite  = "policies:write"
 	PermAdmin          = "admin:*"
 )
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
 var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry,
-	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermAdmin}
+	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermPoliciesRead, PermPoliciesWrite, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a
 // known resource.
