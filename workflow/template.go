@@ -103,8 +103,13 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 }
 
 var tplConcurrencyFields = map[string]tplFieldDecoder[Concurrency]{
-	"limit": tplField(tplNumber(1, math.MaxInt32), func(c *Concurrency) *int { return &c.Limit }),
-	"key":   tplField((*templateDecoder).str, func(c *Concurrency) *string { return &c.Key }),
+	"limit": tplField(tplNumber(math.MinInt32, math.MaxInt32), func(c *Concurrency) *int { return &c.Limit }),
+	"key": func(d *templateDecoder, n *yaml.Node, at tplLoc, c *Concurrency) {
+		c.keyLine = n.Line
+		if v, ok := d.str(n, at); ok {
+			c.Key = v
+		}
+	},
 }
 
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{

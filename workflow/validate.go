@@ -175,6 +175,9 @@ func (c *Concurrency) validate(step string, line int, field string, add addFunc)
 		add(step, line, field+".limit", "must be at least 1, got %d", c.Limit)
 	}
 	if c.Key != "" {
+		if c.keyLine > 0 {
+			line = c.keyLine
+		}
 		if _, err := expr.CompileKey(c.Key); err != nil {
 			add(step, line, field+".key", "%v", err)
 		}

@@ -349,5 +349,6 @@ type Concurrency struct {
 	// is refused at submission.
 	Key string `json:"key,omitempty"`
 
-	line int // line in the source template, for errors
+	line    int // lines in the source template, for errors
+	keyLine int
 }
