@@ -323,6 +323,20 @@ func (w *Workflow) WithLimits(l Limits) *Workflow {
 	return w
 }
 
+// WithConcurrency bounds how many of the step run at once across every
+// engine (see Concurrency): at most limit, or with key (a CEL expression
+// over the task input) at most limit per value of key.
+func WithConcurrency(limit int, key string) StepOption {
+	return func(s *Step) { s.Concurrency = &Concurrency{Limit: limit, Key: key} }
+}
+
+// WithConcurrency bounds how many tasks of the workflow run at once across
+// every engine (see Concurrency) and returns the workflow, so calls chain.
+func (w *Workflow) WithConcurrency(limit int, key string) *Workflow {
+	w.Concurrency = &Concurrency{Limit: limit, Key: key}
+	return w
+}
+
 // Step appends a step run by the named handler and returns the workflow, so
 // calls chain.
 func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
