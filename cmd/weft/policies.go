@@ -86,8 +86,9 @@ func (r remotePolicies) policyChanges(ctx context.Context, limit int) ([]weft.Po
 }
 
 // policyBackend opens the database, or a client of the server when one is
-// configured.
-func (a *app) policyBackend(ctx context.Context) (policyBackend, error) {
+// configured. A change creates a SQLite file that does not exist yet: a
+// pause or a limit set before the first task is submitted is meant.
+func (a *app) policyBackend(ctx context.Context, how access) (policyBackend, error) {
 	if url := a.serverURL(); url != "" {
 		c, err := client.New(url, a.token())
 		if err != nil {
@@ -95,7 +96,7 @@ func (a *app) policyBackend(ctx context.Context) (policyBackend, error) {
 		}
 		return remotePolicies{remoteBackend{Client: c, url: url}}, nil
 	}
-	e, err := a.open(ctx, weft.Config{}, existingDB)
+	e, err := a.open(ctx, weft.Config{}, how)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ through --server) and --reason; 'weft policies' lists what is paused.`
 			if err != nil {
 				return err
 			}
-			b, err := a.policyBackend(cmd.Context())
+			b, err := a.policyBackend(cmd.Context(), createDB)
 			if err != nil {
 				return err
 			}
@@ -201,7 +202,7 @@ Limits of one step or one workflow are set in its template (concurrency:
 			if concurrency < 0 {
 				return usageErrorf("--concurrency must be 0 (no limit) or more, got %d", concurrency)
 			}
-			b, err := a.policyBackend(cmd.Context())
+			b, err := a.policyBackend(cmd.Context(), createDB)
 			if err != nil {
 				return err
 			}
@@ -243,7 +244,7 @@ changes instead, newest first, with who made them.`,
 			if limit < 1 || limit > 1000 {
 				return usageErrorf("--limit must be from 1 to 1000, got %d", limit)
 			}
-			b, err := a.policyBackend(cmd.Context())
+			b, err := a.policyBackend(cmd.Context(), existingDB)
 			if err != nil {
 				return err
 			}

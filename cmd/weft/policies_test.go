@@ -109,7 +109,7 @@ func TestLimitAndPolicies(t *testing.T) {
 		{"limit negative", []string{"limit", "shop", "--concurrency", "-1"}, 2, "0 (no limit) or more"},
 		{"limit a workflow", []string{"limit", "shop/checkout", "--concurrency", "1"}, 2, "set on a namespace"},
 		{"policies bad limit", []string{"policies", "--history", "--limit", "0"}, 2, "--limit must be from 1 to 1000"},
-		{"no database", []string{"pause", "shop", "--db", filepath.Join(dir, "none.db")}, 1, "no database at"},
+		{"no database", []string{"policies", "--db", filepath.Join(dir, "none.db")}, 1, "no database at"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
