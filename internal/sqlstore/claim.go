@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 
 	"github.com/weftrun/weft/state"
@@ -20,16 +19,14 @@ import (
 //
 //   - pauses (policies.go) add "namespace NOT IN …" and "NOT (namespace = …
 //     AND workflow = …)" to the query, or end the claim when all is paused;
-//   - namespace concurrency limits (the operator's, held in the database,
-//     and the engine's NamespaceCaps) count the namespace's running steps
-//     under a lock and skip full namespaces in the query;
-//   - concurrency keys of steps and workflows (limits.go) are checked on the
-//     candidates the query returned, and full keys are skipped by the
-//     query's next round.
+//   - concurrency limits (limits.go: of namespaces, held in the database or
+//     an engine's NamespaceCaps, and the keys of steps and workflows) are
+//     checked on the candidates the query returned, counted in one
+//     statement, and what is full is skipped by the query's next round.
 //
 // Nothing of this runs while no policy is set: the claim reads the policy
 // version with the engine's state, in one statement it made anyway, and a
-// candidate without keys costs one string comparison.
+// candidate under no limit costs a map lookup and two string comparisons.
 
 // claimRounds bounds how many times one claim selects candidates: a limit
 // can fill up mid-batch, and the next round skips what is full.
@@ -69,36 +66,31 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if pol.all {
 			return nil // everything is paused
 		}
-		room, err := t.capRoom(pol.capsWith(p.Caps))
-		if err != nil {
-			return err
-		}
 		leaseID := p.LeaseID
 		if leaseID == 0 {
 			leaseID = rand.Int64N(1<<62) + 1
 		}
-		keys := newKeyRoom()
+		keys := newKeyRoom(pol.capsWith(p.Caps))
 		var deps [][]int
 		for round := range claimRounds {
 			want := p.Limit - len(claimed)
 			if want <= 0 {
 				break
 			}
-			ids, admitted, err := t.candidates(want, p, pol, room, keys, round)
+			ids, more, err := t.candidates(want, p, pol, keys, round)
 			if err != nil {
 				return err
 			}
-			if len(ids) == 0 {
+			if len(ids) > 0 {
+				got, gotDeps, err := t.claim(ids, leaseID)
+				if err != nil {
+					return err
+				}
+				claimed = append(claimed, got...)
+				deps = append(deps, gotDeps...)
+			}
+			if !more {
 				break
-			}
-			got, gotDeps, err := t.claim(ids, leaseID)
-			if err != nil {
-				return err
-			}
-			claimed = append(claimed, got...)
-			deps = append(deps, gotDeps...)
-			if err := t.admitTasks(admitted); err != nil {
-				return err
 			}
 		}
 		return t.claimContext(claimed, deps)
@@ -107,41 +99,6 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		return nil, err
 	}
 	return claimed, nil
-}
-
-// capRoom returns, for each capped namespace, how many more steps may run.
-func (t *txn) capRoom(caps map[string]int) (map[string]int, error) {
-	if len(caps) == 0 {
-		return nil, nil
-	}
-	room := make(map[string]int, len(caps))
-	names := make([]any, 0, len(caps))
-	for ns, n := range caps {
-		room[ns] = n
-		names = append(names, ns)
-	}
-	if t.s.d.LockCap != "" {
-		// Count and claim each capped namespace one engine at a time, the
-		// locks always taken in the same order.
-		sort.Slice(names, func(i, j int) bool { return names[i].(string) < names[j].(string) })
-		for _, ns := range names {
-			if _, err := t.exec(t.s.d.LockCap, "weft-cap:"+ns.(string)); err != nil {
-				return nil, fmt.Errorf("lock cap of namespace %s: %w", ns, err)
-			}
-		}
-	}
-	rows, err := t.query(`SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
-	if err != nil {
-		return nil, fmt.Errorf("count running steps: %w", err)
-	}
-	running, err := collect(rows, scanNamespaceRow)
-	if err != nil {
-		return nil, fmt.Errorf("count running steps: %w", err)
-	}
-	for _, r := range running {
-		room[r.namespace] -= int(r.n)
-	}
-	return room, nil
 }
 
 // namespaceRow is a namespace with a number: a count of its steps, or the
@@ -169,21 +126,15 @@ type candidate struct {
 	taskN      int
 }
 
-// candidates selects the best ready steps, skipping paused targets, full
-// namespaces and full keys, and keeps only as many of a capped namespace or
-// a key as it has room for. admitted lists the tasks whose workflow limit
-// the kept steps take a place of.
-func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, room map[string]int, keys *keyRoom, round int) (ids []int64, admitted []int64, err error) {
-	var full []string
-	for ns, n := range room {
-		if n <= 0 {
-			full = append(full, ns)
-		}
-	}
-	q, args := t.s.claimQuery(want, p, pol, full, keys)
+// candidates selects the best ready steps, skipping paused targets and
+// full limits, and keeps only as many under a limit as it has room for.
+// more reports that another round may find more: a limit turned out full
+// and the query returned as many rows as it was asked for.
+func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, round int) (ids []int64, more bool, err error) {
+	q, args := t.s.claimQuery(want, p, pol, keys)
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}
 	ready, err := collect(rows, func(r Row) (candidate, error) {
 		var c candidate
@@ -191,48 +142,44 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, room map
 		return c, err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}
-	keyed := false
+	limited := false
 	for _, c := range ready {
-		if c.limitKey != "" || c.taskKey != "" {
-			keyed = true
+		if keys.limited(c) {
+			limited = true
 			break
 		}
 	}
-	if keyed {
-		// Only now, and only for the keys among the candidates: count
-		// what runs under each (locked on PostgreSQL, see limits.go).
-		if err := t.countKeys(ready, keys, round == 0); err != nil {
-			return nil, nil, err
-		}
+	if !limited {
+		return idsOf(ready), false, nil
+	}
+	// Only now, and only for the limits of these candidates: count what
+	// runs under each (locked on PostgreSQL, see limits.go).
+	if err := t.countKeys(ready, keys, round == 0); err != nil {
+		return nil, false, err
 	}
 	ids = make([]int64, 0, len(ready))
 	for _, c := range ready {
-		if n, capped := room[c.namespace]; capped && n <= 0 {
-			continue
+		if !keys.limited(c) || keys.take(c) {
+			ids = append(ids, c.id)
 		}
-		if keyed {
-			ok, admit := keys.take(c)
-			if !ok {
-				continue
-			}
-			if admit {
-				admitted = append(admitted, c.taskID)
-			}
-		}
-		if _, capped := room[c.namespace]; capped {
-			room[c.namespace]--
-		}
-		ids = append(ids, c.id)
 	}
-	return ids, admitted, nil
+	return ids, len(ready) == want && len(ids) < len(ready), nil
+}
+
+func idsOf(cs []candidate) []int64 {
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.id
+	}
+	return ids
 }
 
 // claimQuery is the query that picks the steps to claim: the best ready
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
-func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, full []string, keys *keyRoom) (string, []any) {
+func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.TaskID != 0 {
@@ -248,7 +195,6 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, full [
 			args = append(args, v)
 		}
 	}
-	in(`namespace NOT IN`, full)
 	if pol != nil {
 		in(`namespace NOT IN`, pol.namespaces)
 		for _, wf := range pol.workflows {
@@ -257,8 +203,19 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, full [
 		}
 	}
 	if keys != nil {
-		in(`limit_key NOT IN`, keys.fullSteps())
-		in(`task_limit_key NOT IN`, keys.fullTasks())
+		in(`namespace NOT IN`, full(keys.ns))
+		in(`limit_key NOT IN`, full(keys.step))
+		// A full workflow limit holds back the tasks that have not
+		// started; the running ones (no more than the limit) go on.
+		if tasks := full(keys.task); len(tasks) > 0 {
+			ph := placeholders(len(tasks))
+			q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
+			for range 2 {
+				for _, k := range tasks {
+					args = append(args, k)
+				}
+			}
+		}
 	}
 	in(`handler IN`, p.Handlers)
 	in(`namespace IN`, p.Namespaces)
@@ -279,7 +236,7 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, full [
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
 func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil, nil)
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)

@@ -43,12 +43,13 @@ type Dialect struct {
 	// and with them the claim turns into a scan and sort of every ready
 	// step).
 	ClaimPlan string
-	// LockCap, if set, is a statement taking a transaction-scoped lock on
-	// one capped namespace or concurrency key (its argument names it), so
-	// that engines count and claim under it one at a time. TryLockCap is
-	// the same lock taken only if free, returning whether it was.
-	LockCap    string
-	TryLockCap string
+	// LockCaps, if set, is a statement taking transaction-scoped locks on
+	// the concurrency limits it is given (one text array of their names),
+	// in the order of their names, so that engines count and claim under
+	// a limit one at a time. TryLockCaps takes them only where free and
+	// returns one row (name, taken) per name.
+	LockCaps    string
+	TryLockCaps string
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a

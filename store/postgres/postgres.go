@@ -151,8 +151,8 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			ClaimLock: "FOR UPDATE SKIP LOCKED",
 			// Read the ready index in order whatever the statistics say.
 			ClaimPlan:      "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)",
-			LockCap:        "SELECT pg_advisory_xact_lock(hashtext(?))",
-			TryLockCap:     "SELECT pg_try_advisory_xact_lock(hashtext(?))",
+			LockCaps:       "SELECT pg_advisory_xact_lock(hashtext(k)) FROM (SELECT unnest(?::text[]) AS k ORDER BY 1) s",
+			TryLockCaps:    "SELECT k, pg_try_advisory_xact_lock(hashtext(k)) FROM unnest(?::text[]) AS k",
 			Explain:        "EXPLAIN",
 			ExplainColumns: 1,
 			Notify:         "SELECT pg_notify(?, '')",

@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS policy_changes (
 -- the step's own limit ('' = none) with limit_n running at once;
 -- task_limit_key/task_limit_n the workflow's limit of running tasks, which
 -- the task row carries too (tasks.limit_key, limit_n) so that running tasks
--- can be counted. A task's steps lose task_limit_key once it starts.
+-- can be counted: a step of a task that has not started takes a place.
 ALTER TABLE steps ADD COLUMN workflow TEXT NOT NULL DEFAULT '';
 ALTER TABLE steps ADD COLUMN limit_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE steps ADD COLUMN limit_n INTEGER NOT NULL DEFAULT 0;
