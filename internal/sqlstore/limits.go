@@ -85,6 +85,9 @@ func (k *keyRoom) take(c candidate) bool {
 	return true
 }
 
+// The counts name "limit_key != ''" to match the partial indexes
+// steps_limit_running and tasks_limit_running.
+
 // limitKind is one kind of limit: how its locks are named, where its room
 // is kept, and how what runs under it is counted.
 type limitKind struct {
@@ -103,8 +106,8 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 	}
 	kinds := []limitKind{
 		{"weft-cap:", &k.ns, `SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (%s) GROUP BY namespace`},
-		{"weft-key:step:", &k.step, `SELECT 1, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key IN (%s) GROUP BY limit_key`},
-		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key IN (%s) GROUP BY limit_key`},
+		{"weft-key:step:", &k.step, `SELECT 1, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
+		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
 	}
 	limits := [3]map[string]int{{}, {}, {}}
 	var tasks []any
@@ -166,7 +169,9 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		}
 	}
 	if len(tasks) > 0 {
-		parts = append(parts, `SELECT 3, '', id FROM tasks WHERE state = 'pending' AND id IN (`+placeholders(len(tasks))+`)`)
+		// By primary key: (state || '') keeps the planner off the state
+		// index, which would read every pending task.
+		parts = append(parts, `SELECT 3, '', id FROM tasks WHERE id IN (`+placeholders(len(tasks))+`) AND (state || '') = 'pending'`)
 		args = append(args, tasks...)
 	}
 	if len(parts) == 0 {

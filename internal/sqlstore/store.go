@@ -44,8 +44,8 @@ type Dialect struct {
 	// step).
 	ClaimPlan string
 	// LockCaps, if set, is a statement taking transaction-scoped locks on
-	// the concurrency limits it is given (one text array of their names),
-	// in the order of their names, so that engines count and claim under
+	// the concurrency limits it is given (one text array of their names,
+	// sorted), in that order, so that engines count and claim under
 	// a limit one at a time. TryLockCaps takes them only where free and
 	// returns one row (name, taken) per name.
 	LockCaps    string
