@@ -25,9 +25,9 @@ import (
 
 // limitStep is the command of the exec steps of TestGlobalLimitHeldWhileKilled:
 // it records when it starts and ends in the ledger ($1), with its pid, and
-// works for 20ms in between.
+// works for 50ms in between.
 const limitStep = `echo "start $(date +%s%N) $$" >> "$1"
-sleep 0.02
+sleep 0.05
 echo "end $(date +%s%N) $$" >> "$1"
 `
 
@@ -110,6 +110,8 @@ func TestGlobalLimitHeldWhileKilled(t *testing.T) {
 	for range 2 {
 		var victim *worker
 		var children []int
+		// A worker whose step has started (its start is in the ledger)
+		// and not ended.
 		poll(t, 30*time.Second, func() string {
 			var b strings.Builder
 			for pid, w := range workers {
@@ -117,12 +119,15 @@ func TestGlobalLimitHeldWhileKilled(t *testing.T) {
 			}
 			return fmt.Sprintf("no worker ran a step to kill it in: %v\n%s", taskCounts(t, db), b.String())
 		}, func() bool {
+			open := runningInLedger(ledger)
 			mu.Lock()
 			defer mu.Unlock()
 			for pid, w := range workers {
-				if c := childPIDs(pid); len(c) > 0 {
-					victim, children = w, c
-					return true
+				for _, c := range childPIDs(pid) {
+					if open[strconv.Itoa(c)] {
+						victim, children = w, []int{c}
+						return true
+					}
 				}
 			}
 			return false
@@ -217,6 +222,21 @@ func limitRuns(t *testing.T, ledger string, kills []int64) []limitRun {
 		out = append(out, *r)
 	}
 	return out
+}
+
+// runningInLedger returns the ids of the runs that started and have not
+// ended.
+func runningInLedger(ledger string) map[string]bool {
+	data, _ := os.ReadFile(ledger)
+	open := map[string]bool{}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		open[f[2]] = f[0] == "start"
+	}
+	return open
 }
 
 // childPIDs returns the pids of the processes whose parent is pid.
