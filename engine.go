@@ -38,8 +38,14 @@ type Config struct {
 	// handlers run at once. Default 10.
 	Concurrency int
 	// NamespaceCaps limits how many steps of a namespace run at once
-	// across every engine sharing the database, and every remote worker
-	// the engine serves.
+	// across every engine sharing the database, for the claims of this
+	// engine and of the remote workers it serves.
+	//
+	// Deprecated: a cap in one engine's configuration binds only that
+	// engine's claims and changes only with a restart. Set namespace limits
+	// in the database with SetLimits (or 'weft limit NS --concurrency N'),
+	// where they bind every claim at once. Where both are set, the smaller
+	// holds.
 	NamespaceCaps map[string]int
 	// HeartbeatInterval is how often the engine renews its lease on every
 	// step it holds, in one write. Default 5s.

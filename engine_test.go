@@ -156,7 +156,10 @@ func TestIdempotentSubmission(t *testing.T) {
 func TestNamespaceCapHolds(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		e := newEngine(t, open(t), weft.Config{Concurrency: 8, NamespaceCaps: map[string]int{"capped": 2}})
+		e := newEngine(t, open(t), weft.Config{Concurrency: 8})
+		two := 2
+		_, err := e.SetLimits(t.Context(), "capped", weft.Limits{Concurrency: &two}, weft.Operator{Actor: "test"})
+		require.NoError(t, err)
 		var mu sync.Mutex
 		running, peak := map[string]int{}, map[string]int{}
 		release := make(chan struct{})

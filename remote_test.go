@@ -147,7 +147,10 @@ func TestRemoteRetryProgressCheckpoint(t *testing.T) {
 func TestRemoteClaimsHonourPolicies(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		e := newEngine(t, open(t), weft.Config{NamespaceCaps: map[string]int{"capped": 1}})
+		e := newEngine(t, open(t), weft.Config{})
+		one := 1
+		_, err := e.SetLimits(t.Context(), "capped", weft.Limits{Concurrency: &one}, weft.Operator{})
+		require.NoError(t, err)
 		register(t, e, workflow.New("capped", "one", "1").Step("work", "work"))
 		register(t, e, workflow.New("test", "cond", "1").
 			Step("maybe", "work", workflow.When("input.go == true")).

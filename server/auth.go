@@ -35,13 +35,15 @@ const (
 	PermWorkersConnect = "workers:connect"
 	PermWebhooksRead   = "webhooks:read"
 	PermWebhooksWrite  = "webhooks:write"
+	PermPoliciesRead   = "policies:read"
+	PermPoliciesWrite  = "policies:write"
 	PermAdmin          = "admin:*"
 )
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
 var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry, PermTasksSignal,
-	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWebhooksRead, PermWebhooksWrite, PermAdmin}
+	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWebhooksRead, PermWebhooksWrite, PermPoliciesRead, PermPoliciesWrite, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a
 // known resource.

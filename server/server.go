@@ -225,6 +225,10 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/workers/{id}/fail", perm: PermWorkersConnect, h: s.workerFail},
 		{method: "POST", path: "/v1/workers/{id}/checkpoint", perm: PermWorkersConnect, h: s.workerCheckpoint},
 		{method: "POST", path: "/v1/workers/{id}/progress", perm: PermWorkersConnect, h: s.workerProgress},
+
+		{method: "GET", path: "/v1/policies", perm: PermPoliciesRead, h: s.listPolicies},
+		{method: "POST", path: "/v1/policies", perm: PermPoliciesWrite, h: s.changePolicy},
+		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, h: s.policyChanges},
 	}
 }
 

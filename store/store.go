@@ -65,6 +65,7 @@ type Store interface {
 	Webhooks
 	Schedules
 	Children
+	Policies
 	// Close releases the database handles. Calls after Close fail.
 	Close() error
 }

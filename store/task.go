@@ -38,6 +38,12 @@ type TaskInsert struct {
 	// naming the new task) and this task is inserted with it.
 	Supersede bool
 	Steps     []StepInsert
+	// LimitKey and Limit bound how many tasks with the same key run at
+	// once (a workflow's concurrency limit): a step of a task that has not
+	// started is claimed only while fewer than Limit tasks with LimitKey
+	// run. "" means no limit.
+	LimitKey string
+	Limit    int
 }
 
 // StepInsert is one step of a task to submit, in definition order.
@@ -63,6 +69,11 @@ type StepInsert struct {
 	// forever).
 	Signal        string
 	SignalTimeout time.Duration
+	// LimitKey and Limit bound how many steps with the same key run at
+	// once, across every engine (a step's concurrency limit). "" means no
+	// limit.
+	LimitKey string
+	Limit    int
 }
 
 // InsertResult is the outcome of one TaskInsert.

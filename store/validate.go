@@ -54,6 +54,9 @@ func ValidateInsert(in TaskInsert) error {
 	if len(in.Steps) == 0 {
 		return fmt.Errorf("task insert for %s/%s: no steps: %w", in.Namespace, in.Workflow, ErrInvalidInsert)
 	}
+	if (in.LimitKey != "") != (in.Limit > 0) {
+		return fmt.Errorf("task insert for %s/%s: a task needs both a limit key and a limit of at least 1, or neither: %w", in.Namespace, in.Workflow, ErrInvalidInsert)
+	}
 	if len(in.Input) > 0 && !json.Valid(in.Input) {
 		return fmt.Errorf("task insert for %s/%s: input is not valid JSON: %w", in.Namespace, in.Workflow, ErrInvalidInsert)
 	}
@@ -66,6 +69,9 @@ func ValidateInsert(in TaskInsert) error {
 		}
 		if s.Timeout < 0 {
 			return fmt.Errorf("task insert for %s/%s: step %q has negative timeout %s: %w", in.Namespace, in.Workflow, s.Name, s.Timeout, ErrInvalidInsert)
+		}
+		if (s.LimitKey != "") != (s.Limit > 0) {
+			return fmt.Errorf("task insert for %s/%s: step %q needs both a limit key and a limit of at least 1, or neither: %w", in.Namespace, in.Workflow, s.Name, ErrInvalidInsert)
 		}
 		switch s.Kind {
 		case "", KindDecision, KindBatch, KindSignal, KindWorkflow:

@@ -309,3 +309,28 @@ type ScheduleDetail struct {
 	Schedule
 	Audit []store.ScheduleAuditEntry `json:"audit"`
 }
+
+// Scheduling policies: what GET /v1/policies returns and POST /v1/policies
+// takes.
+type (
+	Policy             = store.Policy
+	PolicyReport       = store.PolicyReport
+	LimitUsage         = store.LimitUsage
+	PolicyChangeRecord = store.PolicyChangeRecord
+)
+
+// PolicyChange is the body of POST /v1/policies: a change of one target's
+// policy ("*" for all work, a namespace, or "namespace/workflow"). Fields
+// left out are left as they are; the change is audited with the acting
+// credential and Reason.
+type PolicyChange struct {
+	Target      string `json:"target"`
+	Paused      *bool  `json:"paused,omitempty"`
+	Concurrency *int   `json:"concurrency,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// PolicyChanges is the body of GET /v1/policies/changes, newest first.
+type PolicyChanges struct {
+	Changes []PolicyChangeRecord `json:"changes"`
+}

@@ -33,15 +33,17 @@ func Load(path string) (*Workflow, error) {
 // errors only.
 //
 // The template is a mapping with the keys namespace, name, version,
-// description, identity, on_conflict (return, supersede), steps, templates (step templates for the items of
-// batches, with the keys of a step) and limits (max_decision_depth,
-// max_steps) and schedules (each with name, cron, time_zone, input,
-// catch_up and max_catch_up); each step is a mapping with the keys name, handler, config
-// (any mapping, kept as a JSON object), depends_on, retry (max_attempts,
-// backoff, initial, max, jitter), timeout, priority, ttl, type (decision,
-// converge, batch, signal, workflow), trigger_rule, when (a condition),
-// worker (the template of a batch's items), signal (name, timeout),
-// workflow and input (of a workflow step). See
+// description, identity, on_conflict (return, supersede), steps, templates
+// (step templates for the items of batches, with the keys of a step),
+// limits (max_decision_depth, max_steps, max_depth, max_children),
+// concurrency (limit, key) and schedules (each with name, cron, time_zone,
+// input, catch_up and max_catch_up); each step is a mapping with the keys
+// name, handler, config (any mapping, kept as a JSON object), depends_on,
+// retry (max_attempts, backoff, initial, max, jitter), timeout, priority,
+// ttl, type (decision, converge, batch, signal, workflow), trigger_rule,
+// when (a condition), worker (the template of a batch's items), signal
+// (name, timeout), workflow and input (of a workflow step) and concurrency
+// (limit, key: a global limit of running steps). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
@@ -99,6 +101,10 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 		tplDecodeMapping(d, n, at, tplLimitsFields, &w.Limits)
 	},
 	"schedules": tplField(tplList((*templateDecoder).schedule), func(w *Workflow) *[]Schedule { return &w.Schedules }),
+	"concurrency": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
+		w.Concurrency = &Concurrency{line: n.Line}
+		tplDecodeMapping(d, n, at, tplConcurrencyFields, w.Concurrency)
+	},
 }
 
 var tplScheduleFields = map[string]tplFieldDecoder[Schedule]{
@@ -118,6 +124,16 @@ func (d *templateDecoder) schedule(n *yaml.Node, at tplLoc) (Schedule, bool) {
 	}
 	tplDecodeMapping(d, n, at, tplScheduleFields, &s)
 	return s, true
+}
+
+var tplConcurrencyFields = map[string]tplFieldDecoder[Concurrency]{
+	"limit": tplField(tplNumber(math.MinInt32, math.MaxInt32), func(c *Concurrency) *int { return &c.Limit }),
+	"key": func(d *templateDecoder, n *yaml.Node, at tplLoc, c *Concurrency) {
+		c.keyLine = n.Line
+		if v, ok := d.str(n, at); ok {
+			c.Key = v
+		}
+	},
 }
 
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{
@@ -152,6 +168,10 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"signal": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		s.Signal = &SignalWait{}
 		tplDecodeMapping(d, n, at, tplSignalFields, s.Signal)
+	},
+	"concurrency": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
+		s.Concurrency = &Concurrency{line: n.Line}
+		tplDecodeMapping(d, n, at, tplConcurrencyFields, s.Concurrency)
 	},
 }
 

@@ -111,6 +111,7 @@ func (w *Workflow) Validate() error {
 	if len(w.Steps) > limits.MaxSteps {
 		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
 	}
+	w.Concurrency.validate("", 0, "concurrency", add)
 	w.validateTemplates(add)
 	w.validateSchedules(add)
 	nodes := make([]dag.Node, 0, len(w.Steps))
@@ -130,6 +131,10 @@ func (w *Workflow) Validate() error {
 		if err := s.Retry.validate(); err != nil {
 			add(s.Name, s.line, "retry", "%v", err)
 		}
+		if s.Type == StepSignal && s.Concurrency != nil {
+			add(s.Name, s.Concurrency.line, "concurrency", "a signal step runs nothing to limit")
+		}
+		s.Concurrency.validate(s.Name, s.line, "concurrency", add)
 		if check := builtinConfigCheck[s.Handler]; check != nil && (len(s.Config) == 0 || json.Valid(s.Config)) {
 			if err := check(s.Config); err != nil {
 				add(s.Name, s.line, "", "%v", err)
@@ -167,6 +172,28 @@ func (p RetryPolicy) validate() error {
 		return fmt.Errorf("initial %s is larger than max %s", time.Duration(p.Initial), time.Duration(p.Max))
 	}
 	return nil
+}
+
+// validate checks a concurrency limit; nil is none. line is where its
+// owner is, for a limit built in Go.
+func (c *Concurrency) validate(step string, line int, field string, add addFunc) {
+	if c == nil {
+		return
+	}
+	if c.line > 0 {
+		line = c.line
+	}
+	if c.Limit < 1 {
+		add(step, line, field+".limit", "must be at least 1, got %d", c.Limit)
+	}
+	if c.Key != "" {
+		if c.keyLine > 0 {
+			line = c.keyLine
+		}
+		if _, err := expr.CompileKey(c.Key); err != nil {
+			add(step, line, field+".key", "%v", err)
+		}
+	}
 }
 
 type addFunc func(step string, line int, field, format string, args ...any)
@@ -233,7 +260,7 @@ func (w *Workflow) validateTemplates(add addFunc) {
 		if t.Handler == "" {
 			add(t.Name, t.line, field("handler"), "is required")
 		}
-		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil {
+		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil || t.Concurrency != nil {
 			add(t.Name, t.line, "templates", "a template has only handler, config, retry, timeout, priority and ttl")
 		}
 		if len(t.Config) > 0 && !json.Valid(t.Config) {

@@ -29,6 +29,10 @@ type Workflow struct {
 	Limits Limits `json:"limits,omitempty"`
 	// Schedules submit tasks of the workflow on cron ticks; see Schedule.
 	Schedules []Schedule `json:"schedules,omitempty"`
+	// Concurrency bounds how many tasks of the workflow run at once (a
+	// task runs from the claim of its first step to its end), across
+	// every engine and remote worker; nil means no bound.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 
 	// source names where the definition came from (a file), for errors.
 	source string
@@ -72,6 +76,10 @@ type Step struct {
 	// docs/workflows.md) over input and deps that yields an object. ""
 	// passes the task's own input.
 	Input string `json:"input,omitempty"`
+	// Concurrency bounds how many of this step (of every task of the
+	// workflow) run at once, across every engine and remote worker; nil
+	// means no bound.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 
 	line int // line in the source template, for errors
 }
@@ -388,6 +396,20 @@ func (w *Workflow) WithLimits(l Limits) *Workflow {
 	return w
 }
 
+// WithConcurrency bounds how many of the step run at once across every
+// engine (see Concurrency): at most limit, or with key (a CEL expression
+// over the task input) at most limit per value of key.
+func WithConcurrency(limit int, key string) StepOption {
+	return func(s *Step) { s.Concurrency = &Concurrency{Limit: limit, Key: key} }
+}
+
+// WithConcurrency bounds how many tasks of the workflow run at once across
+// every engine (see Concurrency) and returns the workflow, so calls chain.
+func (w *Workflow) WithConcurrency(limit int, key string) *Workflow {
+	w.Concurrency = &Concurrency{Limit: limit, Key: key}
+	return w
+}
+
 // Step appends a step run by the named handler and returns the workflow, so
 // calls chain.
 func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
@@ -401,3 +423,19 @@ func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
 
 // Ref returns "namespace/name@version".
 func (w *Workflow) Ref() string { return w.Namespace + "/" + w.Name + "@" + w.Version }
+
+// Concurrency is a global limit of running work: at most Limit at once, or
+// with Key at most Limit per value of Key.
+type Concurrency struct {
+	// Limit is how many may run at once, at least 1.
+	Limit int `json:"limit"`
+	// Key, if set, is a CEL expression over the task input (the variable
+	// input) whose value (a string, number or boolean) divides the limit:
+	// at most Limit run at once for each value, say one per customer with
+	// input.customer. A task whose input the key cannot be computed from
+	// is refused at submission.
+	Key string `json:"key,omitempty"`
+
+	line    int // lines in the source template, for errors
+	keyLine int
+}

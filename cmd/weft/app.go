@@ -149,6 +149,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.keysCommand(),
 		a.registerCommand(),
 		a.schedulesCommand(),
+		a.pauseCommand(), a.resumeCommand(), a.limitCommand(), a.policiesCommand(),
 	)
 	return root
 }
@@ -358,32 +359,6 @@ func readCapped(r io.Reader, name string) ([]byte, error) {
 	return b, nil
 }
 
-// parseCaps reads --cap NS=N flags (also comma-separated).
-func parseCaps(flags []string) (map[string]int, error) {
-	caps := map[string]int{}
-	for _, f := range flags {
-		for item := range strings.SplitSeq(f, ",") {
-			ns, n, ok := strings.Cut(strings.TrimSpace(item), "=")
-			ns = strings.TrimSpace(ns)
-			if !ok || ns == "" {
-				return nil, usageErrorf("--cap %q: want NAMESPACE=N", item)
-			}
-			v, err := strconv.Atoi(strings.TrimSpace(n))
-			if err != nil || v < 1 {
-				return nil, usageErrorf("--cap %q: N must be an integer of at least 1", item)
-			}
-			if _, dup := caps[ns]; dup {
-				return nil, usageErrorf("--cap: namespace %q given twice", ns)
-			}
-			caps[ns] = v
-		}
-	}
-	if len(caps) == 0 {
-		return nil, nil
-	}
-	return caps, nil
-}
-
 // engineFlags are the flags of the commands that run an engine.
 type engineFlags struct {
 	concurrency int
@@ -394,7 +369,11 @@ type engineFlags struct {
 // add declares the flags; drainHelp says when --drain applies.
 func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 	fs.IntVar(&f.concurrency, "concurrency", 10, "steps run at once")
-	fs.StringArrayVar(&f.caps, "cap", nil, "limit the steps of a namespace running at once, as NAMESPACE=N (repeatable)")
+	// --cap NS=N was a per-process copy of a namespace limit; limits are
+	// held in the database now (weft limit). The flag stays, hidden, to
+	// say so.
+	fs.StringArrayVar(&f.caps, "cap", nil, "removed: use 'weft limit NAMESPACE --concurrency N'")
+	_ = fs.MarkHidden("cap")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, drainHelp)
 }
 
@@ -406,11 +385,10 @@ func (f *engineFlags) config() (weft.Config, error) {
 	if f.drain < 0 {
 		return weft.Config{}, usageErrorf("--drain must not be negative")
 	}
-	caps, err := parseCaps(f.caps)
-	if err != nil {
-		return weft.Config{}, err
+	if len(f.caps) > 0 {
+		return weft.Config{}, usageErrorf("--cap was removed: namespace limits are held in the database for every engine; set one with 'weft limit NAMESPACE --concurrency N'")
 	}
-	return weft.Config{Concurrency: f.concurrency, NamespaceCaps: caps}, nil
+	return weft.Config{Concurrency: f.concurrency}, nil
 }
 
 // parseID reads a task id argument.

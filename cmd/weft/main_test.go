@@ -235,8 +235,7 @@ func TestRunRejects(t *testing.T) {
 		{"input not JSON", []string{"run", dag, "--input", "{base: 1"}, 2, []string{"--input: not valid JSON"}},
 		{"input file missing", []string{"run", dag, "--input", "@" + filepath.Join(dir, "none.json")}, 2, []string{"--input: open"}},
 		{"zero concurrency", []string{"run", dag, "--concurrency", "0"}, 2, []string{"--concurrency must be at least 1, got 0"}},
-		{"cap without N", []string{"run", dag, "--cap", "shop"}, 2, []string{`--cap "shop": want NAMESPACE=N`}},
-		{"cap below 1", []string{"run", dag, "--cap", "shop=0"}, 2, []string{`--cap "shop=0": N must be an integer of at least 1`}},
+		{"cap removed", []string{"run", dag, "--cap", "shop=1"}, 2, []string{`--cap was removed`, `weft limit NAMESPACE --concurrency N`}},
 		{"no file", []string{"run"}, 2, []string{"accepts 1 arg(s), received 0", "Run 'weft run --help' for usage."}},
 		{"unknown flag", []string{"run", dag, "--bogus"}, 2, []string{"unknown flag: --bogus"}},
 		{"bad log level", []string{"run", dag, "--log-level", "loud"}, 2, []string{`--log-level: unknown level "loud"`}},
@@ -410,7 +409,7 @@ steps:
 	wctx, stop := context.WithCancel(t.Context())
 	defer stop()
 	worker := make(chan result, 1)
-	go func() { worker <- weftIn(wctx, "", "worker", "--db", db, "--drain", "5s", "--cap", "test=1") }()
+	go func() { worker <- weftIn(wctx, "", "worker", "--db", db, "--drain", "5s") }()
 	require.Eventually(t, func() bool { return taskState(t.Context(), db, 1) == state.TaskCompleted },
 		10*time.Second, 10*time.Millisecond, "the worker did not finish the task")
 	stop()
@@ -434,8 +433,7 @@ func TestWorkerRejects(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"--concurrency", "-1"}, "--concurrency must be at least 1"},
-		{[]string{"--cap", "a=1,a=2"}, `namespace "a" given twice`},
-		{[]string{"--cap", "=3"}, "want NAMESPACE=N"},
+		{[]string{"--cap", "a=1"}, "--cap was removed"},
 		{[]string{"--drain", "-1s"}, "--drain must not be negative"},
 		{[]string{"extra"}, `unknown command "extra" for "weft worker"`},
 	}

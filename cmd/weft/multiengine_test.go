@@ -518,7 +518,6 @@ func TestNamespaceCapAcrossEngines(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		e, err := weft.New(s, weft.Config{
 			Concurrency:       4,
-			NamespaceCaps:     map[string]int{"capped": 2},
 			HeartbeatInterval: 100 * time.Millisecond,
 			LeaseTTL:          time.Second,
 			PollInterval:      20 * time.Millisecond,
@@ -529,12 +528,15 @@ func TestNamespaceCapAcrossEngines(t *testing.T) {
 		engines[i] = e
 	}
 	require.NoError(t, engines[0].Register(ctx, workflow.New("capped", "w", "1").Step("s", "h")))
+	two := 2
+	_, err := engines[0].SetLimits(ctx, "capped", weft.Limits{Concurrency: &two}, weft.Operator{Actor: "test"})
+	require.NoError(t, err)
 	const tasks = 40
 	subs := make([]weft.Submission, tasks)
 	for i := range subs {
 		subs[i] = weft.Submission{Workflow: "capped/w", Input: map[string]int{"i": i}}
 	}
-	_, err := engines[0].SubmitMany(ctx, subs)
+	_, err = engines[0].SubmitMany(ctx, subs)
 	require.NoError(t, err)
 
 	for _, e := range engines {

@@ -106,6 +106,9 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 type resolvedWorkflow struct {
 	w     *workflow.Workflow
 	steps []store.StepInsert
+	// limits are the workflow's concurrency limits with a key to compute
+	// per task; nil when none has one.
+	limits *limitKeys
 }
 
 // prepare resolves a submission's workflow and builds its insert.
@@ -121,6 +124,9 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
 		}
 		r = &resolvedWorkflow{w: w, steps: stepInserts(w)}
+		if r.limits, err = compileLimitKeys(w); err != nil {
+			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
+		}
 		resolved[s.Workflow] = r
 	}
 	w := r.w
@@ -164,8 +170,12 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	default:
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: on_conflict %q is not return or supersede", store.ErrInvalid, s.Workflow, onConflict)
 	}
-	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
-		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Supersede: onConflict == workflow.OnConflictSupersede, Steps: r.steps}, nil
+	in := store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
+		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Supersede: onConflict == workflow.OnConflictSupersede, Steps: r.steps}
+	if err := r.limits.apply(&in); err != nil {
+		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: %w", store.ErrInvalid, s.Workflow, err)
+	}
+	return in, nil
 }
 
 // stepInserts returns the steps a task of w starts with.
@@ -179,6 +189,9 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 	for i, st := range w.Steps {
 		steps[i] = store.StepInsert{Name: st.Name, Handler: st.Handler, Deps: deps[i], Priority: st.Priority,
 			MaxAttempts: retryPolicy(st.Retry).MaxAttempts, TTL: time.Duration(st.TTL), Timeout: storeTimeout(st.Timeout), TriggerRule: string(st.Rule())}
+		if c := st.Concurrency; c != nil {
+			steps[i].LimitKey, steps[i].Limit = stepLimitKey(w, st.Name), c.Limit
+		}
 		switch st.Type {
 		case workflow.StepDecision:
 			steps[i].Kind = store.KindDecision

@@ -23,6 +23,7 @@ package expr
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"cel.dev/cel-go/cel"
 )
@@ -101,4 +102,71 @@ func variables(input json.RawMessage, deps map[string]json.RawMessage) (map[stri
 		ds[name] = v
 	}
 	return map[string]any{"input": in, "deps": ds}, nil
+}
+
+// Key is a compiled key expression (the "key" of a concurrency limit): a
+// CEL expression over the task input alone whose value, a string, number
+// or boolean, names the part of a limit a task falls in. It is safe for
+// concurrent use.
+type Key struct {
+	src string
+	prg cel.Program
+}
+
+// maxKeyBytes bounds a key's value, which the database stores on each step.
+const maxKeyBytes = 200
+
+// CompileKey parses and checks a key expression. The error says where the
+// problem is.
+func CompileKey(src string) (*Key, error) {
+	e, err := cel.NewEnv(cel.Variable("input", cel.DynType))
+	if err != nil {
+		return nil, fmt.Errorf("expression environment: %w", err)
+	}
+	ast, iss := e.Compile(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("invalid key expression %q: %w", src, iss.Err())
+	}
+	switch t := ast.OutputType(); t {
+	case cel.StringType, cel.IntType, cel.UintType, cel.DoubleType, cel.BoolType, cel.DynType:
+	default:
+		return nil, fmt.Errorf("key expression %q yields %s, not a string, number or boolean", src, t)
+	}
+	prg, err := e.Program(ast, cel.CostLimit(costLimit))
+	if err != nil {
+		return nil, fmt.Errorf("key expression %q: %w", src, err)
+	}
+	return &Key{src: src, prg: prg}, nil
+}
+
+// String returns the source of the expression.
+func (k *Key) String() string { return k.src }
+
+// Eval computes the key of a task input.
+func (k *Key) Eval(input json.RawMessage) (string, error) {
+	var in any
+	if len(input) > 0 {
+		if err := json.Unmarshal(input, &in); err != nil {
+			return "", fmt.Errorf("decode input: %w", err)
+		}
+	}
+	out, _, err := k.prg.Eval(map[string]any{"input": in})
+	if err != nil {
+		return "", fmt.Errorf("evaluate key %q: %w", k.src, err)
+	}
+	var v string
+	switch x := out.Value().(type) {
+	case string:
+		v = x
+	case bool, int64, uint64:
+		v = fmt.Sprint(x)
+	case float64:
+		v = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return "", fmt.Errorf("key %q yielded %v, not a string, number or boolean", k.src, out.Value())
+	}
+	if len(v) > maxKeyBytes {
+		return "", fmt.Errorf("key %q yielded %d bytes, more than %d", k.src, len(v), maxKeyBytes)
+	}
+	return v, nil
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 
 	"github.com/weftrun/weft/state"
@@ -15,8 +13,24 @@ import (
 )
 
 // This file holds the claim: the one statement that picks the best ready
-// steps (within namespace caps), marks them running under a lease, and
-// loads what their handlers see.
+// steps, marks them running under a lease, and loads what their handlers
+// see. Scheduling policies are predicates of that statement and a cheap
+// check of the rows it returns, never a second scheduler:
+//
+//   - pauses (policies.go) add "namespace NOT IN …" and "NOT (namespace = …
+//     AND workflow = …)" to the query, or end the claim when all is paused;
+//   - concurrency limits (limits.go: of namespaces, held in the database or
+//     an engine's NamespaceCaps, and the keys of steps and workflows) are
+//     checked on the candidates the query returned, counted in one
+//     statement, and what is full is skipped by the query's next round.
+//
+// Nothing of this runs while no policy is set: the claim reads the policy
+// version with the engine's state, in one statement it made anyway, and a
+// candidate under no limit costs a map lookup and two string comparisons.
+
+// claimRounds bounds how many times one claim selects candidates: a limit
+// can fill up mid-batch, and the next round skips what is full.
+const claimRounds = 3
 
 // ClaimSteps claims up to p.Limit ready steps.
 func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
@@ -33,41 +47,51 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				return fmt.Errorf("claim: %w", err)
 			}
 		}
-		var engineState string
-		err := t.queryRow(`SELECT state FROM engines WHERE id = ?`, p.EngineID).Scan(&engineState)
+		// The engine's state and the version of the policies, in one
+		// statement: the policies are read again only when they changed.
+		var engineState sql.NullString
+		var version int64
+		err := t.queryRow(`SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`,
+			p.EngineID).Scan(&engineState, &version)
 		switch {
-		case err == nil && engineState != "live":
-			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState, store.ErrEngineLost)
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
+		case err != nil:
 			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		case engineState.Valid && engineState.String != "live":
+			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState.String, store.ErrEngineLost)
 		}
-		room, err := t.capRoom(p.Caps)
+		pol, err := t.policies(version)
 		if err != nil {
 			return err
+		}
+		if pol.all {
+			return nil // everything is paused
 		}
 		leaseID := p.LeaseID
 		if leaseID == 0 {
 			leaseID = rand.Int64N(1<<62) + 1
 		}
+		keys := newKeyRoom(pol.capsWith(p.Caps))
 		var deps [][]int
-		for range 3 { // a capped namespace can fill up mid-batch; look again
+		for round := range claimRounds {
 			want := p.Limit - len(claimed)
 			if want <= 0 {
 				break
 			}
-			ids, err := t.candidates(want, p, room)
+			ids, more, err := t.candidates(want, p, pol, keys, round)
 			if err != nil {
 				return err
 			}
-			if len(ids) == 0 {
+			if len(ids) > 0 {
+				got, gotDeps, err := t.claim(ids, leaseID)
+				if err != nil {
+					return err
+				}
+				claimed = append(claimed, got...)
+				deps = append(deps, gotDeps...)
+			}
+			if !more {
 				break
 			}
-			got, gotDeps, err := t.claim(ids, leaseID)
-			if err != nil {
-				return err
-			}
-			claimed = append(claimed, got...)
-			deps = append(deps, gotDeps...)
 		}
 		return t.claimContext(claimed, deps)
 	})
@@ -75,41 +99,6 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		return nil, err
 	}
 	return claimed, nil
-}
-
-// capRoom returns, for each capped namespace, how many more steps may run.
-func (t *txn) capRoom(caps map[string]int) (map[string]int, error) {
-	if len(caps) == 0 {
-		return nil, nil
-	}
-	room := make(map[string]int, len(caps))
-	names := make([]any, 0, len(caps))
-	for ns, n := range caps {
-		room[ns] = n
-		names = append(names, ns)
-	}
-	if t.s.d.LockCap != "" {
-		// Count and claim each capped namespace one engine at a time, the
-		// locks always taken in the same order.
-		sort.Slice(names, func(i, j int) bool { return names[i].(string) < names[j].(string) })
-		for _, ns := range names {
-			if _, err := t.exec(t.s.d.LockCap, "weft-cap:"+ns.(string)); err != nil {
-				return nil, fmt.Errorf("lock cap of namespace %s: %w", ns, err)
-			}
-		}
-	}
-	rows, err := t.query(`SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
-	if err != nil {
-		return nil, fmt.Errorf("count running steps: %w", err)
-	}
-	running, err := collect(rows, scanNamespaceRow)
-	if err != nil {
-		return nil, fmt.Errorf("count running steps: %w", err)
-	}
-	for _, r := range running {
-		room[r.namespace] -= int(r.n)
-	}
-	return room, nil
 }
 
 // namespaceRow is a namespace with a number: a count of its steps, or the
@@ -126,67 +115,115 @@ func scanNamespaceRow(r Row) (namespaceRow, error) {
 	return v, err
 }
 
-// candidates selects the best ready steps, skipping namespaces at their cap,
-// and keeps only as many of a capped namespace as it has room for.
-func (t *txn) candidates(want int, p store.ClaimParams, room map[string]int) ([]int64, error) {
-	var full []string
-	for ns, n := range room {
-		if n <= 0 {
-			full = append(full, ns)
-		}
-	}
-	q, args := t.s.claimQuery(want, p, full)
+// candidate is a ready step the claim query returned, with what the
+// policies check: its namespace and its concurrency keys.
+type candidate struct {
+	id, taskID int64
+	namespace  string
+	limitKey   string
+	limitN     int
+	taskKey    string
+	taskN      int
+}
+
+// candidates selects the best ready steps, skipping paused targets and
+// full limits, and keeps only as many under a limit as it has room for.
+// more reports that another round may find more: a limit turned out full
+// and the query returned as many rows as it was asked for.
+func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, round int) (ids []int64, more bool, err error) {
+	q, args := t.s.claimQuery(want, p, pol, keys)
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}
-	ready, err := collect(rows, func(r Row) (namespaceRow, error) {
-		var v namespaceRow
-		err := r.Scan(&v.n, &v.namespace)
-		return v, err
+	ready, err := collect(rows, func(r Row) (candidate, error) {
+		var c candidate
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN)
+		return c, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}
-	ids := make([]int64, 0, len(ready))
-	for _, r := range ready {
-		if n, capped := room[r.namespace]; capped {
-			if n <= 0 {
-				continue
-			}
-			room[r.namespace] = n - 1
+	limited := false
+	for _, c := range ready {
+		if keys.limited(c) {
+			limited = true
+			break
 		}
-		ids = append(ids, r.n)
 	}
-	return ids, nil
+	if !limited {
+		return idsOf(ready), false, nil
+	}
+	// Only now, and only for the limits of these candidates: count what
+	// runs under each (locked on PostgreSQL, see limits.go).
+	if err := t.countKeys(ready, keys, round == 0); err != nil {
+		return nil, false, err
+	}
+	ids = make([]int64, 0, len(ready))
+	for _, c := range ready {
+		if !keys.limited(c) || keys.take(c) {
+			ids = append(ids, c.id)
+		}
+	}
+	return ids, len(ready) == want && len(ids) < len(ready), nil
+}
+
+func idsOf(cs []candidate) []int64 {
+	ids := make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i] = c.id
+	}
+	return ids
 }
 
 // claimQuery is the query that picks the steps to claim: the best ready
-// steps, in effective priority order, skipping namespaces at their cap.
-func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string, []any) {
-	q := `SELECT id, namespace FROM steps WHERE state = 'ready'`
+// steps, in effective priority order, skipping paused targets, namespaces
+// at their cap and full concurrency keys.
+func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.TaskID != 0 {
 		q += ` AND task_id IN (SELECT id FROM tasks WHERE id = ? OR root_task_id = ?)`
 		args = append(args, p.TaskID, p.TaskID)
 	}
-	if len(full) > 0 {
-		q += ` AND namespace NOT IN (` + placeholders(len(full)) + `)`
-		for _, ns := range full {
-			args = append(args, ns)
+	in := func(cond string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		q += ` AND ` + cond + ` (` + placeholders(len(vals)) + `)`
+		for _, v := range vals {
+			args = append(args, v)
 		}
 	}
-	if p.Handlers != nil {
-		q += ` AND handler IN (` + placeholders(len(p.Handlers)) + `)`
-		for _, h := range p.Handlers {
-			args = append(args, h)
+	if pol != nil {
+		in(`namespace NOT IN`, pol.namespaces)
+		for _, wf := range pol.workflows {
+			q += ` AND NOT (namespace = ? AND workflow = ?)`
+			args = append(args, wf[0], wf[1])
 		}
 	}
-	if p.Namespaces != nil {
-		q += ` AND namespace IN (` + placeholders(len(p.Namespaces)) + `)`
-		for _, ns := range p.Namespaces {
-			args = append(args, ns)
+	if keys != nil {
+		in(`namespace NOT IN`, full(keys.ns))
+		in(`limit_key NOT IN`, full(keys.step))
+		// A full workflow limit holds back the tasks that have not
+		// started; the running ones (no more than the limit) go on.
+		if tasks := full(keys.task); len(tasks) > 0 {
+			ph := placeholders(len(tasks))
+			q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
+			for range 2 {
+				for _, k := range tasks {
+					args = append(args, k)
+				}
+			}
 		}
+	}
+	in(`handler IN`, p.Handlers)
+	in(`namespace IN`, p.Namespaces)
+	if p.Handlers != nil && len(p.Handlers) == 0 {
+		q += ` AND 1 = 0` // an empty list of handlers claims nothing
+	}
+	if p.Namespaces != nil && len(p.Namespaces) == 0 {
+		q += ` AND 1 = 0`
 	}
 	q += ` ORDER BY sort_key LIMIT ?`
 	if s.d.ClaimLock != "" {
@@ -199,7 +236,7 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, full []string) (string
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
 func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil)
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)

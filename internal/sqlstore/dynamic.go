@@ -87,7 +87,7 @@ func (t *txn) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error) {
 	return "", nil
 }
 
-// itemsPerInsert bounds the rows of one multi-row insert of items (18
+// itemsPerInsert bounds the rows of one multi-row insert of items (19
 // parameters each, well under every backend's limit).
 const itemsPerInsert = 256
 
@@ -96,9 +96,9 @@ const itemsPerInsert = 256
 // children as theirs. The children count them among their dependencies.
 func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn) error {
 	var batchIdx, next, prio int
-	var namespace string
-	err := t.queryRow(`SELECT s.idx, s.namespace, t.priority, (SELECT max(idx) + 1 FROM steps WHERE task_id = s.task_id)
-		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&batchIdx, &namespace, &prio, &next)
+	var namespace, wf string
+	err := t.queryRow(`SELECT s.idx, s.namespace, s.workflow, t.priority, (SELECT max(idx) + 1 FROM steps WHERE task_id = s.task_id)
+		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&batchIdx, &namespace, &wf, &prio, &next)
 	if err != nil {
 		return fmt.Errorf("batch %q of task %d: %w", name, taskID, err)
 	}
@@ -116,7 +116,7 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 		expires = t.now + ttl
 	}
 	sortKey := t.now - int64(prio)*t.s.aging
-	const cols = 18
+	const cols = 19
 	for start := 0; start < n; start += itemsPerInsert {
 		end := min(start+itemsPerInsert, n)
 		args := make([]any, 0, cols*(end-start))
@@ -126,11 +126,11 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 				item = json.RawMessage("null")
 			}
 			args = append(args, taskID, next+i, fmt.Sprintf("%s[%d]", name, i), tpl.Handler, namespace, string(state.StepReady), "", children,
-				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item), timeout)
+				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item), timeout, wf)
 		}
 		row := "(" + placeholders(cols) + ")"
 		q := `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at,
-			kind, batch_of, template, item, run_timeout) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
+			kind, batch_of, template, item, run_timeout, workflow) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
 		if _, err := t.exec(q, args...); err != nil {
 			return fmt.Errorf("create items %d to %d of batch %q of task %d: %w", start, end-1, name, taskID, err)
 		}

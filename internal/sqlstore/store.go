@@ -45,10 +45,13 @@ type Dialect struct {
 	// and with them the claim turns into a scan and sort of every ready
 	// step).
 	ClaimPlan string
-	// LockCap, if set, is a statement taking a transaction-scoped lock on
-	// one capped namespace (its argument is the namespace), so that engines
-	// count and claim a namespace's running steps one at a time.
-	LockCap string
+	// LockCaps, if set, is a statement taking transaction-scoped locks on
+	// the concurrency limits it is given (one text array of their names,
+	// sorted), in that order, so that engines count and claim under
+	// a limit one at a time. TryLockCaps takes them only where free and
+	// returns one row (name, taken) per name.
+	LockCaps    string
+	TryLockCaps string
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a
@@ -106,6 +109,11 @@ type Store struct {
 	lastNotify   time.Time
 	notifyLater  *time.Timer // armed while a notification waits for its window
 	notifyClosed bool
+
+	// policyMu guards policyCache: the policies as of a policy version,
+	// read again by a claim that sees another version (policies.go).
+	policyMu    sync.Mutex
+	policyCache *policySet
 }
 
 // New returns a Store on open database handles whose schema is current.

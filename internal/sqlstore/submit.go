@@ -19,12 +19,12 @@ import (
 // inserts nothing (also when a concurrent transaction holds it): the
 // existing task is returned.
 const (
-	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
-		kind, trigger_rule, signal, wait_timeout, run_timeout)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // InsertTasks submits tasks in one transaction.
@@ -83,14 +83,14 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			key = in.IdempotencyKey
 		}
 		var id int64
-		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit).Scan(&id)
 		var superseded *heldKey
 		if errors.Is(err, sql.ErrNoRows) && in.Supersede {
 			// The task holding the key gives it up; this one takes it.
 			if superseded, err = t.releaseKey(in.Namespace, in.IdempotencyKey); err != nil {
 				return nil, err
 			}
-			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit).Scan(&id)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
@@ -134,7 +134,8 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 				maxAttempts = 1
 			}
 			if _, err := t.exec(insertStep, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
-				prio, sortKey, maxAttempts, ttl, expires, stepRunAt, st.Kind, st.TriggerRule, st.Signal, st.SignalTimeout.Microseconds(), st.Timeout.Microseconds()); err != nil {
+				prio, sortKey, maxAttempts, ttl, expires, stepRunAt, st.Kind, st.TriggerRule, st.Signal, st.SignalTimeout.Microseconds(), st.Timeout.Microseconds(),
+				in.Workflow, st.LimitKey, st.Limit, in.LimitKey, in.Limit); err != nil {
 				return nil, fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
 			}
 			t.audit(id, st.Name, "", string(stt), 0, "submitted")

@@ -90,6 +90,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, scheduleTests...)
 	tests = append(tests, subworkflowTests...)
 	tests = append(tests, supersedeTests...)
+	tests = append(tests, policyTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

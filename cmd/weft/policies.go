@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
+)
+
+// The scheduling policy commands: pause, resume, limit and policies. They
+// work on the database (--db) or through a server (--server), like the
+// task commands.
+
+// policyBackend is what the policy commands need: a local engine on the
+// database or a server's API.
+type policyBackend interface {
+	changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error)
+	policies(ctx context.Context) (weft.PolicyReport, error)
+	policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error)
+	Where() string
+	Close()
+}
+
+type localPolicies struct{ localBackend }
+
+func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error) {
+	op := weft.Operator{Actor: cliActor(), Reason: ch.Reason}
+	var p weft.Policy
+	var err error
+	if ch.Concurrency != nil {
+		if p, err = l.Engine.SetLimits(ctx, ch.Target, weft.Limits{Concurrency: ch.Concurrency}, op); err != nil {
+			return p, err
+		}
+	}
+	switch {
+	case ch.Paused != nil && *ch.Paused:
+		p, err = l.Engine.Pause(ctx, ch.Target, op)
+	case ch.Paused != nil:
+		p, err = l.Engine.Resume(ctx, ch.Target, op)
+	}
+	return p, err
+}
+
+func (l localPolicies) policies(ctx context.Context) (weft.PolicyReport, error) {
+	return l.Engine.Policies(ctx)
+}
+
+func (l localPolicies) policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error) {
+	return l.Engine.PolicyChanges(ctx, limit)
+}
+
+type remotePolicies struct{ remoteBackend }
+
+func (r remotePolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error) {
+	p, err := r.Client.ChangePolicy(ctx, ch)
+	if err != nil {
+		return p, fmt.Errorf("on %s: %w", r.Where(), err)
+	}
+	return p, nil
+}
+
+func (r remotePolicies) policies(ctx context.Context) (weft.PolicyReport, error) {
+	p, err := r.Client.Policies(ctx)
+	if err != nil {
+		return p, fmt.Errorf("on %s: %w", r.Where(), err)
+	}
+	return p, nil
+}
+
+func (r remotePolicies) policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error) {
+	c, err := r.Client.PolicyChanges(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("on %s: %w", r.Where(), err)
+	}
+	return c, nil
+}
+
+// policyBackend opens the database, or a client of the server when one is
+// configured. A change creates a SQLite file that does not exist yet: a
+// pause or a limit set before the first task is submitted is meant.
+func (a *app) policyBackend(ctx context.Context, how access) (policyBackend, error) {
+	if url := a.serverURL(); url != "" {
+		c, err := client.New(url, a.token())
+		if err != nil {
+			return nil, usageErrorf("--server: %v", err)
+		}
+		return remotePolicies{remoteBackend{Client: c, url: url}}, nil
+	}
+	e, err := a.open(ctx, weft.Config{}, how)
+	if err != nil {
+		return nil, err
+	}
+	return localPolicies{localBackend{Engine: e, a: a}}, nil
+}
+
+// pauseTarget reads TARGET or --all.
+func pauseTarget(args []string, all bool) (string, error) {
+	switch {
+	case all && len(args) > 0:
+		return "", usageErrorf("give a TARGET or --all, not both")
+	case all:
+		return weft.AllTargets, nil
+	case len(args) == 0:
+		return "", usageErrorf("give a TARGET (NAMESPACE or NAMESPACE/WORKFLOW) or --all")
+	case args[0] == weft.AllTargets:
+		return "", usageErrorf("use --all for all work")
+	}
+	return args[0], nil
+}
+
+func (a *app) pauseCommand() *cobra.Command { return a.pauseResumeCommand(true) }
+
+func (a *app) resumeCommand() *cobra.Command { return a.pauseResumeCommand(false) }
+
+func (a *app) pauseResumeCommand(pause bool) *cobra.Command {
+	var (
+		all    bool
+		reason string
+	)
+	verb, short, long := "resume", "Let a paused namespace, workflow or all work be claimed again",
+		`Resume a target paused with 'weft pause': engines and remote workers claim its
+ready steps again at once. The change is recorded with who made it (cli:<OS
+user>, or api:<key name> through --server) and --reason.`
+	if pause {
+		verb, short, long = "pause", "Stop claiming the steps of a namespace, a workflow or all work",
+			`Pause a namespace (shop), a workflow (shop/checkout) or, with --all, all work.
+Tasks are still submitted, but no engine or remote worker on the database
+claims their steps until 'weft resume'; steps already running finish. The pause
+is held in the database, so it holds for every engine and survives restarts.
+The change is recorded with who made it (cli:<OS user>, or api:<key name>
+through --server) and --reason; 'weft policies' lists what is paused.`
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " TARGET|--all",
+		Short: short,
+		Long:  long,
+		Example: fmt.Sprintf(`  weft %[1]s shop --reason "payment provider down"
+  weft %[1]s shop/checkout
+  weft %[1]s --all`, verb),
+		Args: cobra.MaximumNArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			target, err := pauseTarget(args, all)
+			if err != nil {
+				return err
+			}
+			b, err := a.policyBackend(cmd.Context(), createDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if _, err := b.changePolicy(cmd.Context(), wire.PolicyChange{Target: target, Paused: &pause, Reason: reason}); err != nil {
+				return policyError(err)
+			}
+			name := target
+			if target == weft.AllTargets {
+				name = "all work"
+			}
+			if pause {
+				fmt.Fprintf(a.stdout, "paused %s: its steps are not claimed until 'weft resume' (running steps finish)\n", name)
+			} else {
+				fmt.Fprintf(a.stdout, "resumed %s\n", name)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&all, "all", false, verb+" all work")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
+	return cmd
+}
+
+func (a *app) limitCommand() *cobra.Command {
+	var (
+		concurrency int
+		reason      string
+	)
+	cmd := &cobra.Command{
+		Use:   "limit NAMESPACE --concurrency N",
+		Short: "Set the limits of a namespace, held in the database for every engine",
+		Long: `Set how many steps of a namespace run at once across every engine and remote
+worker on the database (--concurrency N; 0 removes the limit). The limit is
+held in the database: it changes at once, without restarting anything, and is
+exact under concurrent claims. Steps running above a lowered limit finish.
+Limits of one step or one workflow are set in its template (concurrency:
+{limit: N, key: ...}). The change is recorded with who made it and --reason.`,
+		Example: `  weft limit shop --concurrency 4
+  weft limit shop --concurrency 0   # no limit`,
+		Args: cobra.ExactArgs(1),
+		RunE: action(func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("concurrency") {
+				return usageErrorf("give --concurrency N (0 removes the limit)")
+			}
+			if concurrency < 0 {
+				return usageErrorf("--concurrency must be 0 (no limit) or more, got %d", concurrency)
+			}
+			b, err := a.policyBackend(cmd.Context(), createDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			p, err := b.changePolicy(cmd.Context(), wire.PolicyChange{Target: args[0], Concurrency: &concurrency, Reason: reason})
+			if err != nil {
+				return policyError(err)
+			}
+			if p.Concurrency == 0 {
+				fmt.Fprintf(a.stdout, "%s: no concurrency limit\n", args[0])
+			} else {
+				fmt.Fprintf(a.stdout, "%s: at most %d steps at once (%d running)\n", args[0], p.Concurrency, p.Running)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "steps of the namespace running at once across all engines; 0: no limit")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
+	return cmd
+}
+
+func (a *app) policiesCommand() *cobra.Command {
+	var (
+		jsonOut, history bool
+		limit            int
+	)
+	cmd := &cobra.Command{
+		Use:   "policies",
+		Short: "List what is paused and every limit, with current usage",
+		Long: `List the scheduling policies held in the database: paused targets and
+namespace limits with the steps running now, then the concurrency limits that
+workflow templates define, for each key with work running. --history lists the
+changes instead, newest first, with who made them.`,
+		Example: `  weft policies
+  weft policies --history --limit 20
+  weft policies --json | jq '.policies[] | select(.paused)'`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usageErrorf("--limit must be from 1 to 1000, got %d", limit)
+			}
+			b, err := a.policyBackend(cmd.Context(), existingDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if history {
+				changes, err := b.policyChanges(cmd.Context(), limit)
+				if err != nil {
+					return err
+				}
+				if jsonOut {
+					return writeJSON(a.stdout, changes)
+				}
+				return printPolicyChanges(a.stdout, changes)
+			}
+			rep, err := b.policies(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSON(a.stdout, rep)
+			}
+			return printPolicies(a.stdout, rep)
+		}),
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&history, "history", false, "list the changes of policies, newest first")
+	cmd.Flags().IntVar(&limit, "limit", 100, "with --history: at most this many changes")
+	return cmd
+}
+
+// policyError passes an invalid target or change on as a usage error.
+func policyError(err error) error {
+	if errors.Is(err, store.ErrInvalid) {
+		return usageErrorf("%v", err)
+	}
+	return err
+}
+
+func printPolicies(w io.Writer, rep weft.PolicyReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(rep.Policies) == 0 {
+		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits")
+	} else {
+		fmt.Fprintln(tw, "TARGET\tPAUSED\tCONCURRENCY\tRUNNING\tCHANGED\tBY")
+		for _, p := range rep.Policies {
+			paused, conc, running := "no", "-", "-"
+			if p.Paused {
+				paused = "yes"
+			}
+			if p.Concurrency > 0 {
+				conc = strconv.Itoa(p.Concurrency)
+			}
+			if p.Target != weft.AllTargets && !strings.Contains(p.Target, "/") {
+				running = strconv.Itoa(p.Running)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Target, paused, conc, running, p.UpdatedAt.Local().Format(timeLayout), p.UpdatedBy)
+		}
+	}
+	if len(rep.Limits) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "TEMPLATE LIMIT\tLIMIT\tRUNNING")
+		for _, l := range rep.Limits {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", l.Key, l.Limit, l.Running)
+		}
+	}
+	return tw.Flush()
+}
+
+func printPolicyChanges(w io.Writer, changes []weft.PolicyChangeRecord) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tTARGET\tCHANGE\tBY\tREASON")
+	for _, c := range changes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.At.Local().Format(timeLayout), c.Target, c.Change, c.Actor, c.Reason)
+	}
+	return tw.Flush()
+}

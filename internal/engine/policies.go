@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the operator's scheduling policies: the engine validates
+// and audits a change and hands it to the store, where every claim (local
+// or remote, on any engine) applies it.
+
+// SetPolicy applies a policy change; an empty actor records the engine's id.
+func (e *Engine) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
+	if c.Actor == "" {
+		c.Actor = e.ID()
+	}
+	if err := c.Validate(); err != nil {
+		return store.Policy{}, fmt.Errorf("weft: %w", err)
+	}
+	p, err := e.store.SetPolicy(ctx, c)
+	if err != nil {
+		return store.Policy{}, fmt.Errorf("weft: set policy of %s: %w", c.Target, err)
+	}
+	e.log.Info("policy changed", "target", c.Target, "change", c.Describe(), "actor", c.Actor)
+	return p, nil
+}
+
+// Policies returns the policies set and the usage of the limits in force.
+func (e *Engine) Policies(ctx context.Context) (store.PolicyReport, error) {
+	r, err := e.store.ListPolicies(ctx)
+	if err != nil {
+		return store.PolicyReport{}, fmt.Errorf("weft: list policies: %w", err)
+	}
+	return r, nil
+}
+
+// PolicyChanges returns the latest policy changes, newest first.
+func (e *Engine) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
+	out, err := e.store.PolicyChanges(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("weft: list policy changes: %w", err)
+	}
+	return out, nil
+}

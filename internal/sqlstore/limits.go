@@ -1,0 +1,241 @@
+package sqlstore
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// This file holds the concurrency limits of the claim: namespace limits
+// (the operator's, held in the database, and an engine's NamespaceCaps), a
+// step's own limit (steps.limit_key, at most limit_n of its key running)
+// and its workflow's limit of running tasks (steps.task_limit_key and
+// tasks.limit_key: a task takes a place when its first step is claimed and
+// holds it until it ends). The claim counts what runs under the limits of
+// its candidates only, all in one statement, so a claim with no limit in
+// force runs nothing of this.
+//
+// Exactness: on PostgreSQL the claim takes a transaction-scoped advisory
+// lock per namespace and key before counting, so that the count and the
+// claim under a limit are one engine's at a time, and sees every claim
+// committed before it. The first round of a claim waits for its locks,
+// taken in one sorted order; later rounds only try theirs and treat a limit
+// they cannot lock as full, so no two claims wait for each other. A claim
+// holds no task or step row another claim could wait for while it waits.
+// On SQLite the single writer does the same.
+
+// keyRoom is how many more steps (or tasks) may start under each limit a
+// claim has counted so far.
+type keyRoom struct {
+	caps     map[string]int // namespace limits in force
+	ns       map[string]int
+	step     map[string]int
+	task     map[string]int
+	pending  map[int64]bool // tasks read: true while not started
+	admitted map[int64]bool // tasks this claim started under their workflow limit
+}
+
+func newKeyRoom(caps map[string]int) *keyRoom { return &keyRoom{caps: caps} }
+
+// limited reports whether candidate c falls under a limit.
+func (k *keyRoom) limited(c candidate) bool {
+	if c.limitKey != "" || c.taskKey != "" {
+		return true
+	}
+	_, capped := k.caps[c.namespace]
+	return capped
+}
+
+// full lists the keys of m with no room left, for the next round to skip.
+func full(m map[string]int) []string {
+	var out []string
+	for key, n := range m {
+		if n <= 0 {
+			out = append(out, key)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// take reports whether candidate c fits its limits and, if it does, takes
+// its places.
+func (k *keyRoom) take(c candidate) bool {
+	_, capped := k.caps[c.namespace]
+	needTask := c.taskKey != "" && k.pending[c.taskID] && !k.admitted[c.taskID]
+	switch {
+	case capped && k.ns[c.namespace] <= 0,
+		c.limitKey != "" && k.step[c.limitKey] <= 0,
+		needTask && k.task[c.taskKey] <= 0:
+		return false
+	}
+	if capped {
+		k.ns[c.namespace]--
+	}
+	if c.limitKey != "" {
+		k.step[c.limitKey]--
+	}
+	if needTask {
+		k.task[c.taskKey]--
+		if k.admitted == nil {
+			k.admitted = map[int64]bool{}
+		}
+		k.admitted[c.taskID] = true
+	}
+	return true
+}
+
+// The counts name "limit_key != ''" to match the partial indexes
+// steps_limit_running and tasks_limit_running.
+
+// limitKind is one kind of limit: how its locks are named, where its room
+// is kept, and how what runs under it is counted.
+type limitKind struct {
+	lock  string
+	room  *map[string]int
+	count string // one SELECT of (kind, key, count) with %s for the keys
+}
+
+// count counts what runs under the limits of the candidates that this
+// claim has not counted yet, locking each first on PostgreSQL (wait is
+// false after the first round: a limit locked elsewhere is taken as full),
+// and reads which of their tasks have not started.
+func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
+	if k.ns == nil {
+		k.ns, k.step, k.task, k.pending = map[string]int{}, map[string]int{}, map[string]int{}, map[int64]bool{}
+	}
+	kinds := []limitKind{
+		{"weft-cap:", &k.ns, `SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (%s) GROUP BY namespace`},
+		{"weft-key:step:", &k.step, `SELECT 1, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
+		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
+	}
+	limits := [3]map[string]int{{}, {}, {}}
+	var tasks []any
+	for _, c := range ready {
+		if n, capped := k.caps[c.namespace]; capped {
+			if _, seen := k.ns[c.namespace]; !seen {
+				limits[0][c.namespace] = n
+			}
+		}
+		if _, seen := k.step[c.limitKey]; c.limitKey != "" && !seen {
+			limits[1][c.limitKey] = c.limitN
+		}
+		if c.taskKey != "" {
+			if _, seen := k.task[c.taskKey]; !seen {
+				limits[2][c.taskKey] = c.taskN
+			}
+			if _, read := k.pending[c.taskID]; !read {
+				k.pending[c.taskID] = false
+				tasks = append(tasks, c.taskID)
+			}
+		}
+	}
+	// The locks, all kinds in one order.
+	type lockName struct {
+		name, key string
+		kind      int
+	}
+	var names []lockName
+	for i, kind := range kinds {
+		for key := range limits[i] {
+			names = append(names, lockName{kind.lock + key, key, i})
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
+	var parts []string
+	var args []any
+	counted := [3][]any{}
+	lockNames := make([]string, len(names))
+	for i, n := range names {
+		lockNames[i] = n.name
+	}
+	taken, err := t.lockLimits(lockNames, wait)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		room := *kinds[n.kind].room
+		if taken != nil && !taken[n.name] {
+			room[n.key] = 0
+			continue
+		}
+		room[n.key] = limits[n.kind][n.key]
+		counted[n.kind] = append(counted[n.kind], n.key)
+	}
+	for i, kind := range kinds {
+		if len(counted[i]) > 0 {
+			parts = append(parts, fmt.Sprintf(kind.count, placeholders(len(counted[i]))))
+			args = append(args, counted[i]...)
+		}
+	}
+	if len(tasks) > 0 {
+		// By primary key: (state || '') keeps the planner off the state
+		// index, which would read every pending task.
+		parts = append(parts, `SELECT 3, '', id FROM tasks WHERE id IN (`+placeholders(len(tasks))+`) AND (state || '') = 'pending'`)
+		args = append(args, tasks...)
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	rows, err := t.query(strings.Join(parts, " UNION ALL "), args...)
+	if err != nil {
+		return fmt.Errorf("count running steps and tasks under limits: %w", err)
+	}
+	type countRow struct {
+		kind int
+		key  string
+		n    int64
+	}
+	got, err := collect(rows, func(r Row) (countRow, error) {
+		var c countRow
+		err := r.Scan(&c.kind, &c.key, &c.n)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("count running steps and tasks under limits: %w", err)
+	}
+	for _, c := range got {
+		if c.kind == 3 {
+			k.pending[c.n] = true
+			continue
+		}
+		(*kinds[c.kind].room)[c.key] -= int(c.n)
+	}
+	return nil
+}
+
+// lockLimits takes the transaction-scoped locks of limits, in one
+// statement, where the dialect has them: waiting for each, or only trying.
+// taken is nil when every lock is held, else which were.
+func (t *txn) lockLimits(names []string, wait bool) (taken map[string]bool, err error) {
+	if t.s.d.LockCaps == "" || len(names) == 0 {
+		return nil, nil // one writer at a time
+	}
+	if wait {
+		if _, err := t.exec(t.s.d.LockCaps, names); err != nil {
+			return nil, fmt.Errorf("lock limits: %w", err)
+		}
+		return nil, nil
+	}
+	rows, err := t.query(t.s.d.TryLockCaps, names)
+	if err != nil {
+		return nil, fmt.Errorf("lock limits: %w", err)
+	}
+	type lockRow struct {
+		name string
+		ok   bool
+	}
+	got, err := collect(rows, func(r Row) (lockRow, error) {
+		var l lockRow
+		err := r.Scan(&l.name, &l.ok)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock limits: %w", err)
+	}
+	taken = make(map[string]bool, len(got))
+	for _, l := range got {
+		taken[l.name] = l.ok
+	}
+	return taken, nil
+}

@@ -1,0 +1,278 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the operator's scheduling policies: setting them (with
+// their audit), listing them with their usage, and the copy the claim
+// applies, read again only when the policy version moved.
+
+// policySet is what the claim applies: the paused targets and the
+// namespace limits, as of one policy version. It is never modified once
+// built, so claims share it.
+type policySet struct {
+	version    int64
+	all        bool        // everything is paused
+	namespaces []string    // paused namespaces
+	workflows  [][2]string // paused workflows: namespace, name
+	caps       map[string]int
+}
+
+// capsWith returns the namespace limits of the database merged with an
+// engine's own (the smaller wins).
+func (p *policySet) capsWith(own map[string]int) map[string]int {
+	if len(p.caps) == 0 {
+		return own
+	}
+	if len(own) == 0 {
+		return p.caps
+	}
+	out := make(map[string]int, len(p.caps)+len(own))
+	for ns, n := range p.caps {
+		out[ns] = n
+	}
+	for ns, n := range own {
+		if m, ok := out[ns]; !ok || n < m {
+			out[ns] = n
+		}
+	}
+	return out
+}
+
+// policies returns the policies as of version, from the cache when it holds
+// that version, else read in t (and cached).
+func (t *txn) policies(version int64) (*policySet, error) {
+	s := t.s
+	s.policyMu.Lock()
+	cached := s.policyCache
+	s.policyMu.Unlock()
+	if cached != nil && cached.version == version {
+		return cached, nil
+	}
+	rows, err := t.query(`SELECT target, paused, concurrency FROM policies WHERE paused != 0 OR concurrency > 0`)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	type row struct {
+		target      string
+		paused      bool
+		concurrency int
+	}
+	all, err := collect(rows, func(r Row) (row, error) {
+		var v row
+		var paused int64
+		err := r.Scan(&v.target, &paused, &v.concurrency)
+		v.paused = paused != 0
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	p := &policySet{version: version}
+	for _, r := range all {
+		ns, name, err := store.ParseTarget(r.target)
+		if err != nil {
+			continue // not written by SetPolicy; never applied
+		}
+		switch {
+		case r.paused && r.target == store.TargetAll:
+			p.all = true
+		case r.paused && name == "":
+			p.namespaces = append(p.namespaces, ns)
+		case r.paused:
+			p.workflows = append(p.workflows, [2]string{ns, name})
+		}
+		if r.concurrency > 0 && name == "" && ns != "" {
+			if p.caps == nil {
+				p.caps = map[string]int{}
+			}
+			p.caps[ns] = r.concurrency
+		}
+	}
+	s.policyMu.Lock()
+	if s.policyCache == nil || s.policyCache.version <= version {
+		s.policyCache = p
+	}
+	s.policyMu.Unlock()
+	return p, nil
+}
+
+// SetPolicy applies a change to one target and audits it.
+func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
+	if err := c.Validate(); err != nil {
+		return store.Policy{}, err
+	}
+	var out store.Policy
+	err := s.write(ctx, "", func(t *txn) error {
+		at := t.now
+		if !c.At.IsZero() {
+			at = c.At.UnixMicro()
+		}
+		// The version row first: changes of policies are serialised by
+		// its lock, and every claim after this commit reads them again.
+		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("bump policy version: %w", err)
+		}
+		var paused, concurrency any
+		if c.Paused != nil {
+			p := 0
+			if *c.Paused {
+				p = 1
+			}
+			paused = p
+		}
+		if c.Concurrency != nil {
+			concurrency = *c.Concurrency
+		}
+		// COALESCE keeps what the change leaves alone.
+		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, updated_at, updated_by)
+			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), ?, ?)
+			ON CONFLICT (target) DO UPDATE SET paused = COALESCE(?, policies.paused), concurrency = COALESCE(?, policies.concurrency),
+			updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+			c.Target, paused, concurrency, at, c.Actor, paused, concurrency)
+		if err != nil {
+			return fmt.Errorf("set policy of %s: %w", c.Target, err)
+		}
+		if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
+			at, c.Actor, c.Target, c.Describe(), c.Reason); err != nil {
+			return fmt.Errorf("audit policy change of %s: %w", c.Target, err)
+		}
+		// A target with nothing set is forgotten; its audit stays.
+		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0`, c.Target); err != nil {
+			return fmt.Errorf("set policy of %s: %w", c.Target, err)
+		}
+		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil {
+			// Work may be claimable now: wake the engines, here and (on
+			// PostgreSQL) elsewhere, as new ready steps would.
+			t.readied++
+		}
+		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
+		if err != nil {
+			return err
+		}
+		out = store.Policy{Target: c.Target, UpdatedAt: time.UnixMicro(at), UpdatedBy: c.Actor}
+		if len(pols) == 1 {
+			out = pols[0]
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Policy{}, err
+	}
+	return out, nil
+}
+
+// readPolicies reads policies rows with a WHERE clause.
+func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
+	rows, err := t.query(`SELECT target, paused, concurrency, updated_at, updated_by FROM policies `+where+` ORDER BY target`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	pols, err := collect(rows, scanPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	return pols, nil
+}
+
+func scanPolicy(r Row) (store.Policy, error) {
+	var p store.Policy
+	var paused, at int64
+	err := r.Scan(&p.Target, &paused, &p.Concurrency, &at, &p.UpdatedBy)
+	p.Paused = paused != 0
+	p.UpdatedAt = time.UnixMicro(at)
+	return p, err
+}
+
+// ListPolicies returns the policies set and the usage of the limits in force.
+func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
+	rows, err := s.read(ctx, `SELECT target, paused, concurrency, updated_at, updated_by FROM policies ORDER BY target`)
+	if err != nil {
+		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
+	}
+	pols, err := collect(rows, scanPolicy)
+	if err != nil {
+		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
+	}
+	var names []any
+	for _, p := range pols {
+		if ns, name, err := store.ParseTarget(p.Target); err == nil && ns != "" && name == "" {
+			names = append(names, ns)
+		}
+	}
+	if len(names) > 0 {
+		rows, err := s.read(ctx, `SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
+		}
+		running, err := collect(rows, scanNamespaceRow)
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
+		}
+		for _, r := range running {
+			for i := range pols {
+				if pols[i].Target == r.namespace {
+					pols[i].Running = int(r.n)
+				}
+			}
+		}
+	}
+	report := store.PolicyReport{Policies: pols, Limits: []store.LimitUsage{}}
+	if report.Policies == nil {
+		report.Policies = []store.Policy{}
+	}
+	// The limits templates define, for the keys that have work running.
+	for _, q := range []string{
+		`SELECT limit_key, max(limit_n), count(*) FROM steps WHERE state = 'running' AND limit_key != '' GROUP BY limit_key`,
+		// A task's limit is on its steps until it starts; a running task
+		// holds one place of it.
+		`SELECT limit_key, max(limit_n), count(*) FROM tasks WHERE state = 'running' AND limit_key != '' GROUP BY limit_key`,
+	} {
+		rows, err := s.read(ctx, q)
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
+		}
+		used, err := collect(rows, func(r Row) (store.LimitUsage, error) {
+			var u store.LimitUsage
+			var limit sql.NullInt64
+			err := r.Scan(&u.Key, &limit, &u.Running)
+			u.Limit = int(limit.Int64)
+			return u, err
+		})
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
+		}
+		report.Limits = append(report.Limits, used...)
+	}
+	sort.Slice(report.Limits, func(i, j int) bool { return report.Limits[i].Key < report.Limits[j].Key })
+	return report, nil
+}
+
+// PolicyChanges returns the most recent policy changes, newest first.
+func (s *Store) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.read(ctx, `SELECT id, at, actor, target, change, reason FROM policy_changes ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list policy changes: %w", err)
+	}
+	out, err := collect(rows, func(r Row) (store.PolicyChangeRecord, error) {
+		var c store.PolicyChangeRecord
+		var at int64
+		err := r.Scan(&c.ID, &at, &c.Actor, &c.Target, &c.Change, &c.Reason)
+		c.At = time.UnixMicro(at)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list policy changes: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,66 @@
+package weft
+
+import (
+	"context"
+
+	"github.com/weftrun/weft/store"
+)
+
+// Scheduling policies an operator sets at run time. They are held in the
+// database, so they hold for every engine and remote worker on it, survive
+// restarts and take effect at the next claim; every change is recorded with
+// who made it (PolicyChanges).
+type (
+	// Policy is what is set on one target, with its usage.
+	Policy = store.Policy
+	// PolicyReport lists every policy set and the usage of the concurrency
+	// limits that workflows define.
+	PolicyReport = store.PolicyReport
+	// LimitUsage is one concurrency limit of a workflow template, by key.
+	LimitUsage = store.LimitUsage
+	// PolicyChangeRecord is one audited change.
+	PolicyChangeRecord = store.PolicyChangeRecord
+)
+
+// AllTargets is the policy target that stands for all work ("weft pause
+// --all").
+const AllTargets = store.TargetAll
+
+// Limits are the limits an operator sets on a namespace. Nil fields are left
+// as they are.
+type Limits struct {
+	// Concurrency bounds how many steps of the namespace run at once across
+	// every engine and remote worker; 0 removes the bound.
+	Concurrency *int
+}
+
+// Pause stops the claims of target's steps on every engine and remote
+// worker: a namespace ("shop"), a workflow ("shop/checkout") or AllTargets.
+// Work is still submitted; steps already running finish. A claim in flight
+// as the pause commits may still start its steps.
+func (e *Engine) Pause(ctx context.Context, target string, op Operator) (Policy, error) {
+	paused := true
+	return e.core.SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
+}
+
+// Resume lets target's steps be claimed again. Resuming a target that is
+// not paused changes nothing but is recorded.
+func (e *Engine) Resume(ctx context.Context, target string, op Operator) (Policy, error) {
+	paused := false
+	return e.core.SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
+}
+
+// SetLimits sets the limits of a namespace.
+func (e *Engine) SetLimits(ctx context.Context, namespace string, l Limits, op Operator) (Policy, error) {
+	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Actor: op.Actor, Reason: op.Reason})
+}
+
+// Policies returns every policy set, with current usage, and the usage of
+// the concurrency limits workflow templates define.
+func (e *Engine) Policies(ctx context.Context) (PolicyReport, error) { return e.core.Policies(ctx) }
+
+// PolicyChanges returns the latest policy changes, newest first (at most
+// limit; 0 means 100).
+func (e *Engine) PolicyChanges(ctx context.Context, limit int) ([]PolicyChangeRecord, error) {
+	return e.core.PolicyChanges(ctx, limit)
+}

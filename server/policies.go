@@ -1,0 +1,81 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
+)
+
+// The scheduling policies: listing them with their usage, changing one
+// target's, and the audit of changes. The engine validates and records;
+// these handlers translate.
+
+func (s *Server) listPolicies(r *http.Request) (int, any, error) {
+	rep, err := s.engine.Policies(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, rep, nil
+}
+
+func (s *Server) changePolicy(r *http.Request) (int, any, error) {
+	var req wire.PolicyChange
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case req.Target == "":
+		return 0, nil, fieldError("target", "is required: a namespace, namespace/workflow or \"*\" for all work")
+	case req.Paused == nil && req.Concurrency == nil:
+		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency or both")
+	case len(req.Reason) > maxReason:
+		return 0, nil, fieldError("reason", "must be at most %d bytes", maxReason)
+	case req.Concurrency != nil && *req.Concurrency < 0:
+		return 0, nil, fieldError("concurrency", "must be 0 (no limit) or more, got %d", *req.Concurrency)
+	}
+	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
+	var p weft.Policy
+	var err error
+	if req.Concurrency != nil {
+		if p, err = s.engine.SetLimits(r.Context(), req.Target, weft.Limits{Concurrency: req.Concurrency}, op); err != nil {
+			return 0, nil, err
+		}
+	}
+	switch {
+	case req.Paused != nil && *req.Paused:
+		p, err = s.engine.Pause(r.Context(), req.Target, op)
+	case req.Paused != nil:
+		p, err = s.engine.Resume(r.Context(), req.Target, op)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, p, nil
+}
+
+func (s *Server) policyChanges(r *http.Request) (int, any, error) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "limit" {
+			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
+		}
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v)
+		}
+		limit = n
+	}
+	changes, err := s.engine.PolicyChanges(r.Context(), limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	if changes == nil {
+		changes = []weft.PolicyChangeRecord{}
+	}
+	return http.StatusOK, wire.PolicyChanges{Changes: changes}, nil
+}

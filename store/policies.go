@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Policies holds the scheduling policies an operator sets at run time:
+// pauses and namespace concurrency limits. They live in the database, so
+// they hold for every engine and remote worker on it and survive restarts;
+// ClaimSteps applies them as predicates of its one query.
+type Policies interface {
+	// SetPolicy applies a change to one target and records it, with its
+	// actor, in the policy audit, in one transaction. It returns the
+	// target's policy as it now stands. A change that sets nothing is an
+	// error.
+	SetPolicy(ctx context.Context, c PolicyChange) (Policy, error)
+	// ListPolicies returns every target with a policy set, with its current
+	// usage, and the usage of every concurrency limit that workflows
+	// define and that has steps or tasks running.
+	ListPolicies(ctx context.Context) (PolicyReport, error)
+	// PolicyChanges returns the most recent policy changes, newest first,
+	// at most limit of them (100 when limit is 0).
+	PolicyChanges(ctx context.Context, limit int) ([]PolicyChangeRecord, error)
+}
+
+// targetName is what a namespace or workflow name may be (as
+// workflow.ValidName).
+var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+// TargetAll is the target that stands for all work.
+const TargetAll = "*"
+
+// ParseTarget checks a policy target: TargetAll, a namespace ("shop") or a
+// workflow ("shop/checkout"), and returns its namespace and workflow name
+// ("" for a namespace; both "" for TargetAll).
+func ParseTarget(target string) (namespace, name string, err error) {
+	if target == TargetAll {
+		return "", "", nil
+	}
+	ns, name, hasName := strings.Cut(target, "/")
+	switch {
+	case target == "":
+		return "", "", fmt.Errorf("%w policy target: empty; want NAMESPACE, NAMESPACE/WORKFLOW or %q", ErrInvalid, TargetAll)
+	case ns == "" || (hasName && name == "") || strings.Contains(name, "/") || strings.Contains(target, "@"):
+		return "", "", fmt.Errorf("%w policy target %q: want NAMESPACE, NAMESPACE/WORKFLOW or %q (no version)", ErrInvalid, target, TargetAll)
+	case len(target) > 200:
+		return "", "", fmt.Errorf("%w policy target %q: longer than 200 bytes", ErrInvalid, target[:40]+"…")
+	case !targetName.MatchString(ns) || (hasName && !targetName.MatchString(name)):
+		return "", "", fmt.Errorf("%w policy target %q: names hold only letters, digits, '_', '.' and '-'", ErrInvalid, target)
+	}
+	return ns, name, nil
+}
+
+// PolicyChange is one operator change of a target's policy. Nil fields are
+// left as they are.
+type PolicyChange struct {
+	Target string
+	// Paused pauses (true) or resumes (false) the target.
+	Paused *bool
+	// Concurrency bounds how many steps of a namespace run at once across
+	// every engine and remote worker; 0 removes the limit. Only a
+	// namespace takes one.
+	Concurrency *int
+	// Actor names who made the change, Reason why; both are audited.
+	Actor  string
+	Reason string
+	// At is when; zero means the store's clock.
+	At time.Time
+}
+
+// Validate checks a change before it reaches the database.
+func (c PolicyChange) Validate() error {
+	ns, name, err := ParseTarget(c.Target)
+	if err != nil {
+		return err
+	}
+	if c.Paused == nil && c.Concurrency == nil {
+		return fmt.Errorf("%w policy change of %q sets nothing", ErrInvalid, c.Target)
+	}
+	if c.Concurrency != nil {
+		if ns == "" || name != "" {
+			return fmt.Errorf("%w concurrency of %q: a concurrency limit is set on a namespace (workflows and steps set theirs in their template)", ErrInvalid, c.Target)
+		}
+		if *c.Concurrency < 0 {
+			return fmt.Errorf("%w concurrency of %q: must be 0 (no limit) or more, got %d", ErrInvalid, c.Target, *c.Concurrency)
+		}
+	}
+	if c.Actor == "" {
+		return fmt.Errorf("%w policy change of %q: the actor is required for the audit", ErrInvalid, c.Target)
+	}
+	if len(c.Reason) > 4096 {
+		return fmt.Errorf("%w policy change of %q: reason is longer than 4096 bytes", ErrInvalid, c.Target)
+	}
+	return nil
+}
+
+// Describe says what the change does, for the audit: "pause",
+// "concurrency=4", joined by spaces.
+func (c PolicyChange) Describe() string {
+	var parts []string
+	if c.Paused != nil {
+		if *c.Paused {
+			parts = append(parts, "pause")
+		} else {
+			parts = append(parts, "resume")
+		}
+	}
+	if c.Concurrency != nil {
+		parts = append(parts, fmt.Sprintf("concurrency=%d", *c.Concurrency))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Policy is what is set on one target.
+type Policy struct {
+	Target      string    `json:"target"`
+	Paused      bool      `json:"paused"`
+	Concurrency int       `json:"concurrency,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	UpdatedBy   string    `json:"updated_by"`
+	// Running is, for a namespace, how many of its steps run now.
+	Running int `json:"running"`
+}
+
+// LimitUsage is a concurrency limit a workflow template defines, for one
+// key, with how much of it is used now.
+type LimitUsage struct {
+	// Key names the limit: "step:NS/WORKFLOW/STEP" or "workflow:NS/WORKFLOW",
+	// followed by "=VALUE" for a keyed limit.
+	Key     string `json:"key"`
+	Limit   int    `json:"limit"`
+	Running int    `json:"running"`
+}
+
+// PolicyReport is every policy set and the usage of the limits in force.
+type PolicyReport struct {
+	Policies []Policy     `json:"policies"`
+	Limits   []LimitUsage `json:"limits"`
+}
+
+// PolicyChangeRecord is one audited policy change.
+type PolicyChangeRecord struct {
+	ID     int64     `json:"id"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor"`
+	Target string    `json:"target"`
+	Change string    `json:"change"`
+	Reason string    `json:"reason,omitempty"`
+}
