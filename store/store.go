@@ -60,6 +60,7 @@ type Store interface {
 	Queue
 	Engines
 	Admin
+	Operations
 	Credentials
 	// Close releases the database handles. Calls after Close fail.
 	Close() error

@@ -33,7 +33,10 @@ type TaskInsert struct {
 	RunAt          time.Time // zero: now
 	GoodUntil      time.Time // zero: none
 	IdempotencyKey string    // "": none
-	Steps          []StepInsert
+	// Tags label the task (see ValidateTags); ListTasks and the bulk
+	// actions filter by them.
+	Tags  map[string]string
+	Steps []StepInsert
 }
 
 // StepInsert is one step of a task to submit, in definition order.
@@ -82,7 +85,12 @@ type Task struct {
 	StartedAt      *time.Time      `json:"started_at,omitempty"`
 	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
 	Error          string          `json:"error,omitempty"`
-	Steps          []Step          `json:"steps,omitempty"`
+	// Tags are the labels the task was submitted with.
+	Tags map[string]string `json:"tags,omitempty"`
+	// Attention says why the task needs a person (ListTasks with
+	// TaskFilter.Attention only).
+	Attention []string `json:"attention,omitempty"`
+	Steps     []Step   `json:"steps,omitempty"`
 }
 
 // Step is a stored step of a task.
