@@ -45,6 +45,10 @@ type Submission struct {
 	RunAt time.Time
 	// GoodUntil expires the task if no step has started by then.
 	GoodUntil time.Time
+	// Tags label the task: List and the bulk actions filter by them. At
+	// most 20; keys of letters, digits, '_', '.', '-', '/' (up to 63
+	// bytes), values of up to 255 bytes without control characters.
+	Tags map[string]string
 }
 
 // SubmitResult is the task a submission created or, for a duplicate, found.

@@ -18,6 +18,9 @@ type TaskFilter struct {
 	// exclusive); zero does not bound.
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
+	// FinishedBefore selects tasks that finished before it; zero does not
+	// bound.
+	FinishedBefore time.Time
 	// Tags selects tasks carrying every one of these tags (key and value).
 	Tags map[string]string
 	// States selects tasks in any of these states (besides State, if set).

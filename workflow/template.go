@@ -95,6 +95,10 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 	"limits": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
 		tplDecodeMapping(d, n, at, tplLimitsFields, &w.Limits)
 	},
+	"retention": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
+		w.Retention = &Retention{}
+		tplDecodeMapping(d, n, at, tplRetentionFields, w.Retention)
+	},
 }
 
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{

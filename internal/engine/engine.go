@@ -44,6 +44,8 @@ type Config struct {
 	Logger            *slog.Logger
 	HTTPClient        *http.Client
 	ID                string
+	UpkeepInterval    time.Duration
+	StaleAfter        time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -68,6 +70,8 @@ func (c *Config) setDefaults() error {
 	def(&c.PollInterval, time.Second)
 	def(&c.LeaderTTL, max(10*time.Second, 3*c.PollInterval))
 	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.UpkeepInterval, time.Minute)
+	def(&c.StaleAfter, store.DefaultStaleAfter)
 	if c.LeaseTTL < 2*c.HeartbeatInterval {
 		return fmt.Errorf("weft: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
 	}
@@ -104,6 +108,9 @@ type Engine struct {
 	mu        sync.Mutex
 	handlers  map[string]Handler
 	names     []string                      // sorted handler names, what the engine claims
+	// namesChanged: handlers were registered since the engine last
+	// advertised them (advertise).
+	namesChanged bool
 	workflows map[string]*workflow.Workflow // by Ref
 	inflight  map[int64]*running            // by step id
 	started   bool
@@ -127,6 +134,9 @@ type Engine struct {
 	// roundErr, owned by the maintenance work too, is the first failure
 	// of the current maintenance round.
 	roundErr error
+	// upkeep, owned by the maintenance work too, is the state of
+	// retention and the attention count (upkeep.go).
+	upkeep upkeepState
 	// flushCtx bounds the completer's retries; Stop cancels it when its
 	// deadline passes.
 	flushCtx    context.Context
@@ -218,7 +228,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	id := e.engineID
 	e.mu.Unlock()
-	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+	if err := e.store.RegisterEngine(ctx, e.engineInfo(id)); err != nil {
 		e.mu.Lock()
 		e.started = false
 		e.mu.Unlock()

@@ -57,6 +57,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		leader := e.leading(time.Now())
 		if leader {
 			e.timed(ctx)
+			e.upkeepRound(ctx)
 		}
 		// Every tick looks for dead processes on this host (a read); the
 		// leader's full reap, which also catches stopped and silent

@@ -28,6 +28,7 @@ type Submission struct {
 	Priority  int
 	RunAt     time.Time
 	GoodUntil time.Time
+	Tags      map[string]string
 }
 
 // SubmitResult is the task a submission created or, for a duplicate, found.
@@ -129,6 +130,9 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	if !s.GoodUntil.IsZero() && !s.RunAt.IsZero() && s.GoodUntil.Before(s.RunAt) {
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: good_until %s is before run_at %s", store.ErrInvalid, s.Workflow, s.GoodUntil.Format(time.RFC3339), s.RunAt.Format(time.RFC3339))
 	}
+	if err := store.ValidateTags(s.Tags); err != nil {
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, err)
+	}
 	key := s.Key
 	if err := textsafe.Check(key); err != nil {
 		return store.TaskInsert{}, fmt.Errorf("%w idempotency key for %s: %w", store.ErrInvalid, s.Workflow, err)
@@ -147,7 +151,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		}
 	}
 	return store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
-		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Steps: r.steps}, nil
+		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Tags: s.Tags, Steps: r.steps}, nil
 }
 
 // stepInserts returns the steps a task of w starts with.

@@ -45,6 +45,9 @@ func (s *Store) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	if !f.CreatedBefore.IsZero() {
 		add("created_at < ?", f.CreatedBefore.UnixMicro())
 	}
+	if !f.FinishedBefore.IsZero() {
+		add("finished_at IS NOT NULL AND finished_at < ?", f.FinishedBefore.UnixMicro())
+	}
 	for _, k := range sortedKeys(f.Tags) {
 		// Each tag is an index lookup on task_tags (key, value, task_id).
 		add("id IN (SELECT task_id FROM task_tags WHERE key = ? AND value = ?)", k, f.Tags[k])
@@ -55,4 +58,3 @@ func (s *Store) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	}
 	return strings.Join(where, " AND "), args
 }
-
