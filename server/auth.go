@@ -29,16 +29,18 @@ const (
 	PermTasksRead      = "tasks:read"
 	PermTasksCancel    = "tasks:cancel"
 	PermTasksRetry     = "tasks:retry"
+	PermTasksDelete    = "tasks:delete" // delete and prune tasks, set retention
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
 	PermWorkersConnect = "workers:connect"
+	PermWorkersRead    = "workers:read" // list engines and remote workers
 	PermAdmin          = "admin:*"
 )
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
 var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry,
-	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermAdmin}
+	PermTasksDelete, PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWorkersRead, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a
 // known resource.

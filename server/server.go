@@ -196,6 +196,13 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, h: s.cancelTask},
 		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
 		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
+		{method: "POST", path: "/v1/tasks/cancel", perm: PermTasksCancel, h: s.bulkCancel},
+		{method: "POST", path: "/v1/tasks/retry", perm: PermTasksRetry, h: s.bulkRetry},
+		{method: "POST", path: "/v1/tasks/delete", perm: PermTasksDelete, h: s.bulkDelete},
+		{method: "POST", path: "/v1/tasks/prune", perm: PermTasksDelete, h: s.prune},
+		{method: "GET", path: "/v1/retention", perm: PermTasksRead, h: s.listRetention},
+		{method: "PUT", path: "/v1/retention/{namespace}", perm: PermTasksDelete, h: s.setRetention},
+		{method: "GET", path: "/v1/workers", perm: PermWorkersRead, h: s.listWorkers},
 
 		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
 		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},

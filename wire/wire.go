@@ -73,6 +73,8 @@ type SubmitRequest struct {
 	Priority       int             `json:"priority,omitempty"`
 	RunAt          *time.Time      `json:"run_at,omitempty"`
 	GoodUntil      *time.Time      `json:"good_until,omitempty"`
+	// Tags label the task: lists and bulk actions filter by them.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // TaskList is the body of GET /v1/tasks: one page, newest first.

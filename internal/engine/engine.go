@@ -105,20 +105,20 @@ type Engine struct {
 	done   chan struct{}
 	outbox chan report
 
-	mu        sync.Mutex
-	handlers  map[string]Handler
-	names     []string                      // sorted handler names, what the engine claims
+	mu       sync.Mutex
+	handlers map[string]Handler
+	names    []string // sorted handler names, what the engine claims
 	// namesChanged: handlers were registered since the engine last
 	// advertised them (advertise).
 	namesChanged bool
-	workflows map[string]*workflow.Workflow // by Ref
-	inflight  map[int64]*running            // by step id
-	started   bool
-	stopping  bool
-	engineID  string
-	cancelRun context.CancelFunc // stops the loops
-	loops     sync.WaitGroup
-	rejoin    sync.Mutex // serialises re-registration after being declared dead
+	workflows    map[string]*workflow.Workflow // by Ref
+	inflight     map[int64]*running            // by step id
+	started      bool
+	stopping     bool
+	engineID     string
+	cancelRun    context.CancelFunc // stops the loops
+	loops        sync.WaitGroup
+	rejoin       sync.Mutex // serialises re-registration after being declared dead
 	// sendMu guards completing: while it is set the completer runs and
 	// takes outcomes on outbox; Stop clears it before closing outbox.
 	sendMu     sync.RWMutex
