@@ -24,6 +24,8 @@ type BulkRequest struct {
 	// filter is refused unless All is set.
 	Filter store.TaskFilter
 	All    bool
+	// IDs, if set, are the tasks to act on instead of a filter's.
+	IDs []int64
 	// DryRun counts the tasks the action would apply to and changes
 	// nothing.
 	DryRun bool
@@ -68,7 +70,7 @@ var (
 // scope narrows r's filter to the states the action applies to, refusing a
 // filter on a state it cannot apply to and an empty filter without All.
 func scope(action string, r *BulkRequest, states []state.Task) error {
-	if EmptyFilter(r.Filter) && !r.All {
+	if EmptyFilter(r.Filter) && !r.All && len(r.IDs) == 0 {
 		return fmt.Errorf("%w %s: the filter is empty, which selects every task; give a filter or set All", store.ErrInvalid, action)
 	}
 	if err := store.ValidateTags(r.Filter.Tags); err != nil {
@@ -170,6 +172,9 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 	if r.Actor == "" {
 		r.Actor = e.ID()
 	}
+	if len(r.IDs) > 0 {
+		return e.bulkIDs(r, do)
+	}
 	if r.DryRun {
 		n, err := e.store.CountTasks(ctx, r.Filter)
 		if err != nil {
@@ -200,4 +205,22 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 		e.log.Info("bulk batch", "done", len(res.Done), "skipped", res.Skipped, "actor", r.Actor)
 		f.BeforeID = ids[len(ids)-1]
 	}
+}
+
+// bulkIDs applies do to r.IDs in batches.
+func (e *Engine) bulkIDs(r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+	if r.DryRun {
+		return BulkResult{Matched: len(r.IDs), DryRun: true}, nil
+	}
+	var out BulkResult
+	for ids := range slices.Chunk(r.IDs, r.BatchSize) {
+		res, err := do(ids)
+		if err != nil {
+			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
+		}
+		out.Matched += len(ids)
+		out.Done += len(res.Done)
+		out.Skipped += res.Skipped
+	}
+	return out, nil
 }
