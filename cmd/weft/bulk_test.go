@@ -162,3 +162,46 @@ func readLines(t *testing.T, path string) []string {
 	require.NoError(t, sc.Err())
 	return out
 }
+
+// TestBulkThroughServer: with --server, tags, bulk actions, prune,
+// retention and workers go through the API.
+func TestBulkThroughServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "admin:*")
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	token := lines[len(lines)-1]
+	url, stop := startServe(t, db)
+	defer stop()
+	as := func(args ...string) result {
+		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+	}
+	file := writeFile(t, dir, "checkout.yaml", parkedYAML)
+	requireCode(t, 0, as("submit", file, "--tag", "env=staging"))
+	requireCode(t, 0, as("submit", file, "--tag", "env=prod"))
+	r = as("tasks", "--tag", "env=staging", "--json")
+	requireCode(t, 0, r)
+	var tasks []store.Task
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
+	require.Len(t, tasks, 1)
+	r = as("cancel", "--tag", "env=staging", "--reason", "reset")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks cancelled\n", r.stdout)
+	r = as("delete", "--state", "cancelled")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks deleted\n", r.stdout)
+	requireCode(t, exitUsage, as("delete", "2"))
+	requireCode(t, exitUsage, as("delete", "--state", "cancelled", "--archive", filepath.Join(dir, "a.jsonl")))
+	r = as("prune", "--state", "completed", "--older-than", "7d", "--dry-run")
+	requireCode(t, 0, r)
+	require.Equal(t, "0 tasks would be deleted (dry run: nothing changed)\n", r.stdout)
+	r = as("retention", "shop", "--completed", "7d")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "completed  7d")
+	r = as("workers")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "engine (leader)")
+	require.Contains(t, r.stdout, "exec")
+}
