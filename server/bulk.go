@@ -89,7 +89,9 @@ func (s *Server) bulk(r *http.Request, do func(*weft.Engine, weft.BulkRequest) (
 }
 
 func (s *Server) bulkCancel(r *http.Request) (int, any, error) {
-	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) { return e.CancelTasks(r.Context(), b) })
+	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) {
+		return e.CancelTasks(r.Context(), b)
+	})
 }
 
 func (s *Server) bulkRetry(r *http.Request) (int, any, error) {
@@ -97,7 +99,9 @@ func (s *Server) bulkRetry(r *http.Request) (int, any, error) {
 }
 
 func (s *Server) bulkDelete(r *http.Request) (int, any, error) {
-	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) { return e.DeleteTasks(r.Context(), b) })
+	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) {
+		return e.DeleteTasks(r.Context(), b)
+	})
 }
 
 // ParseAge reads an age or retention such as "7d", "12h" or "90m".
