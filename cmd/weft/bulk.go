@@ -232,7 +232,7 @@ func (a *app) printBulk(action bulkAction, res weft.BulkResult) {
 	}
 	fmt.Fprintf(a.stdout, "%d tasks %s", res.Done, past)
 	if res.Skipped > 0 {
-		fmt.Fprintf(a.stdout, ", %d skipped (they changed meanwhile)", res.Skipped)
+		fmt.Fprintf(a.stdout, ", %d skipped (not in a state the action applies to, or changed meanwhile)", res.Skipped)
 	}
 	fmt.Fprintln(a.stdout)
 }

@@ -91,7 +91,7 @@ func TestTagsAndBulkCLI(t *testing.T) {
 	// By id: an unfinished task is left unless forced.
 	r = weftCLI(t, "delete", "3", "--db", db)
 	requireCode(t, 0, r)
-	require.Equal(t, "0 tasks deleted, 1 skipped (they changed meanwhile)\n", r.stdout)
+	require.Equal(t, "0 tasks deleted, 1 skipped (not in a state the action applies to, or changed meanwhile)\n", r.stdout)
 	r = weftCLI(t, "delete", "3", "--db", db, "--force")
 	requireCode(t, 0, r)
 	require.Equal(t, "1 tasks deleted\n", r.stdout)
