@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/url"
 	"sort"
+	"strconv"
 
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -73,4 +75,18 @@ func (c *Client) Workers(ctx context.Context) ([]wire.Worker, error) {
 		return nil, err
 	}
 	return out.Workers, nil
+}
+
+// OperatorLog returns the newest entries of the operator log (deletions of
+// tasks, changes of retention), at most limit (0: 100).
+func (c *Client) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEntry, error) {
+	path := "/v1/oplog"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	var out wire.OperatorLog
+	if _, err := c.do(ctx, "GET", path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Entries, nil
 }

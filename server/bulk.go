@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,4 +202,26 @@ func (s *Server) listWorkers(r *http.Request) (int, any, error) {
 			StartedAt: w.StartedAt, HeartbeatAt: w.HeartbeatAt})
 	}
 	return http.StatusOK, out, nil
+}
+
+func (s *Server) operatorLog(r *http.Request) (int, any, error) {
+	limit := 100
+	for k, v := range r.URL.Query() {
+		if k != "limit" {
+			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
+		}
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > 1000 {
+			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v[0])
+		}
+		limit = n
+	}
+	entries, err := s.engine.OperatorLog(r.Context(), limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	if entries == nil {
+		entries = []store.OperatorEntry{}
+	}
+	return http.StatusOK, wire.OperatorLog{Entries: entries}, nil
 }

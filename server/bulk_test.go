@@ -136,4 +136,10 @@ func TestRetentionAndWorkers(t *testing.T) {
 	require.Contains(t, kinds["engine"].Handlers, "go.fail")
 	r = en.do("GET", "/v1/workers", en.key(server.PermTasksRead), nil)
 	require.Equal(t, 403, r.status)
+	log, err := c.OperatorLog(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, log, 1)
+	require.Equal(t, "retention", log[0].Action)
+	require.Equal(t, "namespace shop", log[0].Subject)
+	require.Contains(t, log[0].Actor, "api:")
 }

@@ -203,6 +203,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/retention", perm: PermTasksRead, h: s.listRetention},
 		{method: "PUT", path: "/v1/retention/{namespace}", perm: PermTasksDelete, h: s.setRetention},
 		{method: "GET", path: "/v1/workers", perm: PermWorkersRead, h: s.listWorkers},
+		{method: "GET", path: "/v1/oplog", perm: PermTasksRead, h: s.operatorLog},
 
 		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
 		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},

@@ -80,3 +80,8 @@ type Worker struct {
 type WorkerList struct {
 	Workers []Worker `json:"workers"`
 }
+
+// OperatorLog is the body of GET /v1/oplog: the newest entries first.
+type OperatorLog struct {
+	Entries []store.OperatorEntry `json:"entries"`
+}

@@ -95,6 +95,14 @@ func TestTagsAndBulkCLI(t *testing.T) {
 	r = weftCLI(t, "delete", "3", "--db", db, "--force")
 	requireCode(t, 0, r)
 	require.Equal(t, "1 tasks deleted\n", r.stdout)
+	r = weftCLI(t, "oplog", "--db", db, "--json")
+	requireCode(t, 0, r)
+	var log []store.OperatorEntry
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &log))
+	require.Len(t, log, 3, "one entry per deleted task")
+	require.Equal(t, "task 3", log[0].Subject)
+	require.Equal(t, "cleanup", log[2].Reason)
+	require.Equal(t, "delete", log[2].Action)
 }
 
 func TestPruneRetentionAttentionCLI(t *testing.T) {
@@ -200,6 +208,10 @@ func TestBulkThroughServer(t *testing.T) {
 	r = as("retention", "shop", "--completed", "7d")
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, "completed  7d")
+	r = as("oplog")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "retention")
+	require.Contains(t, r.stdout, "task 1")
 	r = as("workers")
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, "engine (leader)")

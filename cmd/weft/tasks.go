@@ -204,6 +204,9 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 	if t.Priority != 0 {
 		fmt.Fprintf(tw, "Priority:\t%d\n", t.Priority)
 	}
+	if len(t.Tags) > 0 {
+		fmt.Fprintf(tw, "Tags:\t%s\n", tagList(t.Tags))
+	}
 	fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(t.Input), 100))
 	if t.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", abbrev(t.Error, 200))

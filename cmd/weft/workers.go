@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -78,6 +79,63 @@ StaleAfter (5m by default).`,
 			return flushTable(tw)
 		}),
 	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")
+	return cmd
+}
+
+func (a *app) oplogCommand() *cobra.Command {
+	var (
+		limit   int
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "oplog",
+		Short: "Show the operator log: deleted tasks and changes of retention, newest first",
+		Long: `Show the operator log: the operator actions whose subject keeps no audit trail
+of its own, newest first: each task deleted (weft delete, weft prune), with who
+deleted it and why, and each change of a namespace's retention. Deletions by
+retention are counted, not logged (see docs/operations.md).`,
+		Example: `  weft oplog --limit 20`,
+		Args:    cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 1000 {
+				return usageErrorf("--limit must be from 1 to 1000, got %d", limit)
+			}
+			ctx := cmd.Context()
+			b, err := a.backend(ctx, readOnlyDB)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			var entries []store.OperatorEntry
+			switch be := b.(type) {
+			case localBackend:
+				entries, err = be.OperatorLog(ctx, limit)
+			case remoteBackend:
+				entries, err = be.Client.OperatorLog(ctx, limit)
+			}
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				if entries == nil {
+					entries = []store.OperatorEntry{}
+				}
+				return writeJSON(a.stdout, entries)
+			}
+			if len(entries) == 0 {
+				fmt.Fprintln(a.stderr, "the operator log is empty")
+				return nil
+			}
+			tw := newTable(a.stdout)
+			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tSUBJECT\tREASON")
+			for _, e := range entries {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&e.At), e.Actor, e.Action, e.Subject, orDash(abbrev(e.Reason, 80)))
+			}
+			return flushTable(tw)
+		}),
+	}
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many entries")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")
 	return cmd
 }
