@@ -7,7 +7,8 @@
 //	soak: store=… submitted=N deleted=N tasks_rows first=… last=… max=… bytes first=… last=… max=…
 //
 // and exits 1 when the table size at the end exceeds twice its size at the
-// first sample taken after the retention window filled.
+// first sample taken after the warm-up (the retention window filled and,
+// on PostgreSQL, autovacuum had its first round).
 package main
 
 import (
@@ -37,14 +38,15 @@ func main() {
 	rate := flag.Int("rate", 200, "tasks submitted per second")
 	keep := flag.Duration("retention", 5*time.Second, "how long completed tasks are kept")
 	sample := flag.Duration("sample", 10*time.Second, "how often to sample the table sizes")
+	warmup := flag.Duration("warmup", time.Minute, "the reference size is the first sample after this long (the retention window filled and, on PostgreSQL, autovacuum ran once: its naptime is 1m)")
 	flag.Parse()
-	if err := run(*url, *duration, *rate, *keep, *sample); err != nil {
+	if err := run(*url, *duration, *rate, *keep, *sample, *warmup); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url string, duration time.Duration, rate int, keep, every time.Duration) error {
+func run(url string, duration time.Duration, rate int, keep, every, warmup time.Duration) error {
 	ctx := context.Background()
 	if url == "" {
 		dir, err := os.MkdirTemp("", "weft-soak")
@@ -130,10 +132,10 @@ func run(url string, duration time.Duration, rate int, keep, every time.Duration
 	if err := take(fmt.Sprintf("t=%s", time.Since(start).Round(time.Second))); err != nil {
 		return err
 	}
-	// The reference is the first sample after the retention window filled.
+	// The reference is the first sample after the warm-up.
 	ref := points[len(points)-1]
 	for i, p := range points {
-		if time.Duration(i)*every > keep+2*time.Second {
+		if time.Duration(i)*every >= max(warmup, keep+2*time.Second) {
 			ref = p
 			break
 		}
