@@ -14,8 +14,8 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// parkedYAML has a step no engine serves: its tasks stay pending.
-const parkedYAML = `namespace: shop
+// parkedCheckoutYAML has a step no engine serves: its tasks stay pending.
+const parkedCheckoutYAML = `namespace: shop
 name: checkout
 version: "1"
 steps:
@@ -27,7 +27,7 @@ func TestTagsAndBulkCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	file := writeFile(t, dir, "checkout.yaml", parkedYAML)
+	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)
 	for _, env := range []string{"staging", "staging", "prod"} {
 		requireCode(t, 0, weftCLI(t, "submit", file, "--db", db, "--tag", "env="+env, "--tag", "team=pay"))
 	}
@@ -79,7 +79,7 @@ func TestTagsAndBulkCLI(t *testing.T) {
 	r = weftCLI(t, "delete", "--db", db, "--state", "cancelled", "--archive", archive, "--reason", "cleanup")
 	requireCode(t, 0, r)
 	require.Equal(t, "2 tasks deleted\n", r.stdout)
-	lines := readLines(t, archive)
+	lines := readArchiveLines(t, archive)
 	require.Len(t, lines, 2)
 	var a store.ArchivedTask
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &a))
@@ -154,7 +154,7 @@ func TestPruneRetentionAttentionCLI(t *testing.T) {
 	require.Contains(t, r.stderr, "no live engines or workers")
 }
 
-func readLines(t *testing.T, path string) []string {
+func readArchiveLines(t *testing.T, path string) []string {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestBulkThroughServer(t *testing.T) {
 	as := func(args ...string) result {
 		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
 	}
-	file := writeFile(t, dir, "checkout.yaml", parkedYAML)
+	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)
 	requireCode(t, 0, as("submit", file, "--tag", "env=staging"))
 	requireCode(t, 0, as("submit", file, "--tag", "env=prod"))
 	r = as("tasks", "--tag", "env=staging", "--json")

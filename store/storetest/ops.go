@@ -20,21 +20,21 @@ var opsTests = []struct {
 	name string
 	fn   func(t *testing.T, h *harness)
 }{
-	{"TagsStoredAndFiltered", testTags},
-	{"TagsRefused", testTagsRefused},
-	{"FilterCountAndMatch", testFilterCountMatch},
-	{"CancelTasksInBatch", testCancelTasks},
-	{"RetryTasksInBatch", testRetryTasks},
-	{"DeleteTasksWithEverything", testDeleteTasks},
-	{"DeleteArchiveFailureKeepsTasks", testDeleteArchiveFails},
-	{"FinishedTasksByAge", testFinishedTasks},
-	{"RetentionAndOperatorLog", testRetention},
-	{"AttentionList", testAttention},
-	{"WorkersAdvertiseHandlers", testWorkersHandlers},
+	{"TagsStoredAndFiltered", testOpsTags},
+	{"TagsRefused", testOpsTagsRefused},
+	{"FilterCountAndMatch", testOpsFilterCountMatch},
+	{"CancelTasksInBatch", testOpsCancelTasks},
+	{"RetryTasksInBatch", testOpsRetryTasks},
+	{"DeleteTasksWithEverything", testOpsDeleteTasks},
+	{"DeleteArchiveFailureKeepsTasks", testOpsDeleteArchiveFails},
+	{"FinishedTasksByAge", testOpsFinishedTasks},
+	{"RetentionAndOperatorLog", testOpsRetention},
+	{"AttentionList", testOpsAttention},
+	{"WorkersAdvertiseHandlers", testOpsWorkersHandlers},
 }
 
-// fail claims the ready step of a one-step task and fails it for good.
-func (h *harness) fail(engine string, task int64) store.ClaimedStep {
+// opsFail claims the ready step of a one-step task and fails it for good.
+func (h *harness) opsFail(engine string, task int64) store.ClaimedStep {
 	h.t.Helper()
 	c := h.claimWith(store.ClaimParams{EngineID: engine, Limit: 1, TaskID: task})
 	require.Len(h.t, c, 1)
@@ -42,7 +42,7 @@ func (h *harness) fail(engine string, task int64) store.ClaimedStep {
 	return c[0]
 }
 
-func testTags(t *testing.T, h *harness) {
+func testOpsTags(t *testing.T, h *harness) {
 	a := h.insert(store.TaskInsert{Tags: map[string]string{"env": "staging", "team": "pay"}})[0].Task
 	b := h.insert(store.TaskInsert{Tags: map[string]string{"env": "prod", "team": "pay"}})[0].Task
 	c := h.insert(store.TaskInsert{})[0].Task
@@ -77,7 +77,7 @@ func testTags(t *testing.T, h *harness) {
 	require.Equal(t, first.Task.Tags, dup.Task.Tags)
 }
 
-func testTagsRefused(t *testing.T, h *harness) {
+func testOpsTagsRefused(t *testing.T, h *harness) {
 	long := make([]byte, store.MaxTagValueLen+1)
 	for i := range long {
 		long[i] = 'x'
@@ -97,7 +97,7 @@ func testTagsRefused(t *testing.T, h *harness) {
 	require.Empty(t, tasks, "nothing was inserted")
 }
 
-func testFilterCountMatch(t *testing.T, h *harness) {
+func testOpsFilterCountMatch(t *testing.T, h *harness) {
 	for i := 0; i < 7; i++ {
 		env := "staging"
 		if i%2 == 1 {
@@ -134,7 +134,7 @@ func testFilterCountMatch(t *testing.T, h *harness) {
 	require.Equal(t, 8, n)
 }
 
-func testCancelTasks(t *testing.T, h *harness) {
+func testOpsCancelTasks(t *testing.T, h *harness) {
 	h.register("e1")
 	res := h.insert(store.TaskInsert{}, store.TaskInsert{}, store.TaskInsert{})
 	running := h.claim("e1", 1)
@@ -169,12 +169,12 @@ func testCancelTasks(t *testing.T, h *harness) {
 	require.Equal(t, 3, again.Skipped)
 }
 
-func testRetryTasks(t *testing.T, h *harness) {
+func testOpsRetryTasks(t *testing.T, h *harness) {
 	h.register("e1")
 	a := h.insert(store.TaskInsert{})[0].Task.ID
-	h.fail("e1", a)
+	h.opsFail("e1", a)
 	b := h.insert(store.TaskInsert{})[0].Task.ID
-	h.fail("e1", b)
+	h.opsFail("e1", b)
 	pending := h.insert(store.TaskInsert{})[0].Task.ID
 	out, err := h.s.RetryTasks(h.ctx, []int64{a, b, pending}, "api:ops", "provider back")
 	require.NoError(t, err)
@@ -192,7 +192,7 @@ func testRetryTasks(t *testing.T, h *harness) {
 	require.Len(t, h.claim("e1", 10), 3, "the retried steps and the pending task's step are ready")
 }
 
-func testDeleteTasks(t *testing.T, h *harness) {
+func testOpsDeleteTasks(t *testing.T, h *harness) {
 	h.register("e1")
 	done := h.insert(store.TaskInsert{Tags: map[string]string{"env": "x"},
 		Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "wait", Kind: store.KindSignal, Signal: "go", Deps: []int{0}}}})[0].Task.ID
@@ -230,25 +230,25 @@ func testDeleteTasks(t *testing.T, h *harness) {
 	require.Equal(t, store.OperatorEntry{ID: log[0].ID, At: log[0].At, Actor: "cli:alice", Action: "delete", Subject: fmt.Sprintf("task %d", done), Reason: "cleanup"}, log[0])
 }
 
-func testDeleteArchiveFails(t *testing.T, h *harness) {
+func testOpsDeleteArchiveFails(t *testing.T, h *harness) {
 	h.register("e1")
 	id := h.insert(store.TaskInsert{})[0].Task.ID
-	h.fail("e1", id)
+	h.opsFail("e1", id)
 	_, err := h.s.DeleteTasks(h.ctx, store.DeleteParams{IDs: []int64{id}, Archive: func([]store.ArchivedTask) error { return errors.New("disk full") }})
 	require.ErrorContains(t, err, "disk full")
 	require.Equal(t, state.TaskFailed, h.task(id).State, "a failed archive deletes nothing")
 }
 
-func testFinishedTasks(t *testing.T, h *harness) {
+func testOpsFinishedTasks(t *testing.T, h *harness) {
 	h.register("e1")
 	old := h.insert(store.TaskInsert{})[0].Task.ID
-	h.fail("e1", old)
+	h.opsFail("e1", old)
 	h.clock.Advance(time.Hour)
 	other := h.insert(store.TaskInsert{Workflow: "special", Version: "1"})[0].Task.ID
-	h.fail("e1", other)
+	h.opsFail("e1", other)
 	recent := h.insert(store.TaskInsert{})[0].Task.ID
 	h.clock.Advance(time.Hour)
-	h.fail("e1", recent)
+	h.opsFail("e1", recent)
 	h.insert(store.TaskInsert{}) // unfinished
 	q := store.FinishedQuery{State: state.TaskFailed, FinishedBefore: h.clock.Now().Add(-30 * time.Minute)}
 	ids, err := h.s.FinishedTasks(h.ctx, q)
@@ -268,7 +268,7 @@ func testFinishedTasks(t *testing.T, h *harness) {
 	_ = recent
 }
 
-func testRetention(t *testing.T, h *harness) {
+func testOpsRetention(t *testing.T, h *harness) {
 	require.NoError(t, h.s.SetRetention(h.ctx, store.Retention{Namespace: "shop", State: state.TaskCompleted, Keep: 7 * 24 * time.Hour, UpdatedBy: "cli:alice"}))
 	require.NoError(t, h.s.SetRetention(h.ctx, store.Retention{Namespace: "shop", State: state.TaskFailed, Keep: time.Hour, UpdatedBy: "cli:alice"}))
 	require.NoError(t, h.s.SetRetention(h.ctx, store.Retention{Namespace: "shop", State: state.TaskFailed, Keep: 2 * time.Hour, UpdatedBy: "api:bob"}))
@@ -292,10 +292,10 @@ func testRetention(t *testing.T, h *harness) {
 	require.Equal(t, "api:bob", log[1].Actor)
 }
 
-func testAttention(t *testing.T, h *harness) {
+func testOpsAttention(t *testing.T, h *harness) {
 	require.NoError(t, h.s.RegisterEngine(h.ctx, store.EngineInfo{ID: "e1", Host: "test-host", PID: 1, StartedAt: h.clock.Now(), Handlers: []string{"h"}}))
 	failed := h.insert(store.TaskInsert{})[0].Task.ID
-	h.fail("e1", failed)
+	h.opsFail("e1", failed)
 	orphan := h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "charge", Handler: "nobody", MaxAttempts: 1}}})[0].Task.ID
 	served := h.insert(store.TaskInsert{})[0].Task.ID
 	waiting := h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "approve", Kind: store.KindSignal, Signal: "ok", SignalTimeout: time.Minute}}})[0].Task.ID
@@ -335,7 +335,7 @@ func testAttention(t *testing.T, h *harness) {
 	require.Contains(t, list(time.Minute), orphan)
 }
 
-func testWorkersHandlers(t *testing.T, h *harness) {
+func testOpsWorkersHandlers(t *testing.T, h *harness) {
 	require.NoError(t, h.s.RegisterEngine(h.ctx, store.EngineInfo{ID: "e1", Host: "test-host", PID: 1, StartedAt: h.clock.Now(), Handlers: []string{"h", "exec", "h"}}))
 	require.NoError(t, h.s.RegisterEngine(h.ctx, store.EngineInfo{ID: "w1", Host: "remote worker py", StartedAt: h.clock.Now(), Worker: true, Owner: "api_key:1"}))
 	require.NoError(t, h.s.SetHandlers(h.ctx, "w1", []string{"py.resize"}))
