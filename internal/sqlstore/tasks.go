@@ -45,16 +45,7 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 // ListTasks returns tasks newest first.
 func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	now := s.clock().UnixMicro()
-	where, args := s.taskWhere(f, now)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + taskColumns + ` FROM tasks`
-	if where != "" {
-		q += " WHERE " + where
-	}
-	q += fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit)
+	q, args := s.listQuery(f, now)
 	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
@@ -147,4 +138,25 @@ func (s *Store) CountUnfinishedTasks(ctx context.Context, limit int) (int, error
 		return 0, fmt.Errorf("count unfinished tasks: %w", err)
 	}
 	return n, nil
+}
+
+// listQuery is the query of ListTasks.
+func (s *Store) listQuery(f store.TaskFilter, now int64) (string, []any) {
+	where, args := s.taskWhere(f, now)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + taskColumns + ` FROM tasks`
+	if where != "" {
+		q += " WHERE " + where
+	}
+	return q + fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit), args
+}
+
+// ExplainListTasks returns the database's plan for the query of ListTasks,
+// so tests can check that a filter by tag reads the task_tags index.
+func (s *Store) ExplainListTasks(ctx context.Context, f store.TaskFilter) (string, error) {
+	q, args := s.listQuery(f, s.clock().UnixMicro())
+	return s.explain(ctx, q, args...)
 }
