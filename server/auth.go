@@ -29,6 +29,7 @@ const (
 	PermTasksRead      = "tasks:read"
 	PermTasksCancel    = "tasks:cancel"
 	PermTasksRetry     = "tasks:retry"
+	PermTasksSignal    = "tasks:signal"
 	PermTasksDelete    = "tasks:delete" // delete and prune tasks, set retention
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
@@ -39,7 +40,7 @@ const (
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
-var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry,
+var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry, PermTasksSignal,
 	PermTasksDelete, PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWorkersRead, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a

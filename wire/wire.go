@@ -20,6 +20,9 @@ type (
 	Task       = store.Task
 	Step       = store.Step
 	AuditEntry = store.AuditEntry
+	// Event is one event of GET /v1/events: a transition of a task or
+	// step, with its position in the history (Cursor, also the SSE id).
+	Event = store.HistoryEvent
 )
 
 // Error codes of the API. They are stable: clients branch on them.
@@ -99,6 +102,19 @@ type TaskAction struct {
 // /resolve.
 type StepAction struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// SignalRequest is the optional body of POST /v1/tasks/{id}/signals/{name}.
+type SignalRequest struct {
+	// Payload is any JSON value; absent means null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// SignalResult says what became of a signal.
+type SignalResult struct {
+	// Delivered is true when a waiting step took the signal at once, false
+	// when it is kept for the next step that begins to wait for it.
+	Delivered bool `json:"delivered"`
 }
 
 // CompleteStep is the body of POST /v1/steps/{id}/complete: an operator

@@ -210,6 +210,8 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 			wr, err = be.DeleteTasks(ctx, req)
 		}
 		res = weft.BulkResult(wr)
+	default:
+		return fmt.Errorf("internal error: unknown backend %T", b)
 	}
 	if errors.Is(err, weft.ErrInvalid) {
 		return usageErrorf("%s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))

@@ -149,6 +149,8 @@ change is recorded in the operator log.`,
 					return err
 				}
 				list = rl.Retention
+			default:
+				return fmt.Errorf("internal error: unknown backend %T", b)
 			}
 			if jsonOut {
 				if list == nil {

@@ -188,7 +188,7 @@ still running are then stopped and returned to the queue for the next engine.`,
 	}
 	f := cmd.Flags()
 	eng.add(f, "on shutdown, how long to wait for running steps before stopping them")
-	return cmd
+	return localOnlyCommand(cmd, "it runs an engine on the database (remote workers join a server with a worker client; see docs/remote-workers.md)")
 }
 
 // work runs an engine until ctx is done, then stops it within drain.

@@ -54,6 +54,8 @@ StaleAfter (5m by default).`,
 				if list, err = be.Workers(ctx); err != nil {
 					return err
 				}
+			default:
+				return fmt.Errorf("internal error: unknown backend %T", b)
 			}
 			if jsonOut {
 				if list == nil {
@@ -113,6 +115,8 @@ retention are counted, not logged (see docs/operations.md).`,
 				entries, err = be.OperatorLog(ctx, limit)
 			case remoteBackend:
 				entries, err = be.Client.OperatorLog(ctx, limit)
+			default:
+				return fmt.Errorf("internal error: unknown backend %T", b)
 			}
 			if err != nil {
 				return err

@@ -1,7 +1,7 @@
-"""submit(): tasks submitted from Python, with tags, and the worker's
-handlers advertised to `weft workers`."""
+"""Client.submit with tags, and the worker's handlers advertised to
+`weft workers`."""
 
-from weft_worker import APIError, submit
+from weft_worker import APIError, Client
 
 from .base import ServerTestCase
 
@@ -10,18 +10,18 @@ class SubmitTest(ServerTestCase):
 
     def test_submit_with_tags(self):
         self.register('namespace: sub\nname: wf\nversion: "1"\nsteps:\n  - name: a\n    handler: nobody.sub\n')
-        token = self.server.create_key("py-submit", "tasks:*")
-        task = submit(self.server.url, "sub/wf", {"n": 1}, token=token, tags={"env": "staging", "team": "py"}, key="k1")
+        c = Client(self.server.url, token=self.server.create_key("py-submit", "tasks:*"))
+        task = c.submit("sub/wf", {"n": 1}, tags={"env": "staging", "team": "py"}, key="k1")
         self.assertEqual(task["tags"], {"env": "staging", "team": "py"})
-        again = submit(self.server.url, "sub/wf", {"n": 1}, token=token, key="k1")
+        again = c.submit("sub/wf", {"n": 1}, key="k1")
         self.assertEqual(again["id"], task["id"])
         listed = self.server.api("GET", "/v1/tasks?tag=env%3Dstaging&tag=team%3Dpy")["tasks"]
         self.assertEqual([t["id"] for t in listed], [task["id"]])
         with self.assertRaises(APIError) as err:
-            submit(self.server.url, "sub/wf", token=token, tags={"bad key": "x"})
+            c.submit("sub/wf", tags={"bad key": "x"})
         self.assertEqual(err.exception.field, "tags")
         with self.assertRaises(TypeError):
-            submit(self.server.url, "sub/wf", token=token, tags={"n": 1})
+            c.submit("sub/wf", tags={"n": 1})
 
     def test_worker_handlers_are_listed(self):
         w = self.start_worker("adv", {"py.adv": lambda step: {}})
