@@ -229,7 +229,7 @@ func parseDuration(s string) (time.Duration, error) {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (use Go syntax such as 10ms, 30s, 1m, 2h, or whole days such as 7d)", s)
+		return 0, fmt.Errorf("invalid duration %q (use Go syntax such as 10ms, 30s, 1m)", s)
 	}
 	if v < 0 {
 		return 0, fmt.Errorf("duration %q must not be negative", s)
