@@ -90,11 +90,24 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 	if f.Attention {
 		return writeAttention(a.stdout, tasks)
 	}
+	// A TAGS column only when a listed task has tags.
+	tagged := false
+	for i := range tasks {
+		tagged = tagged || len(tasks[i].Tags) > 0
+	}
 	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tTAGS\tERROR")
+	if tagged {
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tTAGS\tERROR")
+	} else {
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
+	}
 	for i := range tasks {
 		t := &tasks[i]
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), abbrev(tagList(t.Tags), 40), abbrev(t.Error, 60))
+		tags := ""
+		if tagged {
+			tags = abbrev(tagList(t.Tags), 40) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, abbrev(t.Error, 60))
 	}
 	return flushTable(tw)
 }
