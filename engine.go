@@ -77,6 +77,15 @@ type Config struct {
 	// ID names this engine in leases and the audit log. Default: host,
 	// process id and a random suffix.
 	ID string
+	// UpkeepInterval is how often the maintenance leader applies retention
+	// (deleting finished tasks past their workflow's or namespace's
+	// retention, in small batches) and counts the tasks needing
+	// attention. Default 1m.
+	UpkeepInterval time.Duration
+	// StaleAfter is how long a ready step may wait while no live engine or
+	// remote worker serves its handler before its task needs attention.
+	// Default 5m.
+	StaleAfter time.Duration
 }
 
 // Errors returned by the engine; test with errors.Is.

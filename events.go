@@ -25,6 +25,12 @@ const (
 	// EventReady: the store reported that steps became ready (Count is 0:
 	// how many is not known).
 	EventReady EventKind = EventKind(engine.EventReady)
+	// EventPruned: retention deleted Count finished tasks of Namespace
+	// (and Workflow, when the workflow's own retention applied).
+	EventPruned EventKind = EventKind(engine.EventPruned)
+	// EventAttention: the maintenance leader counted Count tasks needing
+	// attention, a number different from its last count.
+	EventAttention EventKind = EventKind(engine.EventAttention)
 )
 
 // Outcomes of EventStepEnded.

@@ -51,6 +51,10 @@ type Submission struct {
 	// and cancels the holder if it has not finished. "" means the
 	// workflow's own setting (return unless it says otherwise).
 	OnConflict workflow.OnConflict
+	// Tags label the task: List and the bulk actions filter by them. At
+	// most 20; keys of letters, digits, '_', '.', '-', '/' (up to 63
+	// bytes), values of up to 255 bytes without control characters.
+	Tags map[string]string
 }
 
 // SubmitResult is the task a submission created or, for a duplicate, found.

@@ -69,9 +69,10 @@ type Failure struct {
 // step moved to and, for a retry or snooze, when it runs again.
 type Recorded = store.Outcome
 
-// Register records a new remote worker owned by owner and returns its id.
-func (w *Workers) Register(ctx context.Context, name, owner string) (string, error) {
-	return w.core.RegisterWorker(ctx, name, owner)
+// Register records a new remote worker owned by owner, serving handlers
+// (listed by `weft workers` and the attention list), and returns its id.
+func (w *Workers) Register(ctx context.Context, name, owner string, handlers ...string) (string, error) {
+	return w.core.RegisterWorker(ctx, name, owner, handlers...)
 }
 
 // Stop marks a remote worker stopped: the steps it holds are reclaimed at

@@ -191,6 +191,12 @@ func (c *Client) List(ctx context.Context, f store.TaskFilter) ([]wire.Task, err
 	if !f.CreatedBefore.IsZero() {
 		q.Set("created_before", f.CreatedBefore.Format(time.RFC3339Nano))
 	}
+	for _, k := range sortedTagKeys(f.Tags) {
+		q.Add("tag", k+"="+f.Tags[k])
+	}
+	if f.Attention {
+		q.Set("attention", "true")
+	}
 	var page wire.TaskList
 	path := "/v1/tasks"
 	if len(q) > 0 {

@@ -30,6 +30,7 @@ const (
 	PermTasksCancel    = "tasks:cancel"
 	PermTasksRetry     = "tasks:retry"
 	PermTasksSignal    = "tasks:signal"
+	PermTasksDelete    = "tasks:delete" // delete and prune tasks, set retention
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
 	PermWorkersConnect = "workers:connect"
@@ -37,13 +38,14 @@ const (
 	PermWebhooksWrite  = "webhooks:write"
 	PermPoliciesRead   = "policies:read"
 	PermPoliciesWrite  = "policies:write"
+	PermWorkersRead    = "workers:read" // list engines and remote workers
 	PermAdmin          = "admin:*"
 )
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
 var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry, PermTasksSignal,
-	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWebhooksRead, PermWebhooksWrite, PermPoliciesRead, PermPoliciesWrite, PermAdmin}
+	PermTasksDelete, PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWorkersRead, PermWebhooksRead, PermWebhooksWrite, PermPoliciesRead, PermPoliciesWrite, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a
 // known resource.

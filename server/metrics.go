@@ -29,6 +29,8 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	reqDuration *prometheus.HistogramVec
 	rejected    *prometheus.CounterVec
+	pruned      *prometheus.CounterVec
+	attention   prometheus.Gauge
 }
 
 func newMetrics(e *weft.Engine, log *slog.Logger) *metrics {
@@ -53,8 +55,12 @@ func newMetrics(e *weft.Engine, log *slog.Logger) *metrics {
 			Help: "API request latency by route.", Buckets: prometheus.DefBuckets}, []string{"route"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_http_rejected_total",
 			Help: "Requests refused before any work: overload (503), body too large (413)."}, []string{"reason"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_tasks_pruned_total",
+			Help: "Finished tasks deleted by retention (on the engine that leads maintenance)."}, []string{"namespace"}),
+		attention: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weft_tasks_attention",
+			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
 	}
-	m.registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.leaseExpiry, m.requests, m.reqDuration, m.rejected,
+	m.registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.leaseExpiry, m.requests, m.reqDuration, m.rejected, m.pruned, m.attention,
 		&queueCollector{engine: e, log: log}, healthCollector{e}, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}))
 	prometheus.WrapRegistererWithPrefix("weft_", m.registry).MustRegister(collectors.NewGoCollector())
 	return m
@@ -79,6 +85,10 @@ func (m *metrics) observe(ev weft.Event) {
 		}
 	case weft.EventLeaseExpired:
 		m.leaseExpiry.Add(float64(ev.Count))
+	case weft.EventPruned:
+		m.pruned.WithLabelValues(ev.Namespace).Add(float64(ev.Count))
+	case weft.EventAttention:
+		m.attention.Set(float64(ev.Count))
 	}
 }
 

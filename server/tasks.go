@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -34,8 +35,11 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	default:
 		return 0, nil, fieldError("on_conflict", "%q is not return or supersede", req.OnConflict)
 	}
+	if err := store.ValidateTags(req.Tags); err != nil {
+		return 0, nil, fieldError("tags", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+	}
 	sub := weft.Submission{Workflow: req.Workflow, Input: rawJSON(req.Input), Key: req.IdempotencyKey, Priority: req.Priority,
-		OnConflict: workflow.OnConflict(req.OnConflict)}
+		OnConflict: workflow.OnConflict(req.OnConflict), Tags: req.Tags}
 	if req.Input != nil && string(req.Input) == "null" {
 		sub.Input = nil
 	}
@@ -85,7 +89,8 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
-	known := map[string]bool{"namespace": true, "workflow": true, "state": true, "created_after": true, "created_before": true, "limit": true, "cursor": true}
+	known := map[string]bool{"namespace": true, "workflow": true, "state": true, "created_after": true, "created_before": true, "limit": true, "cursor": true,
+		"tag": true, "attention": true}
 	for k := range q {
 		if !known[k] {
 			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
@@ -106,6 +111,16 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 			}
 			*tf.dst = t
 		}
+	}
+	if err := queryTags(q["tag"], &f); err != nil {
+		return 0, nil, err
+	}
+	if v := q.Get("attention"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return 0, nil, fieldError("attention", "must be true or false, got %q", v)
+		}
+		f.Attention, f.StaleAfter = b, s.engine.StaleAfter()
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -64,7 +64,7 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 	if p, _ := PrincipalFrom(r.Context()); p.Kind == "jwt" && p.ID == "" {
 		return 0, nil, errorf(http.StatusForbidden, CodeForbidden, "a token without a subject (sub) cannot own a worker")
 	}
-	id, err := s.workers.Register(r.Context(), req.Name, owner(r))
+	id, err := s.workers.Register(r.Context(), req.Name, owner(r), req.Handlers...)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -18,7 +18,25 @@ type TaskFilter struct {
 	// exclusive); zero does not bound.
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
+	// FinishedBefore selects tasks that finished before it; zero does not
+	// bound.
+	FinishedBefore time.Time
+	// Tags selects tasks carrying every one of these tags (key and value).
+	Tags map[string]string
+	// States selects tasks in any of these states (besides State, if set).
+	States []state.Task
+	// Attention selects the tasks that need a person: a step failed or
+	// expired; a step ready for longer than StaleAfter (default
+	// DefaultStaleAfter) while no live engine or remote worker serves its
+	// handler; a step waiting for a signal past its deadline. ListTasks
+	// then fills each task's Attention with the reasons.
+	Attention  bool
+	StaleAfter time.Duration
 }
+
+// DefaultStaleAfter is how long a ready step may wait for a handler nobody
+// serves before its task needs attention.
+const DefaultStaleAfter = 5 * time.Minute
 
 // AuditEntry is one recorded transition of a task (Step == "") or a step.
 type AuditEntry struct {

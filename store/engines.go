@@ -18,6 +18,10 @@ type EngineInfo struct {
 	// registered it; only that principal may use or stop it. Empty for an
 	// engine, and for a worker registered before owners were recorded.
 	Owner string
+	// Handlers are the handlers the engine or worker serves ("*": any);
+	// Held is how many steps it runs. ListWorkers fills them.
+	Handlers []string
+	Held     int
 }
 
 // HeartbeatParams is one heartbeat of an engine or of a remote worker (which

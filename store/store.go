@@ -60,6 +60,7 @@ type Store interface {
 	Queue
 	Engines
 	Admin
+	Operations
 	Credentials
 	History
 	Webhooks

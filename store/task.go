@@ -37,7 +37,10 @@ type TaskInsert struct {
 	// gives it up (and is cancelled if it has not finished, its audit
 	// naming the new task) and this task is inserted with it.
 	Supersede bool
-	Steps     []StepInsert
+	// Tags label the task (see ValidateTags); ListTasks and the bulk
+	// actions filter by them.
+	Tags  map[string]string
+	Steps []StepInsert
 	// LimitKey and Limit bound how many tasks with the same key run at
 	// once (a workflow's concurrency limit): a step of a task that has not
 	// started is claimed only while fewer than Limit tasks with LimitKey
@@ -113,7 +116,12 @@ type Task struct {
 	ParentStep   string  `json:"parent_step,omitempty"`
 	Depth        int     `json:"depth,omitempty"`
 	Children     []int64 `json:"children,omitempty"`
-	Steps        []Step  `json:"steps,omitempty"`
+	// Tags are the labels the task was submitted with.
+	Tags map[string]string `json:"tags,omitempty"`
+	// Attention says why the task needs a person (ListTasks with
+	// TaskFilter.Attention only).
+	Attention []string `json:"attention,omitempty"`
+	Steps     []Step   `json:"steps,omitempty"`
 }
 
 // Step is a stored step of a task.

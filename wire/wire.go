@@ -99,6 +99,8 @@ type SubmitRequest struct {
 	// OnConflict is "return" or "supersede" (see workflow.OnConflict); ""
 	// means the workflow's own setting.
 	OnConflict string `json:"on_conflict,omitempty"`
+	// Tags label the task: lists and bulk actions filter by them.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // SubmitResponse is the body of POST /v1/tasks: the task and, for a

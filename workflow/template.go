@@ -105,6 +105,10 @@ var tplWorkflowFields = map[string]tplFieldDecoder[Workflow]{
 		w.Concurrency = &Concurrency{line: n.Line}
 		tplDecodeMapping(d, n, at, tplConcurrencyFields, w.Concurrency)
 	},
+	"retention": func(d *templateDecoder, n *yaml.Node, at tplLoc, w *Workflow) {
+		w.Retention = &Retention{}
+		tplDecodeMapping(d, n, at, tplRetentionFields, w.Retention)
+	},
 }
 
 var tplScheduleFields = map[string]tplFieldDecoder[Schedule]{

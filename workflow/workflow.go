@@ -3,6 +3,8 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
@@ -33,6 +35,9 @@ type Workflow struct {
 	// task runs from the claim of its first step to its end), across
 	// every engine and remote worker; nil means no bound.
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// Retention, if set, deletes the workflow's finished tasks once they
+	// are older than its duration for their state (see Retention).
+	Retention *Retention `json:"retention,omitempty"`
 
 	// source names where the definition came from (a file), for errors.
 	source string
@@ -289,6 +294,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 func parseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100_000 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("invalid duration %q (use Go syntax such as 10ms, 30s, 1m)", s)

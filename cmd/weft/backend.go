@@ -127,7 +127,7 @@ func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *wor
 
 // Submit submits through the server.
 func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error) {
-	req := wire.SubmitRequest{Workflow: s.Workflow, IdempotencyKey: s.Key, Priority: s.Priority, OnConflict: string(s.OnConflict)}
+	req := wire.SubmitRequest{Workflow: s.Workflow, IdempotencyKey: s.Key, Priority: s.Priority, OnConflict: string(s.OnConflict), Tags: s.Tags}
 	switch in := s.Input.(type) {
 	case nil:
 	case json.RawMessage:

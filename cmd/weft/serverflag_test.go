@@ -56,6 +56,11 @@ var serverArgs = map[string]struct {
 	"weft webhooks delete":  {args: []string{"1"}, remote: true},
 	"weft webhooks enable":  {args: []string{"1"}, remote: true},
 	"weft webhooks list":    {remote: true},
+	"weft delete":           {args: []string{"--state", "cancelled"}, remote: true},
+	"weft prune":            {args: []string{"--state", "completed", "--older-than", "7d"}, remote: true},
+	"weft retention":        {remote: true},
+	"weft workers":          {remote: true},
+	"weft oplog":            {remote: true},
 }
 
 // leafCommands lists the runnable commands of the CLI by path.

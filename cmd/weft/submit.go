@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
@@ -21,6 +22,7 @@ type submissionFlags struct {
 	input, key, runAt, goodUntil string
 	priority                     int
 	onConflict                   string
+	tags                         []string
 }
 
 func (f *submissionFlags) add(fs *pflag.FlagSet, keyHelp string) {
@@ -30,6 +32,7 @@ func (f *submissionFlags) add(fs *pflag.FlagSet, keyHelp string) {
 	fs.StringVar(&f.runAt, "run-at", "", "start no earlier than this time: RFC 3339 (2026-12-01T09:00:00Z) or a delay from now (10m)")
 	fs.StringVar(&f.goodUntil, "good-until", "", "expire the task if no step started by then: RFC 3339 or a delay from now (1h)")
 	fs.StringVar(&f.onConflict, "on-conflict", "", "when the idempotency key exists: return (the existing task) or supersede (cancel it if unfinished and submit anew); default: the workflow's on_conflict")
+	fs.StringArrayVar(&f.tags, "tag", nil, "label the task with KEY=VALUE (repeatable); 'weft tasks --tag' and the bulk actions filter by tags")
 }
 
 // submission reads the flags into a submission.
@@ -43,6 +46,19 @@ func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
 	case "", workflow.OnConflictReturn, workflow.OnConflictSupersede:
 	default:
 		return s, usageErrorf("--on-conflict %q: want return or supersede", f.onConflict)
+	}
+	for _, t := range f.tags {
+		k, v, err := store.ParseTag(t)
+		if err != nil {
+			return s, usageErrorf("--tag: %s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+		}
+		if _, dup := s.Tags[k]; dup {
+			return s, usageErrorf("--tag %s is given twice", k)
+		}
+		if s.Tags == nil {
+			s.Tags = map[string]string{}
+		}
+		s.Tags[k] = v
 	}
 	if f.priority < -weft.MaxPriority || f.priority > weft.MaxPriority {
 		return s, usageErrorf("--priority must be from %d to %d, got %d", -weft.MaxPriority, weft.MaxPriority, f.priority)
@@ -88,7 +104,8 @@ A submission whose idempotency key already exists prints the existing task's id
 and says so on stderr. Run 'weft worker' to execute submitted tasks.`,
 		Example: `  id=$(weft submit examples/hello.yaml --input '{"name":"Ada"}')
   weft submit examples/hello --key order-42
-  weft submit examples/hello --priority 5 --run-at 10m --good-until 2h`,
+  weft submit examples/hello --priority 5 --run-at 10m --good-until 2h
+  weft submit shop/checkout --tag env=staging --tag team=payments`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			sub, err := sf.submission(a)

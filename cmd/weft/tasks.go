@@ -16,7 +16,6 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/workflow"
 )
 
 // timeLayout is how tables print times, in the local zone.
@@ -24,52 +23,36 @@ const timeLayout = "2006-01-02 15:04:05"
 
 func (a *app) tasksCommand() *cobra.Command {
 	var (
-		st, namespace, wf string
-		limit             int
-		before            int64
-		jsonOut           bool
+		ff      filterFlags
+		limit   int
+		before  int64
+		jsonOut bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List tasks, newest first",
 		Example: `  weft tasks --state failed
+  weft tasks --workflow shop/checkout --tag env=staging --created-after 24h
+  weft tasks --attention
   weft tasks --workflow shop/checkout --json | jq '.[].id'`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			f := weft.TaskFilter{Namespace: namespace, State: state.Task(st), Limit: limit, BeforeID: before}
-			if st != "" && !f.State.Valid() {
-				return usageErrorf("--state %q: not a task state (want one of %s)", st, joinStates(state.Tasks))
+			f, err := ff.filter()
+			if err != nil {
+				return err
 			}
+			f.Limit, f.BeforeID = limit, before
 			if limit < 1 {
 				return usageErrorf("--limit must be at least 1, got %d", limit)
 			}
 			if before < 0 {
 				return usageErrorf("--before must be a task id, got %d", before)
 			}
-			if wf != "" {
-				if !strings.Contains(wf, "/") {
-					f.Workflow = wf
-				} else {
-					ns, name, version, err := workflow.ParseRef(wf)
-					if err != nil {
-						return usageErrorf("--workflow %q: want NAME or NAMESPACE/NAME", wf)
-					}
-					if version != "" {
-						return usageErrorf("--workflow %q: tasks cannot be filtered by version; use NAMESPACE/NAME", wf)
-					}
-					if namespace != "" && namespace != ns {
-						return usageErrorf("--workflow %q is not in --namespace %q", wf, namespace)
-					}
-					f.Namespace, f.Workflow = ns, name
-				}
-			}
 			return a.listTasks(cmd.Context(), f, jsonOut)
 		}),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&st, "state", "", "only tasks in this state: "+joinStates(state.Tasks))
-	fl.StringVar(&namespace, "namespace", "", "only tasks of this namespace")
-	fl.StringVar(&wf, "workflow", "", "only tasks of this workflow: NAME or NAMESPACE/NAME")
+	ff.add(fl)
 	fl.IntVar(&limit, "limit", 100, "at most this many tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this one (to page through)")
 	fl.BoolVar(&jsonOut, "json", false, "print a JSON array")
@@ -104,11 +87,27 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 		fmt.Fprintln(a.stderr, "no tasks")
 		return nil
 	}
+	if f.Attention {
+		return writeAttention(a.stdout, tasks)
+	}
+	// A TAGS column only when a listed task has tags.
+	tagged := false
+	for i := range tasks {
+		tagged = tagged || len(tasks[i].Tags) > 0
+	}
 	tw := newTable(a.stdout)
-	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
+	if tagged {
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tTAGS\tERROR")
+	} else {
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
+	}
 	for i := range tasks {
 		t := &tasks[i]
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), abbrev(t.Error, 60))
+		tags := ""
+		if tagged {
+			tags = abbrev(tagList(t.Tags), 40) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, abbrev(t.Error, 60))
 	}
 	return flushTable(tw)
 }
@@ -227,6 +226,9 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 	if t.Schedule != "" {
 		fmt.Fprintf(tw, "Schedule:\t%s/%s/%s, tick %s\n", t.Namespace, t.Workflow, t.Schedule, fmtTime(t.ScheduleTick))
 	}
+	if len(t.Tags) > 0 {
+		fmt.Fprintf(tw, "Tags:\t%s\n", tagList(t.Tags))
+	}
 	fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(t.Input), 100))
 	if t.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", abbrev(t.Error, 200))
@@ -321,38 +323,55 @@ completes the next step that begins to wait for it.`,
 }
 
 func (a *app) cancelCommand() *cobra.Command {
-	var reason string
+	var (
+		reason string
+		bf     bulkFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a task: its unfinished steps are cancelled and running handlers stopped",
-		Long: `Cancel a task. The audit trail records who cancelled it (cli:<OS user>, or
-api:<key name> through --server) and --reason.`,
-		Example: `  weft cancel 42 --reason "customer withdrew the order"`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "cancel ID | cancel FILTER...",
+		Short: "Cancel a task, or the tasks a filter selects: unfinished steps are cancelled, running handlers stopped",
+		Long: `Cancel a task, or every pending and running task a filter selects (in batches
+of 500 tasks, one transaction each: an interrupted run is continued by running
+it again). The audit trail of each task records who cancelled it (cli:<OS
+user>, or api:<key name> through --server) and --reason.`,
+		Example: `  weft cancel 42 --reason "customer withdrew the order"
+  weft cancel --workflow shop/checkout --state pending --tag env=staging --dry-run
+  weft cancel --workflow shop/checkout --state pending --tag env=staging --reason "staging reset"`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			return a.change(cmd.Context(), args[0], reason, backend.Cancel, "task %d cancelled")
+			return a.bulkOrOne(cmd, args, &bf, reason, bulkCancel, backend.Cancel, "task %d cancelled")
 		}),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the task's audit trail")
+	bf.add(cmd.Flags())
 	return cmd
 }
 
 func (a *app) retryCommand() *cobra.Command {
-	var reason string
+	var (
+		reason string
+		bf     bulkFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "retry ID",
+		Use:   "retry ID | retry FILTER...",
 		Short: "Retry a failed task from its failed steps",
 		Long: `Retry a failed task: its failed and expired steps become ready with fresh
 attempts, and the steps skipped because of them wait for them again. A running
 'weft worker' (or the next one started) runs them. The audit trail records who
-retried it (cli:<OS user>, or api:<key name> through --server) and --reason.`,
-		Example: `  weft retry 42 --reason "the payment provider is back"`,
-		Args:    cobra.ExactArgs(1),
+retried it (cli:<OS user>, or api:<key name> through --server) and --reason.
+
+Given a filter instead of an ID, it retries every failed task the filter
+selects, in batches.`,
+		Example: `  weft retry 42 --reason "the payment provider is back"
+  weft retry --workflow shop/checkout --created-after 2h --reason "the payment provider is back"
+  weft retry --attention --dry-run`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			return a.change(cmd.Context(), args[0], reason, backend.Retry, "task %d retried: its failed steps are queued to run again")
+			return a.bulkOrOne(cmd, args, &bf, reason, bulkRetry, backend.Retry, "task %d retried: its failed steps are queued to run again")
 		}),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the task's audit trail")
+	bf.add(cmd.Flags())
 	return cmd
 }
 

@@ -234,7 +234,7 @@ func TestCancelRetry(t *testing.T) {
 		{"cancel missing", []string{"cancel", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"retry missing", []string{"retry", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"bad id", []string{"cancel", "0"}, 2, "", "weft: invalid task id \"0\": must be a positive integer\n"},
-		{"no id", []string{"retry"}, 2, "", "weft: accepts 1 arg(s), received 0\nRun 'weft retry --help' for usage.\n"},
+		{"no id", []string{"retry"}, 2, "", "weft: give a task ID or a filter (--state, --namespace, --workflow, --tag, --created-after, --created-before, --attention), or --all to act on every task\n"},
 	}
 	// In order: each step depends on the ones before.
 	for _, s := range steps {

@@ -44,6 +44,8 @@ type Config struct {
 	Logger            *slog.Logger
 	HTTPClient        *http.Client
 	ID                string
+	UpkeepInterval    time.Duration
+	StaleAfter        time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -68,6 +70,8 @@ func (c *Config) setDefaults() error {
 	def(&c.PollInterval, time.Second)
 	def(&c.LeaderTTL, max(10*time.Second, 3*c.PollInterval))
 	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.UpkeepInterval, time.Minute)
+	def(&c.StaleAfter, store.DefaultStaleAfter)
 	if c.LeaseTTL < 2*c.HeartbeatInterval {
 		return fmt.Errorf("weft: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
 	}
@@ -101,17 +105,20 @@ type Engine struct {
 	done   chan struct{}
 	outbox chan report
 
-	mu        sync.Mutex
-	handlers  map[string]Handler
-	names     []string                      // sorted handler names, what the engine claims
-	workflows map[string]*workflow.Workflow // by Ref
-	inflight  map[int64]*running            // by step id
-	started   bool
-	stopping  bool
-	engineID  string
-	cancelRun context.CancelFunc // stops the loops
-	loops     sync.WaitGroup
-	rejoin    sync.Mutex // serialises re-registration after being declared dead
+	mu       sync.Mutex
+	handlers map[string]Handler
+	names    []string // sorted handler names, what the engine claims
+	// namesChanged: handlers were registered since the engine last
+	// advertised them (advertise).
+	namesChanged bool
+	workflows    map[string]*workflow.Workflow // by Ref
+	inflight     map[int64]*running            // by step id
+	started      bool
+	stopping     bool
+	engineID     string
+	cancelRun    context.CancelFunc // stops the loops
+	loops        sync.WaitGroup
+	rejoin       sync.Mutex // serialises re-registration after being declared dead
 	// sendMu guards completing: while it is set the completer runs and
 	// takes outcomes on outbox; Stop clears it before closing outbox.
 	sendMu     sync.RWMutex
@@ -129,6 +136,9 @@ type Engine struct {
 	roundErr error
 	// hooks delivers webhooks while this engine leads (webhooks.go).
 	hooks *deliverer
+	// upkeep, owned by the maintenance work too, is the state of
+	// retention and the attention count (upkeep.go).
+	upkeep upkeepState
 	// flushCtx bounds the completer's retries; Stop cancels it when its
 	// deadline passes.
 	flushCtx    context.Context
@@ -225,7 +235,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	id := e.engineID
 	e.mu.Unlock()
-	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+	if err := e.store.RegisterEngine(ctx, e.engineInfo(id)); err != nil {
 		e.mu.Lock()
 		e.started = false
 		e.mu.Unlock()

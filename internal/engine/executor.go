@@ -27,6 +27,7 @@ func (e *Engine) Handle(name string, h Handler) {
 		e.names = append(e.names, n)
 	}
 	sort.Strings(e.names)
+	e.namesChanged = true
 }
 
 // handlerNames returns the names the engine claims steps for. Handlers may

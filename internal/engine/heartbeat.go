@@ -44,6 +44,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		default:
 			retryAt = time.Time{}
 			e.succeeded(LoopHeartbeat)
+			e.advertise(ctx, id)
 			if len(res.Lost) > 0 {
 				e.cancelFences(res.Lost, errLeaseLost)
 			}
@@ -77,7 +78,7 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	// claim under an identity the store does not know yet would be taken
 	// for another death. If registering fails, the loops keep hearing that
 	// the old one is dead and come back here.
-	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now()}); err != nil {
+	if err := e.store.RegisterEngine(ctx, e.engineInfo(id)); err != nil {
 		e.log.Error("register engine again", "engine_id", id, "error", err)
 		return
 	}

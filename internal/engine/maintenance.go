@@ -58,6 +58,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		e.hooks.lead(leader)
 		if leader {
 			e.timed(ctx)
+			e.upkeepRound(ctx)
 		}
 		// Every tick looks for dead processes on this host (a read); the
 		// leader's full reap, which also catches stopped and silent

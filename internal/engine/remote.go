@@ -76,7 +76,7 @@ func (f Failure) err() error {
 // RegisterWorker records a new remote worker owned by owner (the principal
 // of the credential that registers it) and returns its id. Every later
 // call about the worker must come from the same owner (see checkWorker).
-func (e *Engine) RegisterWorker(ctx context.Context, name, owner string) (string, error) {
+func (e *Engine) RegisterWorker(ctx context.Context, name, owner string, handlers ...string) (string, error) {
 	if owner == "" {
 		return "", fmt.Errorf("%w worker %s: an owner is required", store.ErrInvalid, name)
 	}
@@ -84,7 +84,7 @@ func (e *Engine) RegisterWorker(ctx context.Context, name, owner string) (string
 	_, _ = crand.Read(b[:])
 	id := "remote-" + name + "-" + hex.EncodeToString(b[:])
 	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: "remote worker " + name, StartedAt: time.Now(),
-		Worker: true, Owner: owner}); err != nil {
+		Worker: true, Owner: owner, Handlers: handlers}); err != nil {
 		return "", fmt.Errorf("register worker %s: %w", name, err)
 	}
 	e.owners.remember(id, owner)

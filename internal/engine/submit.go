@@ -29,6 +29,7 @@ type Submission struct {
 	RunAt      time.Time
 	GoodUntil  time.Time
 	OnConflict workflow.OnConflict
+	Tags       map[string]string
 }
 
 // SubmitResult is the task a submission created or, for a duplicate, found.
@@ -140,6 +141,9 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	if !s.GoodUntil.IsZero() && !s.RunAt.IsZero() && s.GoodUntil.Before(s.RunAt) {
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: good_until %s is before run_at %s", store.ErrInvalid, s.Workflow, s.GoodUntil.Format(time.RFC3339), s.RunAt.Format(time.RFC3339))
 	}
+	if err := store.ValidateTags(s.Tags); err != nil {
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, err)
+	}
 	key := s.Key
 	if err := textsafe.Check(key); err != nil {
 		return store.TaskInsert{}, fmt.Errorf("%w idempotency key for %s: %w", store.ErrInvalid, s.Workflow, err)
@@ -171,7 +175,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: on_conflict %q is not return or supersede", store.ErrInvalid, s.Workflow, onConflict)
 	}
 	in := store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
-		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Supersede: onConflict == workflow.OnConflictSupersede, Steps: r.steps}
+		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Supersede: onConflict == workflow.OnConflictSupersede, Tags: s.Tags, Steps: r.steps}
 	if err := r.limits.apply(&in); err != nil {
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: %w", store.ErrInvalid, s.Workflow, err)
 	}

@@ -27,7 +27,7 @@ func (s *Store) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
 		if err != nil {
 			return fmt.Errorf("register engine %s: %w", e.ID, err)
 		}
-		return nil
+		return t.setHandlers(e.ID, e.Handlers)
 	})
 }
 

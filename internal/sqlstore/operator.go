@@ -21,23 +21,28 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 		reason = "cancelled"
 	}
 	var running []store.Fence
-	err := s.write(ctx, engineID, func(t *txn) error {
-		var st string
-		if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
-			}
-			return fmt.Errorf("cancel task %d: %w", id, err)
-		}
-		from := state.Task(st)
-		if !state.CanTask(from, state.TaskCancelled) {
-			return fmt.Errorf("task %d is %s and cannot be cancelled: %w", id, from, store.ErrConflict)
-		}
-		var err error
-		running, err = t.endTask(id, from, state.TaskCancelled, state.StepCancelled, reason)
+	err := s.write(ctx, engineID, func(t *txn) (err error) {
+		running, err = t.cancelTask(id, reason)
 		return err
 	})
 	return running, err
+}
+
+// cancelTask cancels one task and its open steps and returns the fences of
+// the steps that were running.
+func (t *txn) cancelTask(id int64, reason string) ([]store.Fence, error) {
+	var st string
+	if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+		}
+		return nil, fmt.Errorf("cancel task %d: %w", id, err)
+	}
+	from := state.Task(st)
+	if !state.CanTask(from, state.TaskCancelled) {
+		return nil, fmt.Errorf("task %d is %s and cannot be cancelled: %w", id, from, store.ErrConflict)
+	}
+	return t.endTask(id, from, state.TaskCancelled, state.StepCancelled, reason)
 }
 
 // RetryTask moves a failed task back to running.
@@ -46,87 +51,90 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID, reason string
 	if reason != "" {
 		taskReason, stepReason = reason, "task retried: "+reason
 	}
-	return s.write(ctx, engineID, func(t *txn) error {
-		task, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("retry task %d: %w", id, err)
-		}
-		if task.State != state.TaskFailed {
-			return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
-		}
-		rows, err := t.query(`SELECT id, name, state, deps, priority, ttl, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return fmt.Errorf("steps of task %d: %w", id, err)
-		}
-		type row struct {
-			id       int64
-			name, st string
-			deps     []int
-			priority int
-			ttl      int64
-			batchOf  sql.NullInt64
-		}
-		steps, err := collect(rows, func(r Row) (row, error) {
-			var v row
-			var deps string
-			err := r.Scan(&v.id, &v.name, &v.st, &deps, &v.priority, &v.ttl, &v.batchOf)
-			v.deps = parseIdx(deps)
-			return v, err
-		})
-		if err != nil {
-			return fmt.Errorf("steps of task %d: %w", id, err)
-		}
-		items := map[int][]int{} // batch step index -> its items' indexes
-		for i, r := range steps {
-			if r.batchOf.Valid {
-				// Items of a batch count among the dependencies of the
-				// batch step's children.
-				items[int(r.batchOf.Int64)] = append(items[int(r.batchOf.Int64)], i)
-			}
-		}
-		if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
-			return err
-		}
-		// Failed and expired steps run again; skipped ones wait for their
-		// dependencies anew, with counts recomputed from the new states.
-		for i := range steps {
-			r := &steps[i]
-			switch state.Step(r.st) {
-			case state.StepFailed, state.StepExpired:
-				if _, err := t.moveStep(r.id, id, r.name, state.Step(r.st), state.StepReady, 0, stepReason,
-					`attempt = 0, error = '', result = NULL, finished_at = NULL, sort_key = ?`, t.now-int64(r.priority)*t.s.aging); err != nil {
-					return err
-				}
-				r.st = string(state.StepReady)
-				t.readied++
-			case state.StepSkipped:
-				if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, stepReason, `finished_at = NULL`); err != nil {
-					return err
-				}
-				r.st = string(state.StepPending)
-			}
-		}
-		remaining := 0
-		for _, r := range steps {
-			if !state.Step(r.st).Terminal() {
-				remaining++
-			}
-			if state.Step(r.st) != state.StepPending {
-				continue
-			}
-			c := dependencyCounts(r.deps, items, func(i int) state.Step { return state.Step(steps[i].st) })
-			if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
-				return fmt.Errorf("reset dependency counts: %w", err)
-			}
-		}
-		if _, err := t.exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
-			return fmt.Errorf("reset task counts: %w", err)
-		}
-		return nil
+	return s.write(ctx, engineID, func(t *txn) error { return t.retryTask(id, taskReason, stepReason) })
+}
+
+// retryTask moves one failed task back to running (see RetryTask).
+func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
+	task, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("retry task %d: %w", id, err)
+	}
+	if task.State != state.TaskFailed {
+		return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
+	}
+	rows, err := t.query(`SELECT id, name, state, deps, priority, ttl, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return fmt.Errorf("steps of task %d: %w", id, err)
+	}
+	type row struct {
+		id       int64
+		name, st string
+		deps     []int
+		priority int
+		ttl      int64
+		batchOf  sql.NullInt64
+	}
+	steps, err := collect(rows, func(r Row) (row, error) {
+		var v row
+		var deps string
+		err := r.Scan(&v.id, &v.name, &v.st, &deps, &v.priority, &v.ttl, &v.batchOf)
+		v.deps = parseIdx(deps)
+		return v, err
 	})
+	if err != nil {
+		return fmt.Errorf("steps of task %d: %w", id, err)
+	}
+	items := map[int][]int{} // batch step index -> its items' indexes
+	for i, r := range steps {
+		if r.batchOf.Valid {
+			// Items of a batch count among the dependencies of the
+			// batch step's children.
+			items[int(r.batchOf.Int64)] = append(items[int(r.batchOf.Int64)], i)
+		}
+	}
+	if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
+		return err
+	}
+	// Failed and expired steps run again; skipped ones wait for their
+	// dependencies anew, with counts recomputed from the new states.
+	for i := range steps {
+		r := &steps[i]
+		switch state.Step(r.st) {
+		case state.StepFailed, state.StepExpired:
+			if _, err := t.moveStep(r.id, id, r.name, state.Step(r.st), state.StepReady, 0, stepReason,
+				`attempt = 0, error = '', result = NULL, finished_at = NULL, sort_key = ?`, t.now-int64(r.priority)*t.s.aging); err != nil {
+				return err
+			}
+			r.st = string(state.StepReady)
+			t.readied++
+		case state.StepSkipped:
+			if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, stepReason, `finished_at = NULL`); err != nil {
+				return err
+			}
+			r.st = string(state.StepPending)
+		}
+	}
+	remaining := 0
+	for _, r := range steps {
+		if !state.Step(r.st).Terminal() {
+			remaining++
+		}
+		if state.Step(r.st) != state.StepPending {
+			continue
+		}
+		c := dependencyCounts(r.deps, items, func(i int) state.Step { return state.Step(steps[i].st) })
+		if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
+			return fmt.Errorf("reset dependency counts: %w", err)
+		}
+	}
+	if _, err := t.exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
+		return fmt.Errorf("reset task counts: %w", err)
+	}
+	return nil
 }
 
 // opStep is what an operator action needs to know of each step of a task.

@@ -68,7 +68,7 @@ func scanWorkflow(r Row) (store.WorkflowRecord, error) {
 	return w, nil
 }
 
-const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth`
+const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth, tags`
 
 func scanTask(r Row) (store.Task, error) {
 	var t store.Task
@@ -76,10 +76,14 @@ func scanTask(r Row) (store.Task, error) {
 	var key sql.NullString
 	var runAt, created int64
 	var goodUntil, started, finished, tick, parent sql.NullInt64
+	var tags sql.NullString
 	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error,
-		&t.Schedule, &tick, &parent, &t.Depth)
+		&t.Schedule, &tick, &parent, &t.Depth, &tags)
 	if err != nil {
 		return t, err
+	}
+	if t.Tags, err = decodeTags(tags); err != nil {
+		return t, fmt.Errorf("task %d: %w", t.ID, err)
 	}
 	t.State = state.Task(st)
 	t.Input = json.RawMessage(input)

@@ -19,8 +19,8 @@ import (
 // inserts nothing (also when a concurrent transaction holds it): the
 // existing task is returned.
 const (
-	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
 		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n)
@@ -67,6 +67,9 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 		if err := store.ValidateInsert(in); err != nil {
 			return nil, err
 		}
+		if err := store.ValidateTags(in.Tags); err != nil {
+			return nil, err
+		}
 		input := in.Input
 		if len(input) == 0 {
 			input = json.RawMessage(`{}`)
@@ -83,14 +86,14 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			key = in.IdempotencyKey
 		}
 		var id int64
-		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit).Scan(&id)
+		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags)).Scan(&id)
 		var superseded *heldKey
 		if errors.Is(err, sql.ErrNoRows) && in.Supersede {
 			// The task holding the key gives it up; this one takes it.
 			if superseded, err = t.releaseKey(in.Namespace, in.IdempotencyKey); err != nil {
 				return nil, err
 			}
-			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit).Scan(&id)
+			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags)).Scan(&id)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
@@ -104,6 +107,9 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			return nil, fmt.Errorf("insert task %d of %d: %w", i+1, len(tasks), err)
 		}
 		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+		if err := t.insertTags(id, in.Tags); err != nil {
+			return nil, err
+		}
 		children := make([][]int, len(in.Steps))
 		for j, st := range in.Steps {
 			for _, d := range st.Deps {
@@ -142,7 +148,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 		}
 		created := time.UnixMicro(t.now)
 		task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
-			Input: input, Priority: in.Priority, IdempotencyKey: in.IdempotencyKey, RunAt: time.UnixMicro(runAt), CreatedAt: created}
+			Input: input, Priority: in.Priority, IdempotencyKey: in.IdempotencyKey, RunAt: time.UnixMicro(runAt), CreatedAt: created, Tags: in.Tags}
 		if !in.GoodUntil.IsZero() {
 			g := in.GoodUntil
 			task.GoodUntil = &g

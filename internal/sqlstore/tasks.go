@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/weftrun/weft/store"
 )
@@ -48,35 +47,8 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 
 // ListTasks returns tasks newest first.
 func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
-	var where []string
-	var args []any
-	if f.Namespace != "" {
-		where, args = append(where, "namespace = ?"), append(args, f.Namespace)
-	}
-	if f.Workflow != "" {
-		where, args = append(where, "workflow = ?"), append(args, f.Workflow)
-	}
-	if f.State != "" {
-		where, args = append(where, "state = ?"), append(args, string(f.State))
-	}
-	if f.BeforeID > 0 {
-		where, args = append(where, "id < ?"), append(args, f.BeforeID)
-	}
-	if !f.CreatedAfter.IsZero() {
-		where, args = append(where, "created_at >= ?"), append(args, f.CreatedAfter.UnixMicro())
-	}
-	if !f.CreatedBefore.IsZero() {
-		where, args = append(where, "created_at < ?"), append(args, f.CreatedBefore.UnixMicro())
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := `SELECT ` + taskColumns + ` FROM tasks`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit)
+	now := s.clock().UnixMicro()
+	q, args := s.listQuery(f, now)
 	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
@@ -84,6 +56,11 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	tasks, err := collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	if f.Attention {
+		if err := s.attentionReasons(ctx, tasks, f.StaleAfter, now); err != nil {
+			return nil, err
+		}
 	}
 	return tasks, nil
 }
@@ -164,4 +141,25 @@ func (s *Store) CountUnfinishedTasks(ctx context.Context, limit int) (int, error
 		return 0, fmt.Errorf("count unfinished tasks: %w", err)
 	}
 	return n, nil
+}
+
+// listQuery is the query of ListTasks.
+func (s *Store) listQuery(f store.TaskFilter, now int64) (string, []any) {
+	where, args := s.taskWhere(f, now)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + taskColumns + ` FROM tasks`
+	if where != "" {
+		q += " WHERE " + where
+	}
+	return q + fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit), args
+}
+
+// ExplainListTasks returns the database's plan for the query of ListTasks,
+// so tests can check that a filter by tag reads the task_tags index.
+func (s *Store) ExplainListTasks(ctx context.Context, f store.TaskFilter) (string, error) {
+	q, args := s.listQuery(f, s.clock().UnixMicro())
+	return s.explain(ctx, q, args...)
 }

@@ -85,6 +85,7 @@ func Run(t *testing.T, open Opener) {
 	}
 	tests = append(tests, dynamicTests...)
 	tests = append(tests, runningTests...)
+	tests = append(tests, opsTests...)
 	tests = append(tests, historyTests...)
 	tests = append(tests, webhookTests...)
 	tests = append(tests, scheduleTests...)

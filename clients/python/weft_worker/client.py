@@ -29,9 +29,15 @@ class Client:
     def __init__(self, url, token=None, timeout=30.0):
         self._t = Transport(url, token=token, timeout=timeout, user_agent="weft-client-python")
 
-    def submit(self, workflow, input=None, key=None, priority=None):
+    def submit(self, workflow, input=None, key=None, priority=None, tags=None):
         """Create a task of workflow ("ns/name" or "ns/name@version");
-        return it (an existing one when key matches an earlier submission)."""
+        return it (an existing one when key matches an earlier submission).
+
+        tags label the task ({"env": "staging"}): `weft tasks --tag
+        env=staging` and the bulk actions select tasks by them. At most 20;
+        keys of ASCII letters, digits, _ . - / (up to 63 bytes, starting
+        with a letter or digit), values of 1 to 255 bytes without control
+        characters: the server refuses others (APIError, field "tags")."""
         body = {"workflow": workflow}
         if input is not None:
             body["input"] = input
@@ -39,6 +45,10 @@ class Client:
             body["idempotency_key"] = key
         if priority is not None:
             body["priority"] = priority
+        if tags:
+            if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+                raise TypeError("tags must be a dict of str to str")
+            body["tags"] = tags
         return self._t.request("POST", "/v1/tasks", body)
 
     def task(self, task_id):

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// parkedCheckoutYAML has a step no engine serves: its tasks stay pending.
+const parkedCheckoutYAML = `namespace: shop
+name: checkout
+version: "1"
+steps:
+  - name: charge
+    handler: shop.charge
+`
+
+func TestTagsAndBulkCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)
+	for _, env := range []string{"staging", "staging", "prod"} {
+		requireCode(t, 0, weftCLI(t, "submit", file, "--db", db, "--tag", "env="+env, "--tag", "team=pay"))
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"bad key", []string{"submit", "shop/checkout", "--tag", "bad key=1"}, "a key holds ASCII letters"},
+		{"no value", []string{"submit", "shop/checkout", "--tag", "env"}, "want KEY=VALUE"},
+		{"twice", []string{"submit", "shop/checkout", "--tag", "a=1", "--tag", "a=2"}, "--tag a is given twice"},
+		{"list bad tag", []string{"tasks", "--tag", "=x"}, "the key is empty"},
+		{"cancel without filter", []string{"cancel"}, "give a task ID or a filter"},
+		{"id and filter", []string{"cancel", "1", "--state", "pending"}, "not both"},
+		{"delete unfinished", []string{"delete", "--state", "pending"}, "tasks that are pending cannot be deleted"},
+		{"retry completed", []string{"retry", "--state", "completed"}, "tasks that are completed cannot be retried"},
+	} {
+		r := weftCLI(t, append(tt.args, "--db", db)...)
+		requireCode(t, exitUsage, r)
+		require.Contains(t, r.stderr, tt.msg, tt.name)
+	}
+
+	r := weftCLI(t, "tasks", "--db", db, "--tag", "env=staging", "--tag", "team=pay", "--json")
+	requireCode(t, 0, r)
+	var tasks []store.Task
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
+	require.Len(t, tasks, 2)
+	require.Equal(t, map[string]string{"env": "staging", "team": "pay"}, tasks[0].Tags)
+	r = weftCLI(t, "tasks", "--db", db, "--tag", "env=prod")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "env=prod,team=pay")
+
+	r = weftCLI(t, "cancel", "--db", db, "--workflow", "shop/checkout", "--state", "pending", "--tag", "env=staging", "--dry-run")
+	requireCode(t, 0, r)
+	require.Equal(t, "2 tasks would be cancelled (dry run: nothing changed)\n", r.stdout)
+	r = weftCLI(t, "cancel", "--db", db, "--workflow", "shop/checkout", "--state", "pending", "--tag", "env=staging", "--reason", "staging reset")
+	requireCode(t, 0, r)
+	require.Equal(t, "2 tasks cancelled\n", r.stdout)
+	r = weftCLI(t, "task", "1", "--db", db, "--audit")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "staging reset")
+	require.Contains(t, r.stdout, "cli:")
+	// A rerun has nothing left to do.
+	r = weftCLI(t, "cancel", "--db", db, "--workflow", "shop/checkout", "--tag", "env=staging")
+	requireCode(t, 0, r)
+	require.Equal(t, "0 tasks cancelled\n", r.stdout)
+
+	archive := filepath.Join(dir, "deleted.jsonl")
+	r = weftCLI(t, "delete", "--db", db, "--state", "cancelled", "--archive", archive, "--reason", "cleanup")
+	requireCode(t, 0, r)
+	require.Equal(t, "2 tasks deleted\n", r.stdout)
+	lines := readArchiveLines(t, archive)
+	require.Len(t, lines, 2)
+	var a store.ArchivedTask
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &a))
+	require.Equal(t, state.TaskCancelled, a.Task.State)
+	require.Len(t, a.Task.Steps, 1)
+	require.NotEmpty(t, a.Audit)
+	requireCode(t, 1, weftCLI(t, "task", "1", "--db", db))
+
+	// By id: an unfinished task is left unless forced.
+	r = weftCLI(t, "delete", "3", "--db", db)
+	requireCode(t, 0, r)
+	require.Equal(t, "0 tasks deleted, 1 skipped (not in a state the action applies to, or changed meanwhile)\n", r.stdout)
+	r = weftCLI(t, "delete", "3", "--db", db, "--force")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks deleted\n", r.stdout)
+	r = weftCLI(t, "oplog", "--db", db, "--json")
+	requireCode(t, 0, r)
+	var log []store.OperatorEntry
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &log))
+	require.Len(t, log, 3, "one entry per deleted task")
+	require.Equal(t, "task 3", log[0].Subject)
+	require.Equal(t, "cleanup", log[2].Reason)
+	require.Equal(t, "delete", log[2].Action)
+}
+
+func TestPruneRetentionAttentionCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	requireCode(t, 1, weftCLI(t, "run", writeFile(t, dir, "fail.yaml", failYAML), "--db", db))
+
+	r := weftCLI(t, "tasks", "--db", db, "--attention")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "step charge failed: ")
+	require.Contains(t, r.stdout, "card declined")
+
+	r = weftCLI(t, "retry", "--db", db, "--attention", "--dry-run")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks would be retried (dry run: nothing changed)\n", r.stdout)
+
+	r = weftCLI(t, "prune", "--db", db, "--state", "failed", "--older-than", "1d", "--dry-run")
+	requireCode(t, 0, r)
+	require.Equal(t, "0 tasks would be deleted (dry run: nothing changed)\n", r.stdout)
+	r = weftCLI(t, "prune", "--db", db, "--state", "failed", "--older-than", "1ns")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks deleted\n", r.stdout)
+	for _, args := range [][]string{
+		{"prune", "--state", "running", "--older-than", "1d"},
+		{"prune", "--state", "failed", "--older-than", "soon"},
+		{"prune", "--state", "failed", "--older-than", "1d", "--archive", "x", "--server", "http://127.0.0.1:1"},
+		{"retention", "shop"},
+		{"retention", "--completed", "7d"},
+		{"retention", "shop", "--completed", "-1h"},
+	} {
+		requireCode(t, exitUsage, weftCLI(t, append(args, "--db", db)...))
+	}
+
+	r = weftCLI(t, "retention", "shop", "--db", db, "--completed", "7d", "--failed", "30d")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "completed  7d")
+	r = weftCLI(t, "retention", "shop", "--db", db, "--failed", "0")
+	requireCode(t, 0, r)
+	require.NotContains(t, r.stdout, "failed")
+	r = weftCLI(t, "retention", "--db", db, "--json")
+	requireCode(t, 0, r)
+	var rs []store.Retention
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rs))
+	require.Len(t, rs, 1)
+
+	r = weftCLI(t, "workers", "--db", db)
+	requireCode(t, 0, r)
+	require.Contains(t, r.stderr, "no live engines or workers")
+}
+
+func readArchiveLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			out = append(out, sc.Text())
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// TestBulkThroughServer: with --server, tags, bulk actions, prune,
+// retention and workers go through the API.
+func TestBulkThroughServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "admin:*")
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	token := lines[len(lines)-1]
+	url, stop := startServe(t, db)
+	defer stop()
+	as := func(args ...string) result {
+		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+	}
+	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)
+	requireCode(t, 0, as("submit", file, "--tag", "env=staging"))
+	requireCode(t, 0, as("submit", file, "--tag", "env=prod"))
+	r = as("tasks", "--tag", "env=staging", "--json")
+	requireCode(t, 0, r)
+	var tasks []store.Task
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
+	require.Len(t, tasks, 1)
+	r = as("cancel", "--tag", "env=staging", "--reason", "reset")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks cancelled\n", r.stdout)
+	r = as("delete", "--state", "cancelled")
+	requireCode(t, 0, r)
+	require.Equal(t, "1 tasks deleted\n", r.stdout)
+	requireCode(t, exitUsage, as("delete", "2"))
+	requireCode(t, exitUsage, as("delete", "--state", "cancelled", "--archive", filepath.Join(dir, "a.jsonl")))
+	r = as("prune", "--state", "completed", "--older-than", "7d", "--dry-run")
+	requireCode(t, 0, r)
+	require.Equal(t, "0 tasks would be deleted (dry run: nothing changed)\n", r.stdout)
+	r = as("retention", "shop", "--completed", "7d")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "completed  7d")
+	r = as("oplog")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "retention")
+	require.Contains(t, r.stdout, "task 1")
+	r = as("workers")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "engine (leader)")
+	require.Contains(t, r.stdout, "exec")
+}

@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the actions on many tasks at once: cancel, retry and
+// delete by filter, one batch (one transaction) at a time, so that no lock
+// is held for long and an interrupted action is continued by running it
+// again (what it did no longer matches its filter).
+
+// DefaultBatchSize is how many tasks one transaction of a bulk action
+// takes.
+const DefaultBatchSize = 500
+
+// BulkRequest is an action on the tasks a filter selects.
+type BulkRequest struct {
+	// Filter selects the tasks; Limit and BeforeID are ignored. An empty
+	// filter is refused unless All is set.
+	Filter store.TaskFilter
+	All    bool
+	// IDs, if set, are the tasks to act on instead of a filter's.
+	IDs []int64
+	// DryRun counts the tasks the action would apply to and changes
+	// nothing.
+	DryRun bool
+	// Force, for a delete, cancels unfinished tasks first instead of
+	// leaving them.
+	Force bool
+	// Actor (who acts; "" means this engine) and Reason are recorded for
+	// every task: in its audit trail, or in the operator log for a delete.
+	Actor, Reason string
+	// BatchSize is how many tasks each transaction takes; 0 means
+	// DefaultBatchSize.
+	BatchSize int
+	// Archive, for a delete, receives each batch before it is deleted,
+	// inside its transaction (see store.DeleteParams.Archive).
+	Archive func([]store.ArchivedTask) error
+}
+
+// BulkResult is what a bulk action did.
+type BulkResult struct {
+	// Matched counts the tasks selected (with DryRun, those the action
+	// would apply to).
+	Matched int `json:"matched"`
+	// Done counts the tasks acted on; Skipped those that changed
+	// meanwhile so that the action no longer applied.
+	Done    int  `json:"done"`
+	Skipped int  `json:"skipped"`
+	DryRun  bool `json:"dry_run,omitempty"`
+}
+
+// EmptyFilter reports whether f selects every task.
+func EmptyFilter(f store.TaskFilter) bool {
+	return f.Namespace == "" && f.Workflow == "" && f.State == "" && len(f.States) == 0 && f.CreatedAfter.IsZero() &&
+		f.CreatedBefore.IsZero() && f.FinishedBefore.IsZero() && len(f.Tags) == 0 && !f.Attention
+}
+
+var (
+	cancellable = []state.Task{state.TaskPending, state.TaskRunning}
+	retryable   = []state.Task{state.TaskFailed}
+	finished    = []state.Task{state.TaskCompleted, state.TaskFailed, state.TaskCancelled, state.TaskExpired}
+)
+
+// scope narrows r's filter to the states the action applies to, refusing a
+// filter on a state it cannot apply to and an empty filter without All.
+func scope(action string, r *BulkRequest, states []state.Task) error {
+	if EmptyFilter(r.Filter) && !r.All && len(r.IDs) == 0 {
+		return fmt.Errorf("%w %s: the filter is empty, which selects every task; give a filter or set All", store.ErrInvalid, action)
+	}
+	if err := store.ValidateTags(r.Filter.Tags); err != nil {
+		return fmt.Errorf("%s: %w", action, err)
+	}
+	f := &r.Filter
+	f.Limit, f.BeforeID = 0, 0
+	if f.State != "" && !f.State.Valid() {
+		return fmt.Errorf("%w %s: %q is not a task state", store.ErrInvalid, action, f.State)
+	}
+	if f.State != "" && !slices.Contains(states, f.State) {
+		return fmt.Errorf("%w %s: tasks that are %s cannot be %s (only %s)", store.ErrInvalid, action, f.State, past(action), joinStates(states))
+	}
+	if f.State == "" && len(f.States) == 0 {
+		f.States = states
+	}
+	if r.BatchSize <= 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	return nil
+}
+
+func past(action string) string {
+	switch action {
+	case "cancel":
+		return "cancelled"
+	case "retry":
+		return "retried"
+	}
+	return "deleted"
+}
+
+func joinStates(states []state.Task) string {
+	s := ""
+	for i, st := range states {
+		if i > 0 {
+			s += ", "
+		}
+		s += string(st)
+	}
+	return s
+}
+
+// CancelTasks cancels the pending and running tasks r.Filter selects.
+func (e *Engine) CancelTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+	if err := scope("cancel", &r, cancellable); err != nil {
+		return BulkResult{}, err
+	}
+	if r.Reason == "" {
+		r.Reason = "cancelled by user"
+	}
+	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
+		res, err := e.store.CancelTasks(ctx, ids, r.Actor, r.Reason)
+		if err == nil {
+			e.cancelFences(res.Running, errTaskCancelled)
+		}
+		return res, err
+	})
+}
+
+// RetryTasks retries the failed tasks r.Filter selects.
+func (e *Engine) RetryTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+	if err := scope("retry", &r, retryable); err != nil {
+		return BulkResult{}, err
+	}
+	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
+		return e.store.RetryTasks(ctx, ids, r.Actor, r.Reason)
+	})
+}
+
+// DeleteTasks deletes the finished tasks r.Filter selects, with everything
+// recorded about them; with r.Force it cancels the unfinished ones first.
+func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+	states := finished
+	if r.Force {
+		states = state.Tasks
+	}
+	if err := scope("delete", &r, states); err != nil {
+		return BulkResult{}, err
+	}
+	if r.Reason == "" {
+		r.Reason = "deleted by user"
+	}
+	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
+		if r.Force {
+			res, err := e.store.CancelTasks(ctx, ids, r.Actor, "cancelled to delete: "+r.Reason)
+			if err != nil {
+				return store.BatchResult{}, err
+			}
+			e.cancelFences(res.Running, errTaskCancelled)
+		}
+		return e.store.DeleteTasks(ctx, store.DeleteParams{IDs: ids, Actor: r.Actor, Reason: r.Reason, Log: true, Archive: r.Archive})
+	})
+}
+
+// bulk counts (DryRun) or walks the selection in batches, newest first,
+// applying do to each.
+func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+	if r.Actor == "" {
+		r.Actor = e.ID()
+	}
+	if len(r.IDs) > 0 {
+		return e.bulkIDs(r, do)
+	}
+	if r.DryRun {
+		n, err := e.store.CountTasks(ctx, r.Filter)
+		if err != nil {
+			return BulkResult{}, fmt.Errorf("weft: count tasks: %w", err)
+		}
+		return BulkResult{Matched: n, DryRun: true}, nil
+	}
+	var out BulkResult
+	f := r.Filter
+	for {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		ids, err := e.store.MatchTasks(ctx, f, r.BatchSize)
+		if err != nil {
+			return out, fmt.Errorf("weft: select tasks: %w", err)
+		}
+		if len(ids) == 0 {
+			return out, nil
+		}
+		res, err := do(ids)
+		if err != nil {
+			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
+		}
+		out.Matched += len(ids)
+		out.Done += len(res.Done)
+		out.Skipped += res.Skipped
+		e.log.Info("bulk batch", "done", len(res.Done), "skipped", res.Skipped, "actor", r.Actor)
+		f.BeforeID = ids[len(ids)-1]
+	}
+}
+
+// bulkIDs applies do to r.IDs in batches.
+func (e *Engine) bulkIDs(r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+	if r.DryRun {
+		return BulkResult{Matched: len(r.IDs), DryRun: true}, nil
+	}
+	var out BulkResult
+	for ids := range slices.Chunk(r.IDs, r.BatchSize) {
+		res, err := do(ids)
+		if err != nil {
+			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
+		}
+		out.Matched += len(ids)
+		out.Done += len(res.Done)
+		out.Skipped += res.Skipped
+	}
+	return out, nil
+}

@@ -1,0 +1,198 @@
+// Command soak submits tasks continuously to an engine whose workflow keeps
+// completed tasks for a short retention, and samples the size of the
+// tables as it goes, to show that retention keeps the database flat (see
+// scripts/soak-retention and docs/operations.md). It prints one line per
+// sample and a final summary:
+//
+//	soak: store=… submitted=N deleted=N tasks_rows first=… last=… max=… bytes first=… last=… max=…
+//
+// and exits 1 when the table size at the end exceeds twice its size at the
+// first sample taken after the warm-up (the retention window filled and,
+// on PostgreSQL, autovacuum had its first round).
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/mattn/go-sqlite3" // the SQLite driver, to read the file's page counts
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/workflow"
+)
+
+func main() {
+	url := flag.String("db", "", "database URL (postgres://…) or SQLite file; default: a SQLite file in a temporary directory")
+	duration := flag.Duration("duration", 2*time.Minute, "how long to submit")
+	rate := flag.Int("rate", 200, "tasks submitted per second")
+	keep := flag.Duration("retention", 5*time.Second, "how long completed tasks are kept")
+	sample := flag.Duration("sample", 10*time.Second, "how often to sample the table sizes")
+	warmup := flag.Duration("warmup", time.Minute, "the reference size is the first sample after this long (the retention window filled and, on PostgreSQL, autovacuum ran once: its naptime is 1m)")
+	flag.Parse()
+	if err := run(*url, *duration, *rate, *keep, *sample, *warmup); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(1)
+	}
+}
+
+func run(url string, duration time.Duration, rate int, keep, every, warmup time.Duration) error {
+	ctx := context.Background()
+	if url == "" {
+		dir, err := os.MkdirTemp("", "weft-soak")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		url = filepath.Join(dir, "soak.db")
+	}
+	db, err := weftdb.Open(ctx, url, weftdb.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	e, err := weft.New(db, weft.Config{Concurrency: 32, UpkeepInterval: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	e.Handle("soak.noop", func(ctx context.Context, a *weft.Attempt) (any, error) { return map[string]int{"ok": 1}, nil })
+	w := workflow.New("soak", "job", "1").Step("work", "soak.noop")
+	w.Retention = &workflow.Retention{Completed: workflow.Duration(keep)}
+	if err := e.Register(ctx, w); err != nil {
+		return err
+	}
+	var deleted atomic.Int64
+	defer e.Subscribe(func(ev weft.Event) {
+		if ev.Kind == weft.EventPruned {
+			deleted.Add(int64(ev.Count))
+		}
+	})()
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	defer e.Stop(ctx)
+	size, err := sizer(ctx, url)
+	if err != nil {
+		return err
+	}
+	type point struct {
+		tasks int
+		bytes int64
+	}
+	var points []point
+	take := func(label string) error {
+		n, err := e.DeleteTasks(ctx, weft.BulkRequest{All: true, DryRun: true, Filter: weft.TaskFilter{}})
+		if err != nil {
+			return err
+		}
+		b, err := size(ctx)
+		if err != nil {
+			return err
+		}
+		points = append(points, point{n.Matched, b})
+		fmt.Printf("%s tasks_rows=%d bytes=%d deleted=%d\n", label, n.Matched, b, deleted.Load())
+		return nil
+	}
+	if err := take("t=0s"); err != nil {
+		return err
+	}
+	submitted := 0
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	next := start.Add(every)
+	per := max(rate/10, 1)
+	for time.Since(start) < duration {
+		<-tick.C
+		subs := make([]weft.Submission, per)
+		for i := range subs {
+			subs[i] = weft.Submission{Workflow: "soak/job", Input: map[string]int{"n": submitted + i}, Tags: map[string]string{"run": "soak"}}
+		}
+		if _, err := e.SubmitMany(ctx, subs); err != nil {
+			return err
+		}
+		submitted += per
+		if time.Now().After(next) {
+			next = next.Add(every)
+			if err := take(fmt.Sprintf("t=%s", time.Since(start).Round(time.Second))); err != nil {
+				return err
+			}
+		}
+	}
+	if err := take(fmt.Sprintf("t=%s", time.Since(start).Round(time.Second))); err != nil {
+		return err
+	}
+	// The reference is the first sample after the warm-up.
+	ref := points[len(points)-1]
+	for i, p := range points {
+		if time.Duration(i)*every >= max(warmup, keep+2*time.Second) {
+			ref = p
+			break
+		}
+	}
+	last, maxP := points[len(points)-1], points[0]
+	for _, p := range points {
+		maxP.tasks, maxP.bytes = max(maxP.tasks, p.tasks), max(maxP.bytes, p.bytes)
+	}
+	store := "sqlite"
+	if strings.HasPrefix(url, "postgres") {
+		store = "postgres"
+	}
+	fmt.Printf("soak: store=%s duration=%s rate=%d/s retention=%s submitted=%d deleted=%d tasks_rows ref=%d last=%d max=%d bytes ref=%d last=%d max=%d\n",
+		store, duration, rate, keep, submitted, deleted.Load(), ref.tasks, last.tasks, maxP.tasks, ref.bytes, last.bytes, maxP.bytes)
+	if last.bytes > 2*ref.bytes {
+		return fmt.Errorf("the tables grew from %d to %d bytes", ref.bytes, last.bytes)
+	}
+	return nil
+}
+
+// sizer returns a function that measures the bytes the tables hold: on
+// PostgreSQL the total relation size (indexes and TOAST included) of every
+// weft table that holds tasks' data; on SQLite the pages in use (the
+// file's pages less its free list) times the page size.
+func sizer(ctx context.Context, url string) (func(context.Context) (int64, error), error) {
+	tables := []string{"tasks", "steps", "audit", "signals", "task_tags"}
+	if strings.HasPrefix(url, "postgres") {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		q := "SELECT " + strings.Repeat("pg_total_relation_size(?) + ", len(tables)-1) + "pg_total_relation_size(?)"
+		for i := range tables {
+			q = strings.Replace(q, "?", fmt.Sprintf("'%s'", tables[i]), 1)
+		}
+		return func(ctx context.Context) (int64, error) {
+			var n int64
+			err := conn.QueryRow(ctx, q).Scan(&n)
+			return n, err
+		}, nil
+	}
+	path := strings.TrimPrefix(url, "sqlite://")
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (int64, error) {
+		var pages, free, size int64
+		if err := db.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+			return 0, err
+		}
+		if err := db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
+			return 0, err
+		}
+		if err := db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&size); err != nil {
+			return 0, err
+		}
+		return (pages - free) * size, nil
+	}, nil
+}

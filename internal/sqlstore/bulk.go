@@ -1,0 +1,256 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the actions on many tasks: counting and selecting them by
+// filter, and cancelling, retrying and deleting them one batch (one
+// transaction) at a time.
+
+// CountTasks counts the tasks f selects.
+func (s *Store) CountTasks(ctx context.Context, f store.TaskFilter) (int, error) {
+	where, args := s.taskWhere(f, s.clock().UnixMicro())
+	q := `SELECT count(*) FROM tasks`
+	if where != "" {
+		q += " WHERE " + where
+	}
+	var n int
+	if err := s.readRow(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tasks: %w", err)
+	}
+	return n, nil
+}
+
+// MatchTasks returns the ids of up to limit tasks f selects, newest first.
+func (s *Store) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) ([]int64, error) {
+	if limit <= 0 {
+		limit = 500
+	}
+	where, args := s.taskWhere(f, s.clock().UnixMicro())
+	q := `SELECT id FROM tasks`
+	if where != "" {
+		q += " WHERE " + where
+	}
+	q += fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit)
+	rows, err := s.read(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("match tasks: %w", err)
+	}
+	ids, err := collect(rows, scanInt64)
+	if err != nil {
+		return nil, fmt.Errorf("match tasks: %w", err)
+	}
+	return ids, nil
+}
+
+// CancelTasks cancels the cancellable tasks among ids in one transaction.
+func (s *Store) CancelTasks(ctx context.Context, ids []int64, engineID, reason string) (store.BatchResult, error) {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	var res store.BatchResult
+	err := s.write(ctx, engineID, func(t *txn) error {
+		res = store.BatchResult{}
+		for _, id := range ids {
+			running, err := t.cancelTask(id, reason)
+			switch {
+			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+				res.Skipped++
+			case err != nil:
+				return err
+			default:
+				res.Done = append(res.Done, id)
+				res.Running = append(res.Running, running...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.BatchResult{}, fmt.Errorf("cancel tasks: %w", err)
+	}
+	return res, nil
+}
+
+// RetryTasks retries the failed tasks among ids in one transaction.
+func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason string) (store.BatchResult, error) {
+	taskReason, stepReason := "retried", "task retried"
+	if reason != "" {
+		taskReason, stepReason = reason, "task retried: "+reason
+	}
+	var res store.BatchResult
+	err := s.write(ctx, engineID, func(t *txn) error {
+		res = store.BatchResult{}
+		for _, id := range ids {
+			var st string
+			if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil || state.Task(st) != state.TaskFailed {
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+					return fmt.Errorf("task %d: %w", id, err)
+				}
+				res.Skipped++
+				continue
+			}
+			if err := t.retryTask(id, taskReason, stepReason); err != nil {
+				return err
+			}
+			res.Done = append(res.Done, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.BatchResult{}, fmt.Errorf("retry tasks: %w", err)
+	}
+	return res, nil
+}
+
+// finishedStates are the states a task may be deleted in.
+const finishedStates = `('completed', 'failed', 'cancelled', 'expired')`
+
+// DeleteTasks deletes the finished tasks among p.IDs and everything that
+// refers to them.
+func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.BatchResult, error) {
+	if len(p.IDs) == 0 {
+		return store.BatchResult{}, nil
+	}
+	var res store.BatchResult
+	err := s.write(ctx, p.Actor, func(t *txn) error {
+		res = store.BatchResult{}
+		in := make([]any, len(p.IDs))
+		for i, id := range p.IDs {
+			in[i] = id
+		}
+		// Lock the rows to delete (PostgreSQL), so that a retry cannot
+		// bring one back to life between the archive and the delete.
+		lock := ""
+		if t.s.d.ClaimLock != "" {
+			lock = " FOR UPDATE"
+		}
+		ids, err := t.int64s(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`+lock, in...)
+		if err != nil {
+			return fmt.Errorf("select tasks to delete: %w", err)
+		}
+		res.Skipped = len(p.IDs) - len(ids)
+		if len(ids) == 0 {
+			return nil
+		}
+		del := make([]any, len(ids))
+		for i, id := range ids {
+			del[i] = id
+		}
+		if p.Archive != nil {
+			archived, err := t.archived(ids)
+			if err != nil {
+				return err
+			}
+			if err := p.Archive(archived); err != nil {
+				return fmt.Errorf("archive: %w", err)
+			}
+		}
+		list := placeholders(len(del))
+		// Every table that refers to a task (see the migrations).
+		for _, table := range []string{"steps", "audit", "signals", "task_tags"} {
+			if _, err := t.exec(`DELETE FROM `+table+` WHERE task_id IN (`+list+`)`, del...); err != nil {
+				return fmt.Errorf("delete %s of tasks: %w", table, err)
+			}
+		}
+		if _, err := t.exec(`DELETE FROM tasks WHERE id IN (`+list+`)`, del...); err != nil {
+			return fmt.Errorf("delete tasks: %w", err)
+		}
+		if p.Log {
+			for _, id := range ids {
+				if err := t.logOperator(p.Actor, "delete", fmt.Sprintf("task %d", id), p.Reason); err != nil {
+					return err
+				}
+			}
+		}
+		res.Done = ids
+		return nil
+	})
+	if err != nil {
+		return store.BatchResult{}, fmt.Errorf("delete tasks: %w", err)
+	}
+	return res, nil
+}
+
+// archived loads tasks with their steps and audit trails, in id order.
+func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
+	in := make([]any, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	list := placeholders(len(in))
+	rows, err := t.query(`SELECT `+taskColumns+` FROM tasks WHERE id IN (`+list+`) ORDER BY id`, in...)
+	if err != nil {
+		return nil, fmt.Errorf("archive tasks: %w", err)
+	}
+	tasks, err := collect(rows, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("archive tasks: %w", err)
+	}
+	out := make([]store.ArchivedTask, len(tasks))
+	at := make(map[int64]int, len(tasks))
+	for i, task := range tasks {
+		out[i].Task, at[task.ID] = task, i
+	}
+	if rows, err = t.query(`SELECT `+stepColumns+` FROM steps WHERE task_id IN (`+list+`) ORDER BY task_id, idx`, in...); err != nil {
+		return nil, fmt.Errorf("archive steps: %w", err)
+	}
+	steps, err := collect(rows, scanStep)
+	if err != nil {
+		return nil, fmt.Errorf("archive steps: %w", err)
+	}
+	for _, st := range steps {
+		task := &out[at[st.TaskID]].Task
+		task.Steps = append(task.Steps, st.Step)
+	}
+	if rows, err = t.query(`SELECT `+auditColumns+` FROM audit WHERE task_id IN (`+list+`) ORDER BY task_id, id`, in...); err != nil {
+		return nil, fmt.Errorf("archive audit: %w", err)
+	}
+	trail, err := collect(rows, scanAuditEntry)
+	if err != nil {
+		return nil, fmt.Errorf("archive audit: %w", err)
+	}
+	for _, e := range trail {
+		a := &out[at[e.TaskID]]
+		a.Audit = append(a.Audit, e)
+	}
+	return out, nil
+}
+
+// FinishedTasks returns the ids of tasks in q.State finished before
+// q.FinishedBefore, oldest finished first.
+func (s *Store) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int64, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 500
+	}
+	where := `state = ? AND finished_at IS NOT NULL AND finished_at < ?`
+	args := []any{string(q.State), q.FinishedBefore.UnixMicro()}
+	if q.Namespace != "" {
+		where, args = where+` AND namespace = ?`, append(args, q.Namespace)
+	}
+	if q.Workflow != "" {
+		where, args = where+` AND workflow = ?`, append(args, q.Workflow)
+	}
+	if len(q.ExceptWorkflows) > 0 {
+		where += ` AND workflow NOT IN (` + placeholders(len(q.ExceptWorkflows)) + `)`
+		for _, w := range q.ExceptWorkflows {
+			args = append(args, w)
+		}
+	}
+	rows, err := s.read(ctx, fmt.Sprintf(`SELECT id FROM tasks WHERE %s ORDER BY finished_at LIMIT %d`, where, limit), args...)
+	if err != nil {
+		return nil, fmt.Errorf("finished tasks: %w", err)
+	}
+	ids, err := collect(rows, scanInt64)
+	if err != nil {
+		return nil, fmt.Errorf("finished tasks: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,81 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds namespace retention and the operator log.
+
+// SetRetention sets or clears one namespace retention and logs the change.
+func (s *Store) SetRetention(ctx context.Context, r store.Retention) error {
+	return s.write(ctx, r.UpdatedBy, func(t *txn) error {
+		if _, err := t.exec(`DELETE FROM retention WHERE namespace = ? AND state = ?`, r.Namespace, string(r.State)); err != nil {
+			return fmt.Errorf("set retention: %w", err)
+		}
+		what := "cleared retention of " + string(r.State) + " tasks"
+		if r.Keep > 0 {
+			if _, err := t.exec(`INSERT INTO retention (namespace, state, keep, updated_at, updated_by) VALUES (?, ?, ?, ?, ?)`,
+				r.Namespace, string(r.State), r.Keep.Microseconds(), t.now, r.UpdatedBy); err != nil {
+				return fmt.Errorf("set retention: %w", err)
+			}
+			what = fmt.Sprintf("keep %s tasks %s", r.State, r.Keep)
+		}
+		return t.logOperator(r.UpdatedBy, "retention", "namespace "+r.Namespace, what)
+	})
+}
+
+// Retentions lists the namespace retentions.
+func (s *Store) Retentions(ctx context.Context) ([]store.Retention, error) {
+	rows, err := s.read(ctx, `SELECT namespace, state, keep, updated_at, updated_by FROM retention ORDER BY namespace, state`)
+	if err != nil {
+		return nil, fmt.Errorf("retentions: %w", err)
+	}
+	out, err := collect(rows, func(r Row) (store.Retention, error) {
+		var v store.Retention
+		var st string
+		var keep, at int64
+		err := r.Scan(&v.Namespace, &st, &keep, &at, &v.UpdatedBy)
+		v.State, v.Keep, v.UpdatedAt = state.Task(st), time.Duration(keep)*time.Microsecond, time.UnixMicro(at)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retentions: %w", err)
+	}
+	return out, nil
+}
+
+// logOperator appends one entry to the operator log.
+func (t *txn) logOperator(actor, action, subject, reason string) error {
+	if _, err := t.exec(`INSERT INTO operator_log (at, actor, action, subject, reason) VALUES (?, ?, ?, ?, ?)`,
+		t.now, actor, action, subject, reason); err != nil {
+		return fmt.Errorf("operator log: %w", err)
+	}
+	return nil
+}
+
+// OperatorLog returns the newest entries of the operator log.
+func (s *Store) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEntry, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.read(ctx, fmt.Sprintf(`SELECT id, at, actor, action, subject, reason FROM operator_log ORDER BY id DESC LIMIT %d`, limit))
+	if err != nil {
+		return nil, fmt.Errorf("operator log: %w", err)
+	}
+	out, err := collect(rows, func(r Row) (store.OperatorEntry, error) {
+		var e store.OperatorEntry
+		var at int64
+		err := r.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Subject, &e.Reason)
+		e.At = time.UnixMicro(at)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator log: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,61 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// This file holds task tags: the JSON copy on the task row that reads
+// return, and the task_tags rows that filters look up by index.
+
+// encodeTags returns the tags column of a task: a JSON object, or NULL for
+// none.
+func encodeTags(tags map[string]string) any {
+	if len(tags) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(tags) // a map of strings always encodes
+	return string(b)
+}
+
+func decodeTags(v sql.NullString) (map[string]string, error) {
+	if !v.Valid || v.String == "" {
+		return nil, nil
+	}
+	var tags map[string]string
+	if err := json.Unmarshal([]byte(v.String), &tags); err != nil {
+		return nil, fmt.Errorf("decode tags: %w", err)
+	}
+	return tags, nil
+}
+
+// insertTags writes a new task's tags into task_tags, in one statement.
+func (t *txn) insertTags(taskID int64, tags map[string]string) error {
+	if len(tags) == 0 {
+		return nil
+	}
+	keys := sortedKeys(tags)
+	args := make([]any, 0, 3*len(keys))
+	for _, k := range keys {
+		args = append(args, taskID, k, tags[k])
+	}
+	q := `INSERT INTO task_tags (task_id, key, value) VALUES ` + strings.Repeat("(?, ?, ?), ", len(keys)-1) + `(?, ?, ?)`
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("tags of task %d: %w", taskID, err)
+	}
+	return nil
+}
+
+// sortedKeys returns a map's keys in order, so that statements built from
+// it are the same for the same map.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,98 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the handlers engines and remote workers advertise, and
+// the list of them with what they hold.
+
+// SetHandlers replaces the handlers an engine or worker serves.
+func (s *Store) SetHandlers(ctx context.Context, engineID string, handlers []string) error {
+	return s.write(ctx, engineID, func(t *txn) error { return t.setHandlers(engineID, handlers) })
+}
+
+func (t *txn) setHandlers(engineID string, handlers []string) error {
+	if _, err := t.exec(`DELETE FROM engine_handlers WHERE engine_id = ?`, engineID); err != nil {
+		return fmt.Errorf("handlers of %s: %w", engineID, err)
+	}
+	seen := map[string]bool{}
+	var args []any
+	for _, h := range handlers {
+		if h == "" || seen[h] {
+			continue
+		}
+		seen[h] = true
+		args = append(args, engineID, h)
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	q := `INSERT INTO engine_handlers (engine_id, handler) VALUES ` + strings.Repeat("(?, ?), ", len(args)/2-1) + `(?, ?)`
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("handlers of %s: %w", engineID, err)
+	}
+	return nil
+}
+
+// ListWorkers returns the live engines and workers with their handlers and
+// the number of steps each holds.
+func (s *Store) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
+	engines, err := s.ListEngines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(engines) == 0 {
+		return engines, nil
+	}
+	at := make(map[string]int, len(engines))
+	ids := make([]any, len(engines))
+	for i, e := range engines {
+		at[e.ID], ids[i] = i, e.ID
+	}
+	list := placeholders(len(ids))
+	type pair struct {
+		id, v string
+		n     int
+	}
+	rows, err := s.read(ctx, `SELECT engine_id, handler FROM engine_handlers WHERE engine_id IN (`+list+`)`, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	handlers, err := collect(rows, func(r Row) (pair, error) {
+		var p pair
+		err := r.Scan(&p.id, &p.v)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	for _, p := range handlers {
+		e := &engines[at[p.id]]
+		e.Handlers = append(e.Handlers, p.v)
+	}
+	rows, err = s.read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' AND engine_id IN (`+list+`) GROUP BY engine_id`, ids...)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	held, err := collect(rows, func(r Row) (pair, error) {
+		var p pair
+		err := r.Scan(&p.id, &p.n)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	for _, p := range held {
+		engines[at[p.id]].Held = p.n
+	}
+	for i := range engines {
+		sort.Strings(engines[i].Handlers)
+	}
+	return engines, nil
+}

@@ -1,0 +1,128 @@
+package weft
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/weftrun/weft/internal/engine"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// BulkRequest is an action on the tasks a filter selects: its Filter (an
+// empty one is refused unless All is set), DryRun (count only), Force (a
+// delete cancels unfinished tasks first), the Actor and Reason recorded for
+// every task, the BatchSize of each transaction (default 500) and, for a
+// delete, an Archive that receives each batch before it is deleted.
+type BulkRequest = engine.BulkRequest
+
+// BulkResult is what a bulk action did: the tasks Matched, Done and
+// Skipped (changed meanwhile), or with DryRun the count alone.
+type BulkResult = engine.BulkResult
+
+// ArchivedTask is a deleted task as archived: the task with its steps, and
+// its audit trail.
+type ArchivedTask = store.ArchivedTask
+
+// Retention is how long the finished tasks of a namespace in one state
+// are kept.
+type Retention = store.Retention
+
+// OperatorEntry is one entry of the operator log: a deletion of a task or
+// a change of retention, with who did it and why.
+type OperatorEntry = store.OperatorEntry
+
+// WorkerInfo is a live engine or remote worker: its handlers, how many
+// steps it holds and its last heartbeat.
+type WorkerInfo = store.EngineInfo
+
+// CancelTasks cancels the pending and running tasks r.Filter selects, in
+// batches of r.BatchSize tasks per transaction, each task with an audit
+// entry naming r.Actor and r.Reason. An interrupted call is continued by
+// calling it again: what it cancelled no longer matches.
+func (e *Engine) CancelTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+	return e.core.CancelTasks(ctx, r)
+}
+
+// RetryTasks retries the failed tasks r.Filter selects, in batches, as
+// Retry does each.
+func (e *Engine) RetryTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+	return e.core.RetryTasks(ctx, r)
+}
+
+// DeleteTasks deletes the finished tasks r.Filter selects with their
+// steps, audit trail, signals and tags, in batches, recording each
+// deletion in the operator log. Unfinished tasks are refused (a filter on
+// an unfinished state is ErrInvalid) unless r.Force cancels them first.
+// With r.Archive set, each batch is archived before it is deleted.
+func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+	return e.core.DeleteTasks(ctx, r)
+}
+
+// Prune deletes the tasks in a final state st that finished more than
+// olderThan ago (see DeleteTasks; r.Filter may narrow them further).
+func (e *Engine) Prune(ctx context.Context, st state.Task, olderThan time.Duration, r BulkRequest) (BulkResult, error) {
+	if olderThan <= 0 {
+		return BulkResult{}, fmt.Errorf("%w prune: the age must be positive", ErrInvalid)
+	}
+	r.Filter.State, r.Filter.FinishedBefore = st, time.Now().Add(-olderThan)
+	return e.core.DeleteTasks(ctx, r)
+}
+
+// ArchiveTo returns an archive for BulkRequest.Archive that appends each
+// task to f as one JSON line ({"task": …, "audit": […]}) and syncs f
+// before the delete goes on.
+func ArchiveTo(f *os.File) func([]ArchivedTask) error {
+	return func(tasks []ArchivedTask) error {
+		w := bufio.NewWriter(f)
+		enc := json.NewEncoder(w)
+		for i := range tasks {
+			if err := enc.Encode(&tasks[i]); err != nil {
+				return fmt.Errorf("archive task %d: %w", tasks[i].Task.ID, err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return fmt.Errorf("archive to %s: %w", f.Name(), err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("archive to %s: sync: %w", f.Name(), err)
+		}
+		return nil
+	}
+}
+
+// SetRetention sets how long the finished tasks of a namespace in state st
+// are kept (0 clears it); a workflow's own retention takes precedence for
+// its tasks. The maintenance leader applies it every UpkeepInterval. The
+// change is recorded in the operator log with op's actor.
+func (e *Engine) SetRetention(ctx context.Context, namespace string, st state.Task, keep time.Duration, op Operator) error {
+	return e.core.SetRetention(ctx, namespace, st, keep, op.Actor)
+}
+
+// Retentions lists the namespace retentions set.
+func (e *Engine) Retentions(ctx context.Context) ([]Retention, error) { return e.core.Retentions(ctx) }
+
+// ApplyRetention deletes now the finished tasks past their retention (a
+// bounded number of batches per rule; call again for more) and returns how
+// many it deleted. The maintenance leader calls it every UpkeepInterval.
+func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
+	return e.core.ApplyRetention(ctx, time.Now())
+}
+
+// OperatorLog returns the newest entries of the operator log, newest first.
+func (e *Engine) OperatorLog(ctx context.Context, limit int) ([]OperatorEntry, error) {
+	return e.core.OperatorLog(ctx, limit)
+}
+
+// ListWorkers returns the live engines and remote workers with the
+// handlers they serve, the steps they hold and their last heartbeat.
+func (e *Engine) ListWorkers(ctx context.Context) ([]WorkerInfo, error) {
+	return e.core.ListWorkers(ctx)
+}
+
+// StaleAfter is the engine's attention threshold (Config.StaleAfter).
+func (e *Engine) StaleAfter() time.Duration { return e.core.StaleAfter() }

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
+)
+
+// This file holds the operator routes on many tasks (bulk cancel, retry,
+// delete, prune), retention and the list of engines and workers.
+
+// tagError turns a store tag error into a field error.
+func tagError(field string, err error) error {
+	return fieldError(field, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+}
+
+// queryTags reads repeated tag=KEY=VALUE query parameters into f.
+func queryTags(tags []string, f *store.TaskFilter) error {
+	for _, t := range tags {
+		k, v, err := store.ParseTag(t)
+		if err != nil {
+			return tagError("tag", err)
+		}
+		if f.Tags == nil {
+			f.Tags = map[string]string{}
+		}
+		f.Tags[k] = v
+	}
+	return nil
+}
+
+// bulkRequest reads and validates the body of a bulk action.
+func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
+	var req wire.BulkRequest
+	if err := decode(r, &req); err != nil {
+		return weft.BulkRequest{}, err
+	}
+	if len(req.Reason) > maxReason {
+		return weft.BulkRequest{}, fieldError("reason", "must be at most %d bytes", maxReason)
+	}
+	in := req.Filter
+	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Attention: in.Attention}
+	if f.State != "" && !f.State.Valid() {
+		return weft.BulkRequest{}, fieldError("filter.state", "%q is not a task state", in.State)
+	}
+	if strings.Contains(in.Workflow, "/") {
+		ns, name, version, err := workflow.ParseRef(in.Workflow)
+		if err != nil || version != "" {
+			return weft.BulkRequest{}, fieldError("filter.workflow", "%q: want NAME or NAMESPACE/NAME", in.Workflow)
+		}
+		if in.Namespace != "" && in.Namespace != ns {
+			return weft.BulkRequest{}, fieldError("filter.workflow", "%q is not in namespace %q", in.Workflow, in.Namespace)
+		}
+		f.Namespace, f.Workflow = ns, name
+	}
+	if err := store.ValidateTags(f.Tags); err != nil {
+		return weft.BulkRequest{}, tagError("filter.tags", err)
+	}
+	for _, tf := range []struct {
+		src *time.Time
+		dst *time.Time
+	}{{in.CreatedAfter, &f.CreatedAfter}, {in.CreatedBefore, &f.CreatedBefore}, {in.FinishedBefore, &f.FinishedBefore}} {
+		if tf.src != nil {
+			*tf.dst = *tf.src
+		}
+	}
+	if f.Attention {
+		f.StaleAfter = s.engine.StaleAfter()
+	}
+	return weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
+}
+
+func (s *Server) bulk(r *http.Request, do func(*weft.Engine, weft.BulkRequest) (weft.BulkResult, error)) (int, any, error) {
+	req, err := s.bulkRequest(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := do(s.engine, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.BulkResult(res), nil
+}
+
+func (s *Server) bulkCancel(r *http.Request) (int, any, error) {
+	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) {
+		return e.CancelTasks(r.Context(), b)
+	})
+}
+
+func (s *Server) bulkRetry(r *http.Request) (int, any, error) {
+	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) { return e.RetryTasks(r.Context(), b) })
+}
+
+func (s *Server) bulkDelete(r *http.Request) (int, any, error) {
+	return s.bulk(r, func(e *weft.Engine, b weft.BulkRequest) (weft.BulkResult, error) {
+		return e.DeleteTasks(r.Context(), b)
+	})
+}
+
+// ParseAge reads an age or retention such as "7d", "12h" or "90m".
+func parseAge(field, v string) (time.Duration, error) {
+	var d workflow.Duration
+	if err := d.UnmarshalJSON([]byte(`"` + v + `"`)); err != nil || d <= 0 {
+		return 0, fieldError(field, "%q: want a positive duration such as 7d, 12h or 90m", v)
+	}
+	return time.Duration(d), nil
+}
+
+func (s *Server) prune(r *http.Request) (int, any, error) {
+	var req wire.PruneRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	st := state.Task(req.State)
+	switch st {
+	case state.TaskCompleted, state.TaskFailed, state.TaskCancelled, state.TaskExpired:
+	default:
+		return 0, nil, fieldError("state", "is required: completed, failed, cancelled or expired, got %q", req.State)
+	}
+	age, err := parseAge("older_than", req.OlderThan)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.engine.Prune(r.Context(), st, age, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace}, All: true,
+		DryRun: req.DryRun, Actor: operator(r), Reason: "pruned: " + req.State + " older than " + req.OlderThan})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.BulkResult(res), nil
+}
+
+func (s *Server) listRetention(r *http.Request) (int, any, error) {
+	rs, err := s.engine.Retentions(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	if rs == nil {
+		rs = []store.Retention{}
+	}
+	return http.StatusOK, wire.RetentionList{Retention: rs}, nil
+}
+
+func (s *Server) setRetention(r *http.Request) (int, any, error) {
+	ns := r.PathValue("namespace")
+	var req wire.Retention
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if len(req.Keep) == 0 {
+		return 0, nil, fieldError("keep", "is required: {\"completed\": \"7d\", …}")
+	}
+	keep := map[state.Task]time.Duration{}
+	for k, v := range req.Keep {
+		st := state.Task(k)
+		switch st {
+		case state.TaskCompleted, state.TaskFailed, state.TaskCancelled, state.TaskExpired:
+		default:
+			return 0, nil, fieldError("keep."+k, "not a final task state (completed, failed, cancelled, expired)")
+		}
+		if v == "" {
+			keep[st] = 0
+			continue
+		}
+		d, err := parseAge("keep."+k, v)
+		if err != nil {
+			return 0, nil, err
+		}
+		keep[st] = d
+	}
+	for st, d := range keep {
+		if err := s.engine.SetRetention(r.Context(), ns, st, d, weft.Operator{Actor: operator(r)}); err != nil {
+			return 0, nil, err
+		}
+	}
+	return s.listRetention(r)
+}
+
+func (s *Server) listWorkers(r *http.Request) (int, any, error) {
+	ws, err := s.engine.ListWorkers(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	out := wire.WorkerList{Workers: make([]wire.Worker, 0, len(ws))}
+	for _, w := range ws {
+		kind := "engine"
+		if w.Worker {
+			kind = "remote"
+		}
+		h := w.Handlers
+		if h == nil {
+			h = []string{}
+		}
+		out.Workers = append(out.Workers, wire.Worker{ID: w.ID, Kind: kind, Host: w.Host, PID: w.PID, Leader: w.Leader, Handlers: h, Held: w.Held,
+			StartedAt: w.StartedAt, HeartbeatAt: w.HeartbeatAt})
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) operatorLog(r *http.Request) (int, any, error) {
+	limit := 100
+	for k, v := range r.URL.Query() {
+		if k != "limit" {
+			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
+		}
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > 1000 {
+			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v[0])
+		}
+		limit = n
+	}
+	entries, err := s.engine.OperatorLog(r.Context(), limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	if entries == nil {
+		entries = []store.OperatorEntry{}
+	}
+	return http.StatusOK, wire.OperatorLog{Entries: entries}, nil
+}

@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/weftrun/weft/store"
+)
+
+// TaskFilter selects tasks for a bulk action (the body's "filter"). Empty
+// fields do not filter.
+type TaskFilter struct {
+	Namespace string `json:"namespace,omitempty"`
+	// Workflow is a workflow name (with Namespace) or namespace/name.
+	Workflow       string            `json:"workflow,omitempty"`
+	State          string            `json:"state,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	CreatedAfter   *time.Time        `json:"created_after,omitempty"`
+	CreatedBefore  *time.Time        `json:"created_before,omitempty"`
+	FinishedBefore *time.Time        `json:"finished_before,omitempty"`
+	// Attention selects the tasks that need a person.
+	Attention bool `json:"attention,omitempty"`
+}
+
+// BulkRequest is the body of POST /v1/tasks/cancel, /v1/tasks/retry and
+// /v1/tasks/delete.
+type BulkRequest struct {
+	Filter TaskFilter `json:"filter"`
+	// All must be set to act on every task (an empty filter).
+	All    bool   `json:"all,omitempty"`
+	DryRun bool   `json:"dry_run,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Force, for a delete, cancels unfinished tasks first.
+	Force bool `json:"force,omitempty"`
+}
+
+// BulkResult answers a bulk action.
+type BulkResult struct {
+	Matched int  `json:"matched"`
+	Done    int  `json:"done"`
+	Skipped int  `json:"skipped"`
+	DryRun  bool `json:"dry_run,omitempty"`
+}
+
+// PruneRequest is the body of POST /v1/tasks/prune: delete the tasks in a
+// final State that finished more than OlderThan ago ("7d", "12h").
+type PruneRequest struct {
+	State     string `json:"state"`
+	OlderThan string `json:"older_than"`
+	Namespace string `json:"namespace,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+}
+
+// Retention is a namespace retention (PUT /v1/retention/{namespace}, GET
+// /v1/retention): how long finished tasks of each final state are kept,
+// as durations ("7d", "12h"); an empty string clears one.
+type Retention struct {
+	Namespace string            `json:"namespace,omitempty"`
+	Keep      map[string]string `json:"keep"`
+}
+
+// RetentionList is the body of GET /v1/retention.
+type RetentionList struct {
+	Retention []store.Retention `json:"retention"`
+}
+
+// Worker is a live engine or remote worker (GET /v1/workers).
+type Worker struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"` // "engine" or "remote"
+	Host        string    `json:"host"`
+	PID         int       `json:"pid,omitempty"`
+	Leader      bool      `json:"leader,omitempty"`
+	Handlers    []string  `json:"handlers"`
+	Held        int       `json:"held"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+}
+
+// WorkerList is the body of GET /v1/workers.
+type WorkerList struct {
+	Workers []Worker `json:"workers"`
+}
+
+// OperatorLog is the body of GET /v1/oplog: the newest entries first.
+type OperatorLog struct {
+	Entries []store.OperatorEntry `json:"entries"`
+}
