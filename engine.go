@@ -28,6 +28,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weftrun/weft/internal/engine"
 	"github.com/weftrun/weft/store"
 )
@@ -71,6 +73,18 @@ type Config struct {
 	// ID names this engine in leases and the audit log. Default: host,
 	// process id and a random suffix.
 	ID string
+	// TracerProvider, when set, receives OpenTelemetry spans: one per
+	// submission ("send", a producer span) and one per step attempt
+	// ("process", a consumer span from claim to outcome, with the queue
+	// wait as weft.queue_wait_ms), named and attributed after the
+	// messaging semantic conventions. The traceparent of a submission (of
+	// its span, or of the caller's context when tracing is off) is stored
+	// with the task: every attempt of its steps, on any engine and after
+	// any crash, belongs to that trace. Handlers get the attempt's span in
+	// their context, exec steps TRACEPARENT in their environment, http
+	// steps a traceparent header, and remote workers a traceparent in the
+	// claimed step. Nil: no spans, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // Errors returned by the engine; test with errors.Is.

@@ -33,7 +33,10 @@ type TaskInsert struct {
 	RunAt          time.Time // zero: now
 	GoodUntil      time.Time // zero: none
 	IdempotencyKey string    // "": none
-	Steps          []StepInsert
+	// TraceParent is the W3C traceparent the task's steps continue; "":
+	// none.
+	TraceParent string
+	Steps       []StepInsert
 }
 
 // StepInsert is one step of a task to submit, in definition order.

@@ -69,6 +69,8 @@ type app struct {
 
 	logOut *holdWriter
 	log    *slog.Logger
+	// tracing holds the tracer provider built from OTEL_* (telemetry.go).
+	tracing tracing
 
 	// refresh is how often `weft run` redraws its progress.
 	refresh time.Duration
@@ -89,6 +91,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	root := a.rootCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
+	a.shutdownTracing()
 	if err == nil {
 		return exitOK
 	}
@@ -118,7 +121,15 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return a.setupLogging(cmd)
+			if err := a.setupLogging(cmd); err != nil {
+				return err
+			}
+			ctx, err := a.setupTracing(cmd.Context())
+			if err != nil {
+				return err
+			}
+			cmd.SetContext(ctx)
+			return nil
 		},
 	}
 	root.SetIn(a.stdin)
@@ -243,6 +254,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 		}
 	}
 	cfg.Logger = a.log
+	cfg.TracerProvider = a.tracerProvider()
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
 		return nil, err // weftdb names the database and what failed

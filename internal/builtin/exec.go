@@ -118,7 +118,8 @@ func parseExecConfig(config json.RawMessage) (*execConfig, error) {
 // Exec runs the command of an exec step.
 //
 // The command gets the step context as one JSON object on stdin and the
-// environment variables WEFT_TASK_ID, WEFT_STEP and WEFT_ATTEMPT. When its
+// environment variables WEFT_TASK_ID, WEFT_STEP and WEFT_ATTEMPT, and, when
+// the step belongs to a trace, TRACEPARENT (and TRACESTATE) in W3C form. When its
 // stdout, trimmed, is a JSON document that is the result; otherwise the
 // result is {"stdout": "<stdout>"}. Stdout is captured up to 16 MiB: output
 // beyond it is dropped, and the result is then
@@ -170,6 +171,9 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 		"WEFT_STEP="+req.Step,
 		"WEFT_ATTEMPT="+strconv.Itoa(req.Attempt),
 	)
+	for k, v := range traceContext(ctx) {
+		cmd.Env = append(cmd.Env, strings.ToUpper(k)+"="+v)
+	}
 	cmd.Stdin = bytes.NewReader(stdin)
 	var control *controlChannel
 	if req.Report != nil {

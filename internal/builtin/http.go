@@ -246,6 +246,9 @@ func HTTP(ctx context.Context, client *http.Client, req Request) (json.RawMessag
 		}
 		hreq.Header.Set(k, cfg.headers[k])
 	}
+	for k, v := range traceContext(ctx) {
+		hreq.Header.Set(k, v)
+	}
 	if len(body) > 0 && hreq.Header.Get("Content-Type") == "" && json.Valid(body) {
 		hreq.Header.Set("Content-Type", "application/json")
 	}

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -44,6 +46,7 @@ type Config struct {
 	Logger            *slog.Logger
 	HTTPClient        *http.Client
 	ID                string
+	TracerProvider    trace.TracerProvider
 }
 
 func (c *Config) setDefaults() error {
@@ -143,6 +146,9 @@ type Engine struct {
 	fileErr    error // set once the database was deleted or replaced
 	// owners remembers the owner of worker ids already checked (remote.go).
 	owners workerOwners
+	// tracer makes the spans of submissions and attempts (trace.go); nil
+	// when tracing is off.
+	tracer trace.Tracer
 }
 
 // running is one handler in flight.
@@ -186,6 +192,9 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		nudge:     make(chan struct{}, 1),
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
+	if cfg.TracerProvider != nil {
+		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
+	}
 	e.registerBuiltins()
 	return e, nil
 }

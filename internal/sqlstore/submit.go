@@ -19,8 +19,8 @@ import (
 // inserts nothing (also when a concurrent transaction holds it): the
 // existing task is returned.
 const (
-	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)
+	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, traceparent)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
 		kind, trigger_rule, signal, wait_timeout, run_timeout)
@@ -83,7 +83,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			key = in.IdempotencyKey
 		}
 		var id int64
-		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps)).Scan(&id)
+		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.TraceParent).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
 			if err != nil {

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file traces the engine's work with OpenTelemetry, after the
+// messaging semantic conventions: a submission is a "send" (producer) span,
+// each attempt of a step a "process" (consumer) span. The traceparent of
+// the submission is stored with the task, so that every attempt of every
+// step, on any engine and after any crash, continues the submitter's trace.
+// With no TracerProvider configured the engine creates no span; a stored
+// traceparent still reaches handlers through their context.
+
+// instrumentation is the name of the tracer the engine asks its provider
+// for.
+const instrumentation = "github.com/weftrun/weft"
+
+// Span attribute keys: the messaging conventions' where they fit, weft's
+// own otherwise.
+const (
+	attrSystem      = attribute.Key("messaging.system")
+	attrOpName      = attribute.Key("messaging.operation.name")
+	attrOpType      = attribute.Key("messaging.operation.type")
+	attrDestination = attribute.Key("messaging.destination.name")
+	attrMessageID   = attribute.Key("messaging.message.id")
+	attrBatchCount  = attribute.Key("messaging.batch.message_count")
+	attrTaskID      = attribute.Key("weft.task.id")
+	attrWorkflow    = attribute.Key("weft.workflow")
+	attrStep        = attribute.Key("weft.step")
+	attrHandler     = attribute.Key("weft.handler")
+	attrAttempt     = attribute.Key("weft.attempt")
+	attrOutcome     = attribute.Key("weft.outcome")
+	attrQueueWait   = attribute.Key("weft.queue_wait_ms")
+	attrRemote      = attribute.Key("weft.worker.id")
+	attrDuplicate   = attribute.Key("weft.duplicate")
+)
+
+var systemWeft = attrSystem.String("weft")
+
+// traceParent returns the W3C traceparent of the span in ctx, "" when ctx
+// carries none.
+func traceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// withTraceParent returns ctx continuing the trace of a stored traceparent;
+// ctx itself when tp is empty or not a valid traceparent.
+func withTraceParent(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+// ValidTraceParent reports whether tp is a W3C traceparent the engine can
+// continue.
+func ValidTraceParent(tp string) bool {
+	if len(tp) != 55 {
+		return false
+	}
+	ctx := withTraceParent(context.Background(), tp)
+	return trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// startSubmit starts the span of a submission, when tracing is on.
+func (e *Engine) startSubmit(ctx context.Context, subs []Submission) (context.Context, trace.Span) {
+	if e.tracer == nil {
+		return ctx, nil
+	}
+	name := "send"
+	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("send"), attrOpType.String("send")}
+	if len(subs) == 1 {
+		name += " " + subs[0].Workflow
+		attrs = append(attrs, attrDestination.String(subs[0].Workflow))
+	} else {
+		attrs = append(attrs, attrBatchCount.Int(len(subs)))
+	}
+	return e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+}
+
+// endSubmit ends the span of a submission.
+func endSubmit(span trace.Span, res []SubmitResult, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else if len(res) == 1 {
+		span.SetAttributes(attrTaskID.Int64(res[0].Task.ID), attrMessageID.Int64(res[0].Task.ID), attrDuplicate.Bool(res[0].Duplicate))
+	}
+	span.End()
+}
+
+// attemptContext returns ctx continuing the task's trace for one attempt
+// of a claimed step, with the attempt's span when tracing is on (nil
+// otherwise). The span starts at the claim.
+func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, workerID string) (context.Context, trace.Span) {
+	ctx = withTraceParent(ctx, c.TraceParent)
+	if e.tracer == nil {
+		return ctx, nil
+	}
+	ref := c.Namespace + "/" + c.Workflow
+	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("process"), attrOpType.String("process"),
+		attrDestination.String(ref), attrMessageID.Int64(c.ID), attrTaskID.Int64(c.TaskID),
+		attrWorkflow.String(ref + "@" + c.Version), attrStep.String(c.Name), attrHandler.String(c.Handler), attrAttempt.Int(c.Attempts)}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if c.StartedAt != nil {
+		opts = append(opts, trace.WithTimestamp(*c.StartedAt))
+		if !c.ReadyAt.IsZero() {
+			attrs = append(attrs, attrQueueWait.Int64(max(0, c.StartedAt.Sub(c.ReadyAt).Milliseconds())))
+		}
+	}
+	if workerID != "" {
+		attrs = append(attrs, attrRemote.String(workerID))
+	}
+	return e.tracer.Start(ctx, "process "+ref+" "+c.Name, append(opts, trace.WithAttributes(attrs...))...)
+}
+
+// endAttempt ends an attempt's span with its outcome.
+func endAttempt(span trace.Span, o store.Outcome, recorded bool) {
+	if span == nil {
+		return
+	}
+	name := OutcomeInterrupted
+	if recorded {
+		name = outcomeName(o)
+	}
+	span.SetAttributes(attrOutcome.String(name))
+	if name == OutcomeFailed || name == OutcomeRetry {
+		span.SetStatus(codes.Error, o.Error)
+	}
+	span.End(trace.WithTimestamp(time.Now()))
+}
+
+// traceID returns the trace id of a stored traceparent; zero when there is
+// none.
+func traceID(tp string) trace.TraceID {
+	if tp == "" {
+		return trace.TraceID{}
+	}
+	return trace.SpanContextFromContext(withTraceParent(context.Background(), tp)).TraceID()
+}
