@@ -284,7 +284,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // see: the task input and the results of dependencies by name.
 func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	type taskInfo struct {
-		id                int64
+		id                             int64
 		input                          json.RawMessage
 		workflow, version, traceparent string
 	}
