@@ -63,8 +63,10 @@ func (e *Engine) launch(c store.ClaimedStep) {
 		defer e.handlerWG.Done()
 		defer cancel(nil)
 		start := time.Now()
+		ctx, span := e.attemptContext(ctx, &c, "")
 		o, record := e.execute(ctx, c)
-		e.publishEnded(c, o, record, time.Since(start), false)
+		endAttempt(span, o, record)
+		e.publishEnded(c, o, record, time.Since(start), false, span)
 		e.mu.Lock()
 		delete(e.inflight, c.ID)
 		e.mu.Unlock()
@@ -79,8 +81,6 @@ func (e *Engine) launch(c store.ClaimedStep) {
 // cancelled or taken over, or the engine is shutting down and leaves it to
 // be reclaimed.
 func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
-	ctx, span := e.attemptContext(ctx, &c, "")
-	defer func() { endAttempt(span, o, record) }()
 	log := &stepLog{logger: e.log, c: &c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
 		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}

@@ -267,7 +267,7 @@ func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []s
 		if err := e.record(ctx, o); err != nil {
 			return nil, err
 		}
-		e.publishEnded(c, o, true, 0, true)
+		e.publishEnded(c, o, true, 0, true, nil)
 	}
 	return out, nil
 }
@@ -370,7 +370,7 @@ func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f sto
 		return store.Outcome{}, err
 	}
 	endAttempt(span, o, true)
-	e.publishEnded(c, o, true, took, true)
+	e.publishEnded(c, o, true, took, true, span)
 	return o, nil
 }
 
