@@ -61,8 +61,9 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	dbFlag   string
-	logLevel string
+	dbFlag    string
+	logLevel  string
+	logFormat string
 	// serverFlag and tokenFlag make the task commands talk to a server.
 	serverFlag string
 	tokenFlag  string
@@ -139,6 +140,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server (submit, tasks, task, cancel, retry, validate) instead of a database (default $WEFT_SERVER)")
 	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text (logfmt) or json (one object a line)")
 	root.AddCommand(
 		a.runCommand(),
 		a.submitCommand(),
@@ -190,7 +192,8 @@ func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command
 	}
 }
 
-// setupLogging builds the logger from --log-level: slog text on stderr.
+// setupLogging builds the logger from --log-level and --log-format: slog
+// text or JSON on stderr.
 func (a *app) setupLogging(cmd *cobra.Command) error {
 	name := a.logLevel
 	if name == "" {
@@ -212,7 +215,15 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 	default:
 		return usageErrorf("--log-level: unknown level %q (want debug, info, warn or error)", name)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.logOut, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(a.logFormat) {
+	case "text", "":
+		a.log = slog.New(slog.NewTextHandler(a.logOut, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.logOut, opts))
+	default:
+		return usageErrorf("--log-format: unknown format %q (want text or json)", a.logFormat)
+	}
 	return nil
 }
 

@@ -83,7 +83,7 @@ func (e *Engine) launch(c store.ClaimedStep) {
 func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
 	log := &stepLog{logger: e.log, c: &c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
-		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, slot: true}
+		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, log: log, fence: c.Fence, slot: true}
 	defer r.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
 	w, def, err := e.claimedDefinition(ctx, c)

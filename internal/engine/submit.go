@@ -79,6 +79,11 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 			return nil, err
 		}
 		in.TraceParent = tp
+		if tp == "" {
+			// No trace to continue: the task starts its own, so that its
+			// logs, its steps and what they call share an id.
+			in.TraceParent = newTraceParent()
+		}
 		inserts[i] = in
 	}
 	res, err := insert(ctx, inserts)

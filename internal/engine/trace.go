@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -64,6 +67,26 @@ func withTraceParent(ctx context.Context, tp string) context.Context {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+// newTraceParent returns the traceparent of a new trace for a task
+// submitted outside any trace: its correlation id in W3C form, which its
+// attempts' spans (on engines that trace) and what its steps call continue.
+// It is marked sampled, as a root span of the default sampler would be, so
+// that engines that trace record the task's attempts; an engine's own
+// sampler (OTEL_TRACES_SAMPLER) still decides.
+func newTraceParent() string {
+	var b [24]byte
+	for i := 0; i < len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], rand.Uint64())
+	}
+	if b[0] == 0 {
+		b[0] = 1 // an all-zero trace id is invalid
+	}
+	if b[16] == 0 {
+		b[16] = 1 // so is an all-zero span id
+	}
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
 }
 
 // ValidTraceParent reports whether tp is a W3C traceparent the engine can

@@ -334,5 +334,8 @@ class TraceTest(ServerTestCase):
         self.assertEqual(task["state"], "completed", task)
         # The server traces nothing here: the worker gets the caller's own span.
         self.assertEqual(step_named(task, "show")["result"], {"traceparent": caller})
+        # A task submitted outside any trace starts its own.
         task = self.server.wait_task(plain)
-        self.assertEqual(step_named(task, "show")["result"], {"traceparent": None})
+        own = step_named(task, "show")["result"]["traceparent"]
+        self.assertRegex(own, r"^00-[0-9a-f]{32}-[0-9a-f]{16}-01$")
+        self.assertNotIn("4bf92f3577b34da6a3ce929d0e0e4736", own)

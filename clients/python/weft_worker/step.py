@@ -29,7 +29,9 @@ class Step:
     worker_id (the registration the step was claimed under), lost (a
     threading.Event set when the server says the step is no longer this
     worker's: cancelled, timed out or taken over), traceparent (the W3C
-    traceparent of the task's trace, None if the task has none: pass it to
+    traceparent of the task's trace: the submitter's, or one the task
+    started when it was submitted outside any trace; None for
+    tasks submitted before weft stored traces. Pass it to
     your tracer, e.g. OpenTelemetry's TraceContextTextMapPropagator().extract(
     {"traceparent": step.traceparent}), so that your spans join the task's
     trace) and raw (the claim as received).
