@@ -85,6 +85,15 @@ type Config struct {
 	// steps a traceparent header, and remote workers a traceparent in the
 	// claimed step. Nil: no spans, at no cost.
 	TracerProvider trace.TracerProvider
+	// Secrets resolves the secrets that built-in steps name as
+	// ${secret:NAME} in an http step's url, headers and body or an exec
+	// step's env, when the step runs: the workflow stores only the
+	// reference. A resolved value never leaves the handler: an error or
+	// result quoting it has it replaced with [secret:NAME], so it is not
+	// stored, logged or served. An error fails the step for good. Nil: a
+	// step that names a secret fails. (The weft CLI looks secrets up in
+	// WEFT_SECRET_<NAME> and in the files of --secrets-dir.)
+	Secrets func(ctx context.Context, name string) (string, error)
 }
 
 // Errors returned by the engine; test with errors.Is.

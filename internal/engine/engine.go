@@ -47,6 +47,7 @@ type Config struct {
 	HTTPClient        *http.Client
 	ID                string
 	TracerProvider    trace.TracerProvider
+	Secrets           func(ctx context.Context, name string) (string, error)
 }
 
 func (c *Config) setDefaults() error {

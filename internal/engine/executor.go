@@ -49,7 +49,7 @@ func (e *Engine) registerBuiltins() {
 
 func (r *Run) builtinRequest() builtin.Request {
 	return builtin.Request{TaskID: r.TaskID, Step: r.Step, Attempt: r.Number, Input: r.Input, Deps: r.Deps, Config: r.Config,
-		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r}
+		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r, Secrets: r.engine.cfg.Secrets}
 }
 
 // launch starts the handler of a claimed step on the slot taken for it.
