@@ -61,9 +61,13 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	dbFlag    string
-	logLevel  string
-	logFormat string
+	dbFlag     string
+	logLevel   string
+	logFormat  string
+	configFlag string
+	secretsDir string
+	// config is the effective configuration (config.go).
+	config *configuration
 	// serverFlag and tokenFlag make the task commands talk to a server.
 	serverFlag string
 	tokenFlag  string
@@ -122,6 +126,9 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.loadConfig(cmd); err != nil {
+				return err
+			}
 			if err := a.setupLogging(cmd); err != nil {
 				return err
 			}
@@ -141,6 +148,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text (logfmt) or json (one object a line)")
+	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "configuration file (default $WEFT_CONFIG, else ./weft.yaml if it exists)")
+	root.PersistentFlags().StringVar(&a.secretsDir, "secrets-dir", "", "directory of secret files for ${secret:NAME} in workflow steps (after $WEFT_SECRET_NAME)")
 	root.AddCommand(
 		a.runCommand(),
 		a.submitCommand(),
@@ -154,6 +163,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.migrateCommand(),
 		a.serveCommand(),
 		a.keysCommand(),
+		a.configCommand(),
 	)
 	return root
 }
@@ -266,6 +276,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 	}
 	cfg.Logger = a.log
 	cfg.TracerProvider = a.tracerProvider()
+	cfg.Secrets = a.secretLookup
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
 		return nil, err // weftdb names the database and what failed

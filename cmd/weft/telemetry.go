@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,23 +52,35 @@ func (a *app) setupTracing(ctx context.Context) (context.Context, error) {
 	if err != nil || exporter == nil {
 		return ctx, err
 	}
+	service := "weft"
+	if a.config.fromFile("OTEL_SERVICE_NAME") {
+		service = a.config.env("OTEL_SERVICE_NAME")
+	}
 	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "weft"), attribute.String("service.version", weft.Version)),
+		resource.WithAttributes(attribute.String("service.name", service), attribute.String("service.version", weft.Version)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil {
 		return ctx, usageErrorf("OTEL_RESOURCE_ATTRIBUTES: %v", err)
 	}
-	a.tracing.provider = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)}
+	if a.config.fromFile("OTEL_TRACES_SAMPLER") || a.config.fromFile("OTEL_TRACES_SAMPLER_ARG") {
+		s, err := sampler(a.config.env("OTEL_TRACES_SAMPLER"), a.config.env("OTEL_TRACES_SAMPLER_ARG"))
+		if err != nil {
+			return ctx, usageErrorf("telemetry.sampler: %v", err)
+		}
+		opts = append(opts, sdktrace.WithSampler(s))
+	}
+	a.tracing.provider = sdktrace.NewTracerProvider(opts...)
 	return ctx, nil
 }
 
 // traceExporter returns the exporter $OTEL_TRACES_EXPORTER names, nil for
 // none.
 func (a *app) traceExporter() (sdktrace.SpanExporter, error) {
-	if strings.EqualFold(strings.TrimSpace(a.getenv("OTEL_SDK_DISABLED")), "true") {
+	if strings.EqualFold(strings.TrimSpace(a.config.env("OTEL_SDK_DISABLED")), "true") {
 		return nil, nil
 	}
-	name := strings.ToLower(strings.TrimSpace(a.getenv("OTEL_TRACES_EXPORTER")))
+	name := strings.ToLower(strings.TrimSpace(a.config.env("OTEL_TRACES_EXPORTER")))
 	switch name {
 	case "", "none":
 		return nil, nil
@@ -77,16 +91,28 @@ func (a *app) traceExporter() (sdktrace.SpanExporter, error) {
 		}
 		return exp, nil
 	case "otlp":
-		proto := a.getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+		proto := a.config.env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 		if proto == "" {
-			proto = a.getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+			proto = a.config.env("OTEL_EXPORTER_OTLP_PROTOCOL")
 		}
 		if proto != "" && proto != "http/protobuf" {
 			return nil, usageErrorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: weft exports OTLP over http/protobuf only", proto)
 		}
 		// The exporter reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS,
-		// _TIMEOUT and the TLS settings itself; it connects lazily.
-		exp, err := otlptracehttp.New(context.Background())
+		// _TIMEOUT and the TLS settings itself; it connects lazily. The
+		// endpoint and headers may come from the configuration file instead.
+		var opts []otlptracehttp.Option
+		if a.config.fromFile("OTEL_EXPORTER_OTLP_ENDPOINT") {
+			opts = append(opts, otlptracehttp.WithEndpointURL(a.config.env("OTEL_EXPORTER_OTLP_ENDPOINT")))
+		}
+		if a.config.fromFile("OTEL_EXPORTER_OTLP_HEADERS") {
+			h, err := parseHeaders(a.config.env("OTEL_EXPORTER_OTLP_HEADERS"))
+			if err != nil {
+				return nil, usageErrorf("telemetry.otlp_headers: %v", err)
+			}
+			opts = append(opts, otlptracehttp.WithHeaders(h))
+		}
+		exp, err := otlptracehttp.New(context.Background(), opts...)
 		if err != nil {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
@@ -115,4 +141,52 @@ func (a *app) shutdownTracing() {
 		a.log.Warn("flush traces", "error", err)
 	}
 	a.tracing.provider = nil
+}
+
+// parseHeaders reads OTLP headers, "k1=v1,k2=v2".
+func parseHeaders(s string) (map[string]string, error) {
+	h := map[string]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, errors.New("want name=value pairs separated by commas")
+		}
+		h[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return h, nil
+}
+
+// sampler builds the sampler the configuration file names, with the
+// values of OTEL_TRACES_SAMPLER (the SDK reads the environment itself).
+func sampler(name, arg string) (sdktrace.Sampler, error) {
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return 0, fmt.Errorf("sampler_arg %q: want a ratio from 0 to 1", arg)
+		}
+		return r, nil
+	}
+	switch name {
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "traceidratio", "parentbased_traceidratio":
+		r, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		if name == "traceidratio" {
+			return sdktrace.TraceIDRatioBased(r), nil
+		}
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), nil
+	}
+	return nil, fmt.Errorf("%q: want always_on, always_off, traceidratio or their parentbased_ forms", name)
 }
