@@ -140,7 +140,7 @@ func (l *loader) mapping(n *yaml.Node, prefix string) error {
 		kind, known := l.schema[key]
 		switch {
 		case known:
-			if err := l.value(key, kind, vn); err != nil {
+			if err := l.value(key, kind, kn.Line, vn); err != nil {
 				return err
 			}
 		case l.section(key) && vn.Kind == yaml.MappingNode:
@@ -156,8 +156,9 @@ func (l *loader) mapping(n *yaml.Node, prefix string) error {
 	return nil
 }
 
-func (l *loader) value(key string, kind Kind, n *yaml.Node) error {
-	v := Value{File: l.path, Line: n.Line}
+// value reads the value n of key, set on line.
+func (l *loader) value(key string, kind Kind, line int, n *yaml.Node) error {
+	v := Value{File: l.path, Line: line}
 	add := func(item *yaml.Node, name string) error {
 		if item.Kind != yaml.ScalarNode {
 			return l.errorf(item, "%s: want a plain value here", key)
