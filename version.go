@@ -20,16 +20,16 @@ type Build struct {
 	// Version is weft's module version: the one a module-aware build
 	// recorded ("v1.2.3", a pseudo-version, "(devel)" for a build inside
 	// weft's own checkout), else the Version constant.
-	Version string
+	Version string `json:"version"`
 	// Revision, Time and Modified describe the VCS commit the binary was
 	// built from (empty, zero and false when the build did not record it:
 	// go build -buildvcs=false, or not in a checkout); Modified is set
 	// when the work tree had uncommitted changes.
-	Revision string
-	Time     time.Time
-	Modified bool
+	Revision string    `json:"revision,omitempty"`
+	Time     time.Time `json:"time,omitzero"`
+	Modified bool      `json:"modified"`
 	// GoVersion is the Go toolchain that built the binary.
-	GoVersion string
+	GoVersion string `json:"go_version"`
 }
 
 // ReadBuild returns what the running binary records of its build.

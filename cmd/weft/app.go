@@ -164,6 +164,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.serveCommand(),
 		a.keysCommand(),
 		a.configCommand(),
+		a.versionCommand(),
 	)
 	return root
 }
