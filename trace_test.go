@@ -28,7 +28,7 @@ func tracer(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter
 func attr(s tracetest.SpanStub, key string) (string, bool) {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
