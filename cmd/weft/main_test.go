@@ -437,6 +437,7 @@ func TestWorkerRejects(t *testing.T) {
 		{[]string{"--cap", "a=1,a=2"}, `namespace "a" given twice`},
 		{[]string{"--cap", "=3"}, "want NAMESPACE=N"},
 		{[]string{"--drain", "-1s"}, "--drain must not be negative"},
+		{[]string{"--metrics-addr", "nope"}, `--metrics-addr "nope": want HOST:PORT`},
 		{[]string{"extra"}, `unknown command "extra" for "weft worker"`},
 	}
 	for _, tt := range tests {
