@@ -182,9 +182,9 @@ func (e *Engine) Step(ctx context.Context, id int64) (*TaskStep, error) { return
 // RetryStep makes a failed or expired step ready again with a fresh attempt
 // count: the steps skipped because of it wait for it again, and a failed
 // task runs again. Any other state is ErrConflict. op.Actor is recorded in
-// the audit trail.
+// the audit trail with op.Reason.
 func (e *Engine) RetryStep(ctx context.Context, id int64, op Operator) error {
-	return e.core.RetryStep(ctx, id, op.Actor)
+	return e.core.RetryStep(ctx, id, op.Actor, op.Reason)
 }
 
 // StepResolution is an operator's resolution of a step: its result (if
@@ -225,5 +225,11 @@ func (e *Engine) Wait(ctx context.Context, id int64) (*Task, error) { return e.c
 // whether a waiting step took it at once. A task that has ended is
 // ErrConflict.
 func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload any) (bool, error) {
-	return e.core.Signal(ctx, taskID, name, payload)
+	return e.core.Signal(ctx, taskID, name, payload, "")
+}
+
+// SignalAs sends a signal like Signal, recording op.Actor as who sent it
+// in the audit trail.
+func (e *Engine) SignalAs(ctx context.Context, taskID int64, name string, payload any, op Operator) (bool, error) {
+	return e.core.Signal(ctx, taskID, name, payload, op.Actor)
 }

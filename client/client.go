@@ -238,3 +238,58 @@ func IsCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
 }
+
+// Signal sends a named signal with a JSON payload (nil sends null) to a
+// task. It reports whether a waiting step took it at once; otherwise it
+// is kept for the next step that begins to wait for it. A task that has
+// ended is ErrConflict.
+func (c *Client) Signal(ctx context.Context, taskID int64, name string, payload json.RawMessage) (bool, error) {
+	var body any
+	if len(payload) > 0 {
+		body = wire.SignalRequest{Payload: payload}
+	}
+	var res wire.SignalResult
+	_, err := c.do(ctx, "POST", "/v1/tasks/"+strconv.FormatInt(taskID, 10)+"/signals/"+url.PathEscape(name), body, &res)
+	return res.Delivered, err
+}
+
+// Step returns one step of a task.
+func (c *Client) Step(ctx context.Context, id int64) (*wire.Step, error) {
+	var st wire.Step
+	if _, err := c.do(ctx, "GET", "/v1/steps/"+strconv.FormatInt(id, 10), nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// RetryStep makes a failed or expired step ready again with fresh
+// attempts; reason, if not empty, is recorded in the audit trail.
+func (c *Client) RetryStep(ctx context.Context, id int64, reason string) (*wire.Step, error) {
+	return c.stepAction(ctx, id, "retry", stepAction(reason))
+}
+
+// ResolveStep ends a step by hand: its dependents proceed. A non-empty
+// result is what they see as its result.
+func (c *Client) ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) (*wire.Step, error) {
+	if len(result) > 0 {
+		return c.stepAction(ctx, id, "complete", wire.CompleteStep{Result: result, Reason: reason})
+	}
+	return c.stepAction(ctx, id, "resolve", stepAction(reason))
+}
+
+func (c *Client) stepAction(ctx context.Context, id int64, action string, body any) (*wire.Step, error) {
+	var st wire.Step
+	if _, err := c.do(ctx, "POST", "/v1/steps/"+strconv.FormatInt(id, 10)+"/"+action, body, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// stepAction is the body of a step retry or resolve: none without a
+// reason.
+func stepAction(reason string) any {
+	if reason == "" {
+		return nil
+	}
+	return wire.StepAction{Reason: reason}
+}

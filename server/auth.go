@@ -29,16 +29,19 @@ const (
 	PermTasksRead      = "tasks:read"
 	PermTasksCancel    = "tasks:cancel"
 	PermTasksRetry     = "tasks:retry"
+	PermTasksSignal    = "tasks:signal"
 	PermStepsRead      = "steps:read"
 	PermStepsResolve   = "steps:resolve"
 	PermWorkersConnect = "workers:connect"
+	PermWebhooksRead   = "webhooks:read"
+	PermWebhooksWrite  = "webhooks:write"
 	PermAdmin          = "admin:*"
 )
 
 // Permissions lists every permission a credential may hold, wildcards
 // aside.
-var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry,
-	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermAdmin}
+var Permissions = []string{PermWorkflowsRead, PermWorkflowsWrite, PermTasksCreate, PermTasksRead, PermTasksCancel, PermTasksRetry, PermTasksSignal,
+	PermStepsRead, PermStepsResolve, PermWorkersConnect, PermWebhooksRead, PermWebhooksWrite, PermAdmin}
 
 // ValidatePermission checks that p is a known permission or a wildcard on a
 // known resource.

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +94,9 @@ type Server struct {
 	admit chan struct{}
 
 	unsubscribe func()
+	// closing is closed by CloseStreams: event streams end.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// unavailableAt is when the last "database unavailable" was logged
 	// (unix nanoseconds): an outage is logged every unavailableLogEvery,
 	// not once per request.
@@ -118,7 +122,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 	}
 	opts.setDefaults()
 	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux(),
-		admit: make(chan struct{}, 1)}
+		admit: make(chan struct{}, 1), closing: make(chan struct{})}
 	if opts.JWT != nil {
 		v, err := newJWTVerifier(*opts.JWT)
 		if err != nil {
@@ -143,6 +147,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 
 // Close ends the server's subscription to its engine.
 func (s *Server) Close() error {
+	s.CloseStreams()
 	s.unsubscribe()
 	return nil
 }
@@ -196,6 +201,12 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, h: s.cancelTask},
 		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
 		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
+		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, h: s.signalTask},
+		{method: "GET", path: "/v1/events", perm: PermTasksRead, raw: s.streamEvents},
+		{method: "POST", path: "/v1/webhooks", perm: PermWebhooksWrite, h: s.createWebhook},
+		{method: "GET", path: "/v1/webhooks", perm: PermWebhooksRead, h: s.listWebhooks},
+		{method: "DELETE", path: "/v1/webhooks/{id}", perm: PermWebhooksWrite, h: s.deleteWebhook},
+		{method: "POST", path: "/v1/webhooks/{id}/enable", perm: PermWebhooksWrite, h: s.enableWebhook},
 
 		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
 		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},

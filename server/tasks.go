@@ -164,6 +164,13 @@ func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request
 // maxReason bounds the reason an operator gives for an action.
 const maxReason = 4096
 
+func checkReason(reason string) error {
+	if len(reason) > maxReason {
+		return fieldError("reason", "must be at most %d bytes", maxReason)
+	}
+	return nil
+}
+
 // taskOperator reads the optional {"reason"} body of a task action and
 // names who acts.
 func taskOperator(r *http.Request) (weft.Operator, error) {
@@ -171,8 +178,8 @@ func taskOperator(r *http.Request) (weft.Operator, error) {
 	if err := decodeOptional(r, &req); err != nil {
 		return weft.Operator{}, err
 	}
-	if len(req.Reason) > maxReason {
-		return weft.Operator{}, fieldError("reason", "must be at most %d bytes", maxReason)
+	if err := checkReason(req.Reason); err != nil {
+		return weft.Operator{}, err
 	}
 	return weft.Operator{Actor: operator(r), Reason: req.Reason}, nil
 }
@@ -191,6 +198,28 @@ func (s *Server) retryTask(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.RetryAs(r.Context(), id, op) })
+}
+
+// signalTask sends the signal named in the path, with the body's optional
+// payload, recording the acting credential in the audit trail.
+func (s *Server) signalTask(r *http.Request) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	var req wire.SignalRequest
+	if err := decodeOptional(r, &req); err != nil {
+		return 0, nil, err
+	}
+	var payload any
+	if len(req.Payload) > 0 {
+		payload = req.Payload
+	}
+	delivered, err := s.engine.SignalAs(r.Context(), id, r.PathValue("name"), payload, weft.Operator{Actor: operator(r)})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, wire.SignalResult{Delivered: delivered}, nil
 }
 
 func (s *Server) taskAudit(r *http.Request) (int, any, error) {
@@ -261,12 +290,20 @@ func (s *Server) retryStep(r *http.Request) (int, any, error) {
 	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
-	return s.stepAction(r, func(id int64) error { return s.engine.RetryStep(r.Context(), id, weft.Operator{Actor: operator(r)}) })
+	if err := checkReason(req.Reason); err != nil {
+		return 0, nil, err
+	}
+	return s.stepAction(r, func(id int64) error {
+		return s.engine.RetryStep(r.Context(), id, weft.Operator{Actor: operator(r), Reason: req.Reason})
+	})
 }
 
 func (s *Server) resolveStep(r *http.Request) (int, any, error) {
 	var req wire.StepAction
 	if err := decodeOptional(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if err := checkReason(req.Reason); err != nil {
 		return 0, nil, err
 	}
 	return s.stepAction(r, func(id int64) error {
@@ -281,6 +318,9 @@ func (s *Server) completeStep(r *http.Request) (int, any, error) {
 	}
 	if len(req.Result) == 0 {
 		return 0, nil, fieldError("result", "is required: the JSON result the step's dependents will see")
+	}
+	if err := checkReason(req.Reason); err != nil {
+		return 0, nil, err
 	}
 	reason := req.Reason
 	if reason == "" {

@@ -61,6 +61,8 @@ type Store interface {
 	Engines
 	Admin
 	Credentials
+	History
+	Webhooks
 	// Close releases the database handles. Calls after Close fail.
 	Close() error
 }
@@ -220,8 +222,10 @@ type Admin interface {
 	RetryTask(ctx context.Context, id int64, engineID, reason string) error
 	// RetryStep makes a failed or expired step ready again with a fresh
 	// attempt count: the steps skipped because of it wait for it again, and
-	// a failed task runs again. Any other state is ErrConflict.
-	RetryStep(ctx context.Context, id int64, engineID string) error
+	// a failed task runs again. Any other state is ErrConflict. engineID
+	// names who acted and reason why ("" records "step retried by an
+	// operator").
+	RetryStep(ctx context.Context, id int64, engineID, reason string) error
 	// ResolveStep ends a step that is not running by an operator's hand: it
 	// becomes resolved (with r.Result, if any, passed to its dependents as
 	// a completed step's result would be), its dependents proceed, and a

@@ -20,7 +20,30 @@ type (
 	Task       = store.Task
 	Step       = store.Step
 	AuditEntry = store.AuditEntry
+	// Event is one event of GET /v1/events: a transition of a task or
+	// step, with its position in the history (Cursor, also the SSE id).
+	Event = store.HistoryEvent
+	// Webhook is a webhook subscription; Secret is set only in the
+	// answer to its creation.
+	Webhook = store.Webhook
 )
+
+// SignatureHeader signs a webhook delivery: "t=<unix seconds>,v1=<hex
+// HMAC-SHA256 of "<t>.<body>" keyed with the webhook's secret>".
+const SignatureHeader = "Weft-Signature"
+
+// CreateWebhook is the body of POST /v1/webhooks.
+type CreateWebhook struct {
+	URL       string   `json:"url"`
+	Namespace string   `json:"namespace,omitempty"`
+	Workflow  string   `json:"workflow,omitempty"`
+	Types     []string `json:"types,omitempty"`
+}
+
+// WebhookList is the body of GET /v1/webhooks.
+type WebhookList struct {
+	Webhooks []Webhook `json:"webhooks"`
+}
 
 // Error codes of the API. They are stable: clients branch on them.
 const (
@@ -97,6 +120,19 @@ type TaskAction struct {
 // /resolve.
 type StepAction struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// SignalRequest is the optional body of POST /v1/tasks/{id}/signals/{name}.
+type SignalRequest struct {
+	// Payload is any JSON value; absent means null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// SignalResult says what became of a signal.
+type SignalResult struct {
+	// Delivered is true when a waiting step took the signal at once, false
+	// when it is kept for the next step that begins to wait for it.
+	Delivered bool `json:"delivered"`
 }
 
 // CompleteStep is the body of POST /v1/steps/{id}/complete: an operator

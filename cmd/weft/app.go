@@ -129,6 +129,9 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 			if err := a.loadConfig(cmd); err != nil {
 				return err
 			}
+			if err := a.refuseServer(cmd); err != nil {
+				return err
+			}
 			if err := a.setupLogging(cmd); err != nil {
 				return err
 			}
@@ -144,7 +147,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.PersistentFlags().StringVar(&a.dbFlag, "db", "", "database URL or SQLite file path (default $WEFT_DB, else "+weftdb.DefaultDB+")")
-	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server (submit, tasks, task, cancel, retry, validate) instead of a database (default $WEFT_SERVER)")
+	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server instead of a database (default $WEFT_SERVER); commands that work on a database only refuse it")
 	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text (logfmt) or json (one object a line)")
@@ -156,6 +159,9 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.workerCommand(),
 		a.tasksCommand(),
 		a.taskCommand(),
+		a.stepCommand(),
+		a.eventsCommand(),
+		a.webhooksCommand(),
 		a.cancelCommand(),
 		a.retryCommand(),
 		a.signalCommand(),
@@ -170,7 +176,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 }
 
 func (a *app) migrateCommand() *cobra.Command {
-	return &cobra.Command{
+	return localOnlyCommand(&cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade weft's tables in the database",
 		Long: `Bring the database's schema up to date and exit. Engines and commands also do
@@ -187,7 +193,48 @@ upgrade the schema before starting workers.`,
 			fmt.Fprintln(a.stdout, "schema up to date")
 			return nil
 		}),
+	}, "it changes the database's schema; run it where the database is reachable")
+}
+
+// localOnly marks a command that works on a database only: its
+// annotation says why, and the command refuses a configured server rather
+// than silently opening a local database.
+const localOnly = "weft.local-only"
+
+// localOnlyCommand annotates cmd as local-only, for the reason given.
+func localOnlyCommand(cmd *cobra.Command, why string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
 	}
+	cmd.Annotations[localOnly] = why
+	return cmd
+}
+
+// refuseServer refuses a local-only command (or a subcommand of one) when
+// a server is configured. serve and worker run an engine of their own and
+// refuse only an explicit --server: $WEFT_SERVER names the server that the
+// client commands of the same shell talk to.
+func (a *app) refuseServer(cmd *cobra.Command) error {
+	for c := cmd; c != nil; c = c.Parent() {
+		why, ok := c.Annotations[localOnly]
+		if !ok {
+			continue
+		}
+		// The server comes from --server, $WEFT_SERVER or the
+		// configuration file (config.go): the flag is a request to refuse,
+		// the other two are ambient, and serve and worker ignore them.
+		source := a.config.source("server")
+		switch {
+		case strings.HasPrefix(source, "flag "):
+			return usageErrorf("'%s' works on a database only and cannot go through --server: %s; drop --server and give --db", cmd.CommandPath(), why)
+		case source == "env WEFT_SERVER" && c.Name() != "serve" && c.Name() != "worker":
+			return usageErrorf("'%s' works on a database only and cannot go through $WEFT_SERVER (%s): %s; unset WEFT_SERVER and give --db", cmd.CommandPath(), weftdb.Redact(a.getenv("WEFT_SERVER")), why)
+		case source != "" && c.Name() != "serve" && c.Name() != "worker":
+			return usageErrorf("'%s' works on a database only and cannot go through the server set in %s (%s): %s; remove it there or give --db", cmd.CommandPath(), source, weftdb.Redact(a.serverURL()), why)
+		}
+		return nil
+	}
+	return nil
 }
 
 // action adapts a command body: an error that does not carry an exit

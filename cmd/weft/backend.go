@@ -25,8 +25,22 @@ type backend interface {
 	// Cancel and Retry record reason, and who acted, in the audit trail.
 	Cancel(ctx context.Context, id int64, reason string) error
 	Retry(ctx context.Context, id int64, reason string) error
+	// Signal sends a signal with a JSON payload (nil is null) and reports
+	// whether a waiting step took it.
+	Signal(ctx context.Context, id int64, name string, payload json.RawMessage) (bool, error)
+	// Step returns one step; RetryStep and ResolveStep act on it (a
+	// non-empty result is what its dependents see).
+	Step(ctx context.Context, id int64) (*weft.TaskStep, error)
+	RetryStep(ctx context.Context, id int64, reason string) error
+	ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error
 	// RegisterTemplate registers a template loaded from path.
 	RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error
+	// Webhooks: create (the result carries the secret), list, delete and
+	// enable.
+	AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error)
+	ListWebhooks(ctx context.Context) ([]weft.Webhook, error)
+	RemoveWebhook(ctx context.Context, id int64) error
+	ResumeWebhook(ctx context.Context, id int64) error
 	// Where names the database or server, for messages.
 	Where() string
 	Close()
@@ -46,6 +60,33 @@ func (l localBackend) Cancel(ctx context.Context, id int64, reason string) error
 }
 func (l localBackend) Retry(ctx context.Context, id int64, reason string) error {
 	return l.Engine.RetryAs(ctx, id, weft.Operator{Actor: cliActor(), Reason: reason})
+}
+
+func (l localBackend) Signal(ctx context.Context, id int64, name string, payload json.RawMessage) (bool, error) {
+	var body any
+	if payload != nil {
+		body = payload
+	}
+	return l.Engine.SignalAs(ctx, id, name, body, weft.Operator{Actor: cliActor()})
+}
+func (l localBackend) RetryStep(ctx context.Context, id int64, reason string) error {
+	return l.Engine.RetryStep(ctx, id, weft.Operator{Actor: cliActor(), Reason: reason})
+}
+func (l localBackend) ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error {
+	return l.Engine.ResolveStep(ctx, weft.StepResolution{StepID: id, EngineID: cliActor(), Reason: reason, Result: result})
+}
+
+func (l localBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
+	return l.Engine.CreateWebhook(ctx, spec, weft.Operator{Actor: cliActor()})
+}
+func (l localBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) {
+	return l.Engine.Webhooks(ctx)
+}
+func (l localBackend) RemoveWebhook(ctx context.Context, id int64) error {
+	return l.Engine.DeleteWebhook(ctx, id, weft.Operator{Actor: cliActor()})
+}
+func (l localBackend) ResumeWebhook(ctx context.Context, id int64) error {
+	return l.Engine.EnableWebhook(ctx, id, weft.Operator{Actor: cliActor()})
 }
 
 // cliActor names the operator of a local command in the audit trail:
@@ -106,6 +147,29 @@ func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.Subm
 	}
 	res, err := r.Client.Submit(ctx, req)
 	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate}, err
+}
+
+func (r remoteBackend) RetryStep(ctx context.Context, id int64, reason string) error {
+	_, err := r.Client.RetryStep(ctx, id, reason)
+	return err
+}
+func (r remoteBackend) ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error {
+	_, err := r.Client.ResolveStep(ctx, id, result, reason)
+	return err
+}
+
+func (r remoteBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
+	return r.Client.CreateWebhook(ctx, wire.CreateWebhook{URL: spec.URL, Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types})
+}
+func (r remoteBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) {
+	return r.Client.Webhooks(ctx)
+}
+func (r remoteBackend) RemoveWebhook(ctx context.Context, id int64) error {
+	return r.Client.DeleteWebhook(ctx, id)
+}
+func (r remoteBackend) ResumeWebhook(ctx context.Context, id int64) error {
+	_, err := r.Client.EnableWebhook(ctx, id)
+	return err
 }
 
 func (r remoteBackend) Where() string { return weftdb.Redact(r.url) }

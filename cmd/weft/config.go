@@ -99,6 +99,17 @@ func (c *configuration) env(name string) string {
 	return ""
 }
 
+// source returns where the setting of key came from: "flag --x", "env
+// X", "FILE:LINE", or "" when nothing set it.
+func (c *configuration) source(key string) string {
+	for _, r := range c.settings {
+		if r.key == key && r.items != nil {
+			return r.source
+		}
+	}
+	return ""
+}
+
 // fromFile reports whether the setting of environment variable name came
 // from the configuration file rather than the environment.
 func (c *configuration) fromFile(name string) bool {

@@ -152,3 +152,20 @@ func TestConfigDefaultFile(t *testing.T) {
 	require.Equal(t, "weft.yaml:2", source)
 	require.Contains(t, r.stdout, "# configuration file: weft.yaml")
 }
+
+// TestConfigServerIsAmbient: a server set in the configuration file is
+// used by the commands that talk to one, and refused, naming the file, by
+// those that work on a database only, as $WEFT_SERVER is.
+func TestConfigServerIsAmbient(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := writeFile(t, dir, "weft.yaml", "server: http://127.0.0.1:1\n")
+	db := filepath.Join(dir, "weft.db")
+	r := weftCLI(t, "--config", file, "--db", db, "keys", "list")
+	requireCode(t, 2, r)
+	require.Contains(t, r.stderr, "cannot go through the server set in "+file+":1")
+	r = weftCLI(t, "--config", file, "--db", db, "tasks")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, "127.0.0.1:1", "tasks goes to the file's server")
+	require.NoFileExists(t, db)
+}

@@ -20,7 +20,7 @@ Keys live in the database (only a hash of each secret is stored), so every
 server on the database accepts them.`,
 	}
 	cmd.AddCommand(a.keysCreateCommand(), a.keysListCommand(), a.keysRevokeCommand())
-	return cmd
+	return localOnlyCommand(cmd, "keys are managed in the database the server uses, by whoever can reach it")
 }
 
 func (a *app) keysCreateCommand() *cobra.Command {

@@ -27,16 +27,20 @@ type progressOptions struct {
 	now func() time.Time
 	// loc is the zone of printed clock times; default time.Local.
 	loc *time.Location
-	// db is the --db flag given, repeated in the command printed for a
-	// step waiting for a signal; "" when it was not given.
-	db string
+	// db is the --db flag given and server the --server flag, repeated in
+	// the command printed for a step waiting for a signal; "" when not
+	// given.
+	db, server string
 }
 
 // signalCommand is the command that sends the signal a step waits for.
-func signalCommand(s *store.Step, db string) string {
+func signalCommand(s *store.Step, opts progressOptions) string {
 	cmd := fmt.Sprintf("weft signal %d %s --payload '{...}'", s.TaskID, s.Signal)
-	if db != "" {
-		cmd += " --db " + shellQuote(weftdb.Redact(db))
+	switch {
+	case opts.server != "":
+		cmd += " --server " + shellQuote(weftdb.Redact(opts.server))
+	case opts.db != "":
+		cmd += " --db " + shellQuote(weftdb.Redact(opts.db))
 	}
 	return cmd
 }
@@ -282,7 +286,7 @@ func (p *progress) view(t *store.Task, now time.Time, final bool) []string {
 		if s.Attempts > 0 {
 			attempts = fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
 		}
-		detail, detailColor := stepDetail(s, byName, now, p.opts.db)
+		detail, detailColor := stepDetail(s, byName, now, p.opts)
 		lines = append(lines, p.line(
 			seg{"  ", ""},
 			seg{sym, color},
@@ -348,7 +352,7 @@ func stepStateText(s *store.Step) string {
 
 // stepDetail is the last column of a step in the live view: its duration,
 // what it waits for, or its error.
-func stepDetail(s *store.Step, states map[string]state.Step, now time.Time, db string) (text, color string) {
+func stepDetail(s *store.Step, states map[string]state.Step, now time.Time, opts progressOptions) (text, color string) {
 	switch s.State {
 	case state.StepPending:
 		var waiting []string
@@ -375,7 +379,7 @@ func stepDetail(s *store.Step, states map[string]state.Step, now time.Time, db s
 	case state.StepWaiting:
 		var b strings.Builder
 		if s.Signal != "" {
-			fmt.Fprintf(&b, "signal %q: %s", s.Signal, signalCommand(s, db))
+			fmt.Fprintf(&b, "signal %q: %s", s.Signal, signalCommand(s, opts))
 			if s.RunAt != nil {
 				fmt.Fprintf(&b, " (times out in %s)", fmtDuration(max(s.RunAt.Sub(now), 0)))
 			}

@@ -98,7 +98,7 @@ func (p *progress) plainEnd(s *store.Step) string {
 		return text
 	case state.StepWaiting:
 		if s.Signal != "" {
-			text += fmt.Sprintf(" for signal %q; send it with: %s", s.Signal, signalCommand(s, p.opts.db))
+			text += fmt.Sprintf(" for signal %q; send it with: %s", s.Signal, signalCommand(s, p.opts))
 			if s.RunAt != nil {
 				text += fmt.Sprintf(" (times out in %s)", fmtDuration(max(s.RunAt.Sub(p.opts.now()), 0)))
 			}

@@ -28,6 +28,11 @@ the task ends, showing its progress: a live view on a terminal, otherwise one
 line per step state change and a summary line. The engine runs only this task;
 other tasks in the database are left to 'weft worker'.
 
+With --server the template is registered and the task submitted through the
+server, whose engines and workers run it, and the progress follows the
+server's event stream; an interrupt stops following and leaves the task to
+them.
+
 Only the built-in handlers exec and http are available. Exit status: 0 when
 the task completed, 1 when it failed, was cancelled or expired, 2 for usage and
 validation errors, 130 when interrupted: the engine then stops gracefully and
@@ -36,11 +41,19 @@ the task stays in the database for 'weft worker' to resume.`,
   weft run deploy.yaml --json > task.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			cfg, err := eng.config()
+			sub, err := sf.submission(a)
 			if err != nil {
 				return err
 			}
-			sub, err := sf.submission(a)
+			if a.serverURL() != "" {
+				for _, name := range []string{"concurrency", "cap", "drain"} {
+					if cmd.Flags().Changed(name) {
+						return usageErrorf("--%s configures a local engine; with a server, its engines run the task", name)
+					}
+				}
+				return a.runRemote(cmd.Context(), args[0], sub, jsonOut)
+			}
+			cfg, err := eng.config()
 			if err != nil {
 				return err
 			}

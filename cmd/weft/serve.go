@@ -76,7 +76,7 @@ the engine drains its running steps for up to --drain.`,
 	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "refuse new tasks (503) while this many are pending or running; 0: no limit")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest time a request may take (long polls excepted)")
 	fl.DurationVar(&f.maxPoll, "max-poll", 30*time.Second, "longest time a remote worker's claim waits for work")
-	return cmd
+	return localOnlyCommand(cmd, "it runs an engine and the API on the database")
 }
 
 // options validates the flags and returns the server's options.
@@ -145,6 +145,7 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          nil,
 	}
+	hs.RegisterOnShutdown(srv.CloseStreams)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.

@@ -179,7 +179,7 @@ same as weft serve's, without the API's), and /health/live and /health/ready.`,
 	f := cmd.Flags()
 	eng.add(f, "on shutdown, how long to wait for running steps before stopping them")
 	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (HOST:PORT; default: none)")
-	return cmd
+	return localOnlyCommand(cmd, "it runs an engine on the database (remote workers join a server with a worker client; see docs/remote-workers.md)")
 }
 
 // work runs an engine until ctx is done, then stops it within drain.

@@ -227,7 +227,7 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 	}
 	fmt.Fprintln(w)
 	tw = newTable(w)
-	fmt.Fprintln(tw, "STEP\tSTATE\tATTEMPTS\tERROR\tRESULT")
+	fmt.Fprintln(tw, "ID\tSTEP\tSTATE\tATTEMPTS\tERROR\tRESULT")
 	for i := range t.Steps {
 		s := &t.Steps[i]
 		attempts := fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
@@ -238,7 +238,7 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 		case s.State == state.StepWaiting && s.Signal != "":
 			st += " for signal " + s.Signal
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, st, attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, st, attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
 	}
 	return flushTable(tw)
 }
@@ -274,7 +274,7 @@ completes the next step that begins to wait for it.`,
 			if err != nil {
 				return err
 			}
-			var body any
+			var body json.RawMessage
 			if cmd.Flags().Changed("payload") {
 				if !json.Valid([]byte(payload)) {
 					return usageErrorf("--payload: not valid JSON: %s", abbrev(payload, 80))
@@ -282,11 +282,11 @@ completes the next step that begins to wait for it.`,
 				body = json.RawMessage(payload)
 			}
 			ctx := cmd.Context()
-			e, err := a.open(ctx, weft.Config{}, existingDB)
+			e, err := a.backend(ctx, existingDB)
 			if err != nil {
 				return err
 			}
-			defer a.closeEngine(e)
+			defer e.Close()
 			delivered, err := e.Signal(ctx, id, args[1], body)
 			switch {
 			case errors.Is(err, weft.ErrNotFound):

@@ -131,6 +131,8 @@ type Engine struct {
 	// roundErr, owned by the maintenance work too, is the first failure
 	// of the current maintenance round.
 	roundErr error
+	// hooks delivers webhooks while this engine leads (webhooks.go).
+	hooks *deliverer
 	// flushCtx bounds the completer's retries; Stop cancels it when its
 	// deadline passes.
 	flushCtx    context.Context
@@ -191,6 +193,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		settled:   make(chan struct{}),
 		ready:     make(chan struct{}),
 		nudge:     make(chan struct{}, 1),
+		hooks:     newDeliverer(),
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	if cfg.TracerProvider != nil {
@@ -238,10 +241,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.maintain(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelRun = cancel
-	e.loops.Add(3)
+	e.loops.Add(4)
 	go e.claimLoop(runCtx)
 	go e.heartbeatLoop(runCtx)
 	go e.maintenanceLoop(runCtx)
+	go e.webhookLoop(runCtx)
 	e.sendMu.Lock()
 	e.completing = true
 	e.sendMu.Unlock()

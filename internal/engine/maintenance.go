@@ -55,6 +55,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		}
 		e.lead(ctx)
 		leader := e.leading(time.Now())
+		e.hooks.lead(leader)
 		if leader {
 			e.timed(ctx)
 		}

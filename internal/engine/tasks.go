@@ -22,11 +22,11 @@ func (e *Engine) Step(ctx context.Context, id int64) (*store.Step, error) {
 
 // RetryStep makes a failed or expired step ready again (see
 // store.Admin.RetryStep), recorded as actor's action.
-func (e *Engine) RetryStep(ctx context.Context, id int64, actor string) error {
+func (e *Engine) RetryStep(ctx context.Context, id int64, actor, reason string) error {
 	if actor == "" {
 		actor = e.ID()
 	}
-	if err := e.store.RetryStep(ctx, id, actor); err != nil {
+	if err := e.store.RetryStep(ctx, id, actor, reason); err != nil {
 		return fmt.Errorf("weft: retry step %d: %w", id, err)
 	}
 	return nil
@@ -128,7 +128,10 @@ func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
 // yet, the signal is kept for the next step that begins to. It reports
 // whether a waiting step took it at once. A task that has ended is
 // ErrConflict.
-func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload any) (bool, error) {
+func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload any, actor string) (bool, error) {
+	if actor == "" {
+		actor = e.ID()
+	}
 	if !workflow.ValidName(name) {
 		return false, fmt.Errorf("%w signal name %q: use letters, digits, '_', '.' and '-'", store.ErrInvalid, name)
 	}
@@ -141,7 +144,7 @@ func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload 
 			return false, fmt.Errorf("%w signal payload: %w", store.ErrInvalid, err)
 		}
 	}
-	delivered, err := e.store.Signal(ctx, taskID, name, raw, e.ID())
+	delivered, err := e.store.Signal(ctx, taskID, name, raw, actor)
 	if err != nil {
 		return false, fmt.Errorf("weft: signal %q to task %d: %w", name, taskID, err)
 	}

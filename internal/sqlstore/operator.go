@@ -189,7 +189,10 @@ func scanOpStep(r Row) (opStep, error) {
 }
 
 // RetryStep makes a failed or expired step ready again.
-func (s *Store) RetryStep(ctx context.Context, id int64, engineID string) error {
+func (s *Store) RetryStep(ctx context.Context, id int64, engineID, reason string) error {
+	if reason == "" {
+		reason = "step retried by an operator"
+	}
 	return s.write(ctx, engineID, func(t *txn) error {
 		taskID, ts, steps, target, err := t.operandTask(id)
 		if err != nil {
@@ -200,7 +203,7 @@ func (s *Store) RetryStep(ctx context.Context, id int64, engineID string) error 
 			return fmt.Errorf("step %q of task %d is %s, only failed or expired steps can be retried: %w", o.name, taskID, o.st, store.ErrConflict)
 		}
 		return t.reopen(taskID, ts, steps, target, func() error {
-			_, err := t.moveStep(o.id, taskID, o.name, o.st, state.StepReady, 0, "step retried by an operator",
+			_, err := t.moveStep(o.id, taskID, o.name, o.st, state.StepReady, 0, reason,
 				`attempt = 0, error = '', result = NULL, finished_at = NULL, expires_at = NULL, sort_key = ?`, t.now-int64(o.priority)*t.s.aging)
 			t.readied++
 			return err

@@ -71,6 +71,12 @@ type Dialect struct {
 	// timeout). Write transactions mark such errors store.ErrRefused; nil
 	// treats every error as passing.
 	Refused func(error) bool
+	// TxHistory: audit rows carry the id of the transaction that wrote
+	// them (txid), and the history is read in (txid, id) order up to the
+	// oldest running transaction, since ids are committed out of order.
+	// Without it ids are handed out in commit order (one writer at a
+	// time) and the history is read in id order.
+	TxHistory bool
 }
 
 // Config configures a Store.

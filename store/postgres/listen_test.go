@@ -62,14 +62,15 @@ func TestNotifyWakesOtherEngines(t *testing.T) {
 func TestNotifyCoalesced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	insert := func(s postgres.Store) {
+	insert := func(t *testing.T, s postgres.Store) {
 		t.Helper()
 		_, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
 			Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}}}})
 		require.NoError(t, err)
 	}
 	// listen opens a fresh store and a connection listening to its channel.
-	listen := func() (postgres.Store, *pgx.Conn) {
+	listen := func(t *testing.T) (postgres.Store, *pgx.Conn) {
+		t.Helper()
 		s := pgtesting.Open(t, postgres.Options{MaxConns: 4})
 		var schema string
 		require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema))
@@ -96,11 +97,11 @@ func TestNotifyCoalesced(t *testing.T) {
 
 	t.Run("burst", func(t *testing.T) {
 		t.Parallel()
-		s, conn := listen()
+		s, conn := listen(t)
 		const burst = 200
 		began := time.Now()
 		for range burst {
-			insert(s)
+			insert(t, s)
 		}
 		elapsed := time.Since(began)
 		received := count(conn)
@@ -113,12 +114,12 @@ func TestNotifyCoalesced(t *testing.T) {
 
 	t.Run("trailing", func(t *testing.T) {
 		t.Parallel()
-		s, conn := listen()
+		s, conn := listen(t)
 		// The first opens a window and notifies; the second either falls in
 		// that window, and is announced when it ends, or after it, and
 		// notifies itself: two notifications either way.
-		insert(s)
-		insert(s)
+		insert(t, s)
+		insert(t, s)
 		require.Equal(t, 2, count(conn))
 	})
 }

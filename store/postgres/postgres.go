@@ -158,6 +158,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			NotifyChannel:  channel,
 			NotifyEvery:    notifyEvery,
 			Refused:        refused,
+			TxHistory:      true,
 		},
 	}), db: db, listening: make(chan struct{})}
 	if opts.Logger == nil {

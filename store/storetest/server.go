@@ -79,9 +79,20 @@ func (h *harness) failMiddle() (taskID int64, b store.Step) {
 
 func testRetryStep(t *testing.T, h *harness) {
 	id, b := h.failMiddle()
-	require.ErrorIs(t, h.s.RetryStep(h.ctx, 424242, ""), store.ErrNotFound)
-	require.ErrorIs(t, h.s.RetryStep(h.ctx, h.task(id).Steps[0].ID, ""), store.ErrConflict, "a completed step is not retried")
-	require.NoError(t, h.s.RetryStep(h.ctx, b.ID, "op"))
+	require.ErrorIs(t, h.s.RetryStep(h.ctx, 424242, "", ""), store.ErrNotFound)
+	require.ErrorIs(t, h.s.RetryStep(h.ctx, h.task(id).Steps[0].ID, "", ""), store.ErrConflict, "a completed step is not retried")
+	require.NoError(t, h.s.RetryStep(h.ctx, b.ID, "cli:alice", "upstream fixed"))
+	trail, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	var retried []store.AuditEntry
+	for _, e := range trail {
+		if e.Step == "b" && e.From == string(state.StepFailed) && e.To == string(state.StepReady) {
+			retried = append(retried, e)
+		}
+	}
+	require.Len(t, retried, 1, "%+v", trail)
+	require.Equal(t, "cli:alice", retried[0].EngineID, "the actor is recorded")
+	require.Equal(t, "upstream fixed", retried[0].Reason)
 	task := h.task(id)
 	require.Equal(t, state.TaskRunning, task.State)
 	require.Empty(t, task.Error)
@@ -95,7 +106,7 @@ func testRetryStep(t *testing.T, h *harness) {
 	require.Equal(t, "c", c.Name)
 	h.ok(c, `{}`)
 	require.Equal(t, state.TaskCompleted, h.task(id).State)
-	require.ErrorIs(t, h.s.RetryStep(h.ctx, b.ID, ""), store.ErrConflict)
+	require.ErrorIs(t, h.s.RetryStep(h.ctx, b.ID, "", ""), store.ErrConflict)
 }
 
 func testRetryStepOtherFailure(t *testing.T, h *harness) {
@@ -113,7 +124,7 @@ func testRetryStepOtherFailure(t *testing.T, h *harness) {
 	}
 	task := h.task(id)
 	require.Equal(t, state.TaskFailed, task.State)
-	require.NoError(t, h.s.RetryStep(h.ctx, task.Steps[0].ID, ""))
+	require.NoError(t, h.s.RetryStep(h.ctx, task.Steps[0].ID, "", ""))
 	task = h.task(id)
 	require.Equal(t, state.TaskRunning, task.State)
 	require.Equal(t, map[string]state.Step{"x": state.StepReady, "y": state.StepFailed, "join": state.StepSkipped}, states(task))

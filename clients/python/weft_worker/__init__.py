@@ -19,14 +19,17 @@ step.checkpoint(value) saves progress that a later attempt starts from,
 step.progress(fraction, message) shows how far it got, and step.cancelled()
 says when to give up (timeout passed, step taken over, worker stopping).
 
+Client submits, reads and signals tasks (client.py).
+
 The protocol is described in docs/remote-workers.md.
 """
 
+from .client import Client
 from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
 from .step import Step
 from .worker import Worker, format_duration
 
 __version__ = "0.2.0"
 
-__all__ = ["Worker", "Step", "Permanent", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
+__all__ = ["Worker", "Step", "Client", "Permanent", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
            "ServerUnavailable", "format_duration", "__version__"]

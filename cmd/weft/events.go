@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
+)
+
+// errTaskEnded stops following a task's events once it ended.
+var errTaskEnded = errors.New("task ended")
+
+// localEventPoll is how often `weft events` reads a local database's
+// history for new events.
+const localEventPoll = 500 * time.Millisecond
+
+func (a *app) eventsCommand() *cobra.Command {
+	var (
+		f       client.EventFilter
+		jsonOut bool
+	)
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Follow the lifecycle events of tasks and steps as they happen",
+		Long: `Print every state transition of the matching tasks and steps (task.submitted,
+step.claimed, step.failed, task.completed, ...) as it happens, from the
+database's history or, with --server, from the server's event stream. It runs
+until interrupted; with --task it stops when that task ends. --after resumes
+after an event id printed before (or 'start' for the oldest event kept), so
+nothing is missed between two runs.`,
+		Example: `  weft events --namespace shop
+  weft events --task 42 --after start --json`,
+		Args: cobra.NoArgs,
+		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			if f.TaskID < 0 {
+				return usageErrorf("--task must be a task id, got %d", f.TaskID)
+			}
+			if f.Workflow != "" {
+				if ns, name, ok := strings.Cut(f.Workflow, "/"); !ok || ns == "" || name == "" {
+					return usageErrorf("--workflow must be namespace/name, got %q", f.Workflow)
+				}
+			}
+			if f.TaskID != 0 {
+				// Waiting for the end of a task that does not exist would
+				// wait forever.
+				b, err := a.backend(cmd.Context(), readOnlyDB)
+				if err != nil {
+					return err
+				}
+				_, err = b.Get(cmd.Context(), f.TaskID)
+				b.Close()
+				if errors.Is(err, weft.ErrNotFound) {
+					return notFound(f.TaskID)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			print := func(ev weft.HistoryEvent) error { return writeEvent(a.stdout, ev, jsonOut) }
+			err := a.followEvents(cmd.Context(), f, print)
+			if errors.Is(err, errTaskEnded) || cmd.Context().Err() != nil {
+				return nil
+			}
+			return err
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Namespace, "namespace", "", "only this namespace")
+	fl.StringVar(&f.Workflow, "workflow", "", "only this workflow (namespace/name)")
+	fl.Int64Var(&f.TaskID, "task", 0, "only this task; stop when it ends")
+	fl.StringVar(&f.After, "after", "", "start after this event id, or 'start' for the oldest event kept (default: from now)")
+	fl.BoolVar(&jsonOut, "json", false, "print one JSON object per event")
+	return cmd
+}
+
+// followEvents calls fn with each event matching f, through the server if
+// one is configured, else from the local database, until ctx is done or fn
+// returns an error (returned). With f.TaskID set it returns errTaskEnded
+// after the task's final event.
+func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(weft.HistoryEvent) error) error {
+	handle := func(ev weft.HistoryEvent) error {
+		if err := fn(ev); err != nil {
+			return err
+		}
+		if f.TaskID != 0 && ev.Step == "" && taskEnded(ev.To) {
+			return errTaskEnded
+		}
+		return nil
+	}
+	if url := a.serverURL(); url != "" {
+		c, err := client.New(url, a.token())
+		if err != nil {
+			return usageErrorf("--server: %v", err)
+		}
+		err = c.Follow(ctx, f, handle)
+		if errors.Is(err, weft.ErrInvalid) {
+			return usageErrorf("%v", err)
+		}
+		return err
+	}
+	e, err := a.open(ctx, weft.Config{}, readOnlyDB)
+	if err != nil {
+		return err
+	}
+	defer a.closeEngine(e)
+	q := weft.HistoryQuery{Namespace: f.Namespace, Workflow: f.Workflow, TaskID: f.TaskID, Limit: 500}
+	switch f.After {
+	case "":
+		if q.After, err = e.HistoryEnd(ctx); err != nil {
+			return err
+		}
+	case "start":
+	default:
+		q.After = f.After
+	}
+	tick := time.NewTicker(localEventPoll)
+	defer tick.Stop()
+	for {
+		events, err := e.History(ctx, q)
+		if errors.Is(err, weft.ErrInvalid) {
+			return usageErrorf("--after %q: not an event id of %s", f.After, a.dbURL())
+		}
+		if err != nil {
+			return err
+		}
+		for _, ev := range events {
+			if err := handle(ev); err != nil {
+				return err
+			}
+			q.After = ev.Cursor
+		}
+		if len(events) == q.Limit {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// taskEnded reports whether a task state is final.
+func taskEnded(s string) bool {
+	switch s {
+	case "completed", "failed", "cancelled", "expired":
+		return true
+	}
+	return false
+}
+
+// writeEvent prints one event: a JSON line, or a text line.
+func writeEvent(w io.Writer, ev weft.HistoryEvent, jsonOut bool) error {
+	if jsonOut {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode event: %w", err)
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	line := fmt.Sprintf("%s  %-15s %s  task %d", ev.At.Local().Format(timeLayout+".000"), ev.Type, ev.Workflow, ev.TaskID)
+	if ev.Step != "" {
+		line += "  " + ev.Step
+	}
+	if ev.Attempt > 0 {
+		line += fmt.Sprintf("  attempt %d", ev.Attempt)
+	}
+	if ev.EngineID != "" {
+		line += "  by " + ev.EngineID
+	}
+	if ev.Reason != "" {
+		line += "  " + abbrev(oneLine(ev.Reason), 100)
+	}
+	_, err := fmt.Fprintf(w, "%s  (id %s)\n", line, ev.Cursor)
+	return err
+}

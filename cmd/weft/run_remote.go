@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/weftdb"
+)
+
+// runRemote is `weft run --server`: register the template and submit the
+// task through the server, then follow the task's events, redrawing its
+// progress from the task as the server has it.
+func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, jsonOut bool) error {
+	w, err := a.loadTemplate(path)
+	if err != nil {
+		return err
+	}
+	b, err := a.backend(ctx, existingDB)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.RegisterTemplate(ctx, path, w); err != nil {
+		return err
+	}
+	sub.Workflow = w.Ref()
+	res, err := b.Submit(ctx, sub)
+	if err != nil {
+		if errors.Is(err, weft.ErrInvalid) {
+			return &exitError{code: exitUsage, err: err}
+		}
+		return fmt.Errorf("submit through %s: %w", b.Where(), err)
+	}
+	id := res.Task.ID
+	if res.Duplicate {
+		fmt.Fprintf(a.stderr, "weft: task %d already exists with this idempotency key (%s); following it\n", id, res.Task.State)
+	}
+	out := a.stdout
+	if jsonOut {
+		out = a.stderr
+	}
+	width, height, live := terminal(out)
+	live = live && a.getenv("TERM") != "dumb"
+	p := newProgress(out, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height, server: a.serverFlag})
+	if _, _, tty := terminal(a.stderr); live && tty {
+		a.logOut.hold()
+		defer a.logOut.release()
+	}
+
+	// Events mark the task changed; the loop below redraws it at most every
+	// refresh. The stream starts at the oldest event kept of this task, so
+	// nothing between the submission and the connection is lost.
+	var (
+		mu      sync.Mutex
+		changed = true
+		ended   bool
+	)
+	wake := make(chan struct{}, 1)
+	followCtx, stopFollowing := context.WithCancel(ctx)
+	defer stopFollowing()
+	followed := make(chan error, 1)
+	go func() {
+		followed <- a.followEvents(followCtx, client.EventFilter{TaskID: id, After: "start"}, func(weft.HistoryEvent) error {
+			mu.Lock()
+			changed = true
+			mu.Unlock()
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+			return nil
+		})
+	}()
+	bg := context.WithoutCancel(ctx)
+	tick := time.NewTicker(a.refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(a.stderr, "weft: interrupted; task %d goes on on %s (follow it with 'weft events --task %d')\n", id, weftdb.Redact(b.Where()), id)
+			return exitWith(exitInterrupted)
+		case err := <-followed:
+			if errors.Is(err, errTaskEnded) {
+				ended = true
+				break
+			}
+			if ctx.Err() == nil {
+				return fmt.Errorf("follow task %d: %w", id, err)
+			}
+		case <-wake:
+		case <-tick.C:
+		}
+		mu.Lock()
+		redraw := changed
+		changed = false
+		mu.Unlock()
+		if !redraw && !ended {
+			continue
+		}
+		t, err := b.Get(bg, id)
+		if err != nil {
+			a.log.Warn("read task", "task_id", id, "error", err)
+			continue
+		}
+		if !t.State.Terminal() {
+			if err := p.Update(t); err != nil {
+				a.log.Debug("render progress", "error", err)
+			}
+			continue
+		}
+		if err := p.Finish(t); err != nil {
+			a.log.Debug("render progress", "error", err)
+		}
+		if jsonOut {
+			if err := writeJSON(a.stdout, t); err != nil {
+				return err
+			}
+		}
+		if t.State != state.TaskCompleted {
+			return exitWith(exitFailed)
+		}
+		return nil
+	}
+}

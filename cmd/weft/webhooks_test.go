@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+)
+
+// TestWebhooksCLI: create, list, enable and delete webhooks on a database
+// and through a server, and the mistakes a user can make.
+func TestWebhooksCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	requireCode(t, 0, weftCLI(t, "--db", db, "migrate"))
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "hooks", "--permissions", "webhooks:*")
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	token := lines[len(lines)-1]
+	url, _ := startServe(t, db)
+
+	for name, run := range map[string]func(...string) result{
+		"local": func(args ...string) result { return weftCLI(t, append([]string{"--db", db}, args...)...) },
+		"server": func(args ...string) result {
+			return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+		},
+	} {
+		r := run("webhooks", "create", "--url", "https://hooks.example/"+name, "--namespace", "shop", "--types", "task.failed,step.failed")
+		requireCode(t, 0, r)
+		secret := strings.TrimSpace(r.stdout)
+		require.Regexp(t, `^whsec_[0-9a-f]{64}$`, secret, name)
+		require.Contains(t, r.stderr, "shown only now")
+
+		r = run("webhooks", "list", "--json")
+		requireCode(t, 0, r)
+		require.NotContains(t, r.stdout, secret, "%s: the secret is never listed", name)
+		var ws []weft.Webhook
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &ws))
+		var id int64
+		for _, w := range ws {
+			if w.URL == "https://hooks.example/"+name {
+				id = w.ID
+				require.Equal(t, []string{"task.failed", "step.failed"}, w.Types)
+				require.Equal(t, "active", w.State)
+			}
+		}
+		require.NotZero(t, id, name)
+		r = run("webhooks", "list")
+		requireCode(t, 0, r)
+		require.Regexp(t, `(?m)^ID\s+URL\s+FILTER\s+STATE`, r.stdout)
+
+		sid := strings.TrimSpace(strings.Split(strings.Split(r.stdout, "\n")[1], " ")[0])
+		require.NotEmpty(t, sid)
+		requireCode(t, 0, run("webhooks", "enable", sid))
+		r = run("webhooks", "delete", "999999")
+		requireCode(t, 1, r)
+		require.Contains(t, r.stderr, "webhook 999999: not found")
+
+		for _, bad := range [][]string{
+			{"webhooks", "create"},
+			{"webhooks", "create", "--url", "ftp://x"},
+			{"webhooks", "create", "--url", "http://x", "--types", "task.exploded"},
+			{"webhooks", "create", "--url", "http://x", "--workflow", "noslash"},
+			{"webhooks", "delete", "x"},
+		} {
+			requireCode(t, 2, run(bad...))
+		}
+	}
+	r = weftCLI(t, "--db", db, "webhooks", "list", "--json")
+	requireCode(t, 0, r)
+	var ws []weft.Webhook
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ws))
+	require.Len(t, ws, 2)
+	for _, w := range ws {
+		r = weftCLI(t, "--db", db, "webhooks", "delete", strings.TrimSpace(jsonInt(w.ID)))
+		requireCode(t, 0, r)
+		require.Contains(t, r.stdout, "deleted")
+	}
+}
+
+func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -1,0 +1,26 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weftrun/weft/store"
+)
+
+// History reads the durable history of transitions (see store.History).
+func (e *Engine) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
+	events, err := e.store.History(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("weft: %w", err)
+	}
+	return events, nil
+}
+
+// HistoryEnd returns a cursor after the events committed so far.
+func (e *Engine) HistoryEnd(ctx context.Context) (string, error) {
+	end, err := e.store.HistoryEnd(ctx)
+	if err != nil {
+		return "", fmt.Errorf("weft: %w", err)
+	}
+	return end, nil
+}

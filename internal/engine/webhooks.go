@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
+)
+
+// Webhook deliveries. The leader follows each active webhook's cursor
+// through the history and POSTs the matching events to its URL one at a
+// time, in order, each signed with the webhook's secret. An event is
+// delivered at least once: the cursor moves after the receiver answered
+// 2xx (a leader that dies between the two sends that event again). A
+// delivery that fails for a passing reason (no answer, 408, 429, 5xx) is
+// tried again with backoff; one the receiver refuses for good (any other
+// status) disables the webhook until an operator enables it again.
+const (
+	// webhookTimeout bounds one delivery.
+	webhookTimeout = 10 * time.Second
+	// webhookBackoffMax caps the delay between attempts.
+	webhookBackoffMax = 10 * time.Minute
+	// webhookBatch is how many events one round reads per webhook.
+	webhookBatch = 100
+	// webhookRefresh is how often the leader reads the webhooks again
+	// (changes made through this engine wake it at once).
+	webhookRefresh = 5 * time.Second
+)
+
+// EventTypes are the event types a webhook may select.
+var EventTypes = []string{
+	"task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
+	"step.pending", "step.ready", "step.claimed", "step.completed", "step.failed", "step.waiting", "step.skipped",
+	"step.cancelled", "step.expired", "step.resolved",
+}
+
+// deliverer is the webhook loop's state shared with the maintenance loop,
+// which tells it whether this engine leads.
+type deliverer struct {
+	leading atomic.Bool
+	wake    chan struct{}
+	client  *http.Client
+}
+
+func newDeliverer() *deliverer {
+	return &deliverer{wake: make(chan struct{}, 1), client: &http.Client{Timeout: webhookTimeout,
+		// Deliveries do not follow redirects: a 3xx is the receiver's
+		// answer, and refuses the event for good.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// lead records whether this engine holds the maintenance lease.
+func (d *deliverer) lead(leader bool) {
+	if leader && !d.leading.Swap(true) {
+		d.poke()
+	} else if !leader {
+		d.leading.Store(false)
+	}
+}
+
+func (d *deliverer) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// WebhookSpec is what an operator asks for when creating a webhook.
+type WebhookSpec struct {
+	URL       string
+	Namespace string
+	Workflow  string
+	Types     []string
+	// Actor names who created it.
+	Actor string
+}
+
+// CreateWebhook validates spec and stores a webhook that delivers the
+// events from now on. The returned webhook carries its secret, which is
+// shown this once.
+func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec) (store.Webhook, error) {
+	if err := validateWebhook(spec); err != nil {
+		return store.Webhook{}, err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return store.Webhook{}, fmt.Errorf("weft: webhook secret: %w", err)
+	}
+	end, err := e.store.HistoryEnd(ctx)
+	if err != nil {
+		return store.Webhook{}, fmt.Errorf("weft: create webhook: %w", err)
+	}
+	w, err := e.store.CreateWebhook(ctx, store.Webhook{URL: spec.URL, Secret: "whsec_" + hex.EncodeToString(secret),
+		Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types, Cursor: end, CreatedBy: spec.Actor})
+	if err != nil {
+		return store.Webhook{}, fmt.Errorf("weft: %w", err)
+	}
+	e.log.Info("webhook created", "webhook_id", w.ID, "url", redactURL(w.URL), "actor", spec.Actor)
+	e.hooks.poke()
+	return w, nil
+}
+
+func validateWebhook(spec WebhookSpec) error {
+	u, err := url.Parse(spec.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w webhook url %q: want an absolute http:// or https:// URL", store.ErrInvalid, spec.URL)
+	}
+	if len(spec.URL) > 2048 {
+		return fmt.Errorf("%w webhook url: longer than 2048 bytes", store.ErrInvalid)
+	}
+	if w := spec.Workflow; w != "" {
+		if ns, name, ok := strings.Cut(w, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("%w webhook workflow %q: want namespace/name", store.ErrInvalid, w)
+		}
+	}
+	for _, t := range spec.Types {
+		if !slices.Contains(EventTypes, t) {
+			return fmt.Errorf("%w webhook event type %q: want one of %s", store.ErrInvalid, t, strings.Join(EventTypes, ", "))
+		}
+	}
+	return nil
+}
+
+// Webhooks lists the webhooks without their secrets.
+func (e *Engine) Webhooks(ctx context.Context) ([]store.Webhook, error) {
+	ws, err := e.store.Webhooks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("weft: %w", err)
+	}
+	for i := range ws {
+		ws[i].Secret = ""
+	}
+	return ws, nil
+}
+
+// DeleteWebhook removes a webhook.
+func (e *Engine) DeleteWebhook(ctx context.Context, id int64, actor string) error {
+	if err := e.store.DeleteWebhook(ctx, id); err != nil {
+		return fmt.Errorf("weft: delete webhook %d: %w", id, err)
+	}
+	e.log.Info("webhook deleted", "webhook_id", id, "actor", actor)
+	return nil
+}
+
+// EnableWebhook makes a disabled webhook deliver again from where it
+// stopped.
+func (e *Engine) EnableWebhook(ctx context.Context, id int64, actor string) error {
+	if err := e.store.EnableWebhook(ctx, id); err != nil {
+		return fmt.Errorf("weft: enable webhook %d: %w", id, err)
+	}
+	e.log.Info("webhook enabled", "webhook_id", id, "actor", actor)
+	e.hooks.poke()
+	return nil
+}
+
+// webhookLoop delivers webhooks while this engine leads.
+func (e *Engine) webhookLoop(ctx context.Context) {
+	defer e.loops.Done()
+	var (
+		hooks     []store.Webhook
+		readAt    time.Time
+		busy      = map[int64]bool{} // webhooks with a delivery in flight
+		mu        sync.Mutex
+		inflight  sync.WaitGroup
+		sleep     = jitter(e.cfg.PollInterval)
+		lastError time.Time
+	)
+	defer inflight.Wait()
+	timer := time.NewTimer(sleep)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.hooks.wake:
+			readAt = time.Time{} // something changed: read the webhooks again
+		case <-timer.C:
+		}
+		sleep = jitter(e.cfg.PollInterval)
+		if e.hooks.leading.Load() {
+			if time.Since(readAt) >= webhookRefresh {
+				ws, err := e.store.Webhooks(ctx)
+				if err != nil {
+					if time.Since(lastError) > time.Minute {
+						e.log.Warn("webhooks: list", "error", err)
+						lastError = time.Now()
+					}
+				} else {
+					hooks, readAt = ws, time.Now()
+				}
+			}
+			now := time.Now()
+			for i := range hooks {
+				w := hooks[i]
+				mu.Lock()
+				skip := busy[w.ID] || w.State != store.WebhookActive || w.NextAttemptAt.After(now)
+				if !skip {
+					busy[w.ID] = true
+				}
+				mu.Unlock()
+				if skip {
+					continue
+				}
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					updated := e.deliver(ctx, w)
+					mu.Lock()
+					delete(busy, w.ID)
+					mu.Unlock()
+					if updated != nil {
+						e.hooks.poke() // read the webhooks again for the new cursor
+					}
+				}()
+			}
+		}
+		timer.Reset(sleep)
+	}
+}
+
+// deliver sends one round of a webhook's events and records how far it
+// got. It returns the webhook as changed, or nil when nothing changed.
+func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
+	events, err := e.store.History(ctx, store.HistoryQuery{After: w.Cursor, Namespace: w.Namespace, Workflow: w.Workflow, Limit: webhookBatch})
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			// A cursor this database did not hand out (a database restored
+			// under the webhook): stop rather than loop on it.
+			e.webhookFailed(ctx, &w, fmt.Sprintf("its cursor %q is not one of this database: recreate the webhook", w.Cursor), true)
+			return &w
+		}
+		e.log.Warn("webhooks: read history", "webhook_id", w.ID, "error", err)
+		return nil
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	from, to, sent := w.Cursor, w.Cursor, 0
+	var failure string
+	var permanent bool
+	var retryAfter time.Duration
+	for _, ev := range events {
+		if len(w.Types) == 0 || slices.Contains(w.Types, ev.Type) {
+			if failure, permanent, retryAfter = e.post(ctx, w, ev); failure != "" {
+				break
+			}
+			sent++
+		}
+		to = ev.Cursor
+	}
+	if to != from {
+		if err := e.store.WebhookDelivered(ctx, w.ID, from, to, sent); err != nil {
+			e.log.Warn("webhooks: record delivery", "webhook_id", w.ID, "error", err)
+			return &w
+		}
+		w.Cursor, w.Failures = to, 0
+	}
+	if failure != "" {
+		w.Failures++
+		e.webhookFailedAfter(ctx, &w, failure, permanent, retryAfter)
+	}
+	return &w
+}
+
+// post delivers one event. It returns "" on success, else why it failed,
+// whether the failure is for good, and how long the receiver asked to
+// wait (Retry-After).
+func (e *Engine) post(ctx context.Context, w store.Webhook, ev store.HistoryEvent) (string, bool, time.Duration) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Sprintf("encode event %s: %v", ev.Cursor, err), true, 0
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", w.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Sprintf("request: %v", err), true, 0
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(w.Secret))
+	mac.Write([]byte(ts + "."))
+	mac.Write(body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "weft-webhooks")
+	req.Header.Set(wire.SignatureHeader, "t="+ts+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("Weft-Event-Id", ev.Cursor)
+	req.Header.Set("Weft-Event-Type", ev.Type)
+	req.Header.Set("Weft-Webhook-Id", strconv.FormatInt(w.ID, 10))
+	resp, err := e.hooks.client.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return fmt.Sprintf("POST %s: %v", redactURL(w.URL), err), false, 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return "", false, 0
+	}
+	why := fmt.Sprintf("POST %s: %s (event %s)", redactURL(w.URL), resp.Status, ev.Cursor)
+	switch {
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		var wait time.Duration
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		return why, false, wait
+	}
+	return why, true, 0
+}
+
+// webhookFailed records a failure with the backoff of the webhook's
+// failure count.
+func (e *Engine) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool) {
+	e.webhookFailedAfter(ctx, w, why, permanent, 0)
+}
+
+func (e *Engine) webhookFailedAfter(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
+	backoff := e.cfg.PollInterval
+	for i := 1; i < w.Failures && backoff < webhookBackoffMax; i++ {
+		backoff *= 2
+	}
+	backoff = min(max(backoff, wait), webhookBackoffMax)
+	next := time.Now().Add(jitter(backoff))
+	if err := e.store.WebhookFailed(ctx, w.ID, why, next, permanent); err != nil {
+		e.log.Warn("webhooks: record failure", "webhook_id", w.ID, "error", err)
+		return
+	}
+	if permanent {
+		w.State = store.WebhookDisabled
+		e.log.Error("webhook disabled: the receiver refused an event; fix it and enable the webhook again", "webhook_id", w.ID, "reason", why)
+		return
+	}
+	e.log.Warn("webhook delivery failed; retrying", "webhook_id", w.ID, "failures", w.Failures, "retry_in_ms", time.Until(next).Milliseconds(), "reason", why)
+}
+
+// redactURL drops a URL's user information and query, which may hold
+// credentials, for logs and errors.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
+)
+
+// Event streams (GET /v1/events) follow the engine's history as
+// Server-Sent Events. Each event's id is its history cursor, so a client
+// that reconnects with Last-Event-ID resumes exactly after the last event
+// it received.
+const (
+	// streamPoll is how often a stream looks for events written by other
+	// engines; this engine's own work wakes it at once.
+	streamPoll = 500 * time.Millisecond
+	// streamKeepAlive is how often an idle stream sends a comment, so that
+	// proxies and clients can tell a quiet stream from a dead one.
+	streamKeepAlive = 15 * time.Second
+	// streamBatch is how many events a stream reads at a time.
+	streamBatch = 500
+	// streamRetry is the reconnection delay the stream asks clients for.
+	streamRetry = 2 * time.Second
+)
+
+// streamEvents serves GET /v1/events.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
+	q, err := s.historyQuery(r)
+	if err != nil {
+		writeError(w, toAPIError(err))
+		return
+	}
+	rc := http.NewResponseController(w)
+	// A stream outlives the server's write timeout: clear it.
+	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.log.Debug("event stream: clear write deadline", "error", err)
+	}
+	ctx := r.Context()
+	wake := make(chan struct{}, 1)
+	unsubscribe := s.engine.Subscribe(func(weft.Event) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
+	defer unsubscribe()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprintf(w, "retry: %d\n\n", streamRetry.Milliseconds()); err != nil {
+		return
+	}
+	_ = rc.Flush()
+
+	poll := time.NewTicker(streamPoll)
+	defer poll.Stop()
+	lastWrite := time.Now()
+	for {
+		events, err := s.engine.History(ctx, q)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("event stream: read history", "error", err)
+				// The client reconnects with its Last-Event-ID.
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(wire.ErrorBody{Error: wire.Error{Code: CodeUnavailable, Message: "reading the history failed; reconnect to resume"}}))
+				_ = rc.Flush()
+			}
+			return
+		}
+		for _, ev := range events {
+			data, err := json.Marshal(ev)
+			if err != nil {
+				s.log.Error("event stream: encode event", "error", err)
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", ev.Cursor, ev.Type, data); err != nil {
+				return
+			}
+			q.After = ev.Cursor
+		}
+		if len(events) > 0 {
+			if rc.Flush() != nil {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		if len(events) == q.Limit {
+			continue
+		}
+		if time.Since(lastWrite) >= streamKeepAlive {
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.closing:
+			return
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// historyQuery reads a stream's filters and where it starts: after the
+// Last-Event-ID a reconnecting client sends, else after the `after`
+// parameter (a cursor, or "start" for the oldest event retained), else
+// from now.
+func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
+	v := r.URL.Query()
+	known := map[string]bool{"namespace": true, "workflow": true, "task": true, "after": true}
+	for k := range v {
+		if !known[k] {
+			return weft.HistoryQuery{}, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
+		}
+	}
+	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
+	if w := q.Workflow; w != "" {
+		if ns, name, ok := strings.Cut(w, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return q, fieldError("workflow", "must be namespace/name, got %q", w)
+		}
+	}
+	if t := v.Get("task"); t != "" {
+		id, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || id <= 0 {
+			return q, fieldError("task", "must be a task id, got %q", t)
+		}
+		q.TaskID = id
+	}
+	after := r.Header.Get("Last-Event-ID")
+	field := "Last-Event-ID"
+	if after == "" {
+		after, field = v.Get("after"), "after"
+	}
+	switch after {
+	case "":
+		end, err := s.engine.HistoryEnd(r.Context())
+		if err != nil {
+			return q, err
+		}
+		q.After = end
+	case "start":
+	default:
+		q.After = after
+	}
+	// Check the filters and the cursor now, while an error can still be
+	// an error response.
+	probe := q
+	probe.Limit = 1
+	if _, err := s.engine.History(r.Context(), probe); err != nil {
+		if errors.Is(err, weft.ErrInvalid) {
+			return q, fieldError(field, "%q is not an event id this server handed out", after)
+		}
+		return q, err
+	}
+	return q, nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// CloseStreams ends the open event streams, whose clients reconnect (to
+// this server once it is back, or another) with Last-Event-ID. Call it
+// when the HTTP server shuts down (http.Server.RegisterOnShutdown): a
+// stream never goes idle on its own. Close calls it too.
+func (s *Server) CloseStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
+}

@@ -1,0 +1,88 @@
+package server_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
+)
+
+const gateTemplate = `namespace: demo
+name: gate
+version: "1"
+steps:
+  - name: approval
+    type: signal
+    signal: {name: go_live}
+`
+
+// TestSignalRoute: POST /v1/tasks/{id}/signals/{name} delivers a signal
+// with its payload, keeps one sent before the wait, records the acting key,
+// and answers the errors a caller can make.
+func TestSignalRoute(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		en := newEnv(t, open(t), server.Options{})
+		en.register(gateTemplate)
+		signaller := en.key(server.PermTasksSignal)
+		reader := en.key(server.PermTasksRead)
+
+		var task store.Task
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/gate"}, &task)
+		path := "/v1/tasks/" + itoa(task.ID) + "/signals/go_live"
+
+		tests := []struct {
+			name, path, token string
+			body              any
+			status            int
+			code              string
+		}{
+			{"no permission", path, reader, nil, 403, "forbidden"},
+			{"bad name", "/v1/tasks/" + itoa(task.ID) + "/signals/no%20spaces", signaller, nil, 400, "invalid_field"},
+			{"unknown task", "/v1/tasks/999999/signals/go_live", signaller, nil, 404, "not_found"},
+			{"unknown field", path, signaller, `{"payload": 1, "extra": 2}`, 400, "unknown_field"},
+			{"bad json", path, signaller, `{"payload": `, 400, "invalid_json"},
+		}
+		for _, tc := range tests {
+			r := en.do("POST", tc.path, tc.token, tc.body)
+			require.Equal(t, tc.status, r.status, "%s: %s", tc.name, r.body)
+			code, _ := r.errorCode(t)
+			require.Equal(t, tc.code, code, tc.name)
+		}
+
+		// Through the Go client: the step waits (or the signal is kept), and
+		// the payload reaches the step's result.
+		c, err := client.New(en.url, signaller)
+		require.NoError(t, err)
+		_, err = c.Signal(t.Context(), task.ID, "go_live", json.RawMessage(`{"approved_by":"ops"}`))
+		require.NoError(t, err)
+		done := en.waitTask(task.ID)
+		require.Equal(t, state.TaskCompleted, done.State)
+		require.JSONEq(t, `{"signal":"go_live","payload":{"approved_by":"ops"}}`, string(done.Steps[0].Result))
+
+		var trail wire.AuditList
+		en.ok(200, "GET", "/v1/tasks/"+itoa(task.ID)+"/audit", nil, &trail)
+		var byKey bool
+		for _, e := range trail.Audit {
+			byKey = byKey || (e.Step == "approval" && e.EngineID == "api:test-tasks:signal")
+		}
+		require.True(t, byKey, "the signalling key is in the audit trail: %+v", trail.Audit)
+
+		// A finished task takes no more signals.
+		_, err = c.Signal(t.Context(), task.ID, "go_live", nil)
+		require.ErrorIs(t, err, store.ErrConflict)
+
+		// The raw route without a body delivers null.
+		var second store.Task
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/gate"}, &second)
+		var res wire.SignalResult
+		en.ok(200, "POST", "/v1/tasks/"+itoa(second.ID)+"/signals/go_live", nil, &res)
+		require.JSONEq(t, `{"signal":"go_live","payload":null}`, string(en.waitTask(second.ID).Steps[0].Result))
+	})
+}

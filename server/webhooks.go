@@ -1,0 +1,72 @@
+package server
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
+)
+
+func (s *Server) createWebhook(r *http.Request) (int, any, error) {
+	var req wire.CreateWebhook
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.URL == "" {
+		return 0, nil, fieldError("url", "is required: where the events are POSTed")
+	}
+	for _, t := range req.Types {
+		if !slices.Contains(weft.EventTypes, t) {
+			return 0, nil, fieldError("types", "%q is not an event type", t)
+		}
+	}
+	w, err := s.engine.CreateWebhook(r.Context(), weft.WebhookSpec{URL: req.URL, Namespace: req.Namespace, Workflow: req.Workflow, Types: req.Types},
+		weft.Operator{Actor: operator(r)})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, w, nil
+}
+
+func (s *Server) listWebhooks(r *http.Request) (int, any, error) {
+	ws, err := s.engine.Webhooks(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	if ws == nil {
+		ws = []weft.Webhook{}
+	}
+	return http.StatusOK, wire.WebhookList{Webhooks: ws}, nil
+}
+
+func (s *Server) deleteWebhook(r *http.Request) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.engine.DeleteWebhook(r.Context(), id, weft.Operator{Actor: operator(r)}); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+func (s *Server) enableWebhook(r *http.Request) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.engine.EnableWebhook(r.Context(), id, weft.Operator{Actor: operator(r)}); err != nil {
+		return 0, nil, err
+	}
+	ws, err := s.engine.Webhooks(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, w := range ws {
+		if w.ID == id {
+			return http.StatusOK, w, nil
+		}
+	}
+	return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "webhook %d: not found", id)
+}

@@ -1,0 +1,202 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+var historyTests = []struct {
+	name string
+	fn   func(*testing.T, *harness)
+}{
+	{"HistoryInOrderWithFilters", testHistory},
+	{"HistoryMissesNothingUnderConcurrentWrites", testHistoryConcurrent},
+}
+
+// history reads the events after q.After, page by page, until there are
+// want of them (or fails after a deadline). The history may lag behind
+// commits: on PostgreSQL it reaches a transaction's entries once every
+// older transaction in the cluster has ended.
+func (h *harness) history(q store.HistoryQuery, want int) []store.HistoryEvent {
+	h.t.Helper()
+	var out []store.HistoryEvent
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		page, err := h.s.History(h.ctx, q)
+		require.NoError(h.t, err)
+		out = append(out, page...)
+		if len(page) > 0 {
+			q.After = page[len(page)-1].Cursor
+		}
+		if len(out) >= want && len(page) == 0 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("history: %d events after %q, want %d", len(out), q.After, want)
+		}
+		if len(page) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// auditCount counts the audit entries of tasks.
+func (h *harness) auditCount(tasks ...int64) int {
+	h.t.Helper()
+	n := 0
+	for _, id := range tasks {
+		trail, err := h.s.Audit(h.ctx, id)
+		require.NoError(h.t, err)
+		n += len(trail)
+	}
+	return n
+}
+
+func testHistory(t *testing.T, h *harness) {
+	start, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	a := h.insert(store.TaskInsert{Namespace: "shop", Workflow: "checkout", Version: "1", Steps: chain("pay", "ship")})[0].Task.ID
+	b := h.insert(store.TaskInsert{Namespace: "mail", Workflow: "send", Version: "1"})[0].Task.ID
+	pay := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, Namespaces: []string{"shop"}})[0]
+	h.ok(pay, `{}`)
+
+	all := h.history(store.HistoryQuery{After: start, Limit: 2}, h.auditCount(a, b))
+	var types []string
+	for _, e := range all {
+		if e.TaskID == a {
+			types = append(types, e.Type)
+		}
+		require.NotEmpty(t, e.Cursor)
+		require.False(t, e.At.IsZero())
+	}
+	require.Equal(t, []string{"task.submitted", "step.ready", "step.pending", "step.claimed", "task.started", "step.completed", "step.ready"}, types)
+	seen := map[string]bool{}
+	for _, e := range all {
+		require.False(t, seen[e.Cursor], "cursors are unique")
+		seen[e.Cursor] = true
+	}
+	claimed := all[indexOf(all, func(e store.HistoryEvent) bool { return e.Type == "step.claimed" })]
+	require.Equal(t, "pay", claimed.Step)
+	require.Equal(t, "shop/checkout", claimed.Workflow)
+	require.Equal(t, "shop", claimed.Namespace)
+	require.Equal(t, 1, claimed.Attempt)
+	require.Equal(t, "e1", claimed.EngineID)
+
+	// Resuming after an event returns exactly what follows it.
+	mid := all[2].Cursor
+	require.Equal(t, all[3:], h.history(store.HistoryQuery{After: mid}, len(all)-3))
+
+	for _, tc := range []struct {
+		name string
+		q    store.HistoryQuery
+		task int64
+	}{
+		{"namespace", store.HistoryQuery{After: start, Namespace: "mail"}, b},
+		{"workflow", store.HistoryQuery{After: start, Workflow: "shop/checkout"}, a},
+		{"task", store.HistoryQuery{After: start, TaskID: b}, b},
+	} {
+		got := h.history(tc.q, h.auditCount(tc.task))
+		require.Len(t, got, h.auditCount(tc.task), tc.name)
+		for _, e := range got {
+			require.Equal(t, tc.task, e.TaskID, tc.name)
+		}
+	}
+
+	// The end is after everything so far; what comes later follows it.
+	end, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	before := h.auditCount(b)
+	_, err = h.s.CancelTask(h.ctx, b, "cli:alice", "not needed")
+	require.NoError(t, err)
+	after := h.history(store.HistoryQuery{After: end, TaskID: b}, h.auditCount(b)-before)
+	require.NotEmpty(t, after)
+	last := after[indexOf(after, func(e store.HistoryEvent) bool { return e.Step == "" })]
+	require.Equal(t, "task.cancelled", last.Type)
+	require.Equal(t, "cli:alice", last.EngineID)
+	require.Equal(t, string(state.TaskCancelled), last.To)
+
+	for _, q := range []store.HistoryQuery{{After: "x"}, {After: "-1"}, {After: "1.2.3"}, {Limit: -1}, {Limit: 1001}, {Workflow: "noslash"}} {
+		_, err := h.s.History(h.ctx, q)
+		require.ErrorIs(t, err, store.ErrInvalid, "%+v", q)
+	}
+}
+
+// testHistoryConcurrent: while writers commit concurrently, a reader that
+// follows the history by cursor sees every audit entry exactly once.
+func testHistoryConcurrent(t *testing.T, h *harness) {
+	start, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	const writers, perWriter = 4, 25
+	var wg sync.WaitGroup
+	ids := make(chan int64, writers*perWriter)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				res, err := h.s.InsertTasks(h.ctx, []store.TaskInsert{{Namespace: "conc", Workflow: "wf", Version: "1", Steps: chain("a", "b")}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids <- res[0].Task.ID
+			}
+		}()
+	}
+	writing := make(chan struct{})
+	go func() { wg.Wait(); close(writing) }()
+
+	seen := map[int64]int{}
+	cursor := start
+	read := func() int {
+		page, err := h.s.History(h.ctx, store.HistoryQuery{After: cursor, Namespace: "conc", Limit: 7})
+		require.NoError(t, err)
+		for _, e := range page {
+			seen[e.ID]++
+			cursor = e.Cursor
+		}
+		return len(page)
+	}
+	for done := false; !done; {
+		select {
+		case <-writing:
+			done = true
+		default:
+			read()
+		}
+	}
+	close(ids)
+	var tasks []int64
+	for id := range ids {
+		tasks = append(tasks, id)
+	}
+	want := h.auditCount(tasks...)
+	for deadline := time.Now().Add(20 * time.Second); len(seen) < want && time.Now().Before(deadline); {
+		if read() == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, id := range tasks {
+		trail, err := h.s.Audit(h.ctx, id)
+		require.NoError(t, err)
+		for _, e := range trail {
+			require.Equal(t, 1, seen[e.ID], "audit entry %d (task %d, %s) seen once", e.ID, id, e.To)
+		}
+	}
+	require.Len(t, seen, want)
+}
+
+func indexOf(events []store.HistoryEvent, f func(store.HistoryEvent) bool) int {
+	for i, e := range events {
+		if f(e) {
+			return i
+		}
+	}
+	return -1
+}
