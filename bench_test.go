@@ -36,40 +36,46 @@ func noop(context.Context, *weft.Attempt) (any, error) { return nil, nil }
 // outcome.
 func BenchmarkOneStepThroughput(b *testing.B) {
 	eachBackendBench(b, func(b *testing.B, open storeFactory) {
-		ctx := context.Background()
-		e := benchEngine(b, open, weft.Config{Concurrency: 64})
-		var done atomic.Int64
-		all := make(chan struct{})
-		n := int64(b.N)
-		e.Handle("noop", func(context.Context, *weft.Attempt) (any, error) {
-			if done.Add(1) == n {
-				close(all)
-			}
-			return nil, nil
-		})
-		if err := e.Register(ctx, workflow.New("bench", "one", "1").Step("s", "noop")); err != nil {
-			b.Fatal(err)
-		}
-		for left := b.N; left > 0; left -= 1000 {
-			subs := make([]weft.Submission, min(left, 1000))
-			for i := range subs {
-				subs[i].Workflow = "bench/one"
-			}
-			if _, err := e.SubmitMany(ctx, subs); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ResetTimer()
-		start := time.Now()
-		if err := e.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		<-all
-		if err := e.Stop(ctx); err != nil { // flushes the last outcomes
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
+		burnDown(context.Background(), b, open, weft.Config{Concurrency: 64})
 	})
+}
+
+// burnDown submits b.N one-step no-op tasks with ctx, then runs them on an
+// engine with config c and reports tasks per second from its start to the
+// last recorded outcome.
+func burnDown(ctx context.Context, b *testing.B, open storeFactory, c weft.Config) {
+	e := benchEngine(b, open, c)
+	var done atomic.Int64
+	all := make(chan struct{})
+	n := int64(b.N)
+	e.Handle("noop", func(context.Context, *weft.Attempt) (any, error) {
+		if done.Add(1) == n {
+			close(all)
+		}
+		return nil, nil
+	})
+	if err := e.Register(ctx, workflow.New("bench", "one", "1").Step("s", "noop")); err != nil {
+		b.Fatal(err)
+	}
+	for left := b.N; left > 0; left -= 1000 {
+		subs := make([]weft.Submission, min(left, 1000))
+		for i := range subs {
+			subs[i].Workflow = "bench/one"
+		}
+		if _, err := e.SubmitMany(ctx, subs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	if err := e.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	<-all
+	if err := e.Stop(ctx); err != nil { // flushes the last outcomes
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 }
 
 // BenchmarkSubmitBulk submits one-step tasks 1000 to a transaction.

@@ -28,6 +28,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weftrun/weft/internal/engine"
 	"github.com/weftrun/weft/store"
 )
@@ -86,6 +88,27 @@ type Config struct {
 	// remote worker serves its handler before its task needs attention.
 	// Default 5m.
 	StaleAfter time.Duration
+	// TracerProvider, when set, receives OpenTelemetry spans: one per
+	// submission ("send", a producer span) and one per step attempt
+	// ("process", a consumer span from claim to outcome, with the queue
+	// wait as weft.queue_wait_ms), named and attributed after the
+	// messaging semantic conventions. The traceparent of a submission (of
+	// its span, or of the caller's context when tracing is off) is stored
+	// with the task: every attempt of its steps, on any engine and after
+	// any crash, belongs to that trace. Handlers get the attempt's span in
+	// their context, exec steps TRACEPARENT in their environment, http
+	// steps a traceparent header, and remote workers a traceparent in the
+	// claimed step. Nil: no spans, at no cost.
+	TracerProvider trace.TracerProvider
+	// Secrets resolves the secrets that built-in steps name as
+	// ${secret:NAME} in an http step's url, headers and body or an exec
+	// step's env, when the step runs: the workflow stores only the
+	// reference. A resolved value never leaves the handler: an error or
+	// result quoting it has it replaced with [secret:NAME], so it is not
+	// stored, logged or served. An error fails the step for good. Nil: a
+	// step that names a secret fails. (The weft CLI looks secrets up in
+	// WEFT_SECRET_<NAME> and in the files of --secrets-dir.)
+	Secrets func(ctx context.Context, name string) (string, error)
 }
 
 // Errors returned by the engine; test with errors.Is.

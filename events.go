@@ -60,6 +60,12 @@ type Event struct {
 	// engine's handlers.
 	Remote bool
 	At     time.Time
+	// QueueWait, for EventClaimed, is how long the step waited, ready, for
+	// its claim.
+	QueueWait time.Duration
+	// TraceID, for EventStepEnded, is the trace id (hex) of the attempt's
+	// span when it is sampled: metrics use it as an exemplar.
+	TraceID string
 }
 
 // Subscribe calls fn with every lifecycle event the engine publishes, for
@@ -69,6 +75,7 @@ type Event struct {
 func (e *Engine) Subscribe(fn func(Event)) (unsubscribe func()) {
 	return e.core.Subscribe(func(ev engine.Event) {
 		fn(Event{Kind: EventKind(ev.Kind), Namespace: ev.Namespace, Workflow: ev.Workflow, TaskID: ev.TaskID, Step: ev.Step,
-			Handler: ev.Handler, Attempt: ev.Attempt, Outcome: ev.Outcome, Duration: ev.Duration, Count: ev.Count, Remote: ev.Remote, At: ev.At})
+			Handler: ev.Handler, Attempt: ev.Attempt, Outcome: ev.Outcome, Duration: ev.Duration, Count: ev.Count, Remote: ev.Remote, At: ev.At,
+			QueueWait: ev.QueueWait, TraceID: ev.TraceID})
 	})
 }

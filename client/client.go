@@ -24,6 +24,7 @@ import (
 
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Client talks to one weft server.
@@ -89,6 +90,8 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	// The caller's trace goes along: a task submitted continues it.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// A *url.Error names the method and URL itself.

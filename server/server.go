@@ -134,7 +134,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		s.log.Warn("authentication is DISABLED: every request has every permission; never expose this server")
 	}
 	s.metrics = newMetrics(e, s.log)
-	s.unsubscribe = e.Subscribe(s.metrics.observe)
+	s.unsubscribe = s.metrics.close
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))

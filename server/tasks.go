@@ -11,6 +11,7 @@ import (
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 func (s *Server) createTask(r *http.Request) (int, any, error) {
@@ -76,7 +77,11 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 			return 0, nil, errorf(http.StatusServiceUnavailable, CodeOverloaded, "the backlog holds %d unfinished tasks, the most this server accepts: retry later", n)
 		}
 	}
-	res, err := s.engine.Submit(r.Context(), sub)
+	// The task continues the caller's trace: a traceparent header (W3C
+	// Trace Context; one that is not valid is ignored, as the standard
+	// says) is stored with it.
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	res, err := s.engine.Submit(ctx, sub)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -47,6 +47,9 @@ type TaskInsert struct {
 	// run. "" means no limit.
 	LimitKey string
 	Limit    int
+	// TraceParent is the W3C traceparent the task's steps continue; "":
+	// none.
+	TraceParent string
 }
 
 // StepInsert is one step of a task to submit, in definition order.

@@ -248,6 +248,9 @@ type ClaimedStep struct {
 	TimeoutMS int64      `json:"timeout_ms,omitempty"`
 	Deadline  *time.Time `json:"deadline,omitempty"`
 	Fence     Fence      `json:"fence"`
+	// TraceParent is the W3C traceparent of the task's trace (absent:
+	// none): a worker that traces continues it in its spans.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Heartbeat is the body of POST /v1/workers/{id}/heartbeat. Steps must list

@@ -61,14 +61,21 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 
-	dbFlag   string
-	logLevel string
+	dbFlag     string
+	logLevel   string
+	logFormat  string
+	configFlag string
+	secretsDir string
+	// config is the effective configuration (config.go).
+	config *configuration
 	// serverFlag and tokenFlag make the task commands talk to a server.
 	serverFlag string
 	tokenFlag  string
 
 	logOut *holdWriter
 	log    *slog.Logger
+	// tracing holds the tracer provider built from OTEL_* (telemetry.go).
+	tracing tracing
 
 	// refresh is how often `weft run` redraws its progress.
 	refresh time.Duration
@@ -89,6 +96,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	root := a.rootCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
+	a.shutdownTracing()
 	if err == nil {
 		return exitOK
 	}
@@ -118,10 +126,21 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.loadConfig(cmd); err != nil {
+				return err
+			}
 			if err := a.refuseServer(cmd); err != nil {
 				return err
 			}
-			return a.setupLogging(cmd)
+			if err := a.setupLogging(cmd); err != nil {
+				return err
+			}
+			ctx, err := a.setupTracing(cmd.Context())
+			if err != nil {
+				return err
+			}
+			cmd.SetContext(ctx)
+			return nil
 		},
 	}
 	root.SetIn(a.stdin)
@@ -131,6 +150,9 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 	root.PersistentFlags().StringVar(&a.serverFlag, "server", "", "talk to this weft server instead of a database (default $WEFT_SERVER); commands that work on a database only refuse it")
 	root.PersistentFlags().StringVar(&a.tokenFlag, "token", "", "API key or JWT for --server (default $WEFT_TOKEN)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default warn; info for worker)")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text (logfmt) or json (one object a line)")
+	root.PersistentFlags().StringVar(&a.configFlag, "config", "", "configuration file (default $WEFT_CONFIG, else ./weft.yaml if it exists)")
+	root.PersistentFlags().StringVar(&a.secretsDir, "secrets-dir", "", "directory of secret files for ${secret:NAME} in workflow steps (after $WEFT_SECRET_NAME)")
 	root.AddCommand(
 		a.runCommand(),
 		a.submitCommand(),
@@ -155,6 +177,8 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.registerCommand(),
 		a.schedulesCommand(),
 		a.pauseCommand(), a.resumeCommand(), a.limitCommand(), a.policiesCommand(),
+		a.configCommand(),
+		a.versionCommand(),
 	)
 	return root
 }
@@ -204,11 +228,17 @@ func (a *app) refuseServer(cmd *cobra.Command) error {
 		if !ok {
 			continue
 		}
+		// The server comes from --server, $WEFT_SERVER or the
+		// configuration file (config.go): the flag is a request to refuse,
+		// the other two are ambient, and serve and worker ignore them.
+		source := a.config.source("server")
 		switch {
-		case a.serverFlag != "":
+		case strings.HasPrefix(source, "flag "):
 			return usageErrorf("'%s' works on a database only and cannot go through --server: %s; drop --server and give --db", cmd.CommandPath(), why)
-		case a.getenv("WEFT_SERVER") != "" && c.Name() != "serve" && c.Name() != "worker":
+		case source == "env WEFT_SERVER" && c.Name() != "serve" && c.Name() != "worker":
 			return usageErrorf("'%s' works on a database only and cannot go through $WEFT_SERVER (%s): %s; unset WEFT_SERVER and give --db", cmd.CommandPath(), weftdb.Redact(a.getenv("WEFT_SERVER")), why)
+		case source != "" && c.Name() != "serve" && c.Name() != "worker":
+			return usageErrorf("'%s' works on a database only and cannot go through the server set in %s (%s): %s; remove it there or give --db", cmd.CommandPath(), source, weftdb.Redact(a.serverURL()), why)
 		}
 		return nil
 	}
@@ -228,7 +258,8 @@ func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command
 	}
 }
 
-// setupLogging builds the logger from --log-level: slog text on stderr.
+// setupLogging builds the logger from --log-level and --log-format: slog
+// text or JSON on stderr.
 func (a *app) setupLogging(cmd *cobra.Command) error {
 	name := a.logLevel
 	if name == "" {
@@ -250,7 +281,15 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 	default:
 		return usageErrorf("--log-level: unknown level %q (want debug, info, warn or error)", name)
 	}
-	a.log = slog.New(slog.NewTextHandler(a.logOut, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(a.logFormat) {
+	case "text", "":
+		a.log = slog.New(slog.NewTextHandler(a.logOut, opts))
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.logOut, opts))
+	default:
+		return usageErrorf("--log-format: unknown format %q (want text or json)", a.logFormat)
+	}
 	return nil
 }
 
@@ -292,6 +331,8 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 		}
 	}
 	cfg.Logger = a.log
+	cfg.TracerProvider = a.tracerProvider()
+	cfg.Secrets = a.secretLookup
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
 		return nil, err // weftdb names the database and what failed

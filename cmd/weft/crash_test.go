@@ -23,14 +23,15 @@ import (
 	"github.com/weftrun/weft/store/sqlite"
 )
 
-// buildWeft compiles the CLI once per test binary run.
+// buildWeft compiles the CLI once per test binary run, stamped with the
+// VCS revision when it is built from a checkout (whatever GOFLAGS says).
 var buildWeft = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "weft-bin-")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "weft")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

@@ -435,6 +435,7 @@ func TestWorkerRejects(t *testing.T) {
 		{[]string{"--concurrency", "-1"}, "--concurrency must be at least 1"},
 		{[]string{"--cap", "a=1"}, "--cap was removed"},
 		{[]string{"--drain", "-1s"}, "--drain must not be negative"},
+		{[]string{"--metrics-addr", "nope"}, `--metrics-addr "nope": want HOST:PORT`},
 		{[]string{"extra"}, `unknown command "extra" for "weft worker"`},
 	}
 	for _, tt := range tests {

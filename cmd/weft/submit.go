@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -177,7 +178,10 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 }
 
 func (a *app) workerCommand() *cobra.Command {
-	var eng engineFlags
+	var (
+		eng         engineFlags
+		metricsAddr string
+	)
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run an engine until signalled, resuming unfinished work",
@@ -186,28 +190,44 @@ of every task whose handlers it has (the built-ins exec and http), including
 those that an interrupted 'weft run' or a crashed engine left behind.
 
 On a signal it stops claiming and waits up to --drain for running steps; those
-still running are then stopped and returned to the queue for the next engine.`,
+still running are then stopped and returned to the queue for the next engine.
+
+With --metrics-addr it serves the engine's Prometheus metrics on /metrics (the
+same as weft serve's, without the API's), and /health/live and /health/ready.`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
 			cfg, err := eng.config()
 			if err != nil {
 				return err
 			}
-			return a.work(cmd.Context(), cfg, eng.drain)
+			return a.work(cmd.Context(), cfg, eng.drain, metricsAddr)
 		}),
 	}
 	f := cmd.Flags()
 	eng.add(f, "on shutdown, how long to wait for running steps before stopping them")
+	f.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on http://ADDR/metrics (HOST:PORT; default: none)")
 	return localOnlyCommand(cmd, "it runs an engine on the database (remote workers join a server with a worker client; see docs/remote-workers.md)")
 }
 
 // work runs an engine until ctx is done, then stops it within drain.
-func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration) error {
+func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, metricsAddr string) error {
+	if metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
+			return usageErrorf("--metrics-addr %q: want HOST:PORT", metricsAddr)
+		}
+	}
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
 	defer a.closeEngine(e)
+	if metricsAddr != "" {
+		stop, err := a.serveMetrics(e, metricsAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if err := e.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}

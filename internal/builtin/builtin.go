@@ -51,6 +51,9 @@ type Request struct {
 	// Report, if set, receives what the command reports on its control
 	// channel (see Exec): checkpoints and progress.
 	Report Reporter
+	// Secrets resolves the ${secret:NAME} references of the config; nil:
+	// a step that names a secret fails.
+	Secrets SecretLookup
 }
 
 // Reporter receives a running step's checkpoints and progress.
@@ -125,6 +128,8 @@ var templateFuncs = template.FuncMap{
 		}
 		return string(b), nil
 	},
+	// secret resolves ${secret:NAME}; each attempt sets its own.
+	"secret": func(name string) (string, error) { return "", fmt.Errorf("secret %s: %w", name, ErrNoSecrets) },
 }
 
 // parseTemplate parses a config template. A missing map key is an error at

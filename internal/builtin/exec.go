@@ -51,7 +51,9 @@ var execFields = []string{"command", "env", "dir", "permanent_exit_codes"}
 // registration. The config is an object with
 //
 //   - command: the argv, a non-empty list of strings (required);
-//   - env: an object of strings added to the inherited environment;
+//   - env: an object of strings added to the inherited environment; a
+//     value may name secrets as ${secret:NAME}, resolved when the step
+//     runs (see SecretLookup);
 //   - dir: the working directory;
 //   - permanent_exit_codes: a list of exit codes (1 to 255) that fail the
 //     step at once instead of by its retry policy.
@@ -95,6 +97,9 @@ func parseExecConfig(config json.RawMessage) (*execConfig, error) {
 		if strings.IndexByte(c.Env[k], 0) >= 0 {
 			return nil, fmt.Errorf("config.env.%s: must not contain a NUL byte", k)
 		}
+		if err := checkSecretRefs(c.Env[k]); err != nil {
+			return nil, fmt.Errorf("config.env.%s: %w", k, err)
+		}
 	}
 
 	if err := decodeField(fields, "dir", "a string", &c.Dir); err != nil {
@@ -118,7 +123,8 @@ func parseExecConfig(config json.RawMessage) (*execConfig, error) {
 // Exec runs the command of an exec step.
 //
 // The command gets the step context as one JSON object on stdin and the
-// environment variables WEFT_TASK_ID, WEFT_STEP and WEFT_ATTEMPT. When its
+// environment variables WEFT_TASK_ID, WEFT_STEP and WEFT_ATTEMPT, and, when
+// the step belongs to a trace, TRACEPARENT (and TRACESTATE) in W3C form. When its
 // stdout, trimmed, is a JSON document that is the result; otherwise the
 // result is {"stdout": "<stdout>"}. Stdout is captured up to 16 MiB: output
 // beyond it is dropped, and the result is then
@@ -140,14 +146,37 @@ func Exec(ctx context.Context, req Request) (json.RawMessage, error) {
 	return runExec(ctx, req, execLimits{stdout: maxExecStdout, waitDelay: execWaitDelay})
 }
 
+// runExec is Exec with the given limits.
+func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage, error) {
+	s := newSecrets(ctx, req.Secrets)
+	return s.clean(execCommand(ctx, req, lim, s))
+}
+
 // execLimits are the limits of runExec, which tests lower.
 type execLimits struct {
 	stdout    int           // bytes of stdout kept
 	waitDelay time.Duration // see execWaitDelay
 }
 
-// runExec is Exec with the given limits.
-func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage, error) {
+// SecretEnvPrefix starts the names of the environment variables that hold
+// secrets for the weft CLI (WEFT_SECRET_<NAME>): commands do not inherit
+// them, they get only the secrets their env names.
+const SecretEnvPrefix = "WEFT_SECRET_"
+
+// inheritedEnv is the engine's environment less its secrets.
+func inheritedEnv() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, SecretEnvPrefix) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// execCommand runs the command of an exec step, resolving secrets with s.
+func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (json.RawMessage, error) {
 	cfg, err := parseExecConfig(req.Config)
 	if err != nil {
 		return nil, &outcome.PermanentError{Err: fmt.Errorf("exec step %q: invalid config: %w", req.Step, err)}
@@ -159,9 +188,13 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 
 	cmd := exec.CommandContext(ctx, cfg.Command[0], cfg.Command[1:]...)
 	cmd.Dir = cfg.Dir
-	cmd.Env = os.Environ()
+	cmd.Env = inheritedEnv()
 	for _, k := range sortedKeys(cfg.Env) {
-		cmd.Env = append(cmd.Env, k+"="+cfg.Env[k])
+		v, err := s.expand(cfg.Env[k])
+		if err != nil {
+			return nil, &outcome.PermanentError{Err: fmt.Errorf("exec step %q: config.env.%s: %w", req.Step, k, err)}
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	// Last, so that the config cannot override them; exec.Cmd keeps the
 	// last value of a duplicated variable.
@@ -170,6 +203,9 @@ func runExec(ctx context.Context, req Request, lim execLimits) (json.RawMessage,
 		"WEFT_STEP="+req.Step,
 		"WEFT_ATTEMPT="+strconv.Itoa(req.Attempt),
 	)
+	for k, v := range traceContext(ctx) {
+		cmd.Env = append(cmd.Env, strings.ToUpper(k)+"="+v)
+	}
 	cmd.Stdin = bytes.NewReader(stdin)
 	var control *controlChannel
 	if req.Report != nil {

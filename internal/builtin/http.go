@@ -52,7 +52,9 @@ type httpConfig struct {
 //
 //   - url: the URL to call, http or https (required); a text/template;
 //   - method: GET (the default), HEAD, POST, PUT, PATCH, DELETE or OPTIONS;
-//   - headers: an object of strings;
+//   - headers: an object of strings; a value may name secrets as
+//     ${secret:NAME}, as may url and body, resolved when the step runs
+//     (see SecretLookup) and never stored, logged or returned;
 //   - body: the request body, a text/template;
 //   - timeout: a Go duration bounding the call, such as "30s".
 //
@@ -82,10 +84,13 @@ func parseHTTPConfig(config json.RawMessage) (*httpConfig, error) {
 	if rawURL == "" {
 		return nil, errors.New("config.url: is required")
 	}
-	if c.url, err = parseTemplate("url", rawURL); err != nil {
+	if err := checkSecretRefs(rawURL); err != nil {
 		return nil, fmt.Errorf("config.url: %w", err)
 	}
-	if !strings.Contains(rawURL, "{{") {
+	if c.url, err = parseTemplate("url", secretTemplate(rawURL)); err != nil {
+		return nil, fmt.Errorf("config.url: %w", err)
+	}
+	if !strings.Contains(rawURL, "{{") && !strings.Contains(rawURL, "${secret:") {
 		if err := checkURL(rawURL); err != nil {
 			return nil, fmt.Errorf("config.url: %w", err)
 		}
@@ -110,6 +115,9 @@ func parseHTTPConfig(config json.RawMessage) (*httpConfig, error) {
 		if strings.ContainsAny(c.headers[k], "\r\n\x00") {
 			return nil, fmt.Errorf("config.headers.%s: must not contain CR, LF or NUL", k)
 		}
+		if err := checkSecretRefs(c.headers[k]); err != nil {
+			return nil, fmt.Errorf("config.headers.%s: %w", k, err)
+		}
 	}
 
 	if present(fields, "body") {
@@ -117,7 +125,10 @@ func parseHTTPConfig(config json.RawMessage) (*httpConfig, error) {
 		if err := decodeField(fields, "body", "a string", &body); err != nil {
 			return nil, err
 		}
-		if c.body, err = parseTemplate("body", body); err != nil {
+		if err := checkSecretRefs(body); err != nil {
+			return nil, fmt.Errorf("config.body: %w", err)
+		}
+		if c.body, err = parseTemplate("body", secretTemplate(body)); err != nil {
 			return nil, fmt.Errorf("config.body: %w", err)
 		}
 	}
@@ -194,6 +205,12 @@ func render(t *template.Template, data map[string]any) (string, error) {
 // start of the body. Transport errors are plain errors. A config or template
 // that cannot produce a request is a PermanentError.
 func HTTP(ctx context.Context, client *http.Client, req Request) (json.RawMessage, error) {
+	s := newSecrets(ctx, req.Secrets)
+	return s.clean(callHTTP(ctx, client, req, s))
+}
+
+// callHTTP is HTTP, resolving secrets with s.
+func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets) (json.RawMessage, error) {
 	cfg, err := parseHTTPConfig(req.Config)
 	if err != nil {
 		return nil, &outcome.PermanentError{Err: fmt.Errorf("http step %q: invalid config: %w", req.Step, err)}
@@ -206,6 +223,10 @@ func HTTP(ctx context.Context, client *http.Client, req Request) (json.RawMessag
 	if err != nil {
 		return nil, &outcome.PermanentError{Err: err}
 	}
+	cfg.url.Funcs(s.funcs())
+	if cfg.body != nil {
+		cfg.body.Funcs(s.funcs())
+	}
 	target, err := render(cfg.url, data)
 	if err != nil {
 		return nil, &outcome.PermanentError{Err: fmt.Errorf("http step %q: %w", req.Step, err)}
@@ -217,11 +238,11 @@ func HTTP(ctx context.Context, client *http.Client, req Request) (json.RawMessag
 	var body []byte
 	switch {
 	case cfg.body != nil:
-		s, err := render(cfg.body, data)
+		text, err := render(cfg.body, data)
 		if err != nil {
 			return nil, &outcome.PermanentError{Err: fmt.Errorf("http step %q: %w", req.Step, err)}
 		}
-		body = []byte(s)
+		body = []byte(text)
 	case cfg.method == http.MethodPost || cfg.method == http.MethodPut || cfg.method == http.MethodPatch:
 		body = sc
 	}
@@ -240,11 +261,18 @@ func HTTP(ctx context.Context, client *http.Client, req Request) (json.RawMessag
 		return nil, &outcome.PermanentError{Err: fmt.Errorf("http step %q: build request: %w", req.Step, err)}
 	}
 	for _, k := range sortedKeys(cfg.headers) {
+		v, err := s.expand(cfg.headers[k])
+		if err != nil {
+			return nil, &outcome.PermanentError{Err: fmt.Errorf("http step %q: config.headers.%s: %w", req.Step, k, err)}
+		}
 		if http.CanonicalHeaderKey(k) == "Host" {
-			hreq.Host = cfg.headers[k]
+			hreq.Host = v
 			continue
 		}
-		hreq.Header.Set(k, cfg.headers[k])
+		hreq.Header.Set(k, v)
+	}
+	for k, v := range traceContext(ctx) {
+		hreq.Header.Set(k, v)
 	}
 	if len(body) > 0 && hreq.Header.Get("Content-Type") == "" && json.Valid(body) {
 		hreq.Header.Set("Content-Type", "application/json")

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -46,6 +48,8 @@ type Config struct {
 	ID                string
 	UpkeepInterval    time.Duration
 	StaleAfter        time.Duration
+	TracerProvider    trace.TracerProvider
+	Secrets           func(ctx context.Context, name string) (string, error)
 }
 
 func (c *Config) setDefaults() error {
@@ -158,6 +162,9 @@ type Engine struct {
 	owners workerOwners
 	// clock is the time schedules are planned by; tests replace it.
 	clock func() time.Time
+	// tracer makes the spans of submissions and attempts (trace.go); nil
+	// when tracing is off.
+	tracer trace.Tracer
 }
 
 // running is one handler in flight.
@@ -203,6 +210,9 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		clock:     time.Now,
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
+	if cfg.TracerProvider != nil {
+		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
+	}
 	e.registerBuiltins()
 	return e, nil
 }

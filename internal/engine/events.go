@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -45,6 +47,10 @@ type Event struct {
 	Count     int
 	Remote    bool
 	At        time.Time
+	// QueueWait is how long a claimed step waited, ready, for its claim.
+	QueueWait time.Duration
+	// TraceID is the trace of an attempt whose span is sampled ("": none).
+	TraceID string
 }
 
 // observers is the engine's list of subscribers, replaced whole on change so
@@ -119,16 +125,27 @@ func outcomeName(o store.Outcome) string {
 
 // publishClaimed publishes the claim of a step.
 func (e *Engine) publishClaimed(c store.ClaimedStep, remote bool) {
+	var wait time.Duration
+	if c.StartedAt != nil && !c.ReadyAt.IsZero() {
+		wait = max(0, c.StartedAt.Sub(c.ReadyAt))
+	}
 	e.Publish(Event{Kind: EventClaimed, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
-		Handler: c.Handler, Attempt: c.Attempts, Remote: remote})
+		Handler: c.Handler, Attempt: c.Attempts, Remote: remote, QueueWait: wait})
 }
 
 // publishEnded publishes the end of a claimed step's attempt.
-func (e *Engine) publishEnded(c store.ClaimedStep, o store.Outcome, recorded bool, d time.Duration, remote bool) {
+func (e *Engine) publishEnded(c store.ClaimedStep, o store.Outcome, recorded bool, d time.Duration, remote bool, span trace.Span) {
+	if e.observers.list.Load() == nil {
+		return
+	}
 	outcome := OutcomeInterrupted
 	if recorded {
 		outcome = outcomeName(o)
 	}
+	var traceID string
+	if span != nil && span.SpanContext().IsSampled() {
+		traceID = span.SpanContext().TraceID().String()
+	}
 	e.Publish(Event{Kind: EventStepEnded, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
-		Handler: c.Handler, Attempt: c.Attempts, Outcome: outcome, Duration: d, Remote: remote})
+		Handler: c.Handler, Attempt: c.Attempts, Outcome: outcome, Duration: d, Remote: remote, TraceID: traceID})
 }

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -50,7 +52,7 @@ func (e *Engine) registerBuiltins() {
 
 func (r *Run) builtinRequest() builtin.Request {
 	return builtin.Request{TaskID: r.TaskID, Step: r.Step, Attempt: r.Number, Input: r.Input, Deps: r.Deps, Config: r.Config,
-		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r}
+		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r, Secrets: r.engine.cfg.Secrets}
 }
 
 // launch starts the handler of a claimed step on the slot taken for it.
@@ -64,8 +66,10 @@ func (e *Engine) launch(c store.ClaimedStep) {
 		defer e.handlerWG.Done()
 		defer cancel(nil)
 		start := time.Now()
+		ctx, span := e.attemptContext(ctx, &c, "")
 		o, record := e.execute(ctx, c)
-		e.publishEnded(c, o, record, time.Since(start), false)
+		endAttempt(span, o, record)
+		e.publishEnded(c, o, record, time.Since(start), false, span)
 		e.mu.Lock()
 		delete(e.inflight, c.ID)
 		e.mu.Unlock()
@@ -80,9 +84,9 @@ func (e *Engine) launch(c store.ClaimedStep) {
 // cancelled or taken over, or the engine is shutting down and leaves it to
 // be reclaimed.
 func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
-	log := &stepLog{logger: e.log, c: &c, took: -1}
+	log := &stepLog{logger: e.log, c: &c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
-		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, fence: c.Fence, claimed: &c, slot: true}
+		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, log: log, fence: c.Fence, claimed: &c, slot: true}
 	defer r.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
 	w, def, err := e.claimedDefinition(ctx, c)
@@ -147,6 +151,7 @@ type stepLog struct {
 	c      *store.ClaimedStep
 	took   time.Duration // negative until the handler returned
 	remote string        // the remote worker that ran the step, if any
+	trace  trace.TraceID // the trace the attempt belongs to; zero: none
 }
 
 func (l *stepLog) Debug(msg string, args ...any) { l.log(slog.LevelDebug, msg, args) }
@@ -163,7 +168,10 @@ func (l *stepLog) log(level slog.Level, msg string, args []any) {
 	var pc [1]uintptr
 	runtime.Callers(3, pc[:]) // the caller of Debug, Info, Warn or Error
 	r := slog.NewRecord(time.Now(), level, msg, pc[0])
-	r.Add("task_id", l.c.TaskID, "step", l.c.Name, "attempt", l.c.Attempts)
+	r.Add("task_id", l.c.TaskID, "workflow", l.c.Namespace+"/"+l.c.Workflow, "step", l.c.Name, "attempt", l.c.Attempts)
+	if l.trace.IsValid() {
+		r.Add("trace_id", l.trace.String())
+	}
 	if l.took >= 0 {
 		r.Add("duration_ms", l.took.Milliseconds())
 	}

@@ -206,7 +206,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) {
 			continue // its holder reported meanwhile
 		}
 		taken = append(taken, ran[i].Fence)
-		e.publishEnded(ran[i], outcomes[i], true, 0, ran[i].EngineID != e.ID())
+		e.publishEnded(ran[i], outcomes[i], true, 0, ran[i].EngineID != e.ID(), nil)
 	}
 	e.cancelFences(taken, errLeaseLost)
 	if len(steps) == batch {

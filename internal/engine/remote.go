@@ -251,7 +251,7 @@ func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []s
 	now := time.Now()
 	for _, c := range claimed {
 		e.publishClaimed(c, true)
-		log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID}
+		log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
 		o := store.Outcome{Fence: c.Fence, EngineID: workerID}
 		_, def, err := e.claimedDefinition(ctx, c)
 		if err != nil {
@@ -273,7 +273,7 @@ func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []s
 		if err := e.record(ctx, o); err != nil {
 			return nil, err
 		}
-		e.publishEnded(c, o, true, 0, true)
+		e.publishEnded(c, o, true, 0, true, nil)
 	}
 	return out, nil
 }
@@ -350,7 +350,7 @@ func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f sto
 	if err != nil {
 		return store.Outcome{}, err
 	}
-	log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID}
+	log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
 	var took time.Duration
 	if c.StartedAt != nil {
 		took = time.Since(*c.StartedAt)
@@ -366,10 +366,17 @@ func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f sto
 	} else {
 		o = e.settle(o, log, w, def, c.Attempts, result, failed)
 	}
+	// The attempt's span runs from the claim to now: the engine keeps
+	// nothing about a remote step between the worker's calls.
+	_, span := e.attemptContext(ctx, &c, workerID)
 	if err := e.record(ctx, o); err != nil {
+		if span != nil {
+			span.End()
+		}
 		return store.Outcome{}, err
 	}
-	e.publishEnded(c, o, true, took, true)
+	endAttempt(span, o, true)
+	e.publishEnded(c, o, true, took, true, span)
 	return o, nil
 }
 

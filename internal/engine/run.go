@@ -35,6 +35,7 @@ type Run struct {
 	Deadline time.Time
 
 	engine  *Engine
+	log     *stepLog
 	fence   store.Fence
 	claimed *store.ClaimedStep
 	mu      sync.Mutex
@@ -77,7 +78,7 @@ func (r *Run) DeferUntil(ctx context.Context, cond func(context.Context) (bool, 
 		return fmt.Errorf("defer step %q: %w", r.Step, err)
 	}
 	r.releaseSlot()
-	e.log.Debug("step deferred", "task_id", r.TaskID, "step", r.Step, "attempt", r.Number)
+	r.log.Debug("step deferred")
 	waitErr := func() error {
 		t := time.NewTicker(interval)
 		defer t.Stop()

@@ -60,7 +60,12 @@ func (e *Engine) SubmitTx(ctx context.Context, tx any, subs []Submission) ([]Sub
 }
 
 // submit resolves and validates submissions and hands them to insert.
-func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) ([]SubmitResult, error) {
+func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) (out []SubmitResult, err error) {
+	ctx, span := e.startSubmit(ctx, subs)
+	defer func() { endSubmit(span, out, err) }()
+	// The tasks continue the submission's trace (or the caller's, when
+	// tracing is off here).
+	tp := traceParent(ctx)
 	// A task written into a database file deleted or replaced under the
 	// engine would be lost: refuse it.
 	if err := e.databaseGone(); err != nil {
@@ -76,6 +81,12 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 			}
 			return nil, err
 		}
+		in.TraceParent = tp
+		if tp == "" {
+			// No trace to continue: the task starts its own, so that its
+			// logs, its steps and what they call share an id.
+			in.TraceParent = newTraceParent()
+		}
 		inserts[i] = in
 	}
 	res, err := insert(ctx, inserts)
@@ -88,7 +99,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 			break
 		}
 	}
-	out := make([]SubmitResult, len(res))
+	out = make([]SubmitResult, len(res))
 	for i, r := range res {
 		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate, Superseded: r.Superseded}
 		if r.Superseded != 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -284,18 +285,32 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	}
 	rows, err := t.query(`UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns, args...)
+		WHERE id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns+`, sort_key`, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
-	steps, err := collect(rows, scanStep)
+	type claimedRow struct {
+		stepRow
+		sortKey int64
+	}
+	steps, err := collect(rows, func(r Row) (claimedRow, error) {
+		var x stepScan
+		var sortKey int64
+		if err := r.Scan(append(x.dest(), &sortKey)...); err != nil {
+			return claimedRow{}, err
+		}
+		return claimedRow{x.row(), sortKey}, nil
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
 	out := make([]store.ClaimedStep, len(steps))
 	deps := make([][]int, len(steps))
 	for i, st := range steps {
-		out[i] = store.ClaimedStep{Step: st.Step, Fence: store.Fence{StepID: st.ID, Attempt: st.Attempts, LeaseID: leaseID}}
+		// The sort key is the time the step became ready less its priority's
+		// aging credit.
+		out[i] = store.ClaimedStep{Step: st.Step, Fence: store.Fence{StepID: st.ID, Attempt: st.Attempts, LeaseID: leaseID},
+			ReadyAt: time.UnixMicro(st.sortKey + int64(st.Priority)*t.s.aging)}
 		deps[i] = st.deps
 		t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, "claimed")
 	}
@@ -306,9 +321,9 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // see: the task input and the results of dependencies by name.
 func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	type taskInfo struct {
-		id                int64
-		input             json.RawMessage
-		workflow, version string
+		id                             int64
+		input                          json.RawMessage
+		workflow, version, traceparent string
 	}
 	tasks := map[int64]*taskInfo{}
 	var ids []any
@@ -333,14 +348,14 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	for _, id := range started {
 		t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
 	}
-	rows, err := t.query(`SELECT id, input, workflow, version FROM tasks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
 	if err != nil {
 		return fmt.Errorf("load tasks: %w", err)
 	}
 	infos, err := collect(rows, func(r Row) (*taskInfo, error) {
 		info := &taskInfo{}
 		var input string
-		if err := r.Scan(&info.id, &input, &info.workflow, &info.version); err != nil {
+		if err := r.Scan(&info.id, &input, &info.workflow, &info.version, &info.traceparent); err != nil {
 			return nil, err
 		}
 		info.input = json.RawMessage(input)
@@ -360,7 +375,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	for i := range claimed {
 		c := &claimed[i]
 		info := tasks[c.TaskID]
-		c.Input, c.Workflow, c.Version = info.input, info.workflow, info.version
+		c.Input, c.Workflow, c.Version, c.TraceParent = info.input, info.workflow, info.version, info.traceparent
 		if len(deps[i]) == 0 {
 			continue
 		}

@@ -102,8 +102,9 @@ const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, dep
 	kind, template, item, signal, progress, progress_msg, deadline, child_task_id, child_error`
 
 // heldStepSelect reads steps (as s) with stepColumns, then the lease, the
-// workflow and the version of their task (as t), for scanHeldStep.
-var heldStepSelect = `SELECT ` + qualify("s", stepColumns) + `, s.lease_id, t.workflow, t.version FROM steps s JOIN tasks t ON t.id = s.task_id`
+// workflow, the version and the traceparent of their task (as t), for
+// scanHeldStep.
+var heldStepSelect = `SELECT ` + qualify("s", stepColumns) + `, s.lease_id, t.workflow, t.version, t.traceparent FROM steps s JOIN tasks t ON t.id = s.task_id`
 
 // qualify prefixes each column of a comma-separated list with a table alias.
 func qualify(alias, columns string) string {
@@ -195,7 +196,7 @@ func scanStepRef(r Row) (stepRef, error) {
 func scanHeldStep(r Row) (store.ClaimedStep, error) {
 	var x stepScan
 	var c store.ClaimedStep
-	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version)...); err != nil {
+	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version, &c.TraceParent)...); err != nil {
 		return c, err
 	}
 	c.Step = x.row().Step

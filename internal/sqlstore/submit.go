@@ -19,8 +19,8 @@ import (
 // inserts nothing (also when a concurrent transaction holds it): the
 // existing task is returned.
 const (
-	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
 		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n)
@@ -86,14 +86,14 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			key = in.IdempotencyKey
 		}
 		var id int64
-		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags)).Scan(&id)
+		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags), in.TraceParent).Scan(&id)
 		var superseded *heldKey
 		if errors.Is(err, sql.ErrNoRows) && in.Supersede {
 			// The task holding the key gives it up; this one takes it.
 			if superseded, err = t.releaseKey(in.Namespace, in.IdempotencyKey); err != nil {
 				return nil, err
 			}
-			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags)).Scan(&id)
+			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags), in.TraceParent).Scan(&id)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))

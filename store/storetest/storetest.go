@@ -82,6 +82,7 @@ func Run(t *testing.T, open Opener) {
 		{"CountUnfinishedTasks", testCountUnfinished},
 		{"ClaimByNamespace", testClaimByNamespace},
 		{"ListTasksByCreationTime", testListTasksByTime},
+		{"TraceParentAndReadyAt", testTraceParentAndReadyAt},
 	}
 	tests = append(tests, dynamicTests...)
 	tests = append(tests, runningTests...)

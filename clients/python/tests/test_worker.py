@@ -317,3 +317,25 @@ class WorkerTest(ServerTestCase):
         self.assertIn("step timed out after 300ms", step_named(task, "late")["error"])
         wait_for(lambda: raised, 5, what="the late checkpoint to be refused")
         self.assertIsNone(step_named(self.server.task(tid), "late").get("checkpoint"))
+
+
+class TraceTest(ServerTestCase):
+
+    def test_step_carries_the_submitters_traceparent(self):
+        self.register(workflow("traced", """
+  - name: show
+    handler: py.show
+"""))
+        self.start_worker("traced", {"py.show": lambda step: {"traceparent": step.traceparent}})
+        caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        traced = self.server.submit("traced/wf", {}, headers={"traceparent": caller})
+        plain = self.server.submit("traced/wf", {})
+        task = self.server.wait_task(traced)
+        self.assertEqual(task["state"], "completed", task)
+        # The server traces nothing here: the worker gets the caller's own span.
+        self.assertEqual(step_named(task, "show")["result"], {"traceparent": caller})
+        # A task submitted outside any trace starts its own.
+        task = self.server.wait_task(plain)
+        own = step_named(task, "show")["result"]["traceparent"]
+        self.assertRegex(own, r"^00-[0-9a-f]{32}-[0-9a-f]{16}-01$")
+        self.assertNotIn("4bf92f3577b34da6a3ce929d0e0e4736", own)

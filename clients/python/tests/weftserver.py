@@ -144,10 +144,12 @@ class WeftServer:
 
     # -- REST ------------------------------------------------------------------
 
-    def api(self, method, path, body=None, token=None):
+    def api(self, method, path, body=None, token=None, headers=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", "Bearer " + (token or self.admin_token))
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
@@ -160,8 +162,9 @@ class WeftServer:
     def register_workflow(self, template):
         return self.api("POST", "/v1/workflows", {"template": template})
 
-    def submit(self, workflow, input=None):
-        return self.api("POST", "/v1/tasks", {"workflow": workflow, "input": input if input is not None else {}})["id"]
+    def submit(self, workflow, input=None, headers=None):
+        return self.api("POST", "/v1/tasks", {"workflow": workflow, "input": input if input is not None else {}},
+                        headers=headers)["id"]
 
     def task(self, task_id):
         return self.api("GET", "/v1/tasks/%d" % task_id)

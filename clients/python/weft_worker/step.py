@@ -28,8 +28,13 @@ class Step:
     timeout), fence (the fencing token sent back with every report),
     worker_id (the registration the step was claimed under), lost (a
     threading.Event set when the server says the step is no longer this
-    worker's: cancelled, timed out or taken over) and raw (the claim as
-    received).
+    worker's: cancelled, timed out or taken over), traceparent (the W3C
+    traceparent of the task's trace: the submitter's, or one the task
+    started when it was submitted outside any trace; None for
+    tasks submitted before weft stored traces. Pass it to
+    your tracer, e.g. OpenTelemetry's TraceContextTextMapPropagator().extract(
+    {"traceparent": step.traceparent}), so that your spans join the task's
+    trace) and raw (the claim as received).
     """
 
     def __init__(self, worker, raw, worker_id, claimed_at=None):
@@ -49,6 +54,7 @@ class Step:
         self.claimed_checkpoint = raw.get("checkpoint")
         self.saved_checkpoint = self.claimed_checkpoint
         self.fence = raw["fence"]
+        self.traceparent = raw.get("traceparent") or None
         self.worker_id = worker_id
         timeout_ms = raw.get("timeout_ms") or 0
         self.timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None

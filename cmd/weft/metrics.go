@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/metrics"
+)
+
+// serveMetrics serves an engine's metrics on addr (/metrics) with its
+// liveness and readiness (/health/live, /health/ready), until stop is
+// called.
+func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: listen on %s: %w", addr, err)
+	}
+	m := metrics.New(e, a.log)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if h := e.Health(); !e.Running() || h.Degraded {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	// The address line lets scripts (and tests) find a port chosen by :0.
+	fmt.Fprintf(a.stderr, "weft: metrics on http://%s/metrics\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		m.Close()
+	}, nil
+}

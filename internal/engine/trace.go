@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file traces the engine's work with OpenTelemetry, after the
+// messaging semantic conventions: a submission is a "send" (producer) span,
+// each attempt of a step a "process" (consumer) span. The traceparent of
+// the submission is stored with the task, so that every attempt of every
+// step, on any engine and after any crash, continues the submitter's trace.
+// With no TracerProvider configured the engine creates no span; a stored
+// traceparent still reaches handlers through their context.
+
+// instrumentation is the name of the tracer the engine asks its provider
+// for.
+const instrumentation = "github.com/weftrun/weft"
+
+// Span attribute keys: the messaging conventions' where they fit, weft's
+// own otherwise.
+const (
+	attrSystem      = attribute.Key("messaging.system")
+	attrOpName      = attribute.Key("messaging.operation.name")
+	attrOpType      = attribute.Key("messaging.operation.type")
+	attrDestination = attribute.Key("messaging.destination.name")
+	attrMessageID   = attribute.Key("messaging.message.id")
+	attrBatchCount  = attribute.Key("messaging.batch.message_count")
+	attrTaskID      = attribute.Key("weft.task.id")
+	attrWorkflow    = attribute.Key("weft.workflow")
+	attrStep        = attribute.Key("weft.step")
+	attrHandler     = attribute.Key("weft.handler")
+	attrAttempt     = attribute.Key("weft.attempt")
+	attrOutcome     = attribute.Key("weft.outcome")
+	attrQueueWait   = attribute.Key("weft.queue_wait_ms")
+	attrRemote      = attribute.Key("weft.worker.id")
+	attrDuplicate   = attribute.Key("weft.duplicate")
+)
+
+var systemWeft = attrSystem.String("weft")
+
+// traceParent returns the W3C traceparent of the span in ctx, "" when ctx
+// carries none.
+func traceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// withTraceParent returns ctx continuing the trace of a stored traceparent;
+// ctx itself when tp is empty or not a valid traceparent.
+func withTraceParent(ctx context.Context, tp string) context.Context {
+	sc, ok := parseTraceParent(tp)
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// parseTraceParent reads a version 00 W3C traceparent, as stored with a
+// task ("00-<32 hex>-<16 hex>-<2 hex>"), without the allocations of the
+// propagator: every attempt of a task reads it.
+func parseTraceParent(tp string) (trace.SpanContext, bool) {
+	if len(tp) != 55 || tp[0:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	var flags [1]byte
+	if _, err := hex.Decode(tid[:], []byte(tp[3:35])); err != nil {
+		return trace.SpanContext{}, false
+	}
+	if _, err := hex.Decode(sid[:], []byte(tp[36:52])); err != nil {
+		return trace.SpanContext{}, false
+	}
+	if _, err := hex.Decode(flags[:], []byte(tp[53:55])); err != nil {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}
+
+// newTraceParent returns the traceparent of a new trace for a task
+// submitted outside any trace: its correlation id in W3C form, which its
+// attempts' spans (on engines that trace) and what its steps call continue.
+// It is marked sampled, as a root span of the default sampler would be, so
+// that engines that trace record the task's attempts; an engine's own
+// sampler (OTEL_TRACES_SAMPLER) still decides.
+func newTraceParent() string {
+	var b [24]byte
+	for i := 0; i < len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], rand.Uint64())
+	}
+	if b[0] == 0 {
+		b[0] = 1 // an all-zero trace id is invalid
+	}
+	if b[16] == 0 {
+		b[16] = 1 // so is an all-zero span id
+	}
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
+}
+
+// startSubmit starts the span of a submission, when tracing is on.
+func (e *Engine) startSubmit(ctx context.Context, subs []Submission) (context.Context, trace.Span) {
+	if e.tracer == nil {
+		return ctx, nil
+	}
+	name := "send"
+	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("send"), attrOpType.String("send")}
+	if len(subs) == 1 {
+		name += " " + subs[0].Workflow
+		attrs = append(attrs, attrDestination.String(subs[0].Workflow))
+	} else {
+		attrs = append(attrs, attrBatchCount.Int(len(subs)))
+	}
+	return e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+}
+
+// endSubmit ends the span of a submission.
+func endSubmit(span trace.Span, res []SubmitResult, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else if len(res) == 1 {
+		span.SetAttributes(attrTaskID.Int64(res[0].Task.ID), attrMessageID.Int64(res[0].Task.ID), attrDuplicate.Bool(res[0].Duplicate))
+	}
+	span.End()
+}
+
+// attemptContext returns ctx continuing the task's trace for one attempt
+// of a claimed step, with the attempt's span when tracing is on (nil
+// otherwise). The span starts at the claim.
+func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, workerID string) (context.Context, trace.Span) {
+	ctx = withTraceParent(ctx, c.TraceParent)
+	if e.tracer == nil {
+		return ctx, nil
+	}
+	ref := c.Namespace + "/" + c.Workflow
+	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("process"), attrOpType.String("process"),
+		attrDestination.String(ref), attrMessageID.Int64(c.ID), attrTaskID.Int64(c.TaskID),
+		attrWorkflow.String(ref + "@" + c.Version), attrStep.String(c.Name), attrHandler.String(c.Handler), attrAttempt.Int(c.Attempts)}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if c.StartedAt != nil {
+		opts = append(opts, trace.WithTimestamp(*c.StartedAt))
+		if !c.ReadyAt.IsZero() {
+			attrs = append(attrs, attrQueueWait.Int64(max(0, c.StartedAt.Sub(c.ReadyAt).Milliseconds())))
+		}
+	}
+	if workerID != "" {
+		attrs = append(attrs, attrRemote.String(workerID))
+	}
+	return e.tracer.Start(ctx, "process "+ref+" "+c.Name, append(opts, trace.WithAttributes(attrs...))...)
+}
+
+// endAttempt ends an attempt's span with its outcome.
+func endAttempt(span trace.Span, o store.Outcome, recorded bool) {
+	if span == nil {
+		return
+	}
+	name := OutcomeInterrupted
+	if recorded {
+		name = outcomeName(o)
+	}
+	span.SetAttributes(attrOutcome.String(name))
+	if name == OutcomeFailed || name == OutcomeRetry {
+		span.SetStatus(codes.Error, o.Error)
+	}
+	span.End(trace.WithTimestamp(time.Now()))
+}
+
+// traceID returns the trace id of a stored traceparent; zero when there is
+// none.
+func traceID(tp string) trace.TraceID {
+	sc, _ := parseTraceParent(tp)
+	return sc.TraceID()
+}

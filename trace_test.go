@@ -1,0 +1,159 @@
+package weft_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
+)
+
+// tracer returns a provider that keeps its spans in memory, as the
+// provider of one process.
+func tracer(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExporter) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, exp
+}
+
+func attr(s tracetest.SpanStub, key string) (string, bool) {
+	for _, kv := range s.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.String(), true
+		}
+	}
+	return "", false
+}
+
+// TestOneTracePerTask: a task submitted inside the caller's span is one
+// trace, whichever engine runs its steps and after an engine is declared
+// dead mid-step: the submission's span, every attempt's span (the one cut
+// off included) and what the handlers see all share the caller's trace id.
+func TestOneTracePerTask(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		tpA, spansA := tracer(t)
+		tpB, spansB := tracer(t)
+		caller, _ := tracer(t)
+
+		a := newEngine(t, s, weft.Config{ID: "a", TracerProvider: tpA, HeartbeatInterval: 20 * time.Millisecond, LeaseTTL: time.Hour})
+		b := newEngine(t, s, weft.Config{ID: "b", TracerProvider: tpB})
+		started := make(chan struct{})
+		seen := make(chan trace.SpanContext, 4)
+		a.Handle("first", func(ctx context.Context, at *weft.Attempt) (any, error) {
+			seen <- trace.SpanContextFromContext(ctx)
+			if at.Number == 1 {
+				close(started)
+				<-ctx.Done() // cut off: the engine is declared dead
+				return nil, ctx.Err()
+			}
+			return "ok", nil
+		})
+		b.Handle("second", func(ctx context.Context, at *weft.Attempt) (any, error) {
+			seen <- trace.SpanContextFromContext(ctx)
+			return "ok", nil
+		})
+		w := workflow.New("test", "traced", "1").Step("s1", "first").Step("s2", "second", workflow.DependsOn("s1"))
+		register(t, a, w)
+		register(t, b, w)
+		start(t, a)
+		start(t, b)
+
+		callerCtx, root := caller.Tracer("test").Start(ctx, "caller")
+		res, err := a.Submit(callerCtx, weft.Submission{Workflow: "test/traced"})
+		root.End()
+		require.NoError(t, err)
+		traceID := root.SpanContext().TraceID()
+
+		<-started
+		// Another engine's reaper declares a dead: its attempt is cut off,
+		// the step returns to the queue.
+		_, err = s.Reap(ctx, time.Now(), time.Now().Add(-time.Hour), []string{"a"}, "b")
+		require.NoError(t, err)
+		task := wait(t, b, res.Task.ID)
+		require.Equal(t, state.TaskCompleted, task.State)
+
+		var attempts []tracetest.SpanStub
+		var sends int
+		for _, sp := range append(spansA.GetSpans(), spansB.GetSpans()...) {
+			taskID, _ := attr(sp, "weft.task.id")
+			if taskID != jsonInt(res.Task.ID) {
+				continue
+			}
+			require.Equal(t, traceID, sp.SpanContext.TraceID(), "span %q is in the task's trace", sp.Name)
+			system, _ := attr(sp, "messaging.system")
+			require.Equal(t, "weft", system)
+			switch sp.SpanKind {
+			case trace.SpanKindProducer:
+				sends++
+				require.Equal(t, root.SpanContext().SpanID(), sp.Parent.SpanID(), "the submission is a child of the caller's span")
+			case trace.SpanKindConsumer:
+				attempts = append(attempts, sp)
+			}
+		}
+		require.Equal(t, 1, sends)
+		outcomes := map[string]string{}
+		for _, sp := range attempts {
+			step, _ := attr(sp, "weft.step")
+			attempt, _ := attr(sp, "weft.attempt")
+			outcome, _ := attr(sp, "weft.outcome")
+			_, hasWait := attr(sp, "weft.queue_wait_ms")
+			require.True(t, hasWait, "span %q has the queue wait", sp.Name)
+			outcomes[step+"#"+attempt] = outcome
+		}
+		require.Equal(t, map[string]string{"s1#1": "interrupted", "s1#2": "completed", "s2#1": "completed"}, outcomes)
+		require.Len(t, spansB.GetSpans(), 1, "b ran s2")
+
+		// Handlers see their attempt's span, in the task's trace.
+		close(seen)
+		n := 0
+		for sc := range seen {
+			require.Equal(t, traceID, sc.TraceID())
+			n++
+		}
+		require.Equal(t, 3, n)
+	})
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestTraceWithoutTracing: an engine with no tracer provider makes no span,
+// but a task submitted in a caller's trace still hands that trace to its
+// handlers.
+func TestTraceWithoutTracing(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		s := open(t)
+		e := newEngine(t, s, weft.Config{})
+		seen := make(chan trace.SpanContext, 1)
+		e.Handle("h", func(ctx context.Context, at *weft.Attempt) (any, error) {
+			seen <- trace.SpanContextFromContext(ctx)
+			return nil, nil
+		})
+		register(t, e, workflow.New("test", "plain", "1").Step("s", "h"))
+		start(t, e)
+		caller, _ := tracer(t)
+		ctx, root := caller.Tracer("test").Start(context.Background(), "caller")
+		res, err := e.Submit(ctx, weft.Submission{Workflow: "test/plain"})
+		root.End()
+		require.NoError(t, err)
+		wait(t, e, res.Task.ID)
+		sc := <-seen
+		require.Equal(t, root.SpanContext().TraceID(), sc.TraceID())
+		require.Equal(t, root.SpanContext().SpanID(), sc.SpanID(), "the stored traceparent is the caller's span")
+	})
+}
