@@ -107,7 +107,7 @@ func TestGlobalLimitHeldWhileKilled(t *testing.T) {
 	// step (SIGSTOP first, so that it records nothing more), and start
 	// another in its place.
 	var kills []int64 // when each kill was done, in ns
-	for range 2 {
+	for len(kills) < 2 {
 		var victim *worker
 		var children []int
 		// A worker whose step has started (its start is in the ledger)
@@ -134,6 +134,14 @@ func TestGlobalLimitHeldWhileKilled(t *testing.T) {
 		})
 		pid := victim.cmd.Process.Pid
 		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		// Freeze the step too, and make sure it had not ended meanwhile:
+		// else let both go on and pick again.
+		_ = syscall.Kill(-children[0], syscall.SIGSTOP)
+		if !runningInLedger(ledger)[strconv.Itoa(children[0])] {
+			_ = syscall.Kill(-children[0], syscall.SIGCONT)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+			continue
+		}
 		for _, c := range childPIDs(pid) {
 			_ = syscall.Kill(-c, syscall.SIGKILL) // the step's process group
 		}
