@@ -183,6 +183,15 @@ func idsOf(cs []candidate) []int64 {
 func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n FROM steps WHERE state = 'ready'`
 	var args []any
+	if p.EngineID != "" {
+		// The claim's first statement found the engine live; a reaper may
+		// have declared it dead since, returning its steps to ready in the
+		// same transaction. Checked again in the statement that sees those
+		// steps, an engine declared dead never claims them back under the
+		// identity it lost.
+		q += ` AND NOT EXISTS (SELECT 1 FROM engines WHERE id = ? AND state <> 'live')`
+		args = append(args, p.EngineID)
+	}
 	if p.TaskID != 0 {
 		q += ` AND task_id IN (SELECT id FROM tasks WHERE id = ? OR root_task_id = ?)`
 		args = append(args, p.TaskID, p.TaskID)
