@@ -18,6 +18,9 @@ type TaskFilter struct {
 	// exclusive); zero does not bound.
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
+	// Key, if set, selects the tasks with this idempotency key (in any
+	// namespace unless Namespace is set).
+	Key string
 }
 
 // AuditEntry is one recorded transition of a task (Step == "") or a step.

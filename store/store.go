@@ -62,6 +62,7 @@ type Store interface {
 	Admin
 	Credentials
 	History
+	Stats
 	// Close releases the database handles. Calls after Close fail.
 	Close() error
 }

@@ -24,7 +24,7 @@ const timeLayout = "2006-01-02 15:04:05"
 
 func (a *app) tasksCommand() *cobra.Command {
 	var (
-		st, namespace, wf string
+		st, namespace, wf, key string
 		limit             int
 		before            int64
 		jsonOut           bool
@@ -36,7 +36,7 @@ func (a *app) tasksCommand() *cobra.Command {
   weft tasks --workflow shop/checkout --json | jq '.[].id'`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			f := weft.TaskFilter{Namespace: namespace, State: state.Task(st), Limit: limit, BeforeID: before}
+			f := weft.TaskFilter{Namespace: namespace, State: state.Task(st), Key: key, Limit: limit, BeforeID: before}
 			if st != "" && !f.State.Valid() {
 				return usageErrorf("--state %q: not a task state (want one of %s)", st, joinStates(state.Tasks))
 			}
@@ -69,6 +69,7 @@ func (a *app) tasksCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&st, "state", "", "only tasks in this state: "+joinStates(state.Tasks))
 	fl.StringVar(&namespace, "namespace", "", "only tasks of this namespace")
+	fl.StringVar(&key, "key", "", "only tasks with this idempotency key")
 	fl.StringVar(&wf, "workflow", "", "only tasks of this workflow: NAME or NAMESPACE/NAME")
 	fl.IntVar(&limit, "limit", 100, "at most this many tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this one (to page through)")

@@ -56,6 +56,9 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	if f.State != "" {
 		where, args = append(where, "state = ?"), append(args, string(f.State))
 	}
+	if f.Key != "" {
+		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
+	}
 	if f.BeforeID > 0 {
 		where, args = append(where, "id < ?"), append(args, f.BeforeID)
 	}

@@ -86,6 +86,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, dynamicTests...)
 	tests = append(tests, runningTests...)
 	tests = append(tests, historyTests...)
+	tests = append(tests, statsTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
