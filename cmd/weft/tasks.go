@@ -25,9 +25,9 @@ const timeLayout = "2006-01-02 15:04:05"
 func (a *app) tasksCommand() *cobra.Command {
 	var (
 		st, namespace, wf, key string
-		limit             int
-		before            int64
-		jsonOut           bool
+		limit                  int
+		before                 int64
+		jsonOut                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "tasks",
