@@ -19,6 +19,9 @@ type Stats interface {
 	// most recently finished ones (Truncated then reports that older ones
 	// in the window were left out).
 	TaskActivity(ctx context.Context, q ActivityQuery) (Activity, error)
+	// CountHeld counts the running steps each engine or remote worker
+	// holds, by holder id.
+	CountHeld(ctx context.Context) (map[string]int, error)
 }
 
 // StateCount is how many tasks are in one state (at most the limit asked).

@@ -83,3 +83,27 @@ func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 	}
 	return store.Activity{Buckets: buckets, Truncated: total > max}, nil
 }
+
+// CountHeld counts running steps by holder, from the running-steps index.
+func (s *Store) CountHeld(ctx context.Context) (map[string]int, error) {
+	rows, err := s.read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' GROUP BY engine_id`)
+	if err != nil {
+		return nil, fmt.Errorf("count held steps: %w", err)
+	}
+	type held struct {
+		id string
+		n  int
+	}
+	list, err := collect(rows, func(r Row) (held, error) {
+		var h held
+		return h, r.Scan(&h.id, &h.n)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count held steps: %w", err)
+	}
+	out := make(map[string]int, len(list))
+	for _, h := range list {
+		out[h.id] = h.n
+	}
+	return out, nil
+}

@@ -70,6 +70,9 @@ func testCountTasksByState(t *testing.T, h *harness) {
 	for _, c := range capped {
 		require.LessOrEqual(t, c.Count, 1, "state %s counted past the limit", c.State)
 	}
+	held, err := h.s.CountHeld(h.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"e1": 1}, held, "the running task's step is held by e1")
 	_, err = h.s.CountTasksByState(h.ctx, 0)
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
