@@ -145,6 +145,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.validateCommand(),
 		a.migrateCommand(),
 		a.serveCommand(),
+		a.uiCommand(),
 		a.keysCommand(),
 	)
 	return root

@@ -41,6 +41,7 @@ var serverArgs = map[string]struct {
 	"weft submit":       {args: []string{"hello.yaml"}, needArg: true, remote: true},
 	"weft task":         {args: []string{"1"}, remote: true},
 	"weft tasks":        {remote: true},
+	"weft ui":           {},
 	"weft validate":     {args: []string{"hello.yaml"}, needArg: true, remote: true},
 	"weft worker":       {},
 }
