@@ -108,9 +108,9 @@ func newEnv(t testing.TB, s store.Store, opts server.Options) *env {
 	opts.UI = dashboard.New
 	srv, err := server.New(e, opts)
 	require.NoError(t, err)
-	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	// End the event streams first: Close waits for open connections.
+	t.Cleanup(func() { srv.Close(); hs.Close() })
 	en.url = hs.URL
 	en.admin = en.key("admin", server.PermAdmin)
 	en.reader = en.key("reader", server.PermTasksRead, server.PermWorkflowsRead)
