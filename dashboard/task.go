@@ -168,8 +168,8 @@ func ganttSVG(steps []weft.TaskStep, audit []weft.AuditEntry, from, to time.Time
 	}
 	h := top + float64(len(steps))*rowH + 8
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="gantt" viewBox="0 0 %.0f %.0f" xmlns="http://www.w3.org/2000/svg">`, w, h)
-	pw := w - left - 10
+	fmt.Fprintf(&b, `<svg class="gantt" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, w, h, w, h)
+	pw := w - left - 30
 	for i := 0; i <= 4; i++ {
 		x := left + pw*float64(i)/4
 		fmt.Fprintf(&b, `<line class="grid" x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f"/><text class="tick" x="%.1f" y="14" text-anchor="middle">+%s</text>`,
