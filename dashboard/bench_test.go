@@ -34,7 +34,28 @@ const benchTasks = 100_000
 func BenchmarkPages(b *testing.B) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		b.Run(name, func(b *testing.B) {
-			url, sample := fillForBench(b, stores[name](b))
+			s := stores[name](b)
+			url, sample := fillForBench(b, s)
+			// The overview's reads on their own.
+			ctx := context.Background()
+			b.Run("store:CountTasksByState", func(b *testing.B) {
+				for b.Loop() {
+					_, err := s.CountTasksByState(ctx, 100_000)
+					require.NoError(b, err)
+				}
+			})
+			b.Run("store:TaskActivity", func(b *testing.B) {
+				for b.Loop() {
+					_, err := s.TaskActivity(ctx, store.ActivityQuery{Since: time.Now().Add(-time.Hour), Bucket: time.Minute})
+					require.NoError(b, err)
+				}
+			})
+			b.Run("store:QueueDepth", func(b *testing.B) {
+				for b.Loop() {
+					_, err := s.QueueDepth(ctx)
+					require.NoError(b, err)
+				}
+			})
 			pages := []string{
 				"/", "/?window=24h", "/tasks", "/tasks?state=failed", "/tasks?namespace=ns2", "/tasks?namespace=ns1&workflow=job",
 				fmt.Sprintf("/tasks?q=key-%d", benchTasks/2), fmt.Sprintf("/tasks?cursor=%d", benchTasks/2),
