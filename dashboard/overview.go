@@ -1,17 +1,23 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/weftrun/weft/store"
 )
 
-// countLimit bounds each state's count on the overview.
-const countLimit = 100_000
+// countLimit bounds each state's count on the overview, and activityLimit
+// the finished tasks its charts read.
+const (
+	countLimit    = 100_000
+	activityLimit = 50_000
+)
 
 // windows are the overview's time ranges and their bucket sizes.
 var windows = []struct {
@@ -33,6 +39,8 @@ type overviewData struct {
 	Namespaces []string
 	Charts     []chart
 	Truncated  bool
+	// ActivityLimit is how many finished tasks the charts read at most.
+	ActivityLimit int
 }
 
 type chart struct {
@@ -47,7 +55,7 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 		win = "1h"
 	}
 	idx := -1
-	data := overviewData{CountLimit: countLimit, Window: win}
+	data := overviewData{CountLimit: countLimit, ActivityLimit: activityLimit, Window: win}
 	for i, w := range windows {
 		data.Windows = append(data.Windows, w.Name)
 		if w.Name == win {
@@ -58,19 +66,23 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 		return "", nil, badInput("window: %q is not one of %v", win, data.Windows)
 	}
 	st := d.engine.Store()
-	counts, err := st.CountTasksByState(ctx, countLimit)
-	if err != nil {
-		return "", nil, err
-	}
-	data.Counts = counts
-	if data.Depth, err = d.engine.QueueDepth(ctx); err != nil {
-		return "", nil, err
-	}
 	w := windows[idx]
 	now := d.now().Truncate(w.Interval)
 	since := now.Add(-w.Span + w.Interval)
-	act, err := st.TaskActivity(ctx, store.ActivityQuery{Since: since, Bucket: w.Interval})
-	if err != nil {
+	// The three reads are independent: run them at once, so the page
+	// costs the slowest of them rather than their sum.
+	var (
+		wg                         sync.WaitGroup
+		act                        store.Activity
+		countErr, depthErr, actErr error
+	)
+	wg.Go(func() { data.Counts, countErr = st.CountTasksByState(ctx, countLimit) })
+	wg.Go(func() { data.Depth, depthErr = d.engine.QueueDepth(ctx) })
+	wg.Go(func() {
+		act, actErr = st.TaskActivity(ctx, store.ActivityQuery{Since: since, Bucket: w.Interval, MaxTasks: activityLimit})
+	})
+	wg.Wait()
+	if err := errors.Join(countErr, depthErr, actErr); err != nil {
 		return "", nil, err
 	}
 	data.Truncated = act.Truncated
