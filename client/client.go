@@ -182,6 +182,7 @@ func (c *Client) List(ctx context.Context, f store.TaskFilter) ([]wire.Task, err
 	set("namespace", f.Namespace)
 	set("workflow", f.Workflow)
 	set("state", string(f.State))
+	set("key", f.Key)
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}

@@ -165,6 +165,11 @@ func (en *env) do(method, path, token string, body any) response {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(en.t, err)
 	defer resp.Body.Close()
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// An event stream never ends on its own: its status and headers
+		// are the answer; closing the body ends the stream.
+		return response{status: resp.StatusCode, header: resp.Header}
+	}
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(en.t, err)
 	return response{status: resp.StatusCode, header: resp.Header, body: data}

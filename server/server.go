@@ -59,6 +59,9 @@ type Options struct {
 	// PollFallback is how often a waiting claim looks for work even if not
 	// woken (work readied by another process on SQLite). Default 1s.
 	PollFallback time.Duration
+	// UI, if set, makes the handler that serves every path outside the API
+	// (the dashboard, package dashboard); nil answers them 404.
+	UI func(*Server) http.Handler
 }
 
 func (o *Options) setDefaults() {
@@ -139,9 +142,15 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
-	s.mux.Handle("/", s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
+	notFound := s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
 		return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "no route %s %s", r.Method, r.URL.Path)
-	}}))
+	}})
+	if opts.UI != nil {
+		s.mux.Handle("/v1/", notFound)
+		s.mux.Handle("/", opts.UI(s))
+	} else {
+		s.mux.Handle("/", notFound)
+	}
 	return s, nil
 }
 
@@ -351,7 +360,16 @@ func (s *Server) wrap(rt route) http.Handler {
 
 func (s *Server) principal(r *http.Request) (Principal, *apiError) {
 	if s.opts.DisableAuth {
+		if aerr := checkBrowser(r, ""); aerr != nil {
+			return Principal{}, aerr
+		}
 		return Principal{Name: "anonymous", ID: "anonymous", Kind: "anonymous", Permissions: []string{PermAdmin}}, nil
+	}
+	if token, ok := sessionToken(r); ok {
+		if aerr := checkBrowser(r, token); aerr != nil {
+			return Principal{}, aerr
+		}
+		return s.auth.apiKey(r.Context(), token)
 	}
 	return s.auth.authenticate(r)
 }

@@ -32,6 +32,9 @@ type TaskFilter struct {
 	// then fills each task's Attention with the reasons.
 	Attention  bool
 	StaleAfter time.Duration
+	// Key, if set, selects the tasks with this idempotency key (in any
+	// namespace unless Namespace is set).
+	Key string
 }
 
 // DefaultStaleAfter is how long a ready step may wait for a handler nobody

@@ -12,8 +12,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/dashboard"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/weftdb"
+)
+
+// The defaults of --request-timeout and --max-poll.
+const (
+	defaultRequestTimeout = 30 * time.Second
+	defaultMaxPoll        = 30 * time.Second
 )
 
 // serveFlags are the flags of `weft serve`.
@@ -41,6 +48,8 @@ func (a *app) serveCommand() *cobra.Command {
 		Long: `Run an engine on the database together with the REST API (under /v1), the
 remote-worker protocol, health checks (/health/live, /health/ready) and
 Prometheus metrics (/metrics), until SIGINT or SIGTERM.
+
+The dashboard is served at / (sign in with an API key; see docs/dashboard.md).
 
 The engine runs the built-in handlers (exec, http); steps whose handlers are
 served by remote workers are claimed only by those workers. Requests
@@ -74,8 +83,8 @@ the engine drains its running steps for up to --drain.`,
 	fl.StringVar(&f.jwtJWKS, "jwt-jwks-url", "", "URL of the JWKS with the keys that sign JWTs")
 	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest request body accepted, in bytes")
 	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "refuse new tasks (503) while this many are pending or running; 0: no limit")
-	fl.DurationVar(&f.requestTimeout, "request-timeout", 30*time.Second, "longest time a request may take (long polls excepted)")
-	fl.DurationVar(&f.maxPoll, "max-poll", 30*time.Second, "longest time a remote worker's claim waits for work")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", defaultRequestTimeout, "longest time a request may take (long polls excepted)")
+	fl.DurationVar(&f.maxPoll, "max-poll", defaultMaxPoll, "longest time a remote worker's claim waits for work")
 	return localOnlyCommand(cmd, "it runs an engine and the API on the database")
 }
 
@@ -117,13 +126,16 @@ func (f *serveFlags) options() (server.Options, error) {
 }
 
 // serve runs an engine and the API until ctx is done.
-func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration) error {
+// The dashboard is served at / (package dashboard). wrap, if given, wraps
+// the handler (weft ui guards its Host header with it).
+func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, wrap ...func(http.Handler) http.Handler) error {
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
 	defer a.closeEngine(e)
 	opts.Logger = a.log
+	opts.UI = dashboard.New
 	srv, err := server.New(e, opts)
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -137,8 +149,12 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 		ln.Close()
 		return fmt.Errorf("start engine: %w", err)
 	}
+	var handler http.Handler = srv
+	for _, w := range wrap {
+		handler = w(handler)
+	}
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       opts.RequestTimeout,
 		WriteTimeout:      opts.RequestTimeout + opts.MaxPoll + 5*time.Second,

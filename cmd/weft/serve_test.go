@@ -37,9 +37,15 @@ type serveProcess struct {
 
 func startServeProcess(t *testing.T, db string, args ...string) *serveProcess {
 	t.Helper()
+	return startServing(t, db, "serve", args...)
+}
+
+// startServing runs `weft serve` or `weft ui` on a free loopback port.
+func startServing(t *testing.T, db, command string, args ...string) *serveProcess {
+	t.Helper()
 	bin, err := buildWeft()
 	require.NoError(t, err)
-	cmd := exec.Command(bin, append([]string{"--db", db, "serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"--db", db, command, "--addr", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

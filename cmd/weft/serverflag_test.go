@@ -57,6 +57,7 @@ var serverArgs = map[string]struct {
 	"weft tasks":            {remote: true},
 	"weft validate":         {args: []string{"hello.yaml"}, needArg: true, remote: true},
 	"weft worker":           {},
+	"weft ui":               {},
 	"weft webhooks create":  {args: []string{"--url", "http://hooks.example/x"}, remote: true},
 	"weft webhooks delete":  {args: []string{"1"}, remote: true},
 	"weft webhooks enable":  {args: []string{"1"}, remote: true},

@@ -24,6 +24,7 @@ const timeLayout = "2006-01-02 15:04:05"
 func (a *app) tasksCommand() *cobra.Command {
 	var (
 		ff      filterFlags
+		key     string
 		limit   int
 		before  int64
 		jsonOut bool
@@ -41,6 +42,10 @@ func (a *app) tasksCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			f.Key = key
+			if len(key) > 255 {
+				return usageErrorf("--key: at most 255 bytes")
+			}
 			f.Limit, f.BeforeID = limit, before
 			if limit < 1 {
 				return usageErrorf("--limit must be at least 1, got %d", limit)
@@ -53,6 +58,7 @@ func (a *app) tasksCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	ff.add(fl)
+	fl.StringVar(&key, "key", "", "only tasks with this idempotency key")
 	fl.IntVar(&limit, "limit", 100, "at most this many tasks")
 	fl.Int64Var(&before, "before", 0, "only tasks with an id below this one (to page through)")
 	fl.BoolVar(&jsonOut, "json", false, "print a JSON array")

@@ -29,6 +29,9 @@ func (s *Store) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	if f.State != "" {
 		add("state = ?", string(f.State))
 	}
+	if f.Key != "" {
+		add("idempotency_key = ?", f.Key)
+	}
 	if len(f.States) > 0 {
 		a := make([]any, len(f.States))
 		for i, st := range f.States {

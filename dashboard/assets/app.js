@@ -1,0 +1,144 @@
+// weft dashboard: every action is a call to the REST API (/v1) with the
+// session cookie and its CSRF token; pages refresh themselves from the
+// event stream (/v1/events).
+"use strict";
+(function () {
+  const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+
+  async function api(method, path, body) {
+    const headers = { "X-Weft-CSRF": csrf };
+    const init = { method, headers, credentials: "same-origin" };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(path, init);
+    if (!res.ok) {
+      let msg = res.status + " " + res.statusText;
+      try { const e = await res.json(); if (e.error) msg = e.error.message || e.error.code; } catch (_) { /* not JSON */ }
+      throw new Error(msg);
+    }
+    return res.status === 204 ? null : res.json();
+  }
+
+  let toastTimer;
+  function toast(msg, bad) {
+    const t = document.getElementById("toast");
+    t.textContent = msg;
+    t.className = bad ? "bad" : "good";
+    t.hidden = false;
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => { t.hidden = true; }, 5000);
+  }
+
+  function parseJSON(text, field) {
+    if (text.trim() === "") return undefined;
+    try { return JSON.parse(text); } catch (e) { throw new Error(field + " is not JSON: " + e.message); }
+  }
+
+  // Buttons: data-api="METHOD /v1/path", optional data-confirm and
+  // data-reason (asks for a reason, recorded in the audit trail).
+  async function onButton(b) {
+    if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+    const [method, path] = b.dataset.api.split(" ");
+    let body = {};
+    if (b.dataset.reason !== undefined) {
+      const reason = window.prompt(b.dataset.reason, "");
+      if (reason === null) return;
+      if (reason) body.reason = reason;
+    }
+    b.disabled = true;
+    try {
+      await api(method, path, body);
+      toast(b.textContent.trim() + ": done");
+      refresh(true);
+    } catch (e) {
+      toast(b.textContent.trim() + ": " + e.message, true);
+    } finally { b.disabled = false; }
+  }
+
+  // Bulk actions loop over the ids the page lists, one REST call each.
+  async function onBulk(b) {
+    if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+    const ids = b.dataset.ids.split(",").filter(Boolean);
+    b.disabled = true;
+    let ok = 0; const failed = [];
+    for (const id of ids) {
+      try { await api("POST", "/v1/tasks/" + id + "/" + b.dataset.bulk, {}); ok++; } catch (e) { failed.push(id + ": " + e.message); }
+    }
+    toast(b.dataset.bulk + ": " + ok + " of " + ids.length + " done" + (failed.length ? "; failed " + failed.join("; ") : ""), failed.length > 0);
+    b.disabled = false;
+    refresh(true);
+  }
+
+  async function onForm(f) {
+    const v = (n) => (f.elements[n] ? f.elements[n].value : "");
+    try {
+      if (f.dataset.kind === "signal") {
+        const payload = parseJSON(v("payload"), "payload");
+        const res = await api("POST", "/v1/tasks/" + f.dataset.task + "/signals/" + encodeURIComponent(v("name").trim()),
+          payload === undefined ? {} : { payload });
+        toast("signal " + v("name") + (res && res.delivered ? ": delivered" : ": stored until a step waits for it"));
+      } else if (f.dataset.kind === "resolve") {
+        const result = parseJSON(v("result"), "result");
+        const body = {};
+        if (v("reason")) body.reason = v("reason");
+        if (result === undefined) {
+          await api("POST", "/v1/steps/" + f.dataset.step + "/resolve", body);
+        } else {
+          body.result = result;
+          await api("POST", "/v1/steps/" + f.dataset.step + "/complete", body);
+        }
+        toast("step resolved");
+      }
+      f.reset();
+      refresh(true);
+    } catch (e) { toast(e.message, true); }
+  }
+
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-api]");
+    if (b) { ev.preventDefault(); onButton(b); return; }
+    const bulk = ev.target.closest("button[data-bulk]");
+    if (bulk) { ev.preventDefault(); onBulk(bulk); }
+  });
+  document.addEventListener("submit", (ev) => {
+    const f = ev.target.closest("form.api-form");
+    if (f) { ev.preventDefault(); onForm(f); }
+  });
+
+  // Live refresh: the page's content is fetched again (?fragment=1) when
+  // events arrive, at most once a second, and not while a form is in use.
+  const main = document.getElementById("content");
+  let pending = false, last = 0;
+  async function refresh(now) {
+    if (!main) return;
+    const busy = main.contains(document.activeElement) && /INPUT|TEXTAREA|SELECT/.test(document.activeElement.tagName);
+    const open = main.querySelector("details.resolve[open]");
+    if (!now && (busy || open)) { pending = true; setTimeout(() => refresh(false), 1000); return; }
+    const wait = now ? 0 : Math.max(0, 1000 - (Date.now() - last));
+    if (pending && !now) return;
+    pending = true;
+    setTimeout(async () => {
+      pending = false; last = Date.now();
+      const u = new URL(window.location.href);
+      u.searchParams.set("fragment", "1");
+      try {
+        const res = await fetch(u, { credentials: "same-origin" });
+        if (res.ok) { main.innerHTML = await res.text(); main.dispatchEvent(new Event("refreshed")); }
+      } catch (_) { /* the next event tries again */ }
+    }, wait);
+  }
+
+  const kinds = ["task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
+    "step.ready", "step.claimed", "step.completed", "step.failed", "step.waiting", "step.skipped", "step.cancelled", "step.expired",
+    "step.resolved", "step.pending", "step.running"];
+  if (main && main.hasAttribute("data-live") && window.EventSource) {
+    const q = main.getAttribute("data-live");
+    const es = new EventSource("/v1/events" + (q ? "?" + q : ""));
+    const dot = document.getElementById("live");
+    es.onopen = () => { if (dot) dot.hidden = false; };
+    es.onerror = () => { if (dot) dot.hidden = true; };
+    for (const k of kinds) es.addEventListener(k, () => refresh(false));
+  }
+})();

@@ -1,0 +1,97 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+)
+
+var funcs = template.FuncMap{
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05")
+		case *time.Time:
+			if v == nil || v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05")
+		}
+		return "—"
+	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ago": func(t time.Time) string { return ago(time.Since(t)) },
+	"dur": func(d time.Duration) string { return short(d) },
+	"json": func(raw json.RawMessage) string {
+		if len(raw) == 0 {
+			return ""
+		}
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return string(raw)
+		}
+		return buf.String()
+	},
+	"pct":   func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
+	"num":   func(f *float64) float64 { return *f },
+	"clip":  clip,
+	"count": func(n, limit int) string { return countText(n, limit) },
+	"join":  strings.Join,
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func ago(d time.Duration) string {
+	if d < 0 {
+		return "in " + short(-d)
+	}
+	return short(d) + " ago"
+}
+
+// short formats a duration for people: 850ms, 12s, 3m20s, 5h4m, 3d2h.
+func short(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// countText shows a bounded count: "100,000+" when it reached its limit.
+func countText(n, limit int) string {
+	s := thousands(n)
+	if limit > 0 && n >= limit {
+		s += "+"
+	}
+	return s
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 && s[0] != '-' {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}

@@ -1,0 +1,159 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+)
+
+// pageSize is how many tasks a page of the list shows.
+const pageSize = 50
+
+type tasksData struct {
+	Tasks      []weft.Task
+	States     []state.Task
+	Namespaces []string
+	Workflows  []string
+	Filter     taskQuery
+	// Next is the query of the next page, "" on the last one.
+	Next string
+	// First is the query of the first page, "" on it.
+	First string
+	// CancelIDs and RetryIDs are the ids of the tasks shown that the bulk
+	// actions apply to.
+	CancelIDs, RetryIDs string
+	Cancellable         int
+	Retryable           int
+	Searched            bool
+}
+
+// taskQuery is the list's filter as the page's form sends it.
+type taskQuery struct {
+	State, Namespace, Workflow, From, To, Q string
+	Cursor                                  int64
+}
+
+func (q taskQuery) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"state": q.State, "namespace": q.Namespace, "workflow": q.Workflow, "from": q.From, "to": q.To, "q": q.Q} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// timeLayouts are what the time range fields accept: the browser's
+// datetime-local value, or RFC 3339.
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339}
+
+func parseWhen(field, v string) (time.Time, error) {
+	for _, l := range timeLayouts {
+		if t, err := time.ParseInLocation(l, v, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, badInput("%s: %q is not a time (YYYY-MM-DDTHH:MM, UTC)", field, v)
+}
+
+func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
+	ctx := r.Context()
+	v := r.URL.Query()
+	q := taskQuery{State: v.Get("state"), Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), From: v.Get("from"), To: v.Get("to"),
+		Q: strings.TrimSpace(v.Get("q"))}
+	f := weft.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: state.Task(q.State), Limit: pageSize}
+	if f.State != "" && !f.State.Valid() {
+		return "", nil, badInput("state: %q is not a task state", q.State)
+	}
+	if c := v.Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 1 {
+			return "", nil, badInput("cursor: %q is not a cursor from an earlier page", c)
+		}
+		q.Cursor, f.BeforeID = n, n
+	}
+	var err error
+	if q.From != "" {
+		if f.CreatedAfter, err = parseWhen("from", q.From); err != nil {
+			return "", nil, err
+		}
+	}
+	if q.To != "" {
+		if f.CreatedBefore, err = parseWhen("to", q.To); err != nil {
+			return "", nil, err
+		}
+	}
+	data := tasksData{States: state.Tasks, Filter: q}
+	if wfs, err := d.engine.Workflows(ctx); err == nil {
+		seenNS, seenWF := map[string]bool{}, map[string]bool{}
+		for _, w := range wfs {
+			if !seenNS[w.Namespace] {
+				seenNS[w.Namespace] = true
+				data.Namespaces = append(data.Namespaces, w.Namespace)
+			}
+			if !seenWF[w.Name] {
+				seenWF[w.Name] = true
+				data.Workflows = append(data.Workflows, w.Name)
+			}
+		}
+		sort.Strings(data.Namespaces)
+		sort.Strings(data.Workflows)
+	}
+	switch {
+	case q.Q != "":
+		// A search: a task id, else an idempotency key.
+		data.Searched = true
+		if id, perr := strconv.ParseInt(strings.TrimPrefix(q.Q, "#"), 10, 64); perr == nil && id > 0 {
+			t, err := d.engine.Get(ctx, id)
+			switch {
+			case errors.Is(err, weft.ErrNotFound):
+			case err != nil:
+				return "", nil, err
+			default:
+				t.Steps = nil
+				data.Tasks = append(data.Tasks, *t)
+			}
+		}
+		f.Key = q.Q
+		byKey, err := d.engine.List(ctx, f)
+		if err != nil {
+			return "", nil, err
+		}
+		data.Tasks = append(data.Tasks, byKey...)
+	default:
+		if data.Tasks, err = d.engine.List(ctx, f); err != nil {
+			return "", nil, err
+		}
+		if len(data.Tasks) == pageSize {
+			next := q.values()
+			next.Set("cursor", strconv.FormatInt(data.Tasks[len(data.Tasks)-1].ID, 10))
+			data.Next = next.Encode()
+		}
+		if q.Cursor > 0 {
+			data.First = q.values().Encode()
+			if data.First == "" {
+				data.First = "all"
+			}
+		}
+	}
+	var cancel, retry []string
+	for _, t := range data.Tasks {
+		id := strconv.FormatInt(t.ID, 10)
+		if !t.State.Terminal() {
+			cancel = append(cancel, id)
+		}
+		if t.State == state.TaskFailed {
+			retry = append(retry, id)
+		}
+	}
+	data.Cancellable, data.Retryable = len(cancel), len(retry)
+	data.CancelIDs, data.RetryIDs = strings.Join(cancel, ","), strings.Join(retry, ",")
+	return "Tasks", data, nil
+}

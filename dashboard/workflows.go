@@ -1,0 +1,107 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/workflow"
+)
+
+type workflowRow struct {
+	Namespace, Name string
+	Versions        []string
+	Latest          time.Time
+}
+
+func (d *Dashboard) workflows(r *http.Request) (string, any, error) {
+	recs, err := d.engine.Workflows(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	byName := map[[2]string]*workflowRow{}
+	var rows []*workflowRow
+	for _, rec := range recs {
+		k := [2]string{rec.Namespace, rec.Name}
+		row := byName[k]
+		if row == nil {
+			row = &workflowRow{Namespace: rec.Namespace, Name: rec.Name}
+			byName[k] = row
+			rows = append(rows, row)
+		}
+		row.Versions = append(row.Versions, rec.Version)
+		if rec.CreatedAt.After(row.Latest) {
+			row.Latest = rec.CreatedAt
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Namespace != rows[j].Namespace {
+			return rows[i].Namespace < rows[j].Namespace
+		}
+		return rows[i].Name < rows[j].Name
+	})
+	return "Workflows", rows, nil
+}
+
+type workflowData struct {
+	Namespace, Name, Version string
+	Versions                 []versionRow
+	Def                      *workflow.Workflow
+	DAG                      template.HTML
+	Definition               json.RawMessage
+}
+
+type versionRow struct {
+	Version   string
+	CreatedAt time.Time
+}
+
+func (d *Dashboard) workflow(r *http.Request) (string, any, error) {
+	ns, name, version := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("version")
+	recs, err := d.engine.Workflows(r.Context())
+	if err != nil {
+		return "", nil, err
+	}
+	data := workflowData{Namespace: ns, Name: name}
+	var newest time.Time
+	for _, rec := range recs {
+		if rec.Namespace != ns || rec.Name != name {
+			continue
+		}
+		data.Versions = append(data.Versions, versionRow{rec.Version, rec.CreatedAt})
+		if version == "" && !rec.CreatedAt.Before(newest) {
+			newest, data.Version = rec.CreatedAt, rec.Version
+		}
+	}
+	if version != "" {
+		data.Version = version
+	}
+	if len(data.Versions) == 0 {
+		return "", nil, fmt.Errorf("workflow %s/%s: %w", ns, name, weft.ErrNotFound)
+	}
+	sort.Slice(data.Versions, func(i, j int) bool { return data.Versions[i].CreatedAt.After(data.Versions[j].CreatedAt) })
+	rec, err := d.engine.Registered(r.Context(), ns, name, data.Version)
+	if err != nil {
+		return "", nil, err
+	}
+	data.Definition = rec.Definition
+	def, err := d.engine.Workflow(r.Context(), ns, name, data.Version)
+	if err != nil {
+		return "", nil, err
+	}
+	data.Def = def
+	nodes := make([]node, len(def.Steps))
+	for i, s := range def.Steps {
+		sub := s.Handler
+		if s.Type != "" {
+			sub = string(s.Type) + " · " + sub
+		}
+		nodes[i] = node{Name: s.Name, Label: s.Name, Sub: sub, State: "definition", Deps: s.DependsOn}
+	}
+	data.DAG = dagSVG(nodes)
+	return ns + "/" + name, data, nil
+}
