@@ -16,6 +16,7 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
 )
 
 // The browser tests drive a headless chromium: one browser for the test
@@ -244,6 +245,11 @@ func TestScreenshots(t *testing.T) {
 	_, err := en.e.SubmitMany(context.Background(), subs)
 	require.NoError(t, err)
 	en.waitTask(en.submit("shop/checkout", map[string]any{"order": "last"}, ""), func(t *weft.Task) bool { return t.State.Terminal() })
+	bg := context.Background()
+	_, err = en.e.Pause(bg, "ops", weft.Operator{Actor: "cli:alice", Reason: "deploying"})
+	require.NoError(t, err)
+	require.NoError(t, en.e.Register(bg, workflow.New("shop", "nightly", "1").Step("report", "shop.ok").
+		Schedule("every-night", "30 2 * * *", workflow.InTimeZone("Europe/Paris"))))
 	signInAs(t, ctx, en, en.admin, "/")
 	shots := []struct{ name, path, wait string }{
 		{"overview", "/", "svg.chart"},
@@ -252,6 +258,9 @@ func TestScreenshots(t *testing.T) {
 		{"workflows", "/workflows", "#workflow-table"},
 		{"workflow", "/workflows/shop/checkout", "svg.dag"},
 		{"workers", "/workers", "main h1"},
+		{"attention", "/attention", "main h1"},
+		{"schedules", "/schedules", "main h1"},
+		{"namespaces", "/namespaces", "main h1"},
 	}
 	for _, s := range shots {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(en.url+s.path), chromedp.WaitVisible(chromedp.CSS(s.wait))))

@@ -25,9 +25,10 @@ var funcs = template.FuncMap{
 		}
 		return "—"
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"ago": func(t time.Time) string { return ago(time.Since(t)) },
-	"dur": func(d time.Duration) string { return short(d) },
+	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ago":      func(t time.Time) string { return ago(time.Since(t)) },
+	"handlers": handlerList,
+	"dur":      func(d time.Duration) string { return short(d) },
 	"json": func(raw json.RawMessage) string {
 		if len(raw) == 0 {
 			return ""

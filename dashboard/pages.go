@@ -28,5 +28,9 @@ func (d *Dashboard) registry() []Page {
 		{Pattern: "GET /workflows/{namespace}/{name}", Template: "workflow.html", Perm: server.PermWorkflowsRead, Load: d.workflow},
 		{Pattern: "GET /workers", Nav: "Workers", NavPath: "/workers", Template: "workers.html", Perm: server.PermTasksRead,
 			Live: func(*http.Request) string { return "" }, Load: d.workers},
+		{Pattern: "GET /attention", Nav: "Attention", NavPath: "/attention", Template: "attention.html", Perm: server.PermTasksRead,
+			Live: func(*http.Request) string { return "" }, Load: d.attention},
+		{Pattern: "GET /schedules", Nav: "Schedules", NavPath: "/schedules", Template: "schedules.html", Perm: server.PermWorkflowsRead, Load: d.schedules},
+		{Pattern: "GET /namespaces", Nav: "Namespaces", NavPath: "/namespaces", Template: "policies.html", Perm: server.PermPoliciesRead, Load: d.policies},
 	}
 }

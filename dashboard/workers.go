@@ -15,17 +15,12 @@ type workersData struct {
 
 type workerRow struct {
 	store.EngineInfo
-	Held  int
 	Stale bool
 }
 
 func (d *Dashboard) workers(r *http.Request) (string, any, error) {
-	st := d.engine.Store()
-	list, err := st.ListEngines(r.Context())
-	if err != nil {
-		return "", nil, err
-	}
-	held, err := st.CountHeld(r.Context())
+	// ListWorkers fills each holder's handlers and held steps.
+	list, err := d.engine.ListWorkers(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
@@ -33,7 +28,7 @@ func (d *Dashboard) workers(r *http.Request) (string, any, error) {
 	data := workersData{LeaseTTL: ttl}
 	now := d.now()
 	for _, e := range list {
-		row := workerRow{EngineInfo: e, Held: held[e.ID], Stale: now.Sub(e.HeartbeatAt) > ttl}
+		row := workerRow{EngineInfo: e, Stale: now.Sub(e.HeartbeatAt) > ttl}
 		if e.Worker {
 			data.Workers = append(data.Workers, row)
 		} else {

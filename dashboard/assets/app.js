@@ -41,7 +41,8 @@
   async function onButton(b) {
     if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
     const [method, path] = b.dataset.api.split(" ");
-    let body = {};
+    // data-body: the fixed fields of the request, as JSON.
+    let body = b.dataset.body ? JSON.parse(b.dataset.body) : {};
     if (b.dataset.reason !== undefined) {
       const reason = window.prompt(b.dataset.reason, "");
       if (reason === null) return;
@@ -71,9 +72,17 @@
     refresh(true);
   }
 
-  async function onForm(f) {
+  async function onForm(f, submitter) {
     const v = (n) => (f.elements[n] ? f.elements[n].value : "");
     try {
+      if (f.dataset.kind === "policy") {
+        const body = { target: v("target").trim() };
+        if (v("reason")) body.reason = v("reason");
+        if (submitter && submitter.value !== "") body.paused = submitter.value === "true";
+        if (v("concurrency") !== "") body.concurrency = parseInt(v("concurrency"), 10);
+        await api("POST", "/v1/policies", body);
+        toast("policy of " + body.target + " changed");
+      }
       if (f.dataset.kind === "signal") {
         const payload = parseJSON(v("payload"), "payload");
         const res = await api("POST", "/v1/tasks/" + f.dataset.task + "/signals/" + encodeURIComponent(v("name").trim()),
@@ -104,7 +113,7 @@
   });
   document.addEventListener("submit", (ev) => {
     const f = ev.target.closest("form.api-form");
-    if (f) { ev.preventDefault(); onForm(f); }
+    if (f) { ev.preventDefault(); onForm(f, ev.submitter); }
   });
 
   // Live refresh: the page's content is fetched again (?fragment=1) when

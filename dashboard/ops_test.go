@@ -1,0 +1,82 @@
+package dashboard_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/workflow"
+)
+
+// TestOperatorPages: the namespaces, schedules and attention pages show
+// what is set and what needs a person; actions appear only with the
+// permission to take them, and a pause taken from the page's form goes
+// through the API and into the policy's history with the key's name.
+func TestOperatorPages(t *testing.T) {
+	t.Parallel()
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			en := newEnv(t, open(t), server.Options{})
+			ctx := context.Background()
+			_, err := en.e.Pause(ctx, "ops", weft.Operator{Actor: "cli:alice", Reason: "deploy"})
+			require.NoError(t, err)
+			nightly := workflow.New("shop", "nightly", "1").Step("report", "shop.ok").
+				Schedule("every-night", "30 2 * * *", workflow.InTimeZone("Europe/Paris"))
+			require.NoError(t, en.e.Register(ctx, nightly))
+
+			admin := client()
+			require.Equal(t, http.StatusSeeOther, en.signIn(admin, en.admin).StatusCode)
+			status, body := get(t, admin, en.url+"/namespaces")
+			require.Equal(t, http.StatusOK, status, body)
+			contains(t, body, `<code>ops</code>`, "paused", "cli:alice", "deploy", `data-body='{"target": "ops", "paused": false}'`, `id="policy-form"`)
+			status, body = get(t, admin, en.url+"/schedules")
+			require.Equal(t, http.StatusOK, status, body)
+			contains(t, body, "shop/nightly/every-night", "30 2 * * *", "Europe/Paris", "/v1/schedules/shop/nightly/every-night/pause")
+			status, body = get(t, admin, en.url+"/attention")
+			require.Equal(t, http.StatusOK, status, body)
+			contains(t, body, `<a href="/tasks/`+strconv.FormatInt(en.failed, 10)+`">`, "failed", `id="retry-attention"`)
+			require.NotContains(t, body, `<a href="/tasks/`+strconv.FormatInt(en.completed, 10)+`">`, "a completed task needs nobody")
+			status, body = get(t, admin, en.url+"/workers")
+			require.Equal(t, http.StatusOK, status)
+			contains(t, body, "shop.charge", "shop.ok")
+
+			// The pause of the namespaces page's form: POST /v1/policies
+			// with the session, as its script sends it.
+			token := csrf(t, admin, en.url)
+			req, err := http.NewRequest(http.MethodPost, en.url+"/v1/policies", strings.NewReader(`{"target": "shop", "paused": true, "reason": "stock count"}`))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(server.CSRFHeader, token)
+			req.Header.Set("Origin", en.url)
+			res, err := admin.Do(req)
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			changes, err := en.e.PolicyChanges(ctx, 10)
+			require.NoError(t, err)
+			require.Equal(t, "api:admin", changes[0].Actor)
+			require.Equal(t, "stock count", changes[0].Reason)
+
+			// tasks:read and workflows:read: the pages without actions, and
+			// no namespaces page without policies:read.
+			reader := client()
+			require.Equal(t, http.StatusSeeOther, en.signIn(reader, en.reader).StatusCode)
+			for _, page := range []string{"/schedules", "/attention"} {
+				status, body := get(t, reader, en.url+page)
+				require.Equal(t, http.StatusOK, status, page)
+				require.NotContains(t, body, "data-api=", "%s: a read-only key sees no actions", page)
+			}
+			status, _ = get(t, reader, en.url+"/namespaces")
+			require.Equal(t, http.StatusForbidden, status)
+			_, body = get(t, reader, en.url+"/tasks")
+			require.NotContains(t, body, `href="/namespaces"`, "the navigation lists only what the key may see")
+		})
+	}
+}
