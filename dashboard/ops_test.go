@@ -80,3 +80,50 @@ func TestOperatorPages(t *testing.T) {
 		})
 	}
 }
+
+// TestTasksTagFilterAndFilterActions: the tasks page filters by a tag and
+// offers the bulk endpoints on the whole filter, which act on every
+// matching task through the API.
+func TestTasksTagFilterAndFilterActions(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, stores["sqlite"](t), server.Options{})
+	ctx := context.Background()
+	var tagged []int64
+	for i := range 3 {
+		res, err := en.e.Submit(ctx, weft.Submission{Workflow: "ops/approval", Input: map[string]any{"n": i}, Tags: map[string]string{"env": "staging"}})
+		require.NoError(t, err)
+		tagged = append(tagged, res.Task.ID)
+	}
+	admin := client()
+	require.Equal(t, http.StatusSeeOther, en.signIn(admin, en.admin).StatusCode)
+	status, body := get(t, admin, en.url+"/tasks?tag=env%3Dstaging")
+	require.Equal(t, http.StatusOK, status, body)
+	for _, id := range tagged {
+		contains(t, body, `href="/tasks/`+strconv.FormatInt(id, 10)+`"`)
+	}
+	require.NotContains(t, body, `href="/tasks/`+strconv.FormatInt(en.failed, 10)+`"`, "an untagged task is filtered out")
+	contains(t, body, `id="filter-cancel"`, `data-api="POST /v1/tasks/cancel"`, `&#34;tags&#34;:{&#34;env&#34;:&#34;staging&#34;}`)
+	status, _ = get(t, admin, en.url+"/tasks?tag=nonsense")
+	require.Equal(t, http.StatusBadRequest, status)
+
+	// What the button sends: the bulk endpoint with the page's filter.
+	token := csrf(t, admin, en.url)
+	req, err := http.NewRequest(http.MethodPost, en.url+"/v1/tasks/cancel", strings.NewReader(`{"filter":{"tags":{"env":"staging"}},"reason":"staging reset"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(server.CSRFHeader, token)
+	req.Header.Set("Origin", en.url)
+	res, err := admin.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	for _, id := range tagged {
+		task, err := en.e.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "cancelled", string(task.State))
+	}
+	reader := client()
+	require.Equal(t, http.StatusSeeOther, en.signIn(reader, en.reader).StatusCode)
+	_, body = get(t, reader, en.url+"/tasks?tag=env%3Dstaging")
+	require.NotContains(t, body, `id="filter-cancel"`)
+}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // pageSize is how many tasks a page of the list shows.
@@ -32,17 +35,20 @@ type tasksData struct {
 	Cancellable         int
 	Retryable           int
 	Searched            bool
+	// Bulk is the filter of the page, as the body of the bulk endpoints
+	// (JSON), for the actions on every matching task; "" with no filter.
+	Bulk string
 }
 
 // taskQuery is the list's filter as the page's form sends it.
 type taskQuery struct {
-	State, Namespace, Workflow, From, To, Q string
-	Cursor                                  int64
+	State, Namespace, Workflow, From, To, Q, Tag string
+	Cursor                                       int64
 }
 
 func (q taskQuery) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"state": q.State, "namespace": q.Namespace, "workflow": q.Workflow, "from": q.From, "to": q.To, "q": q.Q} {
+	for k, s := range map[string]string{"state": q.State, "namespace": q.Namespace, "workflow": q.Workflow, "from": q.From, "to": q.To, "q": q.Q, "tag": q.Tag} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -67,10 +73,17 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	ctx := r.Context()
 	v := r.URL.Query()
 	q := taskQuery{State: v.Get("state"), Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), From: v.Get("from"), To: v.Get("to"),
-		Q: strings.TrimSpace(v.Get("q"))}
+		Q: strings.TrimSpace(v.Get("q")), Tag: strings.TrimSpace(v.Get("tag"))}
 	f := weft.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: state.Task(q.State), Limit: pageSize}
 	if f.State != "" && !f.State.Valid() {
 		return "", nil, badInput("state: %q is not a task state", q.State)
+	}
+	if q.Tag != "" {
+		k, val, err := store.ParseTag(q.Tag)
+		if err != nil {
+			return "", nil, badInput("tag: %q: want KEY=VALUE", q.Tag)
+		}
+		f.Tags = map[string]string{k: val}
 	}
 	if c := v.Get("cursor"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
@@ -91,6 +104,20 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 		}
 	}
 	data := tasksData{States: state.Tasks, Filter: q}
+	if q.Q == "" && (q.State != "" || q.Namespace != "" || q.Workflow != "" || q.Tag != "" || q.From != "" || q.To != "") {
+		bf := wire.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: q.State, Tags: f.Tags}
+		if !f.CreatedAfter.IsZero() {
+			bf.CreatedAfter = &f.CreatedAfter
+		}
+		if !f.CreatedBefore.IsZero() {
+			bf.CreatedBefore = &f.CreatedBefore
+		}
+		b, err := json.Marshal(wire.BulkRequest{Filter: bf})
+		if err != nil {
+			return "", nil, err
+		}
+		data.Bulk = string(b)
+	}
 	if wfs, err := d.engine.Workflows(ctx); err == nil {
 		seenNS, seenWF := map[string]bool{}, map[string]bool{}
 		for _, w := range wfs {
