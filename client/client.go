@@ -183,6 +183,7 @@ func (c *Client) List(ctx context.Context, f store.TaskFilter) ([]wire.Task, err
 	set("workflow", f.Workflow)
 	set("state", string(f.State))
 	set("key", f.Key)
+	set("schedule", f.Schedule)
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}

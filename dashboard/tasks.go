@@ -42,13 +42,13 @@ type tasksData struct {
 
 // taskQuery is the list's filter as the page's form sends it.
 type taskQuery struct {
-	State, Namespace, Workflow, From, To, Q, Tag string
-	Cursor                                       int64
+	State, Namespace, Workflow, From, To, Q, Tag, Schedule string
+	Cursor                                                 int64
 }
 
 func (q taskQuery) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"state": q.State, "namespace": q.Namespace, "workflow": q.Workflow, "from": q.From, "to": q.To, "q": q.Q, "tag": q.Tag} {
+	for k, s := range map[string]string{"state": q.State, "namespace": q.Namespace, "workflow": q.Workflow, "from": q.From, "to": q.To, "q": q.Q, "tag": q.Tag, "schedule": q.Schedule} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -73,8 +73,9 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	ctx := r.Context()
 	v := r.URL.Query()
 	q := taskQuery{State: v.Get("state"), Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), From: v.Get("from"), To: v.Get("to"),
-		Q: strings.TrimSpace(v.Get("q")), Tag: strings.TrimSpace(v.Get("tag"))}
-	f := weft.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: state.Task(q.State), Limit: pageSize}
+		Q: strings.TrimSpace(v.Get("q")), Tag: strings.TrimSpace(v.Get("tag")),
+		Schedule: strings.TrimSpace(v.Get("schedule"))}
+	f := weft.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: state.Task(q.State), Schedule: q.Schedule, Limit: pageSize}
 	if f.State != "" && !f.State.Valid() {
 		return "", nil, badInput("state: %q is not a task state", q.State)
 	}
@@ -104,8 +105,8 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 		}
 	}
 	data := tasksData{States: state.Tasks, Filter: q}
-	if q.Q == "" && (q.State != "" || q.Namespace != "" || q.Workflow != "" || q.Tag != "" || q.From != "" || q.To != "") {
-		bf := wire.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: q.State, Tags: f.Tags}
+	if q.Q == "" && (q.State != "" || q.Namespace != "" || q.Workflow != "" || q.Tag != "" || q.Schedule != "" || q.From != "" || q.To != "") {
+		bf := wire.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: q.State, Tags: f.Tags, Schedule: q.Schedule}
 		if !f.CreatedAfter.IsZero() {
 			bf.CreatedAfter = &f.CreatedAfter
 		}

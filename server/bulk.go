@@ -46,7 +46,7 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		return weft.BulkRequest{}, fieldError("reason", "must be at most %d bytes", maxReason)
 	}
 	in := req.Filter
-	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Attention: in.Attention}
+	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
 	if f.State != "" && !f.State.Valid() {
 		return weft.BulkRequest{}, fieldError("filter.state", "%q is not a task state", in.State)
 	}

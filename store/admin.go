@@ -23,6 +23,10 @@ type TaskFilter struct {
 	FinishedBefore time.Time
 	// Tags selects tasks carrying every one of these tags (key and value).
 	Tags map[string]string
+	// Schedule selects the tasks a schedule of this name submitted (with
+	// Namespace and Workflow to tell apart schedules of other workflows
+	// with the same name).
+	Schedule string
 	// States selects tasks in any of these states (besides State, if set).
 	States []state.Task
 	// Attention selects the tasks that need a person: a step failed or

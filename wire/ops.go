@@ -11,12 +11,14 @@ import (
 type TaskFilter struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Workflow is a workflow name (with Namespace) or namespace/name.
-	Workflow       string            `json:"workflow,omitempty"`
-	State          string            `json:"state,omitempty"`
-	Tags           map[string]string `json:"tags,omitempty"`
-	CreatedAfter   *time.Time        `json:"created_after,omitempty"`
-	CreatedBefore  *time.Time        `json:"created_before,omitempty"`
-	FinishedBefore *time.Time        `json:"finished_before,omitempty"`
+	Workflow string            `json:"workflow,omitempty"`
+	State    string            `json:"state,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	// Schedule selects the tasks a schedule of this name submitted.
+	Schedule       string     `json:"schedule,omitempty"`
+	CreatedAfter   *time.Time `json:"created_after,omitempty"`
+	CreatedBefore  *time.Time `json:"created_before,omitempty"`
+	FinishedBefore *time.Time `json:"finished_before,omitempty"`
 	// Attention selects the tasks that need a person.
 	Attention bool `json:"attention,omitempty"`
 }

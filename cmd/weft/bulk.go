@@ -26,6 +26,7 @@ import (
 type filterFlags struct {
 	namespace, workflow, state  string
 	tags                        []string
+	schedule                    string
 	createdAfter, createdBefore string
 	attention                   bool
 }
@@ -34,6 +35,7 @@ func (f *filterFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.state, "state", "", "only tasks in this state: "+joinStates(state.Tasks))
 	fs.StringVar(&f.namespace, "namespace", "", "only tasks of this namespace")
 	fs.StringVar(&f.workflow, "workflow", "", "only tasks of this workflow: NAME or NAMESPACE/NAME")
+	fs.StringVar(&f.schedule, "schedule", "", "only tasks submitted by the schedule of this name (with --workflow to name its workflow)")
 	fs.StringArrayVar(&f.tags, "tag", nil, "only tasks with this tag, KEY=VALUE (repeat: every one must match)")
 	fs.StringVar(&f.createdAfter, "created-after", "", "only tasks created at or after: RFC 3339 or an age such as 2h (ago)")
 	fs.StringVar(&f.createdBefore, "created-before", "", "only tasks created before: RFC 3339 or an age such as 30m (ago)")
@@ -42,7 +44,7 @@ func (f *filterFlags) add(fs *pflag.FlagSet) {
 
 // filter reads the flags into a task filter.
 func (f *filterFlags) filter() (weft.TaskFilter, error) {
-	out := weft.TaskFilter{Namespace: f.namespace, State: state.Task(f.state), Attention: f.attention}
+	out := weft.TaskFilter{Namespace: f.namespace, State: state.Task(f.state), Schedule: f.schedule, Attention: f.attention}
 	if f.state != "" && !out.State.Valid() {
 		return out, usageErrorf("--state %q: not a task state (want one of %s)", f.state, joinStates(state.Tasks))
 	}
@@ -114,7 +116,7 @@ func parseAge(v string) (time.Duration, error) {
 
 // wireFilter is a task filter as the API takes it.
 func wireFilter(f weft.TaskFilter) wire.TaskFilter {
-	w := wire.TaskFilter{Namespace: f.Namespace, Workflow: f.Workflow, State: string(f.State), Tags: f.Tags, Attention: f.Attention}
+	w := wire.TaskFilter{Namespace: f.Namespace, Workflow: f.Workflow, State: string(f.State), Tags: f.Tags, Schedule: f.Schedule, Attention: f.Attention}
 	for _, tf := range []struct {
 		src time.Time
 		dst **time.Time

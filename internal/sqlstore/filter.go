@@ -32,6 +32,9 @@ func (s *Store) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	if f.Key != "" {
 		add("idempotency_key = ?", f.Key)
 	}
+	if f.Schedule != "" {
+		add("schedule = ?", f.Schedule)
+	}
 	if len(f.States) > 0 {
 		a := make([]any, len(f.States))
 		for i, st := range f.States {

@@ -147,6 +147,14 @@ func testScheduleFireOnce(t *testing.T, h *harness) {
 		require.NotNil(t, task.ScheduleTick)
 		require.True(t, ticks[i].Equal(*task.ScheduleTick), "task %d: tick %v", i, task.ScheduleTick)
 	}
+	// Lists filter by the schedule that submitted the tasks.
+	h.insert(store.TaskInsert{Namespace: nightlyKey.Namespace, Workflow: nightlyKey.Workflow, Version: "1"})
+	bySchedule, err := h.s.ListTasks(h.ctx, store.TaskFilter{Namespace: nightlyKey.Namespace, Workflow: nightlyKey.Workflow, Schedule: "nightly"})
+	require.NoError(t, err)
+	require.Len(t, bySchedule, 2, "the task submitted by hand is not the schedule's")
+	none, err := h.s.ListTasks(h.ctx, store.TaskFilter{Schedule: "hourly"})
+	require.NoError(t, err)
+	require.Empty(t, none)
 	got := h.schedules()["nightly"]
 	require.True(t, ticks[1].Equal(*got.LastTick))
 	require.True(t, t0.Add(2*time.Second).Equal(got.NextTick))
@@ -155,7 +163,7 @@ func testScheduleFireOnce(t *testing.T, h *harness) {
 	// is refused and inserts nothing.
 	_, err = h.s.FireSchedule(h.ctx, fire)
 	require.ErrorIs(t, err, store.ErrConflict)
-	tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{})
+	tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{Schedule: "nightly"})
 	require.NoError(t, err)
 	require.Len(t, tasks, 2)
 
