@@ -61,6 +61,7 @@ func BenchmarkPages(b *testing.B) {
 				fmt.Sprintf("/tasks?q=key-%d", benchTasks/2), fmt.Sprintf("/tasks?cursor=%d", benchTasks/2),
 				fmt.Sprintf("/tasks?from=%s", time.Now().UTC().Add(-time.Minute).Format("2006-01-02T15:04")),
 				fmt.Sprintf("/tasks/%d", sample), "/workflows", "/workflows/ns0/job", "/workers",
+				"/attention", "/schedules", "/namespaces", "/tasks?tag=env%3Dbench", "/tasks?namespace=ns0&workflow=job&schedule=nightly",
 			}
 			for _, p := range pages {
 				b.Run(p, func(b *testing.B) {
