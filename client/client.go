@@ -107,11 +107,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		return resp.StatusCode, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 400 {
-		var e wire.ErrorBody
-		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("%s %s: status %d", method, path, resp.StatusCode)}
-		}
-		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, Problems: e.Error.Problems}
+		return resp.StatusCode, responseError(resp.StatusCode, method, path, data)
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -119,6 +115,15 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// responseError is the *Error of an error response with the given body.
+func responseError(status int, method, path string, body []byte) *Error {
+	var e wire.ErrorBody
+	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
+		return &Error{Status: status, Code: "http", Message: fmt.Sprintf("%s %s: status %d", method, path, status)}
+	}
+	return &Error{Status: status, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, Problems: e.Error.Problems}
 }
 
 // Workflow is a registered workflow version.

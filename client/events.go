@@ -120,11 +120,7 @@ func (c *Client) stream(ctx context.Context, hc *http.Client, path, last string,
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var e wire.ErrorBody
-		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-			return false, &Error{Status: resp.StatusCode, Code: "http", Message: fmt.Sprintf("GET %s: status %d", path, resp.StatusCode)}
-		}
-		return false, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field}
+		return false, responseError(resp.StatusCode, "GET", path, data)
 	}
 	*connected = true
 	got := false

@@ -42,8 +42,8 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 	if err := decode(r, &req); err != nil {
 		return weft.BulkRequest{}, err
 	}
-	if len(req.Reason) > maxReason {
-		return weft.BulkRequest{}, fieldError("reason", "must be at most %d bytes", maxReason)
+	if err := checkReason(req.Reason); err != nil {
+		return weft.BulkRequest{}, err
 	}
 	in := req.Filter
 	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}

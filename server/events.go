@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // Event streams (GET /v1/events) follow the engine's history as
@@ -127,7 +127,7 @@ func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	}
 	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
 	if w := q.Workflow; w != "" {
-		if ns, name, ok := strings.Cut(w, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		if _, _, err := workflow.ParseName(w); err != nil {
 			return q, fieldError("workflow", "must be namespace/name, got %q", w)
 		}
 	}

@@ -30,10 +30,11 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("target", "is required: a namespace, namespace/workflow or \"*\" for all work")
 	case req.Paused == nil && req.Concurrency == nil:
 		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency or both")
-	case len(req.Reason) > maxReason:
-		return 0, nil, fieldError("reason", "must be at most %d bytes", maxReason)
 	case req.Concurrency != nil && *req.Concurrency < 0:
 		return 0, nil, fieldError("concurrency", "must be 0 (no limit) or more, got %d", *req.Concurrency)
+	}
+	if err := checkReason(req.Reason); err != nil {
+		return 0, nil, err
 	}
 	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
 	var p weft.Policy

@@ -36,6 +36,16 @@ func ParseRef(ref string) (namespace, name, version string, err error) {
 	return namespace, name, version, nil
 }
 
+// ParseName splits "namespace/name", a workflow without a version (as
+// filters name one). Anything else is store.ErrInvalid.
+func ParseName(ref string) (namespace, name string, err error) {
+	namespace, name, version, err := ParseRef(ref)
+	if err == nil && version == "" && !strings.Contains(ref, "@") {
+		return namespace, name, nil
+	}
+	return "", "", fmt.Errorf("%w workflow %q: want namespace/name", store.ErrInvalid, ref)
+}
+
 var identPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
 
 // DefinitionError describes what is wrong with a workflow definition and

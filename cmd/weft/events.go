@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/workflow"
 )
 
 // errTaskEnded stops following a task's events once it ended.
@@ -44,7 +44,7 @@ nothing is missed between two runs.`,
 				return usageErrorf("--task must be a task id, got %d", f.TaskID)
 			}
 			if f.Workflow != "" {
-				if ns, name, ok := strings.Cut(f.Workflow, "/"); !ok || ns == "" || name == "" {
+				if _, _, err := workflow.ParseName(f.Workflow); err != nil {
 					return usageErrorf("--workflow must be namespace/name, got %q", f.Workflow)
 				}
 			}

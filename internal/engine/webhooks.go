@@ -22,6 +22,7 @@ import (
 
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // Webhook deliveries. The leader follows each active webhook's cursor
@@ -126,7 +127,7 @@ func validateWebhook(spec WebhookSpec) error {
 		return fmt.Errorf("%w webhook url: longer than 2048 bytes", store.ErrInvalid)
 	}
 	if w := spec.Workflow; w != "" {
-		if ns, name, ok := strings.Cut(w, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		if _, _, err := workflow.ParseName(w); err != nil {
 			return fmt.Errorf("%w webhook workflow %q: want namespace/name", store.ErrInvalid, w)
 		}
 	}
@@ -243,7 +244,7 @@ func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
 		if errors.Is(err, store.ErrInvalid) {
 			// A cursor this database did not hand out (a database restored
 			// under the webhook): stop rather than loop on it.
-			e.webhookFailed(ctx, &w, fmt.Sprintf("its cursor %q is not one of this database: recreate the webhook", w.Cursor), true)
+			e.webhookFailed(ctx, &w, fmt.Sprintf("its cursor %q is not one of this database: recreate the webhook", w.Cursor), true, 0)
 			return &w
 		}
 		e.log.Warn("webhooks: read history", "webhook_id", w.ID, "error", err)
@@ -274,7 +275,7 @@ func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
 	}
 	if failure != "" {
 		w.Failures++
-		e.webhookFailedAfter(ctx, &w, failure, permanent, retryAfter)
+		e.webhookFailed(ctx, &w, failure, permanent, retryAfter)
 	}
 	return &w
 }
@@ -327,12 +328,8 @@ func (e *Engine) post(ctx context.Context, w store.Webhook, ev store.HistoryEven
 }
 
 // webhookFailed records a failure with the backoff of the webhook's
-// failure count.
-func (e *Engine) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool) {
-	e.webhookFailedAfter(ctx, w, why, permanent, 0)
-}
-
-func (e *Engine) webhookFailedAfter(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
+// failure count, or wait (a Retry-After) if longer.
+func (e *Engine) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
 	backoff := e.cfg.PollInterval
 	for i := 1; i < w.Failures && backoff < webhookBackoffMax; i++ {
 		backoff *= 2

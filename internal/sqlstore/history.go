@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // History reads the audit log in commit order (see Dialect.TxHistory).
@@ -41,9 +42,9 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		args = append(args, q.Namespace)
 	}
 	if q.Workflow != "" {
-		ns, name, ok := strings.Cut(q.Workflow, "/")
-		if !ok || ns == "" || name == "" {
-			return nil, fmt.Errorf("history: workflow %q: want namespace/name: %w", q.Workflow, store.ErrInvalid)
+		ns, name, err := workflow.ParseName(q.Workflow)
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
 		}
 		where = append(where, `t.namespace = ? AND t.workflow = ?`)
 		args = append(args, ns, name)

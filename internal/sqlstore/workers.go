@@ -56,10 +56,7 @@ func (s *Store) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
 		at[e.ID], ids[i] = i, e.ID
 	}
 	list := placeholders(len(ids))
-	type pair struct {
-		id, v string
-		n     int
-	}
+	type pair struct{ id, v string }
 	rows, err := s.read(ctx, `SELECT engine_id, handler FROM engine_handlers WHERE engine_id IN (`+list+`)`, ids...)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -76,20 +73,12 @@ func (s *Store) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
 		e := &engines[at[p.id]]
 		e.Handlers = append(e.Handlers, p.v)
 	}
-	rows, err = s.read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' AND engine_id IN (`+list+`) GROUP BY engine_id`, ids...)
+	held, err := s.CountHeld(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	held, err := collect(rows, func(r Row) (pair, error) {
-		var p pair
-		err := r.Scan(&p.id, &p.n)
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", err)
-	}
-	for _, p := range held {
-		engines[at[p.id]].Held = p.n
+	for i := range engines {
+		engines[i].Held = held[engines[i].ID]
 	}
 	for i := range engines {
 		sort.Strings(engines[i].Handlers)
