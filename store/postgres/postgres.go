@@ -123,6 +123,13 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 		return Store{}, fmt.Errorf("postgres: schema %q: use letters, digits and underscores", opts.Schema)
 	}
 	params["search_path"] = opts.Schema
+	// weft's statements are short index reads and writes: compiling one
+	// with JIT costs more than running it (hundreds of milliseconds for a
+	// list read whose row count the planner overestimates), so connections
+	// run without JIT unless the URL asks for it.
+	if _, set := params["jit"]; !set {
+		params["jit"] = "off"
+	}
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = 20
 	}

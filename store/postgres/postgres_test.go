@@ -88,3 +88,30 @@ func TestOverdueReadsDeadlineIndex(t *testing.T) {
 	require.NotContains(t, plan, "Seq Scan on steps", plan)
 	t.Logf("overdue plan:\n%s", plan)
 }
+
+// TestJITOffUnlessAsked shows that the store's connections run without
+// JIT compilation (a short read whose cost the planner overestimates would
+// spend hundreds of milliseconds compiling), unless the URL asks for it.
+func TestJITOffUnlessAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct{ query, want string }{
+		{"", "off"},
+		{"jit=on", "on"},
+	} {
+		schema := pgtesting.SchemaName("jit")
+		url := pgtesting.URL(t)
+		if tc.query != "" {
+			url += "&" + tc.query
+		}
+		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+			s.Close()
+		})
+		var jit string
+		require.NoError(t, s.DB().QueryRowContext(ctx, `SHOW jit`).Scan(&jit))
+		require.Equal(t, tc.want, jit, "URL options %q", tc.query)
+	}
+}
