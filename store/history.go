@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // History is the durable, ordered log of every state transition (the audit
 // log), which event streams follow. A reader keeps the Cursor of the last
@@ -56,9 +59,20 @@ type HistoryEvent struct {
 // "task.cancelled", "task.expired"; "step.ready", "step.claimed",
 // "step.completed", "step.failed", "step.waiting" (a retry backoff, a
 // snooze, a timer or a signal: the reason says which), "step.skipped",
-// "step.cancelled", "step.expired", "step.resolved"; and, for any other
+// "step.cancelled", "step.expired", "step.resolved"; "breaker.opened",
+// "breaker.probing" and "breaker.closed" (a step's circuit breaker, see
+// BreakerAuditPrefix); and, for any other
 // transition, "task." or "step." and the state it moved to.
 func EventType(step, from, to string) string {
+	if b, ok := strings.CutPrefix(to, BreakerAuditPrefix); ok {
+		switch b {
+		case BreakerOpen:
+			return "breaker.opened"
+		case BreakerHalfOpen:
+			return "breaker.probing"
+		}
+		return "breaker.closed"
+	}
 	if step == "" {
 		switch {
 		case to == "pending" && from == "":

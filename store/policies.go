@@ -140,6 +140,9 @@ type LimitUsage struct {
 type PolicyReport struct {
 	Policies []Policy     `json:"policies"`
 	Limits   []LimitUsage `json:"limits"`
+	// Breakers are the circuit breakers of steps that failed since they
+	// were last reset (see Breakers).
+	Breakers []Breaker `json:"breakers"`
 }
 
 // PolicyChangeRecord is one audited policy change.

@@ -67,6 +67,7 @@ type Store interface {
 	Schedules
 	Children
 	Policies
+	Breakers
 	Stats
 	// Close releases the database handles. Calls after Close fail.
 	Close() error

@@ -80,6 +80,8 @@ type StepInsert struct {
 	// limit.
 	LimitKey string
 	Limit    int
+	// Breaker is the step's circuit breaker (see Breakers); nil: none.
+	Breaker *BreakerSpec
 }
 
 // InsertResult is the outcome of one TaskInsert.

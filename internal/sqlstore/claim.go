@@ -72,6 +72,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			leaseID = rand.Int64N(1<<62) + 1
 		}
 		keys := newKeyRoom(pol.capsWith(p.Caps))
+		keys.brk = newBreakerRoom(pol, t.now)
 		var deps [][]int
 		for round := range claimRounds {
 			want := p.Limit - len(claimed)
@@ -125,6 +126,7 @@ type candidate struct {
 	limitN     int
 	taskKey    string
 	taskN      int
+	breakerKey string
 }
 
 // candidates selects the best ready steps, skipping paused targets and
@@ -139,7 +141,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	ready, err := collect(rows, func(r Row) (candidate, error) {
 		var c candidate
-		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN)
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.breakerKey)
 		return c, err
 	})
 	if err != nil {
@@ -152,21 +154,25 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 			break
 		}
 	}
-	if !limited {
-		return idsOf(ready), false, nil
-	}
-	// Only now, and only for the limits of these candidates: count what
-	// runs under each (locked on PostgreSQL, see limits.go).
-	if err := t.countKeys(ready, keys, round == 0); err != nil {
-		return nil, false, err
-	}
-	ids = make([]int64, 0, len(ready))
-	for _, c := range ready {
-		if !keys.limited(c) || keys.take(c) {
-			ids = append(ids, c.id)
+	kept := ready
+	if limited {
+		// Only now, and only for the limits of these candidates: count
+		// what runs under each (locked on PostgreSQL, see limits.go).
+		if err := t.countKeys(ready, keys, round == 0); err != nil {
+			return nil, false, err
+		}
+		kept = make([]candidate, 0, len(ready))
+		for _, c := range ready {
+			if !keys.limited(c) || keys.take(c) {
+				kept = append(kept, c)
+			}
 		}
 	}
-	return ids, len(ready) == want && len(ids) < len(ready), nil
+	// Under a breaker that may probe, one probe (breakers.go).
+	if kept, err = t.probes(kept, keys.brk); err != nil {
+		return nil, false, err
+	}
+	return idsOf(kept), len(ready) == want && len(kept) < len(ready), nil
 }
 
 func idsOf(cs []candidate) []int64 {
@@ -181,7 +187,7 @@ func idsOf(cs []candidate) []int64 {
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
 func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
-	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n FROM steps WHERE state = 'ready'`
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, breaker_key FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {
 		// The claim's first statement found the engine live; a reaper may
@@ -215,6 +221,7 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *
 	if keys != nil {
 		in(`namespace NOT IN`, full(keys.ns))
 		in(`limit_key NOT IN`, full(keys.step))
+		in(`breaker_key NOT IN`, keys.brk.held())
 		// A full workflow limit holds back the tasks that have not
 		// started; the running ones (no more than the limit) go on.
 		if tasks := full(keys.task); len(tasks) > 0 {

@@ -125,9 +125,10 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	// exactly this attempt and lease.
 	var taskID int64
 	var name, children string
+	var bk breakerHit
 	err := t.queryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
-		RETURNING task_id, name, children`, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
-		Scan(&taskID, &name, &children)
+		RETURNING task_id, name, children, breaker_key, breaker_n, breaker_cooldown`, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
+		Scan(&taskID, &name, &children, &bk.key, &bk.n, &bk.cooldown)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -135,6 +136,12 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
 	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
+	if bk.key != "" {
+		bk.stepID, bk.taskID, bk.name, bk.attempt, bk.kind = o.Fence.StepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
+		if err := t.breakerOutcomes([]breakerHit{bk}); err != nil {
+			return false, err
+		}
+	}
 	switch to {
 	case state.StepReady:
 		t.readied++
@@ -178,23 +185,25 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM `+from+`
 		WHERE steps.id = o.o_id AND steps.state = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
-		RETURNING id, task_id, name, children`, append([]any{t.now}, args...)...)
+		RETURNING id, task_id, name, children, breaker_key, breaker_n, breaker_cooldown`, append([]any{t.now}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	type recorded struct {
 		id int64
 		endedStep
+		breaker breakerHit
 	}
 	got, err := collect(q, func(r Row) (recorded, error) {
 		var v recorded
-		err := r.Scan(&v.id, &v.taskID, &v.name, &v.children)
+		err := r.Scan(&v.id, &v.taskID, &v.name, &v.children, &v.breaker.key, &v.breaker.n, &v.breaker.cooldown)
 		return v, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	ended := make([]endedStep, len(got))
+	var hits []breakerHit
 	for j, v := range got {
 		i := byStep[v.id]
 		held[i] = true
@@ -206,6 +215,15 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 			reason = os[i].Error
 		}
 		t.audit(e.taskID, e.name, string(state.StepRunning), string(e.st), os[i].Fence.Attempt, reason)
+		if b := v.breaker; b.key != "" {
+			b.stepID, b.taskID, b.name, b.attempt, b.kind = v.id, e.taskID, e.name, os[i].Fence.Attempt, breakerKind(os[i], e.st)
+			hits = append(hits, b)
+		}
+	}
+	// In step order, as the outcomes are.
+	sort.Slice(hits, func(a, b int) bool { return hits[a].stepID < hits[b].stepID })
+	if err := t.breakerOutcomes(hits); err != nil {
+		return nil, err
 	}
 	return held, t.stepsEnded(ended)
 }

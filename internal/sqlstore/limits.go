@@ -33,6 +33,7 @@ type keyRoom struct {
 	task     map[string]int
 	pending  map[int64]bool // tasks read: true while not started
 	admitted map[int64]bool // tasks this claim started under their workflow limit
+	brk      *breakerRoom   // the circuit breakers that are not closed
 }
 
 func newKeyRoom(caps map[string]int) *keyRoom { return &keyRoom{caps: caps} }

@@ -23,6 +23,9 @@ type policySet struct {
 	namespaces []string    // paused namespaces
 	workflows  [][2]string // paused workflows: namespace, name
 	caps       map[string]int
+	// breakers are the circuit breakers that are not closed: when each
+	// may probe (µs; see breakers.go).
+	breakers map[string]int64
 }
 
 // capsWith returns the namespace limits of the database merged with an
@@ -95,6 +98,9 @@ func (t *txn) policies(version int64) (*policySet, error) {
 			}
 			p.caps[ns] = r.concurrency
 		}
+	}
+	if err := t.readBreakers(p); err != nil {
+		return nil, err
 	}
 	s.policyMu.Lock()
 	if s.policyCache == nil || s.policyCache.version <= version {
@@ -252,6 +258,9 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		report.Limits = append(report.Limits, used...)
 	}
 	sort.Slice(report.Limits, func(i, j int) bool { return report.Limits[i].Key < report.Limits[j].Key })
+	if report.Breakers, err = s.ListBreakers(ctx); err != nil {
+		return store.PolicyReport{}, err
+	}
 	return report, nil
 }
 

@@ -23,8 +23,9 @@ const (
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
-		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n,
+		breaker_key, breaker_n, breaker_cooldown)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // InsertTasks submits tasks in one transaction.
@@ -139,9 +140,10 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			if maxAttempts <= 0 {
 				maxAttempts = 1
 			}
+			bk, bn, bc := breakerColumns(st.Breaker)
 			if _, err := t.exec(insertStep, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
 				prio, sortKey, maxAttempts, ttl, expires, stepRunAt, st.Kind, st.TriggerRule, st.Signal, st.SignalTimeout.Microseconds(), st.Timeout.Microseconds(),
-				in.Workflow, st.LimitKey, st.Limit, in.LimitKey, in.Limit); err != nil {
+				in.Workflow, st.LimitKey, st.Limit, in.LimitKey, in.Limit, bk, bn, bc); err != nil {
 				return nil, fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
 			}
 			t.audit(id, st.Name, "", string(stt), 0, "submitted")

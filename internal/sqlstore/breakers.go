@@ -1,0 +1,409 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the circuit breakers of steps (see store.Breakers):
+// counting in the transaction that records an outcome, the claim's hold
+// and its one probe, and the operator's view and reset.
+//
+// Nothing of this runs for a step without a breaker: its outcome's fenced
+// update returns breaker_key = '' and no statement follows; the claim adds
+// a predicate only while some breaker is open.
+//
+// Exactness of the probe: the claim takes it with one conditional UPDATE
+// of the breaker's row (open and cooled down, or half-open with a probe
+// that no longer runs, one cooldown after it was claimed), in the claim's
+// transaction. On PostgreSQL a second claim waits for that row and, when
+// the first commits, finds the row half-open with a fresh probe_at: it
+// takes no probe. On SQLite the single writer does the same.
+
+// breakerColumns returns the steps columns of a step's breaker.
+func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
+	if b == nil {
+		return "", 0, 0
+	}
+	return b.Key, b.Failures, b.Cooldown.Microseconds()
+}
+
+// breakerHit is an outcome recorded for a step with a breaker.
+type breakerHit struct {
+	stepID, taskID int64
+	name           string
+	attempt        int
+	key            string
+	n              int
+	cooldown       int64
+	kind           hitKind
+}
+
+// hitKind is what an outcome means to a breaker.
+type hitKind int
+
+const (
+	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child
+	hitSuccess                // completed
+	hitFailure                // failed, to be retried, or its lease lapsed
+)
+
+// breakerKind classifies an outcome recorded as to.
+func breakerKind(o store.Outcome, to state.Step) hitKind {
+	switch {
+	case to == state.StepCompleted:
+		return hitSuccess
+	case to == state.StepFailed:
+		return hitFailure
+	case (to == state.StepWaiting || to == state.StepReady) && !o.Snooze && o.Child == nil:
+		return hitFailure
+	}
+	return hitNone
+}
+
+// knownBreaker is what an outcome batch knows of a breaker's row.
+type knownBreaker struct {
+	state    string
+	failures int
+}
+
+// breakerOutcomes applies recorded outcomes to their breakers, in order:
+// a failure counts (and opens the breaker at its threshold, or reopens it
+// when it is the probe's), a success resets the count and closes the
+// breaker, a probe that gave its claim back lets the next claim probe.
+func (t *txn) breakerOutcomes(hits []breakerHit) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	// What the successes need to know, in one read: most find their
+	// breaker closed with no failures and write nothing.
+	known := map[string]knownBreaker{}
+	var keys []any
+	for _, h := range hits {
+		if _, seen := known[h.key]; h.kind == hitSuccess && !seen {
+			known[h.key] = knownBreaker{state: store.BreakerClosed}
+			keys = append(keys, h.key)
+		}
+	}
+	if len(keys) > 0 {
+		rows, err := t.query(`SELECT breaker_key, state, failures FROM breakers WHERE breaker_key IN (`+placeholders(len(keys))+`)`, keys...)
+		if err != nil {
+			return fmt.Errorf("read breakers: %w", err)
+		}
+		type row struct {
+			key string
+			knownBreaker
+		}
+		got, err := collect(rows, func(r Row) (row, error) {
+			var v row
+			err := r.Scan(&v.key, &v.state, &v.failures)
+			return v, err
+		})
+		if err != nil {
+			return fmt.Errorf("read breakers: %w", err)
+		}
+		for _, r := range got {
+			known[r.key] = r.knownBreaker
+		}
+	}
+	for _, h := range hits {
+		var err error
+		switch h.kind {
+		case hitFailure:
+			err = t.breakerFailed(h, known)
+		case hitSuccess:
+			err = t.breakerSucceeded(h, known)
+		default:
+			err = t.breakerProbeReturned(h)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// breakerFailed counts a failed attempt.
+func (t *txn) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
+	var st string
+	var failures int
+	var probe int64
+	err := t.queryRow(`INSERT INTO breakers (breaker_key, state, failures, threshold, cooldown, updated_at) VALUES (?, 'closed', 1, ?, ?, ?)
+		ON CONFLICT (breaker_key) DO UPDATE SET failures = breakers.failures + 1, threshold = excluded.threshold,
+		cooldown = excluded.cooldown, updated_at = excluded.updated_at
+		RETURNING state, failures, COALESCE(probe_step_id, 0)`, h.key, h.n, h.cooldown, t.now).Scan(&st, &failures, &probe)
+	if err != nil {
+		return fmt.Errorf("count failure of breaker %s: %w", h.key, err)
+	}
+	known[h.key] = knownBreaker{state: st, failures: failures}
+	var reason string
+	switch {
+	case st == store.BreakerClosed && failures >= h.n:
+		reason = fmt.Sprintf("breaker %s opened after %d consecutive failures", h.key, failures)
+	case st == store.BreakerHalfOpen && probe == h.stepID:
+		reason = fmt.Sprintf("breaker %s reopened: its probe failed", h.key)
+	default:
+		return nil // counted; the breaker stays as it is
+	}
+	// The row is locked by the upsert: this transaction decides.
+	if _, err := t.exec(`UPDATE breakers SET state = 'open', opened_at = ?, probe_at = NULL, probe_step_id = NULL WHERE breaker_key = ?`,
+		t.now, h.key); err != nil {
+		return fmt.Errorf("open breaker %s: %w", h.key, err)
+	}
+	known[h.key] = knownBreaker{state: store.BreakerOpen, failures: failures}
+	t.audit(h.taskID, h.name, breakerState(st), breakerState(store.BreakerOpen), h.attempt, reason)
+	return t.bumpPolicyVersion()
+}
+
+// breakerSucceeded resets the count and closes the breaker.
+func (t *txn) breakerSucceeded(h breakerHit, known map[string]knownBreaker) error {
+	k := known[h.key]
+	switch {
+	case k.state != store.BreakerClosed:
+		res, err := t.exec(`UPDATE breakers SET state = 'closed', failures = 0, opened_at = NULL, probe_at = NULL, probe_step_id = NULL, updated_at = ?
+			WHERE breaker_key = ? AND state <> 'closed'`, t.now, h.key)
+		if err != nil {
+			return fmt.Errorf("close breaker %s: %w", h.key, err)
+		}
+		known[h.key] = knownBreaker{state: store.BreakerClosed}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // closed meanwhile
+		}
+		reason := fmt.Sprintf("breaker %s closed: the step succeeded", h.key)
+		t.audit(h.taskID, h.name, breakerState(k.state), breakerState(store.BreakerClosed), h.attempt, reason)
+		t.readied++ // the held steps may run: wake the engines
+		return t.bumpPolicyVersion()
+	case k.failures > 0:
+		if _, err := t.exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.now, h.key); err != nil {
+			return fmt.Errorf("reset breaker %s: %w", h.key, err)
+		}
+		known[h.key] = knownBreaker{state: store.BreakerClosed}
+	}
+	return nil
+}
+
+// breakerProbeReturned lets the next claim probe when the probe gave its
+// claim back without an outcome (released, snoozed): the breaker is open
+// again with its cooldown already passed.
+func (t *txn) breakerProbeReturned(h breakerHit) error {
+	res, err := t.exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
+		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.now, h.key, h.stepID)
+	if err != nil {
+		return fmt.Errorf("return the probe of breaker %s: %w", h.key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	t.audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
+		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
+	t.readied++
+	return t.bumpPolicyVersion()
+}
+
+// bumpPolicyVersion makes every claim read the policies again.
+func (t *txn) bumpPolicyVersion() error {
+	if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("bump policy version: %w", err)
+	}
+	return nil
+}
+
+// breakerState is how a breaker's state is written in the audit log (see
+// store.EventType).
+func breakerState(st string) string { return store.BreakerAuditPrefix + st }
+
+// readBreakers reads the breakers that are not closed into p: each holds
+// its steps until its time (opened_at or probe_at, plus the cooldown).
+func (t *txn) readBreakers(p *policySet) error {
+	rows, err := t.query(`SELECT breaker_key, COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
+		FROM breakers WHERE state <> 'closed'`)
+	if err != nil {
+		return fmt.Errorf("read breakers: %w", err)
+	}
+	type row struct {
+		key   string
+		until int64
+	}
+	got, err := collect(rows, func(r Row) (row, error) {
+		var v row
+		err := r.Scan(&v.key, &v.until)
+		return v, err
+	})
+	if err != nil {
+		return fmt.Errorf("read breakers: %w", err)
+	}
+	for _, r := range got {
+		if p.breakers == nil {
+			p.breakers = map[string]int64{}
+		}
+		p.breakers[r.key] = r.until
+	}
+	return nil
+}
+
+// breakerRoom is what one claim knows of the breakers: when each that is
+// not closed may probe, and the breakers it has decided on (probed, or
+// found probed elsewhere): their steps are skipped for the rest of the
+// claim.
+type breakerRoom struct {
+	until   map[string]int64
+	now     int64
+	decided map[string]bool
+}
+
+func newBreakerRoom(p *policySet, now int64) *breakerRoom {
+	if p == nil || len(p.breakers) == 0 {
+		return nil
+	}
+	return &breakerRoom{until: p.breakers, now: now}
+}
+
+// held lists the breakers whose steps the claim query skips: those still
+// cooling down and those this claim has decided on.
+func (b *breakerRoom) held() []string {
+	if b == nil {
+		return nil
+	}
+	var out []string
+	for key, until := range b.until {
+		if b.now < until || b.decided[key] {
+			out = append(out, key)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// probes keeps, of the candidates under a breaker that may probe, one
+// probe per breaker when its row agrees, and drops the others.
+func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
+	if b == nil {
+		return cands, nil
+	}
+	kept := cands[:0:0]
+	for _, c := range cands {
+		if _, open := b.until[c.breakerKey]; c.breakerKey == "" || !open {
+			kept = append(kept, c)
+			continue
+		}
+		if b.decided[c.breakerKey] {
+			continue
+		}
+		if b.decided == nil {
+			b.decided = map[string]bool{}
+		}
+		b.decided[c.breakerKey] = true
+		ok, err := t.takeProbe(c)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			kept = append(kept, c)
+		}
+	}
+	return kept, nil
+}
+
+// takeProbe makes c the probe of its breaker if the breaker may probe now.
+func (t *txn) takeProbe(c candidate) (bool, error) {
+	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
+		WHERE breaker_key = ? AND ((state = 'open' AND opened_at + cooldown <= ?)
+			OR (state = 'half-open' AND probe_at + cooldown <= ?
+				AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.id = breakers.probe_step_id AND steps.state = 'running')))`,
+		c.id, t.now, t.now, c.breakerKey, t.now, t.now)
+	if err != nil {
+		return false, fmt.Errorf("take the probe of breaker %s: %w", c.breakerKey, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil // probing elsewhere
+	}
+	name := c.breakerKey[strings.LastIndexByte(c.breakerKey, '/')+1:]
+	t.audit(c.taskID, name, breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
+		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
+	return true, t.bumpPolicyVersion()
+}
+
+// ListBreakers returns every breaker with a row, by key.
+func (s *Store) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
+	rows, err := s.read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	out, err := collect(rows, scanBreaker)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	if out == nil {
+		out = []store.Breaker{}
+	}
+	return out, nil
+}
+
+const breakerColumnsSQL = `breaker_key, state, failures, threshold, cooldown, opened_at, probe_at, probe_step_id, updated_at`
+
+func scanBreaker(r Row) (store.Breaker, error) {
+	var b store.Breaker
+	var cooldown, updated int64
+	var opened, probeAt, probe sql.NullInt64
+	if err := r.Scan(&b.Key, &b.State, &b.Failures, &b.Threshold, &cooldown, &opened, &probeAt, &probe, &updated); err != nil {
+		return b, err
+	}
+	b.Cooldown = time.Duration(cooldown) * time.Microsecond
+	b.UpdatedAt = time.UnixMicro(updated)
+	b.ProbeStepID = probe.Int64
+	at := func(v int64) *time.Time { x := time.UnixMicro(v); return &x }
+	if opened.Valid && b.State != store.BreakerClosed {
+		b.OpenedAt = at(opened.Int64)
+	}
+	switch {
+	case b.State == store.BreakerOpen && opened.Valid:
+		b.RetryAt = at(opened.Int64 + cooldown)
+	case b.State == store.BreakerHalfOpen && probeAt.Valid:
+		b.ProbeAt = at(probeAt.Int64)
+		b.RetryAt = at(probeAt.Int64 + cooldown)
+	}
+	return b, nil
+}
+
+// ResetBreaker closes a breaker, forgets its count, and audits the reset.
+func (s *Store) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
+	if err := r.Validate(); err != nil {
+		return store.Breaker{}, err
+	}
+	var out store.Breaker
+	err := s.write(ctx, "", func(t *txn) error {
+		at := t.now
+		if !r.At.IsZero() {
+			at = r.At.UnixMicro()
+		}
+		b, err := scanBreaker(t.queryRow(`DELETE FROM breakers WHERE breaker_key = ? RETURNING `+breakerColumnsSQL, r.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("breaker %q: %w", r.Key, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("reset breaker %s: %w", r.Key, err)
+		}
+		if err := t.bumpPolicyVersion(); err != nil {
+			return err
+		}
+		if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
+			at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
+			return fmt.Errorf("audit reset of breaker %s: %w", r.Key, err)
+		}
+		t.readied++ // held steps may run
+		out = store.Breaker{Key: b.Key, State: store.BreakerClosed, Threshold: b.Threshold, Cooldown: b.Cooldown, UpdatedAt: time.UnixMicro(at)}
+		return nil
+	})
+	if err != nil {
+		return store.Breaker{}, err
+	}
+	return out, nil
+}

@@ -1,0 +1,343 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// breakerTests are the conformance tests of the circuit breakers of steps.
+var breakerTests = []struct {
+	name string
+	fn   func(t *testing.T, h *harness)
+}{
+	{"BreakerOpensAfterConsecutiveFailures", testBreakerOpens},
+	{"BreakerSuccessResetsCount", testBreakerSuccessResets},
+	{"BreakerProbeAfterCooldown", testBreakerProbe},
+	{"BreakerOneProbeUnderConcurrentClaims", testBreakerOneProbe},
+	{"BreakerProbeLeaseLapsed", testBreakerProbeLapsed},
+	{"BreakerProbeReleased", testBreakerProbeReleased},
+	{"BreakerReset", testBreakerReset},
+	{"BreakerValidation", testBreakerValidation},
+}
+
+const (
+	testBreakerKey      = "ns/wf/call"
+	testBreakerCooldown = 30 * time.Second
+)
+
+// insertBreakerTasks submits n one-step tasks whose step has a breaker
+// opening after 3 failures, each with maxAttempts attempts.
+func (h *harness) insertBreakerTasks(n, maxAttempts int) {
+	h.t.Helper()
+	in := make([]store.TaskInsert, n)
+	for i := range in {
+		in[i] = store.TaskInsert{Steps: []store.StepInsert{{Name: "call", Handler: "h", MaxAttempts: maxAttempts,
+			Breaker: &store.BreakerSpec{Key: testBreakerKey, Failures: 3, Cooldown: testBreakerCooldown}}}}
+	}
+	h.insert(in...)
+}
+
+// fail records a failed attempt of c: a retry while attempts remain.
+func (h *harness) fail(c store.ClaimedStep, retry bool) {
+	h.t.Helper()
+	o := store.Outcome{Fence: c.Fence, EngineID: c.EngineID, State: state.StepFailed, Error: "boom"}
+	if retry {
+		o.State, o.RunAt = state.StepWaiting, h.clock.Now()
+	}
+	require.NoError(h.t, h.complete(o)[0])
+}
+
+func (h *harness) breaker(key string) store.Breaker {
+	h.t.Helper()
+	bs, err := h.s.ListBreakers(h.ctx)
+	require.NoError(h.t, err)
+	for _, b := range bs {
+		if b.Key == key {
+			return b
+		}
+	}
+	h.t.Fatalf("no breaker %s in %v", key, bs)
+	return store.Breaker{}
+}
+
+// openBreaker fails three attempts of steps under the test breaker.
+func (h *harness) openBreaker() {
+	h.t.Helper()
+	got := h.claim("e1", 3)
+	require.Len(h.t, got, 3)
+	for i, c := range got {
+		h.fail(c, i%2 == 0) // a retry and a failure for good both count
+	}
+	require.Equal(h.t, store.BreakerOpen, h.breaker(testBreakerKey).State)
+}
+
+func testBreakerOpens(t *testing.T, h *harness) {
+	h.insertBreakerTasks(6, 3)
+	h.insert(store.TaskInsert{}) // a step without a breaker
+	got := h.claim("e1", 2)
+	require.Len(t, got, 2)
+	h.fail(got[0], true)
+	h.fail(got[1], true)
+	b := h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerClosed, b.State)
+	require.Equal(t, 2, b.Failures)
+	require.Equal(t, 3, b.Threshold)
+	require.Equal(t, testBreakerCooldown, b.Cooldown)
+	require.Nil(t, b.OpenedAt)
+
+	third := h.claim("e1", 1)
+	require.Len(t, third, 1)
+	h.fail(third[0], false)
+	b = h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerOpen, b.State)
+	require.Equal(t, 3, b.Failures)
+	require.NotNil(t, b.OpenedAt)
+	require.True(t, h.clock.Now().Equal(*b.OpenedAt))
+	require.True(t, h.clock.Now().Add(testBreakerCooldown).Equal(*b.RetryAt))
+	r, err := h.s.ListPolicies(h.ctx)
+	require.NoError(t, err)
+	require.Len(t, r.Breakers, 1)
+	require.Equal(t, store.BreakerOpen, r.Breakers[0].State)
+
+	// Held: only the step without a breaker is claimed; the held steps
+	// stay ready with their attempts.
+	attempts := func() (ready, used int) {
+		tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{Limit: 100})
+		require.NoError(t, err)
+		for _, tk := range tasks {
+			for _, s := range h.task(tk.ID).Steps {
+				if s.Name == "call" && s.State == state.StepReady {
+					ready++
+					used += s.Attempts
+				}
+			}
+		}
+		return ready, used
+	}
+	ready, used := attempts()
+	require.Equal(t, 5, ready, "six steps, one failed for good")
+	got = h.claim("e2", 10)
+	require.Len(t, got, 1)
+	require.Equal(t, "only", got[0].Name, "the step without a breaker")
+	h.clock.Advance(testBreakerCooldown - time.Second)
+	require.Empty(t, h.claim("e2", 10), "held until the cooldown passes")
+	ready2, used2 := attempts()
+	require.Equal(t, ready, ready2, "held steps stay ready")
+	require.Equal(t, used, used2, "and use no attempt")
+
+	// The audit (and so the history) tells the breaker opened, on the
+	// step whose failure opened it.
+	require.Equal(t, []string{"breaker.opened"}, h.breakerEvents(third[0].TaskID))
+}
+
+// breakerEvents returns the event types of the breaker transitions in the
+// audit of tasks (all tasks when none is given), in order.
+func (h *harness) breakerEvents(tasks ...int64) []string {
+	h.t.Helper()
+	if len(tasks) == 0 {
+		all, err := h.s.ListTasks(h.ctx, store.TaskFilter{Limit: 1000})
+		require.NoError(h.t, err)
+		for _, tk := range all {
+			tasks = append(tasks, tk.ID)
+		}
+	}
+	var entries []store.AuditEntry
+	for _, id := range tasks {
+		trail, err := h.s.Audit(h.ctx, id)
+		require.NoError(h.t, err)
+		for _, e := range trail {
+			if strings.HasPrefix(e.To, store.BreakerAuditPrefix) {
+				entries = append(entries, e)
+			}
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	var out []string
+	for _, e := range entries {
+		out = append(out, store.EventType(e.Step, e.From, e.To))
+	}
+	return out
+}
+
+func testBreakerSuccessResets(t *testing.T, h *harness) {
+	h.insertBreakerTasks(6, 1)
+	got := h.claim("e1", 5)
+	require.Len(t, got, 5)
+	h.fail(got[0], false)
+	h.fail(got[1], false)
+	h.ok(got[2], `{}`)
+	require.Equal(t, 0, h.breaker(testBreakerKey).Failures, "a success resets the count")
+	h.fail(got[3], false)
+	h.fail(got[4], false)
+	b := h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerClosed, b.State, "two consecutive failures are not three")
+	require.Equal(t, 2, b.Failures)
+	require.Len(t, h.claim("e1", 5), 1)
+}
+
+func testBreakerProbe(t *testing.T, h *harness) {
+	h.insertBreakerTasks(6, 3)
+	h.openBreaker()
+	h.clock.Advance(testBreakerCooldown)
+	probe := h.claim("e1", 10)
+	require.Len(t, probe, 1, "after the cooldown, one probe")
+	b := h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerHalfOpen, b.State)
+	require.Equal(t, probe[0].Fence.StepID, b.ProbeStepID)
+	require.Empty(t, h.claim("e2", 10), "nothing else while the probe runs")
+
+	// The probe fails: open again, for a fresh cooldown.
+	h.fail(probe[0], true)
+	b = h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerOpen, b.State)
+	require.True(t, h.clock.Now().Equal(*b.OpenedAt), "a fresh cooldown")
+	h.clock.Advance(testBreakerCooldown - time.Millisecond)
+	require.Empty(t, h.claim("e1", 10))
+	h.clock.Advance(time.Millisecond)
+
+	// The next probe succeeds: closed, and the held steps flow again.
+	probe = h.claim("e1", 10)
+	require.Len(t, probe, 1)
+	h.ok(probe[0], `{}`)
+	b = h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerClosed, b.State)
+	require.Zero(t, b.Failures)
+	require.Nil(t, b.RetryAt)
+	require.Len(t, h.claim("e1", 10), 4, "the held steps and the retries")
+
+	require.Equal(t, []string{"breaker.opened", "breaker.probing", "breaker.opened", "breaker.probing", "breaker.closed"}, h.breakerEvents())
+}
+
+// testBreakerOneProbe claims from many goroutines once the cooldown has
+// passed: exactly one probe.
+func testBreakerOneProbe(t *testing.T, h *harness) {
+	h.insertBreakerTasks(20, 1)
+	h.openBreaker()
+	h.clock.Advance(testBreakerCooldown)
+	var mu sync.Mutex
+	var all []store.ClaimedStep
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				got, err := h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: fmt.Sprintf("e%d", g), Limit: 3, Now: h.clock.Now()})
+				if err != nil && !errors.Is(err, store.ErrUnavailable) {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				mu.Lock()
+				all = append(all, got...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, all, 1, "exactly one probe")
+	require.Equal(t, all[0].Fence.StepID, h.breaker(testBreakerKey).ProbeStepID)
+}
+
+// testBreakerProbeLapsed: a probe whose engine dies is a failed attempt
+// when the reaper returns it; the breaker opens again and probes after a
+// fresh cooldown, so it is never stuck half-open.
+func testBreakerProbeLapsed(t *testing.T, h *harness) {
+	h.register("e1")
+	h.register("dead")
+	h.insertBreakerTasks(6, 3)
+	h.openBreaker()
+	h.clock.Advance(testBreakerCooldown)
+	probe := h.claim("dead", 10)
+	require.Len(t, probe, 1)
+	n, err := h.s.Reap(h.ctx, h.clock.Now(), time.Time{}, []string{"dead"}, "e1")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	b := h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerOpen, b.State, "the lapsed probe counts as a failure")
+	require.Zero(t, b.ProbeStepID)
+	require.Empty(t, h.claim("e1", 10))
+	h.clock.Advance(testBreakerCooldown)
+	require.Len(t, h.claim("e1", 10), 1, "the next probe")
+}
+
+// testBreakerProbeReleased: a probe that gives its claim back (released, or
+// its task cancelled) does not hold the breaker half-open.
+func testBreakerProbeReleased(t *testing.T, h *harness) {
+	h.register("e1")
+	h.insertBreakerTasks(6, 3)
+	h.openBreaker()
+	h.clock.Advance(testBreakerCooldown)
+	probe := h.claim("e1", 10)
+	require.Len(t, probe, 1)
+	n, err := h.s.ReleaseLease(h.ctx, "e1", probe[0].Fence.LeaseID)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, store.BreakerOpen, h.breaker(testBreakerKey).State)
+	again := h.claim("e1", 10)
+	require.Len(t, again, 1, "the next claim probes at once")
+
+	// A probe whose task is cancelled ends without an outcome: another
+	// probe may be claimed one cooldown after it was.
+	_, err = h.s.CancelTask(h.ctx, again[0].TaskID, "e1", "test")
+	require.NoError(t, err)
+	require.Equal(t, store.BreakerHalfOpen, h.breaker(testBreakerKey).State)
+	require.Empty(t, h.claim("e1", 10))
+	h.clock.Advance(testBreakerCooldown)
+	require.Len(t, h.claim("e1", 10), 1)
+}
+
+func testBreakerReset(t *testing.T, h *harness) {
+	h.insertBreakerTasks(6, 3)
+	h.openBreaker()
+	_, err := h.s.ResetBreaker(h.ctx, store.BreakerReset{Key: testBreakerKey})
+	require.ErrorIs(t, err, store.ErrInvalid, "the actor is required")
+	_, err = h.s.ResetBreaker(h.ctx, store.BreakerReset{Key: "ns/wf/other", Actor: "cli:alice"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	b, err := h.s.ResetBreaker(h.ctx, store.BreakerReset{Key: testBreakerKey, Actor: "cli:alice", Reason: "fixed upstream"})
+	require.NoError(t, err)
+	require.Equal(t, store.BreakerClosed, b.State)
+	require.Len(t, h.claim("e1", 10), 5, "the held steps and the retries flow again")
+	bs, err := h.s.ListBreakers(h.ctx)
+	require.NoError(t, err)
+	require.Empty(t, bs, "a reset breaker is forgotten until it fails again")
+	changes, err := h.s.PolicyChanges(h.ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, changes, 1)
+	require.Equal(t, "cli:alice", changes[0].Actor)
+	require.Equal(t, testBreakerKey, changes[0].Target)
+	require.Equal(t, "breaker reset (was open)", changes[0].Change)
+	require.Equal(t, "fixed upstream", changes[0].Reason)
+}
+
+func testBreakerValidation(t *testing.T, h *harness) {
+	for _, tt := range []struct {
+		name string
+		b    store.BreakerSpec
+		want string
+	}{
+		{"no key", store.BreakerSpec{Failures: 1, Cooldown: time.Second}, "key"},
+		{"no failures", store.BreakerSpec{Key: "k", Cooldown: time.Second}, "failures"},
+		{"no cooldown", store.BreakerSpec{Key: "k", Failures: 1}, "cooldown"},
+		{"long cooldown", store.BreakerSpec{Key: "k", Failures: 1, Cooldown: 8 * 24 * time.Hour}, "cooldown"},
+	} {
+		b := tt.b
+		_, err := h.s.InsertTasks(h.ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
+			Steps: []store.StepInsert{{Name: "s", Handler: "h", Breaker: &b}}}})
+		require.ErrorIs(t, err, store.ErrInvalidInsert, tt.name)
+		require.ErrorContains(t, err, tt.want, tt.name)
+	}
+	for _, key := range []string{"", "ns/wf", "ns//s", "a/b/c/d"} {
+		_, err := h.s.ResetBreaker(h.ctx, store.BreakerReset{Key: key, Actor: "a"})
+		require.ErrorIs(t, err, store.ErrInvalid, key)
+	}
+}
