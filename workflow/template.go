@@ -43,7 +43,8 @@ func Load(path string) (*Workflow, error) {
 // ttl, type (decision, converge, batch, signal, workflow), trigger_rule,
 // when (a condition), worker (the template of a batch's items), signal
 // (name, timeout), workflow and input (of a workflow step) and concurrency
-// (limit, key: a global limit of running steps). See
+// (limit, key: a global limit of running steps) and circuit_breaker
+// (failures, cooldown). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
@@ -177,6 +178,15 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 		s.Concurrency = &Concurrency{line: n.Line}
 		tplDecodeMapping(d, n, at, tplConcurrencyFields, s.Concurrency)
 	},
+	"circuit_breaker": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
+		s.CircuitBreaker = &CircuitBreaker{line: n.Line}
+		tplDecodeMapping(d, n, at, tplBreakerFields, s.CircuitBreaker)
+	},
+}
+
+var tplBreakerFields = map[string]tplFieldDecoder[CircuitBreaker]{
+	"failures": tplField(tplNumber(math.MinInt32, math.MaxInt32), func(b *CircuitBreaker) *int { return &b.Failures }),
+	"cooldown": tplField((*templateDecoder).duration, func(b *CircuitBreaker) *Duration { return &b.Cooldown }),
 }
 
 var tplRetryFields = map[string]tplFieldDecoder[RetryPolicy]{

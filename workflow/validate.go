@@ -145,6 +145,7 @@ func (w *Workflow) Validate() error {
 			add(s.Name, s.Concurrency.line, "concurrency", "a signal step runs nothing to limit")
 		}
 		s.Concurrency.validate(s.Name, s.line, "concurrency", add)
+		s.validateBreaker(add)
 		if check := builtinConfigCheck[s.Handler]; check != nil && (len(s.Config) == 0 || json.Valid(s.Config)) {
 			if err := check(s.Config); err != nil {
 				add(s.Name, s.line, "", "%v", err)
@@ -270,7 +271,7 @@ func (w *Workflow) validateTemplates(add addFunc) {
 		if t.Handler == "" {
 			add(t.Name, t.line, field("handler"), "is required")
 		}
-		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil || t.Concurrency != nil {
+		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil || t.Concurrency != nil || t.CircuitBreaker != nil {
 			add(t.Name, t.line, "templates", "a template has only handler, config, retry, timeout, priority and ttl")
 		}
 		if len(t.Config) > 0 && !json.Valid(t.Config) {
@@ -346,5 +347,29 @@ func (w *Workflow) validateSubWorkflow(s Step, add addFunc) {
 		if _, err := expr.CompileValue(s.Input); err != nil {
 			add(s.Name, s.line, "input", "%v", err)
 		}
+	}
+}
+
+// validateBreaker checks a step's circuit breaker; nil is none.
+func (s Step) validateBreaker(add addFunc) {
+	b := s.CircuitBreaker
+	if b == nil {
+		return
+	}
+	line := s.line
+	if b.line > 0 {
+		line = b.line
+	}
+	switch s.Type {
+	case StepSignal:
+		add(s.Name, line, "circuit_breaker", "a signal step runs nothing that could fail")
+	case StepWorkflow:
+		add(s.Name, line, "circuit_breaker", "a workflow step runs nothing itself: give its child's steps breakers")
+	}
+	if b.Failures < 1 || b.Failures > store.MaxBreakerFailures {
+		add(s.Name, line, "circuit_breaker.failures", "must be 1 to %d, got %d", store.MaxBreakerFailures, b.Failures)
+	}
+	if d := time.Duration(b.Cooldown); d < time.Millisecond || d > store.MaxBreakerCooldown {
+		add(s.Name, line, "circuit_breaker.cooldown", "must be at least 1ms and at most %s, got %s", store.MaxBreakerCooldown, d)
 	}
 }

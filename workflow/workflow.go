@@ -85,6 +85,10 @@ type Step struct {
 	// workflow) run at once, across every engine and remote worker; nil
 	// means no bound.
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// CircuitBreaker holds the claims of this step (of every task of the
+	// workflow, across versions) after consecutive failed attempts; nil
+	// means none.
+	CircuitBreaker *CircuitBreaker `json:"circuit_breaker,omitempty"`
 
 	line int // line in the source template, for errors
 }
@@ -413,6 +417,13 @@ func WithConcurrency(limit int, key string) StepOption {
 	return func(s *Step) { s.Concurrency = &Concurrency{Limit: limit, Key: key} }
 }
 
+// WithCircuitBreaker gives the step a circuit breaker (see CircuitBreaker):
+// after failures consecutive failed attempts its claims are held for
+// cooldown, then one probe decides whether it closes.
+func WithCircuitBreaker(failures int, cooldown time.Duration) StepOption {
+	return func(s *Step) { s.CircuitBreaker = &CircuitBreaker{Failures: failures, Cooldown: Duration(cooldown)} }
+}
+
 // WithConcurrency bounds how many tasks of the workflow run at once across
 // every engine (see Concurrency) and returns the workflow, so calls chain.
 func (w *Workflow) WithConcurrency(limit int, key string) *Workflow {
@@ -433,6 +444,31 @@ func (w *Workflow) Step(name, handler string, opts ...StepOption) *Workflow {
 
 // Ref returns "namespace/name@version".
 func (w *Workflow) Ref() string { return w.Namespace + "/" + w.Name + "@" + w.Version }
+
+// CircuitBreaker is the circuit breaker of a step, shared by every task of
+// the workflow and every version of it (its key is
+// "namespace/workflow/step"). Each failed attempt of the step (a failure
+// for good, a retry, a lease that lapsed) counts; a success resets the
+// count. After Failures consecutive failed attempts the breaker opens:
+// steps under it stay ready, using no attempt, and are not claimed until
+// Cooldown has passed. Then exactly one is claimed as a probe: its success
+// closes the breaker, its failure opens it again for a fresh Cooldown.
+type CircuitBreaker struct {
+	// Failures is how many consecutive failed attempts open the breaker,
+	// at least 1.
+	Failures int `json:"failures"`
+	// Cooldown is how long an open breaker holds its steps before a probe,
+	// more than 0 and at most 7 days.
+	Cooldown Duration `json:"cooldown"`
+
+	line int // line in the source template, for errors
+}
+
+// BreakerKey names the circuit breaker of one step of a workflow, across
+// versions: "namespace/workflow/step".
+func BreakerKey(namespace, workflow, step string) string {
+	return namespace + "/" + workflow + "/" + step
+}
 
 // Concurrency is a global limit of running work: at most Limit at once, or
 // with Key at most Limit per value of Key.

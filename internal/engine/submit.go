@@ -207,6 +207,9 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 		if c := st.Concurrency; c != nil {
 			steps[i].LimitKey, steps[i].Limit = stepLimitKey(w, st.Name), c.Limit
 		}
+		if b := st.CircuitBreaker; b != nil {
+			steps[i].Breaker = &store.BreakerSpec{Key: workflow.BreakerKey(w.Namespace, w.Name, st.Name), Failures: b.Failures, Cooldown: time.Duration(b.Cooldown)}
+		}
 		switch st.Type {
 		case workflow.StepDecision:
 			steps[i].Kind = store.KindDecision
