@@ -246,6 +246,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/policies", perm: PermPoliciesRead, h: s.listPolicies},
 		{method: "POST", path: "/v1/policies", perm: PermPoliciesWrite, h: s.changePolicy},
 		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, h: s.policyChanges},
+		{method: "POST", path: "/v1/breakers/reset", perm: PermPoliciesWrite, h: s.resetBreaker},
 	}
 }
 

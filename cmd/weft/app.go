@@ -177,7 +177,7 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 		a.keysCommand(),
 		a.registerCommand(),
 		a.schedulesCommand(),
-		a.pauseCommand(), a.resumeCommand(), a.limitCommand(), a.policiesCommand(),
+		a.pauseCommand(), a.resumeCommand(), a.limitCommand(), a.policiesCommand(), a.breakerCommand(),
 		a.configCommand(),
 		a.versionCommand(),
 	)

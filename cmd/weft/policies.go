@@ -310,6 +310,7 @@ func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", l.Key, l.Limit, l.Running)
 		}
 	}
+	printBreakers(tw, rep.Breakers)
 	return tw.Flush()
 }
 

@@ -38,6 +38,7 @@ var serverArgs = map[string]struct {
 	"weft limit":            {args: []string{"shop", "--concurrency", "2"}, remote: true},
 	"weft pause":            {args: []string{"shop"}, remote: true},
 	"weft policies":         {remote: true},
+	"weft breaker reset":    {args: []string{"shop/checkout/charge"}, remote: true},
 	"weft resume":           {args: []string{"shop"}, remote: true},
 	"weft register":         {args: []string{"hello.yaml"}, needArg: true, remote: true},
 	"weft schedules":        {remote: true},
