@@ -34,6 +34,13 @@ func TestBreakers(t *testing.T) {
 		require.Equal(t, "shop/pay/s", rep.Breakers[0].Key)
 		require.Equal(t, store.BreakerOpen, rep.Breakers[0].State)
 		require.NotNil(t, rep.Breakers[0].RetryAt)
+		scrape := en.do("GET", "/metrics", "", nil)
+		require.Equal(t, 200, scrape.status)
+		body := string(scrape.body)
+		require.Equal(t, 1.0, metricValue(t, body, "weft_breakers_open"))
+		require.Equal(t, 1.0, metricValue(t, body, "weft_breaker_state", `breaker="shop/pay/s"`, `state="open"`))
+		require.Equal(t, 0.0, metricValue(t, body, "weft_breaker_state", `breaker="shop/pay/s"`, `state="closed"`))
+		require.Equal(t, 1.0, metricValue(t, body, "weft_breaker_failures", `breaker="shop/pay/s"`))
 
 		reader, err := client.New(en.url, en.key(server.PermPoliciesRead))
 		require.NoError(t, err)

@@ -50,6 +50,7 @@ var EventTypes = []string{
 	"task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
 	"step.pending", "step.ready", "step.claimed", "step.completed", "step.failed", "step.waiting", "step.skipped",
 	"step.cancelled", "step.expired", "step.resolved",
+	"breaker.opened", "breaker.probing", "breaker.closed",
 }
 
 // deliverer is the webhook loop's state shared with the maintenance loop,

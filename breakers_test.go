@@ -1,0 +1,95 @@
+package weft_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
+)
+
+// TestCircuitBreakerEndToEnd: two failures in a row open the breaker of a
+// step; work submitted meanwhile waits; after the cooldown exactly one
+// probe runs, its success closes the breaker and the held work flows. The
+// history tells the breaker's transitions.
+func TestCircuitBreakerEndToEnd(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 4})
+		var failing atomic.Bool
+		failing.Store(true)
+		var mu sync.Mutex
+		seen := map[string]int{} // the breaker's state each successful call saw
+		e.Handle("pay", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if failing.Load() {
+				return nil, weft.Permanent(errors.New("provider down"))
+			}
+			bs, err := e.Breakers(ctx)
+			if err != nil {
+				return nil, err
+			}
+			st := weft.BreakerClosed
+			for _, b := range bs {
+				if b.Key == "shop/pay/call" {
+					st = b.State
+				}
+			}
+			mu.Lock()
+			seen[st]++
+			mu.Unlock()
+			return nil, nil
+		})
+		register(t, e, workflow.New("shop", "pay", "1").
+			Step("call", "pay", workflow.WithCircuitBreaker(2, 200*time.Millisecond)))
+		start(t, e)
+		for range 2 {
+			id := submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID
+			require.Equal(t, state.TaskFailed, wait(t, e, id).State)
+		}
+		bs, err := e.Breakers(t.Context())
+		require.NoError(t, err)
+		require.Len(t, bs, 1)
+		require.Equal(t, weft.BreakerOpen, bs[0].State)
+		require.Equal(t, 2, bs[0].Failures)
+
+		failing.Store(false)
+		var ids []int64
+		for range 5 {
+			ids = append(ids, submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID)
+		}
+		for _, id := range ids {
+			require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+		}
+		mu.Lock()
+		require.Equal(t, map[string]int{weft.BreakerHalfOpen: 1, weft.BreakerClosed: 4}, seen,
+			"one probe while half-open, the rest once it closed; none while open")
+		mu.Unlock()
+		bs, err = e.Breakers(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, weft.BreakerClosed, bs[0].State)
+		require.Zero(t, bs[0].Failures)
+
+		// The history (and so SSE and webhooks) tells the transitions.
+		var types []string
+		eventually(t, "the breaker's events in the history", func() bool {
+			events, err := e.History(t.Context(), weft.HistoryQuery{Workflow: "shop/pay", Limit: 1000})
+			require.NoError(t, err)
+			types = types[:0]
+			for _, ev := range events {
+				if slices.Contains(weft.EventTypes, ev.Type) && len(ev.Type) > 8 && ev.Type[:8] == "breaker." {
+					types = append(types, ev.Type)
+				}
+			}
+			return len(types) == 3
+		})
+		require.Equal(t, []string{"breaker.opened", "breaker.probing", "breaker.closed"}, types)
+	})
+}
