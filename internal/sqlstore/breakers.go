@@ -69,6 +69,44 @@ func breakerKind(o store.Outcome, to state.Step) hitKind {
 	return hitNone
 }
 
+// breakerWork is what a transaction leaves to do to breakers before it
+// commits.
+type breakerWork struct {
+	hits []breakerHit
+	bump bool // the policy version moves: claims read the breakers again
+}
+
+// flushBreakers applies the outcomes a transaction recorded to their
+// breakers and moves the policy version if a breaker changed state. It
+// runs last, before the audit: every transaction takes step and task rows,
+// then breaker rows in key order, then the policy version row, so that
+// none waits for another in a cycle. Claims never wait for a breaker row
+// (takeProbe skips a locked one).
+func (t *txn) flushBreakers() error {
+	w := &t.breakers
+	if len(w.hits) > 0 {
+		// By key, and in step order under one key, as the outcomes are.
+		sort.SliceStable(w.hits, func(a, b int) bool {
+			if w.hits[a].key != w.hits[b].key {
+				return w.hits[a].key < w.hits[b].key
+			}
+			return w.hits[a].stepID < w.hits[b].stepID
+		})
+		hits := w.hits
+		w.hits = nil
+		if err := t.breakerOutcomes(hits); err != nil {
+			return err
+		}
+	}
+	if w.bump {
+		w.bump = false
+		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("bump policy version: %w", err)
+		}
+	}
+	return nil
+}
+
 // knownBreaker is what an outcome batch knows of a breaker's row.
 type knownBreaker struct {
 	state    string
@@ -208,11 +246,11 @@ func (t *txn) breakerProbeReturned(h breakerHit) error {
 	return t.bumpPolicyVersion()
 }
 
-// bumpPolicyVersion makes every claim read the policies again.
+// bumpPolicyVersion makes every claim read the policies again, once this
+// transaction commits (the version row is written last, see
+// flushBreakers).
 func (t *txn) bumpPolicyVersion() error {
-	if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
-		return fmt.Errorf("bump policy version: %w", err)
-	}
+	t.breakers.bump = true
 	return nil
 }
 
@@ -314,8 +352,15 @@ func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 
 // takeProbe makes c the probe of its breaker if the breaker may probe now.
 func (t *txn) takeProbe(c candidate) (bool, error) {
+	// A row another transaction holds is skipped, not waited for: that
+	// one is probing, or recording an outcome that moves the breaker.
+	lock := ""
+	if t.s.d.ClaimLock != "" {
+		lock = " " + t.s.d.ClaimLock
+	}
 	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
-		WHERE breaker_key = ? AND ((state = 'open' AND opened_at + cooldown <= ?)
+		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
+		AND ((state = 'open' AND opened_at + cooldown <= ?)
 			OR (state = 'half-open' AND probe_at + cooldown <= ?
 				AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.id = breakers.probe_step_id AND steps.state = 'running')))`,
 		c.id, t.now, t.now, c.breakerKey, t.now, t.now)

@@ -138,9 +138,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
 	if bk.key != "" {
 		bk.stepID, bk.taskID, bk.name, bk.attempt, bk.kind = o.Fence.StepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
-		if err := t.breakerOutcomes([]breakerHit{bk}); err != nil {
-			return false, err
-		}
+		t.breakers.hits = append(t.breakers.hits, bk)
 	}
 	switch to {
 	case state.StepReady:
@@ -203,7 +201,6 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	ended := make([]endedStep, len(got))
-	var hits []breakerHit
 	for j, v := range got {
 		i := byStep[v.id]
 		held[i] = true
@@ -217,13 +214,8 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		t.audit(e.taskID, e.name, string(state.StepRunning), string(e.st), os[i].Fence.Attempt, reason)
 		if b := v.breaker; b.key != "" {
 			b.stepID, b.taskID, b.name, b.attempt, b.kind = v.id, e.taskID, e.name, os[i].Fence.Attempt, breakerKind(os[i], e.st)
-			hits = append(hits, b)
+			t.breakers.hits = append(t.breakers.hits, b)
 		}
-	}
-	// In step order, as the outcomes are.
-	sort.Slice(hits, func(a, b int) bool { return hits[a].stepID < hits[b].stepID })
-	if err := t.breakerOutcomes(hits); err != nil {
-		return nil, err
 	}
 	return held, t.stepsEnded(ended)
 }

@@ -30,6 +30,9 @@ type txn struct {
 	notifyTaken bool
 	// audits are written in bulk before the transaction commits.
 	audits []auditRow
+	// breakers are outcomes of steps with a circuit breaker, applied
+	// before the transaction commits (breakers.go).
+	breakers breakerWork
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
@@ -95,6 +98,9 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 // the dialect's notification.
 func (t *txn) run(fn func(t *txn) error) error {
 	if err := fn(t); err != nil {
+		return err
+	}
+	if err := t.flushBreakers(); err != nil {
 		return err
 	}
 	if err := t.flushAudit(); err != nil {
