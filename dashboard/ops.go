@@ -16,6 +16,7 @@ import (
 type policiesData struct {
 	Policies []store.Policy
 	Limits   []store.LimitUsage
+	Breakers []store.Breaker
 	Changes  []store.PolicyChangeRecord
 }
 
@@ -31,7 +32,7 @@ func (d *Dashboard) policies(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	sort.Slice(rep.Policies, func(i, j int) bool { return rep.Policies[i].Target < rep.Policies[j].Target })
-	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Changes: changes}, nil
+	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes}, nil
 }
 
 // schedules lists every schedule with its last and next tick.

@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -30,12 +32,18 @@ func TestOperatorPages(t *testing.T) {
 			nightly := workflow.New("shop", "nightly", "1").Step("report", "shop.ok").
 				Schedule("every-night", "30 2 * * *", workflow.InTimeZone("Europe/Paris"))
 			require.NoError(t, en.e.Register(ctx, nightly))
+			flaky := workflow.New("shop", "flaky", "1").Step("call", "shop.charge", workflow.WithCircuitBreaker(1, time.Hour))
+			require.NoError(t, en.e.Register(ctx, flaky))
+			tripped := en.submit("shop/flaky", map[string]any{"fail": true}, "")
+			en.waitTask(tripped, func(t *weft.Task) bool { return t.State == state.TaskFailed })
 
 			admin := client()
 			require.Equal(t, http.StatusSeeOther, en.signIn(admin, en.admin).StatusCode)
 			status, body := get(t, admin, en.url+"/namespaces")
 			require.Equal(t, http.StatusOK, status, body)
 			contains(t, body, `<code>ops</code>`, "paused", "cli:alice", "deploy", `data-body='{"target": "ops", "paused": false}'`, `id="policy-form"`)
+			contains(t, body, `<code>shop/flaky/call</code>`, `<span class="badge">open</span>`, "1/1",
+				`data-api="POST /v1/breakers/reset" data-body='{"key": "shop/flaky/call"}'`)
 			status, body = get(t, admin, en.url+"/schedules")
 			require.Equal(t, http.StatusOK, status, body)
 			contains(t, body, "shop/nightly/every-night", "30 2 * * *", "Europe/Paris", "/v1/schedules/shop/nightly/every-night/pause")
