@@ -16,15 +16,16 @@ import (
 // for a fresh cooldown. A success of any step under the key closes it too.
 //
 // Counting happens in the transaction that records the outcome
-// (CompleteSteps, and Reap, for which a lapsed lease is a failed attempt);
-// the claim reads the breakers that are not closed with the other
+// (CompleteSteps): a failure for good and a failed attempt to be retried
+// count; a lease that lapsed (Reap) does not, its engine died, not the
+// step. The claim reads the breakers that are not closed with the other
 // policies, again only when the policy version moved.
 //
 // A probe that ends without an outcome of its own gives its place back: a
-// probe released or snoozed reopens the breaker with its cooldown already
-// passed, so the next claim probes again; a probe that stops running any
-// other way (its task cancelled) lets another probe be claimed one
-// cooldown after it was claimed.
+// probe released, snoozed or whose engine died reopens the breaker with
+// its cooldown already passed, so the next claim probes again; a probe that
+// stops running any other way (its task cancelled) lets another probe be
+// claimed one cooldown after it was claimed.
 type Breakers interface {
 	// ListBreakers returns every breaker that has failed since it was last
 	// reset, closed ones included, by key.

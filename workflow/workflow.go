@@ -448,8 +448,8 @@ func (w *Workflow) Ref() string { return w.Namespace + "/" + w.Name + "@" + w.Ve
 // CircuitBreaker is the circuit breaker of a step, shared by every task of
 // the workflow and every version of it (its key is
 // "namespace/workflow/step"). Each failed attempt of the step (a failure
-// for good, a retry, a lease that lapsed) counts; a success resets the
-// count. After Failures consecutive failed attempts the breaker opens:
+// for good or a retry; not a lease that lapsed with its engine) counts; a
+// success resets the count. After Failures consecutive failed attempts the breaker opens:
 // steps under it stay ready, using no attempt, and are not claimed until
 // Cooldown has passed. Then exactly one is claimed as a probe: its success
 // closes the breaker, its failure opens it again for a fresh Cooldown.

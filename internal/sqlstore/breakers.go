@@ -51,9 +51,9 @@ type breakerHit struct {
 type hitKind int
 
 const (
-	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child
+	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
 	hitSuccess                // completed
-	hitFailure                // failed, to be retried, or its lease lapsed
+	hitFailure                // failed, or to be retried
 )
 
 // breakerKind classifies an outcome recorded as to.
@@ -74,6 +74,10 @@ func breakerKind(o store.Outcome, to state.Step) hitKind {
 type breakerWork struct {
 	hits []breakerHit
 	bump bool // the policy version moves: claims read the breakers again
+	// lapsed: the outcomes recorded are of leases that lapsed (Reap). The
+	// engine died, not the step: they do not count, and a probe among them
+	// gives its place back.
+	lapsed bool
 }
 
 // flushBreakers applies the outcomes a transaction recorded to their
@@ -229,8 +233,8 @@ func (t *txn) breakerSucceeded(h breakerHit, known map[string]knownBreaker) erro
 }
 
 // breakerProbeReturned lets the next claim probe when the probe gave its
-// claim back without an outcome (released, snoozed): the breaker is open
-// again with its cooldown already passed.
+// claim back without an outcome (released, snoozed, its engine died): the
+// breaker is open again with its cooldown already passed.
 func (t *txn) breakerProbeReturned(h breakerHit) error {
 	res, err := t.exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
 		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.now, h.key, h.stepID)

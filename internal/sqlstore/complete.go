@@ -138,6 +138,9 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
 	if bk.key != "" {
 		bk.stepID, bk.taskID, bk.name, bk.attempt, bk.kind = o.Fence.StepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
+		if t.breakers.lapsed {
+			bk.kind = hitNone
+		}
 		t.breakers.hits = append(t.breakers.hits, bk)
 	}
 	switch to {

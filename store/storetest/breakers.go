@@ -248,9 +248,10 @@ func testBreakerOneProbe(t *testing.T, h *harness) {
 	require.Equal(t, all[0].Fence.StepID, h.breaker(testBreakerKey).ProbeStepID)
 }
 
-// testBreakerProbeLapsed: a probe whose engine dies is a failed attempt
-// when the reaper returns it; the breaker opens again and probes after a
-// fresh cooldown, so it is never stuck half-open.
+// testBreakerProbeLapsed: a probe whose engine dies gives its place back
+// when the reaper returns it (an engine's death is not the step's failure):
+// the breaker is open with its cooldown passed and the next claim probes,
+// so it is never stuck half-open. Lapsed attempts do not count.
 func testBreakerProbeLapsed(t *testing.T, h *harness) {
 	h.register("e1")
 	h.register("dead")
@@ -259,15 +260,29 @@ func testBreakerProbeLapsed(t *testing.T, h *harness) {
 	h.clock.Advance(testBreakerCooldown)
 	probe := h.claim("dead", 10)
 	require.Len(t, probe, 1)
+	require.Equal(t, store.BreakerHalfOpen, h.breaker(testBreakerKey).State)
 	n, err := h.s.Reap(h.ctx, h.clock.Now(), time.Time{}, []string{"dead"}, "e1")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	b := h.breaker(testBreakerKey)
-	require.Equal(t, store.BreakerOpen, b.State, "the lapsed probe counts as a failure")
+	require.Equal(t, store.BreakerOpen, b.State, "the probe gave its place back")
 	require.Zero(t, b.ProbeStepID)
-	require.Empty(t, h.claim("e1", 10))
-	h.clock.Advance(testBreakerCooldown)
-	require.Len(t, h.claim("e1", 10), 1, "the next probe")
+	require.Equal(t, 3, b.Failures, "a lapsed lease is not a failure of the step")
+	again := h.claim("e1", 10)
+	require.Len(t, again, 1, "the next claim probes at once")
+	require.Equal(t, store.BreakerHalfOpen, h.breaker(testBreakerKey).State)
+
+	// Steps of a closed breaker whose engine dies do not count either.
+	h.ok(again[0], `{}`)
+	h.register("dead2")
+	got := h.claim("dead2", 10)
+	require.NotEmpty(t, got)
+	n, err = h.s.Reap(h.ctx, h.clock.Now(), time.Time{}, []string{"dead2"}, "e1")
+	require.NoError(t, err)
+	require.Equal(t, len(got), n)
+	b = h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerClosed, b.State)
+	require.Zero(t, b.Failures)
 }
 
 // testBreakerProbeReleased: a probe that gives its claim back (released, or
