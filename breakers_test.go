@@ -19,16 +19,19 @@ import (
 // TestCircuitBreakerEndToEnd: two failures in a row open the breaker of a
 // step; work submitted meanwhile waits; after the cooldown exactly one
 // probe runs, its success closes the breaker and the held work flows. The
-// history tells the breaker's transitions.
+// history tells the breaker's transitions. Two engines share the
+// database: the probe is one across both.
 func TestCircuitBreakerEndToEnd(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		e := newEngine(t, open(t), weft.Config{Concurrency: 4})
+		s := open(t)
+		e := newEngine(t, s, weft.Config{ID: "first", Concurrency: 4})
+		other := newEngine(t, s, weft.Config{ID: "second", Concurrency: 4})
 		var failing atomic.Bool
 		failing.Store(true)
 		var mu sync.Mutex
 		seen := map[string]int{} // the breaker's state each successful call saw
-		e.Handle("pay", func(ctx context.Context, a *weft.Attempt) (any, error) {
+		pay := func(ctx context.Context, a *weft.Attempt) (any, error) {
 			if failing.Load() {
 				return nil, weft.Permanent(errors.New("provider down"))
 			}
@@ -46,10 +49,13 @@ func TestCircuitBreakerEndToEnd(t *testing.T) {
 			seen[st]++
 			mu.Unlock()
 			return nil, nil
-		})
-		register(t, e, workflow.New("shop", "pay", "1").
-			Step("call", "pay", workflow.WithCircuitBreaker(2, 200*time.Millisecond)))
-		start(t, e)
+		}
+		for _, en := range []*weft.Engine{e, other} {
+			en.Handle("pay", pay)
+			register(t, en, workflow.New("shop", "pay", "1").
+				Step("call", "pay", workflow.WithCircuitBreaker(2, 200*time.Millisecond)))
+			start(t, en)
+		}
 		for range 2 {
 			id := submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID
 			require.Equal(t, state.TaskFailed, wait(t, e, id).State)
