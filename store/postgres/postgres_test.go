@@ -157,3 +157,10 @@ func TestLimitCountsSkipsLockedLimits(t *testing.T) {
 	require.NoError(t, holder.Rollback())
 	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}}, counts())
 }
+
+// BenchmarkAttentionBacklog: see storetest.BenchmarkAttentionBacklog.
+func BenchmarkAttentionBacklog(b *testing.B) {
+	clock := storetest.NewClock()
+	s := pgtesting.Open(b, postgres.Options{Clock: clock.Now, MaxConns: 4})
+	storetest.BenchmarkAttentionBacklog(b, s, clock)
+}
