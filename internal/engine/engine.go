@@ -50,6 +50,8 @@ type Config struct {
 	StaleAfter        time.Duration
 	TracerProvider    trace.TracerProvider
 	Secrets           func(ctx context.Context, name string) (string, error)
+	MaxPressure       map[string]float64
+	PressureReader    PressureReader
 }
 
 func (c *Config) setDefaults() error {
@@ -165,6 +167,9 @@ type Engine struct {
 	// tracer makes the spans of submissions and attempts (trace.go); nil
 	// when tracing is off.
 	tracer trace.Tracer
+	// loadGate holds claims back while the host is under pressure
+	// (loadgate.go); nil when no threshold is set.
+	loadGate *loadGate
 }
 
 // running is one handler in flight.
@@ -190,8 +195,13 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	gate, err := newLoadGate(cfg)
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	e := &Engine{
+		loadGate:  gate,
 		cfg:       cfg,
 		store:     s,
 		log:       cfg.Logger,

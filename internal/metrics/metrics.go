@@ -77,7 +77,7 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
 	}
 	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention,
-		&queueCollector{engine: e, log: log}, healthCollector{e},
+		&queueCollector{engine: e, log: log}, healthCollector{e}, gateCollector{e},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}),
 		buildInfo())
 	prometheus.WrapRegistererWithPrefix("weft_", m.Registry).MustRegister(collectors.NewGoCollector())
