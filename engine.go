@@ -159,6 +159,12 @@ var (
 	ErrInvalid = store.ErrInvalid
 	// ErrStaleLease: a write about a step its writer no longer holds.
 	ErrStaleLease = store.ErrStaleLease
+	// ErrPreempted is the cause (context.Cause) of a preemptible step's
+	// context when the engine preempted it for a ready step of higher
+	// priority; its message names that step. The step returns to ready
+	// with its checkpoint and its attempt given back, unless the handler
+	// returns a result anyway, which completes it as usual.
+	ErrPreempted = engine.ErrPreempted
 )
 
 // Engine runs workflows: it claims ready steps from its store, runs their

@@ -83,6 +83,9 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if got > 0 && got == n {
 			continue // there may be more ready work
 		}
+		if n == 0 && retryIn == 0 && e.databaseGone() == nil {
+			e.maybePreempt(ctx) // no slot is free
+		}
 		if retryIn > 0 {
 			timer.Reset(retryIn)
 			select {

@@ -119,6 +119,7 @@ type Engine struct {
 	namesChanged bool
 	workflows    map[string]*workflow.Workflow // by Ref
 	inflight     map[int64]*running            // by step id
+	preemptible  int                           // preemptible steps in inflight (preemption.go)
 	started      bool
 	stopping     bool
 	engineID     string
@@ -176,6 +177,10 @@ type Engine struct {
 type running struct {
 	fence  store.Fence
 	cancel context.CancelCauseFunc
+	// step is the claimed step (its priority and whether it is
+	// preemptible); preempted is set once the engine preempted it.
+	step      *store.ClaimedStep
+	preempted bool
 }
 
 // errCancelled and errLeaseLost are the causes with which the engine cancels

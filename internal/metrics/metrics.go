@@ -42,6 +42,7 @@ type Metrics struct {
 	leaseExpiry prometheus.Counter
 	pruned      *prometheus.CounterVec
 	attention   prometheus.Gauge
+	preempted   *prometheus.CounterVec
 	unsubscribe func()
 }
 
@@ -75,8 +76,10 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 			Help: "Finished tasks deleted by retention (on the engine that leads maintenance)."}, []string{"namespace"}),
 		attention: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weft_tasks_attention",
 			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
+		preempted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_preempted_total",
+			Help: "Preemptible steps this engine stopped to make room for a ready step of higher priority."}, []string{"namespace", "workflow", "step"}),
 	}
-	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention,
+	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention, m.preempted,
 		&queueCollector{engine: e, log: log}, healthCollector{e}, gateCollector{e},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}),
 		buildInfo())
@@ -144,6 +147,8 @@ func (m *Metrics) observe(ev weft.Event) {
 		m.pruned.WithLabelValues(ev.Namespace).Add(float64(ev.Count))
 	case weft.EventAttention:
 		m.attention.Set(float64(ev.Count))
+	case weft.EventPreempted:
+		m.preempted.WithLabelValues(ev.Namespace, ev.Workflow, stepLabel(ev.Step)).Inc()
 	}
 }
 
