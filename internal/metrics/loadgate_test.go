@@ -76,3 +76,39 @@ func gaugesOf(t *testing.T, m *Metrics, prefix string) map[string]float64 {
 	}
 	return out
 }
+
+// TestPreemptedCounter: each preemption the engine publishes is counted by
+// namespace, workflow and step (an item under its batch step's name).
+func TestPreemptedCounter(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := weft.New(s, weft.Config{Logger: log})
+	require.NoError(t, err)
+	m := New(e, log)
+	t.Cleanup(m.Close)
+	for _, step := range []string{"crunch", "fan[3]", "fan[4]"} {
+		m.observe(weft.Event{Kind: weft.EventPreempted, Namespace: "ops", Workflow: "report", Step: step})
+	}
+	families, err := m.Registry.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "weft_steps_preempted_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			labels := ""
+			for _, l := range mt.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + " "
+			}
+			got[labels] = mt.GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, map[string]float64{
+		"namespace=ops step=crunch workflow=report ": 1,
+		"namespace=ops step=fan workflow=report ":    2,
+	}, got)
+}

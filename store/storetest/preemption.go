@@ -112,6 +112,10 @@ func testPreempted(t *testing.T, h *harness) {
 	require.Equal(t, store.AuditEntry{ID: last.ID, TaskID: id, Step: "crunch", From: "running", To: "ready", At: last.At, Attempt: 1,
 		EngineID: last.EngineID, Reason: reason}, last)
 
+	events, err := h.s.History(h.ctx, store.HistoryQuery{TaskID: id})
+	require.NoError(t, err)
+	require.Equal(t, "step.preempted", events[len(events)-1].Type, "the history names the preemption")
+
 	again := h.claim("e1", 1)[0]
 	require.Equal(t, 1, again.Fence.Attempt, "the next run has the same number")
 	require.JSONEq(t, `{"row":40}`, string(again.Checkpoint))
