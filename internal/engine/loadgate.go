@@ -135,6 +135,7 @@ type loadGate struct {
 	closed   bool
 	pressure map[string]float64
 	readAt   time.Time
+	failing  bool // the last reading failed: a failure is reported once
 }
 
 // newLoadGate returns the gate for cfg, nil when it sets no threshold. It
@@ -171,7 +172,8 @@ type transition struct {
 
 // check returns whether the gate is closed at now, reading the pressures
 // again when the last reading is older than every. A resource that cannot
-// be read keeps its last value.
+// be read keeps its last value; readErr reports the first failure of a run
+// of failed readings.
 func (g *loadGate) check(now time.Time) (closed bool, changed *transition, readErr error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -205,6 +207,11 @@ func (g *loadGate) check(now time.Time) (closed bool, changed *transition, readE
 		}
 	}
 	g.closed = over != nil
+	failing := readErr != nil
+	if g.failing {
+		readErr = nil // reported already
+	}
+	g.failing = failing
 	return g.closed, changed, readErr
 }
 

@@ -138,12 +138,19 @@ func TestLoadGateCheck(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, closed, "an unreadable pressure keeps its last value")
 	require.Nil(t, ch)
+	reads := f.reads
+	_, _, err = g.check(t0.Add(2500 * time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, reads, f.reads, "read again only after the interval")
+	_, _, err = g.check(t0.Add(3 * time.Second))
+	require.NoError(t, err, "a run of failures is reported once")
+	require.Greater(t, f.reads, reads)
 
 	f.mu.Lock()
 	f.err = nil
 	f.mu.Unlock()
 	f.set("io", 50)
-	closed, ch, _ = g.check(t0.Add(3 * time.Second))
+	closed, ch, _ = g.check(t0.Add(4 * time.Second))
 	require.False(t, closed)
 	require.Equal(t, &transition{resource: "io", value: 50, threshold: 50}, ch)
 }
