@@ -120,6 +120,7 @@ type Engine struct {
 	workflows    map[string]*workflow.Workflow // by Ref
 	inflight     map[int64]*running            // by step id
 	preemptible  int                           // preemptible steps in inflight (preemption.go)
+	lastPeek     time.Time                     // when the claim loop last peeked for preemption
 	started      bool
 	stopping     bool
 	engineID     string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -22,12 +23,17 @@ import (
 // result anyway completes as usual. The freed slot claims the better step.
 //
 // An engine running no preemptible step does none of this: the claim loop
-// checks a counter.
+// checks a counter. With one, it peeks at most once per peekEvery, however
+// often it is woken.
 
 // ErrPreempted is the cause (context.Cause) with which the engine cancels
 // the context of a preemptible step to make room for a step of higher
 // priority.
 var ErrPreempted = errors.New("preempted by a step of higher priority")
+
+// peekEvery bounds how often the claim loop peeks at the claim (see
+// maybePreempt).
+const peekEvery = 100 * time.Millisecond
 
 // preemptedBy is the cause of one preemption: ErrPreempted, naming the
 // step that preempted.
@@ -52,6 +58,12 @@ func (e *Engine) maybePreempt(ctx context.Context) {
 		e.mu.Unlock()
 		return
 	}
+	now := time.Now()
+	if now.Sub(e.lastPeek) < min(peekEvery, e.cfg.PollInterval) {
+		e.mu.Unlock()
+		return // the next wake-up or poll looks again
+	}
+	e.lastPeek = now
 	var victim *running
 	for _, r := range e.inflight {
 		if r.preempted {
