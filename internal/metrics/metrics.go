@@ -58,7 +58,7 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_claimed_total",
 			Help: "Steps claimed to run, by the engine (worker=\"engine\") or remote workers (worker=\"remote\")."}, []string{"namespace", "worker"}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_completed_total",
-			Help: "Attempts that ended, by outcome: completed, failed, retry, snoozed, skipped, interrupted."},
+			Help: "Attempts that ended, by outcome: completed, failed, retry, snoozed, skipped, interrupted, preempted."},
 			[]string{"namespace", "workflow", "step", "outcome", "worker"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_step_retries_total",
 			Help: "Failed attempts that scheduled another attempt."}, []string{"namespace", "workflow", "step"}),
