@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // History is the durable, ordered log of every state transition (the audit
 // log), which event streams follow. A reader keeps the Cursor of the last
@@ -57,7 +60,9 @@ type HistoryEvent struct {
 // "step.completed", "step.failed", "step.waiting" (a retry backoff, a
 // snooze, a timer or a signal: the reason says which), "step.skipped",
 // "step.cancelled", "step.expired", "step.resolved"; and, for any other
-// transition, "task." or "step." and the state it moved to.
+// transition, "task." or "step." and the state it moved to. The history
+// names a preemption (running to ready with a reason starting
+// ReasonPreempted) "step.preempted" (see Preempted).
 func EventType(step, from, to string) string {
 	if step == "" {
 		switch {
@@ -74,4 +79,14 @@ func EventType(step, from, to string) string {
 		return "step.claimed"
 	}
 	return "step." + to
+}
+
+// ReasonPreempted starts the audit reason of a preempted step's return to
+// ready; the rest names the step that preempted it.
+const ReasonPreempted = "preempted by "
+
+// Preempted reports whether a transition is a preemption: a running step
+// returned to ready by an engine for a step of higher priority.
+func Preempted(e AuditEntry) bool {
+	return e.Step != "" && e.From == "running" && e.To == "ready" && strings.HasPrefix(e.Reason, ReasonPreempted)
 }
