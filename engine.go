@@ -109,7 +109,45 @@ type Config struct {
 	// step that names a secret fails. (The weft CLI looks secrets up in
 	// WEFT_SECRET_<NAME> and in the files of --secrets-dir.)
 	Secrets func(ctx context.Context, name string) (string, error)
+	// MaxPressure is a load gate: while the host's pressure of a resource
+	// is above its threshold, the engine claims no step (for its own
+	// handlers; running steps go on) and claims again once every pressure
+	// is at or below its threshold. Keys are "cpu", "io" and "memory";
+	// values are percentages from 0 to 100 compared with the "some avg10"
+	// line of Linux pressure stall information (/proc/pressure/<resource>,
+	// Linux 4.20+ with PSI enabled), read at most once a second. New
+	// refuses an unknown resource, a value out of range, and a host
+	// without PSI. The state shows in LoadGate, the metrics
+	// weft_load_gate_closed and weft_load_pressure, and one log line per
+	// change. Nil: no gate, at no cost.
+	MaxPressure map[string]float64
+	// PressureReader reads the pressures MaxPressure compares. Nil reads
+	// /proc/pressure; tests inject their own.
+	PressureReader PressureReader
 }
+
+// PressureReader reads the pressure of a resource ("cpu", "io" or
+// "memory") in percent: the share of the last ten seconds in which some
+// task waited for it (PSI "some avg10").
+type PressureReader = engine.PressureReader
+
+// The resources a load gate watches (Config.MaxPressure).
+const (
+	PressureCPU    = engine.PressureCPU
+	PressureIO     = engine.PressureIO
+	PressureMemory = engine.PressureMemory
+)
+
+// ProcPressure is the default PressureReader: it reads the files of Linux
+// pressure stall information under Dir (default /proc/pressure).
+type ProcPressure = engine.ProcPressure
+
+// LoadGateState is the state of an engine's load gate (Config.MaxPressure).
+type LoadGateState = engine.LoadGate
+
+// LoadGate returns the state of the engine's load gate; Enabled is false
+// when MaxPressure is not set.
+func (e *Engine) LoadGate() LoadGateState { return e.core.LoadGate() }
 
 // Errors returned by the engine; test with errors.Is.
 var (
@@ -121,6 +159,12 @@ var (
 	ErrInvalid = store.ErrInvalid
 	// ErrStaleLease: a write about a step its writer no longer holds.
 	ErrStaleLease = store.ErrStaleLease
+	// ErrPreempted is the cause (context.Cause) of a preemptible step's
+	// context when the engine preempted it for a ready step of higher
+	// priority; its message names that step. The step returns to ready
+	// with its checkpoint and its attempt given back, unless the handler
+	// returns a result anyway, which completes it as usual.
+	ErrPreempted = engine.ErrPreempted
 )
 
 // Engine runs workflows: it claims ready steps from its store, runs their

@@ -31,6 +31,11 @@ const (
 	// EventAttention: the maintenance leader counted Count tasks needing
 	// attention, a number different from its last count.
 	EventAttention EventKind = EventKind(engine.EventAttention)
+	// EventPreempted: the engine cancelled a preemptible step's context
+	// to make room for a ready step of higher priority (see ErrPreempted);
+	// its EventStepEnded follows, with OutcomePreempted unless the handler
+	// finished anyway.
+	EventPreempted EventKind = EventKind(engine.EventPreempted)
 )
 
 // Outcomes of EventStepEnded.
@@ -41,6 +46,7 @@ const (
 	OutcomeSnoozed     = engine.OutcomeSnoozed     // the step waits without failing
 	OutcomeSkipped     = engine.OutcomeSkipped     // the step's condition was false
 	OutcomeInterrupted = engine.OutcomeInterrupted // cancelled, taken over or shut down: nothing recorded
+	OutcomePreempted   = engine.OutcomePreempted   // preempted: back to ready, its attempt given back
 )
 
 // Event is one lifecycle event. Fields that do not apply to its kind are

@@ -61,8 +61,10 @@ type HistoryEvent struct {
 // snooze, a timer or a signal: the reason says which), "step.skipped",
 // "step.cancelled", "step.expired", "step.resolved"; "breaker.opened",
 // "breaker.probing" and "breaker.closed" (a step's circuit breaker, see
-// BreakerAuditPrefix); and, for any other
-// transition, "task." or "step." and the state it moved to.
+// BreakerAuditPrefix); and, for any other transition, "task." or "step."
+// and the state it moved to. The history names a preemption (running to
+// ready with a reason starting ReasonPreempted) "step.preempted" (see
+// Preempted).
 func EventType(step, from, to string) string {
 	if b, ok := strings.CutPrefix(to, BreakerAuditPrefix); ok {
 		switch b {
@@ -88,4 +90,14 @@ func EventType(step, from, to string) string {
 		return "step.claimed"
 	}
 	return "step." + to
+}
+
+// ReasonPreempted starts the audit reason of a preempted step's return to
+// ready; the rest names the step that preempted it.
+const ReasonPreempted = "preempted by "
+
+// Preempted reports whether a transition is a preemption: a running step
+// returned to ready by an engine for a step of higher priority.
+func Preempted(e AuditEntry) bool {
+	return e.Step != "" && e.From == "running" && e.To == "ready" && strings.HasPrefix(e.Reason, ReasonPreempted)
 }

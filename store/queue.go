@@ -62,7 +62,9 @@ type Outcome struct {
 	Fence    Fence
 	EngineID string
 	// State is StepCompleted, StepFailed (permanent) or StepWaiting (a retry
-	// or snooze at RunAt).
+	// or snooze at RunAt); StepReady with Snooze is a preempted attempt,
+	// back to ready at once with its attempt given back and its checkpoint
+	// kept (Reason names the preemptor for the audit).
 	State  state.Step
 	Result json.RawMessage
 	Error  string

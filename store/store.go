@@ -103,6 +103,12 @@ type Queue interface {
 	// step with a timeout gets a deadline: the claim time plus its timeout.
 	// An engine that is registered but no longer live gets ErrEngineLost.
 	ClaimSteps(ctx context.Context, p ClaimParams) ([]ClaimedStep, error)
+	// PeekClaim returns the step that ClaimSteps with p would claim first
+	// (the same query and policies, one step), without claiming or locking
+	// it for longer than the call; nil when it would claim nothing. Only
+	// ID, TaskID, Name, Namespace, Handler and Priority are set. An engine
+	// asks it to decide whether to preempt a step.
+	PeekClaim(ctx context.Context, p ClaimParams) (*Step, error)
 	// ReleaseLease returns to ready the steps still running under one
 	// claim's lease, giving their attempt back. An engine calls it when a
 	// claim failed in a way that may still have committed (the reply was

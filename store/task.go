@@ -75,6 +75,10 @@ type StepInsert struct {
 	// forever).
 	Signal        string
 	SignalTimeout time.Duration
+	// Preemptible lets an engine stop the step for a ready step of higher
+	// priority: it returns to ready with its checkpoint, without using an
+	// attempt.
+	Preemptible bool
 	// LimitKey and Limit bound how many steps with the same key run at
 	// once, across every engine (a step's concurrency limit). "" means no
 	// limit.
@@ -171,4 +175,7 @@ type Step struct {
 	// step waits to report it.
 	ChildTaskID int64  `json:"child_task_id,omitempty"`
 	ChildError  string `json:"child_error,omitempty"`
+	// Preemptible: an engine may stop the step for a ready step of higher
+	// priority (workflow.Step.Preemptible).
+	Preemptible bool `json:"preemptible,omitempty"`
 }

@@ -42,9 +42,9 @@ func Load(path string) (*Workflow, error) {
 // retry (max_attempts, backoff, initial, max, jitter), timeout, priority,
 // ttl, type (decision, converge, batch, signal, workflow), trigger_rule,
 // when (a condition), worker (the template of a batch's items), signal
-// (name, timeout), workflow and input (of a workflow step) and concurrency
-// (limit, key: a global limit of running steps) and circuit_breaker
-// (failures, cooldown). See
+// (name, timeout), workflow and input (of a workflow step), concurrency
+// (limit, key: a global limit of running steps), preemptible and
+// circuit_breaker (failures, cooldown). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
 //
@@ -170,6 +170,7 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"trigger_rule": tplField(tplOneOf(AllSuccess, AllDone, OneSuccess, OneFailed, AllFailed, NoneFailed, NoneFailedMinOneSuccess, Always), func(s *Step) *TriggerRule { return &s.TriggerRule }),
 	"when":         tplField((*templateDecoder).str, func(s *Step) *string { return &s.When }),
 	"worker":       tplField((*templateDecoder).str, func(s *Step) *string { return &s.Worker }),
+	"preemptible":  tplField((*templateDecoder).boolean, func(s *Step) *bool { return &s.Preemptible }),
 	"signal": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		s.Signal = &SignalWait{}
 		tplDecodeMapping(d, n, at, tplSignalFields, s.Signal)
@@ -348,6 +349,15 @@ func (d *templateDecoder) pairs(n *yaml.Node, at tplLoc) [][2]*yaml.Node {
 		}
 	}
 	return own
+}
+
+func (d *templateDecoder) boolean(n *yaml.Node, at tplLoc) (bool, bool) {
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		d.errorf(n, at, "must be true or false, got %s", tplDescribe(n))
+		return false, false
+	}
+	return v, true
 }
 
 func (d *templateDecoder) str(n *yaml.Node, at tplLoc) (string, bool) {

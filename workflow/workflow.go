@@ -85,6 +85,11 @@ type Step struct {
 	// workflow) run at once, across every engine and remote worker; nil
 	// means no bound.
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// Preemptible lets an engine stop the step, through its handler's
+	// context, when every slot of the engine is busy and a step of
+	// strictly higher priority is the next it would claim: the step goes
+	// back to ready keeping its checkpoint, without using an attempt.
+	Preemptible bool `json:"preemptible,omitempty"`
 	// CircuitBreaker holds the claims of this step (of every task of the
 	// workflow, across versions) after consecutive failed attempts; nil
 	// means none.
@@ -342,6 +347,10 @@ func WithRetry(p RetryPolicy) StepOption { return func(s *Step) { s.Retry = p } 
 
 // WithTimeout bounds each attempt of the step.
 func WithTimeout(d time.Duration) StepOption { return func(s *Step) { s.Timeout = Duration(d) } }
+
+// Preemptible marks a step that an engine may preempt for a ready step of
+// higher priority (see Step.Preemptible).
+func Preemptible() StepOption { return func(s *Step) { s.Preemptible = true } }
 
 // WithPriority sets the step's priority (higher runs first).
 func WithPriority(p int) StepOption { return func(s *Step) { s.Priority = p } }

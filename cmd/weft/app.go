@@ -411,6 +411,7 @@ type engineFlags struct {
 	concurrency int
 	caps        []string
 	drain       time.Duration
+	maxPressure []string
 }
 
 // add declares the flags; drainHelp says when --drain applies.
@@ -422,6 +423,8 @@ func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 	fs.StringArrayVar(&f.caps, "cap", nil, "removed: use 'weft limit NAMESPACE --concurrency N'")
 	_ = fs.MarkHidden("cap")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, drainHelp)
+	fs.StringSliceVar(&f.maxPressure, "max-pressure", nil,
+		"load gate: claim nothing while the host's pressure is above a threshold, as RESOURCE=PERCENT,... with resources cpu, io, memory (Linux PSI, 4.20+)")
 }
 
 // config validates the flags and returns the engine configuration.
@@ -435,7 +438,11 @@ func (f *engineFlags) config() (weft.Config, error) {
 	if len(f.caps) > 0 {
 		return weft.Config{}, usageErrorf("--cap was removed: namespace limits are held in the database for every engine; set one with 'weft limit NAMESPACE --concurrency N'")
 	}
-	return weft.Config{Concurrency: f.concurrency}, nil
+	maxPressure, err := parseMaxPressure(f.maxPressure)
+	if err != nil {
+		return weft.Config{}, err
+	}
+	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure}, nil
 }
 
 // parseID reads a task id argument.

@@ -46,6 +46,7 @@ var settings = []setting{
 	{key: "engine.concurrency", flag: "concurrency", env: "WEFT_CONCURRENCY"},
 	{key: "engine.caps", flag: "cap", env: "WEFT_CAPS", kind: config.Map},
 	{key: "engine.drain", flag: "drain", env: "WEFT_DRAIN"},
+	{key: "engine.max_pressure", flag: "max-pressure", env: "WEFT_MAX_PRESSURE", kind: config.Map},
 	{key: "worker.metrics_addr", flag: "metrics-addr", env: "WEFT_METRICS_ADDR"},
 	{key: "serve.addr", flag: "addr", env: "WEFT_ADDR"},
 	{key: "serve.insecure_no_auth", flag: "insecure-no-auth", env: "WEFT_INSECURE_NO_AUTH"},

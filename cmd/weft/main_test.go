@@ -435,6 +435,13 @@ func TestWorkerRejects(t *testing.T) {
 		{[]string{"--concurrency", "-1"}, "--concurrency must be at least 1"},
 		{[]string{"--cap", "a=1"}, "--cap was removed"},
 		{[]string{"--drain", "-1s"}, "--drain must not be negative"},
+		{[]string{"--max-pressure", "cpu"}, `--max-pressure: "cpu" is not RESOURCE=PERCENT`},
+		{[]string{"--max-pressure", "=80"}, `--max-pressure: "=80" is not RESOURCE=PERCENT`},
+		{[]string{"--max-pressure", "gpu=80"}, `--max-pressure: unknown resource "gpu" (want cpu, io or memory)`},
+		{[]string{"--max-pressure", "cpu=101"}, "--max-pressure: cpu=101: the threshold must be a percentage from 0 to 100"},
+		{[]string{"--max-pressure", "io=-5"}, "--max-pressure: io=-5: the threshold must be"},
+		{[]string{"--max-pressure", "io=lots"}, "--max-pressure: io=lots: the threshold must be"},
+		{[]string{"--max-pressure", "cpu=80,cpu=90"}, "--max-pressure: cpu is given twice"},
 		{[]string{"--metrics-addr", "nope"}, `--metrics-addr "nope": want HOST:PORT`},
 		{[]string{"extra"}, `unknown command "extra" for "weft worker"`},
 	}

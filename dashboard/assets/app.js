@@ -141,7 +141,7 @@
 
   const kinds = ["task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
     "step.ready", "step.claimed", "step.completed", "step.failed", "step.waiting", "step.skipped", "step.cancelled", "step.expired",
-    "step.resolved", "step.pending", "step.running"];
+    "step.resolved", "step.pending", "step.running", "step.preempted"];
   if (main && main.hasAttribute("data-live") && window.EventSource) {
     const q = main.getAttribute("data-live");
     const es = new EventSource("/v1/events" + (q ? "?" + q : ""));

@@ -48,7 +48,13 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		}
 		n, got := 0, 0
 		// A database deleted or replaced under the engine is not claimed
-		// from: the maintenance loop reports it.
+		// from: the maintenance loop reports it. While the load gate is
+		// closed the loop claims nothing and looks again when the gate
+		// reads the pressures next.
+		gated := retryIn == 0 && e.gateClosed()
+		if gated {
+			retryIn = e.loadGate.wait(time.Now())
+		}
 		if retryIn == 0 && e.databaseGone() == nil {
 			n = e.slots.TryTake(e.cfg.Concurrency)
 		}
@@ -76,6 +82,9 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		}
 		if got > 0 && got == n {
 			continue // there may be more ready work
+		}
+		if n == 0 && retryIn == 0 && e.databaseGone() == nil {
+			e.maybePreempt(ctx) // no slot is free
 		}
 		if retryIn > 0 {
 			timer.Reset(retryIn)

@@ -50,6 +50,8 @@ type Config struct {
 	StaleAfter        time.Duration
 	TracerProvider    trace.TracerProvider
 	Secrets           func(ctx context.Context, name string) (string, error)
+	MaxPressure       map[string]float64
+	PressureReader    PressureReader
 }
 
 func (c *Config) setDefaults() error {
@@ -117,6 +119,8 @@ type Engine struct {
 	namesChanged bool
 	workflows    map[string]*workflow.Workflow // by Ref
 	inflight     map[int64]*running            // by step id
+	preemptible  int                           // preemptible steps in inflight (preemption.go)
+	lastPeek     time.Time                     // when the claim loop last peeked for preemption
 	started      bool
 	stopping     bool
 	engineID     string
@@ -165,12 +169,19 @@ type Engine struct {
 	// tracer makes the spans of submissions and attempts (trace.go); nil
 	// when tracing is off.
 	tracer trace.Tracer
+	// loadGate holds claims back while the host is under pressure
+	// (loadgate.go); nil when no threshold is set.
+	loadGate *loadGate
 }
 
 // running is one handler in flight.
 type running struct {
 	fence  store.Fence
 	cancel context.CancelCauseFunc
+	// step is the claimed step (its priority and whether it is
+	// preemptible); preempted is set once the engine preempted it.
+	step      *store.ClaimedStep
+	preempted bool
 }
 
 // errCancelled and errLeaseLost are the causes with which the engine cancels
@@ -190,8 +201,13 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	gate, err := newLoadGate(cfg)
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	e := &Engine{
+		loadGate:  gate,
 		cfg:       cfg,
 		store:     s,
 		log:       cfg.Logger,

@@ -21,6 +21,7 @@ const (
 	EventStepEnded    EventKind = "step_ended"
 	EventLeaseExpired EventKind = "lease_expired"
 	EventReady        EventKind = "ready"
+	EventPreempted    EventKind = "preempted"
 )
 
 // Outcomes of EventStepEnded.
@@ -31,6 +32,7 @@ const (
 	OutcomeSnoozed     = "snoozed"
 	OutcomeSkipped     = "skipped"
 	OutcomeInterrupted = "interrupted"
+	OutcomePreempted   = "preempted"
 )
 
 // Event is one lifecycle event (see weft.Event).
@@ -114,6 +116,8 @@ func outcomeName(o store.Outcome) string {
 		return OutcomeCompleted
 	case o.State == state.StepSkipped:
 		return OutcomeSkipped
+	case o.State == state.StepReady:
+		return OutcomePreempted
 	case o.State == state.StepWaiting && o.Snooze:
 		return OutcomeSnoozed
 	case o.State == state.StepWaiting:

@@ -59,7 +59,10 @@ func (r *Run) builtinRequest() builtin.Request {
 func (e *Engine) launch(c store.ClaimedStep) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e.mu.Lock()
-	e.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel}
+	e.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel, step: &c}
+	if c.Preemptible {
+		e.preemptible++
+	}
 	e.mu.Unlock()
 	e.handlerWG.Add(1)
 	go func() {
@@ -72,6 +75,9 @@ func (e *Engine) launch(c store.ClaimedStep) {
 		e.publishEnded(c, o, record, time.Since(start), false, span)
 		e.mu.Lock()
 		delete(e.inflight, c.ID)
+		if c.Preemptible {
+			e.preemptible--
+		}
 		e.mu.Unlock()
 		if record {
 			e.outbox <- report{outcome: o}
@@ -120,6 +126,9 @@ func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outc
 	case errors.Is(cause, errShutdown):
 		log.Warn("step interrupted by shutdown; it will be reclaimed")
 		return o, false
+	case errors.Is(cause, ErrPreempted) && err != nil:
+		// A handler that finished anyway (no error) completes as usual.
+		return preempted(o, log, cause), true
 	case err != nil && ctx.Err() != nil && cause != nil && !errors.Is(err, cause):
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}

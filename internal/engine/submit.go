@@ -203,7 +203,7 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 	steps := make([]store.StepInsert, len(w.Steps))
 	for i, st := range w.Steps {
 		steps[i] = store.StepInsert{Name: st.Name, Handler: st.Handler, Deps: deps[i], Priority: st.Priority,
-			MaxAttempts: retryPolicy(st.Retry).MaxAttempts, TTL: time.Duration(st.TTL), Timeout: storeTimeout(st.Timeout), TriggerRule: string(st.Rule())}
+			MaxAttempts: retryPolicy(st.Retry).MaxAttempts, TTL: time.Duration(st.TTL), Timeout: storeTimeout(st.Timeout), TriggerRule: string(st.Rule()), Preemptible: st.Preemptible}
 		if c := st.Concurrency; c != nil {
 			steps[i].LimitKey, steps[i].Limit = stepLimitKey(w, st.Name), c.Limit
 		}

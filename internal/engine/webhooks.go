@@ -49,7 +49,7 @@ const (
 var EventTypes = []string{
 	"task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
 	"step.pending", "step.ready", "step.claimed", "step.completed", "step.failed", "step.waiting", "step.skipped",
-	"step.cancelled", "step.expired", "step.resolved",
+	"step.cancelled", "step.expired", "step.resolved", "step.preempted",
 	"breaker.opened", "breaker.probing", "breaker.closed",
 }
 

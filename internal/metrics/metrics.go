@@ -42,6 +42,7 @@ type Metrics struct {
 	leaseExpiry prometheus.Counter
 	pruned      *prometheus.CounterVec
 	attention   prometheus.Gauge
+	preempted   *prometheus.CounterVec
 	unsubscribe func()
 }
 
@@ -57,7 +58,7 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_claimed_total",
 			Help: "Steps claimed to run, by the engine (worker=\"engine\") or remote workers (worker=\"remote\")."}, []string{"namespace", "worker"}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_completed_total",
-			Help: "Attempts that ended, by outcome: completed, failed, retry, snoozed, skipped, interrupted."},
+			Help: "Attempts that ended, by outcome: completed, failed, retry, snoozed, skipped, interrupted, preempted."},
 			[]string{"namespace", "workflow", "step", "outcome", "worker"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_step_retries_total",
 			Help: "Failed attempts that scheduled another attempt."}, []string{"namespace", "workflow", "step"}),
@@ -75,9 +76,11 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 			Help: "Finished tasks deleted by retention (on the engine that leads maintenance)."}, []string{"namespace"}),
 		attention: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weft_tasks_attention",
 			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
+		preempted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_preempted_total",
+			Help: "Preemptible steps this engine stopped to make room for a ready step of higher priority."}, []string{"namespace", "workflow", "step"}),
 	}
-	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention,
-		&queueCollector{engine: e, log: log}, &breakerCollector{engine: e, log: log}, healthCollector{e},
+	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention, m.preempted,
+		&queueCollector{engine: e, log: log}, &breakerCollector{engine: e, log: log}, healthCollector{e}, gateCollector{e},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}),
 		buildInfo())
 	prometheus.WrapRegistererWithPrefix("weft_", m.Registry).MustRegister(collectors.NewGoCollector())
@@ -144,6 +147,8 @@ func (m *Metrics) observe(ev weft.Event) {
 		m.pruned.WithLabelValues(ev.Namespace).Add(float64(ev.Count))
 	case weft.EventAttention:
 		m.attention.Set(float64(ev.Count))
+	case weft.EventPreempted:
+		m.preempted.WithLabelValues(ev.Namespace, ev.Workflow, stepLabel(ev.Step)).Inc()
 	}
 }
 

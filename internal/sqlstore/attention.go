@@ -14,9 +14,11 @@ import (
 // why.
 
 // servedBy is true when a live engine or remote worker serves the handler
-// of the step aliased s.
-const servedBy = `EXISTS (SELECT 1 FROM engine_handlers h JOIN engines e ON e.id = h.engine_id
-	WHERE (h.handler = s.handler OR h.handler = '*') AND e.state = 'live')`
+// of the step aliased s. Neither subquery depends on the step: each is
+// read once per statement (the handlers into a hash), not once per ready
+// step, so a long backlog with no engine costs a scan of the ready steps.
+const servedBy = `(EXISTS (SELECT 1 FROM engine_handlers h JOIN engines e ON e.id = h.engine_id WHERE h.handler = '*' AND e.state = 'live')
+	OR s.handler IN (SELECT h.handler FROM engine_handlers h JOIN engines e ON e.id = h.engine_id WHERE e.state = 'live'))`
 
 // attentionSteps is the condition on a step (aliased s) that makes its task
 // need attention; its arguments come from attentionArgs.

@@ -299,6 +299,7 @@ type breakerRoom struct {
 	until   map[string]int64
 	now     int64
 	decided map[string]bool
+	peek    bool // PeekClaim: a step that may probe is offered, no probe is taken
 }
 
 func newBreakerRoom(p *policySet, now int64) *breakerRoom {
@@ -343,6 +344,10 @@ func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 			b.decided = map[string]bool{}
 		}
 		b.decided[c.breakerKey] = true
+		if b.peek {
+			kept = append(kept, c)
+			continue
+		}
 		ok, err := t.takeProbe(c)
 		if err != nil {
 			return nil, err

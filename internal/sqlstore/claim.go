@@ -43,17 +43,19 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		if t.s.d.ClaimPlan != "" {
-			if _, err := t.exec(t.s.d.ClaimPlan); err != nil {
-				return fmt.Errorf("claim: %w", err)
-			}
-		}
 		// The engine's state and the version of the policies, in one
-		// statement: the policies are read again only when they changed.
-		var engineState sql.NullString
+		// statement that also steers the planner for the claim's next
+		// statements (ClaimPlan): the policies are read again only when
+		// they changed.
+		var engineState, plan sql.NullString
 		var version int64
-		err := t.queryRow(`SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`,
-			p.EngineID).Scan(&engineState, &version)
+		q := `SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0), `
+		if t.s.d.ClaimPlan != "" {
+			q += t.s.d.ClaimPlan
+		} else {
+			q += "NULL"
+		}
+		err := t.queryRow(q, p.EngineID).Scan(&engineState, &version, &plan)
 		switch {
 		case err != nil:
 			return fmt.Errorf("check engine %s: %w", p.EngineID, err)

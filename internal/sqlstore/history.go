@@ -80,6 +80,9 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		e.At = time.UnixMicro(at)
 		e.Workflow = e.Namespace + "/" + workflow
 		e.Type = store.EventType(e.Step, e.From, e.To)
+		if store.Preempted(e.AuditEntry) {
+			e.Type = "step.preempted"
+		}
 		e.Cursor = strconv.FormatInt(posID, 10)
 		if tx != "" {
 			e.Cursor = tx + "." + e.Cursor

@@ -18,7 +18,7 @@ import (
 // Exactness: on PostgreSQL the claim takes a transaction-scoped advisory
 // lock per namespace and key before counting, so that the count and the
 // claim under a limit are one engine's at a time, and sees every claim
-// committed before it. The first round of a claim waits for its locks,
+// committed before it; locks and count are one round trip (lockAndCount). The first round of a claim waits for its locks,
 // taken in one sorted order; later rounds only try theirs and treat a limit
 // they cannot lock as full, so no two claims wait for each other. A claim
 // holds no task or step row another claim could wait for while it waits.
@@ -111,7 +111,7 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
 	}
 	limits := [3]map[string]int{{}, {}, {}}
-	var tasks []any
+	var tasks []int64
 	for _, c := range ready {
 		if n, capped := k.caps[c.namespace]; capped {
 			if _, seen := k.ns[c.namespace]; !seen {
@@ -132,10 +132,6 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		}
 	}
 	// The locks, all kinds in one order.
-	type lockName struct {
-		name, key string
-		kind      int
-	}
 	var names []lockName
 	for i, kind := range kinds {
 		for key := range limits[i] {
@@ -143,100 +139,98 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		}
 	}
 	sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
-	var parts []string
-	var args []any
-	counted := [3][]any{}
-	lockNames := make([]string, len(names))
-	for i, n := range names {
-		lockNames[i] = n.name
+	var got []countRow
+	var err error
+	if t.s.d.LimitCounts != "" {
+		got, err = t.lockAndCount(names, limits, tasks, wait)
+	} else {
+		// One writer at a time: nothing to lock.
+		var parts []string
+		var args []any
+		for i, kind := range kinds {
+			if keys := sortedKeys(limits[i]); len(keys) > 0 {
+				parts = append(parts, fmt.Sprintf(kind.count, placeholders(len(keys))))
+				for _, key := range keys {
+					args = append(args, key)
+				}
+			}
+		}
+		if len(tasks) > 0 {
+			// By primary key: (state || '') keeps the planner off the state
+			// index, which would read every pending task.
+			parts = append(parts, `SELECT 3, '', id FROM tasks WHERE id IN (`+placeholders(len(tasks))+`) AND (state || '') = 'pending'`)
+			for _, id := range tasks {
+				args = append(args, id)
+			}
+		}
+		if len(parts) == 0 {
+			return nil
+		}
+		got, err = t.counts(strings.Join(parts, " UNION ALL "), args...)
 	}
-	taken, err := t.lockLimits(lockNames, wait)
 	if err != nil {
-		return err
+		return fmt.Errorf("count running steps and tasks under limits: %w", err)
 	}
 	for _, n := range names {
-		room := *kinds[n.kind].room
-		if taken != nil && !taken[n.name] {
-			room[n.key] = 0
-			continue
-		}
-		room[n.key] = limits[n.kind][n.key]
-		counted[n.kind] = append(counted[n.kind], n.key)
-	}
-	for i, kind := range kinds {
-		if len(counted[i]) > 0 {
-			parts = append(parts, fmt.Sprintf(kind.count, placeholders(len(counted[i]))))
-			args = append(args, counted[i]...)
-		}
-	}
-	if len(tasks) > 0 {
-		// By primary key: (state || '') keeps the planner off the state
-		// index, which would read every pending task.
-		parts = append(parts, `SELECT 3, '', id FROM tasks WHERE id IN (`+placeholders(len(tasks))+`) AND (state || '') = 'pending'`)
-		args = append(args, tasks...)
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	rows, err := t.query(strings.Join(parts, " UNION ALL "), args...)
-	if err != nil {
-		return fmt.Errorf("count running steps and tasks under limits: %w", err)
-	}
-	type countRow struct {
-		kind int
-		key  string
-		n    int64
-	}
-	got, err := collect(rows, func(r Row) (countRow, error) {
-		var c countRow
-		err := r.Scan(&c.kind, &c.key, &c.n)
-		return c, err
-	})
-	if err != nil {
-		return fmt.Errorf("count running steps and tasks under limits: %w", err)
+		(*kinds[n.kind].room)[n.key] = limits[n.kind][n.key]
 	}
 	for _, c := range got {
-		if c.kind == 3 {
+		switch c.kind {
+		case -1: // a lock another claim holds: its limit is taken as full
+			for _, n := range names {
+				if n.name == c.key {
+					(*kinds[n.kind].room)[n.key] = 0
+				}
+			}
+		case 3:
 			k.pending[c.n] = true
-			continue
+		default:
+			(*kinds[c.kind].room)[c.key] -= int(c.n)
 		}
-		(*kinds[c.kind].room)[c.key] -= int(c.n)
 	}
 	return nil
 }
 
-// lockLimits takes the transaction-scoped locks of limits, in one
-// statement, where the dialect has them: waiting for each, or only trying.
-// taken is nil when every lock is held, else which were.
-func (t *txn) lockLimits(names []string, wait bool) (taken map[string]bool, err error) {
-	if t.s.d.LockCaps == "" || len(names) == 0 {
-		return nil, nil // one writer at a time
-	}
-	if wait {
-		if _, err := t.exec(t.s.d.LockCaps, names); err != nil {
-			return nil, fmt.Errorf("lock limits: %w", err)
-		}
-		return nil, nil
-	}
-	rows, err := t.query(t.s.d.TryLockCaps, names)
+// lockName is the lock of one limit: its name, and the kind and key of
+// the limit.
+type lockName struct {
+	name, key string
+	kind      int
+}
+
+// countRow is one row of a count: a kind (-1 a lock not taken, 0 a
+// namespace, 1 a step key, 2 a workflow key, 3 a pending task), a key and a
+// number.
+type countRow struct {
+	kind int
+	key  string
+	n    int64
+}
+
+func (t *txn) counts(q string, args ...any) ([]countRow, error) {
+	rows, err := t.query(q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("lock limits: %w", err)
+		return nil, err
 	}
-	type lockRow struct {
-		name string
-		ok   bool
-	}
-	got, err := collect(rows, func(r Row) (lockRow, error) {
-		var l lockRow
-		err := r.Scan(&l.name, &l.ok)
-		return l, err
+	return collect(rows, func(r Row) (countRow, error) {
+		var c countRow
+		err := r.Scan(&c.kind, &c.key, &c.n)
+		return c, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("lock limits: %w", err)
+}
+
+// lockAndCount takes the limits' transaction-scoped locks (names, sorted)
+// and counts what runs under them, in one statement (LimitCounts, on
+// PostgreSQL the function weft_limit_counts: its counting query takes its
+// snapshot after the locks are granted, so it sees every claim committed
+// under them). It counts what the one-writer query in countKeys counts;
+// the two change together. wait is false after a claim's first round: a
+// lock held elsewhere is then not waited for but returned as not taken.
+func (t *txn) lockAndCount(names []lockName, limits [3]map[string]int, tasks []int64, wait bool) ([]countRow, error) {
+	lockNames := make([]string, len(names))
+	for i, n := range names {
+		lockNames[i] = n.name
 	}
-	taken = make(map[string]bool, len(got))
-	for _, l := range got {
-		taken[l.name] = l.ok
-	}
-	return taken, nil
+	return t.counts(t.s.d.LimitCounts, lockNames, wait,
+		sortedKeys(limits[0]), sortedKeys(limits[1]), sortedKeys(limits[2]), tasks)
 }

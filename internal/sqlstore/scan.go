@@ -99,7 +99,7 @@ func scanTask(r Row) (store.Task, error) {
 }
 
 const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at,
-	kind, template, item, signal, progress, progress_msg, deadline, child_task_id, child_error`
+	kind, template, item, signal, progress, progress_msg, deadline, child_task_id, child_error, preemptible`
 
 // heldStepSelect reads steps (as s) with stepColumns, then the lease, the
 // workflow, the version and the traceparent of their task (as t), for
@@ -134,6 +134,7 @@ type stepScan struct {
 	progress            sql.NullFloat64
 	child               sql.NullInt64
 	childErr            sql.NullString
+	preemptible         int64
 }
 
 // dest returns the scan destinations of stepColumns, in order.
@@ -141,7 +142,7 @@ func (x *stepScan) dest() []any {
 	s := &x.s
 	return []any{&s.ID, &s.TaskID, &s.Index, &s.Name, &s.Handler, &s.Namespace, &x.st, &s.Sub, &x.deps, &s.Attempts, &s.MaxAttempts,
 		&s.Priority, &x.result, &s.Error, &x.checkpoint, &x.runAt, &s.EngineID, &x.started, &x.fin,
-		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline, &x.child, &x.childErr}
+		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline, &x.child, &x.childErr, &x.preemptible}
 }
 
 // row decodes what was scanned.
@@ -166,6 +167,7 @@ func (x *stepScan) row() stepRow {
 	s.FinishedAt = optTime(x.fin)
 	s.Deadline = optTime(x.deadline)
 	s.ChildTaskID, s.ChildError = x.child.Int64, x.childErr.String
+	s.Preemptible = x.preemptible != 0
 	return stepRow{Step: s, deps: parseIdx(x.deps)}
 }
 

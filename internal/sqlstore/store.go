@@ -40,18 +40,19 @@ type Dialect struct {
 	// Arrays: the database takes arrays as parameters (unnest), so bulk
 	// writes are one statement whatever their size.
 	Arrays bool
-	// ClaimPlan, if set, runs first in each claim transaction to steer the
-	// planner (PostgreSQL's statistics lag behind a freshly filled queue,
-	// and with them the claim turns into a scan and sort of every ready
-	// step).
+	// ClaimPlan, if set, is an expression that the first statement of each
+	// claim transaction evaluates for its effect: it steers the planner
+	// for the claim's next statements (PostgreSQL's statistics lag behind
+	// a freshly filled queue, and with them the claim turns into a scan
+	// and sort of every ready step).
 	ClaimPlan string
-	// LockCaps, if set, is a statement taking transaction-scoped locks on
-	// the concurrency limits it is given (one text array of their names,
-	// sorted), in that order, so that engines count and claim under
-	// a limit one at a time. TryLockCaps takes them only where free and
-	// returns one row (name, taken) per name.
-	LockCaps    string
-	TryLockCaps string
+	// LimitCounts, if set, is a statement that takes transaction-scoped
+	// locks on the concurrency limits of a claim's candidates and then
+	// counts what runs under them, in one round trip, so that engines
+	// count and claim under a limit one at a time (see lockAndCount for
+	// its arguments and rows). Where it is empty, one writer at a time is
+	// guaranteed and the claim counts without locks.
+	LimitCounts string
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a

@@ -51,7 +51,7 @@ func (t *txn) insertTags(taskID int64, tags map[string]string) error {
 
 // sortedKeys returns a map's keys in order, so that statements built from
 // it are the same for the same map.
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

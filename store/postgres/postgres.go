@@ -159,11 +159,10 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			// Read the ready index in order whatever the statistics say.
 			// Never JIT-compile the claim's small statements: a plan whose
 			// cost the disabled sort inflates would cost half a second.
-			ClaimPlan: "SELECT set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)",
-			// The names come sorted; unnest keeps their order (no ORDER
-			// BY: sorting is disabled in the claim, see ClaimPlan).
-			LockCaps:       "SELECT pg_advisory_xact_lock(hashtext(k)) FROM unnest(?::text[]) AS k",
-			TryLockCaps:    "SELECT k, pg_try_advisory_xact_lock(hashtext(k)) FROM unnest(?::text[]) AS k",
+			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true)",
+			// Locks the limits (names sorted) and counts under them: the
+			// function of migration 015.
+			LimitCounts:    "SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts(?::text[], ?, ?::text[], ?::text[], ?::text[], ?::bigint[])",
 			Explain:        "EXPLAIN",
 			ExplainColumns: 1,
 			Notify:         "SELECT pg_notify(?, '')",

@@ -115,3 +115,52 @@ func TestJITOffUnlessAsked(t *testing.T) {
 		require.Equal(t, tc.want, jit, "URL options %q", tc.query)
 	}
 }
+
+// TestLimitCountsSkipsLockedLimits shows the function the claim locks and
+// counts its limits with (migration 015): a limit whose lock another
+// transaction holds is returned as not taken and not counted when the
+// claim only tries, and counted once the lock is free.
+func TestLimitCountsSkipsLockedLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	db := s.DB()
+	_, err := db.ExecContext(ctx, `INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
+		VALUES (1, 0, 's', 'h', 'shop', 'running', 0, 1, 3), (2, 0, 's', 'h', 'shop', 'running', 0, 2, 3), (3, 0, 's', 'h', 'mail', 'running', 0, 3, 3)`)
+	require.NoError(t, err)
+	type row struct {
+		kind int
+		name string
+		n    int64
+	}
+	counts := func() []row {
+		rows, err := db.QueryContext(ctx, `SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts($1::text[], false, $2::text[], '{}', '{}', '{}') ORDER BY 1, 2`,
+			[]string{"weft-cap:mail", "weft-cap:shop"}, []string{"mail", "shop"})
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []row
+		for rows.Next() {
+			var r row
+			require.NoError(t, rows.Scan(&r.kind, &r.name, &r.n))
+			out = append(out, r)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}}, counts())
+
+	holder, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('weft-cap:shop'))`)
+	require.NoError(t, err)
+	require.Equal(t, []row{{-1, "weft-cap:shop", 0}, {0, "mail", 1}}, counts())
+	require.NoError(t, holder.Rollback())
+	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}}, counts())
+}
+
+// BenchmarkAttentionBacklog: see storetest.BenchmarkAttentionBacklog.
+func BenchmarkAttentionBacklog(b *testing.B) {
+	clock := storetest.NewClock()
+	s := pgtesting.Open(b, postgres.Options{Clock: clock.Now, MaxConns: 4})
+	storetest.BenchmarkAttentionBacklog(b, s, clock)
+}

@@ -105,3 +105,12 @@ func TestOverdueReadsDeadlineIndex(t *testing.T) {
 	require.NotContains(t, plan, "TEMP B-TREE", "the index gives the deadline order:\n%s", plan)
 	t.Logf("overdue plan:\n%s", plan)
 }
+
+// BenchmarkAttentionBacklog: see storetest.BenchmarkAttentionBacklog.
+func BenchmarkAttentionBacklog(b *testing.B) {
+	clock := storetest.NewClock()
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "weft.db"), sqlite.Options{Clock: clock.Now})
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	storetest.BenchmarkAttentionBacklog(b, s, clock)
+}

@@ -27,6 +27,7 @@ var breakerTests = []struct {
 	{"BreakerProbeLeaseLapsed", testBreakerProbeLapsed},
 	{"BreakerProbeReleased", testBreakerProbeReleased},
 	{"BreakerReset", testBreakerReset},
+	{"BreakerPeek", testBreakerPeek},
 	{"BreakerValidation", testBreakerValidation},
 }
 
@@ -355,4 +356,22 @@ func testBreakerValidation(t *testing.T, h *harness) {
 		_, err := h.s.ResetBreaker(h.ctx, store.BreakerReset{Key: key, Actor: "a"})
 		require.ErrorIs(t, err, store.ErrInvalid, key)
 	}
+}
+
+// testBreakerPeek: the peek of preemption sees what the claim would take:
+// nothing of an open breaker, and after its cooldown a step, without
+// taking the probe.
+func testBreakerPeek(t *testing.T, h *harness) {
+	h.insertBreakerTasks(6, 3)
+	h.openBreaker()
+	p := store.ClaimParams{EngineID: "e1", Limit: 1}
+	got, err := h.s.PeekClaim(h.ctx, p)
+	require.NoError(t, err)
+	require.Nil(t, got, "held by the open breaker")
+	h.clock.Advance(testBreakerCooldown)
+	got, err = h.s.PeekClaim(h.ctx, p)
+	require.NoError(t, err)
+	require.NotNil(t, got, "a probe may be claimed")
+	require.Equal(t, store.BreakerOpen, h.breaker(testBreakerKey).State, "the peek took no probe")
+	require.Len(t, h.claim("e1", 10), 1)
 }

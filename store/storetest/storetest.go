@@ -95,6 +95,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, policyTests...)
 	tests = append(tests, breakerTests...)
 	tests = append(tests, statsTests...)
+	tests = append(tests, preemptionTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

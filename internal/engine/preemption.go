@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds preemption. While every slot of the engine is busy and
+// one of its handlers runs a preemptible step, the claim loop asks the
+// store which step a claim would take first (store.PeekClaim: the claim's
+// own query and policies, one row, nothing marked). When that step's
+// priority is strictly higher than the lowest of the preemptible steps
+// running, the engine cancels that step's context with an ErrPreempted
+// cause. The handler's end is settled like any other (execute, then the
+// completer): the step returns to ready keeping its checkpoint, its
+// attempt given back, fenced by its lease, and the audit names the step
+// that preempted it. A handler that ignores its context and returns a
+// result anyway completes as usual. The freed slot claims the better step.
+//
+// An engine running no preemptible step does none of this: the claim loop
+// checks a counter. With one, it peeks at most once per peekEvery, however
+// often it is woken.
+
+// ErrPreempted is the cause (context.Cause) with which the engine cancels
+// the context of a preemptible step to make room for a step of higher
+// priority.
+var ErrPreempted = errors.New("preempted by a step of higher priority")
+
+// peekEvery bounds how often the claim loop peeks at the claim (see
+// maybePreempt).
+const peekEvery = 100 * time.Millisecond
+
+// preemptedBy is the cause of one preemption: ErrPreempted, naming the
+// step that preempted.
+type preemptedBy struct {
+	taskID   int64
+	step     string
+	priority int
+}
+
+func (p *preemptedBy) Error() string {
+	return fmt.Sprintf("preempted by task %d step %q (priority %d)", p.taskID, p.step, p.priority)
+}
+
+func (p *preemptedBy) Is(target error) bool { return target == ErrPreempted }
+
+// maybePreempt preempts the lowest-priority preemptible step this engine
+// runs if the step a claim would take first has a higher priority. The
+// claim loop calls it when no slot is free.
+func (e *Engine) maybePreempt(ctx context.Context) {
+	e.mu.Lock()
+	if e.preemptible == 0 {
+		e.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if now.Sub(e.lastPeek) < min(peekEvery, e.cfg.PollInterval) {
+		e.mu.Unlock()
+		return // the next wake-up or poll looks again
+	}
+	e.lastPeek = now
+	var victim *running
+	for _, r := range e.inflight {
+		if r.preempted {
+			// One at a time: the slot it frees is claimed first.
+			e.mu.Unlock()
+			return
+		}
+		if r.step.Preemptible && (victim == nil || r.step.Priority < victim.step.Priority) {
+			victim = r
+		}
+	}
+	e.mu.Unlock()
+	if victim == nil {
+		return
+	}
+	top, err := e.store.PeekClaim(ctx, e.claimParams(e.ID(), 1, e.handlerNames(), nil, 0))
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("preemption: could not look for a step of higher priority", "error", err)
+		}
+		return
+	}
+	if top == nil || top.Priority <= victim.step.Priority {
+		return
+	}
+	cause := &preemptedBy{taskID: top.TaskID, step: top.Name, priority: top.Priority}
+	e.mu.Lock()
+	if r, ok := e.inflight[victim.fence.StepID]; !ok || r != victim || r.preempted {
+		e.mu.Unlock()
+		return
+	}
+	victim.preempted = true
+	victim.cancel(cause)
+	e.mu.Unlock()
+	c := victim.step
+	e.log.Info("step preempted", "task_id", c.TaskID, "step", c.Name, "attempt", c.Fence.Attempt, "priority", c.Priority,
+		"by_task_id", top.TaskID, "by_step", top.Name, "by_priority", top.Priority)
+	e.Publish(Event{Kind: EventPreempted, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
+		Handler: c.Handler, Attempt: c.Fence.Attempt})
+}
+
+// preempted is the outcome of an attempt stopped by preemption: the step
+// returns to ready now, its checkpoint kept and its attempt given back.
+func preempted(o store.Outcome, log *stepLog, cause error) store.Outcome {
+	o.State, o.Snooze, o.Reason = state.StepReady, true, cause.Error()
+	log.Info("step returned to the queue", "reason", o.Reason)
+	return storable(o)
+}

@@ -1,0 +1,71 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the peek of preemption: which step a claim would take
+// first, found by the claim's own query and policies, without marking it.
+// An engine asks only while every slot is busy and a preemptible step of
+// its runs, so a claim path with no preemptible step never runs it.
+
+// PeekClaim returns the step a claim with p would take first, or nil.
+func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
+	var out *store.Step
+	err := s.write(ctx, p.EngineID, func(t *txn) error {
+		var version int64
+		if err := t.queryRow(`SELECT COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`).Scan(&version); err != nil {
+			return fmt.Errorf("peek claim: %w", err)
+		}
+		pol, err := t.policies(version)
+		if err != nil {
+			return err
+		}
+		if pol.all {
+			return nil
+		}
+		keys := newKeyRoom(pol.capsWith(p.Caps))
+		// Open breakers hold their steps from a peek too; one that may
+		// probe offers one step, and the peek takes no probe.
+		if keys.brk = newBreakerRoom(pol, t.now); keys.brk != nil {
+			keys.brk.peek = true
+		}
+		for round := range claimRounds {
+			// round+1: a peek never waits for the locks of a limit; one
+			// held by a claim under way counts as full.
+			ids, more, err := t.candidates(1, p, pol, keys, round+1)
+			if err != nil {
+				return fmt.Errorf("peek claim: %w", err)
+			}
+			if len(ids) > 0 {
+				st := store.Step{ID: ids[0]}
+				err := t.queryRow(`SELECT task_id, name, namespace, handler, priority FROM steps WHERE id = ?`, ids[0]).
+					Scan(&st.TaskID, &st.Name, &st.Namespace, &st.Handler, &st.Priority)
+				if err != nil {
+					return fmt.Errorf("peek claim: read step %d: %w", ids[0], err)
+				}
+				out = &st
+				return nil
+			}
+			if !more {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// boolInt is a boolean as the integer columns of both stores hold it.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
