@@ -142,7 +142,7 @@ func (t *txn) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]
 			running[r.namespace] = int(r.n)
 		case p.Namespaces != nil && !slices.Contains(p.Namespaces, r.namespace),
 			slices.Contains(pol.namespaces, r.namespace), // paused
-			slices.Contains(fullNS, r.namespace): // at its limit
+			slices.Contains(fullNS, r.namespace):         // at its limit
 		default:
 			w := pol.weights[r.namespace]
 			if w < 1 {
