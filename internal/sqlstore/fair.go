@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -212,4 +213,22 @@ func fairBefore(a, b fairShare) bool {
 		return l < r
 	}
 	return a.namespace < b.namespace
+}
+
+// ExplainFairClaim returns the database's plans for what a claim under
+// weights runs: the statement that counts running steps and finds the
+// namespaces with ready work, then the query of one namespace's part (of
+// p.Namespaces[0]), so tests and operators can check that neither reads
+// the ready queue.
+func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	part, err := s.explain(ctx, q, args...)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	return readiness + "--\n" + part, nil
 }
