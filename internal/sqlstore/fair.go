@@ -65,9 +65,9 @@ type fairShare struct {
 // fairReadiness counts running steps by namespace and finds the namespaces
 // with ready steps, in one statement.
 const fairReadiness = `WITH RECURSIVE ready_ns(n, depth) AS (
-	SELECT min(namespace), 1 FROM steps WHERE state = 'ready'
+	SELECT min(namespace), 1 FROM steps WHERE state = 'ready' AND namespace <> ''
 	UNION ALL
-	SELECT (SELECT min(namespace) FROM steps WHERE state = 'ready' AND namespace > ready_ns.n), depth + 1
+	SELECT (SELECT min(namespace) FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ready_ns.n), depth + 1
 		FROM ready_ns WHERE ready_ns.n IS NOT NULL AND depth < ?
 )
 SELECT 1, n, 0 FROM ready_ns WHERE n IS NOT NULL
@@ -95,7 +95,7 @@ func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *key
 		one := p
 		one.Namespaces = []string{sh.namespace}
 		part, partArgs := t.s.claimQuery(sh.given, one, pol, keys)
-		parts = append(parts, part)
+		parts = append(parts, fairPart(part))
 		args = append(args, partArgs...)
 	}
 	if len(parts) == 1 {
@@ -107,6 +107,16 @@ func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *key
 		parts[i] = fmt.Sprintf("SELECT * FROM (%s) AS fair%d", part, i)
 	}
 	return strings.Join(parts, " UNION ALL "), args, true, nil
+}
+
+// claimReady is how the claim query begins its conditions.
+const claimReady = "WHERE state = 'ready'"
+
+// fairPart makes a claim query one of the fair shares' parts: it names
+// the predicate of steps_ready_namespace, which only these parts use (see
+// migration 018).
+func fairPart(claimQuery string) string {
+	return strings.Replace(claimQuery, claimReady, claimReady+" AND namespace <> ''", 1)
 }
 
 // fairShares reads the namespaces with ready work that the claim may take,
@@ -226,7 +236,7 @@ func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (stri
 		return "", fmt.Errorf("explain fair claim: %w", err)
 	}
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
-	part, err := s.explain(ctx, q, args...)
+	part, err := s.explain(ctx, fairPart(q), args...)
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)
 	}
