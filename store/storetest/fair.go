@@ -122,9 +122,9 @@ func testFairValidation(t *testing.T, h *harness) {
 }
 
 func testFairShares(t *testing.T, h *harness) {
-	h.backlog(150, "other", "shop")
+	h.backlog(250, "other", "shop")
 	h.setPolicy(store.PolicyChange{Target: "shop", Weight: ptr(3)})
-	for _, inFlight := range []int{1, 4, 8} {
+	for _, inFlight := range []int{1, 2, 3, 4, 8} {
 		got := h.saturate(40, inFlight)
 		requireShares(t, got, map[string]int{"shop": 3, "other": 1}, inFlight, " in flight")
 	}
