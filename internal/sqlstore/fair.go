@@ -16,7 +16,11 @@ import (
 // are scarce. They are an ordering of the one claim query, used only while
 // a weight other than the default is set (policySet.weights):
 //
-//  1. one statement counts the running steps of every namespace (index
+//  1. on PostgreSQL the claim takes a transaction-scoped advisory lock,
+//     so that claims under weights follow each other and each counts the
+//     steps the one before it claimed (without it, claims at the same
+//     moment all see the same namespace below its share and all take it);
+//     then one statement counts the running steps of every namespace (index
 //     steps_running) and finds the namespaces that have ready steps, by a
 //     skip scan of steps_ready_namespace: one index probe per namespace,
 //     never a read of the ready queue;
@@ -40,6 +44,9 @@ import (
 // Slots a namespace could not use (it had fewer ready steps than it was
 // given, or a limit held them back) go to the ordinary query's next round,
 // so the claim never leaves a slot empty while work is ready.
+
+// fairLock names the advisory lock of claims under weights (PostgreSQL).
+const fairLock = "weft-fair"
 
 // maxFairNamespaces bounds the skip scan: namespaces past the first this
 // many with ready work are claimed by the ordinary rounds only.
@@ -81,6 +88,9 @@ SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' GROUP BY namesp
 func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
 	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) {
 		return "", nil, false, nil
+	}
+	if _, err := t.lockLimits([]string{fairLock}, true); err != nil {
+		return "", nil, false, err
 	}
 	shares, err := t.fairShares(p, pol, keys)
 	if err != nil || len(shares) < 2 {
