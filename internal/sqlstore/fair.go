@@ -86,7 +86,8 @@ SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' GROUP BY namesp
 // query serves: no weight is set, the claim is of one task or namespace,
 // or fewer than two namespaces have ready work that this claim may take.
 func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
-	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) {
+	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) ||
+		(p.Handlers != nil && len(p.Handlers) == 0) {
 		return "", nil, false, nil
 	}
 	if _, err := t.lockLimits([]string{fairLock}, true); err != nil {

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/store"
 )
 
 // TestFairGive: how one claim's slots are handed out between namespaces,
@@ -69,4 +71,14 @@ func TestFairGiveOverClaims(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int{"a": 240, "b": 80, "c": 80}, got)
+}
+
+// TestFairPartNamesTheIndex: a part of the fair shares names the predicate
+// of steps_ready_namespace, which the ordinary claim query does not.
+func TestFairPartNamesTheIndex(t *testing.T) {
+	t.Parallel()
+	s := &Store{}
+	q, _ := s.claimQuery(3, store.ClaimParams{Namespaces: []string{"shop"}}, nil, nil)
+	require.NotContains(t, q, "namespace <> ''")
+	require.Contains(t, fairPart(q), "WHERE state = 'ready' AND namespace <> ''")
 }
