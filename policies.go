@@ -32,6 +32,13 @@ type Limits struct {
 	// Concurrency bounds how many steps of the namespace run at once across
 	// every engine and remote worker; 0 removes the bound.
 	Concurrency *int
+	// Weight is the namespace's share of the claims while several
+	// namespaces have ready work and slots are scarce: with weights 3 and
+	// 1, three steps of the first start for one of the second. From 1 to
+	// 1000; namespaces without a weight weigh 1, and 0 or 1 sets the
+	// default back. Priority and aging still order the steps inside a
+	// namespace.
+	Weight *int
 }
 
 // Pause stops the claims of target's steps on every engine and remote
@@ -50,9 +57,9 @@ func (e *Engine) Resume(ctx context.Context, target string, op Operator) (Policy
 	return e.core.SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
 }
 
-// SetLimits sets the limits of a namespace.
+// SetLimits sets the limits of a namespace, in one audited change.
 func (e *Engine) SetLimits(ctx context.Context, namespace string, l Limits, op Operator) (Policy, error) {
-	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Actor: op.Actor, Reason: op.Reason})
+	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Weight: l.Weight, Actor: op.Actor, Reason: op.Reason})
 }
 
 // Policies returns every policy set, with current usage, and the usage of

@@ -43,6 +43,12 @@ func (c *Client) SetConcurrency(ctx context.Context, namespace string, n int, re
 	return c.ChangePolicy(ctx, wire.PolicyChange{Target: namespace, Concurrency: &n, Reason: reason})
 }
 
+// SetWeight sets a namespace's weight in the fair shares (1 to 1000; 0
+// or 1 sets the default of 1 back).
+func (c *Client) SetWeight(ctx context.Context, namespace string, weight int, reason string) (wire.Policy, error) {
+	return c.ChangePolicy(ctx, wire.PolicyChange{Target: namespace, Weight: &weight, Reason: reason})
+}
+
 // PolicyChanges returns the latest policy changes, newest first (limit 0:
 // the server's default of 100).
 func (c *Client) PolicyChanges(ctx context.Context, limit int) ([]wire.PolicyChangeRecord, error) {

@@ -29,6 +29,9 @@ func TestOperatorPages(t *testing.T) {
 			ctx := context.Background()
 			_, err := en.e.Pause(ctx, "ops", weft.Operator{Actor: "cli:alice", Reason: "deploy"})
 			require.NoError(t, err)
+			weight := 7
+			_, err = en.e.SetLimits(ctx, "heavy", weft.Limits{Weight: &weight}, weft.Operator{Actor: "cli:bob"})
+			require.NoError(t, err)
 			nightly := workflow.New("shop", "nightly", "1").Step("report", "shop.ok").
 				Schedule("every-night", "30 2 * * *", workflow.InTimeZone("Europe/Paris"))
 			require.NoError(t, en.e.Register(ctx, nightly))
@@ -41,7 +44,8 @@ func TestOperatorPages(t *testing.T) {
 			require.Equal(t, http.StatusSeeOther, en.signIn(admin, en.admin).StatusCode)
 			status, body := get(t, admin, en.url+"/namespaces")
 			require.Equal(t, http.StatusOK, status, body)
-			contains(t, body, `<code>ops</code>`, "paused", "cli:alice", "deploy", `data-body='{"target": "ops", "paused": false}'`, `id="policy-form"`)
+			contains(t, body, `<code>ops</code>`, "paused", "cli:alice", "deploy", `data-body='{"target": "ops", "paused": false}'`, `id="policy-form"`,
+				`<code>heavy</code>`, `<td class="num">7</td>`, `name="weight"`)
 			contains(t, body, `<code>shop/flaky/call</code>`, `<span class="badge">open</span>`, "1/1",
 				`data-api="POST /v1/breakers/reset" data-body='{"key": "shop/flaky/call"}'`)
 			status, body = get(t, admin, en.url+"/schedules")

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -28,10 +29,12 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 	switch {
 	case req.Target == "":
 		return 0, nil, fieldError("target", "is required: a namespace, namespace/workflow or \"*\" for all work")
-	case req.Paused == nil && req.Concurrency == nil:
-		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency or both")
+	case req.Paused == nil && req.Concurrency == nil && req.Weight == nil:
+		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency, weight or several")
 	case req.Concurrency != nil && *req.Concurrency < 0:
 		return 0, nil, fieldError("concurrency", "must be 0 (no limit) or more, got %d", *req.Concurrency)
+	case req.Weight != nil && (*req.Weight < 0 || *req.Weight > store.MaxWeight):
+		return 0, nil, fieldError("weight", "must be from 1 to %d (0 or 1: the default), got %d", store.MaxWeight, *req.Weight)
 	}
 	if err := checkReason(req.Reason); err != nil {
 		return 0, nil, err
@@ -39,8 +42,8 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
 	var p weft.Policy
 	var err error
-	if req.Concurrency != nil {
-		if p, err = s.engine.SetLimits(r.Context(), req.Target, weft.Limits{Concurrency: req.Concurrency}, op); err != nil {
+	if req.Concurrency != nil || req.Weight != nil {
+		if p, err = s.engine.SetLimits(r.Context(), req.Target, weft.Limits{Concurrency: req.Concurrency, Weight: req.Weight}, op); err != nil {
 			return 0, nil, err
 		}
 	}

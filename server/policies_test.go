@@ -81,3 +81,54 @@ func TestPolicies(t *testing.T) {
 		require.Equal(t, 400, r.status)
 	})
 }
+
+// TestPolicyWeights: a namespace's weight through the REST API and the Go
+// client, listed, audited, validated with the field.
+func TestPolicyWeights(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		en := newEnv(t, open(t), server.Options{})
+		c, err := client.New(en.url, en.key(server.PermPoliciesRead, server.PermPoliciesWrite))
+		require.NoError(t, err)
+		ctx := t.Context()
+
+		p, err := c.SetWeight(ctx, "shop", 3, "black friday")
+		require.NoError(t, err)
+		require.Equal(t, 3, p.Weight)
+		two := 2
+		p, err = c.ChangePolicy(ctx, wire.PolicyChange{Target: "other", Concurrency: &two, Weight: &two})
+		require.NoError(t, err)
+		require.Equal(t, 2, p.Weight)
+		require.Equal(t, 2, p.Concurrency)
+		rep, err := c.Policies(ctx)
+		require.NoError(t, err)
+		require.Len(t, rep.Policies, 2)
+		require.Equal(t, 2, rep.Policies[0].Weight)
+		require.Equal(t, 3, rep.Policies[1].Weight)
+		changes, err := c.PolicyChanges(ctx, 2)
+		require.NoError(t, err)
+		require.Equal(t, "concurrency=2 weight=2", changes[0].Change, "one change, one audit record")
+		require.Equal(t, "weight=3", changes[1].Change)
+		require.Equal(t, "black friday", changes[1].Reason)
+
+		_, err = c.SetWeight(ctx, "shop", 1, "")
+		require.NoError(t, err)
+		rep, err = c.Policies(ctx)
+		require.NoError(t, err)
+		require.Len(t, rep.Policies, 1, "weight 1 is the default: shop has nothing set")
+
+		for _, tt := range []struct {
+			body  any
+			field string
+		}{
+			{map[string]any{"target": "shop", "weight": -1}, "weight"},
+			{map[string]any{"target": "shop", "weight": 1001}, "weight"},
+		} {
+			r := en.do("POST", "/v1/policies", en.admin, tt.body)
+			require.Equal(t, 400, r.status, "%s", r.body)
+			require.Contains(t, string(r.body), `"field":"`+tt.field+`"`)
+		}
+		_, err = c.SetWeight(ctx, "shop/add", 2, "")
+		require.ErrorIs(t, err, store.ErrInvalid, "a weight is a namespace's")
+	})
+}

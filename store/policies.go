@@ -9,7 +9,7 @@ import (
 )
 
 // Policies holds the scheduling policies an operator sets at run time:
-// pauses and namespace concurrency limits. They live in the database, so
+// pauses, namespace concurrency limits and namespace weights (fair shares). They live in the database, so
 // they hold for every engine and remote worker on it and survive restarts;
 // ClaimSteps applies them as predicates of its one query.
 type Policies interface {
@@ -65,6 +65,11 @@ type PolicyChange struct {
 	// every engine and remote worker; 0 removes the limit. Only a
 	// namespace takes one.
 	Concurrency *int
+	// Weight is the namespace's share of the claims while several
+	// namespaces have ready work and slots are scarce, from 1 to MaxWeight;
+	// namespaces without one weigh 1, and 0 (or 1) sets the default back.
+	// Only a namespace takes one.
+	Weight *int
 	// Actor names who made the change, Reason why; both are audited.
 	Actor  string
 	Reason string
@@ -78,7 +83,7 @@ func (c PolicyChange) Validate() error {
 	if err != nil {
 		return err
 	}
-	if c.Paused == nil && c.Concurrency == nil {
+	if c.Paused == nil && c.Concurrency == nil && c.Weight == nil {
 		return fmt.Errorf("%w policy change of %q sets nothing", ErrInvalid, c.Target)
 	}
 	if c.Concurrency != nil {
@@ -87,6 +92,14 @@ func (c PolicyChange) Validate() error {
 		}
 		if *c.Concurrency < 0 {
 			return fmt.Errorf("%w concurrency of %q: must be 0 (no limit) or more, got %d", ErrInvalid, c.Target, *c.Concurrency)
+		}
+	}
+	if c.Weight != nil {
+		if ns == "" || name != "" {
+			return fmt.Errorf("%w weight of %q: a weight is set on a namespace", ErrInvalid, c.Target)
+		}
+		if *c.Weight < 0 || *c.Weight > MaxWeight {
+			return fmt.Errorf("%w weight of %q: must be from 1 to %d (0 or 1: the default), got %d", ErrInvalid, c.Target, MaxWeight, *c.Weight)
 		}
 	}
 	if c.Actor == "" {
@@ -98,8 +111,11 @@ func (c PolicyChange) Validate() error {
 	return nil
 }
 
+// MaxWeight is the largest namespace weight.
+const MaxWeight = 1000
+
 // Describe says what the change does, for the audit: "pause",
-// "concurrency=4", joined by spaces.
+// "concurrency=4", "weight=3", joined by spaces.
 func (c PolicyChange) Describe() string {
 	var parts []string
 	if c.Paused != nil {
@@ -112,16 +128,26 @@ func (c PolicyChange) Describe() string {
 	if c.Concurrency != nil {
 		parts = append(parts, fmt.Sprintf("concurrency=%d", *c.Concurrency))
 	}
+	if c.Weight != nil {
+		w := *c.Weight
+		if w == 0 {
+			w = 1 // the default, as stored
+		}
+		parts = append(parts, fmt.Sprintf("weight=%d", w))
+	}
 	return strings.Join(parts, " ")
 }
 
 // Policy is what is set on one target.
 type Policy struct {
-	Target      string    `json:"target"`
-	Paused      bool      `json:"paused"`
-	Concurrency int       `json:"concurrency,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	UpdatedBy   string    `json:"updated_by"`
+	Target      string `json:"target"`
+	Paused      bool   `json:"paused"`
+	Concurrency int    `json:"concurrency,omitempty"`
+	// Weight is a namespace's weight in the fair shares; 0 means the
+	// default of 1.
+	Weight    int       `json:"weight,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedBy string    `json:"updated_by"`
 	// Running is, for a namespace, how many of its steps run now.
 	Running int `json:"running"`
 }

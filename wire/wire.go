@@ -332,7 +332,10 @@ type PolicyChange struct {
 	Target      string `json:"target"`
 	Paused      *bool  `json:"paused,omitempty"`
 	Concurrency *int   `json:"concurrency,omitempty"`
-	Reason      string `json:"reason,omitempty"`
+	// Weight is a namespace's weight in the fair shares, 1 to 1000; 0 or
+	// 1 sets the default back.
+	Weight *int   `json:"weight,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // PolicyChanges is the body of GET /v1/policies/changes, newest first.

@@ -37,8 +37,8 @@ func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (
 	op := weft.Operator{Actor: cliActor(), Reason: ch.Reason}
 	var p weft.Policy
 	var err error
-	if ch.Concurrency != nil {
-		if p, err = l.Engine.SetLimits(ctx, ch.Target, weft.Limits{Concurrency: ch.Concurrency}, op); err != nil {
+	if ch.Concurrency != nil || ch.Weight != nil {
+		if p, err = l.Engine.SetLimits(ctx, ch.Target, weft.Limits{Concurrency: ch.Concurrency, Weight: ch.Weight}, op); err != nil {
 			return p, err
 		}
 	}
@@ -180,46 +180,78 @@ through --server) and --reason; 'weft policies' lists what is paused.`
 
 func (a *app) limitCommand() *cobra.Command {
 	var (
-		concurrency int
-		reason      string
+		concurrency, weight int
+		reason              string
 	)
 	cmd := &cobra.Command{
-		Use:   "limit NAMESPACE --concurrency N",
-		Short: "Set the limits of a namespace, held in the database for every engine",
+		Use:   "limit NAMESPACE [--concurrency N] [--weight W]",
+		Short: "Set the limits and weight of a namespace, held in the database for every engine",
 		Long: `Set how many steps of a namespace run at once across every engine and remote
-worker on the database (--concurrency N; 0 removes the limit). The limit is
-held in the database: it changes at once, without restarting anything, and is
-exact under concurrent claims. Steps running above a lowered limit finish.
-Limits of one step or one workflow are set in its template (concurrency:
-{limit: N, key: ...}). The change is recorded with who made it and --reason.`,
+worker on the database (--concurrency N; 0 removes the limit), and its weight
+in the fair shares (--weight W, 1 to 1000; 0 or 1 sets the default of 1 back).
+
+While several namespaces have ready work and slots are scarce, claims are
+shared between them in proportion to their weights, counted over the steps
+running on every engine: with shop at weight 3 and others at 1, shop gets three
+slots for each one of another namespace. Priority and aging still order the
+steps inside a namespace; a namespace without ready work leaves its share to
+the others.
+
+Both are held in the database: they change at once, without restarting
+anything, and the limit is exact under concurrent claims. Steps running above
+a lowered limit finish. Limits of one step or one workflow are set in its
+template (concurrency: {limit: N, key: ...}). The change is recorded with who
+made it and --reason.`,
 		Example: `  weft limit shop --concurrency 4
-  weft limit shop --concurrency 0   # no limit`,
+  weft limit shop --concurrency 0   # no limit
+  weft limit shop --weight 3        # three times the share of a namespace at 1
+  weft limit shop --weight 1        # the default weight again`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("concurrency") {
-				return usageErrorf("give --concurrency N (0 removes the limit)")
+			ch := wire.PolicyChange{Target: args[0], Reason: reason}
+			if cmd.Flags().Changed("concurrency") {
+				if concurrency < 0 {
+					return usageErrorf("--concurrency must be 0 (no limit) or more, got %d", concurrency)
+				}
+				ch.Concurrency = &concurrency
 			}
-			if concurrency < 0 {
-				return usageErrorf("--concurrency must be 0 (no limit) or more, got %d", concurrency)
+			if cmd.Flags().Changed("weight") {
+				if weight < 0 || weight > store.MaxWeight {
+					return usageErrorf("--weight must be from 1 to %d (0 or 1: the default), got %d", store.MaxWeight, weight)
+				}
+				ch.Weight = &weight
+			}
+			if ch.Concurrency == nil && ch.Weight == nil {
+				return usageErrorf("give --concurrency N (0 removes the limit), --weight W (1 is the default) or both")
 			}
 			b, err := a.policyBackend(cmd.Context(), createDB)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			p, err := b.changePolicy(cmd.Context(), wire.PolicyChange{Target: args[0], Concurrency: &concurrency, Reason: reason})
+			p, err := b.changePolicy(cmd.Context(), ch)
 			if err != nil {
 				return policyError(err)
 			}
-			if p.Concurrency == 0 {
+			switch {
+			case ch.Concurrency == nil:
+			case p.Concurrency == 0:
 				fmt.Fprintf(a.stdout, "%s: no concurrency limit\n", args[0])
-			} else {
+			default:
 				fmt.Fprintf(a.stdout, "%s: at most %d steps at once (%d running)\n", args[0], p.Concurrency, p.Running)
+			}
+			switch {
+			case ch.Weight == nil:
+			case p.Weight == 0:
+				fmt.Fprintf(a.stdout, "%s: weight 1 (the default)\n", args[0])
+			default:
+				fmt.Fprintf(a.stdout, "%s: weight %d in the fair shares (%d running)\n", args[0], p.Weight, p.Running)
 			}
 			return nil
 		}),
 	}
 	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "steps of the namespace running at once across all engines; 0: no limit")
+	cmd.Flags().IntVar(&weight, "weight", 0, "share of the claims while namespaces compete for slots, 1 to 1000; 0 or 1: the default of 1")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
 	return cmd
 }
@@ -232,8 +264,8 @@ func (a *app) policiesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policies",
 		Short: "List what is paused and every limit, with current usage",
-		Long: `List the scheduling policies held in the database: paused targets and
-namespace limits with the steps running now, then the concurrency limits that
+		Long: `List the scheduling policies held in the database: paused targets, namespace
+limits and weights with the steps running now, then the concurrency limits that
 workflow templates define, for each key with work running. --history lists the
 changes instead, newest first, with who made them.`,
 		Example: `  weft policies
@@ -286,11 +318,11 @@ func policyError(err error) error {
 func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(rep.Policies) == 0 {
-		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits")
+		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits or weights")
 	} else {
-		fmt.Fprintln(tw, "TARGET\tPAUSED\tCONCURRENCY\tRUNNING\tCHANGED\tBY")
+		fmt.Fprintln(tw, "TARGET\tPAUSED\tCONCURRENCY\tWEIGHT\tRUNNING\tCHANGED\tBY")
 		for _, p := range rep.Policies {
-			paused, conc, running := "no", "-", "-"
+			paused, conc, weight, running := "no", "-", "-", "-"
 			if p.Paused {
 				paused = "yes"
 			}
@@ -299,8 +331,9 @@ func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 			}
 			if p.Target != weft.AllTargets && !strings.Contains(p.Target, "/") {
 				running = strconv.Itoa(p.Running)
+				weight = strconv.Itoa(max(p.Weight, 1))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Target, paused, conc, running, p.UpdatedAt.Local().Format(timeLayout), p.UpdatedBy)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Target, paused, conc, weight, running, p.UpdatedAt.Local().Format(timeLayout), p.UpdatedBy)
 		}
 	}
 	if len(rep.Limits) > 0 {

@@ -46,7 +46,7 @@ func TestPauseResumeWithWorker(t *testing.T) {
 
 	r = weftCLI(t, "policies", "--db", db)
 	requireCode(t, 0, r)
-	require.Regexp(t, `shop/checkout\s+yes\s+-\s+-\s+\S+ \S+\s+cli:`, r.stdout)
+	require.Regexp(t, `shop/checkout\s+yes\s+-\s+-\s+-\s+\S+ \S+\s+cli:`, r.stdout)
 
 	requireCode(t, 0, weftCLI(t, "resume", "shop/checkout", "--db", db))
 	require.Eventually(t, func() bool { return taskState(t.Context(), db, 1) == state.TaskCompleted },
@@ -116,6 +116,66 @@ func TestLimitAndPolicies(t *testing.T) {
 			t.Parallel()
 			r := weftCLI(t, append([]string{"--db", db}, tt.args...)...) // a --db in args wins
 			requireCode(t, tt.code, r)
+			require.Contains(t, r.stderr, tt.stderr)
+		})
+	}
+}
+
+func TestLimitWeight(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	requireCode(t, 0, weftCLI(t, "migrate", "--db", db))
+
+	r := weftCLI(t, "limit", "shop", "--weight", "3", "--reason", "black friday", "--db", db)
+	requireCode(t, 0, r)
+	require.Equal(t, "shop: weight 3 in the fair shares (0 running)\n", r.stdout)
+	r = weftCLI(t, "limit", "other", "--concurrency", "5", "--weight", "2", "--db", db)
+	requireCode(t, 0, r)
+	require.Equal(t, "other: at most 5 steps at once (0 running)\nother: weight 2 in the fair shares (0 running)\n", r.stdout)
+	requireCode(t, 0, weftCLI(t, "pause", "shop/checkout", "--db", db))
+
+	r = weftCLI(t, "policies", "--db", db)
+	requireCode(t, 0, r)
+	require.Regexp(t, `TARGET\s+PAUSED\s+CONCURRENCY\s+WEIGHT\s+RUNNING`, r.stdout)
+	require.Regexp(t, `\nother\s+no\s+5\s+2\s+0\s`, r.stdout)
+	require.Regexp(t, `\nshop\s+no\s+-\s+3\s+0\s`, r.stdout)
+	require.Regexp(t, `\nshop/checkout\s+yes\s+-\s+-\s+-\s`, r.stdout, "a workflow has no weight")
+
+	r = weftCLI(t, "policies", "--json", "--db", db)
+	requireCode(t, 0, r)
+	var rep weft.PolicyReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+	require.Len(t, rep.Policies, 3)
+	require.Equal(t, 3, rep.Policies[1].Weight)
+
+	r = weftCLI(t, "limit", "shop", "--weight", "1", "--db", db)
+	requireCode(t, 0, r)
+	require.Equal(t, "shop: weight 1 (the default)\n", r.stdout)
+	r = weftCLI(t, "policies", "--history", "--json", "--db", db)
+	requireCode(t, 0, r)
+	var changes []weft.PolicyChangeRecord
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &changes), r.stdout)
+	require.Equal(t, "weight=1", changes[0].Change)
+	require.Equal(t, "concurrency=5 weight=2", changes[2].Change)
+	require.Equal(t, "weight=3", changes[3].Change)
+	require.Equal(t, "black friday", changes[3].Reason)
+
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"negative", []string{"limit", "shop", "--weight", "-1"}, "--weight must be from 1 to 1000"},
+		{"too big", []string{"limit", "shop", "--weight", "1001"}, "--weight must be from 1 to 1000"},
+		{"not a number", []string{"limit", "shop", "--weight", "x"}, "--weight"},
+		{"a workflow", []string{"limit", "shop/checkout", "--weight", "2"}, "set on a namespace"},
+		{"all work", []string{"limit", "*", "--weight", "2"}, "set on a namespace"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := weftCLI(t, append([]string{"--db", db}, tt.args...)...)
+			requireCode(t, 2, r)
 			require.Contains(t, r.stderr, tt.stderr)
 		})
 	}

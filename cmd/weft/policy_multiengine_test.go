@@ -180,7 +180,7 @@ func TestGlobalLimitHeldWhileKilled(t *testing.T) {
 	t.Logf("%d runs, one at a time, %d of them killed", len(runs), killed)
 	require.Positive(t, killed, "the kills interrupted running steps")
 	out := run("policies")
-	require.Regexp(t, `one\s+no\s+1\s+0`, out)
+	require.Regexp(t, `one\s+no\s+1\s+1\s+0`, out)
 }
 
 // limitRun is one run of a step: from its start to its end, or to the kill

@@ -80,6 +80,7 @@
         if (v("reason")) body.reason = v("reason");
         if (submitter && submitter.value !== "") body.paused = submitter.value === "true";
         if (v("concurrency") !== "") body.concurrency = parseInt(v("concurrency"), 10);
+        if (v("weight") !== "") body.weight = parseInt(v("weight"), 10);
         await api("POST", "/v1/policies", body);
         toast("policy of " + body.target + " changed");
       }

@@ -23,7 +23,9 @@ import (
 //   - concurrency limits (limits.go: of namespaces, held in the database or
 //     an engine's NamespaceCaps, and the keys of steps and workflows) are
 //     checked on the candidates the query returned, counted in one
-//     statement, and what is full is skipped by the query's next round.
+//     statement, and what is full is skipped by the query's next round;
+//   - namespace weights (fair.go) make the first round one query per
+//     namespace with ready work, each limited to its share of the slots.
 //
 // Nothing of this runs while no policy is set: the claim reads the policy
 // version with the engine's state, in one statement it made anyway, and a
@@ -136,7 +138,17 @@ type candidate struct {
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
 func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, round int) (ids []int64, more bool, err error) {
-	q, args := t.s.claimQuery(want, p, pol, keys)
+	var q string
+	var args []any
+	fair := false
+	if round == 0 && pol != nil && pol.weights != nil {
+		if q, args, fair, err = t.fairQuery(want, p, pol, keys); err != nil {
+			return nil, false, err
+		}
+	}
+	if !fair {
+		q, args = t.s.claimQuery(want, p, pol, keys)
+	}
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("select ready steps: %w", err)
@@ -174,7 +186,9 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	if kept, err = t.probes(kept, keys.brk); err != nil {
 		return nil, false, err
 	}
-	return idsOf(kept), len(ready) == want && len(kept) < len(ready), nil
+	// Slots a namespace of the fair share could not use go to the next
+	// round.
+	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
 }
 
 func idsOf(cs []candidate) []int64 {

@@ -234,3 +234,16 @@ func (t *txn) lockAndCount(names []lockName, limits [3]map[string]int, tasks []i
 	return t.counts(t.s.d.LimitCounts, lockNames, wait,
 		sortedKeys(limits[0]), sortedKeys(limits[1]), sortedKeys(limits[2]), tasks)
 }
+
+// lockLimit takes one transaction-scoped lock, waiting for it, where the
+// dialect has locks (LimitCounts with nothing to count); with one writer at
+// a time there is nothing to take.
+func (t *txn) lockLimit(name string) error {
+	if t.s.d.LimitCounts == "" {
+		return nil
+	}
+	if _, err := t.counts(t.s.d.LimitCounts, []string{name}, true, []string{}, []string{}, []string{}, []int64{}); err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	return nil
+}

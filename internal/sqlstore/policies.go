@@ -23,6 +23,7 @@ type policySet struct {
 	namespaces []string    // paused namespaces
 	workflows  [][2]string // paused workflows: namespace, name
 	caps       map[string]int
+	weights    map[string]int // namespace weights other than the default (fair.go); nil: none
 	// breakers are the circuit breakers that are not closed: when each
 	// may probe (µs; see breakers.go).
 	breakers map[string]int64
@@ -59,7 +60,7 @@ func (t *txn) policies(version int64) (*policySet, error) {
 	if cached != nil && cached.version == version {
 		return cached, nil
 	}
-	rows, err := t.query(`SELECT target, paused, concurrency FROM policies WHERE paused != 0 OR concurrency > 0`)
+	rows, err := t.query(`SELECT target, paused, concurrency, weight FROM policies WHERE paused != 0 OR concurrency > 0 OR weight > 1`)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -67,11 +68,12 @@ func (t *txn) policies(version int64) (*policySet, error) {
 		target      string
 		paused      bool
 		concurrency int
+		weight      int
 	}
 	all, err := collect(rows, func(r Row) (row, error) {
 		var v row
 		var paused int64
-		err := r.Scan(&v.target, &paused, &v.concurrency)
+		err := r.Scan(&v.target, &paused, &v.concurrency, &v.weight)
 		v.paused = paused != 0
 		return v, err
 	})
@@ -97,6 +99,12 @@ func (t *txn) policies(version int64) (*policySet, error) {
 				p.caps = map[string]int{}
 			}
 			p.caps[ns] = r.concurrency
+		}
+		if r.weight > 1 && name == "" && ns != "" {
+			if p.weights == nil {
+				p.weights = map[string]int{}
+			}
+			p.weights[ns] = r.weight
 		}
 	}
 	if err := t.readBreakers(p); err != nil {
@@ -126,7 +134,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
 			return fmt.Errorf("bump policy version: %w", err)
 		}
-		var paused, concurrency any
+		var paused, concurrency, weight any
 		if c.Paused != nil {
 			p := 0
 			if *c.Paused {
@@ -137,12 +145,18 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if c.Concurrency != nil {
 			concurrency = *c.Concurrency
 		}
+		if c.Weight != nil {
+			weight = *c.Weight
+			if *c.Weight == 1 {
+				weight = 0 // the default, as if never set
+			}
+		}
 		// COALESCE keeps what the change leaves alone.
-		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, updated_at, updated_by)
-			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), ?, ?)
+		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, weight, updated_at, updated_by)
+			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), ?, ?)
 			ON CONFLICT (target) DO UPDATE SET paused = COALESCE(?, policies.paused), concurrency = COALESCE(?, policies.concurrency),
-			updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-			c.Target, paused, concurrency, at, c.Actor, paused, concurrency)
+			weight = COALESCE(?, policies.weight), updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+			c.Target, paused, concurrency, weight, at, c.Actor, paused, concurrency, weight)
 		if err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
@@ -151,10 +165,10 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 			return fmt.Errorf("audit policy change of %s: %w", c.Target, err)
 		}
 		// A target with nothing set is forgotten; its audit stays.
-		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0`, c.Target); err != nil {
+		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0`, c.Target); err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
-		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil {
+		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil || c.Weight != nil {
 			// Work may be claimable now: wake the engines, here and (on
 			// PostgreSQL) elsewhere, as new ready steps would.
 			t.readied++
@@ -177,7 +191,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 
 // readPolicies reads policies rows with a WHERE clause.
 func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.query(`SELECT target, paused, concurrency, updated_at, updated_by FROM policies `+where+` ORDER BY target`, args...)
+	rows, err := t.query(`SELECT target, paused, concurrency, weight, updated_at, updated_by FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -191,7 +205,7 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 func scanPolicy(r Row) (store.Policy, error) {
 	var p store.Policy
 	var paused, at int64
-	err := r.Scan(&p.Target, &paused, &p.Concurrency, &at, &p.UpdatedBy)
+	err := r.Scan(&p.Target, &paused, &p.Concurrency, &p.Weight, &at, &p.UpdatedBy)
 	p.Paused = paused != 0
 	p.UpdatedAt = time.UnixMicro(at)
 	return p, err
@@ -199,7 +213,7 @@ func scanPolicy(r Row) (store.Policy, error) {
 
 // ListPolicies returns the policies set and the usage of the limits in force.
 func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
-	rows, err := s.read(ctx, `SELECT target, paused, concurrency, updated_at, updated_by FROM policies ORDER BY target`)
+	rows, err := s.read(ctx, `SELECT target, paused, concurrency, weight, updated_at, updated_by FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}

@@ -115,6 +115,8 @@ type Store struct {
 	// read again by a claim that sees another version (policies.go).
 	policyMu    sync.Mutex
 	policyCache *policySet
+	// fair holds the passes of the fair shares (fair.go).
+	fair fairPasses
 }
 
 // New returns a Store on open database handles whose schema is current.

@@ -55,6 +55,28 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 	}
 }
 
+// TestFairClaimReadsNamespaceIndex shows that a claim under weights finds
+// the namespaces with ready work and takes one namespace's best steps by
+// probes of the namespace index, without reading or sorting the backlog.
+func TestFairClaimReadsNamespaceIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	// 100k ready steps in 4 namespaces, and a few of a fifth.
+	_, err := s.DB().ExecContext(ctx, `INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
+		SELECT g, 0, 's', 'h', CASE WHEN g % 10000 = 0 THEN 'rare' ELSE 'ns' || (g % 4) END, 'ready', 0, g, 3 FROM generate_series(1, 100000) g`)
+	require.NoError(t, err)
+	_, err = s.DB().ExecContext(ctx, `ANALYZE steps`)
+	require.NoError(t, err)
+	plan, err := s.ExplainFairClaim(ctx, store.ClaimParams{Limit: 10, Handlers: []string{"h"}, Namespaces: []string{"rare"}})
+	require.NoError(t, err)
+	t.Logf("fair claim plans with 100k ready steps:\n%s", plan)
+	require.Contains(t, plan, "Index Only Scan using steps_ready_namespace", "the skip scan probes the index:\n%s", plan)
+	require.Contains(t, plan, "Index Scan using steps_ready_namespace", "a namespace's part reads its steps in order:\n%s", plan)
+	require.NotContains(t, plan, "Sort", "nothing sorts the backlog:\n%s", plan)
+	require.NotContains(t, plan, "Seq Scan", "nothing reads the backlog:\n%s", plan)
+}
+
 func TestRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

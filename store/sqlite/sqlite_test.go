@@ -72,6 +72,37 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 	}
 }
 
+// TestFairClaimReadsNamespaceIndex shows that a claim under weights finds
+// the namespaces with ready work and takes one namespace's best steps by
+// probes of the namespace index, without reading or sorting the backlog.
+func TestFairClaimReadsNamespaceIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	// 100k ready steps in 4 namespaces, and a few of a fifth.
+	_, err = s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
+		INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
+		SELECT n, 0, 's', 'h', CASE WHEN n % 10000 = 0 THEN 'rare' ELSE 'ns' || (n % 4) END, 'ready', 0, n, 3 FROM g`)
+	require.NoError(t, err)
+	_, err = s.DB().ExecContext(ctx, `ANALYZE`)
+	require.NoError(t, err)
+	plan, err := s.ExplainFairClaim(ctx, store.ClaimParams{Limit: 10, Handlers: []string{"h"}, Namespaces: []string{"rare"}})
+	require.NoError(t, err)
+	t.Logf("fair claim plans with 100k ready steps:\n%s", plan)
+	require.Contains(t, plan, "USING COVERING INDEX steps_ready_namespace (namespace>?)", "the skip scan probes the index:\n%s", plan)
+	require.Contains(t, plan, "USING INDEX steps_ready_namespace (namespace=?)", "a namespace's part reads its steps in order:\n%s", plan)
+	require.NotContains(t, plan, "TEMP B-TREE", "nothing sorts the backlog:\n%s", plan)
+	require.NotContains(t, plan, "SCAN steps\n", "nothing reads the backlog:\n%s", plan)
+
+	// The ordinary claim of several namespaces keeps to the ready index.
+	plan, err = s.ExplainClaim(ctx, store.ClaimParams{Limit: 10, Namespaces: []string{"ns1", "ns2"}})
+	require.NoError(t, err)
+	require.Contains(t, plan, "USING INDEX steps_ready\n", plan)
+	require.NotContains(t, plan, "TEMP B-TREE", plan)
+}
+
 func TestRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -1,0 +1,255 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the fair shares: namespace weights (policies.weight) that
+// share the claims between the namespaces that have ready work while slots
+// are scarce. They are an ordering of the one claim query, used only while
+// a weight other than the default is set (policySet.weights):
+//
+//  1. on PostgreSQL the claim takes a transaction-scoped advisory lock,
+//     so that claims under weights follow each other and each counts the
+//     steps the one before it claimed (without it, claims at the same
+//     moment all see the same namespace below its share and all take it);
+//     then one statement counts the running steps of every namespace (index
+//     steps_running) and finds the namespaces that have ready steps, by a
+//     skip scan of steps_ready_namespace: one index probe per namespace,
+//     never a read of the ready queue;
+//  2. the claim's slots go one by one to a namespace below its share: its
+//     running steps, with the slots it was given so far, are fewer than its
+//     weight's part of all the running steps of these namespaces plus the
+//     claim's slots (a namespace without a weight weighs 1). Running steps
+//     are counted in the database, so the share holds across every engine
+//     and remote worker, to within one slot. Among the namespaces below
+//     their share, the slot goes to the one with the lowest pass, a count
+//     of the slots this store gave it, each worth 1/weight (stride
+//     scheduling), so that the claims follow the weights even where one
+//     slot is all there is: with 2 slots and weights 3:1, say, the running
+//     steps can only be 1:1 or 2:0, and the pass makes them 2:0 as often
+//     as the weights ask;
+//  3. the claim query runs once per namespace given slots, with "namespace =
+//     ?" and that many rows, all in one statement (UNION ALL): each
+//     namespace's best steps by sort_key, so priority and aging still order
+//     the work inside a namespace. Every other policy of the query holds.
+//
+// Slots a namespace could not use (it had fewer ready steps than it was
+// given, or a limit held them back) go to the ordinary query's next round,
+// so the claim never leaves a slot empty while work is ready.
+
+// fairLock names the advisory lock of claims under weights (PostgreSQL).
+const fairLock = "weft-fair"
+
+// maxFairNamespaces bounds the skip scan: namespaces past the first this
+// many with ready work are claimed by the ordinary rounds only.
+const maxFairNamespaces = 1000
+
+// fairPasses are the passes of the namespaces a store last shared slots
+// between: how many slots it gave each, in units of 1/weight, less the
+// smallest (so a namespace that comes back starts level with the others).
+type fairPasses struct {
+	mu   sync.Mutex
+	pass map[string]float64
+}
+
+// fairShare is one namespace with ready work in a claim under weights.
+type fairShare struct {
+	namespace string
+	weight    int
+	running   int
+	given     int
+	pass      float64
+}
+
+// fairReadiness counts running steps by namespace and finds the namespaces
+// with ready steps, in one statement.
+const fairReadiness = `WITH RECURSIVE ready_ns(n, depth) AS (
+	SELECT min(namespace), 1 FROM steps WHERE state = 'ready' AND namespace <> ''
+	UNION ALL
+	SELECT (SELECT min(namespace) FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ready_ns.n), depth + 1
+		FROM ready_ns WHERE ready_ns.n IS NOT NULL AND depth < ?
+)
+SELECT 1, n, 0 FROM ready_ns WHERE n IS NOT NULL
+UNION ALL
+SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' GROUP BY namespace`
+
+// fairQuery returns the claim query that shares want slots between the
+// namespaces with ready work by weight, or ok false when the ordinary
+// query serves: no weight is set, the claim is of one task or namespace,
+// or fewer than two namespaces have ready work that this claim may take.
+func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
+	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) ||
+		(p.Handlers != nil && len(p.Handlers) == 0) {
+		return "", nil, false, nil
+	}
+	if err := t.lockLimit(fairLock); err != nil {
+		return "", nil, false, err
+	}
+	shares, err := t.fairShares(p, pol, keys)
+	if err != nil || len(shares) < 2 {
+		return "", nil, false, err
+	}
+	t.s.fair.give(shares, want)
+	var parts []string
+	for _, sh := range shares {
+		if sh.given == 0 {
+			continue
+		}
+		one := p
+		one.Namespaces = []string{sh.namespace}
+		part, partArgs := t.s.claimQuery(sh.given, one, pol, keys)
+		parts = append(parts, fairPart(part))
+		args = append(args, partArgs...)
+	}
+	if len(parts) == 1 {
+		return parts[0], args, true, nil
+	}
+	// Each part is a subquery in FROM: its ORDER BY, LIMIT and (on
+	// PostgreSQL) row locks stay its own.
+	for i, part := range parts {
+		parts[i] = fmt.Sprintf("SELECT * FROM (%s) AS fair%d", part, i)
+	}
+	return strings.Join(parts, " UNION ALL "), args, true, nil
+}
+
+// claimReady is how the claim query begins its conditions.
+const claimReady = "WHERE state = 'ready'"
+
+// fairPart makes a claim query one of the fair shares' parts: it names
+// the predicate of steps_ready_namespace, which only these parts use (see
+// migration 017).
+func fairPart(claimQuery string) string {
+	return strings.Replace(claimQuery, claimReady, claimReady+" AND namespace <> ''", 1)
+}
+
+// fairShares reads the namespaces with ready work that the claim may take,
+// with their running steps and weights, ordered by name.
+func (t *txn) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
+	rows, err := t.query(fairReadiness, maxFairNamespaces)
+	if err != nil {
+		return nil, fmt.Errorf("count running steps by namespace: %w", err)
+	}
+	type nsRow struct {
+		ready     bool
+		namespace string
+		n         int64
+	}
+	got, err := collect(rows, func(r Row) (nsRow, error) {
+		var v nsRow
+		var kind int64
+		err := r.Scan(&kind, &v.namespace, &v.n)
+		v.ready = kind == 1
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count running steps by namespace: %w", err)
+	}
+	running := map[string]int{}
+	var shares []fairShare
+	var fullNS []string
+	if keys != nil {
+		fullNS = full(keys.ns)
+	}
+	for _, r := range got {
+		switch {
+		case !r.ready:
+			running[r.namespace] = int(r.n)
+		case p.Namespaces != nil && !slices.Contains(p.Namespaces, r.namespace),
+			slices.Contains(pol.namespaces, r.namespace), // paused
+			slices.Contains(fullNS, r.namespace):         // at its limit
+		default:
+			w := pol.weights[r.namespace]
+			if w < 1 {
+				w = 1
+			}
+			shares = append(shares, fairShare{namespace: r.namespace, weight: w})
+		}
+	}
+	for i := range shares {
+		shares[i].running = running[shares[i].namespace]
+	}
+	sort.Slice(shares, func(i, j int) bool { return shares[i].namespace < shares[j].namespace })
+	return shares, nil
+}
+
+// give hands want slots out between shares, one at a time, to the share
+// below its part of the slots with the lowest pass; and keeps the passes
+// for the next claim.
+func (f *fairPasses) give(shares []fairShare, want int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range shares {
+		// A namespace new to the share (or back after a pause in its
+		// work) starts at 0, the lowest pass of those that stayed.
+		shares[i].pass = f.pass[shares[i].namespace]
+	}
+	total, weights := want, 0
+	for _, sh := range shares {
+		total += sh.running
+		weights += sh.weight
+	}
+	for range want {
+		best := -1
+		for i, sh := range shares {
+			// Below its part: (running + given) < total * weight / weights.
+			// One always is: the parts add up to total, and fewer than
+			// total slots are running or given.
+			if (sh.running+sh.given)*weights < total*sh.weight && (best < 0 || fairBefore(sh, shares[best])) {
+				best = i
+			}
+		}
+		shares[best].given++
+		shares[best].pass += 1 / float64(shares[best].weight)
+	}
+	low := shares[0].pass
+	for _, sh := range shares[1:] {
+		low = min(low, sh.pass)
+	}
+	// Only the namespaces of this claim are kept: the map stays as small
+	// as the set of namespaces with ready work.
+	f.pass = make(map[string]float64, len(shares))
+	for _, sh := range shares {
+		f.pass[sh.namespace] = sh.pass - low
+	}
+}
+
+// fairBefore reports whether a should have the next slot before b: the
+// lower pass, then the fewer running and given steps for its weight, then
+// the first name.
+func fairBefore(a, b fairShare) bool {
+	// Passes are sums of 1/weight: equal within rounding is equal.
+	if d := a.pass - b.pass; d < -1e-9 || d > 1e-9 {
+		return d < 0
+	}
+	// (a.running + a.given) / a.weight < (b.running + b.given) / b.weight
+	if l, r := (a.running+a.given)*b.weight, (b.running+b.given)*a.weight; l != r {
+		return l < r
+	}
+	return a.namespace < b.namespace
+}
+
+// ExplainFairClaim returns the database's plans for what a claim under
+// weights runs: the statement that counts running steps and finds the
+// namespaces with ready work, then the query of one namespace's part (of
+// p.Namespaces[0]), so tests and operators can check that neither reads
+// the ready queue.
+func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	part, err := s.explain(ctx, fairPart(q), args...)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	return readiness + "--\n" + part, nil
+}
