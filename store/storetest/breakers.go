@@ -28,6 +28,7 @@ var breakerTests = []struct {
 	{"BreakerProbeReleased", testBreakerProbeReleased},
 	{"BreakerReset", testBreakerReset},
 	{"BreakerPeek", testBreakerPeek},
+	{"BreakerUnderFairShares", testBreakerFair},
 	{"BreakerValidation", testBreakerValidation},
 }
 
@@ -374,4 +375,21 @@ func testBreakerPeek(t *testing.T, h *harness) {
 	require.NotNil(t, got, "a probe may be claimed")
 	require.Equal(t, store.BreakerOpen, h.breaker(testBreakerKey).State, "the peek took no probe")
 	require.Len(t, h.claim("e1", 10), 1)
+}
+
+// testBreakerFair: with namespace weights the claim runs its fair query;
+// an open breaker holds its steps there too, and one probe follows the
+// cooldown.
+func testBreakerFair(t *testing.T, h *harness) {
+	h.insertBreakerTasks(6, 3)
+	h.openBreaker()
+	h.insert(store.TaskInsert{Namespace: "other"}, store.TaskInsert{Namespace: "other"})
+	h.setPolicy(store.PolicyChange{Target: "ns", Weight: ptr(3)})
+	h.setPolicy(store.PolicyChange{Target: "other", Weight: ptr(1)})
+	got := h.claim("e1", 10)
+	require.Equal(t, map[string]int{"other/wf": 2}, claimedWorkflows(got), "the breaker's steps are held")
+	h.clock.Advance(testBreakerCooldown)
+	got = h.claim("e1", 10)
+	require.Len(t, got, 1, "one probe")
+	require.Equal(t, store.BreakerHalfOpen, h.breaker(testBreakerKey).State)
 }
