@@ -9,7 +9,7 @@ import (
 )
 
 // Policies holds the scheduling policies an operator sets at run time:
-// pauses and namespace concurrency limits. They live in the database, so
+// pauses, namespace concurrency limits and rates. They live in the database, so
 // they hold for every engine and remote worker on it and survive restarts;
 // ClaimSteps applies them as predicates of its one query.
 type Policies interface {
@@ -65,6 +65,10 @@ type PolicyChange struct {
 	// every engine and remote worker; 0 removes the limit. Only a
 	// namespace takes one.
 	Concurrency *int
+	// Rate bounds how often steps of a namespace are claimed across every
+	// engine and remote worker; the zero Rate removes the bound. Only a
+	// namespace takes one (steps set theirs in their template).
+	Rate *Rate
 	// Actor names who made the change, Reason why; both are audited.
 	Actor  string
 	Reason string
@@ -78,7 +82,7 @@ func (c PolicyChange) Validate() error {
 	if err != nil {
 		return err
 	}
-	if c.Paused == nil && c.Concurrency == nil {
+	if c.Paused == nil && c.Concurrency == nil && c.Rate == nil {
 		return fmt.Errorf("%w policy change of %q sets nothing", ErrInvalid, c.Target)
 	}
 	if c.Concurrency != nil {
@@ -87,6 +91,14 @@ func (c PolicyChange) Validate() error {
 		}
 		if *c.Concurrency < 0 {
 			return fmt.Errorf("%w concurrency of %q: must be 0 (no limit) or more, got %d", ErrInvalid, c.Target, *c.Concurrency)
+		}
+	}
+	if c.Rate != nil {
+		if ns == "" || name != "" {
+			return fmt.Errorf("%w rate of %q: a rate limit is set on a namespace (steps set theirs in their template)", ErrInvalid, c.Target)
+		}
+		if err := c.Rate.Validate(); err != nil {
+			return fmt.Errorf("rate of %q: %w", c.Target, err)
 		}
 	}
 	if c.Actor == "" {
@@ -112,6 +124,9 @@ func (c PolicyChange) Describe() string {
 	if c.Concurrency != nil {
 		parts = append(parts, fmt.Sprintf("concurrency=%d", *c.Concurrency))
 	}
+	if c.Rate != nil {
+		parts = append(parts, "rate="+c.Rate.String())
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -124,6 +139,10 @@ type Policy struct {
 	UpdatedBy   string    `json:"updated_by"`
 	// Running is, for a namespace, how many of its steps run now.
 	Running int `json:"running"`
+	// Rate is a namespace's rate limit (nil: none) and Tokens how many
+	// claims its bucket allows now.
+	Rate   *Rate    `json:"rate,omitempty"`
+	Tokens *float64 `json:"tokens,omitempty"`
 }
 
 // LimitUsage is a concurrency limit a workflow template defines, for one
@@ -140,6 +159,10 @@ type LimitUsage struct {
 type PolicyReport struct {
 	Policies []Policy     `json:"policies"`
 	Limits   []LimitUsage `json:"limits"`
+	// Rates are the token buckets of the rate limits workflow templates
+	// define, one per key that has been used (namespace rates are in
+	// Policies).
+	Rates []RateUsage `json:"rates"`
 }
 
 // PolicyChangeRecord is one audited policy change.

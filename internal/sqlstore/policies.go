@@ -23,6 +23,7 @@ type policySet struct {
 	namespaces []string    // paused namespaces
 	workflows  [][2]string // paused workflows: namespace, name
 	caps       map[string]int
+	rates      map[string]store.Rate // namespace rates
 }
 
 // capsWith returns the namespace limits of the database merged with an
@@ -56,7 +57,7 @@ func (t *txn) policies(version int64) (*policySet, error) {
 	if cached != nil && cached.version == version {
 		return cached, nil
 	}
-	rows, err := t.query(`SELECT target, paused, concurrency FROM policies WHERE paused != 0 OR concurrency > 0`)
+	rows, err := t.query(`SELECT target, paused, concurrency, rate_n, rate_per FROM policies WHERE paused != 0 OR concurrency > 0 OR rate_n > 0`)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -64,11 +65,13 @@ func (t *txn) policies(version int64) (*policySet, error) {
 		target      string
 		paused      bool
 		concurrency int
+		rate        store.Rate
 	}
 	all, err := collect(rows, func(r Row) (row, error) {
 		var v row
-		var paused int64
-		err := r.Scan(&v.target, &paused, &v.concurrency)
+		var paused, ratePer int64
+		err := r.Scan(&v.target, &paused, &v.concurrency, &v.rate.Limit, &ratePer)
+		v.rate.Per = time.Duration(ratePer) * time.Microsecond
 		v.paused = paused != 0
 		return v, err
 	})
@@ -95,6 +98,12 @@ func (t *txn) policies(version int64) (*policySet, error) {
 			}
 			p.caps[ns] = r.concurrency
 		}
+		if r.rate.Validate() == nil && !r.rate.IsZero() && name == "" && ns != "" {
+			if p.rates == nil {
+				p.rates = map[string]store.Rate{}
+			}
+			p.rates[ns] = r.rate
+		}
 	}
 	s.policyMu.Lock()
 	if s.policyCache == nil || s.policyCache.version <= version {
@@ -120,7 +129,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
 			return fmt.Errorf("bump policy version: %w", err)
 		}
-		var paused, concurrency any
+		var paused, concurrency, rateN, ratePer any
 		if c.Paused != nil {
 			p := 0
 			if *c.Paused {
@@ -131,12 +140,16 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if c.Concurrency != nil {
 			concurrency = *c.Concurrency
 		}
+		if c.Rate != nil {
+			rateN, ratePer = c.Rate.Limit, c.Rate.Per.Microseconds()
+		}
 		// COALESCE keeps what the change leaves alone.
-		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, updated_at, updated_by)
-			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), ?, ?)
+		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, rate_n, rate_per, updated_at, updated_by)
+			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(CAST(? AS BIGINT), 0), ?, ?)
 			ON CONFLICT (target) DO UPDATE SET paused = COALESCE(?, policies.paused), concurrency = COALESCE(?, policies.concurrency),
+			rate_n = COALESCE(?, policies.rate_n), rate_per = COALESCE(CAST(? AS BIGINT), policies.rate_per),
 			updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-			c.Target, paused, concurrency, at, c.Actor, paused, concurrency)
+			c.Target, paused, concurrency, rateN, ratePer, at, c.Actor, paused, concurrency, rateN, ratePer)
 		if err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
@@ -145,16 +158,19 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 			return fmt.Errorf("audit policy change of %s: %w", c.Target, err)
 		}
 		// A target with nothing set is forgotten; its audit stays.
-		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0`, c.Target); err != nil {
+		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND rate_n = 0`, c.Target); err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
-		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil {
+		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil || c.Rate != nil {
 			// Work may be claimable now: wake the engines, here and (on
 			// PostgreSQL) elsewhere, as new ready steps would.
 			t.readied++
 		}
 		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
 		if err != nil {
+			return err
+		}
+		if err := t.policyTokens(pols); err != nil {
 			return err
 		}
 		out = store.Policy{Target: c.Target, UpdatedAt: time.UnixMicro(at), UpdatedBy: c.Actor}
@@ -171,7 +187,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 
 // readPolicies reads policies rows with a WHERE clause.
 func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.query(`SELECT target, paused, concurrency, updated_at, updated_by FROM policies `+where+` ORDER BY target`, args...)
+	rows, err := t.query(`SELECT target, paused, concurrency, updated_at, updated_by, rate_n, rate_per FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -184,8 +200,13 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 
 func scanPolicy(r Row) (store.Policy, error) {
 	var p store.Policy
-	var paused, at int64
-	err := r.Scan(&p.Target, &paused, &p.Concurrency, &at, &p.UpdatedBy)
+	var paused, at, ratePer int64
+	var rate store.Rate
+	err := r.Scan(&p.Target, &paused, &p.Concurrency, &at, &p.UpdatedBy, &rate.Limit, &ratePer)
+	if rate.Limit > 0 {
+		rate.Per = time.Duration(ratePer) * time.Microsecond
+		p.Rate = &rate
+	}
 	p.Paused = paused != 0
 	p.UpdatedAt = time.UnixMicro(at)
 	return p, err
@@ -193,7 +214,7 @@ func scanPolicy(r Row) (store.Policy, error) {
 
 // ListPolicies returns the policies set and the usage of the limits in force.
 func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
-	rows, err := s.read(ctx, `SELECT target, paused, concurrency, updated_at, updated_by FROM policies ORDER BY target`)
+	rows, err := s.read(ctx, `SELECT target, paused, concurrency, updated_at, updated_by, rate_n, rate_per FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
@@ -252,6 +273,9 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		report.Limits = append(report.Limits, used...)
 	}
 	sort.Slice(report.Limits, func(i, j int) bool { return report.Limits[i].Key < report.Limits[j].Key })
+	if err := s.reportRates(ctx, &report); err != nil {
+		return store.PolicyReport{}, err
+	}
 	return report, nil
 }
 

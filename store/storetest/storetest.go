@@ -93,6 +93,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, subworkflowTests...)
 	tests = append(tests, supersedeTests...)
 	tests = append(tests, policyTests...)
+	tests = append(tests, rateTests...)
 	tests = append(tests, statsTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
