@@ -31,6 +31,11 @@ const (
 	// EventAttention: the maintenance leader counted Count tasks needing
 	// attention, a number different from its last count.
 	EventAttention EventKind = EventKind(engine.EventAttention)
+	// EventRateDeferred: a claim deferred Count steps for want of
+	// rate-limit tokens. Namespace names the rate, with Workflow and Step
+	// for a step's own rate (empty for a namespace's); a keyed rate's
+	// value is left out.
+	EventRateDeferred EventKind = EventKind(engine.EventRateDeferred)
 )
 
 // Outcomes of EventStepEnded.

@@ -20,7 +20,16 @@ type (
 	LimitUsage = store.LimitUsage
 	// PolicyChangeRecord is one audited change.
 	PolicyChangeRecord = store.PolicyChangeRecord
+	// Rate is a rate limit: at most Limit claims per Per, in bursts of up
+	// to Limit ("50/s"; see ParseRate).
+	Rate = store.Rate
+	// RateUsage is one token bucket of a rate limit, as it stands now.
+	RateUsage = store.RateUsage
 )
+
+// ParseRate reads a rate: "LIMIT/PER" with PER s, m, h or a duration
+// ("50/s", "100/m", "5/10s"), or "0" or "off" for none.
+func ParseRate(s string) (Rate, error) { return store.ParseRate(s) }
 
 // AllTargets is the policy target that stands for all work ("weft pause
 // --all").
@@ -32,6 +41,9 @@ type Limits struct {
 	// Concurrency bounds how many steps of the namespace run at once across
 	// every engine and remote worker; 0 removes the bound.
 	Concurrency *int
+	// Rate bounds how often steps of the namespace are claimed across
+	// every engine and remote worker; the zero Rate removes the bound.
+	Rate *Rate
 }
 
 // Pause stops the claims of target's steps on every engine and remote
@@ -52,7 +64,7 @@ func (e *Engine) Resume(ctx context.Context, target string, op Operator) (Policy
 
 // SetLimits sets the limits of a namespace.
 func (e *Engine) SetLimits(ctx context.Context, namespace string, l Limits, op Operator) (Policy, error) {
-	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Actor: op.Actor, Reason: op.Reason})
+	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Rate: l.Rate, Actor: op.Actor, Reason: op.Reason})
 }
 
 // Policies returns every policy set, with current usage, and the usage of

@@ -85,6 +85,10 @@ type Step struct {
 	// workflow) run at once, across every engine and remote worker; nil
 	// means no bound.
 	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// RateLimit bounds how often this step (of every task of the
+	// workflow) is claimed, across every engine and remote worker; nil
+	// means no bound.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 
 	line int // line in the source template, for errors
 }

@@ -42,6 +42,7 @@ type Metrics struct {
 	leaseExpiry prometheus.Counter
 	pruned      *prometheus.CounterVec
 	attention   prometheus.Gauge
+	deferred    *prometheus.CounterVec
 	unsubscribe func()
 }
 
@@ -75,8 +76,11 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 			Help: "Finished tasks deleted by retention (on the engine that leads maintenance)."}, []string{"namespace"}),
 		attention: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weft_tasks_attention",
 			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_rate_deferrals_total",
+			Help: "Steps a claim of this process (its own or a remote worker's) deferred for want of a rate-limit token, by rate: a namespace's (workflow and step empty) or a step's (a keyed rate counts under its step, without the key's value)."},
+			[]string{"namespace", "workflow", "step"}),
 	}
-	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention,
+	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention, m.deferred,
 		&queueCollector{engine: e, log: log}, healthCollector{e},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}),
 		buildInfo())
@@ -144,6 +148,8 @@ func (m *Metrics) observe(ev weft.Event) {
 		m.pruned.WithLabelValues(ev.Namespace).Add(float64(ev.Count))
 	case weft.EventAttention:
 		m.attention.Set(float64(ev.Count))
+	case weft.EventRateDeferred:
+		m.deferred.WithLabelValues(ev.Namespace, ev.Workflow, ev.Step).Add(float64(ev.Count))
 	}
 }
 
