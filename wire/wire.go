@@ -322,6 +322,7 @@ type (
 	PolicyReport       = store.PolicyReport
 	LimitUsage         = store.LimitUsage
 	PolicyChangeRecord = store.PolicyChangeRecord
+	RateUsage          = store.RateUsage
 )
 
 // PolicyChange is the body of POST /v1/policies: a change of one target's
@@ -333,6 +334,9 @@ type PolicyChange struct {
 	Paused      *bool  `json:"paused,omitempty"`
 	Concurrency *int   `json:"concurrency,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Rate is a namespace's rate limit, "LIMIT/PER" ("50/s", "100/m",
+	// "5/10s"), or "off" (or "0") to remove it.
+	Rate *string `json:"rate,omitempty"`
 }
 
 // PolicyChanges is the body of GET /v1/policies/changes, newest first.

@@ -37,8 +37,16 @@ func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (
 	op := weft.Operator{Actor: cliActor(), Reason: ch.Reason}
 	var p weft.Policy
 	var err error
-	if ch.Concurrency != nil {
-		if p, err = l.Engine.SetLimits(ctx, ch.Target, weft.Limits{Concurrency: ch.Concurrency}, op); err != nil {
+	if ch.Concurrency != nil || ch.Rate != nil {
+		limits := weft.Limits{Concurrency: ch.Concurrency}
+		if ch.Rate != nil {
+			rate, err := weft.ParseRate(*ch.Rate)
+			if err != nil {
+				return p, err
+			}
+			limits.Rate = &rate
+		}
+		if p, err = l.Engine.SetLimits(ctx, ch.Target, limits, op); err != nil {
 			return p, err
 		}
 	}
@@ -181,45 +189,72 @@ through --server) and --reason; 'weft policies' lists what is paused.`
 func (a *app) limitCommand() *cobra.Command {
 	var (
 		concurrency int
+		rate        string
 		reason      string
 	)
 	cmd := &cobra.Command{
-		Use:   "limit NAMESPACE --concurrency N",
+		Use:   "limit NAMESPACE [--concurrency N] [--rate LIMIT/PER]",
 		Short: "Set the limits of a namespace, held in the database for every engine",
 		Long: `Set how many steps of a namespace run at once across every engine and remote
 worker on the database (--concurrency N; 0 removes the limit). The limit is
 held in the database: it changes at once, without restarting anything, and is
 exact under concurrent claims. Steps running above a lowered limit finish.
+
+--rate LIMIT/PER bounds how often steps of the namespace are claimed across
+every engine and remote worker: at most LIMIT per PER (s, m, h or a duration
+such as 10s), in bursts of up to LIMIT, counted by a token bucket held in the
+database; --rate 0 or off removes it. A step that finds no token is not run
+and uses no attempt: it waits until a token will exist.
+
 Limits of one step or one workflow are set in its template (concurrency:
-{limit: N, key: ...}). The change is recorded with who made it and --reason.`,
+{limit: N, key: ...}, rate_limit: {limit: N, per: 1s, key: ...}). The change
+is recorded with who made it and --reason.`,
 		Example: `  weft limit shop --concurrency 4
-  weft limit shop --concurrency 0   # no limit`,
+  weft limit shop --concurrency 0   # no limit
+  weft limit shop --rate 50/s
+  weft limit shop --rate 1000/h --concurrency 8
+  weft limit shop --rate off        # no rate`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("concurrency") {
-				return usageErrorf("give --concurrency N (0 removes the limit)")
+			setConcurrency, setRate := cmd.Flags().Changed("concurrency"), cmd.Flags().Changed("rate")
+			if !setConcurrency && !setRate {
+				return usageErrorf("give --concurrency N (0 removes the limit), --rate LIMIT/PER (0 or off removes it) or both")
 			}
 			if concurrency < 0 {
 				return usageErrorf("--concurrency must be 0 (no limit) or more, got %d", concurrency)
+			}
+			ch := wire.PolicyChange{Target: args[0], Reason: reason}
+			if setConcurrency {
+				ch.Concurrency = &concurrency
+			}
+			if setRate {
+				if _, err := weft.ParseRate(rate); err != nil {
+					return usageErrorf("--rate: %v", err)
+				}
+				ch.Rate = &rate
 			}
 			b, err := a.policyBackend(cmd.Context(), createDB)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			p, err := b.changePolicy(cmd.Context(), wire.PolicyChange{Target: args[0], Concurrency: &concurrency, Reason: reason})
+			p, err := b.changePolicy(cmd.Context(), ch)
 			if err != nil {
 				return policyError(err)
 			}
-			if p.Concurrency == 0 {
+			switch {
+			case !setConcurrency:
+			case p.Concurrency == 0:
 				fmt.Fprintf(a.stdout, "%s: no concurrency limit\n", args[0])
-			} else {
+			default:
 				fmt.Fprintf(a.stdout, "%s: at most %d steps at once (%d running)\n", args[0], p.Concurrency, p.Running)
 			}
+			printRateChange(a.stdout, args[0], setRate, p)
 			return nil
 		}),
 	}
 	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "steps of the namespace running at once across all engines; 0: no limit")
+	cmd.Flags().StringVar(&rate, "rate", "", "claims of the namespace's steps per period across all engines: LIMIT/PER (50/s, 100/m, 1000/h, 5/10s); 0 or off: no rate")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
 	return cmd
 }
@@ -234,8 +269,10 @@ func (a *app) policiesCommand() *cobra.Command {
 		Short: "List what is paused and every limit, with current usage",
 		Long: `List the scheduling policies held in the database: paused targets and
 namespace limits with the steps running now, then the concurrency limits that
-workflow templates define, for each key with work running. --history lists the
-changes instead, newest first, with who made them.`,
+workflow templates define, for each key with work running, then the rates in
+force (namespaces' and, for each key used, templates') with the tokens their
+buckets hold now. --history lists the changes instead, newest first, with who
+made them.`,
 		Example: `  weft policies
   weft policies --history --limit 20
   weft policies --json | jq '.policies[] | select(.paused)'`,
@@ -310,6 +347,7 @@ func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", l.Key, l.Limit, l.Running)
 		}
 	}
+	printRates(tw, rep)
 	return tw.Flush()
 }
 

@@ -347,24 +347,32 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 	return nil
 }
 
-// bucketTokens returns the tokens a bucket holds at now.
-func bucketTokens(limit int, perUS, credit, refilledAt, now int64) float64 {
-	if perUS <= 0 {
-		return 0
-	}
-	e := min(max(now-refilledAt, 0), perUS)
-	c := min(credit+e*int64(limit), int64(limit)*perUS)
-	return float64(c) / float64(perUS)
+// bucketRow is a row of rate_buckets.
+type bucketRow struct {
+	key                             string
+	limit                           int
+	per, credit, refilled, deferred int64
 }
 
-// scanRates reads rows of rate_buckets (key, limit_n, per_us, credit,
-// refilled_at, deferred_to) as they stand at now.
-func scanRates(rows Rows, now int64) ([]store.RateUsage, error) {
-	type bucketRow struct {
-		key                             string
-		limit                           int
-		per, credit, refilled, deferred int64
+// tokens returns the tokens the bucket holds at now under rate, computed
+// as the claim's upsert does: whole tokens carry over a change of period,
+// then the bucket refills at rate up to its limit.
+func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
+	per := rate.Per.Microseconds()
+	if per <= 0 || b.per <= 0 {
+		return 0
 	}
+	credit := b.credit
+	if b.per != per {
+		credit = credit / b.per * per
+	}
+	e := min(max(now-b.refilled, 0), per)
+	c := min(credit+e*int64(rate.Limit), int64(rate.Limit)*per)
+	return float64(c) / float64(per)
+}
+
+// scanBuckets reads rows of bucketColumns.
+func scanBuckets(rows Rows) ([]bucketRow, error) {
 	got, err := collect(rows, func(r Row) (bucketRow, error) {
 		var b bucketRow
 		err := r.Scan(&b.key, &b.limit, &b.per, &b.credit, &b.refilled, &b.deferred)
@@ -373,17 +381,7 @@ func scanRates(rows Rows, now int64) ([]store.RateUsage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read rate buckets: %w", err)
 	}
-	out := make([]store.RateUsage, 0, len(got))
-	for _, b := range got {
-		u := store.RateUsage{Key: b.key, Rate: store.Rate{Limit: b.limit, Per: time.Duration(b.per) * time.Microsecond},
-			Tokens: bucketTokens(b.limit, b.per, b.credit, b.refilled, now)}
-		if b.deferred > now {
-			at := time.UnixMicro(b.deferred)
-			u.DeferredUntil = &at
-		}
-		out = append(out, u)
-	}
-	return out, nil
+	return got, nil
 }
 
 // reportDeferred tells the claimer what the claim deferred, once it
@@ -407,21 +405,21 @@ const maxReportedBuckets = 1000
 const bucketColumns = `key, limit_n, per_us, credit, refilled_at, deferred_to`
 
 // setTokens fills in the tokens of the policies with a rate from their
-// buckets; a namespace whose bucket does not exist yet has every token.
-func setTokens(pols []store.Policy, buckets []store.RateUsage) {
-	byKey := make(map[string]float64, len(buckets))
+// buckets at now; a namespace whose bucket does not exist yet has every
+// token.
+func setTokens(pols []store.Policy, buckets []bucketRow, now int64) {
+	byKey := make(map[string]bucketRow, len(buckets))
 	for _, b := range buckets {
-		byKey[b.Key] = b.Tokens
+		byKey[b.key] = b
 	}
 	for i := range pols {
 		if pols[i].Rate == nil {
 			continue
 		}
-		tokens, ok := byKey[bucketPrefixNamespace+pols[i].Target]
-		if !ok {
-			tokens = float64(pols[i].Rate.Limit)
+		tokens := float64(pols[i].Rate.Limit)
+		if b, ok := byKey[bucketPrefixNamespace+pols[i].Target]; ok {
+			tokens = b.tokens(*pols[i].Rate, now)
 		}
-		tokens = min(tokens, float64(pols[i].Rate.Limit))
 		pols[i].Tokens = &tokens
 	}
 }
@@ -447,11 +445,11 @@ func (t *txn) policyTokens(pols []store.Policy) error {
 	if err != nil {
 		return fmt.Errorf("read rate buckets: %w", err)
 	}
-	buckets, err := scanRates(rows, t.now)
+	buckets, err := scanBuckets(rows)
 	if err != nil {
 		return err
 	}
-	setTokens(pols, buckets)
+	setTokens(pols, buckets, t.now)
 	return nil
 }
 
@@ -465,20 +463,28 @@ func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) err
 		if err != nil {
 			return fmt.Errorf("read rate buckets: %w", err)
 		}
-		buckets, err := scanRates(rows, now)
+		buckets, err := scanBuckets(rows)
 		if err != nil {
 			return err
 		}
-		setTokens(report.Policies, buckets)
+		setTokens(report.Policies, buckets, now)
 	}
 	rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
 	if err != nil {
 		return fmt.Errorf("read rate buckets: %w", err)
 	}
-	buckets, err := scanRates(rows, now)
+	buckets, err := scanBuckets(rows)
 	if err != nil {
 		return err
 	}
-	report.Rates = append(report.Rates, buckets...)
+	for _, b := range buckets {
+		rate := store.Rate{Limit: b.limit, Per: time.Duration(b.per) * time.Microsecond}
+		u := store.RateUsage{Key: b.key, Rate: rate, Tokens: b.tokens(rate, now)}
+		if b.deferred > now {
+			at := time.UnixMicro(b.deferred)
+			u.DeferredUntil = &at
+		}
+		report.Rates = append(report.Rates, u)
+	}
 	return nil
 }
