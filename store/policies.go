@@ -25,6 +25,11 @@ type Policies interface {
 	// PolicyChanges returns the most recent policy changes, newest first,
 	// at most limit of them (100 when limit is 0).
 	PolicyChanges(ctx context.Context, limit int) ([]PolicyChangeRecord, error)
+	// PruneRates forgets the rate buckets that are full at now and have
+	// no deferred step still to wake (a missing bucket is a full one), so
+	// that keyed rates do not grow without bound. It returns how many it
+	// forgot.
+	PruneRates(ctx context.Context, now time.Time) (int, error)
 }
 
 // targetName is what a namespace or workflow name may be (as

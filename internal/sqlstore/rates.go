@@ -488,3 +488,19 @@ func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) err
 	}
 	return nil
 }
+
+// PruneRates deletes the buckets full at now with no deferral to come.
+func (s *Store) PruneRates(ctx context.Context, now time.Time) (int, error) {
+	n := 0
+	err := s.write(ctx, "", func(t *txn) error {
+		at := now.UnixMicro()
+		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ?`, at, at)
+		if err != nil {
+			return fmt.Errorf("prune rate buckets: %w", err)
+		}
+		deleted, _ := res.RowsAffected()
+		n = int(deleted)
+		return nil
+	})
+	return n, err
+}

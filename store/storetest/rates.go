@@ -143,6 +143,22 @@ func testKeyedRates(t *testing.T, h *harness) {
 	require.Equal(t, []time.Duration{time.Minute, 2 * time.Minute}, h.waitingRunAts(start, bob))
 	h.insert(rated("step:ns/wf/call=carol", r))
 	require.Len(t, h.claim("e1", 10), 1, "a new key has its own bucket")
+
+	// Buckets full again, with no deferral to come, are forgotten.
+	n, err := h.s.PruneRates(h.ctx, h.clock.Now())
+	require.NoError(t, err)
+	require.Zero(t, n, "every bucket is in use")
+	h.clock.Advance(time.Minute)
+	n, err = h.s.PruneRates(h.ctx, h.clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "carol's is full and nobody waits for it")
+	rep, err := h.s.ListPolicies(h.ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Rates, 2)
+	h.clock.Advance(time.Minute)
+	n, err = h.s.PruneRates(h.ctx, h.clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
 }
 
 func testNamespaceRate(t *testing.T, h *harness) {
