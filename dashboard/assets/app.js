@@ -80,6 +80,7 @@
         if (v("reason")) body.reason = v("reason");
         if (submitter && submitter.value !== "") body.paused = submitter.value === "true";
         if (v("concurrency") !== "") body.concurrency = parseInt(v("concurrency"), 10);
+        if (v("rate").trim() !== "") body.rate = v("rate").trim();
         await api("POST", "/v1/policies", body);
         toast("policy of " + body.target + " changed");
       }
