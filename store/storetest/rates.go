@@ -205,6 +205,17 @@ func testNamespaceRate(t *testing.T, h *harness) {
 	rep, err = h.s.ListPolicies(h.ctx)
 	require.NoError(t, err)
 	require.InDelta(t, 0.0, *rep.Policies[0].Tokens, 1e-9)
+
+	// A namespace token taken for a step its own rate held back is given
+	// back in the same claim.
+	h.setPolicy(store.PolicyChange{Target: "dual", Rate: &store.Rate{Limit: 2, Per: time.Second}})
+	dual := store.TaskInsert{Namespace: "dual", Steps: []store.StepInsert{{Name: "call", Handler: "h", MaxAttempts: 1, RateKey: "step:dual/wf/call", Rate: store.Rate{Limit: 1, Per: time.Hour}}}}
+	h.insert(dual, dual)
+	require.Len(t, h.claim("e1", 10), 1)
+	rep, err = h.s.ListPolicies(h.ctx)
+	require.NoError(t, err)
+	require.Equal(t, "dual", rep.Policies[0].Target)
+	require.InDelta(t, 1.0, *rep.Policies[0].Tokens, 1e-9, "the held-back step's namespace token is back")
 }
 
 // testRateConcurrent claims from many goroutines at once, all at the same
