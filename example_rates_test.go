@@ -59,7 +59,7 @@ func ExampleEngine_SetLimits_rate() {
 		log.Fatal(err)
 	}
 	send := third.Steps[0]
-	fmt.Println("task", ids[2], send.State, "attempts:", send.Attempts, "for about", send.RunAt.Sub(time.Now()).Round(time.Hour/2))
+	fmt.Println("task", ids[2], send.State, "attempts:", send.Attempts, "for about", time.Until(*send.RunAt).Round(time.Hour/2))
 
 	rate, err := weft.ParseRate("50/s")
 	if err != nil {

@@ -52,9 +52,8 @@ import (
 // deferred about once per token it waits for in the queue, not once per
 // claim, so the audit grows with the work, not with the polling.
 
-// bucketPrefixNamespace and bucketPrefixStep start the keys of the buckets
-// of namespace rates and of step rates (the step keys come from the
-// engine: "step:NS/WORKFLOW/STEP[=VALUE]").
+// bucketPrefixNamespace starts the keys of the buckets of namespace rates;
+// those of step rates come from the engine, "step:NS/WORKFLOW/STEP[=VALUE]".
 const bucketPrefixNamespace = "ns:"
 
 // rateClaim is what one claim knows of rate buckets across its rounds.
@@ -69,16 +68,18 @@ type bucketNeed struct {
 	rate store.Rate
 	want int
 	// what the upsert returned
-	taken, left int
-	deferredTo  int64
+	taken      int
+	deferredTo int64
 	// the candidates that got a token, and how many deferred so far
 	used, deferredN int
 }
 
-// candidateRates returns the buckets candidate c needs a token of.
+// candidateRates returns the buckets candidate c needs a token of. A step
+// rate out of bounds (never written by InsertTasks) is ignored rather than
+// left to fail every claim.
 func candidateRates(c candidate, pol *policySet, out []string) []string {
 	out = out[:0]
-	if c.rateKey != "" {
+	if c.rateKey != "" && c.rateN >= 1 && c.ratePer > 0 {
 		out = append(out, c.rateKey)
 	}
 	if pol != nil {
@@ -96,7 +97,8 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([
 	var needs map[string]*bucketNeed
 	var keys []string
 	for _, c := range cs {
-		for _, key := range candidateRates(c, pol, keys) {
+		keys = candidateRates(c, pol, keys)
+		for _, key := range keys {
 			if needs == nil {
 				needs = map[string]*bucketNeed{}
 			}
@@ -120,9 +122,6 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([
 	for _, n := range needs {
 		if lockedOnly && !rc.locked[n.key] {
 			continue
-		}
-		if n.rate.Limit < 1 || n.rate.Per <= 0 {
-			return nil, 0, fmt.Errorf("rate bucket %s: invalid rate %s", n.key, n.rate)
 		}
 		upsert = append(upsert, n)
 	}
@@ -321,19 +320,19 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 		}
 		args = append(args, n.key, limit, per, credit, t.now, n.want, take, queued)
 	}
-	q.WriteString(` ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet + ` RETURNING key, taken, credit / per_us, deferred_to`)
+	q.WriteString(` ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet + ` RETURNING key, taken, deferred_to`)
 	rows, err := t.query(q.String(), args...)
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
 	type takeRow struct {
-		key         string
-		taken, left int
-		deferredTo  int64
+		key        string
+		taken      int
+		deferredTo int64
 	}
 	got, err := collect(rows, func(r Row) (takeRow, error) {
 		var x takeRow
-		err := r.Scan(&x.key, &x.taken, &x.left, &x.deferredTo)
+		err := r.Scan(&x.key, &x.taken, &x.deferredTo)
 		return x, err
 	})
 	if err != nil {
@@ -341,7 +340,7 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 	}
 	for _, x := range got {
 		if n := byKey[x.key]; n != nil {
-			n.taken, n.left, n.deferredTo = x.taken, x.left, x.deferredTo
+			n.taken, n.deferredTo = x.taken, x.deferredTo
 		}
 	}
 	return nil
