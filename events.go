@@ -36,6 +36,11 @@ const (
 	// its EventStepEnded follows, with OutcomePreempted unless the handler
 	// finished anyway.
 	EventPreempted EventKind = EventKind(engine.EventPreempted)
+	// EventRateDeferred: a claim deferred Count steps for want of
+	// rate-limit tokens. Namespace names the rate, with Workflow and Step
+	// for a step's own rate (empty for a namespace's); a keyed rate's
+	// value is left out.
+	EventRateDeferred EventKind = EventKind(engine.EventRateDeferred)
 )
 
 // Outcomes of EventStepEnded.

@@ -20,7 +20,16 @@ type (
 	LimitUsage = store.LimitUsage
 	// PolicyChangeRecord is one audited change.
 	PolicyChangeRecord = store.PolicyChangeRecord
+	// Rate is a rate limit: at most Limit claims per Per, in bursts of up
+	// to Limit ("50/s"; see ParseRate).
+	Rate = store.Rate
+	// RateUsage is one token bucket of a rate limit, as it stands now.
+	RateUsage = store.RateUsage
 )
+
+// ParseRate reads a rate: "LIMIT/PER" with PER s, m, h or a duration
+// ("50/s", "100/m", "5/10s"), or "0" or "off" for none.
+func ParseRate(s string) (Rate, error) { return store.ParseRate(s) }
 
 // AllTargets is the policy target that stands for all work ("weft pause
 // --all").
@@ -39,6 +48,9 @@ type Limits struct {
 	// default back. Priority and aging still order the steps inside a
 	// namespace.
 	Weight *int
+	// Rate bounds how often steps of the namespace are claimed across
+	// every engine and remote worker; the zero Rate removes the bound.
+	Rate *Rate
 }
 
 // Pause stops the claims of target's steps on every engine and remote
@@ -59,7 +71,7 @@ func (e *Engine) Resume(ctx context.Context, target string, op Operator) (Policy
 
 // SetLimits sets the limits of a namespace, in one audited change.
 func (e *Engine) SetLimits(ctx context.Context, namespace string, l Limits, op Operator) (Policy, error) {
-	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Weight: l.Weight, Actor: op.Actor, Reason: op.Reason})
+	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Weight: l.Weight, Rate: l.Rate, Actor: op.Actor, Reason: op.Reason})
 }
 
 // Policies returns every policy set, with current usage, and the usage of

@@ -11,10 +11,11 @@ import (
 )
 
 // The policies scenario: the one-step burn-down of the single scenario, run
-// alternately with no policy and with every concurrency policy configured
-// but set too high to bind (a namespace limit, a keyed step limit and a
-// workflow limit, and another namespace paused), so that the cost of the
-// policies on the claim path is the difference of two medians of one run.
+// alternately with no policy and with every concurrency policy and rate
+// configured but set too high to bind (a namespace limit and rate, a keyed
+// step limit and rate and a workflow limit, and another namespace paused),
+// so that the cost of the policies on the claim path is the difference of
+// two medians of one run.
 
 // policyHigh is a limit no run comes near.
 const policyHigh = 1_000_000
@@ -25,7 +26,8 @@ func policyWorkflow(limited bool) *workflow.Workflow {
 	if !limited {
 		return w.Step("s", "noop")
 	}
-	return w.WithConcurrency(policyHigh, "").Step("s", "noop", workflow.WithConcurrency(policyHigh, "input.c"))
+	return w.WithConcurrency(policyHigh, "").Step("s", "noop", workflow.WithConcurrency(policyHigh, "input.c"),
+		workflow.WithRateLimit(policyHigh, time.Second, "input.c"))
 }
 
 // policyRun burns down n tasks with or without the policies and returns
@@ -40,7 +42,8 @@ func policyRun(ctx context.Context, e *env, n int, limited bool) (float64, error
 	if limited {
 		op := weft.Operator{Actor: "bench"}
 		high := policyHigh
-		if _, err := r.engine.SetLimits(ctx, "bench", weft.Limits{Concurrency: &high}, op); err != nil {
+		rate := weft.Rate{Limit: policyHigh, Per: time.Second}
+		if _, err := r.engine.SetLimits(ctx, "bench", weft.Limits{Concurrency: &high, Rate: &rate}, op); err != nil {
 			return 0, err
 		}
 		if _, err := r.engine.Pause(ctx, "elsewhere", op); err != nil {

@@ -49,6 +49,13 @@ func (c *Client) SetWeight(ctx context.Context, namespace string, weight int, re
 	return c.ChangePolicy(ctx, wire.PolicyChange{Target: namespace, Weight: &weight, Reason: reason})
 }
 
+// SetRate bounds how often steps of a namespace are claimed across every
+// engine and remote worker: rate is "LIMIT/PER" ("50/s", "100/m", "5/10s"),
+// or "off" to remove the bound.
+func (c *Client) SetRate(ctx context.Context, namespace, rate, reason string) (wire.Policy, error) {
+	return c.ChangePolicy(ctx, wire.PolicyChange{Target: namespace, Rate: &rate, Reason: reason})
+}
+
 // PolicyChanges returns the latest policy changes, newest first (limit 0:
 // the server's default of 100).
 func (c *Client) PolicyChanges(ctx context.Context, limit int) ([]wire.PolicyChangeRecord, error) {

@@ -18,6 +18,9 @@ type policiesData struct {
 	Limits   []store.LimitUsage
 	Breakers []store.Breaker
 	Changes  []store.PolicyChangeRecord
+	// Rates are the rates in force: namespaces' (keyed by namespace) and
+	// the buckets of templates' rates.
+	Rates []store.RateUsage
 }
 
 // policies shows what is paused and every limit with its current use, and
@@ -32,7 +35,7 @@ func (d *Dashboard) policies(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	sort.Slice(rep.Policies, func(i, j int) bool { return rep.Policies[i].Target < rep.Policies[j].Target })
-	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes}, nil
+	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes, Rates: ratesInForce(rep)}, nil
 }
 
 // schedules lists every schedule with its last and next tick.
@@ -65,3 +68,15 @@ func (d *Dashboard) attention(r *http.Request) (string, any, error) {
 
 // handlerList shows the handlers an engine or worker advertises.
 func handlerList(hs []string) string { return strings.Join(hs, ", ") }
+
+// ratesInForce lists the namespaces' rates, then the buckets of the rates
+// templates define.
+func ratesInForce(rep store.PolicyReport) []store.RateUsage {
+	var out []store.RateUsage
+	for _, p := range rep.Policies {
+		if p.Rate != nil && p.Tokens != nil {
+			out = append(out, store.RateUsage{Key: p.Target, Rate: *p.Rate, Tokens: *p.Tokens})
+		}
+	}
+	return append(out, rep.Rates...)
+}

@@ -32,6 +32,8 @@ func TestOperatorPages(t *testing.T) {
 			weight := 7
 			_, err = en.e.SetLimits(ctx, "heavy", weft.Limits{Weight: &weight}, weft.Operator{Actor: "cli:bob"})
 			require.NoError(t, err)
+			_, err = en.e.SetLimits(ctx, "mail", weft.Limits{Rate: &weft.Rate{Limit: 50, Per: time.Second}}, weft.Operator{Actor: "cli:alice"})
+			require.NoError(t, err)
 			nightly := workflow.New("shop", "nightly", "1").Step("report", "shop.ok").
 				Schedule("every-night", "30 2 * * *", workflow.InTimeZone("Europe/Paris"))
 			require.NoError(t, en.e.Register(ctx, nightly))
@@ -45,7 +47,8 @@ func TestOperatorPages(t *testing.T) {
 			status, body := get(t, admin, en.url+"/namespaces")
 			require.Equal(t, http.StatusOK, status, body)
 			contains(t, body, `<code>ops</code>`, "paused", "cli:alice", "deploy", `data-body='{"target": "ops", "paused": false}'`, `id="policy-form"`,
-				`<code>heavy</code>`, `<td class="num">7</td>`, `name="weight"`)
+				`<code>heavy</code>`, `<td class="num">7</td>`, `name="weight"`,
+				`<tr class="rate"><td><code>mail</code></td><td>50/s</td><td class="num">50.0</td>`, `name="rate"`)
 			contains(t, body, `<code>shop/flaky/call</code>`, `<span class="badge">open</span>`, "1/1",
 				`data-api="POST /v1/breakers/reset" data-body='{"key": "shop/flaky/call"}'`)
 			status, body = get(t, admin, en.url+"/schedules")

@@ -29,21 +29,24 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 	switch {
 	case req.Target == "":
 		return 0, nil, fieldError("target", "is required: a namespace, namespace/workflow or \"*\" for all work")
-	case req.Paused == nil && req.Concurrency == nil && req.Weight == nil:
-		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency, weight or several")
+	case req.Paused == nil && req.Concurrency == nil && req.Weight == nil && req.Rate == nil:
+		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency, weight, rate or several")
 	case req.Concurrency != nil && *req.Concurrency < 0:
 		return 0, nil, fieldError("concurrency", "must be 0 (no limit) or more, got %d", *req.Concurrency)
 	case req.Weight != nil && (*req.Weight < 0 || *req.Weight > store.MaxWeight):
 		return 0, nil, fieldError("weight", "must be from 1 to %d (0 or 1: the default), got %d", store.MaxWeight, *req.Weight)
+	}
+	rate, err := policyRate(req.Rate)
+	if err != nil {
+		return 0, nil, err
 	}
 	if err := checkReason(req.Reason); err != nil {
 		return 0, nil, err
 	}
 	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
 	var p weft.Policy
-	var err error
-	if req.Concurrency != nil || req.Weight != nil {
-		if p, err = s.engine.SetLimits(r.Context(), req.Target, weft.Limits{Concurrency: req.Concurrency, Weight: req.Weight}, op); err != nil {
+	if req.Concurrency != nil || req.Weight != nil || rate != nil {
+		if p, err = s.engine.SetLimits(r.Context(), req.Target, weft.Limits{Concurrency: req.Concurrency, Weight: req.Weight, Rate: rate}, op); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -82,4 +85,16 @@ func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 		changes = []weft.PolicyChangeRecord{}
 	}
 	return http.StatusOK, wire.PolicyChanges{Changes: changes}, nil
+}
+
+// policyRate reads the rate of a policy change (nil: left as it is).
+func policyRate(v *string) (*weft.Rate, error) {
+	if v == nil {
+		return nil, nil
+	}
+	rate, err := weft.ParseRate(*v)
+	if err != nil {
+		return nil, fieldError("rate", "%v", err)
+	}
+	return &rate, nil
 }

@@ -76,8 +76,9 @@ var stepEdges = map[Step][]Step{
 	// future), a parent failed or a trigger rule was false (skipped), the
 	// task was cancelled, or the task's good_until passed.
 	StepPending: {StepReady, StepWaiting, StepSkipped, StepCancelled, StepExpired, StepResolved},
-	// Claimed, its ttl passed, its task cancelled, an operator resolved it.
-	StepReady: {StepRunning, StepExpired, StepCancelled, StepResolved},
+	// Claimed, deferred for want of a rate-limit token (waiting), its ttl
+	// passed, its task cancelled, an operator resolved it.
+	StepReady: {StepRunning, StepWaiting, StepExpired, StepCancelled, StepResolved},
 	// Outcome recorded, retry scheduled or snoozed (waiting), lease lapsed and
 	// the step returned to the queue (ready), task cancelled, its when
 	// condition was false (skipped).

@@ -19,6 +19,7 @@ var legalStep = map[[2]Step]bool{
 
 	// ready: eligible to be claimed.
 	{StepReady, StepRunning}:   true, // claimed by an engine
+	{StepReady, StepWaiting}:   true, // no rate-limit token: deferred to when one exists
 	{StepReady, StepExpired}:   true, // ttl passed before it started
 	{StepReady, StepCancelled}: true, // task cancelled
 	{StepReady, StepResolved}:  true, // operator resolved it

@@ -9,9 +9,10 @@ import (
 )
 
 // Policies holds the scheduling policies an operator sets at run time:
-// pauses, namespace concurrency limits and namespace weights (fair shares). They live in the database, so
-// they hold for every engine and remote worker on it and survive restarts;
-// ClaimSteps applies them as predicates of its one query.
+// pauses, namespace concurrency limits, namespace weights (fair shares) and
+// rates. They live in the database, so they hold for every engine and
+// remote worker on it and survive restarts; ClaimSteps applies them as
+// predicates of its one query.
 type Policies interface {
 	// SetPolicy applies a change to one target and records it, with its
 	// actor, in the policy audit, in one transaction. It returns the
@@ -25,6 +26,11 @@ type Policies interface {
 	// PolicyChanges returns the most recent policy changes, newest first,
 	// at most limit of them (100 when limit is 0).
 	PolicyChanges(ctx context.Context, limit int) ([]PolicyChangeRecord, error)
+	// PruneRates forgets the rate buckets that are full at now and have
+	// no deferred step still to wake (a missing bucket is a full one), so
+	// that keyed rates do not grow without bound. It returns how many it
+	// forgot.
+	PruneRates(ctx context.Context, now time.Time) (int, error)
 }
 
 // targetName is what a namespace or workflow name may be (as
@@ -70,6 +76,10 @@ type PolicyChange struct {
 	// namespaces without one weigh 1, and 0 (or 1) sets the default back.
 	// Only a namespace takes one.
 	Weight *int
+	// Rate bounds how often steps of a namespace are claimed across every
+	// engine and remote worker; the zero Rate removes the bound. Only a
+	// namespace takes one (steps set theirs in their template).
+	Rate *Rate
 	// Actor names who made the change, Reason why; both are audited.
 	Actor  string
 	Reason string
@@ -83,7 +93,7 @@ func (c PolicyChange) Validate() error {
 	if err != nil {
 		return err
 	}
-	if c.Paused == nil && c.Concurrency == nil && c.Weight == nil {
+	if c.Paused == nil && c.Concurrency == nil && c.Weight == nil && c.Rate == nil {
 		return fmt.Errorf("%w policy change of %q sets nothing", ErrInvalid, c.Target)
 	}
 	if c.Concurrency != nil {
@@ -102,6 +112,14 @@ func (c PolicyChange) Validate() error {
 			return fmt.Errorf("%w weight of %q: must be from 1 to %d (0 or 1: the default), got %d", ErrInvalid, c.Target, MaxWeight, *c.Weight)
 		}
 	}
+	if c.Rate != nil {
+		if ns == "" || name != "" {
+			return fmt.Errorf("%w rate of %q: a rate limit is set on a namespace (steps set theirs in their template)", ErrInvalid, c.Target)
+		}
+		if err := c.Rate.Validate(); err != nil {
+			return fmt.Errorf("rate of %q: %w", c.Target, err)
+		}
+	}
 	if c.Actor == "" {
 		return fmt.Errorf("%w policy change of %q: the actor is required for the audit", ErrInvalid, c.Target)
 	}
@@ -115,7 +133,7 @@ func (c PolicyChange) Validate() error {
 const MaxWeight = 1000
 
 // Describe says what the change does, for the audit: "pause",
-// "concurrency=4", "weight=3", joined by spaces.
+// "concurrency=4", "weight=3", "rate=50/s", joined by spaces.
 func (c PolicyChange) Describe() string {
 	var parts []string
 	if c.Paused != nil {
@@ -135,6 +153,9 @@ func (c PolicyChange) Describe() string {
 		}
 		parts = append(parts, fmt.Sprintf("weight=%d", w))
 	}
+	if c.Rate != nil {
+		parts = append(parts, "rate="+c.Rate.String())
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -150,6 +171,10 @@ type Policy struct {
 	UpdatedBy string    `json:"updated_by"`
 	// Running is, for a namespace, how many of its steps run now.
 	Running int `json:"running"`
+	// Rate is a namespace's rate limit (nil: none) and Tokens how many
+	// claims its bucket allows now.
+	Rate   *Rate    `json:"rate,omitempty"`
+	Tokens *float64 `json:"tokens,omitempty"`
 }
 
 // LimitUsage is a concurrency limit a workflow template defines, for one
@@ -166,6 +191,10 @@ type LimitUsage struct {
 type PolicyReport struct {
 	Policies []Policy     `json:"policies"`
 	Limits   []LimitUsage `json:"limits"`
+	// Rates are the token buckets of the rate limits workflow templates
+	// define, one per key that has been used (namespace rates are in
+	// Policies).
+	Rates []RateUsage `json:"rates"`
 	// Breakers are the circuit breakers of steps that failed since they
 	// were last reset (see Breakers).
 	Breakers []Breaker `json:"breakers"`

@@ -40,6 +40,9 @@ type ClaimParams struct {
 	// store choose. An engine chooses it so it can release the claim with
 	// ReleaseLease if the claim's outcome is unknown.
 	LeaseID int64
+	// Deferred, if set, is called after a claim commits with the steps it
+	// deferred for want of rate-limit tokens, by bucket.
+	Deferred func([]RateDeferral)
 }
 
 // ClaimedStep is a step claimed for execution with what its handler sees.

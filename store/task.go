@@ -84,6 +84,10 @@ type StepInsert struct {
 	// limit.
 	LimitKey string
 	Limit    int
+	// RateKey and Rate bound how often steps with the same key are
+	// claimed, across every engine (a step's rate limit). "" means none.
+	RateKey string
+	Rate    Rate
 	// Breaker is the step's circuit breaker (see Breakers); nil: none.
 	Breaker *BreakerSpec
 }

@@ -73,6 +73,12 @@ func ValidateInsert(in TaskInsert) error {
 		if (s.LimitKey != "") != (s.Limit > 0) {
 			return fmt.Errorf("task insert for %s/%s: step %q needs both a limit key and a limit of at least 1, or neither: %w", in.Namespace, in.Workflow, s.Name, ErrInvalidInsert)
 		}
+		if (s.RateKey != "") != !s.Rate.IsZero() {
+			return fmt.Errorf("task insert for %s/%s: step %q needs both a rate key and a rate, or neither: %w", in.Namespace, in.Workflow, s.Name, ErrInvalidInsert)
+		}
+		if err := s.Rate.Validate(); err != nil {
+			return fmt.Errorf("task insert for %s/%s: step %q: %w: %w", in.Namespace, in.Workflow, s.Name, err, ErrInvalidInsert)
+		}
 		if s.Breaker != nil {
 			if err := s.Breaker.Validate(); err != nil {
 				return fmt.Errorf("task insert for %s/%s: step %q: %w: %w", in.Namespace, in.Workflow, s.Name, err, ErrInvalidInsert)

@@ -322,6 +322,7 @@ type (
 	PolicyReport       = store.PolicyReport
 	LimitUsage         = store.LimitUsage
 	PolicyChangeRecord = store.PolicyChangeRecord
+	RateUsage          = store.RateUsage
 )
 
 // PolicyChange is the body of POST /v1/policies: a change of one target's
@@ -334,8 +335,11 @@ type PolicyChange struct {
 	Concurrency *int   `json:"concurrency,omitempty"`
 	// Weight is a namespace's weight in the fair shares, 1 to 1000; 0 or
 	// 1 sets the default back.
-	Weight *int   `json:"weight,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Weight *int `json:"weight,omitempty"`
+	// Rate is a namespace's rate limit, "LIMIT/PER" ("50/s", "100/m",
+	// "5/10s"), or "off" (or "0") to remove it.
+	Rate   *string `json:"rate,omitempty"`
+	Reason string  `json:"reason,omitempty"`
 }
 
 // PolicyChanges is the body of GET /v1/policies/changes, newest first.

@@ -43,7 +43,8 @@ func Load(path string) (*Workflow, error) {
 // ttl, type (decision, converge, batch, signal, workflow), trigger_rule,
 // when (a condition), worker (the template of a batch's items), signal
 // (name, timeout), workflow and input (of a workflow step), concurrency
-// (limit, key: a global limit of running steps), preemptible and
+// (limit, key: a global limit of running steps), preemptible, rate_limit
+// (limit, per, key: a global limit of claims per period) and
 // circuit_breaker (failures, cooldown). See
 // docs/workflows.md. Durations use Go syntax such as 10ms, 30s or 1m. A null value is the
 // same as leaving the key out. Anchors, aliases and "<<" merge keys work.
@@ -179,6 +180,10 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 		s.Concurrency = &Concurrency{line: n.Line}
 		tplDecodeMapping(d, n, at, tplConcurrencyFields, s.Concurrency)
 	},
+	"rate_limit": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
+		s.RateLimit = &RateLimit{line: n.Line}
+		tplDecodeMapping(d, n, at, tplRateLimitFields, s.RateLimit)
+	},
 	"circuit_breaker": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		s.CircuitBreaker = &CircuitBreaker{line: n.Line}
 		tplDecodeMapping(d, n, at, tplBreakerFields, s.CircuitBreaker)
@@ -188,6 +193,20 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 var tplBreakerFields = map[string]tplFieldDecoder[CircuitBreaker]{
 	"failures": tplField(tplNumber(math.MinInt32, math.MaxInt32), func(b *CircuitBreaker) *int { return &b.Failures }),
 	"cooldown": tplField((*templateDecoder).duration, func(b *CircuitBreaker) *Duration { return &b.Cooldown }),
+}
+
+var tplRateLimitFields = map[string]tplFieldDecoder[RateLimit]{
+	"limit": tplField(tplNumber(math.MinInt32, math.MaxInt32), func(r *RateLimit) *int { return &r.Limit }),
+	"per": func(d *templateDecoder, n *yaml.Node, at tplLoc, r *RateLimit) {
+		v, ok := d.duration(n, at)
+		r.Per, r.perReported = v, !ok // a bad value is reported once, here
+	},
+	"key": func(d *templateDecoder, n *yaml.Node, at tplLoc, r *RateLimit) {
+		r.keyLine = n.Line
+		if v, ok := d.str(n, at); ok {
+			r.Key = v
+		}
+	},
 }
 
 var tplRetryFields = map[string]tplFieldDecoder[RetryPolicy]{

@@ -148,6 +148,10 @@ func (w *Workflow) Validate() error {
 		if s.Preemptible && (s.Type == StepSignal || s.Type == StepWorkflow) {
 			add(s.Name, s.line, "preemptible", "a %s step runs no handler to preempt", s.Type)
 		}
+		if s.Type == StepSignal && s.RateLimit != nil {
+			add(s.Name, s.RateLimit.line, "rate_limit", "a signal step runs nothing to limit")
+		}
+		s.RateLimit.validate(s.Name, s.line, add)
 		s.validateBreaker(add)
 		if check := builtinConfigCheck[s.Handler]; check != nil && (len(s.Config) == 0 || json.Valid(s.Config)) {
 			if err := check(s.Config); err != nil {
@@ -274,7 +278,7 @@ func (w *Workflow) validateTemplates(add addFunc) {
 		if t.Handler == "" {
 			add(t.Name, t.line, field("handler"), "is required")
 		}
-		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil || t.Concurrency != nil || t.Preemptible || t.CircuitBreaker != nil {
+		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil || t.Concurrency != nil || t.Preemptible || t.RateLimit != nil || t.CircuitBreaker != nil {
 			add(t.Name, t.line, "templates", "a template has only handler, config, retry, timeout, priority and ttl")
 		}
 		if len(t.Config) > 0 && !json.Valid(t.Config) {

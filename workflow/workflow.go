@@ -90,6 +90,10 @@ type Step struct {
 	// strictly higher priority is the next it would claim: the step goes
 	// back to ready keeping its checkpoint, without using an attempt.
 	Preemptible bool `json:"preemptible,omitempty"`
+	// RateLimit bounds how often this step (of every task of the
+	// workflow) is claimed, across every engine and remote worker; nil
+	// means no bound.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
 	// CircuitBreaker holds the claims of this step (of every task of the
 	// workflow, across versions) after consecutive failed attempts; nil
 	// means none.

@@ -37,8 +37,16 @@ func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (
 	op := weft.Operator{Actor: cliActor(), Reason: ch.Reason}
 	var p weft.Policy
 	var err error
-	if ch.Concurrency != nil || ch.Weight != nil {
-		if p, err = l.Engine.SetLimits(ctx, ch.Target, weft.Limits{Concurrency: ch.Concurrency, Weight: ch.Weight}, op); err != nil {
+	if ch.Concurrency != nil || ch.Weight != nil || ch.Rate != nil {
+		limits := weft.Limits{Concurrency: ch.Concurrency, Weight: ch.Weight}
+		if ch.Rate != nil {
+			rate, err := weft.ParseRate(*ch.Rate)
+			if err != nil {
+				return p, err
+			}
+			limits.Rate = &rate
+		}
+		if p, err = l.Engine.SetLimits(ctx, ch.Target, limits, op); err != nil {
 			return p, err
 		}
 	}
@@ -181,14 +189,21 @@ through --server) and --reason; 'weft policies' lists what is paused.`
 func (a *app) limitCommand() *cobra.Command {
 	var (
 		concurrency, weight int
-		reason              string
+		rate, reason        string
 	)
 	cmd := &cobra.Command{
-		Use:   "limit NAMESPACE [--concurrency N] [--weight W]",
-		Short: "Set the limits and weight of a namespace, held in the database for every engine",
+		Use:   "limit NAMESPACE [--concurrency N] [--rate LIMIT/PER] [--weight W]",
+		Short: "Set the limits, rate and weight of a namespace, held in the database for every engine",
 		Long: `Set how many steps of a namespace run at once across every engine and remote
-worker on the database (--concurrency N; 0 removes the limit), and its weight
-in the fair shares (--weight W, 1 to 1000; 0 or 1 sets the default of 1 back).
+worker on the database (--concurrency N; 0 removes the limit), how often they
+are claimed (--rate LIMIT/PER), and its weight in the fair shares (--weight W,
+1 to 1000; 0 or 1 sets the default of 1 back).
+
+--rate LIMIT/PER bounds how often steps of the namespace are claimed across
+every engine and remote worker: at most LIMIT per PER (s, m, h or a duration
+such as 10s), in bursts of up to LIMIT, counted by a token bucket held in the
+database; --rate 0 or off removes it. A step that finds no token is not run
+and uses no attempt: it waits until a token will exist.
 
 While several namespaces have ready work and slots are scarce, claims are
 shared between them in proportion to their weights, counted over the steps
@@ -197,13 +212,16 @@ slots for each one of another namespace. Priority and aging still order the
 steps inside a namespace; a namespace without ready work leaves its share to
 the others.
 
-Both are held in the database: they change at once, without restarting
-anything, and the limit is exact under concurrent claims. Steps running above
-a lowered limit finish. Limits of one step or one workflow are set in its
-template (concurrency: {limit: N, key: ...}). The change is recorded with who
-made it and --reason.`,
+All are held in the database: they change at once, without restarting
+anything, and the limit and the rate are exact under concurrent claims. Steps
+running above a lowered limit finish. Limits of one step or one workflow are
+set in its template (concurrency: {limit: N, key: ...}, rate_limit: {limit: N,
+per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 		Example: `  weft limit shop --concurrency 4
   weft limit shop --concurrency 0   # no limit
+  weft limit shop --rate 50/s
+  weft limit shop --rate 1000/h --concurrency 8
+  weft limit shop --rate off        # no rate
   weft limit shop --weight 3        # three times the share of a namespace at 1
   weft limit shop --weight 1        # the default weight again`,
 		Args: cobra.ExactArgs(1),
@@ -215,14 +233,20 @@ made it and --reason.`,
 				}
 				ch.Concurrency = &concurrency
 			}
+			if cmd.Flags().Changed("rate") {
+				if _, err := weft.ParseRate(rate); err != nil {
+					return usageErrorf("--rate: %v", err)
+				}
+				ch.Rate = &rate
+			}
 			if cmd.Flags().Changed("weight") {
 				if weight < 0 || weight > store.MaxWeight {
 					return usageErrorf("--weight must be from 1 to %d (0 or 1: the default), got %d", store.MaxWeight, weight)
 				}
 				ch.Weight = &weight
 			}
-			if ch.Concurrency == nil && ch.Weight == nil {
-				return usageErrorf("give --concurrency N (0 removes the limit), --weight W (1 is the default) or both")
+			if ch.Concurrency == nil && ch.Rate == nil && ch.Weight == nil {
+				return usageErrorf("give --concurrency N (0 removes the limit), --rate LIMIT/PER (0 or off removes it), --weight W (1 is the default) or several")
 			}
 			b, err := a.policyBackend(cmd.Context(), createDB)
 			if err != nil {
@@ -240,6 +264,7 @@ made it and --reason.`,
 			default:
 				fmt.Fprintf(a.stdout, "%s: at most %d steps at once (%d running)\n", args[0], p.Concurrency, p.Running)
 			}
+			printRateChange(a.stdout, args[0], ch.Rate != nil, p)
 			switch {
 			case ch.Weight == nil:
 			case p.Weight == 0:
@@ -251,6 +276,7 @@ made it and --reason.`,
 		}),
 	}
 	cmd.Flags().IntVar(&concurrency, "concurrency", 0, "steps of the namespace running at once across all engines; 0: no limit")
+	cmd.Flags().StringVar(&rate, "rate", "", "claims of the namespace's steps per period across all engines: LIMIT/PER (50/s, 100/m, 1000/h, 5/10s); 0 or off: no rate")
 	cmd.Flags().IntVar(&weight, "weight", 0, "share of the claims while namespaces compete for slots, 1 to 1000; 0 or 1: the default of 1")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
 	return cmd
@@ -266,8 +292,10 @@ func (a *app) policiesCommand() *cobra.Command {
 		Short: "List what is paused and every limit, with current usage",
 		Long: `List the scheduling policies held in the database: paused targets, namespace
 limits and weights with the steps running now, then the concurrency limits that
-workflow templates define, for each key with work running. --history lists the
-changes instead, newest first, with who made them.`,
+workflow templates define, for each key with work running, then the rates in
+force (namespaces' and, for each key used, templates') with the tokens their
+buckets hold now. --history lists the changes instead, newest first, with who
+made them.`,
 		Example: `  weft policies
   weft policies --history --limit 20
   weft policies --json | jq '.policies[] | select(.paused)'`,
@@ -318,7 +346,7 @@ func policyError(err error) error {
 func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(rep.Policies) == 0 {
-		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits or weights")
+		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits, rates or weights")
 	} else {
 		fmt.Fprintln(tw, "TARGET\tPAUSED\tCONCURRENCY\tWEIGHT\tRUNNING\tCHANGED\tBY")
 		for _, p := range rep.Policies {
@@ -343,6 +371,7 @@ func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", l.Key, l.Limit, l.Running)
 		}
 	}
+	printRates(tw, rep)
 	printBreakers(tw, rep.Breakers)
 	return tw.Flush()
 }

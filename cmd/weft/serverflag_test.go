@@ -35,7 +35,7 @@ var serverArgs = map[string]struct {
 	"weft keys list":        {},
 	"weft keys revoke":      {args: []string{"x"}},
 	"weft migrate":          {},
-	"weft limit":            {args: []string{"shop", "--concurrency", "2"}, remote: true},
+	"weft limit":            {args: []string{"shop", "--concurrency", "2", "--rate", "5/s"}, remote: true},
 	"weft pause":            {args: []string{"shop"}, remote: true},
 	"weft policies":         {remote: true},
 	"weft breaker reset":    {args: []string{"shop/checkout/charge"}, remote: true},

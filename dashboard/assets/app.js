@@ -81,6 +81,7 @@
         if (submitter && submitter.value !== "") body.paused = submitter.value === "true";
         if (v("concurrency") !== "") body.concurrency = parseInt(v("concurrency"), 10);
         if (v("weight") !== "") body.weight = parseInt(v("weight"), 10);
+        if (v("rate").trim() !== "") body.rate = v("rate").trim();
         await api("POST", "/v1/policies", body);
         toast("policy of " + body.target + " changed");
       }

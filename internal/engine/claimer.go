@@ -14,7 +14,7 @@ import (
 // predicates of this claim, so they hold for every way of running a step.
 func (e *Engine) claimParams(holder string, limit int, handlers, namespaces []string, lease int64) store.ClaimParams {
 	return store.ClaimParams{EngineID: holder, Limit: limit, Handlers: handlers, Namespaces: namespaces,
-		Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask, LeaseID: lease}
+		Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask, LeaseID: lease, Deferred: e.rateDeferred}
 }
 
 // claimLoop claims as many ready steps as there are free slots, whenever a
@@ -47,6 +47,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			unsure = unsure[1:]
 		}
 		n, got := 0, 0
+		deferred := false // the claim moved rate-limited steps out of the way
 		// A database deleted or replaced under the engine is not claimed
 		// from: the maintenance loop reports it. While the load gate is
 		// closed the loop claims nothing and looks again when the gate
@@ -61,7 +62,12 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if n > 0 {
 			id := e.ID()
 			lease := rand.Int64N(1<<62) + 1
-			claimed, err := e.store.ClaimSteps(ctx, e.claimParams(id, n, e.handlerNames(), nil, lease))
+			p := e.claimParams(id, n, e.handlerNames(), nil, lease)
+			p.Deferred = func(ds []store.RateDeferral) {
+				deferred = true
+				e.rateDeferred(ds)
+			}
+			claimed, err := e.store.ClaimSteps(ctx, p)
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
 				// The identity the claim was made with, not the current one:
@@ -80,7 +86,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			e.slots.Return(n - got)
 		}
-		if got > 0 && got == n {
+		if (got > 0 && got == n) || deferred {
 			continue // there may be more ready work
 		}
 		if n == 0 && retryIn == 0 && e.databaseGone() == nil {

@@ -90,6 +90,9 @@ func (e *Engine) upkeepRound(ctx context.Context) {
 	if _, err := e.ApplyRetention(ctx, now); err != nil {
 		e.logErr(ctx, "retention", err)
 	}
+	if _, err := e.store.PruneRates(ctx, now); err != nil {
+		e.logErr(ctx, "prune rate buckets", err)
+	}
 	n, err := e.store.CountTasks(ctx, store.TaskFilter{Attention: true, StaleAfter: e.cfg.StaleAfter})
 	if err != nil {
 		e.logErr(ctx, "attention", err)

@@ -43,6 +43,7 @@ type Metrics struct {
 	pruned      *prometheus.CounterVec
 	attention   prometheus.Gauge
 	preempted   *prometheus.CounterVec
+	deferred    *prometheus.CounterVec
 	unsubscribe func()
 }
 
@@ -78,8 +79,11 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
 		preempted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_preempted_total",
 			Help: "Preemptible steps this engine stopped to make room for a ready step of higher priority."}, []string{"namespace", "workflow", "step"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_rate_deferrals_total",
+			Help: "Steps a claim of this process (its own or a remote worker's) deferred for want of a rate-limit token, by rate: a namespace's (workflow and step empty) or a step's (a keyed rate counts under its step, without the key's value)."},
+			[]string{"namespace", "workflow", "step"}),
 	}
-	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention, m.preempted,
+	m.Registry.MustRegister(m.submitted, m.claimed, m.ended, m.retries, m.duration, m.queueWait, m.inFlight, m.leaseExpiry, m.pruned, m.attention, m.preempted, m.deferred,
 		&queueCollector{engine: e, log: log}, &breakerCollector{engine: e, log: log}, healthCollector{e}, gateCollector{e},
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "weft"}),
 		buildInfo())
@@ -149,6 +153,8 @@ func (m *Metrics) observe(ev weft.Event) {
 		m.attention.Set(float64(ev.Count))
 	case weft.EventPreempted:
 		m.preempted.WithLabelValues(ev.Namespace, ev.Workflow, stepLabel(ev.Step)).Inc()
+	case weft.EventRateDeferred:
+		m.deferred.WithLabelValues(ev.Namespace, ev.Workflow, ev.Step).Add(float64(ev.Count))
 	}
 }
 

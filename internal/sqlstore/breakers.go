@@ -299,7 +299,8 @@ type breakerRoom struct {
 	until   map[string]int64
 	now     int64
 	decided map[string]bool
-	peek    bool // PeekClaim: a step that may probe is offered, no probe is taken
+	peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
+	probed  map[int64]candidate // the probes this claim took, by step id
 }
 
 func newBreakerRoom(p *policySet, now int64) *breakerRoom {
@@ -354,9 +355,37 @@ func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 		}
 		if ok {
 			kept = append(kept, c)
+			if b.probed == nil {
+				b.probed = map[int64]candidate{}
+			}
+			b.probed[c.id] = c
 		}
 	}
 	return kept, nil
+}
+
+// unprobed gives back the place of each probe this claim took but does not
+// claim after all (its rate deferred it): the breaker is open again with
+// its cooldown passed.
+func (t *txn) unprobed(kept []candidate, b *breakerRoom) error {
+	if b == nil || len(b.probed) == 0 {
+		return nil
+	}
+	claimed := make(map[int64]bool, len(kept))
+	for _, c := range kept {
+		claimed[c.id] = true
+	}
+	for id, c := range b.probed {
+		if claimed[id] {
+			continue
+		}
+		delete(b.probed, id)
+		name := c.breakerKey[strings.LastIndexByte(c.breakerKey, '/')+1:]
+		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: name, key: c.breakerKey}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // takeProbe makes c the probe of its breaker if the breaker may probe now.

@@ -25,7 +25,10 @@ import (
 //     checked on the candidates the query returned, counted in one
 //     statement, and what is full is skipped by the query's next round;
 //   - namespace weights (fair.go) make the first round one query per
-//     namespace with ready work, each limited to its share of the slots.
+//     namespace with ready work, each limited to its share of the slots;
+//   - rate limits (rates.go) take the tokens of the candidates that may
+//     run, in one statement, and defer those that get none to when a
+//     token will exist.
 //
 // Nothing of this runs while no policy is set: the claim reads the policy
 // version with the engine's state, in one statement it made anyway, and a
@@ -41,6 +44,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		return nil, nil
 	}
 	var claimed []store.ClaimedStep
+	var deferred map[string]*store.RateDeferral
 	err := s.write(ctx, p.EngineID, func(t *txn) error {
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
@@ -77,13 +81,14 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		keys := newKeyRoom(pol.capsWith(p.Caps))
 		keys.brk = newBreakerRoom(pol, t.now)
+		rates := &rateClaim{}
 		var deps [][]int
 		for round := range claimRounds {
 			want := p.Limit - len(claimed)
 			if want <= 0 {
 				break
 			}
-			ids, more, err := t.candidates(want, p, pol, keys, round)
+			ids, more, err := t.candidates(want, p, pol, keys, rates, round)
 			if err != nil {
 				return err
 			}
@@ -99,11 +104,13 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				break
 			}
 		}
+		deferred = rates.deferred
 		return t.claimContext(claimed, deps)
 	})
 	if err != nil {
 		return nil, err
 	}
+	reportDeferred(p, deferred)
 	return claimed, nil
 }
 
@@ -131,13 +138,16 @@ type candidate struct {
 	taskKey    string
 	taskN      int
 	breakerKey string
+	rateKey    string
+	rateN      int
+	ratePer    int64
 }
 
 // candidates selects the best ready steps, skipping paused targets and
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, round int) (ids []int64, more bool, err error) {
+func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
@@ -155,7 +165,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	ready, err := collect(rows, func(r Row) (candidate, error) {
 		var c candidate
-		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.breakerKey)
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey)
 		return c, err
 	})
 	if err != nil {
@@ -186,6 +196,14 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	if kept, err = t.probes(kept, keys.brk); err != nil {
 		return nil, false, err
 	}
+	// Rate limits last: tokens are taken only for what else may run. A
+	// probe its rate defers gives its place back.
+	if kept, _, err = t.rated(kept, pol, rates, round); err != nil {
+		return nil, false, err
+	}
+	if err := t.unprobed(kept, keys.brk); err != nil {
+		return nil, false, err
+	}
 	// Slots a namespace of the fair share could not use go to the next
 	// round.
 	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
@@ -203,7 +221,7 @@ func idsOf(cs []candidate) []int64 {
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
 func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
-	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, breaker_key FROM steps WHERE state = 'ready'`
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {
 		// The claim's first statement found the engine live; a reaper may

@@ -23,7 +23,8 @@ type policySet struct {
 	namespaces []string    // paused namespaces
 	workflows  [][2]string // paused workflows: namespace, name
 	caps       map[string]int
-	weights    map[string]int // namespace weights other than the default (fair.go); nil: none
+	weights    map[string]int        // namespace weights other than the default (fair.go); nil: none
+	rates      map[string]store.Rate // namespace rates
 	// breakers are the circuit breakers that are not closed: when each
 	// may probe (µs; see breakers.go).
 	breakers map[string]int64
@@ -60,7 +61,7 @@ func (t *txn) policies(version int64) (*policySet, error) {
 	if cached != nil && cached.version == version {
 		return cached, nil
 	}
-	rows, err := t.query(`SELECT target, paused, concurrency, weight FROM policies WHERE paused != 0 OR concurrency > 0 OR weight > 1`)
+	rows, err := t.query(`SELECT target, paused, concurrency, weight, rate_n, rate_per FROM policies WHERE paused != 0 OR concurrency > 0 OR weight > 1 OR rate_n > 0`)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -69,11 +70,13 @@ func (t *txn) policies(version int64) (*policySet, error) {
 		paused      bool
 		concurrency int
 		weight      int
+		rate        store.Rate
 	}
 	all, err := collect(rows, func(r Row) (row, error) {
 		var v row
-		var paused int64
-		err := r.Scan(&v.target, &paused, &v.concurrency, &v.weight)
+		var paused, ratePer int64
+		err := r.Scan(&v.target, &paused, &v.concurrency, &v.weight, &v.rate.Limit, &ratePer)
+		v.rate.Per = time.Duration(ratePer) * time.Microsecond
 		v.paused = paused != 0
 		return v, err
 	})
@@ -106,6 +109,12 @@ func (t *txn) policies(version int64) (*policySet, error) {
 			}
 			p.weights[ns] = r.weight
 		}
+		if r.rate.Validate() == nil && !r.rate.IsZero() && name == "" && ns != "" {
+			if p.rates == nil {
+				p.rates = map[string]store.Rate{}
+			}
+			p.rates[ns] = r.rate
+		}
 	}
 	if err := t.readBreakers(p); err != nil {
 		return nil, err
@@ -134,7 +143,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
 			return fmt.Errorf("bump policy version: %w", err)
 		}
-		var paused, concurrency, weight any
+		var paused, concurrency, weight, rateN, ratePer any
 		if c.Paused != nil {
 			p := 0
 			if *c.Paused {
@@ -151,12 +160,16 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 				weight = 0 // the default, as if never set
 			}
 		}
+		if c.Rate != nil {
+			rateN, ratePer = c.Rate.Limit, c.Rate.Per.Microseconds()
+		}
 		// COALESCE keeps what the change leaves alone.
-		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, weight, updated_at, updated_by)
-			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), ?, ?)
+		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, weight, rate_n, rate_per, updated_at, updated_by)
+			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(CAST(? AS BIGINT), 0), ?, ?)
 			ON CONFLICT (target) DO UPDATE SET paused = COALESCE(?, policies.paused), concurrency = COALESCE(?, policies.concurrency),
-			weight = COALESCE(?, policies.weight), updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-			c.Target, paused, concurrency, weight, at, c.Actor, paused, concurrency, weight)
+			weight = COALESCE(?, policies.weight), rate_n = COALESCE(?, policies.rate_n), rate_per = COALESCE(CAST(? AS BIGINT), policies.rate_per),
+			updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+			c.Target, paused, concurrency, weight, rateN, ratePer, at, c.Actor, paused, concurrency, weight, rateN, ratePer)
 		if err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
@@ -165,16 +178,19 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 			return fmt.Errorf("audit policy change of %s: %w", c.Target, err)
 		}
 		// A target with nothing set is forgotten; its audit stays.
-		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0`, c.Target); err != nil {
+		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0 AND rate_n = 0`, c.Target); err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
-		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil || c.Weight != nil {
+		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil || c.Weight != nil || c.Rate != nil {
 			// Work may be claimable now: wake the engines, here and (on
 			// PostgreSQL) elsewhere, as new ready steps would.
 			t.readied++
 		}
 		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
 		if err != nil {
+			return err
+		}
+		if err := t.policyTokens(pols); err != nil {
 			return err
 		}
 		out = store.Policy{Target: c.Target, UpdatedAt: time.UnixMicro(at), UpdatedBy: c.Actor}
@@ -191,7 +207,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 
 // readPolicies reads policies rows with a WHERE clause.
 func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.query(`SELECT target, paused, concurrency, weight, updated_at, updated_by FROM policies `+where+` ORDER BY target`, args...)
+	rows, err := t.query(`SELECT target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -204,8 +220,13 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 
 func scanPolicy(r Row) (store.Policy, error) {
 	var p store.Policy
-	var paused, at int64
-	err := r.Scan(&p.Target, &paused, &p.Concurrency, &p.Weight, &at, &p.UpdatedBy)
+	var paused, at, ratePer int64
+	var rate store.Rate
+	err := r.Scan(&p.Target, &paused, &p.Concurrency, &p.Weight, &at, &p.UpdatedBy, &rate.Limit, &ratePer)
+	if rate.Limit > 0 {
+		rate.Per = time.Duration(ratePer) * time.Microsecond
+		p.Rate = &rate
+	}
 	p.Paused = paused != 0
 	p.UpdatedAt = time.UnixMicro(at)
 	return p, err
@@ -213,7 +234,7 @@ func scanPolicy(r Row) (store.Policy, error) {
 
 // ListPolicies returns the policies set and the usage of the limits in force.
 func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
-	rows, err := s.read(ctx, `SELECT target, paused, concurrency, weight, updated_at, updated_by FROM policies ORDER BY target`)
+	rows, err := s.read(ctx, `SELECT target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
@@ -272,6 +293,9 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		report.Limits = append(report.Limits, used...)
 	}
 	sort.Slice(report.Limits, func(i, j int) bool { return report.Limits[i].Key < report.Limits[j].Key })
+	if err := s.reportRates(ctx, &report); err != nil {
+		return store.PolicyReport{}, err
+	}
 	if report.Breakers, err = s.ListBreakers(ctx); err != nil {
 		return store.PolicyReport{}, err
 	}

@@ -36,7 +36,8 @@ func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step
 		for round := range claimRounds {
 			// round+1: a peek never waits for the locks of a limit; one
 			// held by a claim under way counts as full.
-			ids, more, err := t.candidates(1, p, pol, keys, round+1)
+			// No rate claim: a peek takes no token and defers nothing.
+			ids, more, err := t.candidates(1, p, pol, keys, nil, round+1)
 			if err != nil {
 				return fmt.Errorf("peek claim: %w", err)
 			}

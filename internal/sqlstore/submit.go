@@ -23,9 +23,9 @@ const (
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
-		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n, preemptible,
+		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n, preemptible, rate_key, rate_n, rate_per,
 		breaker_key, breaker_n, breaker_cooldown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // InsertTasks submits tasks in one transaction.
@@ -143,7 +143,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 			bk, bn, bc := breakerColumns(st.Breaker)
 			if _, err := t.exec(insertStep, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
 				prio, sortKey, maxAttempts, ttl, expires, stepRunAt, st.Kind, st.TriggerRule, st.Signal, st.SignalTimeout.Microseconds(), st.Timeout.Microseconds(),
-				in.Workflow, st.LimitKey, st.Limit, in.LimitKey, in.Limit, boolInt(st.Preemptible), bk, bn, bc); err != nil {
+				in.Workflow, st.LimitKey, st.Limit, in.LimitKey, in.Limit, boolInt(st.Preemptible), st.RateKey, st.Rate.Limit, st.Rate.Per.Microseconds(), bk, bn, bc); err != nil {
 				return nil, fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
 			}
 			t.audit(id, st.Name, "", string(stt), 0, "submitted")

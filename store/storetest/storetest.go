@@ -94,6 +94,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, supersedeTests...)
 	tests = append(tests, policyTests...)
 	tests = append(tests, fairTests...)
+	tests = append(tests, rateTests...)
 	tests = append(tests, breakerTests...)
 	tests = append(tests, statsTests...)
 	tests = append(tests, preemptionTests...)

@@ -1,0 +1,508 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the rate limits of the claim: a step's own rate
+// (steps.rate_key, rate_n per rate_per microseconds, computed at
+// submission) and a namespace's (policies.rate_n, rate_per). Each is a
+// token bucket, a row of rate_buckets holding up to rate_n tokens and
+// refilled by rate_n every rate_per. The claim takes the tokens of the
+// candidates it is about to claim, for all their buckets, in ONE upsert
+// that refills and takes (rateTake); a candidate that gets no token is not
+// claimed but deferred: moved to waiting with its run_at at the time a
+// token will exist, without using an attempt, in one UPDATE. The
+// maintenance leader's Promote makes it ready again then, as it does for
+// any step that waits for its run_at.
+//
+// Nothing of this runs while no candidate is under a rate: the claim query
+// returns each step's rate key and the namespace rates come with the
+// cached policies, so a claim with no rate in force costs a string
+// comparison and a map lookup per candidate, and no statement.
+//
+// Exactness: tokens live in integers (credit = tokens × per_us, refilled
+// by limit per microsecond), so every engine computes the same refill. On
+// PostgreSQL the upsert locks each bucket row and computes from its latest
+// committed value, so concurrent claims on several engines never take more
+// tokens than exist; buckets are upserted in key order, and a claim's
+// later rounds use only the buckets it already holds (a candidate needing
+// another is left ready for the next claim), so claims never wait for each
+// other in a cycle. On SQLite the single writer does the same. One table
+// serves both stores: an in-memory bucket for a SQLite file one process
+// owns would save one statement per claim under a rate but would need a
+// second implementation and would lose the buckets on restart, so there
+// is none.
+//
+// Deferrals queue: a bucket remembers the latest time it deferred a step
+// to (deferred_to), and the next deferral goes one token interval after
+// it, so a backlog under a rate is spread over the times its tokens come
+// instead of waking all at once. Tokens are not reserved for deferred
+// steps: a step that arrives when a token exists takes it, and a deferred
+// step that then finds none is deferred again, behind the others. Each
+// deferral is audited (ready -> waiting, naming the bucket and the time),
+// like every change of a step's state; because deferrals queue, a step is
+// deferred about once per token it waits for in the queue, not once per
+// claim, so the audit grows with the work, not with the polling.
+
+// bucketPrefixNamespace starts the keys of the buckets of namespace rates;
+// those of step rates come from the engine, "step:NS/WORKFLOW/STEP[=VALUE]".
+const bucketPrefixNamespace = "ns:"
+
+// rateClaim is what one claim knows of rate buckets across its rounds.
+type rateClaim struct {
+	locked   map[string]bool // buckets this claim upserted (locked on PostgreSQL)
+	deferred map[string]*store.RateDeferral
+}
+
+// bucketNeed is one bucket the candidates of a round need tokens of.
+type bucketNeed struct {
+	key  string
+	rate store.Rate
+	want int
+	// what the upsert returned
+	taken      int
+	deferredTo int64
+	// the candidates that got a token, and how many deferred so far
+	used, deferredN int
+}
+
+// candidateRates returns the buckets candidate c needs a token of. A step
+// rate out of bounds (never written by InsertTasks) is ignored rather than
+// left to fail every claim.
+func candidateRates(c candidate, pol *policySet, out []string) []string {
+	out = out[:0]
+	if c.rateKey != "" && c.rateN >= 1 && c.ratePer > 0 {
+		out = append(out, c.rateKey)
+	}
+	if pol != nil {
+		if _, ok := pol.rates[c.namespace]; ok {
+			out = append(out, bucketPrefixNamespace+c.namespace)
+		}
+	}
+	return out
+}
+
+// rated takes the tokens of candidates under a rate and defers those that
+// get none. It returns the candidates to claim, in their order, and how
+// many it deferred.
+func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([]candidate, int, error) {
+	if rc == nil {
+		return cs, 0, nil // a peek: it takes no token and defers nothing
+	}
+	var needs map[string]*bucketNeed
+	var keys []string
+	for _, c := range cs {
+		keys = candidateRates(c, pol, keys)
+		for _, key := range keys {
+			if needs == nil {
+				needs = map[string]*bucketNeed{}
+			}
+			n := needs[key]
+			if n == nil {
+				n = &bucketNeed{key: key, rate: store.Rate{Limit: c.rateN, Per: time.Duration(c.ratePer) * time.Microsecond}}
+				if strings.HasPrefix(key, bucketPrefixNamespace) {
+					n.rate = pol.rates[c.namespace]
+				}
+				needs[key] = n
+			}
+			n.want++
+		}
+	}
+	if needs == nil {
+		return cs, 0, nil // no rate in force: no statement
+	}
+	// Later rounds on PostgreSQL use only the buckets the claim holds.
+	lockedOnly := round > 0 && t.s.d.LimitCounts != ""
+	var upsert []*bucketNeed
+	for _, n := range needs {
+		if lockedOnly && !rc.locked[n.key] {
+			continue
+		}
+		upsert = append(upsert, n)
+	}
+	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
+	if err := t.rateTake(upsert); err != nil {
+		return nil, 0, err
+	}
+	if rc.locked == nil {
+		rc.locked = map[string]bool{}
+	}
+	for _, n := range upsert {
+		rc.locked[n.key] = true
+	}
+	// In claim order, a candidate is claimed when every bucket it needs
+	// has a token left for it; one that lacks a token of any is deferred
+	// to the latest of the times its buckets queue it at.
+	out := cs[:0:0]
+	type deferral struct {
+		id    int64
+		until int64
+		key   string
+	}
+	var deferrals []deferral
+	for _, c := range cs {
+		keys = candidateRates(c, pol, keys)
+		ok, held := true, true
+		for _, key := range keys {
+			n := needs[key]
+			if lockedOnly && !rc.locked[key] {
+				held = false
+			} else if n.used >= n.taken {
+				ok = false
+			}
+		}
+		switch {
+		case !held:
+			// left ready for the next claim
+		case ok:
+			for _, key := range keys {
+				needs[key].used++
+			}
+			out = append(out, c)
+		default:
+			var until int64
+			var why string
+			for _, key := range keys {
+				n := needs[key]
+				if n.used < n.taken {
+					continue
+				}
+				at := n.slot()
+				if at > until {
+					until, why = at, key
+				}
+			}
+			deferrals = append(deferrals, deferral{c.id, until, why})
+		}
+	}
+	// Tokens taken for candidates that another bucket held back go back.
+	for _, n := range upsert {
+		if back := n.taken - n.used; back > 0 {
+			if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + ? * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + ? * per_us END WHERE key = ?`,
+				back, back, n.key); err != nil {
+				return nil, 0, fmt.Errorf("return rate tokens of %s: %w", n.key, err)
+			}
+		}
+	}
+	if len(deferrals) == 0 {
+		return out, 0, nil
+	}
+	if err := state.CheckStep(state.StepReady, state.StepWaiting); err != nil {
+		return nil, 0, err
+	}
+	args := make([]any, 0, 3*len(deferrals))
+	var cases strings.Builder
+	for _, d := range deferrals {
+		cases.WriteString(" WHEN ? THEN CAST(? AS BIGINT)")
+		args = append(args, d.id, d.until)
+	}
+	why := make(map[int64]string, len(deferrals))
+	for _, d := range deferrals {
+		args = append(args, d.id)
+		why[d.id] = d.key
+	}
+	rows, err := t.query(`UPDATE steps SET state = 'waiting', run_at = CASE id`+cases.String()+` END
+		WHERE id IN (`+placeholders(len(deferrals))+`) AND state = 'ready' RETURNING id, task_id, name, attempt, run_at`, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("defer rate-limited steps: %w", err)
+	}
+	type deferredRow struct {
+		id, task int64
+		name     string
+		attempt  int
+		runAt    int64
+	}
+	got, err := collect(rows, func(r Row) (deferredRow, error) {
+		var d deferredRow
+		err := r.Scan(&d.id, &d.task, &d.name, &d.attempt, &d.runAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("defer rate-limited steps: %w", err)
+	}
+	if rc.deferred == nil {
+		rc.deferred = map[string]*store.RateDeferral{}
+	}
+	for _, d := range got {
+		key := why[d.id]
+		until := time.UnixMicro(d.runAt)
+		t.audit(d.task, d.name, string(state.StepReady), string(state.StepWaiting), d.attempt,
+			fmt.Sprintf("rate limit %s: no token until %s", key, until.UTC().Format(time.RFC3339Nano)))
+		rd := rc.deferred[key]
+		if rd == nil {
+			rd = &store.RateDeferral{Key: key}
+			rc.deferred[key] = rd
+		}
+		rd.Steps++
+		if until.After(rd.Until) {
+			rd.Until = until
+		}
+	}
+	return out, len(got), nil
+}
+
+// slot returns the time the bucket queues its next deferred candidate at:
+// the upsert queued want - taken of them, the last at deferredTo, one
+// token interval apart.
+func (n *bucketNeed) slot() int64 {
+	interval := rateInterval(n.rate)
+	queued := int64(n.want - n.taken)
+	at := n.deferredTo - (queued-1-int64(n.deferredN))*interval
+	n.deferredN++
+	return at
+}
+
+// rateInterval is the time between two tokens, in microseconds, rounded
+// up so that a token exists at the time it names.
+func rateInterval(r store.Rate) int64 {
+	per := r.Per.Microseconds()
+	return (per + int64(r.Limit) - 1) / int64(r.Limit)
+}
+
+// rateTakeSet is the upsert's update of an existing bucket: refill it to
+// the claim's time (at most to its limit), take what is wanted of the
+// whole tokens, and queue the rest after the bucket's last deferral. It
+// reads the row as locked, so concurrent claims see each other's takes.
+var rateTakeSet = func() string {
+	r := strings.NewReplacer(
+		"{E}", "(excluded.refilled_at - rate_buckets.refilled_at)",
+		"{I}", "((excluded.per_us + excluded.limit_n - 1) / excluded.limit_n)",
+	)
+	ec := r.Replace(`(CASE WHEN {E} <= 0 THEN 0 WHEN {E} > excluded.per_us THEN excluded.per_us ELSE {E} END)`)
+	base := `(CASE WHEN rate_buckets.per_us = excluded.per_us THEN rate_buckets.credit ELSE rate_buckets.credit / rate_buckets.per_us * excluded.per_us END)`
+	r0 := `(` + base + ` + ` + ec + ` * excluded.limit_n)`
+	capacity := `(excluded.limit_n * excluded.per_us)`
+	refill := `(CASE WHEN ` + r0 + ` > ` + capacity + ` THEN ` + capacity + ` ELSE ` + r0 + ` END)`
+	avail := `(` + refill + ` / excluded.per_us)`
+	take := `(CASE WHEN excluded.wanted < ` + avail + ` THEN excluded.wanted ELSE ` + avail + ` END)`
+	left := `(` + refill + ` - ` + take + ` * excluded.per_us)`
+	at := r.Replace(`(CASE WHEN {E} > 0 THEN excluded.refilled_at ELSE rate_buckets.refilled_at END)`)
+	next := `(` + at + ` + (excluded.per_us - ` + left + ` + excluded.limit_n - 1) / excluded.limit_n)`
+	after := r.Replace(`(rate_buckets.deferred_to + {I})`)
+	first := `(CASE WHEN ` + next + ` > ` + after + ` THEN ` + next + ` ELSE ` + after + ` END)`
+	queued := r.Replace(`(CASE WHEN excluded.wanted > ` + take + ` THEN ` + first + ` + (excluded.wanted - ` + take + ` - 1) * {I} ELSE rate_buckets.deferred_to END)`)
+	return `limit_n = excluded.limit_n, per_us = excluded.per_us, wanted = excluded.wanted, taken = ` + take +
+		`, credit = ` + left + `, deferred_to = ` + queued + `, refilled_at = ` + at
+}()
+
+// rateTake refills and takes the tokens of buckets, in one statement, and
+// records in each what it took, what is left and where its deferrals
+// queue.
+func (t *txn) rateTake(needs []*bucketNeed) error {
+	if len(needs) == 0 {
+		return nil
+	}
+	byKey := make(map[string]*bucketNeed, len(needs))
+	var q strings.Builder
+	q.WriteString(`INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to) VALUES `)
+	args := make([]any, 0, 8*len(needs))
+	for i, n := range needs {
+		byKey[n.key] = n
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		// A new bucket starts full.
+		per := n.rate.Per.Microseconds()
+		limit := int64(n.rate.Limit)
+		take := min(int64(n.want), limit)
+		credit := (limit - take) * per
+		var queued int64
+		if d := int64(n.want) - take; d > 0 {
+			interval := rateInterval(n.rate)
+			next := t.now + (per-credit+limit-1)/limit
+			queued = next + (d-1)*interval
+		}
+		args = append(args, n.key, limit, per, credit, t.now, n.want, take, queued)
+	}
+	q.WriteString(` ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet + ` RETURNING key, taken, deferred_to`)
+	rows, err := t.query(q.String(), args...)
+	if err != nil {
+		return fmt.Errorf("take rate tokens: %w", err)
+	}
+	type takeRow struct {
+		key        string
+		taken      int
+		deferredTo int64
+	}
+	got, err := collect(rows, func(r Row) (takeRow, error) {
+		var x takeRow
+		err := r.Scan(&x.key, &x.taken, &x.deferredTo)
+		return x, err
+	})
+	if err != nil {
+		return fmt.Errorf("take rate tokens: %w", err)
+	}
+	for _, x := range got {
+		if n := byKey[x.key]; n != nil {
+			n.taken, n.deferredTo = x.taken, x.deferredTo
+		}
+	}
+	return nil
+}
+
+// bucketRow is a row of rate_buckets.
+type bucketRow struct {
+	key                             string
+	limit                           int
+	per, credit, refilled, deferred int64
+}
+
+// tokens returns the tokens the bucket holds at now under rate, computed
+// as the claim's upsert does: whole tokens carry over a change of period,
+// then the bucket refills at rate up to its limit.
+func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
+	per := rate.Per.Microseconds()
+	if per <= 0 || b.per <= 0 {
+		return 0
+	}
+	credit := b.credit
+	if b.per != per {
+		credit = credit / b.per * per
+	}
+	e := min(max(now-b.refilled, 0), per)
+	c := min(credit+e*int64(rate.Limit), int64(rate.Limit)*per)
+	return float64(c) / float64(per)
+}
+
+// scanBuckets reads rows of bucketColumns.
+func scanBuckets(rows Rows) ([]bucketRow, error) {
+	got, err := collect(rows, func(r Row) (bucketRow, error) {
+		var b bucketRow
+		err := r.Scan(&b.key, &b.limit, &b.per, &b.credit, &b.refilled, &b.deferred)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read rate buckets: %w", err)
+	}
+	return got, nil
+}
+
+// reportDeferred tells the claimer what the claim deferred, once it
+// committed.
+func reportDeferred(p store.ClaimParams, deferred map[string]*store.RateDeferral) {
+	if p.Deferred == nil || len(deferred) == 0 {
+		return
+	}
+	out := make([]store.RateDeferral, 0, len(deferred))
+	for _, d := range deferred {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	p.Deferred(out)
+}
+
+// maxReportedBuckets bounds how many buckets of step rates ListPolicies
+// reports (a keyed rate has one per value).
+const maxReportedBuckets = 1000
+
+const bucketColumns = `key, limit_n, per_us, credit, refilled_at, deferred_to`
+
+// setTokens fills in the tokens of the policies with a rate from their
+// buckets at now; a namespace whose bucket does not exist yet has every
+// token.
+func setTokens(pols []store.Policy, buckets []bucketRow, now int64) {
+	byKey := make(map[string]bucketRow, len(buckets))
+	for _, b := range buckets {
+		byKey[b.key] = b
+	}
+	for i := range pols {
+		if pols[i].Rate == nil {
+			continue
+		}
+		tokens := float64(pols[i].Rate.Limit)
+		if b, ok := byKey[bucketPrefixNamespace+pols[i].Target]; ok {
+			tokens = b.tokens(*pols[i].Rate, now)
+		}
+		pols[i].Tokens = &tokens
+	}
+}
+
+// namespaceBuckets lists the bucket keys of the policies with a rate.
+func namespaceBuckets(pols []store.Policy) []any {
+	var keys []any
+	for _, p := range pols {
+		if p.Rate != nil {
+			keys = append(keys, bucketPrefixNamespace+p.Target)
+		}
+	}
+	return keys
+}
+
+// policyTokens fills in the tokens of policies read in t.
+func (t *txn) policyTokens(pols []store.Policy) error {
+	keys := namespaceBuckets(pols)
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := t.query(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
+	if err != nil {
+		return fmt.Errorf("read rate buckets: %w", err)
+	}
+	buckets, err := scanBuckets(rows)
+	if err != nil {
+		return err
+	}
+	setTokens(pols, buckets, t.now)
+	return nil
+}
+
+// reportRates fills in the tokens of the namespace rates of report and
+// lists the buckets of step rates.
+func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) error {
+	now := s.clock().UnixMicro()
+	report.Rates = []store.RateUsage{}
+	if keys := namespaceBuckets(report.Policies); len(keys) > 0 {
+		rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
+		if err != nil {
+			return fmt.Errorf("read rate buckets: %w", err)
+		}
+		buckets, err := scanBuckets(rows)
+		if err != nil {
+			return err
+		}
+		setTokens(report.Policies, buckets, now)
+	}
+	rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
+	if err != nil {
+		return fmt.Errorf("read rate buckets: %w", err)
+	}
+	buckets, err := scanBuckets(rows)
+	if err != nil {
+		return err
+	}
+	for _, b := range buckets {
+		rate := store.Rate{Limit: b.limit, Per: time.Duration(b.per) * time.Microsecond}
+		u := store.RateUsage{Key: b.key, Rate: rate, Tokens: b.tokens(rate, now)}
+		if b.deferred > now {
+			at := time.UnixMicro(b.deferred)
+			u.DeferredUntil = &at
+		}
+		report.Rates = append(report.Rates, u)
+	}
+	return nil
+}
+
+// PruneRates deletes the buckets full at now with no deferral to come.
+func (s *Store) PruneRates(ctx context.Context, now time.Time) (int, error) {
+	n := 0
+	err := s.write(ctx, "", func(t *txn) error {
+		at := now.UnixMicro()
+		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ?`, at, at)
+		if err != nil {
+			return fmt.Errorf("prune rate buckets: %w", err)
+		}
+		deleted, _ := res.RowsAffected()
+		n = int(deleted)
+		return nil
+	})
+	return n, err
+}
