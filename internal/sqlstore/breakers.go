@@ -371,15 +371,17 @@ func (t *txn) unprobed(kept []candidate, b *breakerRoom) error {
 	if b == nil || len(b.probed) == 0 {
 		return nil
 	}
+	// The probes of this round only: the next round starts afresh.
+	probed := b.probed
+	b.probed = nil
 	claimed := make(map[int64]bool, len(kept))
 	for _, c := range kept {
 		claimed[c.id] = true
 	}
-	for id, c := range b.probed {
+	for id, c := range probed {
 		if claimed[id] {
 			continue
 		}
-		delete(b.probed, id)
 		name := c.breakerKey[strings.LastIndexByte(c.breakerKey, '/')+1:]
 		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: name, key: c.breakerKey}); err != nil {
 			return err

@@ -29,6 +29,7 @@ var breakerTests = []struct {
 	{"BreakerReset", testBreakerReset},
 	{"BreakerPeek", testBreakerPeek},
 	{"BreakerUnderFairShares", testBreakerFair},
+	{"BreakerProbeDeferredByRate", testBreakerRate},
 	{"BreakerValidation", testBreakerValidation},
 }
 
@@ -392,4 +393,22 @@ func testBreakerFair(t *testing.T, h *harness) {
 	got = h.claim("e1", 10)
 	require.Len(t, got, 1, "one probe")
 	require.Equal(t, store.BreakerHalfOpen, h.breaker(testBreakerKey).State)
+}
+
+// testBreakerRate: a probe whose rate limit has no token is deferred, and
+// gives its place back: the breaker does not stay half-open.
+func testBreakerRate(t *testing.T, h *harness) {
+	in := make([]store.TaskInsert, 6)
+	for i := range in {
+		in[i] = store.TaskInsert{Steps: []store.StepInsert{{Name: "call", Handler: "h", MaxAttempts: 3,
+			RateKey: "step:ns/wf/call", Rate: store.Rate{Limit: 3, Per: time.Hour},
+			Breaker: &store.BreakerSpec{Key: testBreakerKey, Failures: 3, Cooldown: testBreakerCooldown}}}}
+	}
+	h.insert(in...)
+	h.openBreaker() // takes the three tokens
+	h.clock.Advance(testBreakerCooldown)
+	require.Empty(t, h.claim("e1", 10), "no token for the probe")
+	b := h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerOpen, b.State, "the deferred probe gave its place back")
+	require.Zero(t, b.ProbeStepID)
 }
