@@ -268,7 +268,12 @@ func (h *Harness) Wait(ctx context.Context, taskID int64) *Result {
 	task, err := h.engine.Wait(wctx, taskID)
 	if err != nil {
 		why := err.Error()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+			// The caller's context ended: say so, whichever read of the
+			// wait it interrupted.
+			why = context.Cause(ctx).Error()
+		case errors.Is(err, context.DeadlineExceeded):
 			why = fmt.Sprintf("it did not end within %s (WithTimeout sets how long to wait)", h.timeout)
 		}
 		// Read the task again: the wait may have ended in the middle of a
