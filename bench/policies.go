@@ -11,42 +11,92 @@ import (
 )
 
 // The policies scenario: the one-step burn-down of the single scenario, run
-// alternately with no policy and with every concurrency policy and rate
-// configured but set too high to bind (a namespace limit and rate, a keyed
-// step limit and rate and a workflow limit, and another namespace paused),
-// so that the cost of the policies on the claim path is the difference of
-// two medians of one run.
+// alternately with no policy and with each kind of scheduling policy
+// configured but set so that it does not bind, then with all of them at
+// once, so that the cost of each on the claim path is the ratio of two
+// medians of one run:
+//
+//   - pause: another namespace paused;
+//   - limits: a namespace limit, a workflow limit and a step limit keyed by
+//     input.c (100 keys), all of 1,000,000;
+//   - rates: a namespace rate and a step rate keyed by input.c, of
+//     1,000,000 a second;
+//   - weights: the namespace at weight 3 and another at 2 (the other has no
+//     ready work, so the claim's slots all go to this one);
+//   - breaker: a circuit breaker on the step (no step fails);
+//   - all: everything above.
 
 // policyHigh is a limit no run comes near.
 const policyHigh = 1_000_000
 
-// policyWorkflow is the one-step workflow, with limits when limited.
-func policyWorkflow(limited bool) *workflow.Workflow {
-	w := workflow.New("bench", "one", "1")
-	if !limited {
-		return w.Step("s", "noop")
-	}
-	return w.WithConcurrency(policyHigh, "").Step("s", "noop", workflow.WithConcurrency(policyHigh, "input.c"),
-		workflow.WithRateLimit(policyHigh, time.Second, "input.c"))
+// policyVariant is one configuration of the scenario.
+type policyVariant struct {
+	name    string
+	options []workflow.StepOption                                             // on the step
+	flow    func(*workflow.Workflow) *workflow.Workflow                       // on the workflow
+	set     func(ctx context.Context, e *weft.Engine, op weft.Operator) error // at run time
 }
 
-// policyRun burns down n tasks with or without the policies and returns
-// the throughput.
-func policyRun(ctx context.Context, e *env, n int, limited bool) (float64, error) {
+var policyVariants = func() []policyVariant {
+	high := policyHigh
+	rate := weft.Rate{Limit: policyHigh, Per: time.Second}
+	three, two := 3, 2
+	pause := func(ctx context.Context, e *weft.Engine, op weft.Operator) error {
+		_, err := e.Pause(ctx, "elsewhere", op)
+		return err
+	}
+	limits := func(ctx context.Context, e *weft.Engine, op weft.Operator) error {
+		_, err := e.SetLimits(ctx, "bench", weft.Limits{Concurrency: &high}, op)
+		return err
+	}
+	rates := func(ctx context.Context, e *weft.Engine, op weft.Operator) error {
+		_, err := e.SetLimits(ctx, "bench", weft.Limits{Rate: &rate}, op)
+		return err
+	}
+	weights := func(ctx context.Context, e *weft.Engine, op weft.Operator) error {
+		if _, err := e.SetLimits(ctx, "bench", weft.Limits{Weight: &three}, op); err != nil {
+			return err
+		}
+		_, err := e.SetLimits(ctx, "elsewhere", weft.Limits{Weight: &two}, op)
+		return err
+	}
+	flowLimit := func(w *workflow.Workflow) *workflow.Workflow { return w.WithConcurrency(policyHigh, "") }
+	stepLimit := workflow.WithConcurrency(policyHigh, "input.c")
+	stepRate := workflow.WithRateLimit(policyHigh, time.Second, "input.c")
+	breaker := workflow.WithCircuitBreaker(policyHigh, time.Minute)
+	all := func(ctx context.Context, e *weft.Engine, op weft.Operator) error {
+		for _, f := range []func(context.Context, *weft.Engine, weft.Operator) error{pause, limits, rates, weights} {
+			if err := f(ctx, e, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return []policyVariant{
+		{name: "none"},
+		{name: "pause", set: pause},
+		{name: "limits", options: []workflow.StepOption{stepLimit}, flow: flowLimit, set: limits},
+		{name: "rates", options: []workflow.StepOption{stepRate}, set: rates},
+		{name: "weights", set: weights},
+		{name: "breaker", options: []workflow.StepOption{breaker}},
+		{name: "all", options: []workflow.StepOption{stepLimit, stepRate, breaker}, flow: flowLimit, set: all},
+	}
+}()
+
+// policyRun burns down n tasks under variant v and returns the throughput.
+func policyRun(ctx context.Context, e *env, n int, v policyVariant) (float64, error) {
 	done := newCountdown(n)
-	r, err := openWeft(ctx, e, policyWorkflow(limited), done.handle)
+	w := workflow.New("bench", "one", "1")
+	if v.flow != nil {
+		w = v.flow(w)
+	}
+	r, err := openWeft(ctx, e, w.Step("s", "noop", v.options...), done.handle)
 	if err != nil {
 		return 0, err
 	}
 	defer r.close()
-	if limited {
-		op := weft.Operator{Actor: "bench"}
-		high := policyHigh
-		rate := weft.Rate{Limit: policyHigh, Per: time.Second}
-		if _, err := r.engine.SetLimits(ctx, "bench", weft.Limits{Concurrency: &high, Rate: &rate}, op); err != nil {
-			return 0, err
-		}
-		if _, err := r.engine.Pause(ctx, "elsewhere", op); err != nil {
+	if v.set != nil {
+		if err := v.set(ctx, r.engine, weft.Operator{Actor: "bench"}); err != nil {
 			return 0, err
 		}
 	}
@@ -76,28 +126,29 @@ func policyRun(ctx context.Context, e *env, n int, limited bool) (float64, error
 	return float64(n) / elapsed.Seconds(), nil
 }
 
-// weftPolicies alternates runs without and with policies (o.runs pairs)
-// and reports the median throughput of each and their ratio.
+// weftPolicies runs every variant in turn, o.runs times, and reports the
+// median throughput of each and its ratio to the median without policies;
+// the scenario's value is the throughput with all of them.
 func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error) {
-	var none, limited []float64
+	got := map[string][]float64{}
 	for run := 1; run <= max(o.runs, 1); run++ {
-		for _, lim := range []bool{false, true} {
-			fmt.Fprintf(os.Stderr, "bench: policies limited=%v run %d/%d\n", lim, run, o.runs)
-			v, err := policyRun(ctx, e, n, lim)
+		for _, v := range policyVariants {
+			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d\n", v.name, run, o.runs)
+			tps, err := policyRun(ctx, e, n, v)
 			if err != nil {
-				return sample{}, err
+				return sample{}, fmt.Errorf("policies %s: %w", v.name, err)
 			}
-			if lim {
-				limited = append(limited, v)
-			} else {
-				none = append(none, v)
-			}
+			got[v.name] = append(got[v.name], tps)
 		}
 	}
-	nm, lm := median(none), median(limited)
-	return sample{value: lm, metrics: map[string]float64{
-		"none_tasks_per_s":    nm,
-		"limited_tasks_per_s": lm,
-		"limited/none":        lm / nm,
-	}}, nil
+	none := median(got["none"])
+	metrics := map[string]float64{}
+	for _, v := range policyVariants {
+		m := median(got[v.name])
+		metrics[v.name+"_tasks_per_s"] = m
+		if v.name != "none" {
+			metrics[v.name+"/none"] = m / none
+		}
+	}
+	return sample{value: median(got["all"]), metrics: metrics}, nil
 }

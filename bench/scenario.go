@@ -49,7 +49,7 @@ var scenarios = []scenario{
 	{name: "dag7", what: "%d 7-step DAGs (fan-out 3, join, chain of 2, final) one at a time on an idle engine, submit to completed", unit: "ms", defaultN: 200, weft: weftDAG7},
 	{name: "fanout5", what: "%d five-step parallel workflows submitted 100 per call while the engine runs, start to last completion", unit: "workflows/s", defaultN: 2000, weft: weftFanout5},
 	{name: "depth", what: "time per ClaimSteps of 100 with 1k up to %d steps queued", unit: "ms", defaultN: 100000, once: true, weft: weftDepth},
-	{name: "policies", what: "burn-down of %d one-step tasks without policies and with every concurrency limit and rate set too high to bind, alternating; value: with limits", unit: "tasks/s", defaultN: 10000, once: true, weft: weftPolicies},
+	{name: "policies", what: "burn-down of %d one-step tasks without policies and with each kind of policy configured but not binding, then all, alternating; value: with all", unit: "tasks/s", defaultN: 10000, once: true, weft: weftPolicies},
 	{name: "idle", what: "CPU and statements of an idle engine (n unused)", unit: "cpu_s", defaultN: 0, once: true, weft: weftIdle, river: riverIdle},
 }
 
