@@ -53,15 +53,26 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		// statement that also steers the planner for the claim's next
 		// statements (ClaimPlan): the policies are read again only when
 		// they changed.
-		var engineState, plan sql.NullString
+		var engineState, plan, locked sql.NullString
 		var version int64
 		q := `SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0), `
+		args := []any{p.EngineID}
 		if t.s.d.ClaimPlan != "" {
 			q += t.s.d.ClaimPlan
 		} else {
 			q += "NULL"
 		}
-		err := t.queryRow(q, p.EngineID).Scan(&engineState, &version, &plan)
+		// While the policies last read hold weights, the fair shares' lock
+		// rides on this statement too (fairQuery takes it itself when they
+		// were set since).
+		if t.s.d.Lock != "" && s.cachedWeights() {
+			q += ", " + t.s.d.Lock
+			args = append(args, fairLock)
+			t.fairLocked = true
+		} else {
+			q += ", NULL"
+		}
+		err := t.queryRow(q, args...).Scan(&engineState, &version, &plan, &locked)
 		switch {
 		case err != nil:
 			return fmt.Errorf("check engine %s: %w", p.EngineID, err)

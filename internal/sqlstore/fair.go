@@ -48,6 +48,15 @@ import (
 // fairLock names the advisory lock of claims under weights (PostgreSQL).
 const fairLock = "weft-fair"
 
+// cachedWeights reports whether the policies last read hold namespace
+// weights, so that a claim takes the fair shares' lock in its first
+// statement.
+func (s *Store) cachedWeights() bool {
+	s.policyMu.Lock()
+	defer s.policyMu.Unlock()
+	return s.policyCache != nil && len(s.policyCache.weights) > 0
+}
+
 // maxFairNamespaces bounds the skip scan: namespaces past the first this
 // many with ready work are claimed by the ordinary rounds only.
 const maxFairNamespaces = 1000
@@ -90,8 +99,11 @@ func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *key
 		(p.Handlers != nil && len(p.Handlers) == 0) {
 		return "", nil, false, nil
 	}
-	if err := t.lockLimit(fairLock); err != nil {
-		return "", nil, false, err
+	if !t.fairLocked {
+		if err := t.lockLimit(fairLock); err != nil {
+			return "", nil, false, err
+		}
+		t.fairLocked = true
 	}
 	shares, err := t.fairShares(p, pol, keys)
 	if err != nil || len(shares) < 2 {

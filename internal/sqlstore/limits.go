@@ -236,13 +236,12 @@ func (t *txn) lockAndCount(names []lockName, limits [3]map[string]int, tasks []i
 }
 
 // lockLimit takes one transaction-scoped lock, waiting for it, where the
-// dialect has locks (LimitCounts with nothing to count); with one writer at
-// a time there is nothing to take.
+// dialect has locks; with one writer at a time there is nothing to take.
 func (t *txn) lockLimit(name string) error {
-	if t.s.d.LimitCounts == "" {
+	if t.s.d.Lock == "" {
 		return nil
 	}
-	if _, err := t.counts(t.s.d.LimitCounts, []string{name}, true, []string{}, []string{}, []string{}, []int64{}); err != nil {
+	if _, err := t.exec(`SELECT `+t.s.d.Lock, name); err != nil {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
 	return nil

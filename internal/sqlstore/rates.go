@@ -301,15 +301,9 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 		return nil
 	}
 	byKey := make(map[string]*bucketNeed, len(needs))
-	var q strings.Builder
-	q.WriteString(`INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to) VALUES `)
-	args := make([]any, 0, 8*len(needs))
+	rows := make([][]any, len(needs))
 	for i, n := range needs {
 		byKey[n.key] = n
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 		// A new bucket starts full.
 		per := n.rate.Per.Microseconds()
 		limit := int64(n.rate.Limit)
@@ -321,10 +315,16 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 			next := t.now + (per-credit+limit-1)/limit
 			queued = next + (d-1)*interval
 		}
-		args = append(args, n.key, limit, per, credit, t.now, n.want, take, queued)
+		rows[i] = []any{n.key, limit, per, credit, t.now, int64(n.want), take, queued}
 	}
-	q.WriteString(` ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet + ` RETURNING key, taken, deferred_to`)
-	rows, err := t.query(q.String(), args...)
+	// One statement text whatever the number of buckets (a rowset), so
+	// that PostgreSQL plans it once per connection; in key order.
+	from, args := t.rowset("b", []column{{"b_key", colText}, {"b_limit", colInt}, {"b_per", colInt}, {"b_credit", colInt},
+		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}}, rows)
+	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
+	res, err := t.query(`INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to)
+		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued FROM `+from+` WHERE true
+		ON CONFLICT (key) DO UPDATE SET `+rateTakeSet+` RETURNING key, taken, deferred_to`, args...)
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
@@ -333,7 +333,7 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 		taken      int
 		deferredTo int64
 	}
-	got, err := collect(rows, func(r Row) (takeRow, error) {
+	got, err := collect(res, func(r Row) (takeRow, error) {
 		var x takeRow
 		err := r.Scan(&x.key, &x.taken, &x.deferredTo)
 		return x, err

@@ -53,6 +53,10 @@ type Dialect struct {
 	// its arguments and rows). Where it is empty, one writer at a time is
 	// guaranteed and the claim counts without locks.
 	LimitCounts string
+	// Lock, if set, is an expression that takes a transaction-scoped lock
+	// on the name it is given (one argument) and yields a value; empty
+	// where one writer at a time is guaranteed.
+	Lock string
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a

@@ -22,6 +22,8 @@ type txn struct {
 	now     int64
 	engine  string
 	readied int
+	// fairLocked: the claim holds the fair shares' lock (fair.go).
+	fairLocked bool
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
 	notifyDeferred bool

@@ -162,6 +162,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true)",
 			// Locks the limits (names sorted) and counts under them: the
 			// function of migration 015.
+			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(?)))",
 			LimitCounts:    "SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts(?::text[], ?, ?::text[], ?::text[], ?::text[], ?::bigint[])",
 			Explain:        "EXPLAIN",
 			ExplainColumns: 1,
