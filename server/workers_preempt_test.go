@@ -1,0 +1,147 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+const crunchTemplate = `namespace: demo
+name: crunch
+version: "1"
+steps:
+  - name: crunch
+    handler: py.crunch
+    priority: -1
+    preemptible: true
+`
+
+const pageTemplate = `namespace: demo
+name: page
+version: "1"
+steps:
+  - name: alert
+    handler: py.alert
+    priority: 5
+`
+
+type heartbeatReply struct {
+	Lost    []map[string]any `json:"lost"`
+	Preempt []struct {
+		Fence  map[string]any `json:"fence"`
+		Reason string         `json:"reason"`
+	} `json:"preempt"`
+}
+
+func (w *worker) heartbeat(t *testing.T, body map[string]any) heartbeatReply {
+	t.Helper()
+	r := w.post("/heartbeat", body)
+	require.Equal(t, 200, r.status, "%s", r.body)
+	var out heartbeatReply
+	r.json(t, &out)
+	return out
+}
+
+// TestRemoteWorkerPreemption: a full remote worker holds a low-priority
+// preemptible step when a step of higher priority it would claim becomes
+// ready. Its heartbeat's reply asks it to stop that step (a worker that does
+// not say it is full is not asked); reported preempted, the step returns to
+// ready with its attempt given back and its checkpoint kept, the audit
+// names the preemptor, and the freed slot claims the urgent step first.
+func TestRemoteWorkerPreemption(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		en := newEnv(t, open(t), server.Options{MaxPoll: 20 * time.Second})
+		en.register(crunchTemplate)
+		en.register(pageTemplate)
+		w := en.worker(t, "py.crunch", "py.alert")
+		claim := func(max int) []claimed {
+			r := w.post("/claim", map[string]any{"handlers": []string{"py.crunch", "py.alert"}, "namespaces": []string{"demo"}, "max": max, "wait_ms": 5000})
+			require.Equal(t, 200, r.status, "%s", r.body)
+			var out struct{ Steps []claimed }
+			r.json(t, &out)
+			return out.Steps
+		}
+
+		var low, high store.Task
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/crunch"}, &low)
+		steps := claim(1)
+		require.Len(t, steps, 1)
+		c := steps[0]
+		require.Equal(t, "crunch", c.Step)
+		require.Equal(t, 204, w.post("/checkpoint", map[string]any{"fence": c.Fence, "checkpoint": map[string]int{"row": 40}}).status)
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/page"}, &high)
+
+		held := []any{c.Fence}
+		// Not told: a worker that does not say, one with a free slot, one
+		// whose predicates do not reach the urgent step.
+		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held}).Preempt)
+		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held, "free": 1}).Preempt)
+		handlers := []string{"py.crunch", "py.alert"}
+		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held, "free": 0, "handlers": handlers, "namespaces": []string{"other"}}).Preempt)
+		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held, "free": 0}).Preempt, "without handlers: those of the steps it holds")
+
+		// Full: told (the peek is rated per worker, so heartbeat until it
+		// looks again).
+		var reply heartbeatReply
+		deadline := time.Now().Add(10 * time.Second)
+		for len(reply.Preempt) == 0 && time.Now().Before(deadline) {
+			reply = w.heartbeat(t, map[string]any{"steps": held, "free": 0, "handlers": handlers, "namespaces": []string{"demo"}})
+		}
+		require.Len(t, reply.Preempt, 1)
+		reason := fmt.Sprintf("preempted by task %d step %q (priority 5)", high.ID, "alert")
+		require.Equal(t, reason, reply.Preempt[0].Reason)
+		require.Equal(t, c.Fence, reply.Preempt[0].Fence)
+		// One in flight: asked again, nothing new.
+		again := w.heartbeat(t, map[string]any{"steps": held, "free": 0})
+		require.Len(t, again.Preempt, 1)
+		require.Equal(t, c.Fence, again.Preempt[0].Fence)
+
+		r := w.post("/fail", map[string]any{"fence": c.Fence, "error": reply.Preempt[0].Reason, "preempted": true, "permanent": true})
+		require.Equal(t, 400, r.status, "%s", r.body)
+		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": reply.Preempt[0].Reason, "preempted": true})
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.Contains(t, string(r.body), `"state":"ready"`)
+		var got store.Task
+		en.ok(200, "GET", fmt.Sprintf("/v1/tasks/%d", low.ID), nil, &got)
+		crunch := stepNamed(t, got, "crunch")
+		require.Equal(t, state.StepReady, crunch.State)
+		require.Equal(t, 0, crunch.Attempts, "the preempted attempt was given back")
+		require.JSONEq(t, `{"row":40}`, string(crunch.Checkpoint))
+		require.Empty(t, w.heartbeat(t, map[string]any{"steps": []any{}, "free": 1}).Preempt)
+
+		// The urgent step is claimed first; the preempted one runs again
+		// under the same attempt number, from its checkpoint.
+		first := claim(1)
+		require.Len(t, first, 1)
+		require.Equal(t, "alert", first[0].Step)
+		r = w.post("/fail", map[string]any{"fence": first[0].Fence, "error": "not mine", "preempted": true})
+		require.Equal(t, 400, r.status, "a step that is not preemptible: %s", r.body)
+		require.Equal(t, 200, w.post("/complete", map[string]any{"fence": first[0].Fence, "result": 1}).status)
+		second := claim(1)
+		require.Len(t, second, 1)
+		require.Equal(t, "crunch", second[0].Step)
+		require.Equal(t, 1, second[0].Attempt)
+		require.JSONEq(t, `{"row":40}`, string(second[0].Checkpoint), "the rerun starts from the checkpoint")
+		require.Equal(t, 200, w.post("/complete", map[string]any{"fence": second[0].Fence, "result": 2}).status)
+		require.Equal(t, state.TaskCompleted, en.waitTask(low.ID).State)
+
+		audit, err := en.e.Audit(t.Context(), low.ID)
+		require.NoError(t, err)
+		found := false
+		for _, a := range audit {
+			if a.Step == "crunch" && a.From == "running" && a.To == "ready" {
+				found = true
+				require.Equal(t, reason, a.Reason)
+				require.Equal(t, 1, a.Attempt)
+			}
+		}
+		require.True(t, found, "the audit records the preemption: %+v", audit)
+	})
+}
