@@ -98,12 +98,15 @@ func TestRemoteWorkerPreemption(t *testing.T) {
 		reason := fmt.Sprintf("preempted by task %d step %q (priority 5)", high.ID, "alert")
 		require.Equal(t, reason, reply.Preempt[0].Reason)
 		require.Equal(t, c.Fence, reply.Preempt[0].Fence)
+		r := en.do("GET", "/metrics", "", nil)
+		require.Equal(t, 200, r.status)
+		require.Equal(t, 1.0, metricValue(t, string(r.body), "weft_steps_preempted_total", `workflow="crunch"`, `step="crunch"`))
 		// One in flight: asked again, nothing new.
 		again := w.heartbeat(t, map[string]any{"steps": held, "free": 0})
 		require.Len(t, again.Preempt, 1)
 		require.Equal(t, c.Fence, again.Preempt[0].Fence)
 
-		r := w.post("/fail", map[string]any{"fence": c.Fence, "error": reply.Preempt[0].Reason, "preempted": true, "permanent": true})
+		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": reply.Preempt[0].Reason, "preempted": true, "permanent": true})
 		require.Equal(t, 400, r.status, "%s", r.body)
 		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": reply.Preempt[0].Reason, "preempted": true})
 		require.Equal(t, 200, r.status, "%s", r.body)
