@@ -78,8 +78,8 @@ type WorkerLoad struct {
 	Full bool
 	// Handlers and Namespaces are the worker's claim predicates, as in its
 	// claims: the engine looks for more urgent work the worker would
-	// claim. No Handlers means the handlers of the steps it holds, no Namespaces
-	// any.
+	// claim. No Handlers means the handlers of the preemptible steps it holds,
+	// no Namespaces any.
 	Handlers   []string
 	Namespaces []string
 }

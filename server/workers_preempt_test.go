@@ -60,35 +60,62 @@ func TestRemoteWorkerPreemption(t *testing.T) {
 		en := newEnv(t, open(t), server.Options{MaxPoll: 20 * time.Second})
 		en.register(crunchTemplate)
 		en.register(pageTemplate)
-		w := en.worker(t, "py.crunch", "py.alert")
-		claim := func(max int) []claimed {
-			r := w.post("/claim", map[string]any{"handlers": []string{"py.crunch", "py.alert"}, "namespaces": []string{"demo"}, "max": max, "wait_ms": 5000})
+		handlers := []string{"py.crunch", "py.alert"}
+		claimWith := func(w *worker) []claimed {
+			r := w.post("/claim", map[string]any{"handlers": handlers, "namespaces": []string{"demo"}, "max": 1, "wait_ms": 5000})
 			require.Equal(t, 200, r.status, "%s", r.body)
 			var out struct{ Steps []claimed }
 			r.json(t, &out)
 			return out.Steps
 		}
+		// holding registers a worker that holds a crunch step of its own.
+		holding := func() (*worker, claimed) {
+			w := en.worker(t, handlers...)
+			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/crunch"}, &store.Task{})
+			steps := claimWith(w)
+			require.Len(t, steps, 1)
+			require.Equal(t, "crunch", steps[0].Step)
+			return w, steps[0]
+		}
 
 		var low, high store.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/crunch"}, &low)
-		steps := claim(1)
+		w := en.worker(t, handlers...)
+		claim := func() []claimed { return claimWith(w) }
+		steps := claim()
 		require.Len(t, steps, 1)
 		c := steps[0]
 		require.Equal(t, "crunch", c.Step)
 		require.Equal(t, 204, w.post("/checkpoint", map[string]any{"fence": c.Fence, "checkpoint": map[string]int{"row": 40}}).status)
-		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/page"}, &high)
 
-		held := []any{c.Fence}
 		// Not told: a worker that does not say, one with a free slot, one
-		// whose predicates do not reach the urgent step.
-		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held}).Preempt)
-		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held, "free": 1}).Preempt)
-		handlers := []string{"py.crunch", "py.alert"}
-		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held, "free": 0, "handlers": handlers, "namespaces": []string{"other"}}).Preempt)
-		require.Empty(t, w.heartbeat(t, map[string]any{"steps": held, "free": 0}).Preempt, "without handlers: those of the steps it holds")
+		// whose predicates do not reach the urgent step. Each is its own
+		// worker, so that each heartbeat is its worker's first (the peek is
+		// rated per worker).
+		notTold := []struct {
+			name string
+			beat map[string]any
+		}{
+			{"does not say", map[string]any{"handlers": handlers}},
+			{"a free slot", map[string]any{"free": 1, "handlers": handlers}},
+			{"another namespace", map[string]any{"free": 0, "handlers": handlers, "namespaces": []string{"other"}}},
+			{"without handlers: those of its preemptible steps", map[string]any{"free": 0}},
+		}
+		others := make([]*worker, len(notTold))
+		fences := make([]map[string]any, len(notTold))
+		for i := range notTold {
+			var oc claimed
+			others[i], oc = holding()
+			fences[i] = oc.Fence
+		}
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/page"}, &high)
+		for i, tt := range notTold {
+			tt.beat["steps"] = []any{fences[i]}
+			require.Empty(t, others[i].heartbeat(t, tt.beat).Preempt, tt.name)
+		}
 
-		// Full: told (the peek is rated per worker, so heartbeat until it
-		// looks again).
+		// Full: told.
+		held := []any{c.Fence}
 		var reply heartbeatReply
 		deadline := time.Now().Add(10 * time.Second)
 		for len(reply.Preempt) == 0 && time.Now().Before(deadline) {
@@ -121,13 +148,13 @@ func TestRemoteWorkerPreemption(t *testing.T) {
 
 		// The urgent step is claimed first; the preempted one runs again
 		// under the same attempt number, from its checkpoint.
-		first := claim(1)
+		first := claim()
 		require.Len(t, first, 1)
 		require.Equal(t, "alert", first[0].Step)
 		r = w.post("/fail", map[string]any{"fence": first[0].Fence, "error": "not mine", "preempted": true})
 		require.Equal(t, 400, r.status, "a step that is not preemptible: %s", r.body)
 		require.Equal(t, 200, w.post("/complete", map[string]any{"fence": first[0].Fence, "result": 1}).status)
-		second := claim(1)
+		second := claim()
 		require.Len(t, second, 1)
 		require.Equal(t, "crunch", second[0].Step)
 		require.Equal(t, 1, second[0].Attempt)

@@ -260,7 +260,8 @@ type ClaimedStep struct {
 // Free, optional, is how many more steps the worker could run now: a worker
 // that sends 0 (full) may be asked to stop a preemptible step for a more
 // urgent one it would claim, found with Handlers and Namespaces (its claim
-// predicates; absent: the handlers of the steps it holds, any namespace). A worker
+// predicates; absent: the handlers of its preemptible steps, any
+// namespace). A worker
 // that never sends Free is never preempted.
 type Heartbeat struct {
 	Steps      []Fence  `json:"steps"`

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -35,8 +34,8 @@ type WorkerLoad struct {
 	// Full says every slot of the worker is busy.
 	Full bool
 	// Handlers and Namespaces are the worker's claim predicates, as in its
-	// claims; no Handlers means the handlers of the steps it holds, no
-	// Namespaces any.
+	// claims; no Handlers means the handlers of the preemptible steps it
+	// holds, no Namespaces any.
 	Handlers   []string
 	Namespaces []string
 }
@@ -134,19 +133,19 @@ func (e *Engine) preemptRemote(ctx context.Context, workerID string, held, lost 
 	st.lastPeek = now
 	e.workerPreempt.mu.Unlock()
 
+	steps, err := e.store.HeldPreemptible(ctx, workerID, slices.DeleteFunc(slices.Clone(held), func(f store.Fence) bool {
+		return slices.Contains(lost, f)
+	}))
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("preemption: could not read the steps a worker holds", "worker_id", workerID, "error", err)
+		}
+		return nil
+	}
 	var victim *store.ClaimedStep
 	handlers := slices.Clone(load.Handlers)
-	for _, f := range held {
-		if slices.Contains(lost, f) {
-			continue
-		}
-		c, err := e.store.HeldStep(ctx, workerID, f)
-		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrStaleLease) && ctx.Err() == nil {
-				e.log.Warn("preemption: could not read a step a worker holds", "worker_id", workerID, "step_id", f.StepID, "error", err)
-			}
-			continue
-		}
+	for i := range steps {
+		c := &steps[i]
 		if betterVictim(c, victim) {
 			victim = c
 		}
