@@ -356,6 +356,10 @@ func (e *Engine) FailRemote(ctx context.Context, workerID, owner string, f store
 		return store.Outcome{}, fmt.Errorf("%w failure: a message is required", store.ErrInvalid)
 	}
 	if fl.Preempted {
+		// The worker's before its preemption's cause is taken.
+		if err := e.checkWorker(ctx, workerID, owner); err != nil {
+			return store.Outcome{}, err
+		}
 		return e.reportRemote(ctx, workerID, owner, f, nil, e.preemptionCause(workerID, f, fl.Message))
 	}
 	return e.reportRemote(ctx, workerID, owner, f, nil, fl.err())
