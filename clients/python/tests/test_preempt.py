@@ -80,6 +80,27 @@ class PreemptTest(ServerTestCase):
         self.assertEqual(seen, [("start", 1, None), ("woke", False, None)])
 
 
+    def test_a_result_returned_anyway_completes(self):
+        crunch, page = templates("prek")
+        self.register(crunch)
+        self.register(page)
+
+        def stubborn(step):
+            if not step.preempted.wait(30):
+                raise RuntimeError("never preempted")
+            return {"finished": "anyway"}
+
+        self.start_worker("prek", {"py.crunch": stubborn, "py.alert": lambda step: {"paged": True}}, concurrency=1)
+        low = self.server.submit("prek/crunch")
+        wait_for(lambda: step_named(self.server.task(low), "crunch").get("state") == "running", 10, what="crunch to run")
+        high = self.server.submit("prek/page")
+        task = self.server.wait_task(low)
+        self.assertEqual(task["state"], "completed", task)
+        self.assertEqual(step_named(task, "crunch")["result"], {"finished": "anyway"})
+        self.assertEqual(self.server.wait_task(high)["state"], "completed")
+        self.assertNotIn(("running", "ready"), [a[:2] for a in self.audit_reasons(low, "crunch")])
+
+
 class StepPreemptionTest(unittest.TestCase):
     """The Step API of preemption, without a server."""
 

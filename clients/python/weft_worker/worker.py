@@ -406,7 +406,8 @@ class Worker:
             fences = [s.fence for s in self._steps.values() if s.worker_id == wid]
             free = max(0, self.concurrency - len(self._steps))
         body = {"steps": fences}
-        if not self._load_unsupported:
+        # A stopping worker claims nothing more: no room to make.
+        if not self._load_unsupported and not self._stopping.is_set():
             body.update(free=free, handlers=sorted(self.handlers))
             if self.namespaces:
                 body["namespaces"] = self.namespaces
