@@ -28,7 +28,7 @@ import signal
 import threading
 import time
 
-from .errors import APIError, Permanent, Preempted, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
+from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
 from .step import REPORTING, RUNNING, SETTLED, Step
 from .transport import Interrupted, Transport
 
