@@ -32,7 +32,8 @@ const (
 	// attention, a number different from its last count.
 	EventAttention EventKind = EventKind(engine.EventAttention)
 	// EventPreempted: the engine cancelled a preemptible step's context
-	// to make room for a ready step of higher priority (see ErrPreempted);
+	// to make room for a ready step of higher priority (see ErrPreempted),
+	// or (Remote set) asked the remote worker that holds it to stop it;
 	// its EventStepEnded follows, with OutcomePreempted unless the handler
 	// finished anyway.
 	EventPreempted EventKind = EventKind(engine.EventPreempted)

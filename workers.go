@@ -63,6 +63,32 @@ type Failure struct {
 	// RetryAfter asks for the next attempt after this delay instead of the
 	// policy's backoff (the policy's max attempts still applies).
 	RetryAfter time.Duration
+	// Preempted reports that the worker stopped the step because a
+	// heartbeat's reply asked it to (HeartbeatLoad): the step returns to
+	// ready keeping its checkpoint, its attempt given back, and the audit
+	// names the step that preempted it. Message is the reason the reply
+	// gave. Only a preemptible step may be reported so.
+	Preempted bool
+}
+
+// WorkerLoad is what a worker's heartbeat tells about its slots. A worker
+// that never says it is full is never preempted.
+type WorkerLoad struct {
+	// Full says every slot of the worker is busy.
+	Full bool
+	// Handlers and Namespaces are the worker's claim predicates, as in its
+	// claims: the engine looks for more urgent work the worker would
+	// claim. No Handlers means the handlers of the preemptible steps it holds,
+	// no Namespaces any.
+	Handlers   []string
+	Namespaces []string
+}
+
+// Preemption asks a worker to stop the step it holds under Fence, and to
+// report it with Failure.Preempted.
+type Preemption struct {
+	Fence  Fence
+	Reason string // preempted by task N step "X" (priority P)
 }
 
 // Recorded is what the engine recorded for a worker's report: the state the
@@ -103,6 +129,24 @@ func (w *Workers) Claim(ctx context.Context, workerID, owner string, req WorkerC
 // must stop those steps.
 func (w *Workers) Heartbeat(ctx context.Context, workerID, owner string, held []Fence) ([]Fence, error) {
 	return w.core.WorkerHeartbeat(ctx, workerID, owner, held)
+}
+
+// HeartbeatLoad is Heartbeat with what the worker tells about its slots.
+// When it is full, holds a preemptible step, and the step it would claim
+// next has a strictly higher priority than the lowest-priority preemptible
+// step it holds, the engine asks it to stop that step (at most one at a
+// time per worker): the worker stops it and reports it with
+// Failure.Preempted.
+func (w *Workers) HeartbeatLoad(ctx context.Context, workerID, owner string, held []Fence, load WorkerLoad) ([]Fence, []Preemption, error) {
+	lost, pre, err := w.core.WorkerHeartbeatLoad(ctx, workerID, owner, held, engine.WorkerLoad(load))
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]Preemption, len(pre))
+	for i, p := range pre {
+		out[i] = Preemption(p)
+	}
+	return lost, out, nil
 }
 
 // Complete records a worker's result for a step it holds (nil means null).

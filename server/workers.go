@@ -161,13 +161,20 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 		}
 		held[i] = f
 	}
-	lost, err := s.workers.Heartbeat(r.Context(), r.PathValue("id"), owner(r), held)
+	load, err := heartbeatLoad(&req)
+	if err != nil {
+		return 0, nil, err
+	}
+	lost, preempt, err := s.workers.HeartbeatLoad(r.Context(), r.PathValue("id"), owner(r), held, load)
 	if err != nil {
 		return 0, nil, err
 	}
 	out := wire.HeartbeatResponse{Lost: make([]wire.Fence, len(lost))}
 	for i, f := range lost {
 		out.Lost[i] = toWireFence(f)
+	}
+	for _, p := range preempt {
+		out.Preempt = append(out.Preempt, wire.Preempt{Fence: toWireFence(p.Fence), Reason: p.Reason})
 	}
 	return http.StatusOK, out, nil
 }
@@ -222,8 +229,11 @@ func (s *Server) workerFail(r *http.Request) (int, any, error) {
 	if req.RetryAfterMS < 0 || req.RetryAfterMS > int64(7*24*time.Hour/time.Millisecond) {
 		return 0, nil, fieldError("retry_after_ms", "must be from 0 to a week")
 	}
+	if req.Preempted && (req.Permanent || req.RetryAfterMS > 0) {
+		return 0, nil, fieldError("preempted", "cannot be combined with permanent or retry_after_ms")
+	}
 	o, err := s.workers.Fail(r.Context(), r.PathValue("id"), owner(r), f, weft.Failure{Message: req.Error, Permanent: req.Permanent,
-		RetryAfter: time.Duration(req.RetryAfterMS) * time.Millisecond})
+		RetryAfter: time.Duration(req.RetryAfterMS) * time.Millisecond, Preempted: req.Preempted})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -270,4 +280,23 @@ func (s *Server) workerProgress(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
+}
+
+// heartbeatLoad validates what a heartbeat tells about the worker's slots
+// (for preemption).
+func heartbeatLoad(req *wire.Heartbeat) (weft.WorkerLoad, error) {
+	if req.Free != nil && *req.Free < 0 {
+		return weft.WorkerLoad{}, fieldError("free", "must be 0 or more, got %d", *req.Free)
+	}
+	if err := checkNames("handlers", req.Handlers, false); err != nil {
+		return weft.WorkerLoad{}, err
+	}
+	if err := checkNames("namespaces", req.Namespaces, false); err != nil {
+		return weft.WorkerLoad{}, err
+	}
+	var load weft.WorkerLoad
+	if req.Free != nil && *req.Free == 0 {
+		load = weft.WorkerLoad{Full: true, Handlers: req.Handlers, Namespaces: req.Namespaces}
+	}
+	return load, nil
 }

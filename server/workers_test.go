@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,8 @@ type claimed struct {
 	Deps    map[string]map[string]any
 	Config  map[string]any
 	Fence   map[string]any
+	// Checkpoint is the step's last checkpoint.
+	Checkpoint json.RawMessage
 }
 
 type worker struct {

@@ -109,6 +109,12 @@ type Queue interface {
 	// ID, TaskID, Name, Namespace, Handler and Priority are set. An engine
 	// asks it to decide whether to preempt a step.
 	PeekClaim(ctx context.Context, p ClaimParams) (*Step, error)
+	// HeldPreemptible returns the preemptible steps among held that run
+	// under engineID with exactly those fences, with their ID, TaskID,
+	// Name, Namespace, Handler, Priority, Attempts, Fence and Workflow set;
+	// the others are left out. An engine asks it when a full remote worker
+	// heartbeats, to decide whether to preempt one of its steps.
+	HeldPreemptible(ctx context.Context, engineID string, held []Fence) ([]ClaimedStep, error)
 	// ReleaseLease returns to ready the steps still running under one
 	// claim's lease, giving their attempt back. An engine calls it when a
 	// claim failed in a way that may still have committed (the reply was

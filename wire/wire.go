@@ -256,14 +256,33 @@ type ClaimedStep struct {
 // Heartbeat is the body of POST /v1/workers/{id}/heartbeat. Steps must list
 // every step the worker holds: one it holds but does not list is released
 // for another claim.
+//
+// Free, optional, is how many more steps the worker could run now: a worker
+// that sends 0 (full) may be asked to stop a preemptible step for a more
+// urgent one it would claim, found with Handlers and Namespaces (its claim
+// predicates; absent: the handlers of its preemptible steps, any
+// namespace). A worker
+// that never sends Free is never preempted.
 type Heartbeat struct {
-	Steps []Fence `json:"steps"`
+	Steps      []Fence  `json:"steps"`
+	Free       *int     `json:"free,omitempty"`
+	Handlers   []string `json:"handlers,omitempty"`
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // HeartbeatResponse lists the fences the worker no longer holds: it must
-// stop those steps and not report them.
+// stop those steps and not report them. Preempt lists the steps it must
+// stop to make room for more urgent work (at most one): it stops them and
+// reports each with Fail.Preempted.
 type HeartbeatResponse struct {
-	Lost []Fence `json:"lost"`
+	Lost    []Fence   `json:"lost"`
+	Preempt []Preempt `json:"preempt,omitempty"`
+}
+
+// Preempt asks a worker to stop one step.
+type Preempt struct {
+	Fence  Fence  `json:"fence"`
+	Reason string `json:"reason"`
 }
 
 // Complete is the body of POST /v1/workers/{id}/complete.
@@ -278,6 +297,10 @@ type Fail struct {
 	Error        string `json:"error"`
 	Permanent    bool   `json:"permanent,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	// Preempted: the worker stopped the step because a heartbeat's reply
+	// asked it to; Error is the reason it gave. The step returns to ready,
+	// its checkpoint kept and its attempt given back.
+	Preempted bool `json:"preempted,omitempty"`
 }
 
 // Reported answers complete and fail: the state the step moved to and, for

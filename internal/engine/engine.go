@@ -164,6 +164,9 @@ type Engine struct {
 	fileErr    error // set once the database was deleted or replaced
 	// owners remembers the owner of worker ids already checked (remote.go).
 	owners workerOwners
+	// workerPreempt remembers the preemption of each remote worker
+	// (remote_preemption.go).
+	workerPreempt workerPreemptions
 	// clock is the time schedules are planned by; tests replace it.
 	clock func() time.Time
 	// tracer makes the spans of submissions and attempts (trace.go); nil

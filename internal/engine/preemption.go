@@ -71,7 +71,7 @@ func (e *Engine) maybePreempt(ctx context.Context) {
 			e.mu.Unlock()
 			return
 		}
-		if r.step.Preemptible && (victim == nil || r.step.Priority < victim.step.Priority) {
+		if betterVictim(r.step, victim.claimed()) {
 			victim = r
 		}
 	}
@@ -79,17 +79,10 @@ func (e *Engine) maybePreempt(ctx context.Context) {
 	if victim == nil {
 		return
 	}
-	top, err := e.store.PeekClaim(ctx, e.claimParams(e.ID(), 1, e.handlerNames(), nil, 0))
-	if err != nil {
-		if ctx.Err() == nil {
-			e.log.Warn("preemption: could not look for a step of higher priority", "error", err)
-		}
+	cause, err := e.preemptor(ctx, e.claimParams(e.ID(), 1, e.handlerNames(), nil, 0), victim.step.Priority)
+	if err != nil || cause == nil {
 		return
 	}
-	if top == nil || top.Priority <= victim.step.Priority {
-		return
-	}
-	cause := &preemptedBy{taskID: top.TaskID, step: top.Name, priority: top.Priority}
 	e.mu.Lock()
 	if r, ok := e.inflight[victim.fence.StepID]; !ok || r != victim || r.preempted {
 		e.mu.Unlock()
@@ -98,11 +91,55 @@ func (e *Engine) maybePreempt(ctx context.Context) {
 	victim.preempted = true
 	victim.cancel(cause)
 	e.mu.Unlock()
-	c := victim.step
-	e.log.Info("step preempted", "task_id", c.TaskID, "step", c.Name, "attempt", c.Fence.Attempt, "priority", c.Priority,
-		"by_task_id", top.TaskID, "by_step", top.Name, "by_priority", top.Priority)
+	e.announcePreemption(victim.step, cause, "")
+}
+
+// claimed is the step r runs, nil for no r.
+func (r *running) claimed() *store.ClaimedStep {
+	if r == nil {
+		return nil
+	}
+	return r.step
+}
+
+// betterVictim reports whether c is a better step to preempt than v (nil:
+// none yet): c is preemptible and of lower priority, or of the same
+// priority and claimed later (a higher id), so that every engine picks the
+// same victim among the same steps.
+func betterVictim(c, v *store.ClaimedStep) bool {
+	return c.Preemptible && (v == nil || c.Priority < v.Priority || (c.Priority == v.Priority && c.ID > v.ID))
+}
+
+// preemptor decides one preemption, for the engine's own steps and for a
+// remote worker's alike: it peeks at the step a claim with p would take
+// first and returns the cause with which to stop a preemptible step of
+// priority victim, or nil when that step is not strictly more urgent (or
+// there is none). A failed peek is logged and preempts nothing.
+func (e *Engine) preemptor(ctx context.Context, p store.ClaimParams, victim int) (*preemptedBy, error) {
+	top, err := e.store.PeekClaim(ctx, p)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("preemption: could not look for a step of higher priority", "error", err)
+		}
+		return nil, fmt.Errorf("peek claim: %w", err)
+	}
+	if top == nil || top.Priority <= victim {
+		return nil, nil
+	}
+	return &preemptedBy{taskID: top.TaskID, step: top.Name, priority: top.Priority}, nil
+}
+
+// announcePreemption logs and publishes the preemption of c (by a remote
+// worker when worker is set).
+func (e *Engine) announcePreemption(c *store.ClaimedStep, by *preemptedBy, worker string) {
+	args := []any{"task_id", c.TaskID, "step", c.Name, "attempt", c.Fence.Attempt, "priority", c.Priority,
+		"by_task_id", by.taskID, "by_step", by.step, "by_priority", by.priority}
+	if worker != "" {
+		args = append(args, "worker_id", worker)
+	}
+	e.log.Info("step preempted", args...)
 	e.Publish(Event{Kind: EventPreempted, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
-		Handler: c.Handler, Attempt: c.Fence.Attempt})
+		Handler: c.Handler, Attempt: c.Fence.Attempt, Remote: worker != ""})
 }
 
 // preempted is the outcome of an attempt stopped by preemption: the step

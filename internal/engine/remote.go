@@ -59,6 +59,11 @@ type Failure struct {
 	// RetryAfter asks for the next attempt after this delay instead of the
 	// policy's backoff (the policy's max attempts still applies).
 	RetryAfter time.Duration
+	// Preempted reports that the worker stopped the step because a
+	// heartbeat's reply asked it to (WorkerHeartbeatLoad): the step returns
+	// to ready with its checkpoint, its attempt given back. Message is the
+	// reason the reply gave.
+	Preempted bool
 }
 
 // err returns the failure as the error a handler would have returned.
@@ -296,19 +301,27 @@ func (e *Engine) release(workerID string, lease int64) {
 // fences that are no longer valid (cancelled or taken over): the worker
 // must stop them.
 func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID, owner string, held []store.Fence) ([]store.Fence, error) {
+	lost, _, err := e.WorkerHeartbeatLoad(ctx, workerID, owner, held, WorkerLoad{})
+	return lost, err
+}
+
+// WorkerHeartbeatLoad is WorkerHeartbeat with what the worker tells about
+// its slots: when it is full, it also returns the steps the worker must
+// stop to make room for more urgent work (remote_preemption.go).
+func (e *Engine) WorkerHeartbeatLoad(ctx context.Context, workerID, owner string, held []store.Fence, load WorkerLoad) ([]store.Fence, []Preemption, error) {
 	if err := e.checkWorker(ctx, workerID, owner); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := time.Now()
 	res, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
 		Complete: true, ClaimedBefore: now.Add(-e.cfg.HeartbeatInterval)})
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat of worker %s: %w", workerID, err)
+		return nil, nil, fmt.Errorf("heartbeat of worker %s: %w", workerID, err)
 	}
 	if res.Released > 0 {
 		e.log.Warn("released steps a worker does not hold", "worker_id", workerID, "count", res.Released)
 	}
-	return res.Lost, nil
+	return res.Lost, e.preemptRemote(ctx, workerID, held, res.Lost, load), nil
 }
 
 // held loads the step a worker reports on, checking that the worker is
@@ -342,6 +355,13 @@ func (e *Engine) FailRemote(ctx context.Context, workerID, owner string, f store
 	if fl.Message == "" {
 		return store.Outcome{}, fmt.Errorf("%w failure: a message is required", store.ErrInvalid)
 	}
+	if fl.Preempted {
+		// The worker's before its preemption's cause is taken.
+		if err := e.checkWorker(ctx, workerID, owner); err != nil {
+			return store.Outcome{}, err
+		}
+		return e.reportRemote(ctx, workerID, owner, f, nil, e.preemptionCause(workerID, f, fl.Message))
+	}
 	return e.reportRemote(ctx, workerID, owner, f, nil, fl.err())
 }
 
@@ -363,6 +383,11 @@ func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f sto
 			return store.Outcome{}, err // a passing database error: the worker retries its report
 		}
 		o = e.undefined(o, log, err)
+	} else if errors.Is(failed, ErrPreempted) {
+		if !c.Preemptible {
+			return store.Outcome{}, fmt.Errorf("%w failure: step %q is not preemptible", store.ErrInvalid, c.Name)
+		}
+		o = preempted(o, log, failed)
 	} else {
 		o = e.settle(o, log, w, def, c.Attempts, result, failed)
 	}

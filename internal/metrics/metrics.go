@@ -78,7 +78,7 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 		attention: prometheus.NewGauge(prometheus.GaugeOpts{Name: "weft_tasks_attention",
 			Help: "Tasks needing a person, as last counted by the engine that leads maintenance (see weft tasks --attention)."}),
 		preempted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_steps_preempted_total",
-			Help: "Preemptible steps this engine stopped to make room for a ready step of higher priority."}, []string{"namespace", "workflow", "step"}),
+			Help: "Preemptible steps this engine stopped, or asked a remote worker to stop, to make room for a ready step of higher priority."}, []string{"namespace", "workflow", "step"}),
 		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_rate_deferrals_total",
 			Help: "Steps a claim of this process (its own or a remote worker's) deferred for want of a rate-limit token, by rate: a namespace's (workflow and step empty) or a step's (a keyed rate counts under its step, without the key's value)."},
 			[]string{"namespace", "workflow", "step"}),

@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -69,4 +71,36 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// HeldPreemptible returns the preemptible steps among held that run under
+// engineID with exactly those fences: their id, task, name, namespace,
+// handler, priority, fence and workflow. A remote worker's heartbeat lists
+// its steps; this is the one read that finds which of them may be
+// preempted (by primary key, only for a worker that says it is full).
+func (s *Store) HeldPreemptible(ctx context.Context, engineID string, held []store.Fence) ([]store.ClaimedStep, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(held)+1)
+	args = append(args, engineID)
+	for _, f := range held {
+		args = append(args, f.StepID)
+	}
+	rows, err := s.read(ctx, `SELECT s.id, s.task_id, s.name, s.namespace, s.handler, s.priority, s.attempt, s.lease_id, t.workflow
+		FROM steps s JOIN tasks t ON t.id = s.task_id
+		WHERE s.engine_id = ? AND s.state = 'running' AND s.preemptible <> 0 AND s.id IN (`+placeholders(len(held))+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
+	}
+	steps, err := collect(rows, func(r Row) (store.ClaimedStep, error) {
+		var c store.ClaimedStep
+		err := r.Scan(&c.ID, &c.TaskID, &c.Name, &c.Namespace, &c.Handler, &c.Priority, &c.Attempts, &c.Fence.LeaseID, &c.Workflow)
+		c.Fence.StepID, c.Fence.Attempt, c.Preemptible, c.State = c.ID, c.Attempts, true, state.StepRunning
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
+	}
+	return slices.DeleteFunc(steps, func(c store.ClaimedStep) bool { return !slices.Contains(held, c.Fence) }), nil
 }

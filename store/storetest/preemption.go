@@ -19,6 +19,7 @@ var preemptionTests = []struct {
 	{"PeekClaimMarksNothing", testPeekClaim},
 	{"PeekClaimHonoursPolicies", testPeekClaimPolicies},
 	{"PreemptedStepReturnsToReady", testPreempted},
+	{"HeldPreemptible", testHeldPreemptible},
 }
 
 func (h *harness) peek(p store.ClaimParams) *store.Step {
@@ -126,4 +127,42 @@ func testPreempted(t *testing.T, h *harness) {
 	require.ErrorIs(t, res[0], store.ErrStaleLease, "the preempted attempt cannot complete")
 	require.NoError(t, res[1])
 	require.Equal(t, state.TaskCompleted, h.task(id).State)
+}
+
+// testHeldPreemptible: of the fences a worker lists, only the preemptible
+// steps it holds under exactly those fences come back, with what the
+// decision needs.
+func testHeldPreemptible(t *testing.T, h *harness) {
+	held := func(engine string, fences ...store.Fence) []store.ClaimedStep {
+		t.Helper()
+		got, err := h.s.HeldPreemptible(h.ctx, engine, fences)
+		require.NoError(t, err)
+		return got
+	}
+	require.Empty(t, held("w1"))
+	h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "crunch", Handler: "py.crunch", MaxAttempts: 2, Priority: -1, Preemptible: true}}})
+	h.insert(store.TaskInsert{Priority: 1, Steps: []store.StepInsert{{Name: "plain", Handler: "py.plain", MaxAttempts: 2}}})
+	claimed := h.claim("w1", 2)
+	require.Len(t, claimed, 2)
+	fences := []store.Fence{claimed[0].Fence, claimed[1].Fence}
+	got := held("w1", fences...)
+	require.Len(t, got, 1, "only the preemptible step")
+	c := got[0]
+	require.Equal(t, "crunch", c.Name)
+	require.Equal(t, "py.crunch", c.Handler)
+	require.Equal(t, "ns", c.Namespace)
+	require.Equal(t, -1, c.Priority)
+	require.True(t, c.Preemptible)
+	want := claimed[0].Fence
+	if claimed[0].Name != "crunch" {
+		want = claimed[1].Fence
+	}
+	require.Equal(t, want, c.Fence)
+	require.Equal(t, 1, c.Attempts)
+	require.NotEmpty(t, c.Workflow)
+
+	stale := want
+	stale.LeaseID++
+	require.Empty(t, held("w1", stale), "another lease is not held")
+	require.Empty(t, held("w2", fences...), "another worker holds nothing")
 }

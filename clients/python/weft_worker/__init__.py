@@ -18,6 +18,10 @@ without retrying, or RetryAfter(seconds) to choose the delay.
 step.checkpoint(value) saves progress that a later attempt starts from,
 step.progress(fraction, message) shows how far it got, and step.cancelled()
 says when to give up (timeout passed, step taken over, worker stopping).
+A preemptible step may be asked to stop for more urgent work: step.preempted
+is set (step.wait() wakes); the handler saves a checkpoint and raises
+(step.raise_if_preempted() raises Preempted), and the step goes back to the
+queue without using an attempt.
 
 Client submits, reads and signals tasks (client.py).
 
@@ -25,11 +29,11 @@ The protocol is described in docs/remote-workers.md.
 """
 
 from .client import Client
-from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
+from .errors import APIError, Permanent, Preempted, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
 from .step import Step
 from .worker import Worker, format_duration
 
 __version__ = "0.2.0"
 
-__all__ = ["Worker", "Step", "Client", "Permanent", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
+__all__ = ["Worker", "Step", "Client", "Permanent", "Preempted", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
            "ServerUnavailable", "format_duration", "__version__"]

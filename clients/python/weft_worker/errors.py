@@ -5,7 +5,7 @@ client raises APIError (and its subclasses) for error responses of the
 server and ServerUnavailable when it gave up retrying a request.
 """
 
-__all__ = ["APIError", "StaleLease", "WorkerLost", "Unauthorized", "ServerUnavailable", "Permanent", "RetryAfter"]
+__all__ = ["APIError", "StaleLease", "WorkerLost", "Unauthorized", "ServerUnavailable", "Permanent", "RetryAfter", "Preempted"]
 
 
 class APIError(Exception):
@@ -55,3 +55,10 @@ class RetryAfter(Exception):
     def __init__(self, seconds, message="retry requested"):
         super().__init__(message)
         self.seconds = seconds
+
+
+class Preempted(Exception):
+    """Raised by Step.raise_if_preempted() once the server asked the worker
+    to stop the step for more urgent work. Any exception a handler raises
+    after the preemption reports the step preempted: it goes back to the
+    queue keeping its checkpoint, without using an attempt."""

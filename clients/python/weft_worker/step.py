@@ -5,7 +5,7 @@ import math
 import threading
 import time
 
-from .errors import StaleLease
+from .errors import Preempted, StaleLease
 
 __all__ = ["Step"]
 
@@ -28,7 +28,10 @@ class Step:
     timeout), fence (the fencing token sent back with every report),
     worker_id (the registration the step was claimed under), lost (a
     threading.Event set when the server says the step is no longer this
-    worker's: cancelled, timed out or taken over), traceparent (the W3C
+    worker's: cancelled, timed out or taken over), preempted (a
+    threading.Event set when the server asks the worker to stop this
+    preemptible step for a step of higher priority; preempt_reason then
+    says which: 'preempted by task N step "X" (priority P)'), traceparent (the W3C
     traceparent of the task's trace: the submitter's, or one the task
     started when it was submitted outside any trace; None for
     tasks submitted before weft stored traces. Pass it to
@@ -63,6 +66,9 @@ class Step:
         self.lost = threading.Event()
         self._cancel = threading.Event()
         self.cancel_reason = None
+        self.preempted = threading.Event()
+        self.preempt_reason = None
+        self._stop = threading.Event()  # cancelled or preempted: wait() wakes
         self._state = RUNNING  # guarded by the worker's lock
         self._timer = None
 
@@ -89,14 +95,29 @@ class Step:
         return max(0.0, self.deadline - time.monotonic())
 
     def wait(self, seconds):
-        """Sleep up to `seconds`, waking early if the step is cancelled.
-        Returns True if it was cancelled: `if step.wait(1): return`."""
-        return self._cancel.wait(seconds)
+        """Sleep up to `seconds`, waking early if the step is cancelled or
+        preempted. Returns True if it was: `if step.wait(1): return`
+        (check step.preempted, or call raise_if_preempted(), to tell)."""
+        return self._stop.wait(seconds)
+
+    def raise_if_preempted(self):
+        """Raise Preempted if the server asked to stop the step for more
+        urgent work. The handler may save a checkpoint first: the next
+        attempt (under the same attempt number) starts from it."""
+        if self.preempted.is_set():
+            raise Preempted(self.preempt_reason or "preempted")
 
     def _cancelled_by(self, reason):
         if self.cancel_reason is None:
             self.cancel_reason = reason
         self._cancel.set()
+        self._stop.set()
+
+    def _preempted_by(self, reason):
+        if self.preempt_reason is None:
+            self.preempt_reason = reason
+        self.preempted.set()
+        self._stop.set()
 
     # -- reports from the handler ------------------------------------------------
 

@@ -13,6 +13,11 @@ guarantees on its side:
   ...") and its handler's late return is ignored;
 - a worker the server no longer knows registers again; bad credentials stop
   the worker with Unauthorized;
+- every heartbeat says how many slots are free, with its handlers and
+  namespaces: when it has none, the server may ask it to stop a
+  preemptible step for more urgent work (step.preempted is set); the
+  handler's exception is then reported as a preemption (fail with
+  preempted: true), a result it returns anyway as usual;
 - on stop() (SIGINT/SIGTERM in run()) it stops claiming, waits for running
   handlers up to drain_timeout, and deregisters.
 """
@@ -93,6 +98,7 @@ class Worker:
         self._hb_stop = threading.Event()
         self._fatal = None
         self._progress_unsupported = False
+        self._load_unsupported = False  # an older server refuses "free" in heartbeats
 
     # -- handlers ----------------------------------------------------------------
 
@@ -198,16 +204,13 @@ class Worker:
             result = fn(step)
             json.dumps(result, allow_nan=False)  # not JSON: a failure of the attempt, reported as such
             outcome = ("/complete", {"result": result})
-        except Permanent as e:
-            outcome = ("/fail", {"error": str(e) or "permanent failure", "permanent": True})
-        except RetryAfter as e:
-            ms = int(max(0, min(float(e.seconds) * 1000, _WEEK_MS)))
-            outcome = ("/fail", {"error": str(e) or "retry requested", "retry_after_ms": ms})
         except BaseException as e:  # noqa: BLE001 - a handler's failure is reported, never fatal to the worker
-            if not step.cancelled():
-                self.log.warning("step %d (%s) attempt %d: handler raised %s: %s", step.step_id, step.name, step.attempt,
-                                 type(e).__name__, e, exc_info=not isinstance(e, StaleLease))
-            outcome = ("/fail", {"error": ("%s: %s" % (type(e).__name__, e)) if str(e) else type(e).__name__})
+            if not step.preempted.is_set():
+                outcome = self._failure(step, e)
+            else:
+                # Stopped as asked (whatever it raised): back to the queue.
+                self.log.info("step %d (%s) attempt %d stopped: %s", step.step_id, step.name, step.attempt, step.preempt_reason)
+                outcome = ("/fail", {"error": step.preempt_reason or "preempted", "preempted": True})
         with self._lock:
             if step._state != RUNNING:
                 # Timed out or lost: the outcome reported (if any) is not this one.
@@ -218,6 +221,19 @@ class Worker:
             if step._timer is not None:
                 step._timer.cancel()
         self._report(step, *outcome)
+
+    def _failure(self, step, e):
+        """The report of the exception a handler raised."""
+        if isinstance(e, Permanent):
+            return ("/fail", {"error": str(e) or "permanent failure", "permanent": True})
+        if isinstance(e, RetryAfter):
+            ms = int(max(0, min(float(e.seconds) * 1000, _WEEK_MS)))
+            return ("/fail", {"error": str(e) or "retry requested", "retry_after_ms": ms})
+        # A handler's failure is reported, never fatal to the worker.
+        if not step.cancelled():
+            self.log.warning("step %d (%s) attempt %d: handler raised %s: %s", step.step_id, step.name, step.attempt,
+                             type(e).__name__, e, exc_info=not isinstance(e, StaleLease))
+        return ("/fail", {"error": ("%s: %s" % (type(e).__name__, e)) if str(e) else type(e).__name__})
 
     def _timed_out(self, step):
         with self._lock:
@@ -340,8 +356,7 @@ class Worker:
         while not self._hb_stop.wait(self.heartbeat_interval):
             wid = self.worker_id
             try:
-                resp = self._transport.call("POST", "/v1/workers/%s/heartbeat" % wid, lambda: {"steps": self._held_fences(wid)},
-                                            window=self.lease_ttl, what="heartbeat", stop=self._hb_stop)
+                resp = self._beat(wid)
             except Interrupted:
                 return
             except WorkerLost as e:
@@ -368,6 +383,47 @@ class Worker:
                     for s in list(self._steps.values()):
                         if s.worker_id == wid and s.key in lost:
                             self._lose(s, "cancelled or taken over")
+            self._preempt(wid, (resp or {}).get("preempt") or [])
+
+    def _beat(self, wid):
+        """Send one heartbeat; an older server that refuses the fields of
+        preemption gets plain heartbeats from then on (never preempted)."""
+        try:
+            return self._transport.call("POST", "/v1/workers/%s/heartbeat" % wid, lambda: self._heartbeat_body(wid),
+                                        window=self.lease_ttl, what="heartbeat", stop=self._hb_stop)
+        except APIError as e:
+            if self._load_unsupported or e.status != 400 or e.code != "unknown_field" or e.field not in ("free", "handlers", "namespaces"):
+                raise
+        self._load_unsupported = True
+        self.log.warning("the server does not take free slots in heartbeats: this worker's steps are not preempted")
+        return self._transport.call("POST", "/v1/workers/%s/heartbeat" % wid, lambda: self._heartbeat_body(wid),
+                                    window=self.lease_ttl, what="heartbeat", stop=self._hb_stop)
+
+    def _heartbeat_body(self, wid):
+        """A heartbeat: every step held and, for preemption, how many more
+        the worker could run now, with its claim's handlers and namespaces."""
+        with self._lock:
+            fences = [s.fence for s in self._steps.values() if s.worker_id == wid]
+            free = max(0, self.concurrency - len(self._steps))
+        body = {"steps": fences}
+        # A stopping worker claims nothing more: no room to make.
+        if not self._load_unsupported and not self._stopping.is_set():
+            body.update(free=free, handlers=sorted(self.handlers))
+            if self.namespaces:
+                body["namespaces"] = self.namespaces
+        return body
+
+    def _preempt(self, wid, asked):
+        """Tell the handlers of the steps the server asked to stop."""
+        for p in asked:
+            f = p.get("fence") or {}
+            key = (f.get("step_id"), f.get("attempt"), str(f.get("lease_id")))
+            with self._lock:
+                s = self._steps.get(key)
+                if s is None or s.worker_id != wid or s._state != RUNNING or s.preempted.is_set():
+                    continue
+                s._preempted_by(p.get("reason") or "preempted by a step of higher priority")
+            self.log.info("step %d (%s) attempt %d: %s: asking its handler to stop", s.step_id, s.name, s.attempt, s.preempt_reason)
 
     # -- the loop --------------------------------------------------------------------
 
