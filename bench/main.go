@@ -48,6 +48,7 @@ type options struct {
 	cpuprofile string
 	memprofile string
 	pgStats    bool
+	policies   string
 
 	riverCooldown time.Duration
 }
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.db, "db", "", "PostgreSQL URL of a server to use (the bench creates and drops a database per run there); default: start a throwaway cluster with ../scripts/pgtest")
 	flag.IntVar(&o.n, "n", 0, "size of the scenario (tasks, runs, or the largest queue depth); 0: the scenario's default")
 	flag.IntVar(&o.runs, "runs", 3, "runs of each system per scenario, alternating weft and River; the median is reported")
+	flag.StringVar(&o.policies, "policies", "", "policies scenario: the variants to run, comma-separated (none, pause, limits, rates, weights, breaker, all); default: all of them")
 	flag.StringVar(&o.systems, "systems", "weft,river", "systems to run, comma-separated (weft, river); use one to profile it alone")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the idle scenario observes each engine")
 	flag.StringVar(&o.results, "results", "results/results.jsonl", "JSON-lines file the results are appended to")

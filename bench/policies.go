@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -128,11 +130,26 @@ func policyRun(ctx context.Context, e *env, n int, v policyVariant) (float64, er
 
 // weftPolicies runs every variant in turn, o.runs times, and reports the
 // median throughput of each and its ratio to the median without policies;
-// the scenario's value is the throughput with all of them.
+// the scenario's value is the throughput of the last variant run ("all"
+// unless -policies chose others).
 func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error) {
+	variants := policyVariants
+	if o.policies != "" {
+		variants = nil
+		for _, name := range strings.Split(o.policies, ",") {
+			i := slices.IndexFunc(policyVariants, func(v policyVariant) bool { return v.name == name })
+			if i < 0 {
+				return sample{}, fmt.Errorf("-policies: unknown variant %q", name)
+			}
+			variants = append(variants, policyVariants[i])
+		}
+		if variants[0].name != "none" {
+			variants = append([]policyVariant{policyVariants[0]}, variants...)
+		}
+	}
 	got := map[string][]float64{}
 	for run := 1; run <= max(o.runs, 1); run++ {
-		for _, v := range policyVariants {
+		for _, v := range variants {
 			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d\n", v.name, run, o.runs)
 			tps, err := policyRun(ctx, e, n, v)
 			if err != nil {
@@ -143,12 +160,12 @@ func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error)
 	}
 	none := median(got["none"])
 	metrics := map[string]float64{}
-	for _, v := range policyVariants {
+	for _, v := range variants {
 		m := median(got[v.name])
 		metrics[v.name+"_tasks_per_s"] = m
 		if v.name != "none" {
 			metrics[v.name+"/none"] = m / none
 		}
 	}
-	return sample{value: median(got["all"]), metrics: metrics}, nil
+	return sample{value: median(got[variants[len(variants)-1].name]), metrics: metrics}, nil
 }
