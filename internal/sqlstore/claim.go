@@ -340,13 +340,10 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone.
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
-	args := []any{leaseID, t.engine, t.now, t.now}
-	for _, id := range ids {
-		args = append(args, id)
-	}
+	in, inArgs := t.idIn("id", ids)
 	rows, err := t.query(`UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE id IN (`+placeholders(len(ids))+`) RETURNING `+stepColumns+`, sort_key`, args...)
+		WHERE `+in+` RETURNING `+stepColumns+`, sort_key`, append([]any{leaseID, t.engine, t.now, t.now}, inArgs...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
@@ -387,7 +384,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		workflow, version, traceparent string
 	}
 	tasks := map[int64]*taskInfo{}
-	var ids []any
+	var ids []int64
 	for _, c := range claimed {
 		if _, ok := tasks[c.TaskID]; !ok {
 			tasks[c.TaskID] = nil
@@ -401,15 +398,16 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return err
 	}
-	started, err := t.int64s(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND id IN (`+placeholders(len(ids))+`) RETURNING id`,
-		append([]any{t.now}, ids...)...)
+	in, inArgs := t.idIn("id", ids)
+	started, err := t.int64s(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+` RETURNING id`,
+		append([]any{t.now}, inArgs...)...)
 	if err != nil {
 		return err
 	}
 	for _, id := range started {
 		t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
 	}
-	rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
 	if err != nil {
 		return fmt.Errorf("load tasks: %w", err)
 	}

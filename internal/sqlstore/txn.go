@@ -154,6 +154,22 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 }
 
 // placeholders returns n comma-separated placeholders, for an IN list.
+// idIn is the condition "col is one of ids" and its arguments: one array
+// where the database takes arrays, so that the statement's text is the
+// same whatever the number of ids (PostgreSQL then prepares and plans it
+// once per connection, not once per size); a list of placeholders
+// elsewhere.
+func (t *txn) idIn(col string, ids []int64) (string, []any) {
+	if t.s.d.Arrays {
+		return col + " = ANY(?::bigint[])", []any{ids}
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return col + " IN (" + placeholders(len(ids)) + ")", args
+}
+
 func placeholders(n int) string {
 	if n <= 0 {
 		return "NULL"
