@@ -8,25 +8,29 @@ import (
 	"github.com/weftrun/weft/workflow"
 )
 
-// This file turns a workflow's concurrency limits into the keys its steps
-// and tasks carry: the claim (internal/sqlstore) counts what runs under each
-// key and claims only within the limit.
+// This file turns a workflow's concurrency and rate limits into the keys
+// its steps and tasks carry: the claim (internal/sqlstore) counts what runs
+// under each concurrency key and claims only within the limit, and takes a
+// token of each rate key's bucket.
 
-// stepLimitKey names the limit of one step of a workflow, across versions.
+// stepLimitKey names the concurrency limit or the rate of one step of a
+// workflow, across versions.
 func stepLimitKey(w *workflow.Workflow, step string) string {
 	return "step:" + w.Namespace + "/" + w.Name + "/" + step
 }
 
-// limitKeys are the concurrency limits of one workflow, with their key
-// expressions compiled.
+// limitKeys are the limits of one workflow that vary per task, with their
+// key expressions compiled.
 type limitKeys struct {
 	task     *workflow.Concurrency
 	taskKey  *expr.Key
-	stepKeys map[int]*expr.Key // by step index: the steps with a keyed limit
+	stepKeys map[int]*expr.Key // by step index: the steps with a keyed concurrency limit
+	rateKeys map[int]*expr.Key // by step index: the steps with a keyed rate
 }
 
 // compileLimitKeys returns the limits of w that vary per task: nil when w
-// has only fixed step limits (already in its step inserts) or none.
+// has only fixed step limits and rates (already in its step inserts) or
+// none.
 func compileLimitKeys(w *workflow.Workflow) (*limitKeys, error) {
 	var l limitKeys
 	if c := w.Concurrency; c != nil {
@@ -39,28 +43,53 @@ func compileLimitKeys(w *workflow.Workflow) (*limitKeys, error) {
 			l.taskKey = k
 		}
 	}
-	for i, st := range w.Steps {
-		if st.Concurrency == nil || st.Concurrency.Key == "" {
-			continue
+	var err error
+	if l.stepKeys, err = compileStepKeys(w, "concurrency.key", func(st *workflow.Step) string {
+		if st.Concurrency == nil {
+			return ""
 		}
-		k, err := expr.CompileKey(st.Concurrency.Key)
-		if err != nil {
-			return nil, fmt.Errorf("step %q: concurrency.key: %w", st.Name, err)
-		}
-		if l.stepKeys == nil {
-			l.stepKeys = map[int]*expr.Key{}
-		}
-		l.stepKeys[i] = k
+		return st.Concurrency.Key
+	}); err != nil {
+		return nil, err
 	}
-	if l.task == nil && l.stepKeys == nil {
+	if l.rateKeys, err = compileStepKeys(w, "rate_limit.key", func(st *workflow.Step) string {
+		if st.RateLimit == nil {
+			return ""
+		}
+		return st.RateLimit.Key
+	}); err != nil {
+		return nil, err
+	}
+	if l.task == nil && l.stepKeys == nil && l.rateKeys == nil {
 		return nil, nil
 	}
 	return &l, nil
 }
 
+// compileStepKeys compiles, by step index, the key expression key returns
+// for each step ("" for none); field names it in errors.
+func compileStepKeys(w *workflow.Workflow, field string, key func(*workflow.Step) string) (map[int]*expr.Key, error) {
+	var out map[int]*expr.Key
+	for i := range w.Steps {
+		src := key(&w.Steps[i])
+		if src == "" {
+			continue
+		}
+		k, err := expr.CompileKey(src)
+		if err != nil {
+			return nil, fmt.Errorf("step %q: %s: %w", w.Steps[i].Name, field, err)
+		}
+		if out == nil {
+			out = map[int]*expr.Key{}
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
 // apply sets the keys of one task: its workflow limit on the task and its
-// steps, and the keyed step limits from its input. The shared step inserts
-// are copied, not changed.
+// steps, and the keyed step limits and rates from its input. The shared
+// step inserts are copied, not changed.
 func (l *limitKeys) apply(in *store.TaskInsert) error {
 	if l == nil {
 		return nil
@@ -85,6 +114,13 @@ func (l *limitKeys) apply(in *store.TaskInsert) error {
 			return fmt.Errorf("step %q: concurrency.key: %w", steps[i].Name, err)
 		}
 		steps[i].LimitKey += "=" + v
+	}
+	for i, k := range l.rateKeys {
+		v, err := k.Eval(in.Input)
+		if err != nil {
+			return fmt.Errorf("step %q: rate_limit.key: %w", steps[i].Name, err)
+		}
+		steps[i].RateKey += "=" + v
 	}
 	return nil
 }

@@ -118,12 +118,9 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 type resolvedWorkflow struct {
 	w     *workflow.Workflow
 	steps []store.StepInsert
-	// limits are the workflow's concurrency limits with a key to compute
-	// per task; nil when none has one.
+	// limits are the workflow's concurrency limits and rates with a key
+	// to compute per task; nil when none has one.
 	limits *limitKeys
-	// rates are the workflow's rate limits with a key to compute per
-	// task; nil when none has one.
-	rates rateKeys
 }
 
 // prepare resolves a submission's workflow and builds its insert.
@@ -140,9 +137,6 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		}
 		r = &resolvedWorkflow{w: w, steps: stepInserts(w)}
 		if r.limits, err = compileLimitKeys(w); err != nil {
-			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
-		}
-		if r.rates, err = compileRateKeys(w); err != nil {
 			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
 		}
 		resolved[s.Workflow] = r
@@ -196,9 +190,6 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	if err := r.limits.apply(&in); err != nil {
 		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: %w", store.ErrInvalid, s.Workflow, err)
 	}
-	if err := r.rates.apply(&in); err != nil {
-		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: %w", store.ErrInvalid, s.Workflow, err)
-	}
 	return in, nil
 }
 
@@ -217,7 +208,7 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 			steps[i].LimitKey, steps[i].Limit = stepLimitKey(w, st.Name), c.Limit
 		}
 		if r := st.RateLimit; r != nil {
-			steps[i].RateKey, steps[i].Rate = stepRateKey(w, st.Name), r.Rate()
+			steps[i].RateKey, steps[i].Rate = stepLimitKey(w, st.Name), r.Rate()
 		}
 		if b := st.CircuitBreaker; b != nil {
 			steps[i].Breaker = &store.BreakerSpec{Key: workflow.BreakerKey(w.Namespace, w.Name, st.Name), Failures: b.Failures, Cooldown: time.Duration(b.Cooldown)}
