@@ -190,7 +190,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if err != nil {
 			return err
 		}
-		if err := t.policyTokens(pols); err != nil {
+		if err := policyTokens(pols, t.now, t.query); err != nil {
 			return err
 		}
 		out = store.Policy{Target: c.Target, UpdatedAt: time.UnixMicro(at), UpdatedBy: c.Actor}

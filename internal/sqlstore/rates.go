@@ -183,13 +183,19 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([
 			deferrals = append(deferrals, deferral{c.id, until, why})
 		}
 	}
-	// Tokens taken for candidates that another bucket held back go back.
+	// Tokens taken for candidates that another bucket held back go back,
+	// in one statement (in key order, as upsert is).
+	var back [][]any
 	for _, n := range upsert {
-		if back := n.taken - n.used; back > 0 {
-			if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + ? * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + ? * per_us END WHERE key = ?`,
-				back, back, n.key); err != nil {
-				return nil, 0, fmt.Errorf("return rate tokens of %s: %w", n.key, err)
-			}
+		if k := n.taken - n.used; k > 0 {
+			back = append(back, []any{n.key, int64(k)})
+		}
+	}
+	if len(back) > 0 {
+		from, args := t.rowset("g", []column{{"g_key", colText}, {"g_n", colInt}}, back)
+		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
+			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
+			return nil, 0, fmt.Errorf("return rate tokens: %w", err)
 		}
 	}
 	if len(deferrals) == 0 {
@@ -406,10 +412,27 @@ const maxReportedBuckets = 1000
 
 const bucketColumns = `key, limit_n, per_us, credit, refilled_at, deferred_to`
 
-// setTokens fills in the tokens of the policies with a rate from their
-// buckets at now; a namespace whose bucket does not exist yet has every
-// token.
-func setTokens(pols []store.Policy, buckets []bucketRow, now int64) {
+// policyTokens fills in the tokens of the policies with a rate from their
+// buckets at now, reading them with read (in a transaction or not); a
+// namespace whose bucket does not exist yet has every token.
+func policyTokens(pols []store.Policy, now int64, read func(q string, args ...any) (Rows, error)) error {
+	var keys []any
+	for _, p := range pols {
+		if p.Rate != nil {
+			keys = append(keys, bucketPrefixNamespace+p.Target)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := read(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
+	if err != nil {
+		return fmt.Errorf("read rate buckets: %w", err)
+	}
+	buckets, err := scanBuckets(rows)
+	if err != nil {
+		return err
+	}
 	byKey := make(map[string]bucketRow, len(buckets))
 	for _, b := range buckets {
 		byKey[b.key] = b
@@ -424,34 +447,6 @@ func setTokens(pols []store.Policy, buckets []bucketRow, now int64) {
 		}
 		pols[i].Tokens = &tokens
 	}
-}
-
-// namespaceBuckets lists the bucket keys of the policies with a rate.
-func namespaceBuckets(pols []store.Policy) []any {
-	var keys []any
-	for _, p := range pols {
-		if p.Rate != nil {
-			keys = append(keys, bucketPrefixNamespace+p.Target)
-		}
-	}
-	return keys
-}
-
-// policyTokens fills in the tokens of policies read in t.
-func (t *txn) policyTokens(pols []store.Policy) error {
-	keys := namespaceBuckets(pols)
-	if len(keys) == 0 {
-		return nil
-	}
-	rows, err := t.query(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
-	if err != nil {
-		return fmt.Errorf("read rate buckets: %w", err)
-	}
-	buckets, err := scanBuckets(rows)
-	if err != nil {
-		return err
-	}
-	setTokens(pols, buckets, t.now)
 	return nil
 }
 
@@ -460,16 +455,9 @@ func (t *txn) policyTokens(pols []store.Policy) error {
 func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) error {
 	now := s.clock().UnixMicro()
 	report.Rates = []store.RateUsage{}
-	if keys := namespaceBuckets(report.Policies); len(keys) > 0 {
-		rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
-		if err != nil {
-			return fmt.Errorf("read rate buckets: %w", err)
-		}
-		buckets, err := scanBuckets(rows)
-		if err != nil {
-			return err
-		}
-		setTokens(report.Policies, buckets, now)
+	read := func(q string, args ...any) (Rows, error) { return s.read(ctx, q, args...) }
+	if err := policyTokens(report.Policies, now, read); err != nil {
+		return err
 	}
 	rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
 	if err != nil {
