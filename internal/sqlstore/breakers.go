@@ -73,7 +73,10 @@ func breakerKind(o store.Outcome, to state.Step) hitKind {
 // commits.
 type breakerWork struct {
 	hits []breakerHit
-	bump bool // the policy version moves: claims read the breakers again
+	// bump: the policy version moves once this transaction commits, so
+	// that every claim reads the breakers again (the version row is
+	// written last, see flushBreakers).
+	bump bool
 	// lapsed: the outcomes recorded are of leases that lapsed (Reap). The
 	// engine died, not the step: they do not count, and a probe among them
 	// gives its place back.
@@ -104,9 +107,7 @@ func (t *txn) flushBreakers() error {
 	}
 	if w.bump {
 		w.bump = false
-		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
-			return fmt.Errorf("bump policy version: %w", err)
-		}
+		return t.movePolicyVersion()
 	}
 	return nil
 }
@@ -202,7 +203,8 @@ func (t *txn) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
 	}
 	known[h.key] = knownBreaker{state: store.BreakerOpen, failures: failures}
 	t.audit(h.taskID, h.name, breakerState(st), breakerState(store.BreakerOpen), h.attempt, reason)
-	return t.bumpPolicyVersion()
+	t.breakers.bump = true
+	return nil
 }
 
 // breakerSucceeded resets the count and closes the breaker.
@@ -222,7 +224,8 @@ func (t *txn) breakerSucceeded(h breakerHit, known map[string]knownBreaker) erro
 		reason := fmt.Sprintf("breaker %s closed: the step succeeded", h.key)
 		t.audit(h.taskID, h.name, breakerState(k.state), breakerState(store.BreakerClosed), h.attempt, reason)
 		t.readied++ // the held steps may run: wake the engines
-		return t.bumpPolicyVersion()
+		t.breakers.bump = true
+		return nil
 	case k.failures > 0:
 		if _, err := t.exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.now, h.key); err != nil {
 			return fmt.Errorf("reset breaker %s: %w", h.key, err)
@@ -247,16 +250,12 @@ func (t *txn) breakerProbeReturned(h breakerHit) error {
 	t.audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
 		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
 	t.readied++
-	return t.bumpPolicyVersion()
-}
-
-// bumpPolicyVersion makes every claim read the policies again, once this
-// transaction commits (the version row is written last, see
-// flushBreakers).
-func (t *txn) bumpPolicyVersion() error {
 	t.breakers.bump = true
 	return nil
 }
+
+// breakerStep is the step name of a breaker key (NAMESPACE/WORKFLOW/STEP).
+func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // breakerState is how a breaker's state is written in the audit log (see
 // store.EventType).
@@ -382,8 +381,7 @@ func (t *txn) unprobed(kept []candidate, b *breakerRoom) error {
 		if claimed[id] {
 			continue
 		}
-		name := c.breakerKey[strings.LastIndexByte(c.breakerKey, '/')+1:]
-		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: name, key: c.breakerKey}); err != nil {
+		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: breakerStep(c.breakerKey), key: c.breakerKey}); err != nil {
 			return err
 		}
 	}
@@ -410,10 +408,10 @@ func (t *txn) takeProbe(c candidate) (bool, error) {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // probing elsewhere
 	}
-	name := c.breakerKey[strings.LastIndexByte(c.breakerKey, '/')+1:]
-	t.audit(c.taskID, name, breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
+	t.audit(c.taskID, breakerStep(c.breakerKey), breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
 		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
-	return true, t.bumpPolicyVersion()
+	t.breakers.bump = true
+	return true, nil
 }
 
 // ListBreakers returns every breaker with a row, by key.
@@ -476,12 +474,9 @@ func (s *Store) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.B
 		if err != nil {
 			return fmt.Errorf("reset breaker %s: %w", r.Key, err)
 		}
-		if err := t.bumpPolicyVersion(); err != nil {
+		t.breakers.bump = true
+		if err := t.recordPolicyChange(at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
 			return err
-		}
-		if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
-			at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
-			return fmt.Errorf("audit reset of breaker %s: %w", r.Key, err)
 		}
 		t.readied++ // held steps may run
 		out = store.Breaker{Key: b.Key, State: store.BreakerClosed, Threshold: b.Threshold, Cooldown: b.Cooldown, UpdatedAt: time.UnixMicro(at)}

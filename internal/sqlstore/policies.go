@@ -140,8 +140,8 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		}
 		// The version row first: changes of policies are serialised by
 		// its lock, and every claim after this commit reads them again.
-		if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
-			return fmt.Errorf("bump policy version: %w", err)
+		if err := t.movePolicyVersion(); err != nil {
+			return err
 		}
 		var paused, concurrency, weight, rateN, ratePer any
 		if c.Paused != nil {
@@ -173,9 +173,8 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		if err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
-		if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
-			at, c.Actor, c.Target, c.Describe(), c.Reason); err != nil {
-			return fmt.Errorf("audit policy change of %s: %w", c.Target, err)
+		if err := t.recordPolicyChange(at, c.Actor, c.Target, c.Describe(), c.Reason); err != nil {
+			return err
 		}
 		// A target with nothing set is forgotten; its audit stays.
 		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0 AND rate_n = 0`, c.Target); err != nil {
@@ -205,9 +204,27 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 	return out, nil
 }
 
+// movePolicyVersion moves the policy version: every claim after this
+// transaction commits reads the policies again.
+func (t *txn) movePolicyVersion() error {
+	if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("move the policy version: %w", err)
+	}
+	return nil
+}
+
+// recordPolicyChange writes one entry of the policy audit.
+func (t *txn) recordPolicyChange(at int64, actor, target, change, reason string) error {
+	if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
+		at, actor, target, change, reason); err != nil {
+		return fmt.Errorf("audit policy change of %s: %w", target, err)
+	}
+	return nil
+}
+
 // readPolicies reads policies rows with a WHERE clause.
 func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.query(`SELECT target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per FROM policies `+where+` ORDER BY target`, args...)
+	rows, err := t.query(`SELECT `+policyColumns+` FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -217,6 +234,9 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 	}
 	return pols, nil
 }
+
+// policyColumns are the columns of a policies row that scanPolicy reads.
+const policyColumns = `target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per`
 
 func scanPolicy(r Row) (store.Policy, error) {
 	var p store.Policy
@@ -234,7 +254,7 @@ func scanPolicy(r Row) (store.Policy, error) {
 
 // ListPolicies returns the policies set and the usage of the limits in force.
 func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
-	rows, err := s.read(ctx, `SELECT target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per FROM policies ORDER BY target`)
+	rows, err := s.read(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
