@@ -28,11 +28,6 @@ func (r remotePolicies) resetBreaker(ctx context.Context, key, reason string) (w
 	return b, nil
 }
 
-// breakerResetter is a policy backend that resets breakers (both do).
-type breakerResetter interface {
-	resetBreaker(ctx context.Context, key, reason string) (weft.Breaker, error)
-}
-
 func (a *app) breakerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "breaker",
@@ -64,11 +59,7 @@ and --reason; 'weft policies --history' lists it.`,
 				return err
 			}
 			defer b.Close()
-			r, ok := b.(breakerResetter)
-			if !ok {
-				return fmt.Errorf("breaker reset: not available on %s", b.Where())
-			}
-			if _, err := r.resetBreaker(cmd.Context(), args[0], reason); err != nil {
+			if _, err := b.resetBreaker(cmd.Context(), args[0], reason); err != nil {
 				return policyError(err)
 			}
 			fmt.Fprintf(a.stdout, "reset breaker %s: closed; its steps are claimed again\n", args[0])

@@ -27,6 +27,7 @@ type policyBackend interface {
 	changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error)
 	policies(ctx context.Context) (weft.PolicyReport, error)
 	policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error)
+	resetBreaker(ctx context.Context, key, reason string) (weft.Breaker, error)
 	Where() string
 	Close()
 }
