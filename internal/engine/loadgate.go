@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -86,7 +87,7 @@ func ParsePressure(b []byte) (float64, error) {
 // ValidatePressure checks the thresholds of a load gate: known resources,
 // each from 0 to 100 percent.
 func ValidatePressure(max map[string]float64) error {
-	for _, r := range sortedResources(max) {
+	for _, r := range slices.Sorted(maps.Keys(max)) {
 		v := max[r]
 		switch r {
 		case PressureCPU, PressureIO, PressureMemory:
@@ -98,15 +99,6 @@ func ValidatePressure(max map[string]float64) error {
 		}
 	}
 	return nil
-}
-
-func sortedResources(m map[string]float64) []string {
-	out := make([]string, 0, len(m))
-	for r := range m {
-		out = append(out, r)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // LoadGate is the state of an engine's load gate.
@@ -147,7 +139,7 @@ func newLoadGate(cfg Config) (*loadGate, error) {
 	if err := ValidatePressure(cfg.MaxPressure); err != nil {
 		return nil, err
 	}
-	g := &loadGate{reader: cfg.PressureReader, max: cfg.MaxPressure, resources: sortedResources(cfg.MaxPressure),
+	g := &loadGate{reader: cfg.PressureReader, max: cfg.MaxPressure, resources: slices.Sorted(maps.Keys(cfg.MaxPressure)),
 		every: pressureEvery, pressure: map[string]float64{}}
 	if g.reader == nil {
 		g.reader = ProcPressure{}
@@ -230,15 +222,7 @@ func (e *Engine) LoadGate() LoadGate {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := LoadGate{Enabled: true, Closed: g.closed, Pressure: make(map[string]float64, len(g.pressure)),
-		Max: make(map[string]float64, len(g.max)), ReadAt: g.readAt}
-	for r, v := range g.pressure {
-		out.Pressure[r] = v
-	}
-	for r, v := range g.max {
-		out.Max[r] = v
-	}
-	return out
+	return LoadGate{Enabled: true, Closed: g.closed, Pressure: maps.Clone(g.pressure), Max: maps.Clone(g.max), ReadAt: g.readAt}
 }
 
 // gateClosed reports whether the load gate holds claims back now, logging

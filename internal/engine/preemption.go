@@ -79,8 +79,8 @@ func (e *Engine) maybePreempt(ctx context.Context) {
 	if victim == nil {
 		return
 	}
-	cause, err := e.preemptor(ctx, e.claimParams(e.ID(), 1, e.handlerNames(), nil, 0), victim.step.Priority)
-	if err != nil || cause == nil {
+	cause := e.preemptor(ctx, e.claimParams(e.ID(), 1, e.handlerNames(), nil, 0), victim.step.Priority)
+	if cause == nil {
 		return
 	}
 	e.mu.Lock()
@@ -115,18 +115,18 @@ func betterVictim(c, v *store.ClaimedStep) bool {
 // first and returns the cause with which to stop a preemptible step of
 // priority victim, or nil when that step is not strictly more urgent (or
 // there is none). A failed peek is logged and preempts nothing.
-func (e *Engine) preemptor(ctx context.Context, p store.ClaimParams, victim int) (*preemptedBy, error) {
+func (e *Engine) preemptor(ctx context.Context, p store.ClaimParams, victim int) *preemptedBy {
 	top, err := e.store.PeekClaim(ctx, p)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("preemption: could not look for a step of higher priority", "error", err)
 		}
-		return nil, fmt.Errorf("peek claim: %w", err)
+		return nil
 	}
 	if top == nil || top.Priority <= victim {
-		return nil, nil
+		return nil
 	}
-	return &preemptedBy{taskID: top.TaskID, step: top.Name, priority: top.Priority}, nil
+	return &preemptedBy{taskID: top.TaskID, step: top.Name, priority: top.Priority}
 }
 
 // announcePreemption logs and publishes the preemption of c (by a remote

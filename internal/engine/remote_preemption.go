@@ -158,8 +158,8 @@ func (e *Engine) preemptRemote(ctx context.Context, workerID string, held, lost 
 	if victim == nil || len(handlers) == 0 {
 		return nil
 	}
-	cause, err := e.preemptor(ctx, e.claimParams(workerID, 1, handlers, load.Namespaces, 0), victim.Priority)
-	if err != nil || cause == nil {
+	cause := e.preemptor(ctx, e.claimParams(workerID, 1, handlers, load.Namespaces, 0), victim.Priority)
+	if cause == nil {
 		return nil
 	}
 	e.workerPreempt.mu.Lock()
