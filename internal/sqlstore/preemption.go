@@ -82,14 +82,14 @@ func (s *Store) HeldPreemptible(ctx context.Context, engineID string, held []sto
 	if len(held) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, len(held)+1)
-	args = append(args, engineID)
-	for _, f := range held {
-		args = append(args, f.StepID)
+	ids := make([]int64, len(held))
+	for i, f := range held {
+		ids[i] = f.StepID
 	}
+	in, inArgs := s.idIn("s.id", ids)
 	rows, err := s.read(ctx, `SELECT s.id, s.task_id, s.name, s.namespace, s.handler, s.priority, s.attempt, s.lease_id, t.workflow
 		FROM steps s JOIN tasks t ON t.id = s.task_id
-		WHERE s.engine_id = ? AND s.state = 'running' AND s.preemptible <> 0 AND s.id IN (`+placeholders(len(held))+`)`, args...)
+		WHERE s.engine_id = ? AND s.state = 'running' AND s.preemptible <> 0 AND `+in, append([]any{engineID}, inArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
 	}

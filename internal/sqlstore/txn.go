@@ -159,8 +159,10 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 // same whatever the number of ids (PostgreSQL then prepares and plans it
 // once per connection, not once per size); a list of placeholders
 // elsewhere.
-func (t *txn) idIn(col string, ids []int64) (string, []any) {
-	if t.s.d.Arrays {
+func (t *txn) idIn(col string, ids []int64) (string, []any) { return t.s.idIn(col, ids) }
+
+func (s *Store) idIn(col string, ids []int64) (string, []any) {
+	if s.d.Arrays {
 		return col + " = ANY(?::bigint[])", []any{ids}
 	}
 	args := make([]any, len(ids))
