@@ -69,6 +69,20 @@ func breakerKind(o store.Outcome, to state.Step) hitKind {
 	return hitNone
 }
 
+// breakerHit records, for flushBreakers, the outcome o of step stepID
+// recorded as to, when its fenced update returned a breaker (b.key, n and
+// cooldown; no key: the step has none).
+func (t *txn) breakerHit(b breakerHit, stepID, taskID int64, name string, o store.Outcome, to state.Step) {
+	if b.key == "" {
+		return
+	}
+	b.stepID, b.taskID, b.name, b.attempt, b.kind = stepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
+	if t.breakers.lapsed {
+		b.kind = hitNone
+	}
+	t.breakers.hits = append(t.breakers.hits, b)
+}
+
 // breakerWork is what a transaction leaves to do to breakers before it
 // commits.
 type breakerWork struct {

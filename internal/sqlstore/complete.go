@@ -136,13 +136,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
 	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
-	if bk.key != "" {
-		bk.stepID, bk.taskID, bk.name, bk.attempt, bk.kind = o.Fence.StepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
-		if t.breakers.lapsed {
-			bk.kind = hitNone
-		}
-		t.breakers.hits = append(t.breakers.hits, bk)
-	}
+	t.breakerHit(bk, o.Fence.StepID, taskID, name, o, to)
 	switch to {
 	case state.StepReady:
 		t.readied++
@@ -215,10 +209,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 			reason = os[i].Error
 		}
 		t.audit(e.taskID, e.name, string(state.StepRunning), string(e.st), os[i].Fence.Attempt, reason)
-		if b := v.breaker; b.key != "" {
-			b.stepID, b.taskID, b.name, b.attempt, b.kind = v.id, e.taskID, e.name, os[i].Fence.Attempt, breakerKind(os[i], e.st)
-			t.breakers.hits = append(t.breakers.hits, b)
-		}
+		t.breakerHit(v.breaker, v.id, e.taskID, e.name, os[i], e.st)
 	}
 	return held, t.stepsEnded(ended)
 }

@@ -18,9 +18,10 @@ import (
 // Exactness: on PostgreSQL the claim takes a transaction-scoped advisory
 // lock per namespace and key before counting, so that the count and the
 // claim under a limit are one engine's at a time, and sees every claim
-// committed before it; locks and count are one round trip (lockAndCount). The first round of a claim waits for its locks,
-// taken in one sorted order; later rounds only try theirs and treat a limit
-// they cannot lock as full, so no two claims wait for each other. A claim
+// committed before it; locks and count are one round trip (lockAndCount).
+// The first round of a claim waits for its locks, taken in one sorted
+// order; later rounds only try theirs and treat a limit they cannot lock
+// as full, so no two claims wait for each other. A claim
 // holds no task or step row another claim could wait for while it waits.
 // On SQLite the single writer does the same.
 
