@@ -71,25 +71,17 @@ type Failure struct {
 	Preempted bool
 }
 
-// WorkerLoad is what a worker's heartbeat tells about its slots. A worker
-// that never says it is full is never preempted.
-type WorkerLoad struct {
-	// Full says every slot of the worker is busy.
-	Full bool
-	// Handlers and Namespaces are the worker's claim predicates, as in its
-	// claims: the engine looks for more urgent work the worker would
-	// claim. No Handlers means the handlers of the preemptible steps it holds,
-	// no Namespaces any.
-	Handlers   []string
-	Namespaces []string
-}
+// WorkerLoad is what a worker's heartbeat tells about its slots: Full says
+// every slot is busy (a worker that never says so is never preempted);
+// Handlers and Namespaces are its claim predicates, as in its claims, with
+// which the engine looks for more urgent work it would claim (no Handlers:
+// the handlers of the preemptible steps it holds; no Namespaces: any).
+type WorkerLoad = engine.WorkerLoad
 
 // Preemption asks a worker to stop the step it holds under Fence, and to
-// report it with Failure.Preempted.
-type Preemption struct {
-	Fence  Fence
-	Reason string // preempted by task N step "X" (priority P)
-}
+// report it with Failure.Preempted; Reason reads `preempted by task N step
+// "X" (priority P)`.
+type Preemption = engine.Preemption
 
 // Recorded is what the engine recorded for a worker's report: the state the
 // step moved to and, for a retry or snooze, when it runs again.
@@ -138,15 +130,7 @@ func (w *Workers) Heartbeat(ctx context.Context, workerID, owner string, held []
 // time per worker): the worker stops it and reports it with
 // Failure.Preempted.
 func (w *Workers) HeartbeatLoad(ctx context.Context, workerID, owner string, held []Fence, load WorkerLoad) ([]Fence, []Preemption, error) {
-	lost, pre, err := w.core.WorkerHeartbeatLoad(ctx, workerID, owner, held, engine.WorkerLoad(load))
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Preemption, len(pre))
-	for i, p := range pre {
-		out[i] = Preemption(p)
-	}
-	return lost, out, nil
+	return w.core.WorkerHeartbeatLoad(ctx, workerID, owner, held, load)
 }
 
 // Complete records a worker's result for a step it holds (nil means null).
