@@ -62,17 +62,15 @@ func (r Rate) String() string {
 	case time.Hour:
 		per = "h"
 	default:
-		per = strings.TrimSuffix(per, "m0s") + strings.Repeat("m", boolInt(strings.HasSuffix(per, "m0s")))
-		per = strings.TrimSuffix(per, "h0m") + strings.Repeat("h", boolInt(strings.HasSuffix(per, "h0m")))
+		// "1m30s" as is; "2m0s" as "2m", "1h0m0s" as "1h".
+		if p, ok := strings.CutSuffix(per, "m0s"); ok {
+			per = p + "m"
+		}
+		if p, ok := strings.CutSuffix(per, "h0m"); ok {
+			per = p + "h"
+		}
 	}
 	return strconv.Itoa(r.Limit) + "/" + per
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // ParseRate reads "LIMIT/PER" (PER: s, m, h or a Go duration such as 10s
