@@ -35,7 +35,7 @@ func (d *Dashboard) policies(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	sort.Slice(rep.Policies, func(i, j int) bool { return rep.Policies[i].Target < rep.Policies[j].Target })
-	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes, Rates: ratesInForce(rep)}, nil
+	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes, Rates: rep.RatesInForce()}, nil
 }
 
 // schedules lists every schedule with its last and next tick.
@@ -68,15 +68,3 @@ func (d *Dashboard) attention(r *http.Request) (string, any, error) {
 
 // handlerList shows the handlers an engine or worker advertises.
 func handlerList(hs []string) string { return strings.Join(hs, ", ") }
-
-// ratesInForce lists the namespaces' rates, then the buckets of the rates
-// templates define.
-func ratesInForce(rep store.PolicyReport) []store.RateUsage {
-	var out []store.RateUsage
-	for _, p := range rep.Policies {
-		if p.Rate != nil && p.Tokens != nil {
-			out = append(out, store.RateUsage{Key: p.Target, Rate: *p.Rate, Tokens: *p.Tokens})
-		}
-	}
-	return append(out, rep.Rates...)
-}

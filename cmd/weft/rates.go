@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/weftrun/weft"
 )
@@ -29,25 +28,17 @@ func printRateChange(w io.Writer, namespace string, changed bool, p weft.Policy)
 // the rates templates define, with their tokens now and, while steps wait
 // for a token, the latest time one was deferred to.
 func printRates(w io.Writer, rep weft.PolicyReport) {
-	header := false
-	row := func(name string, rate weft.Rate, tokens float64, until *time.Time) {
-		if !header {
-			fmt.Fprintln(w)
-			fmt.Fprintln(w, "RATE\tLIMIT\tTOKENS\tDEFERRED UNTIL")
-			header = true
-		}
+	rates := rep.RatesInForce()
+	if len(rates) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "RATE\tLIMIT\tTOKENS\tDEFERRED UNTIL")
+	for _, r := range rates {
 		deferred := "-"
-		if until != nil {
-			deferred = until.Local().Format(timeLayout)
+		if r.DeferredUntil != nil {
+			deferred = r.DeferredUntil.Local().Format(timeLayout)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%.1f\t%s\n", name, rate, tokens, deferred)
-	}
-	for _, p := range rep.Policies {
-		if p.Rate != nil && p.Tokens != nil {
-			row(p.Target, *p.Rate, *p.Tokens, nil)
-		}
-	}
-	for _, r := range rep.Rates {
-		row(r.Key, r.Rate, r.Tokens, r.DeferredUntil)
+		fmt.Fprintf(w, "%s\t%s\t%.1f\t%s\n", r.Key, r.Rate, r.Tokens, deferred)
 	}
 }
