@@ -120,7 +120,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([
 		return cs, 0, nil // no rate in force: no statement
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds.
-	lockedOnly := round > 0 && t.s.d.LimitCounts != ""
+	lockedOnly := round > 0 && t.s.d.Lock != "" // several writers: bucket rows lock
 	var upsert []*bucketNeed
 	for _, n := range needs {
 		if lockedOnly && !rc.locked[n.key] {
