@@ -47,6 +47,9 @@ func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel stri
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return false, err
 	}
+	// Work may have become ready before the listening began (at start, or
+	// while reconnecting): look once now that nothing more is missed.
+	s.Nudge()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return true, err
