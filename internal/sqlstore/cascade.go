@@ -98,9 +98,10 @@ func (t *txn) stepEnded(taskID int64, name string, children string, st state.Ste
 	return t.stepsEnded([]endedStep{{taskID: taskID, name: name, children: children, st: st, err: errMsg}})
 }
 
-// stepsEnded accounts for steps that reached a terminal state: each task's
-// remaining and failed counts in one statement, the tasks whose steps have
-// all ended finished in another, then the children of every step.
+// stepsEnded accounts for steps that reached a terminal state: the tasks
+// are read (and locked, on PostgreSQL) in one statement, their counts and,
+// for those whose steps have all ended, their own end written in another,
+// then the children of every step learn of it.
 func (t *txn) stepsEnded(ended []endedStep) error {
 	if len(ended) == 0 {
 		return nil
@@ -130,101 +131,83 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 		}
 	}
 	// Tasks in id order, so engines finishing steps of the same tasks take
-	// their row locks in the same order.
+	// their row locks in the same order. Locked, what is read stays true
+	// until this transaction ends (SQLite has one writer).
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	rows := make([][]any, len(ids))
-	for i, id := range ids {
-		a := accounts[id]
-		rows[i] = []any{id, a.n, a.failed, a.err}
+	in, inArgs := t.idIn("id", ids)
+	lock := ""
+	if t.s.d.ClaimLock != "" {
+		lock = " FOR UPDATE"
 	}
-	if t.s.d.ClaimLock != "" && len(ids) > 1 {
-		lockArgs := make([]any, len(ids))
-		for i, id := range ids {
-			lockArgs[i] = id
-		}
-		if _, err := t.exec(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(ids))+`) ORDER BY id FOR UPDATE`, lockArgs...); err != nil {
-			return fmt.Errorf("lock tasks: %w", err)
-		}
-	}
-	from, args := t.rowset("a", []column{{"a_id", colInt}, {"a_n", colInt}, {"a_failed", colInt}, {"a_err", colText}}, rows)
-	q, err := t.query(`UPDATE tasks SET remaining = remaining - a.a_n, failed = failed + a.a_failed,
-		error = CASE WHEN error = '' THEN a.a_err ELSE error END
-		FROM `+from+` WHERE tasks.id = a.a_id
-		RETURNING id, remaining, failed, state, error`, args...)
+	rows, err := t.query(`SELECT id, state, remaining, failed, error, parent_step_id FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
 	if err != nil {
-		return fmt.Errorf("account ended steps: %w", err)
+		return fmt.Errorf("read tasks of ended steps: %w", err)
 	}
-	type counted struct {
+	type taskRow struct {
 		id                int64
-		remaining, failed int
-		st, err           string
+		st                state.Task
+		remaining, failed int64
+		err               string
+		parent            sql.NullInt64
 	}
-	accounted, err := collect(q, func(r Row) (counted, error) {
-		var c counted
-		err := r.Scan(&c.id, &c.remaining, &c.failed, &c.st, &c.err)
+	current, err := collect(rows, func(r Row) (taskRow, error) {
+		var c taskRow
+		var st string
+		err := r.Scan(&c.id, &st, &c.remaining, &c.failed, &c.err, &c.parent)
+		c.st = state.Task(st)
 		return c, err
 	})
 	if err != nil {
-		return fmt.Errorf("account ended steps: %w", err)
+		return fmt.Errorf("read tasks of ended steps: %w", err)
 	}
+	// Each task's new counts and, once nothing remains of a task that has
+	// not ended otherwise, its end: one row each for one statement.
 	type done struct {
-		id       int64
-		from, to state.Task
-		reason   string
+		c      taskRow
+		to     state.Task
+		reason string
 	}
 	var finished []done
-	for _, c := range accounted {
-		if c.remaining != 0 || state.Task(c.st).Terminal() {
-			continue
+	updates := make([][]any, len(current))
+	for i, c := range current {
+		a := accounts[c.id]
+		c.remaining -= a.n
+		c.failed += a.failed
+		if c.err == "" {
+			c.err = a.err
 		}
-		d := done{id: c.id, from: state.Task(c.st), to: state.TaskCompleted, reason: "every step finished"}
-		if c.failed > 0 {
-			d.to, d.reason = state.TaskFailed, c.err
-			if d.reason == "" {
-				d.reason = "a step failed"
-			}
-		}
-		if err := state.CheckTask(d.from, d.to); err != nil {
-			return fmt.Errorf("task %d: %w", c.id, err)
-		}
-		finished = append(finished, d)
-	}
-	if len(finished) > 0 {
-		rows := make([][]any, len(finished))
-		reasons := make(map[int64]done, len(finished))
-		for i, d := range finished {
-			rows[i] = []any{d.id, string(d.from), string(d.to)}
-			reasons[d.id] = d
-		}
-		from, args := t.rowset("f", []column{{"f_id", colInt}, {"f_from", colText}, {"f_to", colText}}, rows)
-		q, err := t.query(`UPDATE tasks SET state = f.f_to, finished_at = ? FROM `+from+`
-			WHERE tasks.id = f.f_id AND tasks.state = f.f_from RETURNING id, parent_step_id`, append([]any{t.now}, args...)...)
-		if err != nil {
-			return fmt.Errorf("finish tasks: %w", err)
-		}
-		type movedTask struct {
-			id     int64
-			parent sql.NullInt64
-		}
-		moved, err := collect(q, func(r Row) (movedTask, error) {
-			var m movedTask
-			err := r.Scan(&m.id, &m.parent)
-			return m, err
-		})
-		if err != nil {
-			return fmt.Errorf("finish tasks: %w", err)
-		}
-		for _, m := range moved {
-			d := reasons[m.id]
-			t.audit(m.id, "", string(d.from), string(d.to), 0, d.reason)
-		}
-		// A child's end reaches the step of its parent that waits for it.
-		for _, m := range moved {
-			if m.parent.Valid {
-				d := reasons[m.id]
-				if err := t.childEnded(m.id, m.parent.Int64, d.to, d.reason); err != nil {
-					return err
+		to, end := c.st, int64(0)
+		if c.remaining == 0 && !c.st.Terminal() {
+			d := done{c: c, to: state.TaskCompleted, reason: "every step finished"}
+			if c.failed > 0 {
+				d.to, d.reason = state.TaskFailed, c.err
+				if d.reason == "" {
+					d.reason = "a step failed"
 				}
+			}
+			if err := state.CheckTask(c.st, d.to); err != nil {
+				return fmt.Errorf("task %d: %w", c.id, err)
+			}
+			finished = append(finished, d)
+			to, end = d.to, 1
+		}
+		updates[i] = []any{c.id, c.remaining, c.failed, c.err, string(to), end}
+	}
+	from, args := t.rowset("a", []column{{"a_id", colInt}, {"a_remaining", colInt}, {"a_failed", colInt}, {"a_err", colText},
+		{"a_state", colText}, {"a_end", colInt}}, updates)
+	if _, err := t.exec(`UPDATE tasks SET remaining = a.a_remaining, failed = a.a_failed, error = a.a_err, state = a.a_state,
+		finished_at = CASE WHEN a.a_end = 1 THEN ? ELSE finished_at END
+		FROM `+from+` WHERE tasks.id = a.a_id`, append([]any{t.now}, args...)...); err != nil {
+		return fmt.Errorf("account ended steps: %w", err)
+	}
+	for _, d := range finished {
+		t.audit(d.c.id, "", string(d.c.st), string(d.to), 0, d.reason)
+	}
+	// A child's end reaches the step of its parent that waits for it.
+	for _, d := range finished {
+		if d.c.parent.Valid {
+			if err := t.childEnded(d.c.id, d.c.parent.Int64, d.to, d.reason); err != nil {
+				return err
 			}
 		}
 	}
