@@ -338,32 +338,56 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 // claim marks candidates running and returns them with the indexes of their
 // dependencies. They are still ready: this transaction locked them (FOR
 // UPDATE) or is the only writer, so the update looks them up by primary key
-// alone.
+// alone. Where the database allows it, the same statement starts their
+// tasks and loads the task's part of what the handlers see (claimContext
+// does the rest).
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	in, inArgs := t.idIn("id", ids)
-	rows, err := t.query(`UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
+	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE `+in+` RETURNING `+stepColumns+`, sort_key`, append([]any{leaseID, t.engine, t.now, t.now}, inArgs...)...)
+		WHERE ` + in + ` RETURNING ` + stepColumns + `, sort_key`
+	args := append([]any{leaseID, t.engine, t.now, t.now}, inArgs...)
+	q := update
+	if t.s.d.WithWrites {
+		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
+			return nil, nil, err
+		}
+		q = `WITH s AS (` + update + `),
+			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND id IN (SELECT task_id FROM s) RETURNING id)
+			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
+			FROM s JOIN tasks t ON t.id = s.task_id LEFT JOIN started ON started.id = s.task_id`
+		args = append(args, t.now)
+	}
+	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
 	type claimedRow struct {
 		stepRow
 		sortKey int64
+		task    claimedTask
+		started bool
 	}
 	steps, err := collect(rows, func(r Row) (claimedRow, error) {
 		var x stepScan
-		var sortKey int64
-		if err := r.Scan(append(x.dest(), &sortKey)...); err != nil {
+		var c claimedRow
+		dest := append(x.dest(), &c.sortKey)
+		var input string
+		if t.s.d.WithWrites {
+			dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
+		}
+		if err := r.Scan(dest...); err != nil {
 			return claimedRow{}, err
 		}
-		return claimedRow{x.row(), sortKey}, nil
+		c.stepRow, c.task.input = x.row(), json.RawMessage(input)
+		return c, nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
 	out := make([]store.ClaimedStep, len(steps))
 	deps := make([][]int, len(steps))
+	started := map[int64]bool{}
 	for i, st := range steps {
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
@@ -371,60 +395,36 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 			ReadyAt: time.UnixMicro(st.sortKey + int64(st.Priority)*t.s.aging)}
 		deps[i] = st.deps
 		t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, "claimed")
+		if t.s.d.WithWrites {
+			st.task.set(&out[i])
+			if st.started && !started[st.TaskID] {
+				started[st.TaskID] = true
+				t.audit(st.TaskID, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+			}
+		}
 	}
 	return out, deps, nil
 }
 
+// claimedTask is the part of what a claimed step's handler sees that comes
+// from its task.
+type claimedTask struct {
+	input                          json.RawMessage
+	workflow, version, traceparent string
+}
+
+func (c claimedTask) set(s *store.ClaimedStep) {
+	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
+}
+
 // claimContext starts the claimed steps' tasks and loads what the handlers
-// see: the task input and the results of dependencies by name.
+// see: the task input (unless claim did both already) and the results of
+// dependencies by name.
 func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	type taskInfo struct {
-		id                             int64
-		input                          json.RawMessage
-		workflow, version, traceparent string
-	}
-	tasks := map[int64]*taskInfo{}
-	var ids []int64
-	for _, c := range claimed {
-		if _, ok := tasks[c.TaskID]; !ok {
-			tasks[c.TaskID] = nil
-			ids = append(ids, c.TaskID)
+	if !t.s.d.WithWrites {
+		if err := t.startTasks(claimed); err != nil {
+			return err
 		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	// Tasks whose first step this is start running.
-	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
-		return err
-	}
-	in, inArgs := t.idIn("id", ids)
-	started, err := t.int64s(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+` RETURNING id`,
-		append([]any{t.now}, inArgs...)...)
-	if err != nil {
-		return err
-	}
-	for _, id := range started {
-		t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
-	}
-	rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
-	if err != nil {
-		return fmt.Errorf("load tasks: %w", err)
-	}
-	infos, err := collect(rows, func(r Row) (*taskInfo, error) {
-		info := &taskInfo{}
-		var input string
-		if err := r.Scan(&info.id, &input, &info.workflow, &info.version, &info.traceparent); err != nil {
-			return nil, err
-		}
-		info.input = json.RawMessage(input)
-		return info, nil
-	})
-	if err != nil {
-		return fmt.Errorf("load tasks: %w", err)
-	}
-	for _, info := range infos {
-		tasks[info.id] = info
 	}
 	type depResult struct {
 		name, kind string
@@ -433,8 +433,6 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	for i := range claimed {
 		c := &claimed[i]
-		info := tasks[c.TaskID]
-		c.Input, c.Workflow, c.Version, c.TraceParent = info.input, info.workflow, info.version, info.traceparent
 		if len(deps[i]) == 0 {
 			continue
 		}
@@ -471,6 +469,62 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// startTasks starts the claimed steps' tasks whose first step this is and
+// loads the task's part of what the handlers see, where claim could not.
+func (t *txn) startTasks(claimed []store.ClaimedStep) error {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, c := range claimed {
+		if !seen[c.TaskID] {
+			seen[c.TaskID] = true
+			ids = append(ids, c.TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
+		return err
+	}
+	in, inArgs := t.idIn("id", ids)
+	started, err := t.int64s(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+` RETURNING id`,
+		append([]any{t.now}, inArgs...)...)
+	if err != nil {
+		return err
+	}
+	for _, id := range started {
+		t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+	}
+	rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
+	if err != nil {
+		return fmt.Errorf("load tasks: %w", err)
+	}
+	type loaded struct {
+		id int64
+		claimedTask
+	}
+	infos, err := collect(rows, func(r Row) (loaded, error) {
+		var l loaded
+		var input string
+		if err := r.Scan(&l.id, &input, &l.workflow, &l.version, &l.traceparent); err != nil {
+			return l, err
+		}
+		l.input = json.RawMessage(input)
+		return l, nil
+	})
+	if err != nil {
+		return fmt.Errorf("load tasks: %w", err)
+	}
+	tasks := make(map[int64]claimedTask, len(infos))
+	for _, l := range infos {
+		tasks[l.id] = l.claimedTask
+	}
+	for i := range claimed {
+		tasks[claimed[i].TaskID].set(&claimed[i])
 	}
 	return nil
 }

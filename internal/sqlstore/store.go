@@ -40,6 +40,10 @@ type Dialect struct {
 	// Arrays: the database takes arrays as parameters (unnest), so bulk
 	// writes are one statement whatever their size.
 	Arrays bool
+	// WithWrites: a statement's WITH clause may update rows (PostgreSQL),
+	// so the claim marks its steps running, starts their tasks and loads
+	// what the handlers see in one statement.
+	WithWrites bool
 	// ClaimPlan, if set, is an expression that the first statement of each
 	// claim transaction evaluates for its effect: it steers the planner
 	// for the claim's next statements (PostgreSQL's statistics lag behind

@@ -153,9 +153,10 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	st := Store{Store: sqlstore.New(sqlstore.Config{
 		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{
-			Numbered:  true,
-			Arrays:    true,
-			ClaimLock: "FOR UPDATE SKIP LOCKED",
+			Numbered:   true,
+			Arrays:     true,
+			WithWrites: true,
+			ClaimLock:  "FOR UPDATE SKIP LOCKED",
 			// Read the ready index in order whatever the statistics say.
 			// Never JIT-compile the claim's small statements: a plan whose
 			// cost the disabled sort inflates would cost half a second.
