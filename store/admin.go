@@ -47,6 +47,9 @@ const DefaultStaleAfter = 5 * time.Minute
 
 // AuditEntry is one recorded transition of a task (Step == "") or a step.
 type AuditEntry struct {
+	// ID is unique and grows in the order the transitions were recorded
+	// (within one transaction; across transactions the history orders
+	// them by commit).
 	ID       int64     `json:"id"`
 	TaskID   int64     `json:"task_id"`
 	Step     string    `json:"step,omitempty"`

@@ -212,7 +212,7 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 	if rows, err = t.query(`SELECT `+auditColumns+` FROM audit WHERE task_id IN (`+list+`) ORDER BY task_id, id`, in...); err != nil {
 		return nil, fmt.Errorf("archive audit: %w", err)
 	}
-	trail, err := collect(rows, scanAuditEntry)
+	trail, err := auditEntries(rows)
 	if err != nil {
 		return nil, fmt.Errorf("archive audit: %w", err)
 	}

@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
 
 // History reads the audit log in commit order (see Dialect.TxHistory).
-// Cursors are "<id>" in id order and "<txid>.<id>" in (txid, id) order.
+// Cursors are "<id>" in id order and "<txid>.<id>" in (txid, id) order, the
+// position after a row's first entry; a row that also carries its task's
+// transition (foldAudit) gives that second entry the cursor of the row with
+// ".1" appended, the position after the whole row.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
 	switch {
 	case q.Limit == 0:
@@ -20,9 +22,14 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 	case q.Limit < 0 || q.Limit > 1000:
 		return nil, fmt.Errorf("history: limit %d: want 1 to 1000: %w", q.Limit, store.ErrInvalid)
 	}
-	txid, id, err := s.parseCursor(q.After)
+	c, err := s.parseCursor(q.After)
 	if err != nil {
 		return nil, err
+	}
+	// After a row's first entry, the row is read again for its second.
+	from := ">"
+	if !c.whole && c.id > 0 {
+		from = ">="
 	}
 	var (
 		where []string
@@ -31,11 +38,11 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 	if s.d.TxHistory {
 		// Below the oldest running transaction the log no longer changes:
 		// read only there, so that no row commits later before a cursor.
-		where = append(where, `(a.txid, a.id) > (?::xid8, ?)`, `a.txid < pg_snapshot_xmin(pg_current_snapshot())`)
-		args = append(args, strconv.FormatUint(txid, 10), id)
+		where = append(where, `(a.txid, a.id) `+from+` (?::xid8, ?)`, `a.txid < pg_snapshot_xmin(pg_current_snapshot())`)
+		args = append(args, strconv.FormatUint(c.txid, 10), c.id)
 	} else {
-		where = append(where, `a.id > ?`)
-		args = append(args, id)
+		where = append(where, `a.id `+from+` ?`)
+		args = append(args, c.id)
 	}
 	if q.Namespace != "" {
 		where = append(where, `t.namespace = ?`)
@@ -53,44 +60,56 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		where = append(where, `a.task_id = ?`)
 		args = append(args, q.TaskID)
 	}
-	order, pos := `a.id`, `'', a.id`
+	order, pos := `a.id`, `''`
 	if s.d.TxHistory {
-		order, pos = `a.txid, a.id`, `a.txid::text, a.id`
+		order, pos = `a.txid, a.id`, `a.txid::text`
 	}
-	rows, err := s.read(ctx, `SELECT `+pos+`, a.id, a.task_id, a.step, a.from_state, a.to_state, a.at, a.attempt, a.engine_id, a.reason,
-		t.namespace, t.workflow
+	rows, err := s.read(ctx, `SELECT `+qualify("a", auditColumns)+`, `+pos+`, t.namespace, t.workflow
 		FROM audit a JOIN tasks t ON t.id = a.task_id
 		WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY `+order+` LIMIT ?`, append(args, q.Limit)...)
+		ORDER BY `+order+` LIMIT ?`, append(args, q.Limit+1)...) // the first row may be the cursor's, read again
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	events, err := collect(rows, func(r Row) (store.HistoryEvent, error) {
-		var (
-			e        store.HistoryEvent
-			tx       string
-			posID    int64
-			at       int64
-			workflow string
-		)
-		if err := r.Scan(&tx, &posID, &e.ID, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason,
-			&e.Namespace, &workflow); err != nil {
-			return e, fmt.Errorf("scan history: %w", err)
+	type historyRow struct {
+		auditRead
+		tx, namespace, workflow string
+	}
+	read, err := collect(rows, func(r Row) (historyRow, error) {
+		var h historyRow
+		a, err := scanAudit(r, &h.tx, &h.namespace, &h.workflow)
+		if err != nil {
+			return h, fmt.Errorf("scan history: %w", err)
 		}
-		e.At = time.UnixMicro(at)
-		e.Workflow = e.Namespace + "/" + workflow
-		e.Type = store.EventType(e.Step, e.From, e.To)
-		if store.Preempted(e.AuditEntry) {
-			e.Type = "step.preempted"
-		}
-		e.Cursor = strconv.FormatInt(posID, 10)
-		if tx != "" {
-			e.Cursor = tx + "." + e.Cursor
-		}
-		return e, nil
+		h.auditRead = a
+		return h, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
+	}
+	events := make([]store.HistoryEvent, 0, len(read))
+	for _, h := range read {
+		cursor := strconv.FormatInt(h.row, 10)
+		if h.tx != "" {
+			cursor = h.tx + "." + cursor
+		}
+		for i, e := range h.entries {
+			if i == 0 && !c.whole && h.row == c.id {
+				continue // the entry the cursor is after
+			}
+			ev := store.HistoryEvent{Namespace: h.namespace, Workflow: h.namespace + "/" + h.workflow, AuditEntry: e,
+				Type: store.EventType(e.Step, e.From, e.To), Cursor: cursor}
+			if store.Preempted(e) {
+				ev.Type = "step.preempted"
+			}
+			if i == 1 {
+				ev.Cursor += ".1"
+			}
+			events = append(events, ev)
+		}
+	}
+	if len(events) > q.Limit {
+		events = events[:q.Limit]
 	}
 	return events, nil
 }
@@ -99,7 +118,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // (txid, id) order it is the oldest running transaction's: the events of
 // transactions that committed after it began, but before now, follow it.
 func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
-	q := `SELECT coalesce(max(id), 0) FROM audit`
+	q := `SELECT coalesce(max(id), 0) || '.1' FROM audit`
 	if s.d.TxHistory {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
 	}
@@ -110,26 +129,45 @@ func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
 	return end, nil
 }
 
+// historyCursor is a parsed cursor: after row id (of transaction txid in
+// (txid, id) order), its first entry only or, whole, all of it.
+type historyCursor struct {
+	txid  uint64
+	id    int64
+	whole bool
+}
+
 // parseCursor reads a history cursor of this store's order; "" is the
 // start.
-func (s *Store) parseCursor(c string) (txid uint64, id int64, err error) {
+func (s *Store) parseCursor(c string) (historyCursor, error) {
+	var h historyCursor
 	if c == "" {
-		return 0, 0, nil
+		return h, nil
 	}
 	bad := fmt.Errorf("history cursor %q: not one this database handed out: %w", c, store.ErrInvalid)
-	idText := c
+	rest := c
 	if s.d.TxHistory {
-		tx, rest, ok := strings.Cut(c, ".")
+		tx, after, ok := strings.Cut(rest, ".")
 		if !ok {
-			return 0, 0, bad
+			return h, bad
 		}
-		if txid, err = strconv.ParseUint(tx, 10, 64); err != nil {
-			return 0, 0, bad
+		var err error
+		if h.txid, err = strconv.ParseUint(tx, 10, 64); err != nil {
+			return h, bad
 		}
-		idText = rest
+		rest = after
 	}
-	if id, err = strconv.ParseInt(idText, 10, 64); err != nil || id < 0 {
-		return 0, 0, bad
+	idText, half, ok := strings.Cut(rest, ".")
+	if ok {
+		if half != "1" {
+			return h, bad
+		}
+		h.whole = true
 	}
-	return txid, id, nil
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || id < 0 {
+		return h, bad
+	}
+	h.id = id
+	return h, nil
 }

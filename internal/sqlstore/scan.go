@@ -206,16 +206,46 @@ func scanHeldStep(r Row) (store.ClaimedStep, error) {
 	return c, nil
 }
 
-const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason`
+const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason`
 
-func scanAuditEntry(r Row) (store.AuditEntry, error) {
+// auditRead is one audit row as read: one entry, or two when the row also
+// carries its task's transition (see foldAudit).
+type auditRead struct {
+	row     int64 // the row's id
+	entries []store.AuditEntry
+}
+
+// scanAudit reads auditColumns. Entries are numbered from the row's id so
+// that each has its own ID, in the order they happened: 2*id, and 2*id+1 for
+// a task transition the row carries.
+func scanAudit(r Row, extra ...any) (auditRead, error) {
 	var e store.AuditEntry
-	var at int64
-	if err := r.Scan(&e.ID, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason); err != nil {
-		return e, fmt.Errorf("scan audit: %w", err)
+	var row, at int64
+	var taskFrom, taskTo, taskReason string
+	if err := r.Scan(append([]any{&row, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason,
+		&taskFrom, &taskTo, &taskReason}, extra...)...); err != nil {
+		return auditRead{}, fmt.Errorf("scan audit: %w", err)
 	}
-	e.At = time.UnixMicro(at)
-	return e, nil
+	e.ID, e.At = 2*row, time.UnixMicro(at)
+	a := auditRead{row: row, entries: []store.AuditEntry{e}}
+	if taskTo != "" {
+		a.entries = append(a.entries, store.AuditEntry{ID: 2*row + 1, TaskID: e.TaskID, From: taskFrom, To: taskTo, At: e.At,
+			EngineID: e.EngineID, Reason: taskReason})
+	}
+	return a, nil
+}
+
+// auditEntries reads rows of auditColumns as entries, in row order.
+func auditEntries(rows Rows) ([]store.AuditEntry, error) {
+	read, err := collect(rows, func(r Row) (auditRead, error) { return scanAudit(r) })
+	if err != nil {
+		return nil, err
+	}
+	var out []store.AuditEntry
+	for _, a := range read {
+		out = append(out, a.entries...)
+	}
+	return out, nil
 }
 
 // scanEngine reads engineColumns.

@@ -71,7 +71,7 @@ func (s *Store) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, er
 	if err != nil {
 		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
 	}
-	entries, err := collect(rows, scanAuditEntry)
+	entries, err := auditEntries(rows)
 	if err != nil {
 		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
 	}

@@ -179,7 +179,8 @@ func placeholders(n int) string {
 	return strings.Repeat("?, ", n-1) + "?"
 }
 
-// auditRow is one audit entry to write.
+// auditRow is one audit entry to write. A step's row may also carry its
+// task's transition (taskFrom, taskTo, taskReason: see foldAudit).
 type auditRow struct {
 	taskID   int64
 	step     string
@@ -187,27 +188,52 @@ type auditRow struct {
 	attempt  int
 	reason   string
 	engine   string
+
+	taskFrom, taskTo, taskReason string
 }
 
-// flushAudit writes the queued audit entries: in one statement of arrays
-// where the dialect has them (one statement text, whatever the count), else
-// with multi-row inserts.
+// foldAudit writes a task's transition on the row of the step transition
+// queued just before it for that task, by the same engine, when that row
+// carries no task transition yet: the two read back as two entries in the
+// same order (expandAudit), in half the rows. A task's start with its first
+// claimed step and its end with its last step are folded so.
+func foldAudit(entries []auditRow) []auditRow {
+	out := entries[:0]
+	last := make(map[int64]int, len(entries))
+	for _, e := range entries {
+		if j, ok := last[e.taskID]; ok && e.step == "" {
+			if p := &out[j]; p.step != "" && p.taskTo == "" && p.engine == e.engine {
+				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
+				continue
+			}
+		}
+		out = append(out, e)
+		last[e.taskID] = len(out) - 1
+	}
+	return out
+}
+
+// flushAudit writes the queued audit entries, folded (foldAudit): in one
+// statement of arrays where the dialect has them (one statement text,
+// whatever the count), else with multi-row inserts.
 func (t *txn) flushAudit() error {
 	const perInsert = 64
-	entries := t.audits
+	entries := foldAudit(t.audits)
 	t.audits = nil
 	if t.s.d.Arrays && len(entries) > 0 {
 		n := len(entries)
 		tasks, attempts := make([]int64, n), make([]int64, n)
 		steps, froms, tos, engines, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		taskFroms, taskTos, taskReasons := make([]string, n), make([]string, n), make([]string, n)
 		for i, e := range entries {
 			tasks[i], steps[i], froms[i], tos[i], attempts[i], engines[i], reasons[i] = e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason
+			taskFroms[i], taskTos[i], taskReasons[i] = e.taskFrom, e.taskTo, e.taskReason
 		}
-		_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason)
-			SELECT u.task_id, u.step, u.from_state, u.to_state, ?, u.attempt, u.engine_id, u.reason
-			FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[])
-				AS u(task_id, step, from_state, to_state, attempt, engine_id, reason)`,
-			t.now, tasks, steps, froms, tos, attempts, engines, reasons)
+		_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+			SELECT u.task_id, u.step, u.from_state, u.to_state, ?, u.attempt, u.engine_id, u.reason, u.task_from, u.task_to, u.task_reason
+			FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
+				AS u(task_id, step, from_state, to_state, attempt, engine_id, reason, task_from, task_to, task_reason)`,
+			t.now, tasks, steps, froms, tos, attempts, engines, reasons, taskFroms, taskTos, taskReasons)
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -215,12 +241,12 @@ func (t *txn) flushAudit() error {
 	}
 	for len(entries) > 0 {
 		n := min(len(entries), perInsert)
-		args := make([]any, 0, 8*n)
+		args := make([]any, 0, 11*n)
 		for _, e := range entries[:n] {
-			args = append(args, e.taskID, e.step, e.from, e.to, t.now, e.attempt, e.engine, e.reason)
+			args = append(args, e.taskID, e.step, e.from, e.to, t.now, e.attempt, e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason)
 		}
-		q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason) VALUES ` +
-			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + `(?, ?, ?, ?, ?, ?, ?, ?)`
+		q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason) VALUES ` +
+			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 		if _, err := t.exec(q, args...); err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
@@ -232,7 +258,7 @@ func (t *txn) flushAudit() error {
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
-	t.audits = append(t.audits, auditRow{taskID, step, from, to, attempt, reason, t.engine})
+	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
 }
 
 // moveStep changes one step's state with a compare-and-swap on from, after

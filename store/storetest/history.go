@@ -17,6 +17,7 @@ var historyTests = []struct {
 }{
 	{"HistoryInOrderWithFilters", testHistory},
 	{"HistoryMissesNothingUnderConcurrentWrites", testHistoryConcurrent},
+	{"HistoryResumesAfterEveryEntry", testHistoryResume},
 }
 
 // history reads the events after q.After, page by page, until there are
@@ -125,6 +126,63 @@ func testHistory(t *testing.T, h *harness) {
 		_, err := h.s.History(h.ctx, q)
 		require.ErrorIs(t, err, store.ErrInvalid, "%+v", q)
 	}
+}
+
+// testHistoryResume: a task starting with its first claimed step and ending
+// with its last is written on fewer rows than it has entries; the audit
+// trail still lists every transition once, in order, each with its own ID,
+// and the history resumed after any entry returns exactly the entries that
+// follow it.
+func testHistoryResume(t *testing.T, h *harness) {
+	start, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	id := h.insert(store.TaskInsert{Namespace: "resume", Workflow: "one", Version: "1",
+		Steps: []store.StepInsert{{Name: "only", Handler: "h", MaxAttempts: 1}}})[0].Task.ID
+	c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, Namespaces: []string{"resume"}})
+	require.Len(t, c, 1)
+	h.ok(c[0], `{}`)
+
+	trail, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	type move struct{ step, from, to string }
+	var moves []move
+	ids := map[int64]bool{}
+	for i, e := range trail {
+		moves = append(moves, move{e.Step, e.From, e.To})
+		require.False(t, ids[e.ID], "entry IDs are unique")
+		ids[e.ID] = true
+		if i > 0 {
+			require.Greater(t, e.ID, trail[i-1].ID, "entry IDs grow in the trail's order")
+		}
+	}
+	require.Equal(t, []move{
+		{"", "", "pending"}, {"only", "", "ready"},
+		{"only", "ready", "running"}, {"", "pending", "running"},
+		{"only", "running", "completed"}, {"", "running", "completed"},
+	}, moves)
+	require.Equal(t, "first step claimed", trail[3].Reason)
+	require.Equal(t, "e1", trail[3].EngineID)
+	require.Equal(t, "every step finished", trail[5].Reason)
+
+	q := store.HistoryQuery{After: start, Namespace: "resume", Limit: 1}
+	all := h.history(q, len(trail))
+	require.Len(t, all, len(trail), "one page of one entry at a time")
+	for i, e := range all {
+		require.Equal(t, trail[i], e.AuditEntry, "entry %d", i)
+	}
+	for i, e := range all {
+		q.After, q.Limit = e.Cursor, 1000
+		rest := h.history(q, len(all)-i-1)
+		require.Len(t, rest, len(all)-i-1, "after entry %d (%s)", i, e.Cursor)
+		for j, r := range rest {
+			require.Equal(t, all[i+1+j].AuditEntry, r.AuditEntry, "after entry %d (%s)", i, e.Cursor)
+		}
+	}
+	end, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	page, err := h.s.History(h.ctx, store.HistoryQuery{After: end, Namespace: "resume"})
+	require.NoError(t, err)
+	require.Empty(t, page, "nothing after the end")
 }
 
 // testHistoryConcurrent: while writers commit concurrently, a reader that
