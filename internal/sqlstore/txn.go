@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -153,25 +154,22 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 	return collect(rows, scanString)
 }
 
-// placeholders returns n comma-separated placeholders, for an IN list.
-// idIn is the condition "col is one of ids" and its arguments: one array
-// where the database takes arrays, so that the statement's text is the
-// same whatever the number of ids (PostgreSQL then prepares and plans it
-// once per connection, not once per size); a list of placeholders
-// elsewhere.
+// idIn is the condition "col is one of ids" and its arguments, as one
+// parameter whatever the number of ids (an array where the database takes
+// arrays, a JSON array elsewhere), so that the statement's text is the
+// same for every count: the database prepares and plans it once per
+// connection, not once per size.
 func (t *txn) idIn(col string, ids []int64) (string, []any) { return t.s.idIn(col, ids) }
 
 func (s *Store) idIn(col string, ids []int64) (string, []any) {
 	if s.d.Arrays {
 		return col + " = ANY(?::bigint[])", []any{ids}
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	return col + " IN (" + placeholders(len(ids)) + ")", args
+	b, _ := json.Marshal(ids) // integers always encode
+	return col + " IN (SELECT value FROM json_each(?))", []any{string(b)}
 }
 
+// placeholders returns n comma-separated placeholders, for an IN list.
 func placeholders(n int) string {
 	if n <= 0 {
 		return "NULL"
@@ -213,44 +211,25 @@ func foldAudit(entries []auditRow) []auditRow {
 	return out
 }
 
-// flushAudit writes the queued audit entries, folded (foldAudit): in one
-// statement of arrays where the dialect has them (one statement text,
-// whatever the count), else with multi-row inserts.
+// flushAudit writes the queued audit entries, folded (foldAudit), in one
+// statement whatever their count.
 func (t *txn) flushAudit() error {
-	const perInsert = 64
 	entries := foldAudit(t.audits)
 	t.audits = nil
-	if t.s.d.Arrays && len(entries) > 0 {
-		n := len(entries)
-		tasks, attempts := make([]int64, n), make([]int64, n)
-		steps, froms, tos, engines, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		taskFroms, taskTos, taskReasons := make([]string, n), make([]string, n), make([]string, n)
-		for i, e := range entries {
-			tasks[i], steps[i], froms[i], tos[i], attempts[i], engines[i], reasons[i] = e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason
-			taskFroms[i], taskTos[i], taskReasons[i] = e.taskFrom, e.taskTo, e.taskReason
-		}
-		_, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-			SELECT u.task_id, u.step, u.from_state, u.to_state, ?, u.attempt, u.engine_id, u.reason, u.task_from, u.task_to, u.task_reason
-			FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
-				AS u(task_id, step, from_state, to_state, attempt, engine_id, reason, task_from, task_to, task_reason)`,
-			t.now, tasks, steps, froms, tos, attempts, engines, reasons, taskFroms, taskTos, taskReasons)
-		if err != nil {
-			return fmt.Errorf("audit: %w", err)
-		}
+	if len(entries) == 0 {
 		return nil
 	}
-	for len(entries) > 0 {
-		n := min(len(entries), perInsert)
-		args := make([]any, 0, 11*n)
-		for _, e := range entries[:n] {
-			args = append(args, e.taskID, e.step, e.from, e.to, t.now, e.attempt, e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason)
-		}
-		q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason) VALUES ` +
-			strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", n-1) + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-		if _, err := t.exec(q, args...); err != nil {
-			return fmt.Errorf("audit: %w", err)
-		}
-		entries = entries[n:]
+	rows := make([][]any, len(entries))
+	for i, e := range entries {
+		rows[i] = []any{e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason}
+	}
+	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
+		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
+		{"u_task_reason", colText}}, rows)
+	if _, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason FROM `+from,
+		append([]any{t.now}, args...)...); err != nil {
+		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }
