@@ -143,7 +143,7 @@ func (t *txn) breakerOutcomes(hits []breakerHit) error {
 	// What the successes need to know, in one read: most find their
 	// breaker closed with no failures and write nothing.
 	known := map[string]knownBreaker{}
-	var keys []any
+	var keys []string
 	for _, h := range hits {
 		if _, seen := known[h.key]; h.kind == hitSuccess && !seen {
 			known[h.key] = knownBreaker{state: store.BreakerClosed}
@@ -151,7 +151,8 @@ func (t *txn) breakerOutcomes(hits []breakerHit) error {
 		}
 	}
 	if len(keys) > 0 {
-		rows, err := t.query(`SELECT breaker_key, state, failures FROM breakers WHERE breaker_key IN (`+placeholders(len(keys))+`)`, keys...)
+		in, inArgs := t.textIn("breaker_key", keys)
+		rows, err := t.query(`SELECT breaker_key, state, failures FROM breakers WHERE `+in, inArgs...)
 		if err != nil {
 			return fmt.Errorf("read breakers: %w", err)
 		}

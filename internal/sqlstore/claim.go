@@ -426,46 +426,48 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 			return err
 		}
 	}
+	// The results of every claimed step's dependencies, in one statement.
+	var rows [][]any
+	for i := range claimed {
+		if len(deps[i]) > 0 {
+			claimed[i].Deps = make(map[string]json.RawMessage, len(deps[i]))
+		}
+		for _, d := range deps[i] {
+			rows = append(rows, []any{int64(i), claimed[i].TaskID, int64(d)})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
+	// Skipped dependencies did not run: they have no result to pass on.
+	q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
+		JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx
+		WHERE s.state != 'skipped' ORDER BY d.d_claim, s.idx`, args...)
+	if err != nil {
+		return fmt.Errorf("load dependency results: %w", err)
+	}
 	type depResult struct {
+		claim      int
 		name, kind string
 		result     sql.NullString
 		idx        int
 	}
-	for i := range claimed {
-		c := &claimed[i]
-		if len(deps[i]) == 0 {
-			continue
-		}
-		args := make([]any, 0, len(deps[i])+1)
-		args = append(args, c.TaskID)
-		for _, d := range deps[i] {
-			args = append(args, d)
-		}
-		// Skipped dependencies did not run: they have no result to pass on.
-		rows, err := t.query(`SELECT name, result, kind, idx FROM steps WHERE task_id = ? AND idx IN (`+placeholders(len(deps[i]))+`)
-			AND state != 'skipped'`, args...)
-		if err != nil {
-			return fmt.Errorf("load dependency results: %w", err)
-		}
-		results, err := collect(rows, func(r Row) (depResult, error) {
-			var d depResult
-			err := r.Scan(&d.name, &d.result, &d.kind, &d.idx)
-			return d, err
-		})
-		if err != nil {
-			return fmt.Errorf("load dependency results: %w", err)
-		}
-		c.Deps = make(map[string]json.RawMessage, len(deps[i]))
-		batches := map[string]int{}
-		for _, d := range results {
-			c.Deps[d.name] = nullJSON(d.result)
-			c.DependsOn = append(c.DependsOn, d.name)
-			if d.kind == store.KindBatch {
-				batches[d.name] = d.idx
-			}
-		}
-		for name, idx := range batches {
-			if c.Deps[name], err = t.batchResults(c.TaskID, idx); err != nil {
+	results, err := collect(q, func(r Row) (depResult, error) {
+		var d depResult
+		err := r.Scan(&d.claim, &d.name, &d.result, &d.kind, &d.idx)
+		return d, err
+	})
+	if err != nil {
+		return fmt.Errorf("load dependency results: %w", err)
+	}
+	for _, d := range results {
+		c := &claimed[d.claim]
+		c.Deps[d.name] = nullJSON(d.result)
+		c.DependsOn = append(c.DependsOn, d.name)
+		if d.kind == store.KindBatch {
+			// A batch step's result is its items' results.
+			if c.Deps[d.name], err = t.batchResults(c.TaskID, d.idx); err != nil {
 				return err
 			}
 		}

@@ -140,11 +140,12 @@ func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	if len(inflight) == 0 {
 		return nil, nil
 	}
-	ids := make([]any, len(inflight))
+	ids := make([]int64, len(inflight))
 	for i, f := range inflight {
 		ids[i] = f.StepID
 	}
-	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND id IN (`+placeholders(len(ids))+`)`, ids...)
+	in, inArgs := t.idIn("id", ids)
+	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND `+in, inArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}

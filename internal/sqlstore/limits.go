@@ -107,9 +107,9 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		k.ns, k.step, k.task, k.pending = map[string]int{}, map[string]int{}, map[string]int{}, map[int64]bool{}
 	}
 	kinds := []limitKind{
-		{"weft-cap:", &k.ns, `SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (%s) GROUP BY namespace`},
-		{"weft-key:step:", &k.step, `SELECT 1, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
-		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND limit_key IN (%s) GROUP BY limit_key`},
+		{"weft-cap:", &k.ns, `SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND %s GROUP BY namespace`},
+		{"weft-key:step:", &k.step, `SELECT 1, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND %s GROUP BY limit_key`},
+		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND %s GROUP BY limit_key`},
 	}
 	limits := [3]map[string]int{{}, {}, {}}
 	var tasks []int64
@@ -145,24 +145,24 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 	if t.s.d.LimitCounts != "" {
 		got, err = t.lockAndCount(names, limits, tasks, wait)
 	} else {
-		// One writer at a time: nothing to lock.
+		// One writer at a time: nothing to lock. The keys are one
+		// parameter per kind, so the statement has few texts.
 		var parts []string
 		var args []any
+		columns := [...]string{"namespace", "limit_key", "limit_key"}
 		for i, kind := range kinds {
 			if keys := sortedKeys(limits[i]); len(keys) > 0 {
-				parts = append(parts, fmt.Sprintf(kind.count, placeholders(len(keys))))
-				for _, key := range keys {
-					args = append(args, key)
-				}
+				in, inArgs := t.textIn(columns[i], keys)
+				parts = append(parts, fmt.Sprintf(kind.count, in))
+				args = append(args, inArgs...)
 			}
 		}
 		if len(tasks) > 0 {
 			// By primary key: (state || '') keeps the planner off the state
 			// index, which would read every pending task.
-			parts = append(parts, `SELECT 3, '', id FROM tasks WHERE id IN (`+placeholders(len(tasks))+`) AND (state || '') = 'pending'`)
-			for _, id := range tasks {
-				args = append(args, id)
-			}
+			in, inArgs := t.idIn("id", tasks)
+			parts = append(parts, `SELECT 3, '', id FROM tasks WHERE `+in+` AND (state || '') = 'pending'`)
+			args = append(args, inArgs...)
 		}
 		if len(parts) == 0 {
 			return nil

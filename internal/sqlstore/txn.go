@@ -169,6 +169,15 @@ func (s *Store) idIn(col string, ids []int64) (string, []any) {
 	return col + " IN (SELECT value FROM json_each(?))", []any{string(b)}
 }
 
+// textIn is idIn for text values.
+func (t *txn) textIn(col string, vals []string) (string, []any) {
+	if t.s.d.Arrays {
+		return col + " = ANY(?::text[])", []any{vals}
+	}
+	b, _ := json.Marshal(vals) // strings always encode
+	return col + " IN (SELECT value FROM json_each(?))", []any{string(b)}
+}
+
 // placeholders returns n comma-separated placeholders, for an IN list.
 func placeholders(n int) string {
 	if n <= 0 {
