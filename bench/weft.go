@@ -243,6 +243,10 @@ func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
 	}
+	s0, x0, err := r.count.counts(ctx, true)
+	if err != nil {
+		return sample{}, err
+	}
 	lat := make([]float64, 0, n)
 	for range n {
 		start := time.Now()
@@ -263,7 +267,11 @@ func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	s := sample{value: percentile(lat, 0.50), latencies: lat, metrics: map[string]float64{
 		"p50_ms": percentile(lat, 0.50), "p95_ms": percentile(lat, 0.95), "p99_ms": percentile(lat, 0.99), "max_ms": lat[len(lat)-1],
 	}}
-	return s, nil
+	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, "dag"); err != nil {
+		return sample{}, err
+	}
+	s.top, err = r.count.topStatements(ctx, 16)
+	return s, err
 }
 
 func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) {
@@ -295,7 +303,11 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
 		return sample{}, err
 	}
-	return s, statementsPerUnit(ctx, r.count, &s, s0, x0, n, "workflow")
+	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, "workflow"); err != nil {
+		return sample{}, err
+	}
+	s.top, err = r.count.topStatements(ctx, 12)
+	return s, err
 }
 
 // depthPoints are the queue depths of the depth scenario, up to max.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"time"
 
@@ -443,7 +444,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	// Skipped dependencies did not run: they have no result to pass on.
 	q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
 		JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx
-		WHERE s.state != 'skipped' ORDER BY d.d_claim, s.idx`, args...)
+		WHERE s.state != 'skipped'`, args...) // ordered below: the claim's planner settings rule out a sort
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
@@ -461,6 +462,10 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
+	sort.Slice(results, func(i, j int) bool {
+		a, b := results[i], results[j]
+		return a.claim < b.claim || (a.claim == b.claim && a.idx < b.idx)
+	})
 	for _, d := range results {
 		c := &claimed[d.claim]
 		c.Deps[d.name] = nullJSON(d.result)
