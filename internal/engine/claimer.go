@@ -17,8 +17,13 @@ func (e *Engine) claimParams(holder string, limit int, handlers, namespaces []st
 		Caps: e.cfg.NamespaceCaps, TaskID: e.onlyTask, LeaseID: lease, Deferred: e.rateDeferred}
 }
 
-// claimLoop claims as many ready steps as there are free slots, whenever a
-// slot frees up, the store made steps ready, or the poll interval passes.
+// claimLoop claims as many ready steps as there are free slots, whenever
+// the store made steps ready (here or, through its notification, in another
+// process), an outcome was recorded, or the poll interval passes, and when
+// a slot frees up while ready work may be waiting for one (the last claim
+// filled every slot, or work became ready while none was free). A slot
+// that frees up otherwise brings nothing new to claim: its step's outcome
+// is not recorded yet.
 func (e *Engine) claimLoop(ctx context.Context) {
 	defer e.loops.Done()
 	timer := time.NewTimer(0)
@@ -31,6 +36,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		lease  int64
 	}
 	var unsure []lostClaim
+	// look: claim on this pass; backlog: ready work may wait for a slot.
+	look, backlog := true, true
 	for {
 		// retryIn is set while the store fails: the loop backs off instead
 		// of claiming again at once (its slots return, which would wake it).
@@ -56,8 +63,11 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if gated {
 			retryIn = e.loadGate.wait(time.Now())
 		}
-		if retryIn == 0 && e.databaseGone() == nil {
+		if look && retryIn == 0 && e.databaseGone() == nil {
 			n = e.slots.TryTake(e.cfg.Concurrency)
+			if n == 0 {
+				backlog = true // claim once a slot frees up
+			}
 		}
 		if n > 0 {
 			id := e.ID()
@@ -80,6 +90,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 				e.succeeded(LoopClaim)
 			}
 			got = len(claimed)
+			backlog = err != nil || got == n
 			for _, c := range claimed {
 				e.publishClaimed(c, false)
 				e.launch(c)
@@ -89,9 +100,10 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if (got > 0 && got == n) || deferred {
 			continue // there may be more ready work
 		}
-		if n == 0 && retryIn == 0 && e.databaseGone() == nil {
+		if look && n == 0 && retryIn == 0 && e.databaseGone() == nil {
 			e.maybePreempt(ctx) // no slot is free
 		}
+		look = true
 		if retryIn > 0 {
 			timer.Reset(retryIn)
 			select {
@@ -106,12 +118,32 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.store.Wake():
-			e.wakeWaiters()
-			e.Publish(Event{Kind: EventReady})
+			e.readyWoke()
+		case <-e.recorded:
 		case <-e.slots.Changed():
+			look = backlog
 		case <-timer.C:
 		}
+		// One pass covers every wake that arrived meanwhile.
+		for drained := false; !drained; {
+			select {
+			case <-e.store.Wake():
+				e.readyWoke()
+				look = true
+			case <-e.recorded:
+				look = true
+			default:
+				drained = true
+			}
+		}
 	}
+}
+
+// readyWoke tells those waiting on the engine that the store made steps
+// ready.
+func (e *Engine) readyWoke() {
+	e.wakeWaiters()
+	e.Publish(Event{Kind: EventReady})
 }
 
 func jitter(d time.Duration) time.Duration {

@@ -77,6 +77,12 @@ func (e *Engine) completer() {
 		close(e.settled)
 		e.settled = make(chan struct{})
 		e.mu.Unlock()
+		// A recorded outcome may free a concurrency limit or close a
+		// breaker without making anything ready: the claim loop looks.
+		select {
+		case e.recorded <- struct{}{}:
+		default:
+		}
 	}
 }
 

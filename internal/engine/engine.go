@@ -133,6 +133,7 @@ type Engine struct {
 	completing bool
 	handlerWG  sync.WaitGroup
 	settled    chan struct{} // closed and replaced after each completion batch
+	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
 	ready      chan struct{} // closed and replaced when the store readies steps
 	nudge      chan struct{} // wakes the maintenance loop to look at due times again
 	// leadUntil and leadRenew, owned by the maintenance work (Start, then
@@ -223,6 +224,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
 		settled:   make(chan struct{}),
+		recorded:  make(chan struct{}, 1),
 		ready:     make(chan struct{}),
 		nudge:     make(chan struct{}, 1),
 		hooks:     newDeliverer(),
