@@ -80,6 +80,9 @@ func (e *Engine) claimLoop(ctx context.Context) {
 				e.succeeded(LoopClaim)
 			}
 			got = len(claimed)
+			if got > 0 {
+				e.stir() // the steps may carry deadlines
+			}
 			for _, c := range claimed {
 				e.publishClaimed(c, false)
 				e.launch(c)
@@ -101,11 +104,12 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
-		timer.Reset(jitter(e.cfg.PollInterval))
+		timer.Reset(jitter(e.claimPoll()))
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.store.Wake():
+			e.stir()
 			e.wakeWaiters()
 			e.Publish(Event{Kind: EventReady})
 		case <-e.slots.Changed():

@@ -16,8 +16,8 @@ import (
 // polling still finds the work.
 func (s Store) listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, log *slog.Logger) {
 	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		listened, err := s.listenOnce(ctx, cfg, channel)
+	for again := false; ctx.Err() == nil; again = true {
+		listened, err := s.listenOnce(ctx, cfg, channel, again)
 		if ctx.Err() != nil {
 			return
 		}
@@ -37,8 +37,9 @@ func (s Store) listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, 
 }
 
 // listenOnce listens on one connection until it fails; listened reports
-// whether LISTEN had succeeded.
-func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string) (listened bool, err error) {
+// whether LISTEN had succeeded. Listening again, it wakes the engine once
+// LISTEN is in force: work may have become ready since it last looked.
+func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string, again bool) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return false, err
@@ -46,6 +47,11 @@ func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel stri
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return false, err
+	}
+	s.heard.Store(true)
+	defer s.heard.Store(false)
+	if again {
+		s.Nudge()
 	}
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
