@@ -54,11 +54,15 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// LeaseTTL is how long after its last heartbeat an engine is presumed
 	// dead and its steps are returned to the queue. An engine on the same
-	// host whose process is gone is detected within PollInterval. Default
-	// 30s.
+	// host whose process is gone is detected within PollInterval (within
+	// LeaseTTL/4 of its start if it died before the others listed the
+	// engines, which they do every LeaseTTL/4). Default 30s.
 	LeaseTTL time.Duration
 	// PollInterval bounds how long work submitted by another process waits
-	// before this engine looks for it. Default 1s.
+	// before this engine looks for it. On a store that hears other
+	// processes (PostgreSQL's LISTEN) such work wakes the engine at once,
+	// and while it hears them the engine polls only every five
+	// PollIntervals, as a fallback. Default 1s.
 	PollInterval time.Duration
 	// LeaderTTL is the lease of the maintenance leader: one engine per
 	// database reaps lapsed engines, expires overdue work, fails steps past

@@ -165,6 +165,14 @@ type Queue interface {
 	Wake() <-chan struct{}
 }
 
+// Listener is implemented by a Store whose Wake channel also hears the
+// steps that other processes make ready (PostgreSQL's LISTEN). Listening
+// reports whether it hears them now: while it does, engines poll for
+// ready work only as a fallback, for what no notification announces.
+type Listener interface {
+	Listening() bool
+}
+
 // Engines is the membership of engines and what keeps their work safe:
 // registration, heartbeats and the leases they extend, the election of the
 // maintenance leader, and the maintenance it runs (reaping lapsed engines,

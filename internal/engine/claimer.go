@@ -91,6 +91,9 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			got = len(claimed)
 			backlog = err != nil || got == n
+			if got > 0 {
+				e.stir() // the steps may carry deadlines
+			}
 			for _, c := range claimed {
 				e.publishClaimed(c, false)
 				e.launch(c)
@@ -113,7 +116,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
-		timer.Reset(jitter(e.cfg.PollInterval))
+		timer.Reset(jitter(e.claimPoll()))
 		select {
 		case <-ctx.Done():
 			return
@@ -142,6 +145,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 // readyWoke tells those waiting on the engine that the store made steps
 // ready.
 func (e *Engine) readyWoke() {
+	e.stir()
 	e.wakeWaiters()
 	e.Publish(Event{Kind: EventReady})
 }

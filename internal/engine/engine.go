@@ -24,6 +24,7 @@ import (
 	"os"
 
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -136,10 +137,16 @@ type Engine struct {
 	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
 	ready      chan struct{} // closed and replaced when the store readies steps
 	nudge      chan struct{} // wakes the maintenance loop to look at due times again
+	// stirred: steps were made ready since the maintenance leader last read
+	// the next due time (stir).
+	stirred atomic.Bool
 	// leadUntil and leadRenew, owned by the maintenance work (Start, then
 	// the maintenance loop), are when this engine's maintenance lease ends
 	// and when it next asks for the lease.
 	leadUntil, leadRenew time.Time
+	// maint, owned by the maintenance work too, is what it remembers
+	// between rounds (maintenance.go).
+	maint maintenanceState
 	// roundErr, owned by the maintenance work too, is the first failure
 	// of the current maintenance round.
 	roundErr error
@@ -369,6 +376,30 @@ func (e *Engine) inflightCount() int {
 	defer e.mu.Unlock()
 	return len(e.inflight)
 }
+
+// listenedPolls is how many poll intervals the claim loop waits for a
+// wake-up while its store hears other processes' work.
+const listenedPolls = 5
+
+// claimPoll is how long the claim loop waits for a wake-up before it looks
+// for ready work anyway: the poll interval, or listenedPolls of them while
+// the store hears the steps other processes make ready (store.Listener).
+// Polling then finds only what no notification announces: a breaker's
+// cooldown that ended, a limit freed in another process, a notification
+// lost with the listener's connection (the store wakes the engine when it
+// listens again).
+func (e *Engine) claimPoll() time.Duration {
+	if l, ok := e.store.(store.Listener); ok && l.Listening() {
+		return listenedPolls * e.cfg.PollInterval
+	}
+	return e.cfg.PollInterval
+}
+
+// stir tells the maintenance loop that the store made steps ready (here,
+// or on a store that hears them, anywhere) or that this engine claimed
+// some: they may carry a ttl or a deadline, so its next round reads the
+// next due time again.
+func (e *Engine) stir() { e.stirred.Store(true) }
 
 // nudgeTimers makes the maintenance loop recompute its next due time.
 func (e *Engine) nudgeTimers() {

@@ -12,24 +12,20 @@ import (
 
 // maintenanceLoop reaps lapsed leases, expires steps and tasks past their
 // deadlines and promotes waiting steps whose time came, on the engine that
-// holds the maintenance lease. The leader sleeps until the next due time the
-// store reports, bounded by the poll interval; the others look for dead
-// processes on their host and ask for the lease once per poll interval.
+// holds the maintenance lease. Its rounds read or write the store only for
+// what is due: the leader's next due time as the store last reported it (or
+// a nudge that something new waits in this process), its lease renewal, the
+// listing of engines and the full reap (maintenanceState). The others ask
+// for the lease once per poll interval. Every round, at least once per poll
+// interval, checks the database file and whether the processes of the
+// engines last listed on this host are alive, which costs no statement.
 func (e *Engine) maintenanceLoop(ctx context.Context) {
 	defer e.loops.Done()
-	reapEvery := max(e.cfg.LeaseTTL/4, 10*time.Millisecond)
-	lastReap := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var retryIn time.Duration // backing off after a failed round
 	for {
-		sleep := jitter(e.cfg.PollInterval)
-		if e.leading(time.Now()) {
-			sleep = min(sleep, max(time.Until(e.leadRenew), 0))
-			if next, ok, err := e.store.NextWake(ctx); err == nil && ok {
-				sleep = min(sleep, max(time.Until(next), 0))
-			}
-		}
+		sleep := e.maintenanceSleep(time.Now())
 		if retryIn > 0 {
 			// The last round failed: back off, deaf to nudges, so that a
 			// store that keeps failing (a full disk) is not hammered, and
@@ -42,10 +38,11 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.nudge:
-			if retryIn == 0 {
-				continue
+			if retryIn > 0 {
+				<-timer.C // nudges wait for the backoff
 			}
-			<-timer.C // nudges wait for the backoff
+			// Something new may be waiting: read the next due time again.
+			e.maint.timersAt = time.Time{}
 		case <-timer.C:
 		}
 		retryIn = 0
@@ -54,20 +51,72 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 			continue
 		}
 		e.lead(ctx)
-		leader := e.leading(time.Now())
+		now := time.Now()
+		leader := e.leading(now)
 		e.hooks.lead(leader)
 		if leader {
 			e.timed(ctx)
 			e.upkeepRound(ctx)
 		}
-		// Every tick looks for dead processes on this host (a read); the
-		// leader's full reap, which also catches stopped and silent
-		// engines, runs every reapEvery.
-		if e.reap(ctx, leader, leader && time.Since(lastReap) >= reapEvery) && leader {
-			lastReap = time.Now()
-		}
+		e.reap(ctx, leader, false)
 		retryIn = e.endRound(ctx)
 	}
+}
+
+// maintenanceState is what the maintenance work (Start, then the
+// maintenance loop) remembers between rounds, so that a round reads the
+// store only for what is due.
+type maintenanceState struct {
+	// timersAt is when the leader reads the next due time again: the due
+	// time it read last, bounded by a fallback poll (timerPoll); zero to
+	// read it at the next round.
+	timersAt time.Time
+	// listAt is when the engines are listed next, reapAt when the leader's
+	// next full reap is due and staleAt when the first engine listed would
+	// lapse (the leader lists again then, to see whether it did).
+	listAt, reapAt, staleAt time.Time
+	// others are the other live engines as last listed; sameHost, those
+	// on this host, whose processes each round checks.
+	others, sameHost []store.EngineInfo
+}
+
+// reapEvery is how often the engines are listed and the leader runs its
+// full reap, which also catches stopped engines.
+func (e *Engine) reapEvery() time.Duration { return max(e.cfg.LeaseTTL/4, 10*time.Millisecond) }
+
+// timerPoll is how long the leader goes without reading the next due time
+// when nothing nudged it. What this process makes wait nudges it; other
+// engines do not, so while any is live it reads once per poll interval.
+// Alone, it reads once per reapEvery, for what processes that run no
+// engine submit with a start time or deadline.
+func (e *Engine) timerPoll() time.Duration {
+	if len(e.maint.others) > 0 {
+		return jitter(e.cfg.PollInterval)
+	}
+	return e.reapEvery()
+}
+
+// maintenanceSleep returns how long the maintenance loop may sleep at now:
+// a poll interval at most, for the checks that cost no statement (the
+// database file, the processes of this host's engines), and on the leader
+// until the first thing due.
+func (e *Engine) maintenanceSleep(now time.Time) time.Duration {
+	d := jitter(e.cfg.PollInterval)
+	if !e.leading(now) {
+		return d // and ask for the lease again
+	}
+	m := &e.maint
+	// A zero time is due at once, except staleAt: no engine to watch.
+	next := e.leadRenew
+	for _, t := range []time.Time{m.timersAt, m.listAt, m.reapAt, e.upkeep.last.Add(e.cfg.UpkeepInterval)} {
+		if t.Before(next) {
+			next = t
+		}
+	}
+	if !m.staleAt.IsZero() && m.staleAt.Before(next) {
+		next = m.staleAt
+	}
+	return min(d, max(next.Sub(now), 0))
 }
 
 // endRound reports a maintenance round's first failure to the loop's
@@ -116,6 +165,8 @@ func (e *Engine) lead(ctx context.Context) {
 		e.leadUntil, e.leadRenew = now.Add(e.cfg.LeaderTTL), now.Add(e.cfg.LeaderTTL/3)
 		if !was {
 			e.log.Info("leading maintenance", "engine_id", e.ID())
+			// A new leader reads what is due and reaps at once.
+			e.maint.timersAt, e.maint.reapAt = time.Time{}, time.Time{}
 		}
 	default:
 		e.leadUntil, e.leadRenew = time.Time{}, time.Time{}
@@ -127,16 +178,19 @@ func (e *Engine) lead(ctx context.Context) {
 
 // timed promotes, expires, fails past their deadline and fires (schedules)
 // what is due, writing only when something is. A failure is the round's (logErr).
+// It reads the next due time only when the last one it read came, the
+// fallback poll passed (timerPoll), a nudge cleared it or steps were made
+// ready since (stir: they may carry a ttl): while work flows, once per round,
+// at most about a poll interval apart.
 func (e *Engine) timed(ctx context.Context) {
-	next, ok, err := e.store.NextWake(ctx)
-	if err != nil {
-		e.logErr(ctx, "next wake", err)
-		return
-	}
-	if !ok || next.After(time.Now()) {
-		return
-	}
 	now := time.Now()
+	if now.Before(e.maint.timersAt) && !e.stirred.Load() {
+		return
+	}
+	next, ok, err := e.nextWake(ctx, now)
+	if err != nil || !ok || next.After(now) {
+		return
+	}
 	if n, err := e.store.Expire(ctx, now, e.ID()); err != nil {
 		e.logErr(ctx, "expire", err)
 	} else if n > 0 {
@@ -147,6 +201,28 @@ func (e *Engine) timed(ctx context.Context) {
 	}
 	e.overdue(ctx, now)
 	e.fireSchedules(ctx, e.clock())
+	// What was due is handled: the next due time is another one.
+	if next, ok, err := e.nextWake(ctx, now); err == nil && ok && !next.After(now) {
+		// Still due (what could not be handled yet): look again a poll
+		// interval later rather than spin on it.
+		e.maint.timersAt = now.Add(jitter(e.cfg.PollInterval))
+	}
+}
+
+// nextWake reads the next due time and sets when to read it again.
+func (e *Engine) nextWake(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	e.stirred.Store(false) // what is made ready from now on stirs again
+	next, ok, err := e.store.NextWake(ctx)
+	if err != nil {
+		e.logErr(ctx, "next wake", err)
+		e.maint.timersAt = time.Time{}
+		return next, ok, err
+	}
+	e.maint.timersAt = now.Add(e.timerPoll())
+	if ok && next.Before(e.maint.timersAt) {
+		e.maint.timersAt = next
+	}
+	return next, ok, nil
 }
 
 // deadlineGrace is how long past its timeout a running step is left to its
@@ -215,46 +291,86 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) {
 }
 
 // reap returns the steps of lapsed engines to the queue. Engines on this host
-// whose process is gone are lapsed at once, by any engine. Engines whose
-// heartbeat is overdue or that stopped are the leader's to reap: unless
-// full is set, it writes only when it found a dead process or, as leader,
-// an overdue heartbeat. It reports whether it ran the store's reap.
-func (e *Engine) reap(ctx context.Context, leader, full bool) bool {
-	engines, err := e.store.ListEngines(ctx)
-	if err != nil {
-		e.logErr(ctx, "list engines", err)
-		return false
-	}
+// whose process is gone are lapsed at once, by any engine: each round checks
+// the processes of those last listed, and the engines are listed every
+// reapEvery. Engines whose heartbeat is overdue or that stopped are the
+// leader's to reap: it lists the engines again when the first one listed
+// would lapse, and runs the store's full reap every reapEvery (full forces
+// it), which reads and writes nothing more when nothing lapsed.
+func (e *Engine) reap(ctx context.Context, leader, full bool) {
+	m := &e.maint
 	now := time.Now()
+	if !now.Before(m.listAt) || (leader && !m.staleAt.IsZero() && !now.Before(m.staleAt)) {
+		if !e.listEngines(ctx, now) {
+			return
+		}
+	}
 	staleBefore := now.Add(-e.cfg.LeaseTTL)
 	if !leader {
 		staleBefore = time.Time{} // the leader's to judge
 	}
-	self := e.ID()
 	var dead []string
-	for _, en := range engines {
-		if en.ID == self {
-			continue
-		}
-		if en.Host == e.host && !processAlive(en.PID) {
+	for _, en := range m.sameHost {
+		if !processAlive(en.PID) {
 			dead = append(dead, en.ID)
-		} else if leader && en.HeartbeatAt.Before(staleBefore) {
-			full = true
+		}
+	}
+	if leader {
+		full = full || !now.Before(m.reapAt)
+		for _, en := range m.others {
+			full = full || en.HeartbeatAt.Before(staleBefore)
 		}
 	}
 	if len(dead) == 0 && !full {
-		return false
+		return
+	}
+	if leader {
+		m.reapAt = now.Add(e.reapEvery())
 	}
 	// Reap writes nothing when no engine lapsed, stopped or died.
-	n, err := e.store.Reap(ctx, now, staleBefore, dead, self)
+	n, err := e.store.Reap(ctx, now, staleBefore, dead, e.ID())
 	if err != nil {
 		e.logErr(ctx, "reap", err)
-		return false
+		return
+	}
+	if len(dead) > 0 || n > 0 {
+		m.listAt = time.Time{} // list the engines left at the next round
 	}
 	if n > 0 {
 		e.log.Warn("reclaimed steps of lapsed engines", "count", n)
 		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
 	}
+}
+
+// listEngines lists the live engines into the maintenance state and reports
+// whether it could.
+func (e *Engine) listEngines(ctx context.Context, now time.Time) bool {
+	m := &e.maint
+	engines, err := e.store.ListEngines(ctx)
+	if err != nil {
+		e.logErr(ctx, "list engines", err)
+		return false
+	}
+	self := e.ID()
+	m.others, m.sameHost, m.staleAt = m.others[:0], m.sameHost[:0], time.Time{}
+	for _, en := range engines {
+		if en.ID == self {
+			continue
+		}
+		m.others = append(m.others, en)
+		if en.Host == e.host {
+			m.sameHost = append(m.sameHost, en)
+		}
+		if lapse := en.HeartbeatAt.Add(e.cfg.LeaseTTL); m.staleAt.IsZero() || lapse.Before(m.staleAt) {
+			m.staleAt = lapse
+		}
+	}
+	if soon := now.Add(e.cfg.PollInterval); !m.staleAt.IsZero() && m.staleAt.Before(soon) {
+		// List again once it would have lapsed, and not again at once if
+		// it did: the reap of this round takes it.
+		m.staleAt = soon
+	}
+	m.listAt = now.Add(e.reapEvery())
 	return true
 }
 

@@ -13,6 +13,10 @@ import (
 type DB interface {
 	// Begin starts a write transaction.
 	Begin(ctx context.Context) (Tx, error)
+	// Exec runs one write statement in a transaction of its own
+	// (autocommit), for writes that stand alone: one round trip, where
+	// Begin, the statement and Commit take three.
+	Exec(ctx context.Context, q string, args ...any) (Result, error)
 	// Query and QueryRow read outside any transaction.
 	Query(ctx context.Context, q string, args ...any) (Rows, error)
 	QueryRow(ctx context.Context, q string, args ...any) Row
@@ -80,6 +84,11 @@ func (d *SQLDB) Begin(ctx context.Context) (Tx, error) {
 		return nil, err
 	}
 	return &sqlTx{SQLQuerier: SQLQuerier{Tx: tx, cache: d.cache}}, nil
+}
+
+// Exec runs one statement on the writer, in a transaction of its own.
+func (d *SQLDB) Exec(ctx context.Context, q string, args ...any) (Result, error) {
+	return d.w.ExecContext(ctx, q, args...)
 }
 
 // Query reads on the readers.

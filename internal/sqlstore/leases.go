@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/weftrun/weft/state"
@@ -79,6 +80,14 @@ func (s *Store) GetEngine(ctx context.Context, id string) (*store.EngineInfo, er
 // held ones and, when the list is complete, releases the steps the holder
 // does not have.
 func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
+	if len(p.Held) == 0 && (!p.Complete || p.ClaimedBefore.IsZero()) {
+		// Nothing to check or release: the renewal alone, one statement.
+		now := s.clock()
+		if !p.Now.IsZero() {
+			now = p.Now
+		}
+		return store.HeartbeatResult{}, s.renew(ctx, p.EngineID, now)
+	}
 	var res store.HeartbeatResult
 	err := s.write(ctx, p.EngineID, func(t *txn) error {
 		if !p.Now.IsZero() {
@@ -103,6 +112,18 @@ func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.H
 		return store.HeartbeatResult{}, err
 	}
 	return res, nil
+}
+
+// renew extends the lease of an engine that holds nothing.
+func (s *Store) renew(ctx context.Context, engineID string, now time.Time) error {
+	hb, err := s.execAlone(ctx, `UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, now.UnixMicro(), engineID)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if n, _ := hb.RowsAffected(); n == 0 {
+		return fmt.Errorf("engine %s: %w", engineID, store.ErrEngineLost)
+	}
+	return nil
 }
 
 // releaseUnheld releases the steps running under p.EngineID, claimed before
@@ -203,51 +224,92 @@ func (t *txn) release(fences []store.Fence, engineID, reason string) (int, error
 // maintenanceRole is the leaders row of the engine that runs maintenance.
 const maintenanceRole = "maintenance"
 
-// Lead takes or renews the maintenance lease.
+// leaseSeen is the maintenance lease as this handle last took or renewed
+// it: a leader renewing its own lease goes straight to the write.
+type leaseSeen struct {
+	mu     sync.Mutex
+	engine string
+	until  int64
+}
+
+// holds reports whether engine held the lease at now, as last seen.
+func (l *leaseSeen) holds(engine string, now int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.engine == engine && now < l.until
+}
+
+func (l *leaseSeen) set(engine string, until int64) {
+	l.mu.Lock()
+	l.engine, l.until = engine, until
+	l.mu.Unlock()
+}
+
+// Lead takes or renews the maintenance lease: one conditional upsert, which
+// takes the lease only from no one, from itself or from a lapsed holder.
 func (s *Store) Lead(ctx context.Context, engineID string, now time.Time, ttl time.Duration) (bool, error) {
-	// Engines that do not lead ask often; answer them with a read while
-	// another engine's lease runs.
-	var holder string
-	var expires int64
-	err := s.readRow(ctx, `SELECT engine_id, expires_at FROM leaders WHERE role = ?`, maintenanceRole).Scan(&holder, &expires)
-	switch {
-	case err == nil && holder != engineID && expires > now.UnixMicro():
-		return false, nil
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
-		return false, fmt.Errorf("read leader: %w", err)
-	}
-	lead := false
-	err = s.write(ctx, engineID, func(t *txn) error {
-		err := t.queryRow(`INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
-			ON CONFLICT (role) DO UPDATE SET engine_id = excluded.engine_id, expires_at = excluded.expires_at
-			WHERE leaders.engine_id = excluded.engine_id OR leaders.expires_at <= ?
-			RETURNING engine_id`, maintenanceRole, engineID, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&holder)
+	at, until := now.UnixMicro(), now.Add(ttl).UnixMicro()
+	if !s.lease.holds(engineID, at) {
+		// Engines that do not lead ask often; answer them with a read
+		// while another engine's lease runs, so that they take no lock.
+		var holder string
+		var expires int64
+		err := s.readRow(ctx, `SELECT engine_id, expires_at FROM leaders WHERE role = ?`, maintenanceRole).Scan(&holder, &expires)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil // another engine took it first
-		case err != nil:
-			return fmt.Errorf("take the maintenance lease: %w", err)
+		case err == nil && holder != engineID && expires > at:
+			return false, nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return false, fmt.Errorf("read leader: %w", err)
 		}
-		lead = true
-		return nil
-	})
-	return lead, err
+	}
+	res, err := s.execAlone(ctx, `INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
+		ON CONFLICT (role) DO UPDATE SET engine_id = excluded.engine_id, expires_at = excluded.expires_at
+		WHERE leaders.engine_id = excluded.engine_id OR leaders.expires_at <= ?`, maintenanceRole, engineID, until, at)
+	if err != nil {
+		s.lease.set("", 0)
+		return false, fmt.Errorf("take the maintenance lease: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		s.lease.set("", 0)
+		return false, fmt.Errorf("take the maintenance lease: %w", err)
+	}
+	if n == 0 {
+		s.lease.set("", 0)
+		return false, nil // another engine holds it
+	}
+	s.lease.set(engineID, until)
+	return true, nil
 }
 
 // Reap returns the steps of lapsed engines to the queue.
 func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []string, engineID string) (int, error) {
-	n := 0
-	err := s.write(ctx, engineID, func(t *txn) error {
-		t.now = now.UnixMicro()
-		args := []any{staleBefore.UnixMicro()}
-		q := `SELECT id FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
-		if len(dead) > 0 {
-			q += ` OR id IN (` + placeholders(len(dead)) + `)`
-			for _, d := range dead {
-				args = append(args, d)
-			}
+	args := []any{staleBefore.UnixMicro()}
+	q := `SELECT id FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
+	if len(dead) > 0 {
+		q += ` OR id IN (` + placeholders(len(dead)) + `)`
+		for _, d := range dead {
+			args = append(args, d)
 		}
-		engines, err := t.strings(q+`)`, args...)
+	}
+	q += `)`
+	// Most reaps find nothing: a read answers them, without a transaction.
+	rows, err := s.read(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("find lapsed engines: %w", err)
+	}
+	found, err := collect(rows, scanString)
+	if err != nil {
+		return 0, fmt.Errorf("find lapsed engines: %w", err)
+	}
+	if len(found) == 0 {
+		return 0, nil
+	}
+	n := 0
+	err = s.write(ctx, engineID, func(t *txn) error {
+		t.now = now.UnixMicro()
+		// Again in the transaction: an engine may have heartbeated since.
+		engines, err := t.strings(q, args...)
 		if err != nil {
 			return err
 		}

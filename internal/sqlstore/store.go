@@ -125,6 +125,9 @@ type Store struct {
 	policyCache *policySet
 	// fair holds the passes of the fair shares (fair.go).
 	fair fairPasses
+	// lease is the maintenance lease as this handle last took it
+	// (leases.go).
+	lease leaseSeen
 }
 
 // New returns a Store on open database handles whose schema is current.
@@ -142,6 +145,23 @@ func New(c Config) *Store {
 // read runs a query on the readers.
 func (s *Store) read(ctx context.Context, q string, args ...any) (Rows, error) {
 	return s.db.Query(ctx, s.bind(q), args...)
+}
+
+// execAlone runs one write statement in a transaction of its own: for a
+// write that stands alone, one round trip instead of three. It honours the
+// dialect like write does (Uncancellable, Refused).
+func (s *Store) execAlone(ctx context.Context, q string, args ...any) (Result, error) {
+	if s.d.Uncancellable {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ctx = context.WithoutCancel(ctx)
+	}
+	res, err := s.db.Exec(ctx, s.bind(q), args...)
+	if err != nil && s.d.Refused != nil && s.d.Refused(err) {
+		err = store.Refused(err)
+	}
+	return res, err
 }
 
 // readRow runs a one-row query on the readers.

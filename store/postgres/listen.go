@@ -37,7 +37,8 @@ func (s Store) listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, 
 }
 
 // listenOnce listens on one connection until it fails; listened reports
-// whether LISTEN had succeeded.
+// whether LISTEN had succeeded. It wakes the engine once LISTEN is in
+// force: work may have become ready since it last looked.
 func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel string) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -47,6 +48,8 @@ func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel stri
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return false, err
 	}
+	s.heard.Store(true)
+	defer s.heard.Store(false)
 	// Work may have become ready before the listening began (at start, or
 	// while reconnecting): look once now that nothing more is missed.
 	s.Nudge()

@@ -123,3 +123,57 @@ func TestNotifyCoalesced(t *testing.T) {
 		require.Equal(t, 2, count(conn))
 	})
 }
+
+// TestListenerReconnects: a store reports that it hears other processes
+// while its listener's LISTEN is in force, and not once the connection is
+// gone; work made ready while nobody listened is found once the listener is
+// back, by an engine that would poll only once an hour.
+func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtesting.URL(t)
+	schema := pgtesting.SchemaName("test")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() postgres.Store {
+		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})
+		require.NoError(t, err)
+		return s
+	}
+	worker, submitter := open(), open()
+	t.Cleanup(func() {
+		_, _ = submitter.DB().ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+		submitter.Close()
+		worker.Close()
+	})
+	var _ store.Listener = worker
+	for _, s := range []postgres.Store{worker, submitter} {
+		require.Eventually(t, s.Listening, 10*time.Second, 5*time.Millisecond, "the listener never listened")
+	}
+
+	e, err := weft.New(worker, weft.Config{PollInterval: time.Hour, Logger: quiet})
+	require.NoError(t, err)
+	e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return "done", nil })
+	require.NoError(t, e.Register(ctx, workflow.New("test", "relisten", "1").Step("s", "h")))
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { e.Stop(ctx) })
+
+	// Cut the worker's listener off (the submitter listens on the same
+	// channel: both its connections go, and both stores listen again).
+	channel := "weft_ready_" + schema
+	var cut int
+	require.NoError(t, submitter.DB().QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query = $1`, "LISTEN "+pgx.Identifier{channel}.Sanitize()).Scan(&cut))
+	require.Equal(t, 2, cut, "one listener per store")
+	require.Eventually(t, func() bool { return !worker.Listening() }, 10*time.Second, time.Millisecond, "the store still says it listens")
+
+	other, err := weft.New(submitter, weft.Config{Logger: quiet})
+	require.NoError(t, err)
+	res, err := other.Submit(ctx, weft.Submission{Workflow: "test/relisten"})
+	require.NoError(t, err)
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	task, err := e.Wait(waitCtx, res.Task.ID)
+	require.NoError(t, err, "the worker did not look for work when it listened again")
+	require.Equal(t, state.TaskCompleted, task.State)
+	require.Eventually(t, worker.Listening, 10*time.Second, 5*time.Millisecond, "the listener did not listen again")
+}

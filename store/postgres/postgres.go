@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,7 +65,15 @@ type Store struct {
 	db           *sql.DB // database/sql on the store's pool
 	stopListener context.CancelFunc
 	listening    chan struct{} // closed when the listener has stopped
+	// heard is set while the listener's LISTEN is in force.
+	heard *atomic.Bool
 }
+
+var _ store.Listener = Store{}
+
+// Listening reports whether the store hears the notifications of other
+// processes now: its listener's LISTEN is in force.
+func (s Store) Listening() bool { return s.heard.Load() }
 
 // Close stops the listener and closes the connections.
 func (s Store) Close() error {
@@ -175,7 +184,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			Refused:        refused,
 			TxHistory:      true,
 		},
-	}), db: db, listening: make(chan struct{})}
+	}), db: db, listening: make(chan struct{}), heard: new(atomic.Bool)}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

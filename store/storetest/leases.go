@@ -60,6 +60,18 @@ func testLeaderElection(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Empty(t, leaders())
 	require.True(t, lead("e1"))
+	// The engine declared dead, whose lease had not run out when it was
+	// reaped, does not get it back by renewing.
+	require.False(t, lead("e3"), "a reaped leader does not renew a lease another engine took")
+	require.Equal(t, []string{"e1"}, leaders())
+	// A leader renews its lease again and again, each renewal from now.
+	for range 3 {
+		h.clock.Advance(ttl / 2)
+		require.True(t, lead("e1"))
+	}
+	h.clock.Advance(ttl - time.Second)
+	require.False(t, lead("e2"), "the last renewal holds a full ttl")
+	require.Equal(t, []string{"e1"}, leaders())
 }
 
 func testReap(t *testing.T, h *harness) {
