@@ -43,6 +43,11 @@ type ClaimParams struct {
 	// Deferred, if set, is called after a claim commits with the steps it
 	// deferred for want of rate-limit tokens, by bucket.
 	Deferred func([]RateDeferral)
+	// Held, if set, is called after a claim commits that left ready steps
+	// because a concurrency limit was full: room freed under it, by an
+	// outcome in another process, is announced by nothing, so the claimer
+	// should look again soon.
+	Held func()
 }
 
 // ClaimedStep is a step claimed for execution with what its handler sees.

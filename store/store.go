@@ -173,6 +173,23 @@ type Listener interface {
 	Listening() bool
 }
 
+// DueWaker is a store that tells its engine when a time something falls
+// due was written (a delayed step, a ttl, a good_until, a schedule's next
+// tick): through it, or, on a store that hears other processes
+// (Listener), by one of them. The engine then reads its next due time again
+// instead of waiting for its fallback poll.
+type DueWaker interface {
+	DueWake() <-chan struct{}
+}
+
+// Announcer is a store that can tell the engines of other processes to look
+// for work (Listener) when nothing the engine wrote made steps ready: an
+// engine announces an outcome that freed room under a concurrency limit
+// that held steps back.
+type Announcer interface {
+	Announce(ctx context.Context) error
+}
+
 // Engines is the membership of engines and what keeps their work safe:
 // registration, heartbeats and the leases they extend, the election of the
 // maintenance leader, and the maintenance it runs (reaping lapsed engines,

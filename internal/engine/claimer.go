@@ -77,6 +77,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 				deferred = true
 				e.rateDeferred(ds)
 			}
+			held := false
+			p.Held = func() { held = true }
 			claimed, err := e.store.ClaimSteps(ctx, p)
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
@@ -91,6 +93,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			got = len(claimed)
 			backlog = err != nil || got == n
+			e.heldBack.Store(held)
 			if got > 0 {
 				e.stir() // the steps may carry deadlines
 			}

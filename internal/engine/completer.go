@@ -78,10 +78,16 @@ func (e *Engine) completer() {
 		e.settled = make(chan struct{})
 		e.mu.Unlock()
 		// A recorded outcome may free a concurrency limit or close a
-		// breaker without making anything ready: the claim loop looks.
+		// breaker without making anything ready: the claim loop looks and,
+		// while a limit held steps back, so do the engines elsewhere.
 		select {
 		case e.recorded <- struct{}{}:
 		default:
+		}
+		if a, ok := e.store.(store.Announcer); ok && e.heldBack.Load() {
+			if err := a.Announce(e.flushCtx); err != nil {
+				e.log.Warn("announce freed room", "error", err)
+			}
 		}
 	}
 }

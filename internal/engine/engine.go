@@ -135,6 +135,7 @@ type Engine struct {
 	handlerWG  sync.WaitGroup
 	settled    chan struct{} // closed and replaced after each completion batch
 	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
+	heldBack   atomic.Bool   // the claim loop's last claim left steps under a full limit
 	ready      chan struct{} // closed and replaced when the store readies steps
 	nudge      chan struct{} // wakes the maintenance loop to look at due times again
 	// stirred: steps were made ready since the maintenance leader last read
@@ -385,11 +386,13 @@ const listenedPolls = 5
 // for ready work anyway: the poll interval, or listenedPolls of them while
 // the store hears the steps other processes make ready (store.Listener).
 // Polling then finds only what no notification announces: a breaker's
-// cooldown that ended, a limit freed in another process, a notification
-// lost with the listener's connection (the store wakes the engine when it
-// listens again).
+// cooldown that ended, a notification lost with the listener's connection
+// (the store wakes the engine when it listens again). While its last claim
+// left steps because a concurrency limit was full (heldBack), it polls every
+// interval: room an outcome frees in another process is announced by
+// nothing.
 func (e *Engine) claimPoll() time.Duration {
-	if l, ok := e.store.(store.Listener); ok && l.Listening() {
+	if l, ok := e.store.(store.Listener); ok && l.Listening() && !e.heldBack.Load() {
 		return listenedPolls * e.cfg.PollInterval
 	}
 	return e.cfg.PollInterval

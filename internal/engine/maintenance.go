@@ -24,6 +24,10 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var retryIn time.Duration // backing off after a failed round
+	var due <-chan struct{}   // due times written elsewhere
+	if d, ok := e.store.(store.DueWaker); ok {
+		due = d.DueWake()
+	}
 	for {
 		sleep := e.maintenanceSleep(time.Now())
 		if retryIn > 0 {
@@ -38,6 +42,12 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.nudge:
+			if retryIn > 0 {
+				<-timer.C // nudges wait for the backoff
+			}
+			// Something new may be waiting: read the next due time again.
+			e.maint.timersAt = time.Time{}
+		case <-due:
 			if retryIn > 0 {
 				<-timer.C // nudges wait for the backoff
 			}
@@ -87,10 +97,13 @@ func (e *Engine) reapEvery() time.Duration { return max(e.cfg.LeaseTTL/4, 10*tim
 // timerPoll is how long the leader goes without reading the next due time
 // when nothing nudged it. What this process makes wait nudges it; other
 // engines do not, so while any is live it reads once per poll interval.
-// Alone, it reads once per reapEvery, for what processes that run no
-// engine submit with a start time or deadline.
+// Alone on a store that hears other processes (PostgreSQL's LISTEN), it
+// reads once per reapEvery: what a process that runs no engine writes to
+// fall due (a start time, a ttl, a schedule) is announced like steps made
+// ready, and the notification nudges it. A store that hears nothing
+// (SQLite) is read once per poll interval.
 func (e *Engine) timerPoll() time.Duration {
-	if len(e.maint.others) > 0 {
+	if l, ok := e.store.(store.Listener); len(e.maint.others) > 0 || !ok || !l.Listening() {
 		return jitter(e.cfg.PollInterval)
 	}
 	return e.reapEvery()

@@ -46,6 +46,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	}
 	var claimed []store.ClaimedStep
 	var deferred map[string]*store.RateDeferral
+	held := false
 	err := s.write(ctx, p.EngineID, func(t *txn) error {
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
@@ -104,6 +105,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			if err != nil {
 				return err
 			}
+			held = held || keys.heldBack
 			if len(ids) > 0 {
 				got, gotDeps, err := t.claim(ids, leaseID)
 				if err != nil {
@@ -123,6 +125,9 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		return nil, err
 	}
 	reportDeferred(p, deferred)
+	if held && p.Held != nil {
+		p.Held()
+	}
 	return claimed, nil
 }
 
@@ -201,6 +206,8 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		for _, c := range ready {
 			if !keys.limited(c) || keys.take(c) {
 				kept = append(kept, c)
+			} else {
+				keys.heldBack = true
 			}
 		}
 	}

@@ -35,6 +35,7 @@ type keyRoom struct {
 	pending  map[int64]bool // tasks read: true while not started
 	admitted map[int64]bool // tasks this claim started under their workflow limit
 	brk      *breakerRoom   // the circuit breakers that are not closed
+	heldBack bool           // a candidate was left because its limit was full
 }
 
 func newKeyRoom(caps map[string]int) *keyRoom { return &keyRoom{caps: caps} }

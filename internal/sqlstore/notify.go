@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -15,6 +16,24 @@ func (s *Store) Wake() <-chan struct{} { return s.wake }
 // Nudge wakes the engine on this handle as if the handle had made steps
 // ready itself; backends call it when another process did.
 func (s *Store) Nudge() { s.notify() }
+
+// NotifyDue is the payload of a notification whose transaction wrote a time
+// something falls due.
+const NotifyDue = "due"
+
+// DueWake receives a value whenever this handle, or another process that
+// told it (NudgeDue), wrote a time something falls due: a delayed step, a
+// ttl, a good_until, a schedule's next tick.
+func (s *Store) DueWake() <-chan struct{} { return s.due }
+
+// NudgeDue wakes DueWake; backends call it when another process wrote a
+// due time.
+func (s *Store) NudgeDue() {
+	select {
+	case s.due <- struct{}{}:
+	default:
+	}
+}
 
 func (s *Store) notify() {
 	select {
@@ -62,14 +81,37 @@ func (s *Store) scheduleNotify() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		tx, err := s.db.Begin(ctx)
-		if err != nil {
-			return // other processes still poll
-		}
-		if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel); err != nil {
-			tx.Rollback(ctx)
-			return
-		}
-		_ = tx.Commit(ctx)
+		_ = s.sendNotify(ctx) // failing, other processes still poll
 	})
+}
+
+// sendNotify sends the notification in a transaction of its own.
+func (s *Store) sendNotify(ctx context.Context) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel, ""); err != nil {
+		tx.Rollback(ctx)
+		return fmt.Errorf("notify: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// Announce tells the engines of other processes to look for work, as a
+// transaction that made steps ready does (within the same windows): an
+// engine calls it when an outcome it recorded freed room under a
+// concurrency limit that held steps back, which nothing else announces.
+func (s *Store) Announce(ctx context.Context) error {
+	if s.d.Notify == "" {
+		return nil
+	}
+	if !s.takeNotify() {
+		s.scheduleNotify()
+		return nil
+	}
+	return s.sendNotify(ctx)
 }

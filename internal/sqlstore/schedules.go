@@ -39,6 +39,7 @@ func scanSchedule(r Row) (store.ScheduleRecord, error) {
 func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version string, scheds []store.ScheduleRecord) (bool, error) {
 	changed := false
 	err := s.write(ctx, "", func(t *txn) error {
+		t.timed = len(scheds) > 0 // next ticks
 		rows, err := t.query(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ?`, namespace, workflow)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
@@ -197,6 +198,7 @@ func (s *Store) PauseSchedule(ctx context.Context, p store.SchedulePause) (store
 		if rec.Paused == p.Paused {
 			return nil
 		}
+		t.timed = !p.Paused // a resumed schedule's next tick
 		paused, action, next := 0, "resumed", rec.NextTick
 		if p.Paused {
 			paused, action = 1, "paused"

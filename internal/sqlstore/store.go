@@ -71,7 +71,8 @@ type Dialect struct {
 	Explain        string
 	ExplainColumns int
 	// Notify, if set, is a statement that wakes engines in other processes
-	// (pg_notify); its argument is NotifyChannel. A transaction that made
+	// (pg_notify); its arguments are NotifyChannel and a payload,
+	// NotifyDue when the transaction wrote a due time, else empty. A transaction that made
 	// steps ready runs it, at most once per NotifyEvery: a transaction
 	// inside that window leaves it to a notification sent once the window
 	// ends, so a busy database is not flooded with them.
@@ -111,6 +112,7 @@ type Store struct {
 	aging int64 // microseconds per priority level
 	clock func() time.Time
 	wake  chan struct{}
+	due   chan struct{}
 
 	rebound sync.Map // query with ? placeholders -> numbered form
 
@@ -139,7 +141,7 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), due: make(chan struct{}, 1)}
 }
 
 // read runs a query on the readers.

@@ -81,7 +81,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 		}
 		var goodUntil, key any
 		if !in.GoodUntil.IsZero() {
-			goodUntil = in.GoodUntil.UnixMicro()
+			goodUntil, t.timed = in.GoodUntil.UnixMicro(), true
 		}
 		if in.IdempotencyKey != "" {
 			key = in.IdempotencyKey
@@ -135,6 +135,9 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 				if ttl > 0 {
 					expires = max(runAt, t.now) + ttl
 				}
+			}
+			if stepRunAt != nil || expires != nil {
+				t.timed = true
 			}
 			maxAttempts := st.MaxAttempts
 			if maxAttempts <= 0 {

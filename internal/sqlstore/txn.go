@@ -23,6 +23,12 @@ type txn struct {
 	now     int64
 	engine  string
 	readied int
+	// timed: this transaction wrote a time something falls due (a delayed
+	// step, a ttl, a good_until, a schedule's next tick). Engines are told
+	// (DueWake, and the notification's payload NotifyDue), so that they
+	// read their next due time again: a writer that runs no engine does
+	// not otherwise reach them.
+	timed bool
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
 	// notifyDeferred: steps became ready but the notification is left to
@@ -76,6 +82,9 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	if t.readied > 0 {
 		s.notify()
 	}
+	if t.timed {
+		s.NudgeDue()
+	}
 	if t.notifyDeferred {
 		s.scheduleNotify()
 	}
@@ -94,6 +103,9 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 	if t.readied > 0 {
 		s.notify()
 	}
+	if t.timed {
+		s.NudgeDue()
+	}
 	return nil
 }
 
@@ -109,15 +121,21 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushAudit(); err != nil {
 		return err
 	}
-	if t.readied > 0 && t.s.d.Notify != "" {
-		if t.owned {
+	if (t.readied > 0 || t.timed) && t.s.d.Notify != "" {
+		payload := ""
+		switch {
+		case t.timed:
+			// Told at once: a window's later notification says nothing of
+			// due times (transactions that write them are few).
+			payload = NotifyDue
+		case t.owned:
 			if !t.s.takeNotify() {
 				t.notifyDeferred = true
 				return nil
 			}
 			t.notifyTaken = true
 		}
-		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel); err != nil {
+		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel, payload); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}

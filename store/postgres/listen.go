@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/weftrun/weft/internal/sqlstore"
 )
 
 // listen holds one connection per store LISTENing on the schema's channel
@@ -54,8 +56,12 @@ func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel stri
 	// while reconnecting): look once now that nothing more is missed.
 	s.Nudge()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return true, err
+		}
+		if n.Payload == sqlstore.NotifyDue {
+			s.NudgeDue()
 		}
 		s.Nudge()
 	}

@@ -177,3 +177,57 @@ func TestListenerReconnects(t *testing.T) {
 	require.Equal(t, state.TaskCompleted, task.State)
 	require.Eventually(t, worker.Listening, 10*time.Second, 5*time.Millisecond, "the listener did not listen again")
 }
+
+// TestDueTimeFromElsewhere: a process that runs no engine submits a task to
+// start a little later; a lone engine whose every period is an hour starts
+// it at its time, told of the new due time by the submission's
+// notification, not by a poll.
+func TestDueTimeFromElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtesting.URL(t)
+	schema := pgtesting.SchemaName("test")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() postgres.Store {
+		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})
+		require.NoError(t, err)
+		return s
+	}
+	worker, submitter := open(), open()
+	t.Cleanup(func() {
+		_, _ = submitter.DB().ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+		submitter.Close()
+		worker.Close()
+	})
+	require.Eventually(t, worker.Listening, 10*time.Second, 5*time.Millisecond, "the listener never listened")
+
+	e, err := weft.New(worker, weft.Config{PollInterval: time.Hour, HeartbeatInterval: 30 * time.Minute, LeaseTTL: time.Hour, Logger: quiet})
+	require.NoError(t, err)
+	e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return "done", nil })
+	require.NoError(t, e.Register(ctx, workflow.New("test", "later", "1").Step("s", "h")))
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { e.Stop(ctx) })
+	// The engine has read its due times (none) and sleeps.
+	idle, err := e.Wait(ctx, submitNow(t, submitter))
+	require.NoError(t, err)
+	require.Equal(t, state.TaskCompleted, idle.State)
+
+	res, err := submitter.InsertTasks(ctx, []store.TaskInsert{{Namespace: "test", Workflow: "later", Version: "1",
+		RunAt: time.Now().Add(200 * time.Millisecond), Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	task, err := e.Wait(waitCtx, res[0].Task.ID)
+	require.NoError(t, err, "the delayed task did not start")
+	require.Equal(t, state.TaskCompleted, task.State)
+}
+
+// submitNow inserts a task of test/later that may run at once, as a process
+// with no engine does, and returns its id.
+func submitNow(t *testing.T, s postgres.Store) int64 {
+	t.Helper()
+	res, err := s.InsertTasks(context.Background(), []store.TaskInsert{{Namespace: "test", Workflow: "later", Version: "1",
+		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	return res[0].Task.ID
+}

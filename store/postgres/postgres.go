@@ -178,7 +178,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			LimitCounts:    "SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts(?::text[], ?, ?::text[], ?::text[], ?::text[], ?::bigint[])",
 			Explain:        "EXPLAIN",
 			ExplainColumns: 1,
-			Notify:         "SELECT pg_notify(?, '')",
+			Notify:         "SELECT pg_notify(?, ?)",
 			NotifyChannel:  channel,
 			NotifyEvery:    notifyEvery,
 			Refused:        refused,
