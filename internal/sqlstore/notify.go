@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -17,9 +18,39 @@ func (s *Store) Wake() <-chan struct{} { return s.wake }
 // ready itself; backends call it when another process did.
 func (s *Store) Nudge() { s.notify() }
 
-// NotifyDue is the payload of a notification whose transaction wrote a time
-// something falls due.
+// The payload of a notification is words separated by spaces: NotifyDue when
+// its transaction wrote a time something falls due, and "from=" with the
+// origin of the handle that sent it for a transaction of its own, whose
+// engine it woke itself.
 const NotifyDue = "due"
+
+// notifyPayload is the payload of a notification this handle sends: due
+// says its transaction wrote a due time, own that the transaction was this
+// handle's (not a caller's, which commits after this handle woke its engine).
+func (s *Store) notifyPayload(due, own bool) string {
+	var words []string
+	if due {
+		words = append(words, NotifyDue)
+	}
+	if own {
+		words = append(words, "from="+s.origin)
+	}
+	return strings.Join(words, " ")
+}
+
+// Heard reads the payload of a notification: whether it says a due time was
+// written, and whether this handle sent it (its engine knows already).
+func (s *Store) Heard(payload string) (due, own bool) {
+	for _, w := range strings.Fields(payload) {
+		switch {
+		case w == NotifyDue:
+			due = true
+		case w == "from="+s.origin:
+			own = true
+		}
+	}
+	return due, own
+}
 
 // DueWake receives a value whenever this handle, or another process that
 // told it (NudgeDue), wrote a time something falls due: a delayed step, a
@@ -91,7 +122,7 @@ func (s *Store) sendNotify(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel, ""); err != nil {
+	if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel, s.notifyPayload(false, true)); err != nil {
 		tx.Rollback(ctx)
 		return fmt.Errorf("notify: %w", err)
 	}

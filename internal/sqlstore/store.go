@@ -21,6 +21,8 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -113,6 +115,9 @@ type Store struct {
 	clock func() time.Time
 	wake  chan struct{}
 	due   chan struct{}
+	// origin marks the notifications this handle sends for its own
+	// transactions, whose engines it woke itself (see notifyPayload).
+	origin string
 
 	rebound sync.Map // query with ? placeholders -> numbered form
 
@@ -141,7 +146,7 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1), due: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
 // read runs a query on the readers.

@@ -122,12 +122,10 @@ func (t *txn) run(fn func(t *txn) error) error {
 		return err
 	}
 	if (t.readied > 0 || t.timed) && t.s.d.Notify != "" {
-		payload := ""
 		switch {
 		case t.timed:
 			// Told at once: a window's later notification says nothing of
 			// due times (transactions that write them are few).
-			payload = NotifyDue
 		case t.owned:
 			if !t.s.takeNotify() {
 				t.notifyDeferred = true
@@ -135,7 +133,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 			}
 			t.notifyTaken = true
 		}
-		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel, payload); err != nil {
+		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}

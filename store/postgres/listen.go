@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/weftrun/weft/internal/sqlstore"
 )
 
 // listen holds one connection per store LISTENing on the schema's channel
@@ -60,7 +58,11 @@ func (s Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig, channel stri
 		if err != nil {
 			return true, err
 		}
-		if n.Payload == sqlstore.NotifyDue {
+		due, own := s.Heard(n.Payload)
+		if own {
+			continue // this handle's transaction: its engine was woken
+		}
+		if due {
 			s.NudgeDue()
 		}
 		s.Nudge()
