@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/weftrun/weft/state"
 )
 
 // Errors a Store returns. Backends wrap them with context; test with
@@ -248,6 +250,9 @@ type Engines interface {
 type Admin interface {
 	// GetTask returns a task with its steps.
 	GetTask(ctx context.Context, id int64) (*Task, error)
+	// TaskState returns a task's state alone, or ErrNotFound: one cheap
+	// read for those who wait for a task to end.
+	TaskState(ctx context.Context, id int64) (state.Task, error)
 	// ListTasks returns tasks without their steps, newest first.
 	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
 	// Audit returns a task's transitions, oldest first.

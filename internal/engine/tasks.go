@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -100,21 +101,26 @@ func (e *Engine) Retry(ctx context.Context, id int64, actor, reason string) erro
 
 // Wait blocks until the task ends or ctx is done, and returns the task. It
 // wakes after each batch of outcomes this engine records, and polls for
-// tasks finished by engines elsewhere.
+// tasks finished by engines elsewhere; until the task ends it reads its
+// state alone.
 func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		settled := e.settledSignal()
-		task, err := e.store.GetTask(ctx, id)
+		st, err := e.store.TaskState(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		if task.State.Terminal() {
-			return task, nil
+		if st.Terminal() {
+			return e.store.GetTask(ctx, id)
 		}
 		select {
 		case <-ctx.Done():
+			task, err := e.store.GetTask(context.WithoutCancel(ctx), id)
+			if err != nil {
+				return nil, errors.Join(ctx.Err(), err)
+			}
 			return task, ctx.Err()
 		case <-settled:
 		case <-t.C:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -63,6 +64,19 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 		}
 	}
 	return tasks, nil
+}
+
+// TaskState returns a task's state alone.
+func (s *Store) TaskState(ctx context.Context, id int64) (state.Task, error) {
+	var st string
+	err := s.readRow(ctx, `SELECT state FROM tasks WHERE id = ?`, id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("state of task %d: %w", id, err)
+	}
+	return state.Task(st), nil
 }
 
 // Audit returns a task's transitions, oldest first.

@@ -211,6 +211,11 @@ func testInsertAndGet(t *testing.T, h *harness) {
 	require.Equal(t, []string{"x"}, task.Steps[1].DependsOn)
 	_, err := h.s.GetTask(h.ctx, 999999)
 	require.ErrorIs(t, err, store.ErrNotFound)
+	st, err := h.s.TaskState(h.ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.TaskPending, st)
+	_, err = h.s.TaskState(h.ctx, 999999)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 func testIdempotency(t *testing.T, h *harness) {
