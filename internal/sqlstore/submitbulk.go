@@ -1,0 +1,255 @@
+package sqlstore
+
+import (
+	"fmt"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file writes many tasks in bulk where the database takes arrays: one
+// statement for the tasks, one for all their steps, one for their tags and
+// one to look up the tasks that hold the keys of duplicates, whatever the
+// number of tasks. Each statement's text is the same for any count, so the
+// database prepares it once.
+
+// insertTasksBulk inserts the tasks of u (one array per column, in input
+// order) with ids taken from the tasks' sequence in that order, and
+// returns per task its id and whether it was inserted: a task whose key
+// exists in its namespace (also when a concurrent transaction holds it,
+// which it waits for) is not.
+const insertTasksBulk = `WITH u AS MATERIALIZED (
+	SELECT nextval(q.seq) AS id, u.* FROM (SELECT pg_get_serial_sequence('tasks', 'id')::regclass AS seq) q,
+		unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[])
+		WITH ORDINALITY AS u(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, ord)
+), ins AS (
+	INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
+	SELECT id, namespace, workflow, version, 'pending', input, priority, idempotency_key, run_at, good_until, ?, remaining, limit_key, limit_n, tags, traceparent
+	FROM u ORDER BY ord
+	ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id
+)
+SELECT u.id, ins.id IS NOT NULL FROM u LEFT JOIN ins ON ins.id = u.id ORDER BY u.ord`
+
+// insertStepsBulk inserts steps, one array per column.
+const insertStepsBulk = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
+		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n, preemptible, rate_key, rate_n, rate_per,
+		breaker_key, breaker_n, breaker_cooldown)
+	SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[],
+		?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[],
+		?::text[], ?::bigint[], ?::bigint[])`
+
+// insertBulk writes tasks, none of them with Supersede, into out (in the
+// same order). The first task of a call with a key that exists nowhere
+// takes it; the others with that key, and those whose key exists, return
+// the task holding it, as Duplicate.
+func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.InsertResult) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	// A key repeated within the call is written once, by its first task.
+	type nsKey struct{ ns, key string }
+	var first map[nsKey]bool
+	var rows []int // indexes into tasks of the rows to insert
+	var c taskColumnArrays
+	news := make([]newTask, len(tasks))
+	for i, in := range tasks {
+		if in.IdempotencyKey != "" {
+			k := nsKey{in.Namespace, in.IdempotencyKey}
+			if first == nil {
+				first = map[nsKey]bool{}
+			}
+			if first[k] {
+				continue
+			}
+			first[k] = true
+		}
+		news[i] = t.newTask(in)
+		rows = append(rows, i)
+		c.add(in, news[i])
+	}
+	res, err := t.query(insertTasksBulk, append(c.args(), t.now)...)
+	if err != nil {
+		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
+	}
+	type inserted struct {
+		id int64
+		ok bool
+	}
+	got, err := collect(res, func(r Row) (inserted, error) {
+		var v inserted
+		return v, r.Scan(&v.id, &v.ok)
+	})
+	if err != nil {
+		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
+	}
+	if len(got) != len(rows) {
+		return fmt.Errorf("insert %d tasks: %d rows came back", len(rows), len(got))
+	}
+	var steps stepColumnArrays
+	var tags tagColumnArrays
+	var dupNS, dupKeys []string
+	done := make([]bool, len(tasks))
+	for r, i := range rows {
+		in := tasks[i]
+		if !got[r].ok {
+			continue
+		}
+		id := got[r].id
+		done[i] = true
+		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+		tags.add(id, in.Tags)
+		for j, tp := range tpl.of(in.Steps) {
+			st := t.start(&tp, in.Priority, news[i].runAt)
+			steps.add(id, j, &tp, in, st)
+			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+		}
+		out[i] = store.InsertResult{Task: news[i].task(in, id, t.now)}
+	}
+	for i, in := range tasks {
+		if !done[i] {
+			dupNS, dupKeys = append(dupNS, in.Namespace), append(dupKeys, in.IdempotencyKey)
+		}
+	}
+	if steps.n() > 0 {
+		if _, err := t.exec(insertStepsBulk, steps.args()...); err != nil {
+			return fmt.Errorf("insert the %d steps of %d tasks: %w", steps.n(), len(rows), err)
+		}
+	}
+	if len(tags.task) > 0 {
+		if _, err := t.exec(`INSERT INTO task_tags (task_id, key, value) SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[])`,
+			tags.task, tags.key, tags.value); err != nil {
+			return fmt.Errorf("insert the tags of %d tasks: %w", len(rows), err)
+		}
+	}
+	if len(dupKeys) == 0 {
+		return nil
+	}
+	res, err = t.query(`SELECT `+taskColumns+` FROM tasks WHERE idempotency_key IS NOT NULL
+		AND (namespace, idempotency_key) IN (SELECT * FROM unnest(?::text[], ?::text[]))`, dupNS, dupKeys)
+	if err != nil {
+		return fmt.Errorf("look up %d idempotency keys: %w", len(dupKeys), err)
+	}
+	existing, err := collect(res, scanTask)
+	if err != nil {
+		return fmt.Errorf("look up %d idempotency keys: %w", len(dupKeys), err)
+	}
+	holders := make(map[nsKey]store.Task, len(existing))
+	for _, e := range existing {
+		holders[nsKey{e.Namespace, e.IdempotencyKey}] = e
+	}
+	for i, in := range tasks {
+		if done[i] {
+			continue
+		}
+		h, ok := holders[nsKey{in.Namespace, in.IdempotencyKey}]
+		if !ok {
+			return fmt.Errorf("look up idempotency key %q: no task holds it", in.IdempotencyKey)
+		}
+		out[i] = store.InsertResult{Task: h, Duplicate: true}
+	}
+	return nil
+}
+
+// taskColumnArrays holds the tasks to insert, one array per column of
+// insertTasksBulk.
+type taskColumnArrays struct {
+	namespace, workflow, version, input, limitKey, traceparent []string
+	priority, runAt, remaining, limitN                         []int64
+	goodUntil                                                  []*int64
+	keys, tags                                                 []*string
+}
+
+func (c *taskColumnArrays) add(in store.TaskInsert, n newTask) {
+	c.namespace = append(c.namespace, in.Namespace)
+	c.workflow = append(c.workflow, in.Workflow)
+	c.version = append(c.version, in.Version)
+	c.input = append(c.input, string(n.input))
+	c.priority = append(c.priority, int64(in.Priority))
+	c.keys = append(c.keys, n.key)
+	c.runAt = append(c.runAt, n.runAt)
+	c.goodUntil = append(c.goodUntil, n.goodUntil)
+	c.remaining = append(c.remaining, int64(len(in.Steps)))
+	c.limitKey = append(c.limitKey, in.LimitKey)
+	c.limitN = append(c.limitN, int64(in.Limit))
+	c.tags = append(c.tags, n.tags)
+	c.traceparent = append(c.traceparent, in.TraceParent)
+}
+
+func (c *taskColumnArrays) args() []any {
+	return []any{c.namespace, c.workflow, c.version, c.input, c.priority, c.keys, c.runAt, c.goodUntil, c.remaining, c.limitKey, c.limitN, c.tags, c.traceparent}
+}
+
+// stepColumnArrays holds the steps to insert, one array per column of
+// insertStepsBulk.
+type stepColumnArrays struct {
+	task, idx                                       []int64
+	name, handler, namespace, state, deps, children []string
+	priority, sortKey, maxAttempts, ttl             []int64
+	expires, runAt                                  []*int64
+	kind, rule, signal                              []string
+	waitTimeout, runTimeout                         []int64
+	workflow, limitKey                              []string
+	limitN                                          []int64
+	taskLimitKey                                    []string
+	taskLimitN, preemptible                         []int64
+	rateKey                                         []string
+	rateN, ratePer                                  []int64
+	breakerKey                                      []string
+	breakerN, breakerCooldown                       []int64
+}
+
+func (c *stepColumnArrays) n() int { return len(c.task) }
+
+func (c *stepColumnArrays) add(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) {
+	c.task = append(c.task, taskID)
+	c.idx = append(c.idx, int64(idx))
+	c.name = append(c.name, tp.name)
+	c.handler = append(c.handler, tp.handler)
+	c.namespace = append(c.namespace, in.Namespace)
+	c.state = append(c.state, string(st.state))
+	c.deps = append(c.deps, tp.deps)
+	c.children = append(c.children, tp.children)
+	c.priority = append(c.priority, st.priority)
+	c.sortKey = append(c.sortKey, st.sortKey)
+	c.maxAttempts = append(c.maxAttempts, tp.maxAttempts)
+	c.ttl = append(c.ttl, tp.ttl)
+	c.expires = append(c.expires, st.expires)
+	c.runAt = append(c.runAt, st.runAt)
+	c.kind = append(c.kind, tp.kind)
+	c.rule = append(c.rule, tp.rule)
+	c.signal = append(c.signal, tp.signal)
+	c.waitTimeout = append(c.waitTimeout, tp.waitTimeout)
+	c.runTimeout = append(c.runTimeout, tp.runTimeout)
+	c.workflow = append(c.workflow, in.Workflow)
+	c.limitKey = append(c.limitKey, tp.limitKey)
+	c.limitN = append(c.limitN, tp.limitN)
+	c.taskLimitKey = append(c.taskLimitKey, in.LimitKey)
+	c.taskLimitN = append(c.taskLimitN, int64(in.Limit))
+	c.preemptible = append(c.preemptible, tp.preemptible)
+	c.rateKey = append(c.rateKey, tp.rateKey)
+	c.rateN = append(c.rateN, tp.rateN)
+	c.ratePer = append(c.ratePer, tp.ratePer)
+	c.breakerKey = append(c.breakerKey, tp.breakerKey)
+	c.breakerN = append(c.breakerN, tp.breakerN)
+	c.breakerCooldown = append(c.breakerCooldown, tp.breakerCooldown)
+}
+
+func (c *stepColumnArrays) args() []any {
+	return []any{c.task, c.idx, c.name, c.handler, c.namespace, c.state, c.deps, c.children, c.priority, c.sortKey, c.maxAttempts, c.ttl,
+		c.expires, c.runAt, c.kind, c.rule, c.signal, c.waitTimeout, c.runTimeout, c.workflow, c.limitKey, c.limitN, c.taskLimitKey,
+		c.taskLimitN, c.preemptible, c.rateKey, c.rateN, c.ratePer, c.breakerKey, c.breakerN, c.breakerCooldown}
+}
+
+// tagColumnArrays holds task_tags rows to insert.
+type tagColumnArrays struct {
+	task       []int64
+	key, value []string
+}
+
+func (c *tagColumnArrays) add(taskID int64, tags map[string]string) {
+	for _, k := range sortedKeys(tags) {
+		c.task = append(c.task, taskID)
+		c.key = append(c.key, k)
+		c.value = append(c.value, tags[k])
+	}
+}
