@@ -1,7 +1,10 @@
 package sqlstore
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -17,15 +20,18 @@ import (
 // order) with ids taken from the tasks' sequence in that order, and
 // returns per task its id and whether it was inserted: a task whose key
 // exists in its namespace (also when a concurrent transaction holds it,
-// which it waits for) is not.
+// which it waits for) is not. The rows are inserted in lock_order, the
+// order of their (namespace, key) for rows with a key, so that two calls
+// with keys in common wait for each other's keys in the same order, never
+// in a cycle.
 const insertTasksBulk = `WITH u AS MATERIALIZED (
 	SELECT nextval(q.seq) AS id, u.* FROM (SELECT pg_get_serial_sequence('tasks', 'id')::regclass AS seq) q,
-		unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[])
-		WITH ORDINALITY AS u(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, ord)
+		unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+		WITH ORDINALITY AS u(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, lock_order, ord)
 ), ins AS (
 	INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
 	SELECT id, namespace, workflow, version, 'pending', input, priority, idempotency_key, run_at, good_until, ?, remaining, limit_key, limit_n, tags, traceparent
-	FROM u ORDER BY ord
+	FROM u ORDER BY lock_order
 	ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id
 )
 SELECT u.id, ins.id IS NOT NULL FROM u LEFT JOIN ins ON ins.id = u.id ORDER BY u.ord`
@@ -67,6 +73,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		rows = append(rows, i)
 		c.add(in, news[i])
 	}
+	c.lockOrder(len(first) > 0)
 	res, err := t.query(insertTasksBulk, append(c.args(), t.now)...)
 	if err != nil {
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
@@ -157,6 +164,7 @@ type taskColumnArrays struct {
 	priority, runAt, remaining, limitN                         []int64
 	goodUntil                                                  []*int64
 	keys, tags                                                 []*string
+	order                                                      []int64 // lock order (see insertTasksBulk)
 }
 
 func (c *taskColumnArrays) add(in store.TaskInsert, n newTask) {
@@ -176,7 +184,34 @@ func (c *taskColumnArrays) add(in store.TaskInsert, n newTask) {
 }
 
 func (c *taskColumnArrays) args() []any {
-	return []any{c.namespace, c.workflow, c.version, c.input, c.priority, c.keys, c.runAt, c.goodUntil, c.remaining, c.limitKey, c.limitN, c.tags, c.traceparent}
+	return []any{c.namespace, c.workflow, c.version, c.input, c.priority, c.keys, c.runAt, c.goodUntil, c.remaining, c.limitKey, c.limitN, c.tags, c.traceparent, c.order}
+}
+
+// lockOrder sets the order rows are inserted in: rows with a key by
+// (namespace, key), the others after them.
+func (c *taskColumnArrays) lockOrder(keys bool) {
+	n := len(c.namespace)
+	c.order = make([]int64, n)
+	if !keys {
+		return
+	}
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	slices.SortFunc(rows, func(a, b int) int {
+		ka, kb := c.keys[a], c.keys[b]
+		switch {
+		case ka == nil || kb == nil:
+			return cmp.Compare(boolInt(ka == nil), boolInt(kb == nil))
+		case c.namespace[a] != c.namespace[b]:
+			return strings.Compare(c.namespace[a], c.namespace[b])
+		}
+		return strings.Compare(*ka, *kb)
+	})
+	for rank, i := range rows {
+		c.order[i] = int64(rank)
+	}
 }
 
 // stepColumnArrays holds the steps to insert, one array per column of
