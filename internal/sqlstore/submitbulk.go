@@ -25,8 +25,7 @@ import (
 // with keys in common wait for each other's keys in the same order, never
 // in a cycle.
 const insertTasksBulk = `WITH u AS MATERIALIZED (
-	SELECT nextval(q.seq) AS id, u.* FROM (SELECT pg_get_serial_sequence('tasks', 'id')::regclass AS seq) q,
-		unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+	SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) AS id, u.* FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
 		WITH ORDINALITY AS u(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, lock_order, ord)
 ), ins AS (
 	INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
@@ -36,12 +35,19 @@ const insertTasksBulk = `WITH u AS MATERIALIZED (
 )
 SELECT u.id, ins.id IS NOT NULL FROM u LEFT JOIN ins ON ins.id = u.id ORDER BY u.ord`
 
-// insertStepsBulk inserts steps, one array per column.
-const insertStepsBulk = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
-		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n, preemptible, rate_key, rate_n, rate_per,
-		breaker_key, breaker_n, breaker_cooldown)
-	SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[],
-		?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[],
+// stepInsertColumns are the columns a new step's row sets, in the order of
+// stepColumnArrays.args.
+var stepInsertColumns = []string{"task_id", "idx", "name", "handler", "namespace", "state", "deps", "children", "priority", "sort_key",
+	"max_attempts", "ttl", "expires_at", "run_at", "kind", "trigger_rule", "signal", "wait_timeout", "run_timeout", "workflow",
+	"limit_key", "limit_n", "task_limit_key", "task_limit_n", "preemptible", "rate_key", "rate_n", "rate_per",
+	"breaker_key", "breaker_n", "breaker_cooldown"}
+
+// insertStepsBulk inserts steps, one array per column, where the Querier
+// cannot COPY.
+var insertStepsBulk = `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `)
+	SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
+		?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[],
+		?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[],
 		?::text[], ?::bigint[], ?::bigint[])`
 
 // insertBulk writes tasks, none of them with Supersede, into out (in the
@@ -117,10 +123,8 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 			dupNS, dupKeys = append(dupNS, in.Namespace), append(dupKeys, in.IdempotencyKey)
 		}
 	}
-	if steps.n() > 0 {
-		if _, err := t.exec(insertStepsBulk, steps.args()...); err != nil {
-			return fmt.Errorf("insert the %d steps of %d tasks: %w", steps.n(), len(rows), err)
-		}
+	if err := t.insertSteps(&steps); err != nil {
+		return fmt.Errorf("insert the %d steps of %d tasks: %w", steps.n(), len(rows), err)
 	}
 	if len(tags.task) > 0 {
 		if _, err := t.exec(`INSERT INTO task_tags (task_id, key, value) SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[])`,
@@ -273,6 +277,41 @@ func (c *stepColumnArrays) args() []any {
 	return []any{c.task, c.idx, c.name, c.handler, c.namespace, c.state, c.deps, c.children, c.priority, c.sortKey, c.maxAttempts, c.ttl,
 		c.expires, c.runAt, c.kind, c.rule, c.signal, c.waitTimeout, c.runTimeout, c.workflow, c.limitKey, c.limitN, c.taskLimitKey,
 		c.taskLimitN, c.preemptible, c.rateKey, c.rateN, c.ratePer, c.breakerKey, c.breakerN, c.breakerCooldown}
+}
+
+// insertSteps writes steps: with COPY where the Querier has it (it costs
+// the database about a quarter less than the same INSERT), else with one
+// INSERT of arrays.
+func (t *txn) insertSteps(steps *stepColumnArrays) error {
+	if steps.n() == 0 {
+		return nil
+	}
+	if c, ok := t.x.(Copier); ok {
+		_, err := c.CopyFrom(t.ctx, "steps", stepInsertColumns, &stepRows{c: steps})
+		return err
+	}
+	_, err := t.exec(insertStepsBulk, steps.args()...)
+	return err
+}
+
+// stepRows yields the rows of stepColumnArrays to a COPY.
+type stepRows struct {
+	c    *stepColumnArrays
+	next int
+	row  []any
+}
+
+func (r *stepRows) Next() bool { r.next++; return r.next <= r.c.n() }
+
+func (r *stepRows) Err() error { return nil }
+
+func (r *stepRows) Values() ([]any, error) {
+	i, c := r.next-1, r.c
+	r.row = append(r.row[:0], c.task[i], c.idx[i], c.name[i], c.handler[i], c.namespace[i], c.state[i], c.deps[i], c.children[i], c.priority[i],
+		c.sortKey[i], c.maxAttempts[i], c.ttl[i], c.expires[i], c.runAt[i], c.kind[i], c.rule[i], c.signal[i], c.waitTimeout[i], c.runTimeout[i],
+		c.workflow[i], c.limitKey[i], c.limitN[i], c.taskLimitKey[i], c.taskLimitN[i], c.preemptible[i], c.rateKey[i], c.rateN[i], c.ratePer[i],
+		c.breakerKey[i], c.breakerN[i], c.breakerCooldown[i])
+	return r.row, nil
 }
 
 // tagColumnArrays holds task_tags rows to insert.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -23,6 +24,19 @@ var submitTests = []struct {
 	{"BulkSubmitSupersedeInOrder", testBulkSubmitSupersede},
 	{"BulkSubmitConcurrentKeys", testBulkSubmitConcurrentKeys},
 	{"BulkSubmitNamesInvalidTask", testBulkSubmitInvalid},
+}
+
+// RunSubmit runs the conformance tests of submission in bulk alone, for a
+// store whose InsertTasks takes another path than the one Run tests (a
+// caller's transaction, say).
+func RunSubmit(t *testing.T, open Opener) {
+	for _, tt := range append(submitTests, supersedeTests...) {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := NewClock()
+			tt.fn(t, &harness{t: t, clock: clock, s: open(t, clock, 10*time.Second), ctx: context.Background()})
+		})
+	}
 }
 
 // diamond builds a -> (b, c) -> d.
