@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ var submitTests = []struct {
 	fn   func(t *testing.T, h *harness)
 }{
 	{"BulkSubmitMixedBatch", testBulkSubmitMixed},
+	{"BulkSubmitWithoutKeys", testBulkSubmitWithoutKeys},
 	{"BulkSubmitSupersedeInOrder", testBulkSubmitSupersede},
 	{"BulkSubmitConcurrentKeys", testBulkSubmitConcurrentKeys},
 	{"BulkSubmitNamesInvalidTask", testBulkSubmitInvalid},
@@ -81,21 +83,7 @@ func testBulkSubmitMixed(t *testing.T, h *harness) {
 
 	// New tasks get new ids in input order, and read back as returned.
 	fresh := []int{0, 2, 3, 5, 6}
-	var last int64
-	for _, i := range fresh {
-		r := res[i]
-		require.False(t, r.Duplicate, "task %d", i)
-		require.Greater(t, r.Task.ID, last, "task %d", i)
-		last = r.Task.ID
-		got := h.task(r.Task.ID)
-		require.Equal(t, state.TaskPending, got.State)
-		require.Equal(t, r.Task.Namespace, got.Namespace)
-		require.Equal(t, r.Task.Priority, got.Priority)
-		require.Equal(t, r.Task.IdempotencyKey, got.IdempotencyKey)
-		require.True(t, r.Task.RunAt.Equal(got.RunAt), "task %d", i)
-		require.Equal(t, r.Task.Tags, got.Tags)
-		require.Len(t, got.Steps, len(batch[i].Steps), "task %d", i)
-	}
+	h.checkSubmitted(batch, res, fresh)
 	require.Equal(t, "other", res[5].Task.Namespace)
 	require.NotEqual(t, existing.ID, res[5].Task.ID, "keys are per namespace")
 
@@ -131,30 +119,89 @@ func testBulkSubmitMixed(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Empty(t, none, "a duplicate's tags are not written")
 
-	// Audit: the task's submission, then each step's, in step order.
-	for _, i := range fresh {
-		trail, err := h.s.Audit(h.ctx, res[i].Task.ID)
-		require.NoError(t, err)
-		task := h.task(res[i].Task.ID)
-		want := []string{"/" + string(state.TaskPending)}
-		for _, st := range task.Steps {
-			want = append(want, st.Name+"/"+string(st.State))
-		}
-		var got []string
-		for _, a := range trail {
-			require.Equal(t, "", a.From)
-			require.Equal(t, "submitted", a.Reason)
-			got = append(got, a.Step+"/"+a.To)
-		}
-		require.Equal(t, want, got, "task %d", i)
-	}
-
 	// The ready steps are claimable in priority order.
 	h.register("e1")
 	top := h.claim("e1", 1)
 	require.Len(t, top, 1)
 	require.Equal(t, res[6].Task.ID, top[0].TaskID, "highest priority first")
 	require.Len(t, h.claim("e1", 10), 4, "the held task's step, the first steps of tasks 0 and 2, and task 5's only step")
+}
+
+// checkSubmitted checks the new tasks among res, at indexes fresh: ids in
+// input order, each task read back as returned with its steps, and an
+// audit trail of the task's submission, then each step's, in step order.
+func (h *harness) checkSubmitted(batch []store.TaskInsert, res []store.InsertResult, fresh []int) {
+	t := h.t
+	t.Helper()
+	var last int64
+	for _, i := range fresh {
+		r := res[i]
+		require.False(t, r.Duplicate, "task %d", i)
+		require.Greater(t, r.Task.ID, last, "task %d", i)
+		last = r.Task.ID
+		got := h.task(r.Task.ID)
+		require.Equal(t, state.TaskPending, got.State)
+		require.Equal(t, r.Task.Namespace, got.Namespace)
+		require.Equal(t, r.Task.Workflow, got.Workflow)
+		require.Equal(t, r.Task.Priority, got.Priority)
+		require.Equal(t, r.Task.IdempotencyKey, got.IdempotencyKey)
+		require.JSONEq(t, string(r.Task.Input), string(got.Input))
+		require.True(t, r.Task.RunAt.Equal(got.RunAt), "task %d", i)
+		require.True(t, r.Task.CreatedAt.Equal(got.CreatedAt), "task %d", i)
+		require.Equal(t, r.Task.GoodUntil == nil, got.GoodUntil == nil, "task %d", i)
+		if got.GoodUntil != nil {
+			require.True(t, r.Task.GoodUntil.Equal(*got.GoodUntil), "task %d", i)
+		}
+		require.Equal(t, r.Task.Tags, got.Tags)
+		require.Len(t, got.Steps, len(batch[i].Steps), "task %d", i)
+		for j, st := range got.Steps {
+			require.Equal(t, j, st.Index)
+			require.Equal(t, batch[i].Steps[j].Name, st.Name)
+		}
+
+		trail, err := h.s.Audit(h.ctx, r.Task.ID)
+		require.NoError(t, err)
+		want := []string{"/" + string(state.TaskPending)}
+		for _, st := range got.Steps {
+			want = append(want, st.Name+"/"+string(st.State))
+		}
+		var events []string
+		for _, a := range trail {
+			require.Equal(t, "", a.From)
+			require.Equal(t, "submitted", a.Reason)
+			events = append(events, a.Step+"/"+a.To)
+		}
+		require.Equal(t, want, events, "task %d", i)
+	}
+}
+
+// Without keys (a path of its own on some stores): the same fields, steps
+// and audit.
+func testBulkSubmitWithoutKeys(t *testing.T, h *harness) {
+	now := h.clock.Now()
+	later, until := now.Add(time.Hour), now.Add(2*time.Hour)
+	shared := diamond()
+	batch := []store.TaskInsert{
+		{Priority: 1, Tags: map[string]string{"team": "billing"}, Input: json.RawMessage(`{"n":1}`)},
+		{RunAt: later, GoodUntil: until, Steps: shared},
+		{Steps: shared, Priority: 5, Tags: map[string]string{"team": "billing", "tier": "gold"}},
+		{GoodUntil: until},
+	}
+	res := h.insert(batch...)
+	require.Len(t, res, len(batch))
+	h.checkSubmitted(batch, res, []int{0, 1, 2, 3})
+	require.Equal(t, map[string]state.Step{"a": state.StepWaiting, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(h.task(res[1].Task.ID)))
+	dag := h.task(res[2].Task.ID)
+	require.Equal(t, map[string]state.Step{"a": state.StepReady, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(dag))
+	require.Equal(t, []string{"b", "c"}, dag.Steps[3].DependsOn)
+	require.Equal(t, 8, dag.Steps[1].Priority)
+	tagged, err := h.s.ListTasks(h.ctx, store.TaskFilter{Tags: map[string]string{"team": "billing"}})
+	require.NoError(t, err)
+	require.Len(t, tagged, 2)
+	gold, err := h.s.ListTasks(h.ctx, store.TaskFilter{Tags: map[string]string{"tier": "gold"}})
+	require.NoError(t, err)
+	require.Len(t, gold, 1)
+	require.Equal(t, res[2].Task.ID, gold[0].ID)
 }
 
 func testBulkSubmitSupersede(t *testing.T, h *harness) {
