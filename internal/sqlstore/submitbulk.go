@@ -61,9 +61,11 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 	// A key repeated within the call is written once, by its first task.
 	type nsKey struct{ ns, key string }
 	var first map[nsKey]bool
-	var rows []int // indexes into tasks of the rows to insert
+	rows := make([]int, 0, len(tasks)) // indexes into tasks of the rows to insert
 	var c taskColumnArrays
+	c.reserve(len(tasks))
 	news := make([]newTask, len(tasks))
+	nSteps := 0
 	for i, in := range tasks {
 		if in.IdempotencyKey != "" {
 			k := nsKey{in.Namespace, in.IdempotencyKey}
@@ -77,6 +79,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		}
 		news[i] = t.newTask(in)
 		rows = append(rows, i)
+		nSteps += len(in.Steps)
 		c.add(in, news[i])
 	}
 	got, err := t.writeTasks(&c, len(first) > 0)
@@ -84,6 +87,8 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
 	}
 	var steps stepColumnArrays
+	steps.reserve(nSteps)
+	t.audits = slices.Grow(t.audits, len(rows)+nSteps)
 	var tags tagColumnArrays
 	var dupNS, dupKeys []string
 	done := make([]bool, len(tasks))
@@ -230,6 +235,14 @@ type taskColumnArrays struct {
 	order                                                      []int64 // lock order (see insertTasksBulk)
 }
 
+// reserve makes room for n tasks.
+func (c *taskColumnArrays) reserve(n int) {
+	reserve(n, &c.namespace, &c.workflow, &c.version, &c.input, &c.limitKey, &c.traceparent)
+	reserve(n, &c.priority, &c.runAt, &c.remaining, &c.limitN)
+	reserve(n, &c.goodUntil)
+	reserve(n, &c.keys, &c.tags)
+}
+
 func (c *taskColumnArrays) add(in store.TaskInsert, n newTask) {
 	c.namespace = append(c.namespace, in.Namespace)
 	c.workflow = append(c.workflow, in.Workflow)
@@ -294,6 +307,22 @@ type stepColumnArrays struct {
 	rateN, ratePer                                  []int64
 	breakerKey                                      []string
 	breakerN, breakerCooldown                       []int64
+}
+
+// reserve makes room for n steps.
+func (c *stepColumnArrays) reserve(n int) {
+	reserve(n, &c.task, &c.idx, &c.priority, &c.sortKey, &c.maxAttempts, &c.ttl, &c.waitTimeout, &c.runTimeout, &c.limitN, &c.taskLimitN,
+		&c.preemptible, &c.rateN, &c.ratePer, &c.breakerN, &c.breakerCooldown)
+	reserve(n, &c.name, &c.handler, &c.namespace, &c.state, &c.deps, &c.children, &c.kind, &c.rule, &c.signal, &c.workflow, &c.limitKey,
+		&c.taskLimitKey, &c.rateKey, &c.breakerKey)
+	reserve(n, &c.expires, &c.runAt)
+}
+
+// reserve gives each of cols room for n values.
+func reserve[T any](n int, cols ...*[]T) {
+	for _, c := range cols {
+		*c = make([]T, 0, n)
+	}
 }
 
 func (c *stepColumnArrays) n() int { return len(c.task) }

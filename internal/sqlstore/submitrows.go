@@ -35,8 +35,8 @@ func (t *txn) newTask(in store.TaskInsert) newTask {
 		g := in.GoodUntil.UnixMicro()
 		n.goodUntil = &g
 	}
-	if in.IdempotencyKey != "" {
-		n.key = &in.IdempotencyKey
+	if key := in.IdempotencyKey; key != "" {
+		n.key = &key
 	}
 	if tags, ok := encodeTags(in.Tags).(string); ok {
 		n.tags = &tags
