@@ -10,11 +10,13 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// This file writes many tasks in bulk where the database takes arrays: one
-// statement for the tasks, one for all their steps, one for their tags and
-// one to look up the tasks that hold the keys of duplicates, whatever the
-// number of tasks. Each statement's text is the same for any count, so the
-// database prepares it once.
+// This file writes many tasks in bulk where the database takes arrays, with
+// statements that do not grow with the number of tasks: for the tasks, one
+// INSERT of arrays (or, without keys, one statement for their ids and a
+// COPY), then one COPY or INSERT for all their steps, one INSERT for their
+// tags and one to look up the tasks that hold the keys of duplicates. Each
+// statement's text is the same for any count, so the database prepares it
+// once. Their audit rows go in with the transaction's (txn.flushAudit).
 
 // insertTasksBulk inserts the tasks of u (one array per column, in input
 // order) with ids taken from the tasks' sequence in that order, and
@@ -25,8 +27,8 @@ import (
 // with keys in common wait for each other's keys in the same order, never
 // in a cycle.
 const insertTasksBulk = `WITH u AS MATERIALIZED (
-	SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) AS id, u.* FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
-		WITH ORDINALITY AS u(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, lock_order, ord)
+	SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) AS id, a.* FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
+		WITH ORDINALITY AS a(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, lock_order, ord)
 ), ins AS (
 	INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
 	SELECT id, namespace, workflow, version, 'pending', input, priority, idempotency_key, run_at, good_until, ?, remaining, limit_key, limit_n, tags, traceparent
