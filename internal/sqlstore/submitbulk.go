@@ -153,6 +153,11 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 	return nil
 }
 
+// copyMinRows is the fewest rows written with COPY: COPY costs the
+// database less per row than an INSERT, but a round trip more (and the
+// tasks' ids one more statement), which a few rows do not pay back.
+const copyMinRows = 64
+
 // inserted is a task row written: its id, and whether it was inserted (not
 // when its key exists).
 type inserted struct {
@@ -167,11 +172,12 @@ var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "state"
 
 // writeTasks inserts the rows of c and returns, per row, its id and whether
 // it was inserted. Rows without keys cannot conflict: where the Querier can
-// COPY, their ids are taken from the sequence first and the rows copied,
-// which costs the database about a third less than insertTasksBulk.
+// COPY and they are many, their ids are taken from the sequence first and
+// the rows copied, which costs the database about a third less than
+// insertTasksBulk.
 func (t *txn) writeTasks(c *taskColumnArrays, keyed bool) ([]inserted, error) {
 	n := len(c.namespace)
-	if cp, ok := t.x.(Copier); ok && !keyed {
+	if cp, ok := t.x.(Copier); ok && !keyed && n >= copyMinRows {
 		ids, err := t.int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
 		if err != nil {
 			return nil, fmt.Errorf("take ids: %w", err)
@@ -369,14 +375,14 @@ func (c *stepColumnArrays) args() []any {
 		c.taskLimitN, c.preemptible, c.rateKey, c.rateN, c.ratePer, c.breakerKey, c.breakerN, c.breakerCooldown}
 }
 
-// insertSteps writes steps: with COPY where the Querier has it (it costs
-// the database about a quarter less than the same INSERT), else with one
-// INSERT of arrays.
+// insertSteps writes steps: with COPY where the Querier has it and they are
+// many (it costs the database about a quarter less than the same INSERT),
+// else with one INSERT of arrays.
 func (t *txn) insertSteps(steps *stepColumnArrays) error {
 	if steps.n() == 0 {
 		return nil
 	}
-	if c, ok := t.x.(Copier); ok {
+	if c, ok := t.x.(Copier); ok && steps.n() >= copyMinRows {
 		_, err := c.CopyFrom(t.ctx, "steps", stepInsertColumns, &stepRows{c: steps})
 		return err
 	}

@@ -67,6 +67,10 @@ func testBulkSubmitMixed(t *testing.T, h *harness) {
 		6: {Steps: shared, Priority: 5},
 		7: {IdempotencyKey: "held"},
 	}
+	// Enough steps that a store may write them another way than a few.
+	for range 20 {
+		batch = append(batch, store.TaskInsert{Steps: shared})
+	}
 	res := h.insert(batch...)
 	require.Len(t, res, len(batch))
 
@@ -83,6 +87,9 @@ func testBulkSubmitMixed(t *testing.T, h *harness) {
 
 	// New tasks get new ids in input order, and read back as returned.
 	fresh := []int{0, 2, 3, 5, 6}
+	for i := 8; i < len(batch); i++ {
+		fresh = append(fresh, i)
+	}
 	h.checkSubmitted(batch, res, fresh)
 	require.Equal(t, "other", res[5].Task.Namespace)
 	require.NotEqual(t, existing.ID, res[5].Task.ID, "keys are per namespace")
@@ -124,7 +131,7 @@ func testBulkSubmitMixed(t *testing.T, h *harness) {
 	top := h.claim("e1", 1)
 	require.Len(t, top, 1)
 	require.Equal(t, res[6].Task.ID, top[0].TaskID, "highest priority first")
-	require.Len(t, h.claim("e1", 10), 4, "the held task's step, the first steps of tasks 0 and 2, and task 5's only step")
+	require.Len(t, h.claim("e1", 100), 4+20, "the held task's step, the first steps of tasks 0 and 2 and of the 20 DAGs, and task 5's only step")
 }
 
 // checkSubmitted checks the new tasks among res, at indexes fresh: ids in
@@ -175,33 +182,47 @@ func (h *harness) checkSubmitted(batch []store.TaskInsert, res []store.InsertRes
 	}
 }
 
-// Without keys (a path of its own on some stores): the same fields, steps
-// and audit.
+// Without keys (a path of its own on some stores, for many tasks): the
+// same fields, steps and audit, for a few tasks and for many.
 func testBulkSubmitWithoutKeys(t *testing.T, h *harness) {
 	now := h.clock.Now()
 	later, until := now.Add(time.Hour), now.Add(2*time.Hour)
 	shared := diamond()
-	batch := []store.TaskInsert{
+	base := []store.TaskInsert{
 		{Priority: 1, Tags: map[string]string{"team": "billing"}, Input: json.RawMessage(`{"n":1}`)},
 		{RunAt: later, GoodUntil: until, Steps: shared},
 		{Steps: shared, Priority: 5, Tags: map[string]string{"team": "billing", "tier": "gold"}},
 		{GoodUntil: until},
 	}
-	res := h.insert(batch...)
-	require.Len(t, res, len(batch))
-	h.checkSubmitted(batch, res, []int{0, 1, 2, 3})
-	require.Equal(t, map[string]state.Step{"a": state.StepWaiting, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(h.task(res[1].Task.ID)))
-	dag := h.task(res[2].Task.ID)
-	require.Equal(t, map[string]state.Step{"a": state.StepReady, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(dag))
-	require.Equal(t, []string{"b", "c"}, dag.Steps[3].DependsOn)
-	require.Equal(t, 8, dag.Steps[1].Priority)
-	tagged, err := h.s.ListTasks(h.ctx, store.TaskFilter{Tags: map[string]string{"team": "billing"}})
-	require.NoError(t, err)
-	require.Len(t, tagged, 2)
-	gold, err := h.s.ListTasks(h.ctx, store.TaskFilter{Tags: map[string]string{"tier": "gold"}})
-	require.NoError(t, err)
-	require.Len(t, gold, 1)
-	require.Equal(t, res[2].Task.ID, gold[0].ID)
+	written := 0
+	for _, copies := range []int{1, 50} {
+		var batch []store.TaskInsert
+		var all []int
+		for range copies {
+			batch = append(batch, base...)
+		}
+		for i := range batch {
+			all = append(all, i)
+		}
+		res := h.insert(batch...)
+		require.Len(t, res, len(batch))
+		h.checkSubmitted(batch, res, all)
+		for c := range copies {
+			delayed, dag := h.task(res[4*c+1].Task.ID), h.task(res[4*c+2].Task.ID)
+			require.Equal(t, map[string]state.Step{"a": state.StepWaiting, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(delayed))
+			require.Equal(t, map[string]state.Step{"a": state.StepReady, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(dag))
+			require.Equal(t, []string{"b", "c"}, dag.Steps[3].DependsOn)
+			require.Equal(t, 8, dag.Steps[1].Priority)
+		}
+		written += copies
+		tagged, err := h.s.ListTasks(h.ctx, store.TaskFilter{Tags: map[string]string{"team": "billing"}, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, tagged, 2*written)
+		gold, err := h.s.ListTasks(h.ctx, store.TaskFilter{Tags: map[string]string{"tier": "gold"}, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, gold, written)
+		require.Equal(t, res[len(res)-2].Task.ID, gold[0].ID, "newest first")
+	}
 }
 
 func testBulkSubmitSupersede(t *testing.T, h *harness) {
