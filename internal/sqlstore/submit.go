@@ -3,10 +3,8 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -61,110 +59,110 @@ func (s *Store) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.
 	return s.InsertTasksIn(ctx, &SQLQuerier{Tx: tx}, tasks)
 }
 
+// insertTasks writes tasks in input order. Where the database takes arrays,
+// the tasks are written in bulk, a constant number of statements whatever
+// their count (submitbulk.go), except that a task with Supersede takes the
+// path of one task in its turn; elsewhere every task takes that path.
 func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error) {
-	out := make([]store.InsertResult, len(tasks))
-	s := t.s
 	for i, in := range tasks {
-		if err := store.ValidateInsert(in); err != nil {
+		if err := validateInsert(in); err != nil {
+			if len(tasks) > 1 {
+				return nil, fmt.Errorf("task %d of %d: %w", i+1, len(tasks), err)
+			}
 			return nil, err
 		}
-		if err := store.ValidateTags(in.Tags); err != nil {
-			return nil, err
-		}
-		input := in.Input
-		if len(input) == 0 {
-			input = json.RawMessage(`{}`)
-		}
-		runAt := t.now
-		if !in.RunAt.IsZero() {
-			runAt = in.RunAt.UnixMicro()
-		}
-		var goodUntil, key any
-		if !in.GoodUntil.IsZero() {
-			goodUntil, t.timed = in.GoodUntil.UnixMicro(), true
-		}
-		if in.IdempotencyKey != "" {
-			key = in.IdempotencyKey
-		}
-		var id int64
-		err := t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags), in.TraceParent).Scan(&id)
-		var superseded *heldKey
-		if errors.Is(err, sql.ErrNoRows) && in.Supersede {
-			// The task holding the key gives it up; this one takes it.
-			if superseded, err = t.releaseKey(in.Namespace, in.IdempotencyKey); err != nil {
+	}
+	out := make([]store.InsertResult, len(tasks))
+	tpl := templates{}
+	if !t.s.d.Arrays {
+		for i, in := range tasks {
+			r, err := t.insertOne(tpl, in, i, len(tasks))
+			if err != nil {
 				return nil, err
 			}
-			err = t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(input), in.Priority, key, runAt, goodUntil, t.now, len(in.Steps), in.LimitKey, in.Limit, encodeTags(in.Tags), in.TraceParent).Scan(&id)
+			out[i] = r
 		}
-		if errors.Is(err, sql.ErrNoRows) {
-			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
-			if err != nil {
-				return nil, fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
-			}
-			out[i] = store.InsertResult{Task: existing, Duplicate: true}
+		return out, nil
+	}
+	// A task with Supersede may take a key from a task before it in the
+	// same call: the tasks before it are written first.
+	start := 0
+	for i, in := range tasks {
+		if !in.Supersede {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("insert task %d of %d: %w", i+1, len(tasks), err)
-		}
-		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
-		if err := t.insertTags(id, in.Tags); err != nil {
+		if err := t.insertBulk(tpl, tasks[start:i], out[start:i]); err != nil {
 			return nil, err
 		}
-		children := make([][]int, len(in.Steps))
-		for j, st := range in.Steps {
-			for _, d := range st.Deps {
-				children[d] = append(children[d], j)
-			}
+		r, err := t.insertOne(tpl, in, i, len(tasks))
+		if err != nil {
+			return nil, err
 		}
-		for j, st := range in.Steps {
-			prio := in.Priority + st.Priority
-			stt, sortKey := state.StepPending, int64(0)
-			var expires, stepRunAt any
-			ttl := st.TTL.Microseconds()
-			if len(st.Deps) == 0 && st.Kind == store.KindSignal {
-				// A new task has no signals yet: the step waits.
-				stt, stepRunAt = state.StepWaiting, signalDeadline(max(runAt, t.now), st.SignalTimeout)
-			} else if len(st.Deps) == 0 {
-				if runAt > t.now {
-					stt, stepRunAt = state.StepWaiting, runAt
-				} else {
-					stt, sortKey = state.StepReady, t.now-int64(prio)*s.aging
-					t.readied++
-				}
-				if ttl > 0 {
-					expires = max(runAt, t.now) + ttl
-				}
-			}
-			if stepRunAt != nil || expires != nil {
-				t.timed = true
-			}
-			maxAttempts := st.MaxAttempts
-			if maxAttempts <= 0 {
-				maxAttempts = 1
-			}
-			bk, bn, bc := breakerColumns(st.Breaker)
-			if _, err := t.exec(insertStep, id, j, st.Name, st.Handler, in.Namespace, string(stt), formatIdx(st.Deps), formatIdx(children[j]),
-				prio, sortKey, maxAttempts, ttl, expires, stepRunAt, st.Kind, st.TriggerRule, st.Signal, st.SignalTimeout.Microseconds(), st.Timeout.Microseconds(),
-				in.Workflow, st.LimitKey, st.Limit, in.LimitKey, in.Limit, boolInt(st.Preemptible), st.RateKey, st.Rate.Limit, st.Rate.Per.Microseconds(), bk, bn, bc); err != nil {
-				return nil, fmt.Errorf("insert step %q of task %d: %w", st.Name, id, err)
-			}
-			t.audit(id, st.Name, "", string(stt), 0, "submitted")
+		out[i], start = r, i+1
+	}
+	if err := t.insertBulk(tpl, tasks[start:], out[start:]); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validateInsert checks one task to insert.
+func validateInsert(in store.TaskInsert) error {
+	if err := store.ValidateInsert(in); err != nil {
+		return err
+	}
+	return store.ValidateTags(in.Tags)
+}
+
+// insertOne writes task i of n with one statement for the task and one per
+// step; a key that exists returns the task holding it, or with Supersede
+// is taken from it.
+func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.InsertResult, error) {
+	nt := t.newTask(in)
+	var id int64
+	insert := func() error {
+		return t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(nt.input), in.Priority, nt.key, nt.runAt, nt.goodUntil, t.now,
+			len(in.Steps), in.LimitKey, in.Limit, nt.tags, in.TraceParent).Scan(&id)
+	}
+	err := insert()
+	var superseded *heldKey
+	if errors.Is(err, sql.ErrNoRows) && in.Supersede {
+		// The task holding the key gives it up; this one takes it.
+		if superseded, err = t.releaseKey(in.Namespace, in.IdempotencyKey); err != nil {
+			return store.InsertResult{}, err
 		}
-		created := time.UnixMicro(t.now)
-		task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
-			Input: input, Priority: in.Priority, IdempotencyKey: in.IdempotencyKey, RunAt: time.UnixMicro(runAt), CreatedAt: created, Tags: in.Tags}
-		if !in.GoodUntil.IsZero() {
-			g := in.GoodUntil
-			task.GoodUntil = &g
+		err = insert()
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
+		if err != nil {
+			return store.InsertResult{}, fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
 		}
-		out[i] = store.InsertResult{Task: task}
-		if superseded != nil {
-			if err := t.supersede(*superseded, id, in.IdempotencyKey); err != nil {
-				return nil, err
-			}
-			out[i].Superseded = superseded.id
+		return store.InsertResult{Task: existing, Duplicate: true}, nil
+	}
+	if err != nil {
+		return store.InsertResult{}, fmt.Errorf("insert task %d of %d: %w", i+1, n, err)
+	}
+	t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+	if err := t.insertTags(id, in.Tags); err != nil {
+		return store.InsertResult{}, err
+	}
+	for j, tp := range tpl.of(in.Steps) {
+		st := t.start(&tp, in.Priority, nt.runAt)
+		if _, err := t.exec(insertStep, id, j, tp.name, tp.handler, in.Namespace, string(st.state), tp.deps, tp.children,
+			st.priority, st.sortKey, tp.maxAttempts, tp.ttl, st.expires, st.runAt, tp.kind, tp.rule, tp.signal, tp.waitTimeout, tp.runTimeout,
+			in.Workflow, tp.limitKey, tp.limitN, in.LimitKey, in.Limit, tp.preemptible, tp.rateKey, tp.rateN, tp.ratePer,
+			tp.breakerKey, tp.breakerN, tp.breakerCooldown); err != nil {
+			return store.InsertResult{}, fmt.Errorf("insert step %q of task %d: %w", tp.name, id, err)
 		}
+		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+	}
+	out := store.InsertResult{Task: nt.task(in, id, t.now)}
+	if superseded != nil {
+		if err := t.supersede(*superseded, id, in.IdempotencyKey); err != nil {
+			return store.InsertResult{}, err
+		}
+		out.Superseded = superseded.id
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ type pgxRunner interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
 }
 
 // querier adapts pgx to sqlstore.Querier. Statements go through pgx's own
@@ -37,6 +38,13 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
 	return row{q.r.QueryRow(ctx, sql, args...)}
 }
+
+func (q querier) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
+	n, err := q.r.CopyFrom(ctx, pgx.Identifier{table}, columns, rows)
+	return n, unavailable(err)
+}
+
+var _ sqlstore.Copier = querier{}
 
 type row struct{ pgx.Row }
 

@@ -1,0 +1,157 @@
+package sqlstore
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file builds the rows a submission writes, once for the statement
+// that writes one task (submit.go) and the statements that write many
+// (submitbulk.go): what a task's row holds, and what each of its steps
+// starts as.
+
+// newTask is what the row of a task to insert holds beyond its
+// TaskInsert.
+type newTask struct {
+	input     json.RawMessage
+	runAt     int64
+	goodUntil *int64  // nil: none
+	key       *string // nil: none
+	tags      *string // JSON object; nil: none
+}
+
+func (t *txn) newTask(in store.TaskInsert) newTask {
+	n := newTask{input: in.Input, runAt: t.now}
+	if len(n.input) == 0 {
+		n.input = json.RawMessage(`{}`)
+	}
+	if !in.RunAt.IsZero() {
+		n.runAt = in.RunAt.UnixMicro()
+	}
+	if !in.GoodUntil.IsZero() {
+		g := in.GoodUntil.UnixMicro()
+		n.goodUntil, t.timed = &g, true
+	}
+	if key := in.IdempotencyKey; key != "" {
+		n.key = &key
+	}
+	if tags, ok := encodeTags(in.Tags).(string); ok {
+		n.tags = &tags
+	}
+	return n
+}
+
+// task is the record of the task inserted with id.
+func (n newTask) task(in store.TaskInsert, id, now int64) store.Task {
+	task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
+		Input: n.input, Priority: in.Priority, IdempotencyKey: in.IdempotencyKey, RunAt: time.UnixMicro(n.runAt),
+		CreatedAt: time.UnixMicro(now), Tags: in.Tags}
+	if !in.GoodUntil.IsZero() {
+		g := in.GoodUntil
+		task.GoodUntil = &g
+	}
+	return task
+}
+
+// stepTemplate holds the columns of a step's row that depend on the step
+// alone, not on its task: the same for every task of a workflow version.
+type stepTemplate struct {
+	name, handler, deps, children, kind, rule, signal string
+	limitKey, rateKey, breakerKey                     string
+	priority                                          int
+	maxAttempts, ttl, waitTimeout, runTimeout         int64
+	limitN, rateN, ratePer, breakerN, breakerCooldown int64
+	preemptible                                       int64
+	// root: no dependencies, so the step starts ready or waiting for its
+	// run_at; waits: a signal step, which waits for its signal instead.
+	root, waits bool
+	sigTimeout  time.Duration
+}
+
+// templates holds the step templates of the workflows of one submission,
+// built once per steps slice: the tasks of one workflow version share it
+// (the engine resolves a workflow once per call).
+type templates map[templateKey][]stepTemplate
+
+type templateKey struct {
+	first *store.StepInsert
+	n     int
+}
+
+// of returns the templates of steps, building them on first use.
+func (m templates) of(steps []store.StepInsert) []stepTemplate {
+	if len(steps) == 0 {
+		return nil
+	}
+	k := templateKey{&steps[0], len(steps)}
+	if tpl, ok := m[k]; ok {
+		return tpl
+	}
+	children := make([][]int, len(steps))
+	for j, st := range steps {
+		for _, d := range st.Deps {
+			children[d] = append(children[d], j)
+		}
+	}
+	tpl := make([]stepTemplate, len(steps))
+	for j, st := range steps {
+		maxAttempts := st.MaxAttempts
+		if maxAttempts <= 0 {
+			maxAttempts = 1
+		}
+		bk, bn, bc := breakerColumns(st.Breaker)
+		tpl[j] = stepTemplate{name: st.Name, handler: st.Handler, deps: formatIdx(st.Deps), children: formatIdx(children[j]),
+			kind: st.Kind, rule: st.TriggerRule, signal: st.Signal, limitKey: st.LimitKey, rateKey: st.RateKey, breakerKey: bk,
+			priority: st.Priority, maxAttempts: int64(maxAttempts), ttl: st.TTL.Microseconds(), waitTimeout: st.SignalTimeout.Microseconds(),
+			runTimeout: st.Timeout.Microseconds(), limitN: int64(st.Limit), rateN: int64(st.Rate.Limit), ratePer: st.Rate.Per.Microseconds(),
+			breakerN: int64(bn), breakerCooldown: bc, preemptible: boolInt(st.Preemptible),
+			root: len(st.Deps) == 0, waits: st.Kind == store.KindSignal, sigTimeout: st.SignalTimeout}
+	}
+	m[k] = tpl
+	return tpl
+}
+
+// stepStart is how a new step starts.
+type stepStart struct {
+	state    state.Step
+	priority int64
+	sortKey  int64
+	expires  *int64 // nil: none
+	runAt    *int64 // nil: none
+}
+
+// start returns how step tp of a task of priority prio, due at runAt,
+// starts; a step that starts ready counts towards the notification, one
+// that starts with a time it falls due marks the transaction timed.
+func (t *txn) start(tp *stepTemplate, prio int, runAt int64) stepStart {
+	p := int64(prio + tp.priority)
+	s := stepStart{state: state.StepPending, priority: p}
+	switch {
+	case !tp.root:
+	case tp.waits:
+		// A new task has no signals yet: the step waits.
+		s.state = state.StepWaiting
+		if at, ok := signalDeadline(max(runAt, t.now), tp.sigTimeout).(int64); ok {
+			s.runAt = &at
+		}
+	default:
+		if runAt > t.now {
+			at := runAt
+			s.state, s.runAt = state.StepWaiting, &at
+		} else {
+			s.state, s.sortKey = state.StepReady, t.now-p*t.s.aging
+			t.readied++
+		}
+		if tp.ttl > 0 {
+			exp := max(runAt, t.now) + tp.ttl
+			s.expires = &exp
+		}
+	}
+	if s.runAt != nil || s.expires != nil {
+		t.timed = true
+	}
+	return s
+}
