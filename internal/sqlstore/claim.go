@@ -361,7 +361,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 			return nil, nil, err
 		}
 		q = `WITH s AS (` + update + `),
-			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND id IN (SELECT task_id FROM s) RETURNING id)
+			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND state = 'pending' RETURNING id)
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
 			FROM s JOIN tasks t ON t.id = s.task_id LEFT JOIN started ON started.id = s.task_id`
 		args = append(args, t.now)
