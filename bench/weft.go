@@ -360,6 +360,16 @@ func weftDepth(ctx context.Context, e *env, max int, _ options) (sample, error) 
 			if _, err := r.store.ClaimSteps(ctx, store.ClaimParams{EngineID: "bench-depth", Limit: batch, LeaseID: 1000}); err != nil {
 				return depthPoint{}, fmt.Errorf("claim: %w", err)
 			}
+			// The plan of the claim's query at this depth, as it ran.
+			if x, ok := r.store.(interface {
+				ExplainClaimRun(context.Context, store.ClaimParams) (string, error)
+			}); ok {
+				plan, err := x.ExplainClaimRun(ctx, store.ClaimParams{EngineID: "bench-depth", Limit: batch})
+				if err != nil {
+					return depthPoint{}, err
+				}
+				fmt.Fprintf(os.Stderr, "bench: depth %d: claim plan:\n%s", depth, plan)
+			}
 			times := make([]float64, 0, claims)
 			for i := range claims {
 				t0 := time.Now()

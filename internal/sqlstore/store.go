@@ -72,6 +72,10 @@ type Dialect struct {
 	// whose rows have ExplainColumns columns, the last one the plan line.
 	Explain        string
 	ExplainColumns int
+	// ExplainAnalyze, if set, prefixes a query to run it and get its plan
+	// with what it did (EXPLAIN (ANALYZE, BUFFERS)); its rows are plan
+	// lines like Explain's.
+	ExplainAnalyze string
 	// Notify, if set, is a statement that wakes engines in other processes
 	// (pg_notify); its arguments are NotifyChannel and a payload,
 	// NotifyDue when the transaction wrote a due time, else empty. A transaction that made

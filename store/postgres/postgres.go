@@ -177,6 +177,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(?)))",
 			LimitCounts:    "SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts(?::text[], ?, ?::text[], ?::text[], ?::text[], ?::bigint[])",
 			Explain:        "EXPLAIN",
+			ExplainAnalyze: "EXPLAIN (ANALYZE, BUFFERS)",
 			ExplainColumns: 1,
 			Notify:         "SELECT pg_notify(?, ?)",
 			NotifyChannel:  channel,

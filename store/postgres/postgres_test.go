@@ -52,6 +52,12 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 		require.NotContains(t, plan, "Sort", "depth %d: the claim must not sort the backlog:\n%s", depth, plan)
 		require.NotContains(t, plan, "Seq Scan", "depth %d:\n%s", depth, plan)
 		t.Logf("claim plan with %d ready steps:\n%s", depth, plan)
+		// Run as a claim runs it (its planner settings), with what it did.
+		ran, err := s.ExplainClaimRun(ctx, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+		require.NoError(t, err)
+		require.Contains(t, ran, "Index Scan using steps_ready", "depth %d:\n%s", depth, ran)
+		require.Contains(t, ran, "actual time=", "depth %d:\n%s", depth, ran)
+		require.NotContains(t, ran, "Sort", "depth %d:\n%s", depth, ran)
 	}
 }
 
