@@ -23,20 +23,7 @@ import (
 func TestNotifyWakesOtherEngines(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtesting.URL(t)
-	schema := pgtesting.SchemaName("test")
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := func() postgres.Store {
-		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})
-		require.NoError(t, err)
-		return s
-	}
-	worker, submitter := open(), open()
-	t.Cleanup(func() {
-		_, _ = submitter.DB().ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`)
-		submitter.Close()
-		worker.Close()
-	})
+	worker, submitter, _, quiet := twoStores(t)
 
 	e, err := weft.New(worker, weft.Config{PollInterval: time.Hour, Logger: quiet})
 	require.NoError(t, err)
@@ -131,20 +118,7 @@ func TestNotifyCoalesced(t *testing.T) {
 func TestListenerReconnects(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtesting.URL(t)
-	schema := pgtesting.SchemaName("test")
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := func() postgres.Store {
-		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})
-		require.NoError(t, err)
-		return s
-	}
-	worker, submitter := open(), open()
-	t.Cleanup(func() {
-		_, _ = submitter.DB().ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`)
-		submitter.Close()
-		worker.Close()
-	})
+	worker, submitter, schema, quiet := twoStores(t)
 	var _ store.Listener = worker
 	for _, s := range []postgres.Store{worker, submitter} {
 		require.Eventually(t, s.Listening, 10*time.Second, 5*time.Millisecond, "the listener never listened")
@@ -185,20 +159,7 @@ func TestListenerReconnects(t *testing.T) {
 func TestDueTimeFromElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtesting.URL(t)
-	schema := pgtesting.SchemaName("test")
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	open := func() postgres.Store {
-		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})
-		require.NoError(t, err)
-		return s
-	}
-	worker, submitter := open(), open()
-	t.Cleanup(func() {
-		_, _ = submitter.DB().ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`)
-		submitter.Close()
-		worker.Close()
-	})
+	worker, submitter, _, quiet := twoStores(t)
 	require.Eventually(t, worker.Listening, 10*time.Second, 5*time.Millisecond, "the listener never listened")
 
 	e, err := weft.New(worker, weft.Config{PollInterval: time.Hour, HeartbeatInterval: 30 * time.Minute, LeaseTTL: time.Hour, Logger: quiet})
@@ -230,4 +191,27 @@ func submitNow(t *testing.T, s postgres.Store) int64 {
 		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
 	require.NoError(t, err)
 	return res[0].Task.ID
+}
+
+// twoStores opens two handles on one fresh schema, as two processes would
+// (a worker and a submitter), each with its own listener, and returns them
+// with the schema's name and a logger that writes nothing.
+func twoStores(t *testing.T) (worker, submitter postgres.Store, schema string, quiet *slog.Logger) {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtesting.URL(t)
+	schema = pgtesting.SchemaName("test")
+	quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+	open := func() postgres.Store {
+		s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 4, Logger: quiet})
+		require.NoError(t, err)
+		return s
+	}
+	worker, submitter = open(), open()
+	t.Cleanup(func() {
+		_, _ = submitter.DB().ExecContext(ctx, `DROP SCHEMA `+schema+` CASCADE`)
+		submitter.Close()
+		worker.Close()
+	})
+	return worker, submitter, schema, quiet
 }
