@@ -542,24 +542,13 @@ func (t *txn) startTasks(claimed []store.ClaimedStep) error {
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return err
 	}
-	in, inArgs := t.idIn("id", ids)
-	started, err := t.int64s(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+` RETURNING id`,
-		append([]any{t.now}, inArgs...)...)
-	if err != nil {
-		return err
-	}
-	for _, id := range started {
-		t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
-	}
-	rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
-	if err != nil {
-		return fmt.Errorf("load tasks: %w", err)
-	}
+	// Tasks whose first step this is start, and return what the handlers
+	// see; the others (their steps ran before) are read.
 	type loaded struct {
 		id int64
 		claimedTask
 	}
-	infos, err := collect(rows, func(r Row) (loaded, error) {
+	scan := func(r Row) (loaded, error) {
 		var l loaded
 		var input string
 		if err := r.Scan(&l.id, &input, &l.workflow, &l.version, &l.traceparent); err != nil {
@@ -567,9 +556,39 @@ func (t *txn) startTasks(claimed []store.ClaimedStep) error {
 		}
 		l.input = json.RawMessage(input)
 		return l, nil
-	})
+	}
+	in, inArgs := t.idIn("id", ids)
+	rows, err := t.query(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+`
+		RETURNING id, input, workflow, version, traceparent`, append([]any{t.now}, inArgs...)...)
 	if err != nil {
-		return fmt.Errorf("load tasks: %w", err)
+		return fmt.Errorf("start tasks: %w", err)
+	}
+	infos, err := collect(rows, scan)
+	if err != nil {
+		return fmt.Errorf("start tasks: %w", err)
+	}
+	seen = make(map[int64]bool, len(infos))
+	for _, l := range infos {
+		seen[l.id] = true
+		t.audit(l.id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+	}
+	if len(infos) < len(ids) {
+		rest := make([]int64, 0, len(ids)-len(infos))
+		for _, id := range ids {
+			if !seen[id] {
+				rest = append(rest, id)
+			}
+		}
+		in, inArgs := t.idIn("id", rest)
+		rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
+		if err != nil {
+			return fmt.Errorf("load tasks: %w", err)
+		}
+		more, err := collect(rows, scan)
+		if err != nil {
+			return fmt.Errorf("load tasks: %w", err)
+		}
+		infos = append(infos, more...)
 	}
 	tasks := make(map[int64]claimedTask, len(infos))
 	for _, l := range infos {
