@@ -36,11 +36,7 @@ func TestNotifyWakesOtherEngines(t *testing.T) {
 	require.NoError(t, err)
 	res, err := other.Submit(ctx, weft.Submission{Workflow: "test/notify"})
 	require.NoError(t, err)
-	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	task, err := e.Wait(waitCtx, res.Task.ID)
-	require.NoError(t, err, "the worker was not woken by the submission")
-	require.Equal(t, state.TaskCompleted, task.State)
+	waitCompleted(t, e, res.Task.ID, "the worker was not woken by the submission")
 }
 
 // TestNotifyCoalesced: a burst of transactions that make steps ready sends
@@ -144,11 +140,7 @@ func TestListenerReconnects(t *testing.T) {
 	require.NoError(t, err)
 	res, err := other.Submit(ctx, weft.Submission{Workflow: "test/relisten"})
 	require.NoError(t, err)
-	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	task, err := e.Wait(waitCtx, res.Task.ID)
-	require.NoError(t, err, "the worker did not look for work when it listened again")
-	require.Equal(t, state.TaskCompleted, task.State)
+	waitCompleted(t, e, res.Task.ID, "the worker did not look for work when it listened again")
 	require.Eventually(t, worker.Listening, 10*time.Second, 5*time.Millisecond, "the listener did not listen again")
 }
 
@@ -176,11 +168,7 @@ func TestDueTimeFromElsewhere(t *testing.T) {
 	res, err := submitter.InsertTasks(ctx, []store.TaskInsert{{Namespace: "test", Workflow: "later", Version: "1",
 		RunAt: time.Now().Add(200 * time.Millisecond), Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
 	require.NoError(t, err)
-	waitCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	task, err := e.Wait(waitCtx, res[0].Task.ID)
-	require.NoError(t, err, "the delayed task did not start")
-	require.Equal(t, state.TaskCompleted, task.State)
+	waitCompleted(t, e, res[0].Task.ID, "the delayed task did not start")
 }
 
 // submitNow inserts a task of test/later that may run at once, as a process
@@ -214,4 +202,15 @@ func twoStores(t *testing.T) (worker, submitter postgres.Store, schema string, q
 		worker.Close()
 	})
 	return worker, submitter, schema, quiet
+}
+
+// waitCompleted waits up to 20 s for a task to end and requires that it
+// completed; why says what it means if it does not end.
+func waitCompleted(t *testing.T, e *weft.Engine, id int64, why string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	task, err := e.Wait(ctx, id)
+	require.NoError(t, err, why)
+	require.Equal(t, state.TaskCompleted, task.State)
 }
