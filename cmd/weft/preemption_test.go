@@ -53,11 +53,17 @@ func TestPreemptionFromTheCLI(t *testing.T) {
 	go func() {
 		worker <- weftIn(ctx, "", "worker", "--db", db, "--concurrency", "1", "--drain", "5s")
 	}()
-	require.Eventually(t, func() bool { return taskState(t.Context(), db, 1) == state.TaskRunning }, 10*time.Second, 10*time.Millisecond)
+	// Running, and its checkpoint saved: preempted before that, it would
+	// start over and work for a minute.
+	require.Eventually(t, func() bool {
+		task := taskJSON(t.Context(), db, 1)
+		return task != nil && task.State == state.TaskRunning && len(task.Steps) == 1 && len(task.Steps[0].Checkpoint) > 0
+	}, 10*time.Second, 10*time.Millisecond)
 	requireCode(t, 0, weftCLI(t, "submit", page, "--db", db)) // task 2
 	require.Eventually(t, func() bool {
 		return taskState(t.Context(), db, 1) == state.TaskCompleted && taskState(t.Context(), db, 2) == state.TaskCompleted
-	}, 20*time.Second, 20*time.Millisecond)
+	}, 20*time.Second, 20*time.Millisecond, "task 1: %s\ntask 2: %s",
+		weftCLI(t, "task", "1", "--audit", "--db", db).stdout, weftCLI(t, "task", "2", "--audit", "--db", db).stdout)
 	stop()
 	requireCode(t, 0, <-worker)
 

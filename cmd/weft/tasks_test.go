@@ -280,13 +280,21 @@ func taskAuditRow(t *testing.T, r result, to, actor string) string {
 
 // taskState reads a task's state through the CLI.
 func taskState(ctx context.Context, db string, id int64) state.Task {
+	if task := taskJSON(ctx, db, id); task != nil {
+		return task.State
+	}
+	return ""
+}
+
+// taskJSON reads a task with its steps through `weft task --json`, or nil.
+func taskJSON(ctx context.Context, db string, id int64) *store.Task {
 	r := weftIn(ctx, "", "task", strconv.FormatInt(id, 10), "--json", "--db", db)
 	if r.code != 0 {
-		return ""
+		return nil
 	}
 	var task store.Task
 	if json.Unmarshal([]byte(r.stdout), &task) != nil {
-		return ""
+		return nil
 	}
-	return task.State
+	return &task
 }
