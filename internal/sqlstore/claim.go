@@ -401,7 +401,8 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		q = `WITH s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND state = 'pending' RETURNING id)
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
-			FROM s JOIN tasks t ON t.id = s.task_id LEFT JOIN started ON started.id = s.task_id`
+			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
+			LEFT JOIN started ON started.id = s.task_id`
 		args = append(args, t.now)
 	}
 	rows, err := t.query(q, args...)
@@ -487,9 +488,11 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
 	// Skipped dependencies did not run: they have no result to pass on.
-	q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
-		JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx
-		WHERE s.state != 'skipped'`, args...) // ordered below: the claim's planner settings rule out a sort
+	join := `JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
+	if t.s.d.Lateral {
+		join = `CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = d.d_task AND idx = d.d_idx AND state != 'skipped' OFFSET 0) s`
+	}
+	q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+` `+join, args...) // ordered below: the claim's planner settings rule out a sort
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}

@@ -42,6 +42,11 @@ type Dialect struct {
 	// Arrays: the database takes arrays as parameters (unnest), so bulk
 	// writes are one statement whatever their size.
 	Arrays bool
+	// Lateral: the database has LATERAL joins (PostgreSQL). A lateral
+	// subquery with OFFSET 0 is not pulled up, so it runs once per outer
+	// row, by index, whatever the statistics say (a fresh queue's lag
+	// behind it); the claim's joins are written so.
+	Lateral bool
 	// WithWrites: a statement's WITH clause may update rows (PostgreSQL),
 	// so the claim marks its steps running, starts their tasks and loads
 	// what the handlers see in one statement.
