@@ -5,7 +5,9 @@
 // or native pgx). Everything that decides state lives here once, so both
 // backends behave the same.
 //
-// The files follow the operations: submit.go (inserting tasks), claim.go,
+// The files follow the operations: submit.go (inserting tasks; submitbulk.go
+// the bulk path, submitrows.go the rows both build), claim.go and claimed.go,
+// explain.go (query plans),
 // complete.go (recording outcomes), cascade.go (what a step's end does to its
 // task and children), running.go (fenced writes and reads of running steps),
 // leases.go (engines, heartbeats, leader, release, reap), timers.go (expiry,

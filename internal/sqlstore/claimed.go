@@ -1,0 +1,238 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds what a claim does to the steps it picked (claim.go): marks
+// them running under the lease, starts their tasks and loads what their
+// handlers see.
+
+// claim marks candidates running and returns them with the indexes of their
+// dependencies. They are still ready: this transaction locked them (FOR
+// UPDATE) or is the only writer, so the update looks them up by primary key
+// alone. Where the database allows it, the same statement starts their
+// tasks and loads the task's part of what the handlers see (claimContext
+// does the rest).
+func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+	in, inArgs := t.idIn("id", ids)
+	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
+		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
+		WHERE ` + in + ` RETURNING ` + stepColumns + `, sort_key`
+	args := append([]any{leaseID, t.engine, t.now, t.now}, inArgs...)
+	q := update
+	if t.s.d.WithWrites {
+		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
+			return nil, nil, err
+		}
+		q = `WITH s AS (` + update + `),
+			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND state = 'pending' RETURNING id)
+			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
+			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
+			LEFT JOIN started ON started.id = s.task_id`
+		args = append(args, t.now)
+	}
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim steps: %w", err)
+	}
+	type claimedRow struct {
+		stepRow
+		sortKey int64
+		task    claimedTask
+		started bool
+	}
+	steps, err := collect(rows, func(r Row) (claimedRow, error) {
+		var x stepScan
+		var c claimedRow
+		dest := append(x.dest(), &c.sortKey)
+		var input string
+		if t.s.d.WithWrites {
+			dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return claimedRow{}, err
+		}
+		c.stepRow, c.task.input = x.row(), json.RawMessage(input)
+		return c, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim steps: %w", err)
+	}
+	out := make([]store.ClaimedStep, len(steps))
+	deps := make([][]int, len(steps))
+	started := map[int64]bool{}
+	for i, st := range steps {
+		// The sort key is the time the step became ready less its priority's
+		// aging credit.
+		out[i] = store.ClaimedStep{Step: st.Step, Fence: store.Fence{StepID: st.ID, Attempt: st.Attempts, LeaseID: leaseID},
+			ReadyAt: time.UnixMicro(st.sortKey + int64(st.Priority)*t.s.aging)}
+		deps[i] = st.deps
+		t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, "claimed")
+		if t.s.d.WithWrites {
+			st.task.set(&out[i])
+			if st.started && !started[st.TaskID] {
+				started[st.TaskID] = true
+				t.audit(st.TaskID, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+			}
+		}
+	}
+	return out, deps, nil
+}
+
+// claimedTask is the part of what a claimed step's handler sees that comes
+// from its task.
+type claimedTask struct {
+	input                          json.RawMessage
+	workflow, version, traceparent string
+}
+
+func (c claimedTask) set(s *store.ClaimedStep) {
+	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
+}
+
+// claimContext starts the claimed steps' tasks and loads what the handlers
+// see: the task input (unless claim did both already) and the results of
+// dependencies by name.
+func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
+	if !t.s.d.WithWrites {
+		if err := t.startTasks(claimed); err != nil {
+			return err
+		}
+	}
+	// The results of every claimed step's dependencies, in one statement.
+	var rows [][]any
+	for i := range claimed {
+		if len(deps[i]) > 0 {
+			claimed[i].Deps = make(map[string]json.RawMessage, len(deps[i]))
+		}
+		for _, d := range deps[i] {
+			rows = append(rows, []any{int64(i), claimed[i].TaskID, int64(d)})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
+	// Skipped dependencies did not run: they have no result to pass on.
+	join := `JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
+	if t.s.d.Lateral {
+		join = `CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = d.d_task AND idx = d.d_idx AND state != 'skipped' OFFSET 0) s`
+	}
+	q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+` `+join, args...) // ordered below: the claim's planner settings rule out a sort
+	if err != nil {
+		return fmt.Errorf("load dependency results: %w", err)
+	}
+	type depResult struct {
+		claim      int
+		name, kind string
+		result     sql.NullString
+		idx        int
+	}
+	results, err := collect(q, func(r Row) (depResult, error) {
+		var d depResult
+		err := r.Scan(&d.claim, &d.name, &d.result, &d.kind, &d.idx)
+		return d, err
+	})
+	if err != nil {
+		return fmt.Errorf("load dependency results: %w", err)
+	}
+	sort.Slice(results, func(i, j int) bool {
+		a, b := results[i], results[j]
+		return a.claim < b.claim || (a.claim == b.claim && a.idx < b.idx)
+	})
+	for _, d := range results {
+		c := &claimed[d.claim]
+		c.Deps[d.name] = nullJSON(d.result)
+		c.DependsOn = append(c.DependsOn, d.name)
+		if d.kind == store.KindBatch {
+			// A batch step's result is its items' results.
+			if c.Deps[d.name], err = t.batchResults(c.TaskID, d.idx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startTasks starts the claimed steps' tasks whose first step this is and
+// loads the task's part of what the handlers see, where claim could not.
+func (t *txn) startTasks(claimed []store.ClaimedStep) error {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, c := range claimed {
+		if !seen[c.TaskID] {
+			seen[c.TaskID] = true
+			ids = append(ids, c.TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
+		return err
+	}
+	// Tasks whose first step this is start, and return what the handlers
+	// see; the others (their steps ran before) are read.
+	type loaded struct {
+		id int64
+		claimedTask
+	}
+	scan := func(r Row) (loaded, error) {
+		var l loaded
+		var input string
+		if err := r.Scan(&l.id, &input, &l.workflow, &l.version, &l.traceparent); err != nil {
+			return l, err
+		}
+		l.input = json.RawMessage(input)
+		return l, nil
+	}
+	in, inArgs := t.idIn("id", ids)
+	rows, err := t.query(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+`
+		RETURNING id, input, workflow, version, traceparent`, append([]any{t.now}, inArgs...)...)
+	if err != nil {
+		return fmt.Errorf("start tasks: %w", err)
+	}
+	infos, err := collect(rows, scan)
+	if err != nil {
+		return fmt.Errorf("start tasks: %w", err)
+	}
+	seen = make(map[int64]bool, len(infos))
+	for _, l := range infos {
+		seen[l.id] = true
+		t.audit(l.id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+	}
+	if len(infos) < len(ids) {
+		rest := make([]int64, 0, len(ids)-len(infos))
+		for _, id := range ids {
+			if !seen[id] {
+				rest = append(rest, id)
+			}
+		}
+		in, inArgs := t.idIn("id", rest)
+		rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
+		if err != nil {
+			return fmt.Errorf("load tasks: %w", err)
+		}
+		more, err := collect(rows, scan)
+		if err != nil {
+			return fmt.Errorf("load tasks: %w", err)
+		}
+		infos = append(infos, more...)
+	}
+	tasks := make(map[int64]claimedTask, len(infos))
+	for _, l := range infos {
+		tasks[l.id] = l.claimedTask
+	}
+	for i := range claimed {
+		tasks[claimed[i].TaskID].set(&claimed[i])
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the plans of the store's own queries, for tests and
+// operators to check what a query reads.
+
+// ExplainClaim returns the database's plan for the query that selects steps
+// to claim, so tests and operators can check that the claim reads the ready
+// index in order, whatever the backlog.
+func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	plan, err := s.explain(ctx, q, args...)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	return plan, nil
+}
+
+// ExplainClaimRun runs the query that selects steps to claim as a claim
+// does, in a transaction of the claim's planner settings that is rolled
+// back, and returns its plan with what it did where the database tells
+// (EXPLAIN ANALYZE on PostgreSQL; the plan alone elsewhere): for operators
+// and the bench to see what a claim reads at a given depth.
+func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
+	prefix := s.d.ExplainAnalyze
+	if prefix == "" {
+		prefix = s.d.Explain
+	}
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if s.d.ClaimPlan != "" {
+		var plan string
+		if err := tx.QueryRow(ctx, `SELECT `+s.d.ClaimPlan).Scan(&plan); err != nil {
+			return "", fmt.Errorf("explain claim: %w", err)
+		}
+	}
+	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	rows, err := tx.Query(ctx, s.bind(prefix+" "+q), args...)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	plan, err := s.planLines(rows)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	return plan, nil
+}
+
+// explain returns the database's plan for a query, one line per row.
+func (s *Store) explain(ctx context.Context, q string, args ...any) (string, error) {
+	rows, err := s.read(ctx, s.d.Explain+" "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	return s.planLines(rows)
+}
+
+// planLines reads the rows of an EXPLAIN, the plan line last in each.
+func (s *Store) planLines(rows Rows) (string, error) {
+	vals := make([]any, max(s.d.ExplainColumns, 1))
+	ptrs := make([]any, len(vals))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	lines, err := collect(rows, func(r Row) (string, error) {
+		if err := r.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		// The plan line is the last column.
+		return fmt.Sprint(vals[len(vals)-1]), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var plan strings.Builder
+	for _, l := range lines {
+		plan.WriteString(l)
+		plan.WriteByte('\n')
+	}
+	return plan.String(), nil
+}
