@@ -6,18 +6,21 @@
 // backends behave the same.
 //
 // The files follow the operations: submit.go (inserting tasks; submitbulk.go
-// the bulk path, submitrows.go the rows both build), claim.go and claimed.go,
-// explain.go (query plans),
-// complete.go (recording outcomes), cascade.go (what a step's end does to its
-// task and children), running.go (fenced writes and reads of running steps),
-// leases.go (engines, heartbeats, leader, release, reap), timers.go (expiry,
-// promotion, deadlines, the next wake), signals.go, dynamic.go (decisions and
-// batches), operator.go (operator actions), tasks.go (reads), credentials.go,
-// workflows.go, schedules.go (cron schedules and firing their ticks),
-// children.go (sub-workflows: child tasks and their links) and supersede.go
-// (a submission that takes an idempotency key from its holder). txn.go is the transaction helper every write goes through,
-// scan.go reads rows into records, notify.go wakes engines and rowset.go
-// passes many rows to one statement.
+// is the bulk path, submitrows.go the rows both build), claim.go (picking
+// the steps to claim) and claimed.go (marking them running), explain.go
+// (query plans), complete.go (recording outcomes), cascade.go (what a
+// step's end does to its task and children), running.go (fenced writes and
+// reads of running steps), leases.go (engines, heartbeats, leader, release,
+// reap), timers.go (expiry, promotion, deadlines, the next wake),
+// signals.go, dynamic.go (decisions and batches), operator.go (operator
+// actions), tasks.go (reads), history.go (the audit log in commit order),
+// credentials.go, workflows.go, schedules.go (cron schedules and firing
+// their ticks), children.go (sub-workflows: child tasks and their links)
+// and supersede.go (a submission that takes an idempotency key from its
+// holder); the scheduling policies are policies.go, limits.go, rates.go,
+// fair.go, breakers.go and preemption.go. txn.go is the transaction helper
+// every write goes through, scan.go reads rows into records, notify.go
+// wakes engines and rowset.go passes many rows to one statement.
 package sqlstore
 
 import (
@@ -84,9 +87,9 @@ type Dialect struct {
 	// lines like Explain's.
 	ExplainAnalyze string
 	// Notify, if set, is a statement that wakes engines in other processes
-	// (pg_notify); its arguments are NotifyChannel and a payload,
-	// NotifyDue when the transaction wrote a due time, else empty. A transaction that made
-	// steps ready runs it, at most once per NotifyEvery: a transaction
+	// (pg_notify); its arguments are NotifyChannel and a payload (see
+	// notifyPayload). A transaction that made steps ready runs it, at
+	// most once per NotifyEvery: a transaction
 	// inside that window leaves it to a notification sent once the window
 	// ends, so a busy database is not flooded with them.
 	Notify        string

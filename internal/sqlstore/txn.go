@@ -79,12 +79,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		}
 		return fmt.Errorf("commit: %w", err)
 	}
-	if t.readied > 0 {
-		s.notify()
-	}
-	if t.timed {
-		s.NudgeDue()
-	}
+	s.woke(t)
 	if t.notifyDeferred {
 		s.scheduleNotify()
 	}
@@ -100,13 +95,19 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 	if err := t.run(fn); err != nil {
 		return err
 	}
+	s.woke(t)
+	return nil
+}
+
+// woke wakes this handle's engines for what transaction t did: steps made
+// ready (Wake), a due time written (DueWake).
+func (s *Store) woke(t *txn) {
 	if t.readied > 0 {
 		s.notify()
 	}
 	if t.timed {
 		s.NudgeDue()
 	}
-	return nil
 }
 
 // run applies fn, writes the queued audit rows and, if steps became ready,
@@ -175,22 +176,22 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 // arrays, a JSON array elsewhere), so that the statement's text is the
 // same for every count: the database prepares and plans it once per
 // connection, not once per size.
-func (t *txn) idIn(col string, ids []int64) (string, []any) { return t.s.idIn(col, ids) }
+func (t *txn) idIn(col string, ids []int64) (string, []any) { return valuesIn(t.s, col, ids, "bigint") }
 
-func (s *Store) idIn(col string, ids []int64) (string, []any) {
-	if s.d.Arrays {
-		return col + " = ANY(?::bigint[])", []any{ids}
-	}
-	b, _ := json.Marshal(ids) // integers always encode
-	return col + " IN (SELECT value FROM json_each(?))", []any{string(b)}
-}
+func (s *Store) idIn(col string, ids []int64) (string, []any) { return valuesIn(s, col, ids, "bigint") }
 
 // textIn is idIn for text values.
 func (t *txn) textIn(col string, vals []string) (string, []any) {
-	if t.s.d.Arrays {
-		return col + " = ANY(?::text[])", []any{vals}
+	return valuesIn(t.s, col, vals, "text")
+}
+
+// valuesIn is the condition "col is one of vals" as one parameter: an array
+// of the SQL type pgType, or a JSON array.
+func valuesIn[T int64 | string](s *Store, col string, vals []T, pgType string) (string, []any) {
+	if s.d.Arrays {
+		return col + " = ANY(?::" + pgType + "[])", []any{vals}
 	}
-	b, _ := json.Marshal(vals) // strings always encode
+	b, _ := json.Marshal(vals) // integers and strings always encode
 	return col + " IN (SELECT value FROM json_each(?))", []any{string(b)}
 }
 
@@ -218,7 +219,7 @@ type auditRow struct {
 // foldAudit writes a task's transition on the row of the step transition
 // queued just before it for that task, by the same engine, when that row
 // carries no task transition yet: the two read back as two entries in the
-// same order (expandAudit), in half the rows. A task's start with its first
+// same order (scanAudit), in half the rows. A task's start with its first
 // claimed step and its end with its last step are folded so.
 func foldAudit(entries []auditRow) []auditRow {
 	out := entries[:0]
