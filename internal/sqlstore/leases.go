@@ -262,20 +262,16 @@ func (s *Store) Lead(ctx context.Context, engineID string, now time.Time, ttl ti
 			return false, fmt.Errorf("read leader: %w", err)
 		}
 	}
+	s.lease.set("", 0) // until the write says this engine holds it
 	res, err := s.execAlone(ctx, `INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (role) DO UPDATE SET engine_id = excluded.engine_id, expires_at = excluded.expires_at
 		WHERE leaders.engine_id = excluded.engine_id OR leaders.expires_at <= ?`, maintenanceRole, engineID, until, at)
 	if err != nil {
-		s.lease.set("", 0)
 		return false, fmt.Errorf("take the maintenance lease: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		s.lease.set("", 0)
+	if n, err := res.RowsAffected(); err != nil {
 		return false, fmt.Errorf("take the maintenance lease: %w", err)
-	}
-	if n == 0 {
-		s.lease.set("", 0)
+	} else if n == 0 {
 		return false, nil // another engine holds it
 	}
 	s.lease.set(engineID, until)
