@@ -68,7 +68,6 @@ type stepTemplate struct {
 	// root: no dependencies, so the step starts ready or waiting for its
 	// run_at; waits: a signal step, which waits for its signal instead.
 	root, waits bool
-	sigTimeout  time.Duration
 }
 
 // templates holds the step templates of the workflows of one submission,
@@ -108,7 +107,7 @@ func (m templates) of(steps []store.StepInsert) []stepTemplate {
 			priority: st.Priority, maxAttempts: int64(maxAttempts), ttl: st.TTL.Microseconds(), waitTimeout: st.SignalTimeout.Microseconds(),
 			runTimeout: st.Timeout.Microseconds(), limitN: int64(st.Limit), rateN: int64(st.Rate.Limit), ratePer: st.Rate.Per.Microseconds(),
 			breakerN: int64(bn), breakerCooldown: bc, preemptible: boolInt(st.Preemptible),
-			root: len(st.Deps) == 0, waits: st.Kind == store.KindSignal, sigTimeout: st.SignalTimeout}
+			root: len(st.Deps) == 0, waits: st.Kind == store.KindSignal}
 	}
 	m[k] = tpl
 	return tpl
@@ -134,7 +133,7 @@ func (t *txn) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 	case tp.waits:
 		// A new task has no signals yet: the step waits.
 		s.state = state.StepWaiting
-		if at, ok := signalDeadline(max(runAt, t.now), tp.sigTimeout).(int64); ok {
+		if at, ok := signalDeadline(max(runAt, t.now), time.Duration(tp.waitTimeout)*time.Microsecond).(int64); ok {
 			s.runAt = &at
 		}
 	default:
