@@ -42,17 +42,9 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.nudge:
-			if retryIn > 0 {
-				<-timer.C // nudges wait for the backoff
-			}
-			// Something new may be waiting: read the next due time again.
-			e.maint.timersAt = time.Time{}
+			e.nudged(timer, retryIn)
 		case <-due:
-			if retryIn > 0 {
-				<-timer.C // nudges wait for the backoff
-			}
-			// Something new may be waiting: read the next due time again.
-			e.maint.timersAt = time.Time{}
+			e.nudged(timer, retryIn)
 		case <-timer.C:
 		}
 		retryIn = 0
@@ -71,6 +63,16 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		e.reap(ctx, leader, false)
 		retryIn = e.endRound(ctx)
 	}
+}
+
+// nudged makes the maintenance loop, told that something new may wait,
+// read the next due time again; while it backs off after a failed round
+// (retryIn), it waits for the backoff first.
+func (e *Engine) nudged(timer *time.Timer, retryIn time.Duration) {
+	if retryIn > 0 {
+		<-timer.C
+	}
+	e.maint.timersAt = time.Time{}
 }
 
 // maintenanceState is what the maintenance work (Start, then the

@@ -36,12 +36,9 @@ func (e *Engine) syncSchedules(ctx context.Context, w *workflow.Workflow) error 
 			Version: w.Version, Cron: s.Cron, TimeZone: s.TimeZone, Input: s.Input, CatchUp: catchUp, MaxCatchUp: maxCatchUp,
 			NextTick: c.Next(now)}
 	}
-	changed, err := e.store.SyncSchedules(ctx, w.Namespace, w.Name, w.Version, recs)
-	if err != nil {
+	// The store tells the maintenance loop of new next ticks (DueWake).
+	if _, err := e.store.SyncSchedules(ctx, w.Namespace, w.Name, w.Version, recs); err != nil {
 		return fmt.Errorf("weft: register schedules of %s: %w", w.Ref(), err)
-	}
-	if changed {
-		e.nudgeTimers()
 	}
 	return nil
 }
@@ -174,10 +171,7 @@ func (e *Engine) PauseSchedule(ctx context.Context, k store.ScheduleKey, paused 
 		}
 		p.Next = c.Next(e.clock())
 	}
-	rec, err := e.store.PauseSchedule(ctx, p)
-	if err != nil {
-		return store.ScheduleRecord{}, err
-	}
-	e.nudgeTimers()
-	return rec, nil
+	// A resumed schedule's next tick reaches the maintenance loop through
+	// the store (DueWake).
+	return e.store.PauseSchedule(ctx, p)
 }

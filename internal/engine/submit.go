@@ -93,12 +93,6 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	if err != nil {
 		return nil, fmt.Errorf("weft: submit: %w", err)
 	}
-	for _, s := range subs {
-		if !s.RunAt.IsZero() || !s.GoodUntil.IsZero() {
-			e.nudgeTimers()
-			break
-		}
-	}
 	out = make([]SubmitResult, len(res))
 	for i, r := range res {
 		out[i] = SubmitResult{Task: r.Task, Duplicate: r.Duplicate, Superseded: r.Superseded}

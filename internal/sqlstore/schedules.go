@@ -39,7 +39,6 @@ func scanSchedule(r Row) (store.ScheduleRecord, error) {
 func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version string, scheds []store.ScheduleRecord) (bool, error) {
 	changed := false
 	err := s.write(ctx, "", func(t *txn) error {
-		t.timed = len(scheds) > 0 // next ticks
 		rows, err := t.query(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ?`, namespace, workflow)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
@@ -92,7 +91,7 @@ func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version 
 			if err != nil {
 				return fmt.Errorf("save schedule %s: %w", sc.Name, err)
 			}
-			changed = true
+			changed, t.timed = true, true // a new next tick
 		}
 		for name := range old {
 			if keep[name] {
