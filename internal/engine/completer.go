@@ -29,11 +29,13 @@ func (e *Engine) completer() {
 	for o := range e.outbox {
 		batch = append(batch[:0], o)
 		// When many handlers are in flight, more outcomes are about to
-		// arrive: wait up to a millisecond for a fuller batch. An engine
-		// with little in flight writes at once.
+		// arrive: wait up to a millisecond for theirs too, on top of those
+		// already queued, so that the steps of one claim that finish
+		// together are written together. An engine with little in flight
+		// writes at once.
 		want := 0
-		if n := min(e.inflightCount()/2, maxBatch); n > 8 {
-			want = n
+		if n := e.inflightCount(); n > 16 {
+			want = min(1+len(e.outbox)+n, maxBatch)
 			linger.Reset(time.Millisecond)
 		}
 	more:
