@@ -41,10 +41,10 @@ type TaskInsert struct {
 	// actions filter by them.
 	Tags  map[string]string
 	Steps []StepInsert
-	// LimitKey and Limit bound how many tasks with the same key run at
-	// once (a workflow's concurrency limit): a step of a task that has not
-	// started is claimed only while fewer than Limit tasks with LimitKey
-	// run. "" means no limit.
+	// LimitKey and Limit bound how many tasks of the namespace with the
+	// same key run at once (a workflow's concurrency limit): a step of a
+	// task that has not started is claimed only while fewer than Limit
+	// tasks with LimitKey run in the namespace. "" means no limit.
 	LimitKey string
 	Limit    int
 	// TraceParent is the W3C traceparent the task's steps continue; "":
@@ -79,9 +79,9 @@ type StepInsert struct {
 	// priority: it returns to ready with its checkpoint, without using an
 	// attempt.
 	Preemptible bool
-	// LimitKey and Limit bound how many steps with the same key run at
-	// once, across every engine (a step's concurrency limit). "" means no
-	// limit.
+	// LimitKey and Limit bound how many steps of the task's namespace with
+	// the same key run at once, across every engine (a step's concurrency
+	// limit). "" means no limit.
 	LimitKey string
 	Limit    int
 	// RateKey and Rate bound how often steps with the same key are

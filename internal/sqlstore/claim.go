@@ -50,7 +50,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		// statement that also steers the planner for the claim's next
 		// statements (ClaimPlan): the policies are read again only when
 		// they changed.
-		var engineState, plan, locked sql.NullString
+		var engineState sql.NullString
 		var version int64
 		q := `SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0), `
 		args := []any{p.EngineID}
@@ -69,7 +69,39 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		} else {
 			q += ", NULL"
 		}
-		err := t.queryRow(q, args...).Scan(&engineState, &version, &plan, &locked)
+		// So do the locks and counts of the namespaces the last claim met
+		// limits in (limits.go): taken first, waiting, in one order.
+		predicted := s.predictedLimits()
+		if len(predicted) > 0 {
+			q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
+				fmt.Sprintf(t.s.d.LimitRoom, "?", "true") + ` AS r ON true`
+			args = append(args, predicted)
+		} else {
+			q += ", NULL, NULL, NULL"
+		}
+		rows, err := t.query(q, args...)
+		if err != nil {
+			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		}
+		// One row, or one per count of the predicted namespaces.
+		type first struct {
+			state, plan, locked sql.NullString
+			version             int64
+			kind, n             sql.NullInt64
+			name                sql.NullString
+		}
+		got, err := collect(rows, func(r Row) (first, error) {
+			var f first
+			err := r.Scan(&f.state, &f.version, &f.plan, &f.locked, &f.kind, &f.name, &f.n)
+			return f, err
+		})
+		var room []countRow
+		for _, f := range got {
+			engineState, version = f.state, f.version
+			if f.kind.Valid {
+				room = append(room, countRow{kind: int(f.kind.Int64), key: f.name.String, n: f.n.Int64})
+			}
+		}
 		switch {
 		case err != nil:
 			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
@@ -87,7 +119,11 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if leaseID == 0 {
 			leaseID = rand.Int64N(1<<62) + 1
 		}
-		keys := newKeyRoom(pol.capsWith(p.Caps))
+		keys := newKeyRoom(pol.capsWith(p.Caps), p.Limit)
+		if len(predicted) > 0 {
+			keys.countedIn(predicted, room)
+			t.limitLocked = true
+		}
 		keys.brk = newBreakerRoom(pol, t.now)
 		rates := &rateClaim{}
 		var deps [][]int
@@ -114,6 +150,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			}
 		}
 		deferred = rates.deferred
+		s.predictLimits(keys.met)
 		return t.claimContext(claimed, deps)
 	})
 	if err != nil {
@@ -268,11 +305,11 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *
 	}
 	if keys != nil {
 		in(`namespace NOT IN`, full(keys.ns))
-		in(`limit_key NOT IN`, full(keys.step))
+		in(`limit_key NOT IN`, fullKeys(keys.step))
 		in(`breaker_key NOT IN`, keys.brk.held())
 		// A full workflow limit holds back the tasks that have not
 		// started; the running ones (no more than the limit) go on.
-		if tasks := full(keys.task); len(tasks) > 0 {
+		if tasks := fullKeys(keys.task); len(tasks) > 0 {
 			ph := placeholders(len(tasks))
 			q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
 			for range 2 {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -11,34 +12,67 @@ import (
 // step's own limit (steps.limit_key, at most limit_n of its key running)
 // and its workflow's limit of running tasks (steps.task_limit_key and
 // tasks.limit_key: a task takes a place when its first step is claimed and
-// holds it until it ends). The claim counts what runs under the limits of
-// its candidates only, all in one statement, so a claim with no limit in
-// force runs nothing of this.
+// holds it until it ends). A limit key belongs to its namespace: the same
+// key in two namespaces is two limits. The claim counts only for the
+// limits of its candidates, so a claim with no limit in force runs nothing
+// of this.
 //
-// Exactness: on PostgreSQL the claim takes a transaction-scoped advisory
-// lock per namespace and key before counting, so that the count and the
-// claim under a limit are one engine's at a time, and sees every claim
-// committed before it; locks and count are one round trip (lockAndCount).
-// The first round of a claim waits for its locks, taken in one sorted
-// order; later rounds only try theirs and treat a limit they cannot lock
-// as full, so no two claims wait for each other. A claim
-// holds no task or step row another claim could wait for while it waits.
-// On SQLite the single writer does the same.
+// What is counted: for each namespace with a limited candidate, the steps
+// running in it and the tasks under a workflow limit running in it. These
+// two numbers bound every limit of the namespace: a key whose limit is at
+// least that bound plus the whole claim cannot bind in this claim, and is
+// not counted on its own. Only keys near their limit are counted one by
+// one (with the tasks of their candidates that have not started), in one
+// more statement. So limits set high cost two counts a claim, whatever the
+// number of keys.
+//
+// Exactness: every claim that takes a step under a limit of a namespace
+// holds the namespace's transaction-scoped lock (PostgreSQL, "weft-ns:"
+// and the namespace) from before it counts until it commits, so counts and
+// claims under one namespace's limits are one engine's at a time, and each
+// count sees every claim committed before it. The lock and the namespace's
+// counts are one round trip, a function whose counting query takes its
+// snapshot after the locks (LimitRoom). A claim takes the locks of the
+// namespaces its last claim met limits in with its first statement, in
+// one sorted order, waiting for them (predictLimits); others, found among
+// its candidates, it waits for only while it holds no lock yet, and
+// otherwise only tries, taking the namespace's limits as full for this
+// claim when another holds them, so no two claims wait for each other. A
+// claim holds no task or step row another claim could wait for while it
+// waits. On SQLite the single writer does the same without locks.
 
-// keyRoom is how many more steps (or tasks) may start under each limit a
-// claim has counted so far.
-type keyRoom struct {
-	caps     map[string]int // namespace limits in force
-	ns       map[string]int
-	step     map[string]int
-	task     map[string]int
-	pending  map[int64]bool // tasks read: true while not started
-	admitted map[int64]bool // tasks this claim started under their workflow limit
-	brk      *breakerRoom   // the circuit breakers that are not closed
-	heldBack bool           // a candidate was left because its limit was full
+// nsKey is a limit key in its namespace.
+type nsKey struct{ ns, key string }
+
+// nsCount is what runs in one namespace with limits, as a claim counted
+// it: running steps, running tasks under a workflow limit; missed when
+// another claim held the namespace's lock (its limits count as full).
+type nsCount struct {
+	steps, tasks int
+	missed       bool
 }
 
-func newKeyRoom(caps map[string]int) *keyRoom { return &keyRoom{caps: caps} }
+// keyRoom is how many more steps (or tasks) may start under each limit a
+// claim has met so far.
+type keyRoom struct {
+	caps     map[string]int // namespace limits in force
+	limit    int            // the most steps the whole claim takes
+	counted  map[string]nsCount
+	met      map[string]bool // namespaces of the limited candidates seen
+	ns       map[string]int  // room under a namespace limit
+	step     map[nsKey]int   // room under a step key
+	task     map[nsKey]int   // room under a workflow key
+	bounded  map[nsKey]bool  // workflow keys their namespace's bound settled
+	pending  map[int64]bool  // tasks taken to start with their step: they need a place
+	admitted map[int64]bool  // tasks this claim started under their workflow limit
+	brk      *breakerRoom    // the circuit breakers that are not closed
+	heldBack bool            // a candidate was left because its limit was full
+}
+
+func newKeyRoom(caps map[string]int, limit int) *keyRoom {
+	return &keyRoom{caps: caps, limit: limit, counted: map[string]nsCount{}, met: map[string]bool{}, ns: map[string]int{},
+		step: map[nsKey]int{}, task: map[nsKey]int{}, bounded: map[nsKey]bool{}, pending: map[int64]bool{}}
+}
 
 // limited reports whether candidate c falls under a limit.
 func (k *keyRoom) limited(c candidate) bool {
@@ -49,7 +83,8 @@ func (k *keyRoom) limited(c candidate) bool {
 	return capped
 }
 
-// full lists the keys of m with no room left, for the next round to skip.
+// full lists the namespaces of m with no room left, for the next round to
+// skip.
 func full(m map[string]int) []string {
 	var out []string
 	for key, n := range m {
@@ -61,25 +96,41 @@ func full(m map[string]int) []string {
 	return out
 }
 
+// fullKeys lists the keys of m with no room left in some namespace, for
+// the next round to skip.
+func fullKeys(m map[nsKey]int) []string {
+	seen := map[string]bool{}
+	var out []string
+	for k, n := range m {
+		if n <= 0 && !seen[k.key] {
+			seen[k.key] = true
+			out = append(out, k.key)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // take reports whether candidate c fits its limits and, if it does, takes
 // its places.
 func (k *keyRoom) take(c candidate) bool {
 	_, capped := k.caps[c.namespace]
+	sk, tk := nsKey{c.namespace, c.limitKey}, nsKey{c.namespace, c.taskKey}
 	needTask := c.taskKey != "" && k.pending[c.taskID] && !k.admitted[c.taskID]
 	switch {
 	case capped && k.ns[c.namespace] <= 0,
-		c.limitKey != "" && k.step[c.limitKey] <= 0,
-		needTask && k.task[c.taskKey] <= 0:
+		c.limitKey != "" && k.step[sk] <= 0,
+		needTask && k.task[tk] <= 0:
 		return false
 	}
 	if capped {
 		k.ns[c.namespace]--
 	}
 	if c.limitKey != "" {
-		k.step[c.limitKey]--
+		k.step[sk]--
 	}
 	if needTask {
-		k.task[c.taskKey]--
+		k.task[tk]--
 		if k.admitted == nil {
 			k.admitted = map[int64]bool{}
 		}
@@ -88,120 +139,242 @@ func (k *keyRoom) take(c candidate) bool {
 	return true
 }
 
-// The counts name "limit_key != ''" to match the partial indexes
-// steps_limit_running and tasks_limit_running.
-
-// limitKind is one kind of limit: how its locks are named, where its room
-// is kept, and how what runs under it is counted.
-type limitKind struct {
-	lock  string
-	room  *map[string]int
-	count string // one SELECT of (kind, key, count) with %s for the keys
+// countKeys finds the room under the limits of the candidates in ready
+// that this claim has not met yet: it counts what runs in their
+// namespaces (locking each on PostgreSQL; wait is false after the first
+// round, and a namespace locked elsewhere is then taken as full), and then
+// counts one by one only the keys that bound cannot settle.
+func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
+	var namespaces []string
+	for _, c := range ready {
+		if !k.limited(c) {
+			continue
+		}
+		k.met[c.namespace] = true
+		if _, ok := k.counted[c.namespace]; !ok && !slices.Contains(namespaces, c.namespace) {
+			namespaces = append(namespaces, c.namespace)
+		}
+	}
+	if len(namespaces) > 0 {
+		sort.Strings(namespaces)
+		// Waiting only while no lock is held: claims wait for locks in
+		// one order (the namespaces', then the fair shares').
+		if err := t.countNamespaces(namespaces, k, wait && !t.limitLocked && !t.fairLocked); err != nil {
+			return err
+		}
+	}
+	// Each key not met yet: settled by its namespace's bound, or counted.
+	steps, tasks := map[nsKey]int{}, map[nsKey]int{}
+	for _, c := range ready {
+		n := k.counted[c.namespace]
+		if limit, capped := k.caps[c.namespace]; capped {
+			if _, met := k.ns[c.namespace]; !met {
+				k.ns[c.namespace] = limit - n.steps
+				if n.missed {
+					k.ns[c.namespace] = 0
+				}
+			}
+		}
+		if sk := (nsKey{c.namespace, c.limitKey}); c.limitKey != "" {
+			if _, met := k.step[sk]; !met {
+				switch {
+				case n.missed:
+					k.step[sk] = 0
+				case c.limitN >= n.steps+k.limit:
+					k.step[sk] = c.limitN - n.steps
+				default:
+					steps[sk] = c.limitN
+				}
+			}
+		}
+		if tk := (nsKey{c.namespace, c.taskKey}); c.taskKey != "" {
+			if _, met := k.task[tk]; !met {
+				switch {
+				case n.missed:
+					k.task[tk] = 0
+				case c.taskN >= n.tasks+k.limit:
+					k.task[tk] = c.taskN - n.tasks
+					k.bounded[tk] = true
+				default:
+					tasks[tk] = c.taskN
+				}
+			}
+		}
+	}
+	// A task under a key its bound settled may take a place whether it
+	// started or not; under a key counted one by one, read which did.
+	var pending []int64
+	for _, c := range ready {
+		tk := nsKey{c.namespace, c.taskKey}
+		if _, read := k.pending[c.taskID]; c.taskKey == "" || read {
+			continue
+		}
+		if k.bounded[tk] {
+			k.pending[c.taskID] = true
+		} else if _, counting := tasks[tk]; counting {
+			k.pending[c.taskID] = false
+			pending = append(pending, c.taskID)
+		}
+	}
+	if len(steps) == 0 && len(tasks) == 0 {
+		return nil
+	}
+	return t.countExact(steps, tasks, pending, k)
 }
 
-// count counts what runs under the limits of the candidates that this
-// claim has not counted yet, locking each first on PostgreSQL (wait is
-// false after the first round: a limit locked elsewhere is taken as full),
-// and reads which of their tasks have not started.
-func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
-	if k.ns == nil {
-		k.ns, k.step, k.task, k.pending = map[string]int{}, map[string]int{}, map[string]int{}, map[int64]bool{}
+// predictedLimits returns the namespaces whose limits the next claim
+// locks and counts first: those its last claim met limits in, where the
+// store has locks.
+func (s *Store) predictedLimits() []string {
+	if s.d.LimitRoom == "" {
+		return nil
 	}
-	kinds := []limitKind{
-		{"weft-cap:", &k.ns, `SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND %s GROUP BY namespace`},
-		{"weft-key:step:", &k.step, `SELECT 1, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND %s GROUP BY limit_key`},
-		{"weft-key:task:", &k.task, `SELECT 2, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND %s GROUP BY limit_key`},
+	if p := s.limitNamespaces.Load(); p != nil {
+		return *p
 	}
-	limits := [3]map[string]int{{}, {}, {}}
-	var tasks []int64
-	for _, c := range ready {
-		if n, capped := k.caps[c.namespace]; capped {
-			if _, seen := k.ns[c.namespace]; !seen {
-				limits[0][c.namespace] = n
-			}
+	return nil
+}
+
+// predictLimits keeps the namespaces a claim met limits in for the next
+// claim (only when they changed).
+func (s *Store) predictLimits(met map[string]bool) {
+	if s.d.LimitRoom == "" {
+		return
+	}
+	last := s.predictedLimits()
+	if len(last) == len(met) {
+		same := true
+		for _, ns := range last {
+			same = same && met[ns]
 		}
-		if _, seen := k.step[c.limitKey]; c.limitKey != "" && !seen {
-			limits[1][c.limitKey] = c.limitN
-		}
-		if c.taskKey != "" {
-			if _, seen := k.task[c.taskKey]; !seen {
-				limits[2][c.taskKey] = c.taskN
-			}
-			if _, read := k.pending[c.taskID]; !read {
-				k.pending[c.taskID] = false
-				tasks = append(tasks, c.taskID)
-			}
+		if same {
+			return
 		}
 	}
-	// The locks, all kinds in one order.
-	var names []lockName
-	for i, kind := range kinds {
-		for key := range limits[i] {
-			names = append(names, lockName{kind.lock + key, key, i})
-		}
-	}
-	sort.Slice(names, func(i, j int) bool { return names[i].name < names[j].name })
+	next := sortedKeys(met)
+	s.limitNamespaces.Store(&next)
+}
+
+// namespaceCounts counts, for a one-writer store, what countNamespaces
+// reads from LimitRoom on PostgreSQL (%s: the namespaces); the two change
+// together. Kinds: 0 running steps, 4 running tasks under a workflow limit.
+const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND %[1]s GROUP BY namespace
+	UNION ALL SELECT 4, namespace, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND %[1]s GROUP BY namespace`
+
+// countNamespaces counts what runs in each namespace of namespaces
+// (sorted), locking each first where the store has several writers (wait:
+// wait for the locks, else only try them).
+func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.s.d.LimitCounts != "" {
-		got, err = t.lockAndCount(names, limits, tasks, wait)
+	if t.s.d.LimitRoom != "" {
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?"), namespaces, wait)
+		t.limitLocked = true
 	} else {
-		// One writer at a time: nothing to lock. The keys are one
-		// parameter per kind, so the statement has few texts.
-		var parts []string
-		var args []any
-		columns := [...]string{"namespace", "limit_key", "limit_key"}
-		for i, kind := range kinds {
-			if keys := sortedKeys(limits[i]); len(keys) > 0 {
-				in, inArgs := t.textIn(columns[i], keys)
-				parts = append(parts, fmt.Sprintf(kind.count, in))
-				args = append(args, inArgs...)
+		in, args := t.textIn("namespace", namespaces)
+		got, err = t.counts(fmt.Sprintf(namespaceCounts, in), append(args, args...)...)
+	}
+	if err != nil {
+		return fmt.Errorf("count running steps and tasks in namespaces with limits: %w", err)
+	}
+	k.countedIn(namespaces, got)
+	return nil
+}
+
+// countedIn takes the rows of a count of namespaces into k.
+func (k *keyRoom) countedIn(namespaces []string, got []countRow) {
+	for _, ns := range namespaces {
+		k.counted[ns] = nsCount{}
+	}
+	for _, r := range got {
+		n := k.counted[r.key]
+		switch r.kind {
+		case -1: // a lock another claim holds: the limits are taken as full
+			n.missed = true
+		case 0:
+			n.steps = int(r.n)
+		case 4:
+			n.tasks = int(r.n)
+		}
+		k.counted[r.key] = n
+	}
+}
+
+// countExact counts what runs under each key of steps and tasks (with
+// their limits), the keys their namespace's bound did not settle, and
+// reads which of the tasks in pending have not started. Their namespaces
+// are locked (or one writer at a time): a plain statement sees every claim
+// committed before.
+func (t *txn) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom) error {
+	keysOf := func(m map[nsKey]int) []string {
+		var out []string
+		for x := range m {
+			if !slices.Contains(out, x.key) {
+				out = append(out, x.key)
 			}
 		}
-		if len(tasks) > 0 {
-			// By primary key: (state || '') keeps the planner off the state
-			// index, which would read every pending task.
-			in, inArgs := t.idIn("id", tasks)
-			parts = append(parts, `SELECT 3, '', id FROM tasks WHERE `+in+` AND (state || '') = 'pending'`)
-			args = append(args, inArgs...)
-		}
-		if len(parts) == 0 {
-			return nil
-		}
-		got, err = t.counts(strings.Join(parts, " UNION ALL "), args...)
+		sort.Strings(out)
+		return out
 	}
+	var parts []string
+	var args []any
+	if len(steps) > 0 {
+		in, inArgs := t.textIn("limit_key", keysOf(steps))
+		parts = append(parts, `SELECT 1, namespace, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND `+in+` GROUP BY namespace, limit_key`)
+		args = append(args, inArgs...)
+	}
+	if len(tasks) > 0 {
+		in, inArgs := t.textIn("limit_key", keysOf(tasks))
+		parts = append(parts, `SELECT 2, namespace, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND `+in+` GROUP BY namespace, limit_key`)
+		args = append(args, inArgs...)
+	}
+	if len(pending) > 0 {
+		// By primary key: (state || '') keeps the planner off the state
+		// index, which would read every pending task.
+		in, inArgs := t.idIn("id", pending)
+		parts = append(parts, `SELECT 3, '', '', id FROM tasks WHERE `+in+` AND (state || '') = 'pending'`)
+		args = append(args, inArgs...)
+	}
+	rows, err := t.query(strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return fmt.Errorf("count running steps and tasks under limits: %w", err)
 	}
-	for _, n := range names {
-		(*kinds[n.kind].room)[n.key] = limits[n.kind][n.key]
+	type keyCount struct {
+		kind int
+		key  nsKey
+		n    int64
+	}
+	got, err := collect(rows, func(r Row) (keyCount, error) {
+		var c keyCount
+		err := r.Scan(&c.kind, &c.key.ns, &c.key.key, &c.n)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("count running steps and tasks under limits: %w", err)
+	}
+	for sk, n := range steps {
+		k.step[sk] = n
+	}
+	for tk, n := range tasks {
+		k.task[tk] = n
 	}
 	for _, c := range got {
-		switch c.kind {
-		case -1: // a lock another claim holds: its limit is taken as full
-			for _, n := range names {
-				if n.name == c.key {
-					(*kinds[n.kind].room)[n.key] = 0
-				}
-			}
-		case 3:
+		_, isStep := steps[c.key]
+		_, isTask := tasks[c.key]
+		switch {
+		case c.kind == 1 && isStep:
+			k.step[c.key] -= int(c.n)
+		case c.kind == 2 && isTask:
+			k.task[c.key] -= int(c.n)
+		case c.kind == 3:
 			k.pending[c.n] = true
-		default:
-			(*kinds[c.kind].room)[c.key] -= int(c.n)
 		}
 	}
 	return nil
 }
 
-// lockName is the lock of one limit: its name, and the kind and key of
-// the limit.
-type lockName struct {
-	name, key string
-	kind      int
-}
-
-// countRow is one row of a count: a kind (-1 a lock not taken, 0 a
-// namespace, 1 a step key, 2 a workflow key, 3 a pending task), a key and a
+// countRow is one row of a count: a kind (-1 a lock not taken, 0 running
+// steps, 4 running tasks under a workflow limit), a namespace and a
 // number.
 type countRow struct {
 	kind int
@@ -219,22 +392,6 @@ func (t *txn) counts(q string, args ...any) ([]countRow, error) {
 		err := r.Scan(&c.kind, &c.key, &c.n)
 		return c, err
 	})
-}
-
-// lockAndCount takes the limits' transaction-scoped locks (names, sorted)
-// and counts what runs under them, in one statement (LimitCounts, on
-// PostgreSQL the function weft_limit_counts: its counting query takes its
-// snapshot after the locks are granted, so it sees every claim committed
-// under them). It counts what the one-writer query in countKeys counts;
-// the two change together. wait is false after a claim's first round: a
-// lock held elsewhere is then not waited for but returned as not taken.
-func (t *txn) lockAndCount(names []lockName, limits [3]map[string]int, tasks []int64, wait bool) ([]countRow, error) {
-	lockNames := make([]string, len(names))
-	for i, n := range names {
-		lockNames[i] = n.name
-	}
-	return t.counts(t.s.d.LimitCounts, lockNames, wait,
-		sortedKeys(limits[0]), sortedKeys(limits[1]), sortedKeys(limits[2]), tasks)
 }
 
 // lockLimit takes one transaction-scoped lock, waiting for it, where the

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftrun/weft/store"
@@ -62,13 +63,14 @@ type Dialect struct {
 	// a freshly filled queue, and with them the claim turns into a scan
 	// and sort of every ready step).
 	ClaimPlan string
-	// LimitCounts, if set, is a statement that takes transaction-scoped
-	// locks on the concurrency limits of a claim's candidates and then
-	// counts what runs under them, in one round trip, so that engines
-	// count and claim under a limit one at a time (see lockAndCount for
-	// its arguments and rows). Where it is empty, one writer at a time is
-	// guaranteed and the claim counts without locks.
-	LimitCounts string
+	// LimitRoom, if set, is a set-returning call, with %s for its two
+	// arguments (namespaces, sorted; whether to wait for their locks, else
+	// only try them), that takes the transaction-scoped lock of each
+	// namespace's concurrency limits and then counts what runs in each
+	// (see countNamespaces for its rows), so that engines count and claim
+	// under a namespace's limits one at a time. Where it is empty, one
+	// writer at a time is guaranteed and the claim counts without locks.
+	LimitRoom string
 	// Lock, if set, is an expression that takes a transaction-scoped lock
 	// on the name it is given (one argument) and yields a value; empty
 	// where one writer at a time is guaranteed.
@@ -149,6 +151,10 @@ type Store struct {
 	// lease is the maintenance lease as this handle last took it
 	// (leases.go).
 	lease leaseSeen
+	// limitNamespaces are the namespaces this handle's last claim met
+	// concurrency limits in, sorted: the next claim takes their locks
+	// with its first statement (limits.go).
+	limitNamespaces atomic.Pointer[[]string]
 }
 
 // New returns a Store on open database handles whose schema is current.

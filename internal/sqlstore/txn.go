@@ -31,6 +31,9 @@ type txn struct {
 	timed bool
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
+	// limitLocked: the claim holds locks of namespaces' limits
+	// (limits.go).
+	limitLocked bool
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
 	notifyDeferred bool

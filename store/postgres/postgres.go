@@ -172,10 +172,11 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			// inflates would cost half a second.
 			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true)",
 			Lateral:   true,
-			// Locks the limits (names sorted) and counts under them: the
-			// function of migration 015.
+			// Lock takes one named lock (the fair shares'); LimitRoom locks
+			// namespaces' limits and counts what runs in them: the function
+			// of migration 021.
 			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(?)))",
-			LimitCounts:    "SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts(?::text[], ?, ?::text[], ?::text[], ?::text[], ?::bigint[])",
+			LimitRoom:      "weft_limit_room(%s::text[], %s)",
 			Explain:        "EXPLAIN",
 			ExplainAnalyze: "EXPLAIN (ANALYZE, BUFFERS)",
 			ExplainColumns: 1,

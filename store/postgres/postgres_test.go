@@ -144,17 +144,23 @@ func TestJITOffUnlessAsked(t *testing.T) {
 	}
 }
 
-// TestLimitCountsSkipsLockedLimits shows the function the claim locks and
-// counts its limits with (migration 015): a limit whose lock another
-// transaction holds is returned as not taken and not counted when the
-// claim only tries, and counted once the lock is free.
-func TestLimitCountsSkipsLockedLimits(t *testing.T) {
+// TestLimitRoomSkipsLockedNamespaces shows the function the claim locks
+// and counts the namespaces of its limits with (migration 021): a
+// namespace whose lock another transaction holds is returned as not taken
+// and not counted when the claim only tries, and counted once the lock is
+// free.
+func TestLimitRoomSkipsLockedNamespaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openIsolated(t, time.Now, time.Minute).(postgres.Store)
 	db := s.DB()
 	_, err := db.ExecContext(ctx, `INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
-		VALUES (1, 0, 's', 'h', 'shop', 'running', 0, 1, 3), (2, 0, 's', 'h', 'shop', 'running', 0, 2, 3), (3, 0, 's', 'h', 'mail', 'running', 0, 3, 3)`)
+		VALUES (1, 0, 's', 'h', 'shop', 'running', 0, 1, 3), (2, 0, 's', 'h', 'shop', 'running', 0, 2, 3), (3, 0, 's', 'h', 'mail', 'running', 0, 3, 3),
+		(4, 0, 's', 'h', 'mail', 'ready', 0, 4, 3)`)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, remaining, limit_key, limit_n)
+		VALUES (1, 'shop', 'w', '1', 'running', '{}', 0, 0, 0, 1, 'workflow:shop/w', 5), (2, 'shop', 'w', '1', 'running', '{}', 0, 0, 0, 1, '', 0),
+		(3, 'mail', 'w', '1', 'pending', '{}', 0, 0, 0, 1, 'workflow:mail/w', 5)`)
 	require.NoError(t, err)
 	type row struct {
 		kind int
@@ -162,8 +168,8 @@ func TestLimitCountsSkipsLockedLimits(t *testing.T) {
 		n    int64
 	}
 	counts := func() []row {
-		rows, err := db.QueryContext(ctx, `SELECT limit_kind, limit_name, limit_n FROM weft_limit_counts($1::text[], false, $2::text[], '{}', '{}', '{}') ORDER BY 1, 2`,
-			[]string{"weft-cap:mail", "weft-cap:shop"}, []string{"mail", "shop"})
+		rows, err := db.QueryContext(ctx, `SELECT limit_kind, limit_name, limit_n FROM weft_limit_room($1::text[], false) ORDER BY 1, 2`,
+			[]string{"mail", "shop"})
 		require.NoError(t, err)
 		defer rows.Close()
 		var out []row
@@ -175,15 +181,17 @@ func TestLimitCountsSkipsLockedLimits(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
-	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}}, counts())
+	// Running steps of each namespace; running tasks under a workflow
+	// limit (shop's task without one and mail's pending one are not).
+	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}}, counts())
 
 	holder, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('weft-cap:shop'))`)
+	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('weft-ns:shop'))`)
 	require.NoError(t, err)
-	require.Equal(t, []row{{-1, "weft-cap:shop", 0}, {0, "mail", 1}}, counts())
+	require.Equal(t, []row{{-1, "shop", 0}, {0, "mail", 1}}, counts())
 	require.NoError(t, holder.Rollback())
-	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}}, counts())
+	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}}, counts())
 }
 
 // BenchmarkAttentionBacklog: see storetest.BenchmarkAttentionBacklog.

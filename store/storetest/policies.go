@@ -24,6 +24,9 @@ var policyTests = []struct {
 	{"StepLimitKeys", testStepLimitKeys},
 	{"WorkflowLimitCountsTasks", testWorkflowLimit},
 	{"LimitsHoldUnderConcurrentClaims", testLimitsConcurrent},
+	{"LimitKeysBelongToTheirNamespace", testLimitKeysPerNamespace},
+	{"LimitsNearTheirBoundAreCounted", testLimitsNearBound},
+	{"WorkflowLimitAdmitsATaskOnce", testWorkflowLimitRoots},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -231,4 +234,89 @@ func testLimitsConcurrent(t *testing.T, h *harness) {
 	}
 	wg.Wait()
 	require.Equal(t, map[string]int{"keyed/wf": 1, "tasks/wf": 1, "limited0/wf": 1, "limited1/wf": 1}, claimedWorkflows(all))
+}
+
+// testLimitKeysPerNamespace: the same key in two namespaces is two limits.
+func testLimitKeysPerNamespace(t *testing.T, h *harness) {
+	for _, ns := range []string{"a", "b"} {
+		for range 2 {
+			h.insert(store.TaskInsert{Namespace: ns, Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1, LimitKey: "step:k", Limit: 1}}},
+				store.TaskInsert{Namespace: ns, Workflow: "w", Version: "1", LimitKey: "workflow:w", Limit: 1})
+		}
+	}
+	got := h.claim("e1", 20)
+	require.Equal(t, map[string]int{"a/wf": 1, "a/w": 1, "b/wf": 1, "b/w": 1}, claimedWorkflows(got),
+		"one step under each key and one task under each workflow key, in each namespace")
+	require.Empty(t, h.claim("e2", 20))
+}
+
+// testLimitsNearBound: a limit the running work of its namespace may
+// reach is counted on its own, and holds exactly, whether the namespace
+// runs much or little besides.
+func testLimitsNearBound(t *testing.T, h *harness) {
+	busy := make([]store.TaskInsert, 5)
+	for i := range busy {
+		busy[i] = store.TaskInsert{Namespace: "busy"}
+	}
+	h.insert(busy...)
+	require.Len(t, h.claim("e1", 5), 5, "five unlimited steps run in the namespace")
+	keyed := func(limit int) store.TaskInsert {
+		return store.TaskInsert{Namespace: "busy", Steps: []store.StepInsert{{Name: "k", Handler: "h", MaxAttempts: 1, LimitKey: "step:busy/k", Limit: limit}}}
+	}
+	for range 4 {
+		h.insert(keyed(3))
+	}
+	require.Len(t, h.claim("e1", 2), 2, "nothing runs under the key: room for both, though the namespace runs five")
+	require.Len(t, h.claim("e1", 2), 1, "one place left")
+	require.Empty(t, h.claim("e1", 2), "full")
+
+	// A limit far above what runs is not counted on its own, and takes
+	// what the claim asks for.
+	for range 6 {
+		h.insert(store.TaskInsert{Namespace: "busy", Steps: []store.StepInsert{{Name: "far", Handler: "h", MaxAttempts: 1, LimitKey: "step:busy/far", Limit: 1000}}})
+	}
+	require.Len(t, h.claim("e1", 10), 6)
+
+	// Between the two, the key is counted on its own too: 14 steps run in
+	// the namespace, none under the key.
+	for range 8 {
+		h.insert(store.TaskInsert{Namespace: "busy", Steps: []store.StepInsert{{Name: "mid", Handler: "h", MaxAttempts: 1, LimitKey: "step:busy/mid", Limit: 20}}})
+	}
+	require.Len(t, h.claim("e1", 10), 8)
+}
+
+// testWorkflowLimitRoots: a task whose steps start apart takes one place
+// under its workflow limit, near the limit and far below it.
+func testWorkflowLimitRoots(t *testing.T, h *harness) {
+	for _, tt := range []struct {
+		ns    string
+		limit int
+	}{{"near", 1}, {"far", 1000}} {
+		roots := []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1}}
+		first := h.insert(store.TaskInsert{Namespace: tt.ns, Steps: roots, LimitKey: "workflow:" + tt.ns + "/wf", Limit: tt.limit})[0].Task.ID
+		a := h.claim("e1", 1)
+		require.Len(t, a, 1, tt.ns)
+		require.Equal(t, first, a[0].TaskID, tt.ns)
+		b := h.claim("e1", 1)
+		require.Len(t, b, 1, "%s: the started task's other step needs no second place", tt.ns)
+		require.Equal(t, first, b[0].TaskID, tt.ns)
+		require.NotEqual(t, a[0].Name, b[0].Name, tt.ns)
+		h.ok(a[0], `{}`)
+		h.ok(b[0], `{}`)
+	}
+	// Near the limit, the steps of tasks that would start take their
+	// places, one per task.
+	for range 3 {
+		h.insert(store.TaskInsert{Namespace: "two", Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1}},
+			LimitKey: "workflow:two/wf", Limit: 2})
+	}
+	got := h.claim("e1", 10)
+	tasks := map[int64]int{}
+	for _, c := range got {
+		tasks[c.TaskID]++
+	}
+	require.Len(t, tasks, 2, "two tasks start")
+	for id, n := range tasks {
+		require.Equal(t, 2, n, "both steps of task %d", id)
+	}
 }
