@@ -99,8 +99,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			for _, c := range claimed {
 				e.publishClaimed(c, false)
-				e.launch(c)
 			}
+			e.launch(claimed)
 			e.slots.Return(n - got)
 		}
 		if (got > 0 && got == n) || deferred {

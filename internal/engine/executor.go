@@ -55,34 +55,49 @@ func (r *Run) builtinRequest() builtin.Request {
 		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r, Secrets: r.engine.cfg.Secrets}
 }
 
-// launch starts the handler of a claimed step on the slot taken for it.
-func (e *Engine) launch(c store.ClaimedStep) {
-	ctx, cancel := context.WithCancelCause(context.Background())
+// launch starts the handlers of claimed steps, each on the slot taken for
+// it. All of them are in flight before any starts, so that the completer,
+// woken by the first outcome, waits for the others of the claim too
+// instead of writing a batch of the few that finished first.
+func (e *Engine) launch(claimed []store.ClaimedStep) {
+	type started struct {
+		ctx    context.Context
+		cancel context.CancelCauseFunc
+	}
+	runs := make([]started, len(claimed))
 	e.mu.Lock()
-	e.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel, step: &c}
-	if c.Preemptible {
-		e.preemptible++
+	for i := range claimed {
+		c := &claimed[i]
+		ctx, cancel := context.WithCancelCause(context.Background())
+		runs[i] = started{ctx, cancel}
+		e.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel, step: c}
+		if c.Preemptible {
+			e.preemptible++
+		}
 	}
 	e.mu.Unlock()
-	e.handlerWG.Add(1)
-	go func() {
-		defer e.handlerWG.Done()
-		defer cancel(nil)
-		start := time.Now()
-		ctx, span := e.attemptContext(ctx, &c, "")
-		o, record := e.execute(ctx, c)
-		endAttempt(span, o, record)
-		e.publishEnded(c, o, record, time.Since(start), false, span)
-		e.mu.Lock()
-		delete(e.inflight, c.ID)
-		if c.Preemptible {
-			e.preemptible--
-		}
-		e.mu.Unlock()
-		if record {
-			e.outbox <- report{outcome: o}
-		}
-	}()
+	e.handlerWG.Add(len(claimed))
+	for i := range claimed {
+		c, ctx, cancel := claimed[i], runs[i].ctx, runs[i].cancel
+		go func() {
+			defer e.handlerWG.Done()
+			defer cancel(nil)
+			start := time.Now()
+			ctx, span := e.attemptContext(ctx, &c, "")
+			o, record := e.execute(ctx, c)
+			endAttempt(span, o, record)
+			e.publishEnded(c, o, record, time.Since(start), false, span)
+			e.mu.Lock()
+			delete(e.inflight, c.ID)
+			if c.Preemptible {
+				e.preemptible--
+			}
+			e.mu.Unlock()
+			if record {
+				e.outbox <- report{outcome: o}
+			}
+		}()
+	}
 }
 
 // execute runs the handler of a claimed step and returns the outcome to
