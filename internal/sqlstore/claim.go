@@ -142,6 +142,22 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				if err != nil {
 					return err
 				}
+				if o := t.rateTake; o != nil {
+					// The claim statement took the rate tokens, and claimed
+					// only because every bucket granted all it was asked.
+					t.rateTake = nil
+					t.s.ratesGranted.Store(len(got) > 0)
+					if len(got) == 0 {
+						if ids, err = t.rateFallback(o); err != nil {
+							return err
+						}
+						if len(ids) > 0 {
+							if got, gotDeps, err = t.claim(ids, leaseID); err != nil {
+								return err
+							}
+						}
+					}
+				}
 				claimed = append(claimed, got...)
 				deps = append(deps, gotDeps...)
 			}
@@ -249,7 +265,8 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
-	if kept, _, err = t.rated(kept, pol, rates, round); err != nil {
+	probing := keys.brk != nil && len(keys.brk.probed) > 0
+	if kept, _, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
 	if err := t.unprobed(kept, keys.brk); err != nil {

@@ -22,17 +22,27 @@ import (
 // tasks and loads the task's part of what the handlers see (claimContext
 // does the rest).
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
-	in, inArgs := t.idIn("id", ids)
+	where, inArgs := t.idIn("id", ids)
+	var take string
+	var args []any
+	if t.s.d.WithWrites && t.rateTake != nil {
+		// A take of rate tokens left to this statement (rated) comes
+		// first; the steps are claimed only if every bucket granted all.
+		tq, targs := t.rateTakeQuery(t.rateTake.upsert)
+		take = `b AS (` + tq + ` RETURNING wanted, taken), `
+		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
+		args = targs
+	}
 	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE ` + in + ` RETURNING ` + stepColumns + `, sort_key`
-	args := append([]any{leaseID, t.engine, t.now, t.now}, inArgs...)
+		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
+	args = append(append(args, leaseID, t.engine, t.now, t.now), inArgs...)
 	q := update
 	if t.s.d.WithWrites {
 		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 			return nil, nil, err
 		}
-		q = `WITH s AS (` + update + `),
+		q = `WITH ` + take + `s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND state = 'pending' RETURNING id)
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
 			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t

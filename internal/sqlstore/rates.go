@@ -23,6 +23,14 @@ import (
 // maintenance leader's Promote makes it ready again then, as it does for
 // any step that waits for its run_at.
 //
+// Where the database runs a claim as one statement (PostgreSQL), a claim
+// after one that got every token it asked for makes the upsert part of its
+// claim statement, which claims the steps only if every bucket granted all
+// it was asked for: under a rate that does not bind, a claim makes no
+// statement more than without. When a bucket falls short, that statement
+// claims nothing, and the claim reads what the upsert left in the buckets
+// and goes on as after a take of its own (rateFallback).
+//
 // Nothing of this runs while no candidate is under a rate: the claim query
 // returns each step's rate key and the namespace rates come with the
 // cached policies, so a claim with no rate in force costs a string
@@ -93,7 +101,9 @@ func candidateRates(c candidate, pol *policySet, out []string) []string {
 // rated takes the tokens of candidates under a rate and defers those that
 // get none. It returns the candidates to claim, in their order, and how
 // many it deferred.
-func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([]candidate, int, error) {
+// probing is set while the round took a breaker's probe: its tokens are
+// then taken on their own (a probe the rate defers gives its place back).
+func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, int, error) {
 	if rc == nil {
 		return cs, 0, nil // a peek: it takes no token and defers nothing
 	}
@@ -129,15 +139,60 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([
 		upsert = append(upsert, n)
 	}
 	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
-	if err := t.rateTake(upsert); err != nil {
-		return nil, 0, err
-	}
 	if rc.locked == nil {
 		rc.locked = map[string]bool{}
 	}
 	for _, n := range upsert {
 		rc.locked[n.key] = true
 	}
+	if round == 0 && t.s.d.WithWrites && t.s.ratesGranted.Load() && !probing {
+		// The last claim got every token it asked for: this one takes
+		// them in its claim statement, which claims only if every bucket
+		// grants all (claim; rateFallback otherwise).
+		t.rateTake = &optimisticTake{cs: cs, pol: pol, rc: rc, needs: needs, upsert: upsert}
+		return cs, 0, nil
+	}
+	if err := t.takeTokens(upsert); err != nil {
+		return nil, 0, err
+	}
+	return t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
+}
+
+// optimisticTake is a take of rate tokens left to the claim statement: the
+// candidates it was for and what they need of each bucket.
+type optimisticTake struct {
+	cs     []candidate
+	pol    *policySet
+	rc     *rateClaim
+	needs  map[string]*bucketNeed
+	upsert []*bucketNeed
+}
+
+// rateFallback finishes a claim whose statement took rate tokens but
+// claimed nothing, since a bucket could not grant all: it reads what the
+// take left in each bucket and does what rated does after a take, and
+// returns the steps to claim.
+func (t *txn) rateFallback(o *optimisticTake) ([]int64, error) {
+	keys := make([]string, len(o.upsert))
+	for i, n := range o.upsert {
+		keys[i] = n.key
+	}
+	in, args := t.textIn("key", keys)
+	rows, err := t.query(`SELECT key, taken, deferred_to FROM rate_buckets WHERE `+in, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read rate tokens taken: %w", err)
+	}
+	if err := took(rows, o.upsert); err != nil {
+		return nil, err
+	}
+	out, _, err := t.assignTokens(o.cs, o.pol, o.rc, o.needs, o.upsert, false)
+	return idsOf(out), err
+}
+
+// assignTokens gives the tokens a take got (needs, upsert) to candidates
+// cs, defers those that get none and gives back what is left over.
+func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, int, error) {
+	var keys []string
 	// In claim order, a candidate is claimed when every bucket it needs
 	// has a token left for it; one that lacks a token of any is deferred
 	// to the latest of the times its buckets queue it at.
@@ -197,6 +252,9 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int) ([
 			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
 			return nil, 0, fmt.Errorf("return rate tokens: %w", err)
 		}
+	}
+	if round0 := !lockedOnly; round0 && t.s.d.WithWrites {
+		t.s.ratesGranted.Store(len(deferrals) == 0 && len(back) == 0)
 	}
 	if len(deferrals) == 0 {
 		return out, 0, nil
@@ -299,17 +357,53 @@ var rateTakeSet = func() string {
 		`, credit = ` + left + `, deferred_to = ` + queued + `, refilled_at = ` + at
 }()
 
-// rateTake refills and takes the tokens of buckets, in one statement, and
-// records in each what it took, what is left and where its deferrals
+// takeTokens refills and takes the tokens of buckets, in one statement,
+// and records in each what it took, what is left and where its deferrals
 // queue.
-func (t *txn) rateTake(needs []*bucketNeed) error {
+func (t *txn) takeTokens(needs []*bucketNeed) error {
 	if len(needs) == 0 {
 		return nil
 	}
+	q, args := t.rateTakeQuery(needs)
+	rows, err := t.query(q+` RETURNING key, taken, deferred_to`, args...)
+	if err != nil {
+		return fmt.Errorf("take rate tokens: %w", err)
+	}
+	return took(rows, needs)
+}
+
+// took reads rows of (key, taken, deferred_to) into needs.
+func took(rows Rows, needs []*bucketNeed) error {
+	type takeRow struct {
+		key        string
+		taken      int
+		deferredTo int64
+	}
+	got, err := collect(rows, func(r Row) (takeRow, error) {
+		var x takeRow
+		err := r.Scan(&x.key, &x.taken, &x.deferredTo)
+		return x, err
+	})
+	if err != nil {
+		return fmt.Errorf("take rate tokens: %w", err)
+	}
 	byKey := make(map[string]*bucketNeed, len(needs))
+	for _, n := range needs {
+		byKey[n.key] = n
+	}
+	for _, x := range got {
+		if n := byKey[x.key]; n != nil {
+			n.taken, n.deferredTo = x.taken, x.deferredTo
+		}
+	}
+	return nil
+}
+
+// rateTakeQuery is the upsert that refills and takes the tokens of needs
+// (sorted by key), without its RETURNING, and its arguments.
+func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	rows := make([][]any, len(needs))
 	for i, n := range needs {
-		byKey[n.key] = n
 		// A new bucket starts full.
 		per := n.rate.Per.Microseconds()
 		limit := int64(n.rate.Limit)
@@ -328,31 +422,9 @@ func (t *txn) rateTake(needs []*bucketNeed) error {
 	from, args := t.rowset("b", []column{{"b_key", colText}, {"b_limit", colInt}, {"b_per", colInt}, {"b_credit", colInt},
 		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}}, rows)
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
-	res, err := t.query(`INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to)
-		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued FROM `+from+` WHERE true
-		ON CONFLICT (key) DO UPDATE SET `+rateTakeSet+` RETURNING key, taken, deferred_to`, args...)
-	if err != nil {
-		return fmt.Errorf("take rate tokens: %w", err)
-	}
-	type takeRow struct {
-		key        string
-		taken      int
-		deferredTo int64
-	}
-	got, err := collect(res, func(r Row) (takeRow, error) {
-		var x takeRow
-		err := r.Scan(&x.key, &x.taken, &x.deferredTo)
-		return x, err
-	})
-	if err != nil {
-		return fmt.Errorf("take rate tokens: %w", err)
-	}
-	for _, x := range got {
-		if n := byKey[x.key]; n != nil {
-			n.taken, n.deferredTo = x.taken, x.deferredTo
-		}
-	}
-	return nil
+	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to)
+		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued FROM ` + from + ` WHERE true
+		ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet, args
 }
 
 // bucketRow is a row of rate_buckets.

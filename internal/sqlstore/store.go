@@ -155,6 +155,10 @@ type Store struct {
 	// concurrency limits in, sorted: the next claim takes their locks
 	// with its first statement (limits.go).
 	limitNamespaces atomic.Pointer[[]string]
+	// ratesGranted is set while this handle's last claim under rates got
+	// every token it asked for: the next takes them in its claim statement
+	// (rates.go).
+	ratesGranted atomic.Bool
 }
 
 // New returns a Store on open database handles whose schema is current.

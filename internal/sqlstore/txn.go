@@ -34,6 +34,9 @@ type txn struct {
 	// limitLocked: the claim holds locks of namespaces' limits
 	// (limits.go).
 	limitLocked bool
+	// rateTake is a take of rate tokens the next claim statement makes
+	// (rates.go).
+	rateTake *optimisticTake
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
 	notifyDeferred bool

@@ -27,6 +27,7 @@ var rateTests = []struct {
 	{"KeyedRatesAreIndependent", testKeyedRates},
 	{"NamespaceRate", testNamespaceRate},
 	{"RateHoldsUnderConcurrentClaims", testRateConcurrent},
+	{"RateRunsOutAfterAGrantedClaim", testRateRunsOut},
 }
 
 // rated is a one-step task under a step rate.
@@ -253,4 +254,40 @@ func testRateConcurrent(t *testing.T, h *harness) {
 		count[strings.Join([]string{c.Namespace, c.Name}, "/")]++
 	}
 	require.Equal(t, map[string]int{"ns/call": 3, "limited0/only": 2, "limited1/only": 1}, count)
+}
+
+// testRateRunsOut: a claim after one that got every token it asked for
+// (which PostgreSQL takes in its claim statement, claiming only if every
+// bucket grants all) claims and defers exactly as the first would have,
+// whether its buckets grant all, some or none, and with a namespace rate
+// and a step rate on the same steps.
+func testRateRunsOut(t *testing.T, h *harness) {
+	r := store.Rate{Limit: 2, Per: time.Second}
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 100, Per: time.Second}})
+	start := h.clock.Now()
+	h.insert(rated("step:ns/wf/call", r))
+	require.Len(t, h.claim("e1", 10), 1, "granted")
+	var res []store.InsertResult
+	for range 5 {
+		res = append(res, h.insert(rated("step:ns/wf/call", r))...)
+	}
+	other := h.insert(store.TaskInsert{})
+	got := h.claim("e1", 10)
+	require.Len(t, got, 2, "the last token, and the step under the namespace rate alone")
+	require.Equal(t, []time.Duration{500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second}, h.waitingRunAts(start, res),
+		"the rest deferred one token interval apart")
+	require.Equal(t, state.StepRunning, h.task(other[0].Task.ID).Steps[0].State)
+	p, err := h.s.ListPolicies(h.ctx)
+	require.NoError(t, err)
+	require.Len(t, p.Policies, 1)
+	require.NotNil(t, p.Policies[0].Tokens)
+	require.InDelta(t, 97, *p.Policies[0].Tokens, 0.01, "the namespace's tokens of the steps claimed, none of those deferred")
+
+	h.clock.Advance(500 * time.Millisecond)
+	require.Equal(t, 1, h.promote())
+	require.Len(t, h.claim("e1", 10), 1, "one token came: granted")
+	extra := h.insert(rated("step:ns/wf/call", r))
+	require.Empty(t, h.claim("e1", 10), "no token left")
+	require.Equal(t, []time.Duration{2500 * time.Millisecond}, h.waitingRunAts(start, extra),
+		"queued one interval after the bucket's last deferral")
 }
