@@ -42,8 +42,11 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 			return nil, nil, err
 		}
+		// The tasks to start by primary key: (state || '') keeps the
+		// planner off tasks_state, whose pending entries of tasks started
+		// since the last vacuum it would read at every claim.
 		q = `WITH ` + take + `s AS (` + update + `),
-			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND state = 'pending' RETURNING id)
+			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
 			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
 			LEFT JOIN started ON started.id = s.task_id`
@@ -205,7 +208,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep) error {
 		return l, nil
 	}
 	in, inArgs := t.idIn("id", ids)
-	rows, err := t.query(`UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'pending' AND `+in+`
+	rows, err := t.query(`UPDATE tasks SET state = 'running', started_at = ? WHERE (state || '') = 'pending' AND `+in+`
 		RETURNING id, input, workflow, version, traceparent`, append([]any{t.now}, inArgs...)...)
 	if err != nil {
 		return fmt.Errorf("start tasks: %w", err)

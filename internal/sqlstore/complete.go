@@ -176,10 +176,13 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	from, args := t.rowset("o", []column{{"o_id", colInt}, {"o_attempt", colInt}, {"o_lease", colInt},
 		{"o_state", colText}, {"o_result", colJSON}, {"o_error", colText}}, rows)
 	// The fence: each step must still be running under exactly its attempt
-	// and lease.
+	// and lease. By primary key: (state || '') keeps the planner off
+	// steps_running, whose entries of steps that ended since the last
+	// vacuum a bitmap scan would read at every batch (9,000 of them for 26
+	// rows, 1.9 ms, in a burn-down).
 	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM `+from+`
-		WHERE steps.id = o.o_id AND steps.state = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
+		WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
 		RETURNING id, task_id, name, children, breaker_key, breaker_n, breaker_cooldown`, append([]any{t.now}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
