@@ -202,21 +202,22 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		}
 	}
 	// A task under a key its bound settled may take a place whether it
-	// started or not; under a key counted one by one, read which did.
+	// started or not (there is room); one whose namespace another claim
+	// holds is taken to need one (there is none); under a key counted one
+	// by one, in this round or before, read which started.
 	var pending []int64
 	for _, c := range ready {
-		tk := nsKey{c.namespace, c.taskKey}
 		if _, read := k.pending[c.taskID]; c.taskKey == "" || read {
 			continue
 		}
-		if k.bounded[tk] {
+		if k.bounded[nsKey{c.namespace, c.taskKey}] || k.counted[c.namespace].missed {
 			k.pending[c.taskID] = true
-		} else if _, counting := tasks[tk]; counting {
+		} else {
 			k.pending[c.taskID] = false
 			pending = append(pending, c.taskID)
 		}
 	}
-	if len(steps) == 0 && len(tasks) == 0 {
+	if len(steps) == 0 && len(tasks) == 0 && len(pending) == 0 {
 		return nil
 	}
 	return t.countExact(steps, tasks, pending, k)

@@ -27,6 +27,7 @@ var policyTests = []struct {
 	{"LimitKeysBelongToTheirNamespace", testLimitKeysPerNamespace},
 	{"LimitsNearTheirBoundAreCounted", testLimitsNearBound},
 	{"WorkflowLimitAdmitsATaskOnce", testWorkflowLimitRoots},
+	{"WorkflowLimitHoldsAcrossRounds", testWorkflowLimitRounds},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -319,4 +320,21 @@ func testWorkflowLimitRoots(t *testing.T, h *harness) {
 	for id, n := range tasks {
 		require.Equal(t, 2, n, "both steps of task %d", id)
 	}
+}
+
+// testWorkflowLimitRounds: a claim whose first round fills a step limit
+// and reaches further in a second round still counts the tasks it starts
+// there under the workflow limit it met in the first.
+func testWorkflowLimitRounds(t *testing.T, h *harness) {
+	both := store.TaskInsert{Namespace: "r", LimitKey: "workflow:r/wf", Limit: 2,
+		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1, LimitKey: "step:r/wf/s", Limit: 1}}}
+	plain := store.TaskInsert{Namespace: "r", LimitKey: "workflow:r/wf", Limit: 2}
+	h.insert(both, both, both, both, plain, plain, plain)
+	got := h.claim("e1", 4)
+	tasks := map[int64]bool{}
+	for _, c := range got {
+		tasks[c.TaskID] = true
+	}
+	require.Len(t, tasks, 2, "two tasks under the workflow limit, one of them under the step limit")
+	require.Empty(t, h.claim("e1", 4))
 }
