@@ -46,67 +46,10 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		// The engine's state and the version of the policies, in one
-		// statement that also steers the planner for the claim's next
-		// statements (ClaimPlan): the policies are read again only when
-		// they changed.
-		var engineState sql.NullString
-		var version int64
-		q := `SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0), `
-		args := []any{p.EngineID}
-		if t.s.d.ClaimPlan != "" {
-			q += t.s.d.ClaimPlan
-		} else {
-			q += "NULL"
-		}
-		// While the policies last read hold weights, the fair shares' lock
-		// rides on this statement too (fairQuery takes it itself when they
-		// were set since).
-		if t.s.d.Lock != "" && s.cachedWeights() {
-			q += ", " + t.s.d.Lock
-			args = append(args, fairLock)
-			t.fairLocked = true
-		} else {
-			q += ", NULL"
-		}
-		// So do the locks and counts of the namespaces the last claim met
-		// limits in (limits.go): taken first, waiting, in one order.
 		predicted := s.predictedLimits()
-		if len(predicted) > 0 {
-			q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-				fmt.Sprintf(t.s.d.LimitRoom, "?", "true") + ` AS r ON true`
-			args = append(args, predicted)
-		} else {
-			q += ", NULL, NULL, NULL"
-		}
-		rows, err := t.query(q, args...)
+		version, room, err := t.claimStart(p, predicted)
 		if err != nil {
-			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
-		}
-		// One row, or one per count of the predicted namespaces.
-		type first struct {
-			state, plan, locked sql.NullString
-			version             int64
-			kind, n             sql.NullInt64
-			name                sql.NullString
-		}
-		got, err := collect(rows, func(r Row) (first, error) {
-			var f first
-			err := r.Scan(&f.state, &f.version, &f.plan, &f.locked, &f.kind, &f.name, &f.n)
-			return f, err
-		})
-		var room []countRow
-		for _, f := range got {
-			engineState, version = f.state, f.version
-			if f.kind.Valid {
-				room = append(room, countRow{kind: int(f.kind.Int64), key: f.name.String, n: f.n.Int64})
-			}
-		}
-		switch {
-		case err != nil:
-			return fmt.Errorf("check engine %s: %w", p.EngineID, err)
-		case engineState.Valid && engineState.String != "live":
-			return fmt.Errorf("engine %s is %s: %w", p.EngineID, engineState.String, store.ErrEngineLost)
+			return err
 		}
 		pol, err := t.policies(version)
 		if err != nil {
@@ -120,10 +63,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			leaseID = rand.Int64N(1<<62) + 1
 		}
 		keys := newKeyRoom(pol.capsWith(p.Caps), p.Limit)
-		if len(predicted) > 0 {
-			keys.countedIn(predicted, room)
-			t.limitLocked = true
-		}
+		keys.countedIn(predicted, room)
 		keys.brk = newBreakerRoom(pol, t.now)
 		rates := &rateClaim{}
 		var deps [][]int
@@ -138,25 +78,9 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			}
 			held = held || keys.heldBack
 			if len(ids) > 0 {
-				got, gotDeps, err := t.claim(ids, leaseID)
+				got, gotDeps, err := t.claimTaken(ids, leaseID)
 				if err != nil {
 					return err
-				}
-				if o := t.rateTake; o != nil {
-					// The claim statement took the rate tokens, and claimed
-					// only because every bucket granted all it was asked.
-					t.rateTake = nil
-					t.s.ratesGranted.Store(len(got) > 0)
-					if len(got) == 0 {
-						if ids, err = t.rateFallback(o); err != nil {
-							return err
-						}
-						if len(ids) > 0 {
-							if got, gotDeps, err = t.claim(ids, leaseID); err != nil {
-								return err
-							}
-						}
-					}
 				}
 				claimed = append(claimed, got...)
 				deps = append(deps, gotDeps...)
@@ -177,6 +101,68 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		p.Held()
 	}
 	return claimed, nil
+}
+
+// claimStart runs a claim's first statement: it reads the engine's state
+// (a claim of an engine not live fails with store.ErrEngineLost) and the
+// version of the policies, steers the planner for the claim's next
+// statements (ClaimPlan), takes the fair shares' lock while the policies
+// last read hold weights (fairQuery takes it itself when they were set
+// since), and locks and counts the namespaces in predicted, those the last
+// claim met limits in (limits.go), returning their counts.
+func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, err error) {
+	q := `SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0), `
+	args := []any{p.EngineID}
+	if t.s.d.ClaimPlan != "" {
+		q += t.s.d.ClaimPlan
+	} else {
+		q += "NULL"
+	}
+	if t.s.d.Lock != "" && t.s.cachedWeights() {
+		q += ", " + t.s.d.Lock
+		args = append(args, fairLock)
+		t.fairLocked = true
+	} else {
+		q += ", NULL"
+	}
+	if len(predicted) > 0 {
+		// Taken before any other lock of the claim, waiting, in one order.
+		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
+			fmt.Sprintf(t.s.d.LimitRoom, "?", "true") + ` AS r ON true`
+		args = append(args, predicted)
+		t.limitLocked = true
+	} else {
+		q += ", NULL, NULL, NULL"
+	}
+	rows, err := t.query(q, args...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+	}
+	// One row, or one per count of the predicted namespaces.
+	type first struct {
+		state, plan, locked sql.NullString
+		version             int64
+		kind, n             sql.NullInt64
+		name                sql.NullString
+	}
+	got, err := collect(rows, func(r Row) (first, error) {
+		var f first
+		err := r.Scan(&f.state, &f.version, &f.plan, &f.locked, &f.kind, &f.name, &f.n)
+		return f, err
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+	}
+	for _, f := range got {
+		if f.state.Valid && f.state.String != "live" {
+			return 0, nil, fmt.Errorf("engine %s is %s: %w", p.EngineID, f.state.String, store.ErrEngineLost)
+		}
+		version = f.version
+		if f.kind.Valid {
+			room = append(room, countRow{kind: int(f.kind.Int64), key: f.name.String, n: f.n.Int64})
+		}
+	}
+	return version, room, nil
 }
 
 // namespaceRow is a namespace with a number: a count of its steps, or the

@@ -168,6 +168,27 @@ type optimisticTake struct {
 	upsert []*bucketNeed
 }
 
+// claimTaken claims the steps ids (claim) and, when the claim statement
+// took their rate tokens (an optimistic take) but claimed nothing, since a
+// bucket could not grant all, finishes the claim as after a take of its
+// own (rateFallback).
+func (t *txn) claimTaken(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+	got, deps, err := t.claim(ids, leaseID)
+	o := t.rateTake
+	if err != nil || o == nil {
+		return got, deps, err
+	}
+	t.rateTake = nil
+	t.s.ratesGranted.Store(len(got) > 0)
+	if len(got) > 0 {
+		return got, deps, nil
+	}
+	if ids, err = t.rateFallback(o); err != nil || len(ids) == 0 {
+		return nil, nil, err
+	}
+	return t.claim(ids, leaseID)
+}
+
 // rateFallback finishes a claim whose statement took rate tokens but
 // claimed nothing, since a bucket could not grant all: it reads what the
 // take left in each bucket and does what rated does after a take, and
