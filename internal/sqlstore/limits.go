@@ -175,30 +175,11 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 				}
 			}
 		}
-		if sk := (nsKey{c.namespace, c.limitKey}); c.limitKey != "" {
-			if _, met := k.step[sk]; !met {
-				switch {
-				case n.missed:
-					k.step[sk] = 0
-				case c.limitN >= n.steps+k.limit:
-					k.step[sk] = c.limitN - n.steps
-				default:
-					steps[sk] = c.limitN
-				}
-			}
+		if c.limitKey != "" {
+			k.settle(k.step, nsKey{c.namespace, c.limitKey}, c.limitN, n.steps, n.missed, steps)
 		}
-		if tk := (nsKey{c.namespace, c.taskKey}); c.taskKey != "" {
-			if _, met := k.task[tk]; !met {
-				switch {
-				case n.missed:
-					k.task[tk] = 0
-				case c.taskN >= n.tasks+k.limit:
-					k.task[tk] = c.taskN - n.tasks
-					k.bounded[tk] = true
-				default:
-					tasks[tk] = c.taskN
-				}
-			}
+		if tk := (nsKey{c.namespace, c.taskKey}); c.taskKey != "" && k.settle(k.task, tk, c.taskN, n.tasks, n.missed, tasks) {
+			k.bounded[tk] = true
 		}
 	}
 	// A task under a key its bound settled may take a place whether it
@@ -221,6 +202,27 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 		return nil
 	}
 	return t.countExact(steps, tasks, pending, k)
+}
+
+// settle finds the room under key, of limit, in room, unless it was found
+// before: none when another claim holds the namespace (missed), what the
+// limit leaves of running (what runs in the namespace) when that is room
+// for the whole claim, else it adds key to exact, to be counted on its
+// own. It reports whether running settled it.
+func (k *keyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, missed bool, exact map[nsKey]int) bool {
+	if _, met := room[key]; met {
+		return false
+	}
+	switch {
+	case missed:
+		room[key] = 0
+	case limit >= running+k.limit:
+		room[key] = limit - running
+		return true
+	default:
+		exact[key] = limit
+	}
+	return false
 }
 
 // predictedLimits returns the namespaces whose limits the next claim
