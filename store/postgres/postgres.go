@@ -174,8 +174,9 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			Lateral:   true,
 			// Lock takes one named lock (the fair shares'); LimitRoom locks
 			// namespaces' limits and counts what runs in them: the function
-			// of migration 021.
-			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(?)))",
+			// of migration 021. Both name their locks in the schema's name:
+			// advisory locks are the whole database's.
+			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(current_schema() || '/' || ?)))",
 			LimitRoom:      "weft_limit_room(%s::text[], %s)",
 			Explain:        "EXPLAIN",
 			ExplainAnalyze: "EXPLAIN (ANALYZE, BUFFERS)",

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -187,11 +188,33 @@ func TestLimitRoomSkipsLockedNamespaces(t *testing.T) {
 
 	holder, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('weft-ns:shop'))`)
+	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/weft-ns:shop'))`)
 	require.NoError(t, err)
 	require.Equal(t, []row{{-1, "shop", 0}, {0, "mail", 1}}, counts())
 	require.NoError(t, holder.Rollback())
 	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}}, counts())
+}
+
+// TestLimitLocksArePerSchema: two installations in one database (two
+// schemas) do not hold each other's limits back, though advisory locks
+// are the database's.
+func TestLimitLocksArePerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	b := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	holder, err := a.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback() }()
+	_, err = holder.ExecContext(ctx, `SELECT count(*) FROM weft_limit_room('{shop}', true)`)
+	require.NoError(t, err)
+	missed := func(db *sql.DB) int {
+		var n int
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM weft_limit_room('{shop}', false) WHERE limit_kind = -1`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, missed(a.DB()), "held in its own schema")
+	require.Zero(t, missed(b.DB()), "free in the other")
 }
 
 // BenchmarkAttentionBacklog: see storetest.BenchmarkAttentionBacklog.

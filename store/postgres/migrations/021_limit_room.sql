@@ -6,7 +6,8 @@
 -- two counts a claim instead of one lock and one count per key.
 --
 -- weft_limit_room takes the locks of p_namespaces (sorted: every claim
--- takes them in one order), waiting for each when p_wait, else only trying
+-- takes them in one order; named in the schema's name, as advisory locks are
+-- the whole database's and another schema holds other work), waiting for each when p_wait, else only trying
 -- (a lock not taken is returned as the row (-1, namespace, 0) and the
 -- namespace is not counted), and counts what runs in each namespace it
 -- locked. Its counting query takes its own snapshot after the locks are
@@ -25,10 +26,10 @@ DECLARE
 	missed text[] := '{}';
 BEGIN
 	IF p_wait THEN
-		PERFORM pg_advisory_xact_lock(hashtext('weft-ns:' || n)) FROM unnest(p_namespaces) AS n;
+		PERFORM pg_advisory_xact_lock(hashtext(current_schema() || '/weft-ns:' || n)) FROM unnest(p_namespaces) AS n;
 	ELSE
 		SELECT COALESCE(array_agg(n), '{}') INTO missed FROM unnest(p_namespaces) AS n
-			WHERE NOT pg_try_advisory_xact_lock(hashtext('weft-ns:' || n));
+			WHERE NOT pg_try_advisory_xact_lock(hashtext(current_schema() || '/weft-ns:' || n));
 	END IF;
 	RETURN QUERY
 		SELECT -1, m, 0::bigint FROM unnest(missed) AS m
