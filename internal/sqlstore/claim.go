@@ -78,10 +78,11 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			}
 			held = held || keys.heldBack
 			if len(ids) > 0 {
-				got, gotDeps, err := t.claimTaken(ids, leaseID)
+				got, gotDeps, short, err := t.claimTaken(ids, leaseID)
 				if err != nil {
 					return err
 				}
+				more = more || short
 				claimed = append(claimed, got...)
 				deps = append(deps, gotDeps...)
 			}
@@ -257,6 +258,11 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	if err := t.unprobed(kept, keys.brk); err != nil {
 		return nil, false, err
+	}
+	if t.rateTake != nil {
+		// Whether the take left some of kept unclaimed is known after the
+		// claim statement (claimTaken).
+		t.rateTake.full = len(ready) == want
 	}
 	// Slots a namespace of the fair share could not use go to the next
 	// round.

@@ -161,6 +161,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 // optimisticTake is a take of rate tokens left to the claim statement: the
 // candidates it was for and what they need of each bucket.
 type optimisticTake struct {
+	full   bool // the round's query returned all it was asked for
 	cs     []candidate
 	pol    *policySet
 	rc     *rateClaim
@@ -171,22 +172,26 @@ type optimisticTake struct {
 // claimTaken claims the steps ids (claim) and, when the claim statement
 // took their rate tokens (an optimistic take) but claimed nothing, since a
 // bucket could not grant all, finishes the claim as after a take of its
-// own (rateFallback).
-func (t *txn) claimTaken(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
-	got, deps, err := t.claim(ids, leaseID)
+// own (rateFallback). short reports that the take then left some of ids
+// unclaimed while the round's query returned all it was asked for: the
+// next round may find more, as after a take of its own.
+func (t *txn) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
+	got, deps, err = t.claim(ids, leaseID)
 	o := t.rateTake
 	if err != nil || o == nil {
-		return got, deps, err
+		return got, deps, false, err
 	}
 	t.rateTake = nil
 	t.s.ratesGranted.Store(len(got) > 0)
 	if len(got) > 0 {
-		return got, deps, nil
+		return got, deps, false, nil
 	}
-	if ids, err = t.rateFallback(o); err != nil || len(ids) == 0 {
-		return nil, nil, err
+	kept, err := t.rateFallback(o)
+	if err != nil || len(kept) == 0 {
+		return nil, nil, o.full && len(ids) > 0, err
 	}
-	return t.claim(ids, leaseID)
+	got, deps, err = t.claim(kept, leaseID)
+	return got, deps, o.full && len(kept) < len(ids), err
 }
 
 // rateFallback finishes a claim whose statement took rate tokens but

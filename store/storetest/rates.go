@@ -28,6 +28,7 @@ var rateTests = []struct {
 	{"NamespaceRate", testNamespaceRate},
 	{"RateHoldsUnderConcurrentClaims", testRateConcurrent},
 	{"RateRunsOutAfterAGrantedClaim", testRateRunsOut},
+	{"RateDeferralsLeaveTheirSlots", testRateDeferralSlots},
 }
 
 // rated is a one-step task under a step rate.
@@ -290,4 +291,18 @@ func testRateRunsOut(t *testing.T, h *harness) {
 	require.Empty(t, h.claim("e1", 10), "no token left")
 	require.Equal(t, []time.Duration{2500 * time.Millisecond}, h.waitingRunAts(start, extra),
 		"queued one interval after the bucket's last deferral")
+}
+
+// testRateDeferralsLeaveTheirSlots: the slots of the steps a claim defers
+// go to the ready steps behind them in the same claim, also after a claim
+// that got every token it asked for.
+func testRateDeferralSlots(t *testing.T, h *harness) {
+	r := store.Rate{Limit: 3, Per: time.Second}
+	h.insert(rated("step:ns/wf/call", r))
+	require.Len(t, h.claim("e1", 1), 1, "granted: two tokens left")
+	h.insert(rated("step:ns/wf/call", r), rated("step:ns/wf/call", r), rated("step:ns/wf/call", r))
+	plain := h.insert(store.TaskInsert{}, store.TaskInsert{})
+	got := h.claim("e1", 3)
+	require.Len(t, got, 3, "two under the rate, and the first step behind the one deferred")
+	require.Equal(t, plain[0].Task.ID, got[2].TaskID)
 }
