@@ -155,7 +155,11 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	if err := t.takeTokens(upsert); err != nil {
 		return nil, 0, err
 	}
-	return t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
+	out, deferred, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
+	if err == nil && round == 0 {
+		t.s.ratesGranted.Store(len(out) == len(cs)) // every token asked for
+	}
+	return out, deferred, err
 }
 
 // optimisticTake is a take of rate tokens left to the claim statement: the
@@ -278,9 +282,6 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
 			return nil, 0, fmt.Errorf("return rate tokens: %w", err)
 		}
-	}
-	if round0 := !lockedOnly; round0 && t.s.d.WithWrites {
-		t.s.ratesGranted.Store(len(deferrals) == 0 && len(back) == 0)
 	}
 	if len(deferrals) == 0 {
 		return out, 0, nil
