@@ -27,10 +27,10 @@ import (
 // number of keys.
 //
 // Exactness: every claim that takes a step under a limit of a namespace
-// holds the namespace's transaction-scoped lock (PostgreSQL, "weft-ns:"
-// and the namespace) from before it counts until it commits, so counts and
-// claims under one namespace's limits are one engine's at a time, and each
-// count sees every claim committed before it. The lock and the namespace's
+// holds the namespace's transaction-scoped lock (PostgreSQL: "weft-ns:"
+// and the namespace, within the schema) from before it counts until it
+// commits, so counts and claims under one namespace's limits are one
+// engine's at a time, and each count sees every claim committed before it. The lock and the namespace's
 // counts are one round trip, a function whose counting query takes its
 // snapshot after the locks (LimitRoom). A claim takes the locks of the
 // namespaces its last claim met limits in with its first statement, in
