@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -51,43 +52,38 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if err != nil {
 			return err
 		}
-		pol, err := t.policies(version)
-		if err != nil {
-			return err
-		}
-		if pol.all {
-			return nil // everything is paused
-		}
 		leaseID := p.LeaseID
 		if leaseID == 0 {
 			leaseID = rand.Int64N(1<<62) + 1
 		}
-		keys := newKeyRoom(pol.capsWith(p.Caps), p.Limit)
-		keys.countedIn(predicted, room)
-		keys.brk = newBreakerRoom(pol, t.now)
-		rates := &rateClaim{}
+		var keys *keyRoom
+		var rates *rateClaim
 		var deps [][]int
-		for round := range claimRounds {
-			want := p.Limit - len(claimed)
-			if want <= 0 {
-				break
-			}
-			ids, more, err := t.candidates(want, p, pol, keys, rates, round)
+		for attempt := 0; ; attempt++ {
+			pol, err := t.policies(version)
 			if err != nil {
 				return err
 			}
-			held = held || keys.heldBack
-			if len(ids) > 0 {
-				got, gotDeps, short, err := t.claimTaken(ids, leaseID)
+			if pol.all {
+				return nil // everything is paused
+			}
+			keys = newKeyRoom(pol.capsWith(p.Caps), p.Limit)
+			keys.countedIn(predicted, room)
+			keys.brk = newBreakerRoom(pol, t.now)
+			rates = &rateClaim{}
+			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
+			if !errors.Is(err, errPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
+				if errors.Is(err, errPoliciesMoved) {
+					err = nil // a later round: what was claimed stands
+				}
 				if err != nil {
 					return err
 				}
-				more = more || short
-				claimed = append(claimed, got...)
-				deps = append(deps, gotDeps...)
-			}
-			if !more {
 				break
+			}
+			// Nothing claimed yet: read the policies as they are now.
+			if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
+				return fmt.Errorf("read the policy version: %w", err)
 			}
 		}
 		deferred = rates.deferred
@@ -104,6 +100,45 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	return claimed, nil
 }
 
+// policyVersion reads the version of the policies.
+const policyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
+
+// errPoliciesMoved: the policies changed while a claim applied them.
+var errPoliciesMoved = errors.New("the policies changed during the claim")
+
+// claimRounds selects and claims ready steps under pol, in up to
+// claimRounds rounds (a limit can fill up mid-batch, and the next round
+// skips what is full), adding them to claimed and their dependencies to
+// deps. errPoliciesMoved ends it when a round's query saw the policies
+// moved since the claim read them.
+func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
+	claimed *[]store.ClaimedStep, deps *[][]int, held *bool) error {
+	for round := range claimRounds {
+		want := p.Limit - len(*claimed)
+		if want <= 0 {
+			return nil
+		}
+		ids, more, err := t.candidates(want, p, pol, keys, rates, round)
+		if err != nil {
+			return err
+		}
+		*held = *held || keys.heldBack
+		if len(ids) > 0 {
+			got, gotDeps, short, err := t.claimTaken(ids, leaseID)
+			if err != nil {
+				return err
+			}
+			more = more || short
+			*claimed = append(*claimed, got...)
+			*deps = append(*deps, gotDeps...)
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
+}
+
 // claimStart runs a claim's first statement: it reads the engine's state
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, steers the planner for the claim's next
@@ -112,7 +147,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 // since), and locks and counts the namespaces in predicted, those the last
 // claim met limits in (limits.go), returning their counts.
 func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, err error) {
-	q := `SELECT (SELECT state FROM engines WHERE id = ?), COALESCE((SELECT version FROM policy_version WHERE id = 1), 0), `
+	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
 	if t.s.d.ClaimPlan != "" {
 		q += t.s.d.ClaimPlan
@@ -215,13 +250,20 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	if err != nil {
 		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}
+	var seen int64 // the policy version the query saw
 	ready, err := collect(rows, func(r Row) (candidate, error) {
 		var c candidate
-		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey)
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &seen)
 		return c, err
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("select ready steps: %w", err)
+	}
+	if pol != nil && len(ready) > 0 && seen != pol.version {
+		// The policies moved between the claim's first statement and
+		// this one, which may see work made ready since under them (a
+		// pause, a breaker that opened): claim under the new ones.
+		return nil, false, errPoliciesMoved
 	}
 	limited := false
 	for _, c := range ready {
@@ -281,7 +323,10 @@ func idsOf(cs []candidate) []int64 {
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
 func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
-	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key FROM steps WHERE state = 'ready'`
+	// The policy version, read with the steps (policyVersion), tells a
+	// claim whether the policies it applies still hold when it sees them.
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
+		policyVersion + ` FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {
 		// The claim's first statement found the engine live; a reaper may

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -19,7 +20,7 @@ func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step
 	var out *store.Step
 	err := s.write(ctx, p.EngineID, func(t *txn) error {
 		var version int64
-		if err := t.queryRow(`SELECT COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`).Scan(&version); err != nil {
+		if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
 			return fmt.Errorf("peek claim: %w", err)
 		}
 		pol, err := t.policies(version)
@@ -40,6 +41,9 @@ func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step
 			// held by a claim under way counts as full.
 			// No rate claim: a peek takes no token and defers nothing.
 			ids, more, err := t.candidates(1, p, pol, keys, nil, round+1)
+			if errors.Is(err, errPoliciesMoved) {
+				return nil // the next peek reads them again
+			}
 			if err != nil {
 				return fmt.Errorf("peek claim: %w", err)
 			}

@@ -217,6 +217,53 @@ func TestLimitLocksArePerSchema(t *testing.T) {
 	require.Zero(t, missed(b.DB()), "free in the other")
 }
 
+// TestClaimAppliesThePoliciesOfWhatItSees: a claim that read the policies
+// before a pause and sees, in its next statement, work made ready after
+// it, claims under the pause. The claim is held between the two by the
+// fair shares' lock, which its first statement takes while weights are
+// set.
+func TestClaimAppliesThePoliciesOfWhatItSees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openIsolated(t, time.Now, time.Minute).(postgres.Store)
+	_, err := s.SetPolicy(ctx, store.PolicyChange{Target: "other", Weight: ptr(2), Actor: "test"})
+	require.NoError(t, err)
+	_, err = s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e1", Limit: 10}) // reads the weights
+	require.NoError(t, err)
+
+	holder, err := s.DB().BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback() }()
+	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/weft-fair'))`)
+	require.NoError(t, err)
+	type result struct {
+		got []store.ClaimedStep
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e1", Limit: 10})
+		done <- result{got, err}
+	}()
+	// The claim waits for the lock in its first statement.
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query LIKE '%policy_version%' AND datname = current_database()`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	_, err = s.SetPolicy(ctx, store.PolicyChange{Target: "shop", Paused: ptr(true), Actor: "test"})
+	require.NoError(t, err)
+	_, err = s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "shop", Workflow: "wf", Version: "1",
+		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	require.NoError(t, holder.Rollback())
+	r := <-done
+	require.NoError(t, r.err)
+	require.Empty(t, r.got, "shop was paused before its step became ready")
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // BenchmarkAttentionBacklog: see storetest.BenchmarkAttentionBacklog.
 func BenchmarkAttentionBacklog(b *testing.B) {
 	clock := storetest.NewClock()
