@@ -182,17 +182,12 @@ func (s *Store) read(ctx context.Context, q string, args ...any) (Rows, error) {
 // write that stands alone, one round trip instead of three. It honours the
 // dialect like write does (Uncancellable, Refused).
 func (s *Store) execAlone(ctx context.Context, q string, args ...any) (Result, error) {
-	if s.d.Uncancellable {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		ctx = context.WithoutCancel(ctx)
+	ctx, err := s.writeContext(ctx)
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.db.Exec(ctx, s.bind(q), args...)
-	if err != nil && s.d.Refused != nil && s.d.Refused(err) {
-		err = store.Refused(err)
-	}
-	return res, err
+	return res, s.refused(err)
 }
 
 // readRow runs a one-row query on the readers.

@@ -52,11 +52,9 @@ type txn struct {
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
 func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) error) error {
-	if s.d.Uncancellable {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ctx = context.WithoutCancel(ctx)
+	ctx, err := s.writeContext(ctx)
+	if err != nil {
+		return err
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -65,9 +63,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	err = t.run(fn)
 	if err != nil {
-		if s.d.Refused != nil && s.d.Refused(err) {
-			err = store.Refused(err)
-		}
+		err = s.refused(err)
 		tx.Rollback(context.WithoutCancel(ctx))
 		if t.notifyTaken {
 			// The window's notification was to ride on this transaction;
@@ -80,16 +76,35 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		if t.notifyTaken {
 			s.scheduleNotify()
 		}
-		if s.d.Refused != nil && s.d.Refused(err) {
-			err = store.Refused(err)
-		}
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", s.refused(err))
 	}
 	s.woke(t)
 	if t.notifyDeferred {
 		s.scheduleNotify()
 	}
 	return nil
+}
+
+// writeContext is the context a write runs under: where the dialect says
+// so (Uncancellable), one that the caller's cancellation does not reach,
+// once the write has begun.
+func (s *Store) writeContext(ctx context.Context) (context.Context, error) {
+	if !s.d.Uncancellable {
+		return ctx, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return ctx, err
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
+// refused marks err as store.Refused where the dialect says the database
+// refused the statement or its data.
+func (s *Store) refused(err error) error {
+	if err != nil && s.d.Refused != nil && s.d.Refused(err) {
+		return store.Refused(err)
+	}
+	return err
 }
 
 // within runs fn inside a transaction the caller began and will commit or
