@@ -60,7 +60,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 			e.timed(ctx)
 			e.upkeepRound(ctx)
 		}
-		e.reap(ctx, leader, false)
+		e.reap(ctx, leader)
 		retryIn = e.endRound(ctx)
 	}
 }
@@ -150,10 +150,11 @@ func (e *Engine) endRound(ctx context.Context) time.Duration {
 // maintain runs one round of maintenance at start-up: what dead processes on
 // this host left is reclaimed at once, and so is leadership they held.
 func (e *Engine) maintain(ctx context.Context) {
-	e.reap(ctx, false, false)
+	e.reap(ctx, false)
 	e.lead(ctx)
 	if e.leading(time.Now()) {
-		e.reap(ctx, true, true)
+		e.maint.reapAt = time.Time{} // a full reap at once
+		e.reap(ctx, true)
 		e.timed(ctx)
 	}
 	e.endRound(ctx)
@@ -310,9 +311,9 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) {
 // the processes of those last listed, and the engines are listed every
 // reapEvery. Engines whose heartbeat is overdue or that stopped are the
 // leader's to reap: it lists the engines again when the first one listed
-// would lapse, and runs the store's full reap every reapEvery (full forces
-// it), which reads and writes nothing more when nothing lapsed.
-func (e *Engine) reap(ctx context.Context, leader, full bool) {
+// would lapse, and runs the store's full reap every reapEvery and when it
+// became leader, which reads and writes nothing more when nothing lapsed.
+func (e *Engine) reap(ctx context.Context, leader bool) {
 	m := &e.maint
 	now := time.Now()
 	if !now.Before(m.listAt) || (leader && !m.staleAt.IsZero() && !now.Before(m.staleAt)) {
@@ -330,8 +331,9 @@ func (e *Engine) reap(ctx context.Context, leader, full bool) {
 			dead = append(dead, en.ID)
 		}
 	}
+	full := false
 	if leader {
-		full = full || !now.Before(m.reapAt)
+		full = !now.Before(m.reapAt)
 		for _, en := range m.others {
 			full = full || en.HeartbeatAt.Before(staleBefore)
 		}
