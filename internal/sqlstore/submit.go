@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -20,11 +21,10 @@ const (
 	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
-	insertStep = `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at, run_at,
-		kind, trigger_rule, signal, wait_timeout, run_timeout, workflow, limit_key, limit_n, task_limit_key, task_limit_n, preemptible, rate_key, rate_n, rate_per,
-		breaker_key, breaker_n, breaker_cooldown)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
+
+// insertStep inserts one step's row (newStepRow).
+var insertStep = `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES (` + placeholders(len(stepInsertColumns)) + `)`
 
 // InsertTasks submits tasks in one transaction.
 func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
@@ -149,10 +149,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	}
 	for j, tp := range tpl.of(in.Steps) {
 		st := t.start(&tp, in.Priority, nt.runAt)
-		if _, err := t.exec(insertStep, id, j, tp.name, tp.handler, in.Namespace, string(st.state), tp.deps, tp.children,
-			st.priority, st.sortKey, tp.maxAttempts, tp.ttl, st.expires, st.runAt, tp.kind, tp.rule, tp.signal, tp.waitTimeout, tp.runTimeout,
-			in.Workflow, tp.limitKey, tp.limitN, in.LimitKey, in.Limit, tp.preemptible, tp.rateKey, tp.rateN, tp.ratePer,
-			tp.breakerKey, tp.breakerN, tp.breakerCooldown); err != nil {
+		if _, err := t.exec(insertStep, newStepRow(id, j, &tp, in, st)...); err != nil {
 			return store.InsertResult{}, fmt.Errorf("insert step %q of task %d: %w", tp.name, id, err)
 		}
 		t.audit(id, tp.name, "", string(st.state), 0, "submitted")

@@ -37,15 +37,9 @@ const insertTasksBulk = `WITH u AS MATERIALIZED (
 )
 SELECT u.id, ins.id IS NOT NULL FROM u LEFT JOIN ins ON ins.id = u.id ORDER BY u.ord`
 
-// stepInsertColumns are the columns a new step's row sets, in the order of
-// stepColumnArrays.args.
-var stepInsertColumns = []string{"task_id", "idx", "name", "handler", "namespace", "state", "deps", "children", "priority", "sort_key",
-	"max_attempts", "ttl", "expires_at", "run_at", "kind", "trigger_rule", "signal", "wait_timeout", "run_timeout", "workflow",
-	"limit_key", "limit_n", "task_limit_key", "task_limit_n", "preemptible", "rate_key", "rate_n", "rate_per",
-	"breaker_key", "breaker_n", "breaker_cooldown"}
-
-// insertStepsBulk inserts steps, one array per column, where the Querier
-// cannot COPY.
+// insertStepsBulk inserts steps, one array per column of
+// stepInsertColumns (columnArrays), where the Querier cannot COPY or they
+// are few.
 var insertStepsBulk = `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `)
 	SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
 		?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[],
@@ -64,8 +58,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 	type nsKey struct{ ns, key string }
 	var first map[nsKey]bool
 	rows := make([]int, 0, len(tasks)) // indexes into tasks of the rows to insert
-	var c taskColumnArrays
-	c.reserve(len(tasks))
+	taskRows := make([][]any, 0, len(tasks))
 	news := make([]newTask, len(tasks))
 	nSteps := 0
 	for i, in := range tasks {
@@ -82,14 +75,13 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		news[i] = t.newTask(in)
 		rows = append(rows, i)
 		nSteps += len(in.Steps)
-		c.add(in, news[i])
+		taskRows = append(taskRows, news[i].row(in))
 	}
-	got, err := t.writeTasks(&c, len(first) > 0)
+	got, err := t.writeTasks(taskRows, len(first) > 0)
 	if err != nil {
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
 	}
-	var steps stepColumnArrays
-	steps.reserve(nSteps)
+	steps := make([][]any, 0, nSteps)
 	t.audits = slices.Grow(t.audits, len(rows)+nSteps)
 	var tags tagColumnArrays
 	var dupNS, dupKeys []string
@@ -105,7 +97,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		tags.add(id, in.Tags)
 		for j, tp := range tpl.of(in.Steps) {
 			st := t.start(&tp, in.Priority, news[i].runAt)
-			steps.add(id, j, &tp, in, st)
+			steps = append(steps, newStepRow(id, j, &tp, in, st))
 			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
 		}
 		out[i] = store.InsertResult{Task: news[i].task(in, id, t.now)}
@@ -115,8 +107,8 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 			dupNS, dupKeys = append(dupNS, in.Namespace), append(dupKeys, in.IdempotencyKey)
 		}
 	}
-	if err := t.insertSteps(&steps); err != nil {
-		return fmt.Errorf("insert the %d steps of %d tasks: %w", steps.n(), len(rows), err)
+	if err := t.insertSteps(steps); err != nil {
+		return fmt.Errorf("insert the %d steps of %d tasks: %w", len(steps), len(rows), err)
 	}
 	if len(tags.task) > 0 {
 		if _, err := t.exec(`INSERT INTO task_tags (task_id, key, value) SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[])`,
@@ -165,18 +157,18 @@ type inserted struct {
 	ok bool
 }
 
-// taskCopyColumns are the columns a COPY of new tasks sets, in the order of
-// taskRows.Values.
-var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "state", "input", "priority", "idempotency_key", "run_at",
-	"good_until", "created_at", "remaining", "limit_key", "limit_n", "tags", "traceparent"}
+// taskCopyColumns are the columns a COPY of new tasks sets: the id, the
+// columns of newTask.row, the state and the time of creation.
+var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "input", "priority", "idempotency_key", "run_at",
+	"good_until", "remaining", "limit_key", "limit_n", "tags", "traceparent", "state", "created_at"}
 
-// writeTasks inserts the rows of c and returns, per row, its id and whether
-// it was inserted. Rows without keys cannot conflict: where the Querier can
-// COPY and they are many, their ids are taken from the sequence first and
-// the rows copied, which costs the database about a third less than
-// insertTasksBulk.
-func (t *txn) writeTasks(c *taskColumnArrays, keyed bool) ([]inserted, error) {
-	n := len(c.namespace)
+// writeTasks inserts rows (newTask.row) and returns, per row, its id and
+// whether it was inserted. Rows without keys cannot conflict: where the
+// Querier can COPY and they are many, their ids are taken from the
+// sequence first and the rows copied, which costs the database about a
+// third less than insertTasksBulk.
+func (t *txn) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
+	n := len(rows)
 	if cp, ok := t.x.(Copier); ok && !keyed && n >= copyMinRows {
 		ids, err := t.int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
 		if err != nil {
@@ -186,17 +178,22 @@ func (t *txn) writeTasks(c *taskColumnArrays, keyed bool) ([]inserted, error) {
 			return nil, fmt.Errorf("take %d ids: %d came back", n, len(ids))
 		}
 		slices.Sort(ids)
-		if _, err := cp.CopyFrom(t.ctx, "tasks", taskCopyColumns, &taskRows{c: c, ids: ids, now: t.now}); err != nil {
-			return nil, err
-		}
+		copied := make([][]any, n)
 		got := make([]inserted, n)
 		for i, id := range ids {
+			copied[i] = append(append([]any{id}, rows[i]...), string(state.TaskPending), t.now)
 			got[i] = inserted{id, true}
+		}
+		if _, err := cp.CopyFrom(t.ctx, "tasks", taskCopyColumns, &rowSource{rows: copied}); err != nil {
+			return nil, err
 		}
 		return got, nil
 	}
-	c.lockOrder(keyed)
-	res, err := t.query(insertTasksBulk, append(c.args(), t.now)...)
+	cols, err := columnArrays(rows)
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.query(insertTasksBulk, append(cols, lockOrder(rows, keyed), t.now)...)
 	if err != nil {
 		return nil, err
 	}
@@ -213,201 +210,94 @@ func (t *txn) writeTasks(c *taskColumnArrays, keyed bool) ([]inserted, error) {
 	return got, nil
 }
 
-// taskRows yields the rows of taskColumnArrays to a COPY, with their ids.
-type taskRows struct {
-	c    *taskColumnArrays
-	ids  []int64
-	now  int64
-	next int
-	row  []any
-}
-
-func (r *taskRows) Next() bool { r.next++; return r.next <= len(r.ids) }
-
-func (r *taskRows) Err() error { return nil }
-
-func (r *taskRows) Values() ([]any, error) {
-	i, c := r.next-1, r.c
-	r.row = append(r.row[:0], r.ids[i], c.namespace[i], c.workflow[i], c.version[i], string(state.TaskPending), c.input[i], c.priority[i],
-		c.keys[i], c.runAt[i], c.goodUntil[i], r.now, c.remaining[i], c.limitKey[i], c.limitN[i], c.tags[i], c.traceparent[i])
-	return r.row, nil
-}
-
-// taskColumnArrays holds the tasks to insert, one array per column of
-// insertTasksBulk.
-type taskColumnArrays struct {
-	namespace, workflow, version, input, limitKey, traceparent []string
-	priority, runAt, remaining, limitN                         []int64
-	goodUntil                                                  []*int64
-	keys, tags                                                 []*string
-	order                                                      []int64 // lock order (see insertTasksBulk)
-}
-
-// reserve makes room for n tasks.
-func (c *taskColumnArrays) reserve(n int) {
-	reserve(n, &c.namespace, &c.workflow, &c.version, &c.input, &c.limitKey, &c.traceparent)
-	reserve(n, &c.priority, &c.runAt, &c.remaining, &c.limitN)
-	reserve(n, &c.goodUntil)
-	reserve(n, &c.keys, &c.tags)
-}
-
-func (c *taskColumnArrays) add(in store.TaskInsert, n newTask) {
-	c.namespace = append(c.namespace, in.Namespace)
-	c.workflow = append(c.workflow, in.Workflow)
-	c.version = append(c.version, in.Version)
-	c.input = append(c.input, string(n.input))
-	c.priority = append(c.priority, int64(in.Priority))
-	c.keys = append(c.keys, n.key)
-	c.runAt = append(c.runAt, n.runAt)
-	c.goodUntil = append(c.goodUntil, n.goodUntil)
-	c.remaining = append(c.remaining, int64(len(in.Steps)))
-	c.limitKey = append(c.limitKey, in.LimitKey)
-	c.limitN = append(c.limitN, int64(in.Limit))
-	c.tags = append(c.tags, n.tags)
-	c.traceparent = append(c.traceparent, in.TraceParent)
-}
-
-func (c *taskColumnArrays) args() []any {
-	return []any{c.namespace, c.workflow, c.version, c.input, c.priority, c.keys, c.runAt, c.goodUntil, c.remaining, c.limitKey, c.limitN, c.tags, c.traceparent, c.order}
-}
-
-// lockOrder sets the order rows are inserted in: rows with a key by
-// (namespace, key), the others after them.
-func (c *taskColumnArrays) lockOrder(keys bool) {
-	n := len(c.namespace)
-	c.order = make([]int64, n)
-	if !keys {
-		return
+// lockOrder is the order rows (newTask.row) are inserted in: rows with a
+// key by (namespace, key), the others after them.
+func lockOrder(rows [][]any, keyed bool) []int64 {
+	order := make([]int64, len(rows))
+	if !keyed {
+		return order
 	}
-	rows := make([]int, n)
-	for i := range rows {
-		rows[i] = i
+	ns := func(i int) string { return rows[i][0].(string) }
+	key := func(i int) *string { return rows[i][5].(*string) }
+	byKey := make([]int, len(rows))
+	for i := range byKey {
+		byKey[i] = i
 	}
-	slices.SortFunc(rows, func(a, b int) int {
-		ka, kb := c.keys[a], c.keys[b]
+	slices.SortFunc(byKey, func(a, b int) int {
+		ka, kb := key(a), key(b)
 		switch {
 		case ka == nil || kb == nil:
 			return cmp.Compare(boolInt(ka == nil), boolInt(kb == nil))
-		case c.namespace[a] != c.namespace[b]:
-			return strings.Compare(c.namespace[a], c.namespace[b])
+		case ns(a) != ns(b):
+			return strings.Compare(ns(a), ns(b))
 		}
 		return strings.Compare(*ka, *kb)
 	})
-	for rank, i := range rows {
-		c.order[i] = int64(rank)
+	for rank, i := range byKey {
+		order[i] = int64(rank)
 	}
+	return order
 }
 
-// stepColumnArrays holds the steps to insert, one array per column of
-// insertStepsBulk.
-type stepColumnArrays struct {
-	task, idx                                       []int64
-	name, handler, namespace, state, deps, children []string
-	priority, sortKey, maxAttempts, ttl             []int64
-	expires, runAt                                  []*int64
-	kind, rule, signal                              []string
-	waitTimeout, runTimeout                         []int64
-	workflow, limitKey                              []string
-	limitN                                          []int64
-	taskLimitKey                                    []string
-	taskLimitN, preemptible                         []int64
-	rateKey                                         []string
-	rateN, ratePer                                  []int64
-	breakerKey                                      []string
-	breakerN, breakerCooldown                       []int64
-}
-
-// reserve makes room for n steps.
-func (c *stepColumnArrays) reserve(n int) {
-	reserve(n, &c.task, &c.idx, &c.priority, &c.sortKey, &c.maxAttempts, &c.ttl, &c.waitTimeout, &c.runTimeout, &c.limitN, &c.taskLimitN,
-		&c.preemptible, &c.rateN, &c.ratePer, &c.breakerN, &c.breakerCooldown)
-	reserve(n, &c.name, &c.handler, &c.namespace, &c.state, &c.deps, &c.children, &c.kind, &c.rule, &c.signal, &c.workflow, &c.limitKey,
-		&c.taskLimitKey, &c.rateKey, &c.breakerKey)
-	reserve(n, &c.expires, &c.runAt)
-}
-
-// reserve gives each of cols room for n values.
-func reserve[T any](n int, cols ...*[]T) {
-	for _, c := range cols {
-		*c = make([]T, 0, n)
-	}
-}
-
-func (c *stepColumnArrays) n() int { return len(c.task) }
-
-func (c *stepColumnArrays) add(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) {
-	c.task = append(c.task, taskID)
-	c.idx = append(c.idx, int64(idx))
-	c.name = append(c.name, tp.name)
-	c.handler = append(c.handler, tp.handler)
-	c.namespace = append(c.namespace, in.Namespace)
-	c.state = append(c.state, string(st.state))
-	c.deps = append(c.deps, tp.deps)
-	c.children = append(c.children, tp.children)
-	c.priority = append(c.priority, st.priority)
-	c.sortKey = append(c.sortKey, st.sortKey)
-	c.maxAttempts = append(c.maxAttempts, tp.maxAttempts)
-	c.ttl = append(c.ttl, tp.ttl)
-	c.expires = append(c.expires, st.expires)
-	c.runAt = append(c.runAt, st.runAt)
-	c.kind = append(c.kind, tp.kind)
-	c.rule = append(c.rule, tp.rule)
-	c.signal = append(c.signal, tp.signal)
-	c.waitTimeout = append(c.waitTimeout, tp.waitTimeout)
-	c.runTimeout = append(c.runTimeout, tp.runTimeout)
-	c.workflow = append(c.workflow, in.Workflow)
-	c.limitKey = append(c.limitKey, tp.limitKey)
-	c.limitN = append(c.limitN, tp.limitN)
-	c.taskLimitKey = append(c.taskLimitKey, in.LimitKey)
-	c.taskLimitN = append(c.taskLimitN, int64(in.Limit))
-	c.preemptible = append(c.preemptible, tp.preemptible)
-	c.rateKey = append(c.rateKey, tp.rateKey)
-	c.rateN = append(c.rateN, tp.rateN)
-	c.ratePer = append(c.ratePer, tp.ratePer)
-	c.breakerKey = append(c.breakerKey, tp.breakerKey)
-	c.breakerN = append(c.breakerN, tp.breakerN)
-	c.breakerCooldown = append(c.breakerCooldown, tp.breakerCooldown)
-}
-
-func (c *stepColumnArrays) args() []any {
-	return []any{c.task, c.idx, c.name, c.handler, c.namespace, c.state, c.deps, c.children, c.priority, c.sortKey, c.maxAttempts, c.ttl,
-		c.expires, c.runAt, c.kind, c.rule, c.signal, c.waitTimeout, c.runTimeout, c.workflow, c.limitKey, c.limitN, c.taskLimitKey,
-		c.taskLimitN, c.preemptible, c.rateKey, c.rateN, c.ratePer, c.breakerKey, c.breakerN, c.breakerCooldown}
-}
-
-// insertSteps writes steps: with COPY where the Querier has it and they are
-// many (it costs the database about a quarter less than the same INSERT),
-// else with one INSERT of arrays.
-func (t *txn) insertSteps(steps *stepColumnArrays) error {
-	if steps.n() == 0 {
+// insertSteps writes steps (newStepRow): with COPY where the Querier has it
+// and they are many (it costs the database about a quarter less than the
+// same INSERT), else with one INSERT of arrays.
+func (t *txn) insertSteps(steps [][]any) error {
+	if len(steps) == 0 {
 		return nil
 	}
-	if c, ok := t.x.(Copier); ok && steps.n() >= copyMinRows {
-		_, err := c.CopyFrom(t.ctx, "steps", stepInsertColumns, &stepRows{c: steps})
+	if c, ok := t.x.(Copier); ok && len(steps) >= copyMinRows {
+		_, err := c.CopyFrom(t.ctx, "steps", stepInsertColumns, &rowSource{rows: steps})
 		return err
 	}
-	_, err := t.exec(insertStepsBulk, steps.args()...)
+	cols, err := columnArrays(steps)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(insertStepsBulk, cols...)
 	return err
 }
 
-// stepRows yields the rows of stepColumnArrays to a COPY.
-type stepRows struct {
-	c    *stepColumnArrays
+// rowSource yields rows to a COPY.
+type rowSource struct {
+	rows [][]any
 	next int
-	row  []any
 }
 
-func (r *stepRows) Next() bool { r.next++; return r.next <= r.c.n() }
+func (r *rowSource) Next() bool { r.next++; return r.next <= len(r.rows) }
 
-func (r *stepRows) Err() error { return nil }
+func (r *rowSource) Err() error { return nil }
 
-func (r *stepRows) Values() ([]any, error) {
-	i, c := r.next-1, r.c
-	r.row = append(r.row[:0], c.task[i], c.idx[i], c.name[i], c.handler[i], c.namespace[i], c.state[i], c.deps[i], c.children[i], c.priority[i],
-		c.sortKey[i], c.maxAttempts[i], c.ttl[i], c.expires[i], c.runAt[i], c.kind[i], c.rule[i], c.signal[i], c.waitTimeout[i], c.runTimeout[i],
-		c.workflow[i], c.limitKey[i], c.limitN[i], c.taskLimitKey[i], c.taskLimitN[i], c.preemptible[i], c.rateKey[i], c.rateN[i], c.ratePer[i],
-		c.breakerKey[i], c.breakerN[i], c.breakerCooldown[i])
-	return r.row, nil
+func (r *rowSource) Values() ([]any, error) { return r.rows[r.next-1], nil }
+
+// columnArrays turns rows into one array per column, for unnest. The values
+// of a column share one type: int64, string, *int64 or *string.
+func columnArrays(rows [][]any) ([]any, error) {
+	cols := make([]any, len(rows[0]))
+	for j, v := range rows[0] {
+		switch v.(type) {
+		case int64:
+			cols[j] = columnOf[int64](rows, j)
+		case string:
+			cols[j] = columnOf[string](rows, j)
+		case *int64:
+			cols[j] = columnOf[*int64](rows, j)
+		case *string:
+			cols[j] = columnOf[*string](rows, j)
+		default:
+			return nil, fmt.Errorf("column %d: values of type %T", j, v)
+		}
+	}
+	return cols, nil
+}
+
+// columnOf is the values of column j of rows, which are all of type T.
+func columnOf[T any](rows [][]any, j int) []T {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = r[j].(T)
+	}
+	return out
 }
 
 // tagColumnArrays holds task_tags rows to insert.

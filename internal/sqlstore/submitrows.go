@@ -44,6 +44,15 @@ func (t *txn) newTask(in store.TaskInsert) newTask {
 	return n
 }
 
+// row is the task's row for insertTasksBulk: namespace, workflow, version,
+// input, priority, idempotency key, run_at, good_until, remaining,
+// limit_key, limit_n, tags and traceparent (see columnArrays for the
+// types).
+func (n newTask) row(in store.TaskInsert) []any {
+	return []any{in.Namespace, in.Workflow, in.Version, string(n.input), int64(in.Priority), n.key, n.runAt, n.goodUntil,
+		int64(len(in.Steps)), in.LimitKey, int64(in.Limit), n.tags, in.TraceParent}
+}
+
 // task is the record of the task inserted with id.
 func (n newTask) task(in store.TaskInsert, id, now int64) store.Task {
 	task := store.Task{ID: id, Namespace: in.Namespace, Workflow: in.Workflow, Version: in.Version, State: state.TaskPending,
@@ -153,4 +162,21 @@ func (t *txn) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 		t.timed = true
 	}
 	return s
+}
+
+// stepInsertColumns are the columns a new step's row sets, in the order of
+// newStepRow.
+var stepInsertColumns = []string{"task_id", "idx", "name", "handler", "namespace", "state", "deps", "children", "priority", "sort_key",
+	"max_attempts", "ttl", "expires_at", "run_at", "kind", "trigger_rule", "signal", "wait_timeout", "run_timeout", "workflow",
+	"limit_key", "limit_n", "task_limit_key", "task_limit_n", "preemptible", "rate_key", "rate_n", "rate_per",
+	"breaker_key", "breaker_n", "breaker_cooldown"}
+
+// newStepRow is the row of step idx of task taskID (in, its insert), of
+// template tp, starting as st: the values of stepInsertColumns, each an
+// int64, a string or an *int64 (nil: NULL).
+func newStepRow(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {
+	return []any{taskID, int64(idx), tp.name, tp.handler, in.Namespace, string(st.state), tp.deps, tp.children, st.priority, st.sortKey,
+		tp.maxAttempts, tp.ttl, st.expires, st.runAt, tp.kind, tp.rule, tp.signal, tp.waitTimeout, tp.runTimeout, in.Workflow,
+		tp.limitKey, tp.limitN, in.LimitKey, int64(in.Limit), tp.preemptible, tp.rateKey, tp.rateN, tp.ratePer,
+		tp.breakerKey, tp.breakerN, tp.breakerCooldown}
 }
