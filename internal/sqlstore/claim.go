@@ -295,7 +295,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
 	probing := keys.brk != nil && len(keys.brk.probed) > 0
-	if kept, _, err = t.rated(kept, pol, rates, round, probing); err != nil {
+	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
 	if err := t.unprobed(kept, keys.brk); err != nil {

@@ -99,13 +99,12 @@ func candidateRates(c candidate, pol *policySet, out []string) []string {
 }
 
 // rated takes the tokens of candidates under a rate and defers those that
-// get none. It returns the candidates to claim, in their order, and how
-// many it deferred.
+// get none. It returns the candidates to claim, in their order.
 // probing is set while the round took a breaker's probe: its tokens are
 // then taken on their own (a probe the rate defers gives its place back).
-func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, int, error) {
+func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, error) {
 	if rc == nil {
-		return cs, 0, nil // a peek: it takes no token and defers nothing
+		return cs, nil // a peek: it takes no token and defers nothing
 	}
 	var needs map[string]*bucketNeed
 	var keys []string
@@ -127,7 +126,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 		}
 	}
 	if needs == nil {
-		return cs, 0, nil // no rate in force: no statement
+		return cs, nil // no rate in force: no statement
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds.
 	lockedOnly := round > 0 && t.s.d.Lock != "" // several writers: bucket rows lock
@@ -150,16 +149,16 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).
 		t.rateTake = &optimisticTake{cs: cs, pol: pol, rc: rc, needs: needs, upsert: upsert}
-		return cs, 0, nil
+		return cs, nil
 	}
 	if err := t.takeTokens(upsert); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	out, deferred, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
+	out, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
 	if err == nil && round == 0 {
 		t.s.ratesGranted.Store(len(out) == len(cs)) // every token asked for
 	}
-	return out, deferred, err
+	return out, err
 }
 
 // optimisticTake is a take of rate tokens left to the claim statement: the
@@ -215,13 +214,13 @@ func (t *txn) rateFallback(o *optimisticTake) ([]int64, error) {
 	if err := took(rows, o.upsert); err != nil {
 		return nil, err
 	}
-	out, _, err := t.assignTokens(o.cs, o.pol, o.rc, o.needs, o.upsert, false)
+	out, err := t.assignTokens(o.cs, o.pol, o.rc, o.needs, o.upsert, false)
 	return idsOf(out), err
 }
 
 // assignTokens gives the tokens a take got (needs, upsert) to candidates
 // cs, defers those that get none and gives back what is left over.
-func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, int, error) {
+func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, error) {
 	var keys []string
 	// In claim order, a candidate is claimed when every bucket it needs
 	// has a token left for it; one that lacks a token of any is deferred
@@ -280,14 +279,14 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		from, args := t.rowset("g", []column{{"g_key", colText}, {"g_n", colInt}}, back)
 		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
 			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
-			return nil, 0, fmt.Errorf("return rate tokens: %w", err)
+			return nil, fmt.Errorf("return rate tokens: %w", err)
 		}
 	}
 	if len(deferrals) == 0 {
-		return out, 0, nil
+		return out, nil
 	}
 	if err := state.CheckStep(state.StepReady, state.StepWaiting); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	args := make([]any, 0, 3*len(deferrals))
 	var cases strings.Builder
@@ -303,7 +302,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 	rows, err := t.query(`UPDATE steps SET state = 'waiting', run_at = CASE id`+cases.String()+` END
 		WHERE id IN (`+placeholders(len(deferrals))+`) AND state = 'ready' RETURNING id, task_id, name, attempt, run_at`, args...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("defer rate-limited steps: %w", err)
+		return nil, fmt.Errorf("defer rate-limited steps: %w", err)
 	}
 	type deferredRow struct {
 		id, task int64
@@ -317,7 +316,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		return d, err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("defer rate-limited steps: %w", err)
+		return nil, fmt.Errorf("defer rate-limited steps: %w", err)
 	}
 	if rc.deferred == nil {
 		rc.deferred = map[string]*store.RateDeferral{}
@@ -337,7 +336,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 			rd.Until = until
 		}
 	}
-	return out, len(got), nil
+	return out, nil
 }
 
 // slot returns the time the bucket queues its next deferred candidate at:
