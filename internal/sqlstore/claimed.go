@@ -93,11 +93,16 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 			st.task.set(&out[i])
 			if st.started && !started[st.TaskID] {
 				started[st.TaskID] = true
-				t.audit(st.TaskID, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+				t.taskStarted(st.TaskID)
 			}
 		}
 	}
 	return out, deps, nil
+}
+
+// taskStarted audits the start of a task with its first claimed step.
+func (t *txn) taskStarted(id int64) {
+	t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
 }
 
 // claimedTask is the part of what a claimed step's handler sees that comes
@@ -220,7 +225,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep) error {
 	seen = make(map[int64]bool, len(infos))
 	for _, l := range infos {
 		seen[l.id] = true
-		t.audit(l.id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+		t.taskStarted(l.id)
 	}
 	if len(infos) < len(ids) {
 		rest := make([]int64, 0, len(ids)-len(infos))
