@@ -42,6 +42,8 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	}
 	var claimed []store.ClaimedStep
 	var deferred map[string]*store.RateDeferral
+	var granted []*bucketNeed // reserved tokens, held once the claim commits
+	var now int64
 	held := false
 	err := s.write(ctx, p.EngineID, func(t *txn) error {
 		if !p.Now.IsZero() {
@@ -86,12 +88,15 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				return fmt.Errorf("read the policy version: %w", err)
 			}
 		}
-		deferred = rates.deferred
+		deferred, granted, now = rates.deferred, rates.granted, t.now
 		s.predictLimits(keys.met)
 		return t.claimContext(claimed, deps)
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, n := range granted {
+		s.reserves.add(n.key, n.rate, n.granted, now)
 	}
 	reportDeferred(p, deferred)
 	if held && p.Held != nil {

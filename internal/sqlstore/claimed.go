@@ -23,14 +23,17 @@ import (
 // does the rest).
 func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.idIn("id", ids)
-	var take string
+	var take, granted string
 	var args []any
-	if t.s.d.WithWrites && t.rateTake != nil {
+	taking := t.s.d.WithWrites && t.rateTake != nil
+	if taking {
 		// A take of rate tokens left to this statement (rated) comes
 		// first; the steps are claimed only if every bucket granted all.
+		// Each row also carries the tokens reserved, as "KEY N".
 		tq, targs := t.rateTakeQuery(t.rateTake.upsert)
-		take = `b AS (` + tq + ` RETURNING wanted, taken), `
+		take = `b AS (` + tq + ` RETURNING key, wanted, taken, granted), `
 		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
+		granted = `, (SELECT array_agg(key || ' ' || granted) FROM b WHERE granted > 0)`
 		args = targs
 	}
 	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
@@ -47,7 +50,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		// since the last vacuum it would read at every claim.
 		q = `WITH ` + take + `s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)
-			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL
+			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL` + granted + `
 			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
 			LEFT JOIN started ON started.id = s.task_id`
 		args = append(args, t.now)
@@ -61,6 +64,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		sortKey int64
 		task    claimedTask
 		started bool
+		granted []string
 	}
 	steps, err := collect(rows, func(r Row) (claimedRow, error) {
 		var x stepScan
@@ -70,6 +74,9 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		if t.s.d.WithWrites {
 			dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
 		}
+		if taking {
+			dest = append(dest, &c.granted)
+		}
 		if err := r.Scan(dest...); err != nil {
 			return claimedRow{}, err
 		}
@@ -78,6 +85,11 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
+	}
+	if taking && len(steps) > 0 {
+		if err := t.rateTake.readGrants(steps[0].granted); err != nil {
+			return nil, nil, fmt.Errorf("claim steps: %w", err)
+		}
 	}
 	out := make([]store.ClaimedStep, len(steps))
 	deps := make([][]int, len(steps))

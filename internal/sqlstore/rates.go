@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,12 @@ import (
 // claims nothing, and the claim reads what the upsert left in the buckets
 // and goes on as after a take of its own (rateFallback).
 //
+// Under a rate far from binding (at least 1,000 a period, its bucket more
+// than half full), a take also reserves tokens for the handle's next
+// claims (reserves.go), which take them without writing the bucket: a
+// claim writes buckets only when a reservation runs out or lapses, and
+// then renews those about to lapse, so that most claims write none.
+//
 // Nothing of this runs while no candidate is under a rate: the claim query
 // returns each step's rate key and the namespace rates come with the
 // cached policies, so a claim with no rate in force costs a string
@@ -43,7 +50,9 @@ import (
 // tokens than exist; buckets are upserted in key order, and a claim's
 // later rounds use only the buckets it already holds (a candidate needing
 // another is left ready for the next claim), so claims never wait for each
-// other in a cycle. On SQLite the single writer does the same. One table
+// other in a cycle. Tokens held reserved are counted in their bucket as
+// held, so the bucket and the reservations never exceed the limit
+// together (reserves.go). On SQLite the single writer does the same. One table
 // serves both stores: an in-memory bucket for a SQLite file one process
 // owns would save one statement per claim under a rate but would need a
 // second implementation and would lose the buckets on restart, so there
@@ -68,6 +77,7 @@ const bucketPrefixNamespace = "ns:"
 type rateClaim struct {
 	locked   map[string]bool // buckets this claim upserted (locked on PostgreSQL)
 	deferred map[string]*store.RateDeferral
+	granted  []*bucketNeed // buckets that reserved tokens (reserves.go)
 }
 
 // bucketNeed is one bucket the candidates of a round need tokens of.
@@ -75,9 +85,14 @@ type bucketNeed struct {
 	key  string
 	rate store.Rate
 	want int
+	// of want, the tokens taken from the handle's reserve (reserves.go);
+	// the rest are asked of the bucket
+	local int
+	// tokens asked to reserve for the handle's next claims
+	reserve int
 	// what the upsert returned
-	taken      int
-	deferredTo int64
+	taken, granted int
+	deferredTo     int64
 	// the candidates that got a token, and how many deferred so far
 	used, deferredN int
 }
@@ -128,14 +143,22 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	if needs == nil {
 		return cs, nil // no rate in force: no statement
 	}
-	// Later rounds on PostgreSQL use only the buckets the claim holds.
+	// Later rounds on PostgreSQL use only the buckets the claim holds, and
+	// the tokens the handle reserved.
 	lockedOnly := round > 0 && t.s.d.Lock != "" // several writers: bucket rows lock
 	var upsert []*bucketNeed
 	for _, n := range needs {
-		if lockedOnly && !rc.locked[n.key] {
+		n.local = t.s.reserves.take(n.key, n.rate, n.want, t.now)
+		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
 			continue
 		}
+		n.reserve = reserveSize(n.rate, n.ask())
 		upsert = append(upsert, n)
+	}
+	if len(upsert) > 0 && round == 0 {
+		// A claim that writes buckets anyway renews the reservations the
+		// handle would soon stop using, so that the next claims write none.
+		upsert = append(upsert, t.s.reserves.expiring(t.now, needs)...)
 	}
 	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
 	if rc.locked == nil {
@@ -143,6 +166,9 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	}
 	for _, n := range upsert {
 		rc.locked[n.key] = true
+	}
+	if len(upsert) == 0 {
+		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
 	if round == 0 && t.s.d.WithWrites && t.s.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
@@ -154,6 +180,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	if err := t.takeTokens(upsert); err != nil {
 		return nil, err
 	}
+	rc.reserved(upsert)
 	out, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
 	if err == nil && round == 0 {
 		t.s.ratesGranted.Store(len(out) == len(cs)) // every token asked for
@@ -170,6 +197,37 @@ type optimisticTake struct {
 	rc     *rateClaim
 	needs  map[string]*bucketNeed
 	upsert []*bucketNeed
+}
+
+// readGrants reads the tokens the claim statement reserved, as "KEY N",
+// into the take's buckets.
+func (o *optimisticTake) readGrants(grants []string) error {
+	byKey := make(map[string]*bucketNeed, len(o.upsert))
+	for _, n := range o.upsert {
+		byKey[n.key] = n
+	}
+	for _, g := range grants {
+		i := strings.LastIndexByte(g, ' ')
+		n, err := strconv.Atoi(g[i+1:])
+		if i < 0 || err != nil {
+			return fmt.Errorf("read reserved tokens %q: not KEY N", g)
+		}
+		if b := byKey[g[:i]]; b != nil {
+			b.granted = n
+		}
+	}
+	o.rc.reserved(o.upsert)
+	return nil
+}
+
+// reserved notes the buckets of upsert that reserved tokens, for the
+// handle to hold once the claim commits.
+func (rc *rateClaim) reserved(upsert []*bucketNeed) {
+	for _, n := range upsert {
+		if n.granted > 0 {
+			rc.granted = append(rc.granted, n)
+		}
+	}
 }
 
 // claimTaken claims the steps ids (claim) and, when the claim statement
@@ -207,13 +265,14 @@ func (t *txn) rateFallback(o *optimisticTake) ([]int64, error) {
 		keys[i] = n.key
 	}
 	in, args := t.textIn("key", keys)
-	rows, err := t.query(`SELECT key, taken, deferred_to FROM rate_buckets WHERE `+in, args...)
+	rows, err := t.query(`SELECT key, taken, granted, deferred_to FROM rate_buckets WHERE `+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rate tokens taken: %w", err)
 	}
 	if err := took(rows, o.upsert); err != nil {
 		return nil, err
 	}
+	o.rc.reserved(o.upsert)
 	out, err := t.assignTokens(o.cs, o.pol, o.rc, o.needs, o.upsert, false)
 	return idsOf(out), err
 }
@@ -237,9 +296,12 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		ok, held := true, true
 		for _, key := range keys {
 			n := needs[key]
+			if n.used < n.local {
+				continue // a reserved token
+			}
 			if lockedOnly && !rc.locked[key] {
 				held = false
-			} else if n.used >= n.taken {
+			} else if n.used >= n.local+n.taken {
 				ok = false
 			}
 		}
@@ -256,7 +318,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 			var why string
 			for _, key := range keys {
 				n := needs[key]
-				if n.used < n.taken {
+				if n.used < n.local+n.taken {
 					continue
 				}
 				at := n.slot()
@@ -268,10 +330,11 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		}
 	}
 	// Tokens taken for candidates that another bucket held back go back,
-	// in one statement (in key order, as upsert is).
+	// in one statement (in key order, as upsert is); reserved tokens are
+	// used first, and those left over are lost.
 	var back [][]any
 	for _, n := range upsert {
-		if k := n.taken - n.used; k > 0 {
+		if k := n.taken - max(n.used-n.local, 0); k > 0 {
 			back = append(back, []any{n.key, int64(k)})
 		}
 	}
@@ -344,11 +407,15 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 // token interval apart.
 func (n *bucketNeed) slot() int64 {
 	interval := rateInterval(n.rate)
-	queued := int64(n.want - n.taken)
+	queued := int64(n.ask() - n.taken)
 	at := n.deferredTo - (queued-1-int64(n.deferredN))*interval
 	n.deferredN++
 	return at
 }
+
+// ask is how many tokens the round asks of the bucket: those it wants
+// that the handle did not hold reserved.
+func (n *bucketNeed) ask() int { return n.want - n.local }
 
 // rateInterval is the time between two tokens, in microseconds, rounded
 // up so that a token exists at the time it names.
@@ -358,9 +425,12 @@ func rateInterval(r store.Rate) int64 {
 }
 
 // rateTakeSet is the upsert's update of an existing bucket: refill it to
-// the claim's time (at most to its limit), take what is wanted of the
-// whole tokens, and queue the rest after the bucket's last deferral. It
-// reads the row as locked, so concurrent claims see each other's takes.
+// the claim's time (at most to its limit less the tokens engines hold
+// reserved), take what is wanted of the whole tokens, reserve what is
+// asked if the bucket can spare it (reserves.go), and queue the rest
+// after the bucket's last deferral. It reads the row as locked, so
+// concurrent claims see each other's takes. excluded.reserved is the
+// reservation asked for, excluded.reserved_until the time it would end.
 var rateTakeSet = func() string {
 	r := strings.NewReplacer(
 		"{E}", "(excluded.refilled_at - rate_buckets.refilled_at)",
@@ -369,18 +439,23 @@ var rateTakeSet = func() string {
 	ec := r.Replace(`(CASE WHEN {E} <= 0 THEN 0 WHEN {E} > excluded.per_us THEN excluded.per_us ELSE {E} END)`)
 	base := `(CASE WHEN rate_buckets.per_us = excluded.per_us THEN rate_buckets.credit ELSE rate_buckets.credit / rate_buckets.per_us * excluded.per_us END)`
 	r0 := `(` + base + ` + ` + ec + ` * excluded.limit_n)`
-	capacity := `(excluded.limit_n * excluded.per_us)`
+	held := `(CASE WHEN rate_buckets.reserved_until > excluded.refilled_at THEN rate_buckets.reserved ELSE 0 END)`
+	capacity := `((CASE WHEN excluded.limit_n > ` + held + ` THEN excluded.limit_n - ` + held + ` ELSE 0 END) * excluded.per_us)`
 	refill := `(CASE WHEN ` + r0 + ` > ` + capacity + ` THEN ` + capacity + ` ELSE ` + r0 + ` END)`
 	avail := `(` + refill + ` / excluded.per_us)`
 	take := `(CASE WHEN excluded.wanted < ` + avail + ` THEN excluded.wanted ELSE ` + avail + ` END)`
-	left := `(` + refill + ` - ` + take + ` * excluded.per_us)`
+	grant := `(CASE WHEN excluded.reserved > 0 AND ` + avail + ` - excluded.wanted - excluded.reserved >= excluded.limit_n / 2
+		AND ` + held + ` + excluded.reserved <= excluded.limit_n / 4 THEN excluded.reserved ELSE 0 END)`
+	left := `(` + refill + ` - (` + take + ` + ` + grant + `) * excluded.per_us)`
 	at := r.Replace(`(CASE WHEN {E} > 0 THEN excluded.refilled_at ELSE rate_buckets.refilled_at END)`)
 	next := `(` + at + ` + (excluded.per_us - ` + left + ` + excluded.limit_n - 1) / excluded.limit_n)`
 	after := r.Replace(`(rate_buckets.deferred_to + {I})`)
 	first := `(CASE WHEN ` + next + ` > ` + after + ` THEN ` + next + ` ELSE ` + after + ` END)`
 	queued := r.Replace(`(CASE WHEN excluded.wanted > ` + take + ` THEN ` + first + ` + (excluded.wanted - ` + take + ` - 1) * {I} ELSE rate_buckets.deferred_to END)`)
+	until := `(CASE WHEN ` + grant + ` > 0 AND excluded.reserved_until > rate_buckets.reserved_until THEN excluded.reserved_until ELSE rate_buckets.reserved_until END)`
 	return `limit_n = excluded.limit_n, per_us = excluded.per_us, wanted = excluded.wanted, taken = ` + take +
-		`, credit = ` + left + `, deferred_to = ` + queued + `, refilled_at = ` + at
+		`, credit = ` + left + `, deferred_to = ` + queued + `, refilled_at = ` + at +
+		`, reserved = ` + held + ` + ` + grant + `, reserved_until = ` + until + `, granted = ` + grant
 }()
 
 // takeTokens refills and takes the tokens of buckets, in one statement,
@@ -391,23 +466,23 @@ func (t *txn) takeTokens(needs []*bucketNeed) error {
 		return nil
 	}
 	q, args := t.rateTakeQuery(needs)
-	rows, err := t.query(q+` RETURNING key, taken, deferred_to`, args...)
+	rows, err := t.query(q+` RETURNING key, taken, granted, deferred_to`, args...)
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
 	return took(rows, needs)
 }
 
-// took reads rows of (key, taken, deferred_to) into needs.
+// took reads rows of (key, taken, granted, deferred_to) into needs.
 func took(rows Rows, needs []*bucketNeed) error {
 	type takeRow struct {
-		key        string
-		taken      int
-		deferredTo int64
+		key            string
+		taken, granted int
+		deferredTo     int64
 	}
 	got, err := collect(rows, func(r Row) (takeRow, error) {
 		var x takeRow
-		err := r.Scan(&x.key, &x.taken, &x.deferredTo)
+		err := r.Scan(&x.key, &x.taken, &x.granted, &x.deferredTo)
 		return x, err
 	})
 	if err != nil {
@@ -419,7 +494,7 @@ func took(rows Rows, needs []*bucketNeed) error {
 	}
 	for _, x := range got {
 		if n := byKey[x.key]; n != nil {
-			n.taken, n.deferredTo = x.taken, x.deferredTo
+			n.taken, n.granted, n.deferredTo = x.taken, x.granted, x.deferredTo
 		}
 	}
 	return nil
@@ -430,26 +505,32 @@ func took(rows Rows, needs []*bucketNeed) error {
 func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	rows := make([][]any, len(needs))
 	for i, n := range needs {
-		// A new bucket starts full.
+		// A new bucket starts full, and grants what it is asked to
+		// reserve (reserveSize asks only what a full bucket grants).
 		per := n.rate.Per.Microseconds()
 		limit := int64(n.rate.Limit)
-		take := min(int64(n.want), limit)
-		credit := (limit - take) * per
+		want, reserve := int64(n.ask()), int64(n.reserve)
+		take := min(want, limit)
+		credit := (limit - take - reserve) * per
 		var queued int64
-		if d := int64(n.want) - take; d > 0 {
+		if d := want - take; d > 0 {
 			interval := rateInterval(n.rate)
 			next := t.now + (per-credit+limit-1)/limit
 			queued = next + (d-1)*interval
 		}
-		rows[i] = []any{n.key, limit, per, credit, t.now, int64(n.want), take, queued}
+		var until int64
+		if reserve > 0 {
+			until = t.now + reserveHold(n.rate)
+		}
+		rows[i] = []any{n.key, limit, per, credit, t.now, want, take, queued, reserve, until}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order.
 	from, args := t.rowset("b", []column{{"b_key", colText}, {"b_limit", colInt}, {"b_per", colInt}, {"b_credit", colInt},
-		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}}, rows)
+		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}, {"b_reserve", colInt}, {"b_until", colInt}}, rows)
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
-	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to)
-		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued FROM ` + from + ` WHERE true
+	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted)
+		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve FROM ` + from + ` WHERE true
 		ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet, args
 }
 
@@ -458,11 +539,13 @@ type bucketRow struct {
 	key                             string
 	limit                           int
 	per, credit, refilled, deferred int64
+	reserved, reservedUntil         int64
 }
 
 // tokens returns the tokens the bucket holds at now under rate, computed
 // as the claim's upsert does: whole tokens carry over a change of period,
-// then the bucket refills at rate up to its limit.
+// then the bucket refills at rate up to its limit, less the tokens engines
+// hold reserved (which are not counted as the bucket's).
 func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
 	per := rate.Per.Microseconds()
 	if per <= 0 || b.per <= 0 {
@@ -473,7 +556,11 @@ func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
 		credit = credit / b.per * per
 	}
 	e := min(max(now-b.refilled, 0), per)
-	c := min(credit+e*int64(rate.Limit), int64(rate.Limit)*per)
+	limit := int64(rate.Limit)
+	if b.reservedUntil > now {
+		limit = max(limit-b.reserved, 0)
+	}
+	c := min(credit+e*int64(rate.Limit), limit*per)
 	return float64(c) / float64(per)
 }
 
@@ -481,7 +568,7 @@ func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
 func scanBuckets(rows Rows) ([]bucketRow, error) {
 	got, err := collect(rows, func(r Row) (bucketRow, error) {
 		var b bucketRow
-		err := r.Scan(&b.key, &b.limit, &b.per, &b.credit, &b.refilled, &b.deferred)
+		err := r.Scan(&b.key, &b.limit, &b.per, &b.credit, &b.refilled, &b.deferred, &b.reserved, &b.reservedUntil)
 		return b, err
 	})
 	if err != nil {
@@ -508,7 +595,7 @@ func reportDeferred(p store.ClaimParams, deferred map[string]*store.RateDeferral
 // reports (a keyed rate has one per value).
 const maxReportedBuckets = 1000
 
-const bucketColumns = `key, limit_n, per_us, credit, refilled_at, deferred_to`
+const bucketColumns = `key, limit_n, per_us, credit, refilled_at, deferred_to, reserved, reserved_until`
 
 // policyTokens fills in the tokens of the policies with a rate from their
 // buckets at now, reading them with read (in a transaction or not); a
@@ -577,12 +664,13 @@ func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) err
 	return nil
 }
 
-// PruneRates deletes the buckets full at now with no deferral to come.
+// PruneRates deletes the buckets full at now with no deferral to come and
+// no tokens held reserved.
 func (s *Store) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.write(ctx, "", func(t *txn) error {
 		at := now.UnixMicro()
-		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ?`, at, at)
+		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until <= ?`, at, at, at)
 		if err != nil {
 			return fmt.Errorf("prune rate buckets: %w", err)
 		}

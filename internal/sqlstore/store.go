@@ -159,6 +159,8 @@ type Store struct {
 	// every token it asked for: the next takes them in its claim statement
 	// (rates.go).
 	ratesGranted atomic.Bool
+	// reserves are the rate tokens this handle holds ahead (reserves.go).
+	reserves reserves
 }
 
 // New returns a Store on open database handles whose schema is current.

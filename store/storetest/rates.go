@@ -29,6 +29,10 @@ var rateTests = []struct {
 	{"RateHoldsUnderConcurrentClaims", testRateConcurrent},
 	{"RateRunsOutAfterAGrantedClaim", testRateRunsOut},
 	{"RateDeferralsLeaveTheirSlots", testRateDeferralSlots},
+	{"RateTokensReservedAhead", testRateReserved},
+	{"ReservedTokensNeverExceedTheLimit", testRateReservedExact},
+	{"ReservedTokensLapseWithTheirRate", testRateReservedRateChange},
+	{"ReservedTokensHoldUnderConcurrentClaims", testRateReservedConcurrent},
 }
 
 // rated is a one-step task under a step rate.
@@ -305,4 +309,125 @@ func testRateDeferralSlots(t *testing.T, h *harness) {
 	got := h.claim("e1", 3)
 	require.Len(t, got, 3, "two under the rate, and the first step behind the one deferred")
 	require.Equal(t, plain[0].Task.ID, got[2].TaskID)
+}
+
+// nsTokens returns the tokens ListPolicies reports of namespace ns's rate.
+func (h *harness) nsTokens(ns string) float64 {
+	h.t.Helper()
+	rep, err := h.s.ListPolicies(h.ctx)
+	require.NoError(h.t, err)
+	for _, p := range rep.Policies {
+		if p.Target == ns && p.Tokens != nil {
+			return *p.Tokens
+		}
+	}
+	h.t.Fatalf("no rate reported for %s", ns)
+	return 0
+}
+
+// testRateReserved: a claim under a rate of at least 1,000 a period,
+// far from binding, reserves tokens ahead (a sixteenth of the limit, at
+// most 64 per token it takes), and the handle's next claims take them
+// without writing the bucket, until half the bucket's hold (the period)
+// has passed; the bucket refills only up to its limit less what is held.
+func testRateReserved(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 1000, Per: time.Second}})
+	h.insert(store.TaskInsert{})
+	require.Len(t, h.claim("e1", 10), 1)
+	require.InDelta(t, 1000-1-62, h.nsTokens("ns"), 1e-9, "one token taken, 62 reserved")
+	for range 5 {
+		h.insert(store.TaskInsert{})
+	}
+	require.Len(t, h.claim("e1", 10), 5)
+	require.InDelta(t, 937, h.nsTokens("ns"), 1e-9, "taken from the reservation: the bucket is as it was")
+
+	h.clock.Advance(300 * time.Millisecond)
+	require.InDelta(t, 938, h.nsTokens("ns"), 1e-9, "refilled up to the limit less the 62 held")
+	h.insert(store.TaskInsert{})
+	require.Len(t, h.claim("e1", 10), 1)
+	require.InDelta(t, 938, h.nsTokens("ns"), 1e-9, "still reserved")
+
+	h.clock.Advance(300 * time.Millisecond) // past the half second the handle uses them for
+	h.insert(store.TaskInsert{})
+	require.Len(t, h.claim("e1", 10), 1)
+	require.InDelta(t, 938-1-62, h.nsTokens("ns"), 1e-9, "taken from the bucket, with a new reservation; the old one is held still")
+	for range 5 {
+		h.insert(store.TaskInsert{})
+	}
+	require.Len(t, h.claim("e1", 10), 5)
+	require.InDelta(t, 875, h.nsTokens("ns"), 1e-9, "taken from the new reservation")
+
+	h.clock.Advance(2 * time.Second)
+	require.InDelta(t, 1000, h.nsTokens("ns"), 1e-9, "the holds lapsed: the bucket is full again")
+}
+
+// testRateReservedExact: the tokens a handle holds reserved and those the
+// bucket holds never exceed the limit together: a claim that takes both
+// claims what a bucket of the limit would have granted at that time.
+func testRateReservedExact(t *testing.T, h *harness) {
+	r := store.Rate{Limit: 1000, Per: time.Second}
+	h.insert(rated("step:ns/wf/call", r))
+	require.Len(t, h.claim("e1", 1), 1, "one token, and 62 reserved")
+	h.clock.Advance(400 * time.Millisecond) // the bucket refilled past its limit less the reservation
+	var many []store.TaskInsert
+	for range 1100 {
+		many = append(many, rated("step:ns/wf/call", r))
+	}
+	h.insert(many...)
+	require.Equal(t, 1000, len(h.claim("e1", 1100)), "62 reserved and 938 from the bucket: a full bucket's worth")
+	require.Empty(t, h.claim("e1", 1100), "the other 100 deferred")
+}
+
+// testRateReservedRateChange: tokens reserved under a rate are not used
+// once the rate changes, and the bucket still counts them as held, so a
+// lowered rate is not exceeded.
+func testRateReservedRateChange(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 1000, Per: time.Second}})
+	h.insert(store.TaskInsert{})
+	require.Len(t, h.claim("e1", 10), 1, "one token, and 62 reserved")
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 10, Per: time.Second}})
+	for range 30 {
+		h.insert(store.TaskInsert{})
+	}
+	got := len(h.claim("e1", 30))
+	require.LessOrEqual(t, got, 10, "the reservation lapsed with its rate")
+	h.clock.Advance(time.Second)
+	h.promote()
+	got += len(h.claim("e1", 30))
+	require.LessOrEqual(t, got, 20, "at most 10 a second since the change")
+	require.Positive(t, got, "the hold ended with its time")
+}
+
+// testRateReservedConcurrent claims from many goroutines at once, all at
+// the same instant, under a rate whose tokens are reserved ahead: the
+// rate is never exceeded.
+func testRateReservedConcurrent(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 1000, Per: time.Hour}})
+	many := make([]store.TaskInsert, 1200)
+	h.insert(many...)
+	now := h.clock.Now()
+	var mu sync.Mutex
+	total := 0
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 6 {
+				got, err := h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: fmt.Sprintf("e%d", g), Limit: 1 + 7*g, Now: now})
+				if err != nil && !errors.Is(err, store.ErrUnavailable) {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				mu.Lock()
+				total += len(got)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, total, 1000)
+	require.Positive(t, total)
+	got := len(h.claim("e1", 1200))
+	require.LessOrEqual(t, total+got, 1000, "what the claims left, reserved or not, adds up to the limit at most")
 }
