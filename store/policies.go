@@ -172,7 +172,8 @@ type Policy struct {
 	// Running is, for a namespace, how many of its steps run now.
 	Running int `json:"running"`
 	// Rate is a namespace's rate limit (nil: none) and Tokens how many
-	// claims its bucket allows now.
+	// claims its bucket allows now, besides those of the tokens engines
+	// hold reserved (rates of 1,000 a period or more).
 	Rate   *Rate    `json:"rate,omitempty"`
 	Tokens *float64 `json:"tokens,omitempty"`
 }

@@ -128,7 +128,8 @@ type RateUsage struct {
 	// keyed one.
 	Key  string `json:"key"`
 	Rate Rate   `json:"rate"`
-	// Tokens is how many claims the bucket allows now.
+	// Tokens is how many claims the bucket allows now, besides those of
+	// the tokens engines hold reserved (rates of 1,000 a period or more).
 	Tokens float64 `json:"tokens"`
 	// DeferredUntil is the latest time a step waiting for a token of this
 	// bucket was deferred to, when it is still to come.

@@ -88,8 +88,9 @@ type bucketNeed struct {
 	// of want, the tokens taken from the handle's reserve (reserves.go);
 	// the rest are asked of the bucket
 	local int
-	// tokens asked to reserve for the handle's next claims
-	reserve int
+	// tokens asked to reserve for the handle's next claims, and tokens of
+	// those it held that it used (reserves.go)
+	reserve, release int
 	// what the upsert returned
 	taken, granted int
 	deferredTo     int64
@@ -153,6 +154,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 			continue
 		}
 		n.reserve = reserveSize(n.rate, n.ask())
+		n.release = t.s.reserves.release(n.key, n.rate)
 		upsert = append(upsert, n)
 	}
 	if len(upsert) > 0 && round == 0 {
@@ -430,7 +432,9 @@ func rateInterval(r store.Rate) int64 {
 // asked if the bucket can spare it (reserves.go), and queue the rest
 // after the bucket's last deferral. It reads the row as locked, so
 // concurrent claims see each other's takes. excluded.reserved is the
-// reservation asked for, excluded.reserved_until the time it would end.
+// reservation asked for, excluded.reserved_until the time it would end,
+// excluded.released how many of the tokens the claim's handle held it
+// used since it last wrote the bucket.
 var rateTakeSet = func() string {
 	r := strings.NewReplacer(
 		"{E}", "(excluded.refilled_at - rate_buckets.refilled_at)",
@@ -439,8 +443,14 @@ var rateTakeSet = func() string {
 	ec := r.Replace(`(CASE WHEN {E} <= 0 THEN 0 WHEN {E} > excluded.per_us THEN excluded.per_us ELSE {E} END)`)
 	base := `(CASE WHEN rate_buckets.per_us = excluded.per_us THEN rate_buckets.credit ELSE rate_buckets.credit / rate_buckets.per_us * excluded.per_us END)`
 	r0 := `(` + base + ` + ` + ec + ` * excluded.limit_n)`
-	held := `(CASE WHEN rate_buckets.reserved_until > excluded.refilled_at THEN rate_buckets.reserved ELSE 0 END)`
-	capacity := `((CASE WHEN excluded.limit_n > ` + held + ` THEN excluded.limit_n - ` + held + ` ELSE 0 END) * excluded.per_us)`
+	// The refill since the last write counts the tokens held then, up to a
+	// period after they lapse (a bucket refilled past them before they
+	// lapsed would hold more than the limit with them); what stays held
+	// from now is what has not lapsed, less what the handle released.
+	heldThen := `(CASE WHEN rate_buckets.reserved_until + rate_buckets.per_us <= excluded.refilled_at THEN 0 ELSE rate_buckets.reserved END)`
+	held := `(CASE WHEN rate_buckets.reserved_until <= excluded.refilled_at THEN 0
+		WHEN rate_buckets.reserved > excluded.released THEN rate_buckets.reserved - excluded.released ELSE 0 END)`
+	capacity := `((CASE WHEN excluded.limit_n > ` + heldThen + ` THEN excluded.limit_n - ` + heldThen + ` ELSE 0 END) * excluded.per_us)`
 	refill := `(CASE WHEN ` + r0 + ` > ` + capacity + ` THEN ` + capacity + ` ELSE ` + r0 + ` END)`
 	avail := `(` + refill + ` / excluded.per_us)`
 	take := `(CASE WHEN excluded.wanted < ` + avail + ` THEN excluded.wanted ELSE ` + avail + ` END)`
@@ -455,7 +465,7 @@ var rateTakeSet = func() string {
 	until := `(CASE WHEN ` + grant + ` > 0 AND excluded.reserved_until > rate_buckets.reserved_until THEN excluded.reserved_until ELSE rate_buckets.reserved_until END)`
 	return `limit_n = excluded.limit_n, per_us = excluded.per_us, wanted = excluded.wanted, taken = ` + take +
 		`, credit = ` + left + `, deferred_to = ` + queued + `, refilled_at = ` + at +
-		`, reserved = ` + held + ` + ` + grant + `, reserved_until = ` + until + `, granted = ` + grant
+		`, reserved = ` + held + ` + ` + grant + `, reserved_until = ` + until + `, granted = ` + grant + `, released = excluded.released`
 }()
 
 // takeTokens refills and takes the tokens of buckets, in one statement,
@@ -522,15 +532,15 @@ func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 		if reserve > 0 {
 			until = t.now + reserveHold(n.rate)
 		}
-		rows[i] = []any{n.key, limit, per, credit, t.now, want, take, queued, reserve, until}
+		rows[i] = []any{n.key, limit, per, credit, t.now, want, take, queued, reserve, until, int64(n.release)}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order.
 	from, args := t.rowset("b", []column{{"b_key", colText}, {"b_limit", colInt}, {"b_per", colInt}, {"b_credit", colInt},
-		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}, {"b_reserve", colInt}, {"b_until", colInt}}, rows)
+		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}, {"b_reserve", colInt}, {"b_until", colInt}, {"b_released", colInt}}, rows)
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
-	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted)
-		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve FROM ` + from + ` WHERE true
+	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
+		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
 		ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet, args
 }
 
@@ -557,7 +567,7 @@ func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
 	}
 	e := min(max(now-b.refilled, 0), per)
 	limit := int64(rate.Limit)
-	if b.reservedUntil > now {
+	if b.reservedUntil+b.per > now {
 		limit = max(limit-b.reserved, 0)
 	}
 	c := min(credit+e*int64(rate.Limit), limit*per)
@@ -670,7 +680,7 @@ func (s *Store) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.write(ctx, "", func(t *txn) error {
 		at := now.UnixMicro()
-		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until <= ?`, at, at, at)
+		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until + per_us <= ?`, at, at, at)
 		if err != nil {
 			return fmt.Errorf("prune rate buckets: %w", err)
 		}

@@ -20,7 +20,10 @@ import (
 // tokens in the bucket and the tokens held never exceed the limit
 // together: a step claimed with a reserved token is one a claim could have
 // taken from the bucket at that time, and a rate that binds (a bucket half
-// empty) reserves nothing and is taken claim by claim, as before.
+// empty) reserves nothing and is taken claim by claim, as before. A claim
+// that writes the bucket again releases the tokens the handle used since
+// its last write: they no longer count as held, and the bucket refills
+// past them.
 //
 // The handle uses its tokens until half the time the bucket holds them for
 // (reserveHold), so that engines whose clocks differ by less than that
@@ -59,7 +62,9 @@ func reserveHold(rate store.Rate) int64 {
 // reserve is the tokens a handle holds of one bucket.
 type reserve struct {
 	rate   store.Rate
-	tokens int
+	tokens int   // not used yet
+	held   int   // counted in the bucket as held: tokens, and those used since the last release
+	size   int   // the last reservation's
 	until  int64 // the handle uses them before this time (microseconds)
 	renew  int64 // a claim that writes buckets renews them from this time
 }
@@ -84,24 +89,45 @@ func (r *reserves) take(key string, rate store.Rate, want int, now int64) int {
 	}
 	n := min(want, res.tokens)
 	res.tokens -= n
-	if res.tokens == 0 {
-		delete(r.m, key)
-	} else {
-		r.m[key] = res
+	r.m[key] = res
+	return n
+}
+
+// release returns how many of the tokens of key the bucket counts as held
+// the handle used, for a claim that writes the bucket to release them;
+// they count as released from now, whether or not that claim commits (the
+// bucket then counts them as held until they lapse).
+func (r *reserves) release(key string, rate store.Rate) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res, ok := r.m[key]
+	if !ok || res.rate != rate {
+		return 0
 	}
+	n := res.held - res.tokens
+	res.held = res.tokens
+	r.m[key] = res
 	return n
 }
 
 // expiring returns the buckets whose reservations are past half their use
 // at now, other than those of skip: a claim that writes buckets anyway
-// renews them with its own.
+// renews them with its own, releasing what the handle used of them. It
+// forgets the reservations that lapsed.
 func (r *reserves) expiring(now int64, skip map[string]*bucketNeed) []*bucketNeed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*bucketNeed
 	for key, res := range r.m {
+		if now >= res.until {
+			delete(r.m, key)
+			continue
+		}
 		if now >= res.renew && skip[key] == nil {
-			out = append(out, &bucketNeed{key: key, rate: res.rate, reserve: reserveSize(res.rate, 0)})
+			n := &bucketNeed{key: key, rate: res.rate, reserve: reserveSize(res.rate, res.size/64), release: res.held - res.tokens}
+			res.held = res.tokens
+			r.m[key] = res
+			out = append(out, n)
 		}
 	}
 	return out
@@ -122,6 +148,8 @@ func (r *reserves) add(key string, rate store.Rate, granted int, now int64) {
 	}
 	use := reserveHold(rate) / 2
 	res.tokens += granted
+	res.held += granted
+	res.size = granted
 	res.until, res.renew = now+use, now+use/2
 	r.m[key] = res
 }

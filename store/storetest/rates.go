@@ -33,6 +33,7 @@ var rateTests = []struct {
 	{"ReservedTokensNeverExceedTheLimit", testRateReservedExact},
 	{"ReservedTokensLapseWithTheirRate", testRateReservedRateChange},
 	{"ReservedTokensHoldUnderConcurrentClaims", testRateReservedConcurrent},
+	{"ReservedTokensUsedAreReleased", testRateReservedReleased},
 }
 
 // rated is a one-step task under a step rate.
@@ -379,8 +380,9 @@ func testRateReservedExact(t *testing.T, h *harness) {
 }
 
 // testRateReservedRateChange: tokens reserved under a rate are not used
-// once the rate changes, and the bucket still counts them as held, so a
-// lowered rate is not exceeded.
+// once the rate changes, and the bucket still counts them as held (its
+// refill until a period after they lapse), so a lowered rate is not
+// exceeded.
 func testRateReservedRateChange(t *testing.T, h *harness) {
 	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 1000, Per: time.Second}})
 	h.insert(store.TaskInsert{})
@@ -391,10 +393,12 @@ func testRateReservedRateChange(t *testing.T, h *harness) {
 	}
 	got := len(h.claim("e1", 30))
 	require.LessOrEqual(t, got, 10, "the reservation lapsed with its rate")
-	h.clock.Advance(time.Second)
-	h.promote()
-	got += len(h.claim("e1", 30))
-	require.LessOrEqual(t, got, 20, "at most 10 a second since the change")
+	for range 2 {
+		h.clock.Advance(time.Second)
+		h.promote()
+		got += len(h.claim("e1", 30))
+	}
+	require.LessOrEqual(t, got, 30, "at most 10 a second since the change, and 10 at once")
 	require.Positive(t, got, "the hold ended with its time")
 }
 
@@ -430,4 +434,20 @@ func testRateReservedConcurrent(t *testing.T, h *harness) {
 	require.Positive(t, total)
 	got := len(h.claim("e1", 1200))
 	require.LessOrEqual(t, total+got, 1000, "what the claims left, reserved or not, adds up to the limit at most")
+}
+
+// testRateReservedReleased: a claim that writes a bucket again releases the
+// reserved tokens its handle used since, so that the bucket refills past
+// them; only the new reservation is held.
+func testRateReservedReleased(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 1000, Per: time.Second}})
+	h.insert(store.TaskInsert{})
+	require.Len(t, h.claim("e1", 100), 1, "one token, and 62 reserved")
+	h.insert(make([]store.TaskInsert, 63)...)
+	require.Len(t, h.claim("e1", 62), 62, "the 62 reserved")
+	require.InDelta(t, 937, h.nsTokens("ns"), 1e-9)
+	require.Len(t, h.claim("e1", 100), 1, "from the bucket, releasing the 62 used and reserving 62 more")
+	require.InDelta(t, 937-1-62, h.nsTokens("ns"), 1e-9)
+	h.clock.Advance(300 * time.Millisecond)
+	require.InDelta(t, 1000-62, h.nsTokens("ns"), 1e-9, "refilled up to the limit less the 62 held, not 124")
 }

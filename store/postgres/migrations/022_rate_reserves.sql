@@ -5,7 +5,10 @@
 -- many tokens engines hold so until reserved_until; while they do, the
 -- bucket refills only up to its limit less reserved, so that the tokens
 -- held and the tokens in the bucket never exceed the limit together.
+-- An engine that writes the bucket again tells how many of the tokens it
+-- holds it used since (released), and they no longer count as held.
 -- granted is how many the last claim reserved.
 ALTER TABLE rate_buckets ADD COLUMN reserved BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE rate_buckets ADD COLUMN reserved_until BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE rate_buckets ADD COLUMN granted BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE rate_buckets ADD COLUMN released BIGINT NOT NULL DEFAULT 0;
