@@ -61,7 +61,7 @@ import (
 // Deferrals queue: a bucket remembers the latest time it deferred a step
 // to (deferred_to), and the next deferral goes one token interval after
 // it, so a backlog under a rate is spread over the times its tokens come
-// instead of waking all at once. Tokens are not reserved for deferred
+// instead of waking all at once. Tokens are not kept for deferred
 // steps: a step that arrives when a token exists takes it, and a deferred
 // step that then finds none is deferred again, behind the others. Each
 // deferral is audited (ready -> waiting, naming the bucket and the time),
