@@ -333,33 +333,27 @@ func (h *harness) nsTokens(ns string) float64 {
 // has passed; the bucket refills only up to its limit less what is held.
 func testRateReserved(t *testing.T, h *harness) {
 	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 1000, Per: time.Second}})
-	h.insert(store.TaskInsert{})
-	require.Len(t, h.claim("e1", 10), 1)
-	require.InDelta(t, 1000-1-62, h.nsTokens("ns"), 1e-9, "one token taken, 62 reserved")
-	for range 5 {
-		h.insert(store.TaskInsert{})
+	steps := []struct {
+		advance time.Duration
+		tasks   int
+		tokens  float64
+		why     string
+	}{
+		{0, 1, 1000 - 1 - 62, "one token taken, 62 reserved"},
+		{0, 5, 937, "taken from the reservation: the bucket is as it was"},
+		{300 * time.Millisecond, 1, 938, "refilled up to the limit less the 62 held; still reserved"},
+		{300 * time.Millisecond, 1, 938 - 1 - 62, "past the half second the handle uses them for: taken from the bucket, with a new reservation; the old one is held still"},
+		{0, 5, 875, "taken from the new reservation"},
+		{2 * time.Second, 0, 1000, "the holds lapsed: the bucket is full again"},
 	}
-	require.Len(t, h.claim("e1", 10), 5)
-	require.InDelta(t, 937, h.nsTokens("ns"), 1e-9, "taken from the reservation: the bucket is as it was")
-
-	h.clock.Advance(300 * time.Millisecond)
-	require.InDelta(t, 938, h.nsTokens("ns"), 1e-9, "refilled up to the limit less the 62 held")
-	h.insert(store.TaskInsert{})
-	require.Len(t, h.claim("e1", 10), 1)
-	require.InDelta(t, 938, h.nsTokens("ns"), 1e-9, "still reserved")
-
-	h.clock.Advance(300 * time.Millisecond) // past the half second the handle uses them for
-	h.insert(store.TaskInsert{})
-	require.Len(t, h.claim("e1", 10), 1)
-	require.InDelta(t, 938-1-62, h.nsTokens("ns"), 1e-9, "taken from the bucket, with a new reservation; the old one is held still")
-	for range 5 {
-		h.insert(store.TaskInsert{})
+	for _, st := range steps {
+		h.clock.Advance(st.advance)
+		if st.tasks > 0 {
+			h.insert(make([]store.TaskInsert, st.tasks)...)
+		}
+		require.Len(t, h.claim("e1", 10), st.tasks, st.why)
+		require.InDelta(t, st.tokens, h.nsTokens("ns"), 1e-9, st.why)
 	}
-	require.Len(t, h.claim("e1", 10), 5)
-	require.InDelta(t, 875, h.nsTokens("ns"), 1e-9, "taken from the new reservation")
-
-	h.clock.Advance(2 * time.Second)
-	require.InDelta(t, 1000, h.nsTokens("ns"), 1e-9, "the holds lapsed: the bucket is full again")
 }
 
 // testRateReservedExact: the tokens a handle holds reserved and those the
