@@ -159,11 +159,17 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	} else {
 		q += "NULL"
 	}
-	if t.s.d.Lock != "" && t.s.cachedWeights() {
+	readiness := false
+	switch {
+	case t.s.d.FairReadiness != "" && t.s.cachedWeights():
+		q += ", NULL, " + t.s.d.FairReadiness
+		args = append(args, fairLock, maxFairNamespaces)
+		t.fairLocked, readiness = true, true
+	case t.s.d.Lock != "" && t.s.cachedWeights():
 		q += ", " + t.s.d.Lock
 		args = append(args, fairLock)
 		t.fairLocked = true
-	} else {
+	default:
 		q += ", NULL"
 	}
 	if len(predicted) > 0 {
@@ -183,16 +189,26 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	type first struct {
 		state, plan, locked sql.NullString
 		version             int64
+		ready               []string
 		kind, n             sql.NullInt64
 		name                sql.NullString
 	}
 	got, err := collect(rows, func(r Row) (first, error) {
 		var f first
-		err := r.Scan(&f.state, &f.version, &f.plan, &f.locked, &f.kind, &f.name, &f.n)
+		dest := []any{&f.state, &f.version, &f.plan, &f.locked}
+		if readiness {
+			dest = append(dest, &f.ready)
+		}
+		err := r.Scan(append(dest, &f.kind, &f.name, &f.n)...)
 		return f, err
 	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+	}
+	if readiness && len(got) > 0 {
+		if t.fairRead, err = parseFairRows(got[0].ready); err != nil {
+			return 0, nil, err
+		}
 	}
 	for _, f := range got {
 		if f.state.Valid && f.state.String != "live" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -20,10 +21,10 @@ import (
 //     so that claims under weights follow each other and each counts the
 //     steps the one before it claimed (without it, claims at the same
 //     moment all see the same namespace below its share and all take it);
-//     then one statement counts the running steps of every namespace (index
-//     steps_running) and finds the namespaces that have ready steps, by a
-//     skip scan of steps_ready_namespace: one index probe per namespace,
-//     never a read of the ready queue;
+//     then one statement finds the namespaces that have ready steps, by a
+//     skip scan of steps_ready_namespace (one index probe per namespace,
+//     never a read of the ready queue), and counts their running steps
+//     (index steps_running) when there are two or more;
 //  2. the claim's slots go one by one to a namespace below its share: its
 //     running steps, with the slots it was given so far, are fewer than its
 //     weight's part of all the running steps of these namespaces plus the
@@ -78,17 +79,70 @@ type fairShare struct {
 	pass      float64
 }
 
-// fairReadiness counts running steps by namespace and finds the namespaces
-// with ready steps, in one statement.
+// fairReadiness finds the namespaces with ready steps and, when there are
+// two or more (one takes every slot: there is nothing to share), counts
+// their running steps, in one statement.
 const fairReadiness = `WITH RECURSIVE ready_ns(n, depth) AS (
 	SELECT min(namespace), 1 FROM steps WHERE state = 'ready' AND namespace <> ''
 	UNION ALL
 	SELECT (SELECT min(namespace) FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ready_ns.n), depth + 1
 		FROM ready_ns WHERE ready_ns.n IS NOT NULL AND depth < ?
-)
-SELECT 1, n, 0 FROM ready_ns WHERE n IS NOT NULL
+), ready(n) AS (SELECT n FROM ready_ns WHERE n IS NOT NULL)
+SELECT 1, n, 0 FROM ready
 UNION ALL
-SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' GROUP BY namespace`
+SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (SELECT n FROM ready) AND (SELECT count(*) FROM ready) > 1
+	GROUP BY namespace`
+
+// fairRow is a row of fairReadiness: a namespace with ready steps, or its
+// running steps.
+type fairRow struct {
+	ready     bool
+	namespace string
+	n         int64
+}
+
+// fairReadiness returns the rows of fairReadiness: those the claim's first
+// statement read, the first time, or else read now.
+func (t *txn) fairReadiness() ([]fairRow, error) {
+	if t.fairRead != nil {
+		got := t.fairRead
+		t.fairRead = nil
+		return got, nil
+	}
+	rows, err := t.query(fairReadiness, maxFairNamespaces)
+	if err != nil {
+		return nil, fmt.Errorf("count running steps by namespace: %w", err)
+	}
+	got, err := collect(rows, func(r Row) (fairRow, error) {
+		var v fairRow
+		var kind int64
+		err := r.Scan(&kind, &v.namespace, &v.n)
+		v.ready = kind == 1
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count running steps by namespace: %w", err)
+	}
+	return got, nil
+}
+
+// parseFairRows reads the rows of fairReadiness from the claim's first
+// statement, as "KIND N NAMESPACE"; never nil.
+func parseFairRows(in []string) ([]fairRow, error) {
+	out := make([]fairRow, 0, len(in))
+	for _, s := range in {
+		parts := strings.SplitN(s, " ", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("read ready namespaces: %q is not KIND N NAMESPACE", s)
+		}
+		n, err := strconv.ParseInt(parts[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("read ready namespaces: %q is not KIND N NAMESPACE", s)
+		}
+		out = append(out, fairRow{ready: parts[0] == "1", namespace: parts[2], n: n})
+	}
+	return out, nil
+}
 
 // fairQuery returns the claim query that shares want slots between the
 // namespaces with ready work by weight, or ok false when the ordinary
@@ -145,24 +199,9 @@ func fairPart(claimQuery string) string {
 // fairShares reads the namespaces with ready work that the claim may take,
 // with their running steps and weights, ordered by name.
 func (t *txn) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
-	rows, err := t.query(fairReadiness, maxFairNamespaces)
+	got, err := t.fairReadiness()
 	if err != nil {
-		return nil, fmt.Errorf("count running steps by namespace: %w", err)
-	}
-	type nsRow struct {
-		ready     bool
-		namespace string
-		n         int64
-	}
-	got, err := collect(rows, func(r Row) (nsRow, error) {
-		var v nsRow
-		var kind int64
-		err := r.Scan(&kind, &v.namespace, &v.n)
-		v.ready = kind == 1
-		return v, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("count running steps by namespace: %w", err)
+		return nil, err
 	}
 	running := map[string]int{}
 	var shares []fairShare

@@ -75,6 +75,13 @@ type Dialect struct {
 	// on the name it is given (one argument) and yields a value; empty
 	// where one writer at a time is guaranteed.
 	Lock string
+	// FairReadiness, if set, is an expression for the claim's first
+	// statement, with two arguments (the fair shares' lock, the most
+	// namespaces to find), that takes the lock and then yields the rows of
+	// fairReadiness as an array of "KIND N NAMESPACE"; where it is empty,
+	// the claim takes the lock with Lock and reads fairReadiness in a
+	// statement of its own.
+	FairReadiness string
 	// Uncancellable runs a write transaction's statements under a context
 	// that cannot be cancelled (checked once before it begins), for drivers
 	// that pay for each cancellable statement (mattn/go-sqlite3 starts a

@@ -31,6 +31,9 @@ type txn struct {
 	timed bool
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
+	// fairRead: what the claim's first statement read of fairReadiness,
+	// for its first round (fair.go).
+	fairRead []fairRow
 	// limitLocked: the claim holds locks of namespaces' limits
 	// (limits.go).
 	limitLocked bool

@@ -178,6 +178,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			// advisory locks are the whole database's.
 			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(current_schema() || '/' || ?)))",
 			LimitRoom:      "weft_limit_room(%s::text[], %s)",
+			FairReadiness:  "ARRAY(SELECT r_kind || ' ' || r_n || ' ' || r_namespace FROM weft_fair_readiness(?, ?))",
 			Explain:        "EXPLAIN",
 			ExplainAnalyze: "EXPLAIN (ANALYZE, BUFFERS)",
 			ExplainColumns: 1,

@@ -82,6 +82,7 @@ func TestFairClaimReadsNamespaceIndex(t *testing.T) {
 	require.Contains(t, plan, "Index Scan using steps_ready_namespace", "a namespace's part reads its steps in order:\n%s", plan)
 	require.NotContains(t, plan, "Sort", "nothing sorts the backlog:\n%s", plan)
 	require.NotContains(t, plan, "Seq Scan", "nothing reads the backlog:\n%s", plan)
+	require.Contains(t, plan, "One-Time Filter", "running steps are counted only while two or more namespaces have ready work:\n%s", plan)
 }
 
 func TestRefusesNewerSchema(t *testing.T) {
