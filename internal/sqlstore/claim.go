@@ -49,10 +49,16 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
+		t.caps = p.Caps
 		predicted := s.predictedLimits()
-		version, room, err := t.claimStart(p, predicted)
+		version, room, bounded, err := t.claimStart(p, predicted)
 		if err != nil {
 			return err
+		}
+		if version != bounded {
+			// Bounds of counts made under other policies: the namespaces
+			// stay locked, and are counted when the claim meets them.
+			predicted, room = nil, nil
 		}
 		leaseID := p.LeaseID
 		if leaseID == 0 {
@@ -69,8 +75,11 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			if pol.all {
 				return nil // everything is paused
 			}
+			t.version = version
 			keys = newKeyRoom(pol.capsWith(p.Caps), p.Limit)
-			keys.countedIn(predicted, room)
+			if attempt == 0 {
+				t.limitsIn(predicted, room, keys)
+			}
 			keys.brk = newBreakerRoom(pol, t.now)
 			rates = &rateClaim{}
 			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
@@ -90,6 +99,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		deferred, granted, now = rates.deferred, rates.granted, t.now
 		s.predictLimits(keys.met)
+		s.bounds.met(keys.floor)
 		return t.claimContext(claimed, deps)
 	})
 	if err != nil {
@@ -151,7 +161,11 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // last read hold weights (fairQuery takes it itself when they were set
 // since), and locks and counts the namespaces in predicted, those the last
 // claim met limits in (limits.go), returning their counts.
-func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, err error) {
+//
+// It returns the policy version it read, and the one the bounds it passed
+// LimitRoom were made under (limitbounds.go): the rows of the predicted
+// namespaces hold only if the two are the same.
+func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, bounded int64, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
 	if t.s.d.ClaimPlan != "" {
@@ -172,18 +186,19 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	default:
 		q += ", NULL"
 	}
+	bounded = t.s.cachedVersion()
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.d.LimitRoom, "?", "true") + ` AS r ON true`
-		args = append(args, predicted)
+			fmt.Sprintf(t.s.d.LimitRoom, "?", "true", "?") + ` AS r ON true`
+		args = append(args, predicted, t.s.bounds.known(predicted, bounded, t.now, p.Limit, p.Caps, nil))
 		t.limitLocked = true
 	} else {
 		q += ", NULL, NULL, NULL"
 	}
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		return 0, nil, 0, fmt.Errorf("check engine %s: %w", p.EngineID, err)
 	}
 	// One row, or one per count of the predicted namespaces.
 	type first struct {
@@ -203,23 +218,23 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 		return f, err
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		return 0, nil, 0, fmt.Errorf("check engine %s: %w", p.EngineID, err)
 	}
 	if readiness && len(got) > 0 {
 		if t.fairRead, err = parseFairRows(got[0].ready); err != nil {
-			return 0, nil, err
+			return 0, nil, 0, err
 		}
 	}
 	for _, f := range got {
 		if f.state.Valid && f.state.String != "live" {
-			return 0, nil, fmt.Errorf("engine %s is %s: %w", p.EngineID, f.state.String, store.ErrEngineLost)
+			return 0, nil, 0, fmt.Errorf("engine %s is %s: %w", p.EngineID, f.state.String, store.ErrEngineLost)
 		}
 		version = f.version
 		if f.kind.Valid {
 			room = append(room, countRow{kind: int(f.kind.Int64), key: f.name.String, n: f.n.Int64})
 		}
 	}
-	return version, room, nil
+	return version, room, bounded, nil
 }
 
 // namespaceRow is a namespace with a number: a count of its steps, or the

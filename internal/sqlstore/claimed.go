@@ -48,12 +48,25 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		// The tasks to start by primary key: (state || '') keeps the
 		// planner off tasks_state, whose pending entries of tasks started
 		// since the last vacuum it would read at every claim.
+		// The totals of the namespaces whose limits the claim holds grow
+		// by what it claims (limitbounds.go); a task with two steps
+		// claimed counts twice, which only loosens the bound.
+		totals := ""
+		if t.s.d.LimitRoom != "" && len(t.limitHeld) > 0 {
+			totals = `, totals AS (INSERT INTO limit_claims AS l (namespace, steps, tasks)
+				SELECT s.namespace, count(*), count(started.id) FROM s LEFT JOIN started ON started.id = s.task_id
+				WHERE s.namespace = ANY(?::text[]) GROUP BY s.namespace
+				ON CONFLICT (namespace) DO UPDATE SET steps = l.steps + excluded.steps, tasks = l.tasks + excluded.tasks)`
+		}
 		q = `WITH ` + take + `s AS (` + update + `),
-			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)
+			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + `
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL` + granted + `
 			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
 			LEFT JOIN started ON started.id = s.task_id`
 		args = append(args, t.now)
+		if totals != "" {
+			args = append(args, t.limitHeld)
+		}
 	}
 	rows, err := t.query(q, args...)
 	if err != nil {

@@ -59,6 +59,7 @@ type keyRoom struct {
 	limit    int            // the most steps the whole claim takes
 	counted  map[string]nsCount
 	met      map[string]bool // namespaces of the limited candidates seen
+	floor    map[string]int  // the smallest limit met in each of them
 	ns       map[string]int  // room under a namespace limit
 	step     map[nsKey]int   // room under a step key
 	task     map[nsKey]int   // room under a workflow key
@@ -70,7 +71,7 @@ type keyRoom struct {
 }
 
 func newKeyRoom(caps map[string]int, limit int) *keyRoom {
-	return &keyRoom{caps: caps, limit: limit, counted: map[string]nsCount{}, met: map[string]bool{}, ns: map[string]int{},
+	return &keyRoom{caps: caps, limit: limit, counted: map[string]nsCount{}, met: map[string]bool{}, floor: map[string]int{}, ns: map[string]int{},
 		step: map[nsKey]int{}, task: map[nsKey]int{}, bounded: map[nsKey]bool{}, pending: map[int64]bool{}}
 }
 
@@ -139,6 +140,24 @@ func (k *keyRoom) take(c candidate) bool {
 	return true
 }
 
+// lowest keeps the smallest limit of candidate c's namespace met so far.
+func (k *keyRoom) lowest(c candidate) {
+	low := func(n int) {
+		if f, ok := k.floor[c.namespace]; !ok || n < f {
+			k.floor[c.namespace] = n
+		}
+	}
+	if limit, capped := k.caps[c.namespace]; capped {
+		low(limit)
+	}
+	if c.limitKey != "" {
+		low(c.limitN)
+	}
+	if c.taskKey != "" {
+		low(c.taskN)
+	}
+}
+
 // countKeys finds the room under the limits of the candidates in ready
 // that this claim has not met yet: it counts what runs in their
 // namespaces (locking each on PostgreSQL; wait is false after the first
@@ -151,6 +170,7 @@ func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 			continue
 		}
 		k.met[c.namespace] = true
+		k.lowest(c)
 		if _, ok := k.counted[c.namespace]; !ok && !slices.Contains(namespaces, c.namespace) {
 			namespaces = append(namespaces, c.namespace)
 		}
@@ -271,7 +291,8 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 	var got []countRow
 	var err error
 	if t.s.d.LimitRoom != "" {
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?"), namespaces, wait)
+		known := t.s.bounds.known(namespaces, t.version, t.now, k.limit, t.caps, k.floor)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?", "?"), namespaces, wait, known)
 		t.limitLocked = true
 	} else {
 		in, args := t.textIn("namespace", namespaces)
@@ -280,8 +301,24 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 	if err != nil {
 		return fmt.Errorf("count running steps and tasks in namespaces with limits: %w", err)
 	}
-	k.countedIn(namespaces, got)
+	t.limitsIn(namespaces, got, k)
 	return nil
+}
+
+// limitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
+// into k, keeps its counts as the handle's anchors, and notes the
+// namespaces the claim holds, whose totals its claim statement adds to.
+func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
+	k.countedIn(namespaces, got)
+	if t.s.d.LimitRoom == "" {
+		return
+	}
+	t.s.bounds.counted(got, t.version, t.now)
+	for _, ns := range namespaces {
+		if !k.counted[ns].missed && !slices.Contains(t.limitHeld, ns) {
+			t.limitHeld = append(t.limitHeld, ns)
+		}
+	}
 }
 
 // countedIn takes the rows of a count of namespaces into k.
@@ -377,8 +414,9 @@ func (t *txn) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom
 }
 
 // countRow is one row of a count: a kind (-1 a lock not taken, 0 running
-// steps, 4 running tasks under a workflow limit), a namespace and a
-// number.
+// steps, 4 running tasks under a workflow limit, counted or bounded; 8
+// and 9 the totals of steps and tasks read with a count, limitbounds.go),
+// a namespace and a number.
 type countRow struct {
 	kind int
 	key  string

@@ -63,12 +63,13 @@ type Dialect struct {
 	// a freshly filled queue, and with them the claim turns into a scan
 	// and sort of every ready step).
 	ClaimPlan string
-	// LimitRoom, if set, is a set-returning call, with %s for its two
+	// LimitRoom, if set, is a set-returning call, with %s for its three
 	// arguments (namespaces, sorted; whether to wait for their locks, else
-	// only try them), that takes the transaction-scoped lock of each
-	// namespace's concurrency limits and then counts what runs in each
-	// (see countNamespaces for its rows), so that engines count and claim
-	// under a namespace's limits one at a time. Where it is empty, one
+	// only try them; what the claim knows of each, limitBounds.known),
+	// that takes the transaction-scoped lock of each namespace's
+	// concurrency limits and then counts or bounds what runs in each (see
+	// countRow for its rows), so that engines count and claim under a
+	// namespace's limits one at a time. Where it is empty, one
 	// writer at a time is guaranteed and the claim counts without locks.
 	LimitRoom string
 	// Lock, if set, is an expression that takes a transaction-scoped lock
@@ -168,6 +169,9 @@ type Store struct {
 	ratesGranted atomic.Bool
 	// reserves are the rate tokens this handle holds ahead (reserves.go).
 	reserves reserves
+	// bounds are the counts of namespaces with limits this handle bounds
+	// from (limitbounds.go).
+	bounds limitBounds
 }
 
 // New returns a Store on open database handles whose schema is current.

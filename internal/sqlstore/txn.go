@@ -31,6 +31,12 @@ type txn struct {
 	timed bool
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
+	// limitHeld: the namespaces whose limits' locks the claim holds and
+	// counted or bounded (limitbounds.go); version: of the policies the
+	// claim applies; caps: the engine's own namespace caps.
+	limitHeld []string
+	version   int64
+	caps      map[string]int
 	// fairRead: what the claim's first statement read of fairReadiness,
 	// for its first round (fair.go).
 	fairRead []fairRow
@@ -329,6 +335,15 @@ func (t *txn) moveTask(id int64, from, to state.Task, reason, set string, args .
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
+	}
+	if to == state.TaskRunning && t.s.d.LimitRoom != "" {
+		// Back to running under a workflow limit: its namespace's total of
+		// tasks grows, as a claim's start does (limitbounds.go).
+		if _, err := t.exec(`INSERT INTO limit_claims AS l (namespace, steps, tasks)
+			SELECT namespace, 0, 1 FROM tasks WHERE id = ? AND limit_key != ''
+			ON CONFLICT (namespace) DO UPDATE SET tasks = l.tasks + 1`, id); err != nil {
+			return false, fmt.Errorf("task %d: count its return to running: %w", id, err)
+		}
 	}
 	t.audit(id, "", string(from), string(to), 0, reason)
 	return true, nil

@@ -173,11 +173,11 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true)",
 			Lateral:   true,
 			// Lock takes one named lock (the fair shares'); LimitRoom locks
-			// namespaces' limits and counts what runs in them: the function
-			// of migration 021. Both name their locks in the schema's name:
+			// namespaces' limits and counts or bounds what runs in them: the
+			// function of migrations 021 and 024. Both name their locks in the schema's name:
 			// advisory locks are the whole database's.
 			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(current_schema() || '/' || ?)))",
-			LimitRoom:      "weft_limit_room(%s::text[], %s)",
+			LimitRoom:      "weft_limit_room(%s::text[], %s, %s::bigint[])",
 			FairReadiness:  "ARRAY(SELECT r_kind || ' ' || r_n || ' ' || r_namespace FROM weft_fair_readiness(?, ?))",
 			Explain:        "EXPLAIN",
 			ExplainAnalyze: "EXPLAIN (ANALYZE, BUFFERS)",

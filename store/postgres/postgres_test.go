@@ -147,10 +147,12 @@ func TestJITOffUnlessAsked(t *testing.T) {
 }
 
 // TestLimitRoomSkipsLockedNamespaces shows the function the claim locks
-// and counts the namespaces of its limits with (migration 021): a
+// and counts the namespaces of its limits with (migrations 021 and 024): a
 // namespace whose lock another transaction holds is returned as not taken
 // and not counted when the claim only tries, and counted once the lock is
-// free.
+// free; a namespace the claim knows a count of is bounded from it and the
+// totals (limit_claims) while the bound is at most what the claim can use,
+// and counted again past it.
 func TestLimitRoomSkipsLockedNamespaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -169,9 +171,9 @@ func TestLimitRoomSkipsLockedNamespaces(t *testing.T) {
 		name string
 		n    int64
 	}
-	counts := func() []row {
-		rows, err := db.QueryContext(ctx, `SELECT limit_kind, limit_name, limit_n FROM weft_limit_room($1::text[], false) ORDER BY 1, 2`,
-			[]string{"mail", "shop"})
+	countsKnowing := func(known []int64) []row {
+		rows, err := db.QueryContext(ctx, `SELECT limit_kind, limit_name, limit_n FROM weft_limit_room($1::text[], false, $2) ORDER BY 1, 2`,
+			[]string{"mail", "shop"}, known)
 		require.NoError(t, err)
 		defer rows.Close()
 		var out []row
@@ -183,17 +185,32 @@ func TestLimitRoomSkipsLockedNamespaces(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
+	counts := func() []row { return countsKnowing(nil) }
 	// Running steps of each namespace; running tasks under a workflow
-	// limit (shop's task without one and mail's pending one are not).
-	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}}, counts())
+	// limit (shop's task without one and mail's pending one are not); the
+	// totals read with the counts.
+	counted := []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}, {8, "mail", 0}, {8, "shop", 0}, {9, "mail", 0}, {9, "shop", 0}}
+	require.Equal(t, counted, counts())
+
+	// Known: mail not (-1), shop counted at 2 steps and 1 task with totals
+	// of 10 and 4, a bound of at most 20 usable. Claims since added 5 steps
+	// and 1 task to shop's totals: shop is bounded, not counted.
+	_, err = db.ExecContext(ctx, `INSERT INTO limit_claims (namespace, steps, tasks) VALUES ('shop', 15, 5)`)
+	require.NoError(t, err)
+	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 7}, {4, "shop", 2}, {8, "mail", 0}, {9, "mail", 0}},
+		countsKnowing([]int64{-1, 0, 0, 0, 0, 2, 1, 10, 4, 20}))
+	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}, {8, "mail", 0}, {8, "shop", 15}, {9, "mail", 0}, {9, "shop", 5}},
+		countsKnowing([]int64{-1, 0, 0, 0, 0, 2, 1, 10, 4, 6}), "a bound past 6: counted")
+	_, err = db.ExecContext(ctx, `DELETE FROM limit_claims`)
+	require.NoError(t, err)
 
 	holder, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	_, err = holder.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/weft-ns:shop'))`)
 	require.NoError(t, err)
-	require.Equal(t, []row{{-1, "shop", 0}, {0, "mail", 1}}, counts())
+	require.Equal(t, []row{{-1, "shop", 0}, {0, "mail", 1}, {8, "mail", 0}, {9, "mail", 0}}, counts())
 	require.NoError(t, holder.Rollback())
-	require.Equal(t, []row{{0, "mail", 1}, {0, "shop", 2}, {4, "shop", 1}}, counts())
+	require.Equal(t, counted, counts())
 }
 
 // TestLimitLocksArePerSchema: two installations in one database (two
@@ -207,11 +224,11 @@ func TestLimitLocksArePerSchema(t *testing.T) {
 	holder, err := a.DB().BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback() }()
-	_, err = holder.ExecContext(ctx, `SELECT count(*) FROM weft_limit_room('{shop}', true)`)
+	_, err = holder.ExecContext(ctx, `SELECT count(*) FROM weft_limit_room('{shop}', true, NULL)`)
 	require.NoError(t, err)
 	missed := func(db *sql.DB) int {
 		var n int
-		require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM weft_limit_room('{shop}', false) WHERE limit_kind = -1`).Scan(&n))
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM weft_limit_room('{shop}', false, NULL) WHERE limit_kind = -1`).Scan(&n))
 		return n
 	}
 	require.Equal(t, 1, missed(a.DB()), "held in its own schema")

@@ -1,0 +1,128 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/internal/pgtesting"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
+)
+
+// TestLimitBoundsSeeEveryWayToRunning: a handle that bounds what runs in
+// a namespace from its last count (limitbounds.go) sees what another
+// handle claimed since and the tasks an operator's retry put back to
+// running, so a workflow limit holds: of 20, after another handle's claims
+// and ten retries, the last claim starts only the 7 tasks there is room
+// for. Without either addition to the totals the bound would let it start
+// 10.
+func TestLimitBoundsSeeEveryWayToRunning(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtesting.SchemaName("bounds")
+	open := func() postgres.Store {
+		s, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 4})
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	t.Cleanup(func() { _, _ = a.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+
+	insert := func(n int) {
+		tasks := make([]store.TaskInsert, n)
+		for i := range tasks {
+			tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", LimitKey: "workflow:ns/wf", Limit: 20,
+				Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}
+		}
+		_, err := a.InsertTasks(ctx, tasks)
+		require.NoError(t, err)
+	}
+	claim := func(s postgres.Store, engine string, n int) []store.ClaimedStep {
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: engine, Limit: n})
+		require.NoError(t, err)
+		return got
+	}
+	running := func() int {
+		var n int
+		require.NoError(t, a.DB().QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE state = 'running' AND limit_key != ''`).Scan(&n))
+		return n
+	}
+
+	insert(10)
+	failed := claim(b, "b", 10)
+	require.Len(t, failed, 10)
+	var outs []store.Outcome
+	for _, c := range failed {
+		outs = append(outs, store.Outcome{Fence: c.Fence, EngineID: "b", State: state.StepFailed, Error: "boom"})
+	}
+	errs, err := b.CompleteSteps(ctx, outs)
+	require.NoError(t, err)
+	for _, e := range errs {
+		require.NoError(t, e)
+	}
+	require.Zero(t, running(), "the ten tasks failed")
+	insert(30)
+
+	require.Len(t, claim(a, "a", 1), 1, "counted: nothing runs")
+	require.Len(t, claim(b, "b", 2), 2, "another handle's claim")
+	for _, c := range failed {
+		require.NoError(t, a.RetryTask(ctx, c.TaskID, "", "test: retry"))
+	}
+	require.Equal(t, 13, running())
+
+	claim(a, "a", 10)
+	require.Equal(t, 20, running(), "the limit, not 23")
+}
+
+// TestLimitBoundsEndWithThePolicies: steps claimed without the
+// namespace's lock while the namespace had no limit of its own are in no
+// total, so a bound made before a namespace limit was set is not used
+// after: the claim counts, and the new limit of 12 holds.
+func TestLimitBoundsEndWithThePolicies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := pgtesting.SchemaName("bounds")
+	open := func() postgres.Store {
+		s, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 4})
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	t.Cleanup(func() { _, _ = a.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	insert := func(n int, limited bool) {
+		tasks := make([]store.TaskInsert, n)
+		for i := range tasks {
+			st := store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1}
+			if limited {
+				st.LimitKey, st.Limit = "step:ns/wf/s", 1000
+			}
+			tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", Steps: []store.StepInsert{st}}
+		}
+		_, err := a.InsertTasks(ctx, tasks)
+		require.NoError(t, err)
+	}
+	claim := func(s postgres.Store, engine string, n int) int {
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: engine, Limit: n})
+		require.NoError(t, err)
+		return len(got)
+	}
+	running := func() int {
+		var n int
+		require.NoError(t, a.DB().QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'running'`).Scan(&n))
+		return n
+	}
+	insert(1, true)
+	require.Equal(t, 1, claim(a, "a", 10), "counted, under a step limit of 1000")
+	insert(10, false)
+	require.Equal(t, 10, claim(b, "b", 10), "no limit: claimed without the lock")
+	_, err := a.SetPolicy(ctx, store.PolicyChange{Target: "ns", Concurrency: ptr(12), Actor: "test"})
+	require.NoError(t, err)
+	insert(20, true)
+	claim(a, "a", 10)
+	require.Equal(t, 12, running(), "the namespace limit, not 21")
+}
