@@ -24,7 +24,8 @@ import (
 // not counted on its own. Only keys near their limit are counted one by
 // one (with the tasks of their candidates that have not started), in one
 // more statement. So limits set high cost two counts a claim, whatever the
-// number of keys.
+// number of keys; on PostgreSQL, while far from binding, not even those:
+// the counts are bounded from the last one (limitbounds.go).
 //
 // Exactness: every claim that takes a step under a limit of a namespace
 // holds the namespace's transaction-scoped lock (PostgreSQL: "weft-ns:"
