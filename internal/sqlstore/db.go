@@ -53,6 +53,20 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
+// Finisher is a Tx that sends its last statements with its COMMIT, in one
+// round trip; after an error it has rolled back. A transaction's audit
+// rows and its notification go this way where the Tx is one.
+type Finisher interface {
+	CommitWith(ctx context.Context, last []Statement) error
+}
+
+// Statement is a statement, in the database's placeholders, and its
+// arguments.
+type Statement struct {
+	Query string
+	Args  []any
+}
+
 // Rows is the result of a query; *sql.Rows is one.
 type Rows interface {
 	Next() bool

@@ -16,13 +16,16 @@ import (
 // txn is one write transaction with the helpers every state change uses: the
 // audit log, the eligibility of steps and the cascade to children.
 type txn struct {
-	ctx     context.Context
-	x       Querier
-	owned   bool // the store began the transaction (not the caller)
-	s       *Store
-	now     int64
-	engine  string
-	readied int
+	ctx   context.Context
+	x     Querier
+	owned bool // the store began the transaction (not the caller)
+	// finisher sends the last statements with the COMMIT (execLast).
+	finisher Finisher
+	last     []Statement
+	s        *Store
+	now      int64
+	engine   string
+	readied  int
 	// timed: this transaction wrote a time something falls due (a delayed
 	// step, a ttl, a good_until, a schedule's next tick). Engines are told
 	// (DueWake, and the notification's payload NotifyDue), so that they
@@ -70,6 +73,9 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		return fmt.Errorf("begin: %w", err)
 	}
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
+	if f, ok := tx.(Finisher); ok {
+		t.finisher = f
+	}
 	err = t.run(fn)
 	if err != nil {
 		err = s.refused(err)
@@ -81,7 +87,12 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		}
 		return err
 	}
-	if err = tx.Commit(ctx); err != nil {
+	if t.finisher != nil && len(t.last) > 0 {
+		err = t.finisher.CommitWith(ctx, t.last)
+	} else {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
 		if t.notifyTaken {
 			s.scheduleNotify()
 		}
@@ -164,11 +175,24 @@ func (t *txn) run(fn func(t *txn) error) error {
 			}
 			t.notifyTaken = true
 		}
-		if _, err := t.exec(t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
+		if err := t.execLast(t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	return nil
+}
+
+// execLast runs one of the transaction's last statements (its audit, its
+// notification): with the COMMIT where the Tx sends them together
+// (Finisher), else now. A statement sent with the COMMIT fails the
+// commit.
+func (t *txn) execLast(q string, args ...any) error {
+	if t.finisher != nil {
+		t.last = append(t.last, Statement{Query: t.s.bind(q), Args: args})
+		return nil
+	}
+	_, err := t.exec(q, args...)
+	return err
 }
 
 func (t *txn) exec(q string, args ...any) (Result, error) {
@@ -282,7 +306,7 @@ func (t *txn) flushAudit() error {
 	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
 		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
 		{"u_task_reason", colText}}, rows)
-	if _, err := t.exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+	if err := t.execLast(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
 		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason FROM `+from,
 		append([]any{t.now}, args...)...); err != nil {
 		return fmt.Errorf("audit: %w", err)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -73,12 +74,15 @@ type poolDB struct {
 
 func newPoolDB(pool *pgxpool.Pool) poolDB { return poolDB{querier{pool}, pool} }
 
+// Begin takes a connection for a write transaction whose BEGIN goes to
+// the server with its first statement, in one round trip (a pgx batch):
+// a claim or a completion makes one round trip fewer.
 func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
-	tx, err := d.pool.Begin(ctx)
+	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return poolTx{querier{tx}, tx}, nil
+	return &poolTx{conn: c}, nil
 }
 
 func (d poolDB) Close() error {
@@ -86,10 +90,158 @@ func (d poolDB) Close() error {
 	return nil
 }
 
+// poolTx is a write transaction on one pooled connection, begun by its
+// first statement. The pool destroys a connection released in any state
+// but idle (a statement cut off, a transaction left open).
 type poolTx struct {
-	querier
-	tx pgx.Tx
+	conn  *pgxpool.Conn
+	begun bool // BEGIN was sent
 }
 
-func (t poolTx) Commit(ctx context.Context) error   { return unavailable(t.tx.Commit(ctx)) }
-func (t poolTx) Rollback(ctx context.Context) error { return unavailable(t.tx.Rollback(ctx)) }
+// begin returns the batch that sends BEGIN and the statement sql, having
+// read BEGIN's result; the caller reads the statement's and closes it.
+func (t *poolTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	br := t.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		return nil, unavailable(errors.Join(err, br.Close()))
+	}
+	t.begun = true
+	return br, nil
+}
+
+func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
+	if t.begun {
+		return querier{t.conn}.Exec(ctx, sql, args...)
+	}
+	br, err := t.begin(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	tag, err := br.Exec()
+	return commandTag(tag), unavailable(errors.Join(err, br.Close()))
+}
+
+func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+	if t.begun {
+		return querier{t.conn}.Query(ctx, sql, args...)
+	}
+	br, err := t.begin(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, unavailable(errors.Join(err, br.Close()))
+	}
+	return batchRows{pgxRows{rows}, br}, nil
+}
+
+func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+	if t.begun {
+		return querier{t.conn}.QueryRow(ctx, sql, args...)
+	}
+	br, err := t.begin(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{br.QueryRow(), br}
+}
+
+func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
+	if !t.begun {
+		if _, err := t.conn.Exec(ctx, "BEGIN"); err != nil {
+			return 0, unavailable(err)
+		}
+		t.begun = true
+	}
+	return querier{t.conn}.CopyFrom(ctx, table, columns, rows)
+}
+
+func (t *poolTx) Commit(ctx context.Context) error { return t.end(ctx, "COMMIT") }
+
+// CommitWith sends the last statements with COMMIT (and BEGIN, if no
+// statement went before), in one batch; after an error it rolls back.
+// The connection goes back to the pool either way.
+func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) error {
+	if t.conn == nil {
+		return nil
+	}
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue("BEGIN")
+	}
+	for _, st := range last {
+		b.Queue(st.Query, st.Args...)
+	}
+	b.Queue("COMMIT")
+	br := t.conn.SendBatch(ctx, b)
+	var err error
+	for range b.Len() {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !t.conn.Conn().IsClosed() {
+		// The statements after the failed one did not run, nor the
+		// COMMIT: end the transaction (a warning if it ended already).
+		_, _ = t.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	t.conn.Release()
+	t.conn = nil
+	return unavailable(err)
+}
+
+var _ sqlstore.Finisher = (*poolTx)(nil)
+
+func (t *poolTx) Rollback(ctx context.Context) error { return t.end(ctx, "ROLLBACK") }
+
+// end sends COMMIT or ROLLBACK, if the transaction began, and gives the
+// connection back.
+func (t *poolTx) end(ctx context.Context, sql string) error {
+	if t.conn == nil {
+		return nil
+	}
+	var err error
+	if t.begun {
+		_, err = t.conn.Exec(ctx, sql)
+	}
+	t.conn.Release()
+	t.conn = nil
+	return unavailable(err)
+}
+
+var _ sqlstore.Copier = (*poolTx)(nil)
+
+// batchRows are the rows of a statement sent with BEGIN: closing them
+// closes the batch.
+type batchRows struct {
+	pgxRows
+	br pgx.BatchResults
+}
+
+func (r batchRows) Close() error {
+	r.Rows.Close()
+	return unavailable(errors.Join(r.Rows.Err(), r.br.Close()))
+}
+
+// batchRow is the row of a statement sent with BEGIN: scanning it closes
+// the batch.
+type batchRow struct {
+	pgx.Row
+	br pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	return unavailable(errors.Join(r.Row.Scan(dest...), r.br.Close()))
+}
+
+// errRow is a row whose statement failed.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
