@@ -22,15 +22,7 @@ import (
 func TestLimitBoundsSeeEveryWayToRunning(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := pgtesting.SchemaName("bounds")
-	open := func() postgres.Store {
-		s, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 4})
-		require.NoError(t, err)
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
-	t.Cleanup(func() { _, _ = a.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	a, b := twoHandles(t)
 
 	insert := func(n int) {
 		tasks := make([]store.TaskInsert, n)
@@ -85,15 +77,7 @@ func TestLimitBoundsSeeEveryWayToRunning(t *testing.T) {
 func TestLimitBoundsEndWithThePolicies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := pgtesting.SchemaName("bounds")
-	open := func() postgres.Store {
-		s, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 4})
-		require.NoError(t, err)
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
-	t.Cleanup(func() { _, _ = a.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	a, b := twoHandles(t)
 	insert := func(n int, limited bool) {
 		tasks := make([]store.TaskInsert, n)
 		for i := range tasks {
@@ -125,4 +109,20 @@ func TestLimitBoundsEndWithThePolicies(t *testing.T) {
 	insert(20, true)
 	claim(a, "a", 10)
 	require.Equal(t, 12, running(), "the namespace limit, not 21")
+}
+
+// twoHandles opens two store handles on one new schema, as two engines
+// would have.
+func twoHandles(t *testing.T) (a, b postgres.Store) {
+	t.Helper()
+	schema := pgtesting.SchemaName("bounds")
+	open := func() postgres.Store {
+		s, err := postgres.Open(context.Background(), pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 4})
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b = open(), open()
+	t.Cleanup(func() { _, _ = a.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	return a, b
 }
