@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -106,10 +105,19 @@ func (t *poolTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	b.Queue(sql, args...)
 	br := t.conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
-		return nil, unavailable(errors.Join(err, br.Close()))
+		return nil, closing(br, err)
 	}
 	t.begun = true
 	return br, nil
+}
+
+// closing closes br and returns err or, if there is none, what closing
+// returned (a failed statement's error comes back from both).
+func closing(br pgx.BatchResults, err error) error {
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return unavailable(err)
 }
 
 func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
@@ -121,7 +129,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Re
 		return nil, err
 	}
 	tag, err := br.Exec()
-	return commandTag(tag), unavailable(errors.Join(err, br.Close()))
+	return commandTag(tag), closing(br, err)
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
@@ -134,7 +142,7 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, unavailable(errors.Join(err, br.Close()))
+		return nil, closing(br, err)
 	}
 	return batchRows{pgxRows{rows}, br}, nil
 }
@@ -184,17 +192,14 @@ func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) erro
 			break
 		}
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && !t.conn.Conn().IsClosed() {
+	if err = closing(br, err); err != nil && !t.conn.Conn().IsClosed() {
 		// The statements after the failed one did not run, nor the
 		// COMMIT: end the transaction (a warning if it ended already).
 		_, _ = t.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	}
 	t.conn.Release()
 	t.conn = nil
-	return unavailable(err)
+	return err
 }
 
 var _ sqlstore.Finisher = (*poolTx)(nil)
@@ -227,7 +232,7 @@ type batchRows struct {
 
 func (r batchRows) Close() error {
 	r.Rows.Close()
-	return unavailable(errors.Join(r.Rows.Err(), r.br.Close()))
+	return closing(r.br, r.Rows.Err())
 }
 
 // batchRow is the row of a statement sent with BEGIN: scanning it closes
@@ -238,7 +243,7 @@ type batchRow struct {
 }
 
 func (r batchRow) Scan(dest ...any) error {
-	return unavailable(errors.Join(r.Row.Scan(dest...), r.br.Close()))
+	return closing(r.br, r.Row.Scan(dest...))
 }
 
 // errRow is a row whose statement failed.
