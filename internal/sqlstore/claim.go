@@ -49,7 +49,6 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		t.caps = p.Caps
 		predicted := s.predictedLimits()
 		version, room, bounded, err := t.claimStart(p, predicted)
 		if err != nil {
@@ -75,8 +74,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			if pol.all {
 				return nil // everything is paused
 			}
-			t.version = version
-			keys = newKeyRoom(pol.capsWith(p.Caps), p.Limit)
+			keys = newKeyRoom(pol, p.Caps, p.Limit)
 			if attempt == 0 {
 				t.limitsIn(predicted, room, keys)
 			}

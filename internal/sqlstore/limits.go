@@ -58,6 +58,8 @@ type nsCount struct {
 type keyRoom struct {
 	caps     map[string]int // namespace limits in force
 	limit    int            // the most steps the whole claim takes
+	version  int64          // of the policies the claim applies
+	own      map[string]int // the engine's own namespace caps (in caps too)
 	counted  map[string]nsCount
 	met      map[string]bool // namespaces of the limited candidates seen
 	floor    map[string]int  // the smallest limit met in each of them
@@ -71,8 +73,11 @@ type keyRoom struct {
 	heldBack bool            // a candidate was left because its limit was full
 }
 
-func newKeyRoom(caps map[string]int, limit int) *keyRoom {
-	return &keyRoom{caps: caps, limit: limit, counted: map[string]nsCount{}, met: map[string]bool{}, floor: map[string]int{}, ns: map[string]int{},
+// newKeyRoom is the room of a claim of at most limit steps under the
+// policies pol and the engine's own namespace caps.
+func newKeyRoom(pol *policySet, own map[string]int, limit int) *keyRoom {
+	return &keyRoom{caps: pol.capsWith(own), limit: limit, version: pol.version, own: own,
+		counted: map[string]nsCount{}, met: map[string]bool{}, floor: map[string]int{}, ns: map[string]int{},
 		step: map[nsKey]int{}, task: map[nsKey]int{}, bounded: map[nsKey]bool{}, pending: map[int64]bool{}}
 }
 
@@ -292,7 +297,7 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 	var got []countRow
 	var err error
 	if t.s.d.LimitRoom != "" {
-		known := t.s.bounds.known(namespaces, t.version, t.now, k.limit, t.caps, k.floor)
+		known := t.s.bounds.known(namespaces, k.version, t.now, k.limit, k.own, k.floor)
 		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?", "?"), namespaces, wait, known)
 		t.limitLocked = true
 	} else {
@@ -314,7 +319,7 @@ func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	if t.s.d.LimitRoom == "" {
 		return
 	}
-	t.s.bounds.counted(got, t.version, t.now)
+	t.s.bounds.counted(got, k.version, t.now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed && !slices.Contains(t.limitHeld, ns) {
 			t.limitHeld = append(t.limitHeld, ns)

@@ -30,7 +30,7 @@ func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step
 		if pol.all {
 			return nil
 		}
-		keys := newKeyRoom(pol.capsWith(p.Caps), 1)
+		keys := newKeyRoom(pol, p.Caps, 1)
 		// Open breakers hold their steps from a peek too; one that may
 		// probe offers one step, and the peek takes no probe.
 		if keys.brk = newBreakerRoom(pol, t.now); keys.brk != nil {

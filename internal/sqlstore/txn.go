@@ -35,11 +35,8 @@ type txn struct {
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
 	// limitHeld: the namespaces whose limits' locks the claim holds and
-	// counted or bounded (limitbounds.go); version: of the policies the
-	// claim applies; caps: the engine's own namespace caps.
+	// counted or bounded (limitbounds.go).
 	limitHeld []string
-	version   int64
-	caps      map[string]int
 	// fairRead: what the claim's first statement read of fairReadiness,
 	// for its first round (fair.go).
 	fairRead []fairRow
