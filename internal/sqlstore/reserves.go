@@ -104,9 +104,16 @@ func (r *reserves) release(key string, rate store.Rate) int {
 	if !ok || res.rate != rate {
 		return 0
 	}
+	n := res.release()
+	r.m[key] = res
+	return n
+}
+
+// release returns how many of the tokens the bucket counts as held the
+// handle used, and counts them as released.
+func (res *reserve) release() int {
 	n := res.held - res.tokens
 	res.held = res.tokens
-	r.m[key] = res
 	return n
 }
 
@@ -124,10 +131,10 @@ func (r *reserves) expiring(now int64, skip map[string]*bucketNeed) []*bucketNee
 			continue
 		}
 		if now >= res.renew && skip[key] == nil {
-			n := &bucketNeed{key: key, rate: res.rate, reserve: reserveSize(res.rate, res.size/64), release: res.held - res.tokens}
-			res.held = res.tokens
+			// As many as last time: a grant under the same rate, so no
+			// more than a full bucket grants.
+			out = append(out, &bucketNeed{key: key, rate: res.rate, reserve: res.size, release: res.release()})
 			r.m[key] = res
-			out = append(out, n)
 		}
 	}
 	return out
