@@ -49,17 +49,6 @@ import (
 // fairLock names the advisory lock of claims under weights (PostgreSQL).
 const fairLock = "weft-fair"
 
-// cachedVersion returns the version of the policies last read, -1 if
-// none.
-func (s *Store) cachedVersion() int64 {
-	s.policyMu.Lock()
-	defer s.policyMu.Unlock()
-	if s.policyCache == nil {
-		return -1
-	}
-	return s.policyCache.version
-}
-
 // cachedWeights reports whether the policies last read hold namespace
 // weights, so that a claim takes the fair shares' lock in its first
 // statement.

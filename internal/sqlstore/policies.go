@@ -51,6 +51,17 @@ func (p *policySet) capsWith(own map[string]int) map[string]int {
 	return out
 }
 
+// cachedVersion returns the version of the policies last read, -1 if
+// none.
+func (s *Store) cachedVersion() int64 {
+	s.policyMu.Lock()
+	defer s.policyMu.Unlock()
+	if s.policyCache == nil {
+		return -1
+	}
+	return s.policyCache.version
+}
+
 // policies returns the policies as of version, from the cache when it holds
 // that version, else read in t (and cached).
 func (t *txn) policies(version int64) (*policySet, error) {
