@@ -17,8 +17,10 @@
 // credentials.go, workflows.go, schedules.go (cron schedules and firing
 // their ticks), children.go (sub-workflows: child tasks and their links)
 // and supersede.go (a submission that takes an idempotency key from its
-// holder); the scheduling policies are policies.go, limits.go, rates.go,
-// fair.go, breakers.go and preemption.go. txn.go is the transaction helper
+// holder); the scheduling policies are policies.go, limits.go (with
+// limitbounds.go, the bounds of limits far from binding), rates.go (with
+// reserves.go, tokens reserved ahead, and ratereport.go, the buckets read
+// for operators), fair.go, breakers.go and preemption.go. txn.go is the transaction helper
 // every write goes through, scan.go reads rows into records, notify.go
 // wakes engines and rowset.go passes many rows to one statement.
 package sqlstore
