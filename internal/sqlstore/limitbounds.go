@@ -75,43 +75,18 @@ func (b *limitBounds) known(namespaces []string, version, now int64, claim int, 
 	return out
 }
 
-// counted keeps the counts LimitRoom made (rows of kinds 8 and 9 name the
-// namespaces it counted, with their totals) as anchors.
-func (b *limitBounds) counted(rows []countRow, version, now int64) {
-	type seen struct {
-		a       limitAnchor
-		counted bool
-	}
-	byNS := map[string]*seen{}
-	at := func(ns string) *seen {
-		s := byNS[ns]
-		if s == nil {
-			s = &seen{a: limitAnchor{version: version, at: now}}
-			byNS[ns] = s
-		}
-		return s
-	}
-	for _, r := range rows {
-		switch r.kind {
-		case 0:
-			at(r.key).a.steps = r.n
-		case 4:
-			at(r.key).a.tasks = r.n
-		case 8:
-			s := at(r.key)
-			s.a.stepsTotal, s.counted = r.n, true
-		case 9:
-			at(r.key).a.tasksTotal = r.n
-		}
-	}
+// counted keeps the exact counts of namespaces (those LimitRoom counted
+// rather than bounded) as anchors.
+func (b *limitBounds) counted(namespaces []string, counts map[string]nsCount, version, now int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.anchors == nil {
 		b.anchors = map[string]limitAnchor{}
 	}
-	for ns, s := range byNS {
-		if s.counted {
-			b.anchors[ns] = s.a
+	for _, ns := range namespaces {
+		if c := counts[ns]; c.exact {
+			b.anchors[ns] = limitAnchor{steps: int64(c.steps), tasks: int64(c.tasks), stepsTotal: c.stepsTotal, tasksTotal: c.tasksTotal,
+				version: version, at: now}
 		}
 	}
 }

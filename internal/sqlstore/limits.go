@@ -51,6 +51,10 @@ type nsKey struct{ ns, key string }
 type nsCount struct {
 	steps, tasks int
 	missed       bool
+	// exact: counted, not bounded, with the totals read before the count
+	// (limitbounds.go)
+	exact                  bool
+	stepsTotal, tasksTotal int64
 }
 
 // keyRoom is how many more steps (or tasks) may start under each limit a
@@ -319,7 +323,7 @@ func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	if t.s.d.LimitRoom == "" {
 		return
 	}
-	t.s.bounds.counted(got, k.version, t.now)
+	t.s.bounds.counted(namespaces, k.counted, k.version, t.now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed && !slices.Contains(t.limitHeld, ns) {
 			t.limitHeld = append(t.limitHeld, ns)
@@ -341,6 +345,10 @@ func (k *keyRoom) countedIn(namespaces []string, got []countRow) {
 			n.steps = int(r.n)
 		case 4:
 			n.tasks = int(r.n)
+		case 8:
+			n.stepsTotal, n.exact = r.n, true
+		case 9:
+			n.tasksTotal = r.n
 		}
 		k.counted[r.key] = n
 	}
