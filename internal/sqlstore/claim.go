@@ -155,10 +155,12 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // claimStart runs a claim's first statement: it reads the engine's state
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, steers the planner for the claim's next
-// statements (ClaimPlan), takes the fair shares' lock while the policies
-// last read hold weights (fairQuery takes it itself when they were set
-// since), and locks and counts the namespaces in predicted, those the last
-// claim met limits in (limits.go), returning their counts.
+// statements (ClaimPlan), takes the fair shares' lock and reads their
+// readiness while the policies last read hold weights (fairReadiness does
+// when they were set since) or, while the last read found one namespace
+// alone with ready work, only asks whether another has any (fairOthers),
+// and locks and counts the namespaces in predicted, those the last claim
+// met limits in (limits.go), returning their counts.
 //
 // It returns the policy version it read, and the one the bounds it passed
 // LimitRoom were made under (limitbounds.go): the rows of the predicted
@@ -171,13 +173,22 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	} else {
 		q += "NULL"
 	}
-	readiness := false
+	readiness, probe := false, false
+	weights := t.s.cachedWeights()
+	alone := ""
+	if weights {
+		alone = t.s.fair.lone()
+	}
 	switch {
-	case t.s.d.FairReadiness != "" && t.s.cachedWeights():
+	case alone != "":
+		q += ", NULL, " + fairOthers
+		args = append(args, alone, alone)
+		probe = true
+	case t.s.d.FairReadiness != "" && weights:
 		q += ", NULL, " + t.s.d.FairReadiness
 		args = append(args, fairLock, maxFairNamespaces)
 		t.fairLocked, readiness = true, true
-	case t.s.d.Lock != "" && t.s.cachedWeights():
+	case t.s.d.Lock != "" && weights:
 		q += ", " + t.s.d.Lock
 		args = append(args, fairLock)
 		t.fairLocked = true
@@ -203,20 +214,27 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 		state, plan, locked sql.NullString
 		version             int64
 		ready               []string
+		others              sql.NullBool
 		kind, n             sql.NullInt64
 		name                sql.NullString
 	}
 	got, err := collect(rows, func(r Row) (first, error) {
 		var f first
 		dest := []any{&f.state, &f.version, &f.plan, &f.locked}
-		if readiness {
+		switch {
+		case readiness:
 			dest = append(dest, &f.ready)
+		case probe:
+			dest = append(dest, &f.others)
 		}
 		err := r.Scan(append(dest, &f.kind, &f.name, &f.n)...)
 		return f, err
 	})
 	if err != nil {
 		return 0, nil, 0, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+	}
+	if probe && len(got) > 0 {
+		t.fairAlone = !got[0].others.Bool
 	}
 	if readiness && len(got) > 0 {
 		if t.fairRead, err = parseFairRows(got[0].ready); err != nil {

@@ -24,7 +24,10 @@ import (
 //     then one statement finds the namespaces that have ready steps, by a
 //     skip scan of steps_ready_namespace (one index probe per namespace,
 //     never a read of the ready queue), and counts their running steps
-//     (index steps_running) when there are two or more;
+//     (index steps_running) when there are two or more. When that found
+//     one namespace alone with ready work, the next claims ask only
+//     whether another has any now (fairOthers), and while none has they
+//     take neither the lock nor the readiness: there is nothing to share;
 //  2. the claim's slots go one by one to a namespace below its share: its
 //     running steps, with the slots it was given so far, are fewer than its
 //     weight's part of all the running steps of these namespaces plus the
@@ -68,7 +71,51 @@ const maxFairNamespaces = 1000
 type fairPasses struct {
 	mu   sync.Mutex
 	pass map[string]float64
+	// alone is the namespace the last read of fairReadiness found alone
+	// with ready work; "" if it found none or several.
+	alone string
 }
+
+// lone returns the namespace the last read of fairReadiness found alone
+// with ready work, if any.
+func (f *fairPasses) lone() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.alone
+}
+
+// read keeps what a read of fairReadiness found: the namespace alone with
+// ready work, or none.
+func (f *fairPasses) read(rows []fairRow) {
+	alone := ""
+	for _, r := range rows {
+		if !r.ready {
+			continue
+		}
+		if alone != "" {
+			alone = ""
+			break
+		}
+		alone = r.namespace
+	}
+	f.mu.Lock()
+	f.alone = alone
+	f.mu.Unlock()
+}
+
+// fairOthers asks, in the claim's first statement, whether a namespace
+// other than the one the last read of fairReadiness found alone with ready
+// work has any now: two descents of steps_ready_namespace, one each side
+// of that namespace's entries (each the first entry in the index's order:
+// an EXISTS a planner may answer with a scan of the table, which reads it
+// all when one namespace has all the ready work).
+// While none has, there is nothing to share:
+// the claim takes neither the fair shares' lock nor their readiness, and
+// its query is the ordinary one. A namespace that gets ready work between
+// this statement and the claim's next waits for the next claim, a few
+// milliseconds, which the share over a minute does not see.
+const fairOthers = `((SELECT namespace FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ? ORDER BY namespace LIMIT 1) IS NOT NULL
+	OR (SELECT namespace FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace < ? ORDER BY namespace DESC LIMIT 1) IS NOT NULL)`
 
 // fairShare is one namespace with ready work in a claim under weights.
 type fairShare struct {
@@ -108,6 +155,21 @@ func (t *txn) fairReadiness() ([]fairRow, error) {
 		got := t.fairRead
 		t.fairRead = nil
 		return got, nil
+	}
+	if !t.fairLocked && t.s.d.FairReadiness != "" {
+		// The lock and the readiness in one round trip.
+		var got []string
+		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness, fairLock, maxFairNamespaces).Scan(&got); err != nil {
+			return nil, fmt.Errorf("read ready namespaces: %w", err)
+		}
+		t.fairLocked = true
+		return parseFairRows(got)
+	}
+	if !t.fairLocked {
+		if err := t.lockLimit(fairLock); err != nil {
+			return nil, err
+		}
+		t.fairLocked = true
 	}
 	rows, err := t.query(fairReadiness, maxFairNamespaces)
 	if err != nil {
@@ -150,14 +212,8 @@ func parseFairRows(in []string) ([]fairRow, error) {
 // or fewer than two namespaces have ready work that this claim may take.
 func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
 	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) ||
-		(p.Handlers != nil && len(p.Handlers) == 0) {
+		(p.Handlers != nil && len(p.Handlers) == 0) || t.fairAlone {
 		return "", nil, false, nil
-	}
-	if !t.fairLocked {
-		if err := t.lockLimit(fairLock); err != nil {
-			return "", nil, false, err
-		}
-		t.fairLocked = true
 	}
 	shares, err := t.fairShares(p, pol, keys)
 	if err != nil || len(shares) < 2 {
@@ -203,6 +259,7 @@ func (t *txn) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]
 	if err != nil {
 		return nil, err
 	}
+	t.s.fair.read(got)
 	running := map[string]int{}
 	var shares []fairShare
 	var fullNS []string
@@ -289,9 +346,10 @@ func fairBefore(a, b fairShare) bool {
 
 // ExplainFairClaim returns the database's plans for what a claim under
 // weights runs: the statement that counts running steps and finds the
-// namespaces with ready work, then the query of one namespace's part (of
-// p.Namespaces[0]), so tests and operators can check that neither reads
-// the ready queue.
+// namespaces with ready work, the query of one namespace's part (of
+// p.Namespaces[0]), then the question whether namespaces other than that
+// one have ready work (fairOthers), so tests and operators can check that
+// none reads the ready queue.
 func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
 	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
 	if err != nil {
@@ -302,5 +360,13 @@ func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (stri
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)
 	}
-	return readiness + "--\n" + part, nil
+	ns := ""
+	if len(p.Namespaces) > 0 {
+		ns = p.Namespaces[0]
+	}
+	others, err := s.explain(ctx, `SELECT `+fairOthers, ns, ns)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	return readiness + "--\n" + part + "--\n" + others, nil
 }

@@ -40,6 +40,9 @@ type txn struct {
 	// fairRead: what the claim's first statement read of fairReadiness,
 	// for its first round (fair.go).
 	fairRead []fairRow
+	// fairAlone: the claim's first statement found that no namespace but
+	// the one last found alone with ready work has any (fairOthers).
+	fairAlone bool
 	// limitLocked: the claim holds locks of namespaces' limits
 	// (limits.go).
 	limitLocked bool

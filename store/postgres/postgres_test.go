@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,13 @@ func TestFairClaimReadsNamespaceIndex(t *testing.T) {
 	require.NotContains(t, plan, "Sort", "nothing sorts the backlog:\n%s", plan)
 	require.NotContains(t, plan, "Seq Scan", "nothing reads the backlog:\n%s", plan)
 	require.Contains(t, plan, "One-Time Filter", "running steps are counted only while two or more namespaces have ready work:\n%s", plan)
+	_, others, ok := strings.Cut(plan, "--\n")
+	require.True(t, ok)
+	_, others, ok = strings.Cut(others, "--\n")
+	require.True(t, ok)
+	require.Contains(t, others, "Index Cond: (namespace > 'rare'::text)", "whether other namespaces have ready work: one descent each side:\n%s", others)
+	require.Contains(t, others, "Index Only Scan Backward using steps_ready_namespace", others)
+	require.Equal(t, 2, strings.Count(others, "Limit"), "each descent reads one entry:\n%s", others)
 }
 
 func TestRefusesNewerSchema(t *testing.T) {

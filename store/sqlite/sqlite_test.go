@@ -95,6 +95,7 @@ func TestFairClaimReadsNamespaceIndex(t *testing.T) {
 	require.Contains(t, plan, "USING INDEX steps_ready_namespace (namespace=?)", "a namespace's part reads its steps in order:\n%s", plan)
 	require.NotContains(t, plan, "TEMP B-TREE", "nothing sorts the backlog:\n%s", plan)
 	require.NotContains(t, plan, "SCAN steps\n", "nothing reads the backlog:\n%s", plan)
+	require.Contains(t, plan, "steps_ready_namespace (namespace<?)", "whether other namespaces have ready work: one descent each side:\n%s", plan)
 
 	// The ordinary claim of several namespaces keeps to the ready index.
 	plan, err = s.ExplainClaim(ctx, store.ClaimParams{Limit: 10, Namespaces: []string{"ns1", "ns2"}})

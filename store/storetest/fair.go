@@ -26,6 +26,7 @@ var fairTests = []struct {
 	{"FairNoWeightsIsGlobalOrder", testFairNoWeights},
 	{"FairUsesSlotsAWeightCannot", testFairWorkConserving},
 	{"FairSharesUnderConcurrentClaims", testFairConcurrent},
+	{"FairSharesWithANamespaceThatJoins", testFairJoins},
 }
 
 // backlog inserts n one-step tasks in each namespace, interleaved.
@@ -240,4 +241,31 @@ func testFairConcurrent(t *testing.T, h *harness) {
 	}
 	wg.Wait()
 	requireShares(t, got, map[string]int{"shop": 3, "other": 1})
+}
+
+// testFairJoins: while one namespace alone has ready work the claims share
+// nothing; a namespace that then gets ready work, named before or after
+// it, has its share from the next claims on, although the first one's
+// steps are older.
+func testFairJoins(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "mid", Weight: ptr(3)})
+	h.backlog(200, "mid")
+	for _, joiner := range []string{"early", "zoo"} {
+		require.Equal(t, map[string]int{"mid": 8}, h.saturate(8, 4), "mid alone has ready work")
+		h.clock.Advance(time.Second)
+		h.backlog(30, joiner)
+		got := h.saturate(40, 4)
+		requireShares(t, got, map[string]int{"mid": 3, joiner: 1}, joiner, " joins")
+		// The joiner's other steps go, so that mid is alone again.
+		for {
+			c, err := h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: "e1", Limit: 10, Namespaces: []string{joiner}, Now: h.clock.Now()})
+			require.NoError(t, err)
+			if len(c) == 0 {
+				break
+			}
+			for _, s := range c {
+				h.ok(s, `{}`)
+			}
+		}
+	}
 }
