@@ -44,20 +44,26 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	var deferred map[string]*store.RateDeferral
 	var granted []*bucketNeed // reserved tokens, held once the claim commits
 	var now int64
+	var totals map[string]limitTotals // of limits, as the claim left them
 	held := false
-	err := s.write(ctx, p.EngineID, func(t *txn) error {
+	claim := func(t *txn) error {
+		claimed, held = nil, false
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		predicted := s.predictedLimits()
-		version, room, bounded, err := t.claimStart(p, predicted)
+		// The namespaces the last claim met limits in: bounded from the
+		// handle's anchors, or locked and counted by the first statement.
+		bounded := s.cachedVersion()
+		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
+		version, room, err := t.claimStart(p, predicted)
 		if err != nil {
 			return err
 		}
 		if version != bounded {
-			// Bounds of counts made under other policies: the namespaces
-			// stay locked, and are counted when the claim meets them.
-			predicted, room = nil, nil
+			// Bounds and counts made under other policies: the namespaces
+			// counted stay locked, and all are bounded or counted again
+			// when the claim meets them.
+			bounds, predicted, room = nil, nil, nil
 		}
 		leaseID := p.LeaseID
 		if leaseID == 0 {
@@ -77,6 +83,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			keys = newKeyRoom(pol, p.Caps, p.Limit)
 			if attempt == 0 {
 				t.limitsIn(predicted, room, keys)
+				t.boundedIn(bounds, keys)
 			}
 			keys.brk = newBreakerRoom(pol, t.now)
 			rates = &rateClaim{}
@@ -95,14 +102,30 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				return fmt.Errorf("read the policy version: %w", err)
 			}
 		}
-		deferred, granted, now = rates.deferred, rates.granted, t.now
+		if err := t.checkBounds(keys); err != nil {
+			return err
+		}
+		deferred, granted, now, totals = rates.deferred, rates.granted, t.now, t.limitTotals
 		s.predictLimits(keys.met)
 		s.bounds.met(keys.floor)
 		return t.claimContext(claimed, deps)
-	})
-	if err != nil {
+	}
+	var err error
+	for range boundAttempts {
+		var miss *boundMiss
+		if err = s.write(ctx, p.EngineID, claim); !errors.As(err, &miss) {
+			break
+		}
+		// Claims elsewhere took room the bounds counted on: count.
+		s.bounds.forget(miss.namespaces)
+	}
+	switch {
+	case errors.Is(err, errBoundMissed):
+		return nil, nil // the next claim counts
+	case err != nil:
 		return nil, err
 	}
+	s.bounds.saw(totals)
 	for _, n := range granted {
 		s.reserves.add(n.key, n.rate, n.granted, now)
 	}
@@ -162,10 +185,9 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // and locks and counts the namespaces in predicted, those the last claim
 // met limits in (limits.go), returning their counts.
 //
-// It returns the policy version it read, and the one the bounds it passed
-// LimitRoom were made under (limitbounds.go): the rows of the predicted
-// namespaces hold only if the two are the same.
-func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, bounded int64, err error) {
+// It returns the policy version it read: the counts of the predicted
+// namespaces hold only under the policies the claim expected.
+func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
 	if t.s.d.ClaimPlan != "" {
@@ -195,19 +217,18 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	default:
 		q += ", NULL"
 	}
-	bounded = t.s.cachedVersion()
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.d.LimitRoom, "?", "true", "?") + ` AS r ON true`
-		args = append(args, predicted, t.s.bounds.known(predicted, bounded, t.now, p.Limit, p.Caps, nil))
+			fmt.Sprintf(t.s.d.LimitRoom, "?", "true", "NULL") + ` AS r ON true`
+		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
 		q += ", NULL, NULL, NULL"
 	}
 	rows, err := t.query(q, args...)
 	if err != nil {
-		return 0, nil, 0, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
 	}
 	// One row, or one per count of the predicted namespaces.
 	type first struct {
@@ -231,26 +252,26 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 		return f, err
 	})
 	if err != nil {
-		return 0, nil, 0, fmt.Errorf("check engine %s: %w", p.EngineID, err)
+		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
 	}
 	if probe && len(got) > 0 {
 		t.fairAlone = !got[0].others.Bool
 	}
 	if readiness && len(got) > 0 {
 		if t.fairRead, err = parseFairRows(got[0].ready); err != nil {
-			return 0, nil, 0, err
+			return 0, nil, err
 		}
 	}
 	for _, f := range got {
 		if f.state.Valid && f.state.String != "live" {
-			return 0, nil, 0, fmt.Errorf("engine %s is %s: %w", p.EngineID, f.state.String, store.ErrEngineLost)
+			return 0, nil, fmt.Errorf("engine %s is %s: %w", p.EngineID, f.state.String, store.ErrEngineLost)
 		}
 		version = f.version
 		if f.kind.Valid {
 			room = append(room, countRow{kind: int(f.kind.Int64), key: f.name.String, n: f.n.Int64})
 		}
 	}
-	return version, room, bounded, nil
+	return version, room, nil
 }
 
 // namespaceRow is a namespace with a number: a count of its steps, or the

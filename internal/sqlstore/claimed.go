@@ -41,6 +41,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
 	args = append(append(args, leaseID, t.engine, t.now, t.now), inArgs...)
 	q := update
+	totaling := t.s.d.WithWrites && t.s.d.LimitRoom != "" && len(t.limitHeld) > 0
 	if t.s.d.WithWrites {
 		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 			return nil, nil, err
@@ -48,23 +49,29 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		// The tasks to start by primary key: (state || '') keeps the
 		// planner off tasks_state, whose pending entries of tasks started
 		// since the last vacuum it would read at every claim.
-		// The totals of the namespaces whose limits the claim holds grow
-		// by what it claims (limitbounds.go); a task with two steps
-		// claimed counts twice, which only loosens the bound.
-		totals := ""
-		if t.s.d.LimitRoom != "" && len(t.limitHeld) > 0 {
+		// The totals of the namespaces whose limits the claim counted or
+		// bounded grow by what it claims, in the namespaces' order (claims
+		// that bound take these rows without other locks), and each row
+		// carries its namespace's totals as they are now (limitbounds.go).
+		// A task with two steps claimed counts twice, which only loosens
+		// the bound.
+		totals, totalsCols, totalsJoin := "", "", ""
+		if totaling {
 			totals = `, totals AS (INSERT INTO limit_claims AS l (namespace, steps, tasks)
 				SELECT s.namespace, count(*), count(started.id) FROM s LEFT JOIN started ON started.id = s.task_id
-				WHERE s.namespace = ANY(?::text[]) GROUP BY s.namespace
-				ON CONFLICT (namespace) DO UPDATE SET steps = l.steps + excluded.steps, tasks = l.tasks + excluded.tasks)`
+				WHERE s.namespace = ANY(?::text[]) GROUP BY s.namespace ORDER BY s.namespace
+				ON CONFLICT (namespace) DO UPDATE SET steps = l.steps + excluded.steps, tasks = l.tasks + excluded.tasks
+				RETURNING namespace, steps, tasks)`
+			totalsCols = `, tot.steps, tot.tasks`
+			totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
 		}
 		q = `WITH ` + take + `s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + `
-			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL` + granted + `
+			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL` + totalsCols + granted + `
 			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
-			LEFT JOIN started ON started.id = s.task_id`
+			LEFT JOIN started ON started.id = s.task_id` + totalsJoin
 		args = append(args, t.now)
-		if totals != "" {
+		if totaling {
 			args = append(args, t.limitHeld)
 		}
 	}
@@ -77,6 +84,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		sortKey int64
 		task    claimedTask
 		started bool
+		totals  [2]sql.NullInt64
 		granted []string
 	}
 	steps, err := collect(rows, func(r Row) (claimedRow, error) {
@@ -86,6 +94,9 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		var input string
 		if t.s.d.WithWrites {
 			dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
+		}
+		if totaling {
+			dest = append(dest, &c.totals[0], &c.totals[1])
 		}
 		if taking {
 			dest = append(dest, &c.granted)
@@ -114,6 +125,9 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 			ReadyAt: time.UnixMicro(st.sortKey + int64(st.Priority)*t.s.aging)}
 		deps[i] = st.deps
 		t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, "claimed")
+		if st.totals[0].Valid {
+			t.totaled(st.Namespace, st.started, limitTotals{st.totals[0].Int64, st.totals[1].Int64})
+		}
 		if t.s.d.WithWrites {
 			st.task.set(&out[i])
 			if st.started && !started[st.TaskID] {

@@ -24,16 +24,19 @@ import (
 // not counted on its own. Only keys near their limit are counted one by
 // one (with the tasks of their candidates that have not started), in one
 // more statement. So limits set high cost two counts a claim, whatever the
-// number of keys; on PostgreSQL, while far from binding, not even those:
-// the counts are bounded from the last one (limitbounds.go).
+// number of keys; on PostgreSQL, while far from binding, not even those,
+// nor the lock below: the counts are bounded from the last one, and the
+// bound checked by the claim statement (limitbounds.go).
 //
-// Exactness: every claim that takes a step under a limit of a namespace
-// holds the namespace's transaction-scoped lock (PostgreSQL: "weft-ns:"
-// and the namespace, within the schema) from before it counts until it
-// commits, so counts and claims under one namespace's limits are one
-// engine's at a time, and each count sees every claim committed before it. The lock and the namespace's
-// counts are one round trip, a function whose counting query takes its
-// snapshot after the locks (LimitRoom). A claim takes the locks of the
+// Exactness: every claim that counts what runs under a limit of a
+// namespace holds the namespace's transaction-scoped lock (PostgreSQL:
+// "weft-ns:" and the namespace, within the schema) from before it counts
+// until it commits, so counting claims under one namespace's limits are
+// one engine's at a time, and each count sees every claim committed
+// before it; what claims that bound instead add meanwhile, each claim
+// checks by the namespace's totals (limitbounds.go). The lock and the
+// namespace's counts are one round trip, a function whose counting query
+// takes its snapshot after the locks (LimitRoom). A claim takes the locks of the
 // namespaces its last claim met limits in with its first statement, in
 // one sorted order, waiting for them (predictLimits); others, found among
 // its candidates, it waits for only while it holds no lock yet, and
@@ -51,10 +54,12 @@ type nsKey struct{ ns, key string }
 type nsCount struct {
 	steps, tasks int
 	missed       bool
-	// exact: counted, not bounded, with the totals read before the count
-	// (limitbounds.go)
-	exact                  bool
-	stepsTotal, tasksTotal int64
+	// exact: counted, with the totals read before the count; bounded:
+	// not counted but bounded from the handle's anchor, whose count and
+	// totals these are (limitbounds.go)
+	exact, bounded           bool
+	stepsTotal, tasksTotal   int64
+	anchorSteps, anchorTasks int64
 }
 
 // keyRoom is how many more steps (or tasks) may start under each limit a
@@ -296,13 +301,19 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 
 // countNamespaces counts what runs in each namespace of namespaces
 // (sorted), locking each first where the store has several writers (wait:
-// wait for the locks, else only try them).
+// wait for the locks, else only try them), unless it bounds it from the
+// handle's anchors (limitbounds.go).
 func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
 	if t.s.d.LimitRoom != "" {
-		known := t.s.bounds.known(namespaces, k.version, t.now, k.limit, k.own, k.floor)
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?", "?"), namespaces, wait, known)
+		var bounds map[string]nsCount
+		bounds, namespaces = t.s.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
+		t.boundedIn(bounds, k)
+		if len(namespaces) == 0 {
+			return nil
+		}
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
 		in, args := t.textIn("namespace", namespaces)

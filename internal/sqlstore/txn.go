@@ -34,9 +34,12 @@ type txn struct {
 	timed bool
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
-	// limitHeld: the namespaces whose limits' locks the claim holds and
-	// counted or bounded (limitbounds.go).
-	limitHeld []string
+	// limitHeld: the namespaces whose limits the claim counted (holding
+	// their locks) or bounded (limitbounds.go), whose totals its claim
+	// statements add to; limitTotals: the totals they returned, and
+	// limitOwn, what the claim added to them.
+	limitHeld             []string
+	limitTotals, limitOwn map[string]limitTotals
 	// fairRead: what the claim's first statement read of fairReadiness,
 	// for its first round (fair.go).
 	fairRead []fairRow

@@ -2,6 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -115,14 +118,105 @@ func TestLimitBoundsEndWithThePolicies(t *testing.T) {
 // would have.
 func twoHandles(t *testing.T) (a, b postgres.Store) {
 	t.Helper()
+	hs := handles(t, 2)
+	return hs[0], hs[1]
+}
+
+// TestBoundedLimitsHoldUnderConcurrentClaims: three handles claim and
+// complete steps under a namespace limit of 24 at once, each bounding
+// from its own anchors while it can and counting when it must; what runs
+// never passes the limit, as a fourth connection sees it between claims.
+func TestBoundedLimitsHoldUnderConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit, claimers, rounds = 24, 3, 60
+	hs := handles(t, claimers)
+	_, err := hs[0].SetPolicy(ctx, store.PolicyChange{Target: "ns", Concurrency: ptr(limit), Actor: "test"})
+	require.NoError(t, err)
+	tasks := make([]store.TaskInsert, claimers*rounds*8)
+	for i := range tasks {
+		tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}
+	}
+	_, err = hs[0].InsertTasks(ctx, tasks)
+	require.NoError(t, err)
+	running := func() int {
+		var n int
+		require.NoError(t, hs[0].DB().QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'running'`).Scan(&n))
+		return n
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var most atomic.Int64
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var n int64
+			if err := hs[0].DB().QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'running'`).Scan(&n); err != nil {
+				t.Errorf("count running steps: %v", err)
+				return
+			}
+			if n > most.Load() {
+				most.Store(n)
+			}
+		}
+	}()
+	claimed := make([]int, claimers)
+	for i, s := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			engine := fmt.Sprintf("e%d", i)
+			var mine []store.ClaimedStep
+			for r := range rounds {
+				got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: engine, Limit: 1 + (r+i)%8})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				claimed[i] += len(got)
+				mine = append(mine, got...)
+				// The older half of this handle's steps complete.
+				done := mine[:len(mine)/2]
+				mine = mine[len(mine)/2:]
+				var outs []store.Outcome
+				for _, c := range done {
+					outs = append(outs, store.Outcome{Fence: c.Fence, EngineID: engine, State: state.StepCompleted, Result: []byte(`{}`)})
+				}
+				if _, err := s.CompleteSteps(ctx, outs); err != nil {
+					t.Errorf("complete: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	require.LessOrEqual(t, most.Load(), int64(limit), "what ran at most")
+	require.LessOrEqual(t, running(), limit)
+	for i, n := range claimed {
+		require.Positive(t, n, "claimer %d claimed nothing", i)
+	}
+}
+
+// handles opens n store handles on one new schema, as n engines would
+// have.
+func handles(t *testing.T, n int) []postgres.Store {
+	t.Helper()
 	schema := pgtesting.SchemaName("bounds")
-	open := func() postgres.Store {
+	out := make([]postgres.Store, n)
+	for i := range out {
 		s, err := postgres.Open(context.Background(), pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 4})
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
-		return s
+		out[i] = s
 	}
-	a, b = open(), open()
-	t.Cleanup(func() { _, _ = a.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	return a, b
+	t.Cleanup(func() { _, _ = out[0].DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	return out
 }
