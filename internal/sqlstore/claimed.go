@@ -65,8 +65,19 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 			totalsCols = `, tot.steps, tot.tasks`
 			totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
 		}
+		// The claim's audit rows are written by this statement too, as
+		// flushAudit would write them: one row a step, the first claimed
+		// step of a task that starts carrying the task's start (foldAudit),
+		// in the order of the tasks and their steps.
+		audit := `, aud AS (INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+				SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
+					CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
+				FROM (SELECT s.task_id, s.name, s.attempt, s.idx,
+					started.id IS NOT NULL AND row_number() OVER (PARTITION BY s.task_id ORDER BY s.idx) = 1 AS first
+					FROM s LEFT JOIN started ON started.id = s.task_id) AS c
+				ORDER BY task_id, idx)`
 		q = `WITH ` + take + `s AS (` + update + `),
-			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + `
+			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL` + totalsCols + granted + `
 			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
 			LEFT JOIN started ON started.id = s.task_id` + totalsJoin
@@ -74,6 +85,8 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		if totaling {
 			args = append(args, t.limitHeld)
 		}
+		args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
+			string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
 	}
 	rows, err := t.query(q, args...)
 	if err != nil {
@@ -117,31 +130,33 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	}
 	out := make([]store.ClaimedStep, len(steps))
 	deps := make([][]int, len(steps))
-	started := map[int64]bool{}
 	for i, st := range steps {
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
 		out[i] = store.ClaimedStep{Step: st.Step, Fence: store.Fence{StepID: st.ID, Attempt: st.Attempts, LeaseID: leaseID},
 			ReadyAt: time.UnixMicro(st.sortKey + int64(st.Priority)*t.s.aging)}
 		deps[i] = st.deps
-		t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, "claimed")
 		if st.totals[0].Valid {
 			t.totaled(st.Namespace, st.started, limitTotals{st.totals[0].Int64, st.totals[1].Int64})
 		}
 		if t.s.d.WithWrites {
-			st.task.set(&out[i])
-			if st.started && !started[st.TaskID] {
-				started[st.TaskID] = true
-				t.taskStarted(st.TaskID)
-			}
+			st.task.set(&out[i]) // the statement wrote the audit rows
+		} else {
+			t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, reasonClaimed)
 		}
 	}
 	return out, deps, nil
 }
 
+// The reasons of a claim's audit entries.
+const (
+	reasonClaimed      = "claimed"
+	reasonFirstClaimed = "first step claimed"
+)
+
 // taskStarted audits the start of a task with its first claimed step.
 func (t *txn) taskStarted(id int64) {
-	t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, "first step claimed")
+	t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, reasonFirstClaimed)
 }
 
 // claimedTask is the part of what a claimed step's handler sees that comes

@@ -181,3 +181,45 @@ func testAudit(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// testAuditClaimedTogether: steps of one task claimed together each record
+// their claim once, and the task's start is recorded once, right after
+// one of them.
+func testAuditClaimedTogether(t *testing.T, h *harness) {
+	h.register("e1")
+	steps := []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1}, {Name: "c", Handler: "h", MaxAttempts: 1}}
+	id := h.insert(store.TaskInsert{Steps: steps})[0].Task.ID
+	other := h.insert(store.TaskInsert{Steps: steps[:2]})[0].Task.ID
+	require.Len(t, h.claim("e1", 5), 5)
+	for _, task := range []struct {
+		id    int64
+		steps []string
+	}{{id, []string{"a", "b", "c"}}, {other, []string{"a", "b"}}} {
+		entries, err := h.s.Audit(h.ctx, task.id)
+		require.NoError(t, err)
+		claimed := map[string]int{}
+		starts := 0
+		for i, e := range entries {
+			switch {
+			case e.Step != "" && e.To == string(state.StepRunning):
+				require.Equal(t, string(state.StepReady), e.From)
+				require.Equal(t, "claimed", e.Reason)
+				require.Equal(t, "e1", e.EngineID)
+				require.Equal(t, 1, e.Attempt)
+				claimed[e.Step]++
+			case e.Step == "" && e.To == string(state.TaskRunning):
+				starts++
+				require.Equal(t, "first step claimed", e.Reason)
+				require.Equal(t, "e1", e.EngineID)
+				require.Positive(t, i)
+				require.Equal(t, string(state.StepRunning), entries[i-1].To, "the start follows a claim")
+			}
+		}
+		want := map[string]int{}
+		for _, s := range task.steps {
+			want[s] = 1
+		}
+		require.Equal(t, want, claimed, "each step's claim once")
+		require.Equal(t, 1, starts, "the task's start once")
+	}
+}

@@ -71,6 +71,7 @@ func Run(t *testing.T, open Opener) {
 		{"Workflows", testWorkflows},
 		{"ListTasks", testListTasks},
 		{"AuditRecordsEveryTransition", testAudit},
+		{"AuditOfStepsClaimedTogether", testAuditClaimedTogether},
 		{"APIKeys", testAPIKeys},
 		{"GetStep", testGetStep},
 		{"RetryStepReopensSkipped", testRetryStep},
