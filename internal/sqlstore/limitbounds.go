@@ -36,6 +36,11 @@ import (
 // claim that counted, under the lock, checks that nothing entered running
 // there between its count and its claim statement, or else the same bound.
 // A claim that fails its check is rolled back and made again, counting.
+// Claims that bound hold rows of limit_claims without the namespaces'
+// locks, so every claim takes those rows in the namespaces' order: one
+// statement takes them sorted, and a namespace a later round meets that
+// is named before one the claim already took waits for the next claim
+// (countNamespaces).
 // (LimitRoom can still bound under the lock from an anchor it is passed,
 // as the engines of the version before did; this one passes none.)
 // An anchor is used for at most anchorLife, and not across a change of the
@@ -202,6 +207,7 @@ func (t *txn) totaled(ns string, started bool, got limitTotals) {
 		t.limitTotals, t.limitOwn = map[string]limitTotals{}, map[string]limitTotals{}
 	}
 	t.limitTotals[ns] = got
+	t.totalsMax = max(t.totalsMax, ns)
 	own := t.limitOwn[ns]
 	own.steps++
 	if started {

@@ -40,6 +40,9 @@ type txn struct {
 	// limitOwn, what the claim added to them.
 	limitHeld             []string
 	limitTotals, limitOwn map[string]limitTotals
+	// totalsMax: the last namespace, by name, whose row of limit_claims
+	// a claim statement of this claim took (once limitTotals has any).
+	totalsMax string
 	// fairRead: what the claim's first statement read of fairReadiness,
 	// for its first round (fair.go).
 	fairRead []fairRow

@@ -220,3 +220,55 @@ func handles(t *testing.T, n int) []postgres.Store {
 	t.Cleanup(func() { _, _ = out[0].DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
 	return out
 }
+
+// TestLimitRowsTakenInNamespaceOrder: a claim takes the rows of
+// limit_claims in the namespaces' order, whether it counts or bounds, so
+// that no two claims wait for each other's rows. Once a claim statement
+// added to the totals of "b", a namespace named before it that the claim
+// meets later ("a") waits for the next claim; one named after it ("c")
+// is claimed at once.
+func TestLimitRowsTakenInNamespaceOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		other      string
+		firstClaim int
+	}{
+		{"a", 1}, // b's one place; a waits
+		{"c", 4}, // b's one place and three of c
+	} {
+		t.Run(tc.other, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := handles(t, 1)[0]
+			for ns, limit := range map[string]int{"b": 1, tc.other: 100} {
+				_, err := s.SetPolicy(ctx, store.PolicyChange{Target: ns, Concurrency: ptr(limit), Actor: "test"})
+				require.NoError(t, err)
+			}
+			insert := func(ns string) {
+				tasks := make([]store.TaskInsert, 5)
+				for i := range tasks {
+					tasks[i] = store.TaskInsert{Namespace: ns, Workflow: "wf", Version: "1", Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}
+				}
+				_, err := s.InsertTasks(ctx, tasks)
+				require.NoError(t, err)
+			}
+			insert("b") // older: the first round's candidates
+			insert(tc.other)
+			claim := func() map[string]int {
+				got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 4})
+				require.NoError(t, err)
+				by := map[string]int{}
+				for _, c := range got {
+					by[c.Namespace]++
+				}
+				return by
+			}
+			first := claim()
+			require.Equal(t, 1, first["b"], "b's limit")
+			require.Equal(t, tc.firstClaim, first["b"]+first[tc.other])
+			second := claim()
+			require.Equal(t, 0, second["b"], "b is full")
+			require.Equal(t, min(4, 5-first[tc.other]), second[tc.other])
+		})
+	}
+}
