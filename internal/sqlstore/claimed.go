@@ -46,6 +46,13 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 			return nil, nil, err
 		}
+		// Entries queued before the claim (a breaker's probe) keep their
+		// place ahead of those the claim statement writes.
+		if len(t.audits) > 0 {
+			if err := t.flushAuditNow(); err != nil {
+				return nil, nil, err
+			}
+		}
 		// The tasks to start by primary key: (state || '') keeps the
 		// planner off tasks_state, whose pending entries of tasks started
 		// since the last vacuum it would read at every claim.

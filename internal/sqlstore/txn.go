@@ -298,8 +298,22 @@ func foldAudit(entries []auditRow) []auditRow {
 }
 
 // flushAudit writes the queued audit entries, folded (foldAudit), in one
-// statement whatever their count.
+// statement whatever their count, sent with the commit where it can be.
 func (t *txn) flushAudit() error {
+	return t.writeAudit(t.execLast)
+}
+
+// flushAuditNow writes the queued audit entries at once, ahead of entries
+// a later statement writes itself (a claim's).
+func (t *txn) flushAuditNow() error {
+	return t.writeAudit(func(q string, args ...any) error {
+		_, err := t.exec(q, args...)
+		return err
+	})
+}
+
+// writeAudit writes the queued audit entries with exec.
+func (t *txn) writeAudit(exec func(q string, args ...any) error) error {
 	entries := foldAudit(t.audits)
 	t.audits = nil
 	if len(entries) == 0 {
@@ -312,7 +326,7 @@ func (t *txn) flushAudit() error {
 	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
 		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
 		{"u_task_reason", colText}}, rows)
-	if err := t.execLast(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+	if err := exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
 		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason FROM `+from,
 		append([]any{t.now}, args...)...); err != nil {
 		return fmt.Errorf("audit: %w", err)

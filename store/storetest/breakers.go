@@ -198,6 +198,20 @@ func testBreakerProbe(t *testing.T, h *harness) {
 	require.Equal(t, store.BreakerHalfOpen, b.State)
 	require.Equal(t, probe[0].Fence.StepID, b.ProbeStepID)
 	require.Empty(t, h.claim("e2", 10), "nothing else while the probe runs")
+	// The probe's task: the breaker turns half-open, then the step is
+	// claimed as its probe, in that order.
+	trail, err := h.s.Audit(h.ctx, probe[0].TaskID)
+	require.NoError(t, err)
+	halfOpen, claimed := -1, -1
+	for i, e := range trail {
+		switch {
+		case e.To == store.BreakerAuditPrefix+store.BreakerHalfOpen:
+			halfOpen = i
+		case e.Step == probe[0].Name && e.To == string(state.StepRunning) && e.Attempt == probe[0].Attempts:
+			claimed = i
+		}
+	}
+	require.True(t, halfOpen >= 0 && claimed > halfOpen, "half-open at %d, claimed at %d: %v", halfOpen, claimed, trail)
 
 	// The probe fails: open again, for a fresh cooldown.
 	h.fail(probe[0], true)
