@@ -201,21 +201,17 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	if weights {
 		alone = t.s.fair.lone()
 	}
+	// Without FairReadiness, fairReadiness takes the lock and reads when
+	// the claim shares slots.
 	switch {
 	case alone != "":
-		q += ", NULL, " + fairOthers
+		q += ", " + fairOthers
 		args = append(args, alone, alone)
 		probe = true
 	case t.s.d.FairReadiness != "" && weights:
-		q += ", NULL, " + t.s.d.FairReadiness
+		q += ", " + t.s.d.FairReadiness
 		args = append(args, fairLock, maxFairNamespaces)
 		t.fairLocked, readiness = true, true
-	case t.s.d.Lock != "" && weights:
-		q += ", " + t.s.d.Lock
-		args = append(args, fairLock)
-		t.fairLocked = true
-	default:
-		q += ", NULL"
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
@@ -232,16 +228,16 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 	}
 	// One row, or one per count of the predicted namespaces.
 	type first struct {
-		state, plan, locked sql.NullString
-		version             int64
-		ready               []string
-		others              sql.NullBool
-		kind, n             sql.NullInt64
-		name                sql.NullString
+		state, plan sql.NullString
+		version     int64
+		ready       []string
+		others      sql.NullBool
+		kind, n     sql.NullInt64
+		name        sql.NullString
 	}
 	got, err := collect(rows, func(r Row) (first, error) {
 		var f first
-		dest := []any{&f.state, &f.version, &f.plan, &f.locked}
+		dest := []any{&f.state, &f.version, &f.plan}
 		switch {
 		case readiness:
 			dest = append(dest, &f.ready)

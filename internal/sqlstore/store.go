@@ -67,11 +67,12 @@ type Dialect struct {
 	ClaimPlan string
 	// LimitRoom, if set, is a set-returning call, with %s for its three
 	// arguments (namespaces, sorted; whether to wait for their locks, else
-	// only try them; what the claim knows of each, limitBounds.known),
-	// that takes the transaction-scoped lock of each namespace's
-	// concurrency limits and then counts or bounds what runs in each (see
-	// countRow for its rows), so that engines count and claim under a
-	// namespace's limits one at a time. Where it is empty, one
+	// only try them; counts to bound from, which this store passes as
+	// NULL: it bounds without the call, limitbounds.go), that takes the
+	// transaction-scoped lock of each namespace's concurrency limits and
+	// then counts what runs in each, with the totals read before the
+	// count (see countRow for its rows), so that engines count and claim
+	// under a namespace's limits one at a time. Where it is empty, one
 	// writer at a time is guaranteed and the claim counts without locks.
 	LimitRoom string
 	// Lock, if set, is an expression that takes a transaction-scoped lock
