@@ -235,12 +235,18 @@ func (s *Store) splitBounds(namespaces []string, version, now int64, claim int, 
 }
 
 // boundedIn takes the bounds of namespaces into k, as their counts, and
-// notes the namespaces, whose totals the claim statement adds to.
+// holds the namespaces.
 func (t *txn) boundedIn(bounds map[string]nsCount, k *keyRoom) {
 	for ns, n := range bounds {
 		k.counted[ns] = n
-		if !slices.Contains(t.limitHeld, ns) {
-			t.limitHeld = append(t.limitHeld, ns)
-		}
+		t.hold(ns)
+	}
+}
+
+// hold notes a namespace the claim counted or bounded, whose totals its
+// claim statements add to.
+func (t *txn) hold(ns string) {
+	if !slices.Contains(t.limitHeld, ns) {
+		t.limitHeld = append(t.limitHeld, ns)
 	}
 }

@@ -348,8 +348,8 @@ func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	}
 	t.s.bounds.counted(namespaces, k.counted, k.version, t.now)
 	for _, ns := range namespaces {
-		if !k.counted[ns].missed && !slices.Contains(t.limitHeld, ns) {
-			t.limitHeld = append(t.limitHeld, ns)
+		if !k.counted[ns].missed {
+			t.hold(ns)
 		}
 	}
 }
