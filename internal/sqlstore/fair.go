@@ -65,9 +65,11 @@ func (s *Store) cachedWeights() bool {
 // many with ready work are claimed by the ordinary rounds only.
 const maxFairNamespaces = 1000
 
-// fairPasses are the passes of the namespaces a store last shared slots
-// between: how many slots it gave each, in units of 1/weight, less the
-// smallest (so a namespace that comes back starts level with the others).
+// fairPasses is what a store keeps of the fair shares from one claim to
+// the next: the passes of the namespaces it last shared slots between (how
+// many slots it gave each, in units of 1/weight, less the smallest, so a
+// namespace that comes back starts level with the others), and the
+// namespace its last read of the readiness found alone with ready work.
 type fairPasses struct {
 	mu   sync.Mutex
 	pass map[string]float64
