@@ -103,7 +103,8 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	var xe *exitError
 	if errors.As(err, &xe) {
 		if xe.err != nil {
-			fmt.Fprintf(a.stderr, "weft: %v\n", xe.err)
+			// Errors of the Go API begin with "weft: " already.
+			fmt.Fprintf(a.stderr, "weft: %s\n", strings.TrimPrefix(xe.err.Error(), "weft: "))
 		}
 		return xe.code
 	}

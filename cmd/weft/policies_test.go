@@ -105,6 +105,7 @@ func TestLimitAndPolicies(t *testing.T) {
 		{"pause star", []string{"pause", "*"}, 2, "use --all"},
 		{"pause version", []string{"pause", "shop/checkout@1"}, 2, "no version"},
 		{"pause bad name", []string{"pause", "sh op"}, 2, "letters, digits"},
+		{"pause empty workflow", []string{"pause", "shop/"}, 2, "want NAMESPACE, NAMESPACE/WORKFLOW"},
 		{"limit without flag", []string{"limit", "shop"}, 2, "give --concurrency N"},
 		{"limit negative", []string{"limit", "shop", "--concurrency", "-1"}, 2, "0 (no limit) or more"},
 		{"limit a workflow", []string{"limit", "shop/checkout", "--concurrency", "1"}, 2, "set on a namespace"},
@@ -117,6 +118,7 @@ func TestLimitAndPolicies(t *testing.T) {
 			r := weftCLI(t, append([]string{"--db", db}, tt.args...)...) // a --db in args wins
 			requireCode(t, tt.code, r)
 			require.Contains(t, r.stderr, tt.stderr)
+			require.NotContains(t, r.stderr, "weft: weft:", "one prefix")
 		})
 	}
 }
