@@ -36,7 +36,8 @@ func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
 	return b.Key, b.Failures, b.Cooldown.Microseconds()
 }
 
-// breakerHit is an outcome recorded for a step with a breaker.
+// breakerHit is an outcome recorded for a step with a breaker, with the
+// breaker's row as the outcome's statement saw it (breakerReturning).
 type breakerHit struct {
 	stepID, taskID int64
 	name           string
@@ -45,6 +46,28 @@ type breakerHit struct {
 	n              int
 	cooldown       int64
 	kind           hitKind
+	row            knownBreaker
+}
+
+// breakerReturning is what an outcome's fenced update returns of the
+// step's breaker (breakerHit.scan): its key, threshold and cooldown, and
+// the state and failures of its row, read in the same statement; none for
+// a step without a breaker.
+const breakerReturning = `breaker_key, breaker_n, breaker_cooldown,
+	CASE WHEN breaker_key <> '' THEN (SELECT b.state FROM breakers b WHERE b.breaker_key = steps.breaker_key) END,
+	CASE WHEN breaker_key <> '' THEN (SELECT b.failures FROM breakers b WHERE b.breaker_key = steps.breaker_key) END`
+
+// dest returns where to scan breakerReturning; done fills the row from
+// what was scanned (no row: closed, no failures).
+func (b *breakerHit) dest() (dest []any, done func()) {
+	var st sql.NullString
+	var failures sql.NullInt64
+	return []any{&b.key, &b.n, &b.cooldown, &st, &failures}, func() {
+		b.row = knownBreaker{state: store.BreakerClosed}
+		if st.Valid {
+			b.row = knownBreaker{state: st.String, failures: int(failures.Int64)}
+		}
+	}
 }
 
 // hitKind is what an outcome means to a breaker.
@@ -140,36 +163,13 @@ func (t *txn) breakerOutcomes(hits []breakerHit) error {
 	if len(hits) == 0 {
 		return nil
 	}
-	// What the successes need to know, in one read: most find their
-	// breaker closed with no failures and write nothing.
+	// What the successes need to know, as the outcomes' statements read
+	// it: most find their breaker closed with no failures and write
+	// nothing. The transaction's own changes follow in known.
 	known := map[string]knownBreaker{}
-	var keys []string
 	for _, h := range hits {
-		if _, seen := known[h.key]; h.kind == hitSuccess && !seen {
-			known[h.key] = knownBreaker{state: store.BreakerClosed}
-			keys = append(keys, h.key)
-		}
-	}
-	if len(keys) > 0 {
-		in, inArgs := t.textIn("breaker_key", keys)
-		rows, err := t.query(`SELECT breaker_key, state, failures FROM breakers WHERE `+in, inArgs...)
-		if err != nil {
-			return fmt.Errorf("read breakers: %w", err)
-		}
-		type row struct {
-			key string
-			knownBreaker
-		}
-		got, err := collect(rows, func(r Row) (row, error) {
-			var v row
-			err := r.Scan(&v.key, &v.state, &v.failures)
-			return v, err
-		})
-		if err != nil {
-			return fmt.Errorf("read breakers: %w", err)
-		}
-		for _, r := range got {
-			known[r.key] = r.knownBreaker
+		if _, seen := known[h.key]; !seen {
+			known[h.key] = h.row
 		}
 	}
 	for _, h := range hits {

@@ -126,15 +126,17 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	var taskID int64
 	var name, children string
 	var bk breakerHit
+	brk, scanned := bk.dest()
 	err := t.queryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
-		RETURNING task_id, name, children, breaker_key, breaker_n, breaker_cooldown`, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
-		Scan(&taskID, &name, &children, &bk.key, &bk.n, &bk.cooldown)
+		RETURNING task_id, name, children, `+breakerReturning, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
+		Scan(append([]any{&taskID, &name, &children}, brk...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
+	scanned()
 	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
 	t.breakerHit(bk, o.Fence.StepID, taskID, name, o, to)
 	switch to {
@@ -183,7 +185,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM `+from+`
 		WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
-		RETURNING id, task_id, name, children, breaker_key, breaker_n, breaker_cooldown`, append([]any{t.now}, args...)...)
+		RETURNING id, task_id, name, children, `+breakerReturning, append([]any{t.now}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
@@ -194,8 +196,12 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	}
 	got, err := collect(q, func(r Row) (recorded, error) {
 		var v recorded
-		err := r.Scan(&v.id, &v.taskID, &v.name, &v.children, &v.breaker.key, &v.breaker.n, &v.breaker.cooldown)
-		return v, err
+		brk, scanned := v.breaker.dest()
+		if err := r.Scan(append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)...); err != nil {
+			return v, err
+		}
+		scanned()
+		return v, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
