@@ -116,17 +116,10 @@ func (s *Store) scheduleNotify() {
 	})
 }
 
-// sendNotify sends the notification in a transaction of its own.
+// sendNotify sends the notification in a statement of its own
+// (autocommit): one round trip.
 func (s *Store) sendNotify(ctx context.Context) error {
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("notify: %w", err)
-	}
-	if _, err := tx.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel, s.notifyPayload(false, true)); err != nil {
-		tx.Rollback(ctx)
-		return fmt.Errorf("notify: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if _, err := s.db.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel, s.notifyPayload(false, true)); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil

@@ -170,7 +170,7 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			// fresh queue's lag behind it). Never JIT-compile the claim's
 			// small statements: a plan whose cost the disabled sort
 			// inflates would cost half a second.
-			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true)",
+			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true) || set_config('enable_seqscan', 'off', true) || set_config('plan_cache_mode', 'force_generic_plan', true)",
 			Lateral:   true,
 			// Lock takes one named lock (the fair shares'); LimitRoom locks
 			// namespaces' limits and counts or bounds what runs in them: the
