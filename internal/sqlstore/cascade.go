@@ -195,10 +195,11 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 	}
 	from, args := t.rowset("a", []column{{"a_id", colInt}, {"a_remaining", colInt}, {"a_failed", colInt}, {"a_err", colText},
 		{"a_state", colText}, {"a_end", colInt}}, updates)
-	if _, err := t.exec(`UPDATE tasks SET remaining = a.a_remaining, failed = a.a_failed, error = a.a_err, state = a.a_state,
+	// Nothing reads what it returns: it goes with the next statement.
+	if err := t.soon("account ended steps", `UPDATE tasks SET remaining = a.a_remaining, failed = a.a_failed, error = a.a_err, state = a.a_state,
 		finished_at = CASE WHEN a.a_end = 1 THEN ? ELSE finished_at END
 		FROM `+from+` WHERE tasks.id = a.a_id`, append([]any{t.now}, args...)...); err != nil {
-		return fmt.Errorf("account ended steps: %w", err)
+		return err
 	}
 	for _, d := range finished {
 		t.audit(d.c.id, "", string(d.c.st), string(d.to), 0, d.reason)

@@ -31,6 +31,11 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
 	err := s.write(ctx, engine, func(t *txn) error {
+		if s.d.CompletePlan != "" {
+			if err := t.soon("steer the planner", `SELECT `+s.d.CompletePlan); err != nil {
+				return err
+			}
+		}
 		// Plain outcomes of one engine go together; the rest one by one.
 		var plain []store.Outcome
 		var plainAt, rest []int

@@ -60,11 +60,20 @@ type Finisher interface {
 	CommitWith(ctx context.Context, last []Statement) error
 }
 
+// Pipeliner is a Tx that sends a statement whose result nobody reads ahead
+// of the transaction's next statement (or its COMMIT), in that statement's
+// round trip. A queued statement's error is returned by the statement it
+// went with, prefixed with the queued statement's What.
+type Pipeliner interface {
+	Queue(st Statement)
+}
+
 // Statement is a statement, in the database's placeholders, and its
-// arguments.
+// arguments. What, if set, says what it does, for its errors.
 type Statement struct {
 	Query string
 	Args  []any
+	What  string
 }
 
 // Rows is the result of a query; *sql.Rows is one.

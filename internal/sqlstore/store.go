@@ -65,6 +65,10 @@ type Dialect struct {
 	// a freshly filled queue, and with them the claim turns into a scan
 	// and sort of every ready step).
 	ClaimPlan string
+	// CompletePlan, if set, is an expression that the first statement of
+	// each batch of outcomes evaluates, in the batch's transaction: its
+	// planner settings (PostgreSQL's set_config(..., true)).
+	CompletePlan string
 	// LimitRoom, if set, is a set-returning call, with %s for its three
 	// arguments (namespaces, sorted; whether to wait for their locks, else
 	// only try them; counts to bound from, which this store passes as

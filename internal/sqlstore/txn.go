@@ -201,6 +201,20 @@ func (t *txn) execLast(q string, args ...any) error {
 	return err
 }
 
+// soon runs a statement whose result nobody reads: where the transaction
+// pipelines (Pipeliner), ahead of its next statement, in that statement's
+// round trip; else now. what says what it does, for its error.
+func (t *txn) soon(what, q string, args ...any) error {
+	if p, ok := t.x.(Pipeliner); ok {
+		p.Queue(Statement{Query: t.s.bind(q), Args: args, What: what})
+		return nil
+	}
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 func (t *txn) exec(q string, args ...any) (Result, error) {
 	return t.x.Exec(t.ctx, t.s.bind(q), args...)
 }

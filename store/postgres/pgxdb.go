@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -93,22 +94,54 @@ func (d poolDB) Close() error {
 // first statement. The pool destroys a connection released in any state
 // but idle (a statement cut off, a transaction left open).
 type poolTx struct {
-	conn  *pgxpool.Conn
-	begun bool // BEGIN was sent
+	conn   *pgxpool.Conn
+	begun  bool                 // BEGIN was sent
+	queued []sqlstore.Statement // sent ahead of the next statement (Queue)
 }
 
-// begin returns the batch that sends BEGIN and the statement sql, having
-// read BEGIN's result; the caller reads the statement's and closes it.
-func (t *poolTx) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+// Queue sends st ahead of the next statement, in its round trip.
+func (t *poolTx) Queue(st sqlstore.Statement) { t.queued = append(t.queued, st) }
+
+// direct reports whether the next statement goes alone: BEGIN was sent
+// and nothing is queued.
+func (t *poolTx) direct() bool { return t.begun && len(t.queued) == 0 }
+
+// send returns the batch that sends BEGIN (if it was not sent), the queued
+// statements and the statement sql, having read the results of all but
+// sql's; the caller reads that one and closes the batch.
+func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	begin := !t.begun
+	if begin {
+		b.Queue("BEGIN")
+	}
+	queued := t.queued
+	t.queued = nil
+	for _, st := range queued {
+		b.Queue(st.Query, st.Args...)
+	}
 	b.Queue(sql, args...)
 	br := t.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		return nil, closing(br, err)
+	if begin {
+		if _, err := br.Exec(); err != nil {
+			return nil, closing(br, err)
+		}
+		t.begun = true
 	}
-	t.begun = true
+	for _, st := range queued {
+		if _, err := br.Exec(); err != nil {
+			return nil, closing(br, queuedError(st, err))
+		}
+	}
 	return br, nil
+}
+
+// queuedError is the error of a queued statement, saying which it was.
+func queuedError(st sqlstore.Statement, err error) error {
+	if st.What == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", st.What, err)
 }
 
 // closing closes br and returns err or, if there is none, what closing
@@ -121,10 +154,10 @@ func closing(br pgx.BatchResults, err error) error {
 }
 
 func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
-	if t.begun {
+	if t.direct() {
 		return querier{t.conn}.Exec(ctx, sql, args...)
 	}
-	br, err := t.begin(ctx, sql, args)
+	br, err := t.send(ctx, sql, args)
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +166,10 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Re
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
-	if t.begun {
+	if t.direct() {
 		return querier{t.conn}.Query(ctx, sql, args...)
 	}
-	br, err := t.begin(ctx, sql, args)
+	br, err := t.send(ctx, sql, args)
 	if err != nil {
 		return nil, err
 	}
@@ -148,10 +181,10 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
-	if t.begun {
+	if t.direct() {
 		return querier{t.conn}.QueryRow(ctx, sql, args...)
 	}
-	br, err := t.begin(ctx, sql, args)
+	br, err := t.send(ctx, sql, args)
 	if err != nil {
 		return errRow{err}
 	}
@@ -159,19 +192,25 @@ func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 }
 
 func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
-	if !t.begun {
-		if _, err := t.conn.Exec(ctx, "BEGIN"); err != nil {
-			return 0, unavailable(err)
+	if !t.direct() {
+		// BEGIN and the queued statements go first, in one round trip.
+		if _, err := t.Exec(ctx, "SELECT 1"); err != nil {
+			return 0, err
 		}
-		t.begun = true
 	}
 	return querier{t.conn}.CopyFrom(ctx, table, columns, rows)
 }
 
-func (t *poolTx) Commit(ctx context.Context) error { return t.end(ctx, "COMMIT") }
+func (t *poolTx) Commit(ctx context.Context) error {
+	if len(t.queued) > 0 {
+		return t.CommitWith(ctx, nil)
+	}
+	return t.end(ctx, "COMMIT")
+}
 
-// CommitWith sends the last statements with COMMIT (and BEGIN, if no
-// statement went before), in one batch; after an error it rolls back.
+// CommitWith sends the queued and the last statements with COMMIT (and
+// BEGIN, if no statement went before), in one batch; after an error it
+// rolls back.
 // The connection goes back to the pool either way.
 func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) error {
 	if t.conn == nil {
@@ -181,16 +220,24 @@ func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) erro
 	if !t.begun {
 		b.Queue("BEGIN")
 	}
-	for _, st := range last {
+	sent := append(t.queued, last...)
+	t.queued = nil
+	for _, st := range sent {
 		b.Queue(st.Query, st.Args...)
 	}
 	b.Queue("COMMIT")
 	br := t.conn.SendBatch(ctx, b)
 	var err error
-	for range b.Len() {
+	if !t.begun {
+		_, err = br.Exec()
+	}
+	for i := 0; err == nil && i < len(sent); i++ {
 		if _, err = br.Exec(); err != nil {
-			break
+			err = queuedError(sent[i], err)
 		}
+	}
+	if err == nil {
+		_, err = br.Exec()
 	}
 	if err = closing(br, err); err != nil && !t.conn.Conn().IsClosed() {
 		// The statements after the failed one did not run, nor the
@@ -204,7 +251,10 @@ func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) erro
 
 var _ sqlstore.Finisher = (*poolTx)(nil)
 
-func (t *poolTx) Rollback(ctx context.Context) error { return t.end(ctx, "ROLLBACK") }
+func (t *poolTx) Rollback(ctx context.Context) error {
+	t.queued = nil
+	return t.end(ctx, "ROLLBACK")
+}
 
 // end sends COMMIT or ROLLBACK, if the transaction began, and gives the
 // connection back.
@@ -221,7 +271,10 @@ func (t *poolTx) end(ctx context.Context, sql string) error {
 	return unavailable(err)
 }
 
-var _ sqlstore.Copier = (*poolTx)(nil)
+var (
+	_ sqlstore.Copier    = (*poolTx)(nil)
+	_ sqlstore.Pipeliner = (*poolTx)(nil)
+)
 
 // batchRows are the rows of a statement sent with BEGIN: closing them
 // closes the batch.

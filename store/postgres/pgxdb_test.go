@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -82,6 +83,92 @@ func TestTransactionsBeginAndCommitWithTheirStatements(t *testing.T) {
 			require.Error(t, err, tc.name)
 		}
 		require.Equal(t, tc.rows, count(), tc.name)
+		require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", tc.name)
+	}
+}
+
+// TestQueuedStatementsGoWithTheNext: a queued statement runs before the
+// transaction's next statement, COPY or COMMIT, so that one sees what it
+// wrote; its error comes back from that statement, saying what it was, and
+// a rolled back transaction drops it.
+func TestQueuedStatementsGoWithTheNext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtesting.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	schema := pgtesting.SchemaName("queue")
+	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`; CREATE TABLE `+schema+`.t (v int PRIMARY KEY)`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	db := postgres.NewPoolDB(pool)
+	insert := func(v int) sqlstore.Statement {
+		return sqlstore.Statement{Query: `INSERT INTO ` + schema + `.t VALUES ($1)`, Args: []any{v}, What: "add a row"}
+	}
+	count := func(q sqlstore.Querier) (int, error) {
+		var n int
+		err := q.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.t`).Scan(&n)
+		return n, err
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(tx sqlstore.Tx) error // queues and runs statements, then commits or rolls back
+		err  string                     // what run returns, if it fails
+		rows int                        // in the table after
+	}{
+		{"queued before the first statement", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Queue(insert(1))
+			n, err := count(tx)
+			require.NoError(t, err)
+			require.Equal(t, 1, n, "the next statement sees the queued one's row")
+			return tx.Commit(ctx)
+		}, "", 1},
+		{"queued after it, before a plain commit", func(tx sqlstore.Tx) error {
+			_, err := tx.Exec(ctx, insert(2).Query, 2)
+			require.NoError(t, err)
+			tx.(sqlstore.Pipeliner).Queue(insert(3))
+			return tx.Commit(ctx)
+		}, "", 3},
+		{"queued before the last statements", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Queue(insert(4))
+			return tx.(sqlstore.Finisher).CommitWith(ctx, []sqlstore.Statement{insert(5)})
+		}, "", 5},
+		{"queued before a copy", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Queue(insert(6))
+			tx.(sqlstore.Pipeliner).Queue(sqlstore.Statement{Query: `SET LOCAL search_path = ` + schema})
+			n, err := tx.(sqlstore.Copier).CopyFrom(ctx, "t", []string{"v"}, pgx.CopyFromRows([][]any{{7}}))
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+			return tx.Commit(ctx)
+		}, "", 7},
+		{"a queued statement fails", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Queue(insert(1))
+			_, err := count(tx)
+			require.NoError(t, tx.Rollback(ctx))
+			return err
+		}, "add a row: ERROR: duplicate key", 7},
+		{"a queued statement fails at the commit", func(tx sqlstore.Tx) error {
+			_, err := tx.Exec(ctx, insert(8).Query, 8)
+			require.NoError(t, err)
+			tx.(sqlstore.Pipeliner).Queue(insert(2))
+			return tx.Commit(ctx)
+		}, "add a row: ERROR: duplicate key", 7},
+		{"rolled back", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Queue(insert(9))
+			return tx.Rollback(ctx)
+		}, "", 7},
+	} {
+		tx, err := db.Begin(ctx)
+		require.NoError(t, err, tc.name)
+		err = tc.run(tx)
+		if tc.err == "" {
+			require.NoError(t, err, tc.name)
+		} else {
+			require.ErrorContains(t, err, tc.err, tc.name)
+		}
+		n, err := count(db)
+		require.NoError(t, err)
+		require.Equal(t, tc.rows, n, tc.name)
 		require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", tc.name)
 	}
 }

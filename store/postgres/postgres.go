@@ -113,6 +113,10 @@ var (
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
+// planOnce makes a transaction's statements run on plans made once per
+// connection that read every table by index (see ClaimPlan).
+const planOnce = "set_config('enable_seqscan', 'off', true) || set_config('plan_cache_mode', 'force_generic_plan', true)"
+
 // Open connects to the database a postgres:// URL names and brings weft's
 // schema up to date.
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
@@ -169,9 +173,18 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 			// Read the ready index in order whatever the statistics say (a
 			// fresh queue's lag behind it). Never JIT-compile the claim's
 			// small statements: a plan whose cost the disabled sort
-			// inflates would cost half a second.
-			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true) || set_config('enable_seqscan', 'off', true) || set_config('plan_cache_mode', 'force_generic_plan', true)",
-			Lateral:   true,
+			// inflates would cost half a second. Plan each statement once
+			// per connection: the custom plan of a statement of arrays
+			// (which knows their sizes) always looks cheaper than the
+			// generic one, so PostgreSQL would plan the claim statement at
+			// every call, 0.25 ms against 0.1 ms of running it. Without
+			// sequential scans, a plan made while the tables were small
+			// reads them by index once they have grown.
+			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true) || " + planOnce,
+			// A batch of outcomes too: its lock of the tasks was planned
+			// at every call.
+			CompletePlan: planOnce,
+			Lateral:      true,
 			// Lock takes one named lock (the fair shares'); LimitRoom locks
 			// namespaces' limits and counts or bounds what runs in them: the
 			// function of migrations 021 and 024. Both name their locks in the schema's name:
