@@ -98,26 +98,77 @@ func (t *txn) stepEnded(taskID int64, name string, children string, st state.Ste
 	return t.stepsEnded([]endedStep{{taskID: taskID, name: name, children: children, st: st, err: errMsg}})
 }
 
-// stepsEnded accounts for steps that reached a terminal state: the tasks
-// are read (and locked, on PostgreSQL) in one statement, their counts and,
-// for those whose steps have all ended, their own end written in another,
-// then the children of every step learn of it.
+// stepsEnded accounts for steps that reached a terminal state: their tasks
+// are read (and locked, on PostgreSQL) in one statement and accounted for
+// (accountEnded).
 func (t *txn) stepsEnded(ended []endedStep) error {
 	if len(ended) == 0 {
 		return nil
 	}
+	seen := make(map[int64]bool, len(ended))
+	var ids []int64
+	for _, e := range ended {
+		if !seen[e.taskID] {
+			seen[e.taskID] = true
+			ids = append(ids, e.taskID)
+		}
+	}
+	// Tasks in id order, so engines finishing steps of the same tasks take
+	// their row locks in the same order. Locked, what is read stays true
+	// until this transaction ends (SQLite has one writer).
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	in, inArgs := t.idIn("id", ids)
+	lock := ""
+	if t.s.d.ClaimLock != "" {
+		lock = " FOR UPDATE"
+	}
+	rows, err := t.query(`SELECT `+taskAccountColumns+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
+	if err != nil {
+		return fmt.Errorf("read tasks of ended steps: %w", err)
+	}
+	current, err := collect(rows, func(r Row) (taskAccount, error) {
+		var c taskAccount
+		return c, r.Scan(c.dest()...)
+	})
+	if err != nil {
+		return fmt.Errorf("read tasks of ended steps: %w", err)
+	}
+	return t.accountEnded(ended, current)
+}
+
+// taskAccountColumns are the columns of a task that accountEnded reads, in
+// taskAccount.dest's order.
+const taskAccountColumns = `id, state, remaining, failed, error, parent_step_id`
+
+// taskAccount is what accountEnded reads of a task.
+type taskAccount struct {
+	id                int64
+	st                state.Task
+	remaining, failed int64
+	err               string
+	parent            sql.NullInt64
+}
+
+// dest returns where to scan taskAccountColumns.
+func (c *taskAccount) dest() []any {
+	return []any{&c.id, (*string)(&c.st), &c.remaining, &c.failed, &c.err, &c.parent}
+}
+
+// accountEnded writes the counts of the tasks of ended steps and, for
+// those whose steps have all ended, their own end, given their rows read
+// and locked in id order (current); then the children of every step learn
+// of it.
+func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 	type account struct {
 		n, failed int64
 		err       string
 	}
 	accounts := map[int64]*account{}
-	var ids []int64
 	for _, e := range ended {
 		a := accounts[e.taskID]
 		if a == nil {
 			a = &account{}
 			accounts[e.taskID] = a
-			ids = append(ids, e.taskID)
 		}
 		a.n++
 		if e.st == state.StepFailed || e.st == state.StepExpired {
@@ -130,40 +181,10 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 			}
 		}
 	}
-	// Tasks in id order, so engines finishing steps of the same tasks take
-	// their row locks in the same order. Locked, what is read stays true
-	// until this transaction ends (SQLite has one writer).
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	in, inArgs := t.idIn("id", ids)
-	lock := ""
-	if t.s.d.ClaimLock != "" {
-		lock = " FOR UPDATE"
-	}
-	rows, err := t.query(`SELECT id, state, remaining, failed, error, parent_step_id FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
-	if err != nil {
-		return fmt.Errorf("read tasks of ended steps: %w", err)
-	}
-	type taskRow struct {
-		id                int64
-		st                state.Task
-		remaining, failed int64
-		err               string
-		parent            sql.NullInt64
-	}
-	current, err := collect(rows, func(r Row) (taskRow, error) {
-		var c taskRow
-		var st string
-		err := r.Scan(&c.id, &st, &c.remaining, &c.failed, &c.err, &c.parent)
-		c.st = state.Task(st)
-		return c, err
-	})
-	if err != nil {
-		return fmt.Errorf("read tasks of ended steps: %w", err)
-	}
 	// Each task's new counts and, once nothing remains of a task that has
 	// not ended otherwise, its end: one row each for one statement.
 	type done struct {
-		c      taskRow
+		c      taskAccount
 		to     state.Task
 		reason string
 	}

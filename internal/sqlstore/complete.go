@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -187,10 +188,20 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	// steps_running, whose entries of steps that ended since the last
 	// vacuum a bitmap scan would read at every batch (9,000 of them for 26
 	// rows, 1.9 ms, in a burn-down).
-	q, err := t.query(`UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
-		FROM `+from+`
+	update := `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
+		FROM ` + from + `
 		WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
-		RETURNING id, task_id, name, children, `+breakerReturning, append([]any{t.now}, args...)...)
+		RETURNING id, task_id, name, children, ` + breakerReturning
+	// Where a statement's WITH may write, the same statement reads and
+	// locks the steps' tasks, in id order (stepsEnded's order): one round
+	// trip fewer.
+	withTasks := t.s.d.WithWrites && t.s.d.ClaimLock != ""
+	if withTasks {
+		update = `WITH s AS (` + update + `)
+			SELECT s.*, ` + prefixed("tasks.", taskAccountColumns) + ` FROM s JOIN tasks ON tasks.id = s.task_id
+			ORDER BY tasks.id, s.id FOR UPDATE OF tasks`
+	}
+	q, err := t.query(update, append([]any{t.now}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
@@ -198,11 +209,16 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		id int64
 		endedStep
 		breaker breakerHit
+		task    taskAccount
 	}
 	got, err := collect(q, func(r Row) (recorded, error) {
 		var v recorded
 		brk, scanned := v.breaker.dest()
-		if err := r.Scan(append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)...); err != nil {
+		dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
+		if withTasks {
+			dest = append(dest, v.task.dest()...)
+		}
+		if err := r.Scan(dest...); err != nil {
 			return v, err
 		}
 		scanned()
@@ -212,6 +228,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	ended := make([]endedStep, len(got))
+	var tasks []taskAccount
 	for j, v := range got {
 		i := byStep[v.id]
 		held[i] = true
@@ -224,6 +241,24 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		}
 		t.audit(e.taskID, e.name, string(state.StepRunning), string(e.st), os[i].Fence.Attempt, reason)
 		t.breakerHit(v.breaker, v.id, e.taskID, e.name, os[i], e.st)
+		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
+			tasks = append(tasks, v.task)
+		}
 	}
-	return held, t.stepsEnded(ended)
+	if !withTasks {
+		return held, t.stepsEnded(ended)
+	}
+	if len(ended) == 0 {
+		return held, nil
+	}
+	return held, t.accountEnded(ended, tasks)
+}
+
+// prefixed returns a list of columns with each one prefixed.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ", ")
+	for i, c := range cols {
+		cols[i] = prefix + c
+	}
+	return strings.Join(cols, ", ")
 }
