@@ -17,19 +17,25 @@ import (
 // step's children under their trigger rules.
 
 // eligible moves a step whose dependencies are satisfied to ready, or to
-// waiting when runAt is in the future.
-func (t *txn) eligible(id, taskID int64, name string, from state.Step, priority int, ttl, runAt int64, reason string) error {
+// waiting when runAt is in the future. locked: this transaction holds the
+// step's row in state from (moveLockedStep).
+func (t *txn) eligible(id, taskID int64, name string, from state.Step, locked bool, priority int, ttl, runAt int64, reason string) error {
 	var expires any
 	if ttl > 0 {
 		expires = max(runAt, t.now) + ttl
 	}
+	to, set, args := state.StepReady, `sort_key = ?, run_at = NULL, expires_at = ?`, []any{t.now - int64(priority)*t.s.aging, expires}
 	if runAt > t.now {
-		_, err := t.moveStep(id, taskID, name, from, state.StepWaiting, 0, reason, `run_at = ?, expires_at = ?`, runAt, expires)
-		return err
+		to, set, args = state.StepWaiting, `run_at = ?, expires_at = ?`, []any{runAt, expires}
 	}
-	ok, err := t.moveStep(id, taskID, name, from, state.StepReady, 0, reason, `sort_key = ?, run_at = NULL, expires_at = ?`,
-		t.now-int64(priority)*t.s.aging, expires)
-	if ok {
+	ok := true
+	var err error
+	if locked {
+		err = t.moveLockedStep(id, taskID, name, from, to, 0, reason, set, args...)
+	} else {
+		ok, err = t.moveStep(id, taskID, name, from, to, 0, reason, set, args...)
+	}
+	if ok && err == nil && to == state.StepReady {
 		t.readied++
 	}
 	return err
@@ -69,7 +75,8 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 		if kind == store.KindSignal {
 			return t.beginWait(id, taskID, name, children, signal, time.Duration(waitTimeout)*time.Microsecond)
 		}
-		return t.eligible(id, taskID, name, state.StepPending, priority, ttl, 0, "dependencies satisfied")
+		// Its row, locked by the update above, is pending.
+		return t.eligible(id, taskID, name, state.StepPending, true, priority, ttl, 0, "dependencies satisfied")
 	case dag.Skip:
 		reason := fmt.Sprintf("dependency %q %s", parentName, parent)
 		if rule != "" && rule != string(dag.AllSuccess) {

@@ -373,7 +373,7 @@ func (t *txn) reopen(taskID int64, ts state.Task, steps []opStep, target int, mo
 	}
 	for _, i := range ready {
 		s := steps[i]
-		if err := t.eligible(s.id, taskID, s.name, state.StepPending, s.priority, s.ttl, 0, "dependencies satisfied"); err != nil {
+		if err := t.eligible(s.id, taskID, s.name, state.StepPending, false, s.priority, s.ttl, 0, "dependencies satisfied"); err != nil {
 			return err
 		}
 	}

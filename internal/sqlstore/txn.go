@@ -358,15 +358,11 @@ func (t *txn) audit(taskID int64, step string, from, to string, attempt int, rea
 // checking the edge against the state machine, and records it. set adds
 // column assignments. It reports whether the row matched.
 func (t *txn) moveStep(id, taskID int64, name string, from, to state.Step, attempt int, reason, set string, args ...any) (bool, error) {
-	if err := state.CheckStep(from, to); err != nil {
-		return false, fmt.Errorf("step %q of task %d: %w", name, taskID, err)
+	q, qargs, err := stepMove(id, taskID, name, from, to, set, args)
+	if err != nil {
+		return false, err
 	}
-	q := `UPDATE steps SET state = ?`
-	if set != "" {
-		q += ", " + set
-	}
-	q += ` WHERE id = ? AND state = ?`
-	res, err := t.exec(q, append(append([]any{string(to)}, args...), id, string(from))...)
+	res, err := t.exec(q, qargs...)
 	if err != nil {
 		return false, fmt.Errorf("step %q of task %d %s -> %s: %w", name, taskID, from, to, err)
 	}
@@ -375,6 +371,34 @@ func (t *txn) moveStep(id, taskID int64, name string, from, to state.Step, attem
 	}
 	t.audit(taskID, name, string(from), string(to), attempt, reason)
 	return true, nil
+}
+
+// moveLockedStep is moveStep for a step whose row this transaction holds
+// locked in state from: the change cannot miss, so nothing waits for it
+// (soon).
+func (t *txn) moveLockedStep(id, taskID int64, name string, from, to state.Step, attempt int, reason, set string, args ...any) error {
+	q, qargs, err := stepMove(id, taskID, name, from, to, set, args)
+	if err != nil {
+		return err
+	}
+	if err := t.soon(fmt.Sprintf("step %q of task %d %s -> %s", name, taskID, from, to), q, qargs...); err != nil {
+		return err
+	}
+	t.audit(taskID, name, string(from), string(to), attempt, reason)
+	return nil
+}
+
+// stepMove is the statement of moveStep, once the edge is checked.
+func stepMove(id, taskID int64, name string, from, to state.Step, set string, args []any) (string, []any, error) {
+	if err := state.CheckStep(from, to); err != nil {
+		return "", nil, fmt.Errorf("step %q of task %d: %w", name, taskID, err)
+	}
+	q := `UPDATE steps SET state = ?`
+	if set != "" {
+		q += ", " + set
+	}
+	q += ` WHERE id = ? AND state = ?`
+	return q, append(append([]any{string(to)}, args...), id, string(from)), nil
 }
 
 // moveTask changes a task's state with a compare-and-swap and records it.
