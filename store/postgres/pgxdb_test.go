@@ -20,14 +20,7 @@ import (
 func TestTransactionsBeginAndCommitWithTheirStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtesting.URL(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	schema := pgtesting.SchemaName("pipe")
-	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`; CREATE TABLE `+schema+`.t (v int PRIMARY KEY)`)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	db := postgres.NewPoolDB(pool)
+	pool, schema, db := oneTable(t, "pipe")
 	count := func() int {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.t`).Scan(&n))
@@ -94,14 +87,7 @@ func TestTransactionsBeginAndCommitWithTheirStatements(t *testing.T) {
 func TestQueuedStatementsGoWithTheNext(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtesting.URL(t))
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	schema := pgtesting.SchemaName("queue")
-	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`; CREATE TABLE `+schema+`.t (v int PRIMARY KEY)`)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	db := postgres.NewPoolDB(pool)
+	pool, schema, db := oneTable(t, "queue")
 	insert := func(v int) sqlstore.Statement {
 		return sqlstore.Statement{Query: `INSERT INTO ` + schema + `.t VALUES ($1)`, Args: []any{v}, What: "add a row"}
 	}
@@ -171,4 +157,20 @@ func TestQueuedStatementsGoWithTheNext(t *testing.T) {
 		require.Equal(t, tc.rows, n, tc.name)
 		require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", tc.name)
 	}
+}
+
+// oneTable opens a pool on a new schema holding one table, t (v int
+// primary key), dropped after the test, and the store's transactions on
+// the pool.
+func oneTable(t *testing.T, name string) (*pgxpool.Pool, string, sqlstore.DB) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtesting.URL(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	schema := pgtesting.SchemaName(name)
+	_, err = pool.Exec(ctx, `CREATE SCHEMA `+schema+`; CREATE TABLE `+schema+`.t (v int PRIMARY KEY)`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	return pool, schema, postgres.NewPoolDB(pool)
 }
