@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 
 	"github.com/weftrun/weft/store"
 )
@@ -55,11 +56,15 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		// handle's anchors, or locked and counted by the first statement.
 		bounded := s.cachedVersion()
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
+		t.candidatesAhead(p, len(bounds) > 0 || len(predicted) > 0)
 		version, room, err := t.claimStart(p, predicted)
 		if err != nil {
 			return err
 		}
 		if version != bounded {
+			if err := t.dropAhead(); err != nil {
+				return err
+			}
 			// Bounds and counts made under other policies: the namespaces
 			// counted stay locked, and all are bounded or counted again
 			// when the claim meets them.
@@ -134,6 +139,52 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		p.Held()
 	}
 	return claimed, nil
+}
+
+// aheadQuery is a query of candidates sent with the claim's first
+// statement, and its rows.
+type aheadQuery struct {
+	q    string
+	args []any
+	rows Rows
+}
+
+// candidatesAhead sends the first round's query of candidates with the
+// claim's first statement, in its round trip, where the transaction
+// pipelines (Pipeliner) and the query does not hang on what that statement
+// reads: built from the policies last read, while no limit is to be
+// counted or bounded (limited) and no weights share the slots. candidates
+// uses its rows only if the claim asks the same query.
+func (t *txn) candidatesAhead(p store.ClaimParams, limited bool) {
+	pol := t.s.cachedPolicies()
+	if _, ok := t.x.(Pipeliner); !ok || limited || pol == nil || pol.all || pol.weights != nil {
+		return
+	}
+	keys := newKeyRoom(pol, p.Caps, p.Limit)
+	keys.brk = newBreakerRoom(pol, t.now)
+	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	t.ahead = &aheadQuery{q: q, args: args, rows: t.x.(Pipeliner).Follow(Statement{Query: t.s.bind(q), Args: args})}
+}
+
+// aheadRows returns the rows of the query sent ahead (candidatesAhead) if
+// it is q with args, else nil, discarding them.
+func (t *txn) aheadRows(q string, args []any) (Rows, error) {
+	a := t.ahead
+	if a == nil {
+		return nil, nil
+	}
+	t.ahead = nil
+	if a.q == q && reflect.DeepEqual(a.args, args) {
+		return a.rows, nil
+	}
+	return nil, a.rows.Close()
+}
+
+// dropAhead discards the query sent ahead: the policies it was built
+// from moved.
+func (t *txn) dropAhead() error {
+	_, err := t.aheadRows("", nil)
+	return err
 }
 
 // policyVersion reads the version of the policies.
@@ -315,7 +366,10 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	if !fair {
 		q, args = t.s.claimQuery(want, p, pol, keys)
 	}
-	rows, err := t.query(q, args...)
+	rows, err := t.aheadRows(q, args)
+	if err == nil && rows == nil {
+		rows, err = t.query(q, args...)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}

@@ -64,8 +64,14 @@ type Finisher interface {
 // of the transaction's next statement (or its COMMIT), in that statement's
 // round trip. A queued statement's error is returned by the statement it
 // went with, prefixed with the queued statement's What.
+//
+// Follow sends a statement right after the transaction's next one, in its
+// round trip, and returns its rows, to read once that statement's result
+// has been read; rows nobody reads are discarded before the transaction's
+// next statement.
 type Pipeliner interface {
 	Queue(st Statement)
+	Follow(st Statement) Rows
 }
 
 // Statement is a statement, in the database's placeholders, and its

@@ -62,6 +62,13 @@ func (s *Store) cachedVersion() int64 {
 	return s.policyCache.version
 }
 
+// cachedPolicies returns the policies last read, or nil.
+func (s *Store) cachedPolicies() *policySet {
+	s.policyMu.Lock()
+	defer s.policyMu.Unlock()
+	return s.policyCache
+}
+
 // policies returns the policies as of version, from the cache when it holds
 // that version, else read in t (and cached).
 func (t *txn) policies(version int64) (*policySet, error) {

@@ -55,6 +55,9 @@ type txn struct {
 	// rateTake is a take of rate tokens the next claim statement makes
 	// (rates.go).
 	rateTake *optimisticTake
+	// ahead: the first round's query of candidates, sent with the claim's
+	// first statement (candidatesAhead).
+	ahead *aheadQuery
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
 	notifyDeferred bool

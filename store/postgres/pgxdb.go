@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -97,19 +98,60 @@ type poolTx struct {
 	conn   *pgxpool.Conn
 	begun  bool                 // BEGIN was sent
 	queued []sqlstore.Statement // sent ahead of the next statement (Queue)
+	follow *followRows          // sent after the next statement (Follow)
+	open   *followRows          // sent, its batch still open until read or drained
 }
 
 // Queue sends st ahead of the next statement, in its round trip.
 func (t *poolTx) Queue(st sqlstore.Statement) { t.queued = append(t.queued, st) }
 
+// Follow sends st right after the transaction's next statement, in its
+// round trip, and returns its rows, to read once that statement's result
+// is read. Rows left unread are discarded before the transaction's next
+// statement.
+func (t *poolTx) Follow(st sqlstore.Statement) sqlstore.Rows {
+	f := &followRows{tx: t, st: st}
+	t.follow = f
+	return f
+}
+
 // direct reports whether the next statement goes alone: BEGIN was sent
-// and nothing is queued.
-func (t *poolTx) direct() bool { return t.begun && len(t.queued) == 0 }
+// and nothing is queued or follows.
+func (t *poolTx) direct() bool {
+	return t.begun && len(t.queued) == 0 && t.follow == nil && t.open == nil
+}
+
+// drain discards the rows of a followed statement nobody read, ending its
+// batch, and returns its error: the connection is free for the next
+// statement.
+func (t *poolTx) drain() error {
+	if t.open == nil {
+		return nil
+	}
+	return t.open.Close()
+}
+
+// done ends the batch br of a statement whose result has been read, with
+// that result's error: it closes br, or leaves it open for the statement
+// that follows (Follow).
+func (t *poolTx) done(br pgx.BatchResults, err error) error {
+	if f := t.open; f != nil && f.br == nil {
+		f.br = br
+		if err != nil {
+			f.err = err
+		}
+		return unavailable(err)
+	}
+	return closing(br, err)
+}
 
 // send returns the batch that sends BEGIN (if it was not sent), the queued
 // statements and the statement sql, having read the results of all but
 // sql's; the caller reads that one and closes the batch.
 func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if err := t.drain(); err != nil {
+		return nil, err
+	}
 	b := &pgx.Batch{}
 	begin := !t.begun
 	if begin {
@@ -121,16 +163,27 @@ func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 		b.Queue(st.Query, st.Args...)
 	}
 	b.Queue(sql, args...)
+	if f := t.follow; f != nil {
+		t.follow, t.open = nil, f
+		b.Queue(f.st.Query, f.st.Args...)
+	}
 	br := t.conn.SendBatch(ctx, b)
+	fail := func(err error) (pgx.BatchResults, error) {
+		err = closing(br, err)
+		if t.open != nil {
+			t.open.err, t.open = err, nil
+		}
+		return nil, err
+	}
 	if begin {
 		if _, err := br.Exec(); err != nil {
-			return nil, closing(br, err)
+			return fail(err)
 		}
 		t.begun = true
 	}
 	for _, st := range queued {
 		if _, err := br.Exec(); err != nil {
-			return nil, closing(br, queuedError(st, err))
+			return fail(queuedError(st, err))
 		}
 	}
 	return br, nil
@@ -162,7 +215,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Re
 		return nil, err
 	}
 	tag, err := br.Exec()
-	return commandTag(tag), closing(br, err)
+	return commandTag(tag), t.done(br, err)
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
@@ -175,9 +228,9 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, closing(br, err)
+		return nil, t.done(br, err)
 	}
-	return batchRows{pgxRows{rows}, br}, nil
+	return batchRows{pgxRows{rows}, br, t}, nil
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
@@ -188,7 +241,7 @@ func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 	if err != nil {
 		return errRow{err}
 	}
-	return batchRow{br.QueryRow(), br}
+	return batchRow{br.QueryRow(), br, t}
 }
 
 func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
@@ -215,6 +268,11 @@ func (t *poolTx) Commit(ctx context.Context) error {
 func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) error {
 	if t.conn == nil {
 		return nil
+	}
+	t.follow = nil
+	if err := t.drain(); err != nil {
+		_ = t.end(ctx, "ROLLBACK")
+		return err
 	}
 	b := &pgx.Batch{}
 	if !t.begun {
@@ -252,7 +310,7 @@ func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) erro
 var _ sqlstore.Finisher = (*poolTx)(nil)
 
 func (t *poolTx) Rollback(ctx context.Context) error {
-	t.queued = nil
+	t.queued, t.follow = nil, nil
 	return t.end(ctx, "ROLLBACK")
 }
 
@@ -262,12 +320,21 @@ func (t *poolTx) end(ctx context.Context, sql string) error {
 	if t.conn == nil {
 		return nil
 	}
+	t.follow = nil
+	committing := sql == "COMMIT"
+	failed := t.drain()
+	if failed != nil {
+		sql = "ROLLBACK" // a statement of the transaction failed
+	}
 	var err error
 	if t.begun {
 		_, err = t.conn.Exec(ctx, sql)
 	}
 	t.conn.Release()
 	t.conn = nil
+	if failed != nil && committing {
+		return failed
+	}
 	return unavailable(err)
 }
 
@@ -276,27 +343,120 @@ var (
 	_ sqlstore.Pipeliner = (*poolTx)(nil)
 )
 
-// batchRows are the rows of a statement sent with BEGIN: closing them
-// closes the batch.
+// batchRows are the rows of a statement sent in a batch: closing them
+// closes the batch, or leaves it to the statement that follows.
 type batchRows struct {
 	pgxRows
 	br pgx.BatchResults
+	tx *poolTx
 }
 
 func (r batchRows) Close() error {
 	r.Rows.Close()
-	return closing(r.br, r.Rows.Err())
+	return r.tx.done(r.br, r.Rows.Err())
 }
 
-// batchRow is the row of a statement sent with BEGIN: scanning it closes
-// the batch.
+// batchRow is the row of a statement sent in a batch: scanning it closes
+// the batch, or leaves it to the statement that follows.
 type batchRow struct {
 	pgx.Row
 	br pgx.BatchResults
+	tx *poolTx
 }
 
 func (r batchRow) Scan(dest ...any) error {
-	return closing(r.br, r.Row.Scan(dest...))
+	return r.tx.done(r.br, r.Row.Scan(dest...))
+}
+
+// followRows are the rows of a statement sent after another (Follow),
+// read from the batch once that one's result was.
+type followRows struct {
+	tx   *poolTx
+	st   sqlstore.Statement
+	br   pgx.BatchResults // the batch, once the statement before was read
+	rows pgx.Rows
+	err  error
+	done bool
+	// discarded: closed before anyone read them (a later read fails).
+	discarded bool
+}
+
+// errDiscarded is what a followed statement's rows read after they were
+// discarded return.
+var errDiscarded = errors.New("the rows of a followed statement were discarded before they were read")
+
+func (f *followRows) Next() bool {
+	if f.done || f.err != nil {
+		return false
+	}
+	if f.rows == nil {
+		if f.br == nil {
+			f.err = errors.New("a followed statement read before the statement it follows")
+			if f.tx.follow == f {
+				f.err = errors.New("a followed statement read before it was sent")
+			}
+			return false
+		}
+		rows, err := f.br.Query()
+		if err != nil {
+			f.err = queuedError(f.st, err)
+			return false
+		}
+		f.rows = rows
+	}
+	return f.rows.Next()
+}
+
+func (f *followRows) Scan(dest ...any) error {
+	if f.rows == nil {
+		return errors.New("scan before Next")
+	}
+	return unavailable(f.rows.Scan(dest...))
+}
+
+func (f *followRows) Err() error {
+	if f.discarded {
+		return errDiscarded
+	}
+	if f.err != nil {
+		return unavailable(f.err)
+	}
+	if f.rows != nil {
+		return unavailable(f.rows.Err())
+	}
+	return nil
+}
+
+// Close discards what is left of the rows and closes the batch.
+func (f *followRows) Close() error {
+	if f.done {
+		return unavailable(f.err)
+	}
+	f.done = true
+	if f.tx.open == f {
+		f.tx.open = nil
+	}
+	unread := f.rows == nil
+	if f.tx.follow == f {
+		f.tx.follow = nil // never sent
+		f.discarded = true
+		return nil
+	}
+	var err error
+	if f.rows != nil {
+		f.rows.Close()
+		err = f.rows.Err()
+	}
+	if f.br != nil {
+		err = closing(f.br, err)
+		f.br = nil
+	}
+	if f.err == nil && err != nil {
+		f.err = queuedError(f.st, err)
+	}
+	err = f.Err()
+	f.discarded = unread
+	return err
 }
 
 // errRow is a row whose statement failed.

@@ -174,3 +174,94 @@ func oneTable(t *testing.T, name string) (*pgxpool.Pool, string, sqlstore.DB) {
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
 	return pool, schema, postgres.NewPoolDB(pool)
 }
+
+// TestFollowedStatementsGoWithTheOneBefore: a followed statement runs right
+// after the transaction's next statement, its rows read once that one's
+// are; left unread, its rows are discarded before the next statement, and
+// a failed one fails the transaction.
+func TestFollowedStatementsGoWithTheOneBefore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, schema, db := oneTable(t, "follow")
+	ints := func(rows sqlstore.Rows) ([]int, error) {
+		var out []int
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, rows.Close()
+	}
+	values := `SELECT v FROM ` + schema + `.t ORDER BY v`
+	for _, tc := range []struct {
+		name string
+		run  func(tx sqlstore.Tx) error // commits or rolls back
+		err  string
+		rows int
+	}{
+		{"read after the statement before", func(tx sqlstore.Tx) error {
+			f := tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: values})
+			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (1), (2)`)
+			require.NoError(t, err)
+			got, err := ints(f)
+			require.NoError(t, err)
+			require.Equal(t, []int{1, 2}, got, "it ran after the insert")
+			return tx.Commit(ctx)
+		}, "", 2},
+		{"after a query's rows", func(tx sqlstore.Tx) error {
+			f := tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: `SELECT 7`})
+			rows, err := tx.Query(ctx, values)
+			require.NoError(t, err)
+			got, err := ints(rows)
+			require.NoError(t, err)
+			require.Equal(t, []int{1, 2}, got)
+			got, err = ints(f)
+			require.NoError(t, err)
+			require.Equal(t, []int{7}, got)
+			return tx.Commit(ctx)
+		}, "", 2},
+		{"left unread", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: values})
+			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (3)`)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (4)`)
+			require.NoError(t, err)
+			return tx.Commit(ctx)
+		}, "", 4},
+		{"left unread, then the commit", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: values})
+			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (5)`)
+			require.NoError(t, err)
+			return tx.(sqlstore.Finisher).CommitWith(ctx, nil)
+		}, "", 5},
+		{"it fails, unread", func(tx sqlstore.Tx) error {
+			tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: `SELECT 1/0`, What: "divide"})
+			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (6)`)
+			require.NoError(t, err)
+			return tx.Commit(ctx)
+		}, "divide: ERROR: division by zero", 5},
+		{"the statement before fails", func(tx sqlstore.Tx) error {
+			f := tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: values})
+			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (1)`)
+			require.ErrorContains(t, err, "duplicate key")
+			_, err = ints(f)
+			require.Error(t, err, "it did not run")
+			return tx.Rollback(ctx)
+		}, "", 5},
+	} {
+		tx, err := db.Begin(ctx)
+		require.NoError(t, err, tc.name)
+		err = tc.run(tx)
+		if tc.err == "" {
+			require.NoError(t, err, tc.name)
+		} else {
+			require.ErrorContains(t, err, tc.err, tc.name)
+		}
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.t`).Scan(&n))
+		require.Equal(t, tc.rows, n, tc.name)
+		require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", tc.name)
+	}
+}
