@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 
 	"github.com/weftrun/weft/store"
 )
@@ -348,6 +349,7 @@ type candidate struct {
 	rateKey    string
 	rateN      int
 	ratePer    int64
+	hasDeps    bool // it depends on other steps
 }
 
 // candidates selects the best ready steps, skipping paused targets and
@@ -376,7 +378,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	var seen int64 // the policy version the query saw
 	ready, err := collect(rows, func(r Row) (candidate, error) {
 		var c candidate
-		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &seen)
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &c.hasDeps, &seen)
 		return c, err
 	})
 	if err != nil {
@@ -429,6 +431,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		// claim statement (claimTaken).
 		t.rateTake.full = len(ready) == want
 	}
+	t.claimDeps = slices.ContainsFunc(kept, func(c candidate) bool { return c.hasDeps })
 	// Slots a namespace of the fair share could not use go to the next
 	// round.
 	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
@@ -448,7 +451,7 @@ func idsOf(cs []candidate) []int64 {
 func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	// The policy version, read with the steps (policyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
-	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, deps <> '', ` +
 		policyVersion + ` FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {

@@ -95,6 +95,17 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 		args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
 			string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
 	}
+	// The results of the dependencies of the steps, read right after the
+	// statement in its round trip where the transaction pipelines.
+	var depRows Rows
+	if p, ok := t.x.(Pipeliner); ok && t.claimDeps {
+		in, inArgs := t.idIn("c.id", ids)
+		depRows = p.Follow(Statement{Query: t.s.bind(`SELECT c.id, s.name, s.result, s.kind, s.idx FROM steps c
+			CROSS JOIN LATERAL unnest(string_to_array(c.deps, ',')::bigint[]) AS d(idx)
+			CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = c.task_id AND idx = d.idx AND state != 'skipped' OFFSET 0) s
+			WHERE ` + in), Args: inArgs, What: "load dependency results"})
+	}
+	t.claimDeps = false
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
@@ -129,6 +140,16 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
+	}
+	if depRows != nil {
+		if err := t.readDepResults(depRows); err != nil {
+			return nil, nil, err
+		}
+		for _, st := range steps {
+			if _, read := t.depResults[st.ID]; !read && len(st.deps) > 0 {
+				t.depResults[st.ID] = nil // every dependency skipped
+			}
+		}
 	}
 	if taking && len(steps) > 0 {
 		if err := t.rateTake.readGrants(steps[0].granted); err != nil {
@@ -186,57 +207,85 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 			return err
 		}
 	}
-	// The results of every claimed step's dependencies, in one statement.
+	// The results of every claimed step's dependencies not read with its
+	// claim statement, in one statement.
 	var rows [][]any
 	for i := range claimed {
-		if len(deps[i]) > 0 {
-			claimed[i].Deps = make(map[string]json.RawMessage, len(deps[i]))
+		if len(deps[i]) == 0 {
+			continue
+		}
+		claimed[i].Deps = make(map[string]json.RawMessage, len(deps[i]))
+		if _, read := t.depResults[claimed[i].ID]; read {
+			continue
 		}
 		for _, d := range deps[i] {
-			rows = append(rows, []any{int64(i), claimed[i].TaskID, int64(d)})
+			rows = append(rows, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
 		}
 	}
-	if len(rows) == 0 {
-		return nil
+	if len(rows) > 0 {
+		from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
+		// Skipped dependencies did not run: they have no result to pass on.
+		join := `JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
+		if t.s.d.Lateral {
+			join = `CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = d.d_task AND idx = d.d_idx AND state != 'skipped' OFFSET 0) s`
+		}
+		q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+` `+join, args...)
+		if err != nil {
+			return fmt.Errorf("load dependency results: %w", err)
+		}
+		if err := t.readDepResults(q); err != nil {
+			return err
+		}
 	}
-	from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
-	// Skipped dependencies did not run: they have no result to pass on.
-	join := `JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
-	if t.s.d.Lateral {
-		join = `CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = d.d_task AND idx = d.d_idx AND state != 'skipped' OFFSET 0) s`
+	for i := range claimed {
+		c := &claimed[i]
+		for _, d := range t.depResults[c.ID] {
+			c.Deps[d.name] = nullJSON(d.result)
+			c.DependsOn = append(c.DependsOn, d.name)
+			if d.kind == store.KindBatch {
+				// A batch step's result is its items' results.
+				var err error
+				if c.Deps[d.name], err = t.batchResults(c.TaskID, d.idx); err != nil {
+					return err
+				}
+			}
+		}
 	}
-	q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+` `+join, args...) // ordered below: the claim's planner settings rule out a sort
-	if err != nil {
-		return fmt.Errorf("load dependency results: %w", err)
+	return nil
+}
+
+// depResult is the result of a dependency of a claimed step.
+type depResult struct {
+	name, kind string
+	result     sql.NullString
+	idx        int
+}
+
+// readDepResults reads rows of dependency results (the claimed step's id,
+// the dependency's name, result, kind and index) into t.depResults, each
+// step's in index order (the claim's planner settings rule out a sort in
+// the statement).
+func (t *txn) readDepResults(rows Rows) error {
+	type row struct {
+		step int64
+		depResult
 	}
-	type depResult struct {
-		claim      int
-		name, kind string
-		result     sql.NullString
-		idx        int
-	}
-	results, err := collect(q, func(r Row) (depResult, error) {
-		var d depResult
-		err := r.Scan(&d.claim, &d.name, &d.result, &d.kind, &d.idx)
+	got, err := collect(rows, func(r Row) (row, error) {
+		var d row
+		err := r.Scan(&d.step, &d.name, &d.result, &d.kind, &d.idx)
 		return d, err
 	})
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
-	sort.Slice(results, func(i, j int) bool {
-		a, b := results[i], results[j]
-		return a.claim < b.claim || (a.claim == b.claim && a.idx < b.idx)
-	})
-	for _, d := range results {
-		c := &claimed[d.claim]
-		c.Deps[d.name] = nullJSON(d.result)
-		c.DependsOn = append(c.DependsOn, d.name)
-		if d.kind == store.KindBatch {
-			// A batch step's result is its items' results.
-			if c.Deps[d.name], err = t.batchResults(c.TaskID, d.idx); err != nil {
-				return err
-			}
-		}
+	if t.depResults == nil {
+		t.depResults = map[int64][]depResult{}
+	}
+	for _, d := range got {
+		t.depResults[d.step] = append(t.depResults[d.step], d.depResult)
+	}
+	for _, rs := range t.depResults {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].idx < rs[j].idx })
 	}
 	return nil
 }
