@@ -57,7 +57,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		// handle's anchors, or locked and counted by the first statement.
 		bounded := s.cachedVersion()
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
-		t.candidatesAhead(p, len(bounds) > 0 || len(predicted) > 0)
+		t.candidatesAhead(p)
 		version, room, err := t.claimStart(p, predicted)
 		if err != nil {
 			return err
@@ -152,13 +152,13 @@ type aheadQuery struct {
 
 // candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
-// pipelines (Pipeliner) and the query does not hang on what that statement
-// reads: built from the policies last read, while no limit is to be
-// counted or bounded (limited) and no weights share the slots. candidates
-// uses its rows only if the claim asks the same query.
-func (t *txn) candidatesAhead(p store.ClaimParams, limited bool) {
+// pipelines (Pipeliner): built from the policies last read, as if no limit
+// were full and, under weights, the namespace last found alone still were
+// (fairOthers). candidates uses its rows only if the claim asks exactly
+// that query; otherwise (a limit full, slots shared) they are discarded.
+func (t *txn) candidatesAhead(p store.ClaimParams) {
 	pol := t.s.cachedPolicies()
-	if _, ok := t.x.(Pipeliner); !ok || limited || pol == nil || pol.all || pol.weights != nil {
+	if _, ok := t.x.(Pipeliner); !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
 		return
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
