@@ -85,9 +85,8 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 				ORDER BY task_id, idx)`
 		q = `WITH ` + take + `s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
-			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, started.id IS NOT NULL` + totalsCols + granted + `
-			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t
-			LEFT JOIN started ON started.id = s.task_id` + totalsJoin
+			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, s.task_id IN (SELECT id FROM started)` + totalsCols + granted + `
+			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t` + totalsJoin
 		args = append(args, t.now)
 		if totaling {
 			args = append(args, t.limitHeld)
