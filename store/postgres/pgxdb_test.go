@@ -144,18 +144,7 @@ func TestQueuedStatementsGoWithTheNext(t *testing.T) {
 			return tx.Rollback(ctx)
 		}, "", 7},
 	} {
-		tx, err := db.Begin(ctx)
-		require.NoError(t, err, tc.name)
-		err = tc.run(tx)
-		if tc.err == "" {
-			require.NoError(t, err, tc.name)
-		} else {
-			require.ErrorContains(t, err, tc.err, tc.name)
-		}
-		n, err := count(db)
-		require.NoError(t, err)
-		require.Equal(t, tc.rows, n, tc.name)
-		require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", tc.name)
+		runTx(t, pool, schema, db, tc.name, tc.run, tc.err, tc.rows)
 	}
 }
 
@@ -251,17 +240,26 @@ func TestFollowedStatementsGoWithTheOneBefore(t *testing.T) {
 			return tx.Rollback(ctx)
 		}, "", 5},
 	} {
-		tx, err := db.Begin(ctx)
-		require.NoError(t, err, tc.name)
-		err = tc.run(tx)
-		if tc.err == "" {
-			require.NoError(t, err, tc.name)
-		} else {
-			require.ErrorContains(t, err, tc.err, tc.name)
-		}
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.t`).Scan(&n))
-		require.Equal(t, tc.rows, n, tc.name)
-		require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", tc.name)
+		runTx(t, pool, schema, db, tc.name, tc.run, tc.err, tc.rows)
 	}
+}
+
+// runTx runs one case of a transaction test in a transaction of db: run
+// commits or rolls it back and returns wantErr, if set; then the table t
+// holds rows rows and the connection is back in the pool.
+func runTx(t *testing.T, pool *pgxpool.Pool, schema string, db sqlstore.DB, name string, run func(sqlstore.Tx) error, wantErr string, rows int) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err, name)
+	err = run(tx)
+	if wantErr == "" {
+		require.NoError(t, err, name)
+	} else {
+		require.ErrorContains(t, err, wantErr, name)
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.t`).Scan(&n))
+	require.Equal(t, rows, n, name)
+	require.Zero(t, pool.Stat().AcquiredConns(), "%s: the connection is back", name)
 }
