@@ -1,12 +1,26 @@
 package sqlite
 
 import (
+	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/mattn/go-sqlite3" // registers "sqlite3"; see docs/dependencies.md
 )
 
 const driverName = "sqlite3"
+
+// writerDriverName is the driver of the store's writer connection: the
+// SQLite driver with the writer's wal_autocheckpoint set on every
+// connection it opens (checkpoint.go).
+const writerDriverName = "sqlite3-weft-writer"
+
+func init() {
+	sql.Register(writerDriverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", walSafety), nil)
+		return err
+	}})
+}
 
 // isBusy reports SQLite's "database is locked" (another connection holds
 // the lock it needs).

@@ -111,7 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "off")
 	q.Set("_txlock", "immediate")
-	w, err := sql.Open(driverName, fileURI(path)+"?"+q.Encode())
+	w, err := sql.Open(writerDriverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -132,11 +132,20 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	// path with it. A path that is not a plain file (":memory:") is not
 	// checked.
 	opened, _ := os.Stat(path)
+	// The checkpointer's connection (checkpoint.go).
+	c, err := sql.Open(driverName, fileURI(path)+"?"+url.Values{"_busy_timeout": {q.Get("_busy_timeout")}, "_synchronous": {q.Get("_synchronous")}}.Encode())
+	if err != nil {
+		w.Close()
+		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	c.SetMaxOpenConns(1)
+	c.SetConnMaxIdleTime(0)
 	q.Set("_txlock", "deferred")
 	q.Set("mode", "ro")
 	r, err := sql.Open(driverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		w.Close()
+		c.Close()
 		return Store{}, fmt.Errorf("sqlite: open readers %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
@@ -144,7 +153,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	// The one writer connection does not cache statements itself, so the
 	// store prepares hot ones once.
 	return Store{Store: sqlstore.New(sqlstore.Config{
-		DB: sqlstore.NewSQLDB(w, r, true), Aging: opts.Aging, Clock: opts.Clock,
+		DB: checkpointedDB{sqlstore.NewSQLDB(w, r, true), startCheckpointer(c, path)}, Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: w, path: path, opened: opened}, nil
 }
