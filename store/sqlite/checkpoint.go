@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -31,18 +32,25 @@ const checkpointAfter = 50 * time.Millisecond
 // checkpointer checkpoints the WAL on its own connection after writes.
 type checkpointer struct {
 	db      *sql.DB
+	conn    *sql.Conn     // db's one connection, held from the start
 	wal     string        // the WAL file's path
 	kick    chan struct{} // a write committed
 	stop    chan struct{}
 	stopped chan struct{}
 }
 
-// startCheckpointer checkpoints the WAL of the database file at path on
-// db, one connection.
-func startCheckpointer(db *sql.DB, path string) *checkpointer {
-	c := &checkpointer{db: db, wal: path + "-wal", kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+// startCheckpointer checkpoints the WAL of the database file at path on a
+// connection of db that it opens now and holds: one opened later, after
+// the file at path was replaced, would copy this file's WAL into the other
+// file.
+func startCheckpointer(ctx context.Context, db *sql.DB, path string) (*checkpointer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("checkpointer: %w", err)
+	}
+	c := &checkpointer{db: db, conn: conn, wal: path + "-wal", kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
-	return c
+	return c, nil
 }
 
 // wrote tells the checkpointer that a write committed.
@@ -80,7 +88,7 @@ func (c *checkpointer) run() {
 		// Its errors are not the writes' (a busy checkpoint lock, a full
 		// disk the writes see too): the next write brings it back, and
 		// walSafety bounds the WAL meanwhile.
-		_, _ = c.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+		_, _ = c.conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 		last = wal
 	}
 }
@@ -89,7 +97,7 @@ func (c *checkpointer) run() {
 func (c *checkpointer) close() error {
 	close(c.stop)
 	<-c.stopped
-	return c.db.Close()
+	return errors.Join(c.conn.Close(), c.db.Close())
 }
 
 // checkpointedDB is the store's DB: each write that commits tells the

@@ -139,13 +139,18 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	c.SetMaxOpenConns(1)
-	c.SetConnMaxIdleTime(0)
+	ck, err := startCheckpointer(ctx, c, path)
+	if err != nil {
+		w.Close()
+		c.Close()
+		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	q.Set("_txlock", "deferred")
 	q.Set("mode", "ro")
 	r, err := sql.Open(driverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		w.Close()
-		c.Close()
+		ck.close()
 		return Store{}, fmt.Errorf("sqlite: open readers %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
@@ -153,7 +158,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	// The one writer connection does not cache statements itself, so the
 	// store prepares hot ones once.
 	return Store{Store: sqlstore.New(sqlstore.Config{
-		DB: checkpointedDB{sqlstore.NewSQLDB(w, r, true), startCheckpointer(c, path)}, Aging: opts.Aging, Clock: opts.Clock,
+		DB: checkpointedDB{sqlstore.NewSQLDB(w, r, true), ck}, Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: w, path: path, opened: opened}, nil
 }
