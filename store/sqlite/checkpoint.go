@@ -33,6 +33,8 @@ const checkpointAfter = 50 * time.Millisecond
 type checkpointer struct {
 	db      *sql.DB
 	conn    *sql.Conn     // db's one connection, held from the start
+	path    string        // the database file's path
+	opened  os.FileInfo   // the file conn opened at path; nil if it could not be told
 	wal     string        // the WAL file's path
 	kick    chan struct{} // a write committed
 	stop    chan struct{}
@@ -48,7 +50,9 @@ func startCheckpointer(ctx context.Context, db *sql.DB, path string) (*checkpoin
 	if err != nil {
 		return nil, fmt.Errorf("checkpointer: %w", err)
 	}
-	c := &checkpointer{db: db, conn: conn, wal: path + "-wal", kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	opened, _ := os.Stat(path)
+	c := &checkpointer{db: db, conn: conn, path: path, opened: opened, wal: path + "-wal",
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
 	return c, nil
 }
@@ -82,7 +86,10 @@ func (c *checkpointer) run() {
 		case <-wait.C:
 		}
 		wal, err := os.Stat(c.wal)
-		if err == nil && last != nil && wal.Size() == last.Size() && wal.ModTime().Equal(last.ModTime()) {
+		if err != nil || (last != nil && wal.Size() == last.Size() && wal.ModTime().Equal(last.ModTime())) || !c.fileIsOurs() {
+			// Nothing new, or the files at the path are no longer the
+			// ones this connection writes (deleted, replaced: the engine
+			// reports it, store.ErrDatabaseGone): leave them alone.
 			continue
 		}
 		// Its errors are not the writes' (a busy checkpoint lock, a full
@@ -91,6 +98,16 @@ func (c *checkpointer) run() {
 		_, _ = c.conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 		last = wal
 	}
+}
+
+// fileIsOurs reports whether the file at the path is still the one the
+// connection opened.
+func (c *checkpointer) fileIsOurs() bool {
+	if c.opened == nil {
+		return true
+	}
+	fi, err := os.Stat(c.path)
+	return err == nil && os.SameFile(fi, c.opened)
 }
 
 // close stops the checkpointer and closes its connection.
