@@ -60,7 +60,9 @@ func TestDatabaseFileGone(t *testing.T) {
 
 			tc.damage(t, path)
 			damaged := time.Now()
-			eventually(t, "the engine to notice", func() bool { return e.Health().Degraded })
+			// Noticed by the file check (a loop may fail first on the
+			// files gone: the check is what must report them).
+			eventually(t, "the engine to notice", func() bool { return e.Health().Failing["database_file"] != "" })
 			noticed := time.Since(damaged)
 			t.Logf("noticed after %s", noticed.Round(time.Millisecond))
 			require.Less(t, noticed, 50*poll, "noticed only after %s (a maintenance tick or claim round is at most about a poll interval apart)", noticed)
