@@ -53,17 +53,12 @@ type Tx interface {
 	Rollback(ctx context.Context) error
 }
 
-// Finisher is a Tx that sends its last statements with its COMMIT, in one
-// round trip; after an error it has rolled back. A transaction's audit
-// rows and its notification go this way where the Tx is one.
-type Finisher interface {
-	CommitWith(ctx context.Context, last []Statement) error
-}
-
 // Pipeliner is a Tx that sends a statement whose result nobody reads ahead
-// of the transaction's next statement (or its COMMIT), in that statement's
-// round trip. A queued statement's error is returned by the statement it
-// went with, prefixed with the queued statement's What.
+// of the transaction's next statement (or its COMMIT: a transaction's audit
+// rows and its notification go so), in that statement's round trip. A
+// queued statement's error is returned by the statement it went with,
+// prefixed with the queued statement's What; one sent with the COMMIT fails
+// the commit.
 //
 // Follow sends a statement right after the transaction's next one, in its
 // round trip, and returns its rows, to read once that statement's result

@@ -16,16 +16,13 @@ import (
 // txn is one write transaction with the helpers every state change uses: the
 // audit log, the eligibility of steps and the cascade to children.
 type txn struct {
-	ctx   context.Context
-	x     Querier
-	owned bool // the store began the transaction (not the caller)
-	// finisher sends the last statements with the COMMIT (execLast).
-	finisher Finisher
-	last     []Statement
-	s        *Store
-	now      int64
-	engine   string
-	readied  int
+	ctx     context.Context
+	x       Querier
+	owned   bool // the store began the transaction (not the caller)
+	s       *Store
+	now     int64
+	engine  string
+	readied int
 	// timed: this transaction wrote a time something falls due (a delayed
 	// step, a ttl, a good_until, a schedule's next tick). Engines are told
 	// (DueWake, and the notification's payload NotifyDue), so that they
@@ -87,9 +84,6 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		return fmt.Errorf("begin: %w", err)
 	}
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
-	if f, ok := tx.(Finisher); ok {
-		t.finisher = f
-	}
 	err = t.run(fn)
 	if err != nil {
 		err = s.refused(err)
@@ -101,12 +95,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		}
 		return err
 	}
-	if t.finisher != nil && len(t.last) > 0 {
-		err = t.finisher.CommitWith(ctx, t.last)
-	} else {
-		err = tx.Commit(ctx)
-	}
-	if err != nil {
+	if err = tx.Commit(ctx); err != nil {
 		if t.notifyTaken {
 			s.scheduleNotify()
 		}
@@ -189,24 +178,12 @@ func (t *txn) run(fn func(t *txn) error) error {
 			}
 			t.notifyTaken = true
 		}
-		if err := t.execLast(t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
-			return fmt.Errorf("notify: %w", err)
+		// Nothing reads it: it goes with the COMMIT where it can.
+		if err := t.soon("notify", t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// execLast runs one of the transaction's last statements (its audit, its
-// notification): with the COMMIT where the Tx sends them together
-// (Finisher), else now. A statement sent with the COMMIT fails the
-// commit.
-func (t *txn) execLast(q string, args ...any) error {
-	if t.finisher != nil {
-		t.last = append(t.last, Statement{Query: t.s.bind(q), Args: args})
-		return nil
-	}
-	_, err := t.exec(q, args...)
-	return err
 }
 
 // soon runs a statement whose result nobody reads: where the transaction
@@ -320,22 +297,16 @@ func foldAudit(entries []auditRow) []auditRow {
 }
 
 // flushAudit writes the queued audit entries, folded (foldAudit), in one
-// statement whatever their count, sent with the commit where it can be.
-func (t *txn) flushAudit() error {
-	return t.writeAudit(t.execLast)
-}
+// statement whatever their count, sent with the commit where it can be
+// (soon).
+func (t *txn) flushAudit() error { return t.writeAudit(false) }
 
 // flushAuditNow writes the queued audit entries at once, ahead of entries
 // a later statement writes itself (a claim's).
-func (t *txn) flushAuditNow() error {
-	return t.writeAudit(func(q string, args ...any) error {
-		_, err := t.exec(q, args...)
-		return err
-	})
-}
+func (t *txn) flushAuditNow() error { return t.writeAudit(true) }
 
-// writeAudit writes the queued audit entries with exec.
-func (t *txn) writeAudit(exec func(q string, args ...any) error) error {
+// writeAudit writes the queued audit entries: now, or soon.
+func (t *txn) writeAudit(now bool) error {
 	entries := foldAudit(t.audits)
 	t.audits = nil
 	if len(entries) == 0 {
@@ -348,9 +319,13 @@ func (t *txn) writeAudit(exec func(q string, args ...any) error) error {
 	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
 		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
 		{"u_task_reason", colText}}, rows)
-	if err := exec(`INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason FROM `+from,
-		append([]any{t.now}, args...)...); err != nil {
+	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason FROM ` + from
+	args = append([]any{t.now}, args...)
+	if !now {
+		return t.soon("audit", q, args...)
+	}
+	if _, err := t.exec(q, args...); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil

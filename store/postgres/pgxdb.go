@@ -254,88 +254,57 @@ func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, r
 	return querier{t.conn}.CopyFrom(ctx, table, columns, rows)
 }
 
+// Commit sends the queued statements with COMMIT (and BEGIN, if no
+// statement went before), in one batch; after an error it rolls back. The
+// connection goes back to the pool either way.
 func (t *poolTx) Commit(ctx context.Context) error {
-	if len(t.queued) > 0 {
-		return t.CommitWith(ctx, nil)
-	}
-	return t.end(ctx, "COMMIT")
-}
-
-// CommitWith sends the queued and the last statements with COMMIT (and
-// BEGIN, if no statement went before), in one batch; after an error it
-// rolls back.
-// The connection goes back to the pool either way.
-func (t *poolTx) CommitWith(ctx context.Context, last []sqlstore.Statement) error {
 	if t.conn == nil {
 		return nil
 	}
 	t.follow = nil
-	if err := t.drain(); err != nil {
-		_ = t.end(ctx, "ROLLBACK")
-		return err
-	}
-	b := &pgx.Batch{}
-	if !t.begun {
-		b.Queue("BEGIN")
-	}
-	sent := append(t.queued, last...)
-	t.queued = nil
-	for _, st := range sent {
-		b.Queue(st.Query, st.Args...)
-	}
-	b.Queue("COMMIT")
-	br := t.conn.SendBatch(ctx, b)
-	var err error
-	if !t.begun {
-		_, err = br.Exec()
-	}
-	for i := 0; err == nil && i < len(sent); i++ {
-		if _, err = br.Exec(); err != nil {
-			err = queuedError(sent[i], err)
+	if len(t.queued) == 0 && t.open == nil {
+		// A bare COMMIT, if the transaction began.
+		var err error
+		if t.begun {
+			_, err = t.conn.Exec(ctx, "COMMIT")
 		}
+		t.release()
+		return unavailable(err)
 	}
+	br, err := t.send(ctx, "COMMIT", nil)
 	if err == nil {
 		_, err = br.Exec()
+		err = closing(br, err)
 	}
-	if err = closing(br, err); err != nil && !t.conn.Conn().IsClosed() {
-		// The statements after the failed one did not run, nor the
-		// COMMIT: end the transaction (a warning if it ended already).
+	if err != nil && !t.conn.Conn().IsClosed() {
+		// A statement failed: those after it did not run, nor the
+		// COMMIT. End the transaction (a warning if it ended already).
 		_, _ = t.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	}
-	t.conn.Release()
-	t.conn = nil
+	t.release()
 	return err
 }
 
-var _ sqlstore.Finisher = (*poolTx)(nil)
-
+// Rollback ends the transaction, if it began, and gives the connection
+// back.
 func (t *poolTx) Rollback(ctx context.Context) error {
-	t.queued, t.follow = nil, nil
-	return t.end(ctx, "ROLLBACK")
-}
-
-// end sends COMMIT or ROLLBACK, if the transaction began, and gives the
-// connection back.
-func (t *poolTx) end(ctx context.Context, sql string) error {
 	if t.conn == nil {
 		return nil
 	}
-	t.follow = nil
-	committing := sql == "COMMIT"
-	failed := t.drain()
-	if failed != nil {
-		sql = "ROLLBACK" // a statement of the transaction failed
-	}
+	t.queued, t.follow = nil, nil
+	_ = t.drain() // a followed statement's error: the transaction's, undone
 	var err error
 	if t.begun {
-		_, err = t.conn.Exec(ctx, sql)
+		_, err = t.conn.Exec(ctx, "ROLLBACK")
 	}
+	t.release()
+	return unavailable(err)
+}
+
+// release gives the connection back to the pool.
+func (t *poolTx) release() {
 	t.conn.Release()
 	t.conn = nil
-	if failed != nil && committing {
-		return failed
-	}
-	return unavailable(err)
 }
 
 var (

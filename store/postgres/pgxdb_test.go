@@ -14,9 +14,9 @@ import (
 )
 
 // TestTransactionsBeginAndCommitWithTheirStatements: a write transaction's
-// BEGIN goes with its first statement and its last statements with its
-// COMMIT; what fails in the last statements rolls the whole transaction
-// back, and every connection goes back to the pool.
+// BEGIN goes with its first statement and its last statements (queued)
+// with its COMMIT; what fails in the last statements rolls the whole
+// transaction back, and every connection goes back to the pool.
 func TestTransactionsBeginAndCommitWithTheirStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -69,7 +69,10 @@ func TestTransactionsBeginAndCommitWithTheirStatements(t *testing.T) {
 				continue
 			}
 		}
-		err = tx.(sqlstore.Finisher).CommitWith(ctx, tc.last)
+		for _, st := range tc.last {
+			tx.(sqlstore.Pipeliner).Queue(st)
+		}
+		err = tx.Commit(ctx)
 		if tc.ok {
 			require.NoError(t, err, tc.name)
 		} else {
@@ -115,9 +118,10 @@ func TestQueuedStatementsGoWithTheNext(t *testing.T) {
 			tx.(sqlstore.Pipeliner).Queue(insert(3))
 			return tx.Commit(ctx)
 		}, "", 3},
-		{"queued before the last statements", func(tx sqlstore.Tx) error {
+		{"two queued, then the commit", func(tx sqlstore.Tx) error {
 			tx.(sqlstore.Pipeliner).Queue(insert(4))
-			return tx.(sqlstore.Finisher).CommitWith(ctx, []sqlstore.Statement{insert(5)})
+			tx.(sqlstore.Pipeliner).Queue(insert(5))
+			return tx.Commit(ctx)
 		}, "", 5},
 		{"queued before a copy", func(tx sqlstore.Tx) error {
 			tx.(sqlstore.Pipeliner).Queue(insert(6))
@@ -223,7 +227,7 @@ func TestFollowedStatementsGoWithTheOneBefore(t *testing.T) {
 			tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: values})
 			_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.t VALUES (5)`)
 			require.NoError(t, err)
-			return tx.(sqlstore.Finisher).CommitWith(ctx, nil)
+			return tx.Commit(ctx)
 		}, "", 5},
 		{"it fails, unread", func(tx sqlstore.Tx) error {
 			tx.(sqlstore.Pipeliner).Follow(sqlstore.Statement{Query: `SELECT 1/0`, What: "divide"})
