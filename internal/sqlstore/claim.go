@@ -206,13 +206,13 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 		if want <= 0 {
 			return nil
 		}
-		ids, more, err := t.candidates(want, p, pol, keys, rates, round)
+		ids, withDeps, more, err := t.candidates(want, p, pol, keys, rates, round)
 		if err != nil {
 			return err
 		}
 		*held = *held || keys.heldBack
 		if len(ids) > 0 {
-			got, gotDeps, short, err := t.claimTaken(ids, leaseID)
+			got, gotDeps, short, err := t.claimTaken(ids, withDeps, leaseID)
 			if err != nil {
 				return err
 			}
@@ -356,13 +356,13 @@ type candidate struct {
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
+func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, withDeps, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
 	if round == 0 && pol != nil && pol.weights != nil {
 		if q, args, fair, err = t.fairQuery(want, p, pol, keys); err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 	}
 	if !fair {
@@ -373,7 +373,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		rows, err = t.query(q, args...)
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, false, fmt.Errorf("select ready steps: %w", err)
 	}
 	var seen int64 // the policy version the query saw
 	ready, err := collect(rows, func(r Row) (candidate, error) {
@@ -382,13 +382,13 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		return c, err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, false, fmt.Errorf("select ready steps: %w", err)
 	}
 	if pol != nil && len(ready) > 0 && seen != pol.version {
 		// The policies moved between the claim's first statement and
 		// this one, which may see work made ready since under them (a
 		// pause, a breaker that opened): claim under the new ones.
-		return nil, false, errPoliciesMoved
+		return nil, false, false, errPoliciesMoved
 	}
 	limited := false
 	for _, c := range ready {
@@ -402,7 +402,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		// Only now, and only for the limits of these candidates: count
 		// what runs under each (locked on PostgreSQL, see limits.go).
 		if err := t.countKeys(ready, keys, round == 0); err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 		kept = make([]candidate, 0, len(ready))
 		for _, c := range ready {
@@ -415,26 +415,25 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
 	if kept, err = t.probes(kept, keys.brk); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
 	probing := keys.brk != nil && len(keys.brk.probed) > 0
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if err := t.unprobed(kept, keys.brk); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if t.rateTake != nil {
 		// Whether the take left some of kept unclaimed is known after the
 		// claim statement (claimTaken).
 		t.rateTake.full = len(ready) == want
 	}
-	t.claimDeps = slices.ContainsFunc(kept, func(c candidate) bool { return c.hasDeps })
 	// Slots a namespace of the fair share could not use go to the next
 	// round.
-	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
+	return idsOf(kept), slices.ContainsFunc(kept, func(c candidate) bool { return c.hasDeps }), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
 }
 
 func idsOf(cs []candidate) []int64 {

@@ -20,8 +20,8 @@ import (
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone. Where the database allows it, the same statement starts their
 // tasks and loads the task's part of what the handlers see (claimContext
-// does the rest).
-func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+// does the rest); withDeps: one of ids depends on other steps.
+func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.idIn("id", ids)
 	var take, granted string
 	var args []any
@@ -97,14 +97,10 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	// The results of the dependencies of the steps, read right after the
 	// statement in its round trip where the transaction pipelines.
 	var depRows Rows
-	if p, ok := t.x.(Pipeliner); ok && t.claimDeps {
-		in, inArgs := t.idIn("c.id", ids)
-		depRows = p.Follow(Statement{Query: t.s.bind(`SELECT c.id, s.name, s.result, s.kind, s.idx FROM steps c
-			CROSS JOIN LATERAL unnest(string_to_array(c.deps, ',')::bigint[]) AS d(idx)
-			CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = c.task_id AND idx = d.idx AND state != 'skipped' OFFSET 0) s
-			WHERE ` + in), Args: inArgs, What: "load dependency results"})
+	if p, ok := t.x.(Pipeliner); ok && withDeps {
+		dq, dargs := t.depResultsOf(ids)
+		depRows = p.Follow(Statement{Query: t.s.bind(dq), Args: dargs, What: "load dependency results"})
 	}
-	t.claimDeps = false
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
@@ -208,31 +204,42 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	// The results of every claimed step's dependencies not read with its
 	// claim statement, in one statement.
-	var rows [][]any
+	var unread []int
 	for i := range claimed {
 		if len(deps[i]) == 0 {
 			continue
 		}
 		claimed[i].Deps = make(map[string]json.RawMessage, len(deps[i]))
-		if _, read := t.depResults[claimed[i].ID]; read {
-			continue
-		}
-		for _, d := range deps[i] {
-			rows = append(rows, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
+		if _, read := t.depResults[claimed[i].ID]; !read {
+			unread = append(unread, i)
 		}
 	}
-	if len(rows) > 0 {
-		from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
-		// Skipped dependencies did not run: they have no result to pass on.
-		join := `JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
-		if t.s.d.Lateral {
-			join = `CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = d.d_task AND idx = d.d_idx AND state != 'skipped' OFFSET 0) s`
+	if len(unread) > 0 {
+		var q string
+		var args []any
+		if t.s.d.Arrays {
+			ids := make([]int64, len(unread))
+			for j, i := range unread {
+				ids[j] = claimed[i].ID
+			}
+			q, args = t.depResultsOf(ids)
+		} else {
+			var rows [][]any
+			for _, i := range unread {
+				for _, d := range deps[i] {
+					rows = append(rows, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
+				}
+			}
+			var from string
+			from, args = t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
+			q = `SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM ` + from + `
+				JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
 		}
-		q, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+` `+join, args...)
+		rows, err := t.query(q, args...)
 		if err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
 		}
-		if err := t.readDepResults(q); err != nil {
+		if err := t.readDepResults(rows); err != nil {
 			return err
 		}
 	}
@@ -251,6 +258,18 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	return nil
+}
+
+// depResultsOf is the read of the results of the dependencies of the
+// steps ids, as readDepResults reads them, where the database takes arrays:
+// by the steps' own list of dependencies. Skipped dependencies did not run:
+// they have no result to pass on.
+func (t *txn) depResultsOf(ids []int64) (string, []any) {
+	in, args := t.idIn("c.id", ids)
+	return `SELECT c.id, s.name, s.result, s.kind, s.idx FROM steps c
+		CROSS JOIN LATERAL unnest(string_to_array(c.deps, ',')::bigint[]) AS d(idx)
+		CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = c.task_id AND idx = d.idx AND state != 'skipped' OFFSET 0) s
+		WHERE ` + in, args
 }
 
 // depResult is the result of a dependency of a claimed step.
@@ -277,14 +296,14 @@ func (t *txn) readDepResults(rows Rows) error {
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
+	sort.Slice(got, func(i, j int) bool {
+		return got[i].step < got[j].step || (got[i].step == got[j].step && got[i].idx < got[j].idx)
+	})
 	if t.depResults == nil {
 		t.depResults = map[int64][]depResult{}
 	}
 	for _, d := range got {
 		t.depResults[d.step] = append(t.depResults[d.step], d.depResult)
-	}
-	for _, rs := range t.depResults {
-		sort.Slice(rs, func(i, j int) bool { return rs[i].idx < rs[j].idx })
 	}
 	return nil
 }

@@ -55,10 +55,8 @@ type txn struct {
 	// ahead: the first round's query of candidates, sent with the claim's
 	// first statement (candidatesAhead).
 	ahead *aheadQuery
-	// claimDeps: a step the next claim statement claims depends on others;
-	// depResults: their results, by claimed step, read with a claim
-	// statement (claimed.go).
-	claimDeps  bool
+	// depResults: the results of claimed steps' dependencies, by step,
+	// read with their claim statement (claimed.go).
 	depResults map[int64][]depResult
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
