@@ -55,10 +55,14 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		// The namespaces the last claim met limits in: bounded from the
 		// handle's anchors, or locked and counted by the first statement.
-		bounded := s.cachedVersion()
+		cached := s.cachedPolicies()
+		bounded := int64(-1)
+		if cached != nil {
+			bounded = cached.version
+		}
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
-		t.candidatesAhead(p)
-		version, room, err := t.claimStart(p, predicted)
+		t.candidatesAhead(p, cached)
+		version, room, err := t.claimStart(p, predicted, cached)
 		if err != nil {
 			return err
 		}
@@ -152,12 +156,11 @@ type aheadQuery struct {
 
 // candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
-// pipelines (Pipeliner): built from the policies last read, as if no limit
+// pipelines (Pipeliner): built from the policies last read (pol), as if no limit
 // were full and, under weights, the namespace last found alone still were
 // (fairOthers). candidates uses its rows only if the claim asks exactly
 // that query; otherwise (a limit full, slots shared) they are discarded.
-func (t *txn) candidatesAhead(p store.ClaimParams) {
-	pol := t.s.cachedPolicies()
+func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet) {
 	if _, ok := t.x.(Pipeliner); !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
 		return
 	}
@@ -231,7 +234,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, steers the planner for the claim's next
 // statements (ClaimPlan), takes the fair shares' lock and reads their
-// readiness while the policies last read hold weights (fairReadiness does
+// readiness while the policies last read (cached) hold weights (fairReadiness does
 // when they were set since) or, while the last read found one namespace
 // alone with ready work, only asks whether another has any (fairOthers),
 // and locks and counts the namespaces in predicted, those the last claim
@@ -239,7 +242,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
-func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64, room []countRow, err error) {
+func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
 	if t.s.d.ClaimPlan != "" {
@@ -248,7 +251,7 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string) (version int64
 		q += "NULL"
 	}
 	readiness, probe := false, false
-	weights := t.s.cachedWeights()
+	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
 	if weights {
 		alone = t.s.fair.lone()

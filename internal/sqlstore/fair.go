@@ -52,15 +52,6 @@ import (
 // fairLock names the advisory lock of claims under weights (PostgreSQL).
 const fairLock = "weft-fair"
 
-// cachedWeights reports whether the policies last read hold namespace
-// weights, so that a claim takes the fair shares' lock in its first
-// statement.
-func (s *Store) cachedWeights() bool {
-	s.policyMu.Lock()
-	defer s.policyMu.Unlock()
-	return s.policyCache != nil && len(s.policyCache.weights) > 0
-}
-
 // maxFairNamespaces bounds the skip scan: namespaces past the first this
 // many with ready work are claimed by the ordinary rounds only.
 const maxFairNamespaces = 1000

@@ -51,18 +51,10 @@ func (p *policySet) capsWith(own map[string]int) map[string]int {
 	return out
 }
 
-// cachedVersion returns the version of the policies last read, -1 if
-// none.
-func (s *Store) cachedVersion() int64 {
-	s.policyMu.Lock()
-	defer s.policyMu.Unlock()
-	if s.policyCache == nil {
-		return -1
-	}
-	return s.policyCache.version
-}
-
-// cachedPolicies returns the policies last read, or nil.
+// cachedPolicies returns the policies last read, or nil. A claim reads
+// them once, before its first statement: what it predicts from them
+// (bounds, weights, its query sent ahead) holds if that statement finds
+// their version still current.
 func (s *Store) cachedPolicies() *policySet {
 	s.policyMu.Lock()
 	defer s.policyMu.Unlock()
