@@ -34,23 +34,22 @@ type checkpointer struct {
 	db      *sql.DB
 	conn    *sql.Conn     // db's one connection, held from the start
 	path    string        // the database file's path
-	opened  os.FileInfo   // the file conn opened at path; nil if it could not be told
+	opened  os.FileInfo   // the file the store opened at path (checkFile)
 	wal     string        // the WAL file's path
 	kick    chan struct{} // a write committed
 	stop    chan struct{}
 	stopped chan struct{}
 }
 
-// startCheckpointer checkpoints the WAL of the database file at path on a
-// connection of db that it opens now and holds: one opened later, after
-// the file at path was replaced, would copy this file's WAL into the other
-// file.
-func startCheckpointer(ctx context.Context, db *sql.DB, path string) (*checkpointer, error) {
+// startCheckpointer checkpoints the WAL of the database file opened at
+// path on a connection of db that it opens now and holds: one opened
+// later, after the file at path was replaced, would copy this file's WAL
+// into the other file.
+func startCheckpointer(ctx context.Context, db *sql.DB, path string, opened os.FileInfo) (*checkpointer, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("checkpointer: %w", err)
 	}
-	opened, _ := os.Stat(path)
 	c := &checkpointer{db: db, conn: conn, path: path, opened: opened, wal: path + "-wal",
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go c.run()
@@ -86,7 +85,7 @@ func (c *checkpointer) run() {
 		case <-wait.C:
 		}
 		wal, err := os.Stat(c.wal)
-		if err != nil || (last != nil && wal.Size() == last.Size() && wal.ModTime().Equal(last.ModTime())) || !c.fileIsOurs() {
+		if err != nil || (last != nil && wal.Size() == last.Size() && wal.ModTime().Equal(last.ModTime())) || checkFile(c.path, c.opened) != nil {
 			// Nothing new, or the files at the path are no longer the
 			// ones this connection writes (deleted, replaced: the engine
 			// reports it, store.ErrDatabaseGone): leave them alone.
@@ -98,16 +97,6 @@ func (c *checkpointer) run() {
 		_, _ = c.conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
 		last = wal
 	}
-}
-
-// fileIsOurs reports whether the file at the path is still the one the
-// connection opened.
-func (c *checkpointer) fileIsOurs() bool {
-	if c.opened == nil {
-		return true
-	}
-	fi, err := os.Stat(c.path)
-	return err == nil && os.SameFile(fi, c.opened)
 }
 
 // close stops the checkpointer and closes its connection.

@@ -57,18 +57,22 @@ type Store struct {
 // a file nobody else sees. It returns an error wrapping
 // store.ErrDatabaseGone then, another error when the path cannot be
 // examined.
-func (s Store) CheckFile() error {
-	if s.opened == nil {
+func (s Store) CheckFile() error { return checkFile(s.path, s.opened) }
+
+// checkFile reports whether the file at path is still opened (CheckFile);
+// nil when opened is nil.
+func checkFile(path string, opened os.FileInfo) error {
+	if opened == nil {
 		return nil
 	}
-	fi, err := os.Stat(s.path)
+	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("sqlite: %s was deleted: %w", s.path, store.ErrDatabaseGone)
+		return fmt.Errorf("sqlite: %s was deleted: %w", path, store.ErrDatabaseGone)
 	case err != nil:
-		return fmt.Errorf("sqlite: check %s: %w", s.path, err)
-	case !os.SameFile(fi, s.opened):
-		return fmt.Errorf("sqlite: %s was replaced by another file: %w", s.path, store.ErrDatabaseGone)
+		return fmt.Errorf("sqlite: check %s: %w", path, err)
+	case !os.SameFile(fi, opened):
+		return fmt.Errorf("sqlite: %s was replaced by another file: %w", path, store.ErrDatabaseGone)
 	}
 	return nil
 }
@@ -139,7 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	c.SetMaxOpenConns(1)
-	ck, err := startCheckpointer(ctx, c, path)
+	ck, err := startCheckpointer(ctx, c, path, opened)
 	if err != nil {
 		w.Close()
 		c.Close()
