@@ -72,17 +72,8 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 			totalsCols = `, tot.steps, tot.tasks`
 			totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
 		}
-		// The claim's audit rows are written by this statement too, as
-		// flushAudit would write them: one row a step, the first claimed
-		// step of a task that starts carrying the task's start (foldAudit),
-		// in the order of the tasks and their steps.
-		audit := `, aud AS (INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-				SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
-					CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
-				FROM (SELECT s.task_id, s.name, s.attempt, s.idx,
-					started.id IS NOT NULL AND row_number() OVER (PARTITION BY s.task_id ORDER BY s.idx) = 1 AS first
-					FROM s LEFT JOIN started ON started.id = s.task_id) AS c
-				ORDER BY task_id, idx)`
+		// The claim's audit rows are written by this statement too.
+		audit := `, aud AS (` + claimAudit("s", "started") + `)`
 		q = `WITH ` + take + `s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, s.task_id IN (SELECT id FROM started)` + totalsCols + granted + `
@@ -91,8 +82,7 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		if totaling {
 			args = append(args, t.limitHeld)
 		}
-		args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
-			string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
+		args = append(args, t.claimAuditArgs()...)
 	}
 	// The results of the dependencies of the steps, read right after the
 	// statement in its round trip where the transaction pipelines.
@@ -164,8 +154,6 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		}
 		if t.s.d.WithWrites {
 			st.task.set(&out[i]) // the statement wrote the audit rows
-		} else {
-			t.audit(st.TaskID, st.Name, string(state.StepReady), string(state.StepRunning), st.Attempts, reasonClaimed)
 		}
 	}
 	return out, deps, nil
@@ -177,9 +165,25 @@ const (
 	reasonFirstClaimed = "first step claimed"
 )
 
-// taskStarted audits the start of a task with its first claimed step.
-func (t *txn) taskStarted(id int64) {
-	t.audit(id, "", string(state.TaskPending), string(state.TaskRunning), 0, reasonFirstClaimed)
+// claimAudit is the insert of a claim's audit rows, from the claimed steps
+// (a relation of task_id, name, attempt and idx, after the claim) and the
+// tasks the claim started (a relation of id): one row a step, in the order
+// of the tasks and their steps, the first claimed step of a task that
+// starts carrying the task's start (as foldAudit folds). Its arguments are
+// claimAuditArgs.
+func claimAudit(claimed, started string) string {
+	return `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+		SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
+			CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
+		FROM (SELECT c.task_id, c.name, c.attempt, c.idx,
+			started.id IS NOT NULL AND row_number() OVER (PARTITION BY c.task_id ORDER BY c.idx) = 1 AS first
+			FROM ` + claimed + ` AS c LEFT JOIN ` + started + ` AS started ON started.id = c.task_id) AS c
+		ORDER BY task_id, idx`
+}
+
+func (t *txn) claimAuditArgs() []any {
+	return []any{string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
+		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed}
 }
 
 // claimedTask is the part of what a claimed step's handler sees that comes
@@ -308,6 +312,27 @@ func (t *txn) readDepResults(rows Rows) error {
 	return nil
 }
 
+// auditClaimed writes the audit rows of claimed steps, of which the tasks
+// started began with this claim, where the claim statement could not:
+// after the entries queued before them (a breaker's probe).
+func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) error {
+	if err := t.flushAuditNow(); err != nil {
+		return err
+	}
+	ids := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.ID
+	}
+	in, inArgs := t.idIn("id", ids)
+	startedIn, startedArgs := t.idIn("id", started)
+	q := claimAudit(`(SELECT task_id, name, attempt, idx FROM steps WHERE `+in+`)`, `(SELECT id FROM tasks WHERE `+startedIn+`)`)
+	args := append(append(t.claimAuditArgs(), inArgs...), startedArgs...)
+	if _, err := t.exec(q, args...); err != nil {
+		return fmt.Errorf("audit claimed steps: %w", err)
+	}
+	return nil
+}
+
 // startTasks starts the claimed steps' tasks whose first step this is and
 // loads the task's part of what the handlers see, where claim could not.
 func (t *txn) startTasks(claimed []store.ClaimedStep) error {
@@ -351,9 +376,13 @@ func (t *txn) startTasks(claimed []store.ClaimedStep) error {
 		return fmt.Errorf("start tasks: %w", err)
 	}
 	seen = make(map[int64]bool, len(infos))
-	for _, l := range infos {
+	started := make([]int64, len(infos))
+	for i, l := range infos {
 		seen[l.id] = true
-		t.taskStarted(l.id)
+		started[i] = l.id
+	}
+	if err := t.auditClaimed(claimed, started); err != nil {
+		return err
 	}
 	if len(infos) < len(ids) {
 		rest := make([]int64, 0, len(ids)-len(infos))

@@ -213,6 +213,7 @@ func testAuditClaimedTogether(t *testing.T, h *harness) {
 				require.Equal(t, "e1", e.EngineID)
 				require.Positive(t, i)
 				require.Equal(t, string(state.StepRunning), entries[i-1].To, "the start follows a claim")
+				require.Equal(t, "a", entries[i-1].Step, "the start follows the claim of the task's first step")
 			}
 		}
 		want := map[string]int{}
