@@ -103,20 +103,22 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		totals  [2]sql.NullInt64
 		granted []string
 	}
-	steps, err := collect(rows, func(r Row) (claimedRow, error) {
-		var x stepScan
-		var c claimedRow
-		dest := append(x.dest(), &c.sortKey)
-		var input string
-		if t.s.d.WithWrites {
-			dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
-		}
-		if totaling {
-			dest = append(dest, &c.totals[0], &c.totals[1])
-		}
-		if taking {
-			dest = append(dest, &c.granted)
-		}
+	// One set of scan destinations for every row.
+	var x stepScan
+	var c claimedRow
+	var input string
+	dest := append(x.dest(), &c.sortKey)
+	if t.s.d.WithWrites {
+		dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
+	}
+	if totaling {
+		dest = append(dest, &c.totals[0], &c.totals[1])
+	}
+	if taking {
+		dest = append(dest, &c.granted)
+	}
+	steps, err := collectSized(rows, len(ids), func(r Row) (claimedRow, error) {
+		x, c, input = stepScan{}, claimedRow{}, ""
 		if err := r.Scan(dest...); err != nil {
 			return claimedRow{}, err
 		}

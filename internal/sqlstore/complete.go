@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -211,13 +212,15 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		breaker breakerHit
 		task    taskAccount
 	}
-	got, err := collect(q, func(r Row) (recorded, error) {
-		var v recorded
-		brk, scanned := v.breaker.dest()
-		dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
-		if withTasks {
-			dest = append(dest, v.task.dest()...)
-		}
+	// One set of scan destinations for every row.
+	var v recorded
+	brk, scanned := v.breaker.dest()
+	dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
+	if withTasks {
+		dest = append(dest, v.task.dest()...)
+	}
+	got, err := collectSized(q, len(os), func(r Row) (recorded, error) {
+		v = recorded{}
 		if err := r.Scan(dest...); err != nil {
 			return v, err
 		}
@@ -229,6 +232,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	}
 	ended := make([]endedStep, len(got))
 	var tasks []taskAccount
+	t.audits = slices.Grow(t.audits, len(got))
 	for j, v := range got {
 		i := byStep[v.id]
 		held[i] = true

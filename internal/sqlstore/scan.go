@@ -20,8 +20,16 @@ import (
 // checking the iteration's error, in the spirit of pgx.CollectRows. Scan
 // functions take a Row, so the same one reads a QueryRow's single row.
 func collect[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
+	return collectSized(rows, 0, scan)
+}
+
+// collectSized is collect with room for n rows made ahead.
+func collectSized[T any](rows Rows, n int, scan func(Row) (T, error)) ([]T, error) {
 	defer rows.Close()
 	var out []T
+	if n > 0 {
+		out = make([]T, 0, n)
+	}
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
