@@ -204,7 +204,7 @@ func (c claimedTask) set(s *store.ClaimedStep) {
 // dependencies by name.
 func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if !t.s.d.WithWrites {
-		if err := t.startTasks(claimed); err != nil {
+		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}
 	}
@@ -317,33 +317,47 @@ func (t *txn) readDepResults(rows Rows) error {
 // auditClaimed writes the audit rows of claimed steps, of which the tasks
 // started began with this claim, where the claim statement could not:
 // after the entries queued before them (a breaker's probe).
-func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) error {
-	if err := t.flushAuditNow(); err != nil {
-		return err
+func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) {
+	order := make([]int, len(claimed))
+	for i := range order {
+		order[i] = i
 	}
-	ids := make([]int64, len(claimed))
-	for i, c := range claimed {
-		ids[i] = c.ID
+	sort.Slice(order, func(a, b int) bool {
+		x, y := &claimed[order[a]], &claimed[order[b]]
+		return x.TaskID < y.TaskID || (x.TaskID == y.TaskID && x.Index < y.Index)
+	})
+	starts := make(map[int64]bool, len(started))
+	for _, id := range started {
+		starts[id] = true
 	}
-	in, inArgs := t.idIn("id", ids)
-	startedIn, startedArgs := t.idIn("id", started)
-	q := claimAudit(`(SELECT task_id, name, attempt, idx FROM steps WHERE `+in+`)`, `(SELECT id FROM tasks WHERE `+startedIn+`)`)
-	args := append(append(t.claimAuditArgs(), inArgs...), startedArgs...)
-	if _, err := t.exec(q, args...); err != nil {
-		return fmt.Errorf("audit claimed steps: %w", err)
+	for _, i := range order {
+		c := &claimed[i]
+		t.audit(c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, reasonClaimed)
+		if starts[c.TaskID] {
+			// Folded onto the row just queued (foldAudit).
+			t.audit(c.TaskID, "", string(state.TaskPending), string(state.TaskRunning), 0, reasonFirstClaimed)
+			delete(starts, c.TaskID)
+		}
 	}
-	return nil
 }
 
 // startTasks starts the claimed steps' tasks whose first step this is and
 // loads the task's part of what the handlers see, where claim could not.
-func (t *txn) startTasks(claimed []store.ClaimedStep) error {
-	var ids []int64
+// A step with dependencies belongs to a task that started when they ran,
+// or, should they all have been skipped before any ran, to one still
+// pending that the read below finds.
+func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
+	var ids, mayStart []int64
 	seen := map[int64]bool{}
-	for _, c := range claimed {
+	starting := map[int64]bool{}
+	for i, c := range claimed {
 		if !seen[c.TaskID] {
 			seen[c.TaskID] = true
 			ids = append(ids, c.TaskID)
+		}
+		if len(deps[i]) == 0 && !starting[c.TaskID] {
+			starting[c.TaskID] = true
+			mayStart = append(mayStart, c.TaskID)
 		}
 	}
 	if len(ids) == 0 {
@@ -352,58 +366,80 @@ func (t *txn) startTasks(claimed []store.ClaimedStep) error {
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return err
 	}
-	// Tasks whose first step this is start, and return what the handlers
-	// see; the others (their steps ran before) are read.
 	type loaded struct {
-		id int64
+		id    int64
+		state string
 		claimedTask
 	}
-	scan := func(r Row) (loaded, error) {
-		var l loaded
-		var input string
-		if err := r.Scan(&l.id, &input, &l.workflow, &l.version, &l.traceparent); err != nil {
-			return l, err
+	// Tasks whose first step this is start, and return what the handlers
+	// see; the others (their steps ran before) are read.
+	read := func(q string, ids []int64, args ...any) ([]loaded, error) {
+		in, inArgs := t.idIn("id", ids)
+		rows, err := t.query(fmt.Sprintf(q, in), append(args, inArgs...)...)
+		if err != nil {
+			return nil, err
 		}
-		l.input = json.RawMessage(input)
-		return l, nil
+		return collect(rows, func(r Row) (loaded, error) {
+			var l loaded
+			var input string
+			err := r.Scan(&l.id, &l.state, &input, &l.workflow, &l.version, &l.traceparent)
+			l.input = json.RawMessage(input)
+			return l, err
+		})
 	}
-	in, inArgs := t.idIn("id", ids)
-	rows, err := t.query(`UPDATE tasks SET state = 'running', started_at = ? WHERE (state || '') = 'pending' AND `+in+`
-		RETURNING id, input, workflow, version, traceparent`, append([]any{t.now}, inArgs...)...)
-	if err != nil {
-		return fmt.Errorf("start tasks: %w", err)
+	start := func(ids []int64) ([]loaded, error) {
+		got, err := read(`UPDATE tasks SET state = 'running', started_at = ? WHERE (state || '') = 'pending' AND %s
+			RETURNING id, state, input, workflow, version, traceparent`, ids, t.now)
+		if err != nil {
+			return nil, fmt.Errorf("start tasks: %w", err)
+		}
+		return got, nil
 	}
-	infos, err := collect(rows, scan)
-	if err != nil {
-		return fmt.Errorf("start tasks: %w", err)
+	var infos []loaded
+	var started []int64
+	if len(mayStart) > 0 {
+		got, err := start(mayStart)
+		if err != nil {
+			return err
+		}
+		infos = got
 	}
-	seen = make(map[int64]bool, len(infos))
-	started := make([]int64, len(infos))
-	for i, l := range infos {
+	seen = make(map[int64]bool, len(ids))
+	for _, l := range infos {
 		seen[l.id] = true
-		started[i] = l.id
+		started = append(started, l.id)
 	}
-	if err := t.auditClaimed(claimed, started); err != nil {
-		return err
+	var rest []int64
+	for _, id := range ids {
+		if !seen[id] {
+			rest = append(rest, id)
+		}
 	}
-	if len(infos) < len(ids) {
-		rest := make([]int64, 0, len(ids)-len(infos))
-		for _, id := range ids {
-			if !seen[id] {
-				rest = append(rest, id)
+	if len(rest) > 0 {
+		more, err := read(`SELECT id, state, input, workflow, version, traceparent FROM tasks WHERE %s`, rest)
+		if err != nil {
+			return fmt.Errorf("load tasks: %w", err)
+		}
+		var pending []int64
+		for _, l := range more {
+			if l.state == string(state.TaskPending) {
+				pending = append(pending, l.id)
+			} else {
+				infos = append(infos, l)
 			}
 		}
-		in, inArgs := t.idIn("id", rest)
-		rows, err := t.query(`SELECT id, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
-		if err != nil {
-			return fmt.Errorf("load tasks: %w", err)
+		if len(pending) > 0 {
+			got, err := start(pending)
+			if err != nil {
+				return err
+			}
+			for _, l := range got {
+				started = append(started, l.id)
+			}
+			infos = append(infos, got...)
 		}
-		more, err := collect(rows, scan)
-		if err != nil {
-			return fmt.Errorf("load tasks: %w", err)
-		}
-		infos = append(infos, more...)
 	}
+	t.auditClaimed(claimed, started)
 	tasks := make(map[int64]claimedTask, len(infos))
 	for _, l := range infos {
 		tasks[l.id] = l.claimedTask

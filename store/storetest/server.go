@@ -164,6 +164,7 @@ func testResolveWithResult(t *testing.T, h *harness) {
 	require.Len(t, next, 1)
 	require.Equal(t, "next", next[0].Name)
 	require.JSONEq(t, `{"approved":true}`, string(next[0].Deps["manual"]))
+	require.Equal(t, state.TaskRunning, h.task(id).State, "the claim of a step whose dependencies never ran starts its task")
 	h.ok(next[0], `{}`)
 	task := h.task(id)
 	require.Equal(t, state.TaskCompleted, task.State)
