@@ -243,10 +243,15 @@ func (t *txn) textIn(col string, vals []string) (string, []any) {
 }
 
 // valuesIn is the condition "col is one of vals" as one parameter: an array
-// of the SQL type pgType, or a JSON array.
+// of the SQL type pgType, or a JSON array (or, of one value, that value).
 func valuesIn[T int64 | string](s *Store, col string, vals []T, pgType string) (string, []any) {
 	if s.d.Arrays {
 		return col + " = ANY(?::" + pgType + "[])", []any{vals}
+	}
+	if len(vals) == 1 {
+		// One value is the common case of a DAG's claims and outcomes:
+		// SQLite looks it up without reading a JSON array.
+		return col + " = ?", []any{vals[0]}
 	}
 	b, _ := json.Marshal(vals) // integers and strings always encode
 	return col + " IN (SELECT value FROM json_each(?))", []any{string(b)}
