@@ -3,7 +3,9 @@ package weft_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -84,5 +86,32 @@ func TestConcurrencyKeysHold(t *testing.T) {
 		}
 		require.Equal(t, map[string]int{"ada": 1, "bob": 1}, peakCustomer)
 		require.Equal(t, 2, peakTasks)
+	})
+}
+
+// TestFreedLimitWakesTheClaim: a step held back by a full limit runs as
+// soon as the outcome that frees the limit is recorded, not at the next
+// poll (an hour away here): nothing else would wake the claim loop, as
+// that outcome makes no step ready.
+func TestFreedLimitWakesTheClaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 4, PollInterval: time.Hour})
+		release := make(chan struct{})
+		var ran atomic.Int64
+		e.Handle("call", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if ran.Add(1) == 1 {
+				<-release
+			}
+			return nil, nil
+		})
+		register(t, e, workflow.New("shop", "call", "1").Step("call", "call", workflow.WithConcurrency(1, "")))
+		first := submit(t, e, weft.Submission{Workflow: "shop/call"}).Task.ID
+		second := submit(t, e, weft.Submission{Workflow: "shop/call"}).Task.ID
+		start(t, e)
+		eventually(t, "the first step running", func() bool { return ran.Load() == 1 })
+		close(release)
+		require.Equal(t, state.TaskCompleted, wait(t, e, first).State)
+		require.Equal(t, state.TaskCompleted, wait(t, e, second).State)
 	})
 }

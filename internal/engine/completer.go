@@ -80,11 +80,15 @@ func (e *Engine) completer() {
 		e.settled = make(chan struct{})
 		e.mu.Unlock()
 		// A recorded outcome may free a concurrency limit or close a
-		// breaker without making anything ready: the claim loop looks and,
-		// while a limit held steps back, so do the engines elsewhere.
-		select {
-		case e.recorded <- struct{}{}:
-		default:
+		// breaker without making anything ready: while the last claim left
+		// steps under one, the claim loop looks, and so do the engines
+		// elsewhere. Otherwise only steps made ready bring new work, and
+		// the store's wake brings the claim loop for those.
+		if e.heldBack.Load() {
+			select {
+			case e.recorded <- struct{}{}:
+			default:
+			}
 		}
 		if a, ok := e.store.(store.Announcer); ok && e.heldBack.Load() {
 			if err := a.Announce(e.flushCtx); err != nil {

@@ -213,7 +213,9 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 		if err != nil {
 			return err
 		}
-		*held = *held || keys.heldBack
+		// Steps under a full limit or a circuit breaker that is open or
+		// probing wait for outcomes to free their room.
+		*held = *held || keys.heldBack || len(keys.brk.held()) > 0
 		if len(ids) > 0 {
 			got, gotDeps, short, err := t.claimTaken(ids, withDeps, leaseID)
 			if err != nil {
