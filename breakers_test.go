@@ -99,3 +99,39 @@ func TestCircuitBreakerEndToEnd(t *testing.T) {
 		require.Equal(t, []string{"breaker.opened", "breaker.probing", "breaker.closed"}, types)
 	})
 }
+
+// TestClosedBreakerWakesTheClaim: once a probe's success closes a breaker,
+// the steps it held run at once, not at the next poll (an hour away here):
+// the probe's outcome makes no step ready, so only the recorded outcome
+// wakes the claim loop.
+func TestClosedBreakerWakesTheClaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 4, PollInterval: time.Hour})
+		var failing atomic.Bool
+		failing.Store(true)
+		e.Handle("pay", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if failing.Load() {
+				return nil, weft.Permanent(errors.New("provider down"))
+			}
+			return nil, nil
+		})
+		e.Handle("other", func(ctx context.Context, a *weft.Attempt) (any, error) { return nil, nil })
+		cooldown := 100 * time.Millisecond
+		register(t, e, workflow.New("shop", "pay", "1").Step("call", "pay", workflow.WithCircuitBreaker(1, cooldown)))
+		register(t, e, workflow.New("shop", "other", "1").Step("s", "other"))
+		start(t, e)
+		first := submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID
+		require.Equal(t, state.TaskFailed, wait(t, e, first).State)
+		failing.Store(false)
+		opened := time.Now()
+		probe := submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID
+		held := submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID
+		eventually(t, "the cooldown over", func() bool { return time.Since(opened) > 2*cooldown })
+		// Work of another workflow wakes the claim loop, which takes a
+		// probe with it; the probe's success must bring the other step.
+		require.Equal(t, state.TaskCompleted, wait(t, e, submit(t, e, weft.Submission{Workflow: "shop/other"}).Task.ID).State)
+		require.Equal(t, state.TaskCompleted, wait(t, e, probe).State)
+		require.Equal(t, state.TaskCompleted, wait(t, e, held).State)
+	})
+}

@@ -44,10 +44,9 @@ type ClaimParams struct {
 	// deferred for want of rate-limit tokens, by bucket.
 	Deferred func([]RateDeferral)
 	// Held, if set, is called after a claim commits that left ready steps
-	// because a concurrency limit was full, or while a circuit breaker is
-	// open or probing: an outcome may free room for them, and room freed by
-	// an outcome in another process is announced by nothing, so the
-	// claimer should look again soon.
+	// because a concurrency limit was full: room freed under it, by an
+	// outcome in another process, is announced by nothing, so the claimer
+	// should look again soon.
 	Held func()
 }
 

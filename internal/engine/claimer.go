@@ -20,7 +20,7 @@ func (e *Engine) claimParams(holder string, limit int, handlers, namespaces []st
 // claimLoop claims as many ready steps as there are free slots, whenever
 // the store made steps ready (here or, through its notification, in another
 // process), an outcome was recorded while its last claim left steps under a
-// full limit or a breaker, or the poll interval passes, and when
+// full limit, or the poll interval passes, and when
 // a slot frees up while ready work may be waiting for one (the last claim
 // filled every slot, or work became ready while none was free). A slot
 // that frees up otherwise brings nothing new to claim: its step's outcome

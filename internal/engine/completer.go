@@ -79,11 +79,12 @@ func (e *Engine) completer() {
 		close(e.settled)
 		e.settled = make(chan struct{})
 		e.mu.Unlock()
-		// A recorded outcome may free a concurrency limit or close a
-		// breaker without making anything ready: while the last claim left
-		// steps under one, the claim loop looks, and so do the engines
-		// elsewhere. Otherwise only steps made ready bring new work, and
-		// the store's wake brings the claim loop for those.
+		// A recorded outcome may free a concurrency limit without making
+		// anything ready: while the last claim left steps under a full
+		// limit, the claim loop looks, and so do the engines elsewhere.
+		// Otherwise an outcome brings new work only by making steps ready
+		// (a breaker that closes counts: its held steps may run), and the
+		// store's wake brings the claim loop for those.
 		if e.heldBack.Load() {
 			select {
 			case e.recorded <- struct{}{}:

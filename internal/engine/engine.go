@@ -135,7 +135,7 @@ type Engine struct {
 	handlerWG  sync.WaitGroup
 	settled    chan struct{} // closed and replaced after each completion batch
 	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
-	heldBack   atomic.Bool   // the claim loop's last claim left steps under a full limit or a breaker (store.ClaimParams.Held)
+	heldBack   atomic.Bool   // the claim loop's last claim left steps under a full limit
 	ready      chan struct{} // closed and replaced when the store readies steps
 	nudge      chan struct{} // wakes the maintenance loop to look at due times again
 	// stirred: steps were made ready since the maintenance leader last read
@@ -388,9 +388,9 @@ const listenedPolls = 5
 // Polling then finds only what no notification announces: a breaker's
 // cooldown that ended, a notification lost with the listener's connection
 // (the store wakes the engine when it listens again). While its last claim
-// left steps because a concurrency limit was full or a breaker was open or
-// probing (heldBack), it polls every interval: room an outcome frees in
-// another process is announced by nothing.
+// left steps because a concurrency limit was full (heldBack), it polls every
+// interval: room an outcome frees in another process is announced by
+// nothing.
 func (e *Engine) claimPoll() time.Duration {
 	if l, ok := e.store.(store.Listener); ok && l.Listening() && !e.heldBack.Load() {
 		return listenedPolls * e.cfg.PollInterval

@@ -213,9 +213,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 		if err != nil {
 			return err
 		}
-		// Steps under a full limit or a circuit breaker that is open or
-		// probing wait for outcomes to free their room.
-		*held = *held || keys.heldBack || len(keys.brk.held()) > 0
+		*held = *held || keys.heldBack
 		if len(ids) > 0 {
 			got, gotDeps, short, err := t.claimTaken(ids, withDeps, leaseID)
 			if err != nil {
