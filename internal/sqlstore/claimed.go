@@ -314,9 +314,11 @@ func (t *txn) readDepResults(rows Rows) error {
 	return nil
 }
 
-// auditClaimed writes the audit rows of claimed steps, of which the tasks
-// started began with this claim, where the claim statement could not:
-// after the entries queued before them (a breaker's probe).
+// auditClaimed queues the audit entries of claimed steps where the claim
+// statement could not write them: one a step, in the order of the tasks
+// and their steps, the first claimed step of each task in started (those
+// this claim started) carrying the task's start, as PostgreSQL's claim
+// statement writes them (claimAudit).
 func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) {
 	order := make([]int, len(claimed))
 	for i := range order {
