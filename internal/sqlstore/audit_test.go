@@ -1,6 +1,8 @@
 package sqlstore
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,6 +47,44 @@ func TestFoldAudit(t *testing.T) {
 				return
 			}
 			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestAuditSubmittedFoldsSteps(t *testing.T) {
+	t.Parallel()
+	steps := func(n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("s%d", i), "ready")
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name         string
+		steps        int
+		rows, folded int // rows queued, steps on the task's row
+	}{
+		{"no steps", 0, 1, 0},
+		{"one row for the task and its steps", 5, 1, 5},
+		{"as many as one row holds", entriesPerRow - 1, 1, entriesPerRow - 1},
+		{"the rest get rows of their own", entriesPerRow + 1, 3, entriesPerRow - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tx := &txn{engine: "e1"}
+			tx.auditSubmitted(7, steps(tc.steps))
+			require.Len(t, tx.audits, tc.rows)
+			first := tx.audits[0]
+			require.Equal(t, auditRow{taskID: 7, to: "pending", reason: "submitted", engine: "e1", steps: first.steps}, first)
+			var folded []string
+			if first.steps != "" {
+				require.NoError(t, json.Unmarshal([]byte(first.steps), &folded))
+			}
+			require.Equal(t, steps(tc.steps)[:2*tc.folded], folded)
+			for i, r := range tx.audits[1:] {
+				require.Equal(t, auditRow{taskID: 7, step: fmt.Sprintf("s%d", tc.folded+i), to: "ready", reason: "submitted", engine: "e1"}, r)
+			}
 		})
 	}
 }

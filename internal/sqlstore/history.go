@@ -12,9 +12,10 @@ import (
 
 // History reads the audit log in commit order (see Dialect.TxHistory).
 // Cursors are "<id>" in id order and "<txid>.<id>" in (txid, id) order, the
-// position after a row's first entry; a row that also carries its task's
-// transition (foldAudit) gives that second entry the cursor of the row with
-// ".1" appended, the position after the whole row.
+// position after a row's first entry; a row's later entries (its task's
+// transition, foldAudit, or a submission's steps, auditSubmitted) have the
+// cursor of the row with ".<n>" appended, n counting from 1, the position
+// after that entry.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
 	switch {
 	case q.Limit == 0:
@@ -26,9 +27,10 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 	if err != nil {
 		return nil, err
 	}
-	// After a row's first entry, the row is read again for its second.
+	// Within a row, the row is read again for the entries after the
+	// cursor's.
 	from := ">"
-	if !c.whole && c.id > 0 {
+	if c.after < entriesPerRow-1 && c.id > 0 {
 		from = ">="
 	}
 	var (
@@ -94,16 +96,16 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 			cursor = h.tx + "." + cursor
 		}
 		for i, e := range h.entries {
-			if i == 0 && !c.whole && h.row == c.id {
-				continue // the entry the cursor is after
+			if h.row == c.id && i <= c.after {
+				continue // the cursor is after it
 			}
 			ev := store.HistoryEvent{Namespace: h.namespace, Workflow: h.namespace + "/" + h.workflow, AuditEntry: e,
 				Type: store.EventType(e.Step, e.From, e.To), Cursor: cursor}
 			if store.Preempted(e) {
 				ev.Type = "step.preempted"
 			}
-			if i == 1 {
-				ev.Cursor += ".1"
+			if i > 0 {
+				ev.Cursor += "." + strconv.Itoa(i)
 			}
 			events = append(events, ev)
 		}
@@ -118,7 +120,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // (txid, id) order it is the oldest running transaction's: the events of
 // transactions that committed after it began, but before now, follow it.
 func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
-	q := `SELECT coalesce(max(id), 0) || '.1' FROM audit`
+	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(entriesPerRow-1) + `' FROM audit`
 	if s.d.TxHistory {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
 	}
@@ -129,12 +131,13 @@ func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
 	return end, nil
 }
 
-// historyCursor is a parsed cursor: after row id (of transaction txid in
-// (txid, id) order), its first entry only or, whole, all of it.
+// historyCursor is a parsed cursor: after entry after (from 0) of row id
+// (of transaction txid in (txid, id) order); after entriesPerRow-1 is
+// after all of it.
 type historyCursor struct {
 	txid  uint64
 	id    int64
-	whole bool
+	after int
 }
 
 // parseCursor reads a history cursor of this store's order; "" is the
@@ -157,12 +160,13 @@ func (s *Store) parseCursor(c string) (historyCursor, error) {
 		}
 		rest = after
 	}
-	idText, half, ok := strings.Cut(rest, ".")
+	idText, entry, ok := strings.Cut(rest, ".")
 	if ok {
-		if half != "1" {
+		n, err := strconv.Atoi(entry)
+		if err != nil || n < 1 || n >= entriesPerRow || entry != strconv.Itoa(n) {
 			return h, bad
 		}
-		h.whole = true
+		h.after = n
 	}
 	id, err := strconv.ParseInt(idText, 10, 64)
 	if err != nil || id < 0 {

@@ -214,31 +214,47 @@ func scanHeldStep(r Row) (store.ClaimedStep, error) {
 	return c, nil
 }
 
-const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason`
+const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps`
 
-// auditRead is one audit row as read: one entry, or two when the row also
-// carries its task's transition (see foldAudit).
+// auditRead is one audit row as read: one entry, two when the row also
+// carries its task's transition (see foldAudit), or, for a task's
+// submission, one for the task and one for each of its steps.
 type auditRead struct {
 	row     int64 // the row's id
 	entries []store.AuditEntry
 }
 
-// scanAudit reads auditColumns. Entries are numbered from the row's id so
-// that each has its own ID, in the order they happened: 2*id, and 2*id+1 for
-// a task transition the row carries.
+// entriesPerRow bounds the entries of one audit row: an entry's ID is its
+// row's id times entriesPerRow plus its place in the row, so that each has
+// its own ID, in the order they happened.
+const entriesPerRow = 1 << 13
+
+// scanAudit reads auditColumns.
 func scanAudit(r Row, extra ...any) (auditRead, error) {
 	var e store.AuditEntry
 	var row, at int64
-	var taskFrom, taskTo, taskReason string
+	var taskFrom, taskTo, taskReason, steps string
 	if err := r.Scan(append([]any{&row, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason,
-		&taskFrom, &taskTo, &taskReason}, extra...)...); err != nil {
+		&taskFrom, &taskTo, &taskReason, &steps}, extra...)...); err != nil {
 		return auditRead{}, fmt.Errorf("scan audit: %w", err)
 	}
-	e.ID, e.At = 2*row, time.UnixMicro(at)
+	e.ID, e.At = row*entriesPerRow, time.UnixMicro(at)
 	a := auditRead{row: row, entries: []store.AuditEntry{e}}
+	add := func(x store.AuditEntry) {
+		x.ID, x.TaskID, x.At, x.EngineID = e.ID+int64(len(a.entries)), e.TaskID, e.At, e.EngineID
+		a.entries = append(a.entries, x)
+	}
 	if taskTo != "" {
-		a.entries = append(a.entries, store.AuditEntry{ID: 2*row + 1, TaskID: e.TaskID, From: taskFrom, To: taskTo, At: e.At,
-			EngineID: e.EngineID, Reason: taskReason})
+		add(store.AuditEntry{From: taskFrom, To: taskTo, Reason: taskReason})
+	}
+	if steps != "" {
+		var list []string
+		if err := json.Unmarshal([]byte(steps), &list); err != nil || len(list)%2 != 0 {
+			return auditRead{}, fmt.Errorf("scan audit: row %d: steps %q: not a list of names and states", row, steps)
+		}
+		for i := 0; i < len(list); i += 2 {
+			add(store.AuditEntry{Step: list[i], To: list[i+1], Reason: e.Reason})
+		}
 	}
 	return a, nil
 }

@@ -276,6 +276,9 @@ type auditRow struct {
 	engine   string
 
 	taskFrom, taskTo, taskReason string
+	// steps, on a task's submission row, lists the states its steps start
+	// in ("name=state,..." in index order): one entry each when read.
+	steps string
 }
 
 // foldAudit writes a task's transition on the row of the step transition
@@ -317,13 +320,13 @@ func (t *txn) writeAudit(now bool) error {
 	}
 	rows := make([][]any, len(entries))
 	for i, e := range entries {
-		rows[i] = []any{e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason}
+		rows[i] = []any{e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason, e.steps}
 	}
 	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
 		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
-		{"u_task_reason", colText}}, rows)
-	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason FROM ` + from
+		{"u_task_reason", colText}, {"u_steps", colText}}, rows)
+	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps)
+		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps FROM ` + from
 	args = append([]any{t.now}, args...)
 	if !now {
 		return t.soon("audit", q, args...)
@@ -333,6 +336,27 @@ func (t *txn) writeAudit(now bool) error {
 	}
 	return nil
 }
+
+// auditSubmitted queues the audit of a task's submission: one row for the
+// task, carrying the states its steps start in (steps: name, state, name,
+// state, ... in index order), which scanAudit reads back as one entry
+// each after the task's.
+func (t *txn) auditSubmitted(taskID int64, steps []string) {
+	// The steps past what one row's entries hold get rows of their own.
+	folded := min(len(steps), 2*(entriesPerRow-1))
+	row := auditRow{taskID: taskID, to: string(state.TaskPending), reason: reasonSubmitted, engine: t.engine}
+	if folded > 0 {
+		b, _ := json.Marshal(steps[:folded]) // strings always encode
+		row.steps = string(b)
+	}
+	t.audits = append(t.audits, row)
+	for i := folded; i < len(steps); i += 2 {
+		t.audit(taskID, steps[i], "", steps[i+1], 0, reasonSubmitted)
+	}
+}
+
+// reasonSubmitted is the reason of a submission's audit entries.
+const reasonSubmitted = "submitted"
 
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.

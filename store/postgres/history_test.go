@@ -36,7 +36,7 @@ func TestHistoryWaitsForSlowWriters(t *testing.T) {
 	var slowID int64
 	require.NoError(t, slow.QueryRowContext(ctx, `INSERT INTO audit (task_id, step, from_state, to_state, at, reason)
 		VALUES ($1, '', 'running', 'running', 0, 'slow writer') RETURNING id`, first).Scan(&slowID))
-	slowID *= 2 // a row's first entry is numbered twice its id
+	slowID *= 1 << 13 // a row's first entry is numbered 8,192 times its id (sqlstore's entriesPerRow)
 	// Later transactions commit entries with larger ids.
 	second := insert()
 

@@ -122,7 +122,7 @@ func testHistory(t *testing.T, h *harness) {
 	require.Equal(t, "cli:alice", last.EngineID)
 	require.Equal(t, string(state.TaskCancelled), last.To)
 
-	for _, q := range []store.HistoryQuery{{After: "x"}, {After: "-1"}, {After: "1.2.3"}, {Limit: -1}, {Limit: 1001}, {Workflow: "noslash"}} {
+	for _, q := range []store.HistoryQuery{{After: "x"}, {After: "-1"}, {After: "1.2.3.4"}, {After: "1.1.0"}, {After: "1.1.8192"}, {Limit: -1}, {Limit: 1001}, {Workflow: "noslash"}} {
 		_, err := h.s.History(h.ctx, q)
 		require.ErrorIs(t, err, store.ErrInvalid, "%+v", q)
 	}
