@@ -253,7 +253,7 @@ func scanAudit(r Row, extra ...any) (auditRead, error) {
 			return auditRead{}, fmt.Errorf("scan audit: row %d: steps %q: not a list of names and states", row, steps)
 		}
 		for i := 0; i < len(list); i += 2 {
-			add(store.AuditEntry{Step: list[i], To: list[i+1], Reason: e.Reason})
+			add(store.AuditEntry{Step: list[i], From: e.From, To: list[i+1], Attempt: e.Attempt, Reason: e.Reason})
 		}
 	}
 	return a, nil

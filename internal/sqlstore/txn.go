@@ -276,23 +276,37 @@ type auditRow struct {
 	engine   string
 
 	taskFrom, taskTo, taskReason string
-	// steps, on a task's submission row, lists the states its steps start
-	// in ("name=state,..." in index order): one entry each when read.
-	steps string
+	// steps lists, as name, state, name, state, ..., further steps of the
+	// task that made the row's transition with it (the same from, attempt,
+	// reason and engine) or, on a task's submission row, the states its
+	// steps start in: one entry each when read, after the row's own.
+	steps []string
 }
 
-// foldAudit writes a task's transition on the row of the step transition
-// queued just before it for that task, by the same engine, when that row
-// carries no task transition yet: the two read back as two entries in the
-// same order (scanAudit), in half the rows. A task's start with its first
-// claimed step and its end with its last step are folded so.
+// foldAudit writes entries on the row queued just before them for their
+// task, by the same engine, where the row reads them back in the same order
+// (scanAudit: the row's own entry, its task's transition, then its list of
+// steps), in fewer rows:
+//   - a task's transition, on a step's row that carries no task transition
+//     and no list yet: a task's start with its first claimed step, its end
+//     with its last step;
+//   - a step's transition, on the row of another step of the task that
+//     made the same one (from, to, attempt and reason): the steps of a task
+//     claimed, or finished, together.
 func foldAudit(entries []auditRow) []auditRow {
 	out := entries[:0]
 	last := make(map[int64]int, len(entries))
 	for _, e := range entries {
-		if j, ok := last[e.taskID]; ok && e.step == "" {
-			if p := &out[j]; p.step != "" && p.taskTo == "" && p.engine == e.engine {
+		if j, ok := last[e.taskID]; ok {
+			p := &out[j]
+			switch {
+			case p.step == "" || p.engine != e.engine:
+			case e.step == "" && p.taskTo == "" && len(p.steps) == 0:
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
+				continue
+			case e.step != "" && len(e.steps) == 0 && e.taskTo == "" && p.from == e.from && p.to == e.to &&
+				p.attempt == e.attempt && p.reason == e.reason && len(p.steps) < 2*(entriesPerRow-2):
+				p.steps = append(p.steps, e.step, e.to)
 				continue
 			}
 		}
@@ -320,7 +334,12 @@ func (t *txn) writeAudit(now bool) error {
 	}
 	rows := make([][]any, len(entries))
 	for i, e := range entries {
-		rows[i] = []any{e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason, e.steps}
+		var steps string
+		if len(e.steps) > 0 {
+			b, _ := json.Marshal(e.steps) // strings always encode
+			steps = string(b)
+		}
+		rows[i] = []any{e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason, steps}
 	}
 	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
 		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
@@ -344,12 +363,8 @@ func (t *txn) writeAudit(now bool) error {
 func (t *txn) auditSubmitted(taskID int64, steps []string) {
 	// The steps past what one row's entries hold get rows of their own.
 	folded := min(len(steps), 2*(entriesPerRow-1))
-	row := auditRow{taskID: taskID, to: string(state.TaskPending), reason: reasonSubmitted, engine: t.engine}
-	if folded > 0 {
-		b, _ := json.Marshal(steps[:folded]) // strings always encode
-		row.steps = string(b)
-	}
-	t.audits = append(t.audits, row)
+	t.audits = append(t.audits, auditRow{taskID: taskID, to: string(state.TaskPending), reason: reasonSubmitted, engine: t.engine,
+		steps: steps[:folded:folded]})
 	for i := folded; i < len(steps); i += 2 {
 		t.audit(taskID, steps[i], "", steps[i+1], 0, reasonSubmitted)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -134,55 +135,84 @@ func testHistory(t *testing.T, h *harness) {
 // and the history resumed after any entry returns exactly the entries that
 // follow it.
 func testHistoryResume(t *testing.T, h *harness) {
-	start, err := h.s.HistoryEnd(h.ctx)
-	require.NoError(t, err)
-	id := h.insert(store.TaskInsert{Namespace: "resume", Workflow: "one", Version: "1",
-		Steps: []store.StepInsert{{Name: "only", Handler: "h", MaxAttempts: 1}}})[0].Task.ID
-	c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, Namespaces: []string{"resume"}})
-	require.Len(t, c, 1)
-	h.ok(c[0], `{}`)
-
-	trail, err := h.s.Audit(h.ctx, id)
-	require.NoError(t, err)
 	type move struct{ step, from, to string }
-	var moves []move
-	ids := map[int64]bool{}
-	for i, e := range trail {
-		moves = append(moves, move{e.Step, e.From, e.To})
-		require.False(t, ids[e.ID], "entry IDs are unique")
-		ids[e.ID] = true
-		if i > 0 {
-			require.Greater(t, e.ID, trail[i-1].ID, "entry IDs grow in the trail's order")
+	for _, tc := range []struct {
+		namespace string
+		steps     []string // claimed together, then finished together
+		moves     []move
+	}{
+		{"resume", []string{"only"}, []move{
+			{"", "", "pending"}, {"only", "", "ready"},
+			{"only", "ready", "running"}, {"", "pending", "running"},
+			{"only", "running", "completed"}, {"", "running", "completed"},
+		}},
+		{"resume3", []string{"x", "y", "z"}, []move{
+			{"", "", "pending"}, {"x", "", "ready"}, {"y", "", "ready"}, {"z", "", "ready"},
+			{"x", "ready", "running"}, {"", "pending", "running"}, {"y", "ready", "running"}, {"z", "ready", "running"},
+			{"x", "running", "completed"}, {"y", "running", "completed"}, {"z", "running", "completed"}, {"", "running", "completed"},
+		}},
+	} {
+		start, err := h.s.HistoryEnd(h.ctx)
+		require.NoError(t, err)
+		var steps []store.StepInsert
+		for _, name := range tc.steps {
+			steps = append(steps, store.StepInsert{Name: name, Handler: "h", MaxAttempts: 1})
 		}
-	}
-	require.Equal(t, []move{
-		{"", "", "pending"}, {"only", "", "ready"},
-		{"only", "ready", "running"}, {"", "pending", "running"},
-		{"only", "running", "completed"}, {"", "running", "completed"},
-	}, moves)
-	require.Equal(t, "first step claimed", trail[3].Reason)
-	require.Equal(t, "e1", trail[3].EngineID)
-	require.Equal(t, "every step finished", trail[5].Reason)
+		id := h.insert(store.TaskInsert{Namespace: tc.namespace, Workflow: "one", Version: "1", Steps: steps})[0].Task.ID
+		c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: len(steps), Namespaces: []string{tc.namespace}})
+		require.Len(t, c, len(steps))
+		var outcomes []store.Outcome
+		for _, cl := range c {
+			outcomes = append(outcomes, store.Outcome{Fence: cl.Fence, EngineID: "e1", State: state.StepCompleted, Result: json.RawMessage(`{}`)})
+		}
+		for _, err := range h.complete(outcomes...) {
+			require.NoError(t, err)
+		}
 
-	q := store.HistoryQuery{After: start, Namespace: "resume", Limit: 1}
-	all := h.history(q, len(trail))
-	require.Len(t, all, len(trail), "one page of one entry at a time")
-	for i, e := range all {
-		require.Equal(t, trail[i], e.AuditEntry, "entry %d", i)
-	}
-	for i, e := range all {
-		q.After, q.Limit = e.Cursor, 1000
-		rest := h.history(q, len(all)-i-1)
-		require.Len(t, rest, len(all)-i-1, "after entry %d (%s)", i, e.Cursor)
-		for j, r := range rest {
-			require.Equal(t, all[i+1+j].AuditEntry, r.AuditEntry, "after entry %d (%s)", i, e.Cursor)
+		trail, err := h.s.Audit(h.ctx, id)
+		require.NoError(t, err)
+		var moves []move
+		ids := map[int64]bool{}
+		for i, e := range trail {
+			moves = append(moves, move{e.Step, e.From, e.To})
+			require.False(t, ids[e.ID], "entry IDs are unique")
+			ids[e.ID] = true
+			if i > 0 {
+				require.Greater(t, e.ID, trail[i-1].ID, "entry IDs grow in the trail's order")
+			}
+			if e.Step != "" && e.To == string(state.StepRunning) {
+				require.Equal(t, 1, e.Attempt, "a claim's entry has its attempt")
+				require.Equal(t, "claimed", e.Reason)
+			}
+		}
+		require.Equal(t, tc.moves, moves)
+		claimed := len(tc.steps) + 1
+		require.Equal(t, "first step claimed", trail[claimed+1].Reason)
+		require.Equal(t, "e1", trail[claimed+1].EngineID)
+		require.Equal(t, "every step finished", trail[len(trail)-1].Reason)
+
+		q := store.HistoryQuery{After: start, Namespace: tc.namespace, Limit: 1}
+		all := h.history(q, len(trail))
+		require.Len(t, all, len(trail), "one page of one entry at a time")
+		for i, e := range all {
+			require.Equal(t, trail[i], e.AuditEntry, "entry %d", i)
+		}
+		for i, e := range all {
+			q.After, q.Limit = e.Cursor, 1000
+			rest := h.history(q, len(all)-i-1)
+			require.Len(t, rest, len(all)-i-1, "after entry %d (%s)", i, e.Cursor)
+			for j, r := range rest {
+				require.Equal(t, all[i+1+j].AuditEntry, r.AuditEntry, "after entry %d (%s)", i, e.Cursor)
+			}
 		}
 	}
 	end, err := h.s.HistoryEnd(h.ctx)
 	require.NoError(t, err)
-	page, err := h.s.History(h.ctx, store.HistoryQuery{After: end, Namespace: "resume"})
-	require.NoError(t, err)
-	require.Empty(t, page, "nothing after the end")
+	for _, ns := range []string{"resume", "resume3"} {
+		page, err := h.s.History(h.ctx, store.HistoryQuery{After: end, Namespace: ns})
+		require.NoError(t, err)
+		require.Empty(t, page, "nothing after the end")
+	}
 }
 
 // testHistoryConcurrent: while writers commit concurrently, a reader that
