@@ -171,8 +171,10 @@ const (
 // (a relation of task_id, name, attempt and idx, after the claim) and the
 // tasks the claim started (a relation of id): one row a step, in the order
 // of the tasks and their steps, the first claimed step of a task that
-// starts carrying the task's start (as foldAudit folds). Its arguments are
-// claimAuditArgs.
+// starts carrying the task's start, so that they read back as the entries
+// auditClaimed queues. (Folding a task's steps onto one row as foldAudit
+// does cost this statement, grouped, as much as the rows it saved.) Its
+// arguments are claimAuditArgs.
 func claimAudit(claimed, started string) string {
 	return `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
 		SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
@@ -317,8 +319,8 @@ func (t *txn) readDepResults(rows Rows) error {
 // auditClaimed queues the audit entries of claimed steps where the claim
 // statement could not write them: one a step, in the order of the tasks
 // and their steps, the first claimed step of each task in started (those
-// this claim started) carrying the task's start, as PostgreSQL's claim
-// statement writes them (claimAudit).
+// this claim started) carrying the task's start: the entries PostgreSQL's
+// claim statement writes (claimAudit).
 func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) {
 	order := make([]int, len(claimed))
 	for i := range order {
