@@ -147,6 +147,10 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 // taskAccount.dest's order.
 const taskAccountColumns = `id, state, remaining, failed, error, parent_step_id`
 
+// taskAccountOfTasks is taskAccountColumns of the table tasks, for a
+// statement that reads them joined to others.
+var taskAccountOfTasks = qualify("tasks", taskAccountColumns)
+
 // taskAccount is what accountEnded reads of a task.
 type taskAccount struct {
 	id                int64

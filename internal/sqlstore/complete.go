@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -199,7 +198,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	withTasks := t.s.d.WithWrites && t.s.d.ClaimLock != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
-			SELECT s.*, ` + prefixed("tasks.", taskAccountColumns) + ` FROM s JOIN tasks ON tasks.id = s.task_id
+			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id
 			ORDER BY tasks.id, s.id FOR UPDATE OF tasks`
 	}
 	q, err := t.query(update, append([]any{t.now}, args...)...)
@@ -256,13 +255,4 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		return held, nil
 	}
 	return held, t.accountEnded(ended, tasks)
-}
-
-// prefixed returns a list of columns with each one prefixed.
-func prefixed(prefix, columns string) string {
-	cols := strings.Split(columns, ", ")
-	for i, c := range cols {
-		cols[i] = prefix + c
-	}
-	return strings.Join(cols, ", ")
 }
