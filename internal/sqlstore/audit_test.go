@@ -70,9 +70,9 @@ func TestFoldAudit(t *testing.T) {
 
 func TestAuditSubmittedFoldsSteps(t *testing.T) {
 	t.Parallel()
-	steps := func(n int) []string {
+	steps := func(from, to int) []string {
 		var out []string
-		for i := range n {
+		for i := from; i < to; i++ {
 			out = append(out, fmt.Sprintf("s%d", i), "ready")
 		}
 		return out
@@ -80,24 +80,36 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		steps        int
-		rows, folded int // rows queued, steps on the task's row
+		rows, folded int // rows written, steps on the task's row
 	}{
 		{"no steps", 0, 1, 0},
 		{"one row for the task and its steps", 5, 1, 5},
 		{"as many as one row holds", entriesPerRow - 1, 1, entriesPerRow - 1},
-		{"the rest get rows of their own", entriesPerRow + 1, 3, entriesPerRow - 1},
+		{"the rest on a row of their own", entriesPerRow + 1, 2, entriesPerRow - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// Queued as a submission queues them: the task, then its steps.
 			tx := &txn{engine: "e1"}
-			tx.auditSubmitted(7, steps(tc.steps))
-			require.Len(t, tx.audits, tc.rows)
-			first := tx.audits[0]
-			require.Equal(t, auditRow{taskID: 7, to: "pending", reason: "submitted", engine: "e1", steps: first.steps}, first)
-			require.Equal(t, append([]string{}, steps(tc.steps)[:2*tc.folded]...), append([]string{}, first.steps...))
-			for i, r := range tx.audits[1:] {
-				require.Equal(t, auditRow{taskID: 7, step: fmt.Sprintf("s%d", tc.folded+i), to: "ready", reason: "submitted", engine: "e1"}, r)
+			tx.audit(7, "", "", "pending", 0, "submitted")
+			for i := range tc.steps {
+				tx.audit(7, fmt.Sprintf("s%d", i), "", "ready", 0, "submitted")
 			}
+			rows := foldAudit(tx.audits)
+			require.Len(t, rows, tc.rows)
+			first := rows[0]
+			require.Equal(t, auditRow{taskID: 7, to: "pending", reason: "submitted", engine: "e1", steps: first.steps}, first)
+			require.Equal(t, steps(0, tc.folded), append([]string(nil), first.steps...))
+			if tc.rows > 1 {
+				rest := rows[1]
+				require.Equal(t, auditRow{taskID: 7, step: fmt.Sprintf("s%d", tc.folded), to: "ready", reason: "submitted", engine: "e1",
+					steps: steps(tc.folded+1, tc.steps)}, rest)
+			}
+			n := 0
+			for _, r := range rows {
+				n += r.entries()
+			}
+			require.Equal(t, 1+tc.steps, n, "every entry once")
 		})
 	}
 }

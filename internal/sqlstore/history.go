@@ -13,7 +13,7 @@ import (
 // History reads the audit log in commit order (see Dialect.TxHistory).
 // Cursors are "<id>" in id order and "<txid>.<id>" in (txid, id) order, the
 // position after a row's first entry; a row's later entries (its task's
-// transition, foldAudit, or a submission's steps, auditSubmitted) have the
+// transition or the steps that ride on it, foldAudit) have the
 // cursor of the row with ".<n>" appended, n counting from 1, the position
 // after that entry.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -142,18 +143,17 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	if err != nil {
 		return store.InsertResult{}, fmt.Errorf("insert task %d of %d: %w", i+1, n, err)
 	}
+	t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 	if err := t.insertTags(id, in.Tags); err != nil {
 		return store.InsertResult{}, err
 	}
-	started := make([]string, 0, 2*len(in.Steps))
 	for j, tp := range tpl.of(in.Steps) {
 		st := t.start(&tp, in.Priority, nt.runAt)
 		if _, err := t.exec(insertStep, newStepRow(id, j, &tp, in, st)...); err != nil {
 			return store.InsertResult{}, fmt.Errorf("insert step %q of task %d: %w", tp.name, id, err)
 		}
-		started = append(started, tp.name, string(st.state))
+		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
 	}
-	t.auditSubmitted(id, started)
 	out := store.InsertResult{Task: nt.task(in, id, t.now)}
 	if superseded != nil {
 		if err := t.supersede(*superseded, id, in.IdempotencyKey); err != nil {

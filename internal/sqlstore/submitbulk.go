@@ -82,7 +82,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
 	}
 	steps := make([][]any, 0, nSteps)
-	t.audits = slices.Grow(t.audits, len(rows))
+	t.audits = slices.Grow(t.audits, len(rows)+nSteps)
 	var tags tagColumnArrays
 	var dupNS, dupKeys []string
 	done := make([]bool, len(tasks))
@@ -93,14 +93,13 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		}
 		id := got[r].id
 		done[i] = true
+		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 		tags.add(id, in.Tags)
-		started := make([]string, 0, 2*len(in.Steps))
 		for j, tp := range tpl.of(in.Steps) {
 			st := t.start(&tp, in.Priority, news[i].runAt)
 			steps = append(steps, newStepRow(id, j, &tp, in, st))
-			started = append(started, tp.name, string(st.state))
+			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
 		}
-		t.auditSubmitted(id, started)
 		out[i] = store.InsertResult{Task: news[i].task(in, id, t.now)}
 	}
 	for i, in := range tasks {

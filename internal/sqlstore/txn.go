@@ -277,9 +277,8 @@ type auditRow struct {
 
 	taskFrom, taskTo, taskReason string
 	// steps lists, as name, state, name, state, ..., further steps of the
-	// task that made the row's transition with it (the same from, attempt,
-	// reason and engine) or, on a task's submission row, the states its
-	// steps start in: one entry each when read, after the row's own.
+	// task whose transitions ride on the row (foldAudit): one entry each
+	// when read, after the row's own.
 	steps []string
 }
 
@@ -290,9 +289,12 @@ type auditRow struct {
 //   - a task's transition, on a step's row that carries no task transition
 //     and no list yet: a task's start with its first claimed step, its end
 //     with its last step;
-//   - a step's transition, on the row of another step of the task that
-//     made the same one (from, to, attempt and reason): the steps of a task
-//     claimed, or finished, together.
+//   - a step's transition, into the list (each step's name and new state)
+//     of a row whose own entry has the same from, attempt and reason and,
+//     if it is a step's, the same new state: a task's steps submitted with
+//     it (on the task's row), claimed or finished together.
+//
+// A row holds at most entriesPerRow entries.
 func foldAudit(entries []auditRow) []auditRow {
 	out := entries[:0]
 	last := make(map[int64]int, len(entries))
@@ -300,12 +302,12 @@ func foldAudit(entries []auditRow) []auditRow {
 		if j, ok := last[e.taskID]; ok {
 			p := &out[j]
 			switch {
-			case p.step == "" || p.engine != e.engine:
-			case e.step == "" && p.taskTo == "" && len(p.steps) == 0:
+			case p.engine != e.engine:
+			case e.step == "" && p.step != "" && p.taskTo == "" && len(p.steps) == 0:
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
 				continue
-			case e.step != "" && len(e.steps) == 0 && e.taskTo == "" && p.from == e.from && p.to == e.to &&
-				p.attempt == e.attempt && p.reason == e.reason && len(p.steps) < 2*(entriesPerRow-2):
+			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
+				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries() < entriesPerRow:
 				p.steps = append(p.steps, e.step, e.to)
 				continue
 			}
@@ -314,6 +316,15 @@ func foldAudit(entries []auditRow) []auditRow {
 		last[e.taskID] = len(out) - 1
 	}
 	return out
+}
+
+// entries counts the entries the row reads back as.
+func (r *auditRow) entries() int {
+	n := 1 + len(r.steps)/2
+	if r.taskTo != "" {
+		n++
+	}
+	return n
 }
 
 // flushAudit writes the queued audit entries, folded (foldAudit), in one
@@ -355,23 +366,6 @@ func (t *txn) writeAudit(now bool) error {
 	}
 	return nil
 }
-
-// auditSubmitted queues the audit of a task's submission: one row for the
-// task, carrying the states its steps start in (steps: name, state, name,
-// state, ... in index order), which scanAudit reads back as one entry
-// each after the task's.
-func (t *txn) auditSubmitted(taskID int64, steps []string) {
-	// The steps past what one row's entries hold get rows of their own.
-	folded := min(len(steps), 2*(entriesPerRow-1))
-	t.audits = append(t.audits, auditRow{taskID: taskID, to: string(state.TaskPending), reason: reasonSubmitted, engine: t.engine,
-		steps: steps[:folded:folded]})
-	for i := folded; i < len(steps); i += 2 {
-		t.audit(taskID, steps[i], "", steps[i+1], 0, reasonSubmitted)
-	}
-}
-
-// reasonSubmitted is the reason of a submission's audit entries.
-const reasonSubmitted = "submitted"
 
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
