@@ -72,8 +72,19 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 			totalsCols = `, tot.steps, tot.tasks`
 			totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
 		}
-		// The claim's audit rows are written by this statement too.
-		audit := `, aud AS (` + claimAudit("s", "started") + `)`
+		// The claim's audit rows are written by this statement too: one a
+		// step, in the order of the tasks and their steps, the first
+		// claimed step of a task that starts carrying the task's start, so
+		// that they read back as the entries auditClaimed queues. (Folding
+		// a task's steps onto one row, as foldAudit does, cost this
+		// statement, grouped, as much as the rows it saved.)
+		audit := `, aud AS (INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+				SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
+					CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
+				FROM (SELECT s.task_id, s.name, s.attempt, s.idx,
+					started.id IS NOT NULL AND row_number() OVER (PARTITION BY s.task_id ORDER BY s.idx) = 1 AS first
+					FROM s LEFT JOIN started ON started.id = s.task_id) AS c
+				ORDER BY task_id, idx)`
 		q = `WITH ` + take + `s AS (` + update + `),
 			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
 			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, s.task_id IN (SELECT id FROM started)` + totalsCols + granted + `
@@ -82,7 +93,8 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		if totaling {
 			args = append(args, t.limitHeld)
 		}
-		args = append(args, t.claimAuditArgs()...)
+		args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
+			string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
 	}
 	// The results of the dependencies of the steps, read right after the
 	// statement in its round trip where the transaction pipelines.
@@ -166,29 +178,6 @@ const (
 	reasonClaimed      = "claimed"
 	reasonFirstClaimed = "first step claimed"
 )
-
-// claimAudit is the insert of a claim's audit rows, from the claimed steps
-// (a relation of task_id, name, attempt and idx, after the claim) and the
-// tasks the claim started (a relation of id): one row a step, in the order
-// of the tasks and their steps, the first claimed step of a task that
-// starts carrying the task's start, so that they read back as the entries
-// auditClaimed queues. (Folding a task's steps onto one row as foldAudit
-// does cost this statement, grouped, as much as the rows it saved.) Its
-// arguments are claimAuditArgs.
-func claimAudit(claimed, started string) string {
-	return `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-		SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
-			CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
-		FROM (SELECT c.task_id, c.name, c.attempt, c.idx,
-			started.id IS NOT NULL AND row_number() OVER (PARTITION BY c.task_id ORDER BY c.idx) = 1 AS first
-			FROM ` + claimed + ` AS c LEFT JOIN ` + started + ` AS started ON started.id = c.task_id) AS c
-		ORDER BY task_id, idx`
-}
-
-func (t *txn) claimAuditArgs() []any {
-	return []any{string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
-		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed}
-}
 
 // claimedTask is the part of what a claimed step's handler sees that comes
 // from its task.
@@ -320,7 +309,7 @@ func (t *txn) readDepResults(rows Rows) error {
 // statement could not write them: one a step, in the order of the tasks
 // and their steps, the first claimed step of each task in started (those
 // this claim started) carrying the task's start: the entries PostgreSQL's
-// claim statement writes (claimAudit).
+// claim statement writes (claim).
 func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) {
 	order := make([]int, len(claimed))
 	for i := range order {
