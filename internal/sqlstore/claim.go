@@ -161,13 +161,14 @@ type aheadQuery struct {
 // (fairOthers). candidates uses its rows only if the claim asks exactly
 // that query; otherwise (a limit full, slots shared) they are discarded.
 func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet) {
-	if _, ok := t.x.(Pipeliner); !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
+	pl, ok := t.x.(Pipeliner)
+	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
 		return
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	keys.brk = newBreakerRoom(pol, t.now)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
-	t.ahead = &aheadQuery{q: q, args: args, rows: t.x.(Pipeliner).Follow(Statement{Query: t.s.bind(q), Args: args})}
+	t.ahead = &aheadQuery{q: q, args: args, rows: pl.Follow(Statement{Query: t.s.bind(q), Args: args})}
 }
 
 // aheadRows returns the rows of the query sent ahead (candidatesAhead) if
