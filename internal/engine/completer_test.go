@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -38,4 +39,72 @@ func TestTransient(t *testing.T) {
 	require.Equal(t, inner.Error(), err.Error())
 	require.ErrorIs(t, err, inner)
 	require.ErrorIs(t, err, store.ErrRefused)
+}
+
+// TestGather: an engine with little in flight writes what is queued at
+// once; a busy one gathers what arrives until its period since the last
+// write has passed (here an hour: until the engine stops), and writes a
+// full batch at once.
+func TestGather(t *testing.T) {
+	t.Parallel()
+	const queued = 3
+	for _, tc := range []struct {
+		name string
+		busy bool          // the last batch was full enough
+		ago  time.Duration // since the last write
+		// late: outcomes sent one at a time once gathering began, each
+		// taken before the next is sent, then the engine stops.
+		late int
+		want int
+	}{
+		{"idle: what is queued", false, 0, 0, 1 + queued},
+		{"busy, period passed: what is queued", true, time.Hour, 0, 1 + queued},
+		{"busy, within the period: what arrives until the engine stops", true, 0, 5, 1 + queued + 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			outbox := make(chan report, queued)
+			for range queued {
+				outbox <- report{}
+			}
+			g := newGatherer(outbox, func() int { return 0 }, time.Hour)
+			defer g.stop()
+			n := 0
+			if tc.busy {
+				n = busyBatch
+			}
+			g.wrote(n, time.Now().Add(-tc.ago))
+			done := make(chan int, 1)
+			go func() { done <- len(g.gather([]report{{}})) }()
+			if tc.late > 0 {
+				// Once the queued are taken, the buffer takes at most
+				// queued more: each send past that needs gather to wait.
+				for range tc.late {
+					select {
+					case outbox <- report{}:
+					case n := <-done:
+						t.Fatalf("gather returned %d without waiting", n)
+					}
+				}
+				close(outbox)
+			}
+			select {
+			case n := <-done:
+				require.Equal(t, tc.want, n)
+			case <-time.After(time.Minute):
+				t.Fatal("gather did not return")
+			}
+		})
+	}
+	t.Run("busy: a full batch at once", func(t *testing.T) {
+		t.Parallel()
+		outbox := make(chan report, 2*maxBatch)
+		for range 2 * maxBatch {
+			outbox <- report{}
+		}
+		g := newGatherer(outbox, func() int { return 0 }, time.Hour)
+		defer g.stop()
+		g.wrote(busyBatch, time.Now())
+		require.Len(t, g.gather([]report{{}}), maxBatch)
+	})
 }
