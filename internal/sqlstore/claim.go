@@ -61,7 +61,13 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			bounded = cached.version
 		}
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
-		t.candidatesAhead(p, cached)
+		leaseID := p.LeaseID
+		if leaseID == 0 {
+			leaseID = rand.Int64N(1<<62) + 1
+		}
+		if err := t.candidatesAhead(p, cached, leaseID, len(bounds) == 0 && len(predicted) == 0); err != nil {
+			return err
+		}
 		version, room, err := t.claimStart(p, predicted, cached)
 		if err != nil {
 			return err
@@ -74,10 +80,6 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			// counted stay locked, and all are bounded or counted again
 			// when the claim meets them.
 			bounds, predicted, room = nil, nil, nil
-		}
-		leaseID := p.LeaseID
-		if leaseID == 0 {
-			leaseID = rand.Int64N(1<<62) + 1
 		}
 		var keys *keyRoom
 		var rates *rateClaim
@@ -147,11 +149,13 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 }
 
 // aheadQuery is a query of candidates sent with the claim's first
-// statement, and its rows.
+// statement, and its rows; or, where claim is set, the statement that
+// claims what that query returns (claimsAhead).
 type aheadQuery struct {
-	q    string
-	args []any
-	rows Rows
+	q     string
+	args  []any
+	claim *claimStmt
+	rows  Rows
 }
 
 // candidatesAhead sends the first round's query of candidates with the
@@ -160,15 +164,67 @@ type aheadQuery struct {
 // were full and, under weights, the namespace last found alone still were
 // (fairOthers). candidates uses its rows only if the claim asks exactly
 // that query; otherwise (a limit full, slots shared) they are discarded.
-func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet) {
+//
+// Where nothing of pol needs a check of the claim's own between its query
+// and its claim, and unbounded (the claim bounds and counts no limits
+// ahead), it sends instead the statement that claims what the query
+// returns, in the same round trip (claimsAhead).
+func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, unbounded bool) error {
 	pl, ok := t.x.(Pipeliner)
 	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
-		return
+		return nil
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	keys.brk = newBreakerRoom(pol, t.now)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
-	t.ahead = &aheadQuery{q: q, args: args, rows: pl.Follow(Statement{Query: t.s.bind(q), Args: args})}
+	a := &aheadQuery{q: q, args: args}
+	st := Statement{Query: t.s.bind(q), Args: args}
+	if unbounded && t.claimsAhead(p, pol) {
+		c, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
+		if err != nil {
+			return err
+		}
+		a.claim = &c
+		st = Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+	}
+	a.rows = pl.Follow(st)
+	t.ahead = a
+	return nil
+}
+
+// claimsAhead reports whether a claim under pol may claim in the statement
+// that selects its candidates: where that statement may write (WithWrites),
+// and no policy of pol or of the engine (p.Caps) checks the candidates
+// between the two (namespace limits, weights, rates, breakers not closed).
+// What the steps carry themselves (keys of limits and rates) the
+// statement checks, claiming nothing if one of them has any (gateShut).
+func (t *txn) claimsAhead(p store.ClaimParams, pol *policySet) bool {
+	return t.s.d.WithWrites && len(p.Caps) == 0 && len(pol.caps) == 0 && pol.weights == nil &&
+		len(pol.rates) == 0 && len(pol.breakers) == 0
+}
+
+// claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
+// claim's first round (want: its slots): done, with what it claimed added
+// to claimed and deps, unless its gate was shut (gateShut), in which case
+// nothing was claimed and the round selects its candidates as usual.
+func (t *txn) claimedAhead(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, leaseID int64,
+	claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+	a := t.ahead
+	if a == nil || a.claim == nil {
+		return false, nil
+	}
+	q, args := t.s.claimQuery(want, p, pol, keys)
+	if a.q != q || !reflect.DeepEqual(a.args, args) {
+		return false, t.dropAhead()
+	}
+	t.ahead = nil
+	got, gotDeps, shut, err := t.readClaimed(a.rows, *a.claim, want, leaseID)
+	if err != nil || shut {
+		return false, err
+	}
+	*claimed = append(*claimed, got...)
+	*deps = append(*deps, gotDeps...)
+	return true, nil
 }
 
 // aheadRows returns the rows of the query sent ahead (candidatesAhead) if
@@ -178,18 +234,39 @@ func (t *txn) aheadRows(q string, args []any) (Rows, error) {
 	if a == nil {
 		return nil, nil
 	}
-	t.ahead = nil
-	if a.q == q && reflect.DeepEqual(a.args, args) {
+	if a.claim == nil && a.q == q && reflect.DeepEqual(a.args, args) {
+		t.ahead = nil
 		return a.rows, nil
 	}
-	return nil, a.rows.Close()
+	return nil, t.dropAhead()
 }
 
-// dropAhead discards the query sent ahead: the policies it was built
-// from moved.
+// errClaimedAhead: a claim sent ahead claimed steps under policies that
+// moved; its transaction is rolled back.
+var errClaimedAhead = errors.New("a claim sent ahead claimed under policies that moved")
+
+// dropAhead discards the statement sent ahead: the policies it was built
+// from moved. A claim sent ahead then found its gate shut (the policy
+// version it checks moved too, and versions only grow); had it claimed,
+// the transaction is rolled back rather than leave steps claimed under
+// policies the claim did not apply.
 func (t *txn) dropAhead() error {
-	_, err := t.aheadRows("", nil)
-	return err
+	a := t.ahead
+	if a == nil {
+		return nil
+	}
+	t.ahead = nil
+	if a.claim == nil {
+		return a.rows.Close()
+	}
+	got, _, shut, err := t.readClaimed(a.rows, *a.claim, 1, 0)
+	if err != nil {
+		return err
+	}
+	if !shut && len(got) > 0 {
+		return errClaimedAhead
+	}
+	return nil
 }
 
 // policyVersion reads the version of the policies.
@@ -209,6 +286,11 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 		want := p.Limit - len(*claimed)
 		if want <= 0 {
 			return nil
+		}
+		if round == 0 {
+			if done, err := t.claimedAhead(want, p, pol, keys, leaseID, claimed, deps); done || err != nil {
+				return err
+			}
 		}
 		ids, withDeps, more, err := t.candidates(want, p, pol, keys, rates, round)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -23,78 +24,9 @@ import (
 // does the rest); withDeps: one of ids depends on other steps.
 func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.idIn("id", ids)
-	var take, granted string
-	var args []any
-	taking := t.s.d.WithWrites && t.rateTake != nil
-	if taking {
-		// A take of rate tokens left to this statement (rated) comes
-		// first; the steps are claimed only if every bucket granted all.
-		// Each row also carries the tokens reserved, as "KEY N".
-		tq, targs := t.rateTakeQuery(t.rateTake.upsert)
-		take = `b AS (` + tq + ` RETURNING key, wanted, taken, granted), `
-		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
-		granted = `, (SELECT array_agg(key || ' ' || granted) FROM b WHERE granted > 0)`
-		args = targs
-	}
-	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
-		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
-	args = append(append(args, leaseID, t.engine, t.now, t.now), inArgs...)
-	q := update
-	totaling := t.s.d.WithWrites && t.s.d.LimitRoom != "" && len(t.limitHeld) > 0
-	if t.s.d.WithWrites {
-		if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
-			return nil, nil, err
-		}
-		// Entries queued before the claim (a breaker's probe) keep their
-		// place ahead of those the claim statement writes.
-		if len(t.audits) > 0 {
-			if err := t.flushAuditNow(); err != nil {
-				return nil, nil, err
-			}
-		}
-		// The tasks to start by primary key: (state || '') keeps the
-		// planner off tasks_state, whose pending entries of tasks started
-		// since the last vacuum it would read at every claim.
-		// The totals of the namespaces whose limits the claim counted or
-		// bounded grow by what it claims, in the namespaces' order (claims
-		// that bound take these rows without other locks), and each row
-		// carries its namespace's totals as they are now (limitbounds.go).
-		// A task with two steps claimed counts twice, which only loosens
-		// the bound.
-		totals, totalsCols, totalsJoin := "", "", ""
-		if totaling {
-			totals = `, totals AS (INSERT INTO limit_claims AS l (namespace, steps, tasks)
-				SELECT s.namespace, count(*), count(started.id) FROM s LEFT JOIN started ON started.id = s.task_id
-				WHERE s.namespace = ANY(?::text[]) GROUP BY s.namespace ORDER BY s.namespace
-				ON CONFLICT (namespace) DO UPDATE SET steps = l.steps + excluded.steps, tasks = l.tasks + excluded.tasks
-				RETURNING namespace, steps, tasks)`
-			totalsCols = `, tot.steps, tot.tasks`
-			totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
-		}
-		// The claim's audit rows are written by this statement too: one a
-		// step, in the order of the tasks and their steps, the first
-		// claimed step of a task that starts carrying the task's start, so
-		// that they read back as the entries auditClaimed queues. (Folding
-		// a task's steps onto one row, as foldAudit does, cost this
-		// statement, grouped, as much as the rows it saved.)
-		audit := `, aud AS (INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-				SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
-					CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
-				FROM (SELECT s.task_id, s.name, s.attempt, s.idx,
-					started.id IS NOT NULL AND row_number() OVER (PARTITION BY s.task_id ORDER BY s.idx) = 1 AS first
-					FROM s LEFT JOIN started ON started.id = s.task_id) AS c
-				ORDER BY task_id, idx)`
-		q = `WITH ` + take + `s AS (` + update + `),
-			started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
-			SELECT s.*, t.input, t.workflow, t.version, t.traceparent, s.task_id IN (SELECT id FROM started)` + totalsCols + granted + `
-			FROM s CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id OFFSET 0) t` + totalsJoin
-		args = append(args, t.now)
-		if totaling {
-			args = append(args, t.limitHeld)
-		}
-		args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
-			string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
+	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The results of the dependencies of the steps, read right after the
 	// statement in its round trip where the transaction pipelines.
@@ -103,10 +35,161 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		dq, dargs := t.depResultsOf(ids)
 		depRows = p.Follow(Statement{Query: t.s.bind(dq), Args: dargs, What: "load dependency results"})
 	}
-	rows, err := t.query(q, args...)
+	rows, err := t.query(st.q, st.args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
+	out, deps, _, err := t.readClaimed(rows, st, len(ids), leaseID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if depRows != nil {
+		if err := t.readDepResults(depRows); err != nil {
+			return nil, nil, err
+		}
+		for i := range out {
+			if _, read := t.depResults[out[i].ID]; !read && len(deps[i]) > 0 {
+				t.depResults[out[i].ID] = nil // every dependency skipped
+			}
+		}
+	}
+	return out, deps, nil
+}
+
+// claimFrom is what a claim statement claims: the steps where says (where
+// and args), or, where candidates is set, the steps that query of
+// candidates returns (claimQuery's, with its args), if every one of them
+// may run without a check of the claim's (gate: no step key of a limit or
+// a rate) and the policies are still at version.
+type claimFrom struct {
+	where      string
+	args       []any
+	candidates string
+	version    int64
+}
+
+// claimStmt is a claim statement and what its rows carry.
+type claimStmt struct {
+	q        string
+	args     []any
+	taking   bool // rate tokens granted (granted)
+	totaling bool // the totals of the namespaces' limits
+	// gated: the statement claimed from its query of candidates (claimFrom);
+	// its rows end with whether they were claimed, one row saying not
+	// where the gate was shut.
+	gated bool
+}
+
+// gateShut is the condition under which a claim from its query of
+// candidates claims nothing: the policies moved, or a candidate is under a
+// step key of a limit or a rate (keyRoom.limited, candidateRates), which
+// the claim checks in rounds of its own.
+const gateShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (rate_key <> '' AND rate_n >= 1 AND rate_per > 0))`
+
+// claimStatement builds the statement that claims the steps of from.
+func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
+	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}
+	where, lead := from.where, ""
+	var args []any
+	if st.gated {
+		// Only where a statement's WITH may write (claimsAhead).
+		lead = `c AS (` + from.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
+		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
+		args = append(slices.Clip(from.args), from.version)
+	}
+	var take, granted string
+	if st.taking {
+		// A take of rate tokens left to this statement (rated) comes
+		// first; the steps are claimed only if every bucket granted all.
+		// Each row also carries the tokens reserved, as "KEY N".
+		tq, targs := t.rateTakeQuery(t.rateTake.upsert)
+		take = `b AS (` + tq + ` RETURNING key, wanted, taken, granted), `
+		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
+		granted = `, (SELECT array_agg(key || ' ' || granted) FROM b WHERE granted > 0)`
+		args = append(args, targs...)
+	}
+	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
+		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
+		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
+	args = append(args, leaseID, t.engine, t.now, t.now)
+	if !st.gated {
+		args = append(args, from.args...) // where's
+	}
+	st.q = update
+	if !t.s.d.WithWrites {
+		st.args = args
+		return st, nil
+	}
+	st.totaling = t.s.d.LimitRoom != "" && len(t.limitHeld) > 0
+	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
+		return st, err
+	}
+	// Entries queued before the claim (a breaker's probe) keep their
+	// place ahead of those the claim statement writes.
+	if len(t.audits) > 0 {
+		if err := t.flushAuditNow(); err != nil {
+			return st, err
+		}
+	}
+	// The tasks to start by primary key: (state || '') keeps the
+	// planner off tasks_state, whose pending entries of tasks started
+	// since the last vacuum it would read at every claim.
+	// The totals of the namespaces whose limits the claim counted or
+	// bounded grow by what it claims, in the namespaces' order (claims
+	// that bound take these rows without other locks), and each row
+	// carries its namespace's totals as they are now (limitbounds.go).
+	// A task with two steps claimed counts twice, which only loosens
+	// the bound.
+	totals, totalsCols, totalsJoin := "", "", ""
+	if st.totaling {
+		totals = `, totals AS (INSERT INTO limit_claims AS l (namespace, steps, tasks)
+			SELECT s.namespace, count(*), count(started.id) FROM s LEFT JOIN started ON started.id = s.task_id
+			WHERE s.namespace = ANY(?::text[]) GROUP BY s.namespace ORDER BY s.namespace
+			ON CONFLICT (namespace) DO UPDATE SET steps = l.steps + excluded.steps, tasks = l.tasks + excluded.tasks
+			RETURNING namespace, steps, tasks)`
+		totalsCols = `, tot.steps, tot.tasks`
+		totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
+	}
+	// The claim's audit rows are written by this statement too: one a
+	// step, in the order of the tasks and their steps, the first
+	// claimed step of a task that starts carrying the task's start, so
+	// that they read back as the entries auditClaimed queues. (Folding
+	// a task's steps onto one row, as foldAudit does, cost this
+	// statement, grouped, as much as the rows it saved.)
+	audit := `, aud AS (INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
+			SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
+				CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
+			FROM (SELECT s.task_id, s.name, s.attempt, s.idx,
+				started.id IS NOT NULL AND row_number() OVER (PARTITION BY s.task_id ORDER BY s.idx) = 1 AS first
+				FROM s LEFT JOIN started ON started.id = s.task_id) AS e
+			ORDER BY task_id, idx)`
+	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = %s.task_id OFFSET 0) t`
+	st.q = `WITH ` + lead + take + `s AS (` + update + `),
+		started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
+		SELECT s.*, t.input, t.workflow, t.version, t.traceparent, s.task_id IN (SELECT id FROM started)` + totalsCols + granted
+	if st.gated {
+		st.q += `, true`
+	}
+	st.q += ` FROM s` + fmt.Sprintf(taskOf, "s") + totalsJoin
+	if st.gated {
+		// Where the gate is shut: one row of the first candidate, as it
+		// is, that says so.
+		st.q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, false, false
+			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
+	}
+	args = append(args, t.now)
+	if st.totaling {
+		args = append(args, t.limitHeld)
+	}
+	st.args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
+		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
+	return st, nil
+}
+
+// readClaimed reads the rows of claim statement st (about n of them): the
+// steps it claimed, with the indexes of their dependencies. shut: it
+// claimed from its query of candidates and found the gate shut (gateShut).
+func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		stepRow
 		sortKey int64
@@ -114,6 +197,7 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		started bool
 		totals  [2]sql.NullInt64
 		granted []string
+		claimed bool
 	}
 	// One set of scan destinations for every row.
 	var x stepScan
@@ -123,13 +207,16 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 	if t.s.d.WithWrites {
 		dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
 	}
-	if totaling {
+	if st.totaling {
 		dest = append(dest, &c.totals[0], &c.totals[1])
 	}
-	if taking {
+	if st.taking {
 		dest = append(dest, &c.granted)
 	}
-	steps, err := collectSized(rows, len(ids), func(r Row) (claimedRow, error) {
+	if st.gated {
+		dest = append(dest, &c.claimed)
+	}
+	steps, err := collectSized(rows, n, func(r Row) (claimedRow, error) {
 		x, c, input = stepScan{}, claimedRow{}, ""
 		if err := r.Scan(dest...); err != nil {
 			return claimedRow{}, err
@@ -138,25 +225,18 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 		return c, nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim steps: %w", err)
+		return nil, nil, false, fmt.Errorf("claim steps: %w", err)
 	}
-	if depRows != nil {
-		if err := t.readDepResults(depRows); err != nil {
-			return nil, nil, err
-		}
-		for _, st := range steps {
-			if _, read := t.depResults[st.ID]; !read && len(st.deps) > 0 {
-				t.depResults[st.ID] = nil // every dependency skipped
-			}
-		}
+	if st.gated && len(steps) > 0 && !steps[0].claimed {
+		return nil, nil, true, nil
 	}
-	if taking && len(steps) > 0 {
+	if st.taking && len(steps) > 0 {
 		if err := t.rateTake.readGrants(steps[0].granted); err != nil {
-			return nil, nil, fmt.Errorf("claim steps: %w", err)
+			return nil, nil, false, fmt.Errorf("claim steps: %w", err)
 		}
 	}
-	out := make([]store.ClaimedStep, len(steps))
-	deps := make([][]int, len(steps))
+	out = make([]store.ClaimedStep, len(steps))
+	deps = make([][]int, len(steps))
 	for i, st := range steps {
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
@@ -170,7 +250,7 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 			st.task.set(&out[i]) // the statement wrote the audit rows
 		}
 	}
-	return out, deps, nil
+	return out, deps, false, nil
 }
 
 // The reasons of a claim's audit entries.

@@ -27,7 +27,9 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 // does, in a transaction of the claim's planner settings that is rolled
 // back, and returns its plan with what it did where the database tells
 // (EXPLAIN ANALYZE on PostgreSQL; the plan alone elsewhere): for operators
-// and the bench to see what a claim reads at a given depth.
+// and the bench to see what a claim reads at a given depth. Where a claim
+// under no policies claims in the statement that selects its steps
+// (claimsAhead), that statement is the one run.
 func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
 	prefix := s.d.ExplainAnalyze
 	if prefix == "" {
@@ -38,18 +40,30 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	var version int64
+	q := `SELECT ` + policyVersion
 	if s.d.ClaimPlan != "" {
-		var plan string
-		if err := tx.QueryRow(ctx, `SELECT `+s.d.ClaimPlan).Scan(&plan); err != nil {
-			return "", fmt.Errorf("explain claim: %w", err)
-		}
+		q += `, ` + s.d.ClaimPlan
+	}
+	var plan string
+	dest := []any{&version, &plan}[:1+min(len(s.d.ClaimPlan), 1)]
+	if err := tx.QueryRow(ctx, s.bind(q)).Scan(dest...); err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	if s.d.WithWrites {
+		t := &txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: p.EngineID}
+		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
+		if err != nil {
+			return "", fmt.Errorf("explain claim: %w", err)
+		}
+		q, args = st.q, st.args
+	}
 	rows, err := tx.Query(ctx, s.bind(prefix+" "+q), args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
-	plan, err := s.planLines(rows)
+	plan, err = s.planLines(rows)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}

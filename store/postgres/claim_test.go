@@ -2,11 +2,19 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/internal/pgtesting"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
 )
 
 // TestClaimAfterThePoliciesMoved: a claim sends its first round's query,
@@ -47,3 +55,109 @@ func TestClaimAfterThePoliciesMoved(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimInOneStatement: a claim under no policies selects its steps and
+// claims them in one statement, sent with its first; a step under a key of
+// a limit (which the claim counts before it claims) shuts that statement's
+// gate, and the claim's rounds select and claim as before.
+func TestClaimInOneStatement(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		step store.StepInsert
+		want int
+		// claims: the statements that mark steps running.
+		claims int
+	}{
+		{"plain steps", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1}, 3, 1},
+		{"under a key of a limit", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1, LimitKey: "k", Limit: 1}, 1, 2},
+		{"under a key of a rate", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1, RateKey: "r", Rate: store.Rate{Limit: 2, Per: time.Hour}}, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tr := &statements{}
+			schema := pgtesting.SchemaName("oneclaim")
+			s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+				s.Close()
+			})
+			// The first claim reads the policies; the next ones build on
+			// them.
+			got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+			require.NoError(t, err)
+			require.Empty(t, got)
+			tasks := make([]store.TaskInsert, 3)
+			for i := range tasks {
+				tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", Steps: []store.StepInsert{tc.step}}
+			}
+			_, err = s.InsertTasks(ctx, tasks)
+			require.NoError(t, err)
+			tr.reset()
+			got, err = s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+			require.NoError(t, err)
+			require.Len(t, got, tc.want)
+			for _, c := range got {
+				require.Equal(t, state.StepRunning, c.State)
+				require.Equal(t, "wf", c.Workflow, "the task's part of what the handler sees")
+			}
+			sent := tr.all()
+			claims := 0
+			for _, q := range sent {
+				if strings.Contains(q, "UPDATE steps SET state = 'running'") {
+					claims++
+				}
+			}
+			require.Equal(t, tc.claims, claims, "%q", sent)
+			require.Contains(t, sent[slices.IndexFunc(sent, func(q string) bool { return strings.Contains(q, "UPDATE steps SET state = 'running'") })],
+				"WITH c AS (SELECT id", "the first claim statement selects its own steps")
+			// The audit shows each claim once.
+			var n int
+			require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM `+schema+`.audit WHERE to_state = 'running'`).Scan(&n))
+			require.Equal(t, tc.want, n)
+		})
+	}
+}
+
+// statements records the statements a store sends.
+type statements struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *statements) add(q string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, q)
+}
+
+func (s *statements) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = nil
+}
+
+func (s *statements) all() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.add(d.SQL)
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.add(d.SQL)
+}
+
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -124,6 +124,11 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	if err != nil {
 		return Store{}, fmt.Errorf("postgres: parse URL: %w", redact.Error(err, url))
 	}
+	return open(ctx, cfg, url, opts)
+}
+
+// open is Open of the pool configuration parsed from url.
+func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (Store, error) {
 	params := cfg.ConnConfig.RuntimeParams
 	if opts.Schema == "" {
 		opts.Schema, _, _ = strings.Cut(params["search_path"], ",")
