@@ -155,6 +155,7 @@ type aheadQuery struct {
 	q     string
 	args  []any
 	claim *claimStmt
+	limit int // of the claim's steps
 	rows  Rows
 }
 
@@ -177,7 +178,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	keys.brk = newBreakerRoom(pol, t.now)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
-	a := &aheadQuery{q: q, args: args}
+	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := Statement{Query: t.s.bind(q), Args: args}
 	if unbounded && t.claimsAhead(p, pol) {
 		c, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
@@ -204,21 +205,18 @@ func (t *txn) claimsAhead(p store.ClaimParams, pol *policySet) bool {
 }
 
 // claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
-// claim's first round (want: its slots): done, with what it claimed added
-// to claimed and deps, unless its gate was shut (gateShut), in which case
-// nothing was claimed and the round selects its candidates as usual.
-func (t *txn) claimedAhead(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, leaseID int64,
-	claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+// claim's first round: done, with what it claimed added to claimed and
+// deps, unless its gate was shut (gateShut), in which case nothing was
+// claimed and the round selects its candidates as usual. An open gate
+// says the policies the statement was built from were in force when it
+// ran, so what it claimed stands.
+func (t *txn) claimedAhead(leaseID int64, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
 	a := t.ahead
 	if a == nil || a.claim == nil {
 		return false, nil
 	}
-	q, args := t.s.claimQuery(want, p, pol, keys)
-	if a.q != q || !reflect.DeepEqual(a.args, args) {
-		return false, t.dropAhead()
-	}
 	t.ahead = nil
-	got, gotDeps, shut, err := t.readClaimed(a.rows, *a.claim, want, leaseID)
+	got, gotDeps, shut, err := t.readClaimed(a.rows, *a.claim, a.limit, leaseID)
 	if err != nil || shut {
 		return false, err
 	}
@@ -288,7 +286,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 			return nil
 		}
 		if round == 0 {
-			if done, err := t.claimedAhead(want, p, pol, keys, leaseID, claimed, deps); done || err != nil {
+			if done, err := t.claimedAhead(leaseID, claimed, deps); done || err != nil {
 				return err
 			}
 		}
