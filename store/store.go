@@ -192,6 +192,19 @@ type Announcer interface {
 	Announce(ctx context.Context) error
 }
 
+// OutcomeClaimer is a store that can claim, in the transaction that
+// records a batch of outcomes, the steps those outcomes made ready
+// (CompleteAndClaim): the children of an engine's steps then run without a
+// claim transaction of their own. It claims as ClaimSteps would, under p,
+// but only where the claim needs no check of the policies' (no namespace
+// limit, weight, rate or open breaker, no step under a key of a limit or a
+// rate among those it would take); otherwise it claims nothing and leaves
+// the steps to ClaimSteps. It wakes the engines (Wake) as CompleteSteps
+// does, unless it took every step the outcomes made ready.
+type OutcomeClaimer interface {
+	CompleteAndClaim(ctx context.Context, outcomes []Outcome, p ClaimParams) ([]error, []ClaimedStep, error)
+}
+
 // Engines is the membership of engines and what keeps their work safe:
 // registration, heartbeats and the leases they extend, the election of the
 // maintenance leader, and the maintenance it runs (reaping lapsed engines,

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/weftrun/weft/state"
@@ -26,8 +27,11 @@ func (e *Engine) completer() {
 	batch := make([]report, 0, maxBatch)
 	for o := range e.outbox {
 		batch = g.gather(append(batch[:0], o))
+		busy := g.busy || len(batch) >= busyBatch
 		g.wrote(len(batch), time.Now())
-		e.writeOutcomes(batch)
+		if busy || !e.recordAndClaim(batch) {
+			e.writeOutcomes(batch)
+		}
 		for _, r := range batch {
 			if r.outcome.State == state.StepWaiting {
 				e.nudgeTimers()
@@ -165,14 +169,7 @@ func (e *Engine) writeOutcomes(batch []report) {
 	results, err := e.completeSteps(outcomes)
 	switch {
 	case err == nil:
-		for i, r := range results {
-			if r != nil {
-				e.log.Warn("outcome refused", "step_id", outcomes[i].Fence.StepID, "attempt", outcomes[i].Fence.Attempt, "error", r)
-			}
-			if batch[i].reply != nil {
-				batch[i].reply <- r
-			}
-		}
+		e.tellFates(batch, results)
 	case !transient(err) && len(batch) > 1:
 		mid := len(batch) / 2
 		e.writeOutcomes(batch[:mid])
@@ -190,6 +187,95 @@ func (e *Engine) writeOutcomes(batch []report) {
 				r.reply <- err
 			}
 		}
+	}
+}
+
+// tellFates tells each report of a written batch its outcome's fate.
+func (e *Engine) tellFates(batch []report, results []error) {
+	for i, r := range results {
+		if r != nil {
+			o := batch[i].outcome
+			e.log.Warn("outcome refused", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt, "error", r)
+		}
+		if batch[i].reply != nil {
+			batch[i].reply <- r
+		}
+	}
+}
+
+// recordAndClaim writes a batch of outcomes of an engine with little in
+// flight and, in the same transaction, claims for its free slots the steps
+// they made ready (store.OutcomeClaimer), which it launches as the claim
+// loop does: a DAG's next steps start without a claim transaction of their
+// own. It reports false when it did not try, or the write failed (then its
+// claim, if it committed after all, is released): the batch is then written
+// as usual.
+func (e *Engine) recordAndClaim(batch []report) bool {
+	oc, ok := e.store.(store.OutcomeClaimer)
+	if !ok || e.gateClosed() || e.databaseGone() != nil {
+		return false
+	}
+	names := e.handlerNames()
+	e.mu.Lock()
+	if len(names) == 0 || !e.started || e.stopping {
+		e.mu.Unlock()
+		return false
+	}
+	// Stop waits for claims made here before it waits for the handlers.
+	e.claiming.Add(1)
+	e.mu.Unlock()
+	defer e.claiming.Done()
+	n := e.slots.TryTake(e.cfg.Concurrency)
+	if n == 0 {
+		return false
+	}
+	id := e.ID()
+	lease := rand.Int64N(1<<62) + 1
+	outcomes := make([]store.Outcome, len(batch))
+	for i, r := range batch {
+		outcomes[i] = r.outcome // storable as built (outcome.go)
+	}
+	results, claimed, err := oc.CompleteAndClaim(e.flushCtx, outcomes, e.claimParams(id, n, names, nil, lease))
+	if err != nil {
+		e.slots.Return(n)
+		e.releaseLease(id, lease)
+		return false
+	}
+	e.succeeded(LoopCompleter)
+	e.slots.Return(n - len(claimed))
+	if len(claimed) > 0 {
+		e.stir() // the steps may carry deadlines
+		for _, c := range claimed {
+			e.publishClaimed(c, false)
+		}
+		e.launch(claimed)
+	}
+	e.tellFates(batch, results)
+	return true
+}
+
+// releaseLease returns the steps of a claim whose reply was lost to the
+// queue, trying until the store answers or Stop's deadline ends the
+// retries: they must not stay running under the engine's live lease.
+func (e *Engine) releaseLease(engine string, lease int64) {
+	backoff := 10 * time.Millisecond
+	for {
+		n, err := e.store.ReleaseLease(e.flushCtx, engine, lease)
+		if err == nil {
+			if n > 0 {
+				e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", lease)
+			}
+			return
+		}
+		if e.flushCtx.Err() != nil {
+			return
+		}
+		e.failed(e.flushCtx, LoopCompleter, "release a failed claim (retrying)", err)
+		select {
+		case <-time.After(backoff):
+		case <-e.flushCtx.Done():
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

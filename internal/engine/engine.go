@@ -127,7 +127,10 @@ type Engine struct {
 	engineID     string
 	cancelRun    context.CancelFunc // stops the loops
 	loops        sync.WaitGroup
-	rejoin       sync.Mutex // serialises re-registration after being declared dead
+	// claiming: claims the completer makes with a batch of outcomes
+	// (recordAndClaim), which Stop waits for before the handlers.
+	claiming sync.WaitGroup
+	rejoin   sync.Mutex // serialises re-registration after being declared dead
 	// sendMu guards completing: while it is set the completer runs and
 	// takes outcomes on outbox; Stop clears it before closing outbox.
 	sendMu     sync.RWMutex
@@ -318,6 +321,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	e.cancelRun()
 	e.loops.Wait()
+	e.claiming.Wait()
 	drained := make(chan struct{})
 	go func() { e.handlerWG.Wait(); close(drained) }()
 	select {

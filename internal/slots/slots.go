@@ -15,6 +15,9 @@ type Pool struct {
 	free    int
 	waiters []chan struct{} // handlers waiting to re-acquire, first come first served
 	changed chan struct{}   // signalled when a slot is released to the claim loop
+	// wanted: the last TryTake found no slot free; the next Return of
+	// slots signals changed.
+	wanted bool
 }
 
 // New returns a pool of n slots.
@@ -32,6 +35,7 @@ func (p *Pool) TryTake(n int) int {
 		k = 0
 	}
 	p.free -= k
+	p.wanted = k == 0 && n > 0
 	return k
 }
 
@@ -56,15 +60,26 @@ func (p *Pool) Release() {
 
 // Return gives back k slots taken with TryTake but not used. Waiting
 // re-acquirers are served first; unlike Release it does not wake the claim
-// loop, which is the caller.
+// loop, which is usually the caller, unless a TryTake found no slot free
+// since the slots were taken (another taker held them).
 func (p *Pool) Return(k int) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for ; k > 0 && len(p.waiters) > 0; k-- {
 		close(p.waiters[0])
 		p.waiters = p.waiters[1:]
 	}
 	p.free += k
+	wake := p.wanted && k > 0
+	if wake {
+		p.wanted = false
+	}
+	p.mu.Unlock()
+	if wake {
+		select {
+		case p.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Take blocks until it holds a slot or ctx ends.

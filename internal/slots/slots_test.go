@@ -42,6 +42,26 @@ func TestReleaseWakesClaimLoop(t *testing.T) {
 	require.Equal(t, 1, p.Free())
 }
 
+// TestReturnWakesClaimLoopThatFoundNone: slots taken by one taker and
+// given back unused wake the claim loop if it found none free meanwhile,
+// and only then.
+func TestReturnWakesClaimLoopThatFoundNone(t *testing.T) {
+	t.Parallel()
+	p := New(2)
+	require.Equal(t, 2, p.TryTake(2))
+	p.Return(1)
+	select {
+	case <-p.Changed():
+		t.Fatal("nobody found the pool empty: no wake")
+	default:
+	}
+	require.Equal(t, 1, p.TryTake(1))
+	require.Equal(t, 0, p.TryTake(5), "the claim loop finds none")
+	p.Return(1)
+	<-p.Changed()
+	require.Equal(t, 1, p.Free())
+}
+
 func TestWaiterHasPriorityOverClaimLoop(t *testing.T) {
 	t.Parallel()
 	p := New(1)

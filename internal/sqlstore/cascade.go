@@ -37,6 +37,7 @@ func (t *txn) eligible(id, taskID int64, name string, from state.Step, locked bo
 	}
 	if ok && err == nil && to == state.StepReady {
 		t.readied++
+		t.readyIDs = append(t.readyIDs, id)
 	}
 	return err
 }

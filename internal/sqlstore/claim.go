@@ -150,7 +150,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 
 // aheadQuery is a query of candidates sent with the claim's first
 // statement, and its rows; or, where claim is set, the statement that
-// claims what that query returns (claimsAhead).
+// claims what that query returns (unchecked).
 type aheadQuery struct {
 	q     string
 	args  []any
@@ -169,7 +169,7 @@ type aheadQuery struct {
 // Where nothing of pol needs a check of the claim's own between its query
 // and its claim, and unbounded (the claim bounds and counts no limits
 // ahead), it sends instead the statement that claims what the query
-// returns, in the same round trip (claimsAhead).
+// returns, in the same round trip (unchecked).
 func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, unbounded bool) error {
 	pl, ok := t.x.(Pipeliner)
 	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
@@ -180,7 +180,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := Statement{Query: t.s.bind(q), Args: args}
-	if unbounded && t.claimsAhead(p, pol) {
+	if unbounded && t.s.d.WithWrites && unchecked(p, pol) {
 		c, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
 		if err != nil {
 			return err
@@ -193,15 +193,15 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	return nil
 }
 
-// claimsAhead reports whether a claim under pol may claim in the statement
-// that selects its candidates: where that statement may write (WithWrites),
-// and no policy of pol or of the engine (p.Caps) checks the candidates
-// between the two (namespace limits, weights, rates, breakers not closed).
-// What the steps carry themselves (keys of limits and rates) the
-// statement checks, claiming nothing if one of them has any (gateShut).
-func (t *txn) claimsAhead(p store.ClaimParams, pol *policySet) bool {
-	return t.s.d.WithWrites && len(p.Caps) == 0 && len(pol.caps) == 0 && pol.weights == nil &&
-		len(pol.rates) == 0 && len(pol.breakers) == 0
+// unchecked reports whether a claim under pol may claim the steps its
+// query selects without a check of its own between the two: no policy of
+// pol or of the engine (p.Caps) checks the candidates (namespace limits,
+// weights, rates, breakers not closed). What the steps carry themselves
+// (keys of limits and rates) the claim still checks (gateShut). Where a
+// statement's WITH may write, such a claim is sent with the claim's first
+// statement (candidatesAhead).
+func unchecked(p store.ClaimParams, pol *policySet) bool {
+	return len(p.Caps) == 0 && len(pol.caps) == 0 && pol.weights == nil && len(pol.rates) == 0 && len(pol.breakers) == 0
 }
 
 // claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
@@ -459,14 +459,9 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	if err != nil {
 		return nil, false, false, fmt.Errorf("select ready steps: %w", err)
 	}
-	var seen int64 // the policy version the query saw
-	ready, err := collect(rows, func(r Row) (candidate, error) {
-		var c candidate
-		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &c.hasDeps, &seen)
-		return c, err
-	})
+	ready, seen, err := scanCandidates(rows)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, false, err
 	}
 	if pol != nil && len(ready) > 0 && seen != pol.version {
 		// The policies moved between the claim's first statement and
@@ -518,6 +513,97 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	// Slots a namespace of the fair share could not use go to the next
 	// round.
 	return idsOf(kept), slices.ContainsFunc(kept, func(c candidate) bool { return c.hasDeps }), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
+}
+
+// scanCandidates reads the rows of claimQuery: the candidates, and the
+// policy version the query saw.
+func scanCandidates(rows Rows) (ready []candidate, seen int64, err error) {
+	ready, err = collect(rows, func(r Row) (candidate, error) {
+		var c candidate
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &c.hasDeps, &seen)
+		return c, err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("select ready steps: %w", err)
+	}
+	return ready, seen, nil
+}
+
+// claimGated claims, in transaction t, up to p.Limit ready steps as
+// ClaimSteps would, where the claim needs no check of its own between
+// selecting its steps and claiming them: under the policies last read (it
+// claims nothing before a claim has read them), no namespace limit,
+// weight, rate or open breaker (unchecked), no limits met by the last
+// claim, and no step under a key of a limit or a rate among those it
+// selects (gateShut). Otherwise it claims nothing; the next ClaimSteps
+// claims as usual. It takes no lock but the claimed rows', so it may run
+// in a transaction that holds others (CompleteAndClaim).
+//
+// Where every step the transaction made ready is among those it claimed,
+// the transaction wakes no engine (quiet): they would find nothing.
+func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
+	pol := t.s.cachedPolicies()
+	if pol == nil || pol.all || !unchecked(p, pol) || len(t.s.predictedLimits()) > 0 {
+		return nil, nil
+	}
+	leaseID := p.LeaseID
+	if leaseID == 0 {
+		leaseID = rand.Int64N(1<<62) + 1
+	}
+	keys := newKeyRoom(pol, p.Caps, p.Limit)
+	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	var claimed []store.ClaimedStep
+	var deps [][]int
+	if t.s.d.WithWrites {
+		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := t.query(st.q, st.args...)
+		if err != nil {
+			return nil, fmt.Errorf("claim steps: %w", err)
+		}
+		var shut bool
+		if claimed, deps, shut, err = t.readClaimed(rows, st, p.Limit, leaseID); err != nil || shut {
+			return nil, err
+		}
+	} else {
+		// The only writer: what the query selects, the claim takes.
+		rows, err := t.query(q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("select ready steps: %w", err)
+		}
+		ready, seen, err := scanCandidates(rows)
+		if err != nil {
+			return nil, err
+		}
+		if len(ready) > 0 && seen != pol.version {
+			return nil, nil
+		}
+		withDeps := false
+		for _, c := range ready {
+			if keys.limited(c) || len(candidateRates(c, pol, nil)) > 0 {
+				return nil, nil
+			}
+			withDeps = withDeps || c.hasDeps
+		}
+		if len(ready) > 0 {
+			if claimed, deps, err = t.claim(idsOf(ready), withDeps, leaseID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(t.readyIDs) == t.readied {
+		taken := make(map[int64]bool, len(claimed))
+		for _, c := range claimed {
+			taken[c.ID] = true
+		}
+		t.quiet = !slices.ContainsFunc(t.readyIDs, func(id int64) bool { return !taken[id] })
+	}
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	return claimed, t.claimContext(claimed, deps)
 }
 
 func idsOf(cs []candidate) []int64 {

@@ -92,7 +92,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	where, lead := from.where, ""
 	var args []any
 	if st.gated {
-		// Only where a statement's WITH may write (claimsAhead).
+		// Only where a statement's WITH may write (unchecked).
 		lead = `c AS (` + from.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
 		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
 		args = append(slices.Clip(from.args), from.version)

@@ -19,11 +19,53 @@ import (
 
 // CompleteSteps records outcomes in one transaction.
 func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
-	results := make([]error, len(outcomes))
-	engine := ""
-	if len(outcomes) > 0 {
-		engine = outcomes[0].EngineID
+	var results []error
+	err := s.write(ctx, engineOf(outcomes), func(t *txn) (err error) {
+		results, err = t.record(outcomes)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return results, nil
+}
+
+// CompleteAndClaim records outcomes as CompleteSteps does and, where they
+// made steps ready, claims up to p.Limit ready steps in the same
+// transaction, as ClaimSteps would, if the claim needs no check of its own
+// (claimGated): an engine whose handlers' outcomes make their steps'
+// children ready runs the children without a transaction of their own.
+// claimed is empty where it claimed nothing.
+func (s *Store) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
+	err = s.write(ctx, engineOf(outcomes), func(t *txn) error {
+		claimed = nil
+		var err error
+		if results, err = t.record(outcomes); err != nil || t.readied == 0 || p.Limit <= 0 {
+			return err
+		}
+		t.engine = p.EngineID
+		claimed, err = t.claimGated(p)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return results, claimed, nil
+}
+
+// engineOf is the engine of a batch of outcomes: its first's.
+func engineOf(outcomes []store.Outcome) string {
+	if len(outcomes) > 0 {
+		return outcomes[0].EngineID
+	}
+	return ""
+}
+
+// record records outcomes in transaction t, returning each one's fate (nil,
+// or stale).
+func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
+	results := make([]error, len(outcomes))
+	engine := engineOf(outcomes)
 	// Record in step order: engines completing steps of the same tasks
 	// then lock their rows in the same order and cannot deadlock.
 	order := make([]int, len(outcomes))
@@ -31,46 +73,40 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
-	err := s.write(ctx, engine, func(t *txn) error {
-		if s.d.CompletePlan != "" {
-			if err := t.soon("steer the planner", `SELECT `+s.d.CompletePlan); err != nil {
-				return err
-			}
+	if t.s.d.CompletePlan != "" {
+		if err := t.soon("steer the planner", `SELECT `+t.s.d.CompletePlan); err != nil {
+			return nil, err
 		}
-		// Plain outcomes of one engine go together; the rest one by one.
-		var plain []store.Outcome
-		var plainAt, rest []int
-		for _, i := range order {
-			if o := outcomes[i]; plainOutcome(o) && o.EngineID == engine {
-				plain, plainAt = append(plain, o), append(plainAt, i)
-			} else {
-				rest = append(rest, i)
-			}
+	}
+	// Plain outcomes of one engine go together; the rest one by one.
+	var plain []store.Outcome
+	var plainAt, rest []int
+	for _, i := range order {
+		if o := outcomes[i]; plainOutcome(o) && o.EngineID == engine {
+			plain, plainAt = append(plain, o), append(plainAt, i)
+		} else {
+			rest = append(rest, i)
 		}
-		held, err := t.finishMany(plain)
-		if err != nil {
-			return err
-		}
-		for j, i := range plainAt {
-			if !held[j] {
-				results[i] = fmt.Errorf("step %d attempt %d: %w", outcomes[i].Fence.StepID, outcomes[i].Fence.Attempt, store.ErrStaleLease)
-			}
-		}
-		for _, i := range rest {
-			o := outcomes[i]
-			t.engine = o.EngineID
-			ok, err := t.finish(o)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				results[i] = fmt.Errorf("step %d attempt %d: %w", o.Fence.StepID, o.Fence.Attempt, store.ErrStaleLease)
-			}
-		}
-		return nil
-	})
+	}
+	held, err := t.finishMany(plain)
 	if err != nil {
 		return nil, err
+	}
+	for j, i := range plainAt {
+		if !held[j] {
+			results[i] = fmt.Errorf("step %d attempt %d: %w", outcomes[i].Fence.StepID, outcomes[i].Fence.Attempt, store.ErrStaleLease)
+		}
+	}
+	for _, i := range rest {
+		o := outcomes[i]
+		t.engine = o.EngineID
+		ok, err := t.finish(o)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			results[i] = fmt.Errorf("step %d attempt %d: %w", o.Fence.StepID, o.Fence.Attempt, store.ErrStaleLease)
+		}
 	}
 	return results, nil
 }
@@ -148,6 +184,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	switch to {
 	case state.StepReady:
 		t.readied++
+		t.readyIDs = append(t.readyIDs, o.Fence.StepID)
 	case state.StepCompleted, state.StepFailed, state.StepSkipped:
 		if err := t.dynamicOutcome(o, taskID, name, children, to); err != nil {
 			return false, err

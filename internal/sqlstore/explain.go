@@ -29,7 +29,7 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 // (EXPLAIN ANALYZE on PostgreSQL; the plan alone elsewhere): for operators
 // and the bench to see what a claim reads at a given depth. Where a claim
 // under no policies claims in the statement that selects its steps
-// (claimsAhead), that statement is the one run.
+// (unchecked), that statement is the one run.
 func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
 	prefix := s.d.ExplainAnalyze
 	if prefix == "" {

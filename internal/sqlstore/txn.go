@@ -23,6 +23,11 @@ type txn struct {
 	now     int64
 	engine  string
 	readied int
+	// readyIDs: the steps this transaction made ready that it knows of by
+	// id (all of them where there are readied); quiet: a claim in it took
+	// every one (claimGated), so it wakes no engine.
+	readyIDs []int64
+	quiet    bool
 	// timed: this transaction wrote a time something falls due (a delayed
 	// step, a ttl, a good_until, a schedule's next tick). Engines are told
 	// (DueWake, and the notification's payload NotifyDue), so that they
@@ -144,7 +149,7 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 // woke wakes this handle's engines for what transaction t did: steps made
 // ready (Wake), a due time written (DueWake).
 func (s *Store) woke(t *txn) {
-	if t.readied > 0 {
+	if t.readied > 0 && !t.quiet {
 		s.notify()
 	}
 	if t.timed {
@@ -164,7 +169,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushAudit(); err != nil {
 		return err
 	}
-	if (t.readied > 0 || t.timed) && t.s.d.Notify != "" {
+	if ((t.readied > 0 && !t.quiet) || t.timed) && t.s.d.Notify != "" {
 		switch {
 		case t.timed:
 			// Told at once: a window's later notification says nothing of

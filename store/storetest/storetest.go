@@ -100,6 +100,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, breakerTests...)
 	tests = append(tests, statsTests...)
 	tests = append(tests, preemptionTests...)
+	tests = append(tests, outcomeClaimTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,63 @@
+package weft_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// TestChildrenClaimedWithTheirParentsOutcome: the steps of a chain after
+// its first are claimed in the transaction that records their parent's
+// outcome, not by the claim loop, and each sees its parent's result.
+func TestChildrenClaimedWithTheirParentsOutcome(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		s := &claimCounter{Store: open(t)}
+		e := newEngine(t, s, weft.Config{Concurrency: 4, PollInterval: time.Hour})
+		e.Handle("h", func(_ context.Context, a *weft.Attempt) (any, error) {
+			n := 0
+			for _, d := range a.Deps {
+				if err := json.Unmarshal(d, &n); err != nil {
+					return nil, err
+				}
+			}
+			return n + 1, nil
+		})
+		register(t, e, workflow.New("ns", "chain", "1").Step("a", "h").
+			Step("b", "h", workflow.DependsOn("a")).Step("c", "h", workflow.DependsOn("b")).Step("d", "h", workflow.DependsOn("c")))
+		id := submit(t, e, weft.Submission{Workflow: "ns/chain"}).Task.ID
+		start(t, e)
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.JSONEq(t, `4`, string(stepByName(t, task, "d").Result))
+		require.Equal(t, int64(1), s.claimed.Load(), "the claim loop claimed a alone")
+		require.Equal(t, int64(3), s.withOutcomes.Load())
+	})
+}
+
+// claimCounter counts the steps a store's claims return.
+type claimCounter struct {
+	store.Store
+	claimed, withOutcomes atomic.Int64
+}
+
+func (c *claimCounter) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
+	got, err := c.Store.ClaimSteps(ctx, p)
+	c.claimed.Add(int64(len(got)))
+	return got, err
+}
+
+func (c *claimCounter) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) ([]error, []store.ClaimedStep, error) {
+	results, got, err := c.Store.(store.OutcomeClaimer).CompleteAndClaim(ctx, outcomes, p)
+	c.withOutcomes.Add(int64(len(got)))
+	return results, got, err
+}

@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// outcomeClaimTests are the conformance tests of a claim made in the
+// transaction that records outcomes (store.OutcomeClaimer).
+var outcomeClaimTests = []struct {
+	name string
+	fn   func(t *testing.T, h *harness)
+}{
+	{"CompleteAndClaimTakesTheChildren", testCompleteAndClaim},
+}
+
+// testCompleteAndClaim: recording outcomes that make steps ready claims
+// them in the same transaction, as a claim would, and wakes no engine when
+// it took every one; a child under a key of a limit, more children than
+// slots, or outcomes that make nothing ready leave the claim to ClaimSteps
+// and the engines are woken as usual.
+func testCompleteAndClaim(t *testing.T, h *harness) {
+	oc, ok := h.s.(store.OutcomeClaimer)
+	if !ok {
+		t.Skip("the store does not claim with outcomes")
+	}
+	fanOut := func(child store.StepInsert, n int) []store.StepInsert {
+		steps := []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}}
+		for i := range n {
+			c := child
+			c.Name, c.Deps = string(rune('b'+i)), []int{0}
+			steps = append(steps, c)
+		}
+		return steps
+	}
+	plain := store.StepInsert{Handler: "h", MaxAttempts: 2}
+	for _, tc := range []struct {
+		name    string
+		steps   []store.StepInsert
+		limit   int
+		claimed []string // by CompleteAndClaim
+		woken   bool
+	}{
+		{"one child", fanOut(plain, 1), 5, []string{"b"}, false},
+		{"two children, slots for both", fanOut(plain, 2), 5, []string{"b", "c"}, false},
+		{"two children, one slot", fanOut(plain, 2), 1, []string{"b"}, true},
+		{"a child under a key of a limit", fanOut(store.StepInsert{Handler: "h", MaxAttempts: 1, LimitKey: "k", Limit: 1}, 1), 5, nil, true},
+		{"no child", fanOut(plain, 0), 5, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := h.insert(store.TaskInsert{Steps: tc.steps})[0].Task.ID
+			// A claim reads the policies first, as an engine's claim loop
+			// does before any outcome.
+			a := h.claim("e1", 10)
+			require.Equal(t, []string{"a"}, names(a))
+			h.drainWake()
+			results, claimed, err := oc.CompleteAndClaim(h.ctx, []store.Outcome{{Fence: a[0].Fence, EngineID: "e1", State: state.StepCompleted,
+				Result: json.RawMessage(`{"from":"a"}`)}}, store.ClaimParams{EngineID: "e1", Limit: tc.limit, LeaseID: 77})
+			require.NoError(t, err)
+			require.Equal(t, []error{nil}, results)
+			if tc.claimed == nil {
+				require.Empty(t, claimed)
+			} else {
+				require.Equal(t, tc.claimed, names(claimed))
+			}
+			for _, c := range claimed {
+				require.Equal(t, state.StepRunning, c.State)
+				require.Equal(t, 1, c.Attempts)
+				require.Equal(t, int64(77), c.Fence.LeaseID)
+				require.Equal(t, "wf", c.Workflow, "what the handler sees of its task")
+				require.JSONEq(t, `{"from":"a"}`, string(c.Deps["a"]), "its dependency's result")
+			}
+			woken := false
+			select {
+			case <-h.s.Wake():
+				woken = true
+			default:
+			}
+			require.Equal(t, tc.woken, woken, "engines woken")
+			// The rest is left to the claim.
+			rest := h.claim("e1", 10)
+			task := h.task(id)
+			for _, st := range task.Steps {
+				switch {
+				case st.Name == "a":
+					require.Equal(t, state.StepCompleted, st.State)
+				default:
+					require.Equal(t, state.StepRunning, st.State, st.Name)
+				}
+			}
+			require.Len(t, append(claimed, rest...), len(tc.steps)-1)
+			// The trail has each step's claim once, after its parent's end.
+			trail, err := h.s.Audit(h.ctx, id)
+			require.NoError(t, err)
+			ended, seen := -1, map[string]int{}
+			for i, e := range trail {
+				if e.Step == "a" && e.To == string(state.StepCompleted) {
+					ended = i
+				}
+				if e.Step != "a" && e.To == string(state.StepRunning) {
+					seen[e.Step]++
+					require.Greater(t, i, ended, "%s claimed after a ended", e.Step)
+				}
+			}
+			for _, st := range task.Steps[1:] {
+				require.Equal(t, 1, seen[st.Name], st.Name)
+			}
+		})
+	}
+	// Outcomes that made nothing ready, or arrive stale, claim nothing.
+	h.insert(store.TaskInsert{Steps: chain("x")})
+	x := h.claim("e1", 10)
+	require.Len(t, x, 1)
+	h.insert(store.TaskInsert{Steps: chain("y")})
+	results, claimed, err := oc.CompleteAndClaim(h.ctx, []store.Outcome{{Fence: x[0].Fence, EngineID: "e1", State: state.StepCompleted}},
+		store.ClaimParams{EngineID: "e1", Limit: 5})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil}, results)
+	require.Empty(t, claimed, "y was ready already: the claim loop takes it")
+	results, claimed, err = oc.CompleteAndClaim(h.ctx, []store.Outcome{{Fence: x[0].Fence, EngineID: "e1", State: state.StepCompleted}},
+		store.ClaimParams{EngineID: "e1", Limit: 5})
+	require.NoError(t, err)
+	require.ErrorIs(t, results[0], store.ErrStaleLease)
+	require.Empty(t, claimed)
+}
