@@ -80,12 +80,6 @@ type claimStmt struct {
 	gated bool
 }
 
-// gateShut is the condition under which a claim from its query of
-// candidates claims nothing: the policies moved, or a candidate is under a
-// step key of a limit or a rate (keyRoom.limited, candidateRates), which
-// the claim checks in rounds of its own.
-const gateShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (rate_key <> '' AND rate_n >= 1 AND rate_per > 0))`
-
 // claimStatement builds the statement that claims the steps of from.
 func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}

@@ -1,0 +1,220 @@
+package sqlstore
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the gated claim: one statement that selects the best
+// ready steps (claimQuery) and claims them, unless its gate shuts. A claim
+// under no policy that checks its candidates sends it with its first
+// statement on PostgreSQL (candidatesAhead), and a batch of outcomes makes
+// it in its own transaction for the steps it made ready (claimGated,
+// CompleteAndClaim).
+
+// gateShut is the condition under which a claim from its query of
+// candidates claims nothing: the policies moved, or a candidate is under a
+// step key of a limit or a rate (keyRoom.limited, candidateRates), which
+// the claim checks in rounds of its own.
+const gateShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (rate_key <> '' AND rate_n >= 1 AND rate_per > 0))`
+
+// aheadQuery is a query of candidates sent with the claim's first
+// statement, and its rows; or, where claim is set, the statement that
+// claims what that query returns (unchecked).
+type aheadQuery struct {
+	q     string
+	args  []any
+	claim *claimStmt
+	limit int // of the claim's steps
+	rows  Rows
+}
+
+// candidatesAhead sends the first round's query of candidates with the
+// claim's first statement, in its round trip, where the transaction
+// pipelines (Pipeliner): built from the policies last read (pol), as if no limit
+// were full and, under weights, the namespace last found alone still were
+// (fairOthers). candidates uses its rows only if the claim asks exactly
+// that query; otherwise (a limit full, slots shared) they are discarded.
+//
+// Where nothing of pol needs a check of the claim's own between its query
+// and its claim, and unbounded (the claim bounds and counts no limits
+// ahead), it sends instead the statement that claims what the query
+// returns, in the same round trip (unchecked).
+func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, unbounded bool) error {
+	pl, ok := t.x.(Pipeliner)
+	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
+		return nil
+	}
+	keys := newKeyRoom(pol, p.Caps, p.Limit)
+	keys.brk = newBreakerRoom(pol, t.now)
+	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	a := &aheadQuery{q: q, args: args, limit: p.Limit}
+	st := Statement{Query: t.s.bind(q), Args: args}
+	if unbounded && t.s.d.WithWrites && unchecked(p, pol) {
+		c, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
+		if err != nil {
+			return err
+		}
+		a.claim = &c
+		st = Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+	}
+	a.rows = pl.Follow(st)
+	t.ahead = a
+	return nil
+}
+
+// unchecked reports whether a claim under pol may claim the steps its
+// query selects without a check of its own between the two: no policy of
+// pol or of the engine (p.Caps) checks the candidates (namespace limits,
+// weights, rates, breakers not closed). What the steps carry themselves
+// (keys of limits and rates) the claim still checks (gateShut). Where a
+// statement's WITH may write, such a claim is sent with the claim's first
+// statement (candidatesAhead).
+func unchecked(p store.ClaimParams, pol *policySet) bool {
+	return len(p.Caps) == 0 && len(pol.caps) == 0 && pol.weights == nil && len(pol.rates) == 0 && len(pol.breakers) == 0
+}
+
+// claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
+// claim's first round: done, with what it claimed added to claimed and
+// deps, unless its gate was shut (gateShut), in which case nothing was
+// claimed and the round selects its candidates as usual. An open gate
+// says the policies the statement was built from were in force when it
+// ran, so what it claimed stands.
+func (t *txn) claimedAhead(leaseID int64, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+	a := t.ahead
+	if a == nil || a.claim == nil {
+		return false, nil
+	}
+	t.ahead = nil
+	got, gotDeps, shut, err := t.readClaimed(a.rows, *a.claim, a.limit, leaseID)
+	if err != nil || shut {
+		return false, err
+	}
+	*claimed = append(*claimed, got...)
+	*deps = append(*deps, gotDeps...)
+	return true, nil
+}
+
+// aheadRows returns the rows of the query sent ahead (candidatesAhead) if
+// it is q with args, else nil, discarding them.
+func (t *txn) aheadRows(q string, args []any) (Rows, error) {
+	a := t.ahead
+	if a == nil {
+		return nil, nil
+	}
+	if a.claim == nil && a.q == q && reflect.DeepEqual(a.args, args) {
+		t.ahead = nil
+		return a.rows, nil
+	}
+	return nil, t.dropAhead()
+}
+
+// errClaimedAhead: a claim sent ahead claimed steps under policies that
+// moved; its transaction is rolled back.
+var errClaimedAhead = errors.New("a claim sent ahead claimed under policies that moved")
+
+// dropAhead discards the statement sent ahead: the policies it was built
+// from moved. A claim sent ahead then found its gate shut (the policy
+// version it checks moved too, and versions only grow); had it claimed,
+// the transaction is rolled back rather than leave steps claimed under
+// policies the claim did not apply.
+func (t *txn) dropAhead() error {
+	a := t.ahead
+	if a == nil {
+		return nil
+	}
+	t.ahead = nil
+	if a.claim == nil {
+		return a.rows.Close()
+	}
+	got, _, shut, err := t.readClaimed(a.rows, *a.claim, 1, 0)
+	if err != nil {
+		return err
+	}
+	if !shut && len(got) > 0 {
+		return errClaimedAhead
+	}
+	return nil
+}
+
+// claimGated claims, in transaction t, up to p.Limit ready steps as
+// ClaimSteps would, where the claim needs no check of its own between
+// selecting its steps and claiming them: under the policies last read (it
+// claims nothing before a claim has read them), no namespace limit,
+// weight, rate or open breaker (unchecked), no limits met by the last
+// claim, and no step under a key of a limit or a rate among those it
+// selects (gateShut). Otherwise it claims nothing; the next ClaimSteps
+// claims as usual. It takes no lock but the claimed rows', so it may run
+// in a transaction that holds others (CompleteAndClaim).
+//
+// Where every step the transaction made ready is among those it claimed,
+// the transaction wakes no engine (quiet): they would find nothing.
+func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
+	pol := t.s.cachedPolicies()
+	if pol == nil || pol.all || !unchecked(p, pol) || len(t.s.predictedLimits()) > 0 {
+		return nil, nil
+	}
+	leaseID := p.LeaseID
+	if leaseID == 0 {
+		leaseID = rand.Int64N(1<<62) + 1
+	}
+	keys := newKeyRoom(pol, p.Caps, p.Limit)
+	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	var claimed []store.ClaimedStep
+	var deps [][]int
+	if t.s.d.WithWrites {
+		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := t.query(st.q, st.args...)
+		if err != nil {
+			return nil, fmt.Errorf("claim steps: %w", err)
+		}
+		var shut bool
+		if claimed, deps, shut, err = t.readClaimed(rows, st, p.Limit, leaseID); err != nil || shut {
+			return nil, err
+		}
+	} else {
+		// The only writer: what the query selects, the claim takes.
+		rows, err := t.query(q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("select ready steps: %w", err)
+		}
+		ready, seen, err := scanCandidates(rows)
+		if err != nil {
+			return nil, err
+		}
+		if len(ready) > 0 && seen != pol.version {
+			return nil, nil
+		}
+		withDeps := false
+		for _, c := range ready {
+			if keys.limited(c) || len(candidateRates(c, pol, nil)) > 0 {
+				return nil, nil
+			}
+			withDeps = withDeps || c.hasDeps
+		}
+		if len(ready) > 0 {
+			if claimed, deps, err = t.claim(idsOf(ready), withDeps, leaseID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(t.readyIDs) == t.readied {
+		taken := make(map[int64]bool, len(claimed))
+		for _, c := range claimed {
+			taken[c.ID] = true
+		}
+		t.quiet = !slices.ContainsFunc(t.readyIDs, func(id int64) bool { return !taken[id] })
+	}
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	return claimed, t.claimContext(claimed, deps)
+}
