@@ -44,16 +44,47 @@ func TestChildrenClaimedWithTheirParentsOutcome(t *testing.T) {
 	})
 }
 
+// TestSubmissionClaimsItsFirstSteps: an engine that runs submits a task
+// and claims its first steps in the same transaction. (While the claim
+// loop holds the slots, as it does for a moment after each claim, the
+// submission leaves the steps to it: the test submits until one claims.)
+func TestSubmissionClaimsItsFirstSteps(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		s := &claimCounter{Store: open(t)}
+		e := newEngine(t, s, weft.Config{Concurrency: 4, PollInterval: time.Hour})
+		e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return nil, nil })
+		register(t, e, workflow.New("ns", "fan", "1").Step("a", "h").Step("b", "h").Step("join", "h", workflow.DependsOn("a", "b")))
+		start(t, e)
+		// The claim loop's first claim reads the policies.
+		eventually(t, "the first claim", func() bool { return s.claims.Load() > 0 })
+		for attempt := 0; s.withSubmission.Load() == 0; attempt++ {
+			require.Less(t, attempt, 20, "no submission claimed its first steps")
+			id := submit(t, e, weft.Submission{Workflow: "ns/fan"}).Task.ID
+			require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+		}
+		require.Equal(t, int64(2), s.withSubmission.Load(), "a and b, in one submission")
+	})
+}
+
 // claimCounter counts the steps a store's claims return.
 type claimCounter struct {
 	store.Store
-	claimed, withOutcomes atomic.Int64
+	claims                                atomic.Int64 // ClaimSteps calls
+	claimed, withOutcomes, withSubmission atomic.Int64 // steps
 }
 
 func (c *claimCounter) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
 	got, err := c.Store.ClaimSteps(ctx, p)
+	c.claims.Add(1)
 	c.claimed.Add(int64(len(got)))
 	return got, err
+}
+
+func (c *claimCounter) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) ([]store.InsertResult, []store.ClaimedStep, error) {
+	res, got, err := c.Store.(store.SubmitClaimer).InsertAndClaim(ctx, tasks, p)
+	c.withSubmission.Add(int64(len(got)))
+	return res, got, err
 }
 
 func (c *claimCounter) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) ([]error, []store.ClaimedStep, error) {

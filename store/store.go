@@ -205,6 +205,14 @@ type OutcomeClaimer interface {
 	CompleteAndClaim(ctx context.Context, outcomes []Outcome, p ClaimParams) ([]error, []ClaimedStep, error)
 }
 
+// SubmitClaimer is a store that can claim, in the transaction that
+// inserts tasks, the steps they start with ready (InsertAndClaim), as
+// OutcomeClaimer does for the steps a batch of outcomes makes ready: an
+// engine's own submission starts running without a claim transaction.
+type SubmitClaimer interface {
+	InsertAndClaim(ctx context.Context, tasks []TaskInsert, p ClaimParams) ([]InsertResult, []ClaimedStep, error)
+}
+
 // Engines is the membership of engines and what keeps their work safe:
 // registration, heartbeats and the leases they extend, the election of the
 // maintenance leader, and the maintenance it runs (reaping lapsed engines,

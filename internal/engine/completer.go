@@ -28,6 +28,7 @@ func (e *Engine) completer() {
 	for o := range e.outbox {
 		batch = g.gather(append(batch[:0], o))
 		busy := g.busy || len(batch) >= busyBatch
+		e.busy.Store(busy)
 		g.wrote(len(batch), time.Now())
 		if busy || !e.recordAndClaim(batch) {
 			e.writeOutcomes(batch)
@@ -205,53 +206,81 @@ func (e *Engine) tellFates(batch []report, results []error) {
 
 // recordAndClaim writes a batch of outcomes of an engine with little in
 // flight and, in the same transaction, claims for its free slots the steps
-// they made ready (store.OutcomeClaimer), which it launches as the claim
-// loop does: a DAG's next steps start without a claim transaction of their
-// own. It reports false when it did not try, or the write failed (then its
-// claim, if it committed after all, is released): the batch is then written
-// as usual.
+// they made ready (store.OutcomeClaimer, claimInWrite): a DAG's next steps
+// start without a claim transaction of their own. It reports false when it
+// did not try, or the write failed (then its claim, if it committed after
+// all, is released): the batch is then written as usual.
 func (e *Engine) recordAndClaim(batch []report) bool {
 	oc, ok := e.store.(store.OutcomeClaimer)
-	if !ok || e.gateClosed() || e.databaseGone() != nil {
+	if !ok {
 		return false
+	}
+	outcomes := make([]store.Outcome, len(batch))
+	for i, r := range batch {
+		outcomes[i] = r.outcome // storable as built (outcome.go)
+	}
+	var results []error
+	launch, err := e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
+		results, claimed, err = oc.CompleteAndClaim(e.flushCtx, outcomes, p)
+		return claimed, err
+	})
+	if launch == nil || err != nil {
+		return false
+	}
+	launch()
+	e.succeeded(LoopCompleter)
+	e.tellFates(batch, results)
+	return true
+}
+
+// claimInWrite runs write, a write of the store's that may claim ready
+// steps in its own transaction under p (for the engine's free slots, under
+// a lease of their own). Where it succeeded, launch publishes and launches
+// what it claimed, as the claim loop does: the caller calls it once, when
+// the events of its own write are out. launch is nil where the engine
+// claims nothing now (not running or stopping, no handler of its own, no
+// free slot, its load gate closed): write did not run. Where write fails,
+// the claim, which may have committed with its reply lost, is released.
+func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), err error) {
+	if e.gateClosed() || e.databaseGone() != nil {
+		return nil, nil
 	}
 	names := e.handlerNames()
 	e.mu.Lock()
 	if len(names) == 0 || !e.started || e.stopping {
 		e.mu.Unlock()
-		return false
+		return nil, nil
 	}
-	// Stop waits for claims made here before it waits for the handlers.
+	// Stop waits for these claims to be launched before it waits for the
+	// handlers.
 	e.claiming.Add(1)
 	e.mu.Unlock()
-	defer e.claiming.Done()
 	n := e.slots.TryTake(e.cfg.Concurrency)
 	if n == 0 {
-		return false
+		e.claiming.Done()
+		return nil, nil
 	}
 	id := e.ID()
 	lease := rand.Int64N(1<<62) + 1
-	outcomes := make([]store.Outcome, len(batch))
-	for i, r := range batch {
-		outcomes[i] = r.outcome // storable as built (outcome.go)
-	}
-	results, claimed, err := oc.CompleteAndClaim(e.flushCtx, outcomes, e.claimParams(id, n, names, nil, lease))
+	claimed, err := write(e.claimParams(id, n, names, nil, lease))
 	if err != nil {
 		e.slots.Return(n)
 		e.releaseLease(id, lease)
-		return false
+		e.claiming.Done()
+		return func() {}, err
 	}
-	e.succeeded(LoopCompleter)
 	e.slots.Return(n - len(claimed))
-	if len(claimed) > 0 {
+	return func() {
+		defer e.claiming.Done()
+		if len(claimed) == 0 {
+			return
+		}
 		e.stir() // the steps may carry deadlines
 		for _, c := range claimed {
 			e.publishClaimed(c, false)
 		}
 		e.launch(claimed)
-	}
-	e.tellFates(batch, results)
-	return true
+	}, nil
 }
 
 // releaseLease returns the steps of a claim whose reply was lost to the

@@ -139,6 +139,7 @@ type Engine struct {
 	settled    chan struct{} // closed and replaced after each completion batch
 	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
 	heldBack   atomic.Bool   // the claim loop's last claim left steps under a full limit
+	busy       atomic.Bool   // the completer's last batch was busy (gatherer)
 	ready      chan struct{} // closed and replaced when the store readies steps
 	nudge      chan struct{} // wakes the maintenance loop to look at due times again
 	// stirred: steps were made ready since the maintenance leader last read

@@ -39,9 +39,32 @@ type SubmitResult struct {
 	Superseded int64
 }
 
-// SubmitMany submits tasks in one transaction: all of them or none.
+// SubmitMany submits tasks in one transaction: all of them or none. An
+// engine that is not busy (little in flight, its last batch of outcomes
+// small) claims, in that transaction, the steps they start with ready for
+// its free slots (store.SubmitClaimer).
 func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitResult, error) {
-	return e.submit(ctx, subs, e.store.InsertTasks)
+	sc, ok := e.store.(store.SubmitClaimer)
+	if !ok {
+		return e.submit(ctx, subs, e.store.InsertTasks)
+	}
+	// What the submission claimed starts once its tasks' events are out.
+	launch := func() {}
+	defer func() { launch() }()
+	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) (res []store.InsertResult, err error) {
+		var claimedWith func()
+		if !e.busy.Load() && e.inflightCount() <= busyBatch {
+			claimedWith, err = e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
+				res, claimed, err = sc.InsertAndClaim(ctx, in, p)
+				return claimed, err
+			})
+		}
+		if claimedWith == nil {
+			return e.store.InsertTasks(ctx, in)
+		}
+		launch = claimedWith
+		return res, err
+	})
 }
 
 // SubmitTx submits tasks inside the caller's own transaction on the

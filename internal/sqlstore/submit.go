@@ -39,6 +39,43 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 	return out, nil
 }
 
+// InsertAndClaim submits tasks as InsertTasks does and, where they start
+// with steps ready, claims up to p.Limit ready steps in the same
+// transaction, as CompleteAndClaim does for the steps outcomes make ready.
+// claimed is empty where it claimed nothing.
+func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) (out []store.InsertResult, claimed []store.ClaimedStep, err error) {
+	err = s.write(ctx, p.EngineID, func(t *txn) error {
+		claimed = nil
+		var err error
+		if out, err = t.insertTasks(tasks); err != nil || t.readied == 0 || p.Limit <= 0 {
+			return err
+		}
+		if claimed, err = t.claimGated(p); err != nil {
+			return err
+		}
+		// The steps made ready are the new tasks' first: where the claim
+		// took as many of theirs, it took every one.
+		inserted := make(map[int64]bool, len(out))
+		for _, r := range out {
+			if !r.Duplicate {
+				inserted[r.Task.ID] = true
+			}
+		}
+		took := 0
+		for _, c := range claimed {
+			if inserted[c.TaskID] {
+				took++
+			}
+		}
+		t.quiet = took == t.readied
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, claimed, nil
+}
+
 // InsertTasksIn submits tasks inside a transaction the caller began, so that
 // they exist only if the caller commits it.
 func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.TaskInsert) ([]store.InsertResult, error) {

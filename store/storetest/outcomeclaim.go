@@ -11,12 +11,14 @@ import (
 )
 
 // outcomeClaimTests are the conformance tests of a claim made in the
-// transaction that records outcomes (store.OutcomeClaimer).
+// transaction that records outcomes (store.OutcomeClaimer) or inserts
+// tasks (store.SubmitClaimer).
 var outcomeClaimTests = []struct {
 	name string
 	fn   func(t *testing.T, h *harness)
 }{
 	{"CompleteAndClaimTakesTheChildren", testCompleteAndClaim},
+	{"InsertAndClaimTakesTheFirstSteps", testInsertAndClaim},
 }
 
 // testCompleteAndClaim: recording outcomes that make steps ready claims
@@ -127,4 +129,45 @@ func testCompleteAndClaim(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.ErrorIs(t, results[0], store.ErrStaleLease)
 	require.Empty(t, claimed)
+}
+
+// testInsertAndClaim: inserting tasks claims the steps they start with
+// ready in the same transaction, as a claim would, not their dependents;
+// before any claim has read the policies, or with a first step under a key
+// of a limit, it claims nothing and the claim takes them.
+func testInsertAndClaim(t *testing.T, h *harness) {
+	sc, ok := h.s.(store.SubmitClaimer)
+	if !ok {
+		t.Skip("the store does not claim with submissions")
+	}
+	steps := []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1},
+		{Name: "join", Handler: "h", MaxAttempts: 1, Deps: []int{0, 1}}}
+	insert := func(steps []store.StepInsert) ([]store.InsertResult, []store.ClaimedStep) {
+		t.Helper()
+		res, claimed, err := sc.InsertAndClaim(h.ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
+			Input: json.RawMessage(`{"n":1}`), Steps: steps}}, store.ClaimParams{EngineID: "e1", Limit: 5, LeaseID: 9})
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		return res, claimed
+	}
+	_, claimed := insert(steps)
+	require.Empty(t, claimed, "no claim has read the policies yet")
+	require.ElementsMatch(t, []string{"a", "b"}, names(h.claim("e1", 10)))
+
+	res, claimed := insert(steps)
+	require.ElementsMatch(t, []string{"a", "b"}, names(claimed))
+	for _, c := range claimed {
+		require.Equal(t, state.StepRunning, c.State)
+		require.Equal(t, int64(9), c.Fence.LeaseID)
+		require.JSONEq(t, `{"n":1}`, string(c.Input), "what the handler sees of its task")
+	}
+	task := h.task(res[0].Task.ID)
+	require.Equal(t, state.TaskRunning, task.State, "its first claimed step started the task")
+	require.Equal(t, map[string]state.Step{"a": state.StepRunning, "b": state.StepRunning, "join": state.StepPending}, states(task))
+	require.Empty(t, h.claim("e1", 10))
+
+	keyed := []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1, LimitKey: "k", Limit: 1}}
+	_, claimed = insert(keyed)
+	require.Empty(t, claimed, "a step under a key of a limit is left to the claim")
+	require.Equal(t, []string{"a"}, names(h.claim("e1", 10)))
 }
