@@ -220,11 +220,11 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 		outcomes[i] = r.outcome // storable as built (outcome.go)
 	}
 	var results []error
-	launch, err := e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
+	launch, tried, err := e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
 		results, claimed, err = oc.CompleteAndClaim(e.flushCtx, outcomes, p)
 		return claimed, err
 	})
-	if launch == nil || err != nil {
+	if !tried || err != nil {
 		return false
 	}
 	launch()
@@ -235,21 +235,22 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 
 // claimInWrite runs write, a write of the store's that may claim ready
 // steps in its own transaction under p (for the engine's free slots, under
-// a lease of their own). Where it succeeded, launch publishes and launches
-// what it claimed, as the claim loop does: the caller calls it once, when
-// the events of its own write are out. launch is nil where the engine
-// claims nothing now (not running or stopping, no handler of its own, no
-// free slot, its load gate closed): write did not run. Where write fails,
-// the claim, which may have committed with its reply lost, is released.
-func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), err error) {
+// a lease of their own). tried is false where the engine claims nothing
+// now (not running or stopping, no handler of its own, no free slot, its
+// load gate closed): write did not run. Where write succeeded, launch
+// publishes and launches what it claimed, as the claim loop does: the
+// caller calls it once, when the events of its own write are out. Where
+// write failed, the claim, which may have committed with its reply lost,
+// is released.
+func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), tried bool, err error) {
 	if e.gateClosed() || e.databaseGone() != nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	names := e.handlerNames()
 	e.mu.Lock()
 	if len(names) == 0 || !e.started || e.stopping {
 		e.mu.Unlock()
-		return nil, nil
+		return nil, false, nil
 	}
 	// Stop waits for these claims to be launched before it waits for the
 	// handlers.
@@ -258,7 +259,7 @@ func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedSt
 	n := e.slots.TryTake(e.cfg.Concurrency)
 	if n == 0 {
 		e.claiming.Done()
-		return nil, nil
+		return nil, false, nil
 	}
 	id := e.ID()
 	lease := rand.Int64N(1<<62) + 1
@@ -267,7 +268,7 @@ func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedSt
 		e.slots.Return(n)
 		e.releaseLease(id, lease)
 		e.claiming.Done()
-		return func() {}, err
+		return nil, true, err
 	}
 	e.slots.Return(n - len(claimed))
 	return func() {
@@ -280,7 +281,7 @@ func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedSt
 			e.publishClaimed(c, false)
 		}
 		e.launch(claimed)
-	}, nil
+	}, true, nil
 }
 
 // releaseLease returns the steps of a claim whose reply was lost to the

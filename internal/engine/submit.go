@@ -52,17 +52,20 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 	launch := func() {}
 	defer func() { launch() }()
 	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) (res []store.InsertResult, err error) {
-		var claimedWith func()
+		tried := false
 		if !e.busy.Load() && e.inflightCount() <= busyBatch {
-			claimedWith, err = e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
-				res, claimed, err = sc.InsertAndClaim(ctx, in, p)
-				return claimed, err
+			var claimed func()
+			claimed, tried, err = e.claimInWrite(func(p store.ClaimParams) (steps []store.ClaimedStep, err error) {
+				res, steps, err = sc.InsertAndClaim(ctx, in, p)
+				return steps, err
 			})
+			if err == nil && tried {
+				launch = claimed
+			}
 		}
-		if claimedWith == nil {
+		if !tried {
 			return e.store.InsertTasks(ctx, in)
 		}
-		launch = claimedWith
 		return res, err
 	})
 }
