@@ -44,12 +44,13 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 // transaction, as CompleteAndClaim does for the steps outcomes make ready.
 // claimed is empty where it claimed nothing.
 func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) (out []store.InsertResult, claimed []store.ClaimedStep, err error) {
-	err = s.write(ctx, p.EngineID, func(t *txn) error {
+	err = s.write(ctx, "", func(t *txn) error {
 		claimed = nil
 		var err error
 		if out, err = t.insertTasks(tasks); err != nil || t.readied == 0 || p.Limit <= 0 {
 			return err
 		}
+		t.engine = p.EngineID // the claim's audit rows, not the submission's
 		if claimed, err = t.claimGated(p); err != nil {
 			return err
 		}
