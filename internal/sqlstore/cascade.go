@@ -36,8 +36,7 @@ func (t *txn) eligible(id, taskID int64, name string, from state.Step, locked bo
 		ok, err = t.moveStep(id, taskID, name, from, to, 0, reason, set, args...)
 	}
 	if ok && err == nil && to == state.StepReady {
-		t.readied++
-		t.readyIDs = append(t.readyIDs, id)
+		t.madeReady(id)
 	}
 	return err
 }

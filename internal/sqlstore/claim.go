@@ -32,6 +32,14 @@ import (
 // version with the engine's state, in one statement it made anyway, and a
 // candidate under no limit costs a map lookup and two string comparisons.
 
+// leaseOf is the lease a claim under p takes: p's, or a new one.
+func leaseOf(p store.ClaimParams) int64 {
+	if p.LeaseID != 0 {
+		return p.LeaseID
+	}
+	return rand.Int64N(1<<62) + 1
+}
+
 // claimRounds bounds how many times one claim selects candidates: a limit
 // can fill up mid-batch, and the next round skips what is full.
 const claimRounds = 3
@@ -60,10 +68,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			bounded = cached.version
 		}
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
-		leaseID := p.LeaseID
-		if leaseID == 0 {
-			leaseID = rand.Int64N(1<<62) + 1
-		}
+		leaseID := leaseOf(p)
 		if err := t.candidatesAhead(p, cached, leaseID, len(bounds) == 0 && len(predicted) == 0); err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 
@@ -150,19 +149,13 @@ func (t *txn) dropAhead() error {
 // claim, and no step under a key of a limit or a rate among those it
 // selects (gateShut). Otherwise it claims nothing; the next ClaimSteps
 // claims as usual. It takes no lock but the claimed rows', so it may run
-// in a transaction that holds others (CompleteAndClaim).
-//
-// Where every step the transaction made ready is among those it claimed,
-// the transaction wakes no engine (quiet): they would find nothing.
+// in a transaction that holds others (CompleteAndClaim, InsertAndClaim).
 func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
 	pol := t.s.cachedPolicies()
 	if pol == nil || pol.all || !unchecked(p, pol) || len(t.s.predictedLimits()) > 0 {
 		return nil, nil
 	}
-	leaseID := p.LeaseID
-	if leaseID == 0 {
-		leaseID = rand.Int64N(1<<62) + 1
-	}
+	leaseID := leaseOf(p)
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
@@ -206,15 +199,17 @@ func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
 			}
 		}
 	}
-	if len(t.readyIDs) == t.readied {
-		taken := make(map[int64]bool, len(claimed))
-		for _, c := range claimed {
-			taken[c.ID] = true
-		}
-		t.quiet = !slices.ContainsFunc(t.readyIDs, func(id int64) bool { return !taken[id] })
-	}
 	if len(claimed) == 0 {
 		return nil, nil
 	}
 	return claimed, t.claimContext(claimed, deps)
+}
+
+// tookEvery reports whether claimed holds every step of ids.
+func tookEvery(claimed []store.ClaimedStep, ids []int64) bool {
+	taken := make(map[int64]bool, len(claimed))
+	for _, c := range claimed {
+		taken[c.ID] = true
+	}
+	return !slices.ContainsFunc(ids, func(id int64) bool { return !taken[id] })
 }

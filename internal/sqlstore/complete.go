@@ -38,14 +38,19 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 // claimed is empty where it claimed nothing.
 func (s *Store) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
 	err = s.write(ctx, engineOf(outcomes), func(t *txn) error {
-		claimed = nil
+		claimed, t.trackReady = nil, true
 		var err error
 		if results, err = t.record(outcomes); err != nil || t.readied == 0 || p.Limit <= 0 {
 			return err
 		}
 		t.engine = p.EngineID
-		claimed, err = t.claimGated(p)
-		return err
+		if claimed, err = t.claimGated(p); err != nil {
+			return err
+		}
+		// Where the claim took every step the outcomes made ready, no
+		// engine would find any.
+		t.quiet = len(t.readyIDs) == t.readied && tookEvery(claimed, t.readyIDs)
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
@@ -183,8 +188,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 	t.breakerHit(bk, o.Fence.StepID, taskID, name, o, to)
 	switch to {
 	case state.StepReady:
-		t.readied++
-		t.readyIDs = append(t.readyIDs, o.Fence.StepID)
+		t.madeReady(o.Fence.StepID)
 	case state.StepCompleted, state.StepFailed, state.StepSkipped:
 		if err := t.dynamicOutcome(o, taskID, name, children, to); err != nil {
 			return false, err

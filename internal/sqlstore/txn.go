@@ -23,11 +23,13 @@ type txn struct {
 	now     int64
 	engine  string
 	readied int
-	// readyIDs: the steps this transaction made ready that it knows of by
-	// id (all of them where there are readied); quiet: a claim in it took
-	// every one (claimGated), so it wakes no engine.
-	readyIDs []int64
-	quiet    bool
+	// readyIDs: where trackReady is set, the steps this transaction made
+	// ready that it knows of by id (all of them where there are readied);
+	// quiet: a claim in it took every step it made ready
+	// (CompleteAndClaim, InsertAndClaim), so it wakes no engine.
+	trackReady bool
+	readyIDs   []int64
+	quiet      bool
 	// timed: this transaction wrote a time something falls due (a delayed
 	// step, a ttl, a good_until, a schedule's next tick). Engines are told
 	// (DueWake, and the notification's payload NotifyDue), so that they
@@ -370,6 +372,14 @@ func (t *txn) writeAudit(now bool) error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
+}
+
+// madeReady counts a step this transaction made ready.
+func (t *txn) madeReady(id int64) {
+	t.readied++
+	if t.trackReady {
+		t.readyIDs = append(t.readyIDs, id)
+	}
 }
 
 // audit queues one audit entry; the transaction writes the queue in bulk
