@@ -3,6 +3,7 @@ package weft_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +66,47 @@ func TestSubmissionClaimsItsFirstSteps(t *testing.T) {
 		}
 		require.Equal(t, int64(2), s.withSubmission.Load(), "a and b, in one submission")
 	})
+}
+
+// TestFailedClaimWithOutcomesFallsBack: when the write that records a
+// batch and claims fails, the engine releases the claim's lease and writes
+// the batch as usual; a release the store refuses is not tried again (the
+// completer would otherwise wait on it until Stop).
+func TestFailedClaimWithOutcomesFallsBack(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		s := &failingClaims{claimCounter: claimCounter{Store: open(t)}}
+		e := newEngine(t, s, weft.Config{Concurrency: 4, PollInterval: time.Hour})
+		e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return nil, nil })
+		register(t, e, workflow.New("ns", "chain", "1").Step("a", "h").Step("b", "h", workflow.DependsOn("a")))
+		id := submit(t, e, weft.Submission{Workflow: "ns/chain"}).Task.ID
+		start(t, e)
+		require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+		require.Positive(t, s.releases.Load())
+		require.Equal(t, int64(0), s.withOutcomes.Load())
+		require.Equal(t, int64(2), s.claimed.Load(), "the claim loop claimed both")
+	})
+}
+
+// failingClaims fails every write that records outcomes and claims (a
+// connection lost) and every release of a lease: refused, or, while
+// unreachable, lost too.
+type failingClaims struct {
+	claimCounter
+	unreachable bool
+	releases    atomic.Int64
+}
+
+func (f *failingClaims) CompleteAndClaim(context.Context, []store.Outcome, store.ClaimParams) ([]error, []store.ClaimedStep, error) {
+	return nil, nil, errors.New("connection lost")
+}
+
+func (f *failingClaims) ReleaseLease(context.Context, string, int64) (int, error) {
+	f.releases.Add(1)
+	if f.unreachable {
+		return 0, errors.New("connection lost")
+	}
+	return 0, store.Refused(errors.New("refused"))
 }
 
 // claimCounter counts the steps a store's claims return.

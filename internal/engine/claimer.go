@@ -95,13 +95,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			got = len(claimed)
 			backlog = err != nil || got == n
 			e.heldBack.Store(held)
-			if got > 0 {
-				e.stir() // the steps may carry deadlines
-			}
-			for _, c := range claimed {
-				e.publishClaimed(c, false)
-			}
-			e.launch(claimed)
+			e.startClaimed(claimed)
 			e.slots.Return(n - got)
 		}
 		if (got > 0 && got == n) || deferred {
@@ -144,6 +138,19 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// startClaimed publishes and launches steps the engine claimed, for its
+// own slots.
+func (e *Engine) startClaimed(claimed []store.ClaimedStep) {
+	if len(claimed) == 0 {
+		return
+	}
+	e.stir() // the steps may carry deadlines
+	for _, c := range claimed {
+		e.publishClaimed(c, false)
+	}
+	e.launch(claimed)
 }
 
 // readyWoke tells those waiting on the engine that the store made steps

@@ -273,39 +273,27 @@ func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedSt
 	e.slots.Return(n - len(claimed))
 	return func() {
 		defer e.claiming.Done()
-		if len(claimed) == 0 {
-			return
-		}
-		e.stir() // the steps may carry deadlines
-		for _, c := range claimed {
-			e.publishClaimed(c, false)
-		}
-		e.launch(claimed)
+		e.startClaimed(claimed)
 	}, true, nil
 }
 
 // releaseLease returns the steps of a claim whose reply was lost to the
-// queue, trying until the store answers or Stop's deadline ends the
-// retries: they must not stay running under the engine's live lease.
+// queue (retried): they must not stay running under the engine's live
+// lease. Should the store refuse, they stay until the engine stops or
+// lapses, and are reclaimed then.
 func (e *Engine) releaseLease(engine string, lease int64) {
-	backoff := 10 * time.Millisecond
-	for {
-		n, err := e.store.ReleaseLease(e.flushCtx, engine, lease)
-		if err == nil {
-			if n > 0 {
-				e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", lease)
-			}
-			return
-		}
-		if e.flushCtx.Err() != nil {
-			return
-		}
-		e.failed(e.flushCtx, LoopCompleter, "release a failed claim (retrying)", err)
-		select {
-		case <-time.After(backoff):
-		case <-e.flushCtx.Done():
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	var n int
+	what := func() string { return "release a failed claim" }
+	err := e.retried(what, func() (err error) {
+		n, err = e.store.ReleaseLease(e.flushCtx, engine, lease)
+		return err
+	})
+	switch {
+	case err != nil:
+		e.log.Error("could not release the steps of a claim whose reply was lost; they are reclaimed when the engine stops or lapses",
+			"lease_id", lease, "error", err)
+	case n > 0:
+		e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", lease)
 	}
 }
 
@@ -342,18 +330,31 @@ const maxStoredError = 2048
 // completeSteps writes outcomes, retrying passing failures with backoff
 // until the write succeeds, fails for a reason that cannot pass, or Stop's
 // deadline ends the retries.
-func (e *Engine) completeSteps(outcomes []store.Outcome) ([]error, error) {
+func (e *Engine) completeSteps(outcomes []store.Outcome) (results []error, err error) {
+	what := func() string { return fmt.Sprintf("record %d outcomes", len(outcomes)) }
+	err = e.retried(what, func() (err error) {
+		results, err = e.store.CompleteSteps(e.flushCtx, outcomes)
+		return err
+	})
+	return results, err
+}
+
+// retried runs write, one of the completer's writes (what says which, for
+// the log: built only on a failure), until it succeeds, fails for a reason
+// that cannot pass (transient), or Stop's deadline ends the retries, with
+// backoff between tries.
+func (e *Engine) retried(what func() string, write func() error) error {
 	backoff := 10 * time.Millisecond
 	for {
-		results, err := e.store.CompleteSteps(e.flushCtx, outcomes)
+		err := write()
 		if err == nil {
 			e.succeeded(LoopCompleter)
 		}
 		if err == nil || !transient(err) || e.flushCtx.Err() != nil {
-			return results, err
+			return err
 		}
 		// Logged once per doubling of the failures, not per attempt.
-		e.failed(e.flushCtx, LoopCompleter, fmt.Sprintf("record %d outcomes (retrying)", len(outcomes)), err)
+		e.failed(e.flushCtx, LoopCompleter, what()+" (retrying)", err)
 		select {
 		case <-time.After(backoff):
 		case <-e.flushCtx.Done():

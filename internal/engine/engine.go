@@ -127,8 +127,9 @@ type Engine struct {
 	engineID     string
 	cancelRun    context.CancelFunc // stops the loops
 	loops        sync.WaitGroup
-	// claiming: claims the completer makes with a batch of outcomes
-	// (recordAndClaim), which Stop waits for before the handlers.
+	// claiming: claims made in a write of the engine's own (a batch of
+	// outcomes, a submission: claimInWrite), which Stop waits for before
+	// the handlers.
 	claiming sync.WaitGroup
 	rejoin   sync.Mutex // serialises re-registration after being declared dead
 	// sendMu guards completing: while it is set the completer runs and
