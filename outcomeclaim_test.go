@@ -88,6 +88,33 @@ func TestFailedClaimWithOutcomesFallsBack(t *testing.T) {
 	})
 }
 
+// TestStopWhileALostClaimCannotBeReleased: Stop ends at its deadline even
+// while the completer is still trying to release a claim whose reply was
+// lost, the database answering nothing.
+func TestStopWhileALostClaimCannotBeReleased(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		s := &failingClaims{claimCounter: claimCounter{Store: open(t)}, unreachable: true}
+		e := newEngine(t, s, weft.Config{Concurrency: 4, PollInterval: time.Hour})
+		e.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return nil, nil })
+		register(t, e, workflow.New("ns", "chain", "1").Step("a", "h").Step("b", "h", workflow.DependsOn("a")))
+		submit(t, e, weft.Submission{Workflow: "ns/chain"})
+		start(t, e)
+		eventually(t, "a release tried", func() bool { return s.releases.Load() > 0 })
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			stopped <- e.Stop(ctx)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(time.Minute):
+			t.Fatal("Stop did not return")
+		}
+	})
+}
+
 // failingClaims fails every write that records outcomes and claims (a
 // connection lost) and every release of a lease: refused, or, while
 // unreachable, lost too.

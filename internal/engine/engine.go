@@ -323,7 +323,17 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	e.cancelRun()
 	e.loops.Wait()
-	e.claiming.Wait()
+	// Claims made with a write of the engine's own are launched before the
+	// handlers are waited for; one whose lease the completer is releasing
+	// from an unreachable database gives up at the deadline.
+	claimed := make(chan struct{})
+	go func() { e.claiming.Wait(); close(claimed) }()
+	select {
+	case <-claimed:
+	case <-ctx.Done():
+		e.cancelFlush()
+		<-claimed
+	}
 	drained := make(chan struct{})
 	go func() { e.handlerWG.Wait(); close(drained) }()
 	select {
