@@ -122,9 +122,11 @@ func (g *gatherer) gather(batch []report) []report {
 			want = maxBatch
 			g.timer.Reset(wait)
 		}
-	case g.inflight() > busyBatch:
-		want = min(1+len(g.outbox)+g.inflight(), maxBatch)
-		g.timer.Reset(time.Millisecond)
+	default:
+		if n := g.inflight(); n > busyBatch {
+			want = min(1+len(g.outbox)+n, maxBatch)
+			g.timer.Reset(time.Millisecond)
+		}
 	}
 	defer g.timer.Stop()
 	for len(batch) < maxBatch {

@@ -52,10 +52,7 @@ func (p *Pool) Release() {
 	}
 	p.free++
 	p.mu.Unlock()
-	select {
-	case p.changed <- struct{}{}:
-	default:
-	}
+	p.signal()
 }
 
 // Return gives back k slots taken with TryTake but not used. Waiting
@@ -75,10 +72,15 @@ func (p *Pool) Return(k int) {
 	}
 	p.mu.Unlock()
 	if wake {
-		select {
-		case p.changed <- struct{}{}:
-		default:
-		}
+		p.signal()
+	}
+}
+
+// signal tells the claim loop that slots returned (coalesced).
+func (p *Pool) signal() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
 	}
 }
 

@@ -40,13 +40,14 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// The policy version (for the claim statement's gate) and, in the same
+	// statement, the claim's planner settings.
 	var version int64
-	q := `SELECT ` + policyVersion
+	var settings string
+	q, dest := `SELECT `+policyVersion, []any{&version}
 	if s.d.ClaimPlan != "" {
-		q += `, ` + s.d.ClaimPlan
+		q, dest = q+`, `+s.d.ClaimPlan, append(dest, &settings)
 	}
-	var plan string
-	dest := []any{&version, &plan}[:1+min(len(s.d.ClaimPlan), 1)]
 	if err := tx.QueryRow(ctx, s.bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
@@ -63,7 +64,7 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
-	plan, err = s.planLines(rows)
+	plan, err := s.planLines(rows)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
