@@ -78,7 +78,9 @@ func checkFile(path string, opened os.FileInfo) error {
 }
 
 // DB returns the writer's database/sql handle, for tests and tools that
-// inspect the file directly.
+// inspect the file directly and for transactions of the caller's own
+// (InsertTasksInTx). The store holds one of its two connections for its
+// own writes; the other serves these.
 func (s Store) DB() *sql.DB { return s.w }
 
 // InsertTasksInTx submits tasks inside the caller's *sql.Tx on this file
@@ -119,10 +121,11 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	if err != nil {
 		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	// One writer connection: writes in this process queue here instead of
-	// contending for the file lock.
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
+	// The store's writes run on one connection it holds (NewSQLDB), so
+	// that they queue in this process instead of contending for the file
+	// lock; a second one serves transactions of the caller's own (DB).
+	w.SetMaxOpenConns(2)
+	w.SetMaxIdleConns(2)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w, opts.BusyTimeout); err != nil {
@@ -159,10 +162,17 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	// The one writer connection does not cache statements itself, so the
-	// store prepares hot ones once.
+	// The driver does not cache statements itself: the store prepares
+	// its writes' once, on the connection it holds.
+	db, err := sqlstore.NewSQLDB(ctx, w, r, true)
+	if err != nil {
+		w.Close()
+		ck.close()
+		r.Close()
+		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
-		DB: checkpointedDB{sqlstore.NewSQLDB(w, r, true), ck}, Aging: opts.Aging, Clock: opts.Clock,
+		DB: checkpointedDB{db, ck}, Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: w, path: path, opened: opened}, nil
 }
@@ -225,8 +235,13 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 		return Store{}, fmt.Errorf("sqlite: %s (read-only): %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
+	sdb, err := sqlstore.NewSQLDB(ctx, db, db, false)
+	if err != nil {
+		db.Close()
+		return Store{}, fmt.Errorf("sqlite: %s (read-only): %w", path, err)
+	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
-		DB: sqlstore.NewSQLDB(db, db, false), Aging: opts.Aging, Clock: opts.Clock,
+		DB: sdb, Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: db, path: path, opened: opened}, nil
 }

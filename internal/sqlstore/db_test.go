@@ -1,0 +1,155 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // the driver of the held writer's tests
+	"github.com/stretchr/testify/require"
+)
+
+// heldDB opens a SQLite file as the SQLite store does: a writer of two
+// connections, one of them held for the store's writes.
+func heldDB(t *testing.T) (*SQLDB, *sql.DB) {
+	t.Helper()
+	w, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "held.db")+"?_journal_mode=WAL&_busy_timeout=50&_foreign_keys=on")
+	require.NoError(t, err)
+	w.SetMaxOpenConns(2)
+	_, err = w.Exec(`CREATE TABLE parents (id INTEGER PRIMARY KEY);
+		CREATE TABLE kids (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parents (id) DEFERRABLE INITIALLY DEFERRED)`)
+	require.NoError(t, err)
+	d, err := NewSQLDB(context.Background(), w, w, true)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	return d, w
+}
+
+func count(t *testing.T, d *SQLDB, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, d.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// TestHeldWriterEndsEveryTransaction: whatever a write did, the held
+// connection is outside any transaction afterwards, so the next write
+// begins.
+func TestHeldWriterEndsEveryTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// write runs in a transaction and ends it; ok: it committed.
+		write func(t *testing.T, tx Tx)
+		ok    bool
+	}{
+		{"committed", func(t *testing.T, tx Tx) {
+			_, err := tx.Exec(ctx, "INSERT INTO parents (id) VALUES (1)")
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(ctx))
+		}, true},
+		{"rolled back after a failed statement", func(t *testing.T, tx Tx) {
+			_, err := tx.Exec(ctx, "INSERT INTO parents (id) VALUES (1)")
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, "INSERT INTO nowhere VALUES (1)")
+			require.Error(t, err)
+			require.NoError(t, tx.Rollback(ctx))
+		}, false},
+		{"its COMMIT refused", func(t *testing.T, tx Tx) {
+			// A deferred constraint fails the COMMIT, which leaves
+			// SQLite's transaction open.
+			_, err := tx.Exec(ctx, "INSERT INTO kids (id, parent) VALUES (1, 99)")
+			require.NoError(t, err)
+			require.ErrorContains(t, tx.Commit(ctx), "FOREIGN KEY")
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d, _ := heldDB(t)
+			tx, err := d.Begin(ctx)
+			require.NoError(t, err)
+			tc.write(t, tx)
+			require.ErrorIs(t, tx.Rollback(ctx), sql.ErrTxDone)
+
+			tx, err = d.Begin(ctx)
+			require.NoError(t, err, "the next write begins")
+			_, err = tx.Exec(ctx, "INSERT INTO parents (id) VALUES (2)")
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(ctx))
+			want := 1
+			if tc.ok {
+				want = 2
+			}
+			require.Equal(t, want, count(t, d, "parents"))
+			require.Zero(t, count(t, d, "kids"))
+		})
+	}
+}
+
+// TestHeldWriterOneWriteAtATime: a write waits for the one under way, and
+// gives up waiting when its context ends; a transaction of the caller's
+// own, on the writer handle, needs no turn.
+func TestHeldWriterOneWriteAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, w := heldDB(t)
+	first, err := d.Begin(ctx)
+	require.NoError(t, err)
+
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err = d.Begin(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = d.Exec(short, "INSERT INTO parents (id) VALUES (7)")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	begun := make(chan error, 1)
+	go func() {
+		tx, err := d.Begin(ctx)
+		if err == nil {
+			_, err = tx.Exec(ctx, "INSERT INTO parents (id) VALUES (2)")
+			err = errors.Join(err, tx.Commit(ctx))
+		}
+		begun <- err
+	}()
+	_, err = first.Exec(ctx, "INSERT INTO parents (id) VALUES (1)")
+	require.NoError(t, err)
+	select {
+	case err := <-begun:
+		t.Fatalf("a second write ran beside the first: %v", err)
+	default:
+	}
+	require.NoError(t, first.Commit(ctx))
+	require.NoError(t, <-begun)
+
+	// The writer handle's other connection serves the caller's own
+	// transactions while the store holds its own.
+	tx, err := w.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, "INSERT INTO parents (id) VALUES (3)")
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	require.Equal(t, 3, count(t, d, "parents"))
+}
+
+// TestHeldWriterStatementsBounded: statements are prepared once on the held
+// connection and kept, up to maxCachedStatements.
+func TestHeldWriterStatementsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, _ := heldDB(t)
+	for i := range maxCachedStatements + 10 {
+		_, err := d.Exec(ctx, fmt.Sprintf("INSERT INTO parents (id) VALUES (%d)", i))
+		require.NoError(t, err)
+		_, err = d.Exec(ctx, "UPDATE parents SET id = id WHERE id = ?", i)
+		require.NoError(t, err)
+	}
+	require.Equal(t, maxCachedStatements+10, count(t, d, "parents"))
+	require.Len(t, d.held.stmts, maxCachedStatements)
+	require.Contains(t, d.held.stmts, "UPDATE parents SET id = id WHERE id = ?")
+}
