@@ -484,7 +484,11 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	q += ` ORDER BY sort_key LIMIT ?`
+	limit := s.d.ClaimLimit
+	if limit == "" {
+		limit = "LIMIT ?"
+	}
+	q += ` ORDER BY sort_key ` + limit
 	if s.d.ClaimLock != "" {
 		q += " " + s.d.ClaimLock
 	}

@@ -153,3 +153,40 @@ func TestHeldWriterStatementsBounded(t *testing.T) {
 	require.Len(t, d.held.stmts, maxCachedStatements)
 	require.Contains(t, d.held.stmts, "UPDATE parents SET id = id WHERE id = ?")
 }
+
+// BenchmarkClaimLimit runs the claim's query of candidates, prepared once
+// on the held writer inside a write transaction, with its LIMIT a bare
+// parameter and as SQLite's dialect writes it (Dialect.ClaimLimit): binding
+// a bare LIMIT parameter has SQLite prepare the statement again.
+func BenchmarkClaimLimit(b *testing.B) {
+	ctx := context.Background()
+	w, err := sql.Open("sqlite3", "file:"+filepath.Join(b.TempDir(), "limit.db")+"?_journal_mode=WAL")
+	require.NoError(b, err)
+	w.SetMaxOpenConns(2)
+	_, err = w.Exec(`CREATE TABLE steps (id INTEGER PRIMARY KEY, state TEXT, handler TEXT, sort_key INTEGER);
+		CREATE INDEX steps_ready ON steps (sort_key) WHERE state = 'ready';
+		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+		INSERT INTO steps SELECT i, CASE WHEN i % 100 = 0 THEN 'ready' ELSE 'succeeded' END, 'noop', i FROM n`)
+	require.NoError(b, err)
+	d, err := NewSQLDB(ctx, w, w, true)
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, d.Close()) })
+	for _, limit := range []string{"LIMIT ?", "LIMIT (SELECT ?)"} {
+		q := "SELECT id, handler FROM steps WHERE state = 'ready' AND handler IN (?) ORDER BY sort_key " + limit
+		b.Run(limit, func(b *testing.B) {
+			tx, err := d.Begin(ctx)
+			require.NoError(b, err)
+			defer tx.Rollback(ctx)
+			for b.Loop() {
+				rows, err := tx.Query(ctx, q, "noop", 5)
+				require.NoError(b, err)
+				n := 0
+				for rows.Next() {
+					n++
+				}
+				require.NoError(b, rows.Close())
+				require.Equal(b, 5, n)
+			}
+		})
+	}
+}

@@ -173,9 +173,14 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: checkpointedDB{db, ck}, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
+		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: w, path: path, opened: opened}, nil
 }
+
+// claimLimit is the claim's LIMIT (sqlstore.Dialect.ClaimLimit): a bare
+// parameter would have SQLite prepare the claim's query again at every
+// claim.
+const claimLimit = "LIMIT (SELECT ?)"
 
 func migrate(ctx context.Context, db *sql.DB, busyTimeout time.Duration) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
@@ -242,7 +247,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: sdb, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
+		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: db, path: path, opened: opened}, nil
 }
 
