@@ -117,6 +117,10 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "off")
 	q.Set("_txlock", "immediate")
+	// database/sql uses a connection from one goroutine at a time, so
+	// SQLite's own mutex around every call on it (its default, serialized
+	// mode) only costs: five percent of fanout5's workflows a second.
+	q.Set("_mutex", "no")
 	w, err := sql.Open(writerDriverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		return Store{}, fmt.Errorf("sqlite: open %s: %w", path, err)
