@@ -42,9 +42,10 @@ func TestTransient(t *testing.T) {
 }
 
 // TestGather: an engine with little in flight writes what is queued at
-// once; a busy one gathers what arrives until its period since the last
-// write has passed (here an hour: until the engine stops), and writes a
-// full batch at once.
+// once, unless handlers launched with the first outcome's still run: then
+// it waits for them (here up to an hour: until the engine stops); a busy
+// one gathers what arrives until its period since the last write has
+// passed (an hour too), and writes a full batch at once.
 func TestGather(t *testing.T) {
 	t.Parallel()
 	const queued = 3
@@ -52,14 +53,19 @@ func TestGather(t *testing.T) {
 		name string
 		busy bool          // the last batch was full enough
 		ago  time.Duration // since the last write
+		// siblings: handlers launched with the first outcome's, still
+		// running (-1: it was not launched with others).
+		siblings int32
 		// late: outcomes sent one at a time once gathering began, each
 		// taken before the next is sent, then the engine stops.
 		late int
 		want int
 	}{
-		{"idle: what is queued", false, 0, 0, 1 + queued},
-		{"busy, period passed: what is queued", true, time.Hour, 0, 1 + queued},
-		{"busy, within the period: what arrives until the engine stops", true, 0, 5, 1 + queued + 5},
+		{"idle: what is queued", false, 0, -1, 0, 1 + queued},
+		{"idle, siblings done: what is queued", false, 0, 0, 0, 1 + queued},
+		{"idle, siblings running: what is queued and they send", false, 0, 2, 2, 1 + queued + 2},
+		{"busy, period passed: what is queued", true, time.Hour, -1, 0, 1 + queued},
+		{"busy, within the period: what arrives until the engine stops", true, 0, -1, 5, 1 + queued + 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -67,15 +73,20 @@ func TestGather(t *testing.T) {
 			for range queued {
 				outbox <- report{}
 			}
-			g := newGatherer(outbox, func() int { return 0 }, time.Hour)
+			g := newGatherer(outbox, func() int { return 0 }, time.Hour, time.Hour)
 			defer g.stop()
+			first := report{}
+			if tc.siblings >= 0 {
+				first.launched = &launchGroup{}
+				first.launched.running.Store(tc.siblings)
+			}
 			n := 0
 			if tc.busy {
 				n = busyBatch
 			}
 			g.wrote(n, time.Now().Add(-tc.ago))
 			done := make(chan int, 1)
-			go func() { done <- len(g.gather([]report{{}})) }()
+			go func() { done <- len(g.gather([]report{first})) }()
 			if tc.late > 0 {
 				// Once the queued are taken, the buffer takes at most
 				// queued more: each send past that needs gather to wait.
@@ -102,7 +113,7 @@ func TestGather(t *testing.T) {
 		for range 2 * maxBatch {
 			outbox <- report{}
 		}
-		g := newGatherer(outbox, func() int { return 0 }, time.Hour)
+		g := newGatherer(outbox, func() int { return 0 }, time.Hour, time.Hour)
 		defer g.stop()
 		g.wrote(busyBatch, time.Now())
 		require.Len(t, g.gather([]report{{}}), maxBatch)

@@ -77,6 +77,8 @@ func (e *Engine) launch(claimed []store.ClaimedStep) {
 	}
 	e.mu.Unlock()
 	e.handlerWG.Add(len(claimed))
+	group := &launchGroup{}
+	group.running.Store(int32(len(claimed)))
 	for i := range claimed {
 		c, ctx, cancel := claimed[i], runs[i].ctx, runs[i].cancel
 		go func() {
@@ -93,8 +95,9 @@ func (e *Engine) launch(claimed []store.ClaimedStep) {
 				e.preemptible--
 			}
 			e.mu.Unlock()
+			group.running.Add(-1)
 			if record {
-				e.outbox <- report{outcome: o}
+				e.outbox <- report{outcome: o, launched: group}
 			}
 		}()
 	}
