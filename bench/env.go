@@ -111,7 +111,7 @@ func (e *env) settings() []string {
 	if e.backend == "sqlite" {
 		s = append(s,
 			"SQLite via mattn/go-sqlite3 for both, a fresh file per run, WAL, synchronous=NORMAL, busy_timeout 5s",
-			"weft: 1 writer + 4 reader connections (its store's design); River: 1 connection (riversqlite's advice)")
+			"weft: its writes on the one writer connection it holds, 4 reader connections (its store's design); River: 1 connection (riversqlite's advice)")
 		return s
 	}
 	pgss := "pg_stat_statements off"
