@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/weftrun/weft/store"
 )
@@ -175,13 +174,13 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 				return err
 			}
 		}
-		ids, withDeps, more, err := t.candidates(want, p, pol, keys, rates, round)
+		ids, more, err := t.candidates(want, p, pol, keys, rates, round)
 		if err != nil {
 			return err
 		}
 		*held = *held || keys.heldBack
 		if len(ids) > 0 {
-			got, gotDeps, short, err := t.claimTaken(ids, withDeps, leaseID)
+			got, gotDeps, short, err := t.claimTaken(ids, leaseID)
 			if err != nil {
 				return err
 			}
@@ -318,20 +317,19 @@ type candidate struct {
 	rateKey    string
 	rateN      int
 	ratePer    int64
-	hasDeps    bool // it depends on other steps
 }
 
 // candidates selects the best ready steps, skipping paused targets and
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, withDeps, more bool, err error) {
+func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
 	if round == 0 && pol != nil && pol.weights != nil {
 		if q, args, fair, err = t.fairQuery(want, p, pol, keys); err != nil {
-			return nil, false, false, err
+			return nil, false, err
 		}
 	}
 	if !fair {
@@ -342,17 +340,17 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		rows, err = t.query(q, args...)
 	}
 	if err != nil {
-		return nil, false, false, fmt.Errorf("select ready steps: %w", err)
+		return nil, false, fmt.Errorf("select ready steps: %w", err)
 	}
 	ready, seen, err := scanCandidates(rows)
 	if err != nil {
-		return nil, false, false, err
+		return nil, false, err
 	}
 	if pol != nil && len(ready) > 0 && seen != pol.version {
 		// The policies moved between the claim's first statement and
 		// this one, which may see work made ready since under them (a
 		// pause, a breaker that opened): claim under the new ones.
-		return nil, false, false, errPoliciesMoved
+		return nil, false, errPoliciesMoved
 	}
 	limited := false
 	for _, c := range ready {
@@ -366,7 +364,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		// Only now, and only for the limits of these candidates: count
 		// what runs under each (locked on PostgreSQL, see limits.go).
 		if err := t.countKeys(ready, keys, round == 0); err != nil {
-			return nil, false, false, err
+			return nil, false, err
 		}
 		kept = make([]candidate, 0, len(ready))
 		for _, c := range ready {
@@ -379,16 +377,16 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
 	if kept, err = t.probes(kept, keys.brk); err != nil {
-		return nil, false, false, err
+		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
 	probing := keys.brk != nil && len(keys.brk.probed) > 0
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
-		return nil, false, false, err
+		return nil, false, err
 	}
 	if err := t.unprobed(kept, keys.brk); err != nil {
-		return nil, false, false, err
+		return nil, false, err
 	}
 	if t.rateTake != nil {
 		// Whether the take left some of kept unclaimed is known after the
@@ -397,7 +395,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	}
 	// Slots a namespace of the fair share could not use go to the next
 	// round.
-	return idsOf(kept), slices.ContainsFunc(kept, func(c candidate) bool { return c.hasDeps }), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
+	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
 }
 
 // scanCandidates reads the rows of claimQuery: the candidates, and the
@@ -405,7 +403,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 func scanCandidates(rows Rows) (ready []candidate, seen int64, err error) {
 	ready, err = collect(rows, func(r Row) (candidate, error) {
 		var c candidate
-		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &c.hasDeps, &seen)
+		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &seen)
 		return c, err
 	})
 	if err != nil {
@@ -428,7 +426,7 @@ func idsOf(cs []candidate) []int64 {
 func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	// The policy version, read with the steps (policyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
-	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, deps <> '', ` +
+	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
 		policyVersion + ` FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {

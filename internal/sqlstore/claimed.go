@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -21,19 +22,12 @@ import (
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone. Where the database allows it, the same statement starts their
 // tasks and loads the task's part of what the handlers see (claimContext
-// does the rest); withDeps: one of ids depends on other steps.
-func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+// does the rest).
+func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.idIn("id", ids)
 	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
 	if err != nil {
 		return nil, nil, err
-	}
-	// The results of the dependencies of the steps, read right after the
-	// statement in its round trip where the transaction pipelines.
-	var depRows Rows
-	if p, ok := t.x.(Pipeliner); ok && withDeps {
-		dq, dargs := t.depResultsOf(ids)
-		depRows = p.Follow(Statement{Query: t.s.bind(dq), Args: dargs, What: "load dependency results"})
 	}
 	rows, err := t.query(st.q, st.args...)
 	if err != nil {
@@ -42,16 +36,6 @@ func (t *txn) claim(ids []int64, withDeps bool, leaseID int64) ([]store.ClaimedS
 	out, deps, _, err := t.readClaimed(rows, st, len(ids), leaseID)
 	if err != nil {
 		return nil, nil, err
-	}
-	if depRows != nil {
-		if err := t.readDepResults(depRows); err != nil {
-			return nil, nil, err
-		}
-		for i := range out {
-			if _, read := t.depResults[out[i].ID]; !read && len(deps[i]) > 0 {
-				t.depResults[out[i].ID] = nil // every dependency skipped
-			}
-		}
 	}
 	return out, deps, nil
 }
@@ -118,12 +102,12 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
-	// Entries queued before the claim (a breaker's probe) keep their
-	// place ahead of those the claim statement writes.
-	if len(t.audits) > 0 {
-		if err := t.flushAuditNow(); err != nil {
-			return st, err
-		}
+	// Entries queued before the claim (a breaker's probe, the outcomes
+	// of a batch that claims) keep their place ahead of those the claim
+	// statement writes: their statement goes ahead of it, in its round
+	// trip where the transaction pipelines.
+	if err := t.flushAudit(); err != nil {
+		return st, err
 	}
 	// The tasks to start by primary key: (state || '') keeps the
 	// planner off tasks_state, whose pending entries of tasks started
@@ -158,9 +142,11 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 				FROM s LEFT JOIN started ON started.id = s.task_id) AS e
 			ORDER BY task_id, idx)`
 	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = %s.task_id OFFSET 0) t`
+	// The results of each step's dependencies come with it (depResultsOf),
+	// not in a statement of their own.
 	st.q = `WITH ` + lead + take + `s AS (` + update + `),
 		started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
-		SELECT s.*, t.input, t.workflow, t.version, t.traceparent, s.task_id IN (SELECT id FROM started)` + totalsCols + granted
+		SELECT s.*, t.input, t.workflow, t.version, t.traceparent, ` + depResultsOf + `, s.task_id IN (SELECT id FROM started)` + totalsCols + granted
 	if st.gated {
 		st.q += `, true`
 	}
@@ -168,7 +154,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	if st.gated {
 		// Where the gate is shut: one row of the first candidate, as it
 		// is, that says so.
-		st.q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, false, false
+		st.q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	args = append(args, t.now)
@@ -188,6 +174,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 		stepRow
 		sortKey int64
 		task    claimedTask
+		results sql.NullString // of its dependencies: depResultsOf
 		started bool
 		totals  [2]sql.NullInt64
 		granted []string
@@ -199,7 +186,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	var input string
 	dest := append(x.dest(), &c.sortKey)
 	if t.s.d.WithWrites {
-		dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.started)
+		dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.results, &c.started)
 	}
 	if st.totaling {
 		dest = append(dest, &c.totals[0], &c.totals[1])
@@ -242,6 +229,11 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 		}
 		if t.s.d.WithWrites {
 			st.task.set(&out[i]) // the statement wrote the audit rows
+			if len(st.deps) > 0 {
+				if err := t.readDepResults(out[i].ID, st.results); err != nil {
+					return nil, nil, false, fmt.Errorf("claim steps: %w", err)
+				}
+			}
 		}
 	}
 	return out, deps, false, nil
@@ -286,31 +278,20 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	if len(unread) > 0 {
-		var q string
-		var args []any
-		if t.s.d.Arrays {
-			ids := make([]int64, len(unread))
-			for j, i := range unread {
-				ids[j] = claimed[i].ID
+		var rows [][]any
+		for _, i := range unread {
+			for _, d := range deps[i] {
+				rows = append(rows, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
-			q, args = t.depResultsOf(ids)
-		} else {
-			var rows [][]any
-			for _, i := range unread {
-				for _, d := range deps[i] {
-					rows = append(rows, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
-				}
-			}
-			var from string
-			from, args = t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
-			q = `SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM ` + from + `
-				JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
 		}
-		rows, err := t.query(q, args...)
+		from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
+		q := `SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM ` + from + `
+			JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
+		rows2, err := t.query(q, args...)
 		if err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
 		}
-		if err := t.readDepResults(rows); err != nil {
+		if err := t.readDepRows(rows2); err != nil {
 			return err
 		}
 	}
@@ -331,17 +312,12 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	return nil
 }
 
-// depResultsOf is the read of the results of the dependencies of the
-// steps ids, as readDepResults reads them, where the database takes arrays:
-// by the steps' own list of dependencies. Skipped dependencies did not run:
-// they have no result to pass on.
-func (t *txn) depResultsOf(ids []int64) (string, []any) {
-	in, args := t.idIn("c.id", ids)
-	return `SELECT c.id, s.name, s.result, s.kind, s.idx FROM steps c
-		CROSS JOIN LATERAL unnest(string_to_array(c.deps, ',')::bigint[]) AS d(idx)
-		CROSS JOIN LATERAL (SELECT name, result, kind, idx FROM steps WHERE task_id = c.task_id AND idx = d.idx AND state != 'skipped' OFFSET 0) s
-		WHERE ` + in, args
-}
+// depResultsOf is a column of the claim statement's rows, where a
+// statement's WITH may write: the results of the step's dependencies that
+// were not skipped, as a JSON array of [name, result, kind, index] in index
+// order (readDepResults), or NULL where it has none.
+const depResultsOf = `CASE WHEN s.deps <> '' THEN (SELECT json_agg(json_build_array(d.name, d.result, d.kind, d.idx) ORDER BY d.idx)::text
+	FROM steps d WHERE d.task_id = s.task_id AND d.idx = ANY(string_to_array(s.deps, ',')::bigint[]) AND d.state != 'skipped') END`
 
 // depResult is the result of a dependency of a claimed step.
 type depResult struct {
@@ -350,11 +326,41 @@ type depResult struct {
 	idx        int
 }
 
-// readDepResults reads rows of dependency results (the claimed step's id,
+// readDepResults reads the results of the dependencies of claimed step id
+// as the claim statement returned them (depResultsOf) into t.depResults:
+// none where NULL (every dependency skipped).
+func (t *txn) readDepResults(id int64, col sql.NullString) error {
+	if t.depResults == nil {
+		t.depResults = map[int64][]depResult{}
+	}
+	if !col.Valid {
+		t.depResults[id] = nil
+		return nil
+	}
+	var got [][4]json.RawMessage
+	if err := json.Unmarshal([]byte(col.String), &got); err != nil {
+		return fmt.Errorf("load dependency results: %w", err)
+	}
+	results := make([]depResult, len(got))
+	for i, g := range got {
+		d := &results[i]
+		var result *string
+		if err := errors.Join(json.Unmarshal(g[0], &d.name), json.Unmarshal(g[1], &result),
+			json.Unmarshal(g[2], &d.kind), json.Unmarshal(g[3], &d.idx)); err != nil {
+			return fmt.Errorf("load dependency results: %w", err)
+		}
+		if result != nil {
+			d.result = sql.NullString{String: *result, Valid: true}
+		}
+	}
+	t.depResults[id] = results
+	return nil
+}
+
+// readDepRows reads rows of dependency results (the claimed step's id,
 // the dependency's name, result, kind and index) into t.depResults, each
-// step's in index order (the claim's planner settings rule out a sort in
-// the statement).
-func (t *txn) readDepResults(rows Rows) error {
+// step's in index order.
+func (t *txn) readDepRows(rows Rows) error {
 	type row struct {
 		step int64
 		depResult

@@ -186,15 +186,13 @@ func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
 		if len(ready) > 0 && seen != pol.version {
 			return nil, nil
 		}
-		withDeps := false
 		for _, c := range ready {
 			if keys.limited(c) || len(candidateRates(c, pol, nil)) > 0 {
 				return nil, nil
 			}
-			withDeps = withDeps || c.hasDeps
 		}
 		if len(ready) > 0 {
-			if claimed, deps, err = t.claim(idsOf(ready), withDeps, leaseID); err != nil {
+			if claimed, deps, err = t.claim(idsOf(ready), leaseID); err != nil {
 				return nil, err
 			}
 		}

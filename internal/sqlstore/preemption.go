@@ -40,7 +40,7 @@ func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step
 			// round+1: a peek never waits for the locks of a limit; one
 			// held by a claim under way counts as full.
 			// No rate claim: a peek takes no token and defers nothing.
-			ids, _, more, err := t.candidates(1, p, pol, keys, nil, round+1)
+			ids, more, err := t.candidates(1, p, pol, keys, nil, round+1)
 			if errors.Is(err, errPoliciesMoved) {
 				return nil // the next peek reads them again
 			}

@@ -237,8 +237,8 @@ func (rc *rateClaim) reserved(upsert []*bucketNeed) {
 // own (rateFallback). short reports that the take then left some of ids
 // unclaimed while the round's query returned all it was asked for: the
 // next round may find more, as after a take of its own.
-func (t *txn) claimTaken(ids []int64, withDeps bool, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
-	got, deps, err = t.claim(ids, withDeps, leaseID)
+func (t *txn) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
+	got, deps, err = t.claim(ids, leaseID)
 	o := t.rateTake
 	if err != nil || o == nil {
 		return got, deps, false, err
@@ -252,7 +252,7 @@ func (t *txn) claimTaken(ids []int64, withDeps bool, leaseID int64) (got []store
 	if err != nil || len(kept) == 0 {
 		return nil, nil, o.full && len(ids) > 0, err
 	}
-	got, deps, err = t.claim(kept, withDeps, leaseID)
+	got, deps, err = t.claim(kept, leaseID)
 	return got, deps, o.full && len(kept) < len(ids), err
 }
 

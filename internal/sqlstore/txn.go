@@ -337,14 +337,7 @@ func (r *auditRow) entries() int {
 // flushAudit writes the queued audit entries, folded (foldAudit), in one
 // statement whatever their count, sent with the commit where it can be
 // (soon).
-func (t *txn) flushAudit() error { return t.writeAudit(false) }
-
-// flushAuditNow writes the queued audit entries at once, ahead of entries
-// a later statement writes itself (a claim's).
-func (t *txn) flushAuditNow() error { return t.writeAudit(true) }
-
-// writeAudit writes the queued audit entries: now, or soon.
-func (t *txn) writeAudit(now bool) error {
+func (t *txn) flushAudit() error {
 	entries := foldAudit(t.audits)
 	t.audits = nil
 	if len(entries) == 0 {
@@ -364,14 +357,7 @@ func (t *txn) writeAudit(now bool) error {
 		{"u_task_reason", colText}, {"u_steps", colText}}, rows)
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps)
 		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps FROM ` + from
-	args = append([]any{t.now}, args...)
-	if !now {
-		return t.soon("audit", q, args...)
-	}
-	if _, err := t.exec(q, args...); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
+	return t.soon("audit", q, append([]any{t.now}, args...)...)
 }
 
 // madeReady counts a step this transaction made ready.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -52,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"PriorityAging", testPriorityAging},
 		{"NamespaceCaps", testNamespaceCaps},
 		{"DiamondReadiness", testDiamondReadiness},
+		{"DependencyResultsAsStored", testDependencyResults},
 		{"FailureSkipsDescendants", testFailureSkipsDescendants},
 		{"RetryWaitsThenPromotes", testRetryWaits},
 		{"SnoozeGivesAttemptBack", testSnooze},
@@ -343,6 +345,45 @@ func testDiamondReadiness(t *testing.T, h *harness) {
 	task := h.task(id)
 	require.Equal(t, state.TaskCompleted, task.State)
 	require.NotNil(t, task.FinishedAt)
+}
+
+// testDependencyResults: a claimed step sees each dependency's result as it
+// was stored, byte for byte (null where there is none), and none of a
+// dependency that was skipped.
+func testDependencyResults(t *testing.T, h *harness) {
+	const odd = `{"s":"é \"q\" \\ \u0001 😀","n":1e400,"z":[ 1 , 2 ]}`
+	steps := []store.StepInsert{
+		{Name: "odd", Handler: "h", MaxAttempts: 1},
+		{Name: "none", Handler: "h", MaxAttempts: 1},
+		{Name: "text", Handler: "h", MaxAttempts: 1},
+		{Name: "skipped", Handler: "h", MaxAttempts: 1},
+		{Name: "all", Handler: "h", MaxAttempts: 1, Deps: []int{0, 1, 2, 3}, TriggerRule: string(dag.AllDone)},
+		{Name: "only-skipped", Handler: "h", MaxAttempts: 1, Deps: []int{3}, TriggerRule: string(dag.AllDone)},
+	}
+	h.insert(store.TaskInsert{Steps: steps})
+	parents := h.claim("e1", 10)
+	require.Len(t, parents, 4)
+	results := map[string]string{"odd": odd, "text": `"just a string"`}
+	for _, c := range parents {
+		o := store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepCompleted}
+		switch c.Name {
+		case "skipped":
+			o.State, o.Reason = state.StepSkipped, "when: false"
+		case "none":
+		default:
+			o.Result = json.RawMessage(results[c.Name])
+		}
+		require.NoError(t, h.complete(o)[0])
+	}
+	children := map[string]store.ClaimedStep{}
+	for _, c := range h.claim("e1", 10) {
+		children[c.Name] = c
+	}
+	require.Len(t, children, 2)
+	require.Equal(t, map[string]json.RawMessage{"odd": json.RawMessage(odd), "none": json.RawMessage("null"),
+		"text": json.RawMessage(`"just a string"`)}, children["all"].Deps)
+	require.Equal(t, []string{"odd", "none", "text"}, children["all"].DependsOn)
+	require.Empty(t, children["only-skipped"].Deps)
 }
 
 func testFailureSkipsDescendants(t *testing.T, h *harness) {
