@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -41,36 +40,132 @@ func (t *txn) eligible(id, taskID int64, name string, from state.Step, locked bo
 	return err
 }
 
-// parentEnded updates a pending child's dependency counts and applies its
-// trigger rule.
-func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName string) error {
-	var ok, failed, skipped int
-	switch {
-	case parent.Succeeded():
-		ok = 1
-	case parent == state.StepSkipped:
-		skipped = 1
-	default:
-		failed = 1
+// parentsEnded tells the pending children of ended steps: their
+// dependency counts grow in one statement, and each child's trigger rule
+// is applied as if its parents had ended one at a time, in the order of
+// ended (a decided rule stays decided, dag.Decide), so that a skip names
+// the parent that decided it.
+func (t *txn) parentsEnded(ended []endedStep) error {
+	type key struct {
+		task int64
+		idx  int
 	}
-	var id int64
-	var name, deps, children string
-	var c dag.Counts
-	var priority, extra int
-	var ttl, waitTimeout int64
-	var rule, kind, signal string
-	err := t.queryRow(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
-		WHERE task_id = ? AND idx = ? AND state = 'pending'
-		RETURNING id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`,
-		ok, failed, skipped, taskID, child).Scan(&id, &name, &deps, &children, &c.Succeeded, &c.Failed, &c.Skipped, &priority, &ttl, &rule, &extra, &kind, &signal, &waitTimeout)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // not pending: cancelled or already decided
+	type parent struct {
+		name string
+		st   state.Step
+	}
+	type child struct {
+		ok, failed, skipped int64
+		parents             []parent
+	}
+	var order []key
+	children := map[key]*child{}
+	for _, e := range ended {
+		for _, idx := range parseIdx(e.children) {
+			k := key{e.taskID, idx}
+			c := children[k]
+			if c == nil {
+				c = &child{}
+				children[k] = c
+				order = append(order, k)
+			}
+			switch {
+			case e.st.Succeeded():
+				c.ok++
+			case e.st == state.StepSkipped:
+				c.skipped++
+			default:
+				c.failed++
+			}
+			c.parents = append(c.parents, parent{e.name, e.st})
+		}
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`
+	var q Rows
+	var err error
+	if len(order) == 1 {
+		// One child (a chain): by parameters, which SQLite runs faster
+		// than a rowset of one.
+		k, c := order[0], children[order[0]]
+		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
+			WHERE task_id = ? AND idx = ? AND state = 'pending'`+returning, c.ok, c.failed, c.skipped, k.task, k.idx)
+	} else {
+		rows := make([][]any, len(order))
+		for i, k := range order {
+			c := children[k]
+			rows[i] = []any{k.task, int64(k.idx), c.ok, c.failed, c.skipped}
+		}
+		from, args := t.rowset("p", []column{{"p_task", colInt}, {"p_idx", colInt}, {"p_ok", colInt}, {"p_failed", colInt}, {"p_skipped", colInt}}, rows)
+		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + p.p_ok, deps_failed = deps_failed + p.p_failed, deps_skipped = deps_skipped + p.p_skipped
+			FROM `+from+` WHERE steps.task_id = p.p_task AND steps.idx = p.p_idx AND steps.state = 'pending'`+returning, args...)
 	}
 	if err != nil {
-		return fmt.Errorf("update dependents of task %d: %w", taskID, err)
+		return fmt.Errorf("update dependents: %w", err)
 	}
-	c.Total = len(parseIdx(deps)) + extra
-	switch dag.Decide(dag.Rule(rule), c) {
+	type pending struct {
+		id                   int64
+		name, deps, children string
+		c                    dag.Counts
+		priority, extra      int
+		ttl, waitTimeout     int64
+		rule, kind, signal   string
+	}
+	got := map[key]pending{}
+	var k key
+	var r pending
+	dest := []any{&k.task, &k.idx, &r.id, &r.name, &r.deps, &r.children, &r.c.Succeeded, &r.c.Failed, &r.c.Skipped, &r.priority, &r.ttl,
+		&r.rule, &r.extra, &r.kind, &r.signal, &r.waitTimeout}
+	if _, err := collect(q, func(row Row) (struct{}, error) {
+		if err := row.Scan(dest...); err != nil {
+			return struct{}{}, err
+		}
+		got[k] = r
+		return struct{}{}, nil
+	}); err != nil {
+		return fmt.Errorf("update dependents: %w", err)
+	}
+	// Children no longer pending (cancelled or already decided) did not
+	// change.
+	for _, k := range order {
+		r, ok := got[k]
+		if !ok {
+			continue
+		}
+		c := children[k]
+		// The counts before this batch, then each parent's end in turn.
+		n := dag.Counts{Total: len(parseIdx(r.deps)) + r.extra, Succeeded: r.c.Succeeded - int(c.ok),
+			Failed: r.c.Failed - int(c.failed), Skipped: r.c.Skipped - int(c.skipped)}
+		decision, by := dag.Wait, parent{}
+		for _, p := range c.parents {
+			switch {
+			case p.st.Succeeded():
+				n.Succeeded++
+			case p.st == state.StepSkipped:
+				n.Skipped++
+			default:
+				n.Failed++
+			}
+			if decision = dag.Decide(dag.Rule(r.rule), n); decision != dag.Wait {
+				by = p
+				break
+			}
+		}
+		if err := t.decideChild(k.task, r.id, r.name, r.children, decision, by.name, by.st, r.rule, r.kind, r.signal,
+			r.priority, r.ttl, r.waitTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideChild applies decision to a pending child whose parent parentName
+// ended parentState and decided it.
+func (t *txn) decideChild(taskID, id int64, name, children string, decision dag.Decision, parentName string, parentState state.Step,
+	rule, kind, signal string, priority int, ttl, waitTimeout int64) error {
+	switch decision {
 	case dag.Run:
 		if kind == store.KindSignal {
 			return t.beginWait(id, taskID, name, children, signal, time.Duration(waitTimeout)*time.Microsecond)
@@ -78,9 +173,9 @@ func (t *txn) parentEnded(taskID int64, child int, parent state.Step, parentName
 		// Its row, locked by the update above, is pending.
 		return t.eligible(id, taskID, name, state.StepPending, true, priority, ttl, 0, "dependencies satisfied")
 	case dag.Skip:
-		reason := fmt.Sprintf("dependency %q %s", parentName, parent)
+		reason := fmt.Sprintf("dependency %q %s", parentName, parentState)
 		if rule != "" && rule != string(dag.AllSuccess) {
-			reason = fmt.Sprintf("trigger rule %s is false (dependency %q %s)", rule, parentName, parent)
+			reason = fmt.Sprintf("trigger rule %s is false (dependency %q %s)", rule, parentName, parentState)
 		}
 		moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
 		if err != nil || !moved {
@@ -244,14 +339,7 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 			}
 		}
 	}
-	for _, e := range ended {
-		for _, child := range parseIdx(e.children) {
-			if err := t.parentEnded(e.taskID, child, e.st, e.name); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return t.parentsEnded(ended)
 }
 
 // endTask moves a task to a terminal state and every non-terminal step of it

@@ -7,8 +7,10 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"NamespaceCaps", testNamespaceCaps},
 		{"DiamondReadiness", testDiamondReadiness},
 		{"DependencyResultsAsStored", testDependencyResults},
+		{"ParentsEndingTogether", testParentsEndingTogether},
 		{"FailureSkipsDescendants", testFailureSkipsDescendants},
 		{"RetryWaitsThenPromotes", testRetryWaits},
 		{"SnoozeGivesAttemptBack", testSnooze},
@@ -384,6 +387,59 @@ func testDependencyResults(t *testing.T, h *harness) {
 		"text": json.RawMessage(`"just a string"`)}, children["all"].Deps)
 	require.Equal(t, []string{"odd", "none", "text"}, children["all"].DependsOn)
 	require.Empty(t, children["only-skipped"].Deps)
+}
+
+// testParentsEndingTogether: parents whose outcomes are recorded in one
+// batch decide their child as if they had ended one at a time, in step
+// order: a skip names the parent that decided it, a run is one transition.
+func testParentsEndingTogether(t *testing.T, h *harness) {
+	for _, tc := range []struct {
+		name   string
+		rule   dag.Rule
+		failed []string // the parents that fail; the others succeed
+		want   state.Step
+		reason string // of the child's transition
+	}{
+		{"all succeed", dag.AllSuccess, nil, state.StepReady, "dependencies satisfied"},
+		{"the second fails first", dag.AllSuccess, []string{"p2", "p3"}, state.StepSkipped, `dependency "p2" failed`},
+		{"one success, the third", dag.OneSuccess, []string{"p1", "p2"}, state.StepReady, "dependencies satisfied"},
+		{"one failed, none", dag.OneFailed, nil, state.StepSkipped, `trigger rule one_failed is false (dependency "p3" completed)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A handler of its own: the children of the cases before stay
+			// ready.
+			handler := "h-" + tc.name
+			id := h.insert(store.TaskInsert{Steps: []store.StepInsert{
+				{Name: "p1", Handler: handler, MaxAttempts: 1},
+				{Name: "p2", Handler: handler, MaxAttempts: 1},
+				{Name: "p3", Handler: handler, MaxAttempts: 1},
+				{Name: "child", Handler: handler, MaxAttempts: 1, Deps: []int{0, 1, 2}, TriggerRule: string(tc.rule)},
+			}})[0].Task.ID
+			parents := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 10, Handlers: []string{handler}})
+			require.Len(t, parents, 3)
+			slices.SortFunc(parents, func(a, b store.ClaimedStep) int { return cmp.Compare(a.ID, b.ID) })
+			outcomes := make([]store.Outcome, len(parents))
+			for i, c := range parents {
+				outcomes[i] = store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepCompleted, Result: json.RawMessage(`{}`)}
+				if slices.Contains(tc.failed, c.Name) {
+					outcomes[i].State, outcomes[i].Result, outcomes[i].Error = state.StepFailed, nil, "boom"
+				}
+			}
+			for _, err := range h.complete(outcomes...) {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.want, states(h.task(id))["child"])
+			audit, err := h.s.Audit(h.ctx, id)
+			require.NoError(t, err)
+			var reasons []string
+			for _, e := range audit {
+				if e.Step == "child" && e.From == string(state.StepPending) {
+					reasons = append(reasons, e.Reason)
+				}
+			}
+			require.Equal(t, []string{tc.reason}, reasons, "one transition of the child")
+		})
+	}
 }
 
 func testFailureSkipsDescendants(t *testing.T, h *harness) {
