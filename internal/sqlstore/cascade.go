@@ -55,8 +55,8 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		st   state.Step
 	}
 	type child struct {
-		ok, failed, skipped int64
-		parents             []parent
+		add     dag.Counts // the batch's ends (Total unused)
+		parents []parent
 	}
 	var order []key
 	children := map[key]*child{}
@@ -69,14 +69,7 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 				children[k] = c
 				order = append(order, k)
 			}
-			switch {
-			case e.st.Succeeded():
-				c.ok++
-			case e.st == state.StepSkipped:
-				c.skipped++
-			default:
-				c.failed++
-			}
+			counted(&c.add, e.st)
 			c.parents = append(c.parents, parent{e.name, e.st})
 		}
 	}
@@ -91,12 +84,12 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		// than a rowset of one.
 		k, c := order[0], children[order[0]]
 		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
-			WHERE task_id = ? AND idx = ? AND state = 'pending'`+returning, c.ok, c.failed, c.skipped, k.task, k.idx)
+			WHERE task_id = ? AND idx = ? AND state = 'pending'`+returning, c.add.Succeeded, c.add.Failed, c.add.Skipped, k.task, k.idx)
 	} else {
 		rows := make([][]any, len(order))
 		for i, k := range order {
 			c := children[k]
-			rows[i] = []any{k.task, int64(k.idx), c.ok, c.failed, c.skipped}
+			rows[i] = []any{k.task, int64(k.idx), int64(c.add.Succeeded), int64(c.add.Failed), int64(c.add.Skipped)}
 		}
 		from, args := t.rowset("p", []column{{"p_task", colInt}, {"p_idx", colInt}, {"p_ok", colInt}, {"p_failed", colInt}, {"p_skipped", colInt}}, rows)
 		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + p.p_ok, deps_failed = deps_failed + p.p_failed, deps_skipped = deps_skipped + p.p_skipped
@@ -136,18 +129,11 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		}
 		c := children[k]
 		// The counts before this batch, then each parent's end in turn.
-		n := dag.Counts{Total: len(parseIdx(r.deps)) + r.extra, Succeeded: r.c.Succeeded - int(c.ok),
-			Failed: r.c.Failed - int(c.failed), Skipped: r.c.Skipped - int(c.skipped)}
+		n := dag.Counts{Total: len(parseIdx(r.deps)) + r.extra, Succeeded: r.c.Succeeded - c.add.Succeeded,
+			Failed: r.c.Failed - c.add.Failed, Skipped: r.c.Skipped - c.add.Skipped}
 		decision, by := dag.Wait, parent{}
 		for _, p := range c.parents {
-			switch {
-			case p.st.Succeeded():
-				n.Succeeded++
-			case p.st == state.StepSkipped:
-				n.Skipped++
-			default:
-				n.Failed++
-			}
+			counted(&n, p.st)
 			if decision = dag.Decide(dag.Rule(r.rule), n); decision != dag.Wait {
 				by = p
 				break
@@ -159,6 +145,18 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		}
 	}
 	return nil
+}
+
+// counted adds a dependency that ended st to c.
+func counted(c *dag.Counts, st state.Step) {
+	switch {
+	case st.Succeeded():
+		c.Succeeded++
+	case st == state.StepSkipped:
+		c.Skipped++
+	default:
+		c.Failed++
+	}
 }
 
 // decideChild applies decision to a pending child whose parent parentName
