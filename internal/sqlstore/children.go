@@ -255,26 +255,3 @@ func (t *txn) cancelChildren(parent int64, reason string) ([]store.Fence, error)
 	}
 	return running, nil
 }
-
-// taskLinks fills a task's parent step name and its children.
-func (s *Store) taskLinks(ctx context.Context, t *store.Task) error {
-	if t.ParentTaskID != 0 {
-		err := s.readRow(ctx, `SELECT s.name FROM tasks t JOIN steps s ON s.id = t.parent_step_id WHERE t.id = ?`, t.ID).Scan(&t.ParentStep)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("parent step of task %d: %w", t.ID, err)
-		}
-	}
-	rows, err := s.read(ctx, `SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, t.ID)
-	if err != nil {
-		return fmt.Errorf("children of task %d: %w", t.ID, err)
-	}
-	t.Children, err = collect(rows, func(r Row) (int64, error) {
-		var id int64
-		err := r.Scan(&id)
-		return id, err
-	})
-	if err != nil {
-		return fmt.Errorf("children of task %d: %w", t.ID, err)
-	}
-	return nil
-}

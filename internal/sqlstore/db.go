@@ -68,6 +68,13 @@ type Pipeliner interface {
 	Follow(st Statement) Rows
 }
 
+// ReadBatcher is a DB that sends reads that do not depend on each other in
+// one round trip (PostgreSQL); read gets each one's rows in turn, which it
+// reads (and may close) before the next is given.
+type ReadBatcher interface {
+	ReadBatch(ctx context.Context, sts []Statement, read func(i int, rows Rows) error) error
+}
+
 // Statement is a statement, in the database's placeholders, and its
 // arguments. What, if set, says what it does, for its errors.
 type Statement struct {

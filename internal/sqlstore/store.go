@@ -222,6 +222,37 @@ func (s *Store) readRow(ctx context.Context, q string, args ...any) Row {
 	return s.db.QueryRow(ctx, s.bind(q), args...)
 }
 
+// aRead is one of the reads of readTogether: its query and arguments, and
+// what reads its rows.
+type aRead struct {
+	q    string
+	args []any
+	read func(Rows) error
+}
+
+// readTogether runs reads that do not depend on each other, in one round
+// trip where the database takes them so (ReadBatcher), else one after the
+// other; each read's function reads its rows.
+func (s *Store) readTogether(ctx context.Context, reads ...aRead) error {
+	if b, ok := s.db.(ReadBatcher); ok {
+		sts := make([]Statement, len(reads))
+		for i, r := range reads {
+			sts[i] = Statement{Query: s.bind(r.q), Args: r.args}
+		}
+		return b.ReadBatch(ctx, sts, func(i int, rows Rows) error { return reads[i].read(rows) })
+	}
+	for _, r := range reads {
+		rows, err := s.read(ctx, r.q, r.args...)
+		if err != nil {
+			return err
+		}
+		if err := r.read(rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // bind returns q with the dialect's placeholders.
 func (s *Store) bind(q string) string {
 	if !s.d.Numbered {

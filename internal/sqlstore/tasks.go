@@ -13,23 +13,44 @@ import (
 // This file holds the reads of tasks and steps that operators and clients
 // make: tasks with their steps, lists, the audit log and queue counts.
 
-// GetTask returns a task and its steps.
+// GetTask returns a task with its steps, the step of its parent that
+// started it and its children: three reads, in one round trip where the
+// database takes them so (readTogether).
 func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
-	t, err := scanTask(s.readRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("task %d: %w", id, store.ErrNotFound)
-	}
+	var t store.Task
+	found := false
+	var steps []stepRow
+	var parentStep string
+	var children []int64
+	err := s.readTogether(ctx,
+		aRead{`SELECT ` + taskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
+			[]any{id}, func(rows Rows) error {
+				defer rows.Close()
+				if rows.Next() {
+					found = true
+					var err error
+					if t, err = scanTask(withDest{rows, []any{&parentStep}}); err != nil {
+						return err
+					}
+				}
+				return rows.Err()
+			}},
+		aRead{`SELECT ` + stepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, []any{id}, func(rows Rows) (err error) {
+			steps, err = collect(rows, scanStep)
+			return err
+		}},
+		aRead{`SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, []any{id}, func(rows Rows) (err error) {
+			children, err = collect(rows, scanInt64)
+			return err
+		}},
+	)
 	if err != nil {
 		return nil, fmt.Errorf("get task %d: %w", id, err)
 	}
-	rows, err := s.read(ctx, `SELECT `+stepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
-	if err != nil {
-		return nil, fmt.Errorf("get steps of task %d: %w", id, err)
+	if !found {
+		return nil, fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 	}
-	steps, err := collect(rows, scanStep)
-	if err != nil {
-		return nil, fmt.Errorf("get steps of task %d: %w", id, err)
-	}
+	t.ParentStep, t.Children = parentStep, children
 	for _, st := range steps {
 		t.Steps = append(t.Steps, st.Step)
 	}
@@ -40,11 +61,17 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 			}
 		}
 	}
-	if err := s.taskLinks(ctx, &t); err != nil {
-		return nil, err
-	}
 	return &t, nil
 }
+
+// withDest is a row scanned into more destinations than its scanner
+// gives: those, then dest.
+type withDest struct {
+	Row
+	dest []any
+}
+
+func (r withDest) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.dest...)...) }
 
 // ListTasks returns tasks newest first.
 func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {

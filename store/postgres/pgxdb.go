@@ -86,6 +86,33 @@ func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	return &poolTx{conn: c}, nil
 }
 
+// ReadBatch sends reads in one batch, one round trip, and gives each one's
+// rows to read in turn.
+func (d poolDB) ReadBatch(ctx context.Context, sts []sqlstore.Statement, read func(i int, rows sqlstore.Rows) error) error {
+	b := &pgx.Batch{}
+	for _, st := range sts {
+		b.Queue(st.Query, st.Args...)
+	}
+	br := d.pool.SendBatch(ctx, b)
+	for i := range sts {
+		rows, err := br.Query()
+		if err != nil {
+			return closing(br, err)
+		}
+		err = read(i, pgxRows{rows})
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
+			return closing(br, err)
+		}
+	}
+	return closing(br, nil)
+}
+
+var _ sqlstore.ReadBatcher = poolDB{}
+
 func (d poolDB) Close() error {
 	d.pool.Close()
 	return nil

@@ -306,3 +306,8 @@ func BenchmarkAttentionBacklog(b *testing.B) {
 	s := pgtesting.Open(b, postgres.Options{Clock: clock.Now, MaxConns: 4})
 	storetest.BenchmarkAttentionBacklog(b, s, clock)
 }
+
+// BenchmarkGetTask: see storetest.BenchmarkGetTask.
+func BenchmarkGetTask(b *testing.B) {
+	storetest.BenchmarkGetTask(b, pgtesting.Open(b, postgres.Options{MaxConns: 4}))
+}

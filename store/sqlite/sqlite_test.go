@@ -146,3 +146,11 @@ func BenchmarkAttentionBacklog(b *testing.B) {
 	b.Cleanup(func() { s.Close() })
 	storetest.BenchmarkAttentionBacklog(b, s, clock)
 }
+
+// BenchmarkGetTask: see storetest.BenchmarkGetTask.
+func BenchmarkGetTask(b *testing.B) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	storetest.BenchmarkGetTask(b, s)
+}

@@ -33,3 +33,19 @@ func BenchmarkAttentionBacklog(b *testing.B, s store.Store, clock *Clock) {
 		require.Len(b, page, 50)
 	}
 }
+
+// BenchmarkGetTask times GetTask of a task of seven steps (what Wait and
+// GET /v1/tasks/{id} read): its row, its steps and its children, in one
+// round trip where the store takes reads together.
+func BenchmarkGetTask(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	res, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1", Input: []byte(`{}`),
+		Steps: chain("a", "b", "c", "d", "e", "f", "g")}})
+	require.NoError(b, err)
+	id := res[0].Task.ID
+	for b.Loop() {
+		task, err := s.GetTask(ctx, id)
+		require.NoError(b, err)
+		require.Len(b, task.Steps, 7)
+	}
+}
