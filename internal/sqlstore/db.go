@@ -214,19 +214,28 @@ type heldConn struct {
 	stmts map[string]*sql.Stmt
 }
 
-// maxCachedStatements bounds the statements prepared on the held
-// connection; queries with IN lists of many lengths could otherwise grow
-// them without limit.
+// maxCachedStatements bounds the statements kept prepared on the held
+// connection between writes (a write may add its own above it); queries
+// with IN lists of many lengths could otherwise grow them without limit.
 const maxCachedStatements = 256
 
-// take waits for the writes before to end.
+// take waits for the writes before to end. With no statement of the
+// connection running now, it closes statements past maxCachedStatements:
+// closing one while its rows are being read would end them.
 func (h *heldConn) take(ctx context.Context) error {
 	select {
 	case h.turn <- struct{}{}:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	for q, st := range h.stmts {
+		if len(h.stmts) < maxCachedStatements {
+			break
+		}
+		st.Close()
+		delete(h.stmts, q)
+	}
+	return nil
 }
 
 func (h *heldConn) give() { <-h.turn }
@@ -263,13 +272,6 @@ func (h *heldConn) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	st, err := h.conn.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
-	}
-	if len(h.stmts) >= maxCachedStatements {
-		for k, old := range h.stmts {
-			old.Close()
-			delete(h.stmts, k)
-			break
-		}
 	}
 	h.stmts[q] = st
 	return st, nil

@@ -138,7 +138,9 @@ func TestHeldWriterOneWriteAtATime(t *testing.T) {
 }
 
 // TestHeldWriterStatementsBounded: statements are prepared once on the held
-// connection and kept, up to maxCachedStatements.
+// connection and kept between writes, up to maxCachedStatements; those
+// past it are closed when a write begins, never while one runs (its rows
+// may still be read).
 func TestHeldWriterStatementsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -150,8 +152,26 @@ func TestHeldWriterStatementsBounded(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, maxCachedStatements+10, count(t, d, "parents"))
-	require.Len(t, d.held.stmts, maxCachedStatements)
+	require.LessOrEqual(t, len(d.held.stmts), maxCachedStatements)
+	require.Greater(t, len(d.held.stmts), maxCachedStatements/2, "kept between writes")
 	require.Contains(t, d.held.stmts, "UPDATE parents SET id = id WHERE id = ?")
+
+	// Within one write, rows stay readable however many statements it
+	// prepares meanwhile.
+	tx, err := d.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, "SELECT id FROM parents ORDER BY id")
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		_, err := tx.Exec(ctx, fmt.Sprintf("UPDATE parents SET id = id WHERE id = %d", n))
+		require.NoError(t, err)
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.NoError(t, rows.Close())
+	require.Equal(t, maxCachedStatements+10, n)
 }
 
 // BenchmarkClaimLimit runs the claim's query of candidates, prepared once
