@@ -17,8 +17,8 @@ import (
 type report struct {
 	outcome store.Outcome
 	reply   chan error
-	// launched, if set, are the handlers launched with the outcome's
-	// (launch), the gatherer waits a moment for those still running.
+	// launched, if set, counts the handlers launched with the outcome's
+	// (launch): the gatherer waits a moment for those still running.
 	launched *launchGroup
 }
 

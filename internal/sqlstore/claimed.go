@@ -278,20 +278,19 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	if len(unread) > 0 {
-		var rows [][]any
+		var pairs [][]any // (claimed step, its task, a dependency's index)
 		for _, i := range unread {
 			for _, d := range deps[i] {
-				rows = append(rows, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
+				pairs = append(pairs, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, rows)
-		q := `SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM ` + from + `
-			JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`
-		rows2, err := t.query(q, args...)
+		from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, pairs)
+		rows, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
+			JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`, args...)
 		if err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
 		}
-		if err := t.readDepRows(rows2); err != nil {
+		if err := t.readDepRows(rows); err != nil {
 			return err
 		}
 	}
@@ -313,9 +312,10 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 }
 
 // depResultsOf is a column of the claim statement's rows, where a
-// statement's WITH may write: the results of the step's dependencies that
-// were not skipped, as a JSON array of [name, result, kind, index] in index
-// order (readDepResults), or NULL where it has none.
+// statement's WITH may write: the results of the step's dependencies as a
+// JSON array of [name, result, kind, index] in index order
+// (readDepResults), or NULL where it has none. Skipped dependencies did
+// not run: they have no result to pass on.
 const depResultsOf = `CASE WHEN s.deps <> '' THEN (SELECT json_agg(json_build_array(d.name, d.result, d.kind, d.idx) ORDER BY d.idx)::text
 	FROM steps d WHERE d.task_id = s.task_id AND d.idx = ANY(string_to_array(s.deps, ',')::bigint[]) AND d.state != 'skipped') END`
 
