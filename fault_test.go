@@ -411,10 +411,11 @@ func TestPostgresLostClaimCommit(t *testing.T) {
 }
 
 // commitCutter is a TCP proxy to PostgreSQL. Once armed, on the COMMIT of the
-// first transaction that ran a statement containing match, it forwards the
-// COMMIT, waits for the server's reply, drops it and closes the client's
-// connection: the transaction is committed, the client sees a broken
-// connection. Clients must not use TLS.
+// first transaction that ran a statement containing match (a COMMIT alone,
+// or in a batch with other statements, which ends at its Sync), it forwards
+// the COMMIT, waits for the server's reply, drops it and closes the
+// client's connection: the transaction is committed, the client sees a
+// broken connection. Clients must not use TLS.
 type commitCutter struct {
 	target string
 	match  string
@@ -503,7 +504,21 @@ func (p *commitCutter) handle(client net.Conn) {
 		}
 	}
 	statements := map[string]string{} // prepared statement name -> text
-	matched := false
+	isCommit := func(q string) bool { return strings.EqualFold(strings.TrimSpace(q), "commit") }
+	// matched: the transaction ran the statement to match; commits: the
+	// batch under way (extended protocol, up to its Sync) commits it.
+	matched, commits := false, false
+	cut := func(m []byte) {
+		blackhole.Store(true)
+		if _, err := server.Write(m); err != nil {
+			return
+		}
+		select {
+		case <-replied:
+		case <-time.After(5 * time.Second):
+		}
+		p.cut.Add(1)
+	}
 	for {
 		m, err := readPGMessage(client, true)
 		if err != nil {
@@ -519,20 +534,21 @@ func (p *commitCutter) handle(client net.Conn) {
 		case 'B': // Bind: portal, statement name
 			if len(fields) > 1 {
 				matched = matched || strings.Contains(statements[fields[1]], p.match)
+				commits = commits || isCommit(statements[fields[1]])
+			}
+		case 'S': // Sync: the end of a batch, which may have held its COMMIT
+			if commits && matched && p.armed.CompareAndSwap(true, false) {
+				cut(m)
+				return
+			}
+			if commits {
+				matched, commits = false, false
 			}
 		case 'Q': // simple query: pgx sends BEGIN and COMMIT this way
 			q := strings.ToLower(strings.TrimSpace(fields[0]))
 			matched = matched || strings.Contains(fields[0], p.match)
 			if q == "commit" && matched && p.armed.CompareAndSwap(true, false) {
-				blackhole.Store(true)
-				if _, err := server.Write(m); err != nil {
-					return
-				}
-				select {
-				case <-replied:
-				case <-time.After(5 * time.Second):
-				}
-				p.cut.Add(1)
+				cut(m)
 				return
 			}
 			if q == "begin" || q == "commit" || q == "rollback" {

@@ -128,7 +128,11 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	var err error
 	for range boundAttempts {
 		var miss *boundMiss
-		if err = s.write(ctx, p.EngineID, claim); !errors.As(err, &miss) {
+		err = s.write(ctx, p.EngineID, claim)
+		if errors.Is(err, errShutAfterCommit) {
+			continue // again, its gate checked in its own transaction
+		}
+		if !errors.As(err, &miss) {
 			break
 		}
 		// Claims elsewhere took room the bounds counted on: count.

@@ -31,7 +31,14 @@ type aheadQuery struct {
 	claim *claimStmt
 	limit int // of the claim's steps
 	rows  Rows
+	// last: the claim's COMMIT went with it (Pipeliner.FollowLast).
+	last bool
 }
+
+// errShutAfterCommit: a claim sent ahead with its COMMIT found its gate
+// shut; it claimed nothing, and the claim runs again in a transaction of
+// its own (ClaimSteps).
+var errShutAfterCommit = errors.New("the gate of a claim sent with its commit was shut")
 
 // candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
@@ -61,8 +68,18 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 		}
 		a.claim = &c
 		st = Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+		// A claim that claims in this statement needs nothing after it
+		// (its dependencies' results come with it): its COMMIT goes with
+		// it, one round trip fewer, unless the last such claim found its
+		// gate shut (steps under keys of limits or rates), which would
+		// take a transaction more.
+		a.last = !t.s.aheadShut.Load()
 	}
-	a.rows = pl.Follow(st)
+	if a.last {
+		a.rows = pl.FollowLast(st)
+	} else {
+		a.rows = pl.Follow(st)
+	}
 	t.ahead = a
 	return nil
 }
@@ -91,9 +108,17 @@ func (t *txn) claimedAhead(leaseID int64, claimed *[]store.ClaimedStep, deps *[]
 	}
 	t.ahead = nil
 	got, gotDeps, shut, err := t.readClaimed(a.rows, *a.claim, a.limit, leaseID)
-	if err != nil || shut {
+	if err != nil {
 		return false, err
 	}
+	t.s.aheadShut.Store(shut)
+	if shut && a.last {
+		return false, errShutAfterCommit
+	}
+	if shut {
+		return false, nil
+	}
+	t.committed = a.last
 	*claimed = append(*claimed, got...)
 	*deps = append(*deps, gotDeps...)
 	return true, nil
@@ -137,6 +162,12 @@ func (t *txn) dropAhead() error {
 	}
 	if !shut && len(got) > 0 {
 		return errClaimedAhead
+	}
+	if a.last {
+		// Its transaction has ended: the claim runs again in one of its
+		// own, which keeps it open.
+		t.s.aheadShut.Store(true)
+		return errShutAfterCommit
 	}
 	return nil
 }

@@ -63,9 +63,15 @@ type Tx interface {
 // round trip, and returns its rows, to read once that statement's result
 // has been read; rows nobody reads are discarded before the transaction's
 // next statement.
+//
+// FollowLast is Follow with the transaction's COMMIT sent right after st,
+// in the same round trip: the transaction ends with st (unless a
+// statement fails), and the caller writes nothing more in it. Commit then
+// sends only what was queued meanwhile, outside any transaction.
 type Pipeliner interface {
 	Queue(st Statement)
 	Follow(st Statement) Rows
+	FollowLast(st Statement) Rows
 }
 
 // ReadBatcher is a DB that sends reads that do not depend on each other in

@@ -158,7 +158,15 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 // batchResults returns the results of a batch step's items as one JSON
 // array, in item order; an item without a result (failed, skipped) is null.
 func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
-	rows, err := t.query(`SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, taskID, batchIdx)
+	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
+	var rows Rows
+	var err error
+	if t.committed {
+		// A claim that committed with its statement reads after it.
+		rows, err = t.s.read(t.ctx, q, args...)
+	} else {
+		rows, err = t.query(q, args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load batch results: %w", err)
 	}

@@ -186,6 +186,11 @@ type Store struct {
 	// bounds are the counts of namespaces with limits this handle bounds
 	// from (limitbounds.go).
 	bounds limitBounds
+	// aheadShut: the last claim this handle sent with its query of
+	// candidates (candidatesAhead) found its gate shut, so the next one
+	// keeps its transaction open for the claim's rounds instead of
+	// sending its COMMIT with it.
+	aheadShut atomic.Bool
 }
 
 // New returns a Store on open database handles whose schema is current.

@@ -76,6 +76,9 @@ type txn struct {
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).
 	breakers breakerWork
+	// committed: the transaction ended with a claim sent with its COMMIT
+	// (Pipeliner.FollowLast); what the claim still reads, it reads outside.
+	committed bool
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).

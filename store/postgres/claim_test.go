@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,12 +65,19 @@ func TestClaimInOneStatement(t *testing.T) {
 		name string
 		step store.StepInsert
 		want int
-		// claims: the statements that mark steps running.
-		claims int
+		// claims: the statements that mark steps running, of a first
+		// claim and of a second one; commits: whether the first such
+		// statement of each went with the transaction's COMMIT.
+		claims, claims2   int
+		commits, commits2 bool
 	}{
-		{"plain steps", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1}, 3, 1},
-		{"under a key of a limit", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1, LimitKey: "k", Limit: 1}, 1, 2},
-		{"under a key of a rate", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1, RateKey: "r", Rate: store.Rate{Limit: 2, Per: time.Hour}}, 2, 2},
+		{"plain steps", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1}, 3, 1, 1, true, true},
+		// The claim sent with its COMMIT finds its gate shut and runs
+		// again (its gate, then its rounds); the next claim keeps its
+		// transaction open for the rounds, or, under the limit it met,
+		// claims none ahead at all.
+		{"under a key of a limit", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1, LimitKey: "k", Limit: 1}, 1, 3, 0, true, false},
+		{"under a key of a rate", store.StepInsert{Name: "s", Handler: "h", MaxAttempts: 1, RateKey: "r", Rate: store.Rate{Limit: 2, Per: time.Hour}}, 2, 3, 1, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -103,61 +109,89 @@ func TestClaimInOneStatement(t *testing.T) {
 				require.Equal(t, state.StepRunning, c.State)
 				require.Equal(t, "wf", c.Workflow, "the task's part of what the handler sees")
 			}
-			sent := tr.all()
-			claims := 0
-			for _, q := range sent {
-				if strings.Contains(q, "UPDATE steps SET state = 'running'") {
-					claims++
-				}
-			}
-			require.Equal(t, tc.claims, claims, "%q", sent)
-			require.Contains(t, sent[slices.IndexFunc(sent, func(q string) bool { return strings.Contains(q, "UPDATE steps SET state = 'running'") })],
-				"WITH c AS (SELECT id", "the first claim statement selects its own steps")
+			tr.check(t, tc.claims, tc.commits)
 			// The audit shows each claim once.
 			var n int
 			require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM `+schema+`.audit WHERE to_state = 'running'`).Scan(&n))
 			require.Equal(t, tc.want, n)
+
+			_, err = s.InsertTasks(ctx, tasks)
+			require.NoError(t, err)
+			tr.reset()
+			_, err = s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+			require.NoError(t, err)
+			tr.check(t, tc.claims2, tc.commits2)
 		})
 	}
 }
 
-// statements records the statements a store sends.
+// statements records the statements a store sends, each with the round
+// trip (a batch, or a statement alone) it went in.
 type statements struct {
-	mu   sync.Mutex
-	sent []string
+	mu    sync.Mutex
+	sent  []string
+	trips []int
+	trip  int
 }
 
-func (s *statements) add(q string) {
+func (s *statements) add(q string, batch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !batch {
+		s.trip++
+	}
 	s.sent = append(s.sent, q)
+	s.trips = append(s.trips, s.trip)
 }
 
 func (s *statements) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sent = nil
+	s.sent, s.trips = nil, nil
 }
 
-func (s *statements) all() []string {
+// check checks the statements sent since the last reset: claims
+// statements marked steps running, the first of them selecting its own
+// steps, and it went in the round trip of the transaction's COMMIT or not
+// (commits).
+func (s *statements) check(t *testing.T, claims int, commits bool) {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.sent)
+	first, n := -1, 0
+	for i, q := range s.sent {
+		if strings.Contains(q, "UPDATE steps SET state = 'running'") {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	require.Equal(t, claims, n, "%q", s.sent)
+	if n == 0 {
+		return
+	}
+	require.Contains(t, s.sent[first], "WITH c AS (SELECT id", "the first claim statement selects its own steps")
+	withCommit := first+1 < len(s.sent) && s.sent[first+1] == "COMMIT" && s.trips[first+1] == s.trips[first]
+	require.Equal(t, commits, withCommit, "the claim statement went with the COMMIT: %q", s.sent)
 }
 
 func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.add(d.SQL)
+	s.add(d.SQL, false)
 	return ctx
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trip++
 	return ctx
 }
 
 func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	s.add(d.SQL)
+	s.add(d.SQL, true)
 }
 
 func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -127,6 +127,9 @@ type poolTx struct {
 	queued []sqlstore.Statement // sent ahead of the next statement (Queue)
 	follow *followRows          // sent after the next statement (Follow)
 	open   *followRows          // sent, its batch still open until read or drained
+	// last: the statement that follows ends the transaction (FollowLast);
+	// ended: its COMMIT was sent.
+	last, ended bool
 }
 
 // Queue sends st ahead of the next statement, in its round trip.
@@ -138,7 +141,16 @@ func (t *poolTx) Queue(st sqlstore.Statement) { t.queued = append(t.queued, st) 
 // statement.
 func (t *poolTx) Follow(st sqlstore.Statement) sqlstore.Rows {
 	f := &followRows{tx: t, st: st}
-	t.follow = f
+	t.follow, t.last = f, false
+	return f
+}
+
+// FollowLast is Follow with the COMMIT sent right after st, in the same
+// round trip: its result is read when st's rows are closed, and an error
+// of it is theirs.
+func (t *poolTx) FollowLast(st sqlstore.Statement) sqlstore.Rows {
+	f := t.Follow(st)
+	t.last = true
 	return f
 }
 
@@ -172,10 +184,17 @@ func (t *poolTx) done(br pgx.BatchResults, err error) error {
 	return closing(br, err)
 }
 
+// errEnded: a statement of a transaction whose COMMIT was sent
+// (FollowLast); it would run outside it.
+var errEnded = errors.New("a statement after the transaction's COMMIT was sent")
+
 // send returns the batch that sends BEGIN (if it was not sent), the queued
 // statements and the statement sql, having read the results of all but
 // sql's; the caller reads that one and closes the batch.
 func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if t.ended {
+		return nil, errEnded
+	}
 	if err := t.drain(); err != nil {
 		return nil, err
 	}
@@ -193,6 +212,10 @@ func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	if f := t.follow; f != nil {
 		t.follow, t.open = nil, f
 		b.Queue(f.st.Query, f.st.Args...)
+		if t.last {
+			b.Queue("COMMIT")
+			t.last, t.ended = false, true
+		}
 	}
 	br := t.conn.SendBatch(ctx, b)
 	fail := func(err error) (pgx.BatchResults, error) {
@@ -234,7 +257,7 @@ func closing(br pgx.BatchResults, err error) error {
 }
 
 func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
-	if t.direct() {
+	if t.direct() && !t.ended {
 		return querier{t.conn}.Exec(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -246,7 +269,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Re
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
-	if t.direct() {
+	if t.direct() && !t.ended {
 		return querier{t.conn}.Query(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -261,7 +284,7 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
-	if t.direct() {
+	if t.direct() && !t.ended {
 		return querier{t.conn}.QueryRow(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -272,6 +295,9 @@ func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 }
 
 func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
+	if t.ended {
+		return 0, errEnded
+	}
 	if !t.direct() {
 		// BEGIN and the queued statements go first, in one round trip.
 		if _, err := t.Exec(ctx, "SELECT 1"); err != nil {
@@ -289,6 +315,16 @@ func (t *poolTx) Commit(ctx context.Context) error {
 		return nil
 	}
 	t.follow = nil
+	if t.ended {
+		// The COMMIT went with the last statement (FollowLast), whose
+		// rows read its result. Nothing may be queued after it.
+		err := t.drain()
+		if err == nil && len(t.queued) > 0 {
+			err = fmt.Errorf("statements queued after the transaction's COMMIT was sent: %s", t.queued[0].What)
+		}
+		t.release()
+		return err
+	}
 	if len(t.queued) == 0 && t.open == nil {
 		// A bare COMMIT, if the transaction began.
 		var err error
