@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -140,14 +139,18 @@ func (g *gatherer) gather(batch []report) []report {
 			g.timer.Reset(wait)
 		}
 	default:
-		if n := g.inflight(); n > busyBatch {
-			want = min(1+len(g.outbox)+n, maxBatch)
-			g.timer.Reset(time.Millisecond)
-		} else if l := batch[0].launched; l != nil {
-			if n := int(l.running.Load()); n > 0 {
-				want = min(1+len(g.outbox)+n, maxBatch)
-				g.timer.Reset(g.siblingWait)
+		// Many in flight: up to a millisecond for them; few: a moment for
+		// the first outcome's siblings.
+		n, wait := g.inflight(), time.Millisecond
+		if n <= busyBatch {
+			n, wait = 0, g.siblingWait
+			if l := batch[0].launched; l != nil {
+				n = int(l.running.Load())
 			}
+		}
+		if n > 0 {
+			want = min(1+len(g.outbox)+n, maxBatch)
+			g.timer.Reset(wait)
 		}
 	}
 	defer g.timer.Stop()
@@ -187,10 +190,7 @@ func (g *gatherer) gather(batch []report) []report {
 // outcome is retried forever for a reason that cannot pass, and the
 // outcomes behind it are not held up.
 func (e *Engine) writeOutcomes(batch []report) {
-	outcomes := make([]store.Outcome, len(batch))
-	for i, r := range batch {
-		outcomes[i] = r.outcome // storable as built (outcome.go)
-	}
+	outcomes := outcomesOf(batch)
 	results, err := e.completeSteps(outcomes)
 	switch {
 	case err == nil:
@@ -213,6 +213,16 @@ func (e *Engine) writeOutcomes(batch []report) {
 			}
 		}
 	}
+}
+
+// outcomesOf returns the outcomes of a batch's reports, storable as built
+// (outcome.go).
+func outcomesOf(batch []report) []store.Outcome {
+	outcomes := make([]store.Outcome, len(batch))
+	for i, r := range batch {
+		outcomes[i] = r.outcome
+	}
+	return outcomes
 }
 
 // tellFates tells each report of a written batch its outcome's fate.
@@ -239,10 +249,7 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 	if !ok {
 		return false
 	}
-	outcomes := make([]store.Outcome, len(batch))
-	for i, r := range batch {
-		outcomes[i] = r.outcome // storable as built (outcome.go)
-	}
+	outcomes := outcomesOf(batch)
 	var results []error
 	launch, tried, err := e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
 		results, claimed, err = oc.CompleteAndClaim(e.flushCtx, outcomes, p)
@@ -285,8 +292,7 @@ func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedSt
 		e.claiming.Done()
 		return nil, false, nil
 	}
-	id := e.ID()
-	lease := rand.Int64N(1<<62) + 1
+	id, lease := e.ID(), newLease()
 	claimed, err := write(e.claimParams(id, n, names, nil, lease))
 	if err != nil {
 		e.slots.Return(n)

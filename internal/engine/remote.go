@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -205,7 +204,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 		if err := e.databaseGone(); err != nil {
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}
-		lease := rand.Int64N(1<<62) + 1
+		lease := newLease()
 		claimed, err := e.store.ClaimSteps(ctx, e.claimParams(workerID, req.Max, req.Handlers, req.Namespaces, lease))
 		if err != nil {
 			if !errors.Is(err, store.ErrEngineLost) {
