@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 
 	"github.com/weftrun/weft/store"
 )
@@ -234,11 +233,26 @@ func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
 	return claimed, t.claimContext(claimed, deps)
 }
 
-// tookEvery reports whether claimed holds every step of ids.
-func tookEvery(claimed []store.ClaimedStep, ids []int64) bool {
-	taken := make(map[int64]bool, len(claimed))
-	for _, c := range claimed {
-		taken[c.ID] = true
+// claimMadeReady claims under p, in transaction t, the steps its write made
+// ready (claimGated), for the engine p names (its audit rows are the
+// claim's, not the write's); nothing where the write made none ready or p
+// asks for none.
+func (t *txn) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
+	if t.readied == 0 || p.Limit <= 0 {
+		return nil, nil
 	}
-	return !slices.ContainsFunc(ids, func(id int64) bool { return !taken[id] })
+	t.engine = p.EngineID
+	return t.claimGated(p)
+}
+
+// countTaken counts the steps of claimed that mine reports to be among
+// those the claim's write made ready.
+func countTaken(claimed []store.ClaimedStep, mine func(store.ClaimedStep) bool) int {
+	n := 0
+	for _, c := range claimed {
+		if mine(c) {
+			n++
+		}
+	}
+	return n
 }

@@ -40,16 +40,19 @@ func (s *Store) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, 
 	err = s.write(ctx, engineOf(outcomes), func(t *txn) error {
 		claimed, t.trackReady = nil, true
 		var err error
-		if results, err = t.record(outcomes); err != nil || t.readied == 0 || p.Limit <= 0 {
+		if results, err = t.record(outcomes); err != nil {
 			return err
 		}
-		t.engine = p.EngineID
-		if claimed, err = t.claimGated(p); err != nil {
+		if claimed, err = t.claimMadeReady(p); err != nil {
 			return err
 		}
-		// Where the claim took every step the outcomes made ready, no
-		// engine would find any.
-		t.quiet = len(t.readyIDs) == t.readied && tookEvery(claimed, t.readyIDs)
+		// The engines are woken for the steps made ready that the claim
+		// did not take.
+		readied := make(map[int64]bool, len(t.readyIDs))
+		for _, id := range t.readyIDs {
+			readied[id] = true
+		}
+		t.tookReady = countTaken(claimed, func(c store.ClaimedStep) bool { return readied[c.ID] })
 		return nil
 	})
 	if err != nil {

@@ -47,28 +47,21 @@ func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p 
 	err = s.write(ctx, "", func(t *txn) error {
 		claimed = nil
 		var err error
-		if out, err = t.insertTasks(tasks); err != nil || t.readied == 0 || p.Limit <= 0 {
+		if out, err = t.insertTasks(tasks); err != nil {
 			return err
 		}
-		t.engine = p.EngineID // the claim's audit rows, not the submission's
-		if claimed, err = t.claimGated(p); err != nil {
+		if claimed, err = t.claimMadeReady(p); err != nil {
 			return err
 		}
-		// The steps made ready are the new tasks' first: where the claim
-		// took as many of theirs, it took every one.
+		// The steps made ready are the new tasks' first: those of theirs
+		// the claim took need no engine woken.
 		inserted := make(map[int64]bool, len(out))
 		for _, r := range out {
 			if !r.Duplicate {
 				inserted[r.Task.ID] = true
 			}
 		}
-		took := 0
-		for _, c := range claimed {
-			if inserted[c.TaskID] {
-				took++
-			}
-		}
-		t.quiet = took == t.readied
+		t.tookReady = countTaken(claimed, func(c store.ClaimedStep) bool { return inserted[c.TaskID] })
 		return nil
 	})
 	if err != nil {

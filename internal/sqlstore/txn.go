@@ -24,12 +24,13 @@ type txn struct {
 	engine  string
 	readied int
 	// readyIDs: where trackReady is set, the steps this transaction made
-	// ready that it knows of by id (all of them where there are readied);
-	// quiet: a claim in it took every step it made ready
-	// (CompleteAndClaim, InsertAndClaim), so it wakes no engine.
+	// ready that it knows of by id; tookReady: how many of those it made
+	// ready a claim in it took (CompleteAndClaim, InsertAndClaim). It
+	// wakes the engines only for the others: a breaker that closes, say,
+	// counts in readied after the claim (flushBreakers).
 	trackReady bool
 	readyIDs   []int64
-	quiet      bool
+	tookReady  int
 	// timed: this transaction wrote a time something falls due (a delayed
 	// step, a ttl, a good_until, a schedule's next tick). Engines are told
 	// (DueWake, and the notification's payload NotifyDue), so that they
@@ -154,7 +155,7 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 // woke wakes this handle's engines for what transaction t did: steps made
 // ready (Wake), a due time written (DueWake).
 func (s *Store) woke(t *txn) {
-	if t.readied > 0 && !t.quiet {
+	if t.readied > t.tookReady {
 		s.notify()
 	}
 	if t.timed {
@@ -174,7 +175,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushAudit(); err != nil {
 		return err
 	}
-	if ((t.readied > 0 && !t.quiet) || t.timed) && t.s.d.Notify != "" {
+	if (t.readied > t.tookReady || t.timed) && t.s.d.Notify != "" {
 		switch {
 		case t.timed:
 			// Told at once: a window's later notification says nothing of

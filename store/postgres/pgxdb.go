@@ -154,10 +154,11 @@ func (t *poolTx) FollowLast(st sqlstore.Statement) sqlstore.Rows {
 	return f
 }
 
-// direct reports whether the next statement goes alone: BEGIN was sent
-// and nothing is queued or follows.
+// direct reports whether the next statement goes alone: BEGIN was sent,
+// nothing is queued or follows, and the COMMIT was not sent (send refuses
+// a statement after it).
 func (t *poolTx) direct() bool {
-	return t.begun && len(t.queued) == 0 && t.follow == nil && t.open == nil
+	return t.begun && !t.ended && len(t.queued) == 0 && t.follow == nil && t.open == nil
 }
 
 // drain discards the rows of a followed statement nobody read, ending its
@@ -257,7 +258,7 @@ func closing(br pgx.BatchResults, err error) error {
 }
 
 func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
-	if t.direct() && !t.ended {
+	if t.direct() {
 		return querier{t.conn}.Exec(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -269,7 +270,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Re
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
-	if t.direct() && !t.ended {
+	if t.direct() {
 		return querier{t.conn}.Query(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -284,7 +285,7 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
-	if t.direct() && !t.ended {
+	if t.direct() {
 		return querier{t.conn}.QueryRow(ctx, sql, args...)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -295,9 +296,6 @@ func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 }
 
 func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
-	if t.ended {
-		return 0, errEnded
-	}
 	if !t.direct() {
 		// BEGIN and the queued statements go first, in one round trip.
 		if _, err := t.Exec(ctx, "SELECT 1"); err != nil {
