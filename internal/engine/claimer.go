@@ -37,6 +37,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		lease  int64
 	}
 	var unsure []lostClaim
+	// last: the handlers of the last claim that took every free slot.
+	var last *launchGroup
 	// look: claim on this pass; backlog: ready work may wait for a slot.
 	look, backlog := true, true
 	for {
@@ -94,10 +96,19 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			got = len(claimed)
 			backlog = err != nil || got == n
 			e.heldBack.Store(held)
-			e.startClaimed(claimed)
+			group := e.startClaimed(claimed)
 			e.slots.Return(n - got)
+			if got > 0 && got == n {
+				// There may be more ready work: claimed when the handlers
+				// just launched return their slots, if they are quick.
+				if quickGroup(last) && !gatherSlots(ctx, group, slotGather) {
+					return
+				}
+				last = group
+				continue
+			}
 		}
-		if (got > 0 && got == n) || deferred {
+		if deferred {
 			continue // there may be more ready work
 		}
 		if look && n == 0 && retryIn == 0 && e.databaseGone() == nil {
@@ -139,17 +150,56 @@ func (e *Engine) claimLoop(ctx context.Context) {
 	}
 }
 
+// slotGather bounds how long the claim loop, after a claim that took every
+// free slot, waits for the handlers it launched to return theirs
+// (gatherSlots).
+const slotGather = time.Millisecond
+
+// quickGroup reports whether the claim loop, after a claim that took every
+// free slot, waits for the handlers it launched to return theirs before it
+// claims again: a claim costs a round trip and a statement whatever its
+// size, and under a backlog of quick steps half the slots are always those
+// just launched, so the next claim, made at once, would take only the
+// other half. It waits if the handlers of the last such claim (last, nil
+// if none) all returned within slotGather; handlers that take longer are
+// not waited for, their slots claimed as they free up.
+func quickGroup(last *launchGroup) bool {
+	if last == nil {
+		return true
+	}
+	select {
+	case <-last.done:
+		return time.Duration(last.took.Load()) <= slotGather
+	default:
+		return false // still running
+	}
+}
+
+// gatherSlots waits until the handlers of group have all returned, up to
+// wait, and reports whether ctx is still live.
+func gatherSlots(ctx context.Context, group *launchGroup, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-group.done:
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
 // startClaimed publishes and launches steps the engine claimed, for its
 // own slots.
-func (e *Engine) startClaimed(claimed []store.ClaimedStep) {
+func (e *Engine) startClaimed(claimed []store.ClaimedStep) *launchGroup {
 	if len(claimed) == 0 {
-		return
+		return nil
 	}
 	e.stir() // the steps may carry deadlines
 	for _, c := range claimed {
 		e.publishClaimed(c, false)
 	}
-	e.launch(claimed)
+	return e.launch(claimed)
 }
 
 // readyWoke tells those waiting on the engine that the store made steps

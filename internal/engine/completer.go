@@ -21,8 +21,28 @@ type report struct {
 	launched *launchGroup
 }
 
-// launchGroup counts the handlers of one launch still running.
-type launchGroup struct{ running atomic.Int32 }
+// launchGroup counts the handlers of one launch still running; done is
+// closed, and took set, when none is.
+type launchGroup struct {
+	running atomic.Int32
+	start   time.Time
+	done    chan struct{}
+	took    atomic.Int64 // nanoseconds from the launch to its last handler's return
+}
+
+func newLaunchGroup(n int, start time.Time) *launchGroup {
+	g := &launchGroup{start: start, done: make(chan struct{})}
+	g.running.Store(int32(n))
+	return g
+}
+
+// returned records that one of the group's handlers returned.
+func (g *launchGroup) returned() {
+	if g.running.Add(-1) == 0 {
+		g.took.Store(int64(time.Since(g.start)))
+		close(g.done)
+	}
+}
 
 // completer writes outcomes in batches (gatherer decides how many), so an
 // idle engine records at once and a busy one batches.

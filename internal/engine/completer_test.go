@@ -77,8 +77,7 @@ func TestGather(t *testing.T) {
 			defer g.stop()
 			first := report{}
 			if tc.siblings >= 0 {
-				first.launched = &launchGroup{}
-				first.launched.running.Store(tc.siblings)
+				first.launched = newLaunchGroup(int(tc.siblings), time.Now())
 			}
 			n := 0
 			if tc.busy {

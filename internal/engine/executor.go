@@ -58,8 +58,9 @@ func (r *Run) builtinRequest() builtin.Request {
 // launch starts the handlers of claimed steps, each on the slot taken for
 // it. All of them are in flight before any starts, so that the completer,
 // woken by the first outcome, waits for the others of the claim too
-// instead of writing a batch of the few that finished first.
-func (e *Engine) launch(claimed []store.ClaimedStep) {
+// instead of writing a batch of the few that finished first. It returns
+// the group of the handlers it started.
+func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 	type started struct {
 		ctx    context.Context
 		cancel context.CancelCauseFunc
@@ -77,8 +78,7 @@ func (e *Engine) launch(claimed []store.ClaimedStep) {
 	}
 	e.mu.Unlock()
 	e.handlerWG.Add(len(claimed))
-	group := &launchGroup{}
-	group.running.Store(int32(len(claimed)))
+	group := newLaunchGroup(len(claimed), time.Now())
 	for i := range claimed {
 		c, ctx, cancel := claimed[i], runs[i].ctx, runs[i].cancel
 		go func() {
@@ -95,12 +95,13 @@ func (e *Engine) launch(claimed []store.ClaimedStep) {
 				e.preemptible--
 			}
 			e.mu.Unlock()
-			group.running.Add(-1)
+			group.returned()
 			if record {
 				e.outbox <- report{outcome: o, launched: group}
 			}
 		}()
 	}
+	return group
 }
 
 // execute runs the handler of a claimed step and returns the outcome to
