@@ -44,6 +44,19 @@ func (g *launchGroup) returned() {
 	}
 }
 
+// report hands an outcome to the completer, unless Stop gave up recording
+// (flushCtx): then the completer may be stuck on a database that is gone,
+// with its outbox full, and the step stays running under this engine, to
+// be reclaimed like any step of a stopped engine.
+func (e *Engine) report(r report) bool {
+	select {
+	case e.outbox <- r:
+		return true
+	case <-e.flushCtx.Done():
+		return false
+	}
+}
+
 // completer writes outcomes in batches (gatherer decides how many), so an
 // idle engine records at once and a busy one batches.
 func (e *Engine) completer() {

@@ -341,7 +341,15 @@ func (e *Engine) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		e.log.Warn("shutdown deadline passed, cancelling running handlers", "engine_id", e.ID())
 		e.cancelAll(errShutdown)
-		<-drained
+		// Handlers that ended wait to report while the outbox is full:
+		// where the completer cannot write (the database is gone), stop
+		// recording, and their steps stay to be reclaimed.
+		select {
+		case <-drained:
+		case <-time.After(stopGrace):
+			e.cancelFlush()
+			<-drained
+		}
 	}
 	e.sendMu.Lock()
 	e.completing = false
@@ -354,7 +362,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		// database may be unreachable, and Stop must not hang on it.
 		select {
 		case <-e.done:
-		case <-time.After(2 * time.Second):
+		case <-time.After(stopGrace):
 			e.cancelFlush()
 			<-e.done
 		}
@@ -365,6 +373,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.log.Info("engine stopped", "engine_id", e.ID())
 	return err
 }
+
+// stopGrace is how long Stop, past its deadline, still lets the completer
+// record what handlers reported before it stops retrying.
+const stopGrace = 2 * time.Second
 
 // RunTask starts the engine restricted to one task, runs that task to its
 // end and stops the engine. It is what "weft run" does: other work in the

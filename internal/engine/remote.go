@@ -420,14 +420,21 @@ func (e *Engine) ProgressRemote(ctx context.Context, workerID, owner string, f s
 	return e.progress(ctx, f, fraction, message)
 }
 
+// errStopping: the engine stopped recording outcomes before it could take
+// one (its database did not answer by Stop's deadline).
+var errStopping = fmt.Errorf("%w: the engine is stopping and no longer records outcomes", store.ErrUnavailable)
+
 // record writes one outcome and waits for its fate: through the completer,
 // in its batches, while the engine runs; directly otherwise.
 func (e *Engine) record(ctx context.Context, o store.Outcome) error {
 	e.sendMu.RLock()
 	if e.completing {
 		reply := make(chan error, 1)
-		e.outbox <- report{outcome: o, reply: reply}
+		sent := e.report(report{outcome: o, reply: reply})
 		e.sendMu.RUnlock()
+		if !sent {
+			return errStopping
+		}
 		select {
 		case err := <-reply:
 			return err
