@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"regexp"
@@ -24,7 +25,12 @@ const maxTemplateNodes = 100_000
 func Load(path string) (*Workflow, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load template: %w", err)
+		// As a problem of the template's: "FILE: what went wrong".
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return Parse(path, data)
 }

@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,10 +74,28 @@ func TestLoadTemplateDiamond(t *testing.T) {
 	require.NoError(t, w.Validate())
 }
 
-func TestLoadTemplateMissingFile(t *testing.T) {
+// TestLoadTemplateUnreadable: a template that cannot be read is reported
+// as its problems are, "FILE: what went wrong", and keeps the cause.
+func TestLoadTemplateUnreadable(t *testing.T) {
 	t.Parallel()
-	_, err := Load(filepath.Join("testdata", "templates", "nope.yaml"))
-	require.ErrorContains(t, err, "nope.yaml")
+	missing := filepath.Join("testdata", "templates", "nope.yaml")
+	dir := filepath.Join("testdata", "templates")
+	for _, tc := range []struct {
+		name, path, want string
+		is               error
+	}{
+		{"missing", missing, missing + ": no such file or directory", fs.ErrNotExist},
+		{"a directory", dir, dir + ": is a directory", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(tc.path)
+			require.EqualError(t, err, tc.want)
+			if tc.is != nil {
+				require.ErrorIs(t, err, tc.is)
+			}
+		})
+	}
 }
 
 func TestParseTemplateVersion(t *testing.T) {
