@@ -311,3 +311,8 @@ func BenchmarkAttentionBacklog(b *testing.B) {
 func BenchmarkGetTask(b *testing.B) {
 	storetest.BenchmarkGetTask(b, pgtesting.Open(b, postgres.Options{MaxConns: 4}))
 }
+
+// BenchmarkClaimSteps: see storetest.BenchmarkClaimSteps.
+func BenchmarkClaimSteps(b *testing.B) {
+	storetest.BenchmarkClaimSteps(b, pgtesting.Open(b, postgres.Options{MaxConns: 4}))
+}

@@ -154,3 +154,11 @@ func BenchmarkGetTask(b *testing.B) {
 	b.Cleanup(func() { s.Close() })
 	storetest.BenchmarkGetTask(b, s)
 }
+
+// BenchmarkClaimSteps: see storetest.BenchmarkClaimSteps.
+func BenchmarkClaimSteps(b *testing.B) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	storetest.BenchmarkClaimSteps(b, s)
+}
