@@ -145,12 +145,17 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	// The results of each step's dependencies come with it (depResultsOf),
 	// not in a statement of their own.
 	st.q = `WITH ` + lead + take + `s AS (` + update + `),
-		started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending' RETURNING id)` + totals + audit + `
-		SELECT s.*, t.input, t.workflow, t.version, t.traceparent, ` + depResultsOf + `, s.task_id IN (SELECT id FROM started)` + totalsCols + granted
+		started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending'
+			RETURNING id, input, workflow, version, traceparent)` + totals + audit + `
+		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.traceparent, t.traceparent),
+			` + depResultsOf + `, st.id IS NOT NULL` + totalsCols + granted
 	if st.gated {
 		st.q += `, true`
 	}
-	st.q += ` FROM s` + fmt.Sprintf(taskOf, "s") + totalsJoin
+	// A task the claim started comes back from its UPDATE; only the others
+	// are read again.
+	st.q += ` FROM s LEFT JOIN started st ON st.id = s.task_id
+		LEFT JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id AND st.id IS NULL OFFSET 0) t ON true` + totalsJoin
 	if st.gated {
 		// Where the gate is shut: one row of the first candidate, as it
 		// is, that says so.
