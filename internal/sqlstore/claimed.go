@@ -70,9 +70,13 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	where, lead := from.where, ""
 	var args []any
 	if st.gated {
-		// Only where a statement's WITH may write (unchecked).
+		// Only for a claim with no check of its own (unchecked).
 		lead = `c AS (` + from.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
 		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
+		if !t.s.d.WithWrites {
+			lead = `c AS MATERIALIZED (` + from.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open) `
+			where = `id IN (SELECT id FROM c) AND (SELECT open FROM g)`
+		}
 		args = append(slices.Clip(from.args), from.version)
 	}
 	var take, granted string
@@ -95,6 +99,10 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	}
 	st.q = update
 	if !t.s.d.WithWrites {
+		if st.gated {
+			// Where the gate is shut, it claims nothing and says no more.
+			st.q, st.gated = `WITH `+lead+update, false
+		}
 		st.args = args
 		return st, nil
 	}

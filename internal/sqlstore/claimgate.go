@@ -180,7 +180,14 @@ func (t *txn) dropAhead() error {
 // selects (gateShut). Otherwise it claims nothing; the next ClaimSteps
 // claims as usual. It takes no lock but the claimed rows', so it may run
 // in a transaction that holds others (CompleteAndClaim, InsertAndClaim).
-func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
+//
+// Where a statement cannot write in its WITH (SQLite), the claim is one
+// statement only if inOne (the claim loop's, under a backlog): for the few
+// steps a write makes ready, the query of candidates, checked here, and an
+// UPDATE by rowid are quicker than the statement's materialized candidates
+// (SQLite dag7 p50 2.42 against 2.63 ms); for a full claim the statement
+// is quicker (fanout5 +7%).
+func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
 	pol := t.s.cachedPolicies()
 	if pol == nil || pol.all || !unchecked(p, pol) || len(t.s.predictedLimits()) > 0 {
 		return nil, nil
@@ -190,7 +197,7 @@ func (t *txn) claimGated(p store.ClaimParams) ([]store.ClaimedStep, error) {
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.s.d.WithWrites {
+	if t.s.d.WithWrites || inOne {
 		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
 		if err != nil {
 			return nil, err
@@ -242,7 +249,7 @@ func (t *txn) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
 		return nil, nil
 	}
 	t.engine = p.EngineID
-	return t.claimGated(p)
+	return t.claimGated(p, false)
 }
 
 // countTaken counts the steps of claimed that mine reports to be among

@@ -191,6 +191,10 @@ type Store struct {
 	// keeps its transaction open for the claim's rounds instead of
 	// sending its COMMIT with it.
 	aheadShut atomic.Bool
+	// backlog: the last claim of ClaimSteps took every step it asked for,
+	// so the next one, on a store whose statements cannot write in their
+	// WITH (SQLite), tries first to claim in one statement (claimGated).
+	backlog atomic.Bool
 }
 
 // New returns a Store on open database handles whose schema is current.

@@ -28,6 +28,7 @@ var policyTests = []struct {
 	{"LimitsNearTheirBoundAreCounted", testLimitsNearBound},
 	{"WorkflowLimitAdmitsATaskOnce", testWorkflowLimitRoots},
 	{"WorkflowLimitHoldsAcrossRounds", testWorkflowLimitRounds},
+	{"PoliciesHoldAfterAFullClaim", testPoliciesAfterFullClaim},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -140,6 +141,27 @@ func testNamespaceLimit(t *testing.T, h *harness) {
 	// Raising the limit lets more run at once; 0 removes it.
 	h.setPolicy(store.PolicyChange{Target: "capped", Concurrency: ptr(0)})
 	require.Len(t, h.claim("e2", 10), 2)
+}
+
+// testPoliciesAfterFullClaim: a claim that follows one that took every
+// step it asked for (under such a backlog SQLite tries to claim in one
+// statement) still holds steps to their keys' limits and sees a pause
+// made since.
+func testPoliciesAfterFullClaim(t *testing.T, h *harness) {
+	h.insert(store.TaskInsert{}, store.TaskInsert{})
+	require.Len(t, h.claim("e1", 2), 2)
+	for range 3 {
+		h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "charge", Handler: "h", MaxAttempts: 1, LimitKey: "step:k", Limit: 1}}})
+	}
+	got := h.claim("e1", 10)
+	require.Len(t, got, 1, "one step of the key at a time")
+	require.Equal(t, "charge", got[0].Name)
+
+	h.insert(store.TaskInsert{}, store.TaskInsert{})
+	require.Len(t, h.claim("e1", 2), 2, "the steps behind the full key")
+	h.setPolicy(store.PolicyChange{Target: "ns", Paused: ptr(true)})
+	h.insert(store.TaskInsert{})
+	require.Empty(t, h.claim("e1", 10), "ns is paused")
 }
 
 func testStepLimitKeys(t *testing.T, h *harness) {
