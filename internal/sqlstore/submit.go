@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -23,8 +24,26 @@ const (
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 )
 
-// insertStep inserts one step's row (newStepRow).
-var insertStep = `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES (` + placeholders(len(stepInsertColumns)) + `)`
+// stepsPerInsert bounds the rows of one statement of insertSteps: 64
+// rows of 31 values stay far below SQLite's 32,766 parameters.
+const stepsPerInsert = 64
+
+// insertStepsOf holds the statements of insertSteps, by their rows.
+var insertStepsOf [stepsPerInsert + 1]atomic.Pointer[string]
+
+// insertSteps returns the statement that inserts n steps' rows
+// (newStepRow, one after another): one statement for a task's steps
+// rather than one a step, which cost SQLite's writer a statement's
+// overhead a step.
+func insertSteps(n int) string {
+	if q := insertStepsOf[n].Load(); q != nil {
+		return *q
+	}
+	row := `(` + placeholders(len(stepInsertColumns)) + `)`
+	q := `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	insertStepsOf[n].Store(&q)
+	return q
+}
 
 // InsertTasks submits tasks in one transaction.
 func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
@@ -178,12 +197,32 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	if err := t.insertTags(id, in.Tags); err != nil {
 		return store.InsertResult{}, err
 	}
+	// The task's steps go in statements of up to stepsPerInsert rows.
+	var rows []any
+	pending := 0
+	flush := func() error {
+		if pending == 0 {
+			return nil
+		}
+		if _, err := t.exec(insertSteps(pending), rows...); err != nil {
+			return fmt.Errorf("insert the steps of task %d: %w", id, err)
+		}
+		rows, pending = rows[:0], 0
+		return nil
+	}
 	for j, tp := range tpl.of(in.Steps) {
 		st := t.start(&tp, in.Priority, nt.runAt)
-		if _, err := t.exec(insertStep, newStepRow(id, j, &tp, in, st)...); err != nil {
-			return store.InsertResult{}, fmt.Errorf("insert step %q of task %d: %w", tp.name, id, err)
-		}
+		rows = append(rows, newStepRow(id, j, &tp, in, st)...)
+		pending++
 		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+		if pending == stepsPerInsert {
+			if err := flush(); err != nil {
+				return store.InsertResult{}, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return store.InsertResult{}, err
 	}
 	out := store.InsertResult{Task: nt.task(in, id, t.now)}
 	if superseded != nil {

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -48,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		fn   func(t *testing.T, h *harness)
 	}{
 		{"InsertAndGet", testInsertAndGet},
+		{"ManySteps", testManySteps},
 		{"Idempotency", testIdempotency},
 		{"BulkInsertIsAtomic", testBulkInsertAtomic},
 		{"ClaimLimitAndFence", testClaimLimit},
@@ -224,6 +226,28 @@ func testInsertAndGet(t *testing.T, h *harness) {
 	require.Equal(t, state.TaskPending, st)
 	_, err = h.s.TaskState(h.ctx, 999999)
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// testManySteps: a task of more steps than one statement inserts (a
+// store may write a task's steps in statements of several rows) keeps
+// every step, in order, on every submission path.
+func testManySteps(t *testing.T, h *harness) {
+	const n = 150
+	steps := make([]store.StepInsert, n)
+	for i := range steps {
+		steps[i] = store.StepInsert{Name: fmt.Sprintf("s%03d", i), Handler: "h", MaxAttempts: 1}
+	}
+	res := h.insert(store.TaskInsert{Steps: steps},
+		store.TaskInsert{Steps: steps, IdempotencyKey: "many", Supersede: true})
+	for _, r := range res {
+		task := h.task(r.Task.ID)
+		require.Len(t, task.Steps, n)
+		for i, st := range task.Steps {
+			require.Equal(t, fmt.Sprintf("s%03d", i), st.Name)
+			require.Equal(t, i, st.Index)
+			require.Equal(t, state.StepReady, st.State)
+		}
+	}
 }
 
 func testIdempotency(t *testing.T, h *harness) {
