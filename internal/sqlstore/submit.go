@@ -24,24 +24,24 @@ const (
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 )
 
-// stepsPerInsert bounds the rows of one statement of insertSteps: 64
+// stepsPerInsert bounds the rows of one statement of insertStepRows: 64
 // rows of 31 values stay far below SQLite's 32,766 parameters.
 const stepsPerInsert = 64
 
-// insertStepsOf holds the statements of insertSteps, by their rows.
-var insertStepsOf [stepsPerInsert + 1]atomic.Pointer[string]
+// insertStepRowsOf holds the statements of insertStepRows, by their rows.
+var insertStepRowsOf [stepsPerInsert + 1]atomic.Pointer[string]
 
-// insertSteps returns the statement that inserts n steps' rows
+// insertStepRows returns the statement that inserts n steps' rows
 // (newStepRow, one after another): one statement for a task's steps
 // rather than one a step, which cost SQLite's writer a statement's
 // overhead a step.
-func insertSteps(n int) string {
-	if q := insertStepsOf[n].Load(); q != nil {
+func insertStepRows(n int) string {
+	if q := insertStepRowsOf[n].Load(); q != nil {
 		return *q
 	}
 	row := `(` + placeholders(len(stepInsertColumns)) + `)`
 	q := `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
-	insertStepsOf[n].Store(&q)
+	insertStepRowsOf[n].Store(&q)
 	return q
 }
 
@@ -204,7 +204,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 		if pending == 0 {
 			return nil
 		}
-		if _, err := t.exec(insertSteps(pending), rows...); err != nil {
+		if _, err := t.exec(insertStepRows(pending), rows...); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}
 		rows, pending = rows[:0], 0
