@@ -125,11 +125,11 @@ type SQLDB struct {
 func NewSQLDB(ctx context.Context, writer, reader *sql.DB, holdWriter bool) (*SQLDB, error) {
 	d := &SQLDB{w: writer, r: reader}
 	if holdWriter {
-		c, err := writer.Conn(ctx)
+		h, err := holdConn(ctx, writer)
 		if err != nil {
 			return nil, err
 		}
-		d.held = &heldConn{turn: make(chan struct{}, 1), conn: c, stmts: map[string]*sql.Stmt{}}
+		d.held = h
 	}
 	return d, nil
 }
@@ -202,149 +202,6 @@ type sqlTx struct{ SQLQuerier }
 
 func (t *sqlTx) Commit(context.Context) error   { return t.Tx.Commit() }
 func (t *sqlTx) Rollback(context.Context) error { return t.Tx.Rollback() }
-
-// heldConn is the writer connection a store keeps for its writes, one at a
-// time, in transactions it begins and ends itself (BEGIN IMMEDIATE, COMMIT)
-// rather than as a database/sql Tx: every query of a Tx starts a goroutine
-// that watches the Tx's context until the rows close, which cost a
-// statement inside a write transaction 10 to 20 µs more than the same
-// statement outside one (a third of a claim's query of candidates).
-// Statements run under contexts that cannot be cancelled (the store's
-// writes are, Dialect.Uncancellable), so nothing watches them.
-type heldConn struct {
-	// turn is held by the write under way.
-	turn chan struct{}
-	conn *sql.Conn
-	// stmts are the statements prepared on conn, used by the write that
-	// holds turn.
-	stmts map[string]*sql.Stmt
-}
-
-// maxCachedStatements bounds the statements kept prepared on the held
-// connection between writes (a write may add its own above it); queries
-// with IN lists of many lengths could otherwise grow them without limit.
-const maxCachedStatements = 256
-
-// take waits for the writes before to end. With no statement of the
-// connection running now, it closes statements past maxCachedStatements:
-// closing one while its rows are being read would end them.
-func (h *heldConn) take(ctx context.Context) error {
-	select {
-	case h.turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	for q, st := range h.stmts {
-		if len(h.stmts) < maxCachedStatements {
-			break
-		}
-		st.Close()
-		delete(h.stmts, q)
-	}
-	return nil
-}
-
-func (h *heldConn) give() { <-h.turn }
-
-func (h *heldConn) begin(ctx context.Context) (Tx, error) {
-	if err := h.take(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := h.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		h.give()
-		return nil, err
-	}
-	return &heldTx{h: h}, nil
-}
-
-// exec runs one statement in a transaction of its own.
-func (h *heldConn) exec(ctx context.Context, q string, args ...any) (Result, error) {
-	if err := h.take(ctx); err != nil {
-		return nil, err
-	}
-	defer h.give()
-	st, err := h.stmt(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-// stmt returns q prepared on the connection; the caller holds turn.
-func (h *heldConn) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	if st, ok := h.stmts[q]; ok {
-		return st, nil
-	}
-	st, err := h.conn.PrepareContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	h.stmts[q] = st
-	return st, nil
-}
-
-func (h *heldConn) close() error {
-	h.turn <- struct{}{} // no write is under way, nor begins
-	for _, st := range h.stmts {
-		st.Close()
-	}
-	return h.conn.Close()
-}
-
-// heldTx is a write transaction on the held connection.
-type heldTx struct {
-	h     *heldConn
-	ended bool
-}
-
-func (t *heldTx) Exec(ctx context.Context, q string, args ...any) (Result, error) {
-	st, err := t.h.stmt(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-func (t *heldTx) Query(ctx context.Context, q string, args ...any) (Rows, error) {
-	st, err := t.h.stmt(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return st.QueryContext(ctx, args...)
-}
-
-func (t *heldTx) QueryRow(ctx context.Context, q string, args ...any) Row {
-	st, err := t.h.stmt(ctx, q)
-	if err != nil {
-		return errRow{err}
-	}
-	return st.QueryRowContext(ctx, args...)
-}
-
-// Commit commits; a COMMIT that fails is followed by a ROLLBACK, so that
-// the connection is left outside any transaction either way.
-func (t *heldTx) Commit(ctx context.Context) error {
-	return t.end(ctx, "COMMIT")
-}
-
-func (t *heldTx) Rollback(ctx context.Context) error {
-	return t.end(ctx, "ROLLBACK")
-}
-
-func (t *heldTx) end(ctx context.Context, how string) error {
-	if t.ended {
-		return sql.ErrTxDone
-	}
-	t.ended = true
-	defer t.h.give()
-	_, err := t.h.conn.ExecContext(ctx, how)
-	if err != nil && how == "COMMIT" {
-		// SQLite may have rolled back already (a full disk); then this
-		// fails too, harmlessly.
-		_, _ = t.h.conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-	}
-	return err
-}
 
 // errRow is a row whose statement failed before it ran.
 type errRow struct{ err error }

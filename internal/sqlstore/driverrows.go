@@ -1,0 +1,222 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"time"
+)
+
+// This file holds what database/sql would do for the held writer
+// (heldconn.go): arguments to the driver's values, and the driver's values
+// into the store's scan destinations, as database/sql converts them.
+
+// namedValues converts a statement's arguments to the driver's values.
+func namedValues(args []any) ([]driver.NamedValue, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driverValue(a)
+		if err != nil {
+			return nil, fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return nv, nil
+}
+
+// driverValue is a as a driver value: the types the store passes most,
+// directly; the others as database/sql converts them.
+func driverValue(a any) (driver.Value, error) {
+	switch v := a.(type) {
+	case nil, int64, string, float64, bool, []byte, time.Time:
+		return v, nil
+	case int:
+		return int64(v), nil
+	case json.RawMessage:
+		if v == nil {
+			return nil, nil
+		}
+		return []byte(v), nil
+	}
+	return driver.DefaultParameterConverter.ConvertValue(a)
+}
+
+// driverRows is the Rows of a query on the held writer.
+type driverRows struct {
+	rows   driver.Rows
+	vals   []driver.Value
+	err    error
+	closed bool
+}
+
+func newDriverRows(rows driver.Rows) *driverRows {
+	return &driverRows{rows: rows, vals: make([]driver.Value, len(rows.Columns()))}
+}
+
+func (r *driverRows) Next() bool {
+	if r.closed {
+		return false
+	}
+	if err := r.rows.Next(r.vals); err != nil {
+		if !errors.Is(err, io.EOF) {
+			r.err = err
+		}
+		r.Close()
+		return false
+	}
+	return true
+}
+
+func (r *driverRows) Scan(dest ...any) error {
+	if r.closed {
+		return errors.New("sql: Rows are closed")
+	}
+	if len(dest) != len(r.vals) {
+		return fmt.Errorf("sql: expected %d destination arguments in Scan, not %d", len(r.vals), len(dest))
+	}
+	for i, d := range dest {
+		if err := assign(d, r.vals[i]); err != nil {
+			return fmt.Errorf("sql: Scan error on column index %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (r *driverRows) Err() error { return r.err }
+
+func (r *driverRows) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.rows.Close()
+}
+
+// driverRow is the Row of a one-row query on the held writer.
+type driverRow struct{ rows Rows }
+
+func (r *driverRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	return r.rows.Scan(dest...)
+}
+
+// assign stores a driver value in a scan destination, as database/sql's
+// Rows.Scan would: sql.Scanner destinations scan it themselves; NULL goes
+// only where a destination can hold it; bytes are copied.
+func assign(dest any, src driver.Value) error {
+	switch d := dest.(type) {
+	case sql.Scanner:
+		return d.Scan(src)
+	case *any:
+		if b, ok := src.([]byte); ok {
+			src = append([]byte(nil), b...)
+		}
+		*d = src
+		return nil
+	case *int64:
+		if v, ok := src.(int64); ok {
+			*d = v
+			return nil
+		}
+	case *string:
+		switch v := src.(type) {
+		case string:
+			*d = v
+			return nil
+		case []byte:
+			*d = string(v)
+			return nil
+		}
+	case *[]byte:
+		switch v := src.(type) {
+		case nil:
+			*d = nil
+			return nil
+		case []byte:
+			*d = append([]byte(nil), v...)
+			return nil
+		case string:
+			*d = []byte(v)
+			return nil
+		}
+	case *json.RawMessage:
+		switch v := src.(type) {
+		case nil:
+			*d = nil
+			return nil
+		case []byte:
+			*d = append(json.RawMessage(nil), v...)
+			return nil
+		case string:
+			*d = json.RawMessage(v)
+			return nil
+		}
+	case *float64:
+		switch v := src.(type) {
+		case float64:
+			*d = v
+			return nil
+		case int64:
+			*d = float64(v)
+			return nil
+		}
+	case *bool:
+		switch v := src.(type) {
+		case bool:
+			*d = v
+			return nil
+		case int64:
+			*d = v != 0
+			return nil
+		}
+	}
+	return assignReflect(dest, src)
+}
+
+// assignReflect stores src in a pointer to a type of a basic kind (int,
+// string, a named string type), the rarer destinations.
+func assignReflect(dest any, src driver.Value) error {
+	dv := reflect.ValueOf(dest)
+	if dv.Kind() != reflect.Pointer || dv.IsNil() {
+		return fmt.Errorf("destination not a pointer: %T", dest)
+	}
+	if src == nil {
+		return fmt.Errorf("converting NULL to %s is unsupported", dv.Elem().Kind())
+	}
+	e := dv.Elem()
+	switch e.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v, ok := src.(int64); ok && !e.OverflowInt(v) {
+			e.SetInt(v)
+			return nil
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if v, ok := src.(int64); ok && v >= 0 && !e.OverflowUint(uint64(v)) {
+			e.SetUint(uint64(v))
+			return nil
+		}
+	case reflect.String:
+		switch v := src.(type) {
+		case string:
+			e.SetString(v)
+			return nil
+		case []byte:
+			e.SetString(string(v))
+			return nil
+		}
+	}
+	return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
+}
