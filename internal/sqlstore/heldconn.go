@@ -22,10 +22,12 @@ import (
 //     uses).
 //
 // The connection is taken from the writer handle (sql.Conn) for as long as
-// the store is open, so database/sql hands it to no one else meanwhile, and
-// is given back at close. Statements run under contexts that cannot be
-// cancelled (the store's writes are, Dialect.Uncancellable), so nothing
-// watches them.
+// the store is open and given back at close. Conn.Raw lends the driver's
+// connection for the call only; the store keeps it past the call because
+// the sql.Conn stays checked out of the pool until then: database/sql hands
+// it to no one else, and closes a checked-out connection only once it is
+// given back. Statements run under contexts that cannot be cancelled (the
+// store's writes are, Dialect.Uncancellable), so nothing watches them.
 type heldConn struct {
 	// turn is held by the write under way.
 	turn chan struct{}
