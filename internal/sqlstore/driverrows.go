@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"time"
 )
 
@@ -186,37 +187,72 @@ func assign(dest any, src driver.Value) error {
 	return assignReflect(dest, src)
 }
 
-// assignReflect stores src in a pointer to a type of a basic kind (int,
-// string, a named string type), the rarer destinations.
+// assignReflect stores src in a pointer to a type of a basic kind (an
+// int, a float, a bool, a string, a named string type), converting through
+// its text as database/sql does: the rarer destinations.
 func assignReflect(dest any, src driver.Value) error {
 	dv := reflect.ValueOf(dest)
 	if dv.Kind() != reflect.Pointer || dv.IsNil() {
 		return fmt.Errorf("destination not a pointer: %T", dest)
 	}
-	if src == nil {
-		return fmt.Errorf("converting NULL to %s is unsupported", dv.Elem().Kind())
-	}
 	e := dv.Elem()
+	if src == nil {
+		return fmt.Errorf("converting NULL to %s is unsupported", e.Kind())
+	}
+	text, ok := asText(src)
+	if !ok {
+		return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
+	}
 	switch e.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if v, ok := src.(int64); ok && !e.OverflowInt(v) {
-			e.SetInt(v)
-			return nil
-		}
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if v, ok := src.(int64); ok && v >= 0 && !e.OverflowUint(uint64(v)) {
-			e.SetUint(uint64(v))
-			return nil
-		}
 	case reflect.String:
-		switch v := src.(type) {
-		case string:
-			e.SetString(v)
-			return nil
-		case []byte:
-			e.SetString(string(v))
-			return nil
+		e.SetString(text)
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(text, 10, e.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
 		}
+		e.SetInt(n)
+		return nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(text, 10, e.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
+		}
+		e.SetUint(n)
+		return nil
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(text, e.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
+		}
+		e.SetFloat(f)
+		return nil
+	case reflect.Bool:
+		b, err := strconv.ParseBool(text)
+		if err != nil {
+			return fmt.Errorf("converting driver.Value type %T (%q) to a bool: %w", src, text, err)
+		}
+		e.SetBool(b)
+		return nil
 	}
 	return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
+}
+
+// asText is a driver value's text, as database/sql reads it for a
+// destination of another type.
+func asText(src driver.Value) (string, bool) {
+	switch v := src.(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64), true
+	case bool:
+		return strconv.FormatBool(v), true
+	}
+	return "", false
 }

@@ -45,7 +45,13 @@ func TestAssign(t *testing.T) {
 		{"NullFloat64 from int", func() any { return new(sql.NullFloat64) }, int64(5), sql.NullFloat64{Float64: 5, Valid: true}, ""},
 		{"NULL into a string", func() any { return new(string) }, nil, nil, "converting NULL to string is unsupported"},
 		{"NULL into an int64", func() any { return new(int64) }, nil, nil, "converting NULL to int64 is unsupported"},
-		{"text into an int64", func() any { return new(int64) }, "7", nil, "unsupported Scan"},
+		{"text into an int64", func() any { return new(int64) }, "7", int64(7), ""},
+		{"not a number into an int64", func() any { return new(int64) }, "x", nil, "invalid syntax"},
+		{"an int into a string", func() any { return new(string) }, int64(7), "7", ""},
+		{"a float into a string", func() any { return new(string) }, 1.5, "1.5", ""},
+		{"text into a float", func() any { return new(float64) }, "1.5", 1.5, ""},
+		{"text into a bool", func() any { return new(bool) }, "true", true, ""},
+		{"too big for an int8", func() any { return new(int8) }, int64(300), nil, "out of range"},
 		{"a time", func() any { return new(string) }, time.Unix(0, 0), nil, "unsupported Scan"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
