@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -28,21 +27,29 @@ const (
 // rows of 31 values stay far below SQLite's 32,766 parameters.
 const stepsPerInsert = 64
 
-// insertStepRowsOf holds the statements of insertStepRows, by their rows.
-var insertStepRowsOf [stepsPerInsert + 1]atomic.Pointer[string]
-
 // insertStepRows returns the statement that inserts n steps' rows
 // (newStepRow, one after another): one statement for a task's steps
 // rather than one a step, which cost SQLite's writer a statement's
 // overhead a step.
 func insertStepRows(n int) string {
-	if q := insertStepRowsOf[n].Load(); q != nil {
-		return *q
+	if n < len(smallStepInserts) {
+		return smallStepInserts[n]
 	}
-	row := `(` + placeholders(len(stepInsertColumns)) + `)`
-	q := `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
-	insertStepRowsOf[n].Store(&q)
+	return stepRowsInsert(n)
+}
+
+// smallStepInserts are the statements of insertStepRows for tasks of few
+// steps, the most common, built once.
+var smallStepInserts = func() (q [17]string) {
+	for n := 1; n < len(q); n++ {
+		q[n] = stepRowsInsert(n)
+	}
 	return q
+}()
+
+func stepRowsInsert(n int) string {
+	row := `(` + placeholders(len(stepInsertColumns)) + `)`
+	return `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 
 // InsertTasks submits tasks in one transaction.
