@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 )
 
@@ -34,7 +33,7 @@ type heldConn struct {
 	// conn is the handle's connection, given back at close; dc is its
 	// driver connection, used by the write that holds turn.
 	conn *sql.Conn
-	dc   driver.Conn
+	dc   driver.ConnPrepareContext
 	// stmts are the statements prepared on dc, used by the write that
 	// holds turn.
 	stmts map[string]driver.Stmt
@@ -46,11 +45,11 @@ func holdConn(ctx context.Context, writer *sql.DB) (*heldConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dc driver.Conn
+	var dc driver.ConnPrepareContext
 	if err := c.Raw(func(d any) error {
 		var ok bool
-		if dc, ok = d.(driver.Conn); !ok {
-			return fmt.Errorf("the driver's connection %T is not a driver.Conn", d)
+		if dc, ok = d.(driver.ConnPrepareContext); !ok {
+			return fmt.Errorf("the driver's connection %T cannot prepare with a context", d)
 		}
 		return nil
 	}); err != nil {
@@ -86,28 +85,11 @@ func (h *heldConn) take(ctx context.Context) error {
 
 func (h *heldConn) give() { <-h.turn }
 
-// run runs a statement of no arguments and no rows (BEGIN, COMMIT,
-// ROLLBACK) on the connection.
-func (h *heldConn) run(ctx context.Context, q string) error {
-	if e, ok := h.dc.(driver.ExecerContext); ok {
-		_, err := e.ExecContext(ctx, q, nil)
-		if !errors.Is(err, driver.ErrSkip) {
-			return err
-		}
-	}
-	st, err := h.stmt(ctx, q)
-	if err != nil {
-		return err
-	}
-	_, err = execStmt(ctx, st, nil)
-	return err
-}
-
 func (h *heldConn) begin(ctx context.Context) (Tx, error) {
 	if err := h.take(ctx); err != nil {
 		return nil, err
 	}
-	if err := h.run(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := h.execQ(ctx, "BEGIN IMMEDIATE", nil); err != nil {
 		h.give()
 		return nil, err
 	}
@@ -128,13 +110,7 @@ func (h *heldConn) stmt(ctx context.Context, q string) (driver.Stmt, error) {
 	if st, ok := h.stmts[q]; ok {
 		return st, nil
 	}
-	var st driver.Stmt
-	var err error
-	if p, ok := h.dc.(driver.ConnPrepareContext); ok {
-		st, err = p.PrepareContext(ctx, q)
-	} else {
-		st, err = h.dc.Prepare(q)
-	}
+	st, err := h.dc.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -142,24 +118,33 @@ func (h *heldConn) stmt(ctx context.Context, q string) (driver.Stmt, error) {
 	return st, nil
 }
 
-func (h *heldConn) execQ(ctx context.Context, q string, args []any) (Result, error) {
+// prepared returns q prepared on the connection and args as the driver's
+// values.
+func (h *heldConn) prepared(ctx context.Context, q string, args []any) (driver.Stmt, []driver.NamedValue, error) {
 	st, err := h.stmt(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nv, err := namedValues(args)
+	return st, nv, err
+}
+
+// execQ runs q, prepared once on the connection (BEGIN and COMMIT too),
+// with args.
+func (h *heldConn) execQ(ctx context.Context, q string, args []any) (Result, error) {
+	st, nv, err := h.prepared(ctx, q, args)
 	if err != nil {
 		return nil, err
 	}
-	return execStmt(ctx, st, nv)
+	se, ok := st.(driver.StmtExecContext)
+	if !ok {
+		return nil, fmt.Errorf("the driver's statement %T has no ExecContext", st)
+	}
+	return se.ExecContext(ctx, nv)
 }
 
 func (h *heldConn) query(ctx context.Context, q string, args []any) (Rows, error) {
-	st, err := h.stmt(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	nv, err := namedValues(args)
+	st, nv, err := h.prepared(ctx, q, args)
 	if err != nil {
 		return nil, err
 	}
@@ -172,15 +157,6 @@ func (h *heldConn) query(ctx context.Context, q string, args []any) (Rows, error
 		return nil, err
 	}
 	return newDriverRows(rows), nil
-}
-
-// execStmt runs st with nv.
-func execStmt(ctx context.Context, st driver.Stmt, nv []driver.NamedValue) (Result, error) {
-	se, ok := st.(driver.StmtExecContext)
-	if !ok {
-		return nil, fmt.Errorf("the driver's statement %T has no ExecContext", st)
-	}
-	return se.ExecContext(ctx, nv)
 }
 
 func (h *heldConn) close() error {
@@ -229,11 +205,11 @@ func (t *heldTx) end(ctx context.Context, how string) error {
 	}
 	t.ended = true
 	defer t.h.give()
-	err := t.h.run(ctx, how)
+	_, err := t.h.execQ(ctx, how, nil)
 	if err != nil && how == "COMMIT" {
 		// SQLite may have rolled back already (a full disk); then this
 		// fails too, harmlessly.
-		_ = t.h.run(context.WithoutCancel(ctx), "ROLLBACK")
+		_, _ = t.h.execQ(context.WithoutCancel(ctx), "ROLLBACK", nil)
 	}
 	return err
 }
