@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"bytes"
 	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
@@ -123,7 +124,7 @@ func assign(dest any, src driver.Value) error {
 		return d.Scan(src)
 	case *any:
 		if b, ok := src.([]byte); ok {
-			src = append([]byte(nil), b...)
+			src = bytes.Clone(b)
 		}
 		*d = src
 		return nil
@@ -133,58 +134,37 @@ func assign(dest any, src driver.Value) error {
 			return nil
 		}
 	case *string:
-		switch v := src.(type) {
-		case string:
+		if v, ok := src.(string); ok {
 			*d = v
-			return nil
-		case []byte:
-			*d = string(v)
 			return nil
 		}
 	case *[]byte:
-		switch v := src.(type) {
-		case nil:
-			*d = nil
-			return nil
-		case []byte:
-			*d = append([]byte(nil), v...)
-			return nil
-		case string:
-			*d = []byte(v)
+		if b, ok := bytesOf(src); ok {
+			*d = b
 			return nil
 		}
 	case *json.RawMessage:
-		switch v := src.(type) {
-		case nil:
-			*d = nil
-			return nil
-		case []byte:
-			*d = append(json.RawMessage(nil), v...)
-			return nil
-		case string:
-			*d = json.RawMessage(v)
-			return nil
-		}
-	case *float64:
-		switch v := src.(type) {
-		case float64:
-			*d = v
-			return nil
-		case int64:
-			*d = float64(v)
-			return nil
-		}
-	case *bool:
-		switch v := src.(type) {
-		case bool:
-			*d = v
-			return nil
-		case int64:
-			*d = v != 0
+		if b, ok := bytesOf(src); ok {
+			*d = b
 			return nil
 		}
 	}
+	// The rest (a number into a string, a named string type, an int into
+	// a float or a bool) goes through the value's text.
 	return assignReflect(dest, src)
+}
+
+// bytesOf is src as bytes of the destination's own: NULL as nil.
+func bytesOf(src driver.Value) ([]byte, bool) {
+	switch v := src.(type) {
+	case nil:
+		return nil, true
+	case []byte:
+		return bytes.Clone(v), true
+	case string:
+		return []byte(v), true
+	}
+	return nil, false
 }
 
 // assignReflect stores src in a pointer to a type of a basic kind (an
@@ -203,40 +183,37 @@ func assignReflect(dest any, src driver.Value) error {
 	if !ok {
 		return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
 	}
+	var err error
 	switch e.Kind() {
 	case reflect.String:
 		e.SetString(text)
-		return nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(text, 10, e.Type().Bits())
-		if err != nil {
-			return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
+		var n int64
+		if n, err = strconv.ParseInt(text, 10, e.Type().Bits()); err == nil {
+			e.SetInt(n)
 		}
-		e.SetInt(n)
-		return nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, err := strconv.ParseUint(text, 10, e.Type().Bits())
-		if err != nil {
-			return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
+		var n uint64
+		if n, err = strconv.ParseUint(text, 10, e.Type().Bits()); err == nil {
+			e.SetUint(n)
 		}
-		e.SetUint(n)
-		return nil
 	case reflect.Float32, reflect.Float64:
-		f, err := strconv.ParseFloat(text, e.Type().Bits())
-		if err != nil {
-			return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
+		var f float64
+		if f, err = strconv.ParseFloat(text, e.Type().Bits()); err == nil {
+			e.SetFloat(f)
 		}
-		e.SetFloat(f)
-		return nil
 	case reflect.Bool:
-		b, err := strconv.ParseBool(text)
-		if err != nil {
-			return fmt.Errorf("converting driver.Value type %T (%q) to a bool: %w", src, text, err)
+		var b bool
+		if b, err = strconv.ParseBool(text); err == nil {
+			e.SetBool(b)
 		}
-		e.SetBool(b)
-		return nil
+	default:
+		return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
 	}
-	return fmt.Errorf("unsupported Scan, storing driver.Value type %T into type %T", src, dest)
+	if err != nil {
+		return fmt.Errorf("converting driver.Value type %T (%q) to a %s: %w", src, text, e.Kind(), err)
+	}
+	return nil
 }
 
 // asText is a driver value's text, as database/sql reads it for a
