@@ -44,11 +44,11 @@ func (g *launchGroup) returned() {
 	}
 }
 
-// report hands an outcome to the completer, unless Stop gave up recording
+// toCompleter hands an outcome to the completer, unless Stop gave up recording
 // (flushCtx): then the completer may be stuck on a database that is gone,
 // with its outbox full, and the step stays running under this engine, to
 // be reclaimed like any step of a stopped engine.
-func (e *Engine) report(r report) bool {
+func (e *Engine) toCompleter(r report) bool {
 	select {
 	case e.outbox <- r:
 		return true

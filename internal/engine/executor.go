@@ -97,7 +97,7 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 			e.mu.Unlock()
 			group.returned()
 			if record {
-				e.report(report{outcome: o, launched: group})
+				e.toCompleter(report{outcome: o, launched: group})
 			}
 		}()
 	}

@@ -430,7 +430,7 @@ func (e *Engine) record(ctx context.Context, o store.Outcome) error {
 	e.sendMu.RLock()
 	if e.completing {
 		reply := make(chan error, 1)
-		sent := e.report(report{outcome: o, reply: reply})
+		sent := e.toCompleter(report{outcome: o, reply: reply})
 		e.sendMu.RUnlock()
 		if !sent {
 			return errStopping

@@ -155,7 +155,9 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	case err != nil:
 		return nil, err
 	}
-	s.backlog.Store(len(claimed) == p.Limit)
+	if !s.d.WithWrites {
+		s.backlog.Store(len(claimed) == p.Limit)
+	}
 	s.bounds.saw(totals)
 	for _, n := range granted {
 		s.reserves.add(n.key, n.rate, n.granted, now)
