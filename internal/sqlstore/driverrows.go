@@ -17,18 +17,16 @@ import (
 // (heldconn.go): arguments to the driver's values, and the driver's values
 // into the store's scan destinations, as database/sql converts them.
 
-// namedValues converts a statement's arguments to the driver's values.
-func namedValues(args []any) ([]driver.NamedValue, error) {
-	if len(args) == 0 {
-		return nil, nil
-	}
-	nv := make([]driver.NamedValue, len(args))
+// namedValues converts a statement's arguments to the driver's values,
+// appended to dst[:0].
+func namedValues(dst []driver.NamedValue, args []any) ([]driver.NamedValue, error) {
+	nv := dst[:0]
 	for i, a := range args {
 		v, err := driverValue(a)
 		if err != nil {
 			return nil, fmt.Errorf("argument %d: %w", i+1, err)
 		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
 	}
 	return nv, nil
 }

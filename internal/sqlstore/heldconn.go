@@ -37,6 +37,10 @@ type heldConn struct {
 	// stmts are the statements prepared on dc, used by the write that
 	// holds turn.
 	stmts map[string]driver.Stmt
+	// args is the buffer of a statement's arguments as the driver's
+	// values, used by the write that holds turn: the driver copies what
+	// it binds (SQLITE_TRANSIENT) and keeps none of it.
+	args []driver.NamedValue
 }
 
 // holdConn takes a connection of writer for a store's writes.
@@ -125,7 +129,10 @@ func (h *heldConn) prepared(ctx context.Context, q string, args []any) (driver.S
 	if err != nil {
 		return nil, nil, err
 	}
-	nv, err := namedValues(args)
+	nv, err := namedValues(h.args, args)
+	if err == nil {
+		h.args = nv
+	}
 	return st, nv, err
 }
 

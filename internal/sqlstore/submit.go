@@ -205,7 +205,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 		return store.InsertResult{}, err
 	}
 	// The task's steps go in statements of up to stepsPerInsert rows.
-	var rows []any
+	rows := make([]any, 0, min(len(in.Steps), stepsPerInsert)*len(stepInsertColumns))
 	pending := 0
 	flush := func() error {
 		if pending == 0 {
@@ -219,7 +219,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	}
 	for j, tp := range tpl.of(in.Steps) {
 		st := t.start(&tp, in.Priority, nt.runAt)
-		rows = append(rows, newStepRow(id, j, &tp, in, st)...)
+		rows = appendStepRow(rows, id, j, &tp, in, st)
 		pending++
 		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
 		if pending == stepsPerInsert {

@@ -175,8 +175,13 @@ var stepInsertColumns = []string{"task_id", "idx", "name", "handler", "namespace
 // template tp, starting as st: the values of stepInsertColumns, each an
 // int64, a string or an *int64 (nil: NULL).
 func newStepRow(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {
-	return []any{taskID, int64(idx), tp.name, tp.handler, in.Namespace, string(st.state), tp.deps, tp.children, st.priority, st.sortKey,
+	return appendStepRow(make([]any, 0, len(stepInsertColumns)), taskID, idx, tp, in, st)
+}
+
+// appendStepRow appends newStepRow's values to dst.
+func appendStepRow(dst []any, taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {
+	return append(dst, taskID, int64(idx), tp.name, tp.handler, in.Namespace, string(st.state), tp.deps, tp.children, st.priority, st.sortKey,
 		tp.maxAttempts, tp.ttl, st.expires, st.runAt, tp.kind, tp.rule, tp.signal, tp.waitTimeout, tp.runTimeout, in.Workflow,
 		tp.limitKey, tp.limitN, in.LimitKey, int64(in.Limit), tp.preemptible, tp.rateKey, tp.rateN, tp.ratePer,
-		tp.breakerKey, tp.breakerN, tp.breakerCooldown}
+		tp.breakerKey, tp.breakerN, tp.breakerCooldown)
 }
