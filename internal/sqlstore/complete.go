@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/weftrun/weft/state"
@@ -87,8 +86,9 @@ func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
 		}
 	}
 	// Plain outcomes of one engine go together; the rest one by one.
-	var plain []store.Outcome
-	var plainAt, rest []int
+	plain := make([]store.Outcome, 0, len(outcomes))
+	plainAt := make([]int, 0, len(outcomes))
+	var rest []int
 	for _, i := range order {
 		if o := outcomes[i]; plainOutcome(o) && o.EngineID == engine {
 			plain, plainAt = append(plain, o), append(plainAt, i)
@@ -275,7 +275,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	}
 	ended := make([]endedStep, len(got))
 	var tasks []taskAccount
-	t.audits = slices.Grow(t.audits, len(got))
+	t.auditRoom(len(got))
 	for j, v := range got {
 		i := byStep[v.id]
 		held[i] = true

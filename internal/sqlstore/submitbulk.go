@@ -82,7 +82,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
 	}
 	steps := make([][]any, 0, nSteps)
-	t.audits = slices.Grow(t.audits, len(rows)+nSteps)
+	t.auditRoom(len(rows) + nSteps)
 	var tags tagColumnArrays
 	var dupNS, dupKeys []string
 	done := make([]bool, len(tasks))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -342,8 +344,10 @@ func (r *auditRow) entries() int {
 // statement whatever their count, sent with the commit where it can be
 // (soon).
 func (t *txn) flushAudit() error {
-	entries := foldAudit(t.audits)
+	queued := t.audits
+	entries := foldAudit(queued)
 	t.audits = nil
+	defer putAuditBuffer(queued)
 	if len(entries) == 0 {
 		return nil
 	}
@@ -364,6 +368,39 @@ func (t *txn) flushAudit() error {
 	return t.soon("audit", q, append([]any{t.now}, args...)...)
 }
 
+// auditBuffers keeps the backing arrays of transactions' audit queues
+// between writes: a busy engine queues thousands of entries a second, and
+// growing a new queue each time was a fifth of the SQLite writer's garbage.
+var auditBuffers = sync.Pool{New: func() any { return new([]auditRow) }}
+
+// maxPooledAudits bounds the queues kept: a rare huge write's is dropped.
+const maxPooledAudits = 4096
+
+// getAuditBuffer returns an empty audit queue with room.
+func getAuditBuffer() []auditRow {
+	return (*auditBuffers.Get().(*[]auditRow))[:0]
+}
+
+// putAuditBuffer keeps q's backing array for the next write, emptied of
+// what its entries referenced.
+func putAuditBuffer(q []auditRow) {
+	if cap(q) == 0 || cap(q) > maxPooledAudits {
+		return
+	}
+	q = q[:cap(q)]
+	clear(q)
+	q = q[:0]
+	auditBuffers.Put(&q)
+}
+
+// auditRoom makes room in the audit queue for n more entries.
+func (t *txn) auditRoom(n int) {
+	if t.audits == nil {
+		t.audits = getAuditBuffer()
+	}
+	t.audits = slices.Grow(t.audits, n)
+}
+
 // madeReady counts a step this transaction made ready.
 func (t *txn) madeReady(id int64) {
 	t.readied++
@@ -375,6 +412,9 @@ func (t *txn) madeReady(id int64) {
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
+	if t.audits == nil {
+		t.audits = getAuditBuffer()
+	}
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
 }
 
