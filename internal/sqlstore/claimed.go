@@ -184,7 +184,6 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 // claimed from its query of candidates and found the gate shut (gateShut).
 func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
-		stepRow
 		sortKey int64
 		task    claimedTask
 		results sql.NullString // of its dependencies: depResultsOf
@@ -210,44 +209,51 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	if st.gated {
 		dest = append(dest, &c.claimed)
 	}
-	steps, err := collectSized(rows, n, func(r Row) (claimedRow, error) {
+	// Each row becomes its claimed step as it is read: the rows are large,
+	// and a claim under a backlog reads a hundred of them.
+	out = make([]store.ClaimedStep, 0, n)
+	deps = make([][]int, 0, n)
+	first := true
+	err = each(rows, func(r Row) error {
 		x, c, input = stepScan{}, claimedRow{}, ""
-		if err := r.Scan(dest...); err != nil {
-			return claimedRow{}, err
+		if err := r.Scan(dest...); err != nil || shut {
+			return err
 		}
-		c.stepRow, c.task.input = x.row(), json.RawMessage(input)
-		return c, nil
+		if first {
+			first = false
+			if st.gated && !c.claimed {
+				shut = true
+				return nil
+			}
+			if st.taking {
+				if err := t.rateTake.readGrants(c.granted); err != nil {
+					return err
+				}
+			}
+		}
+		step := x.row()
+		// The sort key is the time the step became ready less its priority's
+		// aging credit.
+		out = append(out, store.ClaimedStep{Step: step.Step, Fence: store.Fence{StepID: step.ID, Attempt: step.Attempts, LeaseID: leaseID},
+			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.s.aging)})
+		deps = append(deps, step.deps)
+		if c.totals[0].Valid {
+			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
+		}
+		if t.s.d.WithWrites {
+			c.task.input = json.RawMessage(input)
+			c.task.set(&out[len(out)-1]) // the statement wrote the audit rows
+			if len(step.deps) > 0 {
+				return t.readDepResults(step.ID, c.results)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("claim steps: %w", err)
 	}
-	if st.gated && len(steps) > 0 && !steps[0].claimed {
+	if shut {
 		return nil, nil, true, nil
-	}
-	if st.taking && len(steps) > 0 {
-		if err := t.rateTake.readGrants(steps[0].granted); err != nil {
-			return nil, nil, false, fmt.Errorf("claim steps: %w", err)
-		}
-	}
-	out = make([]store.ClaimedStep, len(steps))
-	deps = make([][]int, len(steps))
-	for i, st := range steps {
-		// The sort key is the time the step became ready less its priority's
-		// aging credit.
-		out[i] = store.ClaimedStep{Step: st.Step, Fence: store.Fence{StepID: st.ID, Attempt: st.Attempts, LeaseID: leaseID},
-			ReadyAt: time.UnixMicro(st.sortKey + int64(st.Priority)*t.s.aging)}
-		deps[i] = st.deps
-		if st.totals[0].Valid {
-			t.totaled(st.Namespace, st.started, limitTotals{st.totals[0].Int64, st.totals[1].Int64})
-		}
-		if t.s.d.WithWrites {
-			st.task.set(&out[i]) // the statement wrote the audit rows
-			if len(st.deps) > 0 {
-				if err := t.readDepResults(out[i].ID, st.results); err != nil {
-					return nil, nil, false, fmt.Errorf("claim steps: %w", err)
-				}
-			}
-		}
 	}
 	return out, deps, false, nil
 }

@@ -43,6 +43,17 @@ func collectSized[T any](rows Rows, n int, scan func(Row) (T, error)) ([]T, erro
 	return out, nil
 }
 
+// each calls fn with every row of rows, then closes them.
+func each(rows Rows, fn func(Row) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 func scanInt64(r Row) (int64, error) {
 	var v int64
 	err := r.Scan(&v)
