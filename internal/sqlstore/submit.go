@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/weftrun/weft/state"
@@ -205,7 +206,10 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 		return store.InsertResult{}, err
 	}
 	// The task's steps go in statements of up to stepsPerInsert rows.
-	rows := make([]any, 0, min(len(in.Steps), stepsPerInsert)*len(stepInsertColumns))
+	// One buffer of arguments for the steps of every task of the write:
+	// each statement is done with it when exec returns.
+	rows := slices.Grow(t.stepArgs[:0], min(len(in.Steps), stepsPerInsert)*len(stepInsertColumns))
+	defer func() { t.stepArgs = rows[:0] }()
 	pending := 0
 	flush := func() error {
 		if pending == 0 {

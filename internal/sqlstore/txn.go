@@ -76,6 +76,8 @@ type txn struct {
 	notifyTaken bool
 	// audits are written in bulk before the transaction commits.
 	audits []auditRow
+	// stepArgs is the arguments buffer of insertOne's statements.
+	stepArgs []any
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).
 	breakers breakerWork
@@ -310,7 +312,13 @@ type auditRow struct {
 // A row holds at most entriesPerRow entries.
 func foldAudit(entries []auditRow) []auditRow {
 	out := entries[:0]
-	last := make(map[int64]int, len(entries))
+	last := foldLast.Get().(map[int64]int)
+	defer func() {
+		if len(last) <= maxPooledAudits {
+			clear(last)
+			foldLast.Put(last)
+		}
+	}()
 	for _, e := range entries {
 		if j, ok := last[e.taskID]; ok {
 			p := &out[j]
@@ -372,6 +380,9 @@ func (t *txn) flushAudit() error {
 // between writes: a busy engine queues thousands of entries a second, and
 // growing a new queue each time was a fifth of the SQLite writer's garbage.
 var auditBuffers = sync.Pool{New: func() any { return new([]auditRow) }}
+
+// foldLast keeps foldAudit's maps (each task's last row) between writes.
+var foldLast = sync.Pool{New: func() any { return map[int64]int{} }}
 
 // maxPooledAudits bounds the queues kept: a rare huge write's is dropped.
 const maxPooledAudits = 4096
