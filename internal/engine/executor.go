@@ -80,15 +80,16 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 	e.handlerWG.Add(len(claimed))
 	group := newLaunchGroup(len(claimed), time.Now())
 	for i := range claimed {
-		c, ctx, cancel := claimed[i], runs[i].ctx, runs[i].cancel
+		// The step stays in claimed, which the handler owns from here.
+		c, ctx, cancel := &claimed[i], runs[i].ctx, runs[i].cancel
 		go func() {
 			defer e.handlerWG.Done()
 			defer cancel(nil)
 			start := time.Now()
-			ctx, span := e.attemptContext(ctx, &c, "")
+			ctx, span := e.attemptContext(ctx, c, "")
 			o, record := e.execute(ctx, c)
 			endAttempt(span, o, record)
-			e.publishEnded(c, o, record, time.Since(start), false, span)
+			e.publishEnded(*c, o, record, time.Since(start), false, span)
 			e.mu.Lock()
 			delete(e.inflight, c.ID)
 			if c.Preemptible {
@@ -108,17 +109,17 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 // record. record is false when nothing must be written: the step was
 // cancelled or taken over, or the engine is shutting down and leaves it to
 // be reclaimed.
-func (e *Engine) execute(ctx context.Context, c store.ClaimedStep) (o store.Outcome, record bool) {
-	log := &stepLog{logger: e.log, c: &c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
+func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Outcome, record bool) {
+	log := &stepLog{logger: e.log, c: c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
-		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, log: log, fence: c.Fence, claimed: &c, slot: true}
+		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, log: log, fence: c.Fence, claimed: c, slot: true}
 	defer r.releaseSlot()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
-	w, def, err := e.claimedDefinition(ctx, c)
+	w, def, err := e.claimedDefinition(ctx, *c)
 	if err != nil {
 		return e.undefined(o, log, err), true
 	}
-	if skip, ok := e.gate(&o, log, def, c); !ok {
+	if skip, ok := e.gate(&o, log, def, *c); !ok {
 		return skip, true
 	}
 	r.Config = def.Config
