@@ -292,7 +292,7 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 		to     state.Task
 		reason string
 	}
-	var finished []done
+	finished := make([]done, 0, len(current))
 	updates := make([][]any, len(current))
 	for i, c := range current {
 		a := accounts[c.id]

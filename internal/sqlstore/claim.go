@@ -203,8 +203,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 				return err
 			}
 			more = more || short
-			*claimed = append(*claimed, got...)
-			*deps = append(*deps, gotDeps...)
+			*claimed, *deps = appendClaimed(*claimed, got), appendClaimed(*deps, gotDeps)
 		}
 		if !more {
 			return nil

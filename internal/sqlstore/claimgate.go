@@ -118,9 +118,17 @@ func (t *txn) claimedAhead(leaseID int64, claimed *[]store.ClaimedStep, deps *[]
 		return false, nil
 	}
 	t.committed = a.last
-	*claimed = append(*claimed, got...)
-	*deps = append(*deps, gotDeps...)
+	*claimed, *deps = appendClaimed(*claimed, got), appendClaimed(*deps, gotDeps)
 	return true, nil
+}
+
+// appendClaimed is append(to, more...), but more itself where to is empty:
+// a claim's steps are large, and most claims take them in one round.
+func appendClaimed[T any](to, more []T) []T {
+	if len(to) == 0 {
+		return more
+	}
+	return append(to, more...)
 }
 
 // aheadRows returns the rows of the query sent ahead (candidatesAhead) if

@@ -275,6 +275,9 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	}
 	ended := make([]endedStep, len(got))
 	var tasks []taskAccount
+	if withTasks {
+		tasks = make([]taskAccount, 0, len(got))
+	}
 	t.auditRoom(len(got))
 	for j, v := range got {
 		i := byStep[v.id]
