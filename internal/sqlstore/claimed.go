@@ -67,46 +67,30 @@ type claimStmt struct {
 // claimStatement builds the statement that claims the steps of from.
 func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}
-	where, lead := from.where, ""
+	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites, taking: st.taking}
 	var args []any
 	if st.gated {
 		// Only for a claim with no check of its own (unchecked).
-		lead = `c AS (` + from.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
-		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
-		if !t.s.d.WithWrites {
-			lead = `c AS MATERIALIZED (` + from.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open) `
-			where = `id IN (SELECT id FROM c) AND (SELECT open FROM g)`
-		}
 		args = append(slices.Clip(from.args), from.version)
 	}
-	var take, granted string
 	if st.taking {
 		// A take of rate tokens left to this statement (rated) comes
 		// first; the steps are claimed only if every bucket granted all.
-		// Each row also carries the tokens reserved, as "KEY N".
 		tq, targs := t.rateTakeQuery(t.rateTake.upsert)
-		take = `b AS (` + tq + ` RETURNING key, wanted, taken, granted), `
-		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
-		granted = `, (SELECT array_agg(key || ' ' || granted) FROM b WHERE granted > 0)`
+		text.take = tq
 		args = append(args, targs...)
 	}
-	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
-		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
 	args = append(args, leaseID, t.engine, t.now, t.now)
 	if !st.gated {
 		args = append(args, from.args...) // where's
 	}
-	st.q = update
 	if !t.s.d.WithWrites {
-		if st.gated {
-			// Where the gate is shut, it claims nothing and says no more.
-			st.q, st.gated = `WITH `+lead+update, false
-		}
-		st.args = args
+		// Where the gate is shut, it claims nothing and says no more.
+		st.q, st.gated, st.args = t.s.claimText(text), false, args
 		return st, nil
 	}
 	st.totaling = t.s.d.LimitRoom != "" && len(t.limitHeld) > 0
+	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
@@ -116,6 +100,63 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	// trip where the transaction pipelines.
 	if err := t.flushAudit(); err != nil {
 		return st, err
+	}
+	st.q = t.s.claimText(text)
+	args = append(args, t.now)
+	if st.totaling {
+		args = append(args, t.limitHeld)
+	}
+	st.args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
+		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
+	return st, nil
+}
+
+// claimText is what the text of a claim statement depends on
+// (claimStatement's arguments aside).
+type claimText struct {
+	candidates, where, take      string
+	withWrites, taking, totaling bool
+}
+
+// claimText returns the text of the claim statement of k, built once: a
+// claim under a backlog is made hundreds of times a second, and its text
+// is kilobytes.
+func (s *Store) claimText(k claimText) string {
+	if q, ok := s.claimTexts.Load(k); ok {
+		return q.(string)
+	}
+	q := k.build()
+	s.claimTexts.Store(k, q)
+	return q
+}
+
+// build builds the text of the claim statement of k.
+func (k claimText) build() string {
+	gated := k.candidates != ""
+	where, lead := k.where, ""
+	if gated {
+		lead = `c AS (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
+		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
+		if !k.withWrites {
+			lead = `c AS MATERIALIZED (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open) `
+			where = `id IN (SELECT id FROM c) AND (SELECT open FROM g)`
+		}
+	}
+	var take, granted string
+	if k.taking {
+		// Each row also carries the tokens reserved, as "KEY N".
+		take = `b AS (` + k.take + ` RETURNING key, wanted, taken, granted), `
+		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
+		granted = `, (SELECT array_agg(key || ' ' || granted) FROM b WHERE granted > 0)`
+	}
+	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
+		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
+		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
+	if !k.withWrites {
+		if gated {
+			return `WITH ` + lead + update
+		}
+		return update
 	}
 	// The tasks to start by primary key: (state || '') keeps the
 	// planner off tasks_state, whose pending entries of tasks started
@@ -127,7 +168,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	// A task with two steps claimed counts twice, which only loosens
 	// the bound.
 	totals, totalsCols, totalsJoin := "", "", ""
-	if st.totaling {
+	if k.totaling {
 		totals = `, totals AS (INSERT INTO limit_claims AS l (namespace, steps, tasks)
 			SELECT s.namespace, count(*), count(started.id) FROM s LEFT JOIN started ON started.id = s.task_id
 			WHERE s.namespace = ANY(?::text[]) GROUP BY s.namespace ORDER BY s.namespace
@@ -152,31 +193,25 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = %s.task_id OFFSET 0) t`
 	// The results of each step's dependencies come with it (depResultsOf),
 	// not in a statement of their own.
-	st.q = `WITH ` + lead + take + `s AS (` + update + `),
+	q := `WITH ` + lead + take + `s AS (` + update + `),
 		started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending'
 			RETURNING id, input, workflow, version, traceparent)` + totals + audit + `
 		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.traceparent, t.traceparent),
 			` + depResultsOf + `, st.id IS NOT NULL` + totalsCols + granted
-	if st.gated {
-		st.q += `, true`
+	if gated {
+		q += `, true`
 	}
 	// A task the claim started comes back from its UPDATE; only the others
 	// are read again.
-	st.q += ` FROM s LEFT JOIN started st ON st.id = s.task_id
+	q += ` FROM s LEFT JOIN started st ON st.id = s.task_id
 		LEFT JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id AND st.id IS NULL OFFSET 0) t ON true` + totalsJoin
-	if st.gated {
+	if gated {
 		// Where the gate is shut: one row of the first candidate, as it
 		// is, that says so.
-		st.q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false, false
+		q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
-	args = append(args, t.now)
-	if st.totaling {
-		args = append(args, t.limitHeld)
-	}
-	st.args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
-		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
-	return st, nil
+	return q
 }
 
 // readClaimed reads the rows of claim statement st (about n of them): the

@@ -158,6 +158,8 @@ type Store struct {
 	origin string
 
 	rebound sync.Map // query with ? placeholders -> numbered form
+	// claimTexts are the texts of claim statements (claimText -> string).
+	claimTexts sync.Map
 
 	notifyMu     sync.Mutex
 	lastNotify   time.Time
