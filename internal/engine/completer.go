@@ -223,7 +223,7 @@ func (g *gatherer) gather(batch []report) []report {
 // outcome is retried forever for a reason that cannot pass, and the
 // outcomes behind it are not held up.
 func (e *Engine) writeOutcomes(batch []report) {
-	outcomes := outcomesOf(batch)
+	outcomes := e.outcomesOf(batch)
 	results, err := e.completeSteps(outcomes)
 	switch {
 	case err == nil:
@@ -249,13 +249,15 @@ func (e *Engine) writeOutcomes(batch []report) {
 }
 
 // outcomesOf returns the outcomes of a batch's reports, storable as built
-// (outcome.go).
-func outcomesOf(batch []report) []store.Outcome {
-	outcomes := make([]store.Outcome, len(batch))
-	for i, r := range batch {
-		outcomes[i] = r.outcome
+// (outcome.go), in the completer's buffer: they are good until its next
+// call, and the store keeps none of them once it has written them.
+func (e *Engine) outcomesOf(batch []report) []store.Outcome {
+	out := e.outcomes[:0]
+	for _, r := range batch {
+		out = append(out, r.outcome)
 	}
-	return outcomes
+	e.outcomes = out
+	return out
 }
 
 // tellFates tells each report of a written batch its outcome's fate.
@@ -282,7 +284,7 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 	if !ok {
 		return false
 	}
-	outcomes := outcomesOf(batch)
+	outcomes := e.outcomesOf(batch)
 	var results []error
 	launch, tried, err := e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
 		results, claimed, err = oc.CompleteAndClaim(e.flushCtx, outcomes, p)

@@ -111,6 +111,9 @@ type Engine struct {
 	slots  *slots.Pool
 	done   chan struct{}
 	outbox chan report
+	// outcomes is the completer's buffer of a batch's outcomes
+	// (outcomesOf); only the completer uses it.
+	outcomes []store.Outcome
 
 	mu       sync.Mutex
 	handlers map[string]Handler

@@ -267,13 +267,9 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 		n, failed int64
 		err       string
 	}
-	accounts := map[int64]*account{}
+	accounts := make(map[int64]account, len(current))
 	for _, e := range ended {
 		a := accounts[e.taskID]
-		if a == nil {
-			a = &account{}
-			accounts[e.taskID] = a
-		}
 		a.n++
 		if e.st == state.StepFailed || e.st == state.StepExpired {
 			a.failed++
@@ -284,6 +280,7 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 				}
 			}
 		}
+		accounts[e.taskID] = a
 	}
 	// Each task's new counts and, once nothing remains of a task that has
 	// not ended otherwise, its end: one row each for one statement.
