@@ -25,25 +25,27 @@ func collect[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
 
 // collectSized is collect with room for n rows made ahead.
 func collectSized[T any](rows Rows, n int, scan func(Row) (T, error)) ([]T, error) {
-	defer rows.Close()
 	var out []T
 	if n > 0 {
 		out = make([]T, 0, n)
 	}
-	for rows.Next() {
-		v, err := scan(rows)
+	err := each(rows, func(r Row) error {
+		v, err := scan(r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// each calls fn with every row of rows, then closes them.
+// each calls fn with every row of rows, in order, until fn fails, then
+// closes rows, checking the iteration's error: the one walk of a query's
+// rows (collect records them).
 func each(rows Rows, fn func(Row) error) error {
 	defer rows.Close()
 	for rows.Next() {
