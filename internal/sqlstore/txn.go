@@ -159,7 +159,7 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 // woke wakes this handle's engines for what transaction t did: steps made
 // ready (Wake), a due time written (DueWake).
 func (s *Store) woke(t *txn) {
-	if t.readied > t.tookReady {
+	if t.leftReady() {
 		s.notify()
 	}
 	if t.timed {
@@ -179,7 +179,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushAudit(); err != nil {
 		return err
 	}
-	if (t.readied > t.tookReady || t.timed) && t.s.d.Notify != "" {
+	if (t.leftReady() || t.timed) && t.s.d.Notify != "" {
 		switch {
 		case t.timed:
 			// Told at once: a window's later notification says nothing of
@@ -393,12 +393,13 @@ func getAuditBuffer() []auditRow {
 }
 
 // putAuditBuffer keeps q's backing array for the next write, emptied of
-// what its entries referenced.
+// what its entries referenced. Past len(q) it holds nothing: entries are
+// only appended until the queue is flushed, and each queue comes back
+// cleared.
 func putAuditBuffer(q []auditRow) {
 	if cap(q) == 0 || cap(q) > maxPooledAudits {
 		return
 	}
-	q = q[:cap(q)]
 	clear(q)
 	q = q[:0]
 	auditBuffers.Put(&q)
@@ -412,6 +413,10 @@ func (t *txn) auditRoom(n int) {
 	t.audits = slices.Grow(t.audits, n)
 }
 
+// leftReady reports whether this transaction made steps ready that a
+// claim in it did not take: the engines are woken for those.
+func (t *txn) leftReady() bool { return t.readied > t.tookReady }
+
 // madeReady counts a step this transaction made ready.
 func (t *txn) madeReady(id int64) {
 	t.readied++
@@ -423,9 +428,7 @@ func (t *txn) madeReady(id int64) {
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
-	if t.audits == nil {
-		t.audits = getAuditBuffer()
-	}
+	t.auditRoom(1)
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
 }
 
