@@ -36,7 +36,7 @@ type heldConn struct {
 	dc   driver.ConnPrepareContext
 	// stmts are the statements prepared on dc, used by the write that
 	// holds turn.
-	stmts map[string]driver.Stmt
+	stmts map[string]heldStmt
 	// args is the buffer of a statement's arguments as the driver's
 	// values, used by the write that holds turn: the driver copies what
 	// it binds (SQLITE_TRANSIENT) and keeps none of it.
@@ -60,7 +60,15 @@ func holdConn(ctx context.Context, writer *sql.DB) (*heldConn, error) {
 		c.Close()
 		return nil, err
 	}
-	return &heldConn{turn: make(chan struct{}, 1), conn: c, dc: dc, stmts: map[string]driver.Stmt{}}, nil
+	return &heldConn{turn: make(chan struct{}, 1), conn: c, dc: dc, stmts: map[string]heldStmt{}}, nil
+}
+
+// heldStmt is a statement prepared on the held connection: it runs with a
+// context, checked once when it is prepared.
+type heldStmt interface {
+	driver.Stmt
+	driver.StmtExecContext
+	driver.StmtQueryContext
 }
 
 // maxCachedStatements bounds the statements kept prepared on the held
@@ -110,13 +118,18 @@ func (h *heldConn) exec(ctx context.Context, q string, args ...any) (Result, err
 }
 
 // stmt returns q prepared on the connection; the caller holds turn.
-func (h *heldConn) stmt(ctx context.Context, q string) (driver.Stmt, error) {
+func (h *heldConn) stmt(ctx context.Context, q string) (heldStmt, error) {
 	if st, ok := h.stmts[q]; ok {
 		return st, nil
 	}
-	st, err := h.dc.PrepareContext(ctx, q)
+	ds, err := h.dc.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	st, ok := ds.(heldStmt)
+	if !ok {
+		ds.Close()
+		return nil, fmt.Errorf("the driver's statement %T cannot run with a context", ds)
 	}
 	h.stmts[q] = st
 	return st, nil
@@ -124,7 +137,7 @@ func (h *heldConn) stmt(ctx context.Context, q string) (driver.Stmt, error) {
 
 // prepared returns q prepared on the connection and args as the driver's
 // values.
-func (h *heldConn) prepared(ctx context.Context, q string, args []any) (driver.Stmt, []driver.NamedValue, error) {
+func (h *heldConn) prepared(ctx context.Context, q string, args []any) (heldStmt, []driver.NamedValue, error) {
 	st, err := h.stmt(ctx, q)
 	if err != nil {
 		return nil, nil, err
@@ -143,11 +156,7 @@ func (h *heldConn) execQ(ctx context.Context, q string, args []any) (Result, err
 	if err != nil {
 		return nil, err
 	}
-	se, ok := st.(driver.StmtExecContext)
-	if !ok {
-		return nil, fmt.Errorf("the driver's statement %T has no ExecContext", st)
-	}
-	return se.ExecContext(ctx, nv)
+	return st.ExecContext(ctx, nv)
 }
 
 func (h *heldConn) query(ctx context.Context, q string, args []any) (Rows, error) {
@@ -155,11 +164,7 @@ func (h *heldConn) query(ctx context.Context, q string, args []any) (Rows, error
 	if err != nil {
 		return nil, err
 	}
-	sq, ok := st.(driver.StmtQueryContext)
-	if !ok {
-		return nil, fmt.Errorf("the driver's statement %T has no QueryContext", st)
-	}
-	rows, err := sq.QueryContext(ctx, nv)
+	rows, err := st.QueryContext(ctx, nv)
 	if err != nil {
 		return nil, err
 	}
