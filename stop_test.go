@@ -3,7 +3,6 @@ package weft_test
 import (
 	"context"
 	"io"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/store/sqlite"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -35,9 +33,7 @@ func (lostOutcomes) CompleteSteps(context.Context, []store.Outcome) ([]error, er
 func TestStopWhileOutcomesCannotBeRecorded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s := backends()["sqlite"](t)
 	const tasks = 30 // the outbox holds 4 × Concurrency
 	e := newEngine(t, lostOutcomes{s}, weft.Config{Concurrency: 2, ShutdownTimeout: 200 * time.Millisecond})
 	var runs atomic.Int32
@@ -50,7 +46,7 @@ func TestStopWhileOutcomesCannotBeRecorded(t *testing.T) {
 	for i := range subs {
 		subs[i].Workflow = "stop/one"
 	}
-	_, err = e.SubmitMany(ctx, subs)
+	_, err := e.SubmitMany(ctx, subs)
 	require.NoError(t, err)
 	require.NoError(t, e.Start(ctx))
 	eventually(t, "every handler to run", func() bool { return runs.Load() == tasks })
