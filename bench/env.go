@@ -395,3 +395,46 @@ func busyShares(a, b cpuTimes) (steal, busy float64) {
 	}
 	return 100 * float64(b.steal-a.steal) / d, 100 * float64((b.total-a.total)-(b.steal-a.steal)-(b.idle-a.idle)) / d
 }
+
+// cpuMeter measures the CPU time a burn-down costs, a task at a time: this
+// process's (the engine or River, the handlers, the drivers) and the
+// machine's busy time (the database's too, on this machine). The two
+// systems doing the same work at the same rate can differ in what it
+// costs: where the machine is nearly saturated, that is what the next task
+// per second must come from.
+type cpuMeter struct {
+	process time.Duration
+	machine cpuTimes
+}
+
+// userHZ is the unit of /proc/stat's times: USER_HZ, 100 on Linux.
+const userHZ = 100
+
+func startCPUMeter() (cpuMeter, error) {
+	p, err := processCPU()
+	if err != nil {
+		return cpuMeter{}, err
+	}
+	m, err := readCPUTimes()
+	if err != nil {
+		return cpuMeter{}, err
+	}
+	return cpuMeter{process: p, machine: m}, nil
+}
+
+// record adds the CPU time per unit since m started to metrics, in
+// microseconds: "process_cpu_us_per_<unit>" and "machine_cpu_us_per_<unit>".
+func (m cpuMeter) record(metrics map[string]float64, units int, unit string) error {
+	p, err := processCPU()
+	if err != nil {
+		return err
+	}
+	t, err := readCPUTimes()
+	if err != nil {
+		return err
+	}
+	busy := (t.total - m.machine.total) - (t.steal - m.machine.steal) - (t.idle - m.machine.idle)
+	metrics["process_cpu_us_per_"+unit] = float64((p - m.process).Microseconds()) / float64(units)
+	metrics["machine_cpu_us_per_"+unit] = float64(busy) * 1e6 / userHZ / float64(units)
+	return nil
+}

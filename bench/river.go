@@ -142,6 +142,10 @@ func riverSingle(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err != nil {
 		return sample{}, err
 	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return sample{}, err
+	}
 	start := time.Now()
 	if err := r.ops.start(ctx); err != nil {
 		return sample{}, err
@@ -153,6 +157,9 @@ func riverSingle(ctx context.Context, e *env, n int, _ options) (sample, error) 
 		return sample{}, err
 	}
 	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{}}
+	if err := meter.record(s.metrics, n, "task"); err != nil {
+		return sample{}, err
+	}
 	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, "task"); err != nil {
 		return sample{}, err
 	}

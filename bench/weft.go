@@ -167,6 +167,10 @@ func weftSingle(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return sample{}, err
+	}
 	start := time.Now()
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
@@ -179,6 +183,9 @@ func weftSingle(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	}
 	elapsed := time.Since(start)
 	s := sample{value: float64(n) / elapsed.Seconds(), metrics: map[string]float64{}}
+	if err := meter.record(s.metrics, n, "task"); err != nil {
+		return sample{}, err
+	}
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
 		return sample{}, err
 	}
