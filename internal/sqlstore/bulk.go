@@ -224,7 +224,9 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 }
 
 // FinishedTasks returns the ids of tasks in q.State finished before
-// q.FinishedBefore, oldest finished first.
+// q.FinishedBefore, oldest finished first. It reads the finished tasks'
+// index (tasks_activity) in the order they finished, checking each entry's
+// state there; a state rare among them is read by the (state, id) index.
 func (s *Store) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int64, error) {
 	limit := q.Limit
 	if limit <= 0 {
