@@ -86,12 +86,20 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
 			WHERE task_id = ? AND idx = ? AND state = 'pending'`+returning, c.add.Succeeded, c.add.Failed, c.add.Skipped, k.task, k.idx)
 	} else {
-		rows := make([][]any, len(order))
-		for i, k := range order {
-			c := children[k]
-			rows[i] = []any{k.task, int64(k.idx), int64(c.add.Succeeded), int64(c.add.Failed), int64(c.add.Skipped)}
+		type added struct {
+			task, idx int64
+			add       dag.Counts
 		}
-		from, args := t.rowset("p", []column{{"p_task", colInt}, {"p_idx", colInt}, {"p_ok", colInt}, {"p_failed", colInt}, {"p_skipped", colInt}}, rows)
+		rows := make([]added, len(order))
+		for i, k := range order {
+			rows[i] = added{k.task, int64(k.idx), children[k].add}
+		}
+		from, args := rowset(t, "p", rows,
+			intCol("p_task", func(r *added) int64 { return r.task }),
+			intCol("p_idx", func(r *added) int64 { return r.idx }),
+			intCol("p_ok", func(r *added) int64 { return int64(r.add.Succeeded) }),
+			intCol("p_failed", func(r *added) int64 { return int64(r.add.Failed) }),
+			intCol("p_skipped", func(r *added) int64 { return int64(r.add.Skipped) }))
 		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + p.p_ok, deps_failed = deps_failed + p.p_failed, deps_skipped = deps_skipped + p.p_skipped
 			FROM `+from+` WHERE steps.task_id = p.p_task AND steps.idx = p.p_idx AND steps.state = 'pending'`+returning, args...)
 	}
@@ -289,8 +297,13 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 		to     state.Task
 		reason string
 	}
+	type update struct {
+		c   taskAccount
+		to  state.Task
+		end int64
+	}
 	finished := make([]done, 0, len(current))
-	updates := make([][]any, len(current))
+	updates := make([]update, len(current))
 	for i, c := range current {
 		a := accounts[c.id]
 		c.remaining -= a.n
@@ -313,10 +326,15 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 			finished = append(finished, d)
 			to, end = d.to, 1
 		}
-		updates[i] = []any{c.id, c.remaining, c.failed, c.err, string(to), end}
+		updates[i] = update{c, to, end}
 	}
-	from, args := t.rowset("a", []column{{"a_id", colInt}, {"a_remaining", colInt}, {"a_failed", colInt}, {"a_err", colText},
-		{"a_state", colText}, {"a_end", colInt}}, updates)
+	from, args := rowset(t, "a", updates,
+		intCol("a_id", func(u *update) int64 { return u.c.id }),
+		intCol("a_remaining", func(u *update) int64 { return u.c.remaining }),
+		intCol("a_failed", func(u *update) int64 { return u.c.failed }),
+		textCol("a_err", func(u *update) string { return u.c.err }),
+		textCol("a_state", func(u *update) string { return string(u.to) }),
+		intCol("a_end", func(u *update) int64 { return u.end }))
 	// Nothing reads what it returns: it goes with the next statement.
 	if err := t.soon("account ended steps", `UPDATE tasks SET remaining = a.a_remaining, failed = a.a_failed, error = a.a_err, state = a.a_state,
 		finished_at = CASE WHEN a.a_end = 1 THEN ? ELSE finished_at END

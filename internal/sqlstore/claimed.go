@@ -332,13 +332,17 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	if len(unread) > 0 {
-		var pairs [][]any // (claimed step, its task, a dependency's index)
+		type dep struct{ claim, task, idx int64 } // a claimed step, its task, a dependency's index
+		var pairs []dep
 		for _, i := range unread {
 			for _, d := range deps[i] {
-				pairs = append(pairs, []any{claimed[i].ID, claimed[i].TaskID, int64(d)})
+				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := t.rowset("d", []column{{"d_claim", colInt}, {"d_task", colInt}, {"d_idx", colInt}}, pairs)
+		from, args := rowset(t, "d", pairs,
+			intCol("d_claim", func(d *dep) int64 { return d.claim }),
+			intCol("d_task", func(d *dep) int64 { return d.task }),
+			intCol("d_idx", func(d *dep) int64 { return d.idx }))
 		rows, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
 			JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`, args...)
 		if err != nil {

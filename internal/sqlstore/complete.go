@@ -215,18 +215,22 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	if len(os) == 0 {
 		return held, nil
 	}
-	rows := make([][]any, len(os))
 	byStep := make(map[int64]int, len(os))
 	for i, o := range os {
-		var result json.RawMessage
-		if len(o.Result) > 0 {
-			result = o.Result
-		}
-		rows[i] = []any{o.Fence.StepID, int64(o.Fence.Attempt), o.Fence.LeaseID, string(o.State), result, o.Error}
 		byStep[o.Fence.StepID] = i
 	}
-	from, args := t.rowset("o", []column{{"o_id", colInt}, {"o_attempt", colInt}, {"o_lease", colInt},
-		{"o_state", colText}, {"o_result", colJSON}, {"o_error", colText}}, rows)
+	from, args := rowset(t, "o", os,
+		intCol("o_id", func(o *store.Outcome) int64 { return o.Fence.StepID }),
+		intCol("o_attempt", func(o *store.Outcome) int64 { return int64(o.Fence.Attempt) }),
+		intCol("o_lease", func(o *store.Outcome) int64 { return o.Fence.LeaseID }),
+		textCol("o_state", func(o *store.Outcome) string { return string(o.State) }),
+		jsonCol("o_result", func(o *store.Outcome) json.RawMessage {
+			if len(o.Result) == 0 {
+				return nil
+			}
+			return o.Result
+		}),
+		textCol("o_error", func(o *store.Outcome) string { return o.Error }))
 	// The fence: each step must still be running under exactly its attempt
 	// and lease. By primary key: (state || '') keeps the planner off
 	// steps_running, whose entries of steps that ended since the last

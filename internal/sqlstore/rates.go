@@ -333,14 +333,20 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 	// Tokens taken for candidates that another bucket held back go back,
 	// in one statement (in key order, as upsert is); reserved tokens are
 	// used first, and those left over are lost.
-	var back [][]any
+	type given struct {
+		key string
+		n   int64
+	}
+	var back []given
 	for _, n := range upsert {
 		if k := n.taken - max(n.used-n.local, 0); k > 0 {
-			back = append(back, []any{n.key, int64(k)})
+			back = append(back, given{n.key, int64(k)})
 		}
 	}
 	if len(back) > 0 {
-		from, args := t.rowset("g", []column{{"g_key", colText}, {"g_n", colInt}}, back)
+		from, args := rowset(t, "g", back,
+			textCol("g_key", func(g *given) string { return g.key }),
+			intCol("g_n", func(g *given) int64 { return g.n }))
 		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
 			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
 			return nil, fmt.Errorf("return rate tokens: %w", err)
@@ -512,7 +518,11 @@ func took(rows Rows, needs []*bucketNeed) error {
 // rateTakeQuery is the upsert that refills and takes the tokens of needs
 // (sorted by key), without its RETURNING, and its arguments.
 func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
-	rows := make([][]any, len(needs))
+	type bucket struct {
+		key                                                          string
+		limit, per, credit, want, take, queued, reserve, until, rels int64
+	}
+	rows := make([]bucket, len(needs))
 	for i, n := range needs {
 		// A new bucket starts full, and grants what it is asked to
 		// reserve (reserveSize asks only what a full bucket grants).
@@ -531,12 +541,23 @@ func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 		if reserve > 0 {
 			until = t.now + reserveHold(n.rate)
 		}
-		rows[i] = []any{n.key, limit, per, credit, t.now, want, take, queued, reserve, until, int64(n.release)}
+		rows[i] = bucket{n.key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order.
-	from, args := t.rowset("b", []column{{"b_key", colText}, {"b_limit", colInt}, {"b_per", colInt}, {"b_credit", colInt},
-		{"b_at", colInt}, {"b_wanted", colInt}, {"b_taken", colInt}, {"b_queued", colInt}, {"b_reserve", colInt}, {"b_until", colInt}, {"b_released", colInt}}, rows)
+	now := t.now
+	from, args := rowset(t, "b", rows,
+		textCol("b_key", func(b *bucket) string { return b.key }),
+		intCol("b_limit", func(b *bucket) int64 { return b.limit }),
+		intCol("b_per", func(b *bucket) int64 { return b.per }),
+		intCol("b_credit", func(b *bucket) int64 { return b.credit }),
+		intCol("b_at", func(*bucket) int64 { return now }),
+		intCol("b_wanted", func(b *bucket) int64 { return b.want }),
+		intCol("b_taken", func(b *bucket) int64 { return b.take }),
+		intCol("b_queued", func(b *bucket) int64 { return b.queued }),
+		intCol("b_reserve", func(b *bucket) int64 { return b.reserve }),
+		intCol("b_until", func(b *bucket) int64 { return b.until }),
+		intCol("b_released", func(b *bucket) int64 { return b.rels }))
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
 	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
 		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true

@@ -1,8 +1,10 @@
 package sqlstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -15,28 +17,46 @@ const (
 	colJSON                // text that may be NULL; Go json.RawMessage, nil for NULL
 )
 
-// column is one column of a rowset.
-type column struct {
+// col is one column of a rowset of rows of type R: its name, its type and
+// how to read it from a row (the reader of its type).
+type col[R any] struct {
 	name string
 	typ  colType
+	int  func(*R) int64
+	text func(*R) string
+	json func(*R) json.RawMessage
 }
 
-// rowset turns rows of Go values into a relation a statement can join, so
-// that one statement updates many rows however many there are: unnest of
-// one array per column on PostgreSQL, json_each of one JSON document on
-// SQLite. alias names the relation; its columns are named as given (choose
-// names that do not collide with the joined table's). A column with the
-// same value in every row travels once, as a parameter of its own (the
-// engine and the states of a batch's audit rows, say). It returns the FROM
-// item and its arguments.
-func (t *txn) rowset(alias string, cols []column, rows [][]any) (string, []any) {
-	same := sameColumns(cols, rows)
+func intCol[R any](name string, f func(*R) int64) col[R] {
+	return col[R]{name: name, typ: colInt, int: f}
+}
+
+func textCol[R any](name string, f func(*R) string) col[R] {
+	return col[R]{name: name, typ: colText, text: f}
+}
+
+func jsonCol[R any](name string, f func(*R) json.RawMessage) col[R] {
+	return col[R]{name: name, typ: colJSON, json: f}
+}
+
+// rowset turns rows into a relation a statement can join, so that one
+// statement updates many rows however many there are: unnest of one array
+// per column on PostgreSQL, json_each of one JSON document on SQLite.
+// Values are read from the rows by each column's reader, into one array
+// per column, never one Go value per cell: a busy engine's rowsets carry
+// thousands of cells a second. alias names the relation; its columns are
+// named as given (choose names that do not collide with the joined
+// table's). A column with the same value in every row travels once, as a
+// parameter of its own (the engine and the states of a batch's audit rows,
+// say). It returns the FROM item and its arguments.
+func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []any) {
+	same := sameColumns(rows, cols)
 	var consts []string
 	var constArgs []any
 	for c, col := range cols {
 		if same[c] {
 			consts = append(consts, fmt.Sprintf(", %s AS %s", t.scalar(col.typ), col.name))
-			constArgs = append(constArgs, value(col.typ, rows[0][c]))
+			constArgs = append(constArgs, col.param(&rows[0]))
 		}
 	}
 	if t.s.d.Arrays {
@@ -51,19 +71,19 @@ func (t *txn) rowset(alias string, cols []column, rows [][]any) (string, []any) 
 			case colInt:
 				v := make([]int64, len(rows))
 				for r := range rows {
-					v[r] = rows[r][c].(int64)
+					v[r] = col.int(&rows[r])
 				}
 				args, types = append(args, v), append(types, "?::bigint[]")
 			case colText:
 				v := make([]string, len(rows))
 				for r := range rows {
-					v[r] = rows[r][c].(string)
+					v[r] = col.text(&rows[r])
 				}
 				args, types = append(args, v), append(types, "?::text[]")
 			case colJSON:
 				v := make([]*string, len(rows))
 				for r := range rows {
-					if raw := rows[r][c].(json.RawMessage); raw != nil {
+					if raw := col.json(&rows[r]); raw != nil {
 						s := string(raw)
 						v[r] = &s
 					}
@@ -79,16 +99,43 @@ func (t *txn) rowset(alias string, cols []column, rows [][]any) (string, []any) 
 	}
 	// One JSON array per row of the columns that vary; JSON results travel
 	// as strings so that they come back as the same text.
-	doc := make([][]any, len(rows))
-	for r, row := range rows {
-		doc[r] = make([]any, 0, len(cols)-len(consts))
+	var doc bytes.Buffer
+	enc := json.NewEncoder(&doc)
+	text := func(s string) {
+		_ = enc.Encode(s)           // strings always encode
+		doc.Truncate(doc.Len() - 1) // Encode ends each value with a newline
+	}
+	doc.WriteByte('[')
+	for r := range rows {
+		if r > 0 {
+			doc.WriteByte(',')
+		}
+		doc.WriteByte('[')
+		first := true
 		for c, col := range cols {
-			if !same[c] {
-				doc[r] = append(doc[r], value(col.typ, row[c]))
+			if same[c] {
+				continue
+			}
+			if !first {
+				doc.WriteByte(',')
+			}
+			first = false
+			switch col.typ {
+			case colInt:
+				doc.Write(strconv.AppendInt(doc.AvailableBuffer(), col.int(&rows[r]), 10))
+			case colText:
+				text(col.text(&rows[r]))
+			case colJSON:
+				if raw := col.json(&rows[r]); raw != nil {
+					text(string(raw))
+				} else {
+					doc.WriteString("null")
+				}
 			}
 		}
+		doc.WriteByte(']')
 	}
-	b, _ := json.Marshal(doc) // ints, strings and nils always encode
+	doc.WriteByte(']')
 	var sel []string
 	for c, col := range cols {
 		if !same[c] {
@@ -96,7 +143,7 @@ func (t *txn) rowset(alias string, cols []column, rows [][]any) (string, []any) 
 		}
 	}
 	return fmt.Sprintf("(SELECT %s%s FROM json_each(?) AS j) AS %s", strings.Join(sel, ", "), strings.Join(consts, ""), alias),
-		append(constArgs, string(b))
+		append(constArgs, doc.String())
 }
 
 // scalar is the placeholder of one value of a rowset column.
@@ -110,22 +157,37 @@ func (t *txn) scalar(typ colType) string {
 	return "?::text"
 }
 
-// value is a rowset value as a parameter: JSON as its text, or nil for
+// param is c's value in row r as a parameter: JSON as its text, or nil for
 // NULL.
-func value(typ colType, v any) any {
-	if typ != colJSON {
-		return v
+func (c col[R]) param(r *R) any {
+	switch c.typ {
+	case colInt:
+		return c.int(r)
+	case colText:
+		return c.text(r)
 	}
-	if raw := v.(json.RawMessage); raw != nil {
+	if raw := c.json(r); raw != nil {
 		return string(raw)
 	}
 	return nil
 }
 
+// equal reports whether rows a and b hold the same value in c.
+func (c col[R]) equal(a, b *R) bool {
+	switch c.typ {
+	case colInt:
+		return c.int(a) == c.int(b)
+	case colText:
+		return c.text(a) == c.text(b)
+	}
+	x, y := c.json(a), c.json(b)
+	return (x == nil) == (y == nil) && string(x) == string(y)
+}
+
 // sameColumns reports, for each column, whether every one of two rows or
 // more holds the same value in it. One column at least is left to vary:
 // the relation has as many rows as its arrays.
-func sameColumns(cols []column, rows [][]any) []bool {
+func sameColumns[R any](rows []R, cols []col[R]) []bool {
 	same := make([]bool, len(cols))
 	if len(rows) < 2 {
 		return same
@@ -133,8 +195,8 @@ func sameColumns(cols []column, rows [][]any) []bool {
 	varying := false
 	for c, col := range cols {
 		same[c] = true
-		for _, row := range rows[1:] {
-			if !equalValue(col.typ, row[c], rows[0][c]) {
+		for r := 1; r < len(rows); r++ {
+			if !col.equal(&rows[r], &rows[0]) {
 				same[c], varying = false, true
 				break
 			}
@@ -144,12 +206,4 @@ func sameColumns(cols []column, rows [][]any) []bool {
 		same[0] = false
 	}
 	return same
-}
-
-func equalValue(typ colType, a, b any) bool {
-	if typ == colJSON {
-		x, y := a.(json.RawMessage), b.(json.RawMessage)
-		return (x == nil) == (y == nil) && string(x) == string(y)
-	}
-	return a == b
 }

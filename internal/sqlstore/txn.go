@@ -339,6 +339,15 @@ func foldAudit(entries []auditRow) []auditRow {
 	return out
 }
 
+// stepsText is the row's list of steps as written: a JSON array, or empty.
+func (r *auditRow) stepsText() string {
+	if len(r.steps) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(r.steps) // strings always encode
+	return string(b)
+}
+
 // entries counts the entries the row reads back as.
 func (r *auditRow) entries() int {
 	n := 1 + len(r.steps)/2
@@ -359,18 +368,18 @@ func (t *txn) flushAudit() error {
 	if len(entries) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(entries))
-	for i, e := range entries {
-		var steps string
-		if len(e.steps) > 0 {
-			b, _ := json.Marshal(e.steps) // strings always encode
-			steps = string(b)
-		}
-		rows[i] = []any{e.taskID, e.step, e.from, e.to, int64(e.attempt), e.engine, e.reason, e.taskFrom, e.taskTo, e.taskReason, steps}
-	}
-	from, args := t.rowset("u", []column{{"u_task", colInt}, {"u_step", colText}, {"u_from", colText}, {"u_to", colText},
-		{"u_attempt", colInt}, {"u_engine", colText}, {"u_reason", colText}, {"u_task_from", colText}, {"u_task_to", colText},
-		{"u_task_reason", colText}, {"u_steps", colText}}, rows)
+	from, args := rowset(t, "u", entries,
+		intCol("u_task", func(e *auditRow) int64 { return e.taskID }),
+		textCol("u_step", func(e *auditRow) string { return e.step }),
+		textCol("u_from", func(e *auditRow) string { return e.from }),
+		textCol("u_to", func(e *auditRow) string { return e.to }),
+		intCol("u_attempt", func(e *auditRow) int64 { return int64(e.attempt) }),
+		textCol("u_engine", func(e *auditRow) string { return e.engine }),
+		textCol("u_reason", func(e *auditRow) string { return e.reason }),
+		textCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
+		textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
+		textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
+		textCol("u_steps", (*auditRow).stepsText))
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps)
 		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps FROM ` + from
 	return t.soon("audit", q, append([]any{t.now}, args...)...)
