@@ -172,16 +172,34 @@ func (c col[R]) param(r *R) any {
 	return nil
 }
 
-// equal reports whether rows a and b hold the same value in c.
-func (c col[R]) equal(a, b *R) bool {
+// same reports whether every row holds the first row's value in c,
+// reading that value once (a column's reader may build it: an audit row's
+// list of steps is marshalled).
+func (c col[R]) same(rows []R) bool {
 	switch c.typ {
 	case colInt:
-		return c.int(a) == c.int(b)
+		v := c.int(&rows[0])
+		for r := 1; r < len(rows); r++ {
+			if c.int(&rows[r]) != v {
+				return false
+			}
+		}
 	case colText:
-		return c.text(a) == c.text(b)
+		v := c.text(&rows[0])
+		for r := 1; r < len(rows); r++ {
+			if c.text(&rows[r]) != v {
+				return false
+			}
+		}
+	default:
+		v := c.json(&rows[0])
+		for r := 1; r < len(rows); r++ {
+			if w := c.json(&rows[r]); (w == nil) != (v == nil) || string(w) != string(v) {
+				return false
+			}
+		}
 	}
-	x, y := c.json(a), c.json(b)
-	return (x == nil) == (y == nil) && string(x) == string(y)
+	return true
 }
 
 // sameColumns reports, for each column, whether every one of two rows or
@@ -194,13 +212,8 @@ func sameColumns[R any](rows []R, cols []col[R]) []bool {
 	}
 	varying := false
 	for c, col := range cols {
-		same[c] = true
-		for r := 1; r < len(rows); r++ {
-			if !col.equal(&rows[r], &rows[0]) {
-				same[c], varying = false, true
-				break
-			}
-		}
+		same[c] = col.same(rows)
+		varying = varying || !same[c]
 	}
 	if !varying {
 		same[0] = false

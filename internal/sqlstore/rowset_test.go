@@ -70,3 +70,18 @@ func TestRowsetDocument(t *testing.T) {
 	}
 	require.Contains(t, args[0].(string), "[-4611686018427387904,")
 }
+
+// BenchmarkRowsetAudit: the rowset of a completion's folded audit rows in
+// fanout5's shape (every task's four other steps folded onto its first's
+// row: the same list on every row), on SQLite's document.
+func BenchmarkRowsetAudit(b *testing.B) {
+	rows := make([]auditRow, 200)
+	for i := range rows {
+		rows[i] = auditRow{taskID: int64(i + 1), step: "a", from: "running", to: "completed", attempt: 1, engine: "e1",
+			taskFrom: "running", taskTo: "completed", steps: []string{"b", "completed", "c", "completed", "d", "completed", "e", "completed"}}
+	}
+	tx := &txn{s: &Store{}}
+	for b.Loop() {
+		rowset(tx, "u", rows, auditRowset...)
+	}
+}

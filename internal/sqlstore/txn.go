@@ -368,21 +368,25 @@ func (t *txn) flushAudit() error {
 	if len(entries) == 0 {
 		return nil
 	}
-	from, args := rowset(t, "u", entries,
-		intCol("u_task", func(e *auditRow) int64 { return e.taskID }),
-		textCol("u_step", func(e *auditRow) string { return e.step }),
-		textCol("u_from", func(e *auditRow) string { return e.from }),
-		textCol("u_to", func(e *auditRow) string { return e.to }),
-		intCol("u_attempt", func(e *auditRow) int64 { return int64(e.attempt) }),
-		textCol("u_engine", func(e *auditRow) string { return e.engine }),
-		textCol("u_reason", func(e *auditRow) string { return e.reason }),
-		textCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
-		textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
-		textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
-		textCol("u_steps", (*auditRow).stepsText))
+	from, args := rowset(t, "u", entries, auditRowset...)
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps)
 		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps FROM ` + from
 	return t.soon("audit", q, append([]any{t.now}, args...)...)
+}
+
+// auditRowset are the columns of flushAudit's rowset.
+var auditRowset = []col[auditRow]{
+	intCol("u_task", func(e *auditRow) int64 { return e.taskID }),
+	textCol("u_step", func(e *auditRow) string { return e.step }),
+	textCol("u_from", func(e *auditRow) string { return e.from }),
+	textCol("u_to", func(e *auditRow) string { return e.to }),
+	intCol("u_attempt", func(e *auditRow) int64 { return int64(e.attempt) }),
+	textCol("u_engine", func(e *auditRow) string { return e.engine }),
+	textCol("u_reason", func(e *auditRow) string { return e.reason }),
+	textCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
+	textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
+	textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
+	textCol("u_steps", (*auditRow).stepsText),
 }
 
 // auditBuffers keeps the backing arrays of transactions' audit queues
