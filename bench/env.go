@@ -386,14 +386,20 @@ func readCPUTimes() (cpuTimes, error) {
 	return t, nil
 }
 
-// busyShares returns the steal and the busy (neither idle nor steal) share
-// of the machine's CPU time between a and b, in percent.
+// busySince is the machine's busy time (neither idle nor steal) from a to
+// t, in /proc/stat's ticks.
+func (t cpuTimes) busySince(a cpuTimes) uint64 {
+	return (t.total - a.total) - (t.steal - a.steal) - (t.idle - a.idle)
+}
+
+// busyShares returns the steal and the busy share of the machine's CPU
+// time between a and b, in percent.
 func busyShares(a, b cpuTimes) (steal, busy float64) {
 	d := float64(b.total - a.total)
 	if d <= 0 {
 		return 0, 0
 	}
-	return 100 * float64(b.steal-a.steal) / d, 100 * float64((b.total-a.total)-(b.steal-a.steal)-(b.idle-a.idle)) / d
+	return 100 * float64(b.steal-a.steal) / d, 100 * float64(b.busySince(a)) / d
 }
 
 // cpuMeter measures the CPU time a burn-down costs, a task at a time: this
@@ -433,8 +439,7 @@ func (m cpuMeter) record(metrics map[string]float64, units int, unit string) err
 	if err != nil {
 		return err
 	}
-	busy := (t.total - m.machine.total) - (t.steal - m.machine.steal) - (t.idle - m.machine.idle)
 	metrics["process_cpu_us_per_"+unit] = float64((p - m.process).Microseconds()) / float64(units)
-	metrics["machine_cpu_us_per_"+unit] = float64(busy) * 1e6 / userHZ / float64(units)
+	metrics["machine_cpu_us_per_"+unit] = float64(t.busySince(m.machine)) * 1e6 / userHZ / float64(units)
 	return nil
 }
