@@ -79,7 +79,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
 		leaseID := leaseOf(p)
-		if err := t.candidatesAhead(p, cached, leaseID, len(bounds) == 0 && len(predicted) == 0); err != nil {
+		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0); err != nil {
 			return err
 		}
 		version, room, err := t.claimStart(p, predicted, cached)
@@ -128,8 +128,10 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				return fmt.Errorf("read the policy version: %w", err)
 			}
 		}
-		if err := t.checkBounds(keys); err != nil {
-			return err
+		if !t.boundsChecked {
+			if err := t.checkBounds(keys); err != nil {
+				return err
+			}
 		}
 		deferred, granted, now, totals = rates.deferred, rates.granted, t.now, t.limitTotals
 		s.predictLimits(keys.met)
@@ -188,7 +190,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 			return nil
 		}
 		if round == 0 {
-			if done, err := t.claimedAhead(leaseID, claimed, deps); done || err != nil {
+			if done, err := t.claimedAhead(leaseID, keys, claimed, deps); done || err != nil {
 				return err
 			}
 		}

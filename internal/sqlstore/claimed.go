@@ -44,12 +44,17 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // and args), or, where candidates is set, the steps that query of
 // candidates returns (claimQuery's, with its args), if every one of them
 // may run without a check of the claim's (gate: no step key of a limit or
-// a rate) and the policies are still at version.
+// a rate) and the policies are still at version; or, where bounds is set
+// too, if every one under a limit is in a namespace of bounds whose bound
+// leaves room (gateBoundsShut; capped: the namespaces with a limit of
+// their own).
 type claimFrom struct {
 	where      string
 	args       []any
 	candidates string
 	version    int64
+	bounds     []gateBound
+	capped     []string
 }
 
 // claimStmt is a claim statement and what its rows carry.
@@ -69,7 +74,23 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}
 	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites, taking: st.taking}
 	var args []any
-	if st.gated {
+	held := t.limitHeld
+	switch {
+	case st.gated && len(from.bounds) > 0:
+		// A claim under limits it bounds (limitsOnly): the bounds go
+		// first, then the gate's parameters.
+		bnd, bndArgs := boundsRowset(t, from.bounds)
+		text.bounds = bnd
+		capped := from.capped
+		if capped == nil {
+			capped = []string{} // an empty array, not NULL
+		}
+		args = append(append(slices.Clip(from.args), bndArgs...), from.version, capped)
+		held = nil
+		for _, b := range from.bounds {
+			held = append(held, b.ns)
+		}
+	case st.gated:
 		// Only for a claim with no check of its own (unchecked).
 		args = append(slices.Clip(from.args), from.version)
 	}
@@ -89,7 +110,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 		st.q, st.gated, st.args = t.s.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.s.d.LimitRoom != "" && len(t.limitHeld) > 0
+	st.totaling = t.s.d.LimitRoom != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
@@ -104,7 +125,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	st.q = t.s.claimText(text)
 	args = append(args, t.now)
 	if st.totaling {
-		args = append(args, t.limitHeld)
+		args = append(args, held)
 	}
 	st.args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
 		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
@@ -115,6 +136,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 // (claimStatement's arguments aside).
 type claimText struct {
 	candidates, where, take      string
+	bounds                       string // the relation bnd of gateBoundsShut
 	withWrites, taking, totaling bool
 }
 
@@ -136,6 +158,13 @@ func (k claimText) build() string {
 	where, lead := k.where, ""
 	if gated {
 		lead = `c AS (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
+		if k.bounds != "" {
+			// The namespaces' totals, locked in their order (as every
+			// claim takes them), read as the latest committed.
+			lead = `c AS (` + k.candidates + `), bnd AS (SELECT * FROM ` + k.bounds + `),
+				lc AS MATERIALIZED (SELECT namespace, steps, tasks FROM limit_claims WHERE namespace IN (SELECT b_ns FROM bnd) ORDER BY namespace FOR UPDATE),
+				g AS (SELECT NOT (` + gateBoundsShut + `) AS open), `
+		}
 		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
 		if !k.withWrites {
 			lead = `c AS MATERIALIZED (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open) `
@@ -208,7 +237,14 @@ func (k claimText) build() string {
 	if gated {
 		// Where the gate is shut: one row of the first candidate, as it
 		// is, that says so.
-		q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false, false
+		var none string
+		if k.totaling {
+			none += `, NULL, NULL`
+		}
+		if k.taking {
+			none += `, NULL`
+		}
+		q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	return q

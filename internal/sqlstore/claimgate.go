@@ -21,6 +21,62 @@ import (
 // the claim checks in rounds of its own.
 const gateShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (rate_key <> '' AND rate_n >= 1 AND rate_per > 0))`
 
+// gateBoundsShut is gateShut for a claim that bounds the limits of the
+// namespaces it expects to meet (bnd, limitbounds.go) from its handle's
+// anchors: its query's candidates under limits may run where each is in a
+// bounded namespace (bnd.b_ns) and no limit of its own is below that
+// namespace's floor, and the namespace's totals, read locked (lc: they are
+// the latest, and stay so until the claim commits), leave room for the whole
+// claim (b_room: the floor less the claim's size). Its second parameter is
+// the namespaces with a limit of their own (a candidate there is limited
+// even with no key). PostgreSQL only: the bounds need its locks.
+const gateBoundsShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE rate_key <> '' AND rate_n >= 1 AND rate_per > 0)
+	OR EXISTS (SELECT 1 FROM c WHERE (limit_key <> '' OR task_limit_key <> '' OR namespace = ANY(?::text[]))
+		AND NOT EXISTS (SELECT 1 FROM bnd WHERE b_ns = c.namespace AND (c.limit_key = '' OR c.limit_n >= b_floor) AND (c.task_limit_key = '' OR c.task_limit_n >= b_floor)))
+	OR EXISTS (SELECT 1 FROM bnd LEFT JOIN lc ON lc.namespace = bnd.b_ns
+		WHERE lc.namespace IS NULL OR b_steps + lc.steps - b_steps_total > b_room OR b_tasks + lc.tasks - b_tasks_total > b_room)`
+
+// gateBound is what a claim statement checks of one namespace whose limits
+// the claim bounds (gateBoundsShut): the smallest limit it may meet there
+// (floor), the room the claim needs under it (floor less the claim's size),
+// and the anchor it bounds from: a count of running steps and tasks and
+// the totals read with it.
+type gateBound struct {
+	ns                     string
+	floor, room            int64
+	steps, tasks           int64
+	stepsTotal, tasksTotal int64
+}
+
+// gateBounds are the gate's bounds of a claim of claim steps under pol,
+// from bounds (splitBounds), in the namespaces' order: the floor of each
+// is also at most the namespace's own limit.
+func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBound {
+	out := make([]gateBound, 0, len(bounds))
+	for _, ns := range sortedKeys(bounds) {
+		n := bounds[ns]
+		floor := n.floor
+		if c, capped := pol.caps[ns]; capped && c < floor {
+			floor = c
+		}
+		out = append(out, gateBound{ns: ns, floor: int64(floor), room: int64(floor - claim),
+			steps: n.anchorSteps, tasks: n.anchorTasks, stepsTotal: n.stepsTotal, tasksTotal: n.tasksTotal})
+	}
+	return out
+}
+
+// boundsRowset is the relation bnd of gateBoundsShut.
+func boundsRowset(t *txn, bounds []gateBound) (string, []any) {
+	return rowset(t, "bnd", bounds,
+		textCol("b_ns", func(b *gateBound) string { return b.ns }),
+		intCol("b_floor", func(b *gateBound) int64 { return b.floor }),
+		intCol("b_room", func(b *gateBound) int64 { return b.room }),
+		intCol("b_steps", func(b *gateBound) int64 { return b.steps }),
+		intCol("b_tasks", func(b *gateBound) int64 { return b.tasks }),
+		intCol("b_steps_total", func(b *gateBound) int64 { return b.stepsTotal }),
+		intCol("b_tasks_total", func(b *gateBound) int64 { return b.tasksTotal }))
+}
+
 // aheadQuery is a query of candidates sent with the claim's first
 // statement, and its rows; or, where claim is set, the statement that
 // claims what that query returns (unchecked).
@@ -32,6 +88,9 @@ type aheadQuery struct {
 	rows  Rows
 	// last: the claim's COMMIT went with it (Pipeliner.FollowLast).
 	last bool
+	// bounded: the namespaces whose limits the claim bounds, checked by
+	// the claim statement (gateBoundsShut).
+	bounded []string
 }
 
 // errShutAfterCommit: a claim sent ahead with its COMMIT found its gate
@@ -47,10 +106,12 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // that query; otherwise (a limit full, slots shared) they are discarded.
 //
 // Where nothing of pol needs a check of the claim's own between its query
-// and its claim, and unbounded (the claim bounds and counts no limits
-// ahead), it sends instead the statement that claims what the query
-// returns, in the same round trip (unchecked).
-func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, unbounded bool) error {
+// and its claim, it sends instead the statement that claims what the
+// query returns, in the same round trip: with no limits in force
+// (unchecked), or with limits only, where the claim counts none (counting
+// is false) and bounds every namespace it expects to meet (bounds, from
+// the handle's anchors: gateBoundsShut).
+func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting bool) error {
 	pl, ok := t.x.(Pipeliner)
 	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
 		return nil
@@ -60,12 +121,21 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := Statement{Query: t.s.bind(q), Args: args}
-	if unbounded && t.s.d.WithWrites && unchecked(p, pol) {
-		c, err := t.claimStatement(claimFrom{candidates: q, args: args, version: pol.version}, leaseID)
+	from := claimFrom{candidates: q, args: args, version: pol.version}
+	claims := unchecked(p, pol)
+	if len(bounds) > 0 {
+		claims = limitsOnly(p, pol)
+		from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
+	}
+	if !counting && t.s.d.WithWrites && claims {
+		c, err := t.claimStatement(from, leaseID)
 		if err != nil {
 			return err
 		}
 		a.claim = &c
+		for _, b := range from.bounds {
+			a.bounded = append(a.bounded, b.ns)
+		}
 		st = Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
@@ -91,7 +161,14 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 // statement's WITH may write, such a claim is sent with the claim's first
 // statement (candidatesAhead).
 func unchecked(p store.ClaimParams, pol *policySet) bool {
-	return len(p.Caps) == 0 && len(pol.caps) == 0 && pol.weights == nil && len(pol.rates) == 0 && len(pol.breakers) == 0
+	return len(pol.caps) == 0 && limitsOnly(p, pol)
+}
+
+// limitsOnly reports whether the only policies of pol and the engine
+// (p.Caps) that check a claim's candidates are the limits held in the
+// database: no engine's own caps, weights, rates or breakers not closed.
+func limitsOnly(p store.ClaimParams, pol *policySet) bool {
+	return len(p.Caps) == 0 && pol.weights == nil && len(pol.rates) == 0 && len(pol.breakers) == 0
 }
 
 // claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
@@ -100,7 +177,11 @@ func unchecked(p store.ClaimParams, pol *policySet) bool {
 // claimed and the round selects its candidates as usual. An open gate
 // says the policies the statement was built from were in force when it
 // ran, so what it claimed stands.
-func (t *txn) claimedAhead(leaseID int64, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+//
+// A claim that bounded limits (a.bounded) holds those namespaces, its
+// statement checked their bounds, and it met them (keys.met) for the next
+// claim to bound again.
+func (t *txn) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
 	a := t.ahead
 	if a == nil || a.claim == nil {
 		return false, nil
@@ -118,6 +199,11 @@ func (t *txn) claimedAhead(leaseID int64, claimed *[]store.ClaimedStep, deps *[]
 		return false, nil
 	}
 	t.committed = a.last
+	for _, ns := range a.bounded {
+		t.hold(ns)
+		keys.met[ns] = true
+	}
+	t.boundsChecked = len(a.bounded) > 0
 	*claimed, *deps = appendClaimed(*claimed, got), appendClaimed(*deps, gotDeps)
 	return true, nil
 }

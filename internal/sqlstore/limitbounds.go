@@ -41,6 +41,14 @@ import (
 // statement takes them sorted, and a namespace a later round meets that
 // is named before one the claim already took waits for the next claim
 // (countNamespaces).
+// A claim whose only policies are limits and that bounds every namespace
+// its last claim met limits in selects and claims in one statement, sent
+// with its first and with its COMMIT (candidatesAhead): that statement
+// locks the namespaces' rows of limit_claims first, in their order, reads
+// their latest totals, and claims only if the bound from them leaves room
+// for the whole claim and no candidate's limit is below the floor
+// (gateBoundsShut); otherwise it claims nothing, and the claim is made
+// as above.
 // (LimitRoom can still bound under the lock from an anchor it is passed,
 // as the engines of the version before did; this one passes none.)
 // An anchor is used for at most anchorLife, and not across a change of the
@@ -102,7 +110,7 @@ func (b *limitBounds) bound(ns string, version, now int64, claim int, caps, floo
 	if steps > int64(floor-claim) || tasks > int64(floor-claim) {
 		return nsCount{}, false
 	}
-	return nsCount{steps: int(steps), tasks: int(tasks), bounded: true,
+	return nsCount{steps: int(steps), tasks: int(tasks), bounded: true, floor: floor,
 		stepsTotal: a.stepsTotal, tasksTotal: a.tasksTotal, anchorSteps: a.steps, anchorTasks: a.tasks}, true
 }
 

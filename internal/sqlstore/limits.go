@@ -56,8 +56,9 @@ type nsCount struct {
 	missed       bool
 	// exact: counted, with the totals read before the count; bounded:
 	// not counted but bounded from the handle's anchor, whose count and
-	// totals these are (limitbounds.go)
+	// totals these are, under the smallest limit floor (limitbounds.go)
 	exact, bounded           bool
+	floor                    int
 	stepsTotal, tasksTotal   int64
 	anchorSteps, anchorTasks int64
 }

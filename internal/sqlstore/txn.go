@@ -56,6 +56,9 @@ type txn struct {
 	// fairAlone: the claim's first statement found that no namespace but
 	// the one last found alone with ready work has any (fairOthers).
 	fairAlone bool
+	// boundsChecked: the claim's statement checked the bounds of the
+	// limits it claimed under (gateBoundsShut), not the claim.
+	boundsChecked bool
 	// limitLocked: the claim holds locks of namespaces' limits
 	// (limits.go).
 	limitLocked bool

@@ -114,6 +114,42 @@ func TestLimitBoundsEndWithThePolicies(t *testing.T) {
 	require.Equal(t, 12, running(), "the namespace limit, not 21")
 }
 
+// TestBoundedClaimMeetsALowerLimit: a claim that bounds a namespace
+// from its last count in its claim statement (gateBoundsShut) may do so
+// only under limits at least as high as those the count was made for. A
+// step limit of 3 that the last claim did not meet, below the namespace's
+// limit of 100, is counted on its own: 3 of the 10 steps under it run.
+// Claimed under the bound, all 10 would.
+func TestBoundedClaimMeetsALowerLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := handles(t, 1)[0]
+	_, err := s.SetPolicy(ctx, store.PolicyChange{Target: "ns", Concurrency: ptr(100), Actor: "test"})
+	require.NoError(t, err)
+	insert := func(n int, key string, limit int) {
+		tasks := make([]store.TaskInsert, n)
+		for i := range tasks {
+			tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1",
+				Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1, LimitKey: key, Limit: limit}}}
+		}
+		_, err := s.InsertTasks(ctx, tasks)
+		require.NoError(t, err)
+	}
+	claim := func(n int) int {
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: n})
+		require.NoError(t, err)
+		return len(got)
+	}
+	insert(4, "", 0)
+	require.Equal(t, 2, claim(2), "counted")
+	require.Equal(t, 2, claim(2), "bounded")
+	insert(10, "step:ns/wf/s", 3)
+	require.Equal(t, 3, claim(10))
+	var n int
+	require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM steps WHERE state = 'running' AND limit_key != ''`).Scan(&n))
+	require.Equal(t, 3, n, "the step limit")
+}
+
 // twoHandles opens two store handles on one new schema, as two engines
 // would have.
 func twoHandles(t *testing.T) (a, b postgres.Store) {
