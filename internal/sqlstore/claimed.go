@@ -55,6 +55,9 @@ type claimFrom struct {
 	version    int64
 	bounds     []gateBound
 	capped     []string
+	// alone: the namespace last found alone with ready work under
+	// weights; the gate shuts where another has any (fairOthers)
+	alone string
 }
 
 // claimStmt is a claim statement and what its rows carry.
@@ -93,6 +96,10 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	case st.gated:
 		// Only for a claim with no check of its own (unchecked).
 		args = append(slices.Clip(from.args), from.version)
+	}
+	if from.alone != "" {
+		text.alone = true
+		args = append(args, from.alone, from.alone)
 	}
 	if st.taking {
 		// A take of rate tokens left to this statement (rated) comes
@@ -138,6 +145,7 @@ type claimText struct {
 	candidates, where, take      string
 	bounds                       string // the relation bnd of gateBoundsShut
 	withWrites, taking, totaling bool
+	alone                        bool // fairOthers in the gate
 }
 
 // claimText returns the text of the claim statement of k, built once: a
@@ -157,14 +165,17 @@ func (k claimText) build() string {
 	gated := k.candidates != ""
 	where, lead := k.where, ""
 	if gated {
-		lead = `c AS (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open), `
+		shut, ctes := gateShut, ""
 		if k.bounds != "" {
 			// The namespaces' totals, locked in their order (as every
 			// claim takes them), read as the latest committed.
-			lead = `c AS (` + k.candidates + `), bnd AS (SELECT * FROM ` + k.bounds + `),
-				lc AS MATERIALIZED (SELECT namespace, steps, tasks FROM limit_claims WHERE namespace IN (SELECT b_ns FROM bnd) ORDER BY namespace FOR UPDATE),
-				g AS (SELECT NOT (` + gateBoundsShut + `) AS open), `
+			shut, ctes = gateBoundsShut, `bnd AS (SELECT * FROM `+k.bounds+`),
+				lc AS MATERIALIZED (SELECT namespace, steps, tasks FROM limit_claims WHERE namespace IN (SELECT b_ns FROM bnd) ORDER BY namespace FOR UPDATE), `
 		}
+		if k.alone {
+			shut += ` OR ` + fairOthers
+		}
+		lead = `c AS (` + k.candidates + `), ` + ctes + `g AS (SELECT NOT (` + shut + `) AS open), `
 		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
 		if !k.withWrites {
 			lead = `c AS MATERIALIZED (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open) `

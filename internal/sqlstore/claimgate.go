@@ -121,12 +121,18 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := Statement{Query: t.s.bind(q), Args: args}
+	// The gate checks, in the claim statement, what of pol it can:
+	// limits of namespaces the claim bounds, and weights while one
+	// namespace is alone with ready work (fairOthers); other policies
+	// need the claim's own check (gated).
 	from := claimFrom{candidates: q, args: args, version: pol.version}
-	claims := unchecked(p, pol)
 	if len(bounds) > 0 {
-		claims = limitsOnly(p, pol)
 		from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
 	}
+	if pol.weights != nil {
+		from.alone = t.s.fair.lone()
+	}
+	claims := gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0)
 	if !counting && t.s.d.WithWrites && claims {
 		c, err := t.claimStatement(from, leaseID)
 		if err != nil {
@@ -161,14 +167,14 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 // statement's WITH may write, such a claim is sent with the claim's first
 // statement (candidatesAhead).
 func unchecked(p store.ClaimParams, pol *policySet) bool {
-	return len(pol.caps) == 0 && limitsOnly(p, pol)
+	return len(pol.caps) == 0 && pol.weights == nil && gated(p, pol)
 }
 
-// limitsOnly reports whether the only policies of pol and the engine
-// (p.Caps) that check a claim's candidates are the limits held in the
-// database: no engine's own caps, weights, rates or breakers not closed.
-func limitsOnly(p store.ClaimParams, pol *policySet) bool {
-	return len(p.Caps) == 0 && pol.weights == nil && len(pol.rates) == 0 && len(pol.breakers) == 0
+// gated reports whether a claim under pol may be checked by its claim
+// statement's gate alone, given what that gate is told (candidatesAhead):
+// no engine's own caps, rates or breakers not closed.
+func gated(p store.ClaimParams, pol *policySet) bool {
+	return len(p.Caps) == 0 && len(pol.rates) == 0 && len(pol.breakers) == 0
 }
 
 // claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
