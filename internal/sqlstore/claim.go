@@ -54,6 +54,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	var now int64
 	var totals map[string]limitTotals // of limits, as the claim left them
 	held := false
+	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
 	claim := func(t *txn) error {
 		claimed, held = nil, false
 		if !p.Now.IsZero() {
@@ -79,7 +80,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
 		leaseID := leaseOf(p)
-		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0); err != nil {
+		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
 			return err
 		}
 		version, room, err := t.claimStart(p, predicted, cached)
@@ -143,7 +144,10 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		var miss *boundMiss
 		err = s.write(ctx, p.EngineID, claim)
 		if errors.Is(err, errShutAfterCommit) {
-			continue // again, its gate checked in its own transaction
+			// Again, its gate checked in a transaction of its own that
+			// stays open whatever other claims of this handle found.
+			keepOpen = true
+			continue
 		}
 		if !errors.As(err, &miss) {
 			break

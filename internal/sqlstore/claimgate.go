@@ -108,10 +108,12 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // Where nothing of pol needs a check of the claim's own between its query
 // and its claim, it sends instead the statement that claims what the
 // query returns, in the same round trip: with no limits in force
-// (unchecked), or with limits only, where the claim counts none (counting
-// is false) and bounds every namespace it expects to meet (bounds, from
-// the handle's anchors: gateBoundsShut).
-func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting bool) error {
+// (unchecked), or with limits where the claim counts none (counting is
+// false) and bounds every namespace it expects to meet (bounds, from the
+// handle's anchors: gateBoundsShut), and under weights while one
+// namespace is alone with ready work (fairOthers in the gate). Its COMMIT
+// goes with it unless keepOpen.
+func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
 	pl, ok := t.x.(Pipeliner)
 	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
 		return nil
@@ -147,8 +149,9 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
 		// gate shut (steps under keys of limits or rates), which would
-		// take a transaction more.
-		a.last = !t.s.aheadShut.Load()
+		// take a transaction more, or this claim is made again after its
+		// gate was shut so (keepOpen).
+		a.last = !keepOpen && !t.s.aheadShut.Load()
 	}
 	if a.last {
 		a.rows = pl.FollowLast(st)
