@@ -55,6 +55,10 @@ type claimFrom struct {
 	version    int64
 	bounds     []gateBound
 	capped     []string
+	// caps: on a store with one writer, the namespaces' own limits, for
+	// a gate that counts what runs under limits (gateCounted); nil: none
+	// is checked
+	caps map[string]int
 	// alone: the namespace last found alone with ready work under
 	// weights; the gate shuts where another has any (fairOthers)
 	alone string
@@ -93,6 +97,11 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 		for _, b := range from.bounds {
 			held = append(held, b.ns)
 		}
+	case st.gated && from.caps != nil:
+		// One writer: the gate counts (gateCounted).
+		c, cArgs := capsRowset(t, from.caps)
+		text.caps = c
+		args = append(append(slices.Clip(from.args), cArgs...), from.version)
 	case st.gated:
 		// Only for a claim with no check of its own (unchecked).
 		args = append(slices.Clip(from.args), from.version)
@@ -144,6 +153,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 type claimText struct {
 	candidates, where, take      string
 	bounds                       string // the relation bnd of gateBoundsShut
+	caps                         string // the relation caps of gateCounted
 	withWrites, taking, totaling bool
 	alone                        bool // fairOthers in the gate
 }
@@ -179,6 +189,9 @@ func (k claimText) build() string {
 		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
 		if !k.withWrites {
 			lead = `c AS MATERIALIZED (` + k.candidates + `), g AS (SELECT NOT (` + gateShut + `) AS open) `
+			if k.caps != "" {
+				lead = `c AS MATERIALIZED (` + k.candidates + `), caps AS (SELECT * FROM ` + k.caps + `), g AS (SELECT NOT (` + gateCounted + `) AS open) `
+			}
 			where = `id IN (SELECT id FROM c) AND (SELECT open FROM g)`
 		}
 	}

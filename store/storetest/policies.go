@@ -29,6 +29,7 @@ var policyTests = []struct {
 	{"WorkflowLimitAdmitsATaskOnce", testWorkflowLimitRoots},
 	{"WorkflowLimitHoldsAcrossRounds", testWorkflowLimitRounds},
 	{"PoliciesHoldAfterAFullClaim", testPoliciesAfterFullClaim},
+	{"LimitsHoldAfterAFullClaim", testLimitsAfterFullClaim},
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -162,6 +163,38 @@ func testPoliciesAfterFullClaim(t *testing.T, h *harness) {
 	h.setPolicy(store.PolicyChange{Target: "ns", Paused: ptr(true)})
 	h.insert(store.TaskInsert{})
 	require.Empty(t, h.claim("e1", 10), "ns is paused")
+}
+
+// testLimitsAfterFullClaim: after a claim that took every step it asked
+// for (SQLite then claims in one statement, counting what runs in its
+// gate), a namespace's own limit and a workflow limit still hold where
+// what runs in the namespace alone would let the claim take more: under
+// a namespace limit of 3 with 2 running, 1 of 4 ready steps; under a
+// workflow limit of 3 with 2 tasks running and no step, 1 of 2 tasks
+// starts.
+func testLimitsAfterFullClaim(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "capped", Concurrency: ptr(3)})
+	for range 6 {
+		h.insert(store.TaskInsert{Namespace: "capped"})
+	}
+	require.Len(t, h.claim("e1", 2), 2)
+	require.Len(t, h.claim("e1", 10), 1, "the namespace's limit")
+
+	limited := func() store.TaskInsert {
+		return store.TaskInsert{Namespace: "wf", LimitKey: "workflow:wf/wf", Limit: 3, Steps: []store.StepInsert{
+			{Name: "a", Handler: "h", MaxAttempts: 1},
+			{Name: "wait", Kind: store.KindSignal, Signal: "go", Deps: []int{0}}}}
+	}
+	h.insert(limited(), limited())
+	started := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 2, Namespaces: []string{"wf"}})
+	require.Len(t, started, 2)
+	for _, c := range started {
+		h.ok(c, `{}`)
+	}
+	h.insert(limited(), limited(), store.TaskInsert{Namespace: "free"}, store.TaskInsert{Namespace: "free"})
+	require.Len(t, h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 2, Namespaces: []string{"free"}}), 2)
+	got := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 10, Namespaces: []string{"wf"}})
+	require.Len(t, got, 1, "one place left under the workflow limit: two tasks run, their steps ended")
 }
 
 func testStepLimitKeys(t *testing.T, h *harness) {
