@@ -47,7 +47,8 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // a rate) and the policies are still at version; or, where bounds is set
 // too, if every one under a limit is in a namespace of bounds whose bound
 // leaves room (gateBoundsShut; capped: the namespaces with a limit of
-// their own).
+// their own), or, with one writer, whose count leaves room (gateCounted;
+// caps).
 type claimFrom struct {
 	where      string
 	args       []any
@@ -84,8 +85,8 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	held := t.limitHeld
 	switch {
 	case st.gated && len(from.bounds) > 0:
-		// A claim under limits it bounds (limitsOnly): the bounds go
-		// first, then the gate's parameters.
+		// A claim under limits it bounds (candidatesAhead): the bounds
+		// go first, then the gate's parameters.
 		bnd, bndArgs := boundsRowset(t, from.bounds)
 		text.bounds = bnd
 		capped := from.capped

@@ -42,7 +42,7 @@ const gateBoundsShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE r
 // tasks under a workflow limit: counted, exact under the writer's lock)
 // and all its candidates there stay within the smallest limit of those
 // candidates (their step and workflow limits, the namespace's own: caps,
-// the relation of namespaceCaps). What runs in a namespace bounds what
+// the relation of capsRowset). What runs in a namespace bounds what
 // runs under each of its keys; where that bound does not settle it, the
 // gate shuts and the claim counts key by key (countKeys).
 const gateCounted = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE rate_key <> '' AND rate_n >= 1 AND rate_per > 0)
