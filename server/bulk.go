@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,6 +46,12 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 	if err := checkReason(req.Reason); err != nil {
 		return weft.BulkRequest{}, err
 	}
+	if len(req.IDs) > 0 {
+		if err := checkBulkIDs(req); err != nil {
+			return weft.BulkRequest{}, err
+		}
+		return weft.BulkRequest{IDs: req.IDs, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
+	}
 	in := req.Filter
 	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
 	if f.State != "" && !f.State.Valid() {
@@ -75,6 +82,23 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		f.StaleAfter = s.engine.StaleAfter()
 	}
 	return weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
+}
+
+// checkBulkIDs checks the ids of a bulk request that names its tasks:
+// no filter beside them, at most wire.MaxBulkIDs, each a task id.
+func checkBulkIDs(req wire.BulkRequest) error {
+	if !req.Filter.Empty() || req.All {
+		return fieldError("ids", "give task ids or a filter (or all), not both")
+	}
+	if len(req.IDs) > wire.MaxBulkIDs {
+		return fieldError("ids", "%d ids: at most %d in one request", len(req.IDs), wire.MaxBulkIDs)
+	}
+	for i, id := range req.IDs {
+		if id <= 0 {
+			return fieldError(fmt.Sprintf("ids[%d]", i), "%d is not a task id (a positive integer)", id)
+		}
+	}
+	return nil
 }
 
 func (s *Server) bulk(r *http.Request, do func(*weft.Engine, weft.BulkRequest) (weft.BulkResult, error)) (int, any, error) {

@@ -101,6 +101,77 @@ func TestTagsAndBulkActions(t *testing.T) {
 	})
 }
 
+// TestBulkActionsByID: a bulk action names its tasks by id instead of a
+// filter: cancel, then delete, the tasks named and no other; a delete by
+// id leaves an unfinished task (skipped) unless forced; a request that
+// gives ids and a filter, too many ids or no task id is refused, naming
+// the field.
+func TestBulkActionsByID(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		en := newEnv(t, open(t), server.Options{})
+		en.register("namespace: demo\nname: parked\nversion: \"1\"\nsteps:\n  - name: s\n    handler: nobody.serves.this\n")
+		c, err := client.New(en.url, en.admin)
+		require.NoError(t, err)
+		ctx := t.Context()
+		var ids []int64
+		for range 3 {
+			res, err := c.Submit(ctx, wire.SubmitRequest{Workflow: "demo/parked"})
+			require.NoError(t, err)
+			ids = append(ids, res.Task.ID)
+		}
+		res, err := c.CancelTasks(ctx, wire.BulkRequest{IDs: ids[:2], DryRun: true})
+		require.NoError(t, err)
+		require.Equal(t, wire.BulkResult{Matched: 2, DryRun: true}, res)
+		res, err = c.CancelTasks(ctx, wire.BulkRequest{IDs: ids[:2], Reason: "by id"})
+		require.NoError(t, err)
+		require.Equal(t, wire.BulkResult{Matched: 2, Done: 2}, res)
+		rows := en.auditOf(t, ids[1], string(state.TaskCancelled))
+		require.Len(t, rows, 1)
+		require.Equal(t, "by id", rows[0].Reason)
+
+		r := en.do("POST", "/v1/tasks/delete", en.key(server.PermTasksCancel), map[string]any{"ids": ids[:1]})
+		require.Equal(t, 403, r.status, "%s", r.body)
+		res, err = c.DeleteTasks(ctx, wire.BulkRequest{IDs: []int64{ids[0], ids[2]}})
+		require.NoError(t, err)
+		require.Equal(t, wire.BulkResult{Matched: 2, Done: 1, Skipped: 1}, res, "the pending task is left")
+		_, err = c.Get(ctx, ids[0])
+		require.ErrorIs(t, err, store.ErrNotFound)
+		task, err := c.Get(ctx, ids[1])
+		require.NoError(t, err, "a task not named stays")
+		require.Equal(t, state.TaskCancelled, task.State)
+		res, err = c.DeleteTasks(ctx, wire.BulkRequest{IDs: ids[2:], Force: true})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Done)
+		_, err = c.Get(ctx, ids[2])
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		tooMany := make([]int64, wire.MaxBulkIDs+1)
+		for i := range tooMany {
+			tooMany[i] = int64(i + 1)
+		}
+		for _, tt := range []struct {
+			name  string
+			body  map[string]any
+			field string
+		}{
+			{"ids and a filter", map[string]any{"ids": []int64{ids[1]}, "filter": map[string]any{"state": "cancelled"}}, "ids"},
+			{"ids and all", map[string]any{"ids": []int64{ids[1]}, "all": true}, "ids"},
+			{"not a task id", map[string]any{"ids": []int64{ids[1], 0}}, "ids[1]"},
+			{"too many", map[string]any{"ids": tooMany}, "ids"},
+		} {
+			r := en.do("POST", "/v1/tasks/delete", en.admin, tt.body)
+			require.Equal(t, 400, r.status, "%s: %s", tt.name, r.body)
+			code, field := r.errorCode(t)
+			require.Equal(t, server.CodeInvalidField, code, tt.name)
+			require.Equal(t, tt.field, field, tt.name)
+		}
+		task, err = c.Get(ctx, ids[1])
+		require.NoError(t, err, "refused requests delete nothing")
+		require.Equal(t, state.TaskCancelled, task.State)
+	})
+}
+
 // TestRetentionAndWorkers: namespace retention is set and listed through
 // the API; the workers list shows the engine and a remote worker with
 // their handlers.

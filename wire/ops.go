@@ -23,10 +23,18 @@ type TaskFilter struct {
 	Attention bool `json:"attention,omitempty"`
 }
 
+// Empty reports whether f selects nothing by itself: no field set.
+func (f TaskFilter) Empty() bool {
+	return f.Namespace == "" && f.Workflow == "" && f.State == "" && len(f.Tags) == 0 && f.Schedule == "" &&
+		f.CreatedAfter == nil && f.CreatedBefore == nil && f.FinishedBefore == nil && !f.Attention
+}
+
 // BulkRequest is the body of POST /v1/tasks/cancel, /v1/tasks/retry and
-// /v1/tasks/delete.
+// /v1/tasks/delete: the tasks a filter selects, or the tasks IDs names
+// (at most MaxBulkIDs, with an empty filter).
 type BulkRequest struct {
 	Filter TaskFilter `json:"filter"`
+	IDs    []int64    `json:"ids,omitempty"`
 	// All must be set to act on every task (an empty filter).
 	All    bool   `json:"all,omitempty"`
 	DryRun bool   `json:"dry_run,omitempty"`
@@ -34,6 +42,9 @@ type BulkRequest struct {
 	// Force, for a delete, cancels unfinished tasks first.
 	Force bool `json:"force,omitempty"`
 }
+
+// MaxBulkIDs is the most task ids one bulk request names.
+const MaxBulkIDs = 1000
 
 // BulkResult answers a bulk action.
 type BulkResult struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -198,20 +199,32 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 			res, err = be.DeleteTasks(ctx, c.req)
 		}
 	case remoteBackend:
-		if len(c.req.IDs) > 0 {
-			return usageErrorf("weft delete ID does not work through --server yet: use a filter, or run it without --server")
-		}
 		req := wire.BulkRequest{Filter: wireFilter(c.req.Filter), All: c.req.All, DryRun: c.req.DryRun, Reason: c.req.Reason, Force: c.req.Force}
-		var wr wire.BulkResult
-		switch c.action {
-		case bulkCancel:
-			wr, err = be.CancelTasks(ctx, req)
-		case bulkRetry:
-			wr, err = be.RetryTasks(ctx, req)
-		default:
-			wr, err = be.DeleteTasks(ctx, req)
+		do := func(req wire.BulkRequest) (wire.BulkResult, error) {
+			switch c.action {
+			case bulkCancel:
+				return be.CancelTasks(ctx, req)
+			case bulkRetry:
+				return be.RetryTasks(ctx, req)
+			default:
+				return be.DeleteTasks(ctx, req)
+			}
 		}
-		res = weft.BulkResult(wr)
+		if len(c.req.IDs) == 0 {
+			var wr wire.BulkResult
+			wr, err = do(req)
+			res = weft.BulkResult(wr)
+			break
+		}
+		// Task ids go in requests of at most wire.MaxBulkIDs.
+		for ids := range slices.Chunk(c.req.IDs, wire.MaxBulkIDs) {
+			req.IDs = ids
+			var wr wire.BulkResult
+			if wr, err = do(req); err != nil {
+				break
+			}
+			res.Matched, res.Done, res.Skipped, res.DryRun = res.Matched+wr.Matched, res.Done+wr.Done, res.Skipped+wr.Skipped, wr.DryRun
+		}
 	default:
 		return fmt.Errorf("internal error: unknown backend %T", b)
 	}
