@@ -271,9 +271,9 @@ type Engines interface {
 type Admin interface {
 	// GetTask returns a task with its steps.
 	GetTask(ctx context.Context, id int64) (*Task, error)
-	// TaskState returns a task's state alone, or ErrNotFound: one cheap
-	// read for those who wait for a task to end.
-	TaskState(ctx context.Context, id int64) (state.Task, error)
+	// TaskStates returns the states alone of the tasks of ids that exist,
+	// by id: one cheap read for all those who wait for tasks to end.
+	TaskStates(ctx context.Context, ids []int64) (map[int64]state.Task, error)
 	// ListTasks returns tasks without their steps, newest first.
 	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
 	// Audit returns a task's transitions, oldest first.

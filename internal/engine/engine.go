@@ -141,6 +141,7 @@ type Engine struct {
 	completing bool
 	handlerWG  sync.WaitGroup
 	settled    chan struct{} // closed and replaced after each completion batch
+	waits      waits         // the tasks Wait waits for (wait.go)
 	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
 	heldBack   atomic.Bool   // the claim loop's last claim left steps under a full limit
 	busy       atomic.Bool   // the completer's last batch was busy (gatherer)

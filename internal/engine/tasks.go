@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -99,32 +98,25 @@ func (e *Engine) Retry(ctx context.Context, id int64, actor, reason string) erro
 	return nil
 }
 
-// Wait blocks until the task ends or ctx is done, and returns the task. It
-// wakes after each batch of outcomes this engine records, and polls for
-// tasks finished by engines elsewhere; until the task ends it reads its
-// state alone.
+// Wait blocks until the task ends or ctx is done, and returns the task.
+// However many wait, the engine reads the states of all the tasks waited
+// for in one statement (waits), after each batch of outcomes it records
+// and every waitPoll, for tasks that end on engines elsewhere.
 func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		settled := e.settledSignal()
-		st, err := e.store.TaskState(ctx, id)
+	done := e.waits.add(e, id)
+	defer e.waits.remove(id, done)
+	select {
+	case err := <-done:
 		if err != nil {
 			return nil, err
 		}
-		if st.Terminal() {
-			return e.store.GetTask(ctx, id)
+		return e.store.GetTask(ctx, id)
+	case <-ctx.Done():
+		task, err := e.store.GetTask(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return nil, errors.Join(ctx.Err(), err)
 		}
-		select {
-		case <-ctx.Done():
-			task, err := e.store.GetTask(context.WithoutCancel(ctx), id)
-			if err != nil {
-				return nil, errors.Join(ctx.Err(), err)
-			}
-			return task, ctx.Err()
-		case <-settled:
-		case <-t.C:
-		}
+		return task, ctx.Err()
 	}
 }
 

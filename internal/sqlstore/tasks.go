@@ -93,17 +93,27 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	return tasks, nil
 }
 
-// TaskState returns a task's state alone.
-func (s *Store) TaskState(ctx context.Context, id int64) (state.Task, error) {
-	var st string
-	err := s.readRow(ctx, `SELECT state FROM tasks WHERE id = ?`, id).Scan(&st)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fmt.Errorf("task %d: %w", id, store.ErrNotFound)
-	}
+// TaskStates returns the states of the tasks of ids that exist, by id.
+func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Task, error) {
+	in, args := s.idIn("id", ids)
+	rows, err := s.read(ctx, `SELECT id, state FROM tasks WHERE `+in, args...)
 	if err != nil {
-		return "", fmt.Errorf("state of task %d: %w", id, err)
+		return nil, fmt.Errorf("states of %d tasks: %w", len(ids), err)
 	}
-	return state.Task(st), nil
+	out := make(map[int64]state.Task, len(ids))
+	err = each(rows, func(r Row) error {
+		var id int64
+		var st string
+		if err := r.Scan(&id, &st); err != nil {
+			return err
+		}
+		out[id] = state.Task(st)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("states of %d tasks: %w", len(ids), err)
+	}
+	return out, nil
 }
 
 // Audit returns a task's transitions, oldest first.

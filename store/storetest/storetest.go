@@ -221,11 +221,15 @@ func testInsertAndGet(t *testing.T, h *harness) {
 	require.Equal(t, []string{"x"}, task.Steps[1].DependsOn)
 	_, err := h.s.GetTask(h.ctx, 999999)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	st, err := h.s.TaskState(h.ctx, task.ID)
+	other := h.insert(store.TaskInsert{})[0].Task.ID
+	_, err = h.s.CancelTask(h.ctx, other, "e1", "test")
 	require.NoError(t, err)
-	require.Equal(t, state.TaskPending, st)
-	_, err = h.s.TaskState(h.ctx, 999999)
-	require.ErrorIs(t, err, store.ErrNotFound)
+	sts, err := h.s.TaskStates(h.ctx, []int64{task.ID, 999999, other})
+	require.NoError(t, err)
+	require.Equal(t, map[int64]state.Task{task.ID: state.TaskPending, other: state.TaskCancelled}, sts, "a task not found is left out")
+	sts, err = h.s.TaskStates(h.ctx, []int64{task.ID})
+	require.NoError(t, err)
+	require.Equal(t, map[int64]state.Task{task.ID: state.TaskPending}, sts)
 }
 
 // testManySteps: a task of more steps than one statement inserts (a

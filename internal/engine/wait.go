@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds what Wait waits on: the tasks the engine's callers wait
+// for, whose states one loop reads in one statement after each batch of
+// outcomes the engine records and every waitPoll (a task may end on
+// another engine), so that a thousand waiters cost one read a batch, not a
+// thousand. The loop runs while anyone waits.
+
+// waitPoll is how often the states of the tasks waited for are read when
+// no batch of outcomes comes.
+const waitPoll = 100 * time.Millisecond
+
+// waitRead bounds one read of the states.
+const waitRead = 30 * time.Second
+
+// waits are the engine's waiters, by task.
+type waits struct {
+	mu     sync.Mutex
+	byTask map[int64][]chan error
+	// running: the loop runs; kick wakes it to read at once (a new
+	// waiter).
+	running bool
+	kick    chan struct{}
+}
+
+// add registers a waiter for task id, starting the loop if it does not
+// run. The channel receives nil once the task has ended, or the error
+// that ended the wait (the task is not found, a read failed).
+func (w *waits) add(e *Engine, id int64) chan error {
+	done := make(chan error, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byTask == nil {
+		w.byTask, w.kick = map[int64][]chan error{}, make(chan struct{}, 1)
+	}
+	w.byTask[id] = append(w.byTask[id], done)
+	if !w.running {
+		w.running = true
+		go e.waitLoop()
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return done
+}
+
+// remove unregisters a waiter (one that was answered is gone already).
+func (w *waits) remove(id int64, done chan error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.byTask[id] = slices.DeleteFunc(w.byTask[id], func(c chan error) bool { return c == done })
+	if len(w.byTask[id]) == 0 {
+		delete(w.byTask, id)
+	}
+}
+
+// ids returns the tasks waited for, sorted; none stops the loop (ok
+// false) under the lock a new waiter takes to start it.
+func (w *waits) ids() (ids []int64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.byTask) == 0 {
+		w.running = false
+		return nil, false
+	}
+	return slices.Sorted(maps.Keys(w.byTask)), true
+}
+
+// answer answers the waiters of the tasks of ids that ended, or are not
+// found, by states; or all of them with err.
+func (w *waits) answer(ids []int64, states map[int64]state.Task, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		var why error
+		st, found := states[id]
+		switch {
+		case err != nil:
+			why = err
+		case !found:
+			why = fmt.Errorf("task %d: %w", id, store.ErrNotFound)
+		case !st.Terminal():
+			continue
+		}
+		for _, c := range w.byTask[id] {
+			c <- why
+		}
+		delete(w.byTask, id)
+	}
+}
+
+// waitLoop reads the states of the tasks waited for, until none is.
+func (e *Engine) waitLoop() {
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	for {
+		ids, ok := e.waits.ids()
+		if !ok {
+			return
+		}
+		// Taken before the read: a batch recorded during it wakes the
+		// next read.
+		settled := e.settledSignal()
+		ctx, cancel := context.WithTimeout(context.Background(), waitRead)
+		states, err := e.store.TaskStates(ctx, ids)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("weft: wait for tasks: %w", err)
+		}
+		e.waits.answer(ids, states, err)
+		select {
+		case <-settled:
+		case <-t.C:
+		case <-e.waits.kick:
+		}
+	}
+}
