@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"time"
 
 	"github.com/weftrun/weft/state"
@@ -36,9 +37,9 @@ type ClaimParams struct {
 	// TaskID limits the claim to the steps of one task and of the child
 	// tasks below it; 0 means any task.
 	TaskID int64
-	// LeaseID is the lease the claimed steps are held under; 0 lets the
-	// store choose. An engine chooses it so it can release the claim with
-	// ReleaseLease if the claim's outcome is unknown.
+	// LeaseID is the lease the claimed steps are held under (NewLeaseID);
+	// 0 lets the store choose. An engine chooses it so it can release the
+	// claim with ReleaseLease if the claim's outcome is unknown.
 	LeaseID int64
 	// Deferred, if set, is called after a claim commits with the steps it
 	// deferred for want of rate-limit tokens, by bucket.
@@ -113,3 +114,7 @@ type Spawn struct {
 	// would exceed it fails instead. 0 means no bound.
 	MaxSteps int
 }
+
+// NewLeaseID draws a lease id: random, so that a claim's lease names it
+// alone, and positive (0 asks the store to choose).
+func NewLeaseID() int64 { return rand.Int64N(1<<62) + 1 }

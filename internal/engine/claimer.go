@@ -73,7 +73,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 		}
 		if n > 0 {
-			id, lease := e.ID(), newLease()
+			id, lease := e.ID(), store.NewLeaseID()
 			p := e.claimParams(id, n, e.handlerNames(), nil, lease)
 			p.Deferred = func(ds []store.RateDeferral) {
 				deferred = true
@@ -209,9 +209,6 @@ func (e *Engine) readyWoke() {
 	e.wakeWaiters()
 	e.Publish(Event{Kind: EventReady})
 }
-
-// newLease returns a new lease id for a claim (never 0, which means none).
-func newLease() int64 { return rand.Int64N(1<<62) + 1 }
 
 func jitter(d time.Duration) time.Duration {
 	return d - d/5 + time.Duration(rand.Int64N(int64(d)/5*2+1))

@@ -327,7 +327,7 @@ func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedSt
 		e.claiming.Done()
 		return nil, false, nil
 	}
-	id, lease := e.ID(), newLease()
+	id, lease := e.ID(), store.NewLeaseID()
 	claimed, err := write(e.claimParams(id, n, names, nil, lease))
 	if err != nil {
 		e.slots.Return(n)

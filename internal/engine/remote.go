@@ -204,7 +204,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 		if err := e.databaseGone(); err != nil {
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}
-		lease := newLease()
+		lease := store.NewLeaseID()
 		claimed, err := e.store.ClaimSteps(ctx, e.claimParams(workerID, req.Max, req.Handlers, req.Namespaces, lease))
 		if err != nil {
 			if !errors.Is(err, store.ErrEngineLost) {

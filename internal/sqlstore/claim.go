@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/weftrun/weft/store"
 )
@@ -36,7 +35,7 @@ func leaseOf(p store.ClaimParams) int64 {
 	if p.LeaseID != 0 {
 		return p.LeaseID
 	}
-	return rand.Int64N(1<<62) + 1
+	return store.NewLeaseID()
 }
 
 // claimRounds bounds how many times one claim selects candidates: a limit
