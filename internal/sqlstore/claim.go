@@ -203,6 +203,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 		}
 		*held = *held || keys.heldBack
 		if len(ids) > 0 {
+			t.lastClaim = !more && t.endsWithClaim()
 			got, gotDeps, short, err := t.claimTaken(ids, leaseID)
 			if err != nil {
 				return err
@@ -215,6 +216,19 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 		}
 	}
 	return nil
+}
+
+// endsWithClaim reports whether a claim's transaction may end with its
+// claim statement (its COMMIT in the same round trip: EndWithNext) once no
+// round is left: nothing is checked or written after that statement. Not
+// where it takes rate tokens (a bucket that falls short is read after it:
+// rateFallback), holds limits (their bounds are checked after it:
+// checkBounds), wrote a due time or readied steps (a notification goes
+// with the COMMIT) or recorded breaker outcomes.
+func (t *txn) endsWithClaim() bool {
+	_, ok := t.x.(Pipeliner)
+	return ok && t.owned && t.s.d.WithWrites && t.rateTake == nil && len(t.limitHeld) == 0 &&
+		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
 }
 
 // claimStart runs a claim's first statement: it reads the engine's state

@@ -29,6 +29,12 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	if err != nil {
 		return nil, nil, err
 	}
+	if t.lastClaim {
+		// Nothing follows (endsWithClaim): the COMMIT goes with it.
+		t.lastClaim = false
+		t.x.(Pipeliner).EndWithNext()
+		t.committed = true
+	}
 	rows, err := t.query(st.q, st.args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)

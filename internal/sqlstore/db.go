@@ -68,10 +68,15 @@ type Tx interface {
 // in the same round trip: the transaction ends with st (unless a
 // statement fails), and the caller writes nothing more in it. Commit then
 // sends only what was queued meanwhile, outside any transaction.
+//
+// EndWithNext makes the transaction's next statement its last: its COMMIT
+// goes in the same round trip, and an error of it is the statement's (its
+// rows' Close returns it).
 type Pipeliner interface {
 	Queue(st Statement)
 	Follow(st Statement) Rows
 	FollowLast(st Statement) Rows
+	EndWithNext()
 }
 
 // ReadBatcher is a DB that sends reads that do not depend on each other in

@@ -84,6 +84,9 @@ type txn struct {
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).
 	breakers breakerWork
+	// lastClaim: the next claim statement ends the transaction
+	// (endsWithClaim).
+	lastClaim bool
 	// committed: the transaction ended with a claim sent with its COMMIT
 	// (Pipeliner.FollowLast); what the claim still reads, it reads outside.
 	committed bool

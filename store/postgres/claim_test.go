@@ -125,6 +125,60 @@ func TestClaimInOneStatement(t *testing.T) {
 	}
 }
 
+// TestClaimEndsWithItsStatement: a claim whose rounds check its
+// candidates themselves (a namespace's rate and a step's, here far from
+// binding, whose tokens the handle holds reserved) and leave nothing to do
+// after its claim statement sends its COMMIT with that statement: two
+// round trips, not three.
+func TestClaimEndsWithItsStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := &statements{}
+	schema := pgtesting.SchemaName("claimend")
+	s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		s.Close()
+	})
+	_, err = s.SetPolicy(ctx, store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 100000, Per: time.Second}, Actor: "test"})
+	require.NoError(t, err)
+	insert := func(n int) {
+		tasks := make([]store.TaskInsert, n)
+		for i := range tasks {
+			tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1,
+				RateKey: "r", Rate: store.Rate{Limit: 100000, Per: time.Second}}}}
+		}
+		_, err := s.InsertTasks(ctx, tasks)
+		require.NoError(t, err)
+	}
+	for range 3 { // the policies read, the bucket's tokens reserved
+		insert(2)
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+	}
+	insert(3)
+	tr.reset()
+	got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	last := -1
+	for i, q := range tr.sent {
+		if strings.Contains(q, "UPDATE steps SET state = 'running'") {
+			last = i
+		}
+	}
+	require.GreaterOrEqual(t, last, 0, "%q", tr.sent)
+	require.Less(t, last+1, len(tr.sent), "%q", tr.sent)
+	require.Equal(t, "COMMIT", tr.sent[last+1], "%q", tr.sent)
+	require.Equal(t, tr.trips[last], tr.trips[last+1], "the COMMIT goes with the claim statement: %q", tr.sent)
+	require.Equal(t, last+2, len(tr.sent), "nothing after it: %q", tr.sent)
+	require.Equal(t, 2, tr.trips[len(tr.trips)-1]-tr.trips[0]+1, "two round trips: %q %v", tr.sent, tr.trips)
+}
+
 // statements records the statements a store sends, each with the round
 // trip (a batch, or a statement alone) it went in.
 type statements struct {

@@ -128,8 +128,9 @@ type poolTx struct {
 	follow *followRows          // sent after the next statement (Follow)
 	open   *followRows          // sent, its batch still open until read or drained
 	// last: the statement that follows ends the transaction (FollowLast);
-	// ended: its COMMIT was sent.
-	last, ended bool
+	// commitNext: the next statement does (EndWithNext); ended: its
+	// COMMIT was sent.
+	last, commitNext, ended bool
 }
 
 // Queue sends st ahead of the next statement, in its round trip.
@@ -154,11 +155,15 @@ func (t *poolTx) FollowLast(st sqlstore.Statement) sqlstore.Rows {
 	return f
 }
 
+// EndWithNext sends the COMMIT right after the transaction's next
+// statement, in its round trip.
+func (t *poolTx) EndWithNext() { t.commitNext = true }
+
 // direct reports whether the next statement goes alone: BEGIN was sent,
-// nothing is queued or follows, and the COMMIT was not sent (send refuses
-// a statement after it).
+// nothing is queued or follows, no COMMIT goes with it, and the COMMIT was
+// not sent (send refuses a statement after it).
 func (t *poolTx) direct() bool {
-	return t.begun && !t.ended && len(t.queued) == 0 && t.follow == nil && t.open == nil
+	return t.begun && !t.ended && !t.commitNext && len(t.queued) == 0 && t.follow == nil && t.open == nil
 }
 
 // drain discards the rows of a followed statement nobody read, ending its
@@ -218,6 +223,11 @@ func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 			t.last, t.ended = false, true
 		}
 	}
+	if t.commitNext && !t.ended {
+		b.Queue("COMMIT")
+		t.ended = true
+	}
+	t.commitNext = false
 	br := t.conn.SendBatch(ctx, b)
 	fail := func(err error) (pgx.BatchResults, error) {
 		err = closing(br, err)
