@@ -151,13 +151,12 @@ func (e *Engine) checkFile() error {
 		return nil // could not tell (a stat failed): ask again next time
 	}
 	e.healthMu.Lock()
-	first := e.fileErr == nil
-	if first {
-		e.fileErr = err
-	}
-	e.healthMu.Unlock()
-	if first {
+	defer e.healthMu.Unlock()
+	if e.fileErr == nil {
+		// Said before the refusal shows: whoever sees it (health, a
+		// refused submission) finds it logged.
 		e.log.Error("refusing work: the database was deleted or replaced since it was opened; restart the engine", "engine_id", e.ID(), "error", err)
+		e.fileErr = err
 	}
 	return err
 }
