@@ -46,12 +46,6 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 	if err := checkReason(req.Reason); err != nil {
 		return weft.BulkRequest{}, err
 	}
-	if len(req.IDs) > 0 {
-		if err := checkBulkIDs(req); err != nil {
-			return weft.BulkRequest{}, err
-		}
-		return weft.BulkRequest{IDs: req.IDs, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
-	}
 	in := req.Filter
 	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
 	if f.State != "" && !f.State.Valid() {
@@ -78,22 +72,28 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 			*tf.dst = *tf.src
 		}
 	}
+	if len(req.IDs) > 0 {
+		if err := checkBulkIDs(req.IDs, f.Selects() || req.All); err != nil {
+			return weft.BulkRequest{}, err
+		}
+		return weft.BulkRequest{IDs: req.IDs, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
+	}
 	if f.Attention {
 		f.StaleAfter = s.engine.StaleAfter()
 	}
 	return weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
 }
 
-// checkBulkIDs checks the ids of a bulk request that names its tasks:
-// no filter beside them, at most wire.MaxBulkIDs, each a task id.
-func checkBulkIDs(req wire.BulkRequest) error {
-	if !req.Filter.Empty() || req.All {
+// checkBulkIDs checks the ids of a bulk request that names its tasks: no
+// filter (or all) beside them, at most wire.MaxBulkIDs, each a task id.
+func checkBulkIDs(ids []int64, filtered bool) error {
+	if filtered {
 		return fieldError("ids", "give task ids or a filter (or all), not both")
 	}
-	if len(req.IDs) > wire.MaxBulkIDs {
-		return fieldError("ids", "%d ids: at most %d in one request", len(req.IDs), wire.MaxBulkIDs)
+	if len(ids) > wire.MaxBulkIDs {
+		return fieldError("ids", "%d ids: at most %d in one request", len(ids), wire.MaxBulkIDs)
 	}
-	for i, id := range req.IDs {
+	for i, id := range ids {
 		if id <= 0 {
 			return fieldError(fmt.Sprintf("ids[%d]", i), "%d is not a task id (a positive integer)", id)
 		}

@@ -48,6 +48,10 @@ func TestTagsAndBulkActions(t *testing.T) {
 		// An empty filter is refused; a dry run counts; the action acts.
 		r = en.do("POST", "/v1/tasks/cancel", en.admin, map[string]any{"filter": map[string]any{}})
 		require.Equal(t, 400, r.status, "%s", r.body)
+		// A schedule's name alone selects: its tasks, here none.
+		r = en.do("POST", "/v1/tasks/cancel", en.admin, map[string]any{"filter": map[string]any{"schedule": "nightly"}})
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.JSONEq(t, `{"matched": 0, "done": 0, "skipped": 0}`, string(r.body))
 		req := wire.BulkRequest{Filter: wire.TaskFilter{Workflow: "demo/parked", Tags: map[string]string{"env": "staging"}}, DryRun: true}
 		res, err := c.CancelTasks(ctx, req)
 		require.NoError(t, err)

@@ -41,6 +41,15 @@ type TaskFilter struct {
 	Key string
 }
 
+// Selects reports whether f selects some tasks rather than every one: a
+// field that narrows the selection is set (the cursor, the page size and
+// StaleAfter do not narrow it). Bulk actions on an empty filter need their
+// caller to say that every task is meant.
+func (f TaskFilter) Selects() bool {
+	return f.Namespace != "" || f.Workflow != "" || f.State != "" || len(f.States) > 0 || !f.CreatedAfter.IsZero() ||
+		!f.CreatedBefore.IsZero() || !f.FinishedBefore.IsZero() || len(f.Tags) > 0 || f.Schedule != "" || f.Attention || f.Key != ""
+}
+
 // DefaultStaleAfter is how long a ready step may wait for a handler nobody
 // serves before its task needs attention.
 const DefaultStaleAfter = 5 * time.Minute

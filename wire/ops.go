@@ -23,12 +23,6 @@ type TaskFilter struct {
 	Attention bool `json:"attention,omitempty"`
 }
 
-// Empty reports whether f selects nothing by itself: no field set.
-func (f TaskFilter) Empty() bool {
-	return f.Namespace == "" && f.Workflow == "" && f.State == "" && len(f.Tags) == 0 && f.Schedule == "" &&
-		f.CreatedAfter == nil && f.CreatedBefore == nil && f.FinishedBefore == nil && !f.Attention
-}
-
 // BulkRequest is the body of POST /v1/tasks/cancel, /v1/tasks/retry and
 // /v1/tasks/delete: the tasks a filter selects, or the tasks IDs names
 // (at most MaxBulkIDs, with an empty filter).

@@ -260,15 +260,10 @@ func (b *bulkFlags) request(reason string) (weft.BulkRequest, error) {
 	if err != nil {
 		return weft.BulkRequest{}, err
 	}
-	if engineEmpty(f) && !b.all {
+	if !f.Selects() && !b.all {
 		return weft.BulkRequest{}, usageErrorf("give a task ID or a filter (--state, --namespace, --workflow, --tag, --created-after, --created-before, --attention), or --all to act on every task")
 	}
 	return weft.BulkRequest{Filter: f, All: b.all, DryRun: b.dryRun, Reason: reason}, nil
-}
-
-func engineEmpty(f weft.TaskFilter) bool {
-	return f.Namespace == "" && f.Workflow == "" && f.State == "" && len(f.Tags) == 0 && f.CreatedAfter.IsZero() &&
-		f.CreatedBefore.IsZero() && !f.Attention
 }
 
 func (a *app) deleteCommand() *cobra.Command {

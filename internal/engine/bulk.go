@@ -55,12 +55,6 @@ type BulkResult struct {
 	DryRun  bool `json:"dry_run,omitempty"`
 }
 
-// EmptyFilter reports whether f selects every task.
-func EmptyFilter(f store.TaskFilter) bool {
-	return f.Namespace == "" && f.Workflow == "" && f.State == "" && len(f.States) == 0 && f.CreatedAfter.IsZero() &&
-		f.CreatedBefore.IsZero() && f.FinishedBefore.IsZero() && len(f.Tags) == 0 && !f.Attention
-}
-
 var (
 	cancellable = []state.Task{state.TaskPending, state.TaskRunning}
 	retryable   = []state.Task{state.TaskFailed}
@@ -70,7 +64,7 @@ var (
 // scope narrows r's filter to the states the action applies to, refusing a
 // filter on a state it cannot apply to and an empty filter without All.
 func scope(action string, r *BulkRequest, states []state.Task) error {
-	if EmptyFilter(r.Filter) && !r.All && len(r.IDs) == 0 {
+	if !r.Filter.Selects() && !r.All && len(r.IDs) == 0 {
 		return fmt.Errorf("%w %s: the filter is empty, which selects every task; give a filter or set All", store.ErrInvalid, action)
 	}
 	if err := store.ValidateTags(r.Filter.Tags); err != nil {
