@@ -210,14 +210,13 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 				return be.DeleteTasks(ctx, req)
 			}
 		}
-		if len(c.req.IDs) == 0 {
-			var wr wire.BulkResult
-			wr, err = do(req)
-			res = weft.BulkResult(wr)
-			break
+		// One request for a filter; task ids in requests of at most
+		// wire.MaxBulkIDs.
+		batches := [][]int64{nil}
+		if len(c.req.IDs) > 0 {
+			batches = slices.Collect(slices.Chunk(c.req.IDs, wire.MaxBulkIDs))
 		}
-		// Task ids go in requests of at most wire.MaxBulkIDs.
-		for ids := range slices.Chunk(c.req.IDs, wire.MaxBulkIDs) {
+		for _, ids := range batches {
 			req.IDs = ids
 			var wr wire.BulkResult
 			if wr, err = do(req); err != nil {
