@@ -544,14 +544,13 @@ func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 		rows[i] = bucket{n.key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
-	// that PostgreSQL plans it once per connection; in key order.
-	now := t.now
+	// that PostgreSQL plans it once per connection; in key order. The
+	// claim's time, the same for every bucket, is a parameter of its own.
 	from, args := rowset(t, "b", rows,
 		textCol("b_key", func(b *bucket) string { return b.key }),
 		intCol("b_limit", func(b *bucket) int64 { return b.limit }),
 		intCol("b_per", func(b *bucket) int64 { return b.per }),
 		intCol("b_credit", func(b *bucket) int64 { return b.credit }),
-		intCol("b_at", func(*bucket) int64 { return now }),
 		intCol("b_wanted", func(b *bucket) int64 { return b.want }),
 		intCol("b_taken", func(b *bucket) int64 { return b.take }),
 		intCol("b_queued", func(b *bucket) int64 { return b.queued }),
@@ -560,8 +559,8 @@ func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 		intCol("b_released", func(b *bucket) int64 { return b.rels }))
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
 	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
-		SELECT b_key, b_limit, b_per, b_credit, b_at, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
-		ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet, args
+		SELECT b_key, b_limit, b_per, b_credit, ` + t.scalar(colInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
+		ON CONFLICT (key) DO UPDATE SET ` + rateTakeSet, append([]any{t.now}, args...)
 }
 
 // reportDeferred tells the claimer what the claim deferred, once it
