@@ -19,7 +19,14 @@ import (
 // candidates claims nothing: the policies moved, or a candidate is under a
 // step key of a limit or a rate (keyRoom.limited, candidateRates), which
 // the claim checks in rounds of its own.
-const gateShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (rate_key <> '' AND rate_n >= 1 AND rate_per > 0))`
+const gateShut = gateMoved + ` OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (` + rated + `))`
+
+// gateMoved: the policies moved since the claim read them (its first
+// parameter, their version); rated: a candidate under a step's rate.
+const (
+	gateMoved = policyVersion + ` <> ?`
+	rated     = `rate_key <> '' AND rate_n >= 1 AND rate_per > 0`
+)
 
 // gateBoundsShut is gateShut for a claim that bounds the limits of the
 // namespaces it expects to meet (bnd, limitbounds.go) from its handle's
@@ -30,7 +37,7 @@ const gateShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE limit_k
 // claim (b_room: the floor less the claim's size). Its second parameter is
 // the namespaces with a limit of their own (a candidate there is limited
 // even with no key). PostgreSQL only: the bounds need its locks.
-const gateBoundsShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE rate_key <> '' AND rate_n >= 1 AND rate_per > 0)
+const gateBoundsShut = gateMoved + ` OR EXISTS (SELECT 1 FROM c WHERE ` + rated + `)
 	OR EXISTS (SELECT 1 FROM c WHERE (limit_key <> '' OR task_limit_key <> '' OR namespace = ANY(?::text[]))
 		AND NOT EXISTS (SELECT 1 FROM bnd WHERE b_ns = c.namespace AND (c.limit_key = '' OR c.limit_n >= b_floor) AND (c.task_limit_key = '' OR c.task_limit_n >= b_floor)))
 	OR EXISTS (SELECT 1 FROM bnd LEFT JOIN lc ON lc.namespace = bnd.b_ns
@@ -45,7 +52,7 @@ const gateBoundsShut = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE r
 // the relation of capsRowset). What runs in a namespace bounds what
 // runs under each of its keys; where that bound does not settle it, the
 // gate shuts and the claim counts key by key (countKeys).
-const gateCounted = policyVersion + ` <> ? OR EXISTS (SELECT 1 FROM c WHERE rate_key <> '' AND rate_n >= 1 AND rate_per > 0)
+const gateCounted = gateMoved + ` OR EXISTS (SELECT 1 FROM c WHERE ` + rated + `)
 	OR EXISTS (SELECT 1 FROM (SELECT m.namespace, m.n, min(COALESCE(m.step_floor, 9e18), COALESCE(m.task_floor, 9e18), COALESCE(caps.k_n, 9e18)) AS floor
 			FROM (SELECT namespace, count(*) AS n,
 				min(CASE WHEN limit_key <> '' THEN limit_n END) AS step_floor,

@@ -41,9 +41,10 @@ import (
 // statement takes them sorted, and a namespace a later round meets that
 // is named before one the claim already took waits for the next claim
 // (countNamespaces).
-// A claim whose only policies are limits and that bounds every namespace
-// its last claim met limits in selects and claims in one statement, sent
-// with its first and with its COMMIT (candidatesAhead): that statement
+// A claim whose policies its statement can check (limits, weights while
+// one namespace alone has ready work: candidatesAhead) and that bounds
+// every namespace its last claim met limits in selects and claims in one
+// statement, sent with its first and with its COMMIT: that statement
 // locks the namespaces' rows of limit_claims first, in their order, reads
 // their latest totals, and claims only if the bound from them leaves room
 // for the whole claim and no candidate's limit is below the floor
