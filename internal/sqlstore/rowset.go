@@ -178,25 +178,27 @@ func (c col[R]) param(r *R) any {
 func (c col[R]) same(rows []R) bool {
 	switch c.typ {
 	case colInt:
-		v := c.int(&rows[0])
-		for r := 1; r < len(rows); r++ {
-			if c.int(&rows[r]) != v {
-				return false
-			}
-		}
+		return allSame(rows, c.int)
 	case colText:
-		v := c.text(&rows[0])
-		for r := 1; r < len(rows); r++ {
-			if c.text(&rows[r]) != v {
-				return false
-			}
+		return allSame(rows, c.text)
+	}
+	// JSON compared as text without a copy, NULL apart from "".
+	v := c.json(&rows[0])
+	for r := 1; r < len(rows); r++ {
+		if w := c.json(&rows[r]); (w == nil) != (v == nil) || string(w) != string(v) {
+			return false
 		}
-	default:
-		v := c.json(&rows[0])
-		for r := 1; r < len(rows); r++ {
-			if w := c.json(&rows[r]); (w == nil) != (v == nil) || string(w) != string(v) {
-				return false
-			}
+	}
+	return true
+}
+
+// allSame reports whether value gives every row the first row's value,
+// reading each row's once.
+func allSame[R any, V comparable](rows []R, value func(*R) V) bool {
+	first := value(&rows[0])
+	for r := 1; r < len(rows); r++ {
+		if value(&rows[r]) != first {
+			return false
 		}
 	}
 	return true
