@@ -127,10 +127,9 @@ type poolTx struct {
 	queued []sqlstore.Statement // sent ahead of the next statement (Queue)
 	follow *followRows          // sent after the next statement (Follow)
 	open   *followRows          // sent, its batch still open until read or drained
-	// last: the statement that follows ends the transaction (FollowLast);
-	// commitNext: the next statement does (EndWithNext); ended: its
-	// COMMIT was sent.
-	last, commitNext, ended bool
+	// commitNext: the COMMIT goes with the next statement, after what
+	// follows it (EndWithNext, FollowLast); ended: the COMMIT was sent.
+	commitNext, ended bool
 }
 
 // Queue sends st ahead of the next statement, in its round trip.
@@ -142,7 +141,7 @@ func (t *poolTx) Queue(st sqlstore.Statement) { t.queued = append(t.queued, st) 
 // statement.
 func (t *poolTx) Follow(st sqlstore.Statement) sqlstore.Rows {
 	f := &followRows{tx: t, st: st}
-	t.follow, t.last = f, false
+	t.follow = f
 	return f
 }
 
@@ -151,12 +150,13 @@ func (t *poolTx) Follow(st sqlstore.Statement) sqlstore.Rows {
 // of it is theirs.
 func (t *poolTx) FollowLast(st sqlstore.Statement) sqlstore.Rows {
 	f := t.Follow(st)
-	t.last = true
+	t.EndWithNext()
 	return f
 }
 
 // EndWithNext sends the COMMIT right after the transaction's next
-// statement, in its round trip.
+// statement (and the statement that follows it, if any), in its round
+// trip.
 func (t *poolTx) EndWithNext() { t.commitNext = true }
 
 // direct reports whether the next statement goes alone: BEGIN was sent,
@@ -218,16 +218,11 @@ func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	if f := t.follow; f != nil {
 		t.follow, t.open = nil, f
 		b.Queue(f.st.Query, f.st.Args...)
-		if t.last {
-			b.Queue("COMMIT")
-			t.last, t.ended = false, true
-		}
 	}
-	if t.commitNext && !t.ended {
+	if t.commitNext {
 		b.Queue("COMMIT")
-		t.ended = true
+		t.commitNext, t.ended = false, true
 	}
-	t.commitNext = false
 	br := t.conn.SendBatch(ctx, b)
 	fail := func(err error) (pgx.BatchResults, error) {
 		err = closing(br, err)
