@@ -170,15 +170,14 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (fairOthers); other policies
 	// need the claim's own check (gated).
-	from := claimFrom{candidates: q, args: args, version: pol.version}
-	if len(bounds) > 0 {
-		from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
-	}
-	if pol.weights != nil {
-		from.alone = t.s.fair.lone()
-	}
-	claims := gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0)
-	if !counting && t.s.d.WithWrites && claims {
+	if !counting && t.s.d.WithWrites && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+		from := claimFrom{candidates: q, args: args, version: pol.version}
+		if len(bounds) > 0 {
+			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
+		}
+		if pol.weights != nil {
+			from.alone = t.s.fair.lone()
+		}
 		c, err := t.claimStatement(from, leaseID)
 		if err != nil {
 			return err
