@@ -82,14 +82,7 @@ func TestClaimInOneStatement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			tr := &statements{}
-			schema := pgtesting.SchemaName("oneclaim")
-			s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-				s.Close()
-			})
+			s, tr, schema := traced(t, "oneclaim")
 			// The first claim reads the policies; the next ones build on
 			// them.
 			got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
@@ -133,15 +126,8 @@ func TestClaimInOneStatement(t *testing.T) {
 func TestClaimEndsWithItsStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tr := &statements{}
-	schema := pgtesting.SchemaName("claimend")
-	s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-		s.Close()
-	})
-	_, err = s.SetPolicy(ctx, store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 100000, Per: time.Second}, Actor: "test"})
+	s, tr, _ := traced(t, "claimend")
+	_, err := s.SetPolicy(ctx, store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 100000, Per: time.Second}, Actor: "test"})
 	require.NoError(t, err)
 	insert := func(n int) {
 		tasks := make([]store.TaskInsert, n)
@@ -177,6 +163,21 @@ func TestClaimEndsWithItsStatement(t *testing.T) {
 	require.Equal(t, tr.trips[last], tr.trips[last+1], "the COMMIT goes with the claim statement: %q", tr.sent)
 	require.Equal(t, last+2, len(tr.sent), "nothing after it: %q", tr.sent)
 	require.Equal(t, 2, tr.trips[len(tr.trips)-1]-tr.trips[0]+1, "two round trips: %q %v", tr.sent, tr.trips)
+}
+
+// traced opens a store on a new schema (named from prefix) whose
+// statements tr records.
+func traced(t *testing.T, prefix string) (s postgres.Store, tr *statements, schema string) {
+	t.Helper()
+	tr = &statements{}
+	schema = pgtesting.SchemaName(prefix)
+	s, err := postgres.OpenTraced(context.Background(), pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		s.Close()
+	})
+	return s, tr, schema
 }
 
 // statements records the statements a store sends, each with the round
