@@ -55,6 +55,11 @@ type Dialect struct {
 	// row, by index, whatever the statistics say (a fresh queue's lag
 	// behind it); the claim's joins are written so.
 	Lateral bool
+	// Fence ends a subquery that the planner must run as written rather
+	// than pull up into the query around it, where pulling it up would
+	// copy its expressions into every use of its columns (PostgreSQL:
+	// " OFFSET 0").
+	Fence string
 	// WithWrites: a statement's WITH clause may update rows (PostgreSQL),
 	// so the claim marks its steps running, starts their tasks and loads
 	// what the handlers see in one statement.
@@ -183,6 +188,9 @@ type Store struct {
 	// every token it asked for: the next takes them in its claim statement
 	// (rates.go).
 	ratesGranted atomic.Bool
+	// rateSet is the update of an existing bucket by a take of rate tokens
+	// (rateTakeSet), in the dialect.
+	rateSet string
 	// reserves are the rate tokens this handle holds ahead (reserves.go).
 	reserves reserves
 	// bounds are the counts of namespaces with limits this handle bounds
@@ -208,7 +216,8 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36)}
+		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
+		rateSet: rateTakeSet(c.Dialect.Fence)}
 }
 
 // read runs a query on the readers.

@@ -190,6 +190,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 			// at every call.
 			CompletePlan: planOnce,
 			Lateral:      true,
+			Fence:        " OFFSET 0",
 			// Lock takes one named lock (the fair shares'); LimitRoom locks
 			// namespaces' limits and counts or bounds what runs in them: the
 			// function of migrations 021 and 024. Both name their locks in the schema's name:
