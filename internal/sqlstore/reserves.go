@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +84,9 @@ type reserve struct {
 	size   int   // the last reservation's
 	until  int64 // the handle uses them before this time (microseconds)
 	renew  int64 // a claim that writes buckets renews them from this time
+	// name is a step bucket's as a claim statement matches its
+	// candidates with it (rateCover.names); "" for a namespace's
+	name string
 }
 
 // reserves is what a store handle holds of every bucket.
@@ -240,8 +242,8 @@ func (r *reserves) cover(now int64, need int, nsRates map[string]store.Rate) *ra
 		c.keys = append(c.keys, key)
 		c.rates = append(c.rates, res.rate)
 		c.until = append(c.until, res.until)
-		if !strings.HasPrefix(key, bucketPrefixNamespace) {
-			c.names = append(c.names, key+" "+strconv.Itoa(res.rate.Limit)+" "+strconv.FormatInt(res.rate.Per.Microseconds(), 10))
+		if res.name != "" {
+			c.names = append(c.names, res.name)
 		}
 	}
 	for _, key := range c.keys {
@@ -249,7 +251,6 @@ func (r *reserves) cover(now int64, need int, nsRates map[string]store.Rate) *ra
 		res.tokens -= need
 		r.m[key] = res
 	}
-	sort.Strings(c.names) // one statement text's arguments in one order
 	return c
 }
 
@@ -307,6 +308,9 @@ func (r *reserves) add(key string, rate store.Rate, granted int, now int64) {
 	res := r.m[key]
 	if res.rate != rate || now >= res.until {
 		res = reserve{rate: rate}
+		if !strings.HasPrefix(key, bucketPrefixNamespace) {
+			res.name = key + " " + strconv.Itoa(rate.Limit) + " " + strconv.FormatInt(rate.Per.Microseconds(), 10)
+		}
 	}
 	use := reserveHold(rate) / 2
 	res.tokens += granted
