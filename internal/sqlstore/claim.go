@@ -112,7 +112,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 				t.boundedIn(bounds, keys)
 			}
 			keys.brk = newBreakerRoom(pol, t.now)
-			rates = &rateClaim{size: p.Limit}
+			rates = &rateClaim{}
 			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
 			if !errors.Is(err, errPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
 				if errors.Is(err, errPoliciesMoved) {

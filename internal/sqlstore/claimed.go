@@ -52,7 +52,6 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		sortKey int64
-		rateKey string
 		task    claimedTask
 		results sql.NullString // of its dependencies: depResultsOf
 		started bool
@@ -65,9 +64,6 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	var c claimedRow
 	var input string
 	dest := append(x.dest(), &c.sortKey)
-	if st.cover != nil {
-		dest = append(dest, &c.rateKey)
-	}
 	if t.s.d.WithWrites {
 		dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.results, &c.started)
 	}
@@ -103,12 +99,6 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 			}
 		}
 		step := x.row()
-		if st.cover != nil {
-			if c.rateKey != "" {
-				st.cover.used[c.rateKey]++
-			}
-			st.cover.used[bucketPrefixNamespace+step.Namespace]++
-		}
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
 		out = append(out, store.ClaimedStep{Step: step.Step, Fence: store.Fence{StepID: step.ID, Attempt: step.Attempts, LeaseID: leaseID},

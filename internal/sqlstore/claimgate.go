@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/weftrun/weft/store"
 )
@@ -28,18 +27,6 @@ const (
 	gateMoved = policyVersion + ` <> ?`
 	rated     = `rate_key <> '' AND rate_n >= 1 AND rate_per > 0`
 )
-
-// gateCovered is what a gate that covers rates (rateCover) says instead
-// of rated: a candidate under a step's rate whose bucket, at that rate,
-// is not among those the claim took tokens of (its parameter, the
-// cover's names). Every other candidate has a token: the claim took as
-// many of each bucket as it claims steps at most.
-const gateCovered = rated + ` AND NOT (rate_key || ' ' || rate_n || ' ' || rate_per) = ANY(?::text[])`
-
-// covering returns gate with rated replaced by gateCovered.
-func covering(gate string) string {
-	return strings.Replace(gate, rated, gateCovered, 1)
-}
 
 // gateBoundsShut is gateShut for a claim that bounds the limits of the
 // namespaces it expects to meet (bnd, limitbounds.go) from its handle's
@@ -180,18 +167,11 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := Statement{Query: t.s.bind(q), Args: args}
 	// The gate checks, in the claim statement, what of pol it can:
-	// limits of namespaces the claim bounds, weights while one
-	// namespace is alone with ready work (fairOthers), and rates whose
-	// buckets the handle holds enough tokens of (cover); other policies
+	// limits of namespaces the claim bounds, and weights while one
+	// namespace is alone with ready work (fairOthers); other policies
 	// need the claim's own check (gated).
-	gate := !counting && t.s.d.WithWrites && gatedCovering(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0)
-	var cover *rateCover
-	if gate && !t.s.coverShut.skip() {
-		cover = t.s.reserves.cover(t.now, p.Limit, pol.rates)
-	}
-	gate = gate && (cover != nil || len(pol.rates) == 0)
-	if gate {
-		from := claimFrom{candidates: q, args: args, version: pol.version, cover: cover}
+	if !counting && t.s.d.WithWrites && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if len(bounds) > 0 {
 			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
 		}
@@ -239,13 +219,7 @@ func unchecked(p store.ClaimParams, pol *policySet) bool {
 // statement's gate alone, given what that gate is told (candidatesAhead):
 // no engine's own caps, rates or breakers not closed.
 func gated(p store.ClaimParams, pol *policySet) bool {
-	return gatedCovering(p, pol) && len(pol.rates) == 0
-}
-
-// gatedCovering is gated where the gate covers the claim's rates with
-// tokens the handle holds (cover).
-func gatedCovering(p store.ClaimParams, pol *policySet) bool {
-	return len(p.Caps) == 0 && len(pol.breakers) == 0
+	return len(p.Caps) == 0 && len(pol.rates) == 0 && len(pol.breakers) == 0
 }
 
 // claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
@@ -267,12 +241,6 @@ func (t *txn) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.Claime
 	got, gotDeps, shut, err := t.readClaimed(a.rows, *a.claim, a.limit, leaseID)
 	if err != nil {
 		return false, err
-	}
-	// What the claim did not use of the tokens it took goes back: all of
-	// them where its gate shut.
-	t.s.reserves.giveBack(a.claim.cover, t.now)
-	if shut && a.claim.cover != nil {
-		t.s.coverShut.shut()
 	}
 	t.s.aheadShut.Store(shut)
 	if shut && a.last {
@@ -335,10 +303,6 @@ func (t *txn) dropAhead() error {
 	got, _, shut, err := t.readClaimed(a.rows, *a.claim, 1, 0)
 	if err != nil {
 		return err
-	}
-	if c := a.claim.cover; c != nil {
-		clear(c.used) // claimed nothing, or rolled back
-		t.s.reserves.giveBack(c, t.now)
 	}
 	if !shut && len(got) > 0 {
 		return errClaimedAhead

@@ -37,10 +37,6 @@ type claimFrom struct {
 	// alone: the namespace last found alone with ready work under
 	// weights; the gate shuts where another has any (fairOthers)
 	alone string
-	// cover: the rate tokens the claim took for its candidates; the
-	// gate shuts where one is under a step's rate it does not cover
-	// (gateCovered)
-	cover *rateCover
 }
 
 // claimStmt is a claim statement and what its rows carry.
@@ -53,26 +49,12 @@ type claimStmt struct {
 	// its rows end with whether they were claimed, one row saying not
 	// where the gate was shut.
 	gated bool
-	// cover: the gate covered rates; each row carries its step's rate
-	// key after its sort key, counted in cover.used
-	cover *rateCover
 }
 
 // claimStatement builds the statement that claims the steps of from.
 func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}
-	if st.gated && t.s.d.WithWrites {
-		st.cover = from.cover
-	}
-	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites, taking: st.taking, covering: st.cover != nil}
-	var covered []any
-	if st.cover != nil {
-		names := st.cover.names
-		if names == nil {
-			names = []string{} // an empty array, not NULL
-		}
-		covered = []any{names}
-	}
+	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites, taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
@@ -85,7 +67,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 		if capped == nil {
 			capped = []string{} // an empty array, not NULL
 		}
-		args = append(append(append(append(slices.Clip(from.args), bndArgs...), from.version), covered...), capped)
+		args = append(append(slices.Clip(from.args), bndArgs...), from.version, capped)
 		held = nil
 		for _, b := range from.bounds {
 			held = append(held, b.ns)
@@ -96,9 +78,8 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 		text.caps = c
 		args = append(append(slices.Clip(from.args), cArgs...), from.version)
 	case st.gated:
-		// Only for a claim with no check of its own (unchecked), or
-		// one whose rates the gate covers.
-		args = append(append(slices.Clip(from.args), from.version), covered...)
+		// Only for a claim with no check of its own (unchecked).
+		args = append(slices.Clip(from.args), from.version)
 	}
 	if from.alone != "" {
 		text.alone = true
@@ -150,7 +131,6 @@ type claimText struct {
 	caps                         string // the relation caps of gateCounted
 	withWrites, taking, totaling bool
 	alone                        bool // fairOthers in the gate
-	covering                     bool // gateCovered in the gate
 }
 
 // claimText returns the text of the claim statement of k, built once: a
@@ -177,9 +157,6 @@ func (k claimText) build() string {
 			shut, ctes = gateBoundsShut, `bnd AS (SELECT * FROM `+k.bounds+`),
 				lc AS MATERIALIZED (SELECT namespace, steps, tasks FROM limit_claims WHERE namespace IN (SELECT b_ns FROM bnd) ORDER BY namespace FOR UPDATE), `
 		}
-		if k.covering {
-			shut = covering(shut)
-		}
 		if k.alone {
 			shut += ` OR ` + fairOthers
 		}
@@ -203,9 +180,6 @@ func (k claimText) build() string {
 	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
 		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
-	if k.covering {
-		update += `, rate_key`
-	}
 	if !k.withWrites {
 		if gated {
 			return `WITH ` + lead + update
@@ -269,11 +243,7 @@ func (k claimText) build() string {
 		if k.taking {
 			none += `, NULL`
 		}
-		rateKey := ""
-		if k.covering {
-			rateKey = `, x.rate_key`
-		}
-		q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key` + rateKey + `, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
+		q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	return q

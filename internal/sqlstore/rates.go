@@ -34,11 +34,8 @@ import (
 // Under a rate far from binding (at least 1,000 a period, its bucket more
 // than half full), a take also reserves tokens for the handle's next
 // claims (reserves.go), which take them without writing the bucket: a
-// claim writes buckets only when a reservation runs out or falls due,
-// and then renews those due, so that most claims write none. On
-// PostgreSQL, a claim whose handle holds enough of every bucket its
-// candidates may be under makes no round of its own: its one statement
-// checks them against those tokens (gateCovered).
+// claim writes buckets only when a reservation runs out or lapses, and
+// then renews those about to lapse, so that most claims write none.
 //
 // Nothing of this runs while no candidate is under a rate: the claim query
 // returns each step's rate key and the namespace rates come with the
@@ -77,7 +74,6 @@ const bucketPrefixNamespace = "ns:"
 
 // rateClaim is what one claim knows of rate buckets across its rounds.
 type rateClaim struct {
-	size     int             // of the claim, in steps
 	locked   map[string]bool // buckets this claim upserted (locked on PostgreSQL)
 	deferred map[string]*store.RateDeferral
 	granted  []*bucketNeed // buckets that reserved tokens (reserves.go)
@@ -156,30 +152,14 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
 			continue
 		}
-		n.reserve = reserveSize(n.rate, n.ask(), rc.size)
+		n.reserve = reserveSize(n.rate, n.ask())
 		n.release = t.s.reserves.release(n.key, n.rate)
 		upsert = append(upsert, n)
 	}
-	// Where claims cover their rates (candidatesAhead, on a store whose
-	// claim is one statement), a reservation due is renewed even by a
-	// claim that would write no bucket, so that the next claims find it
-	// covered; elsewhere reservations are renewed by claims that write
-	// buckets anyway.
-	covers := t.s.d.WithWrites
-	if round == 0 && (len(upsert) > 0 || covers && t.s.reserves.due(t.now, rc.size)) {
-		// Not renewed: the buckets written anyway and, where claims do
-		// not cover, those whose tokens the claim took of its
-		// reservation.
-		skip := make(map[string]bool, len(needs))
-		for _, n := range upsert {
-			skip[n.key] = true
-		}
-		if !covers {
-			for key := range needs {
-				skip[key] = true
-			}
-		}
-		upsert = append(upsert, t.s.reserves.expiring(t.now, rc.size, skip, covers)...)
+	if len(upsert) > 0 && round == 0 {
+		// A claim that writes buckets anyway renews the reservations the
+		// handle would soon stop using, so that the next claims write none.
+		upsert = append(upsert, t.s.reserves.expiring(t.now, needs)...)
 	}
 	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
 	if rc.locked == nil {

@@ -193,9 +193,6 @@ type Store struct {
 	rateSet string
 	// reserves are the rate tokens this handle holds ahead (reserves.go).
 	reserves reserves
-	// coverShut: claims rest from covering their rates after a gate that
-	// covered them shut (reserves.go).
-	coverShut coverShut
 	// bounds are the counts of namespaces with limits this handle bounds
 	// from (limitbounds.go).
 	bounds limitBounds
