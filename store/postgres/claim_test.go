@@ -162,7 +162,15 @@ func TestClaimEndsWithItsStatement(t *testing.T) {
 	require.Equal(t, "COMMIT", tr.sent[last+1], "%q", tr.sent)
 	require.Equal(t, tr.trips[last], tr.trips[last+1], "the COMMIT goes with the claim statement: %q", tr.sent)
 	require.Equal(t, last+2, len(tr.sent), "nothing after it: %q", tr.sent)
-	require.Equal(t, 2, tr.trips[len(tr.trips)-1]-tr.trips[0]+1, "two round trips: %q %v", tr.sent, tr.trips)
+	// The round trips of the claim's transaction: a notification of the
+	// inserts, sent once its window ends, may go beside it.
+	trips := map[int]bool{}
+	for i, q := range tr.sent {
+		if !strings.Contains(q, "pg_notify") {
+			trips[tr.trips[i]] = true
+		}
+	}
+	require.Len(t, trips, 2, "two round trips: %q %v", tr.sent, tr.trips)
 }
 
 // traced opens a store on a new schema (named from prefix) whose

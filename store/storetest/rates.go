@@ -34,6 +34,8 @@ var rateTests = []struct {
 	{"ReservedTokensLapseWithTheirRate", testRateReservedRateChange},
 	{"ReservedTokensHoldUnderConcurrentClaims", testRateReservedConcurrent},
 	{"ReservedTokensUsedAreReleased", testRateReservedReleased},
+	{"ClaimsOfReservedTokensStayWithinTheRate", testRateReservedBacklog},
+	{"AStepOfABucketNotReservedWaitsForItsToken", testRateReservedOther},
 }
 
 // rated is a one-step task under a step rate.
@@ -444,4 +446,57 @@ func testRateReservedReleased(t *testing.T, h *harness) {
 	require.InDelta(t, 937-1-62, h.nsTokens("ns"), 1e-9)
 	h.clock.Advance(300 * time.Millisecond)
 	require.InDelta(t, 1000-62, h.nsTokens("ns"), 1e-9, "refilled up to the limit less the 62 held, not 124")
+}
+
+// testRateReservedBacklog claims, claim after claim at one instant, from a
+// backlog under a step's rate and a namespace's rate whose tokens the
+// handle reserves ahead: neither rate is exceeded, and the tokens reserved
+// are used, not lost.
+func testRateReservedBacklog(t *testing.T, h *harness) {
+	h.setPolicy(store.PolicyChange{Target: "ns", Rate: &store.Rate{Limit: 5000, Per: time.Hour}})
+	r := store.Rate{Limit: 4000, Per: time.Hour}
+	many := make([]store.TaskInsert, 4500)
+	for i := range many {
+		many[i] = rated("step:ns/wf/call", r)
+	}
+	h.insert(many...)
+	total := 0
+	for range 100 {
+		got := len(h.claim("e1", 100))
+		if got == 0 {
+			break
+		}
+		total += got
+	}
+	require.Equal(t, 4000, total, "the step's rate, all of its tokens")
+	h.insert(make([]store.TaskInsert, 1500)...)
+	for range 100 {
+		got := len(h.claim("e1", 100))
+		if got == 0 {
+			break
+		}
+		total += got
+	}
+	require.LessOrEqual(t, total, 5000, "the namespace's rate")
+	require.GreaterOrEqual(t, total, 5000-312, "at most one reservation (a sixteenth) lost")
+}
+
+// testRateReservedOther: while the handle holds tokens of one bucket, a
+// step of another bucket, whose token is used up, is not claimed with the
+// steps of the first but waits for its token.
+func testRateReservedOther(t *testing.T, h *harness) {
+	fast, slow := store.Rate{Limit: 100000, Per: time.Second}, store.Rate{Limit: 1, Per: time.Hour}
+	h.insert(rated("step:ns/wf/fast", fast), rated("step:ns/wf/slow", slow))
+	require.Len(t, h.claim("e1", 10), 2, "one token of each; the fast bucket reserves more")
+	for range 3 {
+		h.insert(rated("step:ns/wf/fast", fast), rated("step:ns/wf/fast", fast))
+		require.Len(t, h.claim("e1", 10), 2, "from the fast bucket's reservation")
+	}
+	res := h.insert(rated("step:ns/wf/fast", fast), rated("step:ns/wf/slow", slow), rated("step:ns/wf/fast", fast))
+	got := h.claim("e1", 10)
+	require.Len(t, got, 2, "the slow bucket has no token")
+	for _, c := range got {
+		require.NotEqual(t, res[1].Task.ID, c.TaskID)
+	}
+	require.Equal(t, state.StepWaiting, h.task(res[1].Task.ID).Steps[0].State, "deferred to its token")
 }
