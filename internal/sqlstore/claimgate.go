@@ -339,7 +339,7 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.s.d.WithWrites && inOne && len(pol.rates) == 0 && pol.weights == nil && gated(p, pol)
+	counted := !t.s.d.WithWrites && inOne && pol.weights == nil && gated(p, pol)
 	if !counted && (!unchecked(p, pol) || len(t.s.predictedLimits()) > 0) {
 		return nil, nil
 	}
