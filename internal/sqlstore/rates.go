@@ -445,17 +445,15 @@ func rateInterval(r store.Rate) int64 {
 // the one inside it; fence ends each subquery so that the planner keeps
 // it (Dialect.Fence). Written as one expression per column, every use of
 // a value repeated the text of what it is made of: 35 KB of text to
-// parse, plan and evaluate for each bucket. A take of 101 buckets was
-// planned in 2.2 ms against 1.2 now on PostgreSQL, and SQLite's rates
-// variant of the policies bench went from 0.82 to 0.95 of the run
-// without policies.
+// parse, plan and evaluate for each bucket (docs/BENCHMARKS.md, "the take
+// of rate tokens computed once").
 //
 // The refill since the last write counts the tokens held then (held_then),
 // up to a period after they lapse: a bucket refilled past them before they
 // lapsed would hold more than the limit with them. What stays held from
 // now (held) is what has not lapsed, less what the handle released.
 func rateTakeSet(fence string) string {
-	return strings.NewReplacer("{F}", fence).Replace(`(limit_n, per_us, wanted, taken, credit, deferred_to, refilled_at, reserved, reserved_until, granted, released) = (SELECT
+	return strings.ReplaceAll(`(limit_n, per_us, wanted, taken, credit, deferred_to, refilled_at, reserved, reserved_until, granted, released) = (SELECT
 		excluded.limit_n, excluded.per_us, excluded.wanted, take, lft,
 		CASE WHEN excluded.wanted > take THEN (CASE WHEN nxt > rate_buckets.deferred_to + iv THEN nxt ELSE rate_buckets.deferred_to + iv END) + (excluded.wanted - take - 1) * iv
 			ELSE rate_buckets.deferred_to END,
@@ -479,7 +477,7 @@ func rateTakeSet(fence string) string {
 		CASE WHEN e > 0 THEN excluded.refilled_at ELSE rate_buckets.refilled_at END AS at,
 		(excluded.per_us + excluded.limit_n - 1) / excluded.limit_n AS iv
 	FROM (SELECT excluded.refilled_at - rate_buckets.refilled_at AS e,
-		CASE WHEN rate_buckets.reserved_until + rate_buckets.per_us <= excluded.refilled_at THEN 0 ELSE rate_buckets.reserved END AS held_then{F}) AS s0{F}) AS s1{F}) AS s2{F}) AS s3{F}) AS s4{F}) AS s5{F}) AS s6)`)
+		CASE WHEN rate_buckets.reserved_until + rate_buckets.per_us <= excluded.refilled_at THEN 0 ELSE rate_buckets.reserved END AS held_then{F}) AS s0{F}) AS s1{F}) AS s2{F}) AS s3{F}) AS s4{F}) AS s5{F}) AS s6)`, "{F}", fence)
 }
 
 // takeTokens refills and takes the tokens of buckets, in one statement,
