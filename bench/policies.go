@@ -150,11 +150,12 @@ func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error)
 	got := map[string][]float64{}
 	for run := 1; run <= max(o.runs, 1); run++ {
 		for _, v := range variants {
-			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d\n", v.name, run, o.runs)
 			tps, err := policyRun(ctx, e, n, v)
 			if err != nil {
 				return sample{}, fmt.Errorf("policies %s: %w", v.name, err)
 			}
+			// Each run's figure, for the spread the medians hide.
+			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d: %.0f tasks/s\n", v.name, run, o.runs, tps)
 			got[v.name] = append(got[v.name], tps)
 		}
 	}

@@ -314,5 +314,7 @@ func BenchmarkGetTask(b *testing.B) {
 
 // BenchmarkClaimSteps: see storetest.BenchmarkClaimSteps.
 func BenchmarkClaimSteps(b *testing.B) {
-	storetest.BenchmarkClaimSteps(b, pgtesting.Open(b, postgres.Options{MaxConns: 4}))
+	storetest.BenchmarkClaimSteps(b, func(tb testing.TB) store.Store {
+		return pgtesting.Open(tb, postgres.Options{MaxConns: 4})
+	})
 }

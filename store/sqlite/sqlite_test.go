@@ -157,8 +157,10 @@ func BenchmarkGetTask(b *testing.B) {
 
 // BenchmarkClaimSteps: see storetest.BenchmarkClaimSteps.
 func BenchmarkClaimSteps(b *testing.B) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(b, err)
-	b.Cleanup(func() { s.Close() })
-	storetest.BenchmarkClaimSteps(b, s)
+	storetest.BenchmarkClaimSteps(b, func(tb testing.TB) store.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "weft.db"), sqlite.Options{})
+		require.NoError(tb, err)
+		tb.Cleanup(func() { s.Close() })
+		return s
+	})
 }
