@@ -168,5 +168,5 @@ func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error)
 			metrics[v.name+"/none"] = m / none
 		}
 	}
-	return sample{value: median(got[variants[len(variants)-1].name]), metrics: metrics}, nil
+	return sample{value: median(got[variants[len(variants)-1].name]), metrics: metrics, variants: got}, nil
 }

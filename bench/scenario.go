@@ -16,11 +16,12 @@ import (
 
 // sample is what one run of one system in one scenario measured.
 type sample struct {
-	value     float64            // the scenario's headline figure, in its unit
-	metrics   map[string]float64 // further figures, by name
-	latencies []float64          // dag7: every latency in ms, sorted
-	depth     []depthPoint       // depth: claim cost by queue depth
-	top       []statementStat    // PostgreSQL: statements by calls
+	value     float64              // the scenario's headline figure, in its unit
+	metrics   map[string]float64   // further figures, by name
+	latencies []float64            // dag7: every latency in ms, sorted
+	depth     []depthPoint         // depth: claim cost by queue depth
+	top       []statementStat      // PostgreSQL: statements by calls
+	variants  map[string][]float64 // policies: each variant's runs, in order
 }
 
 type depthPoint struct {
@@ -99,6 +100,8 @@ type systemResult struct {
 	Latencies []float64          `json:"latencies_ms,omitempty"`
 	Depth     []depthPoint       `json:"depth,omitempty"`
 	Top       []statementStat    `json:"top_statements,omitempty"`
+	// Variants: the policies scenario's runs of each variant, in order.
+	Variants map[string][]float64 `json:"variants,omitempty"`
 }
 
 func runScenario(ctx context.Context, e *env, sc scenario, systems []string, o options) (*result, error) {
@@ -165,7 +168,7 @@ func summarise(ss []sample) *systemResult {
 			mid = s
 		}
 	}
-	r.Latencies, r.Depth, r.Top = mid.latencies, mid.depth, mid.top
+	r.Latencies, r.Depth, r.Top, r.Variants = mid.latencies, mid.depth, mid.top, mid.variants
 	names := map[string]bool{}
 	for _, s := range ss {
 		for k := range s.metrics {
