@@ -61,9 +61,10 @@ const claimBench = 100
 // from a queue of thousands: what the claim loop of a busy engine does (an
 // operation is one claim; ns/step is the same per step). The steps claimed
 // are completed and the queue refilled off the clock, so that, as in an
-// engine, only the last claim's steps run. Each sub-benchmark opens its own store (open) and claims under
-// policies configured so that none binds, as the bench module's policies
-// scenario sets them (the design allows them 10% over none): "none";
+// engine, only the last claim's steps run. Each sub-benchmark opens its
+// own store (open) and claims under policies configured so that none
+// binds, as the bench module's policies scenario sets them (the design
+// allows them 10% over none): "none";
 // "limits", a namespace limit, a workflow limit and a step limit keyed by
 // one of 100 values, each 1,000,000; "rates", a namespace rate and a step
 // rate keyed the same way, each 1,000,000 a second; "weights", the
