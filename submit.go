@@ -154,7 +154,9 @@ func (e *Engine) Get(ctx context.Context, id int64) (*Task, error) { return e.co
 // List returns tasks, newest first.
 func (e *Engine) List(ctx context.Context, f TaskFilter) ([]Task, error) { return e.core.List(ctx, f) }
 
-// Audit returns a task's recorded transitions, oldest first.
+// Audit returns a task's recorded transitions, oldest first, then the
+// claims of its running steps not yet recorded (ID 0): a claim is
+// recorded when its run ends or at its engine's next heartbeat.
 func (e *Engine) Audit(ctx context.Context, taskID int64) ([]AuditEntry, error) {
 	return e.core.Audit(ctx, taskID)
 }

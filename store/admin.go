@@ -58,7 +58,9 @@ const DefaultStaleAfter = 5 * time.Minute
 type AuditEntry struct {
 	// ID is unique and grows in the order the transitions were recorded
 	// (within one transaction; across transactions the history orders
-	// them by commit).
+	// them by commit). A claim is recorded when its run ends or at its
+	// engine's next heartbeat; until then a running step's claim shows in
+	// its task's audit trail with ID 0.
 	ID       int64     `json:"id"`
 	TaskID   int64     `json:"task_id"`
 	Step     string    `json:"step,omitempty"`

@@ -11,6 +11,10 @@ import (
 // later always comes after every cursor handed out before, so a reader
 // that resumes misses nothing still retained, and sees nothing twice.
 //
+// A step's claim (and its task's start, where the claim started it) is
+// recorded with the end of its run, or at its engine's next heartbeat if
+// the run lasts: the history has it from then, with the claim's time.
+//
 // The order is total and the same for every reader. The events of one
 // transaction are in the order it made them. Transactions follow one
 // another in commit order on SQLite; on PostgreSQL in the order they began

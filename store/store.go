@@ -276,7 +276,8 @@ type Admin interface {
 	TaskStates(ctx context.Context, ids []int64) (map[int64]state.Task, error)
 	// ListTasks returns tasks without their steps, newest first.
 	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
-	// Audit returns a task's transitions, oldest first.
+	// Audit returns a task's transitions, oldest first, then the claims
+	// of its running steps not yet recorded (ID 0), in claim order.
 	Audit(ctx context.Context, taskID int64) ([]AuditEntry, error)
 	// GetStep returns one step, its dependencies named, or ErrNotFound.
 	GetStep(ctx context.Context, id int64) (*Step, error)

@@ -35,7 +35,9 @@ step.claimed, step.failed, task.completed, ...) as it happens, from the
 database's history or, with --server, from the server's event stream. It runs
 until interrupted; with --task it stops when that task ends. --after resumes
 after an event id printed before (or 'start' for the oldest event kept), so
-nothing is missed between two runs.`,
+nothing is missed between two runs. A step's claim (step.claimed, and
+task.started with a task's first) comes when its run ends or at its engine's
+next heartbeat, whichever is first, with the time of the claim.`,
 		Example: `  weft events --namespace shop
   weft events --task 42 --after start --json`,
 		Args: cobra.NoArgs,

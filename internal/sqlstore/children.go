@@ -125,7 +125,7 @@ func (t *txn) startChild(o store.Outcome) (held bool, refused string, err error)
 	if _, err := t.exec(`UPDATE steps SET child_task_id = ? WHERE id = ?`, child.Task.ID, o.Fence.StepID); err != nil {
 		return false, "", fmt.Errorf("record child task %d of step %d: %w", child.Task.ID, o.Fence.StepID, err)
 	}
-	t.audit(taskID, name, string(state.StepRunning), string(state.StepWaiting), o.Fence.Attempt,
+	t.auditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt,
 		fmt.Sprintf("waiting for child task %d", child.Task.ID))
 	return true, "", nil
 }

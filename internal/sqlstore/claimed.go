@@ -275,35 +275,6 @@ func (t *txn) readDepRows(rows Rows) error {
 	return nil
 }
 
-// auditClaimed queues the audit entries of claimed steps where the claim
-// statement could not write them: one a step, in the order of the tasks
-// and their steps, the first claimed step of each task in started (those
-// this claim started) carrying the task's start: the entries PostgreSQL's
-// claim statement writes (claim).
-func (t *txn) auditClaimed(claimed []store.ClaimedStep, started []int64) {
-	order := make([]int, len(claimed))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool {
-		x, y := &claimed[order[a]], &claimed[order[b]]
-		return x.TaskID < y.TaskID || (x.TaskID == y.TaskID && x.Index < y.Index)
-	})
-	starts := make(map[int64]bool, len(started))
-	for _, id := range started {
-		starts[id] = true
-	}
-	for _, i := range order {
-		c := &claimed[i]
-		t.audit(c.TaskID, c.Name, string(state.StepReady), string(state.StepRunning), c.Attempts, reasonClaimed)
-		if starts[c.TaskID] {
-			// Folded onto the row just queued (foldAudit).
-			t.audit(c.TaskID, "", string(state.TaskPending), string(state.TaskRunning), 0, reasonFirstClaimed)
-			delete(starts, c.TaskID)
-		}
-	}
-}
-
 // startTasks starts the claimed steps' tasks whose first step this is and
 // loads the task's part of what the handlers see, where claim could not.
 // A step with dependencies belongs to a task that started when they ran,
@@ -326,6 +297,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	lease := claimed[0].Fence.LeaseID // one claim's, under one lease
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return err
 	}
@@ -351,15 +323,18 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		})
 	}
 	start := func(ids []int64) ([]loaded, error) {
-		got, err := read(`UPDATE tasks SET state = 'running', started_at = ? WHERE (state || '') = 'pending' AND %s
-			RETURNING id, state, input, workflow, version, traceparent`, ids, t.now)
+		// The task's start rides on the claim of its first step this claim
+		// took (start_step), as the claim statement's does.
+		got, err := read(`UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = (SELECT min(idx) FROM steps
+				WHERE task_id = tasks.id AND state = 'running' AND lease_id = ? AND started_at = ? AND claim_audited = 0)
+			WHERE (state || '') = 'pending' AND %s
+			RETURNING id, state, input, workflow, version, traceparent`, ids, t.now, lease, lease, t.now)
 		if err != nil {
 			return nil, fmt.Errorf("start tasks: %w", err)
 		}
 		return got, nil
 	}
 	var infos []loaded
-	var started []int64
 	if len(mayStart) > 0 {
 		got, err := start(mayStart)
 		if err != nil {
@@ -370,7 +345,6 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	seen = make(map[int64]bool, len(ids))
 	for _, l := range infos {
 		seen[l.id] = true
-		started = append(started, l.id)
 	}
 	var rest []int64
 	for _, id := range ids {
@@ -396,13 +370,9 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			if err != nil {
 				return err
 			}
-			for _, l := range got {
-				started = append(started, l.id)
-			}
 			infos = append(infos, got...)
 		}
 	}
-	t.auditClaimed(claimed, started)
 	tasks := make(map[int64]claimedTask, len(infos))
 	for _, l := range infos {
 		tasks[l.id] = l.claimedTask

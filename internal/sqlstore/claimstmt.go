@@ -10,9 +10,9 @@ import (
 // This file holds the claim statement: what it claims (the steps a round
 // picked, or those its own query of candidates returns where a gate lets
 // it: claimgate.go), and its text, built once per shape. It marks the
-// steps running under the lease, starts their tasks, writes the audit
-// rows and, where limits are held, adds to their totals; claimed.go reads
-// what it returns.
+// steps running under the lease (their claims not yet audited), starts
+// their tasks and, where limits are held, adds to their totals; claimed.go
+// reads what it returns.
 
 // claimFrom is what a claim statement claims: the steps where says (where
 // and args), or, where candidates is set, the steps that query of
@@ -96,6 +96,13 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	if !st.gated {
 		args = append(args, from.args...) // where's
 	}
+	// The outcomes queued before the claim are written first: their audit
+	// rows read the claims of the runs they end from the steps' rows,
+	// which the claim may change (claimOfRun). In the claim statement's
+	// round trip where the transaction pipelines.
+	if err := t.flushAudit(); err != nil {
+		return st, err
+	}
 	if !t.s.d.WithWrites {
 		// Where the gate is shut, it claims nothing and says no more.
 		st.q, st.gated, st.args = t.s.claimText(text), false, args
@@ -106,20 +113,12 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
-	// Entries queued before the claim (a breaker's probe, the outcomes
-	// of a batch that claims) keep their place ahead of those the claim
-	// statement writes: their statement goes ahead of it, in its round
-	// trip where the transaction pipelines.
-	if err := t.flushAudit(); err != nil {
-		return st, err
-	}
 	st.q = t.s.claimText(text)
-	args = append(args, t.now)
+	args = append(args, t.now, leaseID)
 	if st.totaling {
 		args = append(args, held)
 	}
-	st.args = append(args, string(state.StepReady), string(state.StepRunning), t.now, t.engine, reasonClaimed,
-		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed)
+	st.args = args
 	return st, nil
 }
 
@@ -177,7 +176,7 @@ func (k claimText) build() string {
 		where += ` AND (SELECT coalesce(bool_and(taken >= wanted), true) FROM b)`
 		granted = `, (SELECT array_agg(key || ' ' || granted) FROM b WHERE granted > 0)`
 	}
-	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?,
+	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?, claim_audited = 0,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
 		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
 	if !k.withWrites {
@@ -205,25 +204,17 @@ func (k claimText) build() string {
 		totalsCols = `, tot.steps, tot.tasks`
 		totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
 	}
-	// The claim's audit rows are written by this statement too: one a
-	// step, in the order of the tasks and their steps, the first
-	// claimed step of a task that starts carrying the task's start, so
-	// that they read back as the entries auditClaimed queues. (Folding
-	// a task's steps onto one row, as foldAudit does, cost this
-	// statement, grouped, as much as the rows it saved.)
-	audit := `, aud AS (INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-			SELECT task_id, name, ?, ?, ?, attempt, ?, ?,
-				CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END, CASE WHEN first THEN ? ELSE '' END
-			FROM (SELECT s.task_id, s.name, s.attempt, s.idx,
-				started.id IS NOT NULL AND row_number() OVER (PARTITION BY s.task_id ORDER BY s.idx) = 1 AS first
-				FROM s LEFT JOIN started ON started.id = s.task_id) AS e
-			ORDER BY task_id, idx)`
+	// The claim writes no audit row: the row that ends each run records
+	// its claim, from the step's row (claimOfRun), and the claim of the
+	// first step it took of a task it starts (start_step) the task's start.
 	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = %s.task_id OFFSET 0) t`
 	// The results of each step's dependencies come with it (depResultsOf),
 	// not in a statement of their own.
 	q := `WITH ` + lead + take + `s AS (` + update + `),
-		started AS (UPDATE tasks SET state = 'running', started_at = ? WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending'
-			RETURNING id, input, workflow, version, traceparent)` + totals + audit + `
+		started AS (UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = f.idx
+			FROM (SELECT task_id, min(idx) AS idx FROM s GROUP BY task_id ORDER BY task_id) f
+			WHERE tasks.id = f.task_id AND (tasks.state || '') = 'pending'
+			RETURNING tasks.id, tasks.input, tasks.workflow, tasks.version, tasks.traceparent)` + totals + `
 		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.traceparent, t.traceparent),
 			` + depResultsOf + `, st.id IS NOT NULL` + totalsCols + granted
 	if gated {

@@ -187,7 +187,7 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
 	scanned()
-	t.audit(taskID, name, string(state.StepRunning), string(to), o.Fence.Attempt, o.Reason)
+	t.auditRunEnd(o.Fence.StepID, taskID, name, to, o.Fence.Attempt, o.Reason)
 	t.breakerHit(bk, o.Fence.StepID, taskID, name, o, to)
 	switch to {
 	case state.StepReady:
@@ -239,14 +239,14 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	update := `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM ` + from + `
 		WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
-		RETURNING id, task_id, name, children, ` + breakerReturning
+		RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id`
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
 	withTasks := t.s.d.WithWrites && t.s.d.ClaimLock != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
-			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id
+			SELECT s.*, ` + taskAccountOfTasks + `, tasks.start_lease, tasks.start_step, COALESCE(tasks.started_at, 0) FROM s JOIN tasks ON tasks.id = s.task_id
 			ORDER BY tasks.id, s.id FOR UPDATE OF tasks`
 	}
 	q, err := t.query(update, append([]any{t.now}, args...)...)
@@ -258,13 +258,17 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		endedStep
 		breaker breakerHit
 		task    taskAccount
+		claim   stepClaim
 	}
 	// One set of scan destinations for every row.
 	var v recorded
 	brk, scanned := v.breaker.dest()
 	dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
+	c := &v.claim
+	dest = append(dest, &c.audited, &c.startedAt, &c.leaseID, &c.idx, &c.engine)
 	if withTasks {
 		dest = append(dest, v.task.dest()...)
+		dest = append(dest, &c.startLease, &c.startStep, &c.taskStarted)
 	}
 	got, err := collectSized(q, len(os), func(r Row) (recorded, error) {
 		v = recorded{}
@@ -293,7 +297,12 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		if reason == "" {
 			reason = os[i].Error
 		}
-		t.audit(e.taskID, e.name, string(state.StepRunning), string(e.st), os[i].Fence.Attempt, reason)
+		if withTasks {
+			// The run's claim, read with its end.
+			t.auditRunEndClaimed(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason, v.claim.text(os[i].Fence.Attempt))
+		} else {
+			t.auditRunEnd(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason)
+		}
 		t.breakerHit(v.breaker, v.id, e.taskID, e.name, os[i], e.st)
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
 			tasks = append(tasks, v.task)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -227,11 +228,13 @@ func scanHeldStep(r Row) (store.ClaimedStep, error) {
 	return c, nil
 }
 
-const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps`
+const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim`
 
 // auditRead is one audit row as read: one entry, two when the row also
 // carries its task's transition (see foldAudit), or, for a task's
-// submission, one for the task and one for each of its steps.
+// submission, one for the task and one for each of its steps; a row that
+// ends a step's run starts with the run's claim (and its task's start,
+// where the claim started it).
 type auditRead struct {
 	row     int64 // the row's id
 	entries []store.AuditEntry
@@ -246,15 +249,37 @@ const entriesPerRow = 1 << 13
 func scanAudit(r Row, extra ...any) (auditRead, error) {
 	var e store.AuditEntry
 	var row, at int64
-	var taskFrom, taskTo, taskReason, steps string
+	var taskFrom, taskTo, taskReason, steps, claimText string
 	if err := r.Scan(append([]any{&row, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason,
-		&taskFrom, &taskTo, &taskReason, &steps}, extra...)...); err != nil {
+		&taskFrom, &taskTo, &taskReason, &steps, &claimText}, extra...)...); err != nil {
 		return auditRead{}, fmt.Errorf("scan audit: %w", err)
 	}
 	e.ID, e.At = row*entriesPerRow, time.UnixMicro(at)
-	a := auditRead{row: row, entries: []store.AuditEntry{e}}
+	a := auditRead{row: row}
+	if e.To == "" {
+		// A claim no audit row records yet (unauditedClaims): its
+		// entries, with no ID.
+		c, err := parseClaim(claimText)
+		if err != nil {
+			return auditRead{}, fmt.Errorf("scan audit: step %q of task %d: %w", e.Step, e.TaskID, err)
+		}
+		a.entries = c.entries(e.TaskID, e.Step)
+		return a, nil
+	}
+	if claimText != "" {
+		c, err := parseClaim(claimText)
+		if err != nil {
+			return auditRead{}, fmt.Errorf("scan audit: row %d: %w", row, err)
+		}
+		a.entries = c.entries(e.TaskID, e.Step)
+		for i := range a.entries {
+			a.entries[i].ID = e.ID + int64(i)
+		}
+		e.ID += int64(len(a.entries))
+	}
+	a.entries = append(a.entries, e)
 	add := func(x store.AuditEntry) {
-		x.ID, x.TaskID, x.At, x.EngineID = e.ID+int64(len(a.entries)), e.TaskID, e.At, e.EngineID
+		x.ID, x.TaskID, x.At, x.EngineID = a.entries[0].ID+int64(len(a.entries)), e.TaskID, e.At, e.EngineID
 		a.entries = append(a.entries, x)
 	}
 	if taskTo != "" {
@@ -270,6 +295,91 @@ func scanAudit(r Row, extra ...any) (auditRead, error) {
 		}
 	}
 	return a, nil
+}
+
+// unauditedClaims reads, as rows of auditColumns, the claims of runs that
+// no audit row records yet, from the steps' rows (s, joined to their
+// tasks t): rows with no id and no new state, only a claim.
+const unauditedClaims = `0, s.task_id, s.name, '', '', s.started_at, s.attempt, s.engine_id, '', '', '', '', '', ` + claimOfStep + `
+	FROM steps s JOIN tasks t ON t.id = s.task_id`
+
+// claimOfStep is the claim of the run a step's row (s, joined to its task
+// t) holds, as an audit row's claim column records it; claimOfRun is it
+// for a run that a row ends.
+const claimOfStep = `s.started_at || ' ' || s.attempt || ' ' || ` + claimStarts + ` || ' ' || s.engine_id`
+
+// claimStarts is 1 where the claim of a step's row (s) started its task
+// (t): the task started with the claim under this lease, at this time,
+// and this is its first step that claim took (runClaim.startedTask).
+const claimStarts = `CASE WHEN t.start_lease = s.lease_id AND t.start_step = s.idx AND t.started_at = s.started_at THEN 1 ELSE 0 END`
+
+// runClaim is the claim of a step's run as an audit row records it (its
+// claim column: "at attempt starts engine") or as the step's row holds it.
+type runClaim struct {
+	at      int64 // Unix microseconds
+	attempt int
+	starts  bool // the claim started its task
+	engine  string
+}
+
+// text is c as an audit row's claim column records it.
+func (c runClaim) text() string {
+	starts := "0"
+	if c.starts {
+		starts = "1"
+	}
+	return strconv.FormatInt(c.at, 10) + " " + strconv.Itoa(c.attempt) + " " + starts + " " + c.engine
+}
+
+// stepClaim is the claim of a step's run as its row and its task's hold it
+// (claimStarts): claimAudited, startedAt, leaseID and idx of the step;
+// startLease, startStep and taskStarted of the task.
+type stepClaim struct {
+	audited                            int64
+	startedAt, leaseID, idx            int64
+	engine                             string
+	startLease, startStep, taskStarted int64
+}
+
+// text is the claim column of the audit row that ends attempt of the run
+// (claimOfRun): "" where a row records the claim already.
+func (c stepClaim) text(attempt int) string {
+	if c.audited != 0 {
+		return ""
+	}
+	starts := c.startLease == c.leaseID && c.startStep == c.idx && c.taskStarted == c.startedAt
+	return runClaim{at: c.startedAt, attempt: attempt, starts: starts, engine: c.engine}.text()
+}
+
+// parseClaim reads an audit row's claim column.
+func parseClaim(text string) (runClaim, error) {
+	var c runClaim
+	f := strings.SplitN(text, " ", 4)
+	if len(f) != 4 {
+		return c, fmt.Errorf("claim %q: not \"at attempt starts engine\"", text)
+	}
+	var err error
+	if c.at, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+		return c, fmt.Errorf("claim %q: at: %w", text, err)
+	}
+	if c.attempt, err = strconv.Atoi(f[1]); err != nil {
+		return c, fmt.Errorf("claim %q: attempt: %w", text, err)
+	}
+	c.starts, c.engine = f[2] == "1", f[3]
+	return c, nil
+}
+
+// entries are the audit entries of claim c of task taskID's step: the
+// step's claim, then, where it started the task, the task's start.
+func (c runClaim) entries(taskID int64, step string) []store.AuditEntry {
+	at := time.UnixMicro(c.at)
+	out := []store.AuditEntry{{TaskID: taskID, Step: step, From: string(state.StepReady), To: string(state.StepRunning),
+		At: at, Attempt: c.attempt, EngineID: c.engine, Reason: reasonClaimed}}
+	if c.starts {
+		out = append(out, store.AuditEntry{TaskID: taskID, From: string(state.TaskPending), To: string(state.TaskRunning),
+			At: at, EngineID: c.engine, Reason: reasonFirstClaimed})
+	}
+	return out
 }
 
 // auditEntries reads rows of auditColumns as entries, in row order.

@@ -116,9 +116,14 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Ta
 	return out, nil
 }
 
-// Audit returns a task's transitions, oldest first.
+// Audit returns a task's transitions, oldest first: its audit rows, then
+// the claims of its steps' runs that no row records yet (the steps still
+// running), with ID 0, in the order they were claimed. One statement reads
+// both, so that a run that ends meanwhile is in one or the other.
 func (s *Store) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, error) {
-	rows, err := s.read(ctx, `SELECT `+auditColumns+` FROM audit WHERE task_id = ? ORDER BY id`, taskID)
+	rows, err := s.read(ctx, `SELECT * FROM (SELECT `+auditColumns+` FROM audit WHERE task_id = ?
+		UNION ALL SELECT `+unauditedClaims+` WHERE s.task_id = ? AND s.state = 'running' AND s.claim_audited = 0) AS a
+		ORDER BY id = 0, id, at, step`, taskID, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
 	}

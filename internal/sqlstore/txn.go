@@ -297,6 +297,13 @@ type auditRow struct {
 	engine   string
 
 	taskFrom, taskTo, taskReason string
+	// stepID is the step's id where the entry ends a run (from running):
+	// the row records the run's claim too, read from the step's row as
+	// the row is written (flushAudit), unless an earlier row did; or, where
+	// claimRead, claim is it, read with the run's end ("" where recorded).
+	stepID    int64
+	claim     string
+	claimRead bool
 	// steps lists, as name, state, name, state, ..., further steps of the
 	// task whose transitions ride on the row (foldAudit): one entry each
 	// when read, after the row's own.
@@ -313,7 +320,8 @@ type auditRow struct {
 //   - a step's transition, into the list (each step's name and new state)
 //     of a row whose own entry has the same from, attempt and reason and,
 //     if it is a step's, the same new state: a task's steps submitted with
-//     it (on the task's row), claimed or finished together.
+//     it (on the task's row), or readied together; not the ends of runs,
+//     whose rows each carry their run's claim.
 //
 // A row holds at most entriesPerRow entries.
 func foldAudit(entries []auditRow) []auditRow {
@@ -333,7 +341,7 @@ func foldAudit(entries []auditRow) []auditRow {
 			case e.step == "" && p.step != "" && p.taskTo == "" && len(p.steps) == 0:
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
 				continue
-			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
+			case e.step != "" && e.stepID == 0 && p.stepID == 0 && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
 				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries() < entriesPerRow:
 				p.steps = append(p.steps, e.step, e.to)
 				continue
@@ -360,6 +368,9 @@ func (r *auditRow) entries() int {
 	if r.taskTo != "" {
 		n++
 	}
+	if r.stepID != 0 {
+		n += 2 // the claim and the task's start, at most
+	}
 	return n
 }
 
@@ -374,9 +385,14 @@ func (t *txn) flushAudit() error {
 	if len(entries) == 0 {
 		return nil
 	}
+	for i := range entries {
+		if e := &entries[i]; e.step != "" && e.from == string(state.StepRunning) && e.stepID == 0 {
+			return fmt.Errorf("audit step %q of task %d: its run ends without the step's id to record its claim with", e.step, e.taskID)
+		}
+	}
 	from, args := rowset(t, "u", entries, auditRowset...)
-	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps)
-		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps FROM ` + from
+	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim)
+		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
 	return t.soon("audit", q, append([]any{t.now}, args...)...)
 }
 
@@ -393,7 +409,24 @@ var auditRowset = []col[auditRow]{
 	textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
 	textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
 	textCol("u_steps", (*auditRow).stepsText),
+	intCol("u_step_id", func(e *auditRow) int64 { return e.stepID }),
+	textCol("u_claim", func(e *auditRow) string { return e.claim }),
+	intCol("u_claim_read", func(e *auditRow) int64 {
+		if e.claimRead {
+			return 1
+		}
+		return 0
+	}),
 }
+
+// claimOfRun is the claim column of an audit row of flushAudit's: for a
+// row that ends a run (u_step_id), the run's claim as read with its end
+// (u_claim_read), or as the step's row holds it until the next claim,
+// unless an audit row has it already (claim_audited); the run's attempt
+// is the row's, or, where the row names none, the step's.
+const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 THEN '' ELSE COALESCE((SELECT s.started_at || ' ' ||
+		CASE WHEN u_attempt > 0 THEN u_attempt ELSE s.attempt END || ' ' || ` + claimStarts + ` || ' ' || s.engine_id
+		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = u_step_id AND s.claim_audited = 0), '') END`
 
 // auditBuffers keeps the backing arrays of transactions' audit queues
 // between writes: a busy engine queues thousands of entries a second, and
@@ -451,6 +484,31 @@ func (t *txn) audit(taskID int64, step string, from, to string, attempt int, rea
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
 }
 
+// auditRunEnd queues the audit entry of a step's run that ends, moving the
+// step from running to to; its row records the run's claim too.
+func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, attempt int, reason string) {
+	t.auditRoom(1)
+	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
+		attempt: attempt, reason: reason, engine: t.engine, stepID: stepID})
+}
+
+// auditRunEndClaimed is auditRunEnd for a run whose claim was read with
+// its end: claim as the row records it, "" where a row did already.
+func (t *txn) auditRunEndClaimed(stepID, taskID int64, step string, to state.Step, attempt int, reason, claim string) {
+	t.auditRunEnd(stepID, taskID, step, to, attempt, reason)
+	r := &t.audits[len(t.audits)-1]
+	r.claim, r.claimRead = claim, true
+}
+
+// auditMove queues the audit entry of a step moved from from to to.
+func (t *txn) auditMove(stepID, taskID int64, step string, from, to state.Step, attempt int, reason string) {
+	if from == state.StepRunning {
+		t.auditRunEnd(stepID, taskID, step, to, attempt, reason)
+		return
+	}
+	t.audit(taskID, step, string(from), string(to), attempt, reason)
+}
+
 // moveStep changes one step's state with a compare-and-swap on from, after
 // checking the edge against the state machine, and records it. set adds
 // column assignments. It reports whether the row matched.
@@ -466,7 +524,7 @@ func (t *txn) moveStep(id, taskID int64, name string, from, to state.Step, attem
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	t.audit(taskID, name, string(from), string(to), attempt, reason)
+	t.auditMove(id, taskID, name, from, to, attempt, reason)
 	return true, nil
 }
 
@@ -481,7 +539,7 @@ func (t *txn) moveLockedStep(id, taskID int64, name string, from, to state.Step,
 	if err := t.soon(fmt.Sprintf("step %q of task %d %s -> %s", name, taskID, from, to), q, qargs...); err != nil {
 		return err
 	}
-	t.audit(taskID, name, string(from), string(to), attempt, reason)
+	t.auditMove(id, taskID, name, from, to, attempt, reason)
 	return nil
 }
 

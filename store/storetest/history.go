@@ -19,6 +19,7 @@ var historyTests = []struct {
 	{"HistoryInOrderWithFilters", testHistory},
 	{"HistoryMissesNothingUnderConcurrentWrites", testHistoryConcurrent},
 	{"HistoryResumesAfterEveryEntry", testHistoryResume},
+	{"ClaimRecordedWithItsRun", testClaimRecorded},
 }
 
 // history reads the events after q.After, page by page, until there are
@@ -146,10 +147,12 @@ func testHistoryResume(t *testing.T, h *harness) {
 			{"only", "ready", "running"}, {"", "pending", "running"},
 			{"only", "running", "completed"}, {"", "running", "completed"},
 		}},
+		// A run's claim is recorded with its end, on one row.
 		{"resume3", []string{"x", "y", "z"}, []move{
 			{"", "", "pending"}, {"x", "", "ready"}, {"y", "", "ready"}, {"z", "", "ready"},
-			{"x", "ready", "running"}, {"", "pending", "running"}, {"y", "ready", "running"}, {"z", "ready", "running"},
-			{"x", "running", "completed"}, {"y", "running", "completed"}, {"z", "running", "completed"}, {"", "running", "completed"},
+			{"x", "ready", "running"}, {"", "pending", "running"}, {"x", "running", "completed"},
+			{"y", "ready", "running"}, {"y", "running", "completed"},
+			{"z", "ready", "running"}, {"z", "running", "completed"}, {"", "running", "completed"},
 		}},
 	} {
 		start, err := h.s.HistoryEnd(h.ctx)
@@ -287,4 +290,94 @@ func indexOf(events []store.HistoryEvent, f func(store.HistoryEvent) bool) int {
 		}
 	}
 	return -1
+}
+
+// testClaimRecorded: a claim writes no audit row. The audit trail shows a
+// running step's claim from the step's row (with no ID yet); the history
+// gets it, with its task's start where the claim started the task, on the
+// row that ends the run, or at a heartbeat of the engine that runs it,
+// once either way.
+func testClaimRecorded(t *testing.T, h *harness) {
+	h.register("e1")
+	start, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	q := store.HistoryQuery{After: start, Namespace: "fold"}
+	id := h.insert(store.TaskInsert{Namespace: "fold", Workflow: "wf", Version: "1", Steps: []store.StepInsert{
+		{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "b", Handler: "h", MaxAttempts: 1}}})[0].Task.ID
+	claimedAt := h.clock.Now()
+	c := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 2, Namespaces: []string{"fold"}})
+	require.Len(t, c, 2)
+	a, b := c[0], c[1]
+	if a.Name != "a" {
+		a, b = b, a
+	}
+	// A later task's submission marks how far the history has read.
+	marker := h.insert(store.TaskInsert{Namespace: "fold", Workflow: "wf", Version: "1"})[0].Task.ID
+	types := func(events []store.HistoryEvent) []string {
+		var out []string
+		for _, e := range events {
+			out = append(out, e.Type+" "+e.Step)
+		}
+		return out
+	}
+	next := func(want int) []store.HistoryEvent {
+		t.Helper()
+		got := h.history(q, want)
+		require.Len(t, got, want, "%v", types(got))
+		q.After = got[len(got)-1].Cursor
+		return got
+	}
+	require.Equal(t, []string{"task.submitted ", "step.ready a", "step.ready b", "task.submitted ", "step.ready only"}, types(next(5)),
+		"no claim yet, task %d", marker)
+
+	claim := func(e store.AuditEntry, step string) {
+		t.Helper()
+		require.Equal(t, store.AuditEntry{TaskID: id, Step: step, From: "ready", To: "running", At: claimedAt.Truncate(time.Microsecond),
+			Attempt: 1, EngineID: "e1", Reason: "claimed"}, store.AuditEntry{TaskID: e.TaskID, Step: e.Step, From: e.From, To: e.To,
+			At: e.At.UTC(), Attempt: e.Attempt, EngineID: e.EngineID, Reason: e.Reason})
+	}
+	trail, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, trail, 6)
+	claim(trail[3], "a")
+	require.Equal(t, []any{"", "pending", "running", "first step claimed"}, []any{trail[4].Step, trail[4].From, trail[4].To, trail[4].Reason})
+	claim(trail[5], "b")
+	for _, e := range trail[3:] {
+		require.Zero(t, e.ID, "not recorded yet")
+	}
+
+	h.clock.Advance(time.Second)
+	h.ok(a, `{}`)
+	got := next(3)
+	require.Equal(t, []string{"step.claimed a", "task.started ", "step.completed a"}, types(got))
+	claim(got[0].AuditEntry, "a")
+	require.Equal(t, claimedAt.Add(time.Second).Truncate(time.Microsecond), got[2].At.UTC())
+	trail, err = h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, trail, 7)
+	claim(trail[6], "b")
+	require.Zero(t, trail[6].ID)
+	require.NotZero(t, trail[5].ID)
+
+	// A run that lasts: its engine's heartbeat records its claim.
+	h.clock.Advance(time.Second)
+	res, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{b.Fence}})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	got = next(1)
+	require.Equal(t, []string{"step.claimed b"}, types(got))
+	claim(got[0].AuditEntry, "b")
+	_, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{b.Fence}})
+	require.NoError(t, err)
+
+	h.ok(b, `{}`)
+	require.Equal(t, []string{"step.completed b", "task.completed "}, types(next(2)), "the claim once")
+	trail, err = h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	require.Len(t, trail, 9)
+	for i, e := range trail {
+		if i > 0 {
+			require.Greater(t, e.ID, trail[i-1].ID, "entry %d", i)
+		}
+	}
 }
