@@ -1,7 +1,8 @@
 // Package chaos runs weft under injected faults (killed workers, a restarted
 // or disconnected PostgreSQL) and checks, against a ledger kept outside the
-// database and against the database itself, that no task was lost, stuck or
-// had a step's outcome recorded twice. It is a tool (scripts/chaos), not
+// database and against the database itself, that no task was lost, stuck,
+// had a step's outcome recorded twice or an audit trail with a run's claim
+// missing or twice. It is a tool (scripts/chaos), not
 // part of weft's API.
 package chaos
 
@@ -21,6 +22,11 @@ type TaskObs struct {
 	// Completions counts, by step name, the audit rows that move the step
 	// to completed.
 	Completions map[string]int
+	// Claims and RunEnds count, by step name, the audit entries that claim
+	// the step (ready to running) and those that end its runs (from
+	// running); Starts those that start the task (pending to running).
+	Claims, RunEnds map[string]int
+	Starts          int
 	// Steps lists the task's steps; Ran marks the ones whose command the
 	// ledger must show (exec steps, not signal waits).
 	Steps []StepObs
@@ -36,14 +42,17 @@ type StepObs struct {
 // Report is the outcome of Check: counts of tasks, and a line per problem.
 type Report struct {
 	Tasks, Lost, Stuck, Duplicated int
+	// Unaudited counts tasks whose audit trail misses a run's claim, has
+	// one twice, or does not start the task once.
+	Unaudited int
 	// Reran counts steps the ledger shows more than once (at-least-once
 	// execution after a crash: expected, not a failure).
 	Reran   int
 	Details []string
 }
 
-// OK reports whether nothing was lost, stuck or duplicated.
-func (r Report) OK() bool { return r.Lost == 0 && r.Stuck == 0 && r.Duplicated == 0 }
+// OK reports whether nothing was lost, stuck, duplicated or unaudited.
+func (r Report) OK() bool { return r.Lost == 0 && r.Stuck == 0 && r.Duplicated == 0 && r.Unaudited == 0 }
 
 // Ledger maps "TASK STEP" to the number of executions the step's command
 // recorded.
@@ -73,7 +82,9 @@ func ParseLedger(r io.Reader) (Ledger, int, error) {
 //     recorded completion, or (for an exec step) never ran per the ledger;
 //   - stuck when it is not terminal;
 //   - duplicated when any of its steps has more than one audit row moving
-//     it to completed.
+//     it to completed;
+//   - unaudited when it ended and its audit trail has, for a step, not as
+//     many claims as ends of runs, or not one start of the task.
 //
 // A task counts once per category.
 func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
@@ -123,6 +134,21 @@ func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
 			slices.Sort(dups)
 			r.Duplicated++
 			r.Details = append(r.Details, fmt.Sprintf("task %d: duplicated: %s", id, strings.Join(dups, ", ")))
+		}
+		if t.State.Terminal() {
+			var why []string
+			for _, s := range t.Steps {
+				if c, e := t.Claims[s.Name], t.RunEnds[s.Name]; c != e {
+					why = append(why, fmt.Sprintf("step %s claimed %d times, its runs ended %d times", s.Name, c, e))
+				}
+			}
+			if t.Starts != 1 && (t.State == state.TaskCompleted || t.Starts > 1) {
+				why = append(why, fmt.Sprintf("started %d times", t.Starts))
+			}
+			if len(why) > 0 {
+				r.Unaudited++
+				r.Details = append(r.Details, fmt.Sprintf("task %d: unaudited: %s", id, strings.Join(why, "; ")))
+			}
 		}
 		for _, s := range t.Steps {
 			if ledger[fmt.Sprintf("%d %s", id, s.Name)] > 1 {

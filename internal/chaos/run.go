@@ -421,11 +421,20 @@ func (r *runner) check(ctx context.Context, submitted []int64, ledger string) (R
 		if err != nil {
 			return Report{}, fmt.Errorf("task %d: %w", id, err)
 		}
-		o := TaskObs{State: t.State, Completions: map[string]int{}}
+		o := TaskObs{State: t.State, Completions: map[string]int{}, Claims: map[string]int{}, RunEnds: map[string]int{}}
 		for _, s := range t.Steps {
 			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal})
 		}
 		for _, e := range audit {
+			switch {
+			case e.Step == "" && e.From == string(state.TaskPending) && e.To == string(state.TaskRunning):
+				o.Starts++
+			case e.Step == "":
+			case e.From == string(state.StepReady) && e.To == string(state.StepRunning):
+				o.Claims[e.Step]++
+			case e.From == string(state.StepRunning):
+				o.RunEnds[e.Step]++
+			}
 			if e.Step != "" && e.To == string(state.StepCompleted) {
 				o.Completions[e.Step]++
 			}

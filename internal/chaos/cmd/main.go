@@ -68,8 +68,8 @@ func main() {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "chaos: %d steps ran more than once (retries and reruns after crashes: at-least-once)\n", res.Reran)
-	fmt.Printf("chaos: cycles=%d tasks=%d lost=%d stuck=%d duplicated=%d recovery_p50=%s recovery_max=%s\n",
-		res.Cycles, res.Tasks, res.Lost, res.Stuck, res.Duplicated, pct(res.Recovery, 50), pct(res.Recovery, 100))
+	fmt.Printf("chaos: cycles=%d tasks=%d lost=%d stuck=%d duplicated=%d unaudited=%d recovery_p50=%s recovery_max=%s\n",
+		res.Cycles, res.Tasks, res.Lost, res.Stuck, res.Duplicated, res.Unaudited, pct(res.Recovery, 50), pct(res.Recovery, 100))
 	if !res.OK() {
 		os.Exit(1)
 	}
