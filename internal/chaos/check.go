@@ -52,7 +52,9 @@ type Report struct {
 }
 
 // OK reports whether nothing was lost, stuck, duplicated or unaudited.
-func (r Report) OK() bool { return r.Lost == 0 && r.Stuck == 0 && r.Duplicated == 0 && r.Unaudited == 0 }
+func (r Report) OK() bool {
+	return r.Lost == 0 && r.Stuck == 0 && r.Duplicated == 0 && r.Unaudited == 0
+}
 
 // Ledger maps "TASK STEP" to the number of executions the step's command
 // recorded.

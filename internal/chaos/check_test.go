@@ -30,7 +30,7 @@ func TestCheckFlagsEachProblem(t *testing.T) {
 		"2 a 1 100", "2 d 1 100", // 2: completed twice in the audit
 		"4 a 1 100", "4 d 1 100", // 4: stuck
 		"5 a 1 100", "5 a 1 200", "5 d 1 200", // 5: ran twice after a crash, recorded once: fine
-		"6 a 1 100", // 6: d never ran, yet the database says completed
+		"6 a 1 100",              // 6: d never ran, yet the database says completed
 		"8 a 1 100", "8 d 1 100", // 8: a's claim missing from the audit
 		"9 a 1 100", "9 d 1 100", // 9: started twice
 		"garbage",
