@@ -109,7 +109,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 		}
 		if t.s.d.WithWrites {
 			c.task.input = json.RawMessage(input)
-			c.task.set(&out[len(out)-1]) // the statement wrote the audit rows
+			c.task.set(&out[len(out)-1]) // the statement started the tasks
 			if len(step.deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
 			}

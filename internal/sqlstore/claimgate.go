@@ -396,8 +396,8 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 }
 
 // claimMadeReady claims under p, in transaction t, the steps its write made
-// ready (claimGated), for the engine p names (its audit rows are the
-// claim's, not the write's); nothing where the write made none ready or p
+// ready (claimGated), for the engine p names (its claims are the
+// engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
 func (t *txn) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
 	if t.readied == 0 || p.Limit <= 0 {
