@@ -211,10 +211,10 @@ func (k claimText) build() string {
 	// The results of each step's dependencies come with it (depResultsOf),
 	// not in a statement of their own.
 	q := `WITH ` + lead + take + `s AS (` + update + `),
-		started AS (UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = f.idx
-			FROM (SELECT task_id, min(idx) AS idx FROM s GROUP BY task_id ORDER BY task_id) f
-			WHERE tasks.id = f.task_id AND (tasks.state || '') = 'pending'
-			RETURNING tasks.id, tasks.input, tasks.workflow, tasks.version, tasks.traceparent)` + totals + `
+		started AS (UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?,
+				start_step = (SELECT min(x.idx) FROM steps x WHERE x.task_id = tasks.id AND x.id = ANY(ARRAY(SELECT id FROM s)))
+			WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending'
+			RETURNING id, input, workflow, version, traceparent)` + totals + `
 		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.traceparent, t.traceparent),
 			` + depResultsOf + `, st.id IS NOT NULL` + totalsCols + granted
 	if gated {
