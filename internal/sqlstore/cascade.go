@@ -213,6 +213,15 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 	if len(ended) == 0 {
 		return nil
 	}
+	current, err := t.endedTasks(ended)
+	if err != nil {
+		return err
+	}
+	return t.accountEnded(ended, current)
+}
+
+// endedTasks reads and locks the tasks of ended steps, in id order.
+func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	seen := make(map[int64]bool, len(ended))
 	var ids []int64
 	for _, e := range ended {
@@ -232,21 +241,22 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 	}
 	rows, err := t.query(`SELECT `+taskAccountColumns+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
 	if err != nil {
-		return fmt.Errorf("read tasks of ended steps: %w", err)
+		return nil, fmt.Errorf("read tasks of ended steps: %w", err)
 	}
 	current, err := collect(rows, func(r Row) (taskAccount, error) {
 		var c taskAccount
 		return c, r.Scan(c.dest()...)
 	})
 	if err != nil {
-		return fmt.Errorf("read tasks of ended steps: %w", err)
+		return nil, fmt.Errorf("read tasks of ended steps: %w", err)
 	}
-	return t.accountEnded(ended, current)
+	return current, nil
 }
 
 // taskAccountColumns are the columns of a task that accountEnded reads, in
-// taskAccount.dest's order.
-const taskAccountColumns = `id, state, remaining, failed, error, parent_step_id`
+// taskAccount.dest's order, and those that tell whether a claim started it
+// (stepClaim).
+const taskAccountColumns = `id, state, remaining, failed, error, parent_step_id, start_lease, start_step, started_at`
 
 // taskAccountOfTasks is taskAccountColumns of the table tasks, for a
 // statement that reads them joined to others.
@@ -259,11 +269,15 @@ type taskAccount struct {
 	remaining, failed int64
 	err               string
 	parent            sql.NullInt64
+	// the claim that started the task: its lease, the index of its first
+	// step it took, when (stepClaim)
+	startLease, startStep int64
+	startedAt             sql.NullInt64
 }
 
 // dest returns where to scan taskAccountColumns.
 func (c *taskAccount) dest() []any {
-	return []any{&c.id, (*string)(&c.st), &c.remaining, &c.failed, &c.err, &c.parent}
+	return []any{&c.id, (*string)(&c.st), &c.remaining, &c.failed, &c.err, &c.parent, &c.startLease, &c.startStep, &c.startedAt}
 }
 
 // accountEnded writes the counts of the tasks of ended steps and, for

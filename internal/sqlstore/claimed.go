@@ -324,9 +324,11 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	start := func(ids []int64) ([]loaded, error) {
 		// The task's start rides on the claim of its first step this claim
-		// took (start_step), as the claim statement's does.
+		// took (start_step), as the claim statement's does; found by the
+		// task's steps in index order ((state || ''): not by the running
+		// steps of every task, steps_running).
 		got, err := read(`UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = (SELECT min(idx) FROM steps
-				WHERE task_id = tasks.id AND state = 'running' AND lease_id = ? AND started_at = ? AND claim_audited = 0)
+				WHERE task_id = tasks.id AND lease_id = ? AND (state || '') = 'running' AND started_at = ? AND claim_audited = 0)
 			WHERE (state || '') = 'pending' AND %s
 			RETURNING id, state, input, workflow, version, traceparent`, ids, t.now, lease, lease, t.now)
 		if err != nil {

@@ -246,7 +246,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	withTasks := t.s.d.WithWrites && t.s.d.ClaimLock != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
-			SELECT s.*, ` + taskAccountOfTasks + `, tasks.start_lease, tasks.start_step, COALESCE(tasks.started_at, 0) FROM s JOIN tasks ON tasks.id = s.task_id
+			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id
 			ORDER BY tasks.id, s.id FOR UPDATE OF tasks`
 	}
 	q, err := t.query(update, append([]any{t.now}, args...)...)
@@ -268,7 +268,6 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	dest = append(dest, &c.audited, &c.startedAt, &c.leaseID, &c.idx, &c.engine)
 	if withTasks {
 		dest = append(dest, v.task.dest()...)
-		dest = append(dest, &c.startLease, &c.startStep, &c.taskStarted)
 	}
 	got, err := collectSized(q, len(os), func(r Row) (recorded, error) {
 		v = recorded{}
@@ -287,6 +286,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		tasks = make([]taskAccount, 0, len(got))
 	}
 	t.auditRoom(len(got))
+	ends := make([]int, len(got)) // each run's end in the audit queue
 	for j, v := range got {
 		i := byStep[v.id]
 		held[i] = true
@@ -297,22 +297,32 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		if reason == "" {
 			reason = os[i].Error
 		}
-		if withTasks {
-			// The run's claim, read with its end.
-			t.auditRunEndClaimed(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason, v.claim.text(os[i].Fence.Attempt))
-		} else {
-			t.auditRunEnd(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason)
-		}
+		t.auditRunEnd(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason)
+		ends[j] = len(t.audits) - 1
 		t.breakerHit(v.breaker, v.id, e.taskID, e.name, os[i], e.st)
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
 			tasks = append(tasks, v.task)
 		}
 	}
-	if !withTasks {
-		return held, t.stepsEnded(ended)
-	}
 	if len(ended) == 0 {
 		return held, nil
+	}
+	if !withTasks {
+		var err error
+		if tasks, err = t.endedTasks(ended); err != nil {
+			return nil, err
+		}
+	}
+	// Each run's claim, read with its end and its task.
+	byTask := make(map[int64]*taskAccount, len(tasks))
+	for k := range tasks {
+		byTask[tasks[k].id] = &tasks[k]
+	}
+	for j, v := range got {
+		if task := byTask[v.taskID]; task != nil && t.audits[ends[j]].stepID == v.id {
+			r := &t.audits[ends[j]]
+			r.claim, r.claimRead = v.claim.text(r.attempt, task), true
+		}
 	}
 	return held, t.accountEnded(ended, tasks)
 }

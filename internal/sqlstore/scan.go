@@ -266,12 +266,25 @@ func scanAudit(r Row, extra ...any) (auditRead, error) {
 		a.entries = c.entries(e.TaskID, e.Step)
 		return a, nil
 	}
+	var list []string
+	if steps != "" {
+		if err := json.Unmarshal([]byte(steps), &list); err != nil || len(list)%2 != 0 {
+			return auditRead{}, fmt.Errorf("scan audit: row %d: steps %q: not a list of names and states", row, steps)
+		}
+	}
 	if claimText != "" {
+		// The claims of the runs the row ends come first: its own step's
+		// (with the task's start, where it started the task), then those
+		// of the steps of its list, made by the same claim (foldAudit).
 		c, err := parseClaim(claimText)
 		if err != nil {
 			return auditRead{}, fmt.Errorf("scan audit: row %d: %w", row, err)
 		}
 		a.entries = c.entries(e.TaskID, e.Step)
+		c.starts = false
+		for i := 0; i < len(list); i += 2 {
+			a.entries = append(a.entries, c.entries(e.TaskID, list[i])...)
+		}
 		for i := range a.entries {
 			a.entries[i].ID = e.ID + int64(i)
 		}
@@ -285,14 +298,8 @@ func scanAudit(r Row, extra ...any) (auditRead, error) {
 	if taskTo != "" {
 		add(store.AuditEntry{From: taskFrom, To: taskTo, Reason: taskReason})
 	}
-	if steps != "" {
-		var list []string
-		if err := json.Unmarshal([]byte(steps), &list); err != nil || len(list)%2 != 0 {
-			return auditRead{}, fmt.Errorf("scan audit: row %d: steps %q: not a list of names and states", row, steps)
-		}
-		for i := 0; i < len(list); i += 2 {
-			add(store.AuditEntry{Step: list[i], From: e.From, To: list[i+1], Attempt: e.Attempt, Reason: e.Reason})
-		}
+	for i := 0; i < len(list); i += 2 {
+		add(store.AuditEntry{Step: list[i], From: e.From, To: list[i+1], Attempt: e.Attempt, Reason: e.Reason})
 	}
 	return a, nil
 }
@@ -322,6 +329,24 @@ type runClaim struct {
 	engine  string
 }
 
+// sameClaim reports whether two claim columns record one claim (starting
+// the task or not), or none.
+func sameClaim(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	// "at attempt starts engine": all but the third field.
+	af, bf := strings.SplitN(a, " ", 4), strings.SplitN(b, " ", 4)
+	return len(af) == 4 && len(bf) == 4 && af[0] == bf[0] && af[1] == bf[1] && af[3] == bf[3]
+}
+
+// claimStartsTask reports whether a claim column records a claim that started
+// its task.
+func claimStartsTask(text string) bool {
+	f := strings.SplitN(text, " ", 4)
+	return len(f) == 4 && f[2] == "1"
+}
+
 // text is c as an audit row's claim column records it.
 func (c runClaim) text() string {
 	starts := "0"
@@ -331,23 +356,24 @@ func (c runClaim) text() string {
 	return strconv.FormatInt(c.at, 10) + " " + strconv.Itoa(c.attempt) + " " + starts + " " + c.engine
 }
 
-// stepClaim is the claim of a step's run as its row and its task's hold it
-// (claimStarts): claimAudited, startedAt, leaseID and idx of the step;
-// startLease, startStep and taskStarted of the task.
+// stepClaim is the claim of a step's run as its row holds it: whether an
+// audit row records it already, when, under which lease, by which engine;
+// and the step's index.
 type stepClaim struct {
-	audited                            int64
-	startedAt, leaseID, idx            int64
-	engine                             string
-	startLease, startStep, taskStarted int64
+	audited                 int64
+	startedAt, leaseID, idx int64
+	engine                  string
 }
 
 // text is the claim column of the audit row that ends attempt of the run
-// (claimOfRun): "" where a row records the claim already.
-func (c stepClaim) text(attempt int) string {
+// (claimOfRun), given the step's task as read with it: "" where a row
+// records the claim already. The claim started the task as claimStarts
+// says.
+func (c stepClaim) text(attempt int, task *taskAccount) string {
 	if c.audited != 0 {
 		return ""
 	}
-	starts := c.startLease == c.leaseID && c.startStep == c.idx && c.taskStarted == c.startedAt
+	starts := task.startLease == c.leaseID && task.startStep == c.idx && task.startedAt.Valid && task.startedAt.Int64 == c.startedAt
 	return runClaim{at: c.startedAt, attempt: attempt, starts: starts, engine: c.engine}.text()
 }
 

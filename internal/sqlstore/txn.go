@@ -320,8 +320,9 @@ type auditRow struct {
 //   - a step's transition, into the list (each step's name and new state)
 //     of a row whose own entry has the same from, attempt and reason and,
 //     if it is a step's, the same new state: a task's steps submitted with
-//     it (on the task's row), or readied together; not the ends of runs,
-//     whose rows each carry their run's claim.
+//     it (on the task's row), readied together, or finished together where
+//     one claim took them (the row's claim is theirs too; only the row's
+//     own may start the task) or their claims are recorded already.
 //
 // A row holds at most entriesPerRow entries.
 func foldAudit(entries []auditRow) []auditRow {
@@ -341,8 +342,8 @@ func foldAudit(entries []auditRow) []auditRow {
 			case e.step == "" && p.step != "" && p.taskTo == "" && len(p.steps) == 0:
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
 				continue
-			case e.step != "" && e.stepID == 0 && p.stepID == 0 && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
-				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries() < entriesPerRow:
+			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
+				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries() < entriesPerRow && sameRun(p, &e):
 				p.steps = append(p.steps, e.step, e.to)
 				continue
 			}
@@ -351,6 +352,16 @@ func foldAudit(entries []auditRow) []auditRow {
 		last[e.taskID] = len(out) - 1
 	}
 	return out
+}
+
+// sameRun reports whether e may ride on row p as far as claims go: neither
+// ends a run, or both do, with their claims read and made together (e's
+// not starting the task) or recorded already.
+func sameRun(p, e *auditRow) bool {
+	if p.stepID == 0 || e.stepID == 0 {
+		return p.stepID == 0 && e.stepID == 0
+	}
+	return p.claimRead && e.claimRead && sameClaim(p.claim, e.claim) && !claimStartsTask(e.claim)
 }
 
 // stepsText is the row's list of steps as written: a JSON array, or empty.
@@ -369,7 +380,7 @@ func (r *auditRow) entries() int {
 		n++
 	}
 	if r.stepID != 0 {
-		n += 2 // the claim and the task's start, at most
+		n += 2 + len(r.steps)/2 // the claims, and the task's start
 	}
 	return n
 }
@@ -490,14 +501,6 @@ func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, atte
 	t.auditRoom(1)
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
 		attempt: attempt, reason: reason, engine: t.engine, stepID: stepID})
-}
-
-// auditRunEndClaimed is auditRunEnd for a run whose claim was read with
-// its end: claim as the row records it, "" where a row did already.
-func (t *txn) auditRunEndClaimed(stepID, taskID int64, step string, to state.Step, attempt int, reason, claim string) {
-	t.auditRunEnd(stepID, taskID, step, to, attempt, reason)
-	r := &t.audits[len(t.audits)-1]
-	r.claim, r.claimRead = claim, true
 }
 
 // auditMove queues the audit entry of a step moved from from to to.

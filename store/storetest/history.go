@@ -147,12 +147,12 @@ func testHistoryResume(t *testing.T, h *harness) {
 			{"only", "ready", "running"}, {"", "pending", "running"},
 			{"only", "running", "completed"}, {"", "running", "completed"},
 		}},
-		// A run's claim is recorded with its end, on one row.
+		// A run's claim is recorded with its end: the three claimed
+		// together and finished together on one row.
 		{"resume3", []string{"x", "y", "z"}, []move{
 			{"", "", "pending"}, {"x", "", "ready"}, {"y", "", "ready"}, {"z", "", "ready"},
-			{"x", "ready", "running"}, {"", "pending", "running"}, {"x", "running", "completed"},
-			{"y", "ready", "running"}, {"y", "running", "completed"},
-			{"z", "ready", "running"}, {"z", "running", "completed"}, {"", "running", "completed"},
+			{"x", "ready", "running"}, {"", "pending", "running"}, {"y", "ready", "running"}, {"z", "ready", "running"},
+			{"x", "running", "completed"}, {"y", "running", "completed"}, {"z", "running", "completed"}, {"", "running", "completed"},
 		}},
 	} {
 		start, err := h.s.HistoryEnd(h.ctx)
