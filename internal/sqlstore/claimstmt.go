@@ -187,7 +187,12 @@ func (k claimText) build() string {
 	}
 	// The tasks to start by primary key: (state || '') keeps the
 	// planner off tasks_state, whose pending entries of tasks started
-	// since the last vacuum it would read at every claim.
+	// since the last vacuum it would read at every claim. Each one's
+	// start rides on the claim of the first of its steps in the claim's
+	// rows (start_step), found in two arrays of the claimed steps built
+	// once: neither a join (with its sort, which the statement's plan
+	// steering prices so that PostgreSQL planned it again at most
+	// executions) nor a lookup of the claimed steps for each task.
 	// The totals of the namespaces whose limits the claim counted or
 	// bounded grow by what it claims, in the namespaces' order (claims
 	// that bound take these rows without other locks), and each row
@@ -212,7 +217,7 @@ func (k claimText) build() string {
 	// not in a statement of their own.
 	q := `WITH ` + lead + take + `s AS (` + update + `),
 		started AS (UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?,
-				start_step = (SELECT min(x.idx) FROM steps x WHERE x.task_id = tasks.id AND x.id = ANY(ARRAY(SELECT id FROM s)))
+				start_step = (ARRAY(SELECT idx FROM s))[array_position(ARRAY(SELECT task_id FROM s), tasks.id)]
 			WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending'
 			RETURNING id, input, workflow, version, traceparent)` + totals + `
 		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.traceparent, t.traceparent),
