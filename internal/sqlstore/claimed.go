@@ -323,8 +323,8 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		})
 	}
 	start := func(ids []int64) ([]loaded, error) {
-		// The task's start rides on the claim of its first step this claim
-		// took (start_step), as the claim statement's does; found by the
+		// The task's start rides on the claim of one step this claim took
+		// (start_step: the first by index) as on PostgreSQL; found by the
 		// task's steps in index order ((state || ''): not by the running
 		// steps of every task, steps_running).
 		got, err := read(`UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = (SELECT min(idx) FROM steps
