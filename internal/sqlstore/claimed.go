@@ -324,7 +324,8 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	start := func(ids []int64) ([]loaded, error) {
 		// The task's start rides on the claim of one step this claim took
-		// (start_step: the first by index) as on PostgreSQL; found by the
+		// (start_step: here its first by index, on PostgreSQL the first in
+		// the claim statement's rows); found by the
 		// task's steps in index order ((state || ''): not by the running
 		// steps of every task, steps_running).
 		got, err := read(`UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = (SELECT min(idx) FROM steps

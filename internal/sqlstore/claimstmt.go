@@ -210,8 +210,8 @@ func (k claimText) build() string {
 		totalsJoin = ` LEFT JOIN totals tot ON tot.namespace = s.namespace`
 	}
 	// The claim writes no audit row: the row that ends each run records
-	// its claim, from the step's row (claimOfRun), and the claim of the
-	// first step it took of a task it starts (start_step) the task's start.
+	// its claim (claimOfRun, or as the outcome reads it), with the task's
+	// start where it is the claim of start_step of a task it started.
 	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = %s.task_id OFFSET 0) t`
 	// The results of each step's dependencies come with it (depResultsOf),
 	// not in a statement of their own.

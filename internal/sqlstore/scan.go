@@ -317,7 +317,8 @@ const claimOfStep = `s.started_at || ' ' || s.attempt || ' ' || ` + claimStarts 
 
 // claimStarts is 1 where the claim of a step's row (s) started its task
 // (t): the task started with the claim under this lease, at this time,
-// and this is its first step that claim took (runClaim.startedTask).
+// and this is the step of that claim it rides on (as stepClaim.text
+// reads it from the task's row).
 const claimStarts = `CASE WHEN t.start_lease = s.lease_id AND t.start_step = s.idx AND t.started_at = s.started_at THEN 1 ELSE 0 END`
 
 // runClaim is the claim of a step's run as an audit row records it (its

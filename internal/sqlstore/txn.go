@@ -343,7 +343,7 @@ func foldAudit(entries []auditRow) []auditRow {
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
 				continue
 			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
-				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries() < entriesPerRow && sameRun(p, &e):
+				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries()+e.entries() <= entriesPerRow && sameRun(p, &e):
 				p.steps = append(p.steps, e.step, e.to)
 				continue
 			}
