@@ -131,3 +131,33 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditRunEndsFitTheirRows: the ends of runs one claim took, folded,
+// never put more entries on a row than entriesPerRow (each adds its claim
+// and its end), and every entry is on some row.
+func TestAuditRunEndsFitTheirRows(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2, entriesPerRow / 2, entriesPerRow} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			tx := &txn{engine: "e1"}
+			for i := range n {
+				tx.auditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
+				r := &tx.audits[len(tx.audits)-1]
+				r.claim, r.claimRead = "100 1 0 e1", true
+			}
+			rows := foldAudit(tx.audits)
+			total := 0
+			for _, r := range rows {
+				require.LessOrEqual(t, r.entries(), entriesPerRow)
+				total += 2 * (1 + len(r.steps)/2) // a claim and an end each
+			}
+			require.Equal(t, 2*n, total)
+			if n <= entriesPerRow/2-2 {
+				require.Len(t, rows, 1, "one claim's runs on one row")
+			} else {
+				require.Greater(t, len(rows), 1)
+			}
+		})
+	}
+}
