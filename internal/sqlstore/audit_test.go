@@ -28,10 +28,11 @@ func TestFoldAudit(t *testing.T) {
 		return r
 	}
 	// ended: a run's end, its claim read with it (claimRead) or not.
-	ended := func(task int64, name, to, claim string, read bool) auditRow {
+	ended := func(task int64, name, to string, claim *runClaim, read bool) auditRow {
 		return auditRow{taskID: task, step: name, from: "running", to: to, engine: "e1", stepID: task*10 + int64(name[0]), claim: claim, claimRead: read}
 	}
-	const claim, starts, later = "100 1 0 e1", "100 1 1 e1", "200 1 0 e1"
+	claim, starts, later := &runClaim{at: 100, attempt: 1, engine: "e1"}, &runClaim{at: 100, attempt: 1, starts: true, engine: "e1"},
+		&runClaim{at: 200, attempt: 1, engine: "e1"}
 	for _, tc := range []struct {
 		name string
 		in   []auditRow
@@ -61,15 +62,15 @@ func TestFoldAudit(t *testing.T) {
 			[]auditRow{task(1, "pending"), step(1, "a", "ready")}},
 		{"runs claimed together end on one row, after the one that started the task", []auditRow{ended(1, "a", "completed", starts, true), ended(1, "b", "completed", claim, true)},
 			[]auditRow{withSteps(ended(1, "a", "completed", starts, true), "b", "completed")}},
-		{"runs whose claims are recorded end on one row", []auditRow{ended(1, "a", "completed", "", true), ended(1, "b", "completed", "", true)},
-			[]auditRow{withSteps(ended(1, "a", "completed", "", true), "b", "completed")}},
+		{"runs whose claims are recorded end on one row", []auditRow{ended(1, "a", "completed", nil, true), ended(1, "b", "completed", nil, true)},
+			[]auditRow{withSteps(ended(1, "a", "completed", nil, true), "b", "completed")}},
 		{"a run that started the task keeps its row", []auditRow{ended(1, "a", "completed", claim, true), ended(1, "b", "completed", starts, true)},
 			[]auditRow{ended(1, "a", "completed", claim, true), ended(1, "b", "completed", starts, true)}},
 		{"runs of other claims keep their rows", []auditRow{ended(1, "a", "completed", claim, true), ended(1, "b", "completed", later, true),
-			ended(1, "c", "completed", "", true)},
-			[]auditRow{ended(1, "a", "completed", claim, true), ended(1, "b", "completed", later, true), ended(1, "c", "completed", "", true)}},
-		{"runs whose claims are read as the row is written keep their rows", []auditRow{ended(1, "a", "completed", "", false), ended(1, "b", "completed", "", false)},
-			[]auditRow{ended(1, "a", "completed", "", false), ended(1, "b", "completed", "", false)}},
+			ended(1, "c", "completed", nil, true)},
+			[]auditRow{ended(1, "a", "completed", claim, true), ended(1, "b", "completed", later, true), ended(1, "c", "completed", nil, true)}},
+		{"runs whose claims are read as the row is written keep their rows", []auditRow{ended(1, "a", "completed", nil, false), ended(1, "b", "completed", nil, false)},
+			[]auditRow{ended(1, "a", "completed", nil, false), ended(1, "b", "completed", nil, false)}},
 		{"a run's end does not ride on another transition", []auditRow{step(1, "a", "completed"), {taskID: 1, step: "b", from: "x", to: "completed", engine: "e1", stepID: 2}},
 			[]auditRow{step(1, "a", "completed"), {taskID: 1, step: "b", from: "x", to: "completed", engine: "e1", stepID: 2}}},
 		{"nothing to fold", nil, nil},
@@ -144,7 +145,7 @@ func TestAuditRunEndsFitTheirRows(t *testing.T) {
 			for i := range n {
 				tx.auditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
 				r := &tx.audits[len(tx.audits)-1]
-				r.claim, r.claimRead = "100 1 0 e1", true
+				r.claim, r.claimRead = &runClaim{at: 100, attempt: 1, engine: "e1"}, true
 			}
 			rows := foldAudit(tx.audits)
 			total := 0

@@ -321,7 +321,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	for j, v := range got {
 		if task := byTask[v.taskID]; task != nil && t.audits[ends[j]].stepID == v.id {
 			r := &t.audits[ends[j]]
-			r.claim, r.claimRead = v.claim.text(r.attempt, task), true
+			r.claim, r.claimRead = v.claim.claim(r.attempt, task), true
 		}
 	}
 	return held, t.accountEnded(ended, tasks)

@@ -311,13 +311,18 @@ const unauditedClaims = `0, s.task_id, s.name, '', '', s.started_at, s.attempt, 
 	FROM steps s JOIN tasks t ON t.id = s.task_id`
 
 // claimOfStep is the claim of the run a step's row (s, joined to its task
-// t) holds, as an audit row's claim column records it; claimOfRun is it
-// for a run that a row ends.
-const claimOfStep = `s.started_at || ' ' || s.attempt || ' ' || ` + claimStarts + ` || ' ' || s.engine_id`
+// t) holds, as an audit row's claim column records it (runClaim.text):
+// claimAt, the run's attempt, claimRest. claimOfRun takes the attempt from
+// the audit row where it names one.
+const (
+	claimOfStep = claimAt + `s.attempt` + claimRest
+	claimAt     = `s.started_at || ' ' || `
+	claimRest   = ` || ' ' || ` + claimStarts + ` || ' ' || s.engine_id`
+)
 
 // claimStarts is 1 where the claim of a step's row (s) started its task
 // (t): the task started with the claim under this lease, at this time,
-// and this is the step of that claim it rides on (as stepClaim.text
+// and this is the step of that claim it rides on (as stepClaim.claim
 // reads it from the task's row).
 const claimStarts = `CASE WHEN t.start_lease = s.lease_id AND t.start_step = s.idx AND t.started_at = s.started_at THEN 1 ELSE 0 END`
 
@@ -330,22 +335,9 @@ type runClaim struct {
 	engine  string
 }
 
-// sameClaim reports whether two claim columns record one claim (starting
-// the task or not), or none.
-func sameClaim(a, b string) bool {
-	if a == "" || b == "" {
-		return a == b
-	}
-	// "at attempt starts engine": all but the third field.
-	af, bf := strings.SplitN(a, " ", 4), strings.SplitN(b, " ", 4)
-	return len(af) == 4 && len(bf) == 4 && af[0] == bf[0] && af[1] == bf[1] && af[3] == bf[3]
-}
-
-// claimStartsTask reports whether a claim column records a claim that started
-// its task.
-func claimStartsTask(text string) bool {
-	f := strings.SplitN(text, " ", 4)
-	return len(f) == 4 && f[2] == "1"
+// sameAs reports whether c and o are one claim (the task's start aside).
+func (c *runClaim) sameAs(o *runClaim) bool {
+	return c.at == o.at && c.attempt == o.attempt && c.engine == o.engine
 }
 
 // text is c as an audit row's claim column records it.
@@ -366,16 +358,15 @@ type stepClaim struct {
 	engine                  string
 }
 
-// text is the claim column of the audit row that ends attempt of the run
-// (claimOfRun), given the step's task as read with it: "" where a row
-// records the claim already. The claim started the task as claimStarts
-// says.
-func (c stepClaim) text(attempt int, task *taskAccount) string {
+// claim is the claim of the run that ends attempt, for the audit row that
+// ends it, given the step's task as read with it: nil where a row records
+// the claim already. The claim started the task as claimStarts says.
+func (c stepClaim) claim(attempt int, task *taskAccount) *runClaim {
 	if c.audited != 0 {
-		return ""
+		return nil
 	}
 	starts := task.startLease == c.leaseID && task.startStep == c.idx && task.startedAt.Valid && task.startedAt.Int64 == c.startedAt
-	return runClaim{at: c.startedAt, attempt: attempt, starts: starts, engine: c.engine}.text()
+	return &runClaim{at: c.startedAt, attempt: attempt, starts: starts, engine: c.engine}
 }
 
 // parseClaim reads an audit row's claim column.

@@ -300,9 +300,9 @@ type auditRow struct {
 	// stepID is the step's id where the entry ends a run (from running):
 	// the row records the run's claim too, read from the step's row as
 	// the row is written (flushAudit), unless an earlier row did; or, where
-	// claimRead, claim is it, read with the run's end ("" where recorded).
+	// claimRead, claim is it, read with the run's end (nil: recorded).
 	stepID    int64
-	claim     string
+	claim     *runClaim
 	claimRead bool
 	// steps lists, as name, state, name, state, ..., further steps of the
 	// task whose transitions ride on the row (foldAudit): one entry each
@@ -361,7 +361,10 @@ func sameRun(p, e *auditRow) bool {
 	if p.stepID == 0 || e.stepID == 0 {
 		return p.stepID == 0 && e.stepID == 0
 	}
-	return p.claimRead && e.claimRead && sameClaim(p.claim, e.claim) && !claimStartsTask(e.claim)
+	if !p.claimRead || !e.claimRead || p.claim == nil || e.claim == nil {
+		return p.claimRead && e.claimRead && p.claim == nil && e.claim == nil
+	}
+	return p.claim.sameAs(e.claim) && !e.claim.starts
 }
 
 // stepsText is the row's list of steps as written: a JSON array, or empty.
@@ -421,7 +424,12 @@ var auditRowset = []col[auditRow]{
 	textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
 	textCol("u_steps", (*auditRow).stepsText),
 	intCol("u_step_id", func(e *auditRow) int64 { return e.stepID }),
-	textCol("u_claim", func(e *auditRow) string { return e.claim }),
+	textCol("u_claim", func(e *auditRow) string {
+		if e.claim == nil {
+			return ""
+		}
+		return e.claim.text()
+	}),
 	intCol("u_claim_read", func(e *auditRow) int64 {
 		if e.claimRead {
 			return 1
@@ -435,8 +443,8 @@ var auditRowset = []col[auditRow]{
 // (u_claim_read), or as the step's row holds it until the next claim,
 // unless an audit row has it already (claim_audited); the run's attempt
 // is the row's, or, where the row names none, the step's.
-const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 THEN '' ELSE COALESCE((SELECT s.started_at || ' ' ||
-		CASE WHEN u_attempt > 0 THEN u_attempt ELSE s.attempt END || ' ' || ` + claimStarts + ` || ' ' || s.engine_id
+const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 THEN '' ELSE COALESCE((SELECT ` +
+	claimAt + `CASE WHEN u_attempt > 0 THEN u_attempt ELSE s.attempt END` + claimRest + `
 		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = u_step_id AND s.claim_audited = 0), '') END`
 
 // auditBuffers keeps the backing arrays of transactions' audit queues
