@@ -206,14 +206,14 @@ func (t *txn) auditHeldClaims(held []store.Fence) error {
 	in, inArgs := t.idIn("id", ids)
 	rows, err := t.query(`UPDATE steps SET claim_audited = 1 WHERE state = 'running' AND claim_audited = 0 AND `+in+`
 		RETURNING task_id, name, idx, attempt, engine_id, started_at,
-			(SELECT `+claimStarts+` FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, inArgs...)
+			(SELECT `+claimStarts+` = 1 FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, inArgs...)
 	if err != nil {
 		return fmt.Errorf("audit the claims of held steps: %w", err)
 	}
 	type claimed struct {
-		taskID, idx, at int64
-		name, engine    string
-		attempt, starts int64
+		runClaim
+		taskID, idx int64
+		name        string
 	}
 	got, err := collect(rows, func(r Row) (claimed, error) {
 		var c claimed
@@ -223,27 +223,14 @@ func (t *txn) auditHeldClaims(held []store.Fence) error {
 	if err != nil {
 		return fmt.Errorf("audit the claims of held steps: %w", err)
 	}
-	if len(got) == 0 {
-		return nil
-	}
 	sort.Slice(got, func(i, j int) bool {
 		a, b := got[i], got[j]
 		return a.at < b.at || (a.at == b.at && (a.taskID < b.taskID || (a.taskID == b.taskID && a.idx < b.idx)))
 	})
-	from, args := rowset(t, "h", got,
-		intCol("h_task", func(c *claimed) int64 { return c.taskID }),
-		textCol("h_step", func(c *claimed) string { return c.name }),
-		intCol("h_at", func(c *claimed) int64 { return c.at }),
-		intCol("h_attempt", func(c *claimed) int64 { return c.attempt }),
-		textCol("h_engine", func(c *claimed) string { return c.engine }),
-		intCol("h_starts", func(c *claimed) int64 { return c.starts }))
-	// As the claim's own row would read (runClaim.entries): the step's
-	// claim, the task's start with it where it started the task.
-	return t.soon("audit the claims of held steps", `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason)
-		SELECT h_task, h_step, ?, ?, h_at, h_attempt, h_engine, ?,
-			CASE WHEN h_starts = 1 THEN ? ELSE '' END, CASE WHEN h_starts = 1 THEN ? ELSE '' END, CASE WHEN h_starts = 1 THEN ? ELSE '' END
-		FROM `+from, append([]any{string(state.StepReady), string(state.StepRunning), reasonClaimed,
-		string(state.TaskPending), string(state.TaskRunning), reasonFirstClaimed}, args...)...)
+	for _, c := range got {
+		t.auditClaim(c.taskID, c.name, c.runClaim)
+	}
+	return nil
 }
 
 // ReleaseLease returns the steps running under one claim's lease to ready.

@@ -295,6 +295,9 @@ type auditRow struct {
 	attempt  int
 	reason   string
 	engine   string
+	// at is when the transition happened, where it is not the
+	// transaction's time (0): a claim recorded after it (auditClaim).
+	at int64
 
 	taskFrom, taskTo, taskReason string
 	// stepID is the step's id where the entry ends a run (from running):
@@ -338,7 +341,7 @@ func foldAudit(entries []auditRow) []auditRow {
 		if j, ok := last[e.taskID]; ok {
 			p := &out[j]
 			switch {
-			case p.engine != e.engine:
+			case p.engine != e.engine || p.at != e.at:
 			case e.step == "" && p.step != "" && p.taskTo == "" && len(p.steps) == 0:
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
 				continue
@@ -406,7 +409,7 @@ func (t *txn) flushAudit() error {
 	}
 	from, args := rowset(t, "u", entries, auditRowset...)
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim)
-		SELECT u_task, u_step, u_from, u_to, ?, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
+		SELECT u_task, u_step, u_from, u_to, CASE WHEN u_at = 0 THEN ? ELSE u_at END, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
 	return t.soon("audit", q, append([]any{t.now}, args...)...)
 }
 
@@ -419,6 +422,7 @@ var auditRowset = []col[auditRow]{
 	intCol("u_attempt", func(e *auditRow) int64 { return int64(e.attempt) }),
 	textCol("u_engine", func(e *auditRow) string { return e.engine }),
 	textCol("u_reason", func(e *auditRow) string { return e.reason }),
+	intCol("u_at", func(e *auditRow) int64 { return e.at }),
 	textCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
 	textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
 	textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
@@ -509,6 +513,17 @@ func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, atte
 	t.auditRoom(1)
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
 		attempt: attempt, reason: reason, engine: t.engine, stepID: stepID})
+}
+
+// auditClaim queues the entries of claim c of task taskID's step, as they
+// read back (runClaim.entries): the step's claim, and the task's start on
+// its row where the claim started the task (foldAudit).
+func (t *txn) auditClaim(taskID int64, step string, c runClaim) {
+	for _, e := range c.entries(taskID, step) {
+		t.auditRoom(1)
+		t.audits = append(t.audits, auditRow{taskID: taskID, step: e.Step, from: e.From, to: e.To, attempt: e.Attempt,
+			reason: e.Reason, engine: e.EngineID, at: c.at})
+	}
 }
 
 // auditMove queues the audit entry of a step moved from from to to.

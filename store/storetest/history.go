@@ -389,4 +389,20 @@ func testClaimRecorded(t *testing.T, h *harness) {
 			require.Greater(t, e.ID, trail[i-1].ID, "entry %d", i)
 		}
 	}
+
+	// A heartbeat records a task's start with the claim that made it: the
+	// marker's.
+	claimedAt = h.clock.Now()
+	c = h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, Namespaces: []string{"fold"}})
+	require.Len(t, c, 1)
+	require.Equal(t, marker, c[0].TaskID)
+	h.clock.Advance(time.Second)
+	_, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{c[0].Fence}})
+	require.NoError(t, err)
+	got = next(2)
+	require.Equal(t, []string{"step.claimed only", "task.started "}, types(got))
+	require.Equal(t, marker, got[1].TaskID)
+	require.Equal(t, claimedAt.Truncate(time.Microsecond), got[1].At.UTC(), "at the claim's time")
+	h.ok(c[0], `{}`)
+	require.Equal(t, []string{"step.completed only", "task.completed "}, types(next(2)))
 }
