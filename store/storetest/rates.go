@@ -469,17 +469,20 @@ func testRateReservedBacklog(t *testing.T, h *harness) {
 }
 
 // claimAll claims limit steps at a time for engine until a claim takes
-// none, and returns how many it took.
+// none, and returns how many it took; it fails after 1,000 claims that
+// all took some.
 func (h *harness) claimAll(engine string, limit int) int {
 	h.t.Helper()
 	total := 0
-	for {
+	for range 1000 {
 		got := len(h.claim(engine, limit))
 		if got == 0 {
 			return total
 		}
 		total += got
 	}
+	h.t.Fatalf("claims of %d for %s never ran dry: %d claimed", limit, engine, total)
+	return total
 }
 
 // testRateReservedOther: while the handle holds tokens of one bucket, a
