@@ -158,6 +158,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	q.Set("_txlock", "deferred")
 	q.Set("mode", "ro")
+	q.Set("_stmt_cache_size", readerStatements)
 	r, err := sql.Open(driverName, fileURI(path)+"?"+q.Encode())
 	if err != nil {
 		w.Close()
@@ -166,8 +167,8 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	// The driver does not cache statements itself: the store prepares
-	// its writes' once, on the connection it holds.
+	// The store prepares its writes' statements once, on the connection
+	// it holds; the readers' are kept by the driver (readerStatements).
 	db, err := sqlstore.NewSQLDB(ctx, w, r, true)
 	if err != nil {
 		w.Close()
@@ -180,6 +181,12 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
 	}), w: w, path: path, opened: opened}, nil
 }
+
+// readerStatements is how many prepared statements the driver keeps on
+// each reader connection (its _stmt_cache_size; none by default): without
+// them every read prepared its statements again, a third of the time a
+// task's read took (BenchmarkGetTask 211, 245, 221 -> 136, 187, 144 µs).
+const readerStatements = "128"
 
 // claimLimit is the claim's LIMIT (sqlstore.Dialect.ClaimLimit): a bare
 // parameter would have SQLite prepare the claim's query again at every
@@ -226,6 +233,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 	q.Set("_busy_timeout", fmt.Sprint(opts.BusyTimeout.Milliseconds()))
 	q.Set("_foreign_keys", "off")
 	q.Set("mode", "ro")
+	q.Set("_stmt_cache_size", readerStatements)
 	var db *sql.DB
 	for _, immutable := range []bool{false, true} {
 		if immutable {
