@@ -86,6 +86,14 @@ func (e *Engine) workflow(ctx context.Context, namespace, name, version string) 
 	if err != nil {
 		return nil, err
 	}
+	// A version's definition never changes once stored: the newest,
+	// decoded before, is decoded again only if the engine has not yet.
+	e.mu.Lock()
+	known := e.workflows[namespace+"/"+name+"@"+rec.Version]
+	e.mu.Unlock()
+	if known != nil {
+		return known, nil
+	}
 	var w workflow.Workflow
 	if err := json.Unmarshal(rec.Definition, &w); err != nil {
 		return nil, fmt.Errorf("weft: decode stored workflow %s/%s@%s: %w", namespace, name, rec.Version, err)
