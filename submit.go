@@ -229,8 +229,8 @@ func (e *Engine) Backlog(ctx context.Context, limit int) (int, error) {
 }
 
 // Wait blocks until the task ends or ctx is done, and returns the task. It
-// wakes after each batch of outcomes this engine records, and polls for
-// tasks finished by engines elsewhere.
+// wakes when this engine's store ends a task, and polls for tasks finished
+// by engines elsewhere.
 func (e *Engine) Wait(ctx context.Context, id int64) (*Task, error) { return e.core.Wait(ctx, id) }
 
 // Signal sends a named signal with a payload (encoded as JSON; nil means

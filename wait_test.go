@@ -2,6 +2,7 @@ package weft_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,5 +100,89 @@ func TestManyWaitersShareTheirReads(t *testing.T) {
 		task, err := e.Wait(cctx, parked)
 		require.ErrorIs(t, err, context.Canceled)
 		require.Equal(t, parked, task.ID, "the task as it is")
+	})
+}
+
+// endingCounter is a statesCounter that passes on its store's signal of
+// the tasks its transactions end (store.TaskEnder).
+type endingCounter struct {
+	*statesCounter
+}
+
+func (s endingCounter) TaskEnded() <-chan struct{} {
+	return s.statesCounter.Store.(store.TaskEnder).TaskEnded()
+}
+
+// TestWaitReadsWhenTasksEnd: on a store that tells when its transactions
+// end a task, a waiter's engine reads the task's state when one ended (and
+// at its poll), not after every batch of outcomes: ten steps of a chain,
+// each recorded in a batch of its own, cost fewer reads than that; the
+// last one, which ends the task, answers the waiter. So does a task that
+// the engine cancels.
+func TestWaitReadsWhenTasksEnd(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		counter := &statesCounter{Store: open(t)}
+		s := endingCounter{counter}
+		e := newEngine(t, s, weft.Config{})
+		const n = 10
+		ran := make(chan string, n)
+		release := make(chan struct{})
+		e.Handle("gate", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			ran <- a.Step
+			select {
+			case <-release:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+		w := workflow.New("w", "chain", "1")
+		for i := range n {
+			if i == 0 {
+				w.Step("s0", "gate")
+				continue
+			}
+			w.Step("s"+strconv.Itoa(i), "gate", workflow.DependsOn("s"+strconv.Itoa(i-1)))
+		}
+		require.NoError(t, e.Register(ctx, w))
+		id := submit(t, e, weft.Submission{Workflow: "w/chain"}).Task.ID
+		start(t, e)
+		got := make(chan *weft.Task, 1)
+		go func() {
+			task, err := e.Wait(ctx, id)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- task
+		}()
+		require.Equal(t, "s0", <-ran)
+		eventually(t, "the waiter's first read", func() bool { return counter.reads.Load() > 0 })
+		before := counter.reads.Load()
+		for i := 1; i < n; i++ {
+			release <- struct{}{}
+			// The next step runs once the batch of the one before is
+			// recorded.
+			require.Equal(t, "s"+strconv.Itoa(i), <-ran)
+		}
+		release <- struct{}{}
+		task := <-got
+		require.Equal(t, state.TaskCompleted, task.State)
+		reads := counter.reads.Load() - before
+		require.Less(t, reads, int64(n), "reads of the task's state over %d batches of outcomes", n)
+
+		parked := submit(t, e, weft.Submission{Workflow: "w/chain", RunAt: time.Now().Add(time.Hour)}).Task.ID
+		go func() {
+			task, err := e.Wait(ctx, parked)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- task
+		}()
+		eventually(t, "the waiter's read", func() bool { return counter.reads.Load() > before+reads })
+		err := e.Cancel(ctx, parked)
+		require.NoError(t, err)
+		require.Equal(t, state.TaskCancelled, (<-got).State)
 	})
 }

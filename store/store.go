@@ -184,6 +184,15 @@ type DueWaker interface {
 	DueWake() <-chan struct{}
 }
 
+// TaskEnder is a store that tells its engine when one of its own
+// transactions ended a task (completed, failed, cancelled...): the engine
+// reads the states of the tasks its callers wait for then, instead of
+// after every batch of outcomes it records. Tasks that other processes end
+// are found by the engine's poll.
+type TaskEnder interface {
+	TaskEnded() <-chan struct{}
+}
+
 // Announcer is a store that can tell the engines of other processes to look
 // for work (Listener) when nothing the engine wrote made steps ready: an
 // engine announces an outcome that freed room under a concurrency limit

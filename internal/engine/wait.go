@@ -14,9 +14,10 @@ import (
 
 // This file holds what Wait waits on: the tasks the engine's callers wait
 // for, whose states one loop reads in one statement after each batch of
-// outcomes the engine records and every waitPoll (a task may end on
-// another engine), so that a thousand waiters cost one read a batch, not a
-// thousand. The loop runs while anyone waits.
+// outcomes the engine records (or, where the store tells, each transaction
+// of its that ended a task: store.TaskEnder) and every waitPoll (a task
+// may end on another engine), so that a thousand waiters cost one read a
+// batch, not a thousand. The loop runs while anyone waits.
 
 // waitPoll is how often the states of the tasks waited for are read when
 // no batch of outcomes comes.
@@ -106,14 +107,23 @@ func (w *waits) answer(ids []int64, states map[int64]state.Task, err error) {
 func (e *Engine) waitLoop() {
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
+	var ended <-chan struct{}
+	if te, ok := e.store.(store.TaskEnder); ok {
+		ended = te.TaskEnded()
+	}
 	for {
 		ids, ok := e.waits.ids()
 		if !ok {
 			return
 		}
 		// Taken before the read: a batch recorded during it wakes the
-		// next read.
-		settled := e.settledSignal()
+		// next read. A store that tells which of its transactions ended
+		// a task wakes it only for those (its signal, kept until taken,
+		// also comes after a read it raced).
+		settled := ended
+		if settled == nil {
+			settled = e.settledSignal()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitRead)
 		states, err := e.store.TaskStates(ctx, ids)
 		cancel()

@@ -57,6 +57,10 @@ func (s *Store) Heard(payload string) (due, own bool) {
 // ttl, a good_until, a schedule's next tick.
 func (s *Store) DueWake() <-chan struct{} { return s.due }
 
+// TaskEnded receives a value whenever a transaction of this handle ended a
+// task (its audit trail records the task's end).
+func (s *Store) TaskEnded() <-chan struct{} { return s.ended }
+
 // NudgeDue wakes DueWake; backends call it when another process wrote a
 // due time.
 func (s *Store) NudgeDue() {

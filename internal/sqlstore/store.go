@@ -158,6 +158,7 @@ type Store struct {
 	clock func() time.Time
 	wake  chan struct{}
 	due   chan struct{}
+	ended chan struct{}
 	// origin marks the notifications this handle sends for its own
 	// transactions, whose engines it woke itself (see notifyPayload).
 	origin string
@@ -216,7 +217,7 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
+		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), ended: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
 		rateSet: rateTakeSet(c.Dialect.Fence)}
 }
 

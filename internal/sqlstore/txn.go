@@ -90,6 +90,8 @@ type txn struct {
 	// committed: the transaction ended with a claim sent with its COMMIT
 	// (Pipeliner.FollowLast); what the claim still reads, it reads outside.
 	committed bool
+	// endedTask: the transaction ended a task (TaskEnded).
+	endedTask bool
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
@@ -163,13 +165,19 @@ func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) er
 }
 
 // woke wakes this handle's engines for what transaction t did: steps made
-// ready (Wake), a due time written (DueWake).
+// ready (Wake), a due time written (DueWake), a task ended (TaskEnded).
 func (s *Store) woke(t *txn) {
 	if t.leftReady() {
 		s.notify()
 	}
 	if t.timed {
 		s.NudgeDue()
+	}
+	if t.endedTask {
+		select {
+		case s.ended <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -503,6 +511,9 @@ func (t *txn) madeReady(id int64) {
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
 func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
+	if step == "" && state.Task(to).Terminal() {
+		t.endedTask = true
+	}
 	t.auditRoom(1)
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
 }
