@@ -152,14 +152,15 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	// The results of every claimed step's dependencies not read with its
-	// claim statement, in one statement.
+	// claim statement, nor recorded by this transaction (ranBefore), in
+	// one statement.
 	var unread []int
 	for i := range claimed {
 		if len(deps[i]) == 0 {
 			continue
 		}
 		claimed[i].Deps = make(map[string]json.RawMessage, len(deps[i]))
-		if _, read := t.depResults[claimed[i].ID]; !read {
+		if _, read := t.depResults[claimed[i].ID]; !read && !t.ranBefore(claimed[i], deps[i]) {
 			unread = append(unread, i)
 		}
 	}
@@ -199,6 +200,47 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	return nil
+}
+
+// stepAt is a step by its task and index.
+type stepAt struct{ task, idx int64 }
+
+// ranHere keeps the result of a run this transaction recorded (a step of
+// task at idx ended), as a dependency's result of the steps it may claim
+// after: a chain's next step, a join whose dependencies ended together.
+func (t *txn) ranHere(task, idx int64, r depResult) {
+	if t.ran == nil {
+		t.ran = map[stepAt]depResult{}
+	}
+	t.ran[stepAt{task, idx}] = r
+}
+
+// ranBefore reports whether every dependency (deps, indexes) of claimed
+// step c ended in a run this transaction recorded, and then takes their
+// results as c's, in index order, as a read of them would give.
+func (t *txn) ranBefore(c store.ClaimedStep, deps []int) bool {
+	if len(t.ran) == 0 {
+		return false
+	}
+	results := make([]depResult, 0, len(deps))
+	for _, d := range deps {
+		r, ok := t.ran[stepAt{c.TaskID, int64(d)}]
+		if !ok {
+			return false
+		}
+		results = append(results, r)
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].idx < results[j].idx })
+	if t.depResults == nil {
+		t.depResults = map[int64][]depResult{}
+	}
+	t.depResults[c.ID] = results
+	return true
+}
+
+// resultText is a result as its step's row holds it: NULL where empty.
+func resultText(r json.RawMessage) sql.NullString {
+	return sql.NullString{String: string(r), Valid: len(r) > 0}
 }
 
 // depResultsOf is a column of the claim statement's rows, where a

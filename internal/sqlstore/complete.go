@@ -239,7 +239,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	update := `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 		FROM ` + from + `
 		WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
-		RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id`
+		RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
@@ -259,13 +259,14 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		breaker breakerHit
 		task    taskAccount
 		claim   stepClaim
+		kind    string
 	}
 	// One set of scan destinations for every row.
 	var v recorded
 	brk, scanned := v.breaker.dest()
 	dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
 	c := &v.claim
-	dest = append(dest, &c.audited, &c.startedAt, &c.leaseID, &c.idx, &c.engine)
+	dest = append(dest, &c.audited, &c.startedAt, &c.leaseID, &c.idx, &c.engine, &v.kind)
 	if withTasks {
 		dest = append(dest, v.task.dest()...)
 	}
@@ -299,6 +300,9 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 		}
 		t.auditRunEnd(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason)
 		ends[j] = len(t.audits) - 1
+		if e.children != "" { // a dependency of others
+			t.ranHere(e.taskID, v.claim.idx, depResult{name: e.name, kind: v.kind, idx: int(v.claim.idx), result: resultText(os[i].Result)})
+		}
 		t.breakerHit(v.breaker, v.id, e.taskID, e.name, os[i], e.st)
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
 			tasks = append(tasks, v.task)

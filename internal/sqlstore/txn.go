@@ -68,6 +68,9 @@ type txn struct {
 	// ahead: the first round's query of candidates, sent with the claim's
 	// first statement (candidatesAhead).
 	ahead *aheadQuery
+	// ran: the results of the runs this transaction recorded, by task
+	// and index, as dependencies' results (ranHere).
+	ran map[stepAt]depResult
 	// depResults: the results of claimed steps' dependencies, by step,
 	// read with their claim statement (claimed.go).
 	depResults map[int64][]depResult

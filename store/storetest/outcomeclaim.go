@@ -19,6 +19,58 @@ var outcomeClaimTests = []struct {
 }{
 	{"CompleteAndClaimTakesTheChildren", testCompleteAndClaim},
 	{"InsertAndClaimTakesTheFirstSteps", testInsertAndClaim},
+	{"ChildClaimedWithItsParentsSeesTheirResults", testClaimedWithParentsResults},
+}
+
+// testClaimedWithParentsResults: a child claimed in the transaction that
+// records the ends of all its dependencies sees their results as a child
+// claimed after them does: a completed step's result as recorded, a batch
+// step that failed as the results of its items (none). The twin task's
+// dependencies end in two batches, its child claimed with the second.
+func testClaimedWithParentsResults(t *testing.T, h *harness) {
+	oc, ok := h.s.(store.OutcomeClaimer)
+	if !ok {
+		t.Skip("the store does not claim with outcomes")
+	}
+	steps := []store.StepInsert{
+		{Name: "x", Handler: "h", MaxAttempts: 1},
+		{Name: "y", Handler: "h", MaxAttempts: 1, Kind: store.KindBatch},
+		{Name: "j", Handler: "h", MaxAttempts: 1, Deps: []int{0, 1}, TriggerRule: "all_done"},
+	}
+	ends := func(c []store.ClaimedStep) []store.Outcome {
+		var out []store.Outcome
+		for _, s := range c {
+			o := store.Outcome{Fence: s.Fence, EngineID: "e1", State: state.StepCompleted, Result: json.RawMessage(`{"n": 1,  "from" : "x"}`)}
+			if s.Name == "y" {
+				o.State, o.Result, o.Error = state.StepFailed, nil, "split failed"
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+	deps := map[bool]map[string]json.RawMessage{}
+	for _, together := range []bool{true, false} {
+		id := h.insert(store.TaskInsert{Steps: steps})[0].Task.ID
+		xy := h.claim("e1", 10)
+		require.Equal(t, []string{"x", "y"}, names(xy))
+		batches := [][]store.Outcome{ends(xy)}
+		if !together {
+			batches = [][]store.Outcome{ends(xy[:1]), ends(xy[1:])}
+		}
+		var claimed []store.ClaimedStep
+		for _, b := range batches {
+			results, got, err := oc.CompleteAndClaim(h.ctx, b, store.ClaimParams{EngineID: "e1", Limit: 5, LeaseID: 78})
+			require.NoError(t, err)
+			require.Equal(t, make([]error, len(b)), results)
+			claimed = append(claimed, got...)
+		}
+		require.Equal(t, []string{"j"}, names(claimed), "task %d", id)
+		require.Equal(t, []string{"x", "y"}, claimed[0].DependsOn)
+		deps[together] = claimed[0].Deps
+	}
+	require.Equal(t, `{"n": 1,  "from" : "x"}`, string(deps[true]["x"]), "the result as recorded")
+	require.JSONEq(t, `[]`, string(deps[true]["y"]), "a batch step's items' results")
+	require.Equal(t, deps[false], deps[true])
 }
 
 // testCompleteAndClaim: recording outcomes that make steps ready claims
