@@ -184,11 +184,12 @@ type DueWaker interface {
 	DueWake() <-chan struct{}
 }
 
-// TaskEnder is a store that tells its engine when one of its own
-// transactions ended a task (completed, failed, cancelled...): the engine
-// reads the states of the tasks its callers wait for then, instead of
-// after every batch of outcomes it records. Tasks that other processes end
-// are found by the engine's poll.
+// TaskEnder is a store that tells its engines when one of its own
+// transactions ended a task (completed, failed, cancelled...): TaskEnded
+// returns a channel closed once the next such transaction has committed.
+// The engine reads the states of the tasks its callers wait for then,
+// instead of after every batch of outcomes it records. Tasks that other
+// processes end are found by the engine's poll.
 type TaskEnder interface {
 	TaskEnded() <-chan struct{}
 }

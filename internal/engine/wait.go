@@ -107,10 +107,7 @@ func (w *waits) answer(ids []int64, states map[int64]state.Task, err error) {
 func (e *Engine) waitLoop() {
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
-	var ended <-chan struct{}
-	if te, ok := e.store.(store.TaskEnder); ok {
-		ended = te.TaskEnded()
-	}
+	ender, _ := e.store.(store.TaskEnder)
 	for {
 		ids, ok := e.waits.ids()
 		if !ok {
@@ -118,10 +115,11 @@ func (e *Engine) waitLoop() {
 		}
 		// Taken before the read: a batch recorded during it wakes the
 		// next read. A store that tells which of its transactions ended
-		// a task wakes it only for those (its signal, kept until taken,
-		// also comes after a read it raced).
-		settled := ended
-		if settled == nil {
+		// a task wakes it only for those.
+		var settled <-chan struct{}
+		if ender != nil {
+			settled = ender.TaskEnded()
+		} else {
 			settled = e.settledSignal()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitRead)

@@ -177,10 +177,7 @@ func (s *Store) woke(t *txn) {
 		s.NudgeDue()
 	}
 	if t.endedTask {
-		select {
-		case s.ended <- struct{}{}:
-		default:
-		}
+		s.taskEnded()
 	}
 }
 

@@ -26,6 +26,45 @@ var runningTests = []struct {
 	{"OverdueSteps", testOverdueSteps},
 	{"BatchItemsTakeTemplateTimeout", testBatchItemTimeout},
 	{"HeldStep", testHeldStep},
+	{"TaskEndedTellsEveryListener", testTaskEnded},
+}
+
+// testTaskEnded: a store that tells when its transactions end a task
+// (store.TaskEnder) closes the channel every listener took, once a task
+// completes or is cancelled, and not for a step that leaves its task
+// running.
+func testTaskEnded(t *testing.T, h *harness) {
+	te, ok := h.s.(store.TaskEnder)
+	if !ok {
+		t.Skip("the store does not tell when tasks end")
+	}
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	id := h.insert(store.TaskInsert{Steps: chain("a", "b")})[0].Task.ID
+	first, second := te.TaskEnded(), te.TaskEnded()
+	a := h.claim("e1", 10)
+	require.Equal(t, []string{"a"}, names(a))
+	h.ok(a[0], `{}`)
+	require.False(t, closed(first), "a step that leaves its task running")
+	b := h.claim("e1", 10)
+	require.Equal(t, []string{"b"}, names(b))
+	h.ok(b[0], `{}`)
+	require.Equal(t, state.TaskCompleted, h.task(id).State)
+	require.True(t, closed(first), "the task completed")
+	require.True(t, closed(second), "every listener is told")
+
+	next := te.TaskEnded()
+	require.False(t, closed(next), "a channel for the next end")
+	parked := h.insert(store.TaskInsert{Steps: chain("c")})[0].Task.ID
+	_, err := h.s.CancelTask(h.ctx, parked, "e1", "no longer needed")
+	require.NoError(t, err)
+	require.True(t, closed(next), "the task cancelled")
 }
 
 // drainWake empties the store's wake channel.
