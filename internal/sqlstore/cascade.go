@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -239,13 +241,33 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	if t.s.d.ClaimLock != "" {
 		lock = " FOR UPDATE"
 	}
-	rows, err := t.query(`SELECT `+taskAccountColumns+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
+	// Where children of these steps may be claimed next in this
+	// transaction, the handlers' part of their tasks comes too
+	// (startTasks takes it from there).
+	withContext := !t.s.d.WithWrites && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
+	cols := taskAccountColumns
+	if withContext {
+		cols += `, input, workflow, version, traceparent`
+	}
+	rows, err := t.query(`SELECT `+cols+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks of ended steps: %w", err)
 	}
 	current, err := collect(rows, func(r Row) (taskAccount, error) {
 		var c taskAccount
-		return c, r.Scan(c.dest()...)
+		if !withContext {
+			return c, r.Scan(c.dest()...)
+		}
+		var ct claimedTask
+		var input string
+		if err := r.Scan(append(c.dest(), &input, &ct.workflow, &ct.version, &ct.traceparent)...); err != nil {
+			return c, err
+		}
+		if c.st != state.TaskPending {
+			ct.input = json.RawMessage(input)
+			t.readTask(c.id, ct)
+		}
+		return c, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read tasks of ended steps: %w", err)

@@ -238,6 +238,17 @@ func (t *txn) ranBefore(c store.ClaimedStep, deps []int) bool {
 	return true
 }
 
+// readTask keeps the handlers' part of task id, started before and read in
+// this transaction, for the steps of it the transaction claims after
+// (startTasks): a task's input, workflow, version and traceparent never
+// change.
+func (t *txn) readTask(id int64, ct claimedTask) {
+	if t.started == nil {
+		t.started = map[int64]claimedTask{}
+	}
+	t.started[id] = ct
+}
+
 // resultText is a result as its step's row holds it: NULL where empty.
 func resultText(r json.RawMessage) sql.NullString {
 	return sql.NullString{String: string(r), Valid: len(r) > 0}
@@ -393,7 +404,11 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	var rest []int64
 	for _, id := range ids {
-		if !seen[id] {
+		switch ct, ok := t.started[id]; {
+		case seen[id]:
+		case ok:
+			infos = append(infos, loaded{id: id, claimedTask: ct})
+		default:
 			rest = append(rest, id)
 		}
 	}

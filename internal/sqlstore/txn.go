@@ -68,6 +68,9 @@ type txn struct {
 	// ahead: the first round's query of candidates, sent with the claim's
 	// first statement (candidatesAhead).
 	ahead *aheadQuery
+	// started: the handlers' part of tasks started before, read in this
+	// transaction (readTask).
+	started map[int64]claimedTask
 	// ran: the results of the runs this transaction recorded, by task
 	// and index, as dependencies' results (ranHere).
 	ran map[stepAt]depResult

@@ -25,8 +25,9 @@ var outcomeClaimTests = []struct {
 // testClaimedWithParentsResults: a child claimed in the transaction that
 // records the ends of all its dependencies sees their results as a child
 // claimed after them does: a completed step's result as recorded, a batch
-// step that failed as the results of its items (none). The twin task's
-// dependencies end in two batches, its child claimed with the second.
+// step that failed as the results of its items (none); and its task's
+// input, workflow, version and traceparent. The twin task's dependencies
+// end in two batches, its child claimed with the second.
 func testClaimedWithParentsResults(t *testing.T, h *harness) {
 	oc, ok := h.s.(store.OutcomeClaimer)
 	if !ok {
@@ -50,7 +51,9 @@ func testClaimedWithParentsResults(t *testing.T, h *harness) {
 	}
 	deps := map[bool]map[string]json.RawMessage{}
 	for _, together := range []bool{true, false} {
-		id := h.insert(store.TaskInsert{Steps: steps})[0].Task.ID
+		const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+		id := h.insert(store.TaskInsert{Workflow: "chain", Version: "7", Input: json.RawMessage(`{"in": 1}`),
+			TraceParent: traceparent, Steps: steps})[0].Task.ID
 		xy := h.claim("e1", 10)
 		require.Equal(t, []string{"x", "y"}, names(xy))
 		batches := [][]store.Outcome{ends(xy)}
@@ -66,6 +69,9 @@ func testClaimedWithParentsResults(t *testing.T, h *harness) {
 		}
 		require.Equal(t, []string{"j"}, names(claimed), "task %d", id)
 		require.Equal(t, []string{"x", "y"}, claimed[0].DependsOn)
+		c := claimed[0]
+		require.Equal(t, []string{"chain", "7", traceparent}, []string{c.Workflow, c.Version, c.TraceParent}, "its task's")
+		require.JSONEq(t, `{"in": 1}`, string(c.Input), "its task's input")
 		deps[together] = claimed[0].Deps
 	}
 	require.Equal(t, `{"n": 1,  "from" : "x"}`, string(deps[true]["x"]), "the result as recorded")
