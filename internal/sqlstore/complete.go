@@ -219,27 +219,39 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	for i, o := range os {
 		byStep[o.Fence.StepID] = i
 	}
-	from, args := rowset(t, "o", os,
-		intCol("o_id", func(o *store.Outcome) int64 { return o.Fence.StepID }),
-		intCol("o_attempt", func(o *store.Outcome) int64 { return int64(o.Fence.Attempt) }),
-		intCol("o_lease", func(o *store.Outcome) int64 { return o.Fence.LeaseID }),
-		textCol("o_state", func(o *store.Outcome) string { return string(o.State) }),
-		jsonCol("o_result", func(o *store.Outcome) json.RawMessage {
-			if len(o.Result) == 0 {
-				return nil
-			}
-			return o.Result
-		}),
-		textCol("o_error", func(o *store.Outcome) string { return o.Error }))
 	// The fence: each step must still be running under exactly its attempt
 	// and lease. By primary key: (state || '') keeps the planner off
 	// steps_running, whose entries of steps that ended since the last
 	// vacuum a bitmap scan would read at every batch (9,000 of them for 26
 	// rows, 1.9 ms, in a burn-down).
-	update := `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
-		FROM ` + from + `
-		WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease
-		RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
+	const returning = `RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
+	var update string
+	var args []any
+	if len(os) == 1 && !t.s.d.Arrays {
+		// One outcome (an idle engine's, a DAG's level): by parameters,
+		// which SQLite runs faster than a rowset of one (dag7 p50 -7%).
+		o := os[0]
+		update = `UPDATE steps SET state = ?, sub = '', result = ?, error = ?, finished_at = ?, deadline = NULL
+			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
+		args = []any{string(o.State), resultParam(o.Result), o.Error, t.now, o.Fence.StepID, int64(o.Fence.Attempt), o.Fence.LeaseID}
+	} else {
+		from, rowArgs := rowset(t, "o", os,
+			intCol("o_id", func(o *store.Outcome) int64 { return o.Fence.StepID }),
+			intCol("o_attempt", func(o *store.Outcome) int64 { return int64(o.Fence.Attempt) }),
+			intCol("o_lease", func(o *store.Outcome) int64 { return o.Fence.LeaseID }),
+			textCol("o_state", func(o *store.Outcome) string { return string(o.State) }),
+			jsonCol("o_result", func(o *store.Outcome) json.RawMessage {
+				if len(o.Result) == 0 {
+					return nil
+				}
+				return o.Result
+			}),
+			textCol("o_error", func(o *store.Outcome) string { return o.Error }))
+		update = `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
+			FROM ` + from + `
+			WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease ` + returning
+		args = append([]any{t.now}, rowArgs...)
+	}
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
@@ -249,7 +261,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id
 			ORDER BY tasks.id, s.id FOR UPDATE OF tasks`
 	}
-	q, err := t.query(update, append([]any{t.now}, args...)...)
+	q, err := t.query(update, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
