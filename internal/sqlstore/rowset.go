@@ -146,6 +146,19 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 		append(constArgs, doc.String())
 }
 
+// paramRow is one row as a relation of its values as parameters: SQLite
+// reads it in an INSERT … SELECT faster than a JSON document of one row
+// (7.5 against 26 µs an audit row), though not in an UPDATE … FROM, where
+// it materializes the row (120 against 50 µs). It returns the FROM item
+// and its arguments, as rowset does.
+func paramRow[R any](alias string, row *R, cols ...col[R]) (string, []any) {
+	sel, args := make([]string, len(cols)), make([]any, len(cols))
+	for c, col := range cols {
+		sel[c], args[c] = "? AS "+col.name, col.param(row)
+	}
+	return fmt.Sprintf("(SELECT %s) AS %s", strings.Join(sel, ", "), alias), args
+}
+
 // scalar is the placeholder of one value of a rowset column.
 func (t *txn) scalar(typ colType) string {
 	if !t.s.d.Arrays {

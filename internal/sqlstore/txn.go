@@ -418,7 +418,13 @@ func (t *txn) flushAudit() error {
 			return fmt.Errorf("audit step %q of task %d: its run ends without the step's id to record its claim with", e.step, e.taskID)
 		}
 	}
-	from, args := rowset(t, "u", entries, auditRowset...)
+	var from string
+	var args []any
+	if len(entries) == 1 && !t.s.d.Arrays {
+		from, args = paramRow("u", &entries[0], auditRowset...)
+	} else {
+		from, args = rowset(t, "u", entries, auditRowset...)
+	}
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim)
 		SELECT u_task, u_step, u_from, u_to, CASE WHEN u_at = 0 THEN ? ELSE u_at END, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
 	return t.soon("audit", q, append([]any{t.now}, args...)...)
