@@ -1,0 +1,262 @@
+package sqlstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/weftrun/weft/state"
+)
+
+// This file holds a write transaction's audit queue: the entries its
+// changes queue (audit, auditRunEnd, auditClaim, auditMove), folded into
+// as few rows as read back the same (foldAudit), and written in one
+// statement before the transaction commits (flushAudit), each row that
+// ends a run with the run's claim (claimOfRun).
+
+// auditRow is one audit entry to write. A step's row may also carry its
+// task's transition (taskFrom, taskTo, taskReason: see foldAudit).
+type auditRow struct {
+	taskID   int64
+	step     string
+	from, to string
+	attempt  int
+	reason   string
+	engine   string
+	// at is when the transition happened, where it is not the
+	// transaction's time (0): a claim recorded after it (auditClaim).
+	at int64
+
+	taskFrom, taskTo, taskReason string
+	// stepID is the step's id where the entry ends a run (from running):
+	// the row records the run's claim too, read from the step's row as
+	// the row is written (flushAudit), unless an earlier row did; or, where
+	// claimRead, claim is it, read with the run's end (nil: recorded).
+	stepID    int64
+	claim     *runClaim
+	claimRead bool
+	// steps lists, as name, state, name, state, ..., further steps of the
+	// task whose transitions ride on the row (foldAudit): one entry each
+	// when read, after the row's own.
+	steps []string
+}
+
+// foldAudit writes entries on the row queued just before them for their
+// task, by the same engine, where the row reads them back in the same order
+// (scanAudit: the row's own entry, its task's transition, then its list of
+// steps), in fewer rows:
+//   - a task's transition, on a step's row that carries no task transition
+//     and no list yet: a task's start with its first claimed step, its end
+//     with its last step;
+//   - a step's transition, into the list (each step's name and new state)
+//     of a row whose own entry has the same from, attempt and reason and,
+//     if it is a step's, the same new state: a task's steps submitted with
+//     it (on the task's row), readied together, or finished together where
+//     one claim took them (the row's claim is theirs too; only the row's
+//     own may start the task) or their claims are recorded already.
+//
+// A row holds at most entriesPerRow entries.
+func foldAudit(entries []auditRow) []auditRow {
+	out := entries[:0]
+	last := foldLast.Get().(map[int64]int)
+	defer func() {
+		if len(last) <= maxPooledAudits {
+			clear(last)
+			foldLast.Put(last)
+		}
+	}()
+	for _, e := range entries {
+		if j, ok := last[e.taskID]; ok {
+			p := &out[j]
+			switch {
+			case p.engine != e.engine || p.at != e.at:
+			case e.step == "" && p.step != "" && p.taskTo == "" && len(p.steps) == 0:
+				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
+				continue
+			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
+				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries()+e.entries() <= entriesPerRow && sameRun(p, &e):
+				p.steps = append(p.steps, e.step, e.to)
+				continue
+			}
+		}
+		out = append(out, e)
+		last[e.taskID] = len(out) - 1
+	}
+	return out
+}
+
+// sameRun reports whether e may ride on row p as far as claims go: neither
+// ends a run, or both do, with their claims read and made together (e's
+// not starting the task) or recorded already.
+func sameRun(p, e *auditRow) bool {
+	if p.stepID == 0 || e.stepID == 0 {
+		return p.stepID == 0 && e.stepID == 0
+	}
+	if !p.claimRead || !e.claimRead || p.claim == nil || e.claim == nil {
+		return p.claimRead && e.claimRead && p.claim == nil && e.claim == nil
+	}
+	return p.claim.sameAs(e.claim) && !e.claim.starts
+}
+
+// stepsText is the row's list of steps as written: a JSON array, or empty.
+func (r *auditRow) stepsText() string {
+	if len(r.steps) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(r.steps) // strings always encode
+	return string(b)
+}
+
+// entries counts the entries the row reads back as.
+func (r *auditRow) entries() int {
+	n := 1 + len(r.steps)/2
+	if r.taskTo != "" {
+		n++
+	}
+	if r.stepID != 0 {
+		n += 2 + len(r.steps)/2 // the claims, and the task's start
+	}
+	return n
+}
+
+// flushAudit writes the queued audit entries, folded (foldAudit), in one
+// statement whatever their count, sent with the commit where it can be
+// (soon).
+func (t *txn) flushAudit() error {
+	queued := t.audits
+	entries := foldAudit(queued)
+	t.audits = nil
+	defer putAuditBuffer(queued)
+	if len(entries) == 0 {
+		return nil
+	}
+	for i := range entries {
+		if e := &entries[i]; e.step != "" && e.from == string(state.StepRunning) && e.stepID == 0 {
+			return fmt.Errorf("audit step %q of task %d: its run ends without the step's id to record its claim with", e.step, e.taskID)
+		}
+	}
+	var from string
+	var args []any
+	if len(entries) == 1 && !t.s.d.Arrays {
+		from, args = paramRow("u", &entries[0], auditRowset...)
+	} else {
+		from, args = rowset(t, "u", entries, auditRowset...)
+	}
+	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim)
+		SELECT u_task, u_step, u_from, u_to, CASE WHEN u_at = 0 THEN ? ELSE u_at END, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
+	return t.soon("audit", q, append([]any{t.now}, args...)...)
+}
+
+// auditRowset are the columns of flushAudit's rowset.
+var auditRowset = []col[auditRow]{
+	intCol("u_task", func(e *auditRow) int64 { return e.taskID }),
+	textCol("u_step", func(e *auditRow) string { return e.step }),
+	textCol("u_from", func(e *auditRow) string { return e.from }),
+	textCol("u_to", func(e *auditRow) string { return e.to }),
+	intCol("u_attempt", func(e *auditRow) int64 { return int64(e.attempt) }),
+	textCol("u_engine", func(e *auditRow) string { return e.engine }),
+	textCol("u_reason", func(e *auditRow) string { return e.reason }),
+	intCol("u_at", func(e *auditRow) int64 { return e.at }),
+	textCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
+	textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
+	textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
+	textCol("u_steps", (*auditRow).stepsText),
+	intCol("u_step_id", func(e *auditRow) int64 { return e.stepID }),
+	textCol("u_claim", func(e *auditRow) string {
+		if e.claim == nil {
+			return ""
+		}
+		return e.claim.text()
+	}),
+	intCol("u_claim_read", func(e *auditRow) int64 {
+		if e.claimRead {
+			return 1
+		}
+		return 0
+	}),
+}
+
+// claimOfRun is the claim column of an audit row of flushAudit's: for a
+// row that ends a run (u_step_id), the run's claim as read with its end
+// (u_claim_read), or as the step's row holds it until the next claim,
+// unless an audit row has it already (claim_audited); the run's attempt
+// is the row's, or, where the row names none, the step's.
+const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 THEN '' ELSE COALESCE((SELECT ` +
+	claimAt + `CASE WHEN u_attempt > 0 THEN u_attempt ELSE s.attempt END` + claimRest + `
+		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = u_step_id AND s.claim_audited = 0), '') END`
+
+// auditBuffers keeps the backing arrays of transactions' audit queues
+// between writes: a busy engine queues thousands of entries a second, and
+// growing a new queue each time was a fifth of the SQLite writer's garbage.
+var auditBuffers = sync.Pool{New: func() any { return new([]auditRow) }}
+
+// foldLast keeps foldAudit's maps (each task's last row) between writes.
+var foldLast = sync.Pool{New: func() any { return map[int64]int{} }}
+
+// maxPooledAudits bounds the queues kept: a rare huge write's is dropped.
+const maxPooledAudits = 4096
+
+// getAuditBuffer returns an empty audit queue with room.
+func getAuditBuffer() []auditRow {
+	return (*auditBuffers.Get().(*[]auditRow))[:0]
+}
+
+// putAuditBuffer keeps q's backing array for the next write, emptied of
+// what its entries referenced. Past len(q) it holds nothing: entries are
+// only appended until the queue is flushed, and each queue comes back
+// cleared.
+func putAuditBuffer(q []auditRow) {
+	if cap(q) == 0 || cap(q) > maxPooledAudits {
+		return
+	}
+	clear(q)
+	q = q[:0]
+	auditBuffers.Put(&q)
+}
+
+// auditRoom makes room in the audit queue for n more entries.
+func (t *txn) auditRoom(n int) {
+	if t.audits == nil {
+		t.audits = getAuditBuffer()
+	}
+	t.audits = slices.Grow(t.audits, n)
+}
+
+// audit queues one audit entry; the transaction writes the queue in bulk
+// before it commits.
+func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
+	if step == "" && state.Task(to).Terminal() {
+		t.endedTask = true
+	}
+	t.auditRoom(1)
+	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
+}
+
+// auditRunEnd queues the audit entry of a step's run that ends, moving the
+// step from running to to; its row records the run's claim too.
+func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, attempt int, reason string) {
+	t.auditRoom(1)
+	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
+		attempt: attempt, reason: reason, engine: t.engine, stepID: stepID})
+}
+
+// auditClaim queues the entries of claim c of task taskID's step, as they
+// read back (runClaim.entries): the step's claim, and the task's start on
+// its row where the claim started the task (foldAudit).
+func (t *txn) auditClaim(taskID int64, step string, c runClaim) {
+	for _, e := range c.entries(taskID, step) {
+		t.auditRoom(1)
+		t.audits = append(t.audits, auditRow{taskID: taskID, step: e.Step, from: e.From, to: e.To, attempt: e.Attempt,
+			reason: e.Reason, engine: e.EngineID, at: c.at})
+	}
+}
+
+// auditMove queues the audit entry of a step moved from from to to.
+func (t *txn) auditMove(stepID, taskID int64, step string, from, to state.Step, attempt int, reason string) {
+	if from == state.StepRunning {
+		t.auditRunEnd(stepID, taskID, step, to, attempt, reason)
+		return
+	}
+	t.audit(taskID, step, string(from), string(to), attempt, reason)
+}
