@@ -138,7 +138,7 @@ func (t *txn) flushAudit() error {
 	}
 	var from string
 	var args []any
-	if len(entries) == 1 && !t.s.d.Arrays {
+	if t.byParams(len(entries)) {
 		from, args = paramRow("u", &entries[0], auditRowset...)
 	} else {
 		from, args = rowset(t, "u", entries, auditRowset...)

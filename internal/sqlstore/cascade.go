@@ -365,9 +365,7 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 		updates[i] = update{c, to, end}
 	}
 	// Nothing reads what it returns: it goes with the next statement.
-	if len(updates) == 1 && !t.s.d.Arrays {
-		// One task (an idle engine's batch, a DAG's level): by
-		// parameters, which SQLite runs faster than a rowset of one.
+	if t.byParams(len(updates)) {
 		u := updates[0]
 		if err := t.soon("account ended steps", `UPDATE tasks SET remaining = ?, failed = ?, error = ?, state = ?,
 			finished_at = CASE WHEN ? = 1 THEN ? ELSE finished_at END WHERE id = ?`,

@@ -249,16 +249,8 @@ func (t *txn) readTask(id int64, ct claimedTask) {
 	t.started[id] = ct
 }
 
-// resultParam is a result as a parameter for its step's row: nil (NULL)
-// where empty.
-func resultParam(r json.RawMessage) any {
-	if len(r) == 0 {
-		return nil
-	}
-	return string(r)
-}
-
-// resultText is a result as its step's row holds it: NULL where empty.
+// resultText is a result as its step's row holds it, and as a parameter
+// writes it: NULL where empty.
 func resultText(r json.RawMessage) sql.NullString {
 	return sql.NullString{String: string(r), Valid: len(r) > 0}
 }

@@ -146,11 +146,18 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 		append(constArgs, doc.String())
 }
 
-// paramRow is one row as a relation of its values as parameters: SQLite
-// reads it in an INSERT … SELECT faster than a JSON document of one row
-// (7.5 against 26 µs an audit row), though not in an UPDATE … FROM, where
-// it materializes the row (120 against 50 µs). It returns the FROM item
-// and its arguments, as rowset does.
+// byParams reports whether n rows go as parameters instead of a rowset: on
+// SQLite, one row (an idle engine's batch, each level of a DAG), where a
+// JSON document of one row cost more to read than the row's write: an
+// UPDATE by parameters 33 against 43 to 58 µs, an INSERT … SELECT from a
+// row of parameters (paramRow) 7.5 against 26 µs. In an UPDATE … FROM
+// SQLite materializes a row of parameters (120 µs), so updates of one row
+// are plain UPDATEs. PostgreSQL keeps its arrays, one plan a shape.
+func (t *txn) byParams(n int) bool { return n == 1 && !t.s.d.Arrays }
+
+// paramRow is one row as a relation of its values as parameters, for an
+// INSERT … SELECT of a row that goes by parameters (byParams). It returns
+// the FROM item and its arguments, as rowset does.
 func paramRow[R any](alias string, row *R, cols ...col[R]) (string, []any) {
 	sel, args := make([]string, len(cols)), make([]any, len(cols))
 	for c, col := range cols {
