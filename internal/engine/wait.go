@@ -13,14 +13,14 @@ import (
 )
 
 // This file holds what Wait waits on: the tasks the engine's callers wait
-// for, whose states one loop reads in one statement after each batch of
-// outcomes the engine records (or, where the store tells, each transaction
-// of its that ended a task: store.TaskEnder) and every waitPoll (a task
-// may end on another engine), so that a thousand waiters cost one read a
-// batch, not a thousand. The loop runs while anyone waits.
+// for, whose states one loop reads in one statement whenever a transaction
+// of the engine's store ends a task (store.TaskEnder; on a store that does
+// not tell, after each batch of outcomes the engine records) and every
+// waitPoll (a task may end on another engine), so that a thousand waiters
+// cost one read an end, not a thousand. The loop runs while anyone waits.
 
 // waitPoll is how often the states of the tasks waited for are read when
-// no batch of outcomes comes.
+// the store tells of no end.
 const waitPoll = 100 * time.Millisecond
 
 // waitRead bounds one read of the states.

@@ -74,13 +74,8 @@ func (e *Engine) Workflow(ctx context.Context, namespace, name, version string) 
 }
 
 func (e *Engine) workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
-	if version != "" {
-		e.mu.Lock()
-		w := e.workflows[namespace+"/"+name+"@"+version]
-		e.mu.Unlock()
-		if w != nil {
-			return w, nil
-		}
+	if w := e.decoded(namespace, name, version); w != nil {
+		return w, nil
 	}
 	rec, err := e.store.GetWorkflow(ctx, namespace, name, version)
 	if err != nil {
@@ -88,11 +83,8 @@ func (e *Engine) workflow(ctx context.Context, namespace, name, version string) 
 	}
 	// A version's definition never changes once stored: the newest,
 	// decoded before, is decoded again only if the engine has not yet.
-	e.mu.Lock()
-	known := e.workflows[namespace+"/"+name+"@"+rec.Version]
-	e.mu.Unlock()
-	if known != nil {
-		return known, nil
+	if w := e.decoded(namespace, name, rec.Version); w != nil {
+		return w, nil
 	}
 	var w workflow.Workflow
 	if err := json.Unmarshal(rec.Definition, &w); err != nil {
@@ -102,4 +94,16 @@ func (e *Engine) workflow(ctx context.Context, namespace, name, version string) 
 	e.workflows[w.Ref()] = &w
 	e.mu.Unlock()
 	return &w, nil
+}
+
+// decoded returns the workflow version the engine registered or decoded
+// before, or nil (always for version "", the newest, which only the store
+// knows).
+func (e *Engine) decoded(namespace, name, version string) *workflow.Workflow {
+	if version == "" {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.workflows[namespace+"/"+name+"@"+version]
 }
