@@ -3,9 +3,12 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/weftrun/weft/state"
@@ -24,33 +27,45 @@ const (
 		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 )
 
-// stepsPerInsert bounds the rows of one statement of insertStepRows: 64
-// rows of 31 values stay far below SQLite's 32,766 parameters.
+// stepsPerInsert bounds the rows of one statement of template.insert.
 const stepsPerInsert = 64
 
-// insertStepRows returns the statement that inserts n steps' rows
-// (newStepRow, one after another): one statement for a task's steps
-// rather than one a step, which cost SQLite's writer a statement's
-// overhead a step.
-func insertStepRows(n int) string {
-	if n < len(smallStepInserts) {
-		return smallStepInserts[n]
-	}
-	return stepRowsInsert(n)
-}
+// plainPerInsert bounds the rows of one statement of taskRowsInsert.
+const plainPerInsert = 64
 
-// smallStepInserts are the statements of insertStepRows for tasks of few
-// steps, the most common, built once.
-var smallStepInserts = func() (q [17]string) {
-	for n := 1; n < len(q); n++ {
-		q[n] = stepRowsInsert(n)
+// taskRowInserts are the statements of taskRowsInsert, by the base-two
+// logarithm of their number of rows, built once: a call's tasks go in
+// statements of a power of two rows, so that their few texts are each
+// prepared once.
+var taskRowInserts = func() (q [7]string) {
+	for i := range q {
+		q[i] = taskRowsInsert(1 << i)
 	}
 	return q
 }()
 
-func stepRowsInsert(n int) string {
-	row := `(` + placeholders(len(stepInsertColumns)) + `)`
-	return `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+// taskRowsInsert returns the statement that inserts n tasks without keys,
+// each row the values of newTask.row (from ?2 on), its state and its time
+// of creation (?1): the columns of taskCopyColumns but the id. It returns
+// their ids.
+func taskRowsInsert(n int) string {
+	cols := len(newTask{}.row(store.TaskInsert{}))
+	var b strings.Builder
+	b.WriteString(`INSERT INTO tasks (` + strings.Join(taskCopyColumns[1:], ", ") + `) VALUES `)
+	p := 2
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for range cols {
+			fmt.Fprintf(&b, "?%d, ", p)
+			p++
+		}
+		b.WriteString(`'pending', ?1)`)
+	}
+	b.WriteString(" RETURNING id")
+	return b.String()
 }
 
 // InsertTasks submits tasks in one transaction.
@@ -120,7 +135,8 @@ func (s *Store) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.
 // insertTasks writes tasks in input order. Where the database takes arrays,
 // the tasks are written in bulk, a constant number of statements whatever
 // their count (submitbulk.go), except that a task with Supersede takes the
-// path of one task in its turn; elsewhere every task takes that path.
+// path of one task in its turn; elsewhere the tasks without keys go in
+// statements of many rows (insertPlain), the others take that path.
 func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	for i, in := range tasks {
 		if err := validateInsert(in); err != nil {
@@ -133,12 +149,25 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 	out := make([]store.InsertResult, len(tasks))
 	tpl := templates{}
 	if !t.s.d.Arrays {
-		for i, in := range tasks {
-			r, err := t.insertOne(tpl, in, i, len(tasks))
+		// Each run of tasks without keys goes in together (insertPlain);
+		// a task with a key takes the path of one task.
+		for i := 0; i < len(tasks); {
+			j := i
+			for j < len(tasks) && tasks[j].IdempotencyKey == "" && !tasks[j].Supersede {
+				j++
+			}
+			if j > i {
+				if err := t.insertPlain(tpl, tasks[i:j], out[i:j], i, len(tasks)); err != nil {
+					return nil, err
+				}
+				i = j
+				continue
+			}
+			r, err := t.insertOne(tpl, tasks[i], i, len(tasks))
 			if err != nil {
 				return nil, err
 			}
-			out[i] = r
+			out[i], i = r, i+1
 		}
 		return out, nil
 	}
@@ -172,9 +201,9 @@ func validateInsert(in store.TaskInsert) error {
 	return store.ValidateTags(in.Tags)
 }
 
-// insertOne writes task i of n with one statement for the task and one per
-// step; a key that exists returns the task holding it, or with Supersede
-// is taken from it.
+// insertOne writes task i of n with one statement for the task and its
+// steps' (insertTaskSteps); a key that exists returns the task holding it,
+// or with Supersede is taken from it.
 func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.InsertResult, error) {
 	nt := t.newTask(in)
 	var id int64
@@ -205,34 +234,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	if err := t.insertTags(id, in.Tags); err != nil {
 		return store.InsertResult{}, err
 	}
-	// The task's steps go in statements of up to stepsPerInsert rows.
-	// One buffer of arguments for the steps of every task of the write:
-	// each statement is done with it when exec returns.
-	rows := slices.Grow(t.stepArgs[:0], min(len(in.Steps), stepsPerInsert)*len(stepInsertColumns))
-	defer func() { t.stepArgs = rows[:0] }()
-	pending := 0
-	flush := func() error {
-		if pending == 0 {
-			return nil
-		}
-		if _, err := t.exec(insertStepRows(pending), rows...); err != nil {
-			return fmt.Errorf("insert the steps of task %d: %w", id, err)
-		}
-		rows, pending = rows[:0], 0
-		return nil
-	}
-	for j, tp := range tpl.of(in.Steps) {
-		st := t.start(&tp, in.Priority, nt.runAt)
-		rows = appendStepRow(rows, id, j, &tp, in, st)
-		pending++
-		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
-		if pending == stepsPerInsert {
-			if err := flush(); err != nil {
-				return store.InsertResult{}, err
-			}
-		}
-	}
-	if err := flush(); err != nil {
+	if err := t.insertTaskSteps(tpl.of(in.Steps), id, in, nt.runAt); err != nil {
 		return store.InsertResult{}, err
 	}
 	out := store.InsertResult{Task: nt.task(in, id, t.now)}
@@ -243,4 +245,149 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 		out.Superseded = superseded.id
 	}
 	return out, nil
+}
+
+// insertPlain writes tasks i to i+len(tasks) of n, none with a key or
+// Supersede, where the database takes no arrays: their rows in statements
+// of a power of two rows up to plainPerInsert (taskRowsInsert), then each
+// one's steps (insertTaskSteps).
+func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.InsertResult, i, n int) error {
+	news := make([]newTask, len(tasks))
+	args := make([]any, 0, 1+min(len(tasks), plainPerInsert)*len(newTask{}.row(store.TaskInsert{})))
+	for from := 0; from < len(tasks); {
+		pow := bits.Len(uint(min(len(tasks)-from, plainPerInsert))) - 1
+		k := 1 << pow
+		args = append(args[:0], t.now)
+		for j := from; j < from+k; j++ {
+			news[j] = t.newTask(tasks[j])
+			args = append(args, news[j].row(tasks[j])...)
+		}
+		ids, err := t.int64s(taskRowInserts[pow], args...)
+		if err != nil {
+			return fmt.Errorf("insert tasks %d to %d of %d: %w", i+from+1, i+from+k, n, err)
+		}
+		// SQLite gives a row without an id the one after the largest
+		// (tasks.id is an INTEGER PRIMARY KEY without AUTOINCREMENT), row
+		// after row: in order, the ids are the rows'.
+		slices.Sort(ids)
+		if len(ids) != k || ids[k-1]-ids[0] != int64(k-1) {
+			return fmt.Errorf("insert tasks %d to %d of %d: the ids given, %v, are not one after another", i+from+1, i+from+k, n, ids)
+		}
+		for j, id := range ids {
+			in := tasks[from+j]
+			t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+			if err := t.insertTags(id, in.Tags); err != nil {
+				return err
+			}
+			if err := t.insertTaskSteps(tpl.of(in.Steps), id, in, news[from+j].runAt); err != nil {
+				return err
+			}
+			out[from+j] = store.InsertResult{Task: news[from+j].task(in, id, t.now)}
+		}
+		from += k
+	}
+	return nil
+}
+
+// insertTaskSteps writes the steps of task id (in, its insert, due at
+// runAt) of templates tpl, and queues their audit rows. Where the database
+// takes arrays, with one statement of arrays (insertSteps); elsewhere in
+// statements of up to stepsPerInsert rows whose templates' columns are
+// literals in their text (template.insert), so that a row binds only its
+// task's values and its start's: each value bound is a call into SQLite,
+// and binding all 31 columns of a row made a five-step task's insert twice
+// as slow.
+func (t *txn) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runAt int64) error {
+	if len(tpl.steps) == 0 {
+		return nil
+	}
+	if t.s.d.Arrays {
+		rows := make([][]any, len(tpl.steps))
+		for j := range tpl.steps {
+			tp := &tpl.steps[j]
+			st := t.start(tp, in.Priority, runAt)
+			rows[j] = newStepRow(id, j, tp, in, st)
+			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+		}
+		if err := t.insertSteps(rows); err != nil {
+			return fmt.Errorf("insert the steps of task %d: %w", id, err)
+		}
+		return nil
+	}
+	// One buffer of arguments for the steps of every task of the write:
+	// each statement is done with it when exec returns.
+	args := t.stepArgs[:0]
+	defer func() { t.stepArgs = args[:0] }()
+	for from := 0; from < len(tpl.steps); from += stepsPerInsert {
+		to := min(from+stepsPerInsert, len(tpl.steps))
+		args = appendStepTask(args[:0], id, in)
+		for j := from; j < to; j++ {
+			tp := &tpl.steps[j]
+			st := t.start(tp, in.Priority, runAt)
+			args = st.appendTo(args)
+			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+		}
+		if _, err := t.exec(tpl.insert(from, to), args...); err != nil {
+			return fmt.Errorf("insert the steps of task %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// insert returns the statement that inserts steps from to to (at most
+// stepsPerInsert, from a multiple of it) of a task where the database
+// takes no arrays, built once: in each row, the task's columns are the
+// parameters ?1 to ?5 (appendStepTask), the step's start's are five of its
+// own (stepStart.appendTo), and its template's are literals.
+func (tpl *template) insert(from, to int) string {
+	c := from / stepsPerInsert
+	if c < len(tpl.inserts) && tpl.inserts[c] != "" {
+		return tpl.inserts[c]
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `) VALUES `)
+	p := len(stepTaskColumns) + 1
+	var vals []any
+	for j := from; j < to; j++ {
+		if j > from {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for k := range stepTaskColumns {
+			fmt.Fprintf(&b, "?%d, ", k+1)
+		}
+		for range stepStartColumns {
+			fmt.Fprintf(&b, "?%d, ", p)
+			p++
+		}
+		vals = tpl.steps[j].appendTo(vals[:0], j)
+		for k, v := range vals {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(literal(v))
+		}
+		b.WriteByte(')')
+	}
+	if c >= len(tpl.inserts) {
+		tpl.inserts = append(tpl.inserts, make([]string, c+1-len(tpl.inserts))...)
+	}
+	tpl.inserts[c] = b.String()
+	return tpl.inserts[c]
+}
+
+// literal is v, an int64 or a string, as an SQLite literal: a string in
+// quotes with its quotes doubled, or, where it holds a NUL byte (which
+// would end the statement's text), as the text of a blob of its bytes.
+func literal(v any) string {
+	switch v := v.(type) {
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case string:
+		if strings.IndexByte(v, 0) >= 0 {
+			return "CAST(X'" + hex.EncodeToString([]byte(v)) + "' AS TEXT)"
+		}
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	panic(fmt.Sprintf("a literal of type %T", v)) // stepTemplate.appendTo gives none
 }

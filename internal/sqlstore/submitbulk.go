@@ -41,10 +41,24 @@ SELECT u.id, ins.id IS NOT NULL FROM u LEFT JOIN ins ON ins.id = u.id ORDER BY u
 // stepInsertColumns (columnArrays), where the Querier cannot COPY or they
 // are few.
 var insertStepsBulk = `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `)
-	SELECT * FROM unnest(?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[],
-		?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[],
-		?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[],
-		?::text[], ?::bigint[], ?::bigint[])`
+	SELECT * FROM unnest(` + arrayParams(newStepRow(0, 0, &stepTemplate{}, store.TaskInsert{}, stepStart{})) + `)`
+
+// arrayParams returns the parameters of an unnest of rows like row: one
+// array a column, of the type of its values (columnArrays).
+func arrayParams(row []any) string {
+	ps := make([]string, len(row))
+	for j, v := range row {
+		switch v.(type) {
+		case int64, *int64:
+			ps[j] = "?::bigint[]"
+		case string, *string:
+			ps[j] = "?::text[]"
+		default:
+			panic(fmt.Sprintf("column %d: values of type %T", j, v))
+		}
+	}
+	return strings.Join(ps, ", ")
+}
 
 // insertBulk writes tasks, none of them with Supersede, into out (in the
 // same order). The first task of a call with a key that exists nowhere
@@ -95,7 +109,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		done[i] = true
 		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 		tags.add(id, in.Tags)
-		for j, tp := range tpl.of(in.Steps) {
+		for j, tp := range tpl.of(in.Steps).steps {
 			st := t.start(&tp, in.Priority, news[i].runAt)
 			steps = append(steps, newStepRow(id, j, &tp, in, st))
 			t.audit(id, tp.name, "", string(st.state), 0, "submitted")

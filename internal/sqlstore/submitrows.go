@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/weftrun/weft/state"
@@ -82,17 +83,25 @@ type stepTemplate struct {
 // templates holds the step templates of the workflows of one submission,
 // built once per steps slice: the tasks of one workflow version share it
 // (the engine resolves a workflow once per call).
-type templates map[templateKey][]stepTemplate
+type templates map[templateKey]*template
 
 type templateKey struct {
 	first *store.StepInsert
 	n     int
 }
 
+// template is the templates of a task's steps, and the statements that
+// insert them where the database takes no arrays (insertTaskSteps), built
+// on first use.
+type template struct {
+	steps   []stepTemplate
+	inserts []string // by chunk of stepsPerInsert steps
+}
+
 // of returns the templates of steps, building them on first use.
-func (m templates) of(steps []store.StepInsert) []stepTemplate {
+func (m templates) of(steps []store.StepInsert) *template {
 	if len(steps) == 0 {
-		return nil
+		return &template{}
 	}
 	k := templateKey{&steps[0], len(steps)}
 	if tpl, ok := m[k]; ok {
@@ -118,8 +127,9 @@ func (m templates) of(steps []store.StepInsert) []stepTemplate {
 			breakerN: int64(bn), breakerCooldown: bc, preemptible: boolInt(st.Preemptible),
 			root: len(st.Deps) == 0, waits: st.Kind == store.KindSignal}
 	}
-	m[k] = tpl
-	return tpl
+	t := &template{steps: tpl}
+	m[k] = t
+	return t
 }
 
 // stepStart is how a new step starts.
@@ -164,24 +174,43 @@ func (t *txn) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 	return s
 }
 
-// stepInsertColumns are the columns a new step's row sets, in the order of
-// newStepRow.
-var stepInsertColumns = []string{"task_id", "idx", "name", "handler", "namespace", "state", "deps", "children", "priority", "sort_key",
-	"max_attempts", "ttl", "expires_at", "run_at", "kind", "trigger_rule", "signal", "wait_timeout", "run_timeout", "workflow",
-	"limit_key", "limit_n", "task_limit_key", "task_limit_n", "preemptible", "rate_key", "rate_n", "rate_per",
-	"breaker_key", "breaker_n", "breaker_cooldown"}
+// A new step's row is three groups of columns: its task's, the same for
+// every step of the task (appendStepTask); its start's (stepStart.appendTo);
+// and its template's, the same for that step of every task of the workflow
+// version (stepTemplate.appendTo).
+var (
+	stepTaskColumns     = []string{"task_id", "namespace", "workflow", "task_limit_key", "task_limit_n"}
+	stepStartColumns    = []string{"state", "priority", "sort_key", "expires_at", "run_at"}
+	stepTemplateColumns = []string{"idx", "name", "handler", "deps", "children", "max_attempts", "ttl", "kind", "trigger_rule", "signal",
+		"wait_timeout", "run_timeout", "limit_key", "limit_n", "preemptible", "rate_key", "rate_n", "rate_per",
+		"breaker_key", "breaker_n", "breaker_cooldown"}
+	// stepInsertColumns are the columns a new step's row sets, in the order
+	// of newStepRow.
+	stepInsertColumns = slices.Concat(stepTaskColumns, stepStartColumns, stepTemplateColumns)
+)
+
+// appendStepTask appends the values of stepTaskColumns for a step of task
+// taskID (in, its insert) to dst.
+func appendStepTask(dst []any, taskID int64, in store.TaskInsert) []any {
+	return append(dst, taskID, in.Namespace, in.Workflow, in.LimitKey, int64(in.Limit))
+}
+
+// appendTo appends the values of stepStartColumns to dst.
+func (s stepStart) appendTo(dst []any) []any {
+	return append(dst, string(s.state), s.priority, s.sortKey, s.expires, s.runAt)
+}
+
+// appendTo appends the values of stepTemplateColumns for step idx to dst.
+func (tp *stepTemplate) appendTo(dst []any, idx int) []any {
+	return append(dst, int64(idx), tp.name, tp.handler, tp.deps, tp.children, tp.maxAttempts, tp.ttl, tp.kind, tp.rule, tp.signal,
+		tp.waitTimeout, tp.runTimeout, tp.limitKey, tp.limitN, tp.preemptible, tp.rateKey, tp.rateN, tp.ratePer,
+		tp.breakerKey, tp.breakerN, tp.breakerCooldown)
+}
 
 // newStepRow is the row of step idx of task taskID (in, its insert), of
 // template tp, starting as st: the values of stepInsertColumns, each an
 // int64, a string or an *int64 (nil: NULL).
 func newStepRow(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {
-	return appendStepRow(make([]any, 0, len(stepInsertColumns)), taskID, idx, tp, in, st)
-}
-
-// appendStepRow appends newStepRow's values to dst.
-func appendStepRow(dst []any, taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {
-	return append(dst, taskID, int64(idx), tp.name, tp.handler, in.Namespace, string(st.state), tp.deps, tp.children, st.priority, st.sortKey,
-		tp.maxAttempts, tp.ttl, st.expires, st.runAt, tp.kind, tp.rule, tp.signal, tp.waitTimeout, tp.runTimeout, in.Workflow,
-		tp.limitKey, tp.limitN, in.LimitKey, int64(in.Limit), tp.preemptible, tp.rateKey, tp.rateN, tp.ratePer,
-		tp.breakerKey, tp.breakerN, tp.breakerCooldown)
+	row := make([]any, 0, len(stepInsertColumns))
+	return tp.appendTo(st.appendTo(appendStepTask(row, taskID, in)), idx)
 }

@@ -83,7 +83,7 @@ type txn struct {
 	notifyTaken bool
 	// audits are written in bulk before the transaction commits.
 	audits []auditRow
-	// stepArgs is the arguments buffer of insertOne's statements.
+	// stepArgs is the arguments buffer of insertTaskSteps' statements.
 	stepArgs []any
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ var submitTests = []struct {
 	{"BulkSubmitSupersedeInOrder", testBulkSubmitSupersede},
 	{"BulkSubmitConcurrentKeys", testBulkSubmitConcurrentKeys},
 	{"BulkSubmitNamesInvalidTask", testBulkSubmitInvalid},
+	{"SubmitKeepsStepTextsAsGiven", testSubmitStepTexts},
 }
 
 // RunSubmit runs the conformance tests of submission in bulk alone, for a
@@ -316,4 +318,53 @@ func testBulkSubmitInvalid(t *testing.T, h *harness) {
 	count, err := h.s.CountTasks(h.ctx, store.TaskFilter{})
 	require.NoError(t, err)
 	require.Zero(t, count)
+}
+
+// OddStepTexts are texts a workflow's steps may carry that a store writing
+// them into a statement's text, rather than binding them, must quote:
+// quotes, placeholders of either database, SQL, and more than ASCII.
+var OddStepTexts = []string{`it's`, `''`, `'`, `?`, `?1 $1 :a @b`, `'); DROP TABLE steps; --`, `\'`, `"q"`, `ünï ✓`}
+
+// OddSteps returns a chain of steps whose names, handlers, signals and keys
+// hold OddStepTexts, and a signal step at the end.
+func OddSteps() []store.StepInsert {
+	var steps []store.StepInsert
+	for i, s := range OddStepTexts {
+		st := store.StepInsert{Name: fmt.Sprintf("%d %s", i, s), Handler: "h " + s, LimitKey: "limit " + s, Limit: 5,
+			RateKey: "rate " + s, Rate: store.Rate{Limit: 10, Per: time.Second}, Breaker: &store.BreakerSpec{Key: "breaker " + s, Failures: 3, Cooldown: time.Minute}}
+		if i > 0 {
+			st.Deps = []int{i - 1}
+		}
+		steps = append(steps, st)
+	}
+	return append(steps, store.StepInsert{Name: "wait " + OddStepTexts[0], Kind: store.KindSignal, Signal: "signal " + OddStepTexts[4]})
+}
+
+// The texts of steps are stored as given, whichever way a submission takes
+// (alone, among many without keys, with a key).
+func testSubmitStepTexts(t *testing.T, h *harness) {
+	steps := OddSteps()
+	batch := []store.TaskInsert{{Steps: steps}, {Steps: steps}, {Steps: steps, IdempotencyKey: "key " + OddStepTexts[0]}, {Steps: steps}}
+	res := slices.Concat(h.insert(batch[0]), h.insert(batch...))
+	for i, r := range res {
+		got := h.task(r.Task.ID)
+		require.Len(t, got.Steps, len(steps), "task %d", i)
+		for j, st := range got.Steps {
+			require.Equal(t, steps[j].Name, st.Name, "task %d step %d", i, j)
+			require.Equal(t, steps[j].Handler, st.Handler, "task %d step %d", i, j)
+			require.Equal(t, steps[j].Signal, st.Signal, "task %d step %d", i, j)
+			require.Equal(t, steps[j].Kind, st.Kind, "task %d step %d", i, j)
+			if d := steps[j].Deps; len(d) > 0 {
+				require.Equal(t, []string{steps[d[0]].Name}, st.DependsOn, "task %d step %d", i, j)
+			}
+		}
+	}
+	require.Equal(t, "key "+OddStepTexts[0], h.task(res[3].Task.ID).IdempotencyKey)
+	// The first steps run, under their keys.
+	h.register("e1")
+	claimed := h.claim("e1", 100)
+	require.Len(t, claimed, len(res), "each task's first step")
+	for _, c := range claimed {
+		require.Equal(t, steps[0].Handler, c.Handler)
+	}
 }
