@@ -53,7 +53,7 @@ func TestRowsetDocument(t *testing.T) {
 	}
 	tx := &txn{s: &Store{}} // no arrays: the SQLite form
 	from, args := rowset(tx, "x", rows, cellCols...)
-	require.Contains(t, from, "json_each(?)")
+	require.Contains(t, from, "jsonb_each(?)")
 	require.Len(t, args, 1)
 	var doc [][]any
 	require.NoError(t, json.Unmarshal([]byte(args[0].(string)), &doc))
