@@ -209,16 +209,31 @@ type statements struct {
 	sent  []string
 	trips []int
 	trip  int
+	// at is each connection's round trip under way: a statement on another
+	// connection (a notification sent when its window ends) may come
+	// between the queries of a batch.
+	at map[*pgx.Conn]int
 }
 
-func (s *statements) add(q string, batch bool) {
+// add records q, sent on c in a round trip of its own or, batch, in the
+// batch under way on c.
+func (s *statements) add(c *pgx.Conn, q string, batch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !batch {
-		s.trip++
+		s.newTrip(c)
 	}
 	s.sent = append(s.sent, q)
-	s.trips = append(s.trips, s.trip)
+	s.trips = append(s.trips, s.at[c])
+}
+
+// newTrip starts a round trip on c; the caller holds mu.
+func (s *statements) newTrip(c *pgx.Conn) {
+	if s.at == nil {
+		s.at = map[*pgx.Conn]int{}
+	}
+	s.trip++
+	s.at[c] = s.trip
 }
 
 func (s *statements) reset() {
@@ -253,22 +268,22 @@ func (s *statements) check(t *testing.T, claims int, commits bool) {
 	require.Equal(t, commits, withCommit, "the claim statement went with the COMMIT: %q", s.sent)
 }
 
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.add(d.SQL, false)
+func (s *statements) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.add(c, d.SQL, false)
 	return ctx
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (s *statements) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.trip++
+	s.newTrip(c)
 	return ctx
 }
 
-func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	s.add(d.SQL, true)
+func (s *statements) TraceBatchQuery(_ context.Context, c *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.add(c, d.SQL, true)
 }
 
 func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
