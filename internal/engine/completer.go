@@ -78,10 +78,7 @@ func (e *Engine) completer() {
 				break
 			}
 		}
-		e.mu.Lock()
-		close(e.settled)
-		e.settled = make(chan struct{})
-		e.mu.Unlock()
+		e.settled.Fire()
 		// A recorded outcome may free a concurrency limit without making
 		// anything ready: while the last claim left steps under a full
 		// limit, the claim loop looks, and so do the engines elsewhere.

@@ -29,6 +29,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -140,13 +141,13 @@ type Engine struct {
 	sendMu     sync.RWMutex
 	completing bool
 	handlerWG  sync.WaitGroup
-	settled    chan struct{} // closed and replaced after each completion batch
-	waits      waits         // the tasks Wait waits for (wait.go)
-	recorded   chan struct{} // signalled (coalesced) after each completion batch, for the claim loop
-	heldBack   atomic.Bool   // the claim loop's last claim left steps under a full limit
-	busy       atomic.Bool   // the completer's last batch was busy (gatherer)
-	ready      chan struct{} // closed and replaced when the store readies steps
-	nudge      chan struct{} // wakes the maintenance loop to look at due times again
+	settled    broadcast.Signal // fires after each completion batch
+	waits      waits            // the tasks Wait waits for (wait.go)
+	recorded   chan struct{}    // signalled (coalesced) after each completion batch, for the claim loop
+	heldBack   atomic.Bool      // the claim loop's last claim left steps under a full limit
+	busy       atomic.Bool      // the completer's last batch was busy (gatherer)
+	ready      broadcast.Signal // fires when the store readies steps
+	nudge      chan struct{}    // wakes the maintenance loop to look at due times again
 	// stirred: steps were made ready since the maintenance leader last read
 	// the next due time (stir).
 	stirred atomic.Bool
@@ -240,9 +241,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		workflows: map[string]*workflow.Workflow{},
 		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
-		settled:   make(chan struct{}),
 		recorded:  make(chan struct{}, 1),
-		ready:     make(chan struct{}),
 		nudge:     make(chan struct{}, 1),
 		hooks:     newDeliverer(),
 		clock:     time.Now,
@@ -444,28 +443,8 @@ func (e *Engine) nudgeTimers() {
 	}
 }
 
-// settledSignal returns a channel closed after the next completion batch.
-func (e *Engine) settledSignal() <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.settled
-}
-
-// readySignal returns a channel closed the next time the store reports
-// that steps became ready: remote claims waiting for work wait on it.
-func (e *Engine) readySignal() <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.ready
-}
-
-// wakeWaiters wakes every remote claim waiting for work.
-func (e *Engine) wakeWaiters() {
-	e.mu.Lock()
-	close(e.ready)
-	e.ready = make(chan struct{})
-	e.mu.Unlock()
-}
+// wakeWaiters wakes every remote claim waiting for work (e.ready).
+func (e *Engine) wakeWaiters() { e.ready.Fire() }
 
 func (e *Engine) cancelAll(cause error) {
 	e.mu.Lock()

@@ -200,7 +200,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 			}
 			beat = time.Now()
 		}
-		woken := e.readySignal()
+		woken := e.ready.C()
 		if err := e.databaseGone(); err != nil {
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}

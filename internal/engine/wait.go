@@ -120,7 +120,7 @@ func (e *Engine) waitLoop() {
 		if ender != nil {
 			settled = ender.TaskEnded()
 		} else {
-			settled = e.settledSignal()
+			settled = e.settled.C()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitRead)
 		states, err := e.store.TaskStates(ctx, ids)

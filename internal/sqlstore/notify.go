@@ -59,19 +59,7 @@ func (s *Store) DueWake() <-chan struct{} { return s.due }
 
 // TaskEnded returns a channel closed once a transaction of this handle
 // that ends a task (its audit trail records the task's end) has committed.
-func (s *Store) TaskEnded() <-chan struct{} {
-	s.endedMu.Lock()
-	defer s.endedMu.Unlock()
-	return s.ended
-}
-
-// taskEnded closes the channel of TaskEnded, for every engine listening.
-func (s *Store) taskEnded() {
-	s.endedMu.Lock()
-	defer s.endedMu.Unlock()
-	close(s.ended)
-	s.ended = make(chan struct{})
-}
+func (s *Store) TaskEnded() <-chan struct{} { return s.ended.C() }
 
 // NudgeDue wakes DueWake; backends call it when another process wrote a
 // due time.

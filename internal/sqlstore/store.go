@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/store"
 )
 
@@ -158,10 +159,9 @@ type Store struct {
 	clock func() time.Time
 	wake  chan struct{}
 	due   chan struct{}
-	// ended is closed, and replaced, when a transaction of this handle
-	// ends a task (TaskEnded).
-	endedMu sync.Mutex
-	ended   chan struct{}
+	// ended fires when a transaction of this handle ends a task
+	// (TaskEnded).
+	ended broadcast.Signal
 	// origin marks the notifications this handle sends for its own
 	// transactions, whose engines it woke itself (see notifyPayload).
 	origin string
@@ -220,7 +220,7 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), ended: make(chan struct{}), origin: strconv.FormatUint(rand.Uint64(), 36),
+		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
 		rateSet: rateTakeSet(c.Dialect.Fence)}
 }
 

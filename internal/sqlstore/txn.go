@@ -178,7 +178,7 @@ func (s *Store) woke(t *txn) {
 		s.NudgeDue()
 	}
 	if t.endedTask {
-		s.taskEnded()
+		s.ended.Fire()
 	}
 }
 
