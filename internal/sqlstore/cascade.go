@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -247,7 +246,7 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	withContext := !t.s.d.WithWrites && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
-		cols += `, input, workflow, version, traceparent`
+		cols += `, ` + claimedTaskColumns
 	}
 	rows, err := t.query(`SELECT `+cols+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
 	if err != nil {
@@ -259,12 +258,10 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 			return c, r.Scan(c.dest()...)
 		}
 		var ct claimedTask
-		var input string
-		if err := r.Scan(append(c.dest(), &input, &ct.workflow, &ct.version, &ct.traceparent)...); err != nil {
+		if err := r.Scan(append(c.dest(), ct.dest()...)...); err != nil {
 			return c, err
 		}
 		if c.st != state.TaskPending {
-			ct.input = json.RawMessage(input)
 			t.readTask(c.id, ct)
 		}
 		return c, nil

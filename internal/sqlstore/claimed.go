@@ -62,10 +62,9 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	// One set of scan destinations for every row.
 	var x stepScan
 	var c claimedRow
-	var input string
 	dest := append(x.dest(), &c.sortKey)
 	if t.s.d.WithWrites {
-		dest = append(dest, &input, &c.task.workflow, &c.task.version, &c.task.traceparent, &c.results, &c.started)
+		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
 		dest = append(dest, &c.totals[0], &c.totals[1])
@@ -82,7 +81,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	deps = make([][]int, 0, n)
 	first := true
 	err = each(rows, func(r Row) error {
-		x, c, input = stepScan{}, claimedRow{}, ""
+		x, c = stepScan{}, claimedRow{}
 		if err := r.Scan(dest...); err != nil || shut {
 			return err
 		}
@@ -108,7 +107,6 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
 		if t.s.d.WithWrites {
-			c.task.input = json.RawMessage(input)
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
 			if len(step.deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
@@ -137,6 +135,13 @@ type claimedTask struct {
 	input                          json.RawMessage
 	workflow, version, traceparent string
 }
+
+// claimedTaskColumns are a task's columns of claimedTask, in the order of
+// its dest.
+const claimedTaskColumns = `input, workflow, version, traceparent`
+
+// dest returns the scan destinations of claimedTaskColumns.
+func (c *claimedTask) dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceparent} }
 
 func (c claimedTask) set(s *store.ClaimedStep) {
 	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
@@ -369,10 +374,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 		return collect(rows, func(r Row) (loaded, error) {
 			var l loaded
-			var input string
-			err := r.Scan(&l.id, &l.state, &input, &l.workflow, &l.version, &l.traceparent)
-			l.input = json.RawMessage(input)
-			return l, err
+			return l, r.Scan(append([]any{&l.id, &l.state}, l.claimedTask.dest()...)...)
 		})
 	}
 	// The task's start rides on the claim of one step this claim took
@@ -389,7 +391,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	start := func(ids []int64) ([]loaded, error) {
 		const set, ret = `UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = `,
-			` AND (state || '') = 'pending' RETURNING id, state, input, workflow, version, traceparent`
+			` AND (state || '') = 'pending' RETURNING id, state, ` + claimedTaskColumns
 		var got []loaded
 		var err error
 		if t.byParams(len(ids)) {
@@ -433,7 +435,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	if len(rest) > 0 {
 		in, inArgs := t.idIn("id", rest)
-		more, err := read(`SELECT id, state, input, workflow, version, traceparent FROM tasks WHERE `+in, inArgs...)
+		more, err := read(`SELECT id, state, `+claimedTaskColumns+` FROM tasks WHERE `+in, inArgs...)
 		if err != nil {
 			return fmt.Errorf("load tasks: %w", err)
 		}
