@@ -18,14 +18,15 @@ import (
 // This file holds the submission of tasks: one transaction for any number
 // of tasks, in the store's own transaction or in the caller's.
 
-// The statements that submit a task. A key that exists in the namespace
-// inserts nothing (also when a concurrent transaction holds it): the
-// existing task is returned.
-const (
-	insertTask = `INSERT INTO tasks (namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
-		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
-)
+// taskRowValues is how many values newTask.row gives.
+var taskRowValues = len(newTask{}.row(store.TaskInsert{}))
+
+// insertTask is the statement that submits one task: the values of
+// newTask.row, then its time of creation (the columns of taskCopyColumns
+// but the id). A key that exists in the namespace inserts nothing (also
+// when a concurrent transaction holds it): the existing task is returned.
+var insertTask = `INSERT INTO tasks (` + strings.Join(taskCopyColumns[1:], ", ") + `) VALUES (` + placeholders(taskRowValues) + `, 'pending', ?)
+	ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 
 // stepsPerInsert bounds the rows of one statement of template.insert.
 const stepsPerInsert = 64
@@ -49,7 +50,6 @@ var taskRowInserts = func() (q [7]string) {
 // of creation (?1): the columns of taskCopyColumns but the id. It returns
 // their ids.
 func taskRowsInsert(n int) string {
-	cols := len(newTask{}.row(store.TaskInsert{}))
 	var b strings.Builder
 	b.WriteString(`INSERT INTO tasks (` + strings.Join(taskCopyColumns[1:], ", ") + `) VALUES `)
 	p := 2
@@ -58,7 +58,7 @@ func taskRowsInsert(n int) string {
 			b.WriteString(", ")
 		}
 		b.WriteByte('(')
-		for range cols {
+		for range taskRowValues {
 			fmt.Fprintf(&b, "?%d, ", p)
 			p++
 		}
@@ -208,8 +208,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	nt := t.newTask(in)
 	var id int64
 	insert := func() error {
-		return t.queryRow(insertTask, in.Namespace, in.Workflow, in.Version, string(nt.input), in.Priority, nt.key, nt.runAt, nt.goodUntil, t.now,
-			len(in.Steps), in.LimitKey, in.Limit, nt.tags, in.TraceParent).Scan(&id)
+		return t.queryRow(insertTask, append(nt.row(in), t.now)...).Scan(&id)
 	}
 	err := insert()
 	var superseded *heldKey
@@ -230,14 +229,10 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	if err != nil {
 		return store.InsertResult{}, fmt.Errorf("insert task %d of %d: %w", i+1, n, err)
 	}
-	t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
-	if err := t.insertTags(id, in.Tags); err != nil {
+	out, err := t.submitted(tpl, id, in, nt)
+	if err != nil {
 		return store.InsertResult{}, err
 	}
-	if err := t.insertTaskSteps(tpl.of(in.Steps), id, in, nt.runAt); err != nil {
-		return store.InsertResult{}, err
-	}
-	out := store.InsertResult{Task: nt.task(in, id, t.now)}
 	if superseded != nil {
 		if err := t.supersede(*superseded, id, in.IdempotencyKey); err != nil {
 			return store.InsertResult{}, err
@@ -253,7 +248,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 // one's steps (insertTaskSteps).
 func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.InsertResult, i, n int) error {
 	news := make([]newTask, len(tasks))
-	args := make([]any, 0, 1+min(len(tasks), plainPerInsert)*len(newTask{}.row(store.TaskInsert{})))
+	args := make([]any, 0, 1+min(len(tasks), plainPerInsert)*taskRowValues)
 	for from := 0; from < len(tasks); {
 		pow := bits.Len(uint(min(len(tasks)-from, plainPerInsert))) - 1
 		k := 1 << pow
@@ -274,19 +269,26 @@ func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.I
 			return fmt.Errorf("insert tasks %d to %d of %d: the ids given, %v, are not one after another", i+from+1, i+from+k, n, ids)
 		}
 		for j, id := range ids {
-			in := tasks[from+j]
-			t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
-			if err := t.insertTags(id, in.Tags); err != nil {
+			if out[from+j], err = t.submitted(tpl, id, tasks[from+j], news[from+j]); err != nil {
 				return err
 			}
-			if err := t.insertTaskSteps(tpl.of(in.Steps), id, in, news[from+j].runAt); err != nil {
-				return err
-			}
-			out[from+j] = store.InsertResult{Task: news[from+j].task(in, id, t.now)}
 		}
 		from += k
 	}
 	return nil
+}
+
+// submitted completes the submission of task id (in, its insert; nt, its
+// row) once its row is in: its audit entry, its tags and its steps.
+func (t *txn) submitted(tpl templates, id int64, in store.TaskInsert, nt newTask) (store.InsertResult, error) {
+	t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+	if err := t.insertTags(id, in.Tags); err != nil {
+		return store.InsertResult{}, err
+	}
+	if err := t.insertTaskSteps(tpl.of(in.Steps), id, in, nt.runAt); err != nil {
+		return store.InsertResult{}, err
+	}
+	return store.InsertResult{Task: nt.task(in, id, t.now)}, nil
 }
 
 // insertTaskSteps writes the steps of task id (in, its insert, due at
