@@ -169,12 +169,7 @@ var auditRowset = []col[auditRow]{
 		}
 		return e.claim.text()
 	}),
-	intCol("u_claim_read", func(e *auditRow) int64 {
-		if e.claimRead {
-			return 1
-		}
-		return 0
-	}),
+	intCol("u_claim_read", func(e *auditRow) int64 { return boolInt(e.claimRead) }),
 }
 
 // claimOfRun is the claim column of an audit row of flushAudit's: for a
