@@ -86,17 +86,16 @@ func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
 		}
 	}
 	// Plain outcomes of one engine go together; the rest one by one.
-	plain := make([]store.Outcome, 0, len(outcomes))
 	plainAt := make([]int, 0, len(outcomes))
 	var rest []int
 	for _, i := range order {
-		if o := outcomes[i]; plainOutcome(o) && o.EngineID == engine {
-			plain, plainAt = append(plain, o), append(plainAt, i)
+		if o := &outcomes[i]; plainOutcome(o) && o.EngineID == engine {
+			plainAt = append(plainAt, i)
 		} else {
 			rest = append(rest, i)
 		}
 	}
-	held, err := t.finishMany(plain)
+	held, err := t.finishMany(outcomes, plainAt)
 	if err != nil {
 		return nil, err
 	}
@@ -204,20 +203,22 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 // plainOutcome reports whether an outcome only ends its step: completed or
 // failed, with no decision to apply and no items to spawn. A batch of those
 // is recorded with a few set-based statements instead of a few per step.
-func plainOutcome(o store.Outcome) bool {
+func plainOutcome(o *store.Outcome) bool {
 	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed
 }
 
-// finishMany records plain outcomes in one fenced update and accounts for
-// their tasks together. It reports which outcomes still held their fence.
-func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
-	held := make([]bool, len(os))
-	if len(os) == 0 {
+// finishMany records the plain outcomes of all at indexes at in one fenced
+// update and accounts for their tasks together. It reports which of them
+// still held their fence, in the order of at.
+func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
+	held := make([]bool, len(at))
+	if len(at) == 0 {
 		return held, nil
 	}
-	byStep := make(map[int64]int, len(os))
-	for i, o := range os {
-		byStep[o.Fence.StepID] = i
+	o := func(j int) *store.Outcome { return &all[at[j]] }
+	byStep := make(map[int64]int, len(at))
+	for j := range at {
+		byStep[o(j).Fence.StepID] = j
 	}
 	// The fence: each step must still be running under exactly its attempt
 	// and lease. By primary key: (state || '') keeps the planner off
@@ -227,24 +228,24 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	const returning = `RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
 	var update string
 	var args []any
-	if t.byParams(len(os)) {
-		o := os[0]
+	if t.byParams(len(at)) {
+		one := o(0)
 		update = `UPDATE steps SET state = ?, sub = '', result = ?, error = ?, finished_at = ?, deadline = NULL
 			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
-		args = []any{string(o.State), resultText(o.Result), o.Error, t.now, o.Fence.StepID, int64(o.Fence.Attempt), o.Fence.LeaseID}
+		args = []any{string(one.State), resultText(one.Result), one.Error, t.now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
 	} else {
-		from, rowArgs := rowset(t, "o", os,
-			intCol("o_id", func(o *store.Outcome) int64 { return o.Fence.StepID }),
-			intCol("o_attempt", func(o *store.Outcome) int64 { return int64(o.Fence.Attempt) }),
-			intCol("o_lease", func(o *store.Outcome) int64 { return o.Fence.LeaseID }),
-			textCol("o_state", func(o *store.Outcome) string { return string(o.State) }),
-			jsonCol("o_result", func(o *store.Outcome) json.RawMessage {
-				if len(o.Result) == 0 {
+		from, rowArgs := rowset(t, "o", at,
+			intCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
+			intCol("o_attempt", func(i *int) int64 { return int64(all[*i].Fence.Attempt) }),
+			intCol("o_lease", func(i *int) int64 { return all[*i].Fence.LeaseID }),
+			textCol("o_state", func(i *int) string { return string(all[*i].State) }),
+			jsonCol("o_result", func(i *int) json.RawMessage {
+				if len(all[*i].Result) == 0 {
 					return nil
 				}
-				return o.Result
+				return all[*i].Result
 			}),
-			textCol("o_error", func(o *store.Outcome) string { return o.Error }))
+			textCol("o_error", func(i *int) string { return all[*i].Error }))
 		update = `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 			FROM ` + from + `
 			WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease ` + returning
@@ -280,7 +281,7 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	if withTasks {
 		dest = append(dest, v.task.dest()...)
 	}
-	got, err := collectSized(q, len(os), func(r Row) (recorded, error) {
+	got, err := collectSized(q, len(at), func(r Row) (recorded, error) {
 		v = recorded{}
 		if err := r.Scan(dest...); err != nil {
 			return v, err
@@ -299,21 +300,22 @@ func (t *txn) finishMany(os []store.Outcome) ([]bool, error) {
 	t.auditRoom(len(got))
 	ends := make([]int, len(got)) // each run's end in the audit queue
 	for j, v := range got {
-		i := byStep[v.id]
-		held[i] = true
+		k := byStep[v.id]
+		held[k] = true
+		oc := o(k)
 		e := v.endedStep
-		e.st, e.err = os[i].State, os[i].Error
+		e.st, e.err = oc.State, oc.Error
 		ended[j] = e
-		reason := os[i].Reason
+		reason := oc.Reason
 		if reason == "" {
-			reason = os[i].Error
+			reason = oc.Error
 		}
-		t.auditRunEnd(v.id, e.taskID, e.name, e.st, os[i].Fence.Attempt, reason)
+		t.auditRunEnd(v.id, e.taskID, e.name, e.st, oc.Fence.Attempt, reason)
 		ends[j] = len(t.audits) - 1
 		if e.children != "" { // a dependency of others
-			t.ranHere(e.taskID, v.claim.idx, depResult{name: e.name, kind: v.kind, idx: int(v.claim.idx), result: resultText(os[i].Result)})
+			t.ranHere(e.taskID, v.claim.idx, depResult{name: e.name, kind: v.kind, idx: int(v.claim.idx), result: resultText(oc.Result)})
 		}
-		t.breakerHit(v.breaker, v.id, e.taskID, e.name, os[i], e.st)
+		t.breakerHit(v.breaker, v.id, e.taskID, e.name, *oc, e.st)
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
 			tasks = append(tasks, v.task)
 		}
