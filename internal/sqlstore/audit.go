@@ -57,15 +57,9 @@ type auditRow struct {
 //     own may start the task) or their claims are recorded already.
 //
 // A row holds at most entriesPerRow entries.
-func foldAudit(entries []auditRow) []auditRow {
+// last is an empty map foldAudit fills with each task's last row.
+func foldAudit(entries []auditRow, last map[int64]int) []auditRow {
 	out := entries[:0]
-	last := foldLast.Get().(map[int64]int)
-	defer func() {
-		if len(last) <= maxPooledAudits {
-			clear(last)
-			foldLast.Put(last)
-		}
-	}()
 	for _, e := range entries {
 		if j, ok := last[e.taskID]; ok {
 			p := &out[j]
@@ -125,9 +119,10 @@ func (r *auditRow) entries() int {
 // (soon).
 func (t *txn) flushAudit() error {
 	queued := t.audits
-	entries := foldAudit(queued)
+	last := t.s.auditScratch.fold()
+	entries := foldAudit(queued, last)
 	t.audits = nil
-	defer putAuditBuffer(queued)
+	defer t.s.auditScratch.put(queued, last)
 	if len(entries) == 0 {
 		return nil
 	}
@@ -181,39 +176,78 @@ const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 T
 	claimAt + `CASE WHEN u_attempt > 0 THEN u_attempt ELSE s.attempt END` + claimRest + `
 		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = u_step_id AND s.claim_audited = 0), '') END`
 
-// auditBuffers keeps the backing arrays of transactions' audit queues
-// between writes: a busy engine queues thousands of entries a second, and
-// growing a new queue each time was a fifth of the SQLite writer's garbage.
-var auditBuffers = sync.Pool{New: func() any { return new([]auditRow) }}
-
-// foldLast keeps foldAudit's maps (each task's last row) between writes.
-var foldLast = sync.Pool{New: func() any { return map[int64]int{} }}
-
-// maxPooledAudits bounds the queues kept: a rare huge write's is dropped.
-const maxPooledAudits = 4096
-
-// getAuditBuffer returns an empty audit queue with room.
-func getAuditBuffer() []auditRow {
-	return (*auditBuffers.Get().(*[]auditRow))[:0]
+// auditScratch keeps, between writes, the backing arrays of transactions'
+// audit queues and foldAudit's maps: a busy engine queues thousands of
+// entries a second, and growing a new queue each time was a fifth of the
+// SQLite writer's garbage. The store keeps them, not a sync.Pool, which
+// every garbage collection empties: a busy engine's heap is small (2 MB
+// in fanout5, collected every 10 to 15 ms), and growing queues were still
+// 5% of its bytes allocated.
+type auditScratch struct {
+	mu     sync.Mutex
+	queues [][]auditRow
+	maps   []map[int64]int
 }
 
-// putAuditBuffer keeps q's backing array for the next write, emptied of
-// what its entries referenced. Past len(q) it holds nothing: entries are
-// only appended until the queue is flushed, and each queue comes back
-// cleared.
-func putAuditBuffer(q []auditRow) {
-	if cap(q) == 0 || cap(q) > maxPooledAudits {
-		return
+// keptScratch bounds the queues and maps kept: as many as writes under way
+// at once, which one writer (SQLite) keeps at one.
+const keptScratch = 4
+
+// maxKeptAudits bounds the size of what is kept: a rare huge write's is
+// dropped.
+const maxKeptAudits = 4096
+
+// queue returns an empty audit queue, with room where one was kept.
+func (a *auditScratch) queue() []auditRow {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := len(a.queues); n > 0 {
+		q := a.queues[n-1]
+		a.queues = a.queues[:n-1]
+		return q
 	}
-	clear(q)
-	q = q[:0]
-	auditBuffers.Put(&q)
+	return nil
+}
+
+// fold returns an empty map for foldAudit.
+func (a *auditScratch) fold() map[int64]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := len(a.maps); n > 0 {
+		m := a.maps[n-1]
+		a.maps = a.maps[:n-1]
+		return m
+	}
+	return map[int64]int{}
+}
+
+// put keeps audit queue q and foldAudit's map last for the next writes,
+// emptied of what they referenced. Past len(q) the queue holds nothing:
+// entries are only appended until the queue is flushed, and each queue
+// comes back cleared.
+func (a *auditScratch) put(q []auditRow, last map[int64]int) {
+	keepQ := cap(q) > 0 && cap(q) <= maxKeptAudits
+	keepM := len(last) <= maxKeptAudits
+	if keepQ {
+		clear(q)
+	}
+	if keepM {
+		clear(last)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if keepQ && len(a.queues) < keptScratch {
+		a.queues = append(a.queues, q[:0])
+	}
+	if keepM && len(a.maps) < keptScratch {
+		a.maps = append(a.maps, last)
+	}
 }
 
 // auditRoom makes room in the audit queue for n more entries.
 func (t *txn) auditRoom(n int) {
 	if t.audits == nil {
-		t.audits = getAuditBuffer()
+		t.audits = t.s.auditScratch.queue()
 	}
 	t.audits = slices.Grow(t.audits, n)
 }

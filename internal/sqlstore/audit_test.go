@@ -77,7 +77,7 @@ func TestFoldAudit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := foldAudit(append([]auditRow(nil), tc.in...))
+			got := foldAudit(append([]auditRow(nil), tc.in...), map[int64]int{})
 			if len(tc.want) == 0 {
 				require.Empty(t, got)
 				return
@@ -109,12 +109,12 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// Queued as a submission queues them: the task, then its steps.
-			tx := &txn{engine: "e1"}
+			tx := &txn{s: &Store{}, engine: "e1"}
 			tx.audit(7, "", "", "pending", 0, "submitted")
 			for i := range tc.steps {
 				tx.audit(7, fmt.Sprintf("s%d", i), "", "ready", 0, "submitted")
 			}
-			rows := foldAudit(tx.audits)
+			rows := foldAudit(tx.audits, map[int64]int{})
 			require.Len(t, rows, tc.rows)
 			first := rows[0]
 			require.Equal(t, auditRow{taskID: 7, to: "pending", reason: "submitted", engine: "e1", steps: first.steps}, first)
@@ -141,13 +141,13 @@ func TestAuditRunEndsFitTheirRows(t *testing.T) {
 	for _, n := range []int{1, 2, entriesPerRow / 2, entriesPerRow} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
-			tx := &txn{engine: "e1"}
+			tx := &txn{s: &Store{}, engine: "e1"}
 			for i := range n {
 				tx.auditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
 				r := &tx.audits[len(tx.audits)-1]
 				r.claim, r.claimRead = &runClaim{at: 100, attempt: 1, engine: "e1"}, true
 			}
-			rows := foldAudit(tx.audits)
+			rows := foldAudit(tx.audits, map[int64]int{})
 			total := 0
 			for _, r := range rows {
 				require.LessOrEqual(t, r.entries(), entriesPerRow)

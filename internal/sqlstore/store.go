@@ -209,6 +209,8 @@ type Store struct {
 	// so the next one, on a store whose statements cannot write in their
 	// WITH (SQLite), tries first to claim in one statement (claimGated).
 	backlog atomic.Bool
+	// auditScratch keeps audit queues between writes (audit.go).
+	auditScratch auditScratch
 }
 
 // New returns a Store on open database handles whose schema is current.
