@@ -281,37 +281,38 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	if withTasks {
 		dest = append(dest, v.task.dest()...)
 	}
-	got, err := collectSized(q, len(at), func(r Row) (recorded, error) {
-		v = recorded{}
-		if err := r.Scan(dest...); err != nil {
-			return v, err
-		}
-		scanned()
-		return v, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("record outcomes: %w", err)
+	// Each row is taken in as it is read: what the claims need once the
+	// tasks are read is kept (claimOf), not the row (350 bytes a step).
+	type claimOf struct {
+		id, taskID int64
+		claim      stepClaim
+		end        int // the run's end in the audit queue
 	}
-	ended := make([]endedStep, len(got))
+	ended := make([]endedStep, 0, len(at))
+	claims := make([]claimOf, 0, len(at))
 	var tasks []taskAccount
 	if withTasks {
-		tasks = make([]taskAccount, 0, len(got))
+		tasks = make([]taskAccount, 0, len(at))
 	}
-	t.auditRoom(len(got))
-	ends := make([]int, len(got)) // each run's end in the audit queue
-	for j, v := range got {
+	t.auditRoom(len(at))
+	err = each(q, func(r Row) error {
+		v = recorded{}
+		if err := r.Scan(dest...); err != nil {
+			return err
+		}
+		scanned()
 		k := byStep[v.id]
 		held[k] = true
 		oc := o(k)
 		e := v.endedStep
 		e.st, e.err = oc.State, oc.Error
-		ended[j] = e
+		ended = append(ended, e)
 		reason := oc.Reason
 		if reason == "" {
 			reason = oc.Error
 		}
 		t.auditRunEnd(v.id, e.taskID, e.name, e.st, oc.Fence.Attempt, reason)
-		ends[j] = len(t.audits) - 1
+		claims = append(claims, claimOf{id: v.id, taskID: e.taskID, claim: v.claim, end: len(t.audits) - 1})
 		if e.children != "" { // a dependency of others
 			t.ranHere(e.taskID, v.claim.idx, depResult{name: e.name, kind: v.kind, idx: int(v.claim.idx), result: resultText(oc.Result)})
 		}
@@ -319,6 +320,10 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
 			tasks = append(tasks, v.task)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	if len(ended) == 0 {
 		return held, nil
@@ -334,10 +339,10 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	for k := range tasks {
 		byTask[tasks[k].id] = &tasks[k]
 	}
-	for j, v := range got {
-		if task := byTask[v.taskID]; task != nil && t.audits[ends[j]].stepID == v.id {
-			r := &t.audits[ends[j]]
-			r.claim, r.claimRead = v.claim.claim(r.attempt, task), true
+	for _, c := range claims {
+		if task := byTask[c.taskID]; task != nil && t.audits[c.end].stepID == c.id {
+			r := &t.audits[c.end]
+			r.claim, r.claimRead = c.claim.claim(r.attempt, task), true
 		}
 	}
 	return held, t.accountEnded(ended, tasks)
