@@ -137,6 +137,11 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 			}
 		}
 		doc.WriteByte(']')
+		if r == 0 && len(rows) > 1 {
+			// Room for the rest, sized by the first row: the document
+			// grown by doubling cost twice its size in garbage.
+			doc.Grow(doc.Len() * (len(rows) - 1) * 5 / 4)
+		}
 	}
 	doc.WriteByte(']')
 	var sel []string
