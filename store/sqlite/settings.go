@@ -1,10 +1,10 @@
 package sqlite
 
-// How SQLite allocates, set for the process before any connection is
-// opened (SQLite takes these settings only then). The driver's build
-// leaves both at SQLite's defaults; a profile of the claim benchmark
-// (BenchmarkClaimSteps) showed what they cost on the one writer every
-// write waits for:
+// SQLite's settings for the process, made before any connection is opened
+// (SQLite takes them only then). The driver's build leaves them at
+// SQLite's defaults; profiles of the claim benchmark (BenchmarkClaimSteps)
+// and of fanout5 showed what those cost on the one writer every write
+// waits for:
 //
 //   - SQLite counts every allocation, for sqlite3_memory_used and the soft
 //     heap limit, neither of which weft reads, under a process-wide mutex:
@@ -19,6 +19,14 @@ package sqlite
 //     opens: a store just opened took 1.1 to 1.4 MB more (VmRSS 17.7 ->
 //     18.9 to 19.1 MB), and at most seven connections (the writer's two,
 //     the checkpointer's, four readers) take 3.4 MB more.
+//   - A statement that writes many rows inside a transaction keeps the
+//     pages it changes in a statement journal, to undo itself alone if it
+//     fails; past 64 KiB the journal goes to a temporary file (in
+//     /var/tmp). A claim of a hundred steps, or a submission of a hundred
+//     workflows, changes more than sixteen pages: a fanout5 run of 2,000
+//     workflows opened 67 temporary files and wrote them 1,122 times. Up
+//     to 4 MiB the journal stays in memory; a larger one (a migration's
+//     update of a big table, say) goes to a file as before.
 //
 // The settings are the process's: another user of SQLite in it gets them
 // too, and loses the counts, nothing else.
@@ -27,12 +35,13 @@ package sqlite
 extern int sqlite3_config(int, ...);
 extern int sqlite3_status64(int, long long *, long long *, int);
 
-// SQLITE_CONFIG_MEMSTATUS is 9, SQLITE_CONFIG_LOOKASIDE 13. Both are
-// refused (SQLITE_MISUSE) once SQLite was initialized, which only a
-// connection opened earlier does.
+// SQLITE_CONFIG_MEMSTATUS is 9, SQLITE_CONFIG_LOOKASIDE 13,
+// SQLITE_CONFIG_STMTJRNL_SPILL 26. Each is refused (SQLITE_MISUSE) once
+// SQLite was initialized, which only a connection opened earlier does.
 static void weft_configure(void) {
 	sqlite3_config(9, 0);
 	sqlite3_config(13, 1200, 400);
+	sqlite3_config(26, 4 << 20);
 }
 
 // SQLITE_STATUS_MEMORY_USED is 0.

@@ -10,7 +10,7 @@ import (
 	"github.com/weftrun/weft/store/sqlite"
 )
 
-// TestMemoryNotCounted: SQLite's allocation statistics are off (allocation.go)
+// TestMemoryNotCounted: SQLite's allocation statistics are off (settings.go)
 // once a store has opened its file and migrated it.
 func TestMemoryNotCounted(t *testing.T) {
 	t.Parallel()
