@@ -109,7 +109,18 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		return fmt.Errorf("begin: %w", err)
 	}
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
+	ran := false
+	defer func() {
+		if !ran {
+			// fn panicked (a bug, which an HTTP server recovers from):
+			// the transaction rolls back, so that its connection (on
+			// SQLite, the one writer) serves the next write, and the
+			// panic goes on.
+			tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
 	err = t.run(fn)
+	ran = true
 	if err != nil {
 		err = s.refused(err)
 		tx.Rollback(context.WithoutCancel(ctx))
