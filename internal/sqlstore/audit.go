@@ -179,18 +179,18 @@ const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 T
 // auditScratch keeps, between writes, the backing arrays of transactions'
 // audit queues and foldAudit's maps: a busy engine queues thousands of
 // entries a second, and growing a new queue each time was a fifth of the
-// SQLite writer's garbage. The store keeps them, not a sync.Pool, which
-// every garbage collection empties: a busy engine's heap is small (2 MB
-// in fanout5, collected every 10 to 15 ms), and growing queues were still
-// 5% of its bytes allocated.
+// SQLite writer's garbage. The store keeps them rather than a sync.Pool,
+// which every garbage collection empties: a busy engine's heap is small
+// (2 MB in fanout5, collected every 10 to 15 ms), and with a pool, queues
+// grown anew were still 5% of the bytes it allocated.
 type auditScratch struct {
 	mu     sync.Mutex
 	queues [][]auditRow
 	maps   []map[int64]int
 }
 
-// keptScratch bounds the queues and maps kept: as many as writes under way
-// at once, which one writer (SQLite) keeps at one.
+// keptScratch bounds the queues and maps kept: a few writes under way at
+// once (PostgreSQL) each get one back; SQLite's one writer needs one.
 const keptScratch = 4
 
 // maxKeptAudits bounds the size of what is kept: a rare huge write's is
