@@ -184,9 +184,8 @@ const claimOfRun = `CASE WHEN u_claim_read = 1 THEN u_claim WHEN u_step_id = 0 T
 // (2 MB in fanout5, collected every 10 to 15 ms), and with a pool, queues
 // grown anew were still 5% of the bytes it allocated.
 type auditScratch struct {
-	mu     sync.Mutex
-	queues [][]auditRow
-	maps   []map[int64]int
+	queues scratch[[]auditRow]
+	maps   scratch[map[int64]int]
 }
 
 // keptScratch bounds the queues and maps kept: a few writes under way at
@@ -199,23 +198,13 @@ const maxKeptAudits = 4096
 
 // queue returns an empty audit queue, with room where one was kept.
 func (a *auditScratch) queue() []auditRow {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if n := len(a.queues); n > 0 {
-		q := a.queues[n-1]
-		a.queues = a.queues[:n-1]
-		return q
-	}
-	return nil
+	q, _ := a.queues.take()
+	return q
 }
 
 // fold returns an empty map for foldAudit.
 func (a *auditScratch) fold() map[int64]int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if n := len(a.maps); n > 0 {
-		m := a.maps[n-1]
-		a.maps = a.maps[:n-1]
+	if m, ok := a.maps.take(); ok {
 		return m
 	}
 	return map[int64]int{}
@@ -226,21 +215,41 @@ func (a *auditScratch) fold() map[int64]int {
 // entries are only appended until the queue is flushed, and each queue
 // comes back cleared.
 func (a *auditScratch) put(q []auditRow, last map[int64]int) {
-	keepQ := cap(q) > 0 && cap(q) <= maxKeptAudits
-	keepM := len(last) <= maxKeptAudits
-	if keepQ {
+	if cap(q) > 0 && cap(q) <= maxKeptAudits {
 		clear(q)
+		a.queues.keep(q[:0])
 	}
-	if keepM {
+	if last != nil && len(last) <= maxKeptAudits {
 		clear(last)
+		a.maps.keep(last)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if keepQ && len(a.queues) < keptScratch {
-		a.queues = append(a.queues, q[:0])
+}
+
+// scratch keeps up to keptScratch values between writes.
+type scratch[T any] struct {
+	mu   sync.Mutex
+	kept []T
+}
+
+// take returns a value kept, if there is one.
+func (s *scratch[T]) take() (v T, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.kept)
+	if n == 0 {
+		return v, false
 	}
-	if keepM && len(a.maps) < keptScratch {
-		a.maps = append(a.maps, last)
+	v = s.kept[n-1]
+	s.kept = s.kept[:n-1]
+	return v, true
+}
+
+// keep keeps v, unless keptScratch values are kept already.
+func (s *scratch[T]) keep(v T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.kept) < keptScratch {
+		s.kept = append(s.kept, v)
 	}
 }
 

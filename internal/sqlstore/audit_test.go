@@ -162,3 +162,27 @@ func TestAuditRunEndsFitTheirRows(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditScratch: queues and maps come back emptied, at most keptScratch
+// of each are kept, and none past maxKeptAudits.
+func TestAuditScratch(t *testing.T) {
+	t.Parallel()
+	var a auditScratch
+	require.Nil(t, a.queue(), "nothing kept yet")
+	require.Empty(t, a.fold())
+	for i := range keptScratch + 2 {
+		q := append(make([]auditRow, 0, 8), auditRow{taskID: int64(i), step: "s"})
+		a.put(q, map[int64]int{int64(i): 0})
+	}
+	for range keptScratch {
+		q, m := a.queue(), a.fold()
+		require.Empty(t, q)
+		require.Equal(t, 8, cap(q))
+		require.Equal(t, auditRow{}, q[:1][0], "a kept queue references nothing")
+		require.Empty(t, m)
+	}
+	require.Nil(t, a.queue(), "at most keptScratch kept")
+	a.put(make([]auditRow, 0, maxKeptAudits+1), nil)
+	require.Nil(t, a.queue(), "a huge queue is dropped")
+	require.NotNil(t, a.fold(), "no map is nil")
+}
