@@ -62,7 +62,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	// One set of scan destinations for every row.
 	var x stepScan
 	var c claimedRow
-	dest := append(x.dest(), &c.sortKey)
+	dest := append(x.claimedDest(), &c.sortKey)
 	if t.s.d.WithWrites {
 		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
 	}
@@ -97,7 +97,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 				}
 			}
 		}
-		step := x.row()
+		step := x.claimed(t.engine, t.now)
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
 		out = append(out, store.ClaimedStep{Step: step.Step, Fence: store.Fence{StepID: step.ID, Attempt: step.Attempts, LeaseID: leaseID},

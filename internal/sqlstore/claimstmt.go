@@ -178,7 +178,7 @@ func (k claimText) build() string {
 	}
 	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?, claim_audited = 0,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE ` + where + ` RETURNING ` + stepColumns + `, sort_key`
+		WHERE ` + where + ` RETURNING ` + claimedStepColumns + `, sort_key`
 	if !k.withWrites {
 		if gated {
 			return `WITH ` + lead + update
@@ -239,7 +239,7 @@ func (k claimText) build() string {
 		if k.taking {
 			none += `, NULL`
 		}
-		q += ` UNION ALL SELECT ` + qualify("x", stepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
+		q += ` UNION ALL SELECT ` + qualify("x", claimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	return q

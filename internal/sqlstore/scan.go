@@ -120,8 +120,61 @@ func scanTask(r Row) (store.Task, error) {
 	return t, nil
 }
 
-const stepColumns = `id, task_id, idx, name, handler, namespace, state, sub, deps, attempt, max_attempts, priority, result, error, checkpoint, run_at, engine_id, started_at, finished_at,
-	kind, template, item, signal, progress, progress_msg, deadline, child_task_id, child_error, preemptible`
+// stepFields are the columns of a step's row that a stepScan reads, in
+// order, each with where it goes; claimSets marks those a claim sets to
+// values its caller knows (claimed).
+var stepFields = []struct {
+	column    string
+	dest      func(x *stepScan) any
+	claimSets bool
+}{
+	{"id", func(x *stepScan) any { return &x.s.ID }, false},
+	{"task_id", func(x *stepScan) any { return &x.s.TaskID }, false},
+	{"idx", func(x *stepScan) any { return &x.s.Index }, false},
+	{"name", func(x *stepScan) any { return &x.s.Name }, false},
+	{"handler", func(x *stepScan) any { return &x.s.Handler }, false},
+	{"namespace", func(x *stepScan) any { return &x.s.Namespace }, false},
+	{"state", func(x *stepScan) any { return &x.st }, true},
+	{"sub", func(x *stepScan) any { return &x.s.Sub }, true},
+	{"deps", func(x *stepScan) any { return &x.deps }, false},
+	{"attempt", func(x *stepScan) any { return &x.s.Attempts }, false},
+	{"max_attempts", func(x *stepScan) any { return &x.s.MaxAttempts }, false},
+	{"priority", func(x *stepScan) any { return &x.s.Priority }, false},
+	{"result", func(x *stepScan) any { return &x.result }, false},
+	{"error", func(x *stepScan) any { return &x.s.Error }, true},
+	{"checkpoint", func(x *stepScan) any { return &x.checkpoint }, false},
+	{"run_at", func(x *stepScan) any { return &x.runAt }, true},
+	{"engine_id", func(x *stepScan) any { return &x.s.EngineID }, true},
+	{"started_at", func(x *stepScan) any { return &x.started }, true},
+	{"finished_at", func(x *stepScan) any { return &x.fin }, false},
+	{"kind", func(x *stepScan) any { return &x.s.Kind }, false},
+	{"template", func(x *stepScan) any { return &x.s.Template }, false},
+	{"item", func(x *stepScan) any { return &x.item }, false},
+	{"signal", func(x *stepScan) any { return &x.s.Signal }, false},
+	{"progress", func(x *stepScan) any { return &x.progress }, false},
+	{"progress_msg", func(x *stepScan) any { return &x.s.ProgressMessage }, false},
+	{"deadline", func(x *stepScan) any { return &x.deadline }, false},
+	{"child_task_id", func(x *stepScan) any { return &x.child }, false},
+	{"child_error", func(x *stepScan) any { return &x.childErr }, false},
+	{"preemptible", func(x *stepScan) any { return &x.preemptible }, false},
+}
+
+// stepColumns are the columns of stepFields; claimedStepColumns those a
+// claim does not set, which it returns: a claim under a backlog returns a
+// hundred rows, every value of them read through cgo on SQLite.
+var stepColumns, claimedStepColumns = stepFieldColumns(false), stepFieldColumns(true)
+
+// stepFieldColumns lists the columns of stepFields, less those a claim
+// sets where claimed.
+func stepFieldColumns(claimed bool) string {
+	var cols []string
+	for _, f := range stepFields {
+		if !claimed || !f.claimSets {
+			cols = append(cols, f.column)
+		}
+	}
+	return strings.Join(cols, ", ")
+}
 
 // heldStepSelect reads steps (as s) with stepColumns, then the lease, the
 // workflow, the version and the traceparent of their task (as t), for
@@ -160,11 +213,20 @@ type stepScan struct {
 }
 
 // dest returns the scan destinations of stepColumns, in order.
-func (x *stepScan) dest() []any {
-	s := &x.s
-	return []any{&s.ID, &s.TaskID, &s.Index, &s.Name, &s.Handler, &s.Namespace, &x.st, &s.Sub, &x.deps, &s.Attempts, &s.MaxAttempts,
-		&s.Priority, &x.result, &s.Error, &x.checkpoint, &x.runAt, &s.EngineID, &x.started, &x.fin,
-		&s.Kind, &s.Template, &x.item, &s.Signal, &x.progress, &s.ProgressMessage, &x.deadline, &x.child, &x.childErr, &x.preemptible}
+func (x *stepScan) dest() []any { return x.fieldDest(false) }
+
+// claimedDest returns the scan destinations of claimedStepColumns, in
+// order; claimed decodes what they read.
+func (x *stepScan) claimedDest() []any { return x.fieldDest(true) }
+
+func (x *stepScan) fieldDest(claimed bool) []any {
+	dest := make([]any, 0, len(stepFields))
+	for _, f := range stepFields {
+		if !claimed || !f.claimSets {
+			dest = append(dest, f.dest(x))
+		}
+	}
+	return dest
 }
 
 // row decodes what was scanned.
@@ -191,6 +253,15 @@ func (x *stepScan) row() stepRow {
 	s.ChildTaskID, s.ChildError = x.child.Int64, x.childErr.String
 	s.Preemptible = x.preemptible != 0
 	return stepRow{Step: s, deps: parseIdx(x.deps)}
+}
+
+// claimed decodes a row of claimedStepColumns of a step claimed by engine
+// at now (microseconds), which the claim set: running, no sub-status, no
+// error, no time to run at.
+func (x *stepScan) claimed(engine string, now int64) stepRow {
+	x.st, x.s.Sub, x.s.Error, x.runAt = string(state.StepRunning), "", "", sql.NullInt64{}
+	x.s.EngineID, x.started = engine, sql.NullInt64{Int64: now, Valid: true}
+	return x.row()
 }
 
 // scanStep reads a row of stepColumns.

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"Idempotency", testIdempotency},
 		{"BulkInsertIsAtomic", testBulkInsertAtomic},
 		{"ClaimLimitAndFence", testClaimLimit},
+		{"ClaimedStepIsItsRow", testClaimedStepIsItsRow},
 		{"ClaimByHandler", testClaimByHandler},
 		{"PriorityAging", testPriorityAging},
 		{"NamespaceCaps", testNamespaceCaps},

@@ -111,6 +111,60 @@ func testClaimLimit(t *testing.T, h *harness) {
 	require.Empty(t, h.claim("e1", 10))
 }
 
+// testClaimedStepIsItsRow: what a claim returns of each step is the step
+// as stored once claimed, whether the claim takes it fresh, after a failed
+// attempt that left an error and a time to run at, with a checkpoint and
+// a timeout, alone or among many (a claim returns only the columns it does
+// not set itself, and fills those in).
+func testClaimedStepIsItsRow(t *testing.T, h *harness) {
+	h.register("e1")
+	steps := []store.StepInsert{{Name: "first", Handler: "h", MaxAttempts: 3, Timeout: time.Minute, Priority: 2},
+		{Name: "second", Handler: "h", Deps: []int{0}, MaxAttempts: 1}}
+	inserts := make([]store.TaskInsert, 6)
+	for i := range inserts {
+		inserts[i].Steps = steps
+	}
+	h.insert(inserts...)
+	same := func(got []store.ClaimedStep) {
+		t.Helper()
+		for _, c := range got {
+			stored := h.task(c.TaskID).Steps[c.Index]
+			require.Equal(t, stored, c.Step, "step %d of task %d", c.Index, c.TaskID)
+			require.Equal(t, state.StepRunning, c.State)
+			require.Equal(t, "e1", c.EngineID)
+			require.True(t, c.StartedAt.Equal(h.clock.Now()), "started %v, claimed at %v", c.StartedAt, h.clock.Now())
+		}
+	}
+	many := h.claim("e1", 4)
+	require.Len(t, many, 4)
+	same(many)
+	// A failed attempt: an error and a time to run at, both cleared by the
+	// next claim; a checkpoint, kept.
+	c := many[0]
+	require.NoError(t, h.s.SaveCheckpoint(h.ctx, c.Fence, json.RawMessage(`{"page":3}`)))
+	require.NoError(t, h.complete(store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepWaiting, RunAt: h.clock.Now().Add(time.Second), Error: "boom"})[0])
+	h.clock.Advance(time.Second)
+	_, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
+	require.NoError(t, err)
+	again := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: c.TaskID})
+	require.Len(t, again, 1)
+	require.Equal(t, 2, again[0].Attempts)
+	require.JSONEq(t, `{"page":3}`, string(again[0].Checkpoint))
+	require.Empty(t, again[0].Error)
+	same(again)
+	// One claimed alone, and the rest.
+	h.clock.Advance(time.Second)
+	same(h.claim("e1", 1))
+	h.clock.Advance(time.Second)
+	same(h.claim("e1", 10))
+	// A child made ready by its dependency's end.
+	h.ok(again[0], `{"n":1}`)
+	h.clock.Advance(time.Second)
+	children := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: c.TaskID})
+	require.Equal(t, []string{"second"}, names(children))
+	same(children)
+}
+
 func testClaimByHandler(t *testing.T, h *harness) {
 	h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "a", Handler: "remote", MaxAttempts: 1}}},
 		store.TaskInsert{Steps: []store.StepInsert{{Name: "b", Handler: "local", MaxAttempts: 1}}})
