@@ -29,7 +29,8 @@ package sqlite
 //     update of a big table, say) goes to a file as before.
 //
 // The settings are the process's: another user of SQLite in it gets them
-// too, and loses the counts, nothing else.
+// too (sqlite3_memory_used reads 0 and the soft heap limit does nothing; a
+// larger lookaside; statement journals in memory up to 4 MiB).
 
 /*
 extern int sqlite3_config(int, ...);
