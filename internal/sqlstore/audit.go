@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -98,8 +97,19 @@ func (r *auditRow) stepsText() string {
 	if len(r.steps) == 0 {
 		return ""
 	}
-	b, _ := json.Marshal(r.steps) // strings always encode
-	return string(b)
+	n := 2
+	for _, s := range r.steps {
+		n += len(s) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, s := range r.steps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, s)
+	}
+	return string(append(b, ']'))
 }
 
 // entries counts the entries the row reads back as.

@@ -1,7 +1,10 @@
 package sqlstore
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +87,36 @@ func BenchmarkRowsetAudit(b *testing.B) {
 	for b.Loop() {
 		rowset(tx, "u", rows, auditRowset...)
 	}
+}
+
+// TestAppendJSONString: every string is written byte for byte as
+// encoding/json's Encoder writes it without escaping HTML, invalid UTF-8
+// included.
+func TestAppendJSONString(t *testing.T) {
+	t.Parallel()
+	for _, s := range jsonStringSeeds {
+		t.Run(fmt.Sprintf("%q", s), func(t *testing.T) {
+			t.Parallel()
+			checkJSONString(t, s)
+		})
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range jsonStringSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(checkJSONString)
+}
+
+var jsonStringSeeds = []string{"", "plain", `"quoted"`, `back\slash`, "tab\there", "line\nbreak\r\n", "nul\x00byte", "\x1f\x7f",
+	"<html> & 'apostrophes'", "naïve café 漢字 🎉", "\u2028\u2029", "bad \xff utf-8 \xc3", "\xed\xa0\x80 surrogate", "'; DROP TABLE steps; --"}
+
+func checkJSONString(t *testing.T, s string) {
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	require.NoError(t, enc.Encode(s))
+	got := appendJSONString([]byte("x"), s)
+	require.Equal(t, "x"+strings.TrimSuffix(want.String(), "\n"), string(got))
 }
