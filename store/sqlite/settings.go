@@ -25,16 +25,21 @@ package sqlite
 //     /var/tmp). A claim of a hundred steps, or a submission of a hundred
 //     workflows, changes more than sixteen pages: a fanout5 run of 2,000
 //     workflows opened 67 temporary files and wrote them 1,122 times. Up
-//     to 256 KiB the journal stays in memory; a larger one (a migration's
-//     update of a big table, say) goes to a file as before. SQLite takes
-//     a journal's memory in pieces of that size, one at its first page:
-//     at 4 MiB, half a minute of the REST API under load (scripts/load)
-//     ended at 81 MB resident against 60, at 256 KiB at 60 as with
-//     SQLite's 64 KiB, and fanout5 opened no temporary file.
+//     to 120 KiB the journal stays in memory (fanout5 opens no temporary
+//     file); a larger one (a submission of thousands of tasks, a
+//     migration's update of a big table) goes to a file as before. The
+//     bound is SQLite's: it takes a journal's memory in pieces of that
+//     size and, spilling, writes each piece in one call, and its unix VFS
+//     writes at most 128 KiB - 1 bytes a call (seekAndWriteFd masks the
+//     length with 0x1ffff): at 256 KiB a spilling journal failed with
+//     "database or disk is full" (TestLargeWritesSpillTheirJournals), and
+//     at 4 MiB one past 4 MiB would have. Larger pieces cost memory: at
+//     4 MiB, half a minute of the REST API under load (scripts/load)
+//     ended at 81 MB resident against 60 at 64 KiB.
 //
 // The settings are the process's: another user of SQLite in it gets them
 // too (sqlite3_memory_used reads 0 and the soft heap limit does nothing; a
-// larger lookaside; statement journals in memory up to 256 KiB).
+// larger lookaside; statement journals in memory up to 120 KiB).
 
 /*
 extern int sqlite3_config(int, ...);
@@ -46,7 +51,7 @@ extern int sqlite3_status64(int, long long *, long long *, int);
 static void weft_configure(void) {
 	sqlite3_config(9, 0);
 	sqlite3_config(13, 1200, 400);
-	sqlite3_config(26, 256 << 10);
+	sqlite3_config(26, 120 << 10); // under 128 KiB: see above
 }
 
 // SQLITE_STATUS_MEMORY_USED is 0.
