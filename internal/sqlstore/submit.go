@@ -304,14 +304,7 @@ func (t *txn) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runA
 		return nil
 	}
 	if t.s.d.Arrays {
-		rows := make([][]any, len(tpl.steps))
-		for j := range tpl.steps {
-			tp := &tpl.steps[j]
-			st := t.start(tp, in.Priority, runAt)
-			rows[j] = newStepRow(id, j, tp, in, st)
-			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
-		}
-		if err := t.insertSteps(rows); err != nil {
+		if err := t.insertSteps(t.appendStepRows(make([][]any, 0, len(tpl.steps)), tpl, id, in, runAt)); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}
 		return nil
@@ -334,6 +327,19 @@ func (t *txn) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runA
 		}
 	}
 	return nil
+}
+
+// appendStepRows appends to rows the rows of the steps of task id (in, its
+// insert, due at runAt) of templates tpl (newStepRow), and queues their
+// audit entries.
+func (t *txn) appendStepRows(rows [][]any, tpl *template, id int64, in store.TaskInsert, runAt int64) [][]any {
+	for j := range tpl.steps {
+		tp := &tpl.steps[j]
+		st := t.start(tp, in.Priority, runAt)
+		rows = append(rows, newStepRow(id, j, tp, in, st))
+		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+	}
+	return rows
 }
 
 // insert returns the statement that inserts steps from to to (at most

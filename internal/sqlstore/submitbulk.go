@@ -109,11 +109,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 		done[i] = true
 		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 		tags.add(id, in.Tags)
-		for j, tp := range tpl.of(in.Steps).steps {
-			st := t.start(&tp, in.Priority, news[i].runAt)
-			steps = append(steps, newStepRow(id, j, &tp, in, st))
-			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
-		}
+		steps = t.appendStepRows(steps, tpl.of(in.Steps), id, in, news[i].runAt)
 		out[i] = store.InsertResult{Task: news[i].task(in, id, t.now)}
 	}
 	for i, in := range tasks {
