@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,10 +15,7 @@ import (
 // once a store has opened its file and migrated it.
 func TestMemoryNotCounted(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	openStore(t)
 	require.Zero(t, sqlite.MemoryCounted(), "SQLite counts its allocations")
 }
 
@@ -31,9 +27,7 @@ func TestMemoryNotCounted(t *testing.T) {
 func TestLargeWritesSpillTheirJournals(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
+	s := openStore(t)
 	for range 2 {
 		in := make([]store.TaskInsert, 10_000)
 		for i := range in {

@@ -23,6 +23,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// openStore opens a store on a new file in a temporary directory, closed
+// when tb ends.
+func openStore(tb testing.TB) sqlite.Store {
+	tb.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
 func TestOpenErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -54,9 +64,7 @@ func TestReopenKeepsData(t *testing.T) {
 func TestClaimReadsReadyIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	s := openStore(t)
 	for _, depth := range []int{1000, 100000} {
 		_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
 			INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
@@ -78,11 +86,9 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 func TestFairClaimReadsNamespaceIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	s := openStore(t)
 	// 100k ready steps in 4 namespaces, and a few of a fifth.
-	_, err = s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
+	_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
 		INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, sort_key, max_attempts)
 		SELECT n, 0, 's', 'h', CASE WHEN n % 10000 = 0 THEN 'rare' ELSE 'ns' || (n % 4) END, 'ready', 0, n, 3 FROM g`)
 	require.NoError(t, err)
@@ -122,10 +128,8 @@ func TestRefusesNewerSchema(t *testing.T) {
 func TestOverdueReadsDeadlineIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
+	s := openStore(t)
+	_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
 		INSERT INTO steps (task_id, idx, name, handler, namespace, state, priority, max_attempts, deadline)
 		SELECT n, 0, 's', 'h', 'ns', 'running', 0, 3, CASE WHEN n % 1000 = 0 THEN n END FROM g`)
 	require.NoError(t, err)
@@ -149,18 +153,10 @@ func BenchmarkAttentionBacklog(b *testing.B) {
 
 // BenchmarkGetTask: see storetest.BenchmarkGetTask.
 func BenchmarkGetTask(b *testing.B) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(b, err)
-	b.Cleanup(func() { s.Close() })
-	storetest.BenchmarkGetTask(b, s)
+	storetest.BenchmarkGetTask(b, openStore(b))
 }
 
 // BenchmarkClaimSteps: see storetest.BenchmarkClaimSteps.
 func BenchmarkClaimSteps(b *testing.B) {
-	storetest.BenchmarkClaimSteps(b, func(tb testing.TB) store.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "weft.db"), sqlite.Options{})
-		require.NoError(tb, err)
-		tb.Cleanup(func() { s.Close() })
-		return s
-	})
+	storetest.BenchmarkClaimSteps(b, func(tb testing.TB) store.Store { return openStore(tb) })
 }

@@ -2,14 +2,12 @@ package sqlite_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/store/sqlite"
 	"github.com/weftrun/weft/store/storetest"
 )
 
@@ -20,9 +18,7 @@ import (
 func TestSubmitStoresStepColumnsAsGiven(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	defer s.Close()
+	s := openStore(t)
 	steps := storetest.OddSteps()
 	steps[0].Name += "\x00after a NUL"
 	steps[1].Handler += "\x00"

@@ -2,13 +2,11 @@ package sqlite_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/store/sqlite"
 )
 
 // TestTagFilterReadsTagIndex shows that a filter by tag looks the tag up in
@@ -16,10 +14,8 @@ import (
 func TestTagFilterReadsTagIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	defer s.Close()
-	_, err = s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
+	s := openStore(t)
+	_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 100000)
 		INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, remaining)
 		SELECT n, 'ns', 'wf', '1', 'completed', '{}', 0, 0, n, 0 FROM g`)
 	require.NoError(t, err)
