@@ -87,9 +87,11 @@ var stepEdges = map[Step][]Step{
 	// signal it waited for arrived (completed) or its wait timed out
 	// (failed).
 	StepWaiting: {StepReady, StepExpired, StepCancelled, StepResolved, StepCompleted, StepFailed},
-	// Retry of a failed task puts its failed steps back in the queue.
-	StepFailed:  {StepReady, StepResolved},
-	StepExpired: {StepReady, StepResolved},
+	// Retry of a failed task or step puts a failed step back in the state
+	// its kind starts in: the queue (ready), or, for a signal step, its
+	// wait for the signal (waiting). An operator may resolve it.
+	StepFailed:  {StepReady, StepWaiting, StepResolved},
+	StepExpired: {StepReady, StepWaiting, StepResolved},
 	// Retry of a failed task re-evaluates the steps skipped because of it.
 	StepSkipped:   {StepPending},
 	StepCompleted: nil,

@@ -42,8 +42,10 @@ var legalStep = map[[2]Step]bool{
 
 	// failed, expired: an operator retries or resolves them.
 	{StepFailed, StepReady}:     true,
+	{StepFailed, StepWaiting}:   true, // a signal step retried waits for its signal again
 	{StepFailed, StepResolved}:  true,
 	{StepExpired, StepReady}:    true,
+	{StepExpired, StepWaiting}:  true, // a signal step retried waits for its signal again
 	{StepExpired, StepResolved}: true,
 
 	// skipped: re-evaluated when its failed task is retried.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/state"
@@ -66,67 +67,54 @@ func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
 	if task.State != state.TaskFailed {
 		return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
 	}
-	rows, err := t.query(`SELECT id, name, state, deps, priority, ttl, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, id)
+	rows, err := t.query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
-	type row struct {
-		id       int64
-		name, st string
-		deps     []int
-		priority int
-		ttl      int64
-		batchOf  sql.NullInt64
-	}
-	steps, err := collect(rows, func(r Row) (row, error) {
-		var v row
-		var deps string
-		err := r.Scan(&v.id, &v.name, &v.st, &deps, &v.priority, &v.ttl, &v.batchOf)
-		v.deps = parseIdx(deps)
-		return v, err
-	})
+	steps, err := collect(rows, scanOpStep)
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
 	items := map[int][]int{} // batch step index -> its items' indexes
 	for i, r := range steps {
-		if r.batchOf.Valid {
+		if r.batchOf >= 0 {
 			// Items of a batch count among the dependencies of the
 			// batch step's children.
-			items[int(r.batchOf.Int64)] = append(items[int(r.batchOf.Int64)], i)
+			items[r.batchOf] = append(items[r.batchOf], i)
 		}
 	}
 	if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
 		return err
 	}
-	// Failed and expired steps run again; skipped ones wait for their
+	// Failed and expired steps start again; skipped ones wait for their
 	// dependencies anew, with counts recomputed from the new states.
+	var restarted []int
 	for i := range steps {
 		r := &steps[i]
-		switch state.Step(r.st) {
+		switch r.st {
 		case state.StepFailed, state.StepExpired:
-			if _, err := t.moveStep(r.id, id, r.name, state.Step(r.st), state.StepReady, 0, stepReason,
-				`attempt = 0, error = '', result = NULL, finished_at = NULL, sort_key = ?`, t.now-int64(r.priority)*t.s.aging); err != nil {
+			to, err := t.restart(id, *r, stepReason)
+			if err != nil {
 				return err
 			}
-			r.st = string(state.StepReady)
-			t.readied++
+			r.st = to
+			restarted = append(restarted, i)
 		case state.StepSkipped:
 			if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, stepReason, `finished_at = NULL`); err != nil {
 				return err
 			}
-			r.st = string(state.StepPending)
+			r.st = state.StepPending
 		}
 	}
 	remaining := 0
 	for _, r := range steps {
-		if !state.Step(r.st).Terminal() {
+		if !r.st.Terminal() {
 			remaining++
 		}
-		if state.Step(r.st) != state.StepPending {
+		if r.st != state.StepPending {
 			continue
 		}
-		c := dependencyCounts(r.deps, items, func(i int) state.Step { return state.Step(steps[i].st) })
+		c := dependencyCounts(r.deps, items, func(i int) state.Step { return steps[i].st })
 		if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
 			return fmt.Errorf("reset dependency counts: %w", err)
 		}
@@ -134,21 +122,69 @@ func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
 	if _, err := t.exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
 		return fmt.Errorf("reset task counts: %w", err)
 	}
+	// With the counts in place, a signal step waiting again takes a
+	// signal the task kept, as it would have on its first wait.
+	for _, i := range restarted {
+		if err := t.takeKeptSignal(id, steps[i]); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// restart moves a failed or expired step back to the state its kind starts
+// in, its attempts counted afresh, and returns that state. This is the one
+// rule of every retry (of a task, of a step, one or in bulk): a signal step
+// waits for its signal again, with a fresh timeout (a signal the task kept
+// is taken later, by takeKeptSignal, once the caller's counts are in
+// place); every other kind (plain, decision, batch, item and workflow
+// steps, whatever their handler) is ready to be claimed, with a fresh ttl.
+func (t *txn) restart(taskID int64, s opStep, reason string) (state.Step, error) {
+	const clear = `attempt = 0, error = '', result = NULL, finished_at = NULL, `
+	if s.kind == store.KindSignal {
+		_, err := t.moveStep(s.id, taskID, s.name, s.st, state.StepWaiting, 0, fmt.Sprintf("%s: waiting for signal %q", reason, s.signal),
+			clear+`expires_at = NULL, run_at = ?`, signalDeadline(t.now, time.Duration(s.waitTimeout)*time.Microsecond))
+		return state.StepWaiting, err
+	}
+	var expires any
+	if s.ttl > 0 {
+		expires = t.now + s.ttl
+	}
+	moved, err := t.moveStep(s.id, taskID, s.name, s.st, state.StepReady, 0, reason,
+		clear+`expires_at = ?, run_at = NULL, sort_key = ?`, expires, t.now-int64(s.priority)*t.s.aging)
+	if moved {
+		t.madeReady(s.id)
+	}
+	return state.StepReady, err
+}
+
+// takeKeptSignal hands a restarted signal step the oldest signal of its
+// name that the task kept for want of a waiting step.
+func (t *txn) takeKeptSignal(taskID int64, s opStep) error {
+	if s.kind != store.KindSignal {
+		return nil
+	}
+	return t.takeSignal(s.id, taskID, s.name, s.children, s.signal)
 }
 
 // opStep is what an operator action needs to know of each step of a task.
 type opStep struct {
-	id       int64
-	name     string
-	st       state.Step
-	deps     []int
-	children string
-	priority int
-	ttl      int64
-	rule     dag.Rule
-	batchOf  int // for a batch item, its batch step's index; else -1
+	id          int64
+	name        string
+	st          state.Step
+	deps        []int
+	children    string
+	priority    int
+	ttl         int64
+	rule        dag.Rule
+	batchOf     int // for a batch item, its batch step's index; else -1
+	kind        string
+	signal      string
+	waitTimeout int64 // microseconds
 }
+
+// opStepColumns are the columns scanOpStep reads.
+const opStepColumns = `id, name, state, deps, children, priority, ttl, trigger_rule, batch_of, kind, signal, wait_timeout`
 
 // operandTask loads the task of a step and every step of it, in index
 // order, and returns the index of the step.
@@ -160,7 +196,7 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 		}
 		return 0, "", nil, 0, fmt.Errorf("step %d: %w", stepID, err)
 	}
-	rows, err := t.query(`SELECT id, name, state, deps, children, priority, ttl, trigger_rule, batch_of FROM steps WHERE task_id = ? ORDER BY idx`, taskID)
+	rows, err := t.query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, taskID)
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
@@ -177,13 +213,12 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 	return taskID, state.Task(st), steps, target, nil
 }
 
-// scanOpStep reads id, name, state, deps, children, priority, ttl,
-// trigger_rule and batch_of.
+// scanOpStep reads opStepColumns.
 func scanOpStep(r Row) (opStep, error) {
 	var o opStep
 	var sst, deps, rule string
 	var batchOf sql.NullInt64
-	if err := r.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf); err != nil {
+	if err := r.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf, &o.kind, &o.signal, &o.waitTimeout); err != nil {
 		return o, err
 	}
 	o.st, o.deps, o.rule, o.batchOf = state.Step(sst), parseIdx(deps), dag.Rule(rule), -1
@@ -210,12 +245,13 @@ func (s *Store) RetryStep(ctx context.Context, id int64, engineID, reason string
 		if o.st != state.StepFailed && o.st != state.StepExpired {
 			return fmt.Errorf("step %q of task %d is %s, only failed or expired steps can be retried: %w", o.name, taskID, o.st, store.ErrConflict)
 		}
-		return t.reopen(taskID, ts, steps, target, func() error {
-			_, err := t.moveStep(o.id, taskID, o.name, o.st, state.StepReady, 0, reason,
-				`attempt = 0, error = '', result = NULL, finished_at = NULL, expires_at = NULL, sort_key = ?`, t.now-int64(o.priority)*t.s.aging)
-			t.readied++
+		if err := t.reopen(taskID, ts, steps, target, func() error {
+			_, err := t.restart(taskID, o, reason)
 			return err
-		})
+		}); err != nil {
+			return err
+		}
+		return t.takeKeptSignal(taskID, o)
 	})
 }
 

@@ -44,9 +44,15 @@ func (t *txn) beginWait(id, taskID int64, name, children, signal string, timeout
 	if err != nil || !moved {
 		return err
 	}
+	return t.takeSignal(id, taskID, name, children, signal)
+}
+
+// takeSignal completes the waiting step id with the oldest signal of its
+// name that the task kept, if any.
+func (t *txn) takeSignal(id, taskID int64, name, children, signal string) error {
 	var sigID int64
 	var payload string
-	err = t.queryRow(`SELECT id, payload FROM signals WHERE task_id = ? AND name = ? AND step_id IS NULL ORDER BY id LIMIT 1`, taskID, signal).
+	err := t.queryRow(`SELECT id, payload FROM signals WHERE task_id = ? AND name = ? AND step_id IS NULL ORDER BY id LIMIT 1`, taskID, signal).
 		Scan(&sigID, &payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil

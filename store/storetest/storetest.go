@@ -105,6 +105,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, statsTests...)
 	tests = append(tests, preemptionTests...)
 	tests = append(tests, outcomeClaimTests...)
+	tests = append(tests, retryKindTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
