@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -84,5 +85,54 @@ func TestSignalRoute(t *testing.T) {
 		var res wire.SignalResult
 		en.ok(200, "POST", "/v1/tasks/"+itoa(second.ID)+"/signals/go_live", nil, &res)
 		require.JSONEq(t, `{"signal":"go_live","payload":null}`, string(en.waitTask(second.ID).Steps[0].Result))
+	})
+}
+
+// TestRetriedSignalStepWaitsAgain: a signal step whose wait timed out and
+// that an operator retries, through each REST route that retries, waits
+// for its signal again, and the signal then completes the task.
+func TestRetriedSignalStepWaitsAgain(t *testing.T) {
+	t.Parallel()
+	routes := []struct {
+		name  string
+		retry func(en *env, task store.Task) (string, any)
+	}{
+		{"step", func(en *env, task store.Task) (string, any) {
+			return "/v1/steps/" + itoa(task.Steps[0].ID) + "/retry", nil
+		}},
+		{"task", func(en *env, task store.Task) (string, any) { return "/v1/tasks/" + itoa(task.ID) + "/retry", nil }},
+		{"bulk", func(en *env, task store.Task) (string, any) {
+			return "/v1/tasks/retry", map[string]any{"ids": []int64{task.ID}}
+		}},
+	}
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		en := newEnv(t, open(t), server.Options{})
+		en.register(`namespace: demo
+name: timed_gate
+version: "1"
+steps:
+  - name: approval
+    type: signal
+    signal: {name: go_live, timeout: 1h}
+`)
+		for _, rt := range routes {
+			var task store.Task
+			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/timed_gate"}, &task)
+			// The wait times out: maintenance an hour and a minute later.
+			_, err := en.e.Store().Promote(t.Context(), time.Now().Add(61*time.Minute), "test")
+			require.NoError(t, err)
+			task = en.waitTask(task.ID)
+			require.Equal(t, state.TaskFailed, task.State, rt.name)
+
+			path, body := rt.retry(en, task)
+			en.ok(200, "POST", path, body, nil)
+			en.ok(200, "GET", "/v1/tasks/"+itoa(task.ID), nil, &task)
+			require.Equal(t, state.StepWaiting, task.Steps[0].State, "%s: the step waits for its signal again", rt.name)
+			var res wire.SignalResult
+			en.ok(200, "POST", "/v1/tasks/"+itoa(task.ID)+"/signals/go_live", map[string]any{"payload": rt.name}, &res)
+			require.True(t, res.Delivered, "%s: the signal reaches the waiting step", rt.name)
+			done := en.waitTask(task.ID)
+			require.Equal(t, state.TaskCompleted, done.State, rt.name)
+		}
 	})
 }

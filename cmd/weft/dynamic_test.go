@@ -240,3 +240,55 @@ func TestCheckpointResumesAfterKill(t *testing.T) {
 	require.Equal(t, 2, task.Steps[0].Attempts)
 	require.JSONEq(t, `{"rows": 40}`, string(task.Steps[0].Result))
 }
+
+// TestRetriedSignalStepWaitsAgain: a signal step whose wait timed out,
+// retried by each CLI command that retries, waits for its signal again, and
+// `weft signal` then completes the task.
+func TestRetriedSignalStepWaitsAgain(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		retry func(taskID, stepID string) []string
+	}{
+		{"retry", func(taskID, _ string) []string { return []string{"retry", taskID} }},
+		{"retry --attention", func(string, string) []string { return []string{"retry", "--attention"} }},
+		{"step retry", func(_, stepID string) []string { return []string{"step", "retry", stepID} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db := filepath.Join(dir, "weft.db")
+			tpl := writeFile(t, dir, "gate.yaml", `namespace: t
+name: gate
+version: "1"
+steps:
+  - name: approval
+    type: signal
+    signal: {name: go_live, timeout: 1h}
+`)
+			r := weftCLI(t, "submit", tpl, "--db", db)
+			requireCode(t, exitOK, r)
+			id := strings.TrimSpace(r.stdout)
+			// The wait times out: maintenance an hour and a minute later.
+			ctx := t.Context()
+			s, err := sqlite.Open(ctx, db, sqlite.Options{})
+			require.NoError(t, err)
+			n, err := s.Promote(ctx, time.Now().Add(61*time.Minute), "test")
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.NoError(t, s.Close())
+			r = weftCLI(t, "task", id, "--json", "--db", db)
+			requireCode(t, exitOK, r)
+			task := decodeTask(t, r.stdout)
+			require.Equal(t, state.TaskFailed, task.State)
+
+			requireCode(t, exitOK, weftCLI(t, append(tt.retry(id, strconv.FormatInt(task.Steps[0].ID, 10)), "--db", db)...))
+			r = weftCLI(t, "signal", id, "go_live", "--db", db)
+			requireCode(t, exitOK, r)
+			require.Equal(t, "signal go_live delivered to task "+id+"\n", r.stdout)
+			r = weftCLI(t, "task", id, "--json", "--db", db)
+			requireCode(t, exitOK, r)
+			require.Equal(t, state.TaskCompleted, decodeTask(t, r.stdout).State)
+		})
+	}
+}
