@@ -75,3 +75,108 @@ func TestStepTimeoutsMigration(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.TaskCompleted, task.State)
 }
+
+// TestIDsNeverReusedMigration opens a database written before ids were
+// kept from reuse (schema 25), whose newest task (5) was deleted while its
+// audit trail and signal remain: after migration 026 every row keeps its
+// id and columns, the indexes are as before, and new tasks, steps and log
+// entries take ids above every id the database ever held.
+func TestIDsNeverReusedMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	db, err := sql.Open(driverName, "file:"+path+"?_txlock=immediate")
+	require.NoError(t, err)
+	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
+	require.NoError(t, err)
+	require.Equal(t, "026_ids_never_reused.sql", ms[25].Name)
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:25], `INSERT INTO weft_schema (version) VALUES (?)`))
+	const at = 1700000000000000
+	for _, q := range []string{
+		`INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, finished_at, remaining, tags)
+			VALUES (3, 'ns', 'wf', '1', 'completed', '{"n":3}', 2, 1700000000000000, 1700000000000000, 1700000000000000, 0, '{"env":"prod"}')`,
+		`INSERT INTO steps (id, task_id, idx, name, handler, namespace, state, priority, max_attempts, attempt, result, kind, finished_at)
+			VALUES (7, 3, 0, 'a', 'h', 'ns', 'completed', 2, 3, 1, '{"ok":true}', 'decision', 1700000000000000)`,
+		`INSERT INTO audit (id, task_id, step, from_state, to_state, at) VALUES (40, 3, 'a', 'running', 'completed', 1700000000000000)`,
+		`INSERT INTO audit (id, task_id, step, from_state, to_state, at) VALUES (41, 5, '', 'running', 'completed', 1700000000000000)`,
+		`INSERT INTO signals (id, task_id, name, payload, created_at, step_id) VALUES (2, 5, 'go', 'null', 1700000000000000, 9)`,
+		`INSERT INTO operator_log (id, at, actor, action, subject) VALUES (4, 1700000000000000, 'op', 'delete', 'task 5')`,
+		`INSERT INTO policy_changes (id, at, actor, target, change) VALUES (6, 1700000000000000, 'op', 'ns', 'paused')`,
+		`INSERT INTO schedule_audit (id, namespace, workflow, name, at, action) VALUES (8, 'ns', 'wf', 'nightly', 1700000000000000, 'created')`,
+	} {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	indexes := func() map[string]string {
+		rows, err := conn.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL`)
+		require.NoError(t, err)
+		defer rows.Close()
+		out := map[string]string{}
+		for rows.Next() {
+			var name, q string
+			require.NoError(t, rows.Scan(&name, &q))
+			out[name] = q
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	before := indexes()
+	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:26], `INSERT INTO weft_schema (version) VALUES (?)`))
+	require.Equal(t, before, indexes(), "every index is made again as it was")
+	var input, tags, result, kind string
+	var priority int
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT input, tags, priority FROM tasks WHERE id = 3`).Scan(&input, &tags, &priority))
+	require.Equal(t, []any{`{"n":3}`, `{"env":"prod"}`, 2}, []any{input, tags, priority})
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT result, kind FROM steps WHERE id = 7 AND task_id = 3`).Scan(&result, &kind))
+	require.Equal(t, []any{`{"ok":true}`, "decision"}, []any{result, kind})
+	for table, id := range map[string]int{"signals": 2, "operator_log": 4, "policy_changes": 6, "schedule_audit": 8} {
+		var n int
+		require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE id = ?`, id).Scan(&n))
+		require.Equal(t, 1, n, table)
+	}
+	require.NoError(t, conn.Close())
+	require.NoError(t, db.Close())
+
+	s, err := Open(ctx, path, Options{Clock: func() time.Time { return time.UnixMicro(at) }})
+	require.NoError(t, err)
+	defer s.Close()
+	res, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
+		Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	task, err := s.GetTask(ctx, res[0].Task.ID)
+	require.NoError(t, err)
+	require.Greater(t, task.ID, int64(5), "above the deleted task that the audit trail still names")
+	require.Greater(t, task.Steps[0].ID, int64(9), "above the deleted step that a signal still names")
+}
+
+// TestEveryIDIsAutoincrement is the rule behind ids never reused: every
+// table of the schema keyed by an integer id hands its ids out with
+// AUTOINCREMENT (policy_version holds one row, id 1, and hands out none).
+func TestEveryIDIsAutoincrement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	s, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	db, err := sql.Open(driverName, "file:"+path)
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%INTEGER PRIMARY KEY%'`)
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var name, q string
+		require.NoError(t, rows.Scan(&name, &q))
+		if name == "policy_version" {
+			continue
+		}
+		n++
+		require.Contains(t, q, "INTEGER PRIMARY KEY AUTOINCREMENT", "table %s", name)
+	}
+	require.NoError(t, rows.Err())
+	require.GreaterOrEqual(t, n, 8, "tasks, steps, audit, signals, webhooks and the logs")
+}

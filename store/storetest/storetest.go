@@ -106,6 +106,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, preemptionTests...)
 	tests = append(tests, outcomeClaimTests...)
 	tests = append(tests, retryKindTests...)
+	tests = append(tests, idTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
