@@ -389,3 +389,43 @@ func TestSignalTimeout(t *testing.T) {
 		require.Equal(t, state.StepCompleted, stepByName(t, task, "on_timeout").State, "a one_failed step handles the timeout")
 	})
 }
+
+// TestSkippedStepsShowNoAttempts: a step that never ran shows 0 attempts,
+// whichever way it was skipped: its when condition was false, a decision
+// did not choose it, its trigger rule was false, or a parent failed or was
+// skipped.
+func TestSkippedStepsShowNoAttempts(t *testing.T) {
+	t.Parallel()
+	w := workflow.New("test", "skips", "1").
+		Step("check", "echo").
+		Step("by_when", "echo", workflow.DependsOn("check"), workflow.When(`input.amount > 1000`), workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 3})).
+		Step("after_when", "echo", workflow.DependsOn("by_when")).
+		Step("decide", "choose", workflow.AsDecision()).
+		Step("chosen", "echo", workflow.DependsOn("decide")).
+		Step("not_chosen", "echo", workflow.DependsOn("decide")).
+		Step("by_rule", "echo", workflow.DependsOn("check"), workflow.WithTriggerRule(workflow.OneFailed)).
+		Step("boom", "fail").
+		Step("after_boom", "echo", workflow.DependsOn("boom"))
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 4})
+		e.Handle("echo", echo)
+		e.Handle("choose", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			return map[string]any{"branches": []string{"chosen"}}, nil
+		})
+		e.Handle("fail", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			return nil, weft.Permanent(errors.New("boom"))
+		})
+		register(t, e, w)
+		start(t, e)
+		task := wait(t, e, submit(t, e, weft.Submission{Workflow: "test/skips",
+			Input: json.RawMessage(`{"amount": 10}`)}).Task.ID)
+		for _, name := range []string{"by_when", "after_when", "not_chosen", "by_rule", "after_boom"} {
+			s := stepByName(t, task, name)
+			require.Equal(t, state.StepSkipped, s.State, name)
+			require.Zero(t, s.Attempts, "%s never ran", name)
+		}
+		chosen := stepByName(t, task, "chosen")
+		require.Equal(t, state.StepCompleted, chosen.State)
+		require.Equal(t, 1, chosen.Attempts, "%+v", chosen)
+	})
+}

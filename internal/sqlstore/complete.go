@@ -132,7 +132,10 @@ func (t *txn) finish(o store.Outcome) (bool, error) {
 			o.Reason = o.Error
 		}
 	case state.StepSkipped:
-		set, args = `sub = '', error = '', finished_at = ?`, []any{t.now}
+		// Skipped by its when condition before its handler ran: the
+		// claim gives its attempt back, so a step that never ran shows
+		// none.
+		set, args = `sub = '', error = '', finished_at = ?, attempt = attempt - 1`, []any{t.now}
 	case state.StepWaiting, state.StepReady:
 		runAt := o.RunAt.UnixMicro()
 		to = state.StepWaiting

@@ -27,6 +27,7 @@ var dynamicTests = []struct {
 	{"BatchEmpty", testBatchEmpty},
 	{"BatchStepLimit", testBatchLimit},
 	{"BatchRetryTask", testBatchRetryTask},
+	{"SkipsUseNoAttempt", testSkipsUseNoAttempt},
 	{"SignalAfterWait", testSignalAfterWait},
 	{"SignalBeforeWait", testSignalBeforeWait},
 	{"SignalWaitTimesOut", testSignalTimeout},
@@ -107,6 +108,37 @@ func testSkippedOutcome(t *testing.T, h *harness) {
 	task := h.task(id)
 	require.Equal(t, map[string]state.Step{"a": state.StepSkipped, "b": state.StepSkipped}, states(task))
 	require.Equal(t, state.TaskCompleted, task.State, "skipped steps do not fail the task")
+	for _, s := range task.Steps {
+		require.Zero(t, s.Attempts, "%s never ran: its claim's attempt is given back", s.Name)
+	}
+}
+
+// testSkipsUseNoAttempt: a step skipped by any path (its when condition,
+// a decision that did not choose it, a false trigger rule, a parent that
+// failed or was skipped) never ran, and shows no attempt.
+func testSkipsUseNoAttempt(t *testing.T, h *harness) {
+	id := h.insert(store.TaskInsert{Steps: []store.StepInsert{
+		{Name: "when", Handler: "h", MaxAttempts: 3},
+		{Name: "after_when", Handler: "h", MaxAttempts: 3, Deps: []int{0}},
+		{Name: "d", Handler: "h", MaxAttempts: 3, Kind: store.KindDecision},
+		{Name: "chosen", Handler: "h", MaxAttempts: 3, Deps: []int{2}},
+		{Name: "not_chosen", Handler: "h", MaxAttempts: 3, Deps: []int{2}},
+		{Name: "by_rule", Handler: "h", MaxAttempts: 3, Deps: []int{3}, TriggerRule: string(dag.OneFailed)},
+		{Name: "boom", Handler: "h", MaxAttempts: 3},
+		{Name: "after_boom", Handler: "h", MaxAttempts: 3, Deps: []int{6}},
+	}})[0].Task.ID
+	first := h.claim("e1", 10)
+	require.NoError(t, h.complete(store.Outcome{Fence: claimNamed(t, first, "when").Fence, State: state.StepSkipped, Reason: "when: false"})[0])
+	require.NoError(t, h.complete(store.Outcome{Fence: claimNamed(t, first, "d").Fence, State: state.StepCompleted,
+		Result: json.RawMessage(`{"branches":["chosen"]}`), Decide: true, Branches: []string{"chosen"}})[0])
+	require.NoError(t, h.complete(store.Outcome{Fence: claimNamed(t, first, "boom").Fence, State: state.StepFailed, Error: "boom"})[0])
+	h.ok(claimNamed(t, h.claim("e1", 10), "chosen"), `{}`)
+	task := h.task(id)
+	for _, name := range []string{"when", "after_when", "not_chosen", "by_rule", "after_boom"} {
+		s := stepByName(t, task, name)
+		require.Equal(t, state.StepSkipped, s.State, name)
+		require.Zero(t, s.Attempts, "%s never ran", name)
+	}
 }
 
 // decisionTask: d decides between a (with a descendant a2), b and c; j
