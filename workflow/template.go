@@ -18,7 +18,9 @@ import (
 )
 
 // maxTemplateNodes bounds how many nodes a template may expand to through
-// aliases and merge keys, so that "billion laughs" input fails fast.
+// aliases and merge keys, so that "billion laughs" input fails fast. Only
+// nodes reached through an alias or a merge count: a large template
+// written out in full is bounded by its steps (limits.max_steps).
 const maxTemplateNodes = 100_000
 
 // Load reads and parses a template file. See Parse.
@@ -272,6 +274,9 @@ type templateDecoder struct {
 	file   string
 	errs   []error
 	budget int // nodes left to expand through aliases and merges
+	// aliased counts the aliases the walk is inside: their nodes spend
+	// the budget.
+	aliased int
 }
 
 func (d *templateDecoder) errorf(n *yaml.Node, at tplLoc, format string, args ...any) {
@@ -460,7 +465,11 @@ func (d *templateDecoder) config(n *yaml.Node, at tplLoc) (json.RawMessage, bool
 }
 
 func (d *templateDecoder) toJSON(b *bytes.Buffer, n *yaml.Node, at tplLoc) bool {
-	if n = tplResolve(n); !d.spend(n, at) {
+	if n.Kind == yaml.AliasNode {
+		d.aliased++
+		defer func() { d.aliased-- }()
+	}
+	if n = tplResolve(n); d.aliased > 0 && !d.spend(n, at) {
 		return false
 	}
 	ok := true

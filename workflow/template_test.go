@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
@@ -288,7 +289,7 @@ func TestParseTemplateErrors(t *testing.T) {
 				"      a: &a [x, x, x, x, x, x, x, x, x, x]\n      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n" +
 				"      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n" +
 				"      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
-			want: []string{`checkout.yaml:8: step "a": config.e[7][8][8][8][9]: template expands to more than 100000 nodes through aliases`},
+			want: []string{`checkout.yaml:8: step "a": config.e[7][8][9][0][2]: template expands to more than 100000 nodes through aliases`},
 		},
 		{
 			name: "recursive merge",
@@ -396,6 +397,42 @@ func TestParseTemplateTestdataErrors(t *testing.T) {
 				want[i] = path + w
 			}
 			require.Equal(t, want, tplErrorLines(t, err, path))
+		})
+	}
+}
+
+// TestParseLargeTemplate: a large template without aliases (here 125,000
+// nodes) is not taken for an alias bomb. Within its step limit it parses; past it, the error
+// names the steps and the limit.
+func TestParseLargeTemplate(t *testing.T) {
+	t.Parallel()
+	const n = 25_000
+	steps := func(limits string) []byte {
+		var b strings.Builder
+		b.WriteString(tplHeader + limits + "steps:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - name: s%d\n    handler: h\n    config: {url: \"http://x/%d\", tries: [1, 2]}\n", i, i)
+		}
+		return []byte(b.String())
+	}
+	for _, tc := range []struct {
+		name, limits, want string
+	}{
+		{name: "within the default limit"},
+		{name: "past its limit", limits: "limits: {max_steps: 20000}\n",
+			want: `checkout.yaml: steps: 25000 steps are more than limits.max_steps (20000)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w, err := Parse("checkout.yaml", steps(tc.limits))
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.Len(t, w.Steps, n)
+				return
+			}
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "aliases")
+			require.Contains(t, err.Error(), tc.want)
 		})
 	}
 }
