@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,24 +184,41 @@ func TestStartChildFromHandler(t *testing.T) {
 // back to the root.
 func TestSubWorkflowDepthLimit(t *testing.T) {
 	t.Parallel()
-	eachBackend(t, func(t *testing.T, open storeFactory) {
-		e := newEngine(t, open(t), weft.Config{})
-		once := workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 1})
-		register(t, e, workflow.New("t", "ping", "1").WithLimits(workflow.Limits{MaxDepth: 3}).
-			Step("call", "", workflow.AsSubWorkflow("t/pong", ""), once))
-		register(t, e, workflow.New("t", "pong", "1").WithLimits(workflow.Limits{MaxDepth: 3}).
-			Step("call", "", workflow.AsSubWorkflow("t/ping", ""), once))
-		start(t, e)
-		root := wait(t, e, submit(t, e, weft.Submission{Workflow: "t/ping"}).Task.ID)
-		require.Equal(t, "failed", string(root.State))
-		// Down the chain to the task at depth 3, whose step failed.
-		task := root
-		for len(task.Children) > 0 {
-			var err error
-			task, err = e.Get(context.Background(), task.Children[0])
-			require.NoError(t, err)
-		}
-		require.Equal(t, 3, task.Depth)
-		require.Contains(t, task.Steps[0].Error, "max_depth")
-	})
+	// Two workflows that start each other stop at the depth their limits
+	// allow: a set one, the default, and the most that may be set.
+	for _, tt := range []struct {
+		name           string
+		maxDepth, want int
+	}{
+		{"set", 3, 3},
+		{"default", 0, workflow.DefaultMaxDepth},
+		{"upper bound", workflow.MaxDepthLimit, workflow.MaxDepthLimit},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			eachBackend(t, func(t *testing.T, open storeFactory) {
+				e := newEngine(t, open(t), weft.Config{Concurrency: 4})
+				once := workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 1})
+				register(t, e, workflow.New("t", "ping", "1").WithLimits(workflow.Limits{MaxDepth: tt.maxDepth}).
+					Step("call", "", workflow.AsSubWorkflow("t/pong", ""), once))
+				register(t, e, workflow.New("t", "pong", "1").WithLimits(workflow.Limits{MaxDepth: tt.maxDepth}).
+					Step("call", "", workflow.AsSubWorkflow("t/ping", ""), once))
+				start(t, e)
+				root := wait(t, e, submit(t, e, weft.Submission{Workflow: "t/ping"}).Task.ID)
+				require.Equal(t, "failed", string(root.State))
+				// Down the chain to the deepest task, whose step failed.
+				task, tasks := root, 1
+				for len(task.Children) > 0 {
+					require.Len(t, task.Children, 1, "one child a task")
+					var err error
+					task, err = e.Get(context.Background(), task.Children[0])
+					require.NoError(t, err)
+					tasks++
+				}
+				require.Equal(t, tt.want, task.Depth)
+				require.Equal(t, tt.want+1, tasks)
+				require.Contains(t, task.Steps[0].Error, fmt.Sprintf("a child task would be at depth %d, more than limits.max_depth (%d)", tt.want+1, tt.want))
+			})
+		})
+	}
 }

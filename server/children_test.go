@@ -59,3 +59,20 @@ steps:
 		})
 	}
 }
+
+// TestChildLimitsBoundedAPI: a template whose limits.max_depth or
+// limits.max_children pass their upper bound is refused at registration,
+// 400 with the field and line.
+func TestChildLimitsBoundedAPI(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, backends()["sqlite"](t), server.Options{})
+	for _, tt := range []struct{ field, value, want string }{
+		{"max_depth", "33", `{"line":5,"field":"limits.max_depth","message":"must be at most 32, got 33"}`},
+		{"max_children", "1000000", `{"line":5,"field":"limits.max_children","message":"must be at most 10000, got 1000000"}`},
+	} {
+		r := en.do("POST", "/v1/workflows", en.admin, map[string]string{
+			"template": "namespace: t\nname: rec\nversion: \"1\"\nlimits:\n  " + tt.field + ": " + tt.value + "\nsteps:\n  - name: a\n    handler: go.add\n"})
+		require.Equal(t, 400, r.status, "%s: %s", tt.field, r.body)
+		require.Contains(t, string(r.body), tt.want)
+	}
+}

@@ -153,8 +153,8 @@ var tplConcurrencyFields = map[string]tplFieldDecoder[Concurrency]{
 var tplLimitsFields = map[string]tplFieldDecoder[Limits]{
 	"max_decision_depth": tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDecisionDepth }),
 	"max_steps":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxSteps }),
-	"max_depth":          tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxDepth }),
-	"max_children":       tplField(tplNumber(1, math.MaxInt), func(l *Limits) *int { return &l.MaxChildren }),
+	"max_depth":          tplField(tplNumber(1, MaxDepthLimit), func(l *Limits) *int { return &l.MaxDepth }),
+	"max_children":       tplField(tplNumber(1, MaxChildrenLimit), func(l *Limits) *int { return &l.MaxChildren }),
 }
 
 var tplSignalFields = map[string]tplFieldDecoder[SignalWait]{

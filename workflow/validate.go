@@ -113,9 +113,13 @@ func (w *Workflow) Validate() error {
 	}
 	if w.Limits.MaxDepth < 0 {
 		add("", 0, "limits.max_depth", "must not be negative")
+	} else if w.Limits.MaxDepth > MaxDepthLimit {
+		add("", 0, "limits.max_depth", "must be at most %d, got %d", MaxDepthLimit, w.Limits.MaxDepth)
 	}
 	if w.Limits.MaxChildren < 0 {
 		add("", 0, "limits.max_children", "must not be negative")
+	} else if w.Limits.MaxChildren > MaxChildrenLimit {
+		add("", 0, "limits.max_children", "must be at most %d, got %d", MaxChildrenLimit, w.Limits.MaxChildren)
 	}
 	limits := w.Limits.Resolve()
 	if len(w.Steps) > limits.MaxSteps {

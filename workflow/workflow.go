@@ -175,13 +175,21 @@ type Limits struct {
 	// MaxDepth bounds how deep child tasks of a task of this workflow may
 	// nest below their root task (a child of a root task is at depth 1);
 	// a step that would start a deeper child fails. Zero means
-	// DefaultMaxDepth.
+	// DefaultMaxDepth; at most MaxDepthLimit.
 	MaxDepth int `json:"max_depth,omitempty"`
 	// MaxChildren bounds the child tasks one task of this workflow may
 	// start, retries included; a step that would start more fails. Zero
-	// means DefaultMaxChildren.
+	// means DefaultMaxChildren; at most MaxChildrenLimit.
 	MaxChildren int `json:"max_children,omitempty"`
 }
+
+// The most that limits.max_depth and limits.max_children may be set to:
+// together they bound the tree of tasks that one task can grow, so that a
+// workflow that starts itself (or two that start each other) stops.
+const (
+	MaxDepthLimit    = 32
+	MaxChildrenLimit = 10_000
+)
 
 // Default limits.
 const (
@@ -204,6 +212,9 @@ func (l Limits) Resolve() Limits {
 	if l.MaxChildren <= 0 {
 		l.MaxChildren = DefaultMaxChildren
 	}
+	// A definition stored before the upper bounds existed holds to them
+	// too.
+	l.MaxDepth, l.MaxChildren = min(l.MaxDepth, MaxDepthLimit), min(l.MaxChildren, MaxChildrenLimit)
 	return l
 }
 
