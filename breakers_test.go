@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -133,5 +135,86 @@ func TestClosedBreakerWakesTheClaim(t *testing.T) {
 		require.Equal(t, state.TaskCompleted, wait(t, e, submit(t, e, weft.Submission{Workflow: "shop/other"}).Task.ID).State)
 		require.Equal(t, state.TaskCompleted, wait(t, e, probe).State)
 		require.Equal(t, state.TaskCompleted, wait(t, e, held).State)
+	})
+}
+
+// TestBreakerOpensAtItsThreshold: a breaker set to open after N failures
+// lets exactly N calls fail, on an engine with more slots than N: once its
+// first failure is counted (before the failed call's slot claims again),
+// claims of the step are held to the room left under the threshold.
+func TestBreakerOpensAtItsThreshold(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2, 3} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			t.Parallel()
+			eachBackend(t, func(t *testing.T, open storeFactory) {
+				e := newEngine(t, open(t), weft.Config{Concurrency: 4})
+				var calls atomic.Int32
+				e.Handle("pay", func(ctx context.Context, a *weft.Attempt) (any, error) {
+					calls.Add(1)
+					return nil, weft.Permanent(errors.New("provider down"))
+				})
+				register(t, e, workflow.New("shop", "pay", "1").
+					Step("call", "pay", workflow.WithCircuitBreaker(n, time.Hour)))
+				start(t, e)
+				// One call fails first; then more work than slots arrives.
+				require.Equal(t, state.TaskFailed, wait(t, e, submit(t, e, weft.Submission{Workflow: "shop/pay"}).Task.ID).State)
+				for range 8 {
+					submit(t, e, weft.Submission{Workflow: "shop/pay"})
+				}
+				eventually(t, "the breaker open with no call running", func() bool {
+					bs, err := e.Breakers(t.Context())
+					require.NoError(t, err)
+					running, err := e.List(t.Context(), store.TaskFilter{State: state.TaskRunning, Limit: 10})
+					require.NoError(t, err)
+					return len(bs) == 1 && bs[0].State == weft.BreakerOpen && len(running) == 0
+				})
+				require.Equal(t, int32(n), calls.Load(), "calls before the breaker opened")
+				bs, err := e.Breakers(t.Context())
+				require.NoError(t, err)
+				require.Equal(t, n, bs[0].Failures)
+			})
+		})
+	}
+}
+
+// TestBreakerCountsBeforeTheSlotClaims: the slot of a failed call under a
+// breaker claims again only once its failure is counted, so two slots and
+// a threshold of 2 let exactly two calls through, however the completer
+// batches outcomes.
+func TestBreakerCountsBeforeTheSlotClaims(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		e := newEngine(t, open(t), weft.Config{Concurrency: 2})
+		var calls atomic.Int32
+		second := make(chan struct{})
+		e.Handle("pay", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			if calls.Add(1) == 2 {
+				<-second // still running when the first failure counts
+			}
+			return nil, weft.Permanent(errors.New("provider down"))
+		})
+		register(t, e, workflow.New("shop", "pay", "1").
+			Step("call", "pay", workflow.WithCircuitBreaker(2, time.Hour)))
+		for range 5 {
+			submit(t, e, weft.Submission{Workflow: "shop/pay"})
+		}
+		start(t, e)
+		breaker := func() weft.Breaker {
+			bs, err := e.Breakers(t.Context())
+			require.NoError(t, err)
+			if len(bs) == 0 {
+				return weft.Breaker{}
+			}
+			return bs[0]
+		}
+		eventually(t, "the first failure counted", func() bool { return breaker().Failures == 1 })
+		close(second)
+		eventually(t, "the breaker open with no call running", func() bool {
+			running, err := e.List(t.Context(), store.TaskFilter{State: state.TaskRunning, Limit: 10})
+			require.NoError(t, err)
+			return breaker().State == weft.BreakerOpen && len(running) == 0
+		})
+		require.Equal(t, int32(2), calls.Load())
 	})
 }

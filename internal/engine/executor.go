@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -87,7 +88,7 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 			defer cancel(nil)
 			start := time.Now()
 			ctx, span := e.attemptContext(ctx, c, "")
-			o, record := e.execute(ctx, c)
+			o, record, slot := e.execute(ctx, c)
 			endAttempt(span, o, record)
 			e.publishEnded(*c, o, record, time.Since(start), false, span)
 			e.mu.Lock()
@@ -97,7 +98,18 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 			}
 			e.mu.Unlock()
 			group.returned()
-			if record {
+			if record && slot != nil {
+				// A failure under a circuit breaker is counted before
+				// its slot claims again (see breakerFailure).
+				reply := make(chan error, 1)
+				if e.toCompleter(report{outcome: o, launched: group, reply: reply}) {
+					select {
+					case <-reply:
+					case <-e.flushCtx.Done():
+					}
+				}
+				slot()
+			} else if record {
 				e.toCompleter(report{outcome: o, launched: group})
 			}
 		}()
@@ -105,29 +117,54 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 	return group
 }
 
+// breakerFailure reports whether outcome o counts as a failure of its
+// step's circuit breaker: failed for good, or to be retried (not a
+// snooze, nor the start of a child task). The store decides the same
+// (sqlstore's breakerKind).
+func breakerFailure(o store.Outcome) bool {
+	switch o.State {
+	case state.StepFailed:
+		return true
+	case state.StepWaiting, state.StepReady:
+		return !o.Snooze && o.Child == nil
+	}
+	return false
+}
+
 // execute runs the handler of a claimed step and returns the outcome to
 // record. record is false when nothing must be written: the step was
 // cancelled or taken over, or the engine is shutting down and leaves it to
-// be reclaimed.
-func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Outcome, record bool) {
+// be reclaimed. The handler's slot is released on return, except for a
+// failure under a circuit breaker (breakerFailure): then slot releases it,
+// for the caller to call once the failure is recorded, so that the slot
+// claims again only under the breaker's new count.
+func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Outcome, record bool, slot func()) {
 	log := &stepLog{logger: e.log, c: c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
 		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, log: log, fence: c.Fence, claimed: c, slot: true}
-	defer r.releaseSlot()
+	var guarded bool // the step has a circuit breaker
+	defer func() {
+		if record && guarded && breakerFailure(o) {
+			slot = r.releaseSlot
+			return
+		}
+		r.releaseSlot()
+	}()
 	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
 	w, def, err := e.claimedDefinition(ctx, *c)
 	if err != nil {
-		return e.undefined(o, log, err), true
+		return e.undefined(o, log, err), true, nil
 	}
+	guarded = def.CircuitBreaker != nil
 	if skip, ok := e.gate(&o, log, def, *c); !ok {
-		return skip, true
+		return skip, true, nil
 	}
 	r.Config = def.Config
 	e.mu.Lock()
 	h := e.handlers[c.Handler]
 	e.mu.Unlock()
 	if h == nil {
-		return e.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true
+		return e.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true, nil
 	}
 	if def.Timeout > 0 {
 		timeout := time.Duration(def.Timeout)
@@ -142,13 +179,13 @@ func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Out
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errTaskCancelled), errors.Is(cause, errLeaseLost):
 		log.Info("step stopped", "reason", cause.Error())
-		return o, false
+		return o, false, nil
 	case errors.Is(cause, errShutdown):
 		log.Warn("step interrupted by shutdown; it will be reclaimed")
-		return o, false
+		return o, false, nil
 	case errors.Is(cause, ErrPreempted) && err != nil:
 		// A handler that finished anyway (no error) completes as usual.
-		return preempted(o, log, cause), true
+		return preempted(o, log, cause), true, nil
 	case err != nil && ctx.Err() != nil && cause != nil && !errors.Is(err, cause):
 		err = fmt.Errorf("%w (%v)", cause, err)
 	}
@@ -156,7 +193,7 @@ func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Out
 	if err == nil {
 		raw, err = encodeResult(result)
 	}
-	return e.settle(o, log, w, def, c.Attempts, raw, err), true
+	return e.settle(o, log, w, def, c.Attempts, raw, err), true, nil
 }
 
 // encodeResult encodes a handler's result; an error fails the step for good.

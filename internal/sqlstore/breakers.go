@@ -21,6 +21,14 @@ import (
 // update returns breaker_key = '' and no statement follows; the claim adds
 // a predicate only while some breaker is open.
 //
+// Exactness of the threshold: once a closed breaker counted a failure, a
+// claim takes a step under it only while the failures counted, plus the
+// steps under it still running (whose failures may yet count), plus those
+// it takes, stay below the threshold (waryRoom). So the breaker opens at
+// exactly its threshold and no more steps fail on the way than it allows;
+// only steps already running when the first failure was counted may add
+// to it. The claim reads the count under the breaker's row lock.
+//
 // Exactness of the probe: the claim takes it with one conditional UPDATE
 // of the breaker's row (open and cooled down, or half-open with a probe
 // that no longer runs, one cooldown after it was claimed), in the claim's
@@ -120,6 +128,17 @@ type breakerWork struct {
 	lapsed bool
 }
 
+// failed reports whether the transaction recorded a failure under a
+// breaker.
+func (w *breakerWork) failed() bool {
+	for _, h := range w.hits {
+		if h.kind == hitFailure {
+			return true
+		}
+	}
+	return false
+}
+
 // flushBreakers applies the outcomes a transaction recorded to their
 // breakers and moves the policy version if a breaker changed state. It
 // runs last, before the audit: every transaction takes step and task rows,
@@ -202,6 +221,11 @@ func (t *txn) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
 		return fmt.Errorf("count failure of breaker %s: %w", h.key, err)
 	}
 	known[h.key] = knownBreaker{state: st, failures: failures}
+	if st == store.BreakerClosed && failures == 1 {
+		// Its first failure: every claim reads the breaker again and
+		// holds its steps to the room left under the threshold.
+		t.breakers.bump = true
+	}
 	var reason string
 	switch {
 	case st == store.BreakerClosed && failures >= h.n:
@@ -246,6 +270,7 @@ func (t *txn) breakerSucceeded(h breakerHit, known map[string]knownBreaker) erro
 			return fmt.Errorf("reset breaker %s: %w", h.key, err)
 		}
 		known[h.key] = knownBreaker{state: store.BreakerClosed}
+		t.breakers.bump = true // its steps are claimed freely again
 	}
 	return nil
 }
@@ -277,26 +302,35 @@ func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')
 func breakerState(st string) string { return store.BreakerAuditPrefix + st }
 
 // readBreakers reads the breakers that are not closed into p: each holds
-// its steps until its time (opened_at or probe_at, plus the cooldown).
+// its steps until its time (opened_at or probe_at, plus the cooldown); and
+// the closed ones that counted failures (p.wary).
 func (t *txn) readBreakers(p *policySet) error {
-	rows, err := t.query(`SELECT breaker_key, COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
-		FROM breakers WHERE state <> 'closed'`)
+	rows, err := t.query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
+		FROM breakers WHERE state <> 'closed' OR failures > 0`)
 	if err != nil {
 		return fmt.Errorf("read breakers: %w", err)
 	}
 	type row struct {
-		key   string
-		until int64
+		key    string
+		closed bool
+		until  int64
 	}
 	got, err := collect(rows, func(r Row) (row, error) {
 		var v row
-		err := r.Scan(&v.key, &v.until)
+		err := r.Scan(&v.key, &v.closed, &v.until)
 		return v, err
 	})
 	if err != nil {
 		return fmt.Errorf("read breakers: %w", err)
 	}
 	for _, r := range got {
+		if r.closed {
+			if p.wary == nil {
+				p.wary = map[string]bool{}
+			}
+			p.wary[r.key] = true
+			continue
+		}
 		if p.breakers == nil {
 			p.breakers = map[string]int64{}
 		}
@@ -315,13 +349,17 @@ type breakerRoom struct {
 	decided map[string]bool
 	peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
 	probed  map[int64]candidate // the probes this claim took, by step id
+	// wary: the closed breakers with failures counted; room: how many
+	// more steps under each this claim may take (waryRoom).
+	wary map[string]bool
+	room map[string]int
 }
 
 func newBreakerRoom(p *policySet, now int64) *breakerRoom {
-	if p == nil || len(p.breakers) == 0 {
+	if p == nil || len(p.breakers) == 0 && len(p.wary) == 0 {
 		return nil
 	}
-	return &breakerRoom{until: p.breakers, now: now}
+	return &breakerRoom{until: p.breakers, now: now, wary: p.wary}
 }
 
 // held lists the breakers whose steps the claim query skips: those still
@@ -336,8 +374,83 @@ func (b *breakerRoom) held() []string {
 			out = append(out, key)
 		}
 	}
+	for key := range b.wary {
+		if _, open := b.until[key]; !open && b.decided[key] {
+			out = append(out, key)
+		}
+	}
 	sort.Strings(out)
 	return out
+}
+
+// decide marks a breaker decided for the rest of the claim: its steps are
+// skipped.
+func (b *breakerRoom) decide(key string) {
+	if b.decided == nil {
+		b.decided = map[string]bool{}
+	}
+	b.decided[key] = true
+}
+
+// takeWary reports whether the claim may take candidate c under a closed
+// breaker that counted failures, and counts it.
+func (t *txn) takeWary(c candidate, b *breakerRoom) (bool, error) {
+	if b.decided[c.breakerKey] {
+		return false, nil
+	}
+	if b.peek {
+		return true, nil
+	}
+	room, known := b.room[c.breakerKey]
+	if !known {
+		var err error
+		if room, err = t.waryRoom(c.breakerKey); err != nil {
+			return false, err
+		}
+		if b.room == nil {
+			b.room = map[string]int{}
+		}
+	}
+	if room <= 0 {
+		b.decide(c.breakerKey)
+		return false, nil
+	}
+	b.room[c.breakerKey] = room - 1
+	return true, nil
+}
+
+// waryRoom is how many steps under breaker key a claim may take: its
+// threshold less the failures counted (this transaction's own outcomes
+// included) and the steps under it still running. Read under the
+// breaker's row lock on PostgreSQL: a claim or an outcome holding it makes
+// this claim take none (the next claim reads again).
+func (t *txn) waryRoom(key string) (int, error) {
+	lock := ""
+	if t.s.d.ClaimLock != "" {
+		lock = " " + t.s.d.ClaimLock
+	}
+	var st string
+	var failures, threshold int
+	err := t.queryRow(`SELECT state, failures, threshold FROM breakers WHERE breaker_key = ?`+lock, key).Scan(&st, &failures, &threshold)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // held by another transaction, or reset meanwhile: the next claim reads again
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read breaker %s: %w", key, err)
+	}
+	if st != store.BreakerClosed {
+		return 0, nil // it opened meanwhile
+	}
+	for _, h := range t.breakers.hits {
+		if h.key == key && h.kind == hitFailure {
+			failures++
+		}
+	}
+	var running int
+	if err := t.queryRow(`SELECT count(*) FROM steps WHERE state = 'running' AND breaker_key = ?`, key).Scan(&running); err != nil {
+		return 0, fmt.Errorf("count the running steps of breaker %s: %w", key, err)
+	}
+	return threshold - failures - running, nil
 }
 
 // probes keeps, of the candidates under a breaker that may probe, one
@@ -348,6 +461,16 @@ func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 	}
 	kept := cands[:0:0]
 	for _, c := range cands {
+		if _, open := b.until[c.breakerKey]; c.breakerKey != "" && !open && b.wary[c.breakerKey] {
+			ok, err := t.takeWary(c, b)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				kept = append(kept, c)
+			}
+			continue
+		}
 		if _, open := b.until[c.breakerKey]; c.breakerKey == "" || !open {
 			kept = append(kept, c)
 			continue

@@ -219,7 +219,7 @@ func unchecked(p store.ClaimParams, pol *policySet) bool {
 // statement's gate alone, given what that gate is told (candidatesAhead):
 // no engine's own caps, rates or breakers not closed.
 func gated(p store.ClaimParams, pol *policySet) bool {
-	return len(p.Caps) == 0 && len(pol.rates) == 0 && len(pol.breakers) == 0
+	return len(p.Caps) == 0 && len(pol.rates) == 0 && len(pol.breakers) == 0 && len(pol.wary) == 0
 }
 
 // claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
@@ -400,7 +400,10 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 // engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
 func (t *txn) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
-	if t.readied == 0 || p.Limit <= 0 {
+	if t.readied == 0 || p.Limit <= 0 || t.breakers.failed() {
+		// After a failure under a breaker, the claim waits for the count
+		// that this transaction writes last (flushBreakers): the engine's
+		// next claim reads it.
 		return nil, nil
 	}
 	t.engine = p.EngineID

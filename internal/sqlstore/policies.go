@@ -28,6 +28,10 @@ type policySet struct {
 	// breakers are the circuit breakers that are not closed: when each
 	// may probe (µs; see breakers.go).
 	breakers map[string]int64
+	// wary are the closed breakers that counted failures: their steps
+	// are claimed only while the failures they may add stay below the
+	// threshold (breakers.go).
+	wary map[string]bool
 }
 
 // capsWith returns the namespace limits of the database merged with an

@@ -22,6 +22,7 @@ var breakerTests = []struct {
 }{
 	{"BreakerOpensAfterConsecutiveFailures", testBreakerOpens},
 	{"BreakerSuccessResetsCount", testBreakerSuccessResets},
+	{"BreakerThresholdBoundsClaims", testBreakerThresholdBoundsClaims},
 	{"BreakerProbeAfterCooldown", testBreakerProbe},
 	{"BreakerOneProbeUnderConcurrentClaims", testBreakerOneProbe},
 	{"BreakerProbeLeaseLapsed", testBreakerProbeLapsed},
@@ -186,6 +187,39 @@ func testBreakerSuccessResets(t *testing.T, h *harness) {
 	require.Equal(t, store.BreakerClosed, b.State, "two consecutive failures are not three")
 	require.Equal(t, 2, b.Failures)
 	require.Len(t, h.claim("e1", 5), 1)
+}
+
+// testBreakerThresholdBoundsClaims: once a closed breaker counted a
+// failure, a claim takes a step under it only while the failures counted
+// plus the steps under it still running stay below the threshold (3 here),
+// so no more than the threshold fail before it opens; a success lifts the
+// bound.
+func testBreakerThresholdBoundsClaims(t *testing.T, h *harness) {
+	h.insertBreakerTasks(12, 1)
+	first := h.claim("e1", 1)
+	require.Len(t, first, 1)
+	h.fail(first[0], false)
+	require.Equal(t, 1, h.breaker(testBreakerKey).Failures)
+
+	two := h.claim("e1", 10)
+	require.Len(t, two, 2, "1 failure counted: room for 2 more")
+	require.Empty(t, h.claim("e2", 10), "1 failure and 2 running: no room")
+	h.fail(two[0], false)
+	require.Empty(t, h.claim("e2", 10), "2 failures and 1 running: no room")
+	h.ok(two[1], `{}`)
+	require.Zero(t, h.breaker(testBreakerKey).Failures)
+	free := h.claim("e1", 5)
+	require.Len(t, free, 5, "a success resets the count: claims are not bounded")
+
+	// Failures now: the first counted bounds claims to the room left, and
+	// the breaker opens at exactly its threshold.
+	for _, c := range free {
+		h.fail(c, false)
+	}
+	b := h.breaker(testBreakerKey)
+	require.Equal(t, store.BreakerOpen, b.State)
+	require.Equal(t, 5, b.Failures, "the steps running when the first failure counted count too")
+	require.Empty(t, h.claim("e1", 10), "open")
 }
 
 func testBreakerProbe(t *testing.T, h *harness) {
