@@ -77,8 +77,8 @@ func TestStepTimeoutsMigration(t *testing.T) {
 }
 
 // TestIDsNeverReusedMigration opens a database written before ids were
-// kept from reuse (schema 25), whose newest task (5) was deleted while its
-// audit trail and signal remain: after migration 026 every row keeps its
+// kept from reuse (schema 25), whose newest tasks were deleted while the
+// audit trail, a signal and the operator log still name them: after migration 026 every row keeps its
 // id and columns, the indexes are as before, and new tasks, steps and log
 // entries take ids above every id the database ever held.
 func TestIDsNeverReusedMigration(t *testing.T) {
@@ -103,6 +103,7 @@ func TestIDsNeverReusedMigration(t *testing.T) {
 		`INSERT INTO audit (id, task_id, step, from_state, to_state, at) VALUES (41, 5, '', 'running', 'completed', 1700000000000000)`,
 		`INSERT INTO signals (id, task_id, name, payload, created_at, step_id) VALUES (2, 5, 'go', 'null', 1700000000000000, 9)`,
 		`INSERT INTO operator_log (id, at, actor, action, subject) VALUES (4, 1700000000000000, 'op', 'delete', 'task 5')`,
+		`INSERT INTO operator_log (id, at, actor, action, subject) VALUES (5, 1700000000000000, 'op', 'delete', 'task 12')`,
 		`INSERT INTO policy_changes (id, at, actor, target, change) VALUES (6, 1700000000000000, 'op', 'ns', 'paused')`,
 		`INSERT INTO schedule_audit (id, namespace, workflow, name, at, action) VALUES (8, 'ns', 'wf', 'nightly', 1700000000000000, 'created')`,
 	} {
@@ -147,7 +148,7 @@ func TestIDsNeverReusedMigration(t *testing.T) {
 	require.NoError(t, err)
 	task, err := s.GetTask(ctx, res[0].Task.ID)
 	require.NoError(t, err)
-	require.Greater(t, task.ID, int64(5), "above the deleted task that the audit trail still names")
+	require.Greater(t, task.ID, int64(12), "above the deleted tasks that the audit trail and the operator log still name")
 	require.Greater(t, task.Steps[0].ID, int64(9), "above the deleted step that a signal still names")
 }
 

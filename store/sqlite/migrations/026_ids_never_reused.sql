@@ -179,14 +179,16 @@ DROP TABLE operator_log_old;
 
 -- The copies set each table's sequence to its largest id. A task or step
 -- deleted before this migration may still be named elsewhere (the audit
--- trail, a signal): the sequences start above those ids too.
+-- trail, a signal, the operator log's "task N"): the sequences start above
+-- those ids too.
 INSERT INTO sqlite_sequence (name, seq) SELECT 'tasks', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'tasks');
 INSERT INTO sqlite_sequence (name, seq) SELECT 'steps', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'steps');
 UPDATE sqlite_sequence SET seq = max(seq,
 	(SELECT coalesce(max(task_id), 0) FROM audit),
 	(SELECT coalesce(max(task_id), 0) FROM signals),
 	(SELECT coalesce(max(parent_task_id), 0) FROM tasks),
-	(SELECT coalesce(max(child_task_id), 0) FROM steps))
+	(SELECT coalesce(max(child_task_id), 0) FROM steps),
+	(SELECT coalesce(max(CAST(substr(subject, 6) AS INTEGER)), 0) FROM operator_log WHERE subject LIKE 'task %'))
 	WHERE name = 'tasks';
 UPDATE sqlite_sequence SET seq = max(seq,
 	(SELECT coalesce(max(step_id), 0) FROM signals),
