@@ -98,13 +98,10 @@ func ExampleEngine_Submit_identityStrict() {
 		}
 		fmt.Printf("task %d, duplicate: %t\n", res.Task.ID, res.Duplicate)
 	}
-	// Ids are never handed out twice; a duplicate uses one up (so does a
-	// rolled-back submission), hence task 3.
-
 	// Output:
 	// task 1, duplicate: false
 	// task 1, duplicate: true
-	// task 3, duplicate: false
+	// task 2, duplicate: false
 }
 
 // RunTask runs one task to its end on an engine of its own and stops it:

@@ -208,6 +208,20 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	nt := t.newTask(in)
 	var id int64
 	insert := func() error {
+		if in.IdempotencyKey != "" && t.s.d.ClaimLock == "" {
+			// One writer at a time: a key found here stays held until
+			// this transaction ends, and the insert it would refuse is
+			// not tried, so it uses up no id (AUTOINCREMENT counts the
+			// ids of inserts that conflict).
+			var holder int64
+			err := t.queryRow(`SELECT id FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey).Scan(&holder)
+			if err == nil {
+				return sql.ErrNoRows
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
+			}
+		}
 		return t.queryRow(insertTask, append(nt.row(in), t.now)...).Scan(&id)
 	}
 	err := insert()
