@@ -110,6 +110,7 @@ func TestPruneRetentionAttentionCLI(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
 	requireCode(t, 1, weftCLI(t, "run", writeFile(t, dir, "fail.yaml", failYAML), "--db", db))
+	registerWorkflows(t, db, "shop")
 
 	r := weftCLI(t, "tasks", "--db", db, "--attention")
 	requireCode(t, 0, r)

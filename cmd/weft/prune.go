@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -125,7 +126,10 @@ change is recorded in the operator log.`,
 			case localBackend:
 				for st, d := range set {
 					if err := be.SetRetention(ctx, args[0], st, d, weft.Operator{Actor: cliActor()}); err != nil {
-						return usageErrorf("%v", err)
+						if errors.Is(err, weft.ErrInvalid) {
+							return usageErrorf("%v", err)
+						}
+						return err
 					}
 				}
 				if list, err = be.Retentions(ctx); err != nil {
