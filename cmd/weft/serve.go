@@ -70,7 +70,7 @@ the engine drains its running steps for up to --drain.`,
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), f.addr, cfg, opts, eng.drain)
+			return a.serve(cmd.Context(), f.addr, cfg, opts, eng.drain, runSteps)
 		}),
 	}
 	fl := cmd.Flags()
@@ -125,10 +125,24 @@ func (f *serveFlags) options() (server.Options, error) {
 	return o, nil
 }
 
-// serve runs an engine and the API until ctx is done.
+// serveMode says whether a served engine runs steps.
+type serveMode int
+
+const (
+	// runSteps starts the engine: it joins the cluster, claims the steps
+	// of the built-in handlers and takes its turn at maintenance (weft
+	// serve).
+	runSteps serveMode = iota
+	// operateOnly never starts the engine: the API and the dashboard
+	// read, submit and act on the database, and nothing runs here (weft
+	// ui, so that an operator's laptop runs no production steps).
+	operateOnly
+)
+
+// serve runs the API on an engine until ctx is done.
 // The dashboard is served at / (package dashboard). wrap, if given, wraps
 // the handler (weft ui guards its Host header with it).
-func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, wrap ...func(http.Handler) http.Handler) error {
+func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, mode serveMode, wrap ...func(http.Handler) http.Handler) error {
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
@@ -145,9 +159,11 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	if err := e.Start(ctx); err != nil {
-		ln.Close()
-		return fmt.Errorf("start engine: %w", err)
+	if mode == runSteps {
+		if err := e.Start(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("start engine: %w", err)
+		}
 	}
 	var handler http.Handler = srv
 	for _, w := range wrap {
@@ -166,7 +182,11 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
 	fmt.Fprintf(a.stderr, "weft: serving on http://%s\n", ln.Addr())
-	a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
+	if mode == runSteps {
+		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
+	} else {
+		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "auth", !opts.DisableAuth, "runs_steps", false)
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
