@@ -74,6 +74,9 @@ type app struct {
 
 	logOut *holdWriter
 	log    *slog.Logger
+	// notices, with --log-format json, writes the lines an operator must
+	// see whatever the level (notice); nil writes them as text.
+	notices *slog.Logger
 	// tracing holds the tracer provider built from OTEL_* (telemetry.go).
 	tracing tracing
 
@@ -104,12 +107,16 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if errors.As(err, &xe) {
 		if xe.err != nil {
 			// Errors of the Go API begin with "weft: " already.
-			fmt.Fprintf(a.stderr, "weft: %s\n", strings.TrimPrefix(xe.err.Error(), "weft: "))
+			a.notice(slog.LevelError, strings.TrimPrefix(xe.err.Error(), "weft: "), "exit_status", xe.code)
 		}
 		return xe.code
 	}
 	// Errors cobra found while parsing: unknown commands and flags, wrong
 	// argument counts.
+	if a.notices != nil {
+		a.notice(slog.LevelError, strings.TrimRight(err.Error(), "\n"), "exit_status", exitUsage, "help", cmd.CommandPath()+" --help")
+		return exitUsage
+	}
 	fmt.Fprintf(a.stderr, "weft: %v\nRun '%s --help' for usage.\n", strings.TrimRight(err.Error(), "\n"), cmd.CommandPath())
 	return exitUsage
 }
@@ -289,10 +296,52 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 		a.log = slog.New(slog.NewTextHandler(a.logOut, opts))
 	case "json":
 		a.log = slog.New(slog.NewJSONHandler(a.logOut, opts))
+		a.notices = slog.New(slog.NewJSONHandler(a.logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	default:
 		return usageErrorf("--log-format: unknown format %q (want text or json)", a.logFormat)
 	}
 	return nil
+}
+
+// notice writes a line the operator sees whatever the log level (the
+// address a server listens on, what an interrupt does, the error that ends
+// a command): "weft: MSG" as text, or with --log-format json a JSON record
+// with args, so that every line on stderr is JSON.
+func (a *app) notice(level slog.Level, msg string, args ...any) {
+	if a.notices == nil {
+		fmt.Fprintf(a.stderr, "weft: %s\n", msg)
+		return
+	}
+	a.notices.Log(context.Background(), level, msg, args...)
+}
+
+// progressErr is where 'weft run --json' writes its progress: stderr, one
+// JSON record a line with --log-format json.
+func (a *app) progressErr() io.Writer {
+	if a.notices == nil {
+		return a.stderr
+	}
+	return &noticeLines{log: a.notices}
+}
+
+// noticeLines writes each line written to it as an INFO record of log.
+type noticeLines struct {
+	log *slog.Logger
+	buf []byte
+}
+
+func (w *noticeLines) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if line := strings.TrimSpace(string(w.buf[:i])); line != "" {
+			w.log.Info(line, "progress", true)
+		}
+		w.buf = w.buf[i+1:]
+	}
 }
 
 // dbURL returns the database the command works on.

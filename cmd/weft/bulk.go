@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sort"
@@ -232,7 +233,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 	}
 	if err != nil {
 		if res.Done > 0 {
-			fmt.Fprintf(a.stderr, "weft: %d tasks were done before the error; run the command again to go on\n", res.Done)
+			a.notice(slog.LevelWarn, fmt.Sprintf("%d tasks were done before the error; run the command again to go on", res.Done), "done", res.Done)
 		}
 		return err
 	}

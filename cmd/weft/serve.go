@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -181,7 +182,7 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
-	fmt.Fprintf(a.stderr, "weft: serving on http://%s\n", ln.Addr())
+	a.notice(slog.LevelInfo, fmt.Sprintf("serving on http://%s", ln.Addr()), "url", fmt.Sprintf("http://%s", ln.Addr()))
 	if mode == runSteps {
 		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
 	} else {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -55,7 +55,7 @@ cross-site writes are refused.`,
 			if requireKeys {
 				return a.serve(cmd.Context(), addr, cfg, opts, uiShutdown, operateOnly)
 			}
-			fmt.Fprintln(a.stderr, "weft: no sign-in: every request from this machine may act on the database")
+			a.notice(slog.LevelWarn, "no sign-in: every request from this machine may act on the database")
 			return a.serve(cmd.Context(), addr, cfg, opts, uiShutdown, operateOnly, loopbackOnly)
 		}),
 	}
