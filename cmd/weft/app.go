@@ -381,6 +381,17 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 			}
 		}
 	}
+	if cfg.StaleAfter == 0 && a.config != nil {
+		// Commands without the flag (tasks --attention, ui) judge
+		// attention as the engines do.
+		if v := a.config.env("WEFT_STALE_AFTER"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.source("engine.stale_after"), v)
+			}
+			cfg.StaleAfter = d
+		}
+	}
 	cfg.Logger = a.log
 	cfg.TracerProvider = a.tracerProvider()
 	cfg.Secrets = a.secretLookup
@@ -464,6 +475,7 @@ type engineFlags struct {
 	maxPressure []string
 	leaseTTL    time.Duration
 	heartbeat   time.Duration
+	staleAfter  time.Duration
 }
 
 // add declares the flags; drainHelp says when --drain applies.
@@ -481,6 +493,8 @@ func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 		"how long after its last heartbeat this engine is presumed dead and its steps are run elsewhere (at least twice --heartbeat-interval)")
 	fs.DurationVar(&f.heartbeat, "heartbeat-interval", weft.DefaultHeartbeatInterval,
 		"how often this engine renews the leases of its running steps (and remote workers theirs)")
+	fs.DurationVar(&f.staleAfter, "stale-after", weft.DefaultStaleAfter,
+		"how long a ready step may wait while no live engine or worker serves its handler before its task needs attention")
 }
 
 // config validates the flags and returns the engine configuration; c
@@ -493,7 +507,13 @@ func (f *engineFlags) config(c *configuration) (weft.Config, error) {
 		return weft.Config{}, usageErrorf("%s must not be negative", c.describe("drain"))
 	}
 	if len(f.caps) > 0 {
-		return weft.Config{}, usageErrorf("--cap was removed: namespace limits are held in the database for every engine; set one with 'weft limit NAMESPACE --concurrency N'")
+		return weft.Config{}, usageErrorf("--cap was removed: %s", removedSettings["engine.caps"])
+	}
+	if c != nil && c.getenv("WEFT_CAPS") != "" {
+		return weft.Config{}, usageErrorf("WEFT_CAPS was removed: %s", removedSettings["engine.caps"])
+	}
+	if f.staleAfter <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("stale-after"), f.staleAfter)
 	}
 	if f.leaseTTL <= 0 {
 		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("lease-ttl"), f.leaseTTL)
@@ -510,7 +530,7 @@ func (f *engineFlags) config(c *configuration) (weft.Config, error) {
 		return weft.Config{}, err
 	}
 	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure,
-		LeaseTTL: f.leaseTTL, HeartbeatInterval: f.heartbeat}, nil
+		LeaseTTL: f.leaseTTL, HeartbeatInterval: f.heartbeat, StaleAfter: f.staleAfter}, nil
 }
 
 // parseID reads a task id argument.

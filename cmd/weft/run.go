@@ -47,7 +47,7 @@ the task stays in the database for 'weft worker' to resume.`,
 				return err
 			}
 			if a.serverURL() != "" {
-				for _, name := range []string{"concurrency", "cap", "drain", "lease-ttl", "heartbeat-interval", "max-pressure"} {
+				for _, name := range []string{"concurrency", "cap", "drain", "lease-ttl", "heartbeat-interval", "stale-after", "max-pressure"} {
 					if cmd.Flags().Changed(name) {
 						return usageErrorf("--%s configures a local engine; with a server, its engines run the task", name)
 					}
