@@ -19,4 +19,6 @@ func WithSchemaWait(o *Options, stall time.Duration, polled func(version int)) {
 }
 
 // Migrations returns the store's migrations.
-func Migrations() ([]sqlstore.Migration, error) { return sqlstore.LoadMigrations(migrations, "migrations") }
+func Migrations() ([]sqlstore.Migration, error) {
+	return sqlstore.LoadMigrations(migrations, "migrations")
+}
