@@ -157,6 +157,7 @@ func TestNamespaceCapHolds(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		e := newEngine(t, open(t), weft.Config{Concurrency: 8})
+		register(t, e, workflow.New("capped", "w", "1").Step("s", "h"))
 		two := 2
 		_, err := e.SetLimits(t.Context(), "capped", weft.Limits{Concurrency: &two}, weft.Operator{Actor: "test"})
 		require.NoError(t, err)
@@ -175,7 +176,6 @@ func TestNamespaceCapHolds(t *testing.T) {
 			mu.Unlock()
 			return nil, nil
 		})
-		register(t, e, workflow.New("capped", "w", "1").Step("s", "h"))
 		register(t, e, workflow.New("free", "w", "1").Step("s", "h"))
 		var ids []int64
 		for range 6 {

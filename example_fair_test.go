@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/workflow"
 )
 
 // A namespace's weight shares the slots between namespaces that have ready
@@ -26,6 +27,10 @@ func ExampleEngine_SetLimits() {
 	defer db.Close()
 	e, err := weft.New(db, weft.Config{Logger: quietLogger()})
 	if err != nil {
+		log.Fatal(err)
+	}
+	// A namespace exists once a workflow is registered in it.
+	if err := e.Register(ctx, workflow.New("shop", "checkout", "1").Step("charge", "shop.charge")); err != nil {
 		log.Fatal(err)
 	}
 	weight, limit := 3, 8

@@ -66,11 +66,23 @@ func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, er
 // Prune deletes the tasks in a final state st that finished more than
 // olderThan ago (see DeleteTasks; r.Filter may narrow them further).
 func (e *Engine) Prune(ctx context.Context, st state.Task, olderThan time.Duration, r BulkRequest) (BulkResult, error) {
-	if olderThan <= 0 {
-		return BulkResult{}, fmt.Errorf("%w prune: the age must be positive", ErrInvalid)
+	if err := CheckPruneAge(st, olderThan); err != nil {
+		return BulkResult{}, err
 	}
 	r.Filter.State, r.Filter.FinishedBefore = st, time.Now().Add(-olderThan)
 	return e.core.DeleteTasks(ctx, r)
+}
+
+// CheckPruneAge refuses an age Prune would not take, saying why: a prune
+// keeps the tasks that finished recently, so an age of 0 or less, which
+// would keep none, is refused (DeleteTasks with a state filter deletes
+// them all).
+func CheckPruneAge(st state.Task, olderThan time.Duration) error {
+	if olderThan > 0 {
+		return nil
+	}
+	return fmt.Errorf("%w prune age %s: must be more than 0: a prune keeps the %s tasks that finished more recently, and an age of %s would keep none; to delete every %s task, delete by state instead",
+		ErrInvalid, olderThan, st, olderThan, st)
 }
 
 // ArchiveTo returns an archive for BulkRequest.Archive that appends each

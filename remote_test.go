@@ -148,10 +148,10 @@ func TestRemoteClaimsHonourPolicies(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		e := newEngine(t, open(t), weft.Config{})
+		register(t, e, workflow.New("capped", "one", "1").Step("work", "work"))
 		one := 1
 		_, err := e.SetLimits(t.Context(), "capped", weft.Limits{Concurrency: &one}, weft.Operator{})
 		require.NoError(t, err)
-		register(t, e, workflow.New("capped", "one", "1").Step("work", "work"))
 		register(t, e, workflow.New("test", "cond", "1").
 			Step("maybe", "work", workflow.When("input.go == true")).
 			Step("after", "work", workflow.DependsOn("maybe"), workflow.WithTriggerRule(workflow.AllDone)))

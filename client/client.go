@@ -56,7 +56,15 @@ type Error struct {
 // Problem is one problem of a template.
 type Problem = wire.Problem
 
-func (e *Error) Error() string { return e.Message }
+// Error returns the API's message; for a 404 whose message does not say
+// so (the API drops the engine's trailing "not found", which its code
+// carries), it adds it: "task 7: not found".
+func (e *Error) Error() string {
+	if e.Status == http.StatusNotFound && !strings.Contains(e.Message, store.ErrNotFound.Error()) {
+		return e.Message + ": " + store.ErrNotFound.Error()
+	}
+	return e.Message
+}
 
 // Unwrap maps the status to the engine's errors.
 func (e *Error) Unwrap() error {

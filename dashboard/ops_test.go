@@ -27,6 +27,9 @@ func TestOperatorPages(t *testing.T) {
 			t.Parallel()
 			en := newEnv(t, open(t), server.Options{})
 			ctx := context.Background()
+			for _, ns := range []string{"heavy", "mail"} {
+				require.NoError(t, en.e.Register(ctx, workflow.New(ns, "send", "1").Step("send", "shop.ok")))
+			}
 			_, err := en.e.Pause(ctx, "ops", weft.Operator{Actor: "cli:alice", Reason: "deploy"})
 			require.NoError(t, err)
 			weight := 7

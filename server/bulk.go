@@ -149,6 +149,11 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	default:
 		return 0, nil, fieldError("state", "is required: completed, failed, cancelled or expired, got %q", req.State)
 	}
+	var d workflow.Duration
+	if d.UnmarshalJSON([]byte(`"`+req.OlderThan+`"`)) == nil && d <= 0 {
+		err := weft.CheckPruneAge(st, time.Duration(d))
+		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+	}
 	age, err := parseAge("older_than", req.OlderThan)
 	if err != nil {
 		return 0, nil, err

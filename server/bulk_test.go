@@ -182,6 +182,7 @@ func TestBulkActionsByID(t *testing.T) {
 func TestRetentionAndWorkers(t *testing.T) {
 	t.Parallel()
 	en := newEnv(t, backends()["sqlite"](t), server.Options{})
+	en.register("namespace: shop\nname: add\nversion: \"1\"\nsteps:\n  - name: s\n    handler: go.add\n")
 	c, err := client.New(en.url, en.admin)
 	require.NoError(t, err)
 	ctx := t.Context()

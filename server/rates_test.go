@@ -19,6 +19,7 @@ func TestRatePolicies(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		en := newEnv(t, open(t), server.Options{})
+		en.register("namespace: shop\nname: add\nversion: \"1\"\nsteps:\n  - name: s\n    handler: go.add\n")
 		c, err := client.New(en.url, en.key(server.PermPoliciesRead, server.PermPoliciesWrite))
 		require.NoError(t, err)
 		ctx := t.Context()

@@ -87,6 +87,10 @@ type Definitions interface {
 	GetWorkflow(ctx context.Context, namespace, name, version string) (*WorkflowRecord, error)
 	// ListWorkflows returns every registered version.
 	ListWorkflows(ctx context.Context) ([]WorkflowRecord, error)
+	// WorkflowExists reports whether some version of a workflow is
+	// registered in namespace with name; "" matches any namespace or any
+	// name, so ("shop", "") asks whether the namespace shop exists.
+	WorkflowExists(ctx context.Context, namespace, name string) (bool, error)
 }
 
 // Queue is what runs steps: submitting tasks, claiming ready steps,

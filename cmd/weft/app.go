@@ -74,6 +74,9 @@ type app struct {
 
 	logOut *holdWriter
 	log    *slog.Logger
+	// notices, with --log-format json, writes the lines an operator must
+	// see whatever the level (notice); nil writes them as text.
+	notices *slog.Logger
 	// tracing holds the tracer provider built from OTEL_* (telemetry.go).
 	tracing tracing
 
@@ -104,12 +107,16 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	if errors.As(err, &xe) {
 		if xe.err != nil {
 			// Errors of the Go API begin with "weft: " already.
-			fmt.Fprintf(a.stderr, "weft: %s\n", strings.TrimPrefix(xe.err.Error(), "weft: "))
+			a.notice(slog.LevelError, strings.TrimPrefix(xe.err.Error(), "weft: "), "exit_status", xe.code)
 		}
 		return xe.code
 	}
 	// Errors cobra found while parsing: unknown commands and flags, wrong
 	// argument counts.
+	if a.notices != nil {
+		a.notice(slog.LevelError, strings.TrimRight(err.Error(), "\n"), "exit_status", exitUsage, "help", cmd.CommandPath()+" --help")
+		return exitUsage
+	}
 	fmt.Fprintf(a.stderr, "weft: %v\nRun '%s --help' for usage.\n", strings.TrimRight(err.Error(), "\n"), cmd.CommandPath())
 	return exitUsage
 }
@@ -289,10 +296,52 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 		a.log = slog.New(slog.NewTextHandler(a.logOut, opts))
 	case "json":
 		a.log = slog.New(slog.NewJSONHandler(a.logOut, opts))
+		a.notices = slog.New(slog.NewJSONHandler(a.logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	default:
 		return usageErrorf("--log-format: unknown format %q (want text or json)", a.logFormat)
 	}
 	return nil
+}
+
+// notice writes a line the operator sees whatever the log level (the
+// address a server listens on, what an interrupt does, the error that ends
+// a command): "weft: MSG" as text, or with --log-format json a JSON record
+// with args, so that every line on stderr is JSON.
+func (a *app) notice(level slog.Level, msg string, args ...any) {
+	if a.notices == nil {
+		fmt.Fprintf(a.stderr, "weft: %s\n", msg)
+		return
+	}
+	a.notices.Log(context.Background(), level, msg, args...)
+}
+
+// progressErr is where 'weft run --json' writes its progress: stderr, one
+// JSON record a line with --log-format json.
+func (a *app) progressErr() io.Writer {
+	if a.notices == nil {
+		return a.stderr
+	}
+	return &noticeLines{log: a.notices}
+}
+
+// noticeLines writes each line written to it as an INFO record of log.
+type noticeLines struct {
+	log *slog.Logger
+	buf []byte
+}
+
+func (w *noticeLines) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if line := strings.TrimSpace(string(w.buf[:i])); line != "" {
+			w.log.Info(line, "progress", true)
+		}
+		w.buf = w.buf[i+1:]
+	}
 }
 
 // dbURL returns the database the command works on.
@@ -330,6 +379,17 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", path)
 			}
+		}
+	}
+	if cfg.StaleAfter == 0 && a.config != nil {
+		// Commands without the flag (tasks --attention, ui) judge
+		// attention as the engines do.
+		if v := a.config.env("WEFT_STALE_AFTER"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.source("engine.stale_after"), v)
+			}
+			cfg.StaleAfter = d
 		}
 	}
 	cfg.Logger = a.log
@@ -413,37 +473,64 @@ type engineFlags struct {
 	caps        []string
 	drain       time.Duration
 	maxPressure []string
+	leaseTTL    time.Duration
+	heartbeat   time.Duration
+	staleAfter  time.Duration
 }
 
 // add declares the flags; drainHelp says when --drain applies.
 func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
-	fs.IntVar(&f.concurrency, "concurrency", 10, "steps run at once")
+	fs.IntVar(&f.concurrency, "concurrency", weft.DefaultConcurrency, "steps run at once")
 	// --cap NS=N was a per-process copy of a namespace limit; limits are
 	// held in the database now (weft limit). The flag stays, hidden, to
 	// say so.
 	fs.StringArrayVar(&f.caps, "cap", nil, "removed: use 'weft limit NAMESPACE --concurrency N'")
 	_ = fs.MarkHidden("cap")
-	fs.DurationVar(&f.drain, "drain", 30*time.Second, drainHelp)
+	fs.DurationVar(&f.drain, "drain", weft.DefaultShutdownTimeout, drainHelp)
 	fs.StringSliceVar(&f.maxPressure, "max-pressure", nil,
 		"load gate: claim nothing while the host's pressure is above a threshold, as RESOURCE=PERCENT,... with resources cpu, io, memory (Linux PSI, 4.20+)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", weft.DefaultLeaseTTL,
+		"how long after its last heartbeat this engine is presumed dead and its steps are run elsewhere (at least twice --heartbeat-interval)")
+	fs.DurationVar(&f.heartbeat, "heartbeat-interval", weft.DefaultHeartbeatInterval,
+		"how often this engine renews the leases of its running steps (and remote workers theirs)")
+	fs.DurationVar(&f.staleAfter, "stale-after", weft.DefaultStaleAfter,
+		"how long a ready step may wait while no live engine or worker serves its handler before its task needs attention")
 }
 
-// config validates the flags and returns the engine configuration.
-func (f *engineFlags) config() (weft.Config, error) {
+// config validates the flags and returns the engine configuration; c
+// (which may be nil) names where a refused value came from.
+func (f *engineFlags) config(c *configuration) (weft.Config, error) {
 	if f.concurrency < 1 {
-		return weft.Config{}, usageErrorf("--concurrency must be at least 1, got %d", f.concurrency)
+		return weft.Config{}, usageErrorf("%s must be at least 1, got %d", c.describe("concurrency"), f.concurrency)
 	}
 	if f.drain < 0 {
-		return weft.Config{}, usageErrorf("--drain must not be negative")
+		return weft.Config{}, usageErrorf("%s must not be negative", c.describe("drain"))
 	}
 	if len(f.caps) > 0 {
-		return weft.Config{}, usageErrorf("--cap was removed: namespace limits are held in the database for every engine; set one with 'weft limit NAMESPACE --concurrency N'")
+		return weft.Config{}, usageErrorf("--cap was removed: %s", removedSettings["engine.caps"])
+	}
+	if c != nil && c.getenv("WEFT_CAPS") != "" {
+		return weft.Config{}, usageErrorf("WEFT_CAPS was removed: %s", removedSettings["engine.caps"])
+	}
+	if f.staleAfter <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("stale-after"), f.staleAfter)
+	}
+	if f.leaseTTL <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("lease-ttl"), f.leaseTTL)
+	}
+	if f.heartbeat <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("heartbeat-interval"), f.heartbeat)
+	}
+	if f.leaseTTL < 2*f.heartbeat {
+		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
+			c.describe("lease-ttl"), f.leaseTTL, c.describe("heartbeat-interval"), f.heartbeat)
 	}
 	maxPressure, err := parseMaxPressure(f.maxPressure)
 	if err != nil {
 		return weft.Config{}, err
 	}
-	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure}, nil
+	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure,
+		LeaseTTL: f.leaseTTL, HeartbeatInterval: f.heartbeat, StaleAfter: f.staleAfter}, nil
 }
 
 // parseID reads a task id argument.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sort"
@@ -96,21 +97,30 @@ func agoFlag(name, v string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	d, err := parseAge(v)
+	if errors.Is(err, errNotPositive) {
+		return time.Time{}, usageErrorf("%s %q: an age must be more than 0 (it counts back from now); give an age such as 2h or 7d, or an RFC 3339 time", name, v)
+	}
 	if err != nil {
 		return time.Time{}, usageErrorf("%s %q: want an RFC 3339 time (2026-12-01T09:00:00Z) or an age such as 2h or 7d", name, v)
 	}
 	return now.Add(-d), nil
 }
 
+// errNotPositive is parseAge's error for an age of 0 or less.
+var errNotPositive = errors.New("must be more than 0")
+
 // parseAge reads a positive duration that may be given in whole days
-// ("7d").
+// ("7d"); one of 0 or less is errNotPositive, with the duration.
 func parseAge(v string) (time.Duration, error) {
 	var d workflow.Duration
 	if err := d.UnmarshalJSON([]byte(`"` + v + `"`)); err != nil {
+		if neg, perr := time.ParseDuration(v); perr == nil && neg < 0 {
+			return neg, errNotPositive
+		}
 		return 0, err
 	}
 	if d <= 0 {
-		return 0, errors.New("must be positive")
+		return time.Duration(d), errNotPositive
 	}
 	return time.Duration(d), nil
 }
@@ -232,7 +242,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 	}
 	if err != nil {
 		if res.Done > 0 {
-			fmt.Fprintf(a.stderr, "weft: %d tasks were done before the error; run the command again to go on\n", res.Done)
+			a.notice(slog.LevelWarn, fmt.Sprintf("%d tasks were done before the error; run the command again to go on", res.Done), "done", res.Done)
 		}
 		return err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -110,6 +113,7 @@ func TestPruneRetentionAttentionCLI(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
 	requireCode(t, 1, weftCLI(t, "run", writeFile(t, dir, "fail.yaml", failYAML), "--db", db))
+	registerWorkflows(t, db, "shop")
 
 	r := weftCLI(t, "tasks", "--db", db, "--attention")
 	requireCode(t, 0, r)
@@ -225,4 +229,37 @@ func TestBulkThroughServer(t *testing.T) {
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, "engine (leader)")
 	require.Contains(t, r.stdout, "exec")
+}
+
+// TestPruneAgeMustBePositive: an age of 0 or less is refused saying why
+// (a prune keeps what finished recently; it would keep nothing) and what
+// to use instead, on the command line, in the Go API and in REST.
+func TestPruneAgeMustBePositive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	requireCode(t, 0, weftCLI(t, "--db", db, "migrate"))
+	for _, age := range []string{"0s", "0", "0d", "-1h"} {
+		r := weftCLI(t, "--db", db, "prune", "--state", "failed", "--older-than", age)
+		requireCode(t, exitUsage, r)
+		require.Contains(t, r.stderr, "must be more than 0", age)
+		require.Contains(t, r.stderr, "would keep none", age)
+		require.Contains(t, r.stderr, "weft delete --state failed", age)
+	}
+	r := weftCLI(t, "--db", db, "delete", "--state", "failed", "--created-before", "0s")
+	requireCode(t, exitUsage, r)
+	require.Contains(t, r.stderr, "an age must be more than 0")
+
+	err := weft.CheckPruneAge(state.TaskCompleted, 0)
+	require.ErrorIs(t, err, weft.ErrInvalid)
+	require.Contains(t, err.Error(), "would keep none")
+
+	url, _ := startServe(t, db, "--insecure-no-auth")
+	res, err := http.Post(url+"/v1/tasks/prune", "application/json", strings.NewReader(`{"state": "failed", "older_than": "0s"}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Contains(t, string(body), "would keep none")
+	require.Contains(t, string(body), `"field":"older_than"`)
 }

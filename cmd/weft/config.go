@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -33,7 +34,19 @@ type setting struct {
 	env    string // the environment variable that sets it
 	kind   config.Kind
 	secret bool // shown redacted
+	// commands are the commands whose flag the setting sets; nil: every
+	// command that has the flag (the global flags). Another command may
+	// have a flag of the same name that means something else ('weft
+	// limit --concurrency').
+	commands []string
 }
+
+// The commands the settings of a section apply to.
+var (
+	engineCommands = []string{"worker", "serve", "run"}
+	serveCommands  = []string{"serve"}
+	workerCommands = []string{"worker"}
+)
 
 // settings lists every setting, in the order "weft config" prints them.
 var settings = []setting{
@@ -43,27 +56,41 @@ var settings = []setting{
 	{key: "log.level", flag: "log-level", env: "WEFT_LOG_LEVEL"},
 	{key: "log.format", flag: "log-format", env: "WEFT_LOG_FORMAT"},
 	{key: "secrets.dir", flag: "secrets-dir", env: "WEFT_SECRETS_DIR"},
-	{key: "engine.concurrency", flag: "concurrency", env: "WEFT_CONCURRENCY"},
-	{key: "engine.caps", flag: "cap", env: "WEFT_CAPS", kind: config.Map},
-	{key: "engine.drain", flag: "drain", env: "WEFT_DRAIN"},
-	{key: "engine.max_pressure", flag: "max-pressure", env: "WEFT_MAX_PRESSURE", kind: config.Map},
-	{key: "worker.metrics_addr", flag: "metrics-addr", env: "WEFT_METRICS_ADDR"},
-	{key: "serve.addr", flag: "addr", env: "WEFT_ADDR"},
-	{key: "serve.insecure_no_auth", flag: "insecure-no-auth", env: "WEFT_INSECURE_NO_AUTH"},
-	{key: "serve.max_body", flag: "max-body", env: "WEFT_MAX_BODY"},
-	{key: "serve.max_backlog", flag: "max-backlog", env: "WEFT_MAX_BACKLOG"},
-	{key: "serve.request_timeout", flag: "request-timeout", env: "WEFT_REQUEST_TIMEOUT"},
-	{key: "serve.max_poll", flag: "max-poll", env: "WEFT_MAX_POLL"},
-	{key: "serve.jwt.issuer", flag: "jwt-issuer", env: "WEFT_JWT_ISSUER"},
-	{key: "serve.jwt.audience", flag: "jwt-audience", env: "WEFT_JWT_AUDIENCE"},
-	{key: "serve.jwt.public_key", flag: "jwt-public-key", env: "WEFT_JWT_PUBLIC_KEY"},
-	{key: "serve.jwt.jwks_url", flag: "jwt-jwks-url", env: "WEFT_JWT_JWKS_URL"},
+	{key: "engine.concurrency", flag: "concurrency", env: "WEFT_CONCURRENCY", commands: engineCommands},
+	{key: "engine.drain", flag: "drain", env: "WEFT_DRAIN", commands: engineCommands},
+	{key: "engine.max_pressure", flag: "max-pressure", env: "WEFT_MAX_PRESSURE", kind: config.Map, commands: engineCommands},
+	{key: "engine.lease_ttl", flag: "lease-ttl", env: "WEFT_LEASE_TTL", commands: engineCommands},
+	{key: "engine.heartbeat_interval", flag: "heartbeat-interval", env: "WEFT_HEARTBEAT_INTERVAL", commands: engineCommands},
+	{key: "engine.stale_after", flag: "stale-after", env: "WEFT_STALE_AFTER", commands: engineCommands},
+	{key: "worker.metrics_addr", flag: "metrics-addr", env: "WEFT_METRICS_ADDR", commands: workerCommands},
+	{key: "serve.addr", flag: "addr", env: "WEFT_ADDR", commands: serveCommands},
+	{key: "serve.insecure_no_auth", flag: "insecure-no-auth", env: "WEFT_INSECURE_NO_AUTH", commands: serveCommands},
+	{key: "serve.max_body", flag: "max-body", env: "WEFT_MAX_BODY", commands: serveCommands},
+	{key: "serve.max_backlog", flag: "max-backlog", env: "WEFT_MAX_BACKLOG", commands: serveCommands},
+	{key: "serve.request_timeout", flag: "request-timeout", env: "WEFT_REQUEST_TIMEOUT", commands: serveCommands},
+	{key: "serve.max_poll", flag: "max-poll", env: "WEFT_MAX_POLL", commands: serveCommands},
+	{key: "serve.jwt.issuer", flag: "jwt-issuer", env: "WEFT_JWT_ISSUER", commands: serveCommands},
+	{key: "serve.jwt.audience", flag: "jwt-audience", env: "WEFT_JWT_AUDIENCE", commands: serveCommands},
+	{key: "serve.jwt.public_key", flag: "jwt-public-key", env: "WEFT_JWT_PUBLIC_KEY", commands: serveCommands},
+	{key: "serve.jwt.jwks_url", flag: "jwt-jwks-url", env: "WEFT_JWT_JWKS_URL", commands: serveCommands},
 	{key: "telemetry.traces_exporter", env: "OTEL_TRACES_EXPORTER"},
 	{key: "telemetry.otlp_endpoint", env: "OTEL_EXPORTER_OTLP_ENDPOINT"},
 	{key: "telemetry.otlp_headers", env: "OTEL_EXPORTER_OTLP_HEADERS", secret: true},
 	{key: "telemetry.service_name", env: "OTEL_SERVICE_NAME"},
 	{key: "telemetry.sampler", env: "OTEL_TRACES_SAMPLER"},
 	{key: "telemetry.sampler_arg", env: "OTEL_TRACES_SAMPLER_ARG"},
+}
+
+// appliesTo reports whether the setting sets the flag of the command
+// named name.
+func (s setting) appliesTo(name string) bool {
+	return s.commands == nil || slices.Contains(s.commands, name)
+}
+
+// removedSettings are keys the configuration file no longer takes, with
+// what replaced each: a file that still has one is refused with that.
+var removedSettings = map[string]string{
+	"engine.caps": "namespace limits are held in the database for every engine: set one with 'weft limit NAMESPACE --concurrency N'",
 }
 
 // defaultConfigFile is read from the working directory when it exists and
@@ -111,6 +138,25 @@ func (c *configuration) source(key string) string {
 	return ""
 }
 
+// describe names the flag for an error about its value: "--flag", with
+// the setting and where it came from when that was not the command line
+// ("--lease-ttl (engine.lease_ttl at weft.yaml:4)"). c may be nil.
+func (c *configuration) describe(flag string) string {
+	if c == nil {
+		return "--" + flag
+	}
+	for _, r := range c.settings {
+		if r.flag != flag || r.items == nil || strings.HasPrefix(r.source, "flag ") {
+			continue
+		}
+		if strings.HasPrefix(r.source, "env ") {
+			return fmt.Sprintf("--%s (%s, from %s)", flag, r.key, r.source)
+		}
+		return fmt.Sprintf("--%s (%s at %s)", flag, r.key, r.source)
+	}
+	return "--" + flag
+}
+
 // fromFile reports whether the setting of environment variable name came
 // from the configuration file rather than the environment.
 func (c *configuration) fromFile(name string) bool {
@@ -139,6 +185,9 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	for _, s := range settings {
 		schema[s.key] = s.kind
 	}
+	for key := range removedSettings {
+		schema[key] = config.Map // read, to be refused with what replaced it
+	}
 	file := map[string]config.Value{}
 	c := &configuration{byEnv: map[string]*resolved{}, getenv: a.getenv}
 	switch v, err := config.Load(path, schema, a.getenv); {
@@ -150,13 +199,18 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	default:
 		return usageErrorf("%v", err)
 	}
+	for key, instead := range removedSettings {
+		if v, ok := file[key]; ok {
+			return usageErrorf("%s: %s was removed: %s", v.Where(), key, instead)
+		}
+	}
 	fs := cmd.Flags()
 	c.settings = make([]resolved, len(settings))
 	for i, s := range settings {
 		r := &c.settings[i]
 		r.setting, r.source = s, "default"
 		var f *pflag.Flag
-		if s.flag != "" {
+		if s.flag != "" && s.appliesTo(cmd.Name()) {
 			f = fs.Lookup(s.flag)
 		}
 		switch v, inFile := file[s.key]; {
@@ -275,7 +329,7 @@ func (a *app) printConfig(w io.Writer) error {
 }
 
 // defaults returns the default of every setting that has a flag, as the
-// commands that take the flag declare it.
+// commands the setting applies to declare it: the defaults they apply.
 func (a *app) defaults() map[string]string {
 	out := map[string]string{}
 	// A fresh app: declaring flags sets their variables to the defaults.
@@ -285,15 +339,15 @@ func (a *app) defaults() map[string]string {
 			continue
 		}
 		for _, cmd := range append([]*cobra.Command{root}, root.Commands()...) {
+			if cmd != root && !s.appliesTo(cmd.Name()) {
+				continue
+			}
 			f := cmd.Flags().Lookup(s.flag)
 			if f == nil {
 				f = cmd.PersistentFlags().Lookup(s.flag)
 			}
 			if f != nil {
-				out[s.key] = f.DefValue
-				if sv, ok := f.Value.(pflag.SliceValue); ok && len(sv.GetSlice()) == 0 {
-					out[s.key] = ""
-				}
+				out[s.key] = flagDefault(f)
 				break
 			}
 		}
@@ -302,4 +356,12 @@ func (a *app) defaults() map[string]string {
 	out["log.level"] = "warn (info for worker and serve)"
 	out["telemetry.traces_exporter"] = "none"
 	return out
+}
+
+// flagDefault is a flag's default as "weft config" prints it.
+func flagDefault(f *pflag.Flag) string {
+	if sv, ok := f.Value.(pflag.SliceValue); ok && len(sv.GetSlice()) == 0 {
+		return ""
+	}
+	return f.DefValue
 }

@@ -31,9 +31,9 @@ log:
   format: json
 engine:
   concurrency: 4
-  caps:
-    shop: 2
-    mail: 1
+  max_pressure:
+    io: 50
+    cpu: 80
 serve:
   addr: ${ADDR:-0.0.0.0:8080}
   jwt:
@@ -52,7 +52,7 @@ telemetry:
 		{name: "default", key: "serve.max_body", value: "1048576", source: "default"},
 		{name: "default of a persistent flag", key: "log.level", value: "warn (info for worker and serve)", source: "default"},
 		{name: "file", key: "engine.concurrency", value: "4", source: file + ":7"},
-		{name: "file map", key: "engine.caps", value: "mail=1,shop=2", source: file + ":8"},
+		{name: "file map", key: "engine.max_pressure", value: "cpu=80,io=50", source: file + ":8"},
 		{name: "file nested", key: "serve.jwt.issuer", value: "https://issuer.example", source: file + ":14"},
 		{name: "file default interpolation", key: "serve.addr", value: "0.0.0.0:8080", source: file + ":12"},
 		{name: "file env interpolation", env: map[string]string{"ADDR": "127.0.0.1:9"}, key: "serve.addr", value: "127.0.0.1:9", source: file + ":12"},
@@ -96,7 +96,7 @@ func TestConfigApplies(t *testing.T) {
 
 	r := weftCLI(t, "--config", cfg, "run", tpl)
 	requireCode(t, 2, r)
-	require.Contains(t, r.stderr, "--concurrency must be at least 1", "the file's concurrency is the command's")
+	require.Contains(t, r.stderr, "--concurrency (engine.concurrency at "+cfg+":6) must be at least 1", "the file's concurrency is the command's")
 
 	r = weftCLI(t, "--config", cfg, "run", tpl, "--concurrency", "2")
 	requireCode(t, 0, r)

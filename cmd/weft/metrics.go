@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -35,7 +36,7 @@ func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
-	fmt.Fprintf(a.stderr, "weft: metrics on http://%s/metrics\n", ln.Addr())
+	a.notice(slog.LevelInfo, fmt.Sprintf("metrics on http://%s/metrics", ln.Addr()), "url", fmt.Sprintf("http://%s/metrics", ln.Addr()))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

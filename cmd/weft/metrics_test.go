@@ -50,7 +50,7 @@ func TestWorkerServesMetrics(t *testing.T) {
 		done <- newApp(strings.NewReader(""), &stdout, &stderr, func(k string) string { return env[k] }).
 			execute(ctx, []string{"worker", "--metrics-addr", "127.0.0.1:0"})
 	}()
-	re := regexp.MustCompile(`metrics on (http://\S+)/metrics`)
+	re := regexp.MustCompile(`metrics on (http://[^\s"]+)/metrics`)
 	var base string
 	require.Eventually(t, func() bool {
 		m := re.FindStringSubmatch(stderr.String())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -50,5 +51,33 @@ func TestConcurrentMigrateProcesses(t *testing.T) {
 		require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*), max(version) FROM weft_schema`).Scan(&n, &newest))
 		require.NoError(t, s.Close())
 		require.Equal(t, newest, n, "try %d: each migration recorded once", try)
+	}
+}
+
+// TestReadDuringFirstMigration runs a read-only command while another
+// process creates and migrates a new SQLite file: it finds no database
+// yet, or waits for the migration and reads it, and never refuses the
+// schema as behind.
+func TestReadDuringFirstMigration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes; skipped with -short")
+	}
+	t.Parallel()
+	bin, err := buildWeft()
+	require.NoError(t, err)
+	for try := range 10 {
+		db := filepath.Join(t.TempDir(), fmt.Sprintf("new%d.db", try))
+		migrate := exec.Command(bin, "migrate", "--db", db)
+		require.NoError(t, migrate.Start())
+		var out []byte
+		for {
+			out, err = exec.Command(bin, "tasks", "--db", db).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "no database at") {
+				break
+			}
+		}
+		require.NoError(t, err, "try %d: %s", try, out)
+		require.Contains(t, string(out), "no tasks")
+		require.NoError(t, migrate.Wait())
 	}
 }

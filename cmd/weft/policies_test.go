@@ -69,7 +69,7 @@ func TestLimitAndPolicies(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	requireCode(t, 0, weftCLI(t, "migrate", "--db", db))
+	registerWorkflows(t, db, "shop/checkout")
 
 	r := weftCLI(t, "policies", "--db", db)
 	requireCode(t, 0, r)
@@ -127,7 +127,7 @@ func TestLimitWeight(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	requireCode(t, 0, weftCLI(t, "migrate", "--db", db))
+	registerWorkflows(t, db, "shop/checkout", "other")
 
 	r := weftCLI(t, "limit", "shop", "--weight", "3", "--reason", "black friday", "--db", db)
 	requireCode(t, 0, r)

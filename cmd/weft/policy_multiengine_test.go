@@ -72,6 +72,7 @@ func TestGlobalLimitHeldWhileKilled(t *testing.T) {
 		require.NoError(t, err, "weft %v: %s", args, out)
 		return string(out)
 	}
+	run("register", tpl)
 	run("limit", "one", "--concurrency", "1", "--reason", "one at a time")
 	srv := startServeProcess(t, url, "--insecure-no-auth")
 

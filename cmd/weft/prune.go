@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,6 +44,11 @@ commits.`,
 				return usageErrorf("--state is required: completed, failed, cancelled or expired (got %q)", st)
 			}
 			age, err := parseAge(olderThan)
+			if errors.Is(err, errNotPositive) {
+				err = weft.CheckPruneAge(s, age)
+				return usageErrorf("--older-than %s: %s (weft delete --state %s)", olderThan,
+					strings.TrimPrefix(err.Error(), fmt.Sprintf("%s prune age %s: ", weft.ErrInvalid, age)), st)
+			}
 			if err != nil {
 				return usageErrorf("--older-than %q: want an age such as 7d, 12h or 90m", olderThan)
 			}
@@ -125,7 +132,10 @@ change is recorded in the operator log.`,
 			case localBackend:
 				for st, d := range set {
 					if err := be.SetRetention(ctx, args[0], st, d, weft.Operator{Actor: cliActor()}); err != nil {
-						return usageErrorf("%v", err)
+						if errors.Is(err, weft.ErrInvalid) {
+							return usageErrorf("%v", err)
+						}
+						return err
 					}
 				}
 				if list, err = be.Retentions(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,14 +47,14 @@ the task stays in the database for 'weft worker' to resume.`,
 				return err
 			}
 			if a.serverURL() != "" {
-				for _, name := range []string{"concurrency", "cap", "drain"} {
+				for _, name := range []string{"concurrency", "cap", "drain", "lease-ttl", "heartbeat-interval", "stale-after", "max-pressure"} {
 					if cmd.Flags().Changed(name) {
 						return usageErrorf("--%s configures a local engine; with a server, its engines run the task", name)
 					}
 				}
 				return a.runRemote(cmd.Context(), args[0], sub, jsonOut)
 			}
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}
@@ -98,13 +99,13 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	}
 	id := res.Task.ID
 	if res.Duplicate {
-		fmt.Fprintf(a.stderr, "weft: task %d already exists with this idempotency key (%s); following it\n", id, res.Task.State)
+		a.notice(slog.LevelInfo, fmt.Sprintf("task %d already exists with this idempotency key (%s); following it", id, res.Task.State), "task_id", id)
 	}
 	a.log.Info("running task", "task_id", id, "workflow", w.Ref(), "engine_id", e.ID())
 
 	out := a.stdout
 	if jsonOut {
-		out = a.stderr
+		out = a.progressErr()
 	}
 	run := startRun(ctx, e, id)
 	a.follow(ctx, e, id, out, run)
@@ -150,17 +151,17 @@ func startRun(ctx context.Context, e *weft.Engine, id int64) *taskRun {
 // interrupted waits for the interrupted run to stop its engine gracefully
 // and says where the task stands.
 func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain time.Duration, run *taskRun) error {
-	fmt.Fprintf(a.stderr, "weft: interrupted; stopping (waiting up to %s for running steps, interrupt again to quit at once)\n", drain)
+	a.notice(slog.LevelWarn, fmt.Sprintf("interrupted; stopping (waiting up to %s for running steps, interrupt again to quit at once)", drain), "task_id", id)
 	<-run.done
 	a.log.Debug("run task", "task_id", id, "error", run.err)
 	t, err := e.Get(ctx, id)
 	switch {
 	case err != nil:
-		fmt.Fprintf(a.stderr, "weft: task %d: %v\n", id, err)
+		a.notice(slog.LevelError, fmt.Sprintf("task %d: %v", id, err), "task_id", id)
 	case t.State.Terminal():
-		fmt.Fprintf(a.stderr, "weft: task %d %s while stopping\n", id, t.State)
+		a.notice(slog.LevelWarn, fmt.Sprintf("task %d %s while stopping", id, t.State), "task_id", id)
 	default:
-		fmt.Fprintf(a.stderr, "weft: task %d is %s; it stays in %s and 'weft worker' resumes it\n", id, t.State, weftdb.Redact(a.dbURL()))
+		a.notice(slog.LevelWarn, fmt.Sprintf("task %d is %s; it stays in %s and 'weft worker' resumes it", id, t.State, weftdb.Redact(a.dbURL())), "task_id", id)
 	}
 	return exitWith(exitInterrupted)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -39,11 +40,11 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	}
 	id := res.Task.ID
 	if res.Duplicate {
-		fmt.Fprintf(a.stderr, "weft: task %d already exists with this idempotency key (%s); following it\n", id, res.Task.State)
+		a.notice(slog.LevelInfo, fmt.Sprintf("task %d already exists with this idempotency key (%s); following it", id, res.Task.State), "task_id", id)
 	}
 	out := a.stdout
 	if jsonOut {
-		out = a.stderr
+		out = a.progressErr()
 	}
 	width, height, live := terminal(out)
 	live = live && a.getenv("TERM") != "dumb"
@@ -83,7 +84,7 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	for {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(a.stderr, "weft: interrupted; task %d goes on on %s (follow it with 'weft events --task %d')\n", id, weftdb.Redact(b.Where()), id)
+			a.notice(slog.LevelWarn, fmt.Sprintf("interrupted; task %d goes on on %s (follow it with 'weft events --task %d')", id, weftdb.Redact(b.Where()), id), "task_id", id)
 			return exitWith(exitInterrupted)
 		case err := <-followed:
 			if errors.Is(err, errTaskEnded) {

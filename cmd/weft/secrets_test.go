@@ -52,7 +52,7 @@ func TestSecretNeverLeaves(t *testing.T) {
 		done <- newApp(strings.NewReader(""), &stdout, &stderr, func(k string) string { return env[k] }).execute(ctx,
 			[]string{"serve", "--addr", "127.0.0.1:0", "--insecure-no-auth", "--log-level", "debug", "--log-format", "json", "--secrets-dir", secretsDir})
 	}()
-	re := regexp.MustCompile(`serving on (http://\S+)`)
+	re := regexp.MustCompile(`serving on (http://[^\s"]+)`)
 	var base string
 	require.Eventually(t, func() bool {
 		if m := re.FindStringSubmatch(stderr.String()); m != nil {

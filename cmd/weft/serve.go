@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -62,7 +63,7 @@ the engine drains its running steps for up to --drain.`,
   weft serve --addr 127.0.0.1:8080 --db postgres://weft@db/weft`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}
@@ -70,7 +71,7 @@ the engine drains its running steps for up to --drain.`,
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), f.addr, cfg, opts, eng.drain)
+			return a.serve(cmd.Context(), f.addr, cfg, opts, eng.drain, runSteps)
 		}),
 	}
 	fl := cmd.Flags()
@@ -125,10 +126,24 @@ func (f *serveFlags) options() (server.Options, error) {
 	return o, nil
 }
 
-// serve runs an engine and the API until ctx is done.
+// serveMode says whether a served engine runs steps.
+type serveMode int
+
+const (
+	// runSteps starts the engine: it joins the cluster, claims the steps
+	// of the built-in handlers and takes its turn at maintenance (weft
+	// serve).
+	runSteps serveMode = iota
+	// operateOnly never starts the engine: the API and the dashboard
+	// read, submit and act on the database, and nothing runs here (weft
+	// ui, so that an operator's laptop runs no production steps).
+	operateOnly
+)
+
+// serve runs the API on an engine until ctx is done.
 // The dashboard is served at / (package dashboard). wrap, if given, wraps
 // the handler (weft ui guards its Host header with it).
-func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, wrap ...func(http.Handler) http.Handler) error {
+func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, mode serveMode, wrap ...func(http.Handler) http.Handler) error {
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
@@ -145,9 +160,11 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	if err := e.Start(ctx); err != nil {
-		ln.Close()
-		return fmt.Errorf("start engine: %w", err)
+	if mode == runSteps {
+		if err := e.Start(ctx); err != nil {
+			ln.Close()
+			return fmt.Errorf("start engine: %w", err)
+		}
 	}
 	var handler http.Handler = srv
 	for _, w := range wrap {
@@ -165,8 +182,12 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
-	fmt.Fprintf(a.stderr, "weft: serving on http://%s\n", ln.Addr())
-	a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
+	a.notice(slog.LevelInfo, fmt.Sprintf("serving on http://%s", ln.Addr()), "url", fmt.Sprintf("http://%s", ln.Addr()))
+	if mode == runSteps {
+		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
+	} else {
+		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "auth", !opts.DisableAuth, "runs_steps", false)
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():

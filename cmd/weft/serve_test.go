@@ -53,7 +53,7 @@ func startServing(t *testing.T, db, command string, args ...string) *serveProces
 	var logs syncBuffer
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`serving on (http://\S+)`)
+		re := regexp.MustCompile(`serving on (http://[^\s"]+)`)
 		for sc.Scan() {
 			logs.Write([]byte(sc.Text() + "\n"))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -169,10 +170,10 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 	}
 	fmt.Fprintln(a.stdout, res.Task.ID)
 	if res.Duplicate {
-		fmt.Fprintf(a.stderr, "weft: task %d already existed with this idempotency key (%s); not submitted again\n", res.Task.ID, res.Task.State)
+		a.notice(slog.LevelInfo, fmt.Sprintf("task %d already existed with this idempotency key (%s); not submitted again", res.Task.ID, res.Task.State), "task_id", res.Task.ID)
 	}
 	if res.Superseded != 0 {
-		fmt.Fprintf(a.stderr, "weft: task %d supersedes task %d, which held its idempotency key\n", res.Task.ID, res.Superseded)
+		a.notice(slog.LevelInfo, fmt.Sprintf("task %d supersedes task %d, which held its idempotency key", res.Task.ID, res.Superseded), "task_id", res.Task.ID)
 	}
 	return nil
 }
@@ -196,7 +197,7 @@ With --metrics-addr it serves the engine's Prometheus metrics on /metrics (the
 same as weft serve's, without the API's), and /health/live and /health/ready.`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -71,6 +72,13 @@ func (a *app) setupTracing(ctx context.Context) (context.Context, error) {
 		opts = append(opts, sdktrace.WithSampler(s))
 	}
 	a.tracing.provider = sdktrace.NewTracerProvider(opts...)
+	// The SDK reports export failures (a collector that is down) to
+	// OpenTelemetry's process-wide error handler, which prints plain text
+	// by default: log them as the command's other logs instead.
+	log := a.log
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("telemetry: export failed", "error", err)
+	}))
 	return ctx, nil
 }
 

@@ -1,17 +1,19 @@
 package main
 
 import (
-	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weftrun/weft"
 )
 
 func (a *app) uiCommand() *cobra.Command {
 	var (
-		eng         engineFlags
 		addr        string
 		requireKeys bool
 	)
@@ -20,8 +22,12 @@ func (a *app) uiCommand() *cobra.Command {
 		Short: "Open the dashboard on a local database, on the loopback address",
 		Long: `Run the dashboard and the REST API on the database (a SQLite file or any URL)
 for one person on this machine: no sign-in, every action allowed, listening
-on the loopback address only. It runs an engine as 'weft serve' does (the
-built-in handlers), and stops on SIGINT or SIGTERM.
+on the loopback address only, until SIGINT or SIGTERM.
+
+It runs no steps: it shows the database and acts on it (submit, cancel,
+retry, pause, ...), and the engines of 'weft worker' and 'weft serve' run
+the work, whatever the database. Against a shared database, an operator's
+machine never takes part in running production steps.
 
 Without sign-in anyone who can reach the address can act, so any address other
 than loopback is refused unless --require-keys turns sign-in with an API key
@@ -31,10 +37,6 @@ cross-site writes are refused.`,
   weft ui --addr 0.0.0.0:8080 --require-keys --db postgres://weft@db/weft`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := eng.config()
-			if err != nil {
-				return err
-			}
 			host, _, err := net.SplitHostPort(addr)
 			if err != nil {
 				return usageErrorf("--addr %q: want HOST:PORT", addr)
@@ -47,19 +49,25 @@ cross-site writes are refused.`,
 			if err != nil {
 				return err
 			}
+			// The engine is never started: its configuration matters only
+			// for what the API reports of the defaults.
+			cfg := weft.Config{}
 			if requireKeys {
-				return a.serve(cmd.Context(), addr, cfg, opts, eng.drain)
+				return a.serve(cmd.Context(), addr, cfg, opts, uiShutdown, operateOnly)
 			}
-			fmt.Fprintln(a.stderr, "weft: no sign-in: every request from this machine may act on the database")
-			return a.serve(cmd.Context(), addr, cfg, opts, eng.drain, loopbackOnly)
+			a.notice(slog.LevelWarn, "no sign-in: every request from this machine may act on the database")
+			return a.serve(cmd.Context(), addr, cfg, opts, uiShutdown, operateOnly, loopbackOnly)
 		}),
 	}
 	fl := cmd.Flags()
-	eng.add(fl, "on shutdown, how long to wait for running steps before stopping them")
 	fl.StringVar(&addr, "addr", "127.0.0.1:8080", "loopback address to listen on, HOST:PORT")
 	fl.BoolVar(&requireKeys, "require-keys", false, "sign in with an API key as 'weft serve' does (then any address is allowed)")
 	return localOnlyCommand(cmd, "it serves the dashboard of a database on this machine; open the server's own dashboard in a browser instead")
 }
+
+// uiShutdown is how long 'weft ui' waits for requests in flight when it
+// stops (it runs no steps to drain).
+const uiShutdown = 5 * time.Second
 
 // loopbackHost reports whether a listen or Host name is this machine only.
 func loopbackHost(host string) bool {

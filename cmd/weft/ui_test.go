@@ -1,13 +1,18 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/state"
 )
 
 func TestLoopbackHost(t *testing.T) {
@@ -78,4 +83,50 @@ func TestServeServesTheDashboard(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, "application/json", res.Header.Get("Content-Type"))
+}
+
+// TestUIRunsNoSteps: 'weft ui' runs no handlers, whatever the database: it
+// does not register as an engine, a ready exec step stays ready, and a task
+// submitted through its API is not claimed by it. It takes no engine flags
+// (no --concurrency to refuse).
+func TestUIRunsNoSteps(t *testing.T) {
+	t.Parallel()
+	for name, db := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return filepath.Join(t.TempDir(), "weft.db") },
+		"postgres": func(t *testing.T) string { _, url, _ := freshSchema(t); return url },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := db(t)
+			dir := t.TempDir()
+			marker := filepath.Join(dir, "ran")
+			tpl := writeFile(t, dir, "touch.yaml", fmt.Sprintf("namespace: ops\nname: touch\nversion: \"1\"\nsteps:\n  - name: touch\n    handler: exec\n    config: {command: [\"touch\", %q]}\n", marker))
+			r := weftCLI(t, "--db", db, "submit", tpl)
+			requireCode(t, 0, r)
+			before := strings.TrimSpace(r.stdout)
+
+			p := startServing(t, db, "ui")
+			r = weftCLI(t, "--db", db, "workers", "--json")
+			requireCode(t, 0, r)
+			require.NotContains(t, r.stdout, `"kind"`, "weft ui registered no engine: %s", r.stdout)
+
+			res, err := http.Post(p.url+"/v1/tasks", "application/json", strings.NewReader(`{"workflow": "ops/touch"}`))
+			require.NoError(t, err)
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			require.Equal(t, http.StatusCreated, res.StatusCode, "%s", body)
+			var created struct{ ID int64 }
+			require.NoError(t, json.Unmarshal(body, &created), "%s", body)
+
+			for _, id := range []string{before, strconv.FormatInt(created.ID, 10)} {
+				r = weftCLI(t, "--db", db, "task", id, "--json")
+				requireCode(t, 0, r)
+				task := decodeTask(t, r.stdout)
+				require.Equal(t, state.TaskPending, task.State, "task %s", id)
+				require.Equal(t, state.StepReady, task.Steps[0].State, "task %s: its step waits for an engine", id)
+			}
+			require.NoFileExists(t, marker)
+			requireCode(t, 2, weftCLI(t, "--db", db, "ui", "--concurrency", "0"))
+		})
+	}
 }

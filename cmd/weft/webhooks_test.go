@@ -17,7 +17,7 @@ func TestWebhooksCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	requireCode(t, 0, weftCLI(t, "--db", db, "migrate"))
+	registerWorkflows(t, db, "shop")
 	r := weftCLI(t, "--db", db, "keys", "create", "--name", "hooks", "--permissions", "webhooks:*")
 	requireCode(t, 0, r)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")

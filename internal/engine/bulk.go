@@ -167,7 +167,13 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 		r.Actor = e.ID()
 	}
 	if len(r.IDs) > 0 {
+		if err := e.requireTasks(ctx, r.IDs); err != nil {
+			return BulkResult{}, err
+		}
 		return e.bulkIDs(r, do)
+	}
+	if err := e.requireFilter(ctx, r.Filter); err != nil {
+		return BulkResult{}, err
 	}
 	if r.DryRun {
 		n, err := e.store.CountTasks(ctx, r.Filter)

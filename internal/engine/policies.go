@@ -19,6 +19,9 @@ func (e *Engine) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 	if err := c.Validate(); err != nil {
 		return store.Policy{}, fmt.Errorf("weft: %w", err)
 	}
+	if err := e.requireTarget(ctx, c.Target); err != nil {
+		return store.Policy{}, err
+	}
 	p, err := e.store.SetPolicy(ctx, c)
 	if err != nil {
 		return store.Policy{}, fmt.Errorf("weft: set policy of %s: %w", c.Target, err)

@@ -213,6 +213,9 @@ func (e *Engine) SetRetention(ctx context.Context, namespace string, st state.Ta
 	if keep < 0 {
 		return fmt.Errorf("%w retention: a duration cannot be negative", store.ErrInvalid)
 	}
+	if err := e.requireRetentionNamespace(ctx, namespace); err != nil {
+		return err
+	}
 	if actor == "" {
 		actor = e.ID()
 	}

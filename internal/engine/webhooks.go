@@ -101,6 +101,9 @@ func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec) (store.Web
 	if err := validateWebhook(spec); err != nil {
 		return store.Webhook{}, err
 	}
+	if err := e.requireWebhookScope(ctx, spec.Namespace, spec.Workflow); err != nil {
+		return store.Webhook{}, err
+	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return store.Webhook{}, fmt.Errorf("weft: webhook secret: %w", err)

@@ -92,3 +92,18 @@ func (s *Store) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, erro
 	}
 	return ws, nil
 }
+
+// WorkflowExists reports whether a version of namespace/name is registered,
+// "" matching any namespace or name.
+func (s *Store) WorkflowExists(ctx context.Context, namespace, name string) (bool, error) {
+	var one int
+	err := s.readRow(ctx, `SELECT 1 FROM workflows WHERE (? = '' OR namespace = ?) AND (? = '' OR name = ?) LIMIT 1`,
+		namespace, namespace, name, name).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look up workflow %s/%s: %w", namespace, name, err)
+	}
+	return true, nil
+}

@@ -39,9 +39,23 @@ type Options struct {
 	Clock func() time.Time
 	// ReadOnly opens an existing file for reading only: no migration runs,
 	// the schema must be current, and every write fails. It works on a
-	// file the process may not write, or on read-only media.
+	// file the process may not write, or on read-only media. A schema
+	// behind this build's is waited for while it advances (another
+	// process migrating the file, one migration at a time), until it
+	// stays unchanged for a few seconds.
 	ReadOnly bool
+
+	// schemaStall and schemaPolled are set by the tests (export_test.go):
+	// how long a schema behind may stay unchanged before ReadOnly gives
+	// up (default defaultSchemaStall), and a function called with the
+	// version found at each look.
+	schemaStall  time.Duration
+	schemaPolled func(version int)
 }
+
+// defaultSchemaStall is how long a read-only open waits for a schema
+// behind this build's to advance before it gives up.
+const defaultSchemaStall = 3 * time.Second
 
 // Store is a store.Store on a SQLite file.
 type Store struct {
@@ -242,7 +256,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 		if db, err = sql.Open(driverName, fileURI(path)+"?"+q.Encode()); err != nil {
 			return Store{}, fmt.Errorf("sqlite: open %s read-only: %w", path, err)
 		}
-		if err = checkSchema(ctx, db); err == nil || !isCantOpen(err) {
+		if err = checkSchema(ctx, db, opts); err == nil || !isCantOpen(err) {
 			break
 		}
 		db.Close()
@@ -264,24 +278,60 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 }
 
 // checkSchema reports whether a file opened read-only holds the schema this
-// build writes: it cannot be migrated from here.
-func checkSchema(ctx context.Context, db *sql.DB) error {
+// build writes: it cannot be migrated from here. A schema behind it (or
+// none yet: a file being created) may be another process's migration in
+// progress, which commits one migration at a time: it waits while the
+// version advances, and gives up once it stayed unchanged for
+// opts.schemaStall, saying that a migration may be under way.
+func checkSchema(ctx context.Context, db *sql.DB, opts Options) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	if err != nil {
 		return err
 	}
 	want := ms[len(ms)-1].Version
+	stall := opts.schemaStall
+	if stall <= 0 {
+		stall = defaultSchemaStall
+	}
+	last, since := -1, time.Now()
+	for {
+		got, err := schemaVersion(ctx, db)
+		if err != nil {
+			return err
+		}
+		if opts.schemaPolled != nil {
+			opts.schemaPolled(got)
+		}
+		switch {
+		case got > want:
+			return fmt.Errorf("its schema is at version %d, newer than this weft knows (%d): use a newer weft", got, want)
+		case got == want:
+			return nil
+		case got != last:
+			last, since = got, time.Now()
+		case time.Since(since) >= stall:
+			return fmt.Errorf("its schema is at version %d and this weft needs %d, and it did not change for %s: if another weft process is setting the database up or upgrading it, retry once it is done; otherwise open it once with write access (weft migrate) to upgrade it", got, want, stall)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("its schema is at version %d and this weft needs %d (waiting for a migration in progress): %w", got, want, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// schemaVersion reads the newest migration recorded; 0 for a file that has
+// none yet (being created by another process).
+func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
 	var v sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+	err := db.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "no such table"):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read schema version: %w", err)
 	}
-	switch got := int(v.Int64); {
-	case got < want:
-		return fmt.Errorf("its schema is at version %d and this weft needs %d: open it once with write access (weft migrate) to upgrade it", got, want)
-	case got > want:
-		return fmt.Errorf("its schema is at version %d, newer than this weft knows (%d): use a newer weft", got, want)
-	}
-	return nil
+	return int(v.Int64), nil
 }
 
 // fileURI is the SQLite URI filename of path: the characters a URI gives

@@ -116,6 +116,19 @@ func testWorkflows(t *testing.T, h *harness) {
 	all, err := h.s.ListWorkflows(h.ctx)
 	require.NoError(t, err)
 	require.Len(t, all, 3)
+
+	for _, tt := range []struct {
+		namespace, name string
+		want            bool
+	}{
+		{"ns", "wf", true}, {"ns", "", true}, {"", "wf", true}, {"", "", true},
+		{"ns", "nope", false}, {"nope", "", false}, {"nope", "wf", false}, {"", "nope", false},
+		{"n", "", false}, {"ns%", "", false}, {"NS", "", false},
+	} {
+		got, err := h.s.WorkflowExists(h.ctx, tt.namespace, tt.name)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, got, "WorkflowExists(%q, %q)", tt.namespace, tt.name)
+	}
 }
 
 func testListTasks(t *testing.T, h *harness) {

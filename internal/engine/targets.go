@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
+)
+
+// This file holds the one rule every operator action that names a target
+// follows: the target exists, or the action is ErrNotFound and changes
+// nothing. A namespace exists when a workflow is registered in it, a
+// workflow when a version of it is; a task or step when its row does (the
+// store's own actions say so). A typo ("shpo") is then an error at every
+// way in, instead of a success that changed what nobody has.
+
+// requireTarget checks the target of a policy change: AllTargets, a
+// namespace or a namespace/workflow. A target that has a policy already
+// exists as such, so that a policy whose workflows are gone can still be
+// undone.
+func (e *Engine) requireTarget(ctx context.Context, target string) error {
+	ns, name, err := store.ParseTarget(target)
+	if err != nil || target == store.TargetAll {
+		return err
+	}
+	missing := e.requireWorkflow(ctx, ns, name)
+	if !errors.Is(missing, store.ErrNotFound) {
+		return missing
+	}
+	report, err := e.store.ListPolicies(ctx)
+	if err != nil {
+		return fmt.Errorf("weft: list policies: %w", err)
+	}
+	for _, p := range report.Policies {
+		if p.Target == target {
+			return nil
+		}
+	}
+	return missing
+}
+
+// requireRetentionNamespace checks the namespace of a retention change: it
+// exists, or a retention is set on it already (so that it can be undone).
+func (e *Engine) requireRetentionNamespace(ctx context.Context, namespace string) error {
+	missing := e.requireWorkflow(ctx, namespace, "")
+	if !errors.Is(missing, store.ErrNotFound) {
+		return missing
+	}
+	rs, err := e.store.Retentions(ctx)
+	if err != nil {
+		return fmt.Errorf("weft: list retentions: %w", err)
+	}
+	for _, r := range rs {
+		if r.Namespace == namespace {
+			return nil
+		}
+	}
+	return missing
+}
+
+// requireWorkflow returns ErrNotFound unless a workflow is registered in
+// namespace (with name, when name is not "").
+func (e *Engine) requireWorkflow(ctx context.Context, namespace, name string) error {
+	ok, err := e.store.WorkflowExists(ctx, namespace, name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("weft: %w", err)
+	case ok:
+		return nil
+	case name == "":
+		return fmt.Errorf("weft: namespace %s: %w: no workflow is registered in it", namespace, store.ErrNotFound)
+	case namespace == "":
+		return fmt.Errorf("weft: workflow %s: %w in any namespace", name, store.ErrNotFound)
+	}
+	if known, kerr := e.store.WorkflowExists(ctx, namespace, ""); kerr == nil && !known {
+		return fmt.Errorf("weft: workflow %s/%s: %w: no workflow is registered in namespace %s", namespace, name, store.ErrNotFound, namespace)
+	}
+	return fmt.Errorf("weft: workflow %s/%s: %w", namespace, name, store.ErrNotFound)
+}
+
+// requireFilter checks the namespace and workflow a task filter names.
+func (e *Engine) requireFilter(ctx context.Context, f store.TaskFilter) error {
+	if f.Namespace == "" && f.Workflow == "" {
+		return nil
+	}
+	return e.requireWorkflow(ctx, f.Namespace, f.Workflow)
+}
+
+// requireWebhookScope checks the namespace and workflow a webhook names.
+func (e *Engine) requireWebhookScope(ctx context.Context, namespace, wf string) error {
+	if wf != "" {
+		ns, name, err := workflow.ParseName(wf)
+		if err != nil {
+			return fmt.Errorf("%w webhook workflow %q: want namespace/name", store.ErrInvalid, wf)
+		}
+		if namespace != "" && namespace != ns {
+			return fmt.Errorf("%w webhook: workflow %s is not in namespace %s", store.ErrInvalid, wf, namespace)
+		}
+		return e.requireWorkflow(ctx, ns, name)
+	}
+	if namespace != "" {
+		return e.requireWorkflow(ctx, namespace, "")
+	}
+	return nil
+}
+
+// requireTasks returns ErrNotFound naming the tasks of ids that do not
+// exist.
+func (e *Engine) requireTasks(ctx context.Context, ids []int64) error {
+	var missing []int64
+	for chunk := range slices.Chunk(ids, DefaultBatchSize) {
+		states, err := e.store.TaskStates(ctx, chunk)
+		if err != nil {
+			return fmt.Errorf("weft: %w", err)
+		}
+		for _, id := range chunk {
+			if _, ok := states[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+	}
+	switch {
+	case len(missing) == 0:
+		return nil
+	case len(missing) == 1:
+		return fmt.Errorf("weft: task %d: %w", missing[0], store.ErrNotFound)
+	case len(missing) <= 10:
+		return fmt.Errorf("weft: tasks %v: %w", missing, store.ErrNotFound)
+	}
+	return fmt.Errorf("weft: %d tasks (%v, …): %w", len(missing), missing[:10], store.ErrNotFound)
+}
