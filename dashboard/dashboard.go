@@ -159,6 +159,12 @@ func (d *Dashboard) page(p Page) http.Handler {
 			return
 		}
 		v := d.newView(r, pr)
+		// Text no store can hold, in a filter or a path segment, is refused
+		// here for every page, as the API's routes refuse it.
+		if err := server.CheckURL(r, p.Pattern); err != nil {
+			d.render(w, r, "error.html", http.StatusBadRequest, withMessage(v, http.StatusBadRequest, err.Error()))
+			return
+		}
 		if !v.Can(p.Perm) {
 			d.render(w, r, "error.html", http.StatusForbidden, withMessage(v, http.StatusForbidden, "This key lacks the permission "+p.Perm+" that this page needs."))
 			return

@@ -230,13 +230,10 @@ func (s *Server) listWorkers(r *http.Request) (int, any, error) {
 
 func (s *Server) operatorLog(r *http.Request) (int, any, error) {
 	limit := 100
-	for k, v := range r.URL.Query() {
-		if k != "limit" {
-			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-		n, err := strconv.Atoi(v[0])
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v[0])
+			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v)
 		}
 		limit = n
 	}

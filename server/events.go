@@ -119,12 +119,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 // from now.
 func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	v := r.URL.Query()
-	known := map[string]bool{"namespace": true, "workflow": true, "task": true, "after": true}
-	for k := range v {
-		if !known[k] {
-			return weft.HistoryQuery{}, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-	}
 	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
 	if w := q.Workflow; w != "" {
 		if _, _, err := workflow.ParseName(w); err != nil {

@@ -64,11 +64,6 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 
 func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
-	for k := range q {
-		if k != "limit" {
-			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-	}
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
