@@ -10,7 +10,6 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
-	"github.com/weftrun/weft/workflow"
 )
 
 // Event streams (GET /v1/events) follow the engine's history as
@@ -120,10 +119,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	v := r.URL.Query()
 	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
-	if w := q.Workflow; w != "" {
-		if _, _, err := workflow.ParseName(w); err != nil {
-			return q, fieldError("workflow", "must be namespace/name, got %q", w)
-		}
+	var err error
+	if q.Namespace, q.Workflow, err = workflowFilter("workflow", q.Namespace, q.Workflow); err != nil {
+		return q, err
 	}
 	if t := v.Get("task"); t != "" {
 		id, err := strconv.ParseInt(t, 10, 64)
