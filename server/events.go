@@ -33,6 +33,9 @@ const (
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	q, err := s.historyQuery(r)
 	if err != nil {
+		if sw, ok := w.(*statusWriter); ok && s.clientGone(sw, r, "GET /v1/events", err) {
+			return
+		}
 		writeError(w, toAPIError(err))
 		return
 	}

@@ -313,6 +313,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
 		if !rt.public {
 			p, aerr := s.principal(r)
+			if aerr != nil && aerr.Status >= 500 && s.clientGone(sw, r, name, aerr) {
+				return
+			}
 			if aerr != nil {
 				if aerr.Status == http.StatusUnauthorized {
 					sw.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
@@ -347,6 +350,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		status, body, err := rt.h(r.WithContext(ctx))
+		if err != nil && s.clientGone(sw, r, name, err) {
+			return
+		}
 		if err != nil {
 			ae := toAPIError(err)
 			switch {
@@ -372,6 +378,23 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		writeJSON(sw, status, body)
 	})
+}
+
+// statusClientGone is the status recorded (in metrics and the request log,
+// never sent) for a request whose client went away before its answer.
+const statusClientGone = 499
+
+// clientGone reports whether the request failed because its client went
+// away (the connection closed, a long poll or stream abandoned): that is
+// no error of the server's, and nobody reads an answer, so none is
+// written and it is logged at debug only.
+func (s *Server) clientGone(sw *statusWriter, r *http.Request, route string, err error) bool {
+	if r.Context().Err() == nil || sw.status != 0 {
+		return false
+	}
+	sw.status = statusClientGone
+	s.log.Debug("client went away", "route", route, "error", err)
+	return true
 }
 
 func (s *Server) principal(r *http.Request) (Principal, *apiError) {
