@@ -17,7 +17,8 @@ type WebhookSpec struct {
 	// header: "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">",
 	// keyed with the webhook's secret.
 	URL string
-	// Namespace and Workflow ("namespace/name") filter the events; Types
+	// Namespace and Workflow ("namespace/name" or a name, as every
+	// workflow filter: workflow.ParseFilter) filter the events; Types
 	// selects event types (see EventTypes). Empty values match everything.
 	Namespace string
 	Workflow  string

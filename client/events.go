@@ -22,7 +22,7 @@ type Event = wire.Event
 // EventFilter selects the events to follow. Zero values match everything.
 type EventFilter struct {
 	Namespace string
-	Workflow  string // namespace/name
+	Workflow  string // NAMESPACE/NAME, or NAME (see workflow.ParseFilter)
 	TaskID    int64
 	// After is the cursor of the last event handled (Event.Cursor): the
 	// stream starts after it. "" starts from now; "start" from the oldest

@@ -72,7 +72,7 @@ func New(srv *server.Server) http.Handler {
 }
 
 func build(srv *server.Server) (*Dashboard, error) {
-	d := &Dashboard{srv: srv, engine: srv.Engine(), log: slog.Default(), mux: http.NewServeMux(), tmpl: map[string]*template.Template{}, now: time.Now}
+	d := &Dashboard{srv: srv, engine: srv.Engine(), log: srv.Logger(), mux: http.NewServeMux(), tmpl: map[string]*template.Template{}, now: time.Now}
 	d.pages = d.registry()
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
@@ -159,11 +159,23 @@ func (d *Dashboard) page(p Page) http.Handler {
 			return
 		}
 		v := d.newView(r, pr)
+		// Text no store can hold, in a filter or a path segment, is refused
+		// here for every page, as the API's routes refuse it.
+		if err := server.CheckURL(r, p.Pattern); err != nil {
+			d.render(w, r, "error.html", http.StatusBadRequest, withMessage(v, http.StatusBadRequest, err.Error()))
+			return
+		}
 		if !v.Can(p.Perm) {
 			d.render(w, r, "error.html", http.StatusForbidden, withMessage(v, http.StatusForbidden, "This key lacks the permission "+p.Perm+" that this page needs."))
 			return
 		}
 		title, data, err := p.Load(r)
+		if err != nil && r.Context().Err() != nil {
+			// The browser went away (a page left while it loaded): no
+			// error of the server's, and nobody reads the page.
+			d.log.Debug("dashboard page abandoned", "path", r.URL.Path, "error", err)
+			return
+		}
 		if err != nil {
 			status := server.ErrorStatus(err)
 			var ie inputError

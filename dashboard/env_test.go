@@ -52,6 +52,8 @@ type env struct {
 	awaiting       int64 // a task waiting for the signal "approved"
 	authDisabled   bool
 	releaseBlocked chan struct{}
+	handler        http.Handler // the API and the dashboard, to call without a network
+
 }
 
 const checkoutFailure = "card declined"
@@ -111,7 +113,7 @@ func newEnv(t testing.TB, s store.Store, opts server.Options) *env {
 	hs := httptest.NewServer(srv)
 	// End the event streams first: Close waits for open connections.
 	t.Cleanup(func() { srv.Close(); hs.Close() })
-	en.url = hs.URL
+	en.url, en.handler = hs.URL, srv
 	en.admin = en.key("admin", server.PermAdmin)
 	en.reader = en.key("reader", server.PermTasksRead, server.PermWorkflowsRead)
 

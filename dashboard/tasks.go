@@ -14,6 +14,7 @@ import (
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // pageSize is how many tasks a page of the list shows.
@@ -79,6 +80,10 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	if f.State != "" && !f.State.Valid() {
 		return "", nil, badInput("state: %q is not a task state", q.State)
 	}
+	var err error
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(q.Namespace, q.Workflow); err != nil {
+		return "", nil, badInput("%s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+	}
 	if q.Tag != "" {
 		k, val, err := store.ParseTag(q.Tag)
 		if err != nil {
@@ -93,7 +98,6 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 		}
 		q.Cursor, f.BeforeID = n, n
 	}
-	var err error
 	if q.From != "" {
 		if f.CreatedAfter, err = parseWhen("from", q.From); err != nil {
 			return "", nil, err

@@ -51,15 +51,9 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 	if f.State != "" && !f.State.Valid() {
 		return weft.BulkRequest{}, fieldError("filter.state", "%q is not a task state", in.State)
 	}
-	if strings.Contains(in.Workflow, "/") {
-		ns, name, version, err := workflow.ParseRef(in.Workflow)
-		if err != nil || version != "" {
-			return weft.BulkRequest{}, fieldError("filter.workflow", "%q: want NAME or NAMESPACE/NAME", in.Workflow)
-		}
-		if in.Namespace != "" && in.Namespace != ns {
-			return weft.BulkRequest{}, fieldError("filter.workflow", "%q is not in namespace %q", in.Workflow, in.Namespace)
-		}
-		f.Namespace, f.Workflow = ns, name
+	var err error
+	if f.Namespace, f.Workflow, err = workflowFilter("filter.workflow", f.Namespace, f.Workflow); err != nil {
+		return weft.BulkRequest{}, err
 	}
 	if err := store.ValidateTags(f.Tags); err != nil {
 		return weft.BulkRequest{}, tagError("filter.tags", err)
@@ -235,13 +229,10 @@ func (s *Server) listWorkers(r *http.Request) (int, any, error) {
 
 func (s *Server) operatorLog(r *http.Request) (int, any, error) {
 	limit := 100
-	for k, v := range r.URL.Query() {
-		if k != "limit" {
-			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-		n, err := strconv.Atoi(v[0])
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v[0])
+			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v)
 		}
 		limit = n
 	}

@@ -65,9 +65,14 @@ func fieldError(field, format string, args ...any) *apiError {
 // toAPIError maps an error from the engine or store to its response.
 func toAPIError(err error) *apiError {
 	var ae *apiError
+	var fe *store.FieldError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &fe):
+		e := fieldError(fe.Field, "%s", fe.Problem)
+		e.cause = err
+		return e
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: trimSentinel(err, store.ErrNotFound), cause: err}
 	case errors.Is(err, store.ErrStaleLease):

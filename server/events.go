@@ -10,7 +10,6 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
-	"github.com/weftrun/weft/workflow"
 )
 
 // Event streams (GET /v1/events) follow the engine's history as
@@ -34,6 +33,9 @@ const (
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	q, err := s.historyQuery(r)
 	if err != nil {
+		if sw, ok := w.(*statusWriter); ok && s.clientGone(sw, r, "GET /v1/events", err) {
+			return
+		}
 		writeError(w, toAPIError(err))
 		return
 	}
@@ -119,17 +121,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 // from now.
 func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	v := r.URL.Query()
-	known := map[string]bool{"namespace": true, "workflow": true, "task": true, "after": true}
-	for k := range v {
-		if !known[k] {
-			return weft.HistoryQuery{}, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-	}
 	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
-	if w := q.Workflow; w != "" {
-		if _, _, err := workflow.ParseName(w); err != nil {
-			return q, fieldError("workflow", "must be namespace/name, got %q", w)
-		}
+	var err error
+	if q.Namespace, q.Workflow, err = workflowFilter("workflow", q.Namespace, q.Workflow); err != nil {
+		return q, err
 	}
 	if t := v.Get("task"); t != "" {
 		id, err := strconv.ParseInt(t, 10, 64)

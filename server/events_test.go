@@ -157,7 +157,7 @@ func TestEventStreamFilters(t *testing.T) {
 		}{
 			{"/v1/events?after=nonsense", reader, 400, "after"},
 			{"/v1/events?task=x", reader, 400, "task"},
-			{"/v1/events?workflow=noslash", reader, 400, "workflow"},
+			{"/v1/events?workflow=a/b/c", reader, 400, "workflow"},
 			{"/v1/events?colour=red", reader, 400, "colour"},
 			{"/v1/events", nobody, 403, ""},
 			{"/v1/events", "", 401, ""},

@@ -31,10 +31,16 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("target", "is required: a namespace, namespace/workflow or \"*\" for all work")
 	case req.Paused == nil && req.Concurrency == nil && req.Weight == nil && req.Rate == nil:
 		return 0, nil, fieldError("paused", "the change sets nothing: give paused, concurrency, weight, rate or several")
-	case req.Concurrency != nil && *req.Concurrency < 0:
-		return 0, nil, fieldError("concurrency", "must be 0 (no limit) or more, got %d", *req.Concurrency)
-	case req.Weight != nil && (*req.Weight < 0 || *req.Weight > store.MaxWeight):
-		return 0, nil, fieldError("weight", "must be from 1 to %d (0 or 1: the default), got %d", store.MaxWeight, *req.Weight)
+	}
+	if req.Concurrency != nil {
+		if err := store.CheckConcurrency(*req.Concurrency); err != nil {
+			return 0, nil, err
+		}
+	}
+	if req.Weight != nil {
+		if err := store.CheckWeight(*req.Weight); err != nil {
+			return 0, nil, err
+		}
 	}
 	rate, err := policyRate(req.Rate)
 	if err != nil {
@@ -64,11 +70,6 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 
 func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
-	for k := range q {
-		if k != "limit" {
-			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-	}
 	limit := 100
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

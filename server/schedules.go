@@ -13,7 +13,12 @@ import (
 
 func (s *Server) listSchedules(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
-	list, err := s.engine.Schedules(r.Context(), weft.ScheduleFilter{Namespace: q.Get("namespace"), Workflow: q.Get("workflow"), Name: q.Get("name")})
+	f := weft.ScheduleFilter{Namespace: q.Get("namespace"), Workflow: q.Get("workflow"), Name: q.Get("name")}
+	var err error
+	if f.Namespace, f.Workflow, err = workflowFilter("workflow", f.Namespace, f.Workflow); err != nil {
+		return 0, nil, err
+	}
+	list, err := s.engine.Schedules(r.Context(), f)
 	if err != nil {
 		return 0, nil, err
 	}

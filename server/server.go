@@ -173,6 +173,9 @@ type route struct {
 	public bool
 	// poll marks a long poll: its own deadline instead of RequestTimeout.
 	poll bool
+	// query lists the query parameters the route takes; any other is
+	// refused (400 unknown_field) before the handler runs.
+	query []string
 	// raw handlers write their own response.
 	raw http.HandlerFunc
 	h   func(r *http.Request) (status int, body any, err error)
@@ -181,13 +184,15 @@ type route struct {
 // Route describes one endpoint of the API, for documentation and tests.
 type Route struct {
 	Method, Path, Permission string
+	// Query lists the query parameters the route takes.
+	Query []string
 }
 
 // Routes lists the API's endpoints.
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
 	for i, r := range s.routes {
-		out[i] = Route{Method: r.method, Path: r.path, Permission: r.perm}
+		out[i] = Route{Method: r.method, Path: r.path, Permission: r.perm, Query: r.query}
 	}
 	return out
 }
@@ -203,19 +208,20 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/workflows", perm: PermWorkflowsRead, h: s.listWorkflows},
 		{method: "POST", path: "/v1/workflows/validate", perm: PermWorkflowsRead, h: s.validateWorkflow},
 		{method: "GET", path: "/v1/workflows/{namespace}/{name}/versions/{version}", perm: PermWorkflowsRead, h: s.getWorkflow},
-		{method: "GET", path: "/v1/schedules", perm: PermWorkflowsRead, h: s.listSchedules},
+		{method: "GET", path: "/v1/schedules", perm: PermWorkflowsRead, query: []string{"namespace", "workflow", "name"}, h: s.listSchedules},
 		{method: "GET", path: "/v1/schedules/{namespace}/{workflow}/{name}", perm: PermWorkflowsRead, h: s.getSchedule},
 		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/pause", perm: PermWorkflowsWrite, h: s.pauseSchedule},
 		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/resume", perm: PermWorkflowsWrite, h: s.resumeSchedule},
 
 		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, h: s.createTask},
-		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, h: s.listTasks},
+		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, query: []string{"namespace", "workflow", "state", "created_after", "created_before",
+			"limit", "cursor", "tag", "attention", "key", "schedule"}, h: s.listTasks},
 		{method: "GET", path: "/v1/tasks/{id}", perm: PermTasksRead, h: s.getTask},
 		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, h: s.cancelTask},
 		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
 		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
 		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, h: s.signalTask},
-		{method: "GET", path: "/v1/events", perm: PermTasksRead, raw: s.streamEvents},
+		{method: "GET", path: "/v1/events", perm: PermTasksRead, query: []string{"namespace", "workflow", "task", "after"}, raw: s.streamEvents},
 		{method: "POST", path: "/v1/webhooks", perm: PermWebhooksWrite, h: s.createWebhook},
 		{method: "GET", path: "/v1/webhooks", perm: PermWebhooksRead, h: s.listWebhooks},
 		{method: "DELETE", path: "/v1/webhooks/{id}", perm: PermWebhooksWrite, h: s.deleteWebhook},
@@ -227,7 +233,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/retention", perm: PermTasksRead, h: s.listRetention},
 		{method: "PUT", path: "/v1/retention/{namespace}", perm: PermTasksDelete, h: s.setRetention},
 		{method: "GET", path: "/v1/workers", perm: PermWorkersRead, h: s.listWorkers},
-		{method: "GET", path: "/v1/oplog", perm: PermTasksRead, h: s.operatorLog},
+		{method: "GET", path: "/v1/oplog", perm: PermTasksRead, query: []string{"limit"}, h: s.operatorLog},
 
 		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
 		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},
@@ -245,7 +251,7 @@ func (s *Server) routeTable() []route {
 
 		{method: "GET", path: "/v1/policies", perm: PermPoliciesRead, h: s.listPolicies},
 		{method: "POST", path: "/v1/policies", perm: PermPoliciesWrite, h: s.changePolicy},
-		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, h: s.policyChanges},
+		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, query: []string{"limit"}, h: s.policyChanges},
 		{method: "POST", path: "/v1/breakers/reset", perm: PermPoliciesWrite, h: s.resetBreaker},
 	}
 }
@@ -307,6 +313,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		r.Body = http.MaxBytesReader(sw, r.Body, s.opts.MaxBodyBytes)
 		if !rt.public {
 			p, aerr := s.principal(r)
+			if aerr != nil && aerr.Status >= 500 && s.clientGone(sw, r, name, aerr) {
+				return
+			}
 			if aerr != nil {
 				if aerr.Status == http.StatusUnauthorized {
 					sw.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
@@ -321,6 +330,15 @@ func (s *Server) wrap(rt route) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
+		// The URL is checked here for every route, before any handler
+		// reads it: parameters the route does not take, and text no store
+		// can hold.
+		if rt.method != "" {
+			if aerr := checkURL(r, rt.path, rt.query, false); aerr != nil {
+				writeError(sw, aerr)
+				return
+			}
+		}
 		if rt.raw != nil {
 			rt.raw(sw, r)
 			return
@@ -332,6 +350,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		status, body, err := rt.h(r.WithContext(ctx))
+		if err != nil && s.clientGone(sw, r, name, err) {
+			return
+		}
 		if err != nil {
 			ae := toAPIError(err)
 			switch {
@@ -357,6 +378,23 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		writeJSON(sw, status, body)
 	})
+}
+
+// statusClientGone is the status recorded (in metrics and the request log,
+// never sent) for a request whose client went away before its answer.
+const statusClientGone = 499
+
+// clientGone reports whether the request failed because its client went
+// away (the connection closed, a long poll or stream abandoned): that is
+// no error of the server's, and nobody reads an answer, so none is
+// written and it is logged at debug only.
+func (s *Server) clientGone(sw *statusWriter, r *http.Request, route string, err error) bool {
+	if r.Context().Err() == nil || sw.status != 0 {
+		return false
+	}
+	sw.status = statusClientGone
+	s.log.Debug("client went away", "route", route, "error", err)
+	return true
 }
 
 func (s *Server) principal(r *http.Request) (Principal, *apiError) {

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,6 +50,10 @@ func (s *Server) Authenticate(r *http.Request) (Principal, error) {
 	}
 	return p, nil
 }
+
+// Logger is the server's logger (Options.Logger), for the handlers that
+// serve beside the API (the dashboard).
+func (s *Server) Logger() *slog.Logger { return s.log }
 
 // ErrorStatus returns the HTTP status of an error returned by the server's
 // methods (500 for any other error).

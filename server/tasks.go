@@ -94,16 +94,13 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
-	known := map[string]bool{"namespace": true, "workflow": true, "state": true, "created_after": true, "created_before": true, "limit": true, "cursor": true,
-		"tag": true, "attention": true, "key": true, "schedule": true}
-	for k := range q {
-		if !known[k] {
-			return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: k, Message: k + ": unknown query parameter"}
-		}
-	}
 	f := store.TaskFilter{Namespace: q.Get("namespace"), Workflow: q.Get("workflow"), State: state.Task(q.Get("state")), Key: q.Get("key"), Schedule: q.Get("schedule"), Limit: 100}
 	if f.State != "" && !f.State.Valid() {
 		return 0, nil, fieldError("state", "%q is not a task state", f.State)
+	}
+	var err error
+	if f.Namespace, f.Workflow, err = workflowFilter("workflow", f.Namespace, f.Workflow); err != nil {
+		return 0, nil, err
 	}
 	for _, tf := range []struct {
 		name string

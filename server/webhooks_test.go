@@ -173,7 +173,7 @@ func TestWebhookDelivery(t *testing.T) {
 			{wire.CreateWebhook{}, "url"},
 			{wire.CreateWebhook{URL: "ftp://x"}, ""},
 			{wire.CreateWebhook{URL: "http://x", Types: []string{"task.exploded"}}, "types"},
-			{wire.CreateWebhook{URL: "http://x", Workflow: "noslash"}, ""},
+			{wire.CreateWebhook{URL: "http://x", Workflow: "a/b/c"}, ""},
 		} {
 			r := en.do("POST", "/v1/webhooks", writer, tc.body)
 			require.Equal(t, 400, r.status, "%+v: %s", tc.body, r.body)

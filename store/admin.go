@@ -10,10 +10,13 @@ import (
 // TaskFilter selects tasks for ListTasks. Zero fields do not filter.
 type TaskFilter struct {
 	Namespace string
-	Workflow  string
-	State     state.Task
-	BeforeID  int64 // cursor: only tasks with a smaller id
-	Limit     int   // default 100
+	// Workflow is "namespace/name", or a name (in Namespace, or in every
+	// namespace): the engine reads it with workflow.ParseFilter, and the
+	// store gets the bare name.
+	Workflow string
+	State    state.Task
+	BeforeID int64 // cursor: only tasks with a smaller id
+	Limit    int   // default 100
 	// CreatedAfter and CreatedBefore bound the creation time (inclusive,
 	// exclusive); zero does not bound.
 	CreatedAfter  time.Time

@@ -36,8 +36,9 @@ type HistoryQuery struct {
 	// After is the cursor of the last event seen; "" reads from the oldest
 	// event retained.
 	After string
-	// Namespace, Workflow ("namespace/name") and TaskID filter; zero
-	// values match every event.
+	// Namespace, Workflow ("namespace/name", or a name: see
+	// workflow.ParseFilter) and TaskID filter; zero values match every
+	// event.
 	Namespace string
 	Workflow  string
 	TaskID    int64

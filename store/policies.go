@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -100,16 +101,16 @@ func (c PolicyChange) Validate() error {
 		if ns == "" || name != "" {
 			return fmt.Errorf("%w concurrency of %q: a concurrency limit is set on a namespace (workflows and steps set theirs in their template)", ErrInvalid, c.Target)
 		}
-		if *c.Concurrency < 0 {
-			return fmt.Errorf("%w concurrency of %q: must be 0 (no limit) or more, got %d", ErrInvalid, c.Target, *c.Concurrency)
+		if err := CheckConcurrency(*c.Concurrency); err != nil {
+			return fmt.Errorf("policy of %q: %w", c.Target, err)
 		}
 	}
 	if c.Weight != nil {
 		if ns == "" || name != "" {
 			return fmt.Errorf("%w weight of %q: a weight is set on a namespace", ErrInvalid, c.Target)
 		}
-		if *c.Weight < 0 || *c.Weight > MaxWeight {
-			return fmt.Errorf("%w weight of %q: must be from 1 to %d (0 or 1: the default), got %d", ErrInvalid, c.Target, MaxWeight, *c.Weight)
+		if err := CheckWeight(*c.Weight); err != nil {
+			return fmt.Errorf("policy of %q: %w", c.Target, err)
 		}
 	}
 	if c.Rate != nil {
@@ -131,6 +132,27 @@ func (c PolicyChange) Validate() error {
 
 // MaxWeight is the largest namespace weight.
 const MaxWeight = 1000
+
+// MaxConcurrency is the largest namespace concurrency limit: the most both
+// stores hold (PostgreSQL keeps it in an integer column).
+const MaxConcurrency = math.MaxInt32
+
+// CheckConcurrency checks a namespace's concurrency limit (0: none). Every
+// way of setting one (the Go API, REST, the CLI) checks it here.
+func CheckConcurrency(n int) error {
+	if n < 0 || n > MaxConcurrency {
+		return &FieldError{Field: "concurrency", Problem: fmt.Sprintf("must be 0 (no limit) or more, at most %d, got %d", MaxConcurrency, n)}
+	}
+	return nil
+}
+
+// CheckWeight checks a namespace's weight (0 or 1: the default).
+func CheckWeight(n int) error {
+	if n < 0 || n > MaxWeight {
+		return &FieldError{Field: "weight", Problem: fmt.Sprintf("must be from 1 to %d (0 or 1: the default), got %d", MaxWeight, n)}
+	}
+	return nil
+}
 
 // Describe says what the change does, for the audit: "pause",
 // "concurrency=4", "weight=3", "rate=50/s", joined by spaces.

@@ -76,7 +76,9 @@ type ScheduleRecord struct {
 	UpdatedAt time.Time  `json:"updated_at"`
 }
 
-// ScheduleFilter selects schedules; empty fields select all.
+// ScheduleFilter selects schedules; empty fields select all. The engine
+// reads Workflow with workflow.ParseFilter ("namespace/name" or a name); the
+// store gets the bare name.
 type ScheduleFilter struct {
 	Namespace string
 	Workflow  string

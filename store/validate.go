@@ -103,6 +103,18 @@ func ValidateInsert(in TaskInsert) error {
 // what was wrong and where.
 var ErrInvalid = errors.New("invalid")
 
+// FieldError is an ErrInvalid about one field of a request, with the
+// problem: the API answers it naming the field, the CLI naming its flag.
+type FieldError struct {
+	Field   string // as the API names it: "concurrency", "weight"
+	Problem string // "must be from 0 to 10, got 11"
+}
+
+func (e *FieldError) Error() string { return ErrInvalid.Error() + " " + e.Field + ": " + e.Problem }
+
+// Is makes a FieldError an ErrInvalid.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
 // ErrRefused wraps an error by which the database refused a statement for
 // what it carries or does (a value it cannot store, a constraint, a limit):
 // the same write would be refused again, so it must not be retried as is.

@@ -46,6 +46,40 @@ func ParseName(ref string) (namespace, name string, err error) {
 	return "", "", fmt.Errorf("%w workflow %q: want namespace/name", store.ErrInvalid, ref)
 }
 
+// ParseFilter reads the workflow a filter selects (of tasks, events or
+// schedules) with the filter's namespace, the one reading every way in
+// shares (REST, the dashboard, the CLI, the Go API). The workflow is
+// "namespace/name", or a bare name, which selects that name in the
+// namespace given ("" for every namespace). A namespace/name whose
+// namespace is not the given one, a version, and anything malformed are
+// store.ErrInvalid. It returns the namespace and name to match ("" each
+// for any).
+func ParseFilter(namespace, wf string) (ns, name string, err error) {
+	if wf == "" {
+		return namespace, "", nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("%w workflow %q: %s", store.ErrInvalid, wf, why)
+	}
+	if strings.Contains(wf, "@") {
+		return "", "", bad("filters take no version: want NAMESPACE/NAME or NAME")
+	}
+	ns, name = namespace, wf
+	if before, after, ok := strings.Cut(wf, "/"); ok {
+		if !ValidName(before) || !ValidName(after) {
+			return "", "", bad("want NAMESPACE/NAME or NAME")
+		}
+		if namespace != "" && namespace != before {
+			return "", "", bad(fmt.Sprintf("is not in namespace %q", namespace))
+		}
+		ns, name = before, after
+	}
+	if !ValidName(name) {
+		return "", "", bad("want NAMESPACE/NAME or NAME")
+	}
+	return ns, name, nil
+}
+
 var identPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
 
 // DefinitionError describes what is wrong with a workflow definition and

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 )
 
@@ -49,6 +50,16 @@ func (e *exitError) Unwrap() error { return e.err }
 // usageErrorf reports bad flags, arguments or input: exit status 2.
 func usageErrorf(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// flagError is a usage error about a flag's value, from a check shared with
+// the API (a store.FieldError names the problem), else err itself.
+func flagError(flag string, err error) error {
+	var fe *store.FieldError
+	if errors.As(err, &fe) {
+		return usageErrorf("%s %s", flag, fe.Problem)
+	}
+	return usageErrorf("%s: %v", flag, err)
 }
 
 // exitWith ends the command with code and no further message.

@@ -44,28 +44,25 @@ func (f *filterFlags) add(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.attention, "attention", false, "only tasks that need a person (a step failed, no worker serves a ready step's handler, a signal wait is overdue)")
 }
 
+// workflowFlag reads --workflow (NAMESPACE/NAME or NAME) with --namespace,
+// as every way in reads a workflow filter (workflow.ParseFilter).
+func workflowFlag(namespace, wf string) (ns, name string, err error) {
+	ns, name, err = workflow.ParseFilter(namespace, wf)
+	if err != nil {
+		return "", "", usageErrorf("--workflow: %s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+	}
+	return ns, name, nil
+}
+
 // filter reads the flags into a task filter.
 func (f *filterFlags) filter() (weft.TaskFilter, error) {
 	out := weft.TaskFilter{Namespace: f.namespace, State: state.Task(f.state), Schedule: f.schedule, Attention: f.attention}
 	if f.state != "" && !out.State.Valid() {
 		return out, usageErrorf("--state %q: not a task state (want one of %s)", f.state, joinStates(state.Tasks))
 	}
-	if wf := f.workflow; wf != "" {
-		if !strings.Contains(wf, "/") {
-			out.Workflow = wf
-		} else {
-			ns, name, version, err := workflow.ParseRef(wf)
-			if err != nil {
-				return out, usageErrorf("--workflow %q: want NAME or NAMESPACE/NAME", wf)
-			}
-			if version != "" {
-				return out, usageErrorf("--workflow %q: tasks cannot be filtered by version; use NAMESPACE/NAME", wf)
-			}
-			if f.namespace != "" && f.namespace != ns {
-				return out, usageErrorf("--workflow %q is not in --namespace %q", wf, f.namespace)
-			}
-			out.Namespace, out.Workflow = ns, name
-		}
+	var err error
+	if out.Namespace, out.Workflow, err = workflowFlag(f.namespace, f.workflow); err != nil {
+		return out, err
 	}
 	for _, t := range f.tags {
 		k, v, err := store.ParseTag(t)
@@ -78,7 +75,6 @@ func (f *filterFlags) filter() (weft.TaskFilter, error) {
 		out.Tags[k] = v
 	}
 	now := time.Now()
-	var err error
 	if out.CreatedAfter, err = agoFlag("--created-after", f.createdAfter, now); err != nil {
 		return out, err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
-	"github.com/weftrun/weft/workflow"
 )
 
 // errTaskEnded stops following a task's events once it ended.
@@ -45,10 +44,9 @@ next heartbeat, whichever is first, with the time of the claim.`,
 			if f.TaskID < 0 {
 				return usageErrorf("--task must be a task id, got %d", f.TaskID)
 			}
-			if f.Workflow != "" {
-				if _, _, err := workflow.ParseName(f.Workflow); err != nil {
-					return usageErrorf("--workflow must be namespace/name, got %q", f.Workflow)
-				}
+			var err error
+			if f.Namespace, f.Workflow, err = workflowFlag(f.Namespace, f.Workflow); err != nil {
+				return err
 			}
 			if f.TaskID != 0 {
 				// Waiting for the end of a task that does not exist would
@@ -67,7 +65,7 @@ next heartbeat, whichever is first, with the time of the claim.`,
 				}
 			}
 			print := func(ev weft.HistoryEvent) error { return writeEvent(a.stdout, ev, jsonOut) }
-			err := a.followEvents(cmd.Context(), f, print)
+			err = a.followEvents(cmd.Context(), f, print)
 			if errors.Is(err, errTaskEnded) || cmd.Context().Err() != nil {
 				return nil
 			}
@@ -76,7 +74,7 @@ next heartbeat, whichever is first, with the time of the claim.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Namespace, "namespace", "", "only this namespace")
-	fl.StringVar(&f.Workflow, "workflow", "", "only this workflow (namespace/name)")
+	fl.StringVar(&f.Workflow, "workflow", "", "only this workflow: NAMESPACE/NAME, or NAME")
 	fl.Int64Var(&f.TaskID, "task", 0, "only this task; stop when it ends")
 	fl.StringVar(&f.After, "after", "", "start after this event id, or 'start' for the oldest event kept (default: from now)")
 	fl.BoolVar(&jsonOut, "json", false, "print one JSON object per event")

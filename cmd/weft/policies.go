@@ -229,8 +229,8 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			ch := wire.PolicyChange{Target: args[0], Reason: reason}
 			if cmd.Flags().Changed("concurrency") {
-				if concurrency < 0 {
-					return usageErrorf("--concurrency must be 0 (no limit) or more, got %d", concurrency)
+				if err := store.CheckConcurrency(concurrency); err != nil {
+					return flagError("--concurrency", err)
 				}
 				ch.Concurrency = &concurrency
 			}
@@ -241,8 +241,8 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 				ch.Rate = &rate
 			}
 			if cmd.Flags().Changed("weight") {
-				if weight < 0 || weight > store.MaxWeight {
-					return usageErrorf("--weight must be from 1 to %d (0 or 1: the default), got %d", store.MaxWeight, weight)
+				if err := store.CheckWeight(weight); err != nil {
+					return flagError("--weight", err)
 				}
 				ch.Weight = &weight
 			}

@@ -108,6 +108,8 @@ func TestLimitAndPolicies(t *testing.T) {
 		{"pause empty workflow", []string{"pause", "shop/"}, 2, "want NAMESPACE, NAMESPACE/WORKFLOW"},
 		{"limit without flag", []string{"limit", "shop"}, 2, "give --concurrency N"},
 		{"limit negative", []string{"limit", "shop", "--concurrency", "-1"}, 2, "0 (no limit) or more"},
+		{"limit above what stores hold", []string{"limit", "shop", "--concurrency", "2147483648"}, 2, "at most 2147483647"},
+		{"weight above the most", []string{"limit", "shop", "--weight", "1001"}, 2, "from 1 to 1000"},
 		{"limit a workflow", []string{"limit", "shop/checkout", "--concurrency", "1"}, 2, "set on a namespace"},
 		{"policies bad limit", []string{"policies", "--history", "--limit", "0"}, 2, "--limit must be from 1 to 1000"},
 		{"no database", []string{"policies", "--db", filepath.Join(dir, "none.db")}, 1, "no database at"},

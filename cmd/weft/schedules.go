@@ -113,6 +113,10 @@ schedule of that name.`,
   weft schedules show nightly`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.Namespace, f.Workflow, err = workflowFlag(f.Namespace, f.Workflow); err != nil {
+				return err
+			}
 			b, err := a.schedules(cmd.Context(), readOnlyDB)
 			if err != nil {
 				return err
@@ -142,7 +146,7 @@ schedule of that name.`,
 		}),
 	}
 	cmd.Flags().StringVar(&f.Namespace, "namespace", "", "only schedules of this namespace")
-	cmd.Flags().StringVar(&f.Workflow, "workflow", "", "only schedules of this workflow (its name, without namespace)")
+	cmd.Flags().StringVar(&f.Workflow, "workflow", "", "only schedules of this workflow: NAMESPACE/NAME, or NAME")
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the schedules as a JSON array")
 	cmd.AddCommand(a.schedulePauseCommand(true), a.schedulePauseCommand(false), a.scheduleShowCommand())
 	return cmd

@@ -62,7 +62,7 @@ func (a *app) webhooksCreateCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&spec.URL, "url", "", "where the events are POSTed (http:// or https://)")
 	fl.StringVar(&spec.Namespace, "namespace", "", "only events of this namespace")
-	fl.StringVar(&spec.Workflow, "workflow", "", "only events of this workflow (namespace/name)")
+	fl.StringVar(&spec.Workflow, "workflow", "", "only events of this workflow: NAMESPACE/NAME, or NAME")
 	fl.StringVar(&types, "types", "", "comma-separated event types (default all): "+strings.Join(weft.EventTypes, ","))
 	_ = cmd.MarkFlagRequired("url")
 	return cmd

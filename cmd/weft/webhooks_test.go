@@ -65,7 +65,7 @@ func TestWebhooksCLI(t *testing.T) {
 			{"webhooks", "create"},
 			{"webhooks", "create", "--url", "ftp://x"},
 			{"webhooks", "create", "--url", "http://x", "--types", "task.exploded"},
-			{"webhooks", "create", "--url", "http://x", "--workflow", "noslash"},
+			{"webhooks", "create", "--url", "http://x", "--workflow", "a/b/c"},
 			{"webhooks", "delete", "x"},
 		} {
 			requireCode(t, 2, run(bad...))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds the actions on many tasks at once: cancel, retry and
@@ -72,6 +73,10 @@ func scope(action string, r *BulkRequest, states []state.Task) error {
 	}
 	f := &r.Filter
 	f.Limit, f.BeforeID = 0, 0
+	var err error
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
+		return fmt.Errorf("%s: %w", action, err)
+	}
 	if f.State != "" && !f.State.Valid() {
 		return fmt.Errorf("%w %s: %q is not a task state", store.ErrInvalid, action, f.State)
 	}

@@ -126,6 +126,10 @@ func TickKey(k store.ScheduleKey, tick time.Time) string {
 
 // Schedules lists the schedules f selects.
 func (e *Engine) Schedules(ctx context.Context, f store.ScheduleFilter) ([]store.ScheduleRecord, error) {
+	var err error
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
 	return e.store.ListSchedules(ctx, f)
 }
 

@@ -56,8 +56,13 @@ func (e *Engine) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
 	return e.store.QueueDepth(ctx)
 }
 
-// List returns tasks, newest first.
+// List returns tasks, newest first. f.Workflow is "namespace/name" or a
+// name (see workflow.ParseFilter).
 func (e *Engine) List(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+	var err error
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
 	return e.store.ListTasks(ctx, f)
 }
 

@@ -130,10 +130,8 @@ func validateWebhook(spec WebhookSpec) error {
 	if len(spec.URL) > 2048 {
 		return fmt.Errorf("%w webhook url: longer than 2048 bytes", store.ErrInvalid)
 	}
-	if w := spec.Workflow; w != "" {
-		if _, _, err := workflow.ParseName(w); err != nil {
-			return fmt.Errorf("%w webhook workflow %q: want namespace/name", store.ErrInvalid, w)
-		}
+	if _, _, err := workflow.ParseFilter(spec.Namespace, spec.Workflow); err != nil {
+		return fmt.Errorf("webhook: %w", err)
 	}
 	for _, t := range spec.Types {
 		if !slices.Contains(EventTypes, t) {

@@ -51,12 +51,16 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		args = append(args, q.Namespace)
 	}
 	if q.Workflow != "" {
-		ns, name, err := workflow.ParseName(q.Workflow)
+		ns, name, err := workflow.ParseFilter(q.Namespace, q.Workflow)
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
-		where = append(where, `t.namespace = ? AND t.workflow = ?`)
-		args = append(args, ns, name)
+		if ns != "" && q.Namespace == "" {
+			where = append(where, `t.namespace = ?`)
+			args = append(args, ns)
+		}
+		where = append(where, `t.workflow = ?`)
+		args = append(args, name)
 	}
 	if q.TaskID != 0 {
 		where = append(where, `a.task_id = ?`)

@@ -132,6 +132,13 @@ type Dialect struct {
 	// timeout). Write transactions mark such errors store.ErrRefused; nil
 	// treats every error as passing.
 	Refused func(error) bool
+	// Unavailable reports whether an error of the driver says the
+	// database cannot write for now, for a reason outside it that passes
+	// when the reason does (SQLite: a full disk, the disk failing a
+	// write): write errors are marked store.ErrUnavailable, as an
+	// unreachable server's are on PostgreSQL, so that the API answers 503
+	// and callers retry. nil marks none.
+	Unavailable func(error) bool
 	// TxHistory: audit rows carry the id of the transaction that wrote
 	// them (txid), and the history is read in (txid, id) order up to the
 	// oldest running transaction, since ids are committed out of order.

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -106,7 +107,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", s.refused(err))
 	}
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	ran := false
@@ -158,10 +159,15 @@ func (s *Store) writeContext(ctx context.Context) (context.Context, error) {
 }
 
 // refused marks err as store.Refused where the dialect says the database
-// refused the statement or its data.
+// refused the statement or its data, and as store.ErrUnavailable where it
+// says the database cannot write for now (Dialect.Unavailable).
 func (s *Store) refused(err error) error {
-	if err != nil && s.d.Refused != nil && s.d.Refused(err) {
+	switch {
+	case err == nil:
+	case s.d.Refused != nil && s.d.Refused(err):
 		return store.Refused(err)
+	case s.d.Unavailable != nil && !errors.Is(err, store.ErrUnavailable) && s.d.Unavailable(err):
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
 }

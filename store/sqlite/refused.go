@@ -25,3 +25,27 @@ func refused(err error) bool {
 	}
 	return false
 }
+
+// unavailable reports whether err is SQLite unable to write for a reason
+// outside the database that passes: a full disk (SQLITE_FULL, also what
+// PRAGMA max_page_count gives) or the disk failing a write or a sync
+// (SQLITE_IOERR's write, fsync and truncate kinds, which a full disk can
+// give too). The store marks such write errors store.ErrUnavailable: the
+// API answers 503 with Retry-After, and the engine retries with backoff
+// what it has to write, so nothing accepted is lost once space returns.
+func unavailable(err error) bool {
+	var e sqlite3.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case sqlite3.ErrFull:
+		return true
+	case sqlite3.ErrIoErr:
+		switch e.ExtendedCode {
+		case sqlite3.ErrIoErrWrite, sqlite3.ErrIoErrFsync, sqlite3.ErrIoErrDirFsync, sqlite3.ErrIoErrTruncate, sqlite3.ErrIoErrSHMSize:
+			return true
+		}
+	}
+	return false
+}

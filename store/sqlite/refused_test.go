@@ -41,3 +41,29 @@ func TestRefusedClassifiesErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestUnavailableClassifiesErrors: a full disk and the disk failing a
+// write or sync make the database unavailable for now; other errors do
+// not.
+func TestUnavailableClassifiesErrors(t *testing.T) {
+	t.Parallel()
+	io := func(ext sqlite3.ErrNoExtended) error {
+		return fmt.Errorf("commit: %w", sqlite3.Error{Code: sqlite3.ErrIoErr, ExtendedCode: ext})
+	}
+	for _, tc := range []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"full", fmt.Errorf("insert: %w", sqlite3.Error{Code: sqlite3.ErrFull}), true},
+		{"write", io(sqlite3.ErrIoErrWrite), true},
+		{"fsync", io(sqlite3.ErrIoErrFsync), true},
+		{"truncate", io(sqlite3.ErrIoErrTruncate), true},
+		{"read", io(sqlite3.ErrIoErrRead), false},
+		{"constraint", sqlite3.Error{Code: sqlite3.ErrConstraint}, false},
+		{"busy", sqlite3.Error{Code: sqlite3.ErrBusy}, false},
+		{"other", errors.New("sql: database is closed"), false},
+	} {
+		require.Equal(t, tc.unavailable, sqlite.Unavailable(tc.err), tc.name)
+	}
+}

@@ -61,6 +61,7 @@ const defaultSchemaStall = 3 * time.Second
 type Store struct {
 	*sqlstore.Store
 	w      *sql.DB
+	db     *sqlstore.SQLDB // the store's own connections (tests reach its writer)
 	path   string
 	opened os.FileInfo // the file opened at path; nil if it could not be told
 }
@@ -192,8 +193,8 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: checkpointedDB{db, ck}, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
-	}), w: w, path: path, opened: opened}, nil
+		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused, Unavailable: unavailable},
+	}), w: w, db: db, path: path, opened: opened}, nil
 }
 
 // readerStatements is how many prepared statements the driver keeps on

@@ -102,6 +102,8 @@ func testHistory(t *testing.T, h *harness) {
 	}{
 		{"namespace", store.HistoryQuery{After: start, Namespace: "mail"}, b},
 		{"workflow", store.HistoryQuery{After: start, Workflow: "shop/checkout"}, a},
+		{"workflow by name", store.HistoryQuery{After: start, Workflow: "checkout"}, a},
+		{"workflow by name in its namespace", store.HistoryQuery{After: start, Namespace: "shop", Workflow: "checkout"}, a},
 		{"task", store.HistoryQuery{After: start, TaskID: b}, b},
 	} {
 		got := h.history(tc.q, h.auditCount(tc.task))
@@ -124,7 +126,7 @@ func testHistory(t *testing.T, h *harness) {
 	require.Equal(t, "cli:alice", last.EngineID)
 	require.Equal(t, string(state.TaskCancelled), last.To)
 
-	for _, q := range []store.HistoryQuery{{After: "x"}, {After: "-1"}, {After: "1.2.3.4"}, {After: "1.1.0"}, {After: "1.1.8192"}, {Limit: -1}, {Limit: 1001}, {Workflow: "noslash"}} {
+	for _, q := range []store.HistoryQuery{{After: "x"}, {After: "-1"}, {After: "1.2.3.4"}, {After: "1.1.0"}, {After: "1.1.8192"}, {Limit: -1}, {Limit: 1001}, {Workflow: "a/b/c"}, {Workflow: "shop/checkout@1"}} {
 		_, err := h.s.History(h.ctx, q)
 		require.ErrorIs(t, err, store.ErrInvalid, "%+v", q)
 	}
