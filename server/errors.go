@@ -78,6 +78,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: trimSentinel(err, store.ErrConflict), cause: err}
 	case errors.Is(err, store.ErrInvalid):
 		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: strings.TrimPrefix(err.Error(), "weft: "), cause: err}
+	case errors.Is(err, store.ErrContended):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is busy with conflicting changes: retry later", cause: err}
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrDatabaseGone):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is unavailable: retry later", cause: err}
 	case errors.Is(err, context.DeadlineExceeded):
