@@ -68,9 +68,9 @@ type BulkResult struct {
 	DryRun  bool `json:"dry_run,omitempty"`
 	// Complete is false when the action stopped before the end of its
 	// selection (BulkRequest.Until or MaxBatches): what it counts was
-	// done, committed batch by batch, and Remaining tasks are left. Continue by filter with
-	// BulkRequest.Cursor set to Next; by ids, with the ids after the
-	// first Matched.
+	// done, committed batch by batch, and Remaining tasks are left.
+	// Continue by filter with BulkRequest.Cursor set to Next; by ids,
+	// with the ids after the first Matched.
 	Complete  bool  `json:"complete"`
 	Remaining int   `json:"remaining"`
 	Next      int64 `json:"next,omitempty"`
