@@ -238,6 +238,12 @@ func (e *Engine) Health() Health { return e.core.Health() }
 // work once its SQLite file was deleted or replaced since it was opened.
 var ErrDatabaseGone = store.ErrDatabaseGone
 
+// ErrContended is wrapped by the errors of writes that kept clashing with
+// concurrent ones on PostgreSQL (a deadlock or a serialization failure)
+// after the store ran them again a few times: nothing was written; try
+// again later.
+var ErrContended = store.ErrContended
+
 // RunTask starts the engine restricted to one task, runs that task to its
 // end and stops the engine. It is what "weft run" does: other work in the
 // database is left to other engines. If ctx ends first, the engine stops

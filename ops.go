@@ -16,12 +16,15 @@ import (
 // BulkRequest is an action on the tasks a filter selects: its Filter (an
 // empty one is refused unless All is set), DryRun (count only), Force (a
 // delete cancels unfinished tasks first), the Actor and Reason recorded for
-// every task, the BatchSize of each transaction (default 500) and, for a
-// delete, an Archive that receives each batch before it is deleted.
+// every task, the BatchSize of each transaction (default 500), for a
+// delete, an Archive that receives each batch before it is deleted, and
+// when to stop early: Until (a time) or MaxBatches. Cursor continues an
+// action that stopped early.
 type BulkRequest = engine.BulkRequest
 
 // BulkResult is what a bulk action did: the tasks Matched, Done and
-// Skipped (changed meanwhile), or with DryRun the count alone.
+// Skipped (changed meanwhile), or with DryRun the count alone; Complete,
+// or else the tasks Remaining and the cursor (Next) to go on from.
 type BulkResult = engine.BulkResult
 
 // ArchivedTask is a deleted task as archived: the task with its steps, and

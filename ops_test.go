@@ -146,10 +146,10 @@ func TestBulkInBatches(t *testing.T) {
 		f := weft.TaskFilter{Tags: map[string]string{"batch": "b1"}}
 		res, err := e.CancelTasks(ctx, weft.BulkRequest{Filter: f, BatchSize: 10, Actor: "test"})
 		require.NoError(t, err)
-		require.Equal(t, weft.BulkResult{Matched: 23, Done: 23}, res)
+		require.Equal(t, weft.BulkResult{Matched: 23, Done: 23, Complete: true}, res)
 		again, err := e.CancelTasks(ctx, weft.BulkRequest{Filter: f, BatchSize: 10})
 		require.NoError(t, err)
-		require.Equal(t, weft.BulkResult{}, again, "a rerun finds nothing left")
+		require.Equal(t, weft.BulkResult{Complete: true}, again, "a rerun finds nothing left")
 		// A delete interrupted in its second batch (its archive ends the
 		// context) keeps the first; running it again finishes the job.
 		stopped, cancel := context.WithCancel(ctx)
@@ -176,7 +176,7 @@ func TestBulkInBatches(t *testing.T) {
 		require.ErrorIs(t, err, weft.ErrInvalid, "an empty filter needs All")
 		res, err = e.CancelTasks(ctx, weft.BulkRequest{All: true, DryRun: true})
 		require.NoError(t, err)
-		require.Equal(t, weft.BulkResult{Matched: 1, DryRun: true}, res)
+		require.Equal(t, weft.BulkResult{Matched: 1, DryRun: true, Complete: true}, res)
 		_, err = e.Submit(ctx, weft.Submission{Workflow: "shop/parked", Tags: map[string]string{"bad key": "x"}})
 		require.ErrorIs(t, err, store.ErrInvalid)
 	})

@@ -66,16 +66,36 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 			*tf.dst = *tf.src
 		}
 	}
+	if req.Cursor < 0 {
+		return weft.BulkRequest{}, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)
+	}
 	if len(req.IDs) > 0 {
 		if err := checkBulkIDs(req.IDs, f.Selects() || req.All); err != nil {
 			return weft.BulkRequest{}, err
 		}
-		return weft.BulkRequest{IDs: req.IDs, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
+		if req.Cursor != 0 {
+			return weft.BulkRequest{}, fieldError("cursor", "continues an action by filter: with ids, send the ids that remain")
+		}
+		return s.paced(r, weft.BulkRequest{IDs: req.IDs, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}), nil
 	}
 	if f.Attention {
 		f.StaleAfter = s.engine.StaleAfter()
 	}
-	return weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}, nil
+	return s.paced(r, weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason,
+		Cursor: req.Cursor}), nil
+}
+
+// paced sets how a bulk action of request r is cut: its batch size and,
+// so that it answers with its progress rather than run out of time, to
+// start no batch once half of the request's time has passed (or after
+// BulkMaxBatches batches).
+func (s *Server) paced(r *http.Request, b weft.BulkRequest) weft.BulkRequest {
+	b.BatchSize, b.MaxBatches = s.opts.BulkBatchSize, s.opts.BulkMaxBatches
+	if deadline, ok := r.Context().Deadline(); ok {
+		now := time.Now()
+		b.Until = now.Add(deadline.Sub(now) / 2)
+	}
+	return b
 }
 
 // checkBulkIDs checks the ids of a bulk request that names its tasks: no
@@ -152,8 +172,11 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := s.engine.Prune(r.Context(), st, age, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace}, All: true,
-		DryRun: req.DryRun, Actor: operator(r), Reason: "pruned: " + req.State + " older than " + req.OlderThan})
+	if req.Cursor < 0 {
+		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)
+	}
+	res, err := s.engine.Prune(r.Context(), st, age, s.paced(r, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace}, All: true,
+		DryRun: req.DryRun, Actor: operator(r), Reason: "pruned: " + req.State + " older than " + req.OlderThan, Cursor: req.Cursor}))
 	if err != nil {
 		return 0, nil, err
 	}

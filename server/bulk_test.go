@@ -51,11 +51,11 @@ func TestTagsAndBulkActions(t *testing.T) {
 		// A schedule's name alone selects: its tasks, here none.
 		r = en.do("POST", "/v1/tasks/cancel", en.admin, map[string]any{"filter": map[string]any{"schedule": "nightly"}})
 		require.Equal(t, 200, r.status, "%s", r.body)
-		require.JSONEq(t, `{"matched": 0, "done": 0, "skipped": 0}`, string(r.body))
+		require.JSONEq(t, `{"matched": 0, "done": 0, "skipped": 0, "complete": true, "remaining": 0}`, string(r.body))
 		req := wire.BulkRequest{Filter: wire.TaskFilter{Workflow: "demo/parked", Tags: map[string]string{"env": "staging"}}, DryRun: true}
 		res, err := c.CancelTasks(ctx, req)
 		require.NoError(t, err)
-		require.Equal(t, wire.BulkResult{Matched: 2, DryRun: true}, res)
+		require.Equal(t, wire.BulkResult{Matched: 2, DryRun: true, Complete: true}, res)
 		req.DryRun, req.Reason = false, "staging reset"
 		res, err = c.CancelTasks(ctx, req)
 		require.NoError(t, err)
@@ -126,10 +126,10 @@ func TestBulkActionsByID(t *testing.T) {
 		}
 		res, err := c.CancelTasks(ctx, wire.BulkRequest{IDs: ids[:2], DryRun: true})
 		require.NoError(t, err)
-		require.Equal(t, wire.BulkResult{Matched: 2, DryRun: true}, res)
+		require.Equal(t, wire.BulkResult{Matched: 2, DryRun: true, Complete: true}, res)
 		res, err = c.CancelTasks(ctx, wire.BulkRequest{IDs: ids[:2], Reason: "by id"})
 		require.NoError(t, err)
-		require.Equal(t, wire.BulkResult{Matched: 2, Done: 2}, res)
+		require.Equal(t, wire.BulkResult{Matched: 2, Done: 2, Complete: true}, res)
 		rows := en.auditOf(t, ids[1], string(state.TaskCancelled))
 		require.Len(t, rows, 1)
 		require.Equal(t, "by id", rows[0].Reason)
@@ -138,7 +138,7 @@ func TestBulkActionsByID(t *testing.T) {
 		require.Equal(t, 403, r.status, "%s", r.body)
 		res, err = c.DeleteTasks(ctx, wire.BulkRequest{IDs: []int64{ids[0], ids[2]}})
 		require.NoError(t, err)
-		require.Equal(t, wire.BulkResult{Matched: 2, Done: 1, Skipped: 1}, res, "the pending task is left")
+		require.Equal(t, wire.BulkResult{Matched: 2, Done: 1, Skipped: 1, Complete: true}, res, "the pending task is left")
 		_, err = c.Get(ctx, ids[0])
 		require.ErrorIs(t, err, store.ErrNotFound)
 		task, err := c.Get(ctx, ids[1])

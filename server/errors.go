@@ -83,6 +83,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: trimSentinel(err, store.ErrConflict), cause: err}
 	case errors.Is(err, store.ErrInvalid):
 		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: strings.TrimPrefix(err.Error(), "weft: "), cause: err}
+	case errors.Is(err, store.ErrContended):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is busy with conflicting changes: retry later", cause: err}
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrDatabaseGone):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is unavailable: retry later", cause: err}
 	case errors.Is(err, context.DeadlineExceeded):
@@ -103,8 +105,23 @@ func trimSentinel(err, sentinel error) string {
 // no store can keep (invalid_field naming the field, as in "input.name"): one
 // with a NUL character (\u0000), bytes that are not UTF-8, or an escape of a
 // lone UTF-16 surrogate. Every route that takes a body decodes it here, so
-// none passes such a value on to the engine and the database.
+// none passes such a value on to the engine and the database; only a
+// worker's outcome is decoded by decodeOutcome.
 func decode(r *http.Request, v any) error {
+	return decodeBody(r, v, true)
+}
+
+// decodeOutcome is decode without the check for strings no store can
+// keep: a remote worker's result and error text go to the engine as they
+// are, which ends the step the way it ends the same bytes from a handler of
+// its own (the error text sanitized, a result that cannot be stored failing
+// the step for good). Refusing them would leave the step to be reclaimed
+// and run again, without end.
+func decodeOutcome(r *http.Request, v any) error {
+	return decodeBody(r, v, false)
+}
+
+func decodeBody(r *http.Request, v any, checkText bool) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return decodeError(err)
@@ -119,6 +136,9 @@ func decode(r *http.Request, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body holds data after its JSON value")
+	}
+	if !checkText {
+		return nil
 	}
 	if path, err := textsafe.Find(body); err != nil {
 		if path == "" {

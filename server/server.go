@@ -59,6 +59,13 @@ type Options struct {
 	// PollFallback is how often a waiting claim looks for work even if not
 	// woken (work readied by another process on SQLite). Default 1s.
 	PollFallback time.Duration
+	// BulkBatchSize is how many tasks each transaction of a bulk action
+	// (cancel, retry, delete, prune) takes. Default 500.
+	BulkBatchSize int
+	// BulkMaxBatches, if positive, makes a bulk action answer after that
+	// many batches ("complete": false, with what remains and a cursor),
+	// as it does anyway once half its request's time has passed.
+	BulkMaxBatches int
 	// UI, if set, makes the handler that serves every path outside the API
 	// (the dashboard, package dashboard); nil answers them 404.
 	UI func(*Server) http.Handler

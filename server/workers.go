@@ -181,7 +181,7 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 
 // reported is the answer to a worker's complete or fail.
 func reported(o weft.Recorded) (int, any, error) {
-	body := wire.Reported{State: string(o.State)}
+	body := wire.Reported{State: string(o.State), Error: o.Error}
 	if !o.RunAt.IsZero() {
 		at := o.RunAt
 		body.RetryAt = &at
@@ -191,7 +191,7 @@ func reported(o weft.Recorded) (int, any, error) {
 
 func (s *Server) workerComplete(r *http.Request) (int, any, error) {
 	var req wire.Complete
-	if err := decode(r, &req); err != nil {
+	if err := decodeOutcome(r, &req); err != nil {
 		return 0, nil, err
 	}
 	f, err := checkFence("fence", req.Fence)
@@ -213,7 +213,7 @@ const maxFailureMessage = 64 << 10
 
 func (s *Server) workerFail(r *http.Request) (int, any, error) {
 	var req wire.Fail
-	if err := decode(r, &req); err != nil {
+	if err := decodeOutcome(r, &req); err != nil {
 		return 0, nil, err
 	}
 	f, err := checkFence("fence", req.Fence)

@@ -45,6 +45,11 @@ var (
 	// ErrDatabaseGone: the database file was deleted or replaced since the
 	// store opened it; writing on would write into a file nobody sees.
 	ErrDatabaseGone = errors.New("the database file was deleted or replaced since it was opened")
+	// ErrContended: the write kept meeting concurrent writes it could not
+	// be ordered with (on PostgreSQL, a serialization failure or a
+	// deadlock, SQLSTATE 40001 or 40P01) after the store tried it again a
+	// few times. Nothing was written; retry later.
+	ErrContended = errors.New("the database is contended by concurrent changes")
 )
 
 // FileChecker is implemented by stores on a file (SQLite): CheckFile

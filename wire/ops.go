@@ -35,6 +35,9 @@ type BulkRequest struct {
 	Reason string `json:"reason,omitempty"`
 	// Force, for a delete, cancels unfinished tasks first.
 	Force bool `json:"force,omitempty"`
+	// Cursor continues an action by filter that answered "complete":
+	// false: the "next" of that answer.
+	Cursor int64 `json:"cursor,omitempty"`
 }
 
 // MaxBulkIDs is the most task ids one bulk request names.
@@ -46,6 +49,13 @@ type BulkResult struct {
 	Done    int  `json:"done"`
 	Skipped int  `json:"skipped"`
 	DryRun  bool `json:"dry_run,omitempty"`
+	// Complete is false when the request's time ran out before the end of
+	// the selection: the counts are what was done (committed), Remaining
+	// how many tasks are left. Send the request again with "cursor": Next
+	// (by filter), or with the ids after the first Matched (by ids).
+	Complete  bool  `json:"complete"`
+	Remaining int   `json:"remaining"`
+	Next      int64 `json:"next,omitempty"`
 }
 
 // PruneRequest is the body of POST /v1/tasks/prune: delete the tasks in a
@@ -55,6 +65,8 @@ type PruneRequest struct {
 	OlderThan string `json:"older_than"`
 	Namespace string `json:"namespace,omitempty"`
 	DryRun    bool   `json:"dry_run,omitempty"`
+	// Cursor continues a prune that answered "complete": false.
+	Cursor int64 `json:"cursor,omitempty"`
 }
 
 // Retention is a namespace retention (PUT /v1/retention/{namespace}, GET

@@ -308,6 +308,9 @@ type Fail struct {
 type Reported struct {
 	State   string     `json:"state"`
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Error is the error recorded for the step, as stored: for a result
+	// that cannot be stored, why the step failed.
+	Error string `json:"error,omitempty"`
 }
 
 // Checkpoint is the body of POST /v1/workers/{id}/checkpoint.

@@ -216,19 +216,43 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 				return be.DeleteTasks(ctx, req)
 			}
 		}
-		// One request for a filter; task ids in requests of at most
-		// wire.MaxBulkIDs.
+		// Requests for a filter, each going on from the cursor of the one
+		// before until the server says the action is complete; task ids
+		// in requests of at most wire.MaxBulkIDs, each sent again with
+		// the ids the server did not reach.
 		batches := [][]int64{nil}
 		if len(c.req.IDs) > 0 {
 			batches = slices.Collect(slices.Chunk(c.req.IDs, wire.MaxBulkIDs))
 		}
 		for _, ids := range batches {
-			req.IDs = ids
-			var wr wire.BulkResult
-			if wr, err = do(req); err != nil {
+			req.IDs, req.Cursor = ids, 0
+			for {
+				var wr wire.BulkResult
+				if wr, err = do(req); err != nil {
+					break
+				}
+				res.Matched, res.Done, res.Skipped, res.DryRun = res.Matched+wr.Matched, res.Done+wr.Done, res.Skipped+wr.Skipped, wr.DryRun
+				// A server that predates progress says neither complete
+				// nor what remains: its answer is the whole action.
+				if wr.DryRun || wr.Complete || wr.Remaining == 0 {
+					break
+				}
+				if len(ids) > 0 {
+					if wr.Matched <= 0 || wr.Matched >= len(req.IDs) {
+						break
+					}
+					req.IDs = req.IDs[wr.Matched:]
+				} else {
+					if wr.Next <= 0 {
+						break
+					}
+					req.Cursor = wr.Next
+				}
+				fmt.Fprintf(a.stderr, "weft: %d tasks %s so far, %d remaining: going on\n", res.Done, c.action.past(), wr.Remaining)
+			}
+			if err != nil {
 				break
 			}
-			res.Matched, res.Done, res.Skipped, res.DryRun = res.Matched+wr.Matched, res.Done+wr.Done, res.Skipped+wr.Skipped, wr.DryRun
 		}
 	default:
 		return fmt.Errorf("internal error: unknown backend %T", b)
@@ -238,7 +262,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 	}
 	if err != nil {
 		if res.Done > 0 {
-			a.notice(slog.LevelWarn, fmt.Sprintf("%d tasks were done before the error; run the command again to go on", res.Done), "done", res.Done)
+			a.notice(slog.LevelWarn, fmt.Sprintf("%d tasks were %s before the error; run the command again to go on", res.Done, c.action.past()), "done", res.Done)
 		}
 		return err
 	}
@@ -246,8 +270,13 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 	return nil
 }
 
+// past is the action's past participle: cancelled, retried, deleted.
+func (b bulkAction) past() string {
+	return map[bulkAction]string{bulkCancel: "cancelled", bulkRetry: "retried", bulkDelete: "deleted"}[b]
+}
+
 func (a *app) printBulk(action bulkAction, res weft.BulkResult) {
-	past := map[bulkAction]string{bulkCancel: "cancelled", bulkRetry: "retried", bulkDelete: "deleted"}[action]
+	past := action.past()
 	if res.DryRun {
 		fmt.Fprintf(a.stdout, "%d tasks would be %s (dry run: nothing changed)\n", res.Matched, past)
 		return

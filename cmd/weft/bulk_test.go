@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/weftdb"
 )
 
 // parkedCheckoutYAML has a step no engine serves: its tasks stay pending.
@@ -262,4 +268,53 @@ func TestPruneAgeMustBePositive(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, res.StatusCode)
 	require.Contains(t, string(body), "would keep none")
 	require.Contains(t, string(body), `"field":"older_than"`)
+}
+
+// TestBulkInStepsThroughServer: a server that answers bulk actions after
+// one batch of 4 tasks ("complete": false, with what remains and a cursor)
+// still has every task acted on by one command, which goes on until the
+// action is complete and prints the true total; by filter, by ids and for
+// prune.
+func TestBulkInStepsThroughServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := weftdb.Open(ctx, filepath.Join(dir, "served.db"), weftdb.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	e, err := weft.New(s, weft.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	srv, err := server.New(e, server.Options{DisableAuth: true, Logger: slog.New(slog.DiscardHandler), BulkBatchSize: 4, BulkMaxBatches: 1})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	as := func(args ...string) result { return weftCLI(t, append([]string{"--server", hs.URL}, args...)...) }
+	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)
+	requireCode(t, 0, as("register", file))
+	const n = 11
+	for range n {
+		requireCode(t, 0, as("submit", file))
+	}
+	r := as("cancel", "--workflow", "shop/checkout", "--reason", "in steps")
+	requireCode(t, 0, r)
+	require.Equal(t, fmt.Sprintf("%d tasks cancelled\n", n), r.stdout)
+	require.Contains(t, r.stderr, "4 tasks cancelled so far, 7 remaining: going on")
+	count := func(st string) int {
+		r := as("tasks", "--state", st, "--json", "--limit", "100")
+		requireCode(t, 0, r)
+		var tasks []store.Task
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
+		return len(tasks)
+	}
+	require.Equal(t, n, count("cancelled"))
+
+	r = as("delete", "1", "2", "3", "4", "5", "6")
+	requireCode(t, 0, r)
+	require.Equal(t, "6 tasks deleted\n", r.stdout)
+	require.Equal(t, n-6, count("cancelled"))
+
+	r = as("prune", "--state", "cancelled", "--older-than", "1ms")
+	requireCode(t, 0, r)
+	require.Equal(t, fmt.Sprintf("%d tasks deleted\n", n-6), r.stdout)
+	require.Zero(t, count("cancelled"))
 }

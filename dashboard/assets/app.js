@@ -50,8 +50,16 @@
     }
     b.disabled = true;
     try {
-      await api(method, path, body);
-      toast(b.textContent.trim() + ": done");
+      let res = await api(method, path, body);
+      // A bulk action answers after part of its tasks when they take long
+      // ("complete": false): go on from its cursor until it is complete.
+      let done = res && typeof res.done === "number" ? res.done : null;
+      while (res && res.complete === false && res.next > 0) {
+        toast(b.textContent.trim() + ": " + done + " done, " + res.remaining + " remaining…");
+        res = await api(method, path, Object.assign({}, body, { cursor: res.next }));
+        done += res.done;
+      }
+      toast(b.textContent.trim() + ": " + (done === null ? "done" : done + " done"));
       refresh(true);
     } catch (e) {
       toast(b.textContent.trim() + ": " + e.message, true);

@@ -191,6 +191,12 @@ func (w *remoteWorker) run(ctx context.Context) {
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				fence := s.Fence
 				st, err := w.call(ctx, "POST", "/v1/workers/"+w.id+"/complete", wire.Complete{Fence: &fence, Result: result}, nil)
+				if st >= 400 && st < 500 && st != http.StatusConflict && st != http.StatusNotFound && st != http.StatusGone {
+					// The result itself was refused: report the attempt
+					// failed rather than leave the step to be reclaimed.
+					st, err = w.call(ctx, "POST", "/v1/workers/"+w.id+"/fail",
+						wire.Fail{Fence: &fence, Error: fmt.Sprintf("the server refused the result: %d %v", st, err), Permanent: true}, nil)
+				}
 				if err == nil || (st >= 400 && st < 500) {
 					break // recorded, or the step was taken from us (409): it runs again elsewhere
 				}

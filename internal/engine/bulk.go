@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -13,7 +14,9 @@ import (
 // This file holds the actions on many tasks at once: cancel, retry and
 // delete by filter, one batch (one transaction) at a time, so that no lock
 // is held for long and an interrupted action is continued by running it
-// again (what it did no longer matches its filter).
+// again (what it did no longer matches its filter). An action told when to
+// stop (BulkRequest.Until, MaxBatches) answers with what its committed
+// batches did and what remains, and is continued from its cursor.
 
 // DefaultBatchSize is how many tasks one transaction of a bulk action
 // takes.
@@ -42,6 +45,16 @@ type BulkRequest struct {
 	// Archive, for a delete, receives each batch before it is deleted,
 	// inside its transaction (see store.DeleteParams.Archive).
 	Archive func([]store.ArchivedTask) error
+	// Cursor continues an action by filter that answered Complete false:
+	// the Next of its result. The walk goes on below that task id.
+	Cursor int64
+	// Until, if set, is when the action stops starting batches: it
+	// answers with what its committed batches did, Complete false and
+	// what remains (a REST request sets it before its deadline).
+	// MaxBatches, if positive, stops it after that many batches the same
+	// way.
+	Until      time.Time
+	MaxBatches int
 }
 
 // BulkResult is what a bulk action did.
@@ -54,6 +67,14 @@ type BulkResult struct {
 	Done    int  `json:"done"`
 	Skipped int  `json:"skipped"`
 	DryRun  bool `json:"dry_run,omitempty"`
+	// Complete is false when the action stopped before the end of its
+	// selection (BulkRequest.Until or MaxBatches): what it counts was
+	// done, committed batch by batch, and Remaining tasks are left.
+	// Continue by filter with BulkRequest.Cursor set to Next; by ids,
+	// with the ids after the first Matched.
+	Complete  bool  `json:"complete"`
+	Remaining int   `json:"remaining"`
+	Next      int64 `json:"next,omitempty"`
 }
 
 var (
@@ -166,7 +187,8 @@ func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, er
 }
 
 // bulk counts (DryRun) or walks the selection in batches, newest first,
-// applying do to each.
+// applying do to each, until the selection ends or r says to stop
+// (stopping).
 func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
 	if r.Actor == "" {
 		r.Actor = e.ID()
@@ -175,29 +197,44 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 		if err := e.requireTasks(ctx, r.IDs); err != nil {
 			return BulkResult{}, err
 		}
-		return e.bulkIDs(r, do)
+		return e.bulkIDs(ctx, r, do)
 	}
 	if err := e.requireFilter(ctx, r.Filter); err != nil {
 		return BulkResult{}, err
 	}
+	f := r.Filter
+	f.BeforeID = r.Cursor
 	if r.DryRun {
-		n, err := e.store.CountTasks(ctx, r.Filter)
+		n, err := e.store.CountTasks(ctx, f)
 		if err != nil {
 			return BulkResult{}, fmt.Errorf("weft: count tasks: %w", err)
 		}
-		return BulkResult{Matched: n, DryRun: true}, nil
+		return BulkResult{Matched: n, DryRun: true, Complete: true}, nil
 	}
 	var out BulkResult
-	f := r.Filter
-	for {
+	for batches := 0; ; batches++ {
 		if err := ctx.Err(); err != nil {
-			return out, err
+			return out, fmt.Errorf("weft: stopped after %d tasks: %w", out.Done, err)
+		}
+		if batches > 0 && stopping(r, batches) {
+			// What is done is committed: say so, and what is left.
+			out.Next = f.BeforeID
+			n, err := e.store.CountTasks(context.WithoutCancel(ctx), f)
+			if err != nil {
+				return out, fmt.Errorf("weft: after %d tasks, count what remains: %w", out.Done, err)
+			}
+			out.Remaining = n
+			if n == 0 {
+				out.Complete, out.Next = true, 0
+			}
+			return out, nil
 		}
 		ids, err := e.store.MatchTasks(ctx, f, r.BatchSize)
 		if err != nil {
 			return out, fmt.Errorf("weft: select tasks: %w", err)
 		}
 		if len(ids) == 0 {
+			out.Complete = true
 			return out, nil
 		}
 		res, err := do(ids)
@@ -212,13 +249,27 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 	}
 }
 
-// bulkIDs applies do to r.IDs in batches.
-func (e *Engine) bulkIDs(r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+// stopping reports whether an action that did batches must stop before
+// its next one: its Until passed or it did MaxBatches.
+func stopping(r BulkRequest, batches int) bool {
+	return (!r.Until.IsZero() && !time.Now().Before(r.Until)) || (r.MaxBatches > 0 && batches >= r.MaxBatches)
+}
+
+// bulkIDs applies do to r.IDs in batches, in their order.
+func (e *Engine) bulkIDs(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
 	if r.DryRun {
-		return BulkResult{Matched: len(r.IDs), DryRun: true}, nil
+		return BulkResult{Matched: len(r.IDs), DryRun: true, Complete: true}, nil
 	}
 	var out BulkResult
+	batches := 0
 	for ids := range slices.Chunk(r.IDs, r.BatchSize) {
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("weft: stopped after %d tasks: %w", out.Done, err)
+		}
+		if batches > 0 && stopping(r, batches) {
+			out.Remaining = len(r.IDs) - out.Matched
+			return out, nil
+		}
 		res, err := do(ids)
 		if err != nil {
 			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
@@ -226,6 +277,8 @@ func (e *Engine) bulkIDs(r BulkRequest, do func(ids []int64) (store.BatchResult,
 		out.Matched += len(ids)
 		out.Done += len(res.Done)
 		out.Skipped += res.Skipped
+		batches++
 	}
+	out.Complete = true
 	return out, nil
 }

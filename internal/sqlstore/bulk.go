@@ -56,8 +56,11 @@ func (s *Store) CancelTasks(ctx context.Context, ids []int64, engineID, reason s
 		reason = "cancelled"
 	}
 	var res store.BatchResult
-	err := s.write(ctx, engineID, func(t *txn) error {
+	err := s.writeRetry(ctx, engineID, func(t *txn) error {
 		res = store.BatchResult{}
+		if err := t.lockTasks(ids); err != nil {
+			return err
+		}
 		for _, id := range ids {
 			running, err := t.cancelTask(id, reason)
 			switch {
@@ -85,8 +88,11 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 		taskReason, stepReason = reason, "task retried: "+reason
 	}
 	var res store.BatchResult
-	err := s.write(ctx, engineID, func(t *txn) error {
+	err := s.writeRetry(ctx, engineID, func(t *txn) error {
 		res = store.BatchResult{}
+		if err := t.lockTasks(ids); err != nil {
+			return err
+		}
 		for _, id := range ids {
 			var st string
 			if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil || state.Task(st) != state.TaskFailed {
@@ -96,10 +102,14 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 				res.Skipped++
 				continue
 			}
-			if err := t.retryTask(id, taskReason, stepReason); err != nil {
+			switch err := t.retryTask(id, taskReason, stepReason); {
+			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
+				res.Skipped++
+			case err != nil:
 				return err
+			default:
+				res.Done = append(res.Done, id)
 			}
-			res.Done = append(res.Done, id)
 		}
 		return nil
 	})
@@ -107,6 +117,30 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 		return store.BatchResult{}, fmt.Errorf("retry tasks: %w", err)
 	}
 	return res, nil
+}
+
+// lockTasks locks the rows of tasks ids and of all their steps, where
+// several writers may change them (PostgreSQL): every step first, then the
+// tasks, each in id order, the order claims and completions lock them in
+// (steps before their task). Bulk actions that lock their batches this way
+// cannot deadlock one another or the engines, and read the tasks' states
+// as they are, not as they were before a concurrent action committed.
+func (t *txn) lockTasks(ids []int64) error {
+	if t.s.d.ClaimLock == "" || len(ids) == 0 {
+		return nil
+	}
+	in := make([]any, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	list := placeholders(len(in))
+	if _, err := t.exec(`SELECT id FROM steps WHERE task_id IN (`+list+`) ORDER BY id FOR UPDATE`, in...); err != nil {
+		return fmt.Errorf("lock the steps of %d tasks: %w", len(ids), err)
+	}
+	if _, err := t.exec(`SELECT id FROM tasks WHERE id IN (`+list+`) ORDER BY id FOR UPDATE`, in...); err != nil {
+		return fmt.Errorf("lock %d tasks: %w", len(ids), err)
+	}
+	return nil
 }
 
 // finishedStates are the states a task may be deleted in.
@@ -119,8 +153,17 @@ func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		return store.BatchResult{}, nil
 	}
 	var res store.BatchResult
-	err := s.write(ctx, p.Actor, func(t *txn) error {
+	write := s.writeRetry
+	if p.Archive != nil {
+		// The archive has seen the batch once it is called: the
+		// transaction is not run again behind its back.
+		write = s.write
+	}
+	err := write(ctx, p.Actor, func(t *txn) error {
 		res = store.BatchResult{}
+		if err := t.lockTasks(p.IDs); err != nil {
+			return err
+		}
 		in := make([]any, len(p.IDs))
 		for i, id := range p.IDs {
 			in[i] = id

@@ -22,7 +22,10 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 		reason = "cancelled"
 	}
 	var running []store.Fence
-	err := s.write(ctx, engineID, func(t *txn) (err error) {
+	err := s.writeRetry(ctx, engineID, func(t *txn) (err error) {
+		if err := t.lockTasks([]int64{id}); err != nil {
+			return err
+		}
 		running, err = t.cancelTask(id, reason)
 		return err
 	})
@@ -52,7 +55,12 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID, reason string
 	if reason != "" {
 		taskReason, stepReason = reason, "task retried: "+reason
 	}
-	return s.write(ctx, engineID, func(t *txn) error { return t.retryTask(id, taskReason, stepReason) })
+	return s.writeRetry(ctx, engineID, func(t *txn) error {
+		if err := t.lockTasks([]int64{id}); err != nil {
+			return err
+		}
+		return t.retryTask(id, taskReason, stepReason)
+	})
 }
 
 // retryTask moves one failed task back to running (see RetryTask).
@@ -83,8 +91,11 @@ func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
 			items[r.batchOf] = append(items[r.batchOf], i)
 		}
 	}
-	if _, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
+	if ok, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
 		return err
+	} else if !ok {
+		// Another transaction moved it since it was read.
+		return fmt.Errorf("task %d is no longer failed, only failed tasks can be retried: %w", id, store.ErrConflict)
 	}
 	// Failed and expired steps start again; skipped ones wait for their
 	// dependencies anew, with counts recomputed from the new states.

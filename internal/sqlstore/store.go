@@ -139,6 +139,12 @@ type Dialect struct {
 	// unreachable server's are on PostgreSQL, so that the API answers 503
 	// and callers retry. nil marks none.
 	Unavailable func(error) bool
+	// Contended reports whether an error of the driver is the database
+	// giving up a transaction for its clash with concurrent ones (a
+	// serialization failure, a deadlock), which the same transaction run
+	// again may pass: such writes are tried again a few times
+	// (writeRetry) and then marked store.ErrContended. nil: never.
+	Contended func(error) bool
 	// TxHistory: audit rows carry the id of the transaction that wrote
 	// them (txid), and the history is read in (txid, id) order up to the
 	// oldest running transaction, since ids are committed out of order.

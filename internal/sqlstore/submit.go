@@ -71,7 +71,7 @@ func taskRowsInsert(n int) string {
 // InsertTasks submits tasks in one transaction.
 func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	var out []store.InsertResult
-	err := s.write(ctx, "", func(t *txn) (err error) {
+	err := s.writeRetry(ctx, "", func(t *txn) (err error) {
 		out, err = t.insertTasks(tasks)
 		return err
 	})
@@ -86,7 +86,7 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 // transaction, as CompleteAndClaim does for the steps outcomes make ready.
 // claimed is empty where it claimed nothing.
 func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) (out []store.InsertResult, claimed []store.ClaimedStep, err error) {
-	err = s.write(ctx, "", func(t *txn) error {
+	err = s.writeRetry(ctx, "", func(t *txn) error {
 		claimed = nil
 		var err error
 		if out, err = t.insertTasks(tasks); err != nil {

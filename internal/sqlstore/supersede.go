@@ -21,6 +21,13 @@ type heldKey struct {
 // releaseKey takes an idempotency key from the task holding it (locking
 // its row) and returns that task; nil when none holds it any more.
 func (t *txn) releaseKey(namespace, key string) (*heldKey, error) {
+	// One supersede of a key at a time: two that both found the key held
+	// would each take it from the task the other just gave it to, locking
+	// that task's row and steps in opposite orders (a deadlock). The next
+	// one reads who holds the key once the one before it committed.
+	if err := t.lockLimit("idempotency key " + namespace + "/" + key); err != nil {
+		return nil, err
+	}
 	if t.s.d.ClaimLock != "" {
 		// Claims and completions lock a task's steps before the task:
 		// take the holder's steps first too, or a claim of one of them

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -123,7 +125,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	err = t.run(fn)
 	ran = true
 	if err != nil {
-		err = s.refused(err)
+		err = s.contended(s.refused(err))
 		tx.Rollback(context.WithoutCancel(ctx))
 		if t.notifyTaken {
 			// The window's notification was to ride on this transaction;
@@ -136,13 +138,49 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		if t.notifyTaken {
 			s.scheduleNotify()
 		}
-		return fmt.Errorf("commit: %w", s.refused(err))
+		return fmt.Errorf("commit: %w", s.contended(s.refused(err)))
 	}
 	s.woke(t)
 	if t.notifyDeferred {
 		s.scheduleNotify()
 	}
 	return nil
+}
+
+// contendedTries is how many times writeRetry runs a transaction that the
+// database gives up for its clash with concurrent ones.
+const contendedTries = 5
+
+// writeRetry is write for a transaction that can run again from the start
+// (fn keeps nothing outside the transaction but what it sets afresh): one
+// the database gives up for its clash with concurrent transactions (a
+// deadlock, a serialization failure) runs again, up to contendedTries
+// times in all, after a short pause with jitter; then it is
+// store.ErrContended.
+func (s *Store) writeRetry(ctx context.Context, engineID string, fn func(t *txn) error) error {
+	for try := 1; ; try++ {
+		err := s.write(ctx, engineID, fn)
+		if err == nil || !errors.Is(err, store.ErrContended) || try == contendedTries {
+			return err
+		}
+		// 1-2 ms, then 2-4, 4-8, 8-16: the other transaction is short.
+		pause := time.Duration(1<<(try-1)) * time.Millisecond
+		pause += rand.N(pause)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// contended marks err as store.ErrContended where the dialect says the
+// database gave the transaction up for its clash with concurrent ones.
+func (s *Store) contended(err error) error {
+	if err != nil && s.d.Contended != nil && !errors.Is(err, store.ErrContended) && s.d.Contended(err) {
+		return fmt.Errorf("%w: %w", store.ErrContended, err)
+	}
+	return err
 }
 
 // writeContext is the context a write runs under: where the dialect says

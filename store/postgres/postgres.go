@@ -205,6 +205,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 			NotifyChannel:  channel,
 			NotifyEvery:    notifyEvery,
 			Refused:        refused,
+			Contended:      contended,
 			TxHistory:      true,
 		},
 	}), db: db, listening: make(chan struct{}), heard: new(atomic.Bool)}

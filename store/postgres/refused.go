@@ -32,3 +32,11 @@ func refused(err error) bool {
 	}
 	return true
 }
+
+// contended reports whether err is PostgreSQL giving a transaction up for
+// its clash with concurrent ones: a serialization failure (40001) or a
+// deadlock (40P01). The same transaction run again may pass.
+func contended(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, open Opener) {
 	tests = append(tests, scheduleTests...)
 	tests = append(tests, subworkflowTests...)
 	tests = append(tests, supersedeTests...)
+	tests = append(tests, contentionTests...)
 	tests = append(tests, submitTests...)
 	tests = append(tests, policyTests...)
 	tests = append(tests, fairTests...)

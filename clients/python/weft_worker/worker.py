@@ -6,7 +6,9 @@ guarantees on its side:
 
 - every report (claim, heartbeat, complete, fail, checkpoint, progress) is
   retried on connection errors, timeouts and 5xx (honouring Retry-After)
-  for at least the lease period; a 4xx is final at once;
+  for at least the lease period; a 4xx is final at once, and a complete or
+  fail refused with one is reported as a failed attempt instead (never
+  dropped, which would have the step reclaimed and run again);
 - every heartbeat lists every step the worker holds: claimed and not yet
   settled, including those whose outcome is still being reported;
 - a step whose timeout passes is reported failed ("step timed out after
@@ -247,17 +249,25 @@ class Worker:
         self._report(step, "/fail", {"error": msg})
 
     def _report(self, step, suffix, body):
-        """Send a step's outcome, retrying, then settle the step."""
+        """Send a step's outcome, retrying, then settle the step. An
+        outcome the server refuses with a 4xx (a result too large, not
+        JSON) is reported as a failed attempt instead, so that the step
+        ends rather than being reclaimed and run again."""
         kind = suffix.lstrip("/")
         what = "%s of step %d attempt %d" % (kind, step.step_id, step.attempt)
-        body = dict(body, fence=step.fence)
         try:
             if step.lost.is_set():
                 return
-            resp = self._transport.call("POST", "/v1/workers/%s%s" % (step.worker_id, suffix), body, window=self._report_window(),
-                                        what=what, stop=step.lost)
-            self.log.info("step %d (%s) attempt %d: %s recorded: %s", step.step_id, step.name, step.attempt, kind,
-                          (resp or {}).get("state", "ok"))
+            try:
+                self._send_outcome(step, kind, dict(body, fence=step.fence), what)
+            except APIError as e:
+                if isinstance(e, (StaleLease, WorkerLost, Unauthorized)) or not 400 <= e.status < 500:
+                    raise
+                fallback = _refused_outcome(kind, body, e)
+                self.log.error("%s refused (%s): reporting the attempt failed instead%s", what, e,
+                               " (permanently)" if fallback.get("permanent") else "")
+                what = "fail of step %d attempt %d (instead of the refused %s)" % (step.step_id, step.attempt, kind)
+                self._send_outcome(step, "fail", dict(fallback, fence=step.fence), what)
         except StaleLease as e:
             self.log.warning("%s refused: the step is no longer held by this worker (cancelled, timed out or taken over): "
                              "dropped (%s)", what, e.message)
@@ -276,6 +286,18 @@ class Worker:
         finally:
             with self._lock:
                 self._settle(step)
+
+    def _send_outcome(self, step, kind, body, what):
+        resp = self._transport.call("POST", "/v1/workers/%s/%s" % (step.worker_id, kind), body, window=self._report_window(),
+                                    what=what, stop=step.lost) or {}
+        if resp.get("error") and kind == "complete":
+            # Recorded, but not as a success: say why (a result that
+            # cannot be stored fails the step for good).
+            self.log.error("step %d (%s) attempt %d: complete recorded as %s: %s", step.step_id, step.name, step.attempt,
+                           resp.get("state", "?"), resp["error"])
+        else:
+            self.log.info("step %d (%s) attempt %d: %s recorded: %s", step.step_id, step.name, step.attempt, kind,
+                          resp.get("state", "ok"))
 
     def _quietly(self, fn, *args):
         try:
@@ -530,6 +552,26 @@ class Worker:
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
         return previous
+
+
+def _storable(text):
+    """text with each NUL and each lone surrogate (what Python makes of
+    bytes that are not UTF-8) replaced with U+FFFD."""
+    return "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def _refused_outcome(kind, body, err):
+    """The failure to report in place of an outcome the server refused with
+    err (a 4xx): a refused result fails the step for good, naming the
+    refusal; a refused failure is sent again with its error text alone (a
+    refused preemption becomes a plain failure)."""
+    if kind == "complete":
+        return {"error": "the server refused the result: %s" % _storable(str(err))[:4096], "permanent": True}
+    text = _storable(str(body.get("error") or "failed"))[:60000]
+    out = {"error": "%s (the server refused the report: %s)" % (text, _storable(str(err))[:1024])}
+    if body.get("permanent"):
+        out["permanent"] = True
+    return out
 
 
 def _auth_error(e, during):
