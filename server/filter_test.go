@@ -33,19 +33,22 @@ func TestWorkflowFilterEveryWayIn(t *testing.T) {
 			name, namespace, workflow string
 			match                     bool // selects the task; else selects nothing
 			bad                       bool // refused: 400 naming the field
+			// unknown: names a workflow no namespace registers; a bulk
+			// action, which acts on what it names, answers 404.
+			unknown bool
 		}{
-			{"namespace/name", "", "flt/hello", true, false},
-			{"name", "", "hello", true, false},
-			{"name in its namespace", "flt", "hello", true, false},
-			{"namespace/name with its namespace", "flt", "flt/hello", true, false},
-			{"name in another namespace", "other", "hello", false, false},
-			{"other namespace/name", "", "other/hello", false, false},
-			{"namespace/name against the namespace", "other", "flt/hello", false, true},
-			{"version", "", "flt/hello@1", false, true},
-			{"three parts", "", "flt/hello/x", false, true},
-			{"no namespace", "", "/hello", false, true},
-			{"no name", "", "flt/", false, true},
-			{"a space", "", "hel lo", false, true},
+			{"namespace/name", "", "flt/hello", true, false, false},
+			{"name", "", "hello", true, false, false},
+			{"name in its namespace", "flt", "hello", true, false, false},
+			{"namespace/name with its namespace", "flt", "flt/hello", true, false, false},
+			{"name in another namespace", "other", "hello", false, false, true},
+			{"other namespace/name", "", "other/hello", false, false, true},
+			{"namespace/name against the namespace", "other", "flt/hello", false, true, false},
+			{"version", "", "flt/hello@1", false, true, false},
+			{"three parts", "", "flt/hello/x", false, true, false},
+			{"no namespace", "", "/hello", false, true, false},
+			{"no name", "", "flt/", false, true, false},
+			{"a space", "", "hel lo", false, true, false},
 		}
 		for _, tt := range tests {
 			q := url.Values{"workflow": {tt.workflow}}
@@ -87,11 +90,16 @@ func TestWorkflowFilterEveryWayIn(t *testing.T) {
 			// The bulk filter (a dry run counts what it selects).
 			r = en.do("POST", "/v1/tasks/delete", en.admin, map[string]any{"dry_run": true,
 				"filter": map[string]string{"namespace": tt.namespace, "workflow": tt.workflow, "state": "completed"}})
-			if tt.bad {
+			switch {
+			case tt.bad:
 				require.Equal(t, 400, r.status, "%s: bulk: %s", tt.name, r.body)
 				_, field := r.errorCode(t)
 				require.Equal(t, "filter.workflow", field, tt.name)
-			} else {
+			case tt.unknown:
+				require.Equal(t, 404, r.status, "%s: bulk: %s", tt.name, r.body)
+				code, _ := r.errorCode(t)
+				require.Equal(t, server.CodeNotFound, code, tt.name)
+			default:
 				require.Equal(t, 200, r.status, "%s: bulk: %s", tt.name, r.body)
 				var res wire.BulkResult
 				r.json(t, &res)

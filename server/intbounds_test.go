@@ -105,6 +105,10 @@ func TestIntegerBoundsEveryRequestField(t *testing.T) {
 		"POST /v1/tasks/cancel ids[]":                     `{"ids": [@N@]}`,
 		"POST /v1/tasks/retry ids[]":                      `{"ids": [@N@]}`,
 		"POST /v1/tasks/delete ids[]":                     `{"ids": [@N@]}`,
+		"POST /v1/tasks/cancel cursor":                    `{"filter": {"state": "failed"}, "cursor": @N@}`,
+		"POST /v1/tasks/retry cursor":                     `{"filter": {"state": "failed"}, "cursor": @N@}`,
+		"POST /v1/tasks/delete cursor":                    `{"filter": {"state": "failed"}, "cursor": @N@}`,
+		"POST /v1/tasks/prune cursor":                     `{"state": "failed", "older_than": "1h", "cursor": @N@}`,
 	}
 	for _, route := range []string{"complete", "fail", "checkpoint", "progress"} {
 		rest := map[string]string{"complete": `"result": {}`, "fail": `"error": "e"`, "checkpoint": `"checkpoint": {}`, "progress": `"fraction": 0.5`}[route]
