@@ -131,6 +131,12 @@ type Engine struct {
 	engineID     string
 	cancelRun    context.CancelFunc // stops the loops
 	loops        sync.WaitGroup
+	// cancelBeat stops the heartbeat loop, which Stop keeps running
+	// until the engine's last handler returned and its outcome was
+	// recorded: a draining engine keeps its leases and hears
+	// cancellations. beating waits for it.
+	cancelBeat context.CancelFunc
+	beating    sync.WaitGroup
 	// claiming: claims made in a write of the engine's own (a batch of
 	// outcomes, a submission: claimInWrite), which Stop waits for before
 	// the handlers.
@@ -292,9 +298,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.maintain(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelRun = cancel
-	e.loops.Add(4)
+	beatCtx, cancelBeat := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancelBeat = cancelBeat
+	e.beating.Add(1)
+	go e.heartbeatLoop(beatCtx)
+	e.loops.Add(3)
 	go e.claimLoop(runCtx)
-	go e.heartbeatLoop(runCtx)
 	go e.maintenanceLoop(runCtx)
 	go e.webhookLoop(runCtx)
 	e.sendMu.Lock()
@@ -310,7 +319,9 @@ func (e *Engine) Start(ctx context.Context) error {
 // deadline), then cancels the rest, records the outcomes it has (giving up
 // two seconds after the deadline if the database is unreachable: those
 // steps are reclaimed and run again), and marks the engine stopped so that
-// what it left is reclaimed at once.
+// what it left is reclaimed at once. Until its outcomes are recorded the
+// engine keeps heartbeating: its steps keep their leases however long they
+// run, and a task cancelled meanwhile cancels its handler's context.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started || e.stopping {
@@ -370,6 +381,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 			<-e.done
 		}
 	}
+	// Every outcome is recorded (or given up on): only now may the
+	// engine's lease lapse.
+	e.cancelBeat()
+	e.beating.Wait()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := e.store.StopEngine(stopCtx, e.ID())
