@@ -145,3 +145,56 @@ func TestCancelReachesDrainingEngine(t *testing.T) {
 		require.Equal(t, state.TaskCancelled, task.State)
 	})
 }
+
+// TestSecondStopCutsDrainShort: a Stop whose context ends while an earlier
+// one drains ends that drain: the running handler is cancelled, both calls
+// return once the engine stopped, and the engine is no longer listed live,
+// so what it left is reclaimed at once.
+func TestSecondStopCutsDrainShort(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		e := newEngine(t, s, drainConfig("hurried"))
+		started := make(chan struct{})
+		e.Handle("long", func(ctx context.Context, a *weft.Attempt) (any, error) {
+			close(started)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Minute):
+				return "not cancelled", nil
+			}
+		})
+		register(t, e, workflow.New("test", "hurry", "1").Step("s", "long"))
+		require.NoError(t, e.Start(ctx))
+		submit(t, e, weft.Submission{Workflow: "test/hurry"})
+		<-started
+
+		first := make(chan error, 1)
+		go func() {
+			stopCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			first <- e.Stop(stopCtx)
+		}()
+		eventually(t, "the engine to drain", func() bool { return !e.Running() })
+
+		hurry, cancel := context.WithCancel(ctx)
+		cancel()
+		second := make(chan error, 1)
+		go func() { second <- e.Stop(hurry) }()
+		for _, ch := range []chan error{first, second} {
+			select {
+			case err := <-ch:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the second Stop did not cut the drain short")
+			}
+		}
+		live, err := s.ListEngines(ctx)
+		require.NoError(t, err)
+		for _, info := range live {
+			require.NotEqual(t, "hurried", info.ID, "a stopped engine is listed live")
+		}
+	})
+}

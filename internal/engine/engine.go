@@ -128,9 +128,14 @@ type Engine struct {
 	lastPeek     time.Time                     // when the claim loop last peeked for preemption
 	started      bool
 	stopping     bool
-	engineID     string
-	cancelRun    context.CancelFunc // stops the loops
-	loops        sync.WaitGroup
+	// stopped is closed when the first Stop returns; hurry, closed once
+	// (hurryOnce), ends its drain for a later Stop whose ctx ended.
+	stopped   chan struct{}
+	hurry     chan struct{}
+	hurryOnce sync.Once
+	engineID  string
+	cancelRun context.CancelFunc // stops the loops
+	loops     sync.WaitGroup
 	// cancelBeat stops the heartbeat loop, which Stop keeps running
 	// until the engine's last handler returned and its outcome was
 	// recorded: a draining engine keeps its leases and hears
@@ -242,6 +247,8 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		host:      host,
 		slots:     slots.New(cfg.Concurrency),
 		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		hurry:     make(chan struct{}),
 		outbox:    make(chan report, 4*cfg.Concurrency),
 		handlers:  map[string]Handler{},
 		workflows: map[string]*workflow.Workflow{},
@@ -322,19 +329,44 @@ func (e *Engine) Start(ctx context.Context) error {
 // what it left is reclaimed at once. Until its outcomes are recorded the
 // engine keeps heartbeating: its steps keep their leases however long they
 // run, and a task cancelled meanwhile cancels its handler's context.
+//
+// A Stop called while another drains waits for that one to finish and
+// returns nil; if its ctx ends first, the drain ends there too: a second
+// interrupt can cut a long drain short.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	if !e.started || e.stopping {
+	if !e.started {
 		e.mu.Unlock()
+		return nil
+	}
+	if e.stopping {
+		e.mu.Unlock()
+		select {
+		case <-e.stopped:
+		case <-ctx.Done():
+			e.hurryOnce.Do(func() { close(e.hurry) })
+			<-e.stopped
+		}
 		return nil
 	}
 	e.stopping = true
 	e.mu.Unlock()
+	defer close(e.stopped)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.ShutdownTimeout)
 		defer cancel()
 	}
+	// A later Stop whose ctx ends first ends this drain with it.
+	ctx, cutShort := context.WithCancel(ctx)
+	defer cutShort()
+	go func() {
+		select {
+		case <-e.hurry:
+			cutShort()
+		case <-ctx.Done():
+		}
+	}()
 	e.cancelRun()
 	e.loops.Wait()
 	// Claims made with a write of the engine's own are launched before the
@@ -353,7 +385,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		e.log.Warn("shutdown deadline passed, cancelling running handlers", "engine_id", e.ID())
+		e.log.Warn("drain ended (deadline passed or cut short), cancelling running handlers", "engine_id", e.ID())
 		e.cancelAll(errShutdown)
 		// Handlers that ended wait to report while the outbox is full:
 		// where the completer cannot write (the database is gone), stop
