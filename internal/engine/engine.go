@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/broadcast"
+	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -205,6 +206,9 @@ type Engine struct {
 	// loadGate holds claims back while the host is under pressure
 	// (loadgate.go); nil when no threshold is set.
 	loadGate *loadGate
+	// execGuard kills what exec steps started when this process dies;
+	// Stop closes it once the handlers returned.
+	execGuard *builtin.Guard
 }
 
 // running is one handler in flight.
@@ -258,6 +262,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		nudge:     make(chan struct{}, 1),
 		hooks:     newDeliverer(),
 		clock:     time.Now,
+		execGuard: builtin.NewGuard(),
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	if cfg.TracerProvider != nil {
@@ -413,6 +418,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 			<-e.done
 		}
 	}
+	// Every handler returned: end the watchdog of exec steps' commands.
+	e.execGuard.Close()
 	// Every outcome is recorded (or given up on): only now may the
 	// engine's lease lapse.
 	e.cancelBeat()
