@@ -246,15 +246,16 @@ func (r *runner) gone(pid int) error {
 
 // rollingRestart stops each worker in turn with SIGTERM, as a deploy does,
 // and starts a new one in its place before it stops the next. Before each
-// stop it submits chaos/long tasks, more than the engines have slots, and
-// sends the signal once the worker runs one of their steps, which work
-// longer than the lease (if one comes within ten seconds). The worker must drain
+// stop it submits a few chaos/long tasks (fewer than the engines have
+// slots) and sends the signal once the worker runs one of their steps,
+// which work longer than the lease (if one comes within ten seconds). The worker must drain
 // and exit 0 within its drain (30 s).
 func (r *runner) rollingRestart(ctx context.Context) error {
 	for _, w := range r.live() {
 		pid := w.cmd.Process.Pid
-		// Enough to fill every engine's slots: this one gets some.
-		subs := make([]weft.Submission, 8*len(r.live()))
+		// A few per engine (the server's too), leaving slots free: a step
+		// reaped from a draining worker would be run elsewhere at once.
+		subs := make([]weft.Submission, 2*(len(r.live())+1))
 		for i := range subs {
 			subs[i] = weft.Submission{Workflow: "chaos/long", Input: map[string]int{"worker": pid, "i": i}}
 		}

@@ -60,13 +60,16 @@ const (
 	FaultRollingRestart = "rolling-restart"
 )
 
-// The workers' lease for the rolling restarts: long steps (the "long"
-// step of even tasks) work for longer than it. Set through
-// WEFT_LEASE_TTL and WEFT_HEARTBEAT_INTERVAL where the CLI reads them.
+// The workers' lease for the rolling restarts, set through WEFT_LEASE_TTL
+// and WEFT_HEARTBEAT_INTERVAL where the CLI reads them. The long steps
+// work for two leases: an engine that stopped heartbeating when told to
+// stop would have its steps reaped and run elsewhere while it still ran
+// them. The lease outlasts the database faults (a heartbeat that fails
+// is retried after 1 s, then 2 s).
 const (
-	chaosLeaseTTL  = 8 * time.Second
+	chaosLeaseTTL  = 5 * time.Second
 	chaosHeartbeat = time.Second
-	longStep       = chaosLeaseTTL + time.Second
+	longStep       = 2 * chaosLeaseTTL
 )
 
 // volumeSize is the size of the tmpfs that holds the SQLite file: large
