@@ -215,7 +215,14 @@ func (e *Engine) Start(ctx context.Context) error { return e.core.Start(ctx) }
 // deadline), then cancels the rest, records the outcomes it has (giving up
 // two seconds after the deadline if the database is unreachable: those
 // steps are reclaimed and run again), and marks the engine stopped so that
-// what it left is reclaimed at once.
+// what it left is reclaimed at once. Until its outcomes are recorded the
+// engine keeps heartbeating: its steps keep their leases however long they
+// run, and a task cancelled meanwhile, from any process, cancels its
+// handler's context.
+//
+// A Stop called while another drains waits for that one to finish and
+// returns nil; if its ctx ends first, the drain ends there too: a second
+// interrupt can cut a long drain short.
 func (e *Engine) Stop(ctx context.Context) error { return e.core.Stop(ctx) }
 
 // Running reports whether the engine has started and is not stopping.

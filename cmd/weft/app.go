@@ -93,6 +93,9 @@ type app struct {
 
 	// refresh is how often `weft run` redraws its progress.
 	refresh time.Duration
+	// signals follows SIGINT and SIGTERM (signals.go); nil when the
+	// command runs without them (tests).
+	signals *signals
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) *app {

@@ -21,21 +21,16 @@ import (
 	"context"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// After the first signal, restore the default handling so that a second
-	// one ends the process at once instead of waiting for a graceful stop.
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	// Signals are handled for the whole life of the process (signals.go):
+	// the first interrupts the command; a later one never ends a process
+	// whose engine still drains.
+	ctx, sigs := watchSignals()
+	a := newApp(os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+	a.signals = sigs
+	os.Exit(a.execute(ctx, os.Args[1:]))
 }
 
 // run executes the command line args and returns the exit status. A

@@ -78,6 +78,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	// RunTask stops the engine within ShutdownTimeout, which Config reads
 	// as "the default" when zero; --drain 0 means not to wait at all.
 	cfg.ShutdownTimeout = max(drain, time.Nanosecond)
+	a.runsEngine()
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
@@ -151,8 +152,17 @@ func startRun(ctx context.Context, e *weft.Engine, id int64) *taskRun {
 // interrupted waits for the interrupted run to stop its engine gracefully
 // and says where the task stands.
 func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain time.Duration, run *taskRun) error {
-	a.notice(slog.LevelWarn, fmt.Sprintf("interrupted; stopping (waiting up to %s for running steps, interrupt again to quit at once)", drain), "task_id", id)
-	<-run.done
+	a.notice(slog.LevelWarn, fmt.Sprintf("interrupted; stopping (waiting up to %s for running steps, interrupt again to stop them at once)", drain), "task_id", id)
+	select {
+	case <-run.done:
+	case <-a.hurried().Done():
+		// A second interrupt: a Stop whose context is done cuts the
+		// drain of RunTask's short (or makes it empty).
+		if err := e.Stop(a.hurried()); err != nil {
+			a.log.Warn("stop engine", "error", err)
+		}
+		<-run.done
+	}
 	a.log.Debug("run task", "task_id", id, "error", run.err)
 	t, err := e.Get(ctx, id)
 	switch {

@@ -144,6 +144,9 @@ const (
 // The dashboard is served at / (package dashboard). wrap, if given, wraps
 // the handler (weft ui guards its Host header with it).
 func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, mode serveMode, wrap ...func(http.Handler) http.Handler) error {
+	if mode == runSteps {
+		a.runsEngine()
+	}
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
@@ -194,7 +197,7 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	case serveErr = <-served:
 	}
 	a.log.Info("shutting down", "drain", drain)
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	stopCtx, cancel := a.stopContext(ctx, drain)
 	defer cancel()
 	if err := hs.Shutdown(stopCtx); err != nil {
 		a.log.Warn("requests still in flight at the deadline were cut", "error", err)

@@ -190,8 +190,11 @@ func (a *app) workerCommand() *cobra.Command {
 of every task whose handlers it has (the built-ins exec and http), including
 those that an interrupted 'weft run' or a crashed engine left behind.
 
-On a signal it stops claiming and waits up to --drain for running steps; those
+On SIGINT or SIGTERM it stops claiming and waits up to --drain for running
+steps, heartbeating meanwhile so that no other engine takes them over; those
 still running are then stopped and returned to the queue for the next engine.
+A repeated SIGTERM is ignored; a second SIGINT cuts the drain short. Either
+way the worker exits 0 once its engine is marked stopped.
 
 With --metrics-addr it serves the engine's Prometheus metrics on /metrics (the
 same as weft serve's, without the API's), and /health/live and /health/ready.`,
@@ -217,6 +220,7 @@ func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, me
 			return usageErrorf("--metrics-addr %q: want HOST:PORT", metricsAddr)
 		}
 	}
+	a.runsEngine()
 	e, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
@@ -235,7 +239,7 @@ func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, me
 	a.log.Info("worker started", "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "concurrency", cfg.Concurrency)
 	<-ctx.Done()
 	a.log.Info("worker stopping", "engine_id", e.ID(), "drain", drain)
-	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+	stopCtx, cancel := a.stopContext(ctx, drain)
 	defer cancel()
 	if err := e.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop engine: %w", err)

@@ -54,6 +54,9 @@ type Request struct {
 	// Secrets resolves the ${secret:NAME} references of the config; nil:
 	// a step that names a secret fails.
 	Secrets SecretLookup
+	// Guard kills an exec step's process group when the engine dies; nil:
+	// only the parent-death signal (Linux) kills the command itself.
+	Guard *Guard
 }
 
 // Reporter receives a running step's checkpoints and progress.

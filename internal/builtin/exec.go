@@ -141,7 +141,9 @@ func parseExecConfig(config json.RawMessage) (*execConfig, error) {
 // found, not executable, missing dir) is a PermanentError naming it.
 //
 // When ctx is done the process and its whole process group are killed and
-// the error wraps ctx.Err().
+// the error wraps ctx.Err(). The command dies with the engine too: on Linux
+// the kernel kills it when the engine's process ends, and req.Guard kills
+// its process group (what it started in the background) then.
 func Exec(ctx context.Context, req Request) (json.RawMessage, error) {
 	return runExec(ctx, req, execLimits{stdout: maxExecStdout, waitDelay: execWaitDelay})
 }
@@ -222,8 +224,11 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 	cmd.Stderr = stderr
 	// Run the command in a process group of its own so that cancellation
 	// reaches its children too: a shell's `sleep` would otherwise survive
-	// and hold the output pipes open.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// and hold the output pipes open. The command dies with the engine
+	// (dieWithParent, and req.Guard for what it starts).
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(attr)
+	cmd.SysProcAttr = attr
 	cmd.Cancel = func() error {
 		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("kill process group %d: %w", cmd.Process.Pid, err)
@@ -232,6 +237,8 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 	}
 	cmd.WaitDelay = lim.waitDelay
 
+	release := holdThread()
+	defer release()
 	if err := cmd.Start(); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("exec %q: not started: %w", cfg.Command[0], ctx.Err())
@@ -241,6 +248,11 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 		}
 		return nil, fmt.Errorf("exec %q: cannot start: %w", cfg.Command[0], err)
 	}
+	// Without the watchdog (no /bin/sh) the parent-death signal still
+	// guards the command itself.
+	_ = req.Guard.add(cmd.Process.Pid)
+	// Unregistered last, after a group that outlived the command is killed.
+	defer req.Guard.remove(cmd.Process.Pid)
 	if control != nil {
 		control.started()
 	}

@@ -30,6 +30,9 @@ type TaskObs struct {
 	// Steps lists the task's steps; Ran marks the ones whose command the
 	// ledger must show (exec steps, not signal waits).
 	Steps []StepObs
+	// Overlaps counts, by step name, the runs of the step that the ledger
+	// shows starting while another run of it still went on (Overlaps).
+	Overlaps map[string]int
 }
 
 // StepObs is one step of a task.
@@ -60,21 +63,76 @@ func (r Report) OK() bool {
 // recorded.
 type Ledger map[string]int
 
-// ParseLedger reads ledger lines "TASK STEP ATTEMPT PID". Malformed lines
-// (there should be none) are counted and skipped.
+// The ledger's lines, in the order they were appended:
+//
+//   - "TASK STEP ATTEMPT PID": a run of the step's command started (PID is
+//     the process that runs it, a worker or the server; "remote" for the
+//     remote worker);
+//   - "TASK STEP ATTEMPT PID end": that run ended, however the command
+//     exited (a command killed with SIGKILL writes no end);
+//   - "gone PID": the runner saw that process end (killed or stopped):
+//     runs it still had are over.
+
+// ParseLedger reads the ledger and counts the starts of each step's runs.
+// Malformed lines (there should be none) are counted and skipped.
 func ParseLedger(r io.Reader) (Ledger, int, error) {
 	l := Ledger{}
 	bad := 0
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 4 {
+		switch {
+		case len(f) == 4:
+			l[f[0]+" "+f[1]]++
+		case len(f) == 5 && f[4] == "end", len(f) == 2 && f[0] == "gone":
+		default:
 			bad++
-			continue
 		}
-		l[f[0]+" "+f[1]]++
 	}
 	return l, bad, sc.Err()
+}
+
+// Overlaps reads the ledger and counts, by "TASK STEP", the runs that
+// started while another run of the same step had started and not yet
+// ended: two places running one step at once. A run ends with its end
+// line or with its process ("gone"). A run that a step merely repeats (a
+// retry after a failure, a rerun after its worker died) starts after the
+// last one ended and is no overlap. Runs of the remote worker, which
+// records no ends, are left out.
+func Overlaps(r io.Reader) (map[string]int, error) {
+	type run struct{ step, id string }
+	open := map[string]map[string]bool{} // step -> open runs ("ATTEMPT PID")
+	byPID := map[string][]run{}
+	out := map[string]int{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 2 && f[0] == "gone":
+			for _, ru := range byPID[f[1]] {
+				delete(open[ru.step], ru.id)
+			}
+			delete(byPID, f[1])
+		case len(f) == 4 || len(f) == 5 && f[4] == "end":
+			if f[3] == "remote" {
+				continue
+			}
+			step, id := f[0]+" "+f[1], f[2]+" "+f[3]
+			if len(f) == 5 {
+				delete(open[step], id)
+				continue
+			}
+			if len(open[step]) > 0 {
+				out[step]++
+			}
+			if open[step] == nil {
+				open[step] = map[string]bool{}
+			}
+			open[step][id] = true
+			byPID[f[3]] = append(byPID[f[3]], run{step, id})
+		}
+	}
+	return out, sc.Err()
 }
 
 // Check compares the submitted tasks with the database's view (obs, by
@@ -84,7 +142,9 @@ func ParseLedger(r io.Reader) (Ledger, int, error) {
 //     recorded completion, or (for an exec step) never ran per the ledger;
 //   - stuck when it is not terminal;
 //   - duplicated when any of its steps has more than one audit row moving
-//     it to completed;
+//     it to completed, or ran in two places at once (obs Overlaps); a step
+//     that merely ran again (a retry, a rerun after its worker died) is
+//     not;
 //   - unaudited when it ended and its audit trail has, for a step, not as
 //     many claims as ends of runs, or not one start of the task.
 //
@@ -130,6 +190,11 @@ func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
 		for name, n := range t.Completions {
 			if n > 1 {
 				dups = append(dups, fmt.Sprintf("%s completed %d times", name, n))
+			}
+		}
+		for name, n := range t.Overlaps {
+			if n > 0 {
+				dups = append(dups, fmt.Sprintf("%s ran in two places at once (%d overlapping runs)", name, n))
 			}
 		}
 		if len(dups) > 0 {

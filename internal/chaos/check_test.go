@@ -76,3 +76,48 @@ func TestCheckFlagsEachProblem(t *testing.T) {
 		require.Contains(t, joined, want)
 	}
 }
+
+// TestOverlapsTellsRerunsFromDuplicates: a step that runs again after a
+// failure or after its worker died is no duplicate; two runs of a step at
+// once are, whatever their attempts.
+func TestOverlapsTellsRerunsFromDuplicates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		ledger []string
+		want   int
+	}{
+		{name: "one run", ledger: []string{"1 a 1 100", "1 a 1 100 end"}},
+		{name: "retried after a failure", ledger: []string{"1 a 1 100", "1 a 1 100 end", "1 a 2 200", "1 a 2 200 end"}},
+		{name: "rerun after its worker died", ledger: []string{"1 a 1 100", "gone 100", "1 a 2 200", "1 a 2 200 end"}},
+		{name: "rerun after a drain that ended it", ledger: []string{"1 a 1 100", "1 b 1 100", "1 b 1 100 end", "gone 100", "1 a 2 200"}},
+		{name: "taken over while it ran", ledger: []string{"1 a 1 100", "1 a 2 200", "1 a 1 100 end", "1 a 2 200 end"}, want: 1},
+		{name: "taken over, the first killed later", ledger: []string{"1 a 1 100", "1 a 2 200", "1 a 2 200 end", "gone 100"}, want: 1},
+		{name: "another step's run is no overlap", ledger: []string{"1 a 1 100", "1 b 1 200", "2 a 1 200", "1 a 1 100 end"}},
+		{name: "the remote worker records no ends", ledger: []string{"1 r 1 remote", "1 r 2 remote"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			text := strings.Join(tt.ledger, "\n") + "\n"
+			got, err := Overlaps(strings.NewReader(text))
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got["1 a"], "%v", got)
+			_, bad, err := ParseLedger(strings.NewReader(text))
+			require.NoError(t, err)
+			require.Zero(t, bad, "every line is well formed")
+
+			obs := done("a", "b", "r")
+			obs.Overlaps = got
+			for _, name := range []string{"a", "b", "r"} {
+				obs.Claims[name], obs.RunEnds[name] = 1, 1
+			}
+			ledger, _, err := ParseLedger(strings.NewReader(text))
+			require.NoError(t, err)
+			ledger["1 b"], ledger["1 r"] = 1, 1
+			ledger["1 a"] = max(ledger["1 a"], 1)
+			r := Check([]int64{1}, map[int64]TaskObs{1: obs}, ledger)
+			require.Equal(t, min(tt.want, 1), r.Duplicated, "%v", r.Details)
+		})
+	}
+}

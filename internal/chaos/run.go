@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -52,6 +53,23 @@ const (
 	// then frees it: every write fails with "database or disk is full"
 	// meanwhile, and must succeed again afterwards.
 	FaultFillDisk = "fill-disk"
+	// FaultRollingRestart stops each worker in turn with SIGTERM, as a
+	// deploy does, while steps longer than the workers' lease run, and
+	// starts a new one in its place: a draining worker keeps its steps, so
+	// none runs in two places at once.
+	FaultRollingRestart = "rolling-restart"
+)
+
+// The workers' lease for the rolling restarts, set through WEFT_LEASE_TTL
+// and WEFT_HEARTBEAT_INTERVAL where the CLI reads them. The long steps
+// work for two leases: an engine that stopped heartbeating when told to
+// stop would have its steps reaped and run elsewhere while it still ran
+// them. The lease outlasts the database faults (a heartbeat that fails
+// is retried after 1 s, then 2 s).
+const (
+	chaosLeaseTTL  = 5 * time.Second
+	chaosHeartbeat = time.Second
+	longStep       = 2 * chaosLeaseTTL
 )
 
 // volumeSize is the size of the tmpfs that holds the SQLite file: large
@@ -68,19 +86,36 @@ type Result struct {
 }
 
 // step is the command of every exec step: it appends "TASK STEP ATTEMPT
-// PID" (PID: the worker running it) to the ledger ($1) when it starts, then
-// works. a fails its first attempt on purpose (a retry); split is the batch
-// step (three items); the items work 0.2-0.6 s; d reads its context.
+// PID" (PID: the worker running it) to the ledger ($1) when it starts and
+// the same with "end" when it exits (not when it is killed), and works in
+// between. a fails its first attempt on purpose (a retry); split is the
+// batch step (three items); the items work 0.2-0.6 s; long (the rolling
+// restarts' work) works $2 seconds, longer than the workers' lease; d reads
+// its context.
 const stepScript = `echo "$WEFT_TASK_ID $WEFT_STEP $WEFT_ATTEMPT $PPID" >> "$1"
+trap 'echo "$WEFT_TASK_ID $WEFT_STEP $WEFT_ATTEMPT $PPID end" >> "$1"' EXIT
 case $WEFT_STEP in
 a)
 	if [ "$WEFT_ATTEMPT" = 1 ]; then echo "first attempt fails on purpose" >&2; exit 1; fi
 	sleep 0.1 ;;
 split) printf '{"batches": [1, 2, 3]}\n'; exit 0 ;;
 d) cat >/dev/null ;;
+long) sleep "$2" ;;
 *) sleep "0.$((2 + WEFT_TASK_ID % 5))" ;;
 esac
 printf '{"step": "%s", "task": %s}\n' "$WEFT_STEP" "$WEFT_TASK_ID"
+`
+
+// longTemplate is the work of the rolling restarts: one step that works
+// longer than the workers' lease.
+const longTemplate = `namespace: chaos
+name: long
+version: "1"
+steps:
+  - name: long
+    handler: exec
+    retry: {max_attempts: 20, backoff: fixed, initial: 20ms}
+    config: {command: ["/bin/sh", %[1]q, %[2]q, %[3]q]}
 `
 
 const template = `namespace: chaos
@@ -119,9 +154,11 @@ type runner struct {
 	cfg     Config
 	rng     *rand.Rand
 	dir     string
-	bin     string
-	url     string // what the workers use
-	appName string // postgres: the workers' application_name
+	bin     string // the weft CLI, with the chaos lease when it takes one
+	ledger  string
+	extra   []int64 // tasks the faults submitted (rolling restarts)
+	url     string  // what the workers use
+	appName string  // postgres: the workers' application_name
 	st      store.Store
 	db      *sql.DB
 	eng     *weft.Engine
@@ -159,6 +196,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	build.Dir = cfg.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		return res, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	long, err := r.shortLease(ctx)
+	if err != nil {
+		return res, err
 	}
 
 	var ownURL, schema string
@@ -220,6 +261,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 
 	script := filepath.Join(r.dir, "step.sh")
 	ledger := filepath.Join(r.dir, "ledger")
+	r.ledger = ledger
 	tpl := filepath.Join(r.dir, "mix.yaml")
 	if err := os.WriteFile(script, []byte(stepScript), 0o644); err != nil {
 		return res, err
@@ -227,8 +269,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := os.WriteFile(tpl, fmt.Appendf(nil, template, script, ledger), 0o644); err != nil {
 		return res, err
 	}
+	longTpl := filepath.Join(r.dir, "long.yaml")
+	longSecs := strconv.FormatFloat(long.Seconds(), 'f', -1, 64)
+	if err := os.WriteFile(longTpl, fmt.Appendf(nil, longTemplate, script, ledger, longSecs), 0o644); err != nil {
+		return res, err
+	}
 
-	faults := []string{FaultKillWorker}
+	faults := []string{FaultKillWorker, FaultRollingRestart}
 	var remoteFirst int64
 	if cfg.Serve {
 		// Before the workers start: everything that opens the database
@@ -305,6 +352,16 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if remoteFirst != 0 {
 		submitted = append(submitted, remoteFirst)
 	}
+	// The CLI registers the rolling restarts' workflow too, with a task.
+	out, err = exec.CommandContext(ctx, r.bin, "submit", longTpl, "--db", r.url).CombinedOutput()
+	if err != nil {
+		return res, fmt.Errorf("weft submit: %v\n%s", err, out)
+	}
+	longFirst, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		return res, fmt.Errorf("weft submit printed %q", out)
+	}
+	submitted = append(submitted, longFirst)
 	unsignalled := []int64{first}
 
 	if r.volume != "" {
@@ -366,9 +423,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		res.Cycles = cycle
 		r.logf("cycle %d: %s, recovered in %s", cycle, fault, rec.Round(time.Millisecond))
 	}
+	if d := res.ByFault[FaultRollingRestart]; len(d) > 0 {
+		r.logf("%s: %d, every worker stopped with SIGTERM and replaced", FaultRollingRestart, len(d))
+	}
 	if err := r.signal(ctx, unsignalled, cfg.Cycles+1); err != nil {
 		return res, err
 	}
+	submitted = append(submitted, r.extra...)
 
 	report, err := r.check(ctx, submitted, ledger)
 	if err != nil {
@@ -441,19 +502,62 @@ func (r *runner) check(ctx context.Context, submitted []int64, ledger string) (R
 		}
 		obs[id] = o
 	}
-	f, err := os.Open(ledger)
+	text, err := os.ReadFile(ledger)
 	if err != nil {
 		return Report{}, err
 	}
-	defer f.Close()
-	l, bad, err := ParseLedger(f)
+	l, bad, err := ParseLedger(bytes.NewReader(text))
 	if err != nil {
 		return Report{}, err
 	}
 	if bad > 0 {
 		r.logf("%d malformed ledger lines", bad)
 	}
+	overlaps, err := Overlaps(bytes.NewReader(text))
+	if err != nil {
+		return Report{}, err
+	}
+	for key, n := range overlaps {
+		id, name, _ := strings.Cut(key, " ")
+		tid, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			continue
+		}
+		if o, ok := obs[tid]; ok {
+			if o.Overlaps == nil {
+				o.Overlaps = map[string]int{}
+			}
+			o.Overlaps[name] += n
+			obs[tid] = o
+		}
+	}
 	return Check(submitted, obs, l), nil
+}
+
+// shortLease makes the workers' lease shorter than the long steps, for
+// the rolling restarts: r.bin becomes a wrapper that sets it for every
+// weft process of the run (the binary itself is not changed). It returns
+// how long the long steps work. A CLI without engine.lease_ttl keeps its
+// lease (30 s by default): the long steps then work for a second only,
+// and rolling restarts check clean drains without a lease to outlast.
+func (r *runner) shortLease(ctx context.Context) (time.Duration, error) {
+	out, err := exec.CommandContext(ctx, r.bin, "config").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("weft config: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "engine.lease_ttl") {
+		r.logf("this weft takes no engine.lease_ttl: workers keep their default lease, long steps work 1s")
+		return time.Second, nil
+	}
+	wrapper := filepath.Join(r.dir, "weft-chaos")
+	script := fmt.Sprintf("#!/bin/sh\nWEFT_LEASE_TTL=%s WEFT_HEARTBEAT_INTERVAL=%s\nexport WEFT_LEASE_TTL WEFT_HEARTBEAT_INTERVAL\nexec %q \"$@\"\n",
+		chaosLeaseTTL, chaosHeartbeat, r.bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		return 0, err
+	}
+	r.bin = wrapper
+	r.logf("workers run with a %s lease; long steps work %s", chaosLeaseTTL, longStep)
+	return longStep, nil
 }
 
 func tail(s string, n int) string {

@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/broadcast"
+	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -136,9 +137,20 @@ type Engine struct {
 	lastPeek     time.Time                     // when the claim loop last peeked for preemption
 	started      bool
 	stopping     bool
-	engineID     string
-	cancelRun    context.CancelFunc // stops the loops
-	loops        sync.WaitGroup
+	// stopped is closed when the first Stop returns; hurry, closed once
+	// (hurryOnce), ends its drain for a later Stop whose ctx ended.
+	stopped   chan struct{}
+	hurry     chan struct{}
+	hurryOnce sync.Once
+	engineID  string
+	cancelRun context.CancelFunc // stops the loops
+	loops     sync.WaitGroup
+	// cancelBeat stops the heartbeat loop, which Stop keeps running
+	// until the engine's last handler returned and its outcome was
+	// recorded: a draining engine keeps its leases and hears
+	// cancellations. beating waits for it.
+	cancelBeat context.CancelFunc
+	beating    sync.WaitGroup
 	// claiming: claims made in a write of the engine's own (a batch of
 	// outcomes, a submission: claimInWrite), which Stop waits for before
 	// the handlers.
@@ -202,6 +214,9 @@ type Engine struct {
 	// loadGate holds claims back while the host is under pressure
 	// (loadgate.go); nil when no threshold is set.
 	loadGate *loadGate
+	// execGuard kills what exec steps started when this process dies;
+	// Stop closes it once the handlers returned.
+	execGuard *builtin.Guard
 }
 
 // running is one handler in flight.
@@ -244,6 +259,8 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		host:      host,
 		slots:     slots.New(cfg.Concurrency),
 		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		hurry:     make(chan struct{}),
 		outbox:    make(chan report, 4*cfg.Concurrency),
 		handlers:  map[string]Handler{},
 		workflows: map[string]*workflow.Workflow{},
@@ -253,6 +270,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		nudge:     make(chan struct{}, 1),
 		hooks:     newDeliverer(),
 		clock:     time.Now,
+		execGuard: builtin.NewGuard(),
 	}
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	if cfg.TracerProvider != nil {
@@ -300,9 +318,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.maintain(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelRun = cancel
-	e.loops.Add(4)
+	beatCtx, cancelBeat := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancelBeat = cancelBeat
+	e.beating.Add(1)
+	go e.heartbeatLoop(beatCtx)
+	e.loops.Add(3)
 	go e.claimLoop(runCtx)
-	go e.heartbeatLoop(runCtx)
 	go e.maintenanceLoop(runCtx)
 	go e.webhookLoop(runCtx)
 	e.sendMu.Lock()
@@ -319,20 +340,47 @@ func (e *Engine) Start(ctx context.Context) error {
 // deadline), then cancels the rest, records the outcomes it has (giving up
 // two seconds after the deadline if the database is unreachable: those
 // steps are reclaimed and run again), and marks the engine stopped so that
-// what it left is reclaimed at once.
+// what it left is reclaimed at once. Until its outcomes are recorded the
+// engine keeps heartbeating: its steps keep their leases however long they
+// run, and a task cancelled meanwhile cancels its handler's context.
+//
+// A Stop called while another drains waits for that one to finish and
+// returns nil; if its ctx ends first, the drain ends there too: a second
+// interrupt can cut a long drain short.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
-	if !e.started || e.stopping {
+	if !e.started {
 		e.mu.Unlock()
+		return nil
+	}
+	if e.stopping {
+		e.mu.Unlock()
+		select {
+		case <-e.stopped:
+		case <-ctx.Done():
+			e.hurryOnce.Do(func() { close(e.hurry) })
+			<-e.stopped
+		}
 		return nil
 	}
 	e.stopping = true
 	e.mu.Unlock()
+	defer close(e.stopped)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.ShutdownTimeout)
 		defer cancel()
 	}
+	// A later Stop whose ctx ends first ends this drain with it.
+	ctx, cutShort := context.WithCancel(ctx)
+	defer cutShort()
+	go func() {
+		select {
+		case <-e.hurry:
+			cutShort()
+		case <-ctx.Done():
+		}
+	}()
 	e.cancelRun()
 	e.loops.Wait()
 	// Claims made with a write of the engine's own are launched before the
@@ -351,7 +399,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		e.log.Warn("shutdown deadline passed, cancelling running handlers", "engine_id", e.ID())
+		e.log.Warn("drain ended (deadline passed or cut short), cancelling running handlers", "engine_id", e.ID())
 		e.cancelAll(errShutdown)
 		// Handlers that ended wait to report while the outbox is full:
 		// where the completer cannot write (the database is gone), stop
@@ -379,6 +427,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 			<-e.done
 		}
 	}
+	// Every handler returned: end the watchdog of exec steps' commands.
+	e.execGuard.Close()
+	// Every outcome is recorded (or given up on): only now may the
+	// engine's lease lapse.
+	e.cancelBeat()
+	e.beating.Wait()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := e.store.StopEngine(stopCtx, e.ID())

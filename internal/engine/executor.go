@@ -53,7 +53,7 @@ func (e *Engine) registerBuiltins() {
 
 func (r *Run) builtinRequest() builtin.Request {
 	return builtin.Request{TaskID: r.TaskID, Step: r.Step, Attempt: r.Number, Input: r.Input, Deps: r.Deps, Config: r.Config,
-		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r, Secrets: r.engine.cfg.Secrets}
+		Checkpoint: r.Checkpoint, Batch: r.Batch, Report: r, Secrets: r.engine.cfg.Secrets, Guard: r.engine.execGuard}
 }
 
 // launch starts the handlers of claimed steps, each on the slot taken for

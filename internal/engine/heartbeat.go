@@ -13,9 +13,10 @@ import (
 )
 
 // heartbeatLoop renews the engine's lease and stops handlers whose steps
-// were cancelled or taken over elsewhere.
+// were cancelled or taken over elsewhere. It runs until Stop has drained
+// the engine, not only while it claims.
 func (e *Engine) heartbeatLoop(ctx context.Context) {
-	defer e.loops.Done()
+	defer e.beating.Done()
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer t.Stop()
 	var retryAt time.Time // backing off after failures until then
