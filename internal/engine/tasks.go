@@ -107,7 +107,7 @@ func (e *Engine) Retry(ctx context.Context, id int64, actor, reason string) erro
 // However many wait, the engine reads the states of all the tasks waited
 // for in one statement (waits), when its store ended a task (or, on a
 // store that does not tell, after each batch of outcomes it records) and
-// every waitPoll, for tasks that end on engines elsewhere.
+// every WaitPoll, for tasks that end on engines elsewhere.
 func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
 	done := e.waits.add(e, id)
 	defer e.waits.remove(id, done)

@@ -16,12 +16,12 @@ import (
 // for, whose states one loop reads in one statement whenever a transaction
 // of the engine's store ends a task (store.TaskEnder; on a store that does
 // not tell, after each batch of outcomes the engine records) and every
-// waitPoll (a task may end on another engine), so that a thousand waiters
+// WaitPoll (a task may end on another engine), so that a thousand waiters
 // cost one read an end, not a thousand. The loop runs while anyone waits.
 
-// waitPoll is how often the states of the tasks waited for are read when
+// WaitPoll is how often the states of the tasks waited for are read when
 // the store tells of no end.
-const waitPoll = 100 * time.Millisecond
+const WaitPoll = 100 * time.Millisecond
 
 // waitRead bounds one read of the states.
 const waitRead = 30 * time.Second
@@ -105,7 +105,7 @@ func (w *waits) answer(ids []int64, states map[int64]state.Task, err error) {
 
 // waitLoop reads the states of the tasks waited for, until none is.
 func (e *Engine) waitLoop() {
-	t := time.NewTicker(waitPoll)
+	t := time.NewTicker(WaitPoll)
 	defer t.Stop()
 	ender, _ := e.store.(store.TaskEnder)
 	for {
