@@ -130,6 +130,15 @@ type Config struct {
 	PressureReader PressureReader
 }
 
+// The defaults of Config's fields, applied where a field is zero.
+const (
+	DefaultConcurrency       = engine.DefaultConcurrency
+	DefaultHeartbeatInterval = engine.DefaultHeartbeatInterval
+	DefaultLeaseTTL          = engine.DefaultLeaseTTL
+	DefaultShutdownTimeout   = engine.DefaultShutdownTimeout
+	DefaultStaleAfter        = store.DefaultStaleAfter
+)
+
 // PressureReader reads the pressure of a resource ("cpu", "io" or
 // "memory") in percent: the share of the last ten seconds in which some
 // task waited for it (PSI "some avg10").

@@ -47,6 +47,8 @@ var settings = []setting{
 	{key: "engine.caps", flag: "cap", env: "WEFT_CAPS", kind: config.Map},
 	{key: "engine.drain", flag: "drain", env: "WEFT_DRAIN"},
 	{key: "engine.max_pressure", flag: "max-pressure", env: "WEFT_MAX_PRESSURE", kind: config.Map},
+	{key: "engine.lease_ttl", flag: "lease-ttl", env: "WEFT_LEASE_TTL"},
+	{key: "engine.heartbeat_interval", flag: "heartbeat-interval", env: "WEFT_HEARTBEAT_INTERVAL"},
 	{key: "worker.metrics_addr", flag: "metrics-addr", env: "WEFT_METRICS_ADDR"},
 	{key: "serve.addr", flag: "addr", env: "WEFT_ADDR"},
 	{key: "serve.insecure_no_auth", flag: "insecure-no-auth", env: "WEFT_INSECURE_NO_AUTH"},
@@ -109,6 +111,25 @@ func (c *configuration) source(key string) string {
 		}
 	}
 	return ""
+}
+
+// describe names the flag for an error about its value: "--flag", with
+// the setting and where it came from when that was not the command line
+// ("--lease-ttl (engine.lease_ttl at weft.yaml:4)"). c may be nil.
+func (c *configuration) describe(flag string) string {
+	if c == nil {
+		return "--" + flag
+	}
+	for _, r := range c.settings {
+		if r.flag != flag || r.items == nil || strings.HasPrefix(r.source, "flag ") {
+			continue
+		}
+		if strings.HasPrefix(r.source, "env ") {
+			return fmt.Sprintf("--%s (%s, from %s)", flag, r.key, r.source)
+		}
+		return fmt.Sprintf("--%s (%s at %s)", flag, r.key, r.source)
+	}
+	return "--" + flag
 }
 
 // fromFile reports whether the setting of environment variable name came

@@ -46,14 +46,14 @@ the task stays in the database for 'weft worker' to resume.`,
 				return err
 			}
 			if a.serverURL() != "" {
-				for _, name := range []string{"concurrency", "cap", "drain"} {
+				for _, name := range []string{"concurrency", "cap", "drain", "lease-ttl", "heartbeat-interval", "max-pressure"} {
 					if cmd.Flags().Changed(name) {
 						return usageErrorf("--%s configures a local engine; with a server, its engines run the task", name)
 					}
 				}
 				return a.runRemote(cmd.Context(), args[0], sub, jsonOut)
 			}
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}

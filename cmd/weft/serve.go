@@ -62,7 +62,7 @@ the engine drains its running steps for up to --drain.`,
   weft serve --addr 127.0.0.1:8080 --db postgres://weft@db/weft`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}

@@ -196,7 +196,7 @@ With --metrics-addr it serves the engine's Prometheus metrics on /metrics (the
 same as weft serve's, without the API's), and /health/live and /health/ready.`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}

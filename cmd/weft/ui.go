@@ -31,7 +31,7 @@ cross-site writes are refused.`,
   weft ui --addr 0.0.0.0:8080 --require-keys --db postgres://weft@db/weft`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := eng.config()
+			cfg, err := eng.config(a.config)
 			if err != nil {
 				return err
 			}

@@ -56,9 +56,17 @@ type Config struct {
 	PressureReader    PressureReader
 }
 
+// The defaults of Config's fields, applied where a field is zero.
+const (
+	DefaultConcurrency       = 10
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultLeaseTTL          = 30 * time.Second
+	DefaultShutdownTimeout   = 30 * time.Second
+)
+
 func (c *Config) setDefaults() error {
 	if c.Concurrency == 0 {
-		c.Concurrency = 10
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("weft: Concurrency must be positive, got %d", c.Concurrency)
@@ -73,11 +81,11 @@ func (c *Config) setDefaults() error {
 			*d = v
 		}
 	}
-	def(&c.HeartbeatInterval, 5*time.Second)
-	def(&c.LeaseTTL, 30*time.Second)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.LeaseTTL, DefaultLeaseTTL)
 	def(&c.PollInterval, time.Second)
 	def(&c.LeaderTTL, max(10*time.Second, 3*c.PollInterval))
-	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	def(&c.UpkeepInterval, time.Minute)
 	def(&c.StaleAfter, store.DefaultStaleAfter)
 	if c.LeaseTTL < 2*c.HeartbeatInterval {
@@ -301,7 +309,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.completing = true
 	e.sendMu.Unlock()
 	go e.completer()
-	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency)
+	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency,
+		"lease_ttl_ms", e.cfg.LeaseTTL.Milliseconds(), "heartbeat_interval_ms", e.cfg.HeartbeatInterval.Milliseconds())
 	return nil
 }
 
