@@ -246,9 +246,11 @@ func startCluster(ctx context.Context, cfg Config, bin string) (c *cluster, err 
 	return c, nil
 }
 
-// longStep is how long the long steps run: longer than the lease, so that a
-// graceful stop drains them past it.
-func (c *cluster) longStep() time.Duration { return c.lease + c.lease/2 + time.Second }
+// longStep is how long the long steps run: twice the lease and a second,
+// so that a graceful stop drains them well past it.
+func (c *cluster) longStep() time.Duration { return longStep(c.lease) }
+
+func longStep(lease time.Duration) time.Duration { return 2*lease + time.Second }
 
 func (c *cluster) waitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)

@@ -20,7 +20,7 @@ import (
 )
 
 // How the operations are carried out: through the REST API, or through
-// the CLI with --server as an operator would (about one in six, by Arg).
+// the CLI with --server as an operator would (one in ten, by Arg).
 
 // rest calls the API. A 5xx other than 503 is a violation; the status and
 // the error (for any status ≥ 300) are returned.
@@ -81,7 +81,7 @@ func (r *runner) cli(ctx context.Context, args ...string) (int, string) {
 	return code, strings.TrimSpace(string(out))
 }
 
-func viaCLI(op Op) bool { return op.Arg%6 == 5 }
+func viaCLI(op Op) bool { return op.Arg%10 == 9 }
 
 func (r *runner) do(ctx context.Context, op Op) error {
 	switch op.Kind {
@@ -118,7 +118,7 @@ func (r *runner) do(ctx context.Context, op Op) error {
 		r.remoteSilentUntil = time.Now().Add(lease + 3*time.Second)
 		return nil
 	case OpWait:
-		time.Sleep(time.Duration(op.Arg%10+1) * 50 * time.Millisecond)
+		time.Sleep(time.Duration(op.Arg%5+1) * 40 * time.Millisecond)
 		return nil
 	}
 	return fmt.Errorf("unknown operation %q", op.Kind)
@@ -517,10 +517,7 @@ func (r *runner) stopEngine(ctx context.Context, op Op) error {
 	if len(live) > 1 {
 		// A worker running a long step: submit one and wait (bounded) until
 		// a worker holds one (weft serve's engine may take it: then one more).
-		deadline := time.Now().Add(r.c.lease + time.Second)
-		if r.paused["ma"] || r.limited["ma"] {
-			deadline = time.Now() // it may not run: stop whichever
-		}
+		deadline := time.Now().Add(2*r.c.lease + 2*time.Second)
 		var longs []int64
 	wait:
 		for time.Now().Before(deadline) {

@@ -57,7 +57,7 @@ const (
 	OpStopEngine      = "stop-engine"      // SIGTERM a `weft worker` (long steps in flight), restart it once it exits
 	OpKillEngine      = "kill-engine"      // SIGKILL a `weft worker`, restart it
 	OpLeaseExpiry     = "lease-expiry"     // the remote worker abandons its steps and goes silent past its lease
-	OpWait            = "wait"             // let time pass (Arg%20+1 tenths of the lease)
+	OpWait            = "wait"             // let time pass ((Arg%5+1)×40ms)
 )
 
 var weights = []struct {
@@ -70,7 +70,7 @@ var weights = []struct {
 	{OpCancel, 30}, {OpRetryTask, 30}, {OpRetryStep, 25}, {OpResolveStep, 15}, {OpSignal, 45},
 	{OpPause, 10}, {OpResume, 14}, {OpPauseUnknown, 4}, {OpLimit, 8}, {OpUnlimit, 10},
 	{OpDelete, 15}, {OpPrune, 5}, {OpSchedule, 4},
-	{OpStopEngine, 2}, {OpKillEngine, 2}, {OpLeaseExpiry, 2}, {OpWait, 25},
+	{OpStopEngine, 4}, {OpKillEngine, 2}, {OpLeaseExpiry, 2}, {OpWait, 25},
 }
 
 // Kinds lists every operation kind.

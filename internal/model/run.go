@@ -43,8 +43,10 @@ type Config struct {
 	Skip    map[string]bool
 	KeepDir bool
 	Log     io.Writer
-	// StopAtFirst ends the run at its first violation (shrinking does).
+	// StopAtFirst ends the run at its first violation; StopOn at the
+	// first of that invariant (shrinking's trials do).
 	StopAtFirst bool
+	StopOn      string
 	logf        func(string, ...any)
 }
 
@@ -142,6 +144,7 @@ type runner struct {
 	open, failed, ended []int64
 	failedSteps         []int64
 	waiting             []int64 // tasks with a step waiting for a signal
+	quiet               bool    // the last check saw nothing that moves by itself
 }
 
 // Run builds the binary if needed, starts a cluster and runs ops on it.
@@ -200,11 +203,11 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 			}
 			r.res.Checks += time.Since(t0)
 		}
-		if cfg.StopAtFirst && len(r.res.Violations) > 0 {
+		if r.stopped() {
 			break
 		}
 	}
-	if !(cfg.StopAtFirst && len(r.res.Violations) > 0) && ctx.Err() == nil {
+	if !r.stopped() && ctx.Err() == nil {
 		if err := r.settle(ctx); err != nil {
 			return r.res, err
 		}
@@ -217,6 +220,17 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 		}
 	}
 	return r.res, nil
+}
+
+// stopped reports whether the run should end now (Config.StopAtFirst,
+// StopOn).
+func (r *runner) stopped() bool {
+	for _, v := range r.res.Violations {
+		if r.cfg.StopAtFirst || v.Invariant == r.cfg.StopOn {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runner) violate(inv, format string, a ...any) {
@@ -260,7 +274,10 @@ func (r *runner) settle(ctx context.Context) error {
 		if err := r.checkState(ctx); err != nil {
 			return err
 		}
-		if len(r.open) == 0 {
+		if r.stopped() {
+			return nil
+		}
+		if r.quiet {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -323,6 +340,14 @@ func (r *runner) checkState(ctx context.Context) error {
 			}
 		}
 		obs = append(obs, Classify(t, env))
+	}
+	// Quiet: every open task waits for something that does not pass by
+	// itself (a signal, a pause, a limit): nothing more will happen.
+	r.quiet = true
+	for _, o := range obs {
+		if o.Reason != "signal" && o.Reason != "paused" && o.Reason != "limited" {
+			r.quiet = false
+		}
 	}
 	for _, v := range r.waits.Observe(env.Now, obs) {
 		r.violate(v.Invariant, "%s", v.Detail)

@@ -31,7 +31,7 @@ var submitWorkflow = map[string]string{
 	OpSubmitPlain:     "ma/plain",
 	OpSubmitDAG:       "ma/dag",
 	OpSubmitFlaky:     "ma/flaky",
-	OpSubmitLong:      "ma/long",
+	OpSubmitLong:      "mc/long", // a namespace of its own: never paused or limited
 	OpSubmitKeyed:     "ma/plain",
 	OpSubmitSupersede: "ma/plain",
 	OpSubmitSignal:    "mb/sig",
@@ -43,7 +43,7 @@ var submitWorkflow = map[string]string{
 
 // templates returns the model's workflow templates by file name.
 func templates(script, ledger string, lease time.Duration) map[string]string {
-	long := lease + lease/2 + time.Second
+	long := longStep(lease)
 	cmd := func(secs, mode string) string {
 		return fmt.Sprintf(`{command: ["/bin/sh", %q, %q, %q, %q]}`, script, ledger, secs, mode)
 	}
@@ -87,7 +87,7 @@ steps:
 		retry: {max_attempts: 1}
 		config: ` + cmd("0.05", "fail") + `
 `),
-		"long": f(`namespace: ma
+		"long": f(`namespace: mc
 name: long
 version: "1"
 steps:

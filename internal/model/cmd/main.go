@@ -137,7 +137,7 @@ func main() {
 // shrinkRun shrinks ops to a minimal sequence whose run still breaks inv.
 func shrinkRun(ctx context.Context, cfg model.Config, ops []model.Op, inv string, budget time.Duration) []model.Op {
 	cfg.Log = nil
-	cfg.StopAtFirst = false
+	cfg.StopOn = inv
 	trial := 0
 	fails := func(ctx context.Context, cand []model.Op) (bool, error) {
 		trial++
