@@ -77,6 +77,7 @@ func (r *runner) cli(ctx context.Context, args ...string) (int, string) {
 		} else {
 			code = -1
 		}
+		r.cfg.logf("op %d: weft %s: exit %d: %s", r.cur, strings.Join(args, " "), code, strings.TrimSpace(string(out)))
 	}
 	return code, strings.TrimSpace(string(out))
 }

@@ -40,6 +40,8 @@ func main() {
 	flag.DurationVar(&cfg.Bound, "bound", 0, "how long a task may wait for no reason the model names, or a served ready step go unclaimed (default 2×lease+10s)")
 	skip := flag.String("skip", "", "development only: comma-separated invariants not to check (the default checks all: "+strings.Join(model.Invariants, ", ")+")")
 	quiet := flag.Bool("quiet", false, "print only violations and the final line")
+	weft := flag.String("weft", "", "a weft binary to test (default: build ./cmd/weft)")
+	target := flag.String("target", "", "shrink for the first violation of this invariant (default: the first violation's)")
 	flag.Parse()
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
@@ -85,8 +87,10 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(bindir)
-	if cfg.Bin, err = model.Build(ctx, root, bindir); err != nil {
-		fail(err)
+	if cfg.Bin = *weft; cfg.Bin == "" {
+		if cfg.Bin, err = model.Build(ctx, root, bindir); err != nil {
+			fail(err)
+		}
 	}
 	fmt.Fprintf(os.Stderr, "model: store=%s %s ops=%d (replay: --replay FILE; the sequence: --seed %d --ops %d --print-ops)\n", cfg.Store, source, len(ops), *seed, *n)
 	res, err := model.Run(ctx, cfg, ops)
@@ -108,6 +112,12 @@ func main() {
 	}
 	if len(res.Violations) > 0 {
 		first := res.Violations[0]
+		for _, v := range res.Violations {
+			if v.Invariant == *target {
+				first = v
+				break
+			}
+		}
 		upto := min(first.Op+1, len(ops))
 		prefix := ops[:upto]
 		path := *out
