@@ -196,34 +196,41 @@ func (w *WaitTracker) Observe(now time.Time, tasks []TaskWait) []Violation {
 }
 
 // AuditAgrees checks that a task's audit trail ends each step in the
-// state the step is in, and the task in its state: the last transition
-// recorded for each is to its current state.
+// state the step is in, and the task in its state. The trail lists
+// transitions by id, and a claim is recorded after it happened (at its
+// run's end or the next heartbeat) with the time it happened, while on
+// PostgreSQL a transition's time is its transaction's start: neither the
+// id order nor the time order is the order of events alone. The last
+// transition by id or the last by time must be to the current state.
 func AuditAgrees(t *store.Task, audit []store.AuditEntry) []string {
-	// The trail lists transitions by id; a claim is recorded after it
-	// happened (at its run's end or the next heartbeat), so the order of
-	// events is the order of their times.
-	audit = slices.Clone(audit)
-	slices.SortStableFunc(audit, func(a, b store.AuditEntry) int { return a.At.Compare(b.At) })
-	last := map[string]store.AuditEntry{}
-	var lastTask *store.AuditEntry
-	for _, e := range audit {
-		if e.Step == "" {
-			lastTask = &e
-			continue
+	type ends struct{ byID, byTime *store.AuditEntry }
+	last := map[string]*ends{}
+	for i := range audit {
+		e := &audit[i]
+		l := last[e.Step]
+		if l == nil {
+			l = &ends{}
+			last[e.Step] = l
 		}
-		last[e.Step] = e
+		if l.byID == nil || e.ID >= l.byID.ID {
+			l.byID = e
+		}
+		if l.byTime == nil || !e.At.Before(l.byTime.At) {
+			l.byTime = e
+		}
 	}
+	agree := func(l *ends, st string) bool { return l.byID.To == st || l.byTime.To == st }
 	var out []string
-	if lastTask != nil && lastTask.To != string(t.State) {
-		out = append(out, fmt.Sprintf("task %d is %s, its audit trail's last transition is %s→%s", t.ID, t.State, lastTask.From, lastTask.To))
+	if l := last[""]; l != nil && !agree(l, string(t.State)) {
+		out = append(out, fmt.Sprintf("task %d is %s, its audit trail's last transition is %s→%s", t.ID, t.State, l.byTime.From, l.byTime.To))
 	}
 	for _, s := range t.Steps {
-		e, ok := last[s.Name]
+		l, ok := last[s.Name]
 		if !ok {
 			continue // never moved (pending steps of an ended task)
 		}
-		if e.To != string(s.State) {
-			out = append(out, fmt.Sprintf("task %d step %s is %s, its audit trail's last transition is %s→%s", t.ID, s.Name, s.State, e.From, e.To))
+		if !agree(l, string(s.State)) {
+			out = append(out, fmt.Sprintf("task %d step %s is %s, its audit trail's last transition is %s→%s", t.ID, s.Name, s.State, l.byTime.From, l.byTime.To))
 		}
 	}
 	slices.Sort(out)

@@ -161,8 +161,8 @@ func randomSuffix() string {
 
 // startCluster starts a fresh cluster in a new directory (and, on
 // PostgreSQL, a new schema).
-func startCluster(ctx context.Context, cfg Config, bin string) (c *cluster, err error) {
-	c = &cluster{cfg: cfg, logf: cfg.logf, http: &http.Client{Timeout: 30 * time.Second}}
+func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err error) {
+	c := &cluster{cfg: cfg, logf: cfg.logf, http: &http.Client{Timeout: 30 * time.Second}}
 	c.dir, err = os.MkdirTemp("", "weft-model-")
 	if err != nil {
 		return nil, err
@@ -350,15 +350,18 @@ func (c *cluster) close() {
 		c.serve.stop(10 * time.Second)
 	}
 	if c.st != nil {
-		if c.schema != "" {
+		if c.schema != "" && !c.cfg.KeepDir {
 			if dbs, ok := c.st.(interface{ DB() *sqlDB }); ok {
 				_, _ = dbs.DB().ExecContext(context.Background(), `DROP SCHEMA `+c.schema+` CASCADE`)
 			}
 		}
 		c.st.Close()
 	}
-	if c.dir != "" && !c.cfg.KeepDir {
+	switch {
+	case c.dir != "" && !c.cfg.KeepDir:
 		_ = os.RemoveAll(c.dir)
+	case c.dir != "":
+		c.logf("kept %s (schema %q)", c.dir, c.schema)
 	}
 }
 

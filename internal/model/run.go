@@ -353,7 +353,7 @@ func (r *runner) checkState(ctx context.Context) error {
 		r.violate(v.Invariant, "%s", v.Detail)
 	}
 	// Targets for operator actions: failed tasks and steps.
-	failed, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskFailed, state.TaskCancelled}, Limit: 50})
+	failed, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskFailed}, Limit: 50})
 	if err == nil {
 		r.failed = r.failed[:0]
 		r.failedSteps = r.failedSteps[:0]
@@ -370,7 +370,7 @@ func (r *runner) checkState(ctx context.Context) error {
 			}
 		}
 	}
-	ended, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskCompleted}, Limit: 50})
+	ended, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskCompleted, state.TaskCancelled}, Limit: 50})
 	if err == nil {
 		r.ended = r.ended[:0]
 		for _, t := range ended {

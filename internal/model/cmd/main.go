@@ -36,6 +36,7 @@ func main() {
 	budget := flag.Duration("shrink-budget", 15*time.Minute, "how long shrinking may take")
 	out := flag.String("out", "", "write the failing (and the shrunk) sequence to FILE and FILE.shrunk (default: a file in the temporary directory)")
 	flag.IntVar(&cfg.Workers, "workers", 2, "`weft worker` engines beside weft serve's")
+	flag.BoolVar(&cfg.KeepDir, "keep", false, "keep the run's directory (database, ledger, templates) and PostgreSQL schema for inspection")
 	flag.DurationVar(&cfg.Lease, "lease", 2*time.Second, "the engines' lease (when weft has --lease-ttl; otherwise its default)")
 	flag.DurationVar(&cfg.Bound, "bound", 0, "how long a task may wait for no reason the model names, or a served ready step go unclaimed (default 2×lease+10s)")
 	skip := flag.String("skip", "", "development only: comma-separated invariants not to check (the default checks all: "+strings.Join(model.Invariants, ", ")+")")
