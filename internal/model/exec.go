@@ -235,6 +235,7 @@ func (r *runner) transitionSince(ctx context.Context, id int64, step string, at 
 }
 
 func (r *runner) retryTask(ctx context.Context, op Op) error {
+	r.refreshTargets(ctx)
 	id, ok := pick(r.failed, op.Arg)
 	if !ok {
 		return nil
@@ -258,6 +259,7 @@ func (r *runner) retryTask(ctx context.Context, op Op) error {
 }
 
 func (r *runner) stepAction(ctx context.Context, op Op) error {
+	r.refreshTargets(ctx)
 	sid, ok := pick(r.failedSteps, op.Arg)
 	if !ok {
 		return nil
@@ -419,6 +421,7 @@ func (r *runner) policy(ctx context.Context, op Op) error {
 }
 
 func (r *runner) delete(ctx context.Context, op Op) error {
+	r.refreshTargets(ctx)
 	cands := append(append([]int64{}, r.ended...), r.failed...)
 	id, ok := pick(cands, op.Arg)
 	if !ok {

@@ -352,7 +352,13 @@ func (r *runner) checkState(ctx context.Context) error {
 	for _, v := range r.waits.Observe(env.Now, obs) {
 		r.violate(v.Invariant, "%s", v.Detail)
 	}
-	// Targets for operator actions: failed tasks and steps.
+	r.refreshTargets(ctx)
+	return nil
+}
+
+// refreshTargets lists the tasks and steps that operator actions on
+// failed or ended work pick from, as they are now.
+func (r *runner) refreshTargets(ctx context.Context) {
 	failed, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskFailed}, Limit: 50})
 	if err == nil {
 		r.failed = r.failed[:0]
@@ -377,7 +383,6 @@ func (r *runner) checkState(ctx context.Context) error {
 			r.ended = append(r.ended, t.ID)
 		}
 	}
-	return nil
 }
 
 // checkEnd checks, at the end, the audit trail of every task that ended
