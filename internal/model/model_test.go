@@ -20,9 +20,7 @@ func TestModelShortRun(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	bin, err := Build(ctx, root, t.TempDir())
+	bin, err := Build(t.Context(), root, t.TempDir())
 	require.NoError(t, err)
 	stores := []struct{ name, db string }{{"sqlite", ""}}
 	if url := os.Getenv("WEFT_TEST_POSTGRES_URL"); url != "" {
@@ -31,6 +29,8 @@ func TestModelShortRun(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+			defer cancel()
 			const seed, n = 20261206, 150
 			ops := Generate(seed, n)
 			res, err := Run(ctx, Config{Store: st.name, DB: st.db, Root: root, Bin: bin, Log: testLog{t}}, ops)
