@@ -299,12 +299,23 @@ func (c *cluster) liveWorkers() []*proc {
 	return out
 }
 
-// reap restarts the workers that exited after a graceful stop.
-func (c *cluster) reap() error {
-	for _, w := range c.workers {
-		if w.stopping && w.exited() {
+// reap restarts the workers that exited after a graceful stop, and any
+// process that exited unasked (reported to unasked, and restarted).
+func (c *cluster) reap(unasked func(p *proc, state string)) error {
+	for _, w := range append([]*proc{c.serve}, c.workers...) {
+		if !w.exited() {
+			continue
+		}
+		if w.stopping {
 			c.logf("%s (pid %d) exited after SIGTERM: restarting it", w.name, w.pid())
-			if err := w.start(c.bin, c.env); err != nil {
+		} else {
+			unasked(w, w.cmd.ProcessState.String())
+		}
+		if err := w.start(c.bin, c.env); err != nil {
+			return err
+		}
+		if w == c.serve {
+			if err := c.waitHealthy(context.Background()); err != nil {
 				return err
 			}
 		}

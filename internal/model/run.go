@@ -61,10 +61,11 @@ const (
 	InvEffect    = "effect"     // an action that reports success changed what it said
 	InvRefused   = "refused"    // an action on something that does not exist is refused
 	InvServerErr = "server-err" // no 500 answers
+	InvExit      = "exit"       // no weft process exits unasked
 )
 
 // Invariants lists them all.
-var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr}
+var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr, InvExit}
 
 // Violation is one broken invariant, at the op (index into the sequence)
 // after which it was seen.
@@ -192,7 +193,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 			return r.res, fmt.Errorf("op %d (%s): %w", i, op, err)
 		}
 		r.res.Ops = i + 1
-		if err := c.reap(); err != nil {
+		if err := r.c.reap(r.unasked); err != nil {
 			return r.res, err
 		}
 		r.readLedger()
@@ -220,6 +221,11 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 		}
 	}
 	return r.res, nil
+}
+
+// unasked reports a process that exited by itself.
+func (r *runner) unasked(p *proc, state string) {
+	r.violate(InvExit, "%s (pid %d) exited unasked (%s); stderr:\n%s", p.name, p.pid(), state, p.tail(15))
 }
 
 // stopped reports whether the run should end now (Config.StopAtFirst,
@@ -267,7 +273,7 @@ func (r *runner) settle(ctx context.Context) error {
 	r.cur = len(r.ops)
 	deadline := time.Now().Add(r.cfg.Bound + 3*r.c.lease + 5*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if err := r.c.reap(); err != nil {
+		if err := r.c.reap(r.unasked); err != nil {
 			return err
 		}
 		r.readLedger()
