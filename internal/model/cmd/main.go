@@ -93,7 +93,11 @@ func main() {
 			fail(err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "model: store=%s %s ops=%d (replay: --replay FILE; the sequence: --seed %d --ops %d --print-ops)\n", cfg.Store, source, len(ops), *seed, *n)
+	if *replay == "" {
+		fmt.Fprintf(os.Stderr, "model: store=%s %s ops=%d (the sequence: --seed %d --ops %d --print-ops)\n", cfg.Store, source, len(ops), *seed, *n)
+	} else {
+		fmt.Fprintf(os.Stderr, "model: store=%s %s ops=%d\n", cfg.Store, source, len(ops))
+	}
 	res, err := model.Run(ctx, cfg, ops)
 	if err != nil {
 		fail(err)
