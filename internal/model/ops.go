@@ -34,7 +34,7 @@ const (
 	OpSubmitDAG       = "submit-dag"       // a, then b and c (c fails once), then d
 	OpSubmitFlaky     = "submit-flaky"     // one exec step that fails for good
 	OpSubmitSignal    = "submit-signal"    // an exec step, then a signal wait (long timeout)
-	OpSubmitSignalTO  = "submit-signal-to" // a signal wait that times out within a second
+	OpSubmitSignalTO  = "submit-signal-to" // a signal wait that times out after 300ms
 	OpSubmitChild     = "submit-child"     // a sub-workflow step (child: plain)
 	OpSubmitBatch     = "submit-batch"     // a batch step of three items
 	OpSubmitKeyed     = "submit-keyed"     // plain, with one of a few idempotency keys

@@ -118,7 +118,7 @@ version: "1"
 steps:
 	- name: w
 		type: signal
-		signal: {name: go, timeout: 1s}
+		signal: {name: go, timeout: 300ms}
 	- name: z
 		handler: exec
 		depends_on: [w]
