@@ -1,0 +1,238 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// The invariant checkers, as functions of what was observed, so that each
+// is tested on hand-made histories.
+
+// IDTracker remembers every task and step id ever seen with what it named,
+// and reports an id that comes back naming something else.
+type IDTracker struct {
+	tasks map[int64]string
+	steps map[int64]string
+}
+
+// Task records task id as the task of workflow created at created.
+func (t *IDTracker) Task(id int64, workflow string, created time.Time) error {
+	if t.tasks == nil {
+		t.tasks = map[int64]string{}
+	}
+	who := fmt.Sprintf("%s created %s", workflow, created.UTC().Format(time.RFC3339Nano))
+	if was, ok := t.tasks[id]; ok && was != who {
+		return fmt.Errorf("task id %d reused: it was %s, it is now %s", id, was, who)
+	}
+	t.tasks[id] = who
+	return nil
+}
+
+// Step records step id as step name of task taskID.
+func (t *IDTracker) Step(id, taskID int64, name string) error {
+	if t.steps == nil {
+		t.steps = map[int64]string{}
+	}
+	who := fmt.Sprintf("step %s of task %d", name, taskID)
+	if was, ok := t.steps[id]; ok && was != who {
+		return fmt.Errorf("step id %d reused: it was %s, it is now %s", id, was, who)
+	}
+	t.steps[id] = who
+	return nil
+}
+
+// Env is what the model knows of the cluster when it classifies tasks.
+type Env struct {
+	Now     time.Time
+	Paused  map[string]bool // namespaces paused
+	Limited map[string]bool // namespaces with a concurrency limit
+	// RemoteServed: a remote worker serves remote.work now.
+	RemoteServed bool
+}
+
+// TaskWait is why an open task waits, as Classify sees it: Reason names
+// it ("" when the model can name none), and Ready lists the ready steps
+// a live engine serves, which must be claimed within the bound.
+type TaskWait struct {
+	Task   int64
+	Reason string
+	Ready  []ReadyStep
+	Detail string // the steps' states, for reports
+}
+
+// ReadyStep is a ready step that nothing holds back.
+type ReadyStep struct {
+	ID      int64
+	Name    string
+	Attempt int
+	Kind    string
+}
+
+// Classify names why an open task waits: a step running or waiting (a
+// signal, a child task, a timer), a ready step held back by a pause, a
+// limit, a retry's backoff or a handler no live worker serves. Ready steps
+// that nothing holds back are listed: the engines must claim them.
+func Classify(t *store.Task, env Env) TaskWait {
+	w := TaskWait{Task: t.ID}
+	var states []string
+	for _, s := range t.Steps {
+		states = append(states, fmt.Sprintf("%s=%s", s.Name, s.State))
+	}
+	w.Detail = fmt.Sprintf("task %d (%s/%s) %s: steps %s", t.ID, t.Namespace, t.Workflow, t.State, strings.Join(states, " "))
+	held := func(ns string) string {
+		switch {
+		case env.Paused[ns]:
+			return "paused"
+		case env.Limited[ns]:
+			return "limited"
+		}
+		return ""
+	}
+	if t.State == state.TaskPending {
+		switch {
+		case t.RunAt.After(env.Now):
+			w.Reason = "timer"
+		case held(t.Namespace) != "":
+			w.Reason = held(t.Namespace)
+		default:
+			w.Reason = "starting" // the task starts with its first steps
+		}
+		return w
+	}
+	for _, s := range t.Steps {
+		switch s.State {
+		case state.StepRunning:
+			w.Reason = "running"
+		case state.StepWaiting:
+			switch s.Kind {
+			case store.KindSignal:
+				w.Reason = "signal"
+			case store.KindWorkflow:
+				w.Reason = "child"
+			default:
+				w.Reason = "timer"
+			}
+		case state.StepReady:
+			switch {
+			case s.RunAt != nil && s.RunAt.After(env.Now):
+				w.Reason = "timer"
+			case held(s.Namespace) != "":
+				w.Reason = held(s.Namespace)
+			case s.Handler == "remote.work" && !env.RemoteServed:
+				w.Reason = "unserved"
+			default:
+				w.Ready = append(w.Ready, ReadyStep{ID: s.ID, Name: s.Name, Attempt: s.Attempts, Kind: s.Kind})
+			}
+		}
+	}
+	if w.Reason == "" && len(w.Ready) > 0 {
+		w.Reason = "ready"
+	}
+	return w
+}
+
+// WaitTracker follows classified tasks over time: a task the model can
+// name no reason for, or a ready step nothing holds back, for longer than
+// Bound is a violation (reported once).
+type WaitTracker struct {
+	Bound       time.Duration
+	unexplained map[int64]time.Time
+	ready       map[string]time.Time // "STEP ATTEMPT": since
+	reported    map[string]bool
+}
+
+// Observe takes one observation of every open task (tasks not listed
+// ended) and returns the violations it shows.
+func (w *WaitTracker) Observe(now time.Time, tasks []TaskWait) []Violation {
+	if w.unexplained == nil {
+		w.unexplained, w.ready, w.reported = map[int64]time.Time{}, map[string]time.Time{}, map[string]bool{}
+	}
+	var out []Violation
+	seenT := map[int64]bool{}
+	seenS := map[string]bool{}
+	for _, t := range tasks {
+		if t.Reason == "" {
+			seenT[t.Task] = true
+			since, ok := w.unexplained[t.Task]
+			if !ok {
+				w.unexplained[t.Task] = now
+			} else if now.Sub(since) > w.Bound && !w.reported[fmt.Sprint("t", t.Task)] {
+				w.reported[fmt.Sprint("t", t.Task)] = true
+				out = append(out, Violation{Invariant: InvStranded, Detail: fmt.Sprintf("for %s the model names no reason why it waits: %s", now.Sub(since).Round(time.Millisecond), t.Detail)})
+			}
+		}
+		for _, s := range t.Ready {
+			key := fmt.Sprintf("%d %d", s.ID, s.Attempt)
+			seenS[key] = true
+			since, ok := w.ready[key]
+			if !ok {
+				w.ready[key] = now
+			} else if now.Sub(since) > w.Bound && !w.reported[key] {
+				w.reported[key] = true
+				kind := s.Kind
+				if kind == "" {
+					kind = "handler"
+				}
+				out = append(out, Violation{Invariant: InvUnclaimed, Detail: fmt.Sprintf("step %s (id %d, %s) ready and served for %s, never claimed: %s", s.Name, s.ID, kind, now.Sub(since).Round(time.Millisecond), t.Detail)})
+			}
+		}
+	}
+	for id := range w.unexplained {
+		if !seenT[id] {
+			delete(w.unexplained, id)
+		}
+	}
+	for k := range w.ready {
+		if !seenS[k] {
+			delete(w.ready, k)
+		}
+	}
+	return out
+}
+
+// AuditAgrees checks that a task's audit trail ends each step in the
+// state the step is in, and the task in its state. The trail lists
+// transitions by id, and a claim is recorded after it happened (at its
+// run's end or the next heartbeat) with the time it happened, while on
+// PostgreSQL a transition's time is its transaction's start: neither the
+// id order nor the time order is the order of events alone. The last
+// transition by id or the last by time must be to the current state.
+func AuditAgrees(t *store.Task, audit []store.AuditEntry) []string {
+	type ends struct{ byID, byTime *store.AuditEntry }
+	last := map[string]*ends{}
+	for i := range audit {
+		e := &audit[i]
+		l := last[e.Step]
+		if l == nil {
+			l = &ends{}
+			last[e.Step] = l
+		}
+		if l.byID == nil || e.ID >= l.byID.ID {
+			l.byID = e
+		}
+		if l.byTime == nil || !e.At.Before(l.byTime.At) {
+			l.byTime = e
+		}
+	}
+	agree := func(l *ends, st string) bool { return l.byID.To == st || l.byTime.To == st }
+	var out []string
+	if l := last[""]; l != nil && !agree(l, string(t.State)) {
+		out = append(out, fmt.Sprintf("task %d is %s, its audit trail's last transition is %s→%s", t.ID, t.State, l.byTime.From, l.byTime.To))
+	}
+	for _, s := range t.Steps {
+		l, ok := last[s.Name]
+		if !ok {
+			continue // never moved (pending steps of an ended task)
+		}
+		if !agree(l, string(s.State)) {
+			out = append(out, fmt.Sprintf("task %d step %s is %s, its audit trail's last transition is %s→%s", t.ID, s.Name, s.State, l.byTime.From, l.byTime.To))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,476 @@
+package model
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+type sqlDB = sql.DB
+
+// Config is one model run.
+type Config struct {
+	Store string // "sqlite" or "postgres"
+	DB    string // postgres: the server (a schema of the run's own is made and dropped)
+	Root  string // the repository, for go build
+	Bin   string // a built weft binary (built from Root when empty)
+	// Workers is how many `weft worker` engines run beside `weft serve`'s
+	// (default 2).
+	Workers int
+	// Lease is the engines' lease when the binary takes --lease-ttl
+	// (default 2s); otherwise the default 30s is in force.
+	Lease time.Duration
+	// Bound is how long a task may go unexplained, or a ready step that a
+	// live engine serves may go unclaimed (default 2×lease + 10s).
+	Bound time.Duration
+	// CheckEvery is how often the database's state is checked against the
+	// model (the ledger is read after every op; default 500ms).
+	CheckEvery time.Duration
+	// Skip turns invariants off (their names: see the Inv constants). For
+	// developing on a tree that lacks a fix only: the command checks all.
+	Skip    map[string]bool
+	KeepDir bool
+	Log     io.Writer
+	// StopAtFirst ends the run at its first violation; StopOn at the
+	// first of that invariant (shrinking's trials do).
+	StopAtFirst bool
+	StopOn      string
+	logf        func(string, ...any)
+}
+
+// Invariants.
+const (
+	InvOverlap   = "overlap"    // no step runs in two places at once
+	InvStranded  = "stranded"   // every open task waits for a reason the model can name
+	InvUnclaimed = "unclaimed"  // a ready step a live engine serves is claimed within the bound
+	InvAudit     = "audit"      // the audit trail's last transitions equal the states
+	InvCounts    = "counts"     // the tasks REST lists agree with the model's
+	InvIDReuse   = "id-reuse"   // ids are never reused
+	InvEffect    = "effect"     // an action that reports success changed what it said
+	InvRefused   = "refused"    // an action on something that does not exist is refused
+	InvServerErr = "server-err" // no 500 answers
+	InvExit      = "exit"       // no weft process exits unasked
+)
+
+// Invariants lists them all.
+var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr, InvExit}
+
+// Violation is one broken invariant, at the op (index into the sequence)
+// after which it was seen.
+type Violation struct {
+	Invariant string
+	Op        int
+	Detail    string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("op %d: %s: %s", v.Op, v.Invariant, v.Detail)
+}
+
+// Result is what a run found.
+type Result struct {
+	Ops        int // ops run
+	Tasks      int // distinct task ids seen
+	Violations []Violation
+	Elapsed    time.Duration
+	// ByKind is the time spent in each kind of op, and Checks in the
+	// state checks.
+	ByKind map[string]time.Duration
+	Checks time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 2
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Second
+	}
+	if c.CheckEvery <= 0 {
+		c.CheckEvery = 500 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.logf == nil {
+		c.logf = func(f string, a ...any) { fmt.Fprintf(c.Log, "model: "+f+"\n", a...) }
+	}
+}
+
+// mtask is what the model knows of a task.
+type mtask struct {
+	id        int64
+	workflow  string
+	created   time.Time
+	gone      bool // deleted or pruned
+	signalled bool
+	root      bool // submitted by an op (not a child or a schedule's tick)
+}
+
+// runner drives one cluster through one sequence.
+type runner struct {
+	cfg     Config
+	c       *cluster
+	ops     []Op
+	cur     int // the op being run
+	res     *Result
+	tasks   map[int64]*mtask
+	order   []int64 // task ids in the order seen
+	ids     *IDTracker
+	overlap *OverlapChecker
+	ledgerF *os.File
+	ledgerR *bufio.Reader
+	partial string
+	waits   *WaitTracker
+	paused  map[string]bool
+	limited map[string]bool
+	// remoteSilentUntil: the remote worker went silent (lease expiry) and
+	// serves nothing until then.
+	remoteSilentUntil time.Time
+	lastCheck         time.Time
+	// open and finished are the task ids the last state check saw open
+	// and ended, for picking targets.
+	open, failed, ended []int64
+	failedSteps         []int64
+	waiting             []int64 // tasks with a step waiting for a signal
+	quiet               bool    // the last check saw nothing that moves by itself
+}
+
+// Run builds the binary if needed, starts a cluster and runs ops on it.
+// An error means the run could not proceed (not a finding).
+func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
+	cfg.defaults()
+	start := time.Now()
+	bin := cfg.Bin
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "weft-model-bin-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = buildBinary(ctx, cfg.Root, dir); err != nil {
+			return nil, err
+		}
+	}
+	c, err := startCluster(ctx, cfg, bin)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	if cfg.Bound <= 0 {
+		cfg.Bound = 2*c.lease + 10*time.Second
+	}
+	cfg.logf("cluster up: %d workers + serve (%s), lease %s, bound %s, dir %s", cfg.Workers, cfg.Store, c.lease, cfg.Bound, c.dir)
+	r := &runner{cfg: cfg, c: c, ops: ops, res: &Result{ByKind: map[string]time.Duration{}}, tasks: map[int64]*mtask{}, ids: &IDTracker{},
+		overlap: &OverlapChecker{Alive: c.alive}, waits: &WaitTracker{Bound: cfg.Bound},
+		paused: map[string]bool{}, limited: map[string]bool{}}
+	if r.ledgerF, err = os.Open(c.ledger); err != nil {
+		return nil, err
+	}
+	defer r.ledgerF.Close()
+	r.ledgerR = bufio.NewReader(r.ledgerF)
+	for i, op := range ops {
+		if ctx.Err() != nil {
+			break
+		}
+		r.cur = i
+		t0 := time.Now()
+		err := r.do(ctx, op)
+		r.res.ByKind[op.Kind] += time.Since(t0)
+		if err != nil {
+			return r.res, fmt.Errorf("op %d (%s): %w", i, op, err)
+		}
+		r.res.Ops = i + 1
+		if err := r.c.reap(r.unasked); err != nil {
+			return r.res, err
+		}
+		r.readLedger()
+		if time.Since(r.lastCheck) >= cfg.CheckEvery {
+			t0 := time.Now()
+			if err := r.checkState(ctx); err != nil {
+				return r.res, err
+			}
+			r.res.Checks += time.Since(t0)
+		}
+		if r.stopped() {
+			break
+		}
+	}
+	if !r.stopped() && ctx.Err() == nil {
+		if err := r.settle(ctx); err != nil {
+			return r.res, err
+		}
+	}
+	r.res.Tasks = len(r.order)
+	r.res.Elapsed = time.Since(start)
+	if len(r.res.Violations) > 0 {
+		for _, w := range append([]*proc{c.serve}, c.workers...) {
+			cfg.logf("%s stderr (tail):\n%s", w.name, w.tail(15))
+		}
+	}
+	return r.res, nil
+}
+
+// unasked reports a process that exited by itself.
+func (r *runner) unasked(p *proc, state string) {
+	r.violate(InvExit, "%s (pid %d) exited unasked (%s); stderr:\n%s", p.name, p.pid(), state, p.tail(15))
+}
+
+// stopped reports whether the run should end now (Config.StopAtFirst,
+// StopOn).
+func (r *runner) stopped() bool {
+	for _, v := range r.res.Violations {
+		if r.cfg.StopAtFirst || v.Invariant == r.cfg.StopOn {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *runner) violate(inv, format string, a ...any) {
+	if r.cfg.Skip[inv] {
+		return
+	}
+	v := Violation{Invariant: inv, Op: r.cur, Detail: fmt.Sprintf(format, a...)}
+	r.res.Violations = append(r.res.Violations, v)
+	r.cfg.logf("VIOLATION %s", v)
+}
+
+// readLedger feeds the ledger's new complete lines to the overlap checker.
+func (r *runner) readLedger() {
+	var lines []string
+	for {
+		s, err := r.ledgerR.ReadString('\n')
+		if err != nil {
+			r.partial += s
+			break
+		}
+		lines = append(lines, r.partial+strings.TrimSuffix(s, "\n"))
+		r.partial = ""
+	}
+	for _, o := range r.overlap.Feed(lines) {
+		r.violate(InvOverlap, "%s", o)
+	}
+}
+
+// settle ends a run: the namespaces are resumed and unlimited, the
+// signals owed are sent, the stopping engines restarted, and the state is
+// checked until every task ended or waits for a named reason, for longer
+// than the bound (so that a stranded task shows).
+func (r *runner) settle(ctx context.Context) error {
+	r.cur = len(r.ops)
+	deadline := time.Now().Add(r.cfg.Bound + 3*r.c.lease + 5*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if err := r.c.reap(r.unasked); err != nil {
+			return err
+		}
+		r.readLedger()
+		if err := r.checkState(ctx); err != nil {
+			return err
+		}
+		if r.stopped() {
+			return nil
+		}
+		if r.quiet {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.readLedger()
+	return r.checkEnd(ctx)
+}
+
+// see records a task the run met (submitted, a child, a tick).
+func (r *runner) see(t *store.Task, root bool) {
+	if err := r.ids.Task(t.ID, t.Workflow, t.CreatedAt); err != nil {
+		r.violate(InvIDReuse, "%v", err)
+	}
+	if m, ok := r.tasks[t.ID]; ok {
+		if root {
+			m.root = true
+		}
+		return
+	}
+	r.tasks[t.ID] = &mtask{id: t.ID, workflow: t.Namespace + "/" + t.Workflow, created: t.CreatedAt, root: root}
+	r.order = append(r.order, t.ID)
+}
+
+// checkState compares the database's open tasks with the model: each must
+// wait for a reason the model names, and no ready step that a live engine
+// serves waits longer than the bound.
+func (r *runner) checkState(ctx context.Context) error {
+	r.lastCheck = time.Now()
+	open, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskPending, state.TaskRunning}, Limit: 5000})
+	if err != nil {
+		r.cfg.logf("list open tasks: %v", err)
+		return nil // the store may be busy: next time
+	}
+	env := Env{Now: time.Now(), Paused: r.paused, Limited: r.limited, RemoteServed: time.Now().After(r.remoteSilentUntil)}
+	r.open = r.open[:0]
+	r.waiting = r.waiting[:0]
+	var obs []TaskWait
+	for _, lt := range open {
+		t, err := r.c.st.GetTask(ctx, lt.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			r.cfg.logf("get task %d: %v", lt.ID, err)
+			return nil
+		}
+		r.see(t, false)
+		for _, s := range t.Steps {
+			if err := r.ids.Step(s.ID, t.ID, s.Name); err != nil {
+				r.violate(InvIDReuse, "%v", err)
+			}
+		}
+		if !t.State.Terminal() {
+			r.open = append(r.open, t.ID)
+		}
+		for _, s := range t.Steps {
+			if s.Kind == store.KindSignal && s.State == state.StepWaiting {
+				r.waiting = append(r.waiting, t.ID)
+				break
+			}
+		}
+		obs = append(obs, Classify(t, env))
+	}
+	// Quiet: every open task waits for something that does not pass by
+	// itself (a signal, a pause, a limit): nothing more will happen.
+	r.quiet = true
+	for _, o := range obs {
+		if o.Reason != "signal" && o.Reason != "paused" && o.Reason != "limited" {
+			r.quiet = false
+		}
+	}
+	for _, v := range r.waits.Observe(env.Now, obs) {
+		r.violate(v.Invariant, "%s", v.Detail)
+	}
+	r.refreshTargets(ctx)
+	return nil
+}
+
+// refreshTargets lists the tasks and steps that operator actions on
+// failed or ended work pick from, as they are now.
+func (r *runner) refreshTargets(ctx context.Context) {
+	failed, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskFailed}, Limit: 50})
+	if err == nil {
+		r.failed = r.failed[:0]
+		r.failedSteps = r.failedSteps[:0]
+		for _, t := range failed {
+			r.failed = append(r.failed, t.ID)
+		}
+		for _, id := range r.failed[:min(len(r.failed), 10)] {
+			if t, err := r.c.st.GetTask(ctx, id); err == nil {
+				for _, s := range t.Steps {
+					if s.State == state.StepFailed {
+						r.failedSteps = append(r.failedSteps, s.ID)
+					}
+				}
+			}
+		}
+	}
+	ended, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskCompleted, state.TaskCancelled}, Limit: 50})
+	if err == nil {
+		r.ended = r.ended[:0]
+		for _, t := range ended {
+			r.ended = append(r.ended, t.ID)
+		}
+	}
+}
+
+// checkEnd checks, at the end, the audit trail of every task that ended
+// and the REST listing against the model.
+func (r *runner) checkEnd(ctx context.Context) error {
+	listed := map[int64]bool{}
+	cursor := ""
+	for {
+		path := "/v1/tasks?limit=500"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var page struct {
+			Tasks      []store.Task `json:"tasks"`
+			NextCursor string       `json:"next_cursor"`
+		}
+		st, err := r.rest(ctx, "GET", path, nil, &page)
+		if err != nil {
+			return fmt.Errorf("list tasks: %d %w", st, err)
+		}
+		for _, t := range page.Tasks {
+			listed[t.ID] = true
+			r.see(&t, false)
+			if t.State.Terminal() {
+				if err := r.checkAudit(ctx, t.ID); err != nil {
+					return err
+				}
+			}
+		}
+		if page.NextCursor == "" || len(page.Tasks) == 0 {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	for _, id := range r.order {
+		m := r.tasks[id]
+		if m.root && !m.gone && !listed[id] {
+			r.violate(InvCounts, "task %d (%s) was submitted and never deleted, and GET /v1/tasks does not list it", id, m.workflow)
+		}
+		if m.gone && listed[id] {
+			r.violate(InvCounts, "task %d (%s) was deleted, and GET /v1/tasks still lists it", id, m.workflow)
+		}
+	}
+	return nil
+}
+
+func (r *runner) checkAudit(ctx context.Context, id int64) error {
+	t, err := r.c.st.GetTask(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	audit, err := r.c.st.Audit(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, p := range AuditAgrees(t, audit) {
+		r.violate(InvAudit, "%s", p)
+	}
+	return nil
+}
+
+// signalEngine sends sig to a worker process.
+func signalEngine(p *proc, sig syscall.Signal) error {
+	return p.cmd.Process.Signal(sig)
+}
+
+func pick[T any](xs []T, arg uint32) (T, bool) {
+	var zero T
+	if len(xs) == 0 {
+		return zero, false
+	}
+	return xs[int(arg%uint32(len(xs)))], true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
