@@ -25,11 +25,10 @@ type remoteWorker struct {
 	base, token, ledger string
 	client              *http.Client
 
-	mu        sync.Mutex
-	active    map[string]bool // runners in progress
-	n         int
-	abandon   bool
-	silentFor time.Duration
+	mu      sync.Mutex
+	active  map[string]bool // runners in progress
+	n       int
+	abandon bool
 
 	id       string
 	lease    time.Duration

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -464,13 +463,4 @@ func pick[T any](xs []T, arg uint32) (T, bool) {
 		return zero, false
 	}
 	return xs[int(arg%uint32(len(xs)))], true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
