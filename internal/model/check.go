@@ -149,6 +149,16 @@ type WaitTracker struct {
 // Observe takes one observation of every open task (tasks not listed
 // ended) and returns the violations it shows.
 func (w *WaitTracker) Observe(now time.Time, tasks []TaskWait) []Violation {
+	return w.observe(now, tasks, false)
+}
+
+// ObserveSaturated is Observe for an observation taken while every slot
+// of the live engines was busy: the ready steps' clocks start again.
+func (w *WaitTracker) ObserveSaturated(now time.Time, tasks []TaskWait) []Violation {
+	return w.observe(now, tasks, true)
+}
+
+func (w *WaitTracker) observe(now time.Time, tasks []TaskWait, saturated bool) []Violation {
 	if w.unexplained == nil {
 		w.unexplained, w.ready, w.reported = map[int64]time.Time{}, map[string]time.Time{}, map[string]bool{}
 	}
@@ -170,7 +180,7 @@ func (w *WaitTracker) Observe(now time.Time, tasks []TaskWait) []Violation {
 			key := fmt.Sprintf("%d %d", s.ID, s.Attempt)
 			seenS[key] = true
 			since, ok := w.ready[key]
-			if !ok {
+			if !ok || saturated {
 				w.ready[key] = now
 			} else if now.Sub(since) > w.Bound && !w.reported[key] {
 				w.reported[key] = true

@@ -124,6 +124,16 @@ func TestWaitTracker(t *testing.T) {
 	require.Empty(t, w2.Observe(t0.Add(5*time.Second), nil))
 	require.Empty(t, w2.Observe(t0.Add(11*time.Second), []TaskWait{ready}))
 	require.Empty(t, w2.Observe(t0.Add(12*time.Second), []TaskWait{{Task: 2, Reason: "signal"}}))
+
+	// While every slot is busy a ready step waits for one: its clock
+	// starts again, and runs out a bound after the last busy look.
+	w3 := &WaitTracker{Bound: 10 * time.Second}
+	require.Empty(t, w3.Observe(t0, []TaskWait{ready}))
+	require.Empty(t, w3.ObserveSaturated(t0.Add(9*time.Second), []TaskWait{ready}))
+	require.Empty(t, w3.Observe(t0.Add(18*time.Second), []TaskWait{ready}))
+	got = w3.Observe(t0.Add(20*time.Second), []TaskWait{ready})
+	require.Len(t, got, 1)
+	require.Equal(t, InvUnclaimed, got[0].Invariant)
 }
 
 func TestAuditAgrees(t *testing.T) {

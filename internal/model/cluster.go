@@ -222,7 +222,7 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 		return nil, err
 	}
 	c.base = "http://" + addr
-	c.serve = &proc{name: "serve", args: append([]string{"serve", "--db", c.url, "--addr", addr, "--concurrency", "2"}, c.leaseFlags...)}
+	c.serve = &proc{name: "serve", args: append([]string{"serve", "--db", c.url, "--addr", addr, "--concurrency", strconv.Itoa(serveConcurrency)}, c.leaseFlags...)}
 	if err := c.serve.start(bin, c.env); err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 		return nil, err
 	}
 	for i := range cfg.Workers {
-		w := &proc{name: fmt.Sprintf("worker-%d", i+1), args: append([]string{"worker", "--db", c.url, "--concurrency", "6", "--drain", (4 * c.longStep()).String()}, c.leaseFlags...)}
+		w := &proc{name: fmt.Sprintf("worker-%d", i+1), args: append([]string{"worker", "--db", c.url, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", (4 * c.longStep()).String()}, c.leaseFlags...)}
 		if err := w.start(bin, c.env); err != nil {
 			return nil, err
 		}
@@ -375,6 +375,13 @@ func (c *cluster) close() {
 		c.logf("kept %s (schema %q)", c.dir, c.schema)
 	}
 }
+
+// The engines' slots: the model counts them to tell a ready step waiting
+// for a slot from one no engine takes up.
+const (
+	serveConcurrency  = 2
+	workerConcurrency = 6
+)
 
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -320,6 +320,7 @@ func (r *runner) checkState(ctx context.Context) error {
 	r.open = r.open[:0]
 	r.waiting = r.waiting[:0]
 	var obs []TaskWait
+	running := 0 // local steps running: the engines' slots they take
 	for _, lt := range open {
 		t, err := r.c.st.GetTask(ctx, lt.ID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -333,6 +334,9 @@ func (r *runner) checkState(ctx context.Context) error {
 		for _, s := range t.Steps {
 			if err := r.ids.Step(s.ID, t.ID, s.Name); err != nil {
 				r.violate(InvIDReuse, "%v", err)
+			}
+			if s.State == state.StepRunning && s.Handler != "remote.work" {
+				running++
 			}
 		}
 		if !t.State.Terminal() {
@@ -354,11 +358,23 @@ func (r *runner) checkState(ctx context.Context) error {
 			r.quiet = false
 		}
 	}
-	for _, v := range r.waits.Observe(env.Now, obs) {
+	observe := r.waits.Observe
+	if r.saturated(running) {
+		observe = r.waits.ObserveSaturated
+	}
+	for _, v := range observe(env.Now, obs) {
 		r.violate(v.Invariant, "%s", v.Detail)
 	}
 	r.refreshTargets(ctx)
 	return nil
+}
+
+// saturated reports whether running local steps take all but one of
+// the slots of the live engines (weft serve's and the workers' not
+// stopping): a ready step then waits for a slot.
+func (r *runner) saturated(running int) bool {
+	slots := serveConcurrency + workerConcurrency*len(r.c.liveWorkers())
+	return running+1 >= slots
 }
 
 // refreshTargets lists the tasks and steps that operator actions on
