@@ -41,7 +41,8 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		case errors.Is(err, store.ErrEngineLost):
 			e.declaredDead(ctx, id)
 		case err != nil:
-			retryAt = time.Now().Add(e.failed(ctx, LoopHeartbeat, "heartbeat", err))
+			wait := e.failed(ctx, LoopHeartbeat, "heartbeat", err)
+			retryAt = time.Now().Add(heartbeatBackoff(wait, e.cfg.LeaseTTL))
 		default:
 			retryAt = time.Time{}
 			e.succeeded(LoopHeartbeat)
@@ -86,4 +87,13 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	e.mu.Lock()
 	e.engineID = id
 	e.mu.Unlock()
+}
+
+// heartbeatBackoff caps the wait after failed heartbeats at a quarter of
+// the lease: the other loops back off up to 30 s from a database that
+// fails, but a heartbeat put off that long lets the engine's leases lapse
+// over an outage shorter than the lease (a PostgreSQL restart), and another
+// engine then runs its steps while it still does.
+func heartbeatBackoff(wait, leaseTTL time.Duration) time.Duration {
+	return min(wait, leaseTTL/4)
 }
