@@ -184,5 +184,18 @@ func TestWebhookDelivery(t *testing.T) {
 		}
 		require.NoError(t, c.DeleteWebhook(t.Context(), w.ID))
 		require.ErrorIs(t, c.DeleteWebhook(t.Context(), w.ID), store.ErrNotFound)
+
+		// The workflow filter takes the forms every filter takes.
+		for _, body := range []wire.CreateWebhook{
+			{URL: "http://x", Workflow: "ev/add"},
+			{URL: "http://x", Workflow: "add"},
+			{URL: "http://x", Namespace: "ev", Workflow: "add"},
+		} {
+			hook, err := c.CreateWebhook(t.Context(), body)
+			require.NoError(t, err, "%+v", body)
+			require.NoError(t, c.DeleteWebhook(t.Context(), hook.ID))
+		}
+		_, err = c.CreateWebhook(t.Context(), wire.CreateWebhook{URL: "http://x", Workflow: "nosuch"})
+		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds the one rule every operator action that names a target
@@ -87,24 +86,6 @@ func (e *Engine) requireFilter(ctx context.Context, f store.TaskFilter) error {
 		return nil
 	}
 	return e.requireWorkflow(ctx, f.Namespace, f.Workflow)
-}
-
-// requireWebhookScope checks the namespace and workflow a webhook names.
-func (e *Engine) requireWebhookScope(ctx context.Context, namespace, wf string) error {
-	if wf != "" {
-		ns, name, err := workflow.ParseName(wf)
-		if err != nil {
-			return fmt.Errorf("%w webhook workflow %q: want namespace/name", store.ErrInvalid, wf)
-		}
-		if namespace != "" && namespace != ns {
-			return fmt.Errorf("%w webhook: workflow %s is not in namespace %s", store.ErrInvalid, wf, namespace)
-		}
-		return e.requireWorkflow(ctx, ns, name)
-	}
-	if namespace != "" {
-		return e.requireWorkflow(ctx, namespace, "")
-	}
-	return nil
 }
 
 // requireTasks returns ErrNotFound naming the tasks of ids that do not

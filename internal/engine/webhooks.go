@@ -101,7 +101,9 @@ func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec) (store.Web
 	if err := validateWebhook(spec); err != nil {
 		return store.Webhook{}, err
 	}
-	if err := e.requireWebhookScope(ctx, spec.Namespace, spec.Workflow); err != nil {
+	// The scope is a task filter's: it names what exists.
+	ns, name, _ := workflow.ParseFilter(spec.Namespace, spec.Workflow) // checked by validateWebhook
+	if err := e.requireFilter(ctx, store.TaskFilter{Namespace: ns, Workflow: name}); err != nil {
 		return store.Webhook{}, err
 	}
 	secret := make([]byte, 32)
