@@ -145,8 +145,17 @@ func (s *Server) bulkDelete(r *http.Request) (int, any, error) {
 
 // ParseAge reads an age or retention such as "7d", "12h" or "90m".
 func parseAge(field, v string) (time.Duration, error) {
+	d, err := parseDuration(field, v)
+	if err == nil && d <= 0 {
+		err = fieldError(field, "%q: want a positive duration such as 7d, 12h or 90m", v)
+	}
+	return d, err
+}
+
+// parseDuration reads a duration such as 7d, 12h or 90m (of any sign).
+func parseDuration(field, v string) (time.Duration, error) {
 	var d workflow.Duration
-	if err := d.UnmarshalJSON([]byte(`"` + v + `"`)); err != nil || d <= 0 {
+	if err := d.UnmarshalJSON([]byte(`"` + v + `"`)); err != nil {
 		return 0, fieldError(field, "%q: want a positive duration such as 7d, 12h or 90m", v)
 	}
 	return time.Duration(d), nil
@@ -163,14 +172,12 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	default:
 		return 0, nil, fieldError("state", "is required: completed, failed, cancelled or expired, got %q", req.State)
 	}
-	var d workflow.Duration
-	if d.UnmarshalJSON([]byte(`"`+req.OlderThan+`"`)) == nil && d <= 0 {
-		err := weft.CheckPruneAge(st, time.Duration(d))
-		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
-	}
-	age, err := parseAge("older_than", req.OlderThan)
+	age, err := parseDuration("older_than", req.OlderThan)
 	if err != nil {
 		return 0, nil, err
+	}
+	if err := weft.CheckPruneAge(st, age); err != nil {
+		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
 	}
 	if req.Cursor < 0 {
 		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)
