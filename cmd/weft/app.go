@@ -11,11 +11,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
@@ -281,83 +279,6 @@ func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command
 	}
 }
 
-// setupLogging builds the logger from --log-level and --log-format: slog
-// text or JSON on stderr.
-func (a *app) setupLogging(cmd *cobra.Command) error {
-	name := a.logLevel
-	if name == "" {
-		name = "warn"
-		if cmd.Name() == "worker" || cmd.Name() == "serve" {
-			name = "info"
-		}
-	}
-	var level slog.Level
-	switch strings.ToLower(name) {
-	case "debug":
-		level = slog.LevelDebug
-	case "info":
-		level = slog.LevelInfo
-	case "warn", "warning":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	default:
-		return usageErrorf("--log-level: unknown level %q (want debug, info, warn or error)", name)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(a.logFormat) {
-	case "text", "":
-		a.log = slog.New(slog.NewTextHandler(a.logOut, opts))
-	case "json":
-		a.log = slog.New(slog.NewJSONHandler(a.logOut, opts))
-		a.notices = slog.New(slog.NewJSONHandler(a.logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	default:
-		return usageErrorf("--log-format: unknown format %q (want text or json)", a.logFormat)
-	}
-	return nil
-}
-
-// notice writes a line the operator sees whatever the log level (the
-// address a server listens on, what an interrupt does, the error that ends
-// a command): "weft: MSG" as text, or with --log-format json a JSON record
-// with args, so that every line on stderr is JSON.
-func (a *app) notice(level slog.Level, msg string, args ...any) {
-	if a.notices == nil {
-		fmt.Fprintf(a.stderr, "weft: %s\n", msg)
-		return
-	}
-	a.notices.Log(context.Background(), level, msg, args...)
-}
-
-// progressErr is where 'weft run --json' writes its progress: stderr, one
-// JSON record a line with --log-format json.
-func (a *app) progressErr() io.Writer {
-	if a.notices == nil {
-		return a.stderr
-	}
-	return &noticeLines{log: a.notices}
-}
-
-// noticeLines writes each line written to it as an INFO record of log.
-type noticeLines struct {
-	log *slog.Logger
-	buf []byte
-}
-
-func (w *noticeLines) Write(p []byte) (int, error) {
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		if line := strings.TrimSpace(string(w.buf[:i])); line != "" {
-			w.log.Info(line, "progress", true)
-		}
-		w.buf = w.buf[i+1:]
-	}
-}
-
 // dbURL returns the database the command works on.
 func (a *app) dbURL() string {
 	if a.dbFlag != "" {
@@ -481,72 +402,6 @@ func readCapped(r io.Reader, name string) ([]byte, error) {
 	return b, nil
 }
 
-// engineFlags are the flags of the commands that run an engine.
-type engineFlags struct {
-	concurrency int
-	caps        []string
-	drain       time.Duration
-	maxPressure []string
-	leaseTTL    time.Duration
-	heartbeat   time.Duration
-	staleAfter  time.Duration
-}
-
-// add declares the flags; drainHelp says when --drain applies.
-func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
-	fs.IntVar(&f.concurrency, "concurrency", weft.DefaultConcurrency, "steps run at once")
-	// --cap NS=N was a per-process copy of a namespace limit; limits are
-	// held in the database now (weft limit). The flag stays, hidden, to
-	// say so.
-	fs.StringArrayVar(&f.caps, "cap", nil, "removed: use 'weft limit NAMESPACE --concurrency N'")
-	_ = fs.MarkHidden("cap")
-	fs.DurationVar(&f.drain, "drain", weft.DefaultShutdownTimeout, drainHelp)
-	fs.StringSliceVar(&f.maxPressure, "max-pressure", nil,
-		"load gate: claim nothing while the host's pressure is above a threshold, as RESOURCE=PERCENT,... with resources cpu, io, memory (Linux PSI, 4.20+)")
-	fs.DurationVar(&f.leaseTTL, "lease-ttl", weft.DefaultLeaseTTL,
-		"how long after its last heartbeat this engine is presumed dead and its steps are run elsewhere (at least twice --heartbeat-interval)")
-	fs.DurationVar(&f.heartbeat, "heartbeat-interval", weft.DefaultHeartbeatInterval,
-		"how often this engine renews the leases of its running steps (and remote workers theirs)")
-	fs.DurationVar(&f.staleAfter, "stale-after", weft.DefaultStaleAfter,
-		"how long a ready step may wait while no live engine or worker serves its handler before its task needs attention")
-}
-
-// config validates the flags and returns the engine configuration; c
-// (which may be nil) names where a refused value came from.
-func (f *engineFlags) config(c *configuration) (weft.Config, error) {
-	if f.concurrency < 1 {
-		return weft.Config{}, usageErrorf("%s must be at least 1, got %d", c.describe("concurrency"), f.concurrency)
-	}
-	if f.drain < 0 {
-		return weft.Config{}, usageErrorf("%s must not be negative", c.describe("drain"))
-	}
-	if len(f.caps) > 0 {
-		return weft.Config{}, usageErrorf("--cap was removed: %s", removedSettings["engine.caps"])
-	}
-	if c != nil && c.getenv("WEFT_CAPS") != "" {
-		return weft.Config{}, usageErrorf("WEFT_CAPS was removed: %s", removedSettings["engine.caps"])
-	}
-	if f.staleAfter <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("stale-after"), f.staleAfter)
-	}
-	if f.leaseTTL <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("lease-ttl"), f.leaseTTL)
-	}
-	if f.heartbeat <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("heartbeat-interval"), f.heartbeat)
-	}
-	if f.leaseTTL < 2*f.heartbeat {
-		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
-			c.describe("lease-ttl"), f.leaseTTL, c.describe("heartbeat-interval"), f.heartbeat)
-	}
-	maxPressure, err := parseMaxPressure(f.maxPressure)
-	if err != nil {
-		return weft.Config{}, err
-	}
-	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure,
-		LeaseTTL: f.leaseTTL, HeartbeatInterval: f.heartbeat, StaleAfter: f.staleAfter}, nil
-}
-
 // parseID reads a task id argument.
 func parseID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
@@ -581,41 +436,4 @@ func terminal(w io.Writer) (width, height int, ok bool) {
 		return 80, 0, true
 	}
 	return width, height, true
-}
-
-// holdWriter passes writes through, except while held: then it buffers
-// them until released, so that logs do not tear a live view drawn on the
-// same terminal.
-type holdWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	held bool
-	buf  bytes.Buffer
-}
-
-func (h *holdWriter) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held {
-		return h.buf.Write(p)
-	}
-	return h.w.Write(p)
-}
-
-// hold starts buffering.
-func (h *holdWriter) hold() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.held = true
-}
-
-// release writes what was buffered and stops buffering.
-func (h *holdWriter) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.held = false
-	if h.buf.Len() > 0 {
-		_, _ = h.w.Write(h.buf.Bytes())
-		h.buf.Reset()
-	}
 }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/weftrun/weft"
+)
+
+// engineFlags are the flags of the commands that run an engine.
+type engineFlags struct {
+	concurrency int
+	caps        []string
+	drain       time.Duration
+	maxPressure []string
+	leaseTTL    time.Duration
+	heartbeat   time.Duration
+	staleAfter  time.Duration
+}
+
+// add declares the flags; drainHelp says when --drain applies.
+func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
+	fs.IntVar(&f.concurrency, "concurrency", weft.DefaultConcurrency, "steps run at once")
+	// --cap NS=N was a per-process copy of a namespace limit; limits are
+	// held in the database now (weft limit). The flag stays, hidden, to
+	// say so.
+	fs.StringArrayVar(&f.caps, "cap", nil, "removed: use 'weft limit NAMESPACE --concurrency N'")
+	_ = fs.MarkHidden("cap")
+	fs.DurationVar(&f.drain, "drain", weft.DefaultShutdownTimeout, drainHelp)
+	fs.StringSliceVar(&f.maxPressure, "max-pressure", nil,
+		"load gate: claim nothing while the host's pressure is above a threshold, as RESOURCE=PERCENT,... with resources cpu, io, memory (Linux PSI, 4.20+)")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", weft.DefaultLeaseTTL,
+		"how long after its last heartbeat this engine is presumed dead and its steps are run elsewhere (at least twice --heartbeat-interval)")
+	fs.DurationVar(&f.heartbeat, "heartbeat-interval", weft.DefaultHeartbeatInterval,
+		"how often this engine renews the leases of its running steps (and remote workers theirs)")
+	fs.DurationVar(&f.staleAfter, "stale-after", weft.DefaultStaleAfter,
+		"how long a ready step may wait while no live engine or worker serves its handler before its task needs attention")
+}
+
+// config validates the flags and returns the engine configuration; c
+// (which may be nil) names where a refused value came from.
+func (f *engineFlags) config(c *configuration) (weft.Config, error) {
+	if f.concurrency < 1 {
+		return weft.Config{}, usageErrorf("%s must be at least 1, got %d", c.describe("concurrency"), f.concurrency)
+	}
+	if f.drain < 0 {
+		return weft.Config{}, usageErrorf("%s must not be negative", c.describe("drain"))
+	}
+	if len(f.caps) > 0 {
+		return weft.Config{}, usageErrorf("--cap was removed: %s", removedSettings["engine.caps"])
+	}
+	if c != nil && c.getenv("WEFT_CAPS") != "" {
+		return weft.Config{}, usageErrorf("WEFT_CAPS was removed: %s", removedSettings["engine.caps"])
+	}
+	if f.staleAfter <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("stale-after"), f.staleAfter)
+	}
+	if f.leaseTTL <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("lease-ttl"), f.leaseTTL)
+	}
+	if f.heartbeat <= 0 {
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("heartbeat-interval"), f.heartbeat)
+	}
+	if f.leaseTTL < 2*f.heartbeat {
+		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
+			c.describe("lease-ttl"), f.leaseTTL, c.describe("heartbeat-interval"), f.heartbeat)
+	}
+	maxPressure, err := parseMaxPressure(f.maxPressure)
+	if err != nil {
+		return weft.Config{}, err
+	}
+	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure,
+		LeaseTTL: f.leaseTTL, HeartbeatInterval: f.heartbeat, StaleAfter: f.staleAfter}, nil
+}
