@@ -216,40 +216,18 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 				return be.DeleteTasks(ctx, req)
 			}
 		}
-		// Requests for a filter, each going on from the cursor of the one
-		// before until the server says the action is complete; task ids
-		// in requests of at most wire.MaxBulkIDs, each sent again with
-		// the ids the server did not reach.
+		// Task ids in requests of at most wire.MaxBulkIDs.
 		batches := [][]int64{nil}
 		if len(c.req.IDs) > 0 {
 			batches = slices.Collect(slices.Chunk(c.req.IDs, wire.MaxBulkIDs))
 		}
 		for _, ids := range batches {
-			req.IDs, req.Cursor = ids, 0
-			for {
-				var wr wire.BulkResult
-				if wr, err = do(req); err != nil {
-					break
-				}
-				res.Matched, res.Done, res.Skipped, res.DryRun = res.Matched+wr.Matched, res.Done+wr.Done, res.Skipped+wr.Skipped, wr.DryRun
-				// A server that predates progress says neither complete
-				// nor what remains: its answer is the whole action.
-				if wr.DryRun || wr.Complete || wr.Remaining == 0 {
-					break
-				}
-				if len(ids) > 0 {
-					if wr.Matched <= 0 || wr.Matched >= len(req.IDs) {
-						break
-					}
-					req.IDs = req.IDs[wr.Matched:]
-				} else {
-					if wr.Next <= 0 {
-						break
-					}
-					req.Cursor = wr.Next
-				}
-				fmt.Fprintf(a.stderr, "weft: %d tasks %s so far, %d remaining: going on\n", res.Done, c.action.past(), wr.Remaining)
-			}
+			var part weft.BulkResult
+			part, err = a.followBulk(c.action.past(), ids, func(cursor int64, ids []int64) (wire.BulkResult, error) {
+				req.IDs, req.Cursor = ids, cursor
+				return do(req)
+			})
+			res = addBulk(res, part)
 			if err != nil {
 				break
 			}
@@ -261,13 +239,62 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 		return usageErrorf("%s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
 	}
 	if err != nil {
-		if res.Done > 0 {
-			a.notice(slog.LevelWarn, fmt.Sprintf("%d tasks were %s before the error; run the command again to go on", res.Done, c.action.past()), "done", res.Done)
-		}
-		return err
+		return a.bulkFailed(c.action.past(), res, err)
 	}
 	a.printBulk(c.action, res)
 	return nil
+}
+
+// followBulk sends a bulk action to a server until the server says it is
+// complete: by filter (ids nil), each request going on from the cursor of
+// the one before; by ids, each sent again with the ids the server did not
+// reach. It adds up the answers and says on stderr how far it got.
+func (a *app) followBulk(past string, ids []int64, send func(cursor int64, ids []int64) (wire.BulkResult, error)) (weft.BulkResult, error) {
+	var res weft.BulkResult
+	var cursor int64
+	for {
+		wr, err := send(cursor, ids)
+		if err != nil {
+			return res, err
+		}
+		res = addBulk(res, weft.BulkResult(wr))
+		// A server that predates progress says neither complete nor what
+		// remains: its answer is the whole action.
+		if wr.DryRun || wr.Complete || wr.Remaining == 0 {
+			return res, nil
+		}
+		if len(ids) > 0 {
+			if wr.Matched <= 0 || wr.Matched >= len(ids) {
+				return res, nil
+			}
+			ids = ids[wr.Matched:]
+		} else {
+			if wr.Next <= 0 {
+				return res, nil
+			}
+			cursor = wr.Next
+		}
+		a.notice(slog.LevelInfo, fmt.Sprintf("%d tasks %s so far, %d remaining: going on", res.Done, past, wr.Remaining),
+			"done", res.Done, "remaining", wr.Remaining)
+	}
+}
+
+// addBulk adds the counts of a part of a bulk action to those of the whole.
+func addBulk(whole, part weft.BulkResult) weft.BulkResult {
+	whole.Matched += part.Matched
+	whole.Done += part.Done
+	whole.Skipped += part.Skipped
+	whole.DryRun = part.DryRun
+	return whole
+}
+
+// bulkFailed is the end of a bulk action that failed after res: it says
+// what was done meanwhile, for the operator to run the command again.
+func (a *app) bulkFailed(past string, res weft.BulkResult, err error) error {
+	if res.Done > 0 {
+		a.notice(slog.LevelWarn, fmt.Sprintf("%d tasks were %s before the error; run the command again to go on", res.Done, past), "done", res.Done)
+	}
+	return err
 }
 
 // past is the action's past participle: cancelled, retried, deleted.

@@ -63,24 +63,13 @@ commits.`,
 					return err
 				}
 				defer b.Close()
-				// Requests until the server says the prune is complete,
-				// each going on from the cursor of the one before.
-				var total weft.BulkResult
 				req := wire.PruneRequest{State: st, OlderThan: olderThan, Namespace: namespace, DryRun: dryRun}
-				for {
-					res, err := b.(remoteBackend).Prune(ctx, req)
-					if err != nil {
-						if total.Done > 0 {
-							fmt.Fprintf(a.stderr, "weft: %d tasks were deleted before the error; run the command again to go on\n", total.Done)
-						}
-						return err
-					}
-					total.Matched, total.Done, total.Skipped, total.DryRun = total.Matched+res.Matched, total.Done+res.Done, total.Skipped+res.Skipped, res.DryRun
-					if res.DryRun || res.Complete || res.Remaining == 0 || res.Next <= 0 {
-						break
-					}
-					req.Cursor = res.Next
-					fmt.Fprintf(a.stderr, "weft: %d tasks deleted so far, %d remaining: going on\n", total.Done, res.Remaining)
+				total, err := a.followBulk(bulkDelete.past(), nil, func(cursor int64, _ []int64) (wire.BulkResult, error) {
+					req.Cursor = cursor
+					return b.(remoteBackend).Prune(ctx, req)
+				})
+				if err != nil {
+					return a.bulkFailed(bulkDelete.past(), total, err)
 				}
 				a.printBulk(bulkDelete, total)
 				return nil
