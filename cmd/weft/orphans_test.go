@@ -54,15 +54,7 @@ steps:
 			var stderr bytes.Buffer
 			w.Stderr = &stderr
 			require.NoError(t, w.Start())
-			var pid int
-			poll(t, 30*time.Second, func() string { return "the step never started" }, func() bool {
-				b, err := os.ReadFile(pidFile)
-				if err != nil {
-					return false
-				}
-				pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-				return err == nil
-			})
+			pid := waitPIDFile(t, pidFile, func() string { return "the step never started" })
 			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 			require.False(t, processGone(pid), "the step's process %d runs", pid)
 
@@ -73,6 +65,23 @@ steps:
 			}, func() bool { return processGone(pid) })
 		})
 	}
+}
+
+// waitPIDFile waits for a step to write its pid to path (whole: written
+// to a temporary file, then moved) and returns it; why says what went
+// wrong when it never comes.
+func waitPIDFile(t *testing.T, path string, why func() string) int {
+	t.Helper()
+	var pid int
+	poll(t, 30*time.Second, why, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
 }
 
 // processGone reports whether a process has ended: it does not exist, or

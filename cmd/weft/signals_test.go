@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,15 +62,7 @@ steps:
 			exited := make(chan error, 1)
 			go func() { exited <- w.Wait() }()
 			t.Cleanup(func() { _ = w.Process.Kill() })
-			var child int
-			poll(t, 30*time.Second, func() string { return "the step never started:\n" + stderr.String() }, func() bool {
-				b, err := os.ReadFile(pidFile)
-				if err != nil {
-					return false
-				}
-				child, err = strconv.Atoi(strings.TrimSpace(string(b)))
-				return err == nil
-			})
+			child := waitPIDFile(t, pidFile, func() string { return "the step never started:\n" + stderr.String() })
 
 			first := syscall.SIGTERM
 			if tc.second == syscall.SIGINT {
@@ -115,17 +105,10 @@ steps:
 				require.Equal(t, "completed", string(task.State), "the drain let the step finish")
 			} else {
 				require.NotEqual(t, "completed", string(task.State), "the drain was cut short")
-				require.False(t, processAlive(child), "the step's command %d outlived the cut-short drain", child)
+				require.True(t, processGone(child), "the step's command %d outlived the cut-short drain", child)
 			}
 		})
 	}
-}
-
-// processAlive reports whether a process with this id exists (a zombie
-// counts).
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // engineStatesSQLite returns the state of every engine registered in a
