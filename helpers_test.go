@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/pgtesting"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
@@ -122,4 +123,16 @@ func submit(t *testing.T, e *weft.Engine, s weft.Submission) weft.SubmitResult {
 	res, err := e.Submit(context.Background(), s)
 	require.NoError(t, err)
 	return res
+}
+
+// completedBy lists, in order, the engines that recorded a step's
+// completion in a task's audit trail: one entry a completion.
+func completedBy(audit []weft.AuditEntry) []string {
+	var out []string
+	for _, a := range audit {
+		if a.Step != "" && a.To == string(state.StepCompleted) {
+			out = append(out, a.EngineID)
+		}
+	}
+	return out
 }
