@@ -35,7 +35,7 @@ steps:
     config: { command: ["sh", "-c", "echo '{\"paged\": true}'"] }
 `
 
-// TestPreemptionFromTheCLI runs the session of docs/operations.md: a worker
+// TestPreemptionFromTheCLI runs the session of docs/policies.md: a worker
 // with one slot runs a preemptible step; a more urgent task stops it, runs,
 // and the preempted step resumes from its checkpoint without using an
 // attempt.

@@ -445,8 +445,8 @@ func rateInterval(r store.Rate) int64 {
 // the one inside it; fence ends each subquery so that the planner keeps
 // it (Dialect.Fence). Written as one expression per column, every use of
 // a value repeated the text of what it is made of: 35 KB of text to
-// parse, plan and evaluate for each bucket (docs/BENCHMARKS.md, "the take
-// of rate tokens computed once").
+// parse, plan and evaluate for each bucket (bench/results/policies-2026-11.md,
+// "the take of rate tokens computed once").
 //
 // The refill since the last write counts the tokens held then (held_then),
 // up to a period after they lapse: a bucket refilled past them before they

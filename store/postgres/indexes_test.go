@@ -11,8 +11,8 @@ import (
 )
 
 // TestIndexRoom: the indexes every claim and outcome writes a new entry in
-// leave room on their pages (migration 027; see docs/BENCHMARKS.md, "Room
-// for new versions in the indexes"), and retention has no index of its own
+// leave room on their pages (migration 027; see bench/results/profiles-2026-11.md,
+// "Room for new versions in the indexes"), and retention has no index of its own
 // (migration 026: it reads tasks_activity).
 func TestIndexRoom(t *testing.T) {
 	t.Parallel()
