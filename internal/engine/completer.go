@@ -111,15 +111,16 @@ const (
 	// batches leave it more time for the rest (PostgreSQL: 0.15 to 0.11
 	// statements a task and 8% more tasks a second in the one-step
 	// burn-down; SQLite: 14% more five-step workflows a second, as
-	// measured in the commit that set it: git log -S busyPeriod). An outcome of a busy engine waits at most that
-	// long more before it is written.
+	// measured in the commit that set it: git log -S busyPeriod). An
+	// outcome of a busy engine waits at most that long more before it is
+	// written.
 	busyPeriod = 8 * time.Millisecond
 	// siblingWait is how long an engine with little in flight waits, after
 	// an outcome, for those of the handlers launched with it that still
 	// run: steps claimed together and finishing together are written in
 	// one transaction, not one each (a DAG's fan-out: SQLite dag7 p50 3.22
-	// to 3.00 ms, as measured in the commit that set it). A sibling that runs longer
-	// delays the outcome by this much at most.
+	// to 3.00 ms, as measured in the commit that set it). A sibling that
+	// runs longer delays the outcome by this much at most.
 	siblingWait = 300 * time.Microsecond
 )
 
