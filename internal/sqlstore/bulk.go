@@ -129,15 +129,12 @@ func (t *txn) lockTasks(ids []int64) error {
 	if t.s.d.ClaimLock == "" || len(ids) == 0 {
 		return nil
 	}
-	in := make([]any, len(ids))
-	for i, id := range ids {
-		in[i] = id
-	}
-	list := placeholders(len(in))
-	if _, err := t.exec(`SELECT id FROM steps WHERE task_id IN (`+list+`) ORDER BY id FOR UPDATE`, in...); err != nil {
+	steps, args := t.idIn("task_id", ids)
+	if _, err := t.exec(`SELECT id FROM steps WHERE `+steps+` ORDER BY id FOR UPDATE`, args...); err != nil {
 		return fmt.Errorf("lock the steps of %d tasks: %w", len(ids), err)
 	}
-	if _, err := t.exec(`SELECT id FROM tasks WHERE id IN (`+list+`) ORDER BY id FOR UPDATE`, in...); err != nil {
+	tasks, args := t.idIn("id", ids)
+	if _, err := t.exec(`SELECT id FROM tasks WHERE `+tasks+` ORDER BY id FOR UPDATE`, args...); err != nil {
 		return fmt.Errorf("lock %d tasks: %w", len(ids), err)
 	}
 	return nil
