@@ -158,6 +158,9 @@ func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 	}
 	err := write(ctx, p.Actor, func(t *txn) error {
 		res = store.BatchResult{}
+		// The rows to delete are locked (PostgreSQL), so that a retry
+		// cannot bring one back to life between the archive and the
+		// delete.
 		if err := t.lockTasks(p.IDs); err != nil {
 			return err
 		}
@@ -165,13 +168,7 @@ func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		for i, id := range p.IDs {
 			in[i] = id
 		}
-		// Lock the rows to delete (PostgreSQL), so that a retry cannot
-		// bring one back to life between the archive and the delete.
-		lock := ""
-		if t.s.d.ClaimLock != "" {
-			lock = " FOR UPDATE"
-		}
-		ids, err := t.int64s(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`+lock, in...)
+		ids, err := t.int64s(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`, in...)
 		if err != nil {
 			return fmt.Errorf("select tasks to delete: %w", err)
 		}
