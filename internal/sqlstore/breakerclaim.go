@@ -83,14 +83,12 @@ func (b *breakerRoom) held() []string {
 	}
 	var out []string
 	for key, until := range b.until {
-		if b.now < until || b.decided[key] {
+		if b.now < until && !b.decided[key] {
 			out = append(out, key)
 		}
 	}
-	for key := range b.wary {
-		if _, open := b.until[key]; !open && b.decided[key] {
-			out = append(out, key)
-		}
+	for key := range b.decided {
+		out = append(out, key)
 	}
 	sort.Strings(out)
 	return out
@@ -174,44 +172,45 @@ func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 	}
 	kept := cands[:0:0]
 	for _, c := range cands {
-		if _, open := b.until[c.breakerKey]; c.breakerKey != "" && !open && b.wary[c.breakerKey] {
-			ok, err := t.takeWary(c, b)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				kept = append(kept, c)
-			}
-			continue
+		var take bool
+		var err error
+		switch _, open := b.until[c.breakerKey]; {
+		case b.wary[c.breakerKey]:
+			take, err = t.takeWary(c, b)
+		case !open: // no breaker, or one closed with no failures
+			take = true
+		default:
+			take, err = t.takeOpen(c, b)
 		}
-		if _, open := b.until[c.breakerKey]; c.breakerKey == "" || !open {
-			kept = append(kept, c)
-			continue
-		}
-		if b.decided[c.breakerKey] {
-			continue
-		}
-		if b.decided == nil {
-			b.decided = map[string]bool{}
-		}
-		b.decided[c.breakerKey] = true
-		if b.peek {
-			kept = append(kept, c)
-			continue
-		}
-		ok, err := t.takeProbe(c)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if take {
 			kept = append(kept, c)
-			if b.probed == nil {
-				b.probed = map[int64]candidate{}
-			}
-			b.probed[c.id] = c
 		}
 	}
 	return kept, nil
+}
+
+// takeOpen reports whether the claim may take candidate c under a breaker
+// that is not closed: as its probe, the first of its steps the claim
+// meets, when the breaker's row agrees (takeProbe).
+func (t *txn) takeOpen(c candidate, b *breakerRoom) (bool, error) {
+	if b.decided[c.breakerKey] {
+		return false, nil
+	}
+	b.decide(c.breakerKey)
+	if b.peek {
+		return true, nil
+	}
+	ok, err := t.takeProbe(c)
+	if ok {
+		if b.probed == nil {
+			b.probed = map[int64]candidate{}
+		}
+		b.probed[c.id] = c
+	}
+	return ok, err
 }
 
 // unprobed gives back the place of each probe this claim took but does not

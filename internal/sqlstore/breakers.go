@@ -18,7 +18,7 @@ import (
 //
 // Nothing of this runs for a step without a breaker: its outcome's fenced
 // update returns breaker_key = '' and no statement follows; the claim adds
-// a predicate only while some breaker is open.
+// a predicate only while some breaker is open or has counted failures.
 //
 // Exactness of the threshold: once a closed breaker counted a failure, a
 // claim takes a step under it only while the failures counted, plus the
