@@ -283,9 +283,9 @@ func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.I
 		if err != nil {
 			return fmt.Errorf("insert tasks %d to %d of %d: %w", i+from+1, i+from+k, n, err)
 		}
-		// SQLite gives a row without an id the one after the largest
-		// (tasks.id is an INTEGER PRIMARY KEY without AUTOINCREMENT), row
-		// after row: in order, the ids are the rows'.
+		// SQLite gives a row without an id the one after the largest it
+		// ever gave (tasks.id is an INTEGER PRIMARY KEY AUTOINCREMENT),
+		// row after row: in order, the ids are the rows'.
 		slices.Sort(ids)
 		if len(ids) != k || ids[k-1]-ids[0] != int64(k-1) {
 			return fmt.Errorf("insert tasks %d to %d of %d: the ids given, %v, are not one after another", i+from+1, i+from+k, n, ids)
