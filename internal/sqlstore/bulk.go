@@ -2,11 +2,9 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
-	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -94,14 +92,8 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 			return err
 		}
 		for _, id := range ids {
-			var st string
-			if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil || state.Task(st) != state.TaskFailed {
-				if err != nil && !errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("task %d: %w", id, err)
-				}
-				res.Skipped++
-				continue
-			}
+			// A task gone or not failed is skipped: retryTask says so
+			// before it writes anything.
 			switch err := t.retryTask(id, taskReason, stepReason); {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 				res.Skipped++
