@@ -31,9 +31,10 @@ import (
 // Exactness of the probe: the claim takes it with one conditional UPDATE
 // of the breaker's row (open and cooled down, or half-open with a probe
 // that no longer runs, one cooldown after it was claimed), in the claim's
-// transaction. On PostgreSQL a second claim waits for that row and, when
-// the first commits, finds the row half-open with a fresh probe_at: it
-// takes no probe. On SQLite the single writer does the same.
+// transaction. On PostgreSQL a second claim skips that row while the first
+// holds it, and once the first commits finds it half-open with a fresh
+// probe_at: either way it takes no probe. On SQLite the single writer does
+// the same.
 
 // breakerColumns returns the steps columns of a step's breaker.
 func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
