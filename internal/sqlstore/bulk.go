@@ -2,11 +2,9 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
-	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -94,14 +92,8 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 			return err
 		}
 		for _, id := range ids {
-			var st string
-			if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil || state.Task(st) != state.TaskFailed {
-				if err != nil && !errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("task %d: %w", id, err)
-				}
-				res.Skipped++
-				continue
-			}
+			// A task gone or not failed is skipped: retryTask says so
+			// before it writes anything.
 			switch err := t.retryTask(id, taskReason, stepReason); {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 				res.Skipped++
@@ -129,15 +121,12 @@ func (t *txn) lockTasks(ids []int64) error {
 	if t.s.d.ClaimLock == "" || len(ids) == 0 {
 		return nil
 	}
-	in := make([]any, len(ids))
-	for i, id := range ids {
-		in[i] = id
-	}
-	list := placeholders(len(in))
-	if _, err := t.exec(`SELECT id FROM steps WHERE task_id IN (`+list+`) ORDER BY id FOR UPDATE`, in...); err != nil {
+	steps, args := t.idIn("task_id", ids)
+	if _, err := t.exec(`SELECT id FROM steps WHERE `+steps+` ORDER BY id FOR UPDATE`, args...); err != nil {
 		return fmt.Errorf("lock the steps of %d tasks: %w", len(ids), err)
 	}
-	if _, err := t.exec(`SELECT id FROM tasks WHERE id IN (`+list+`) ORDER BY id FOR UPDATE`, in...); err != nil {
+	tasks, args := t.idIn("id", ids)
+	if _, err := t.exec(`SELECT id FROM tasks WHERE `+tasks+` ORDER BY id FOR UPDATE`, args...); err != nil {
 		return fmt.Errorf("lock %d tasks: %w", len(ids), err)
 	}
 	return nil
@@ -161,6 +150,9 @@ func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 	}
 	err := write(ctx, p.Actor, func(t *txn) error {
 		res = store.BatchResult{}
+		// The rows to delete are locked (PostgreSQL), so that a retry
+		// cannot bring one back to life between the archive and the
+		// delete.
 		if err := t.lockTasks(p.IDs); err != nil {
 			return err
 		}
@@ -168,13 +160,7 @@ func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		for i, id := range p.IDs {
 			in[i] = id
 		}
-		// Lock the rows to delete (PostgreSQL), so that a retry cannot
-		// bring one back to life between the archive and the delete.
-		lock := ""
-		if t.s.d.ClaimLock != "" {
-			lock = " FOR UPDATE"
-		}
-		ids, err := t.int64s(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`+lock, in...)
+		ids, err := t.int64s(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`, in...)
 		if err != nil {
 			return fmt.Errorf("select tasks to delete: %w", err)
 		}

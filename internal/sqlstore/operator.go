@@ -65,15 +65,16 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID, reason string
 
 // retryTask moves one failed task back to running (see RetryTask).
 func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
-	task, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE id = ?`, id))
+	var st string
+	err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("retry task %d: %w", id, err)
 	}
-	if task.State != state.TaskFailed {
-		return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, task.State, store.ErrConflict)
+	if state.Task(st) != state.TaskFailed {
+		return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, st, store.ErrConflict)
 	}
 	rows, err := t.query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
 	if err != nil {

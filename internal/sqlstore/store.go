@@ -246,14 +246,14 @@ func (s *Store) read(ctx context.Context, q string, args ...any) (Rows, error) {
 
 // execAlone runs one write statement in a transaction of its own: for a
 // write that stands alone, one round trip instead of three. It honours the
-// dialect like write does (Uncancellable, Refused).
+// dialect like write does (Uncancellable, writeErr).
 func (s *Store) execAlone(ctx context.Context, q string, args ...any) (Result, error) {
 	ctx, err := s.writeContext(ctx)
 	if err != nil {
 		return nil, err
 	}
 	res, err := s.db.Exec(ctx, s.bind(q), args...)
-	return res, s.refused(err)
+	return res, s.writeErr(err)
 }
 
 // readRow runs a one-row query on the readers.

@@ -207,15 +207,20 @@ func validateInsert(in store.TaskInsert) error {
 func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.InsertResult, error) {
 	nt := t.newTask(in)
 	var id int64
+	holding := func() (store.Task, error) {
+		return scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
+	}
+	var holder *store.Task // the task holding the key, where the insert looked it up first
 	insert := func() error {
+		holder = nil
 		if in.IdempotencyKey != "" && t.s.d.ClaimLock == "" {
 			// One writer at a time: a key found here stays held until
 			// this transaction ends, and the insert it would refuse is
 			// not tried, so it uses up no id (AUTOINCREMENT counts the
 			// ids of inserts that conflict).
-			var holder int64
-			err := t.queryRow(`SELECT id FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey).Scan(&holder)
+			task, err := holding()
 			if err == nil {
+				holder = &task
 				return sql.ErrNoRows
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
@@ -234,7 +239,10 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 		err = insert()
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
+		if holder != nil {
+			return store.InsertResult{Task: *holder, Duplicate: true}, nil
+		}
+		existing, err := holding()
 		if err != nil {
 			return store.InsertResult{}, fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
 		}
@@ -275,9 +283,9 @@ func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.I
 		if err != nil {
 			return fmt.Errorf("insert tasks %d to %d of %d: %w", i+from+1, i+from+k, n, err)
 		}
-		// SQLite gives a row without an id the one after the largest
-		// (tasks.id is an INTEGER PRIMARY KEY without AUTOINCREMENT), row
-		// after row: in order, the ids are the rows'.
+		// SQLite gives a row without an id the one after the largest it
+		// ever gave (tasks.id is an INTEGER PRIMARY KEY AUTOINCREMENT),
+		// row after row: in order, the ids are the rows'.
 		slices.Sort(ids)
 		if len(ids) != k || ids[k-1]-ids[0] != int64(k-1) {
 			return fmt.Errorf("insert tasks %d to %d of %d: the ids given, %v, are not one after another", i+from+1, i+from+k, n, ids)

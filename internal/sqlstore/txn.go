@@ -109,7 +109,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("begin: %w", s.refused(err))
+		return fmt.Errorf("begin: %w", s.writeErr(err))
 	}
 	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
 	ran := false
@@ -125,7 +125,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	err = t.run(fn)
 	ran = true
 	if err != nil {
-		err = s.contended(s.refused(err))
+		err = s.writeErr(err)
 		tx.Rollback(context.WithoutCancel(ctx))
 		if t.notifyTaken {
 			// The window's notification was to ride on this transaction;
@@ -138,7 +138,7 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 		if t.notifyTaken {
 			s.scheduleNotify()
 		}
-		return fmt.Errorf("commit: %w", s.contended(s.refused(err)))
+		return fmt.Errorf("commit: %w", s.writeErr(err))
 	}
 	s.woke(t)
 	if t.notifyDeferred {
@@ -174,15 +174,6 @@ func (s *Store) writeRetry(ctx context.Context, engineID string, fn func(t *txn)
 	}
 }
 
-// contended marks err as store.ErrContended where the dialect says the
-// database gave the transaction up for its clash with concurrent ones.
-func (s *Store) contended(err error) error {
-	if err != nil && s.d.Contended != nil && !errors.Is(err, store.ErrContended) && s.d.Contended(err) {
-		return fmt.Errorf("%w: %w", store.ErrContended, err)
-	}
-	return err
-}
-
 // writeContext is the context a write runs under: where the dialect says
 // so (Uncancellable), one that the caller's cancellation does not reach,
 // once the write has begun.
@@ -196,16 +187,20 @@ func (s *Store) writeContext(ctx context.Context) (context.Context, error) {
 	return context.WithoutCancel(ctx), nil
 }
 
-// refused marks err as store.Refused where the dialect says the database
-// refused the statement or its data, and as store.ErrUnavailable where it
-// says the database cannot write for now (Dialect.Unavailable).
-func (s *Store) refused(err error) error {
+// writeErr marks an error of a write as the dialect classifies it: as
+// store.Refused where the database refused the statement or its data
+// (Dialect.Refused), store.ErrUnavailable where it cannot write for now
+// (Dialect.Unavailable), store.ErrContended where it gave the transaction
+// up for its clash with concurrent ones (Dialect.Contended).
+func (s *Store) writeErr(err error) error {
 	switch {
 	case err == nil:
 	case s.d.Refused != nil && s.d.Refused(err):
 		return store.Refused(err)
 	case s.d.Unavailable != nil && !errors.Is(err, store.ErrUnavailable) && s.d.Unavailable(err):
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	case s.d.Contended != nil && !errors.Is(err, store.ErrContended) && s.d.Contended(err):
+		return fmt.Errorf("%w: %w", store.ErrContended, err)
 	}
 	return err
 }

@@ -14,23 +14,64 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
+// oldFile is a database file whose schema stops before a migration, as an
+// older weft left it, with a connection to write its rows.
+type oldFile struct {
+	path string
+	db   *sql.DB
+	conn *sql.Conn
+	ms   []sqlstore.Migration
+	n    int // migrations applied
+}
+
+// schemaBefore makes a database file with the first n migrations applied
+// and checks that the next one is named next.
+func schemaBefore(t *testing.T, n int, next string) *oldFile {
+	t.Helper()
+	f := &oldFile{path: filepath.Join(t.TempDir(), "weft.db"), n: n}
+	var err error
+	f.db, err = sql.Open(driverName, "file:"+f.path+"?_txlock=immediate")
+	require.NoError(t, err)
+	f.ms, err = sqlstore.LoadMigrations(migrations, "migrations")
+	require.NoError(t, err)
+	require.Equal(t, next, f.ms[n].Name)
+	f.conn, err = f.db.Conn(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, sqlstore.Migrate(context.Background(), f.conn, f.ms[:n], `INSERT INTO weft_schema (version) VALUES (?)`))
+	return f
+}
+
+// exec runs statements on the file, in order.
+func (f *oldFile) exec(t *testing.T, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		_, err := f.conn.ExecContext(context.Background(), q)
+		require.NoError(t, err, q)
+	}
+}
+
+// upgrade applies the next migration.
+func (f *oldFile) upgrade(t *testing.T) {
+	t.Helper()
+	require.NoError(t, sqlstore.Migrate(context.Background(), f.conn, f.ms[:f.n+1], `INSERT INTO weft_schema (version) VALUES (?)`))
+}
+
+// close closes the connection and the database.
+func (f *oldFile) close(t *testing.T) {
+	t.Helper()
+	require.NoError(t, f.conn.Close())
+	require.NoError(t, f.db.Close())
+}
+
 // TestStepTimeoutsMigration opens a database written before step timeouts
 // (schema 4) with a running and a ready step: after migration 005 both are
 // valid, without a timeout or a deadline.
 func TestStepTimeoutsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "weft.db")
-	db, err := sql.Open(driverName, "file:"+path+"?_txlock=immediate")
-	require.NoError(t, err)
-	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
-	require.NoError(t, err)
-	require.Equal(t, "005_step_timeouts.sql", ms[4].Name)
-	conn, err := db.Conn(ctx)
-	require.NoError(t, err)
-	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:4], `INSERT INTO weft_schema (version) VALUES (?)`))
+	old := schemaBefore(t, 4, "005_step_timeouts.sql")
 	const at = int64(1_700_000_000_000_000)
-	for _, q := range []string{
+	old.exec(t,
 		`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state) VALUES ('old', 'h', 1, 1700000000000000, 1700000000000000, 'live')`,
 		`INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, started_at, remaining)
 			VALUES (1, 'ns', 'wf', '1', 'running', '{}', 0, 1700000000000000, 1700000000000000, 1700000000000000, 2)`,
@@ -38,15 +79,11 @@ func TestStepTimeoutsMigration(t *testing.T) {
 			VALUES (1, 1, 0, 'running', 'h', 'ns', 'running', 0, 3, 1, 77, 'old', 1700000000000000)`,
 		`INSERT INTO steps (id, task_id, idx, name, handler, namespace, state, priority, max_attempts, sort_key)
 			VALUES (2, 1, 1, 'ready', 'h', 'ns', 'ready', 0, 3, 1700000000000000)`,
-	} {
-		_, err := conn.ExecContext(ctx, q)
-		require.NoError(t, err)
-	}
-	require.NoError(t, conn.Close())
-	require.NoError(t, db.Close())
+	)
+	old.close(t)
 
 	now := time.UnixMicro(at).Add(time.Minute)
-	s, err := Open(ctx, path, Options{Clock: func() time.Time { return now }})
+	s, err := Open(ctx, old.path, Options{Clock: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer s.Close()
 	fence := store.Fence{StepID: 1, Attempt: 1, LeaseID: 77}
@@ -78,23 +115,17 @@ func TestStepTimeoutsMigration(t *testing.T) {
 
 // TestIDsNeverReusedMigration opens a database written before ids were
 // kept from reuse (schema 25), whose newest tasks were deleted while the
-// audit trail, a signal and the operator log still name them: after migration 026 every row keeps its
-// id and columns, the indexes are as before, and new tasks, steps and log
-// entries take ids above every id the database ever held.
+// audit trail, a signal and the operator log still name them: after
+// migration 026 every row keeps its id and columns, the indexes are as
+// before, and new tasks, steps and log entries take ids above every id the
+// database ever held.
 func TestIDsNeverReusedMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "weft.db")
-	db, err := sql.Open(driverName, "file:"+path+"?_txlock=immediate")
-	require.NoError(t, err)
-	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
-	require.NoError(t, err)
-	require.Equal(t, "026_ids_never_reused.sql", ms[25].Name)
-	conn, err := db.Conn(ctx)
-	require.NoError(t, err)
-	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:25], `INSERT INTO weft_schema (version) VALUES (?)`))
+	old := schemaBefore(t, 25, "026_ids_never_reused.sql")
+	conn := old.conn
 	const at = 1700000000000000
-	for _, q := range []string{
+	old.exec(t,
 		`INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, finished_at, remaining, tags)
 			VALUES (3, 'ns', 'wf', '1', 'completed', '{"n":3}', 2, 1700000000000000, 1700000000000000, 1700000000000000, 0, '{"env":"prod"}')`,
 		`INSERT INTO steps (id, task_id, idx, name, handler, namespace, state, priority, max_attempts, attempt, result, kind, finished_at)
@@ -106,10 +137,7 @@ func TestIDsNeverReusedMigration(t *testing.T) {
 		`INSERT INTO operator_log (id, at, actor, action, subject) VALUES (5, 1700000000000000, 'op', 'delete', 'task 12')`,
 		`INSERT INTO policy_changes (id, at, actor, target, change) VALUES (6, 1700000000000000, 'op', 'ns', 'paused')`,
 		`INSERT INTO schedule_audit (id, namespace, workflow, name, at, action) VALUES (8, 'ns', 'wf', 'nightly', 1700000000000000, 'created')`,
-	} {
-		_, err := conn.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
+	)
 	indexes := func() map[string]string {
 		rows, err := conn.QueryContext(ctx, `SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL`)
 		require.NoError(t, err)
@@ -124,7 +152,7 @@ func TestIDsNeverReusedMigration(t *testing.T) {
 		return out
 	}
 	before := indexes()
-	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:26], `INSERT INTO weft_schema (version) VALUES (?)`))
+	old.upgrade(t)
 	require.Equal(t, before, indexes(), "every index is made again as it was")
 	var input, tags, result, kind string
 	var priority int
@@ -137,10 +165,9 @@ func TestIDsNeverReusedMigration(t *testing.T) {
 		require.NoError(t, conn.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE id = ?`, id).Scan(&n))
 		require.Equal(t, 1, n, table)
 	}
-	require.NoError(t, conn.Close())
-	require.NoError(t, db.Close())
+	old.close(t)
 
-	s, err := Open(ctx, path, Options{Clock: func() time.Time { return time.UnixMicro(at) }})
+	s, err := Open(ctx, old.path, Options{Clock: func() time.Time { return time.UnixMicro(at) }})
 	require.NoError(t, err)
 	defer s.Close()
 	res, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",

@@ -68,8 +68,7 @@ var retryKinds = []struct {
 		require.NoError(h.t, h.complete(store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepWaiting,
 			Snooze: true, RunAt: h.clock.Now().Add(time.Minute)})[0])
 		h.clock.Advance(time.Minute)
-		_, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
-		require.NoError(h.t, err)
+		h.promote()
 		h.failNext(id, "a")
 	}},
 	{name: "expired by ttl", target: "a", steps: []store.StepInsert{
@@ -113,8 +112,7 @@ var retryKinds = []struct {
 		{Name: "after", Handler: "h", MaxAttempts: 1, Deps: []int{0}},
 	}, fail: func(h *harness, id int64) {
 		h.clock.Advance(time.Minute)
-		_, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
-		require.NoError(h.t, err)
+		h.promote()
 	}},
 }
 
@@ -122,7 +120,7 @@ func testRetryEveryKind(t *testing.T, h *harness) {
 	for _, kind := range retryKinds {
 		for _, way := range retryWays {
 			t.Run(kind.name+"/"+way.name, func(t *testing.T) {
-				h := &harness{t: t, clock: h.clock, s: h.s, ctx: h.ctx}
+				h := h.in(t)
 				id := h.insert(store.TaskInsert{Steps: kind.steps})[0].Task.ID
 				kind.fail(h, id)
 				task := h.task(id)
@@ -156,15 +154,14 @@ func testRetryEveryKind(t *testing.T, h *harness) {
 func testRetriedSignalTakesKept(t *testing.T, h *harness) {
 	for _, way := range retryWays {
 		t.Run(way.name, func(t *testing.T) {
-			h := &harness{t: t, clock: h.clock, s: h.s, ctx: h.ctx}
+			h := h.in(t)
 			id := h.insert(store.TaskInsert{Steps: []store.StepInsert{
 				{Name: "approval", Kind: store.KindSignal, Signal: "approve", SignalTimeout: time.Minute, MaxAttempts: 1},
 				{Name: "slow", Handler: "h", MaxAttempts: 1},
 			}})[0].Task.ID
 			slow := h.claimNext(id, "slow")
 			h.clock.Advance(time.Minute)
-			_, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
-			require.NoError(t, err)
+			h.promote()
 			require.Equal(t, state.StepFailed, stepByName(t, h.task(id), "approval").State)
 			delivered, err := h.s.Signal(h.ctx, id, "approve", json.RawMessage(`"late"`), "op")
 			require.NoError(t, err)
@@ -199,8 +196,7 @@ func (h *harness) claimNext(id int64, name string) store.ClaimedStep {
 // failNext claims the step named name and fails it for good.
 func (h *harness) failNext(id int64, name string) {
 	h.t.Helper()
-	c := h.claimNext(id, name)
-	require.NoError(h.t, h.complete(store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepFailed, Error: "boom"})[0])
+	h.fail(h.claimNext(id, name), false)
 }
 
 // drive runs task id to its end as engines would, every step succeeding:

@@ -125,6 +125,13 @@ type harness struct {
 	ctx   context.Context
 }
 
+// in returns the harness for subtest t of h's test: same store and clock.
+func (h *harness) in(t *testing.T) *harness {
+	sub := *h
+	sub.t = t
+	return &sub
+}
+
 // chain builds steps where each depends on the one before.
 func chain(names ...string) []store.StepInsert {
 	out := make([]store.StepInsert, len(names))

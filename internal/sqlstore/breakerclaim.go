@@ -1,0 +1,265 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds what a claim does under circuit breakers (see
+// breakers.go): the breakers it reads with the policies, the steps it
+// skips, the room it leaves under a closed breaker's threshold, and the
+// probe it takes of an open one.
+
+// readBreakers reads the breakers that are not closed into p: each holds
+// its steps until its time (opened_at or probe_at, plus the cooldown); and
+// the closed ones that counted failures (p.wary).
+func (t *txn) readBreakers(p *policySet) error {
+	rows, err := t.query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
+		FROM breakers WHERE state <> 'closed' OR failures > 0`)
+	if err != nil {
+		return fmt.Errorf("read breakers: %w", err)
+	}
+	type row struct {
+		key    string
+		closed bool
+		until  int64
+	}
+	got, err := collect(rows, func(r Row) (row, error) {
+		var v row
+		err := r.Scan(&v.key, &v.closed, &v.until)
+		return v, err
+	})
+	if err != nil {
+		return fmt.Errorf("read breakers: %w", err)
+	}
+	for _, r := range got {
+		if r.closed {
+			if p.wary == nil {
+				p.wary = map[string]bool{}
+			}
+			p.wary[r.key] = true
+			continue
+		}
+		if p.breakers == nil {
+			p.breakers = map[string]int64{}
+		}
+		p.breakers[r.key] = r.until
+	}
+	return nil
+}
+
+// breakerRoom is what one claim knows of the breakers: when each that is
+// not closed may probe, and the breakers it has decided on (probed, or
+// found probed elsewhere): their steps are skipped for the rest of the
+// claim.
+type breakerRoom struct {
+	until   map[string]int64
+	now     int64
+	decided map[string]bool
+	peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
+	probed  map[int64]candidate // the probes this claim took, by step id
+	// wary: the closed breakers with failures counted; room: how many
+	// more steps under each this claim may take (waryRoom).
+	wary map[string]bool
+	room map[string]int
+}
+
+func newBreakerRoom(p *policySet, now int64) *breakerRoom {
+	if p == nil || len(p.breakers) == 0 && len(p.wary) == 0 {
+		return nil
+	}
+	return &breakerRoom{until: p.breakers, now: now, wary: p.wary}
+}
+
+// held lists the breakers whose steps the claim query skips: those still
+// cooling down and those this claim has decided on.
+func (b *breakerRoom) held() []string {
+	if b == nil {
+		return nil
+	}
+	var out []string
+	for key, until := range b.until {
+		if b.now < until && !b.decided[key] {
+			out = append(out, key)
+		}
+	}
+	for key := range b.decided {
+		out = append(out, key)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// decide marks a breaker decided for the rest of the claim: its steps are
+// skipped.
+func (b *breakerRoom) decide(key string) {
+	if b.decided == nil {
+		b.decided = map[string]bool{}
+	}
+	b.decided[key] = true
+}
+
+// takeWary reports whether the claim may take candidate c under a closed
+// breaker that counted failures, and counts it.
+func (t *txn) takeWary(c candidate, b *breakerRoom) (bool, error) {
+	if b.decided[c.breakerKey] {
+		return false, nil
+	}
+	if b.peek {
+		return true, nil
+	}
+	room, known := b.room[c.breakerKey]
+	if !known {
+		var err error
+		if room, err = t.waryRoom(c.breakerKey); err != nil {
+			return false, err
+		}
+		if b.room == nil {
+			b.room = map[string]int{}
+		}
+	}
+	if room <= 0 {
+		b.decide(c.breakerKey)
+		return false, nil
+	}
+	b.room[c.breakerKey] = room - 1
+	return true, nil
+}
+
+// waryRoom is how many steps under breaker key a claim may take: its
+// threshold less the failures counted (this transaction's own outcomes
+// included) and the steps under it still running. Read under the
+// breaker's row lock on PostgreSQL: a claim or an outcome holding it makes
+// this claim take none (the next claim reads again).
+func (t *txn) waryRoom(key string) (int, error) {
+	lock := ""
+	if t.s.d.ClaimLock != "" {
+		lock = " " + t.s.d.ClaimLock
+	}
+	var st string
+	var failures, threshold int
+	err := t.queryRow(`SELECT state, failures, threshold FROM breakers WHERE breaker_key = ?`+lock, key).Scan(&st, &failures, &threshold)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil // held by another transaction, or reset meanwhile: the next claim reads again
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read breaker %s: %w", key, err)
+	}
+	if st != store.BreakerClosed {
+		return 0, nil // it opened meanwhile
+	}
+	for _, h := range t.breakers.hits {
+		if h.key == key && h.kind == hitFailure {
+			failures++
+		}
+	}
+	var running int
+	if err := t.queryRow(`SELECT count(*) FROM steps WHERE state = 'running' AND breaker_key = ?`, key).Scan(&running); err != nil {
+		return 0, fmt.Errorf("count the running steps of breaker %s: %w", key, err)
+	}
+	return threshold - failures - running, nil
+}
+
+// probes keeps, of the candidates under a breaker that may probe, one
+// probe per breaker when its row agrees, and drops the others.
+func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
+	if b == nil {
+		return cands, nil
+	}
+	kept := cands[:0:0]
+	for _, c := range cands {
+		var take bool
+		var err error
+		switch _, open := b.until[c.breakerKey]; {
+		case b.wary[c.breakerKey]:
+			take, err = t.takeWary(c, b)
+		case !open: // no breaker, or one closed with no failures
+			take = true
+		default:
+			take, err = t.takeOpen(c, b)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if take {
+			kept = append(kept, c)
+		}
+	}
+	return kept, nil
+}
+
+// takeOpen reports whether the claim may take candidate c under a breaker
+// that is not closed: as its probe, the first of its steps the claim
+// meets, when the breaker's row agrees (takeProbe).
+func (t *txn) takeOpen(c candidate, b *breakerRoom) (bool, error) {
+	if b.decided[c.breakerKey] {
+		return false, nil
+	}
+	b.decide(c.breakerKey)
+	if b.peek {
+		return true, nil
+	}
+	ok, err := t.takeProbe(c)
+	if ok {
+		if b.probed == nil {
+			b.probed = map[int64]candidate{}
+		}
+		b.probed[c.id] = c
+	}
+	return ok, err
+}
+
+// unprobed gives back the place of each probe this claim took but does not
+// claim after all (its rate deferred it): the breaker is open again with
+// its cooldown passed.
+func (t *txn) unprobed(kept []candidate, b *breakerRoom) error {
+	if b == nil || len(b.probed) == 0 {
+		return nil
+	}
+	// The probes of this round only: the next round starts afresh.
+	probed := b.probed
+	b.probed = nil
+	claimed := make(map[int64]bool, len(kept))
+	for _, c := range kept {
+		claimed[c.id] = true
+	}
+	for id, c := range probed {
+		if claimed[id] {
+			continue
+		}
+		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: breakerStep(c.breakerKey), key: c.breakerKey}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeProbe makes c the probe of its breaker if the breaker may probe now.
+func (t *txn) takeProbe(c candidate) (bool, error) {
+	// A row another transaction holds is skipped, not waited for: that
+	// one is probing, or recording an outcome that moves the breaker.
+	lock := ""
+	if t.s.d.ClaimLock != "" {
+		lock = " " + t.s.d.ClaimLock
+	}
+	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
+		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
+		AND ((state = 'open' AND opened_at + cooldown <= ?)
+			OR (state = 'half-open' AND probe_at + cooldown <= ?
+				AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.id = breakers.probe_step_id AND steps.state = 'running')))`,
+		c.id, t.now, t.now, c.breakerKey, t.now, t.now)
+	if err != nil {
+		return false, fmt.Errorf("take the probe of breaker %s: %w", c.breakerKey, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil // probing elsewhere
+	}
+	t.audit(c.taskID, breakerStep(c.breakerKey), breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
+		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
+	t.breakers.bump = true
+	return true, nil
+}
