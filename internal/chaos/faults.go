@@ -233,15 +233,7 @@ func (r *runner) fillDisk(d time.Duration) error {
 // gone appends "gone PID" to the ledger once the process has ended: the
 // runs it had are over (Overlaps).
 func (r *runner) gone(pid int) error {
-	f, err := os.OpenFile(r.ledger, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(f, "gone %d\n", pid); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return appendLine(r.ledger, fmt.Sprintf("gone %d", pid))
 }
 
 // rollingRestart stops each worker in turn with SIGTERM, as a deploy does,

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/wireworker"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
@@ -306,15 +307,16 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		if remoteFirst, err = strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); err != nil {
 			return res, fmt.Errorf("weft submit printed %q", out)
 		}
-		rw := &remoteWorker{base: "http://" + addr, token: token, ledger: ledger, client: &http.Client{Timeout: 10 * time.Second}}
+		rw := &wireworker.Worker{Base: "http://" + addr, Token: token, Name: "chaos", Handler: "remote.work",
+			Client: &http.Client{Timeout: 10 * time.Second}, Work: remoteWork(ledger)}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { rw.run(rctx); close(done) }()
+		go func() { rw.Run(rctx); close(done) }()
 		defer func() {
 			cancel()
 			<-done
-			if rw.errs > 0 {
-				r.logf("the remote worker retried %d completions through server restarts", rw.errs)
+			if n := rw.Retries(); n > 0 {
+				r.logf("the remote worker retried %d completions through server restarts", n)
 			}
 		}()
 		faults = append(faults, FaultKillServe)

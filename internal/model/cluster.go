@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weftrun/weft/internal/wireworker"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -120,7 +121,8 @@ type cluster struct {
 	http    *http.Client
 	serve   *proc
 	workers []*proc
-	remote  *remoteWorker
+	remote  *wireworker.Worker
+	runs    *remoteRuns // the remote worker's work
 	rcancel context.CancelFunc
 	rdone   chan struct{}
 	ledger  string
@@ -239,10 +241,12 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	if err := c.waitLive(ctx, cfg.Workers+1); err != nil {
 		return nil, err
 	}
-	c.remote = &remoteWorker{base: c.base, token: c.token, ledger: c.ledger, client: &http.Client{Timeout: 10 * time.Second}, active: map[string]bool{}}
+	c.runs = &remoteRuns{ledger: c.ledger, active: map[string]bool{}}
+	c.remote = &wireworker.Worker{Base: c.base, Token: c.token, Name: "model", Handler: "remote.work",
+		Client: &http.Client{Timeout: 10 * time.Second}, Work: c.runs.work}
 	rctx, cancel := context.WithCancel(context.Background())
 	c.rcancel, c.rdone = cancel, make(chan struct{})
-	go func() { c.remote.run(rctx); close(c.rdone) }()
+	go func() { c.remote.Run(rctx); close(c.rdone) }()
 	return c, nil
 }
 
@@ -328,7 +332,7 @@ func (c *cluster) reap(unasked func(p *proc, state string)) error {
 // /proc shows it running the step script.
 func (c *cluster) alive(runner string) bool {
 	if strings.HasPrefix(runner, "r") {
-		return c.remote.isActive(runner)
+		return c.runs.isActive(runner)
 	}
 	pid, err := strconv.Atoi(runner)
 	if err != nil {

@@ -112,7 +112,7 @@ func (r *runner) do(ctx context.Context, op Op) error {
 		return r.killEngine(ctx, op)
 	case OpLeaseExpiry:
 		r.c.remote.Abandon()
-		lease := r.c.remote.lease
+		lease := r.c.remote.Lease()
 		if lease == 0 {
 			lease = r.c.lease
 		}
