@@ -58,11 +58,12 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 	case FaultKillWorker:
 		live := r.live()
 		victim := live[r.rng.IntN(len(live))]
-		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := victim.Signal(syscall.SIGKILL); err != nil && !victim.Exited() {
 			return 0, err
 		}
-		_ = victim.cmd.Wait() // reaped: its pid is gone, the others see it died
-		if err := r.gone(victim.cmd.Process.Pid); err != nil {
+		_ = victim.Wait() // reaped: its pid is gone, the others see it died
+		r.retire(victim)
+		if err := r.gone(victim.PID()); err != nil {
 			return 0, err
 		}
 		if err := r.startWorker(); err != nil {
@@ -73,11 +74,12 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 			return 0, err
 		}
 	case FaultKillServe:
-		r.srv.kill()
-		if err := r.gone(r.srv.cmd.Process.Pid); err != nil {
+		pid := r.srv.PID()
+		r.srv.Kill()
+		if err := r.gone(pid); err != nil {
 			return 0, err
 		}
-		if err := r.srv.start(); err != nil {
+		if err := r.startServer(ctx); err != nil {
 			return 0, err
 		}
 	case FaultTerminatePG:
@@ -244,7 +246,7 @@ func (r *runner) gone(pid int) error {
 // and exit 0 within its drain (30 s).
 func (r *runner) rollingRestart(ctx context.Context) error {
 	for _, w := range r.live() {
-		pid := w.cmd.Process.Pid
+		pid := w.PID()
 		// A few per engine (the server's too), leaving slots free: a step
 		// reaped from a draining worker would be run elsewhere at once.
 		subs := make([]weft.Submission, 2*(len(r.live())+1))
@@ -266,21 +268,19 @@ func (r *runner) rollingRestart(ctx context.Context) error {
 			time.Sleep(20 * time.Millisecond)
 		}
 		held := r.runsLong(ctx, pid)
-		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		if err := w.Signal(syscall.SIGTERM); err != nil {
 			return err
 		}
-		done := make(chan error, 1)
-		go func() { done <- w.cmd.Wait() }()
 		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("worker %d stopped with SIGTERM while it ran %d long steps: %v\n%s", pid, held, err, tail(w.stderr.String(), 10))
+		case <-w.Done():
+			if err := w.Wait(); err != nil {
+				return fmt.Errorf("worker %d stopped with SIGTERM while it ran %d long steps: %v\n%s", pid, held, err, w.Tail(10))
 			}
 		case <-time.After(45 * time.Second):
-			_ = w.cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("worker %d did not stop within 45 s of SIGTERM\n%s", pid, tail(w.stderr.String(), 10))
+			w.Kill()
+			return fmt.Errorf("worker %d did not stop within 45 s of SIGTERM\n%s", pid, w.Tail(10))
 		}
+		r.retire(w)
 		if err := r.gone(pid); err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/weftproc"
 	"github.com/weftrun/weft/internal/wireworker"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -163,8 +163,10 @@ type runner struct {
 	st      store.Store
 	db      *sql.DB
 	eng     *weft.Engine
-	workers []*proc
-	srv     *server
+	workers []*weftproc.Proc // not stopped by the run (workers.go)
+	retired []*weftproc.Proc // stopped or killed by the run
+	srv     *weftproc.Proc   // weft serve, with Config.Serve
+	srvAddr string
 	volume  string // sqlite: the size-limited tmpfs the database lives on, if any
 	logf    func(string, ...any)
 }
@@ -192,11 +194,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	defer os.RemoveAll(r.dir)
 
-	r.bin = filepath.Join(r.dir, "weft")
-	build := exec.CommandContext(ctx, "go", "build", "-o", r.bin, "./cmd/weft")
-	build.Dir = cfg.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return res, fmt.Errorf("go build: %v\n%s", err, out)
+	if r.bin, err = weftproc.Build(ctx, cfg.Root, r.dir); err != nil {
+		return res, err
 	}
 	long, err := r.shortLease(ctx)
 	if err != nil {
@@ -229,8 +228,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}
 		schema = fmt.Sprintf("chaos_%d_%d", cfg.Seed, time.Now().UnixNano()%1e9)
 		r.appName = "weft_" + schema
-		ownURL = withParams(cfg.DB, "search_path", schema)
-		r.url = withParams(ownURL, "application_name", r.appName)
+		ownURL = weftproc.WithParam(cfg.DB, "search_path", schema)
+		r.url = weftproc.WithParam(ownURL, "application_name", r.appName)
 	default:
 		return res, fmt.Errorf("--store must be sqlite or postgres, not %q", cfg.Store)
 	}
@@ -287,15 +286,16 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		token := strings.TrimSpace(lines[len(lines)-1])
-		addr, err := freeAddr()
+		addr, err := weftproc.FreeAddr()
 		if err != nil {
 			return res, err
 		}
-		r.srv = &server{bin: r.bin, db: r.url, addr: addr}
-		if err := r.srv.start(); err != nil {
+		r.srvAddr = addr
+		r.srv = &weftproc.Proc{Name: "serve", Args: []string{"serve", "--db", r.url, "--addr", addr, "--concurrency", "4"}}
+		if err := r.startServer(ctx); err != nil {
 			return res, err
 		}
-		defer r.srv.stop()
+		defer r.srv.Stop(15 * time.Second)
 		rtpl := filepath.Join(r.dir, "remote.yaml")
 		if err := os.WriteFile(rtpl, fmt.Appendf(nil, remoteTemplate, script, ledger), 0o644); err != nil {
 			return res, err
@@ -334,9 +334,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	if err := r.waitLive(ctx, engines); err != nil {
 		for _, w := range r.workers {
-			_ = w.cmd.Process.Kill()
-			_ = w.cmd.Wait()
-			r.logf("worker stderr:\n%s", tail(w.stderr.String(), 10))
+			w.Kill()
+			r.logf("worker stderr:\n%s", w.Tail(10))
 		}
 		return res, err
 	}
@@ -443,11 +442,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	if !res.OK() {
 		for _, w := range r.workers {
-			if w.cmd.ProcessState == nil {
-				_ = w.cmd.Process.Signal(syscall.SIGTERM)
-				_ = w.cmd.Wait()
+			if !w.Exited() {
+				_ = w.Signal(syscall.SIGTERM)
+				_ = w.Wait()
 			}
-			r.logf("worker %d stderr (tail):\n%s", w.cmd.Process.Pid, tail(w.stderr.String(), 20))
+		}
+		for _, w := range append(r.retired, r.workers...) {
+			r.logf("worker %d stderr (tail):\n%s", w.PID(), w.Tail(20))
 		}
 	}
 	return res, nil
@@ -562,14 +563,6 @@ func (r *runner) shortLease(ctx context.Context) (time.Duration, error) {
 	return longStep, nil
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // retry runs f until it succeeds, for up to 60 s: the database may be
 // restarting.
 func retry(ctx context.Context, f func() error) error {
@@ -603,11 +596,3 @@ func placeholder(storeKind string) string {
 	return "?"
 }
 
-// withParams adds a query parameter to a URL.
-func withParams(u, key, value string) string {
-	sep := "?"
-	if strings.Contains(u, "?") {
-		sep = "&"
-	}
-	return u + sep + key + "=" + url.QueryEscape(value)
-}

@@ -1,17 +1,13 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
+	"github.com/weftrun/weft/internal/weftproc"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -36,64 +32,13 @@ steps:
     config: {command: ["/bin/sh", %[1]q, %[2]q]}
 `
 
-// server is a `weft serve` process on a fixed loopback address.
-type server struct {
-	bin, db, addr string
-	cmd           *exec.Cmd
-	stderr        *bytes.Buffer
-}
-
-func (s *server) start() error {
-	s.stderr = &bytes.Buffer{}
-	s.cmd = exec.Command(s.bin, "serve", "--db", s.db, "--addr", s.addr, "--concurrency", "4")
-	s.cmd.Stderr = s.stderr
-	s.cmd.SysProcAttr = orphanGuard()
-	if err := s.cmd.Start(); err != nil {
+// startServer starts `weft serve` (r.srv, on r.srvAddr) and waits until
+// it answers.
+func (r *runner) startServer(ctx context.Context) error {
+	if err := r.srv.Start(r.bin); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + s.addr + "/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("weft serve did not come up on %s:\n%s", s.addr, tail(s.stderr.String(), 20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (s *server) kill() {
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	_ = s.cmd.Wait()
-}
-
-func (s *server) stop() {
-	if s.cmd == nil || s.cmd.ProcessState != nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return weftproc.WaitHealthy(ctx, "http://"+r.srvAddr, r.srv)
 }
 
 // remoteWork is the remote worker's work: it appends "TASK STEP ATTEMPT

@@ -544,9 +544,9 @@ func (r *runner) stopEngine(ctx context.Context, op Op) error {
 			}
 		}
 	}
-	r.cfg.logf("op %d: SIGTERM %s (pid %d)", r.cur, victim.name, victim.pid())
+	r.cfg.logf("op %d: SIGTERM %s (pid %d)", r.cur, victim.Name, victim.PID())
 	victim.stopping = true
-	return signalEngine(victim, syscall.SIGTERM)
+	return victim.Signal(syscall.SIGTERM)
 }
 
 // holder returns the worker among live that holds a running step of task id.
@@ -568,7 +568,7 @@ func (r *runner) holder(ctx context.Context, id int64, live []*proc) *proc {
 				continue
 			}
 			for _, p := range live {
-				if p.pid() == e.PID {
+				if p.PID() == e.PID {
 					return p
 				}
 			}
@@ -583,8 +583,7 @@ func (r *runner) killEngine(ctx context.Context, op Op) error {
 	if !ok {
 		return nil
 	}
-	r.cfg.logf("op %d: SIGKILL %s (pid %d)", r.cur, victim.name, victim.pid())
-	_ = signalEngine(victim, syscall.SIGKILL)
-	<-victim.done
-	return victim.start(r.c.bin, r.c.env)
+	r.cfg.logf("op %d: SIGKILL %s (pid %d)", r.cur, victim.Name, victim.PID())
+	victim.Kill()
+	return victim.start(r.c.bin)
 }

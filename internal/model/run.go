@@ -10,9 +10,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/weftrun/weft/internal/weftproc"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		if bin, err = buildBinary(ctx, cfg.Root, dir); err != nil {
+		if bin, err = weftproc.Build(ctx, cfg.Root, dir); err != nil {
 			return nil, err
 		}
 	}
@@ -216,7 +216,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 	r.res.Elapsed = time.Since(start)
 	if len(r.res.Violations) > 0 {
 		for _, w := range append([]*proc{c.serve}, c.workers...) {
-			cfg.logf("%s stderr (tail):\n%s", w.name, w.tail(15))
+			cfg.logf("%s stderr (tail):\n%s", w.Name, w.Tail(15))
 		}
 	}
 	return r.res, nil
@@ -224,7 +224,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 
 // unasked reports a process that exited by itself.
 func (r *runner) unasked(p *proc, state string) {
-	r.violate(InvExit, "%s (pid %d) exited unasked (%s); stderr:\n%s", p.name, p.pid(), state, p.tail(15))
+	r.violate(InvExit, "%s (pid %d) exited unasked (%s); stderr:\n%s", p.Name, p.PID(), state, p.Tail(15))
 }
 
 // stopped reports whether the run should end now (Config.StopAtFirst,
@@ -466,11 +466,6 @@ func (r *runner) checkAudit(ctx context.Context, id int64) error {
 		r.violate(InvAudit, "%s", p)
 	}
 	return nil
-}
-
-// signalEngine sends sig to a worker process.
-func signalEngine(p *proc, sig syscall.Signal) error {
-	return p.cmd.Process.Signal(sig)
 }
 
 func pick[T any](xs []T, arg uint32) (T, bool) {
