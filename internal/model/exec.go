@@ -84,6 +84,19 @@ func (r *runner) cli(ctx context.Context, args ...string) (int, string) {
 
 func viaCLI(op Op) bool { return op.Arg%10 == 9 }
 
+// act carries out an operator action as op says: through the CLI (`weft
+// ARGS`), or through REST (POST path with body, the answer into out). It
+// reports whether the action succeeded; a refusal (the target ended
+// meanwhile, …) is no error.
+func (r *runner) act(ctx context.Context, op Op, args []string, path string, body, out any) bool {
+	if viaCLI(op) {
+		code, _ := r.cli(ctx, args...)
+		return code == 0
+	}
+	_, err := r.rest(ctx, "POST", path, body, out)
+	return err == nil
+}
+
 func (r *runner) do(ctx context.Context, op Op) error {
 	switch op.Kind {
 	case OpSubmitPlain, OpSubmitDAG, OpSubmitFlaky, OpSubmitSignal, OpSubmitSignalTO, OpSubmitChild,
@@ -196,13 +209,7 @@ func (r *runner) cancel(ctx context.Context, op Op) error {
 	if !ok {
 		return nil
 	}
-	if viaCLI(op) {
-		code, out := r.cli(ctx, "cancel", strconv.FormatInt(id, 10))
-		if code != 0 {
-			return nil // refused (it ended meanwhile, …)
-		}
-		_ = out
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/tasks/%d/cancel", id), wire.TaskAction{Reason: "model"}, nil); err != nil {
+	if !r.act(ctx, op, []string{"cancel", strconv.FormatInt(id, 10)}, fmt.Sprintf("/v1/tasks/%d/cancel", id), wire.TaskAction{Reason: "model"}, nil) {
 		return nil
 	}
 	t, err := r.c.st.GetTask(ctx, id)
@@ -245,11 +252,7 @@ func (r *runner) retryTask(ctx context.Context, op Op) error {
 		return nil
 	}
 	at := time.Now()
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "retry", strconv.FormatInt(id, 10)); code != 0 {
-			return nil
-		}
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/tasks/%d/retry", id), wire.TaskAction{Reason: "model"}, nil); err != nil {
+	if !r.act(ctx, op, []string{"retry", strconv.FormatInt(id, 10)}, fmt.Sprintf("/v1/tasks/%d/retry", id), wire.TaskAction{Reason: "model"}, nil) {
 		return nil
 	}
 	if !r.transitionSince(ctx, id, "", at, string(t0.State)) {
@@ -273,11 +276,7 @@ func (r *runner) stepAction(ctx context.Context, op Op) error {
 		verb = "resolve"
 	}
 	at := time.Now()
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "step", verb, strconv.FormatInt(sid, 10)); code != 0 {
-			return nil
-		}
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/steps/%d/%s", sid, verb), wire.StepAction{Reason: "model"}, nil); err != nil {
+	if !r.act(ctx, op, []string{"step", verb, strconv.FormatInt(sid, 10)}, fmt.Sprintf("/v1/steps/%d/%s", sid, verb), wire.StepAction{Reason: "model"}, nil) {
 		return nil
 	}
 	s, err := r.c.st.GetStep(ctx, sid)
@@ -314,11 +313,7 @@ func (r *runner) signal(ctx context.Context, op Op) error {
 		}
 	}
 	var res wire.SignalResult
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "signal", strconv.FormatInt(id, 10), "go"); code != 0 {
-			return nil
-		}
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/tasks/%d/signals/go", id), wire.SignalRequest{Payload: json.RawMessage(`{"ok": true}`)}, &res); err != nil {
+	if !r.act(ctx, op, []string{"signal", strconv.FormatInt(id, 10), "go"}, fmt.Sprintf("/v1/tasks/%d/signals/go", id), wire.SignalRequest{Payload: json.RawMessage(`{"ok": true}`)}, &res) {
 		return nil
 	}
 	if m := r.tasks[id]; m != nil {
@@ -375,14 +370,7 @@ func (r *runner) policy(ctx context.Context, op Op) error {
 		change.Concurrency = &n
 		args = []string{"limit", ns, "--concurrency", "0"}
 	}
-	var ok bool
-	if viaCLI(op) {
-		code, _ := r.cli(ctx, args...)
-		ok = code == 0
-	} else {
-		_, err := r.rest(ctx, "POST", "/v1/policies", change, nil)
-		ok = err == nil
-	}
+	ok := r.act(ctx, op, args, "/v1/policies", change, nil)
 	if op.Kind == OpPauseUnknown {
 		if ok {
 			r.violate(InvRefused, "pausing namespace %q, which no workflow has, reported success (via %s)", ns, map[bool]string{true: "CLI", false: "REST"}[viaCLI(op)])
@@ -431,15 +419,10 @@ func (r *runner) delete(ctx context.Context, op Op) error {
 	if err != nil || !t.State.Terminal() || t.ParentTaskID != 0 {
 		return nil
 	}
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "delete", strconv.FormatInt(id, 10)); code != 0 {
-			return nil
-		}
-	} else {
-		var res wire.BulkResult
-		if _, err := r.rest(ctx, "POST", "/v1/tasks/delete", wire.BulkRequest{IDs: []int64{id}, Reason: "model"}, &res); err != nil || res.Done != 1 {
-			return nil
-		}
+	var res wire.BulkResult
+	if !r.act(ctx, op, []string{"delete", strconv.FormatInt(id, 10)}, "/v1/tasks/delete", wire.BulkRequest{IDs: []int64{id}, Reason: "model"}, &res) ||
+		!viaCLI(op) && res.Done != 1 {
+		return nil
 	}
 	r.gone(id)
 	if _, err := r.c.st.GetTask(ctx, id); !errors.Is(err, store.ErrNotFound) {
