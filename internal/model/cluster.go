@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -50,6 +51,7 @@ type cluster struct {
 	url     string // the database, as the processes use it
 	schema  string // postgres: the run's own schema
 	st      store.Store
+	db      *sql.DB // st's
 	env     []string
 	base    string // http://addr of weft serve
 	token   string
@@ -117,6 +119,11 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", weftdb.Redact(c.url), err)
 	}
+	dbs, ok := c.st.(interface{ DB() *sql.DB })
+	if !ok {
+		return nil, errors.New("the store exposes no *sql.DB")
+	}
+	c.db = dbs.DB()
 	c.env = append(os.Environ(), "WEFT_LOG_LEVEL=warn")
 	c.ledger = filepath.Join(c.dir, "ledger")
 	c.script = filepath.Join(c.dir, "step.sh")
@@ -272,10 +279,8 @@ func (c *cluster) close() {
 		c.serve.Stop(10 * time.Second)
 	}
 	if c.st != nil {
-		if c.schema != "" && !c.cfg.KeepDir {
-			if dbs, ok := c.st.(interface{ DB() *sqlDB }); ok {
-				_, _ = dbs.DB().ExecContext(context.Background(), `DROP SCHEMA `+c.schema+` CASCADE`)
-			}
+		if c.schema != "" && c.db != nil && !c.cfg.KeepDir {
+			_, _ = c.db.ExecContext(context.Background(), `DROP SCHEMA `+c.schema+` CASCADE`)
 		}
 		c.st.Close()
 	}
