@@ -502,34 +502,44 @@ func (r *runner) stopEngine(ctx context.Context, op Op) error {
 	}
 	victim, _ := pick(live, op.Arg)
 	if len(live) > 1 {
-		// A worker running a long step: submit one and wait (bounded) until
-		// a worker holds one (weft serve's engine may take it: then one more).
-		deadline := time.Now().Add(2*r.c.lease + 2*time.Second)
-		var longs []int64
-	wait:
-		for time.Now().Before(deadline) {
-			if len(longs) < 3 {
-				id, err := r.submit(ctx, Op{Kind: OpSubmitLong, Arg: op.Arg})
-				if err != nil {
-					return err
-				}
-				longs = append(longs, id)
-			}
-			for range 10 {
-				for _, id := range longs {
-					if p := r.holder(ctx, id, live); p != nil {
-						victim = p
-						time.Sleep(200 * time.Millisecond) // its handler started
-						break wait
-					}
-				}
-				time.Sleep(30 * time.Millisecond)
-			}
+		p, err := r.longHolder(ctx, op, live)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			victim = p
+			time.Sleep(200 * time.Millisecond) // its handler started
 		}
 	}
 	r.cfg.logf("op %d: SIGTERM %s (pid %d)", r.cur, victim.Name, victim.PID())
 	victim.stopping = true
 	return victim.Signal(syscall.SIGTERM)
+}
+
+// longHolder submits long tasks (up to three) and waits (bounded) until
+// a worker among live holds one of their steps, and returns it (nil: none
+// did in time). weft serve's engine may take one: then one more.
+func (r *runner) longHolder(ctx context.Context, op Op, live []*proc) (*proc, error) {
+	deadline := time.Now().Add(2*r.c.lease + 2*time.Second)
+	var longs []int64
+	for time.Now().Before(deadline) {
+		if len(longs) < 3 {
+			id, err := r.submit(ctx, Op{Kind: OpSubmitLong, Arg: op.Arg})
+			if err != nil {
+				return nil, err
+			}
+			longs = append(longs, id)
+		}
+		for range 10 {
+			for _, id := range longs {
+				if p := r.holder(ctx, id, live); p != nil {
+					return p, nil
+				}
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+	}
+	return nil, nil
 }
 
 // holder returns the worker among live that holds a running step of task id.
@@ -542,16 +552,17 @@ func (r *runner) holder(ctx context.Context, id int64, live []*proc) *proc {
 	if err != nil {
 		return nil
 	}
+	pids := map[string]int{} // engine id -> its process
+	for _, e := range es {
+		pids[e.ID] = e.PID
+	}
 	for _, s := range t.Steps {
 		if s.State != state.StepRunning {
 			continue
 		}
-		for _, e := range es {
-			if e.ID != s.EngineID {
-				continue
-			}
+		if pid, ok := pids[s.EngineID]; ok {
 			for _, p := range live {
-				if p.PID() == e.PID {
+				if p.PID() == pid {
 					return p
 				}
 			}
