@@ -161,9 +161,6 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		res.Cycles = cycle
 		r.logf("cycle %d: %s, recovered in %s", cycle, fault, rec.Round(time.Millisecond))
 	}
-	if d := res.ByFault[FaultRollingRestart]; len(d) > 0 {
-		r.logf("%s: %d, every worker stopped with SIGTERM and replaced", FaultRollingRestart, len(d))
-	}
 	if err := r.signal(ctx, unsignalled, cfg.Cycles+1); err != nil {
 		return res, err
 	}
