@@ -174,12 +174,10 @@ func (r *runner) writeWorkload(long time.Duration) error {
 // workers start: everything that opens the database does it before there
 // is work.
 func (r *runner) startServe(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, r.bin, "keys", "create", "--db", r.url, "--name", "chaos", "--permissions", "workers:connect").Output()
+	token, err := weftproc.CreateKey(ctx, r.bin, r.url, "chaos", "workers:connect")
 	if err != nil {
-		return fmt.Errorf("weft keys create: %w", err)
+		return err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	token := strings.TrimSpace(lines[len(lines)-1])
 	if r.srvAddr, err = weftproc.FreeAddr(); err != nil {
 		return err
 	}

@@ -133,12 +133,9 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	if err := os.WriteFile(c.ledger, nil, 0o644); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, bin, "keys", "create", "--db", c.url, "--name", "model", "--permissions", "admin:*").Output()
-	if err != nil {
-		return nil, fmt.Errorf("weft keys create: %w", err)
+	if c.token, err = weftproc.CreateKey(ctx, bin, c.url, "model", "admin:*"); err != nil {
+		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	c.token = strings.TrimSpace(lines[len(lines)-1])
 	c.env = append(c.env, "WEFT_TOKEN="+c.token)
 	// Every workflow is registered before engines start.
 	for name, tpl := range templates(c.script, c.ledger, c.lease) {

@@ -32,6 +32,17 @@ func Build(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
+// CreateKey creates an API key with `weft keys create` on database db and
+// returns its token.
+func CreateKey(ctx context.Context, bin, db, name, permissions string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, "keys", "create", "--db", db, "--name", name, "--permissions", permissions).Output()
+	if err != nil {
+		return "", fmt.Errorf("weft keys create: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
 // Proc is one weft process. Set Name, Args and Env, then Start it; a
 // process that exited may be started again.
 type Proc struct {
