@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 )
 
@@ -58,11 +57,12 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 	case FaultKillWorker:
 		live := r.live()
 		victim := live[r.rng.IntN(len(live))]
-		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := victim.Signal(syscall.SIGKILL); err != nil && !victim.Exited() {
 			return 0, err
 		}
-		_ = victim.cmd.Wait() // reaped: its pid is gone, the others see it died
-		if err := r.gone(victim.cmd.Process.Pid); err != nil {
+		_ = victim.Wait() // reaped: its pid is gone, the others see it died
+		r.retire(victim)
+		if err := r.gone(victim.PID()); err != nil {
 			return 0, err
 		}
 		if err := r.startWorker(); err != nil {
@@ -73,11 +73,12 @@ func (r *runner) inject(ctx context.Context, fault string) (time.Duration, error
 			return 0, err
 		}
 	case FaultKillServe:
-		r.srv.kill()
-		if err := r.gone(r.srv.cmd.Process.Pid); err != nil {
+		pid := r.srv.PID()
+		r.srv.Kill()
+		if err := r.gone(pid); err != nil {
 			return 0, err
 		}
-		if err := r.srv.start(); err != nil {
+		if err := r.startServer(ctx); err != nil {
 			return 0, err
 		}
 	case FaultTerminatePG:
@@ -142,39 +143,6 @@ func (r *runner) recovered(ctx context.Context, held []string, completedBefore i
 	return true
 }
 
-// startCluster starts a throwaway cluster with scripts/pgtest and returns
-// the function that stops it.
-func (r *runner) startCluster(ctx context.Context) (func(), error) {
-	script := filepath.Join(r.cfg.Root, "scripts", "pgtest")
-	cmd := exec.CommandContext(ctx, script, "start")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("scripts/pgtest start: %v\n%s", err, stderr.String())
-	}
-	for line := range strings.Lines(stdout.String()) {
-		name, value, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "export ")), "=")
-		if !ok {
-			continue
-		}
-		value = strings.Trim(value, "'") // pgtest quotes; our values hold no quotes
-		switch name {
-		case "WEFT_TEST_POSTGRES_URL":
-			r.cfg.DB = value
-		case "WEFT_PGTEST_DIR":
-			r.cfg.PGDir = value
-		}
-	}
-	dir := r.cfg.PGDir
-	return func() {
-		stop := exec.Command(script, "stop")
-		stop.Env = append(os.Environ(), "WEFT_PGTEST_DIR="+dir)
-		if out, err := stop.CombinedOutput(); err != nil {
-			r.logf("scripts/pgtest stop: %v\n%s", err, out)
-		}
-	}, nil
-}
-
 // pgctl runs pg_ctl ACTION on the scripts/pgtest cluster, as that script
 // does (as the postgres user when root).
 func (r *runner) pgctl(ctx context.Context, action string, args ...string) error {
@@ -233,80 +201,5 @@ func (r *runner) fillDisk(d time.Duration) error {
 // gone appends "gone PID" to the ledger once the process has ended: the
 // runs it had are over (Overlaps).
 func (r *runner) gone(pid int) error {
-	f, err := os.OpenFile(r.ledger, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(f, "gone %d\n", pid); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// rollingRestart stops each worker in turn with SIGTERM, as a deploy does,
-// and starts a new one in its place before it stops the next. Before each
-// stop it submits a few chaos/long tasks (fewer than the engines have
-// slots) and sends the signal once the worker runs one of their steps,
-// which work longer than the lease (if one comes within ten seconds). The worker must drain
-// and exit 0 within its drain (30 s).
-func (r *runner) rollingRestart(ctx context.Context) error {
-	for _, w := range r.live() {
-		pid := w.cmd.Process.Pid
-		// A few per engine (the server's too), leaving slots free: a step
-		// reaped from a draining worker would be run elsewhere at once.
-		subs := make([]weft.Submission, 2*(len(r.live())+1))
-		for i := range subs {
-			subs[i] = weft.Submission{Workflow: "chaos/long", Input: map[string]int{"worker": pid, "i": i}}
-		}
-		err := retry(ctx, func() error {
-			sr, err := r.eng.SubmitMany(ctx, subs)
-			for _, s := range sr {
-				r.extra = append(r.extra, s.Task.ID)
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("submit long tasks: %w", err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) && r.runsLong(ctx, pid) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		held := r.runsLong(ctx, pid)
-		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			return err
-		}
-		done := make(chan error, 1)
-		go func() { done <- w.cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("worker %d stopped with SIGTERM while it ran %d long steps: %v\n%s", pid, held, err, tail(w.stderr.String(), 10))
-			}
-		case <-time.After(45 * time.Second):
-			_ = w.cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("worker %d did not stop within 45 s of SIGTERM\n%s", pid, tail(w.stderr.String(), 10))
-		}
-		if err := r.gone(pid); err != nil {
-			return err
-		}
-		r.logf("worker %d drained %d long steps and stopped", pid, held)
-		if err := r.startWorker(); err != nil {
-			return err
-		}
-	}
-	return r.waitLive(ctx, len(r.live()))
-}
-
-// runsLong counts the long steps running under the engine of process pid.
-func (r *runner) runsLong(ctx context.Context, pid int) int {
-	var n int
-	q := `SELECT count(*) FROM steps s JOIN engines e ON e.id = s.engine_id
-		WHERE s.state = 'running' AND s.name = 'long' AND e.pid = ` + placeholder(r.cfg.Store)
-	if err := r.db.QueryRowContext(ctx, q, pid).Scan(&n); err != nil {
-		return 0
-	}
-	return n
+	return appendLine(r.ledger, fmt.Sprintf("gone %d", pid))
 }

@@ -1,54 +1,50 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
+	"slices"
 	"syscall"
 	"time"
+
+	"github.com/weftrun/weft/internal/weftproc"
 )
 
-// proc is one `weft worker` process of the run, with its stderr kept for
-// the report.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-}
+// The run's `weft worker` processes: r.workers are those the run has not
+// stopped (one may have died by itself), r.retired those it killed or
+// stopped, kept for their stderr.
 
 func (r *runner) startWorker() error {
-	w := &proc{cmd: exec.Command(r.bin, "worker", "--db", r.url, "--concurrency", "6"), stderr: &bytes.Buffer{}}
-	w.cmd.Stderr = w.stderr
-	w.cmd.SysProcAttr = orphanGuard()
-	if err := w.cmd.Start(); err != nil {
+	w := &weftproc.Proc{Name: "worker", Args: []string{"worker", "--db", r.url, "--concurrency", "6"}}
+	if err := w.Start(r.bin); err != nil {
 		return err
 	}
 	r.workers = append(r.workers, w)
 	return nil
 }
 
-func (r *runner) live() []*proc {
-	var out []*proc
-	for _, w := range r.workers {
-		if w.cmd.ProcessState == nil {
-			out = append(out, w)
-		}
-	}
-	return out
+// live returns the workers the run has not stopped.
+func (r *runner) live() []*weftproc.Proc { return slices.Clone(r.workers) }
+
+// retire records that the run stopped or killed w.
+func (r *runner) retire(w *weftproc.Proc) {
+	r.workers = slices.DeleteFunc(r.workers, func(x *weftproc.Proc) bool { return x == w })
+	r.retired = append(r.retired, w)
 }
 
+// stopWorkers sends every worker SIGTERM, then waits up to 15 s for each
+// to exit (and kills it then).
 func (r *runner) stopWorkers() {
-	for _, w := range r.live() {
-		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	for _, w := range r.workers {
+		if !w.Exited() {
+			_ = w.Signal(syscall.SIGTERM)
+		}
 	}
-	for _, w := range r.live() {
-		done := make(chan struct{})
-		go func() { _ = w.cmd.Wait(); close(done) }()
+	for _, w := range r.workers {
 		select {
-		case <-done:
+		case <-w.Done():
 		case <-time.After(15 * time.Second):
-			_ = w.cmd.Process.Kill()
-			<-done
+			w.Kill()
 		}
 	}
 }
@@ -66,10 +62,4 @@ func (r *runner) waitLive(ctx context.Context, n int) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// orphanGuard makes a child process die with this program, should it be
-// killed before it stops its workers and server.
-func orphanGuard() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

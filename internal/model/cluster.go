@@ -4,21 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/weftrun/weft/internal/weftproc"
+	"github.com/weftrun/weft/internal/wireworker"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -27,83 +27,20 @@ import (
 // (with its own engine, and the REST API the operator actions go through),
 // and a remote worker in this process speaking the wire protocol.
 
-// proc is one weft process of the cluster.
+// proc is one weft process of the cluster. stopping: SIGTERM was sent;
+// the driver restarts it once it has exited.
 type proc struct {
-	name   string
-	args   []string
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-	done   chan struct{} // closed once the process exited and was reaped
-	// stopping: SIGTERM sent; the driver restarts it once it has exited.
+	*weftproc.Proc
 	stopping bool
 }
 
-func (p *proc) start(bin string, env []string) error {
-	p.stderr = &bytes.Buffer{}
-	p.cmd = exec.Command(bin, p.args...)
-	p.cmd.Env = env
-	p.cmd.Stderr = &lockedWriter{b: p.stderr}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	p.done = make(chan struct{})
+func newProc(name string, env []string, args ...string) *proc {
+	return &proc{Proc: &weftproc.Proc{Name: name, Args: args, Env: env}}
+}
+
+func (p *proc) start(bin string) error {
 	p.stopping = false
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(p.cmd, p.done)
-	return nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-// stop sends SIGTERM and waits up to d for the process to exit, then kills it.
-func (p *proc) stop(d time.Duration) {
-	if p.cmd == nil || p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.b.Len() > 1<<20 { // keep the tail only
-		w.b.Next(w.b.Len() - 1<<19)
-	}
-	return w.b.Write(p)
-}
-
-func (p *proc) tail(n int) string {
-	lw, ok := p.cmd.Stderr.(*lockedWriter)
-	if !ok {
-		return ""
-	}
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(lw.b.String(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return p.Start(bin)
 }
 
 // cluster is the running system under test.
@@ -114,13 +51,15 @@ type cluster struct {
 	url     string // the database, as the processes use it
 	schema  string // postgres: the run's own schema
 	st      store.Store
+	db      *sql.DB // st's
 	env     []string
 	base    string // http://addr of weft serve
 	token   string
 	http    *http.Client
 	serve   *proc
 	workers []*proc
-	remote  *remoteWorker
+	remote  *wireworker.Worker
+	runs    *remoteRuns // the remote worker's work
 	rcancel context.CancelFunc
 	rdone   chan struct{}
 	ledger  string
@@ -130,17 +69,6 @@ type cluster struct {
 	leaseFlags []string
 	lease      time.Duration
 	logf       func(string, ...any)
-}
-
-// buildBinary builds cmd/weft into dir.
-func buildBinary(ctx context.Context, root, dir string) (string, error) {
-	bin := filepath.Join(dir, "weft")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/weft")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // leaseSettings returns the flags that give engines a short lease, if the
@@ -182,7 +110,7 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 			return nil, errors.New("postgres needs --db URL or WEFT_TEST_POSTGRES_URL")
 		}
 		c.schema = "model_" + randomSuffix()
-		c.url = withParam(cfg.DB, "search_path", c.schema)
+		c.url = weftproc.WithParam(cfg.DB, "search_path", c.schema)
 	default:
 		return nil, fmt.Errorf("--store must be sqlite or postgres, not %q", cfg.Store)
 	}
@@ -191,6 +119,11 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", weftdb.Redact(c.url), err)
 	}
+	dbs, ok := c.st.(interface{ DB() *sql.DB })
+	if !ok {
+		return nil, errors.New("the store exposes no *sql.DB")
+	}
+	c.db = dbs.DB()
 	c.env = append(os.Environ(), "WEFT_LOG_LEVEL=warn")
 	c.ledger = filepath.Join(c.dir, "ledger")
 	c.script = filepath.Join(c.dir, "step.sh")
@@ -200,12 +133,9 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	if err := os.WriteFile(c.ledger, nil, 0o644); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, bin, "keys", "create", "--db", c.url, "--name", "model", "--permissions", "admin:*").Output()
-	if err != nil {
-		return nil, fmt.Errorf("weft keys create: %w", err)
+	if c.token, err = weftproc.CreateKey(ctx, bin, c.url, "model", "admin:*"); err != nil {
+		return nil, err
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	c.token = strings.TrimSpace(lines[len(lines)-1])
 	c.env = append(c.env, "WEFT_TOKEN="+c.token)
 	// Every workflow is registered before engines start.
 	for name, tpl := range templates(c.script, c.ledger, c.lease) {
@@ -217,21 +147,21 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 			return nil, fmt.Errorf("weft register %s: %v\n%s", name, err, out)
 		}
 	}
-	addr, err := freeAddr()
+	addr, err := weftproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	c.base = "http://" + addr
-	c.serve = &proc{name: "serve", args: append([]string{"serve", "--db", c.url, "--addr", addr, "--concurrency", strconv.Itoa(serveConcurrency)}, c.leaseFlags...)}
-	if err := c.serve.start(bin, c.env); err != nil {
+	c.serve = newProc("serve", c.env, append([]string{"serve", "--db", c.url, "--addr", addr, "--concurrency", strconv.Itoa(serveConcurrency)}, c.leaseFlags...)...)
+	if err := c.serve.start(bin); err != nil {
 		return nil, err
 	}
-	if err := c.waitHealthy(ctx); err != nil {
+	if err := weftproc.WaitHealthy(ctx, c.base, c.serve.Proc); err != nil {
 		return nil, err
 	}
 	for i := range cfg.Workers {
-		w := &proc{name: fmt.Sprintf("worker-%d", i+1), args: append([]string{"worker", "--db", c.url, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", (4 * c.longStep()).String()}, c.leaseFlags...)}
-		if err := w.start(bin, c.env); err != nil {
+		w := newProc(fmt.Sprintf("worker-%d", i+1), c.env, append([]string{"worker", "--db", c.url, "--concurrency", strconv.Itoa(workerConcurrency), "--drain", (4 * c.longStep()).String()}, c.leaseFlags...)...)
+		if err := w.start(bin); err != nil {
 			return nil, err
 		}
 		c.workers = append(c.workers, w)
@@ -239,10 +169,12 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	if err := c.waitLive(ctx, cfg.Workers+1); err != nil {
 		return nil, err
 	}
-	c.remote = &remoteWorker{base: c.base, token: c.token, ledger: c.ledger, client: &http.Client{Timeout: 10 * time.Second}, active: map[string]bool{}}
+	c.runs = &remoteRuns{ledger: c.ledger, active: map[string]bool{}}
+	c.remote = &wireworker.Worker{Base: c.base, Token: c.token, Name: "model", Handler: "remote.work",
+		Client: &http.Client{Timeout: 10 * time.Second}, Work: c.runs.work}
 	rctx, cancel := context.WithCancel(context.Background())
 	c.rcancel, c.rdone = cancel, make(chan struct{})
-	go func() { c.remote.run(rctx); close(c.rdone) }()
+	go func() { c.remote.Run(rctx); close(c.rdone) }()
 	return c, nil
 }
 
@@ -251,23 +183,6 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 func (c *cluster) longStep() time.Duration { return longStep(c.lease) }
 
 func longStep(lease time.Duration) time.Duration { return 2*lease + time.Second }
-
-func (c *cluster) waitHealthy(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := c.http.Get(c.base + "/health/live")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil || c.serve.exited() {
-			return fmt.Errorf("weft serve did not come up on %s:\n%s", c.base, c.serve.tail(20))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func (c *cluster) waitLive(ctx context.Context, n int) error {
 	deadline := time.Now().Add(30 * time.Second)
@@ -279,7 +194,7 @@ func (c *cluster) waitLive(ctx context.Context, n int) error {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			var tails []string
 			for _, w := range c.workers {
-				tails = append(tails, w.name+":\n"+w.tail(10))
+				tails = append(tails, w.Name+":\n"+w.Tail(10))
 			}
 			return fmt.Errorf("%d of %d engines registered (%v)\n%s", len(es), n, err, strings.Join(tails, "\n"))
 		}
@@ -287,12 +202,12 @@ func (c *cluster) waitLive(ctx context.Context, n int) error {
 	}
 }
 
-// enginePIDs returns the pids of the weft processes running (serve and
-// workers, not those stopping): the engines that serve exec steps.
+// liveWorkers returns the `weft worker` processes running and not
+// stopping.
 func (c *cluster) liveWorkers() []*proc {
 	var out []*proc
 	for _, w := range c.workers {
-		if !w.exited() && !w.stopping {
+		if !w.Exited() && !w.stopping {
 			out = append(out, w)
 		}
 	}
@@ -303,19 +218,19 @@ func (c *cluster) liveWorkers() []*proc {
 // process that exited unasked (reported to unasked, and restarted).
 func (c *cluster) reap(unasked func(p *proc, state string)) error {
 	for _, w := range append([]*proc{c.serve}, c.workers...) {
-		if !w.exited() {
+		if !w.Exited() {
 			continue
 		}
 		if w.stopping {
-			c.logf("%s (pid %d) exited after SIGTERM: restarting it", w.name, w.pid())
+			c.logf("%s (pid %d) exited after SIGTERM: restarting it", w.Name, w.PID())
 		} else {
-			unasked(w, w.cmd.ProcessState.String())
+			unasked(w, w.ExitState())
 		}
-		if err := w.start(c.bin, c.env); err != nil {
+		if err := w.start(c.bin); err != nil {
 			return err
 		}
 		if w == c.serve {
-			if err := c.waitHealthy(context.Background()); err != nil {
+			if err := weftproc.WaitHealthy(context.Background(), c.base, c.serve.Proc); err != nil {
 				return err
 			}
 		}
@@ -328,7 +243,7 @@ func (c *cluster) reap(unasked func(p *proc, state string)) error {
 // /proc shows it running the step script.
 func (c *cluster) alive(runner string) bool {
 	if strings.HasPrefix(runner, "r") {
-		return c.remote.isActive(runner)
+		return c.runs.isActive(runner)
 	}
 	pid, err := strconv.Atoi(runner)
 	if err != nil {
@@ -354,17 +269,15 @@ func (c *cluster) close() {
 	var wg sync.WaitGroup
 	for _, w := range c.workers {
 		wg.Add(1)
-		go func() { defer wg.Done(); w.stop(10 * time.Second) }()
+		go func() { defer wg.Done(); w.Stop(10 * time.Second) }()
 	}
 	wg.Wait()
 	if c.serve != nil {
-		c.serve.stop(10 * time.Second)
+		c.serve.Stop(10 * time.Second)
 	}
 	if c.st != nil {
-		if c.schema != "" && !c.cfg.KeepDir {
-			if dbs, ok := c.st.(interface{ DB() *sqlDB }); ok {
-				_, _ = dbs.DB().ExecContext(context.Background(), `DROP SCHEMA `+c.schema+` CASCADE`)
-			}
+		if c.schema != "" && c.db != nil && !c.cfg.KeepDir {
+			_, _ = c.db.ExecContext(context.Background(), `DROP SCHEMA `+c.schema+` CASCADE`)
 		}
 		c.st.Close()
 	}
@@ -382,24 +295,3 @@ const (
 	serveConcurrency  = 2
 	workerConcurrency = 6
 )
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func withParam(u, key, value string) string {
-	sep := "?"
-	if strings.Contains(u, "?") {
-		sep = "&"
-	}
-	return u + sep + key + "=" + url.QueryEscape(value)
-}
-
-// Build builds cmd/weft from the repository at root into dir and returns
-// the binary's path.
-func Build(ctx context.Context, root, dir string) (string, error) { return buildBinary(ctx, root, dir) }

@@ -84,6 +84,19 @@ func (r *runner) cli(ctx context.Context, args ...string) (int, string) {
 
 func viaCLI(op Op) bool { return op.Arg%10 == 9 }
 
+// act carries out an operator action as op says: through the CLI (`weft
+// ARGS`), or through REST (POST path with body, the answer into out). It
+// reports whether the action succeeded; a refusal (the target ended
+// meanwhile, …) is no error.
+func (r *runner) act(ctx context.Context, op Op, args []string, path string, body, out any) bool {
+	if viaCLI(op) {
+		code, _ := r.cli(ctx, args...)
+		return code == 0
+	}
+	_, err := r.rest(ctx, "POST", path, body, out)
+	return err == nil
+}
+
 func (r *runner) do(ctx context.Context, op Op) error {
 	switch op.Kind {
 	case OpSubmitPlain, OpSubmitDAG, OpSubmitFlaky, OpSubmitSignal, OpSubmitSignalTO, OpSubmitChild,
@@ -112,7 +125,7 @@ func (r *runner) do(ctx context.Context, op Op) error {
 		return r.killEngine(ctx, op)
 	case OpLeaseExpiry:
 		r.c.remote.Abandon()
-		lease := r.c.remote.lease
+		lease := r.c.remote.Lease()
 		if lease == 0 {
 			lease = r.c.lease
 		}
@@ -196,13 +209,7 @@ func (r *runner) cancel(ctx context.Context, op Op) error {
 	if !ok {
 		return nil
 	}
-	if viaCLI(op) {
-		code, out := r.cli(ctx, "cancel", strconv.FormatInt(id, 10))
-		if code != 0 {
-			return nil // refused (it ended meanwhile, …)
-		}
-		_ = out
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/tasks/%d/cancel", id), wire.TaskAction{Reason: "model"}, nil); err != nil {
+	if !r.act(ctx, op, []string{"cancel", strconv.FormatInt(id, 10)}, fmt.Sprintf("/v1/tasks/%d/cancel", id), wire.TaskAction{Reason: "model"}, nil) {
 		return nil
 	}
 	t, err := r.c.st.GetTask(ctx, id)
@@ -245,11 +252,7 @@ func (r *runner) retryTask(ctx context.Context, op Op) error {
 		return nil
 	}
 	at := time.Now()
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "retry", strconv.FormatInt(id, 10)); code != 0 {
-			return nil
-		}
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/tasks/%d/retry", id), wire.TaskAction{Reason: "model"}, nil); err != nil {
+	if !r.act(ctx, op, []string{"retry", strconv.FormatInt(id, 10)}, fmt.Sprintf("/v1/tasks/%d/retry", id), wire.TaskAction{Reason: "model"}, nil) {
 		return nil
 	}
 	if !r.transitionSince(ctx, id, "", at, string(t0.State)) {
@@ -273,11 +276,7 @@ func (r *runner) stepAction(ctx context.Context, op Op) error {
 		verb = "resolve"
 	}
 	at := time.Now()
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "step", verb, strconv.FormatInt(sid, 10)); code != 0 {
-			return nil
-		}
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/steps/%d/%s", sid, verb), wire.StepAction{Reason: "model"}, nil); err != nil {
+	if !r.act(ctx, op, []string{"step", verb, strconv.FormatInt(sid, 10)}, fmt.Sprintf("/v1/steps/%d/%s", sid, verb), wire.StepAction{Reason: "model"}, nil) {
 		return nil
 	}
 	s, err := r.c.st.GetStep(ctx, sid)
@@ -314,11 +313,7 @@ func (r *runner) signal(ctx context.Context, op Op) error {
 		}
 	}
 	var res wire.SignalResult
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "signal", strconv.FormatInt(id, 10), "go"); code != 0 {
-			return nil
-		}
-	} else if _, err := r.rest(ctx, "POST", fmt.Sprintf("/v1/tasks/%d/signals/go", id), wire.SignalRequest{Payload: json.RawMessage(`{"ok": true}`)}, &res); err != nil {
+	if !r.act(ctx, op, []string{"signal", strconv.FormatInt(id, 10), "go"}, fmt.Sprintf("/v1/tasks/%d/signals/go", id), wire.SignalRequest{Payload: json.RawMessage(`{"ok": true}`)}, &res) {
 		return nil
 	}
 	if m := r.tasks[id]; m != nil {
@@ -375,14 +370,7 @@ func (r *runner) policy(ctx context.Context, op Op) error {
 		change.Concurrency = &n
 		args = []string{"limit", ns, "--concurrency", "0"}
 	}
-	var ok bool
-	if viaCLI(op) {
-		code, _ := r.cli(ctx, args...)
-		ok = code == 0
-	} else {
-		_, err := r.rest(ctx, "POST", "/v1/policies", change, nil)
-		ok = err == nil
-	}
+	ok := r.act(ctx, op, args, "/v1/policies", change, nil)
 	if op.Kind == OpPauseUnknown {
 		if ok {
 			r.violate(InvRefused, "pausing namespace %q, which no workflow has, reported success (via %s)", ns, map[bool]string{true: "CLI", false: "REST"}[viaCLI(op)])
@@ -431,15 +419,10 @@ func (r *runner) delete(ctx context.Context, op Op) error {
 	if err != nil || !t.State.Terminal() || t.ParentTaskID != 0 {
 		return nil
 	}
-	if viaCLI(op) {
-		if code, _ := r.cli(ctx, "delete", strconv.FormatInt(id, 10)); code != 0 {
-			return nil
-		}
-	} else {
-		var res wire.BulkResult
-		if _, err := r.rest(ctx, "POST", "/v1/tasks/delete", wire.BulkRequest{IDs: []int64{id}, Reason: "model"}, &res); err != nil || res.Done != 1 {
-			return nil
-		}
+	var res wire.BulkResult
+	if !r.act(ctx, op, []string{"delete", strconv.FormatInt(id, 10)}, "/v1/tasks/delete", wire.BulkRequest{IDs: []int64{id}, Reason: "model"}, &res) ||
+		!viaCLI(op) && res.Done != 1 {
+		return nil
 	}
 	r.gone(id)
 	if _, err := r.c.st.GetTask(ctx, id); !errors.Is(err, store.ErrNotFound) {
@@ -519,34 +502,44 @@ func (r *runner) stopEngine(ctx context.Context, op Op) error {
 	}
 	victim, _ := pick(live, op.Arg)
 	if len(live) > 1 {
-		// A worker running a long step: submit one and wait (bounded) until
-		// a worker holds one (weft serve's engine may take it: then one more).
-		deadline := time.Now().Add(2*r.c.lease + 2*time.Second)
-		var longs []int64
-	wait:
-		for time.Now().Before(deadline) {
-			if len(longs) < 3 {
-				id, err := r.submit(ctx, Op{Kind: OpSubmitLong, Arg: op.Arg})
-				if err != nil {
-					return err
-				}
-				longs = append(longs, id)
-			}
-			for range 10 {
-				for _, id := range longs {
-					if p := r.holder(ctx, id, live); p != nil {
-						victim = p
-						time.Sleep(200 * time.Millisecond) // its handler started
-						break wait
-					}
-				}
-				time.Sleep(30 * time.Millisecond)
-			}
+		p, err := r.longHolder(ctx, op, live)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			victim = p
+			time.Sleep(200 * time.Millisecond) // its handler started
 		}
 	}
-	r.cfg.logf("op %d: SIGTERM %s (pid %d)", r.cur, victim.name, victim.pid())
+	r.cfg.logf("op %d: SIGTERM %s (pid %d)", r.cur, victim.Name, victim.PID())
 	victim.stopping = true
-	return signalEngine(victim, syscall.SIGTERM)
+	return victim.Signal(syscall.SIGTERM)
+}
+
+// longHolder submits long tasks (up to three) and waits (bounded) until
+// a worker among live holds one of their steps, and returns it (nil: none
+// did in time). weft serve's engine may take one: then one more.
+func (r *runner) longHolder(ctx context.Context, op Op, live []*proc) (*proc, error) {
+	deadline := time.Now().Add(2*r.c.lease + 2*time.Second)
+	var longs []int64
+	for time.Now().Before(deadline) {
+		if len(longs) < 3 {
+			id, err := r.submit(ctx, Op{Kind: OpSubmitLong, Arg: op.Arg})
+			if err != nil {
+				return nil, err
+			}
+			longs = append(longs, id)
+		}
+		for range 10 {
+			for _, id := range longs {
+				if p := r.holder(ctx, id, live); p != nil {
+					return p, nil
+				}
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+	}
+	return nil, nil
 }
 
 // holder returns the worker among live that holds a running step of task id.
@@ -559,16 +552,17 @@ func (r *runner) holder(ctx context.Context, id int64, live []*proc) *proc {
 	if err != nil {
 		return nil
 	}
+	pids := map[string]int{} // engine id -> its process
+	for _, e := range es {
+		pids[e.ID] = e.PID
+	}
 	for _, s := range t.Steps {
 		if s.State != state.StepRunning {
 			continue
 		}
-		for _, e := range es {
-			if e.ID != s.EngineID {
-				continue
-			}
+		if pid, ok := pids[s.EngineID]; ok {
 			for _, p := range live {
-				if p.pid() == e.PID {
+				if p.PID() == pid {
 					return p
 				}
 			}
@@ -583,8 +577,7 @@ func (r *runner) killEngine(ctx context.Context, op Op) error {
 	if !ok {
 		return nil
 	}
-	r.cfg.logf("op %d: SIGKILL %s (pid %d)", r.cur, victim.name, victim.pid())
-	_ = signalEngine(victim, syscall.SIGKILL)
-	<-victim.done
-	return victim.start(r.c.bin, r.c.env)
+	r.cfg.logf("op %d: SIGKILL %s (pid %d)", r.cur, victim.Name, victim.PID())
+	victim.Kill()
+	return victim.start(r.c.bin)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft/internal/weftproc"
 )
 
 // TestModelShortRun runs a short seeded sequence on a real cluster, on
@@ -20,7 +22,7 @@ func TestModelShortRun(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	bin, err := Build(t.Context(), root, t.TempDir())
+	bin, err := weftproc.Build(t.Context(), root, t.TempDir())
 	require.NoError(t, err)
 	stores := []struct{ name, db string }{{"sqlite", ""}}
 	if url := os.Getenv("WEFT_TEST_POSTGRES_URL"); url != "" {

@@ -3,21 +3,18 @@ package model
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/weftrun/weft/internal/weftproc"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
-
-type sqlDB = sql.DB
 
 // Config is one model run.
 type Config struct {
@@ -139,12 +136,14 @@ type runner struct {
 	// serves nothing until then.
 	remoteSilentUntil time.Time
 	lastCheck         time.Time
-	// open and finished are the task ids the last state check saw open
-	// and ended, for picking targets.
+	// Targets of operator actions: open (and waiting) are the tasks the
+	// last state check saw open; failed, failedSteps and ended what
+	// refreshTargets last listed.
 	open, failed, ended []int64
 	failedSteps         []int64
-	waiting             []int64 // tasks with a step waiting for a signal
-	quiet               bool    // the last check saw nothing that moves by itself
+	waiting             []int64               // tasks with a step waiting for a signal
+	quiet               bool                  // the last check saw nothing that moves by itself
+	read                map[int64]*store.Task // the open tasks as the last state check read them
 }
 
 // Run builds the binary if needed, starts a cluster and runs ops on it.
@@ -159,7 +158,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		if bin, err = buildBinary(ctx, cfg.Root, dir); err != nil {
+		if bin, err = weftproc.Build(ctx, cfg.Root, dir); err != nil {
 			return nil, err
 		}
 	}
@@ -216,7 +215,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 	r.res.Elapsed = time.Since(start)
 	if len(r.res.Violations) > 0 {
 		for _, w := range append([]*proc{c.serve}, c.workers...) {
-			cfg.logf("%s stderr (tail):\n%s", w.name, w.tail(15))
+			cfg.logf("%s stderr (tail):\n%s", w.Name, w.Tail(15))
 		}
 	}
 	return r.res, nil
@@ -224,7 +223,7 @@ func Run(ctx context.Context, cfg Config, ops []Op) (*Result, error) {
 
 // unasked reports a process that exited by itself.
 func (r *runner) unasked(p *proc, state string) {
-	r.violate(InvExit, "%s (pid %d) exited unasked (%s); stderr:\n%s", p.name, p.pid(), state, p.tail(15))
+	r.violate(InvExit, "%s (pid %d) exited unasked (%s); stderr:\n%s", p.Name, p.PID(), state, p.Tail(15))
 }
 
 // stopped reports whether the run should end now (Config.StopAtFirst,
@@ -308,7 +307,9 @@ func (r *runner) see(t *store.Task, root bool) {
 
 // checkState compares the database's open tasks with the model: each must
 // wait for a reason the model names, and no ready step that a live engine
-// serves waits longer than the bound.
+// serves waits longer than the bound. It reads an open task whole
+// (GetTask) only when it changed since the last check read it (its mark);
+// the others are classified again as read then, with the time now.
 func (r *runner) checkState(ctx context.Context) error {
 	r.lastCheck = time.Now()
 	open, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskPending, state.TaskRunning}, Limit: 5000})
@@ -316,20 +317,30 @@ func (r *runner) checkState(ctx context.Context) error {
 		r.cfg.logf("list open tasks: %v", err)
 		return nil // the store may be busy: next time
 	}
+	steps, err := r.openSteps(ctx)
+	if err != nil {
+		r.cfg.logf("list open tasks' steps: %v", err)
+		return nil
+	}
 	env := Env{Now: time.Now(), Paused: r.paused, Limited: r.limited, RemoteServed: time.Now().After(r.remoteSilentUntil)}
 	r.open = r.open[:0]
 	r.waiting = r.waiting[:0]
 	var obs []TaskWait
 	running := 0 // local steps running: the engines' slots they take
+	read := make(map[int64]*store.Task, len(open))
 	for _, lt := range open {
-		t, err := r.c.st.GetTask(ctx, lt.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
+		t := r.read[lt.ID]
+		if t == nil || mark(t) != taskMark(&lt)+steps[lt.ID] {
+			t, err = r.c.st.GetTask(ctx, lt.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				r.cfg.logf("get task %d: %v", lt.ID, err)
+				return nil
+			}
 		}
-		if err != nil {
-			r.cfg.logf("get task %d: %v", lt.ID, err)
-			return nil
-		}
+		read[lt.ID] = t
 		r.see(t, false)
 		for _, s := range t.Steps {
 			if err := r.ids.Step(s.ID, t.ID, s.Name); err != nil {
@@ -350,6 +361,7 @@ func (r *runner) checkState(ctx context.Context) error {
 		}
 		obs = append(obs, Classify(t, env))
 	}
+	r.read = read
 	// Quiet: every open task waits for something that does not pass by
 	// itself (a signal, a pause, a limit): nothing more will happen.
 	r.quiet = true
@@ -365,8 +377,54 @@ func (r *runner) checkState(ctx context.Context) error {
 	for _, v := range observe(env.Now, obs) {
 		r.violate(v.Invariant, "%s", v.Detail)
 	}
-	r.refreshTargets(ctx)
 	return nil
+}
+
+// The marks of an open task: what of its row and its steps Classify and
+// the id checks read and can change. A task read earlier (GetTask) whose
+// mark is the one openSteps and ListTasks give now has not changed since.
+func taskMark(t *store.Task) string {
+	return fmt.Sprintf("%s %d %d|", t.State, t.RunAt.UnixMicro(), t.CreatedAt.UnixMicro())
+}
+
+func stepMark(id int64, name, st string, attempt int, runAt int64) string {
+	return fmt.Sprintf("%d %s %s %d %d;", id, name, st, attempt, runAt)
+}
+
+func mark(t *store.Task) string {
+	var b strings.Builder
+	b.WriteString(taskMark(t))
+	for _, s := range t.Steps {
+		var runAt int64
+		if s.RunAt != nil {
+			runAt = s.RunAt.UnixMicro()
+		}
+		b.WriteString(stepMark(s.ID, s.Name, string(s.State), s.Attempts, runAt))
+	}
+	return b.String()
+}
+
+// openSteps returns, in one query, the marks of the steps of every open
+// task, by task, in the order GetTask lists them.
+func (r *runner) openSteps(ctx context.Context) (map[int64]string, error) {
+	rows, err := r.c.db.QueryContext(ctx, `SELECT s.task_id, s.id, s.name, s.state, s.attempt, COALESCE(s.run_at, 0)
+		FROM steps s JOIN tasks t ON t.id = s.task_id
+		WHERE t.state IN ('`+string(state.TaskPending)+`', '`+string(state.TaskRunning)+`') ORDER BY s.task_id, s.idx`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]string{}
+	for rows.Next() {
+		var task, id, runAt int64
+		var attempt int
+		var name, st string
+		if err := rows.Scan(&task, &id, &name, &st, &attempt, &runAt); err != nil {
+			return nil, err
+		}
+		out[task] += stepMark(id, name, st, attempt, runAt)
+	}
+	return out, rows.Err()
 }
 
 // saturated reports whether running local steps take all but one of
@@ -378,7 +436,8 @@ func (r *runner) saturated(running int) bool {
 }
 
 // refreshTargets lists the tasks and steps that operator actions on
-// failed or ended work pick from, as they are now.
+// failed or ended work pick from, as they are now: each such action calls
+// it before it picks.
 func (r *runner) refreshTargets(ctx context.Context) {
 	failed, err := r.c.st.ListTasks(ctx, store.TaskFilter{States: []state.Task{state.TaskFailed}, Limit: 50})
 	if err == nil {
@@ -466,11 +525,6 @@ func (r *runner) checkAudit(ctx context.Context, id int64) error {
 		r.violate(InvAudit, "%s", p)
 	}
 	return nil
-}
-
-// signalEngine sends sig to a worker process.
-func signalEngine(p *proc, sig syscall.Signal) error {
-	return p.cmd.Process.Signal(sig)
 }
 
 func pick[T any](xs []T, arg uint32) (T, bool) {

@@ -43,131 +43,52 @@ var submitWorkflow = map[string]string{
 
 // templates returns the model's workflow templates by file name.
 func templates(script, ledger string, lease time.Duration) map[string]string {
-	long := longStep(lease)
-	cmd := func(secs, mode string) string {
-		return fmt.Sprintf(`{command: ["/bin/sh", %q, %q, %q, %q]}`, script, ledger, secs, mode)
+	// run is an exec step's config: the step script works secs seconds
+	// and ends as mode says.
+	run := func(secs, mode string) string {
+		return fmt.Sprintf(`config: {command: ["/bin/sh", %q, %q, %q, %q]}`, script, ledger, secs, mode)
 	}
-	f := func(s string) string { return strings.ReplaceAll(s, "\t", "  ") }
+	exec := func(name, secs, mode string, fields ...string) string {
+		return step(name, append(append([]string{"handler: exec"}, fields...), run(secs, mode))...)
+	}
+	long := fmt.Sprintf("%.1f", longStep(lease).Seconds())
 	return map[string]string{
-		"plain": f(`namespace: ma
-name: plain
-version: "1"
-steps:
-	- name: s
-		handler: exec
-		config: ` + cmd("0.05", "") + `
-`),
-		"dag": f(`namespace: ma
-name: dag
-version: "1"
-steps:
-	- name: a
-		handler: exec
-		config: ` + cmd("0.05", "") + `
-	- name: b
-		handler: exec
-		depends_on: [a]
-		config: ` + cmd("0.1", "") + `
-	- name: c
-		handler: exec
-		depends_on: [a]
-		retry: {max_attempts: 2, backoff: fixed, initial: 200ms}
-		config: ` + cmd("0.05", "fail1") + `
-	- name: d
-		handler: exec
-		depends_on: [b, c]
-		config: ` + cmd("0.05", "") + `
-`),
-		"flaky": f(`namespace: ma
-name: flaky
-version: "1"
-steps:
-	- name: s
-		handler: exec
-		retry: {max_attempts: 1}
-		config: ` + cmd("0.05", "fail") + `
-`),
-		"long": f(`namespace: mc
-name: long
-version: "1"
-steps:
-	- name: s
-		handler: exec
-		retry: {max_attempts: 5, backoff: fixed, initial: 100ms}
-		config: ` + cmd(fmt.Sprintf("%.1f", long.Seconds()), "") + `
-`),
-		"sig": f(`namespace: mb
-name: sig
-version: "1"
-steps:
-	- name: a
-		handler: exec
-		config: ` + cmd("0.05", "") + `
-	- name: w
-		type: signal
-		signal: {name: go, timeout: 1h}
-		depends_on: [a]
-	- name: z
-		handler: exec
-		depends_on: [w]
-		config: ` + cmd("0.05", "") + `
-`),
-		"sigto": f(`namespace: mb
-name: sigto
-version: "1"
-steps:
-	- name: w
-		type: signal
-		signal: {name: go, timeout: 300ms}
-	- name: z
-		handler: exec
-		depends_on: [w]
-		config: ` + cmd("0.05", "") + `
-`),
-		"child": f(`namespace: mb
-name: child
-version: "1"
-steps:
-	- name: c
-		type: workflow
-		workflow: ma/plain
-`),
-		"batch": f(`namespace: mb
-name: batch
-version: "1"
-templates:
-	- name: item
-		handler: exec
-		config: ` + cmd("0.05", "") + `
-steps:
-	- name: split
-		type: batch
-		worker: item
-		handler: exec
-		config: ` + cmd("0.02", "split") + `
-`),
-		"remote": f(`namespace: mb
-name: remote
-version: "1"
-steps:
-	- name: r
-		handler: remote.work
-		retry: {max_attempts: 10, backoff: fixed, initial: 100ms}
-	- name: z
-		handler: exec
-		depends_on: [r]
-		config: ` + cmd("0.05", "") + `
-`),
-		"tick": f(`namespace: mb
-name: tick
-version: "1"
-schedules:
-	- name: every
-		cron: "@every 3s"
-steps:
-	- name: s
-		handler: exec
-		config: ` + cmd("0.02", "") + `
-`),
+		"plain": workflow("ma", "plain", "", exec("s", "0.05", "")),
+		"dag": workflow("ma", "dag", "",
+			exec("a", "0.05", ""),
+			exec("b", "0.1", "", "depends_on: [a]"),
+			exec("c", "0.05", "fail1", "depends_on: [a]", "retry: {max_attempts: 2, backoff: fixed, initial: 200ms}"),
+			exec("d", "0.05", "", "depends_on: [b, c]")),
+		"flaky": workflow("ma", "flaky", "", exec("s", "0.05", "fail", "retry: {max_attempts: 1}")),
+		"long":  workflow("mc", "long", "", exec("s", long, "", "retry: {max_attempts: 5, backoff: fixed, initial: 100ms}")),
+		"sig": workflow("mb", "sig", "",
+			exec("a", "0.05", ""),
+			step("w", "type: signal", "signal: {name: go, timeout: 1h}", "depends_on: [a]"),
+			exec("z", "0.05", "", "depends_on: [w]")),
+		"sigto": workflow("mb", "sigto", "",
+			step("w", "type: signal", "signal: {name: go, timeout: 300ms}"),
+			exec("z", "0.05", "", "depends_on: [w]")),
+		"child": workflow("mb", "child", "", step("c", "type: workflow", "workflow: ma/plain")),
+		"batch": workflow("mb", "batch", "templates:\n"+exec("item", "0.05", ""),
+			exec("split", "0.02", "split", "type: batch", "worker: item")),
+		"remote": workflow("mb", "remote", "",
+			step("r", "handler: remote.work", "retry: {max_attempts: 10, backoff: fixed, initial: 100ms}"),
+			exec("z", "0.05", "", "depends_on: [r]")),
+		"tick": workflow("mb", "tick", "schedules:\n"+step("every", `cron: "@every 3s"`), exec("s", "0.02", "")),
 	}
+}
+
+// workflow is a template: its head (templates, schedules), then its steps.
+func workflow(namespace, name, head string, steps ...string) string {
+	return fmt.Sprintf("namespace: %s\nname: %s\nversion: \"1\"\n%ssteps:\n%s", namespace, name, head, strings.Join(steps, ""))
+}
+
+// step is one entry of a list of steps (or templates, or schedules).
+func step(name string, fields ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - name: %s\n", name)
+	for _, f := range fields {
+		fmt.Fprintf(&b, "    %s\n", f)
+	}
+	return b.String()
 }

@@ -62,7 +62,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "chaos:", d)
 		}
 	}
-	for _, f := range []string{chaos.FaultKillWorker, chaos.FaultKillServe, chaos.FaultTerminatePG, chaos.FaultRestartPG, chaos.FaultFillDisk} {
+	for _, f := range []string{chaos.FaultKillWorker, chaos.FaultRollingRestart, chaos.FaultKillServe, chaos.FaultTerminatePG, chaos.FaultRestartPG, chaos.FaultFillDisk} {
 		if d := res.ByFault[f]; len(d) > 0 {
 			fmt.Fprintf(os.Stderr, "chaos: %s: %d, recovery p50=%s max=%s\n", f, len(d), pct(d, 50), pct(d, 100))
 		}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/model"
+	"github.com/weftrun/weft/internal/weftproc"
 )
 
 func main() {
@@ -89,7 +90,7 @@ func main() {
 	}
 	defer os.RemoveAll(bindir)
 	if cfg.Bin = *weft; cfg.Bin == "" {
-		if cfg.Bin, err = model.Build(ctx, root, bindir); err != nil {
+		if cfg.Bin, err = weftproc.Build(ctx, root, bindir); err != nil {
 			fail(err)
 		}
 	}

@@ -1,0 +1,98 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// check waits (up to the deadline) for every submitted task to end, then
+// compares what the database recorded of each with the ledger.
+func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
+	// Every task must end by the deadline.
+	deadline := time.Now().Add(r.cfg.Deadline)
+	for time.Now().Before(deadline) {
+		var open int
+		err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM tasks WHERE state NOT IN ('completed', 'failed', 'cancelled', 'expired')`).Scan(&open)
+		if err == nil && open == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	obs := map[int64]TaskObs{}
+	for _, id := range submitted {
+		var t *store.Task
+		var audit []store.AuditEntry
+		err := retry(ctx, func() (err error) {
+			if t, err = r.st.GetTask(ctx, id); err != nil {
+				return err
+			}
+			audit, err = r.st.Audit(ctx, id)
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return Report{}, fmt.Errorf("task %d: %w", id, err)
+		}
+		o := TaskObs{State: t.State, Completions: map[string]int{}, Claims: map[string]int{}, RunEnds: map[string]int{}}
+		for _, s := range t.Steps {
+			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal})
+		}
+		for _, e := range audit {
+			switch {
+			case e.Step == "" && e.From == string(state.TaskPending) && e.To == string(state.TaskRunning):
+				o.Starts++
+			case e.Step == "":
+			case e.From == string(state.StepReady) && e.To == string(state.StepRunning):
+				o.Claims[e.Step]++
+			case e.From == string(state.StepRunning):
+				o.RunEnds[e.Step]++
+			}
+			if e.Step != "" && e.To == string(state.StepCompleted) {
+				o.Completions[e.Step]++
+			}
+		}
+		obs[id] = o
+	}
+	text, err := os.ReadFile(r.ledger)
+	if err != nil {
+		return Report{}, err
+	}
+	l, bad, err := ParseLedger(bytes.NewReader(text))
+	if err != nil {
+		return Report{}, err
+	}
+	if bad > 0 {
+		r.logf("%d malformed ledger lines", bad)
+	}
+	overlaps, err := Overlaps(bytes.NewReader(text))
+	if err != nil {
+		return Report{}, err
+	}
+	for key, n := range overlaps {
+		id, name, _ := strings.Cut(key, " ")
+		tid, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			continue
+		}
+		if o, ok := obs[tid]; ok {
+			if o.Overlaps == nil {
+				o.Overlaps = map[string]int{}
+			}
+			o.Overlaps[name] += n
+			obs[tid] = o
+		}
+	}
+	return Check(submitted, obs, l), nil
+}
