@@ -49,14 +49,14 @@ func docTable(t *testing.T, doc, header string) [][]string {
 	return nil
 }
 
-// TestConfigDocsMatchSettings: the settings table of docs/operations.md
+// TestConfigDocsMatchSettings: the settings table of docs/configuration.md
 // lists every setting with its key, flag and environment variable, and
 // nothing else.
 func TestConfigDocsMatchSettings(t *testing.T) {
 	t.Parallel()
 	type doc struct{ flag, env string }
 	documented := map[string]doc{}
-	for _, row := range docTable(t, "operations.md", "| key | flag | environment |") {
+	for _, row := range docTable(t, "configuration.md", "| key | flag | environment |") {
 		require.Len(t, row, 3, "%q", row)
 		var keys []string
 		for _, k := range backticked(row[0]) {
@@ -89,7 +89,7 @@ func TestConfigDocsMatchSettings(t *testing.T) {
 	for _, s := range settings {
 		inTable[s.key] = doc{flag: s.flag, env: s.env}
 	}
-	require.Equal(t, inTable, documented, "docs/operations.md's settings table and the settings of config.go")
+	require.Equal(t, inTable, documented, "docs/configuration.md's settings table and the settings of config.go")
 }
 
 // TestConfigDefaultsAreApplied: the default "weft config" prints for each
@@ -174,11 +174,11 @@ func TestConfigDocsNameRealFields(t *testing.T) {
 			byFlag[s.flag], _ = configLine(t, r.stdout, s.key)
 		}
 	}
-	for _, row := range docTable(t, "operations.md", "| `weft.Config` field | CLI | default | meaning |") {
+	for _, row := range docTable(t, "configuration.md", "| `weft.Config` field | CLI | default | meaning |") {
 		require.Len(t, row, 4, "%q", row)
 		for _, field := range backticked(row[0]) {
 			_, ok := reflect.TypeFor[weft.Config]().FieldByName(field)
-			require.True(t, ok, "docs/operations.md lists weft.Config.%s, which does not exist", field)
+			require.True(t, ok, "docs/configuration.md lists weft.Config.%s, which does not exist", field)
 		}
 		flags := backticked(row[1])
 		if len(flags) == 0 {
@@ -186,7 +186,7 @@ func TestConfigDocsNameRealFields(t *testing.T) {
 		}
 		require.Len(t, flags, 1, "%q", row)
 		value, ok := byFlag[strings.TrimPrefix(flags[0], "--")]
-		require.True(t, ok, "docs/operations.md lists %s, which no setting has", flags[0])
+		require.True(t, ok, "docs/configuration.md lists %s, which no setting has", flags[0])
 		documented := strings.TrimSpace(row[2])
 		if documented == "none" {
 			require.Equal(t, "(unset)", value, flags[0])
@@ -195,10 +195,10 @@ func TestConfigDocsNameRealFields(t *testing.T) {
 		if d, err := time.ParseDuration(strings.ReplaceAll(documented, " ", "")); err == nil {
 			got, err := time.ParseDuration(value)
 			require.NoError(t, err, flags[0])
-			require.Equal(t, d, got, "docs/operations.md: the default of %s", flags[0])
+			require.Equal(t, d, got, "docs/configuration.md: the default of %s", flags[0])
 			continue
 		}
-		require.Equal(t, documented, value, "docs/operations.md: the default of %s", flags[0])
+		require.Equal(t, documented, value, "docs/configuration.md: the default of %s", flags[0])
 	}
 }
 

@@ -96,7 +96,7 @@ func (a *app) oplogCommand() *cobra.Command {
 		Long: `Show the operator log: the operator actions whose subject keeps no audit trail
 of its own, newest first: each task deleted (weft delete, weft prune), with who
 deleted it and why, and each change of a namespace's retention. Deletions by
-retention are counted, not logged (see docs/operations.md).`,
+retention are counted, not logged (see docs/monitoring.md).`,
 		Example: `  weft oplog --limit 20`,
 		Args:    cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {

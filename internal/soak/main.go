@@ -1,7 +1,7 @@
 // Command soak submits tasks continuously to an engine whose workflow keeps
 // completed tasks for a short retention, and samples the size of the
 // tables as it goes, to show that retention keeps the database flat (see
-// scripts/soak-retention and docs/operations.md). It prints one line per
+// scripts/soak-retention and docs/retention.md). It prints one line per
 // sample and a final summary:
 //
 //	soak: store=… submitted=N deleted=N tasks_rows first=… last=… max=… bytes first=… last=… max=…
