@@ -162,6 +162,12 @@ type LoadGateState = engine.LoadGate
 // when MaxPressure is not set.
 func (e *Engine) LoadGate() LoadGateState { return e.core.LoadGate() }
 
+// FieldError is an ErrInvalid about one field of a submission or a
+// request ("priority", "tags", "on_conflict"), with the problem: find it
+// with errors.As. REST answers it 400 invalid_field with the field, the CLI
+// exit status 2 naming the flag.
+type FieldError = store.FieldError
+
 // Errors returned by the engine; test with errors.Is.
 var (
 	// ErrNotFound: no task, step or workflow with that identity.
@@ -169,6 +175,7 @@ var (
 	// ErrConflict: the action does not fit the current state.
 	ErrConflict = store.ErrConflict
 	// ErrInvalid: a definition, submission or signal that is not valid.
+	// Where one field is at fault, the error is a *FieldError naming it.
 	ErrInvalid = store.ErrInvalid
 	// ErrStaleLease: a write about a step its writer no longer holds.
 	ErrStaleLease = store.ErrStaleLease

@@ -1,10 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -17,17 +17,12 @@ import (
 // This file holds the operator routes on many tasks (bulk cancel, retry,
 // delete, prune), retention and the list of engines and workers.
 
-// tagError turns a store tag error into a field error.
-func tagError(field string, err error) error {
-	return fieldError(field, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
-}
-
 // queryTags reads repeated tag=KEY=VALUE query parameters into f.
 func queryTags(tags []string, f *store.TaskFilter) error {
 	for _, t := range tags {
 		k, v, err := store.ParseTag(t)
 		if err != nil {
-			return tagError("tag", err)
+			return inField("tag", err)
 		}
 		if f.Tags == nil {
 			f.Tags = map[string]string{}
@@ -56,7 +51,7 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		return weft.BulkRequest{}, err
 	}
 	if err := store.ValidateTags(f.Tags); err != nil {
-		return weft.BulkRequest{}, tagError("filter.tags", err)
+		return weft.BulkRequest{}, inField("filter.tags", err)
 	}
 	for _, tf := range []struct {
 		src *time.Time
@@ -176,8 +171,9 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := weft.CheckPruneAge(st, age); err != nil {
-		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+	var fe *weft.FieldError
+	if errors.As(weft.CheckPruneAge(st, age), &fe) {
+		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", fe.Problem)
 	}
 	if req.Cursor < 0 {
 		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/textsafe"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -52,7 +51,7 @@ func checkURL(r *http.Request, pattern string, accepted []string, any bool) *api
 func workflowFilter(field, namespace, wf string) (ns, name string, err error) {
 	ns, name, err = workflow.ParseFilter(namespace, wf)
 	if err != nil {
-		return "", "", fieldError(field, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+		return "", "", inField(field, err)
 	}
 	return ns, name, nil
 }

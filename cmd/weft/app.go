@@ -55,9 +55,27 @@ func usageErrorf(format string, args ...any) error {
 func flagError(flag string, err error) error {
 	var fe *store.FieldError
 	if errors.As(err, &fe) {
-		return usageErrorf("%s %s", flag, fe.Problem)
+		return usageErrorf("%s: %s", flag, fe.Problem)
 	}
 	return usageErrorf("%s: %v", flag, err)
+}
+
+// submitFlags names the flag of a submission's field where it is not the
+// field's own name with dashes ("on_conflict": --on-conflict).
+var submitFlags = map[string]string{"tags": "--tag", "idempotency_key": "--key"}
+
+// submitError is the usage error (exit status 2) for err, an ErrInvalid
+// from a submission: one about a field (a store.FieldError) names its flag.
+func submitError(err error) error {
+	var fe *store.FieldError
+	if !errors.As(err, &fe) {
+		return &exitError{code: exitUsage, err: err}
+	}
+	flag, ok := submitFlags[fe.Field]
+	if !ok {
+		flag = "--" + strings.ReplaceAll(fe.Field, "_", "-")
+	}
+	return flagError(flag, fe)
 }
 
 // exitWith ends the command with code and no further message.

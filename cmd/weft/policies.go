@@ -236,7 +236,7 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 			}
 			if cmd.Flags().Changed("rate") {
 				if _, err := weft.ParseRate(rate); err != nil {
-					return usageErrorf("--rate: %v", err)
+					return flagError("--rate", err)
 				}
 				ch.Rate = &rate
 			}

@@ -94,7 +94,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	res, err := e.Submit(ctx, sub)
 	if err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return &exitError{code: exitUsage, err: err}
+			return submitError(err)
 		}
 		return fmt.Errorf("submit: %w", err)
 	}
