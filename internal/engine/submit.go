@@ -186,7 +186,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		}
 	case workflow.IdentityCaller:
 		if key == "" {
-			return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("idempotency_key", "is required: the workflow's identity strategy is \"caller\""))
+			return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("idempotency_key", "an idempotency key is required: the workflow's identity strategy is \"caller\""))
 		}
 	}
 	onConflict := s.OnConflict
