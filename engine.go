@@ -207,8 +207,13 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	return &Engine{core: core}, nil
 }
 
-// Store returns the engine's store.
-func (e *Engine) Store() store.Store { return e.core.Store() }
+// APIKeys returns the REST API's keys in the engine's database: the
+// server authenticates with them, the CLI creates, lists and revokes them.
+func (e *Engine) APIKeys() store.Credentials { return e.core.Store() }
+
+// Stats returns the aggregate reads of the engine's database behind the
+// dashboard's overview (counts by state, recent activity).
+func (e *Engine) Stats() store.Stats { return e.core.Store() }
 
 // ID returns the engine's id as recorded in leases and the audit log.
 func (e *Engine) ID() string { return e.core.ID() }

@@ -323,8 +323,15 @@ const (
 	readOnlyDB
 )
 
+// dbEngine is an engine on a database the command opened: closing it
+// stops the engine and closes the database.
+type dbEngine struct {
+	*weft.Engine
+	db io.Closer
+}
+
 // open opens an engine on the database without starting it.
-func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engine, error) {
+func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine, error) {
 	url := a.dbURL()
 	if how != createDB {
 		// A URL that names no SQLite file is left for Open to report.
@@ -357,12 +364,12 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 		db.Close()
 		return nil, err
 	}
-	return e, nil
+	return &dbEngine{Engine: e, db: db}, nil
 }
 
 // closeEngine stops an engine and closes its store, logging a failure.
-func (a *app) closeEngine(e *weft.Engine) {
-	if err := errors.Join(e.Stop(context.Background()), e.Store().Close()); err != nil {
+func (a *app) closeEngine(e *dbEngine) {
+	if err := errors.Join(e.Stop(context.Background()), e.db.Close()); err != nil {
 		a.log.Error("close engine", "error", err)
 	}
 }

@@ -109,7 +109,7 @@ func (a *app) policyBackend(ctx context.Context, how access) (policyBackend, err
 	if err != nil {
 		return nil, err
 	}
-	return localPolicies{localBackend{Engine: e, a: a}}, nil
+	return localPolicies{localBackend{dbEngine: e, a: a}}, nil
 }
 
 // pauseTarget reads TARGET or --all.

@@ -79,11 +79,12 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	// as "the default" when zero; --drain 0 means not to wait at all.
 	cfg.ShutdownTimeout = max(drain, time.Nanosecond)
 	a.runsEngine()
-	e, err := a.open(ctx, cfg, createDB)
+	de, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer a.closeEngine(de)
+	e := de.Engine
 	if err := a.register(ctx, e, path, w); err != nil {
 		return err
 	}

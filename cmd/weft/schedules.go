@@ -61,7 +61,7 @@ func (a *app) schedules(ctx context.Context, how access) (scheduleBackend, error
 	if err != nil {
 		return nil, err
 	}
-	return localSchedules{localBackend{Engine: e, a: a}}, nil
+	return localSchedules{localBackend{dbEngine: e, a: a}}, nil
 }
 
 // findSchedule resolves NAME or NAMESPACE/WORKFLOW/NAME.

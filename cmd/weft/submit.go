@@ -213,11 +213,12 @@ func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, me
 		}
 	}
 	a.runsEngine()
-	e, err := a.open(ctx, cfg, createDB)
+	de, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer a.closeEngine(de)
+	e := de.Engine
 	if metricsAddr != "" {
 		stop, err := a.serveMetrics(e, metricsAddr)
 		if err != nil {
