@@ -60,18 +60,19 @@ func flagError(flag string, err error) error {
 	return usageErrorf("%s: %v", flag, err)
 }
 
-// submitFlags names the flag of a submission's field where it is not the
-// field's own name with dashes ("on_conflict": --on-conflict).
-var submitFlags = map[string]string{"tags": "--tag", "idempotency_key": "--key"}
+// fieldFlags names the flag of a field where it is not the field's own
+// name with dashes ("on_conflict": --on-conflict).
+var fieldFlags = map[string]string{"tags": "--tag", "idempotency_key": "--key"}
 
-// submitError is the usage error (exit status 2) for err, an ErrInvalid
-// from a submission: one about a field (a store.FieldError) names its flag.
-func submitError(err error) error {
+// invalidError is the usage error (exit status 2) for err, an ErrInvalid
+// from what a command's flags gave (a submission, a webhook): one about a
+// field (a store.FieldError) names its flag.
+func invalidError(err error) error {
 	var fe *store.FieldError
 	if !errors.As(err, &fe) {
 		return &exitError{code: exitUsage, err: err}
 	}
-	flag, ok := submitFlags[fe.Field]
+	flag, ok := fieldFlags[fe.Field]
 	if !ok {
 		flag = "--" + strings.ReplaceAll(fe.Field, "_", "-")
 	}

@@ -95,7 +95,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	res, err := e.Submit(ctx, sub)
 	if err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return submitError(err)
+			return invalidError(err)
 		}
 		return fmt.Errorf("submit: %w", err)
 	}

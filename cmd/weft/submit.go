@@ -154,7 +154,7 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 	res, err := b.Submit(ctx, sub)
 	switch {
 	case errors.Is(err, weft.ErrInvalid):
-		return submitError(err)
+		return invalidError(err)
 	case errors.Is(err, weft.ErrNotFound):
 		return fmt.Errorf("workflow %s is not registered in %s (submit its template file to register it)", target, b.Where())
 	case err != nil:
