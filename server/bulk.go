@@ -43,16 +43,6 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 	}
 	in := req.Filter
 	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
-	if f.State != "" && !f.State.Valid() {
-		return weft.BulkRequest{}, fieldError("filter.state", "%q is not a task state", in.State)
-	}
-	var err error
-	if f.Namespace, f.Workflow, err = workflowFilter("filter.workflow", f.Namespace, f.Workflow); err != nil {
-		return weft.BulkRequest{}, err
-	}
-	if err := store.ValidateTags(f.Tags); err != nil {
-		return weft.BulkRequest{}, inField("filter.tags", err)
-	}
 	for _, tf := range []struct {
 		src *time.Time
 		dst *time.Time
@@ -116,6 +106,11 @@ func (s *Server) bulk(r *http.Request, do func(*weft.Engine, weft.BulkRequest) (
 		return 0, nil, err
 	}
 	res, err := do(s.engine, req)
+	var fe *store.FieldError
+	if errors.As(err, &fe) {
+		// The engine checks the filter (its state, workflow and tags).
+		return 0, nil, inField("filter."+fe.Field, err)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
