@@ -87,7 +87,7 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("state", "%q is not a task state", f.State)
 	}
 	var err error
-	if f.Namespace, f.Workflow, err = workflowFilter("workflow", f.Namespace, f.Workflow); err != nil {
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
 		return 0, nil, err
 	}
 	for _, tf := range []struct {
