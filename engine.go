@@ -162,6 +162,12 @@ type LoadGateState = engine.LoadGate
 // when MaxPressure is not set.
 func (e *Engine) LoadGate() LoadGateState { return e.core.LoadGate() }
 
+// FieldError is an ErrInvalid about one field of a submission or a
+// request ("priority", "tags", "on_conflict"), with the problem: find it
+// with errors.As. REST answers it 400 invalid_field with the field, the CLI
+// exit status 2 naming the flag.
+type FieldError = store.FieldError
+
 // Errors returned by the engine; test with errors.Is.
 var (
 	// ErrNotFound: no task, step or workflow with that identity.
@@ -169,6 +175,7 @@ var (
 	// ErrConflict: the action does not fit the current state.
 	ErrConflict = store.ErrConflict
 	// ErrInvalid: a definition, submission or signal that is not valid.
+	// Where one field is at fault, the error is a *FieldError naming it.
 	ErrInvalid = store.ErrInvalid
 	// ErrStaleLease: a write about a step its writer no longer holds.
 	ErrStaleLease = store.ErrStaleLease
@@ -200,8 +207,13 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	return &Engine{core: core}, nil
 }
 
-// Store returns the engine's store.
-func (e *Engine) Store() store.Store { return e.core.Store() }
+// APIKeys returns the REST API's keys in the engine's database: the
+// server authenticates with them, the CLI creates, lists and revokes them.
+func (e *Engine) APIKeys() store.Credentials { return e.core.Store() }
+
+// Stats returns the aggregate reads of the engine's database behind the
+// dashboard's overview (counts by state, recent activity).
+func (e *Engine) Stats() store.Stats { return e.core.Store() }
 
 // ID returns the engine's id as recorded in leases and the audit log.
 func (e *Engine) ID() string { return e.core.ID() }

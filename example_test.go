@@ -95,8 +95,8 @@ func ExampleEngine_Submit() {
 
 // A task submitted inside the application's own transaction exists only if
 // that transaction commits, so an order and the workflow that ships it are
-// written together or not at all. On PostgreSQL, SubmitTx takes a pgx.Tx or
-// a *sql.Tx the same way.
+// written together or not at all. On PostgreSQL, SubmitTx takes a *sql.Tx
+// the same way, and SubmitPgxTx a pgx.Tx.
 func ExampleEngine_SubmitTx() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "weft-example")

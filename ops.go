@@ -84,8 +84,8 @@ func CheckPruneAge(st state.Task, olderThan time.Duration) error {
 	if olderThan > 0 {
 		return nil
 	}
-	return fmt.Errorf("%w prune age %s: must be more than 0: a prune keeps the %s tasks that finished more recently, and an age of %s would keep none; to delete every %s task, delete by state instead",
-		ErrInvalid, olderThan, st, olderThan, st)
+	return store.Invalidf("older_than", "must be more than 0: a prune keeps the %s tasks that finished more recently, and an age of %s would keep none; to delete every %s task, delete by state instead",
+		st, olderThan, st)
 }
 
 // ArchiveTo returns an archive for BulkRequest.Archive that appends each

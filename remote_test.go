@@ -178,7 +178,8 @@ func TestRemoteClaimsHonourPolicies(t *testing.T) {
 // owner's worker are all unknown to a caller: no call can use or stop them.
 func TestRemoteUnknownWorker(t *testing.T) {
 	t.Parallel()
-	e := newEngine(t, backends()["sqlite"](t), weft.Config{})
+	s := backends()["sqlite"](t)
+	e := newEngine(t, s, weft.Config{})
 	start(t, e)
 	ctx := context.Background()
 	w := e.Workers()
@@ -191,7 +192,7 @@ func TestRemoteUnknownWorker(t *testing.T) {
 		require.ErrorIs(t, err, weft.ErrNotFound, id)
 		require.ErrorIs(t, w.Stop(ctx, id, "owner-a"), weft.ErrNotFound, id)
 	}
-	live, err := e.Store().ListEngines(ctx)
+	live, err := s.ListEngines(ctx)
 	require.NoError(t, err)
 	ids := make([]string, len(live))
 	for i, l := range live {

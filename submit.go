@@ -2,6 +2,9 @@ package weft
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weftrun/weft/internal/engine"
@@ -120,12 +123,34 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 	return results(e.core.SubmitMany(ctx, submissions(subs)))
 }
 
-// SubmitTx submits tasks inside the caller's own transaction on the
-// engine's database, so that they exist only if tx commits, atomically with
-// the caller's writes; engines learn of them when it does. tx is a pgx.Tx
-// or a *sql.Tx on PostgreSQL, a *sql.Tx on SQLite; any other store or
-// transaction type is an error wrapping errors.ErrUnsupported.
-func (e *Engine) SubmitTx(ctx context.Context, tx any, subs ...Submission) ([]SubmitResult, error) {
+// SubmitTx submits tasks inside the caller's own database/sql transaction
+// on the engine's database (SQLite, or PostgreSQL through pgx's stdlib
+// driver), so that they exist only if tx commits, atomically with the
+// caller's writes; engines learn of them when it does. SubmitPgxTx takes a
+// transaction of pgx itself. A nil tx, or a store that takes no caller's
+// transaction, is an error wrapping errors.ErrUnsupported.
+func (e *Engine) SubmitTx(ctx context.Context, tx *sql.Tx, subs ...Submission) ([]SubmitResult, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("weft: SubmitTx: no transaction: %w", errors.ErrUnsupported)
+	}
+	return results(e.core.SubmitTx(ctx, tx, submissions(subs)))
+}
+
+// PgxTx is a transaction of pgx, the PostgreSQL driver: the pgx.Tx that
+// pgx.Conn.Begin and pgxpool.Pool.Begin return. (Two of its methods name it
+// here, so that programs on SQLite do not link the driver.)
+type PgxTx interface {
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// SubmitPgxTx is SubmitTx with a pgx.Tx on the engine's PostgreSQL
+// database. A nil tx, another store or a PgxTx that is not pgx's is an
+// error wrapping errors.ErrUnsupported.
+func (e *Engine) SubmitPgxTx(ctx context.Context, tx PgxTx, subs ...Submission) ([]SubmitResult, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("weft: SubmitPgxTx: no transaction: %w", errors.ErrUnsupported)
+	}
 	return results(e.core.SubmitTx(ctx, tx, submissions(subs)))
 }
 

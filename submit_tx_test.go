@@ -18,9 +18,11 @@ import (
 )
 
 // txEngine starts an engine whose "tx/order" workflow counts its runs.
-func txEngine(t *testing.T, open storeFactory) (*weft.Engine, *atomic.Int32) {
+// txEngine starts an engine on a store of open, which it returns too.
+func txEngine(t *testing.T, open storeFactory) (*weft.Engine, store.Store, *atomic.Int32) {
 	t.Helper()
-	e := newEngine(t, open(t), weft.Config{})
+	s := open(t)
+	e := newEngine(t, s, weft.Config{})
 	var runs atomic.Int32
 	e.Handle("count", func(ctx context.Context, a *weft.Attempt) (any, error) {
 		runs.Add(1)
@@ -28,7 +30,7 @@ func txEngine(t *testing.T, open storeFactory) (*weft.Engine, *atomic.Int32) {
 	})
 	register(t, e, workflow.New("tx", "order", "1").Step("count", "count"))
 	start(t, e)
-	return e, &runs
+	return e, s, &runs
 }
 
 func TestSubmitTxSQL(t *testing.T) {
@@ -39,8 +41,8 @@ func TestSubmitTxSQL(t *testing.T) {
 			t.Parallel()
 			eachBackend(t, func(t *testing.T, open storeFactory) {
 				ctx := context.Background()
-				e, runs := txEngine(t, open)
-				db := e.Store().(interface{ DB() *sql.DB }).DB()
+				e, s, runs := txEngine(t, open)
+				db := s.(interface{ DB() *sql.DB }).DB()
 				_, err := db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)`)
 				require.NoError(t, err)
 
@@ -82,9 +84,9 @@ func TestSubmitTxPostgres(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			e, runs := txEngine(t, func(t testing.TB) store.Store { return pgtesting.Open(t, postgres.Options{MaxConns: 4}) })
+			e, s, runs := txEngine(t, func(t testing.TB) store.Store { return pgtesting.Open(t, postgres.Options{MaxConns: 4}) })
 			var schema string
-			db := e.Store().(postgres.Store).DB()
+			db := s.(postgres.Store).DB()
 			require.NoError(t, db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema))
 
 			// The caller's own connection, as an application holds it.
@@ -101,7 +103,7 @@ func TestSubmitTxPostgres(t *testing.T) {
 			require.NoError(t, err)
 			_, err = tx.Exec(ctx, `INSERT INTO orders (id, item) VALUES (1, 'book')`)
 			require.NoError(t, err)
-			res, err := e.SubmitTx(ctx, tx, weft.Submission{Workflow: "tx/order"})
+			res, err := e.SubmitPgxTx(ctx, tx, weft.Submission{Workflow: "tx/order"})
 			require.NoError(t, err)
 			id := res[0].Task.ID
 			_, err = e.Get(ctx, id)
@@ -125,7 +127,18 @@ func TestSubmitTxPostgres(t *testing.T) {
 
 func TestSubmitTxRefusesOtherTransactions(t *testing.T) {
 	t.Parallel()
-	e, _ := txEngine(t, backends()["sqlite"])
+	e, _, _ := txEngine(t, backends()["sqlite"])
 	_, err := e.SubmitTx(context.Background(), nil, weft.Submission{Workflow: "tx/order"})
 	require.True(t, errors.Is(err, errors.ErrUnsupported), "got %v", err)
+	_, err = e.SubmitPgxTx(context.Background(), nil, weft.Submission{Workflow: "tx/order"})
+	require.True(t, errors.Is(err, errors.ErrUnsupported), "got %v", err)
+	// SQLite takes no pgx transaction.
+	_, err = e.SubmitPgxTx(context.Background(), fakePgxTx{}, weft.Submission{Workflow: "tx/order"})
+	require.True(t, errors.Is(err, errors.ErrUnsupported), "got %v", err)
 }
+
+// fakePgxTx has the methods of a weft.PgxTx without being pgx's.
+type fakePgxTx struct{}
+
+func (fakePgxTx) Commit(context.Context) error   { return nil }
+func (fakePgxTx) Rollback(context.Context) error { return nil }

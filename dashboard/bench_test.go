@@ -115,7 +115,7 @@ func fillForBench(b *testing.B, s store.Store) (string, int64) {
 	require.NoError(b, en.Start(ctx))
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		counts, err := en.Store().CountTasksByState(ctx, 1)
+		counts, err := en.Stats().CountTasksByState(ctx, 1)
 		require.NoError(b, err)
 		busy := false
 		for _, c := range counts {

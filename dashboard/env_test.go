@@ -44,6 +44,7 @@ var stores = map[string]func(t testing.TB) store.Store{
 type env struct {
 	t              testing.TB
 	e              *weft.Engine
+	st             store.Store // the engine's store
 	url            string
 	admin, reader  string
 	completed      int64 // a completed checkout
@@ -66,7 +67,7 @@ func newEnv(t testing.TB, s store.Store, opts server.Options) *env {
 	e, err := weft.New(s, weft.Config{Logger: quietLogger(), PollInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
 		LeaseTTL: 2 * time.Second, ShutdownTimeout: 5 * time.Second})
 	require.NoError(t, err)
-	en := &env{t: t, e: e, authDisabled: opts.DisableAuth, releaseBlocked: make(chan struct{})}
+	en := &env{t: t, e: e, st: s, authDisabled: opts.DisableAuth, releaseBlocked: make(chan struct{})}
 	e.Handle("shop.ok", func(ctx context.Context, a *weft.Attempt) (any, error) {
 		return map[string]any{"ok": true, "step": a.Step}, nil
 	})
@@ -132,7 +133,7 @@ func (en *env) key(name string, perms ...string) string {
 	en.t.Helper()
 	token, k, err := server.NewAPIKey(name, perms)
 	require.NoError(en.t, err)
-	require.NoError(en.t, en.e.Store().CreateAPIKey(context.Background(), k))
+	require.NoError(en.t, en.st.CreateAPIKey(context.Background(), k))
 	return token
 }
 

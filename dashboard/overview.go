@@ -65,7 +65,7 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 	if idx < 0 {
 		return "", nil, badInput("window: %q is not one of %v", win, data.Windows)
 	}
-	st := d.engine.Store()
+	st := d.engine.Stats()
 	w := windows[idx]
 	now := d.now().Truncate(w.Interval)
 	since := now.Add(-w.Span + w.Interval)

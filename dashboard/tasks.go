@@ -82,7 +82,7 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	}
 	var err error
 	if f.Namespace, f.Workflow, err = workflow.ParseFilter(q.Namespace, q.Workflow); err != nil {
-		return "", nil, badInput("%s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+		return "", nil, badInput("%v", err)
 	}
 	if q.Tag != "" {
 		k, val, err := store.ParseTag(q.Tag)

@@ -110,7 +110,7 @@ func TestAPIKeysRefused(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, tt.name)
 	}
-	require.NoError(t, en.e.Store().RevokeAPIKey(context.Background(), id))
+	require.NoError(t, en.st.RevokeAPIKey(context.Background(), id))
 	require.Equal(t, http.StatusUnauthorized, en.do("GET", "/v1/tasks", good, nil).status, "a revoked key")
 
 	require.NotContains(t, logs.String(), good[10:], "a key's secret never reaches the log")

@@ -1,10 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -17,17 +17,12 @@ import (
 // This file holds the operator routes on many tasks (bulk cancel, retry,
 // delete, prune), retention and the list of engines and workers.
 
-// tagError turns a store tag error into a field error.
-func tagError(field string, err error) error {
-	return fieldError(field, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
-}
-
 // queryTags reads repeated tag=KEY=VALUE query parameters into f.
 func queryTags(tags []string, f *store.TaskFilter) error {
 	for _, t := range tags {
 		k, v, err := store.ParseTag(t)
 		if err != nil {
-			return tagError("tag", err)
+			return inField("tag", err)
 		}
 		if f.Tags == nil {
 			f.Tags = map[string]string{}
@@ -48,16 +43,6 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 	}
 	in := req.Filter
 	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
-	if f.State != "" && !f.State.Valid() {
-		return weft.BulkRequest{}, fieldError("filter.state", "%q is not a task state", in.State)
-	}
-	var err error
-	if f.Namespace, f.Workflow, err = workflowFilter("filter.workflow", f.Namespace, f.Workflow); err != nil {
-		return weft.BulkRequest{}, err
-	}
-	if err := store.ValidateTags(f.Tags); err != nil {
-		return weft.BulkRequest{}, tagError("filter.tags", err)
-	}
 	for _, tf := range []struct {
 		src *time.Time
 		dst *time.Time
@@ -121,6 +106,11 @@ func (s *Server) bulk(r *http.Request, do func(*weft.Engine, weft.BulkRequest) (
 		return 0, nil, err
 	}
 	res, err := do(s.engine, req)
+	var fe *store.FieldError
+	if errors.As(err, &fe) {
+		// The engine checks the filter (its state, workflow and tags).
+		return 0, nil, inField("filter."+fe.Field, err)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -176,8 +166,9 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := weft.CheckPruneAge(st, age); err != nil {
-		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+	var fe *weft.FieldError
+	if errors.As(weft.CheckPruneAge(st, age), &fe) {
+		return 0, nil, fieldError("older_than", "%s (POST /v1/tasks/delete with a state filter)", fe.Problem)
 	}
 	if req.Cursor < 0 {
 		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)

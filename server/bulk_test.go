@@ -39,6 +39,22 @@ func TestTagsAndBulkActions(t *testing.T) {
 		require.Equal(t, "tags", field)
 		r = en.do("GET", "/v1/tasks?tag=nokey", en.admin, nil)
 		require.Equal(t, 400, r.status, "%s", r.body)
+		// The engine checks a bulk filter: its errors name the field.
+		for _, bad := range []struct {
+			path, field string
+			filter      map[string]any
+		}{
+			{"/v1/tasks/cancel", "filter.tags", map[string]any{"tags": map[string]string{"bad key": "x"}}},
+			{"/v1/tasks/cancel", "filter.state", map[string]any{"state": "nope"}},
+			{"/v1/tasks/retry", "filter.state", map[string]any{"state": "running"}},
+			{"/v1/tasks/delete", "filter.workflow", map[string]any{"workflow": "a/b/c"}},
+		} {
+			r = en.do("POST", bad.path, en.admin, map[string]any{"filter": bad.filter})
+			require.Equal(t, 400, r.status, "%s", r.body)
+			code, field := r.errorCode(t)
+			require.Equal(t, server.CodeInvalidField, code, "%s", r.body)
+			require.Equal(t, bad.field, field, "%s", r.body)
+		}
 
 		staging, err := c.List(ctx, store.TaskFilter{Tags: map[string]string{"env": "staging", "team": "pay"}})
 		require.NoError(t, err)

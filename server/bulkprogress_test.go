@@ -78,7 +78,7 @@ func TestBulkStopsAtUntil(t *testing.T) {
 			res, err := en.e.CancelTasks(t.Context(), req)
 			require.NoError(t, err)
 			total += res.Done
-			n, err := en.e.Store().CountTasks(t.Context(), store.TaskFilter{Namespace: "demo", State: state.TaskPending})
+			n, err := en.st.CountTasks(t.Context(), store.TaskFilter{Namespace: "demo", State: state.TaskPending})
 			require.NoError(t, err)
 			require.Equal(t, 5-total, n)
 			if res.Complete {

@@ -62,6 +62,19 @@ func fieldError(field, format string, args ...any) *apiError {
 	return e
 }
 
+// inField answers err, an error that holds a store.FieldError, naming
+// field: the request's name for what the engine or store checked under its
+// own ("filter.tags" for "tags"). Any other error is answered as it is.
+func inField(field string, err error) *apiError {
+	var fe *store.FieldError
+	if !errors.As(err, &fe) {
+		return toAPIError(err)
+	}
+	e := fieldError(field, "%s", fe.Problem)
+	e.cause = err
+	return e
+}
+
 // toAPIError maps an error from the engine or store to its response.
 func toAPIError(err error) *apiError {
 	var ae *apiError
@@ -70,19 +83,17 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &fe):
-		e := fieldError(fe.Field, "%s", fe.Problem)
-		e.cause = err
-		return e
+		return inField(fe.Field, err)
 	case errors.Is(err, store.ErrNotFound):
-		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: trimSentinel(err, store.ErrNotFound), cause: err}
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: err.Error(), cause: err}
 	case errors.Is(err, store.ErrStaleLease):
 		return &apiError{Status: http.StatusConflict, Code: CodeStaleLease, Message: err.Error(), cause: err}
 	case errors.Is(err, store.ErrEngineLost):
 		return &apiError{Status: http.StatusConflict, Code: CodeWorkerLost, Message: "the worker is not registered or was declared dead: register again", cause: err}
 	case errors.Is(err, store.ErrConflict):
-		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: trimSentinel(err, store.ErrConflict), cause: err}
+		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error(), cause: err}
 	case errors.Is(err, store.ErrInvalid):
-		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: strings.TrimPrefix(err.Error(), "weft: "), cause: err}
+		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: err.Error(), cause: err}
 	case errors.Is(err, store.ErrContended):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "the database is busy with conflicting changes: retry later", cause: err}
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrDatabaseGone):
@@ -92,11 +103,6 @@ func toAPIError(err error) *apiError {
 	default:
 		return &apiError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", cause: err}
 	}
-}
-
-// trimSentinel drops the sentinel's text from the end of an error message.
-func trimSentinel(err, sentinel error) string {
-	return strings.TrimSuffix(strings.TrimPrefix(err.Error(), "weft: "), ": "+sentinel.Error())
 }
 
 // decode reads a JSON body into v: unknown fields, wrong types, trailing
@@ -170,10 +176,13 @@ func decodeError(err error) error {
 		}
 		e := fieldError(field, "must be %s, got %s", typeName(typ), typ.Value)
 		return e
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: field, Message: fmt.Sprintf("%s: unknown field", field)}
 	default:
+		// encoding/json gives an unknown field as text only, `json:
+		// unknown field "colour"`: the one error read as text here.
+		if q, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			field := strings.Trim(q, `"`)
+			return &apiError{Status: http.StatusBadRequest, Code: CodeUnknownField, Field: field, Message: fmt.Sprintf("%s: unknown field", field)}
+		}
 		// Errors from a field's own UnmarshalJSON (times, fences).
 		return errorf(http.StatusBadRequest, CodeInvalidJSON, "%v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // Event streams (GET /v1/events) follow the engine's history as
@@ -123,7 +124,7 @@ func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	v := r.URL.Query()
 	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
 	var err error
-	if q.Namespace, q.Workflow, err = workflowFilter("workflow", q.Namespace, q.Workflow); err != nil {
+	if q.Namespace, q.Workflow, err = workflow.ParseFilter(q.Namespace, q.Workflow); err != nil {
 		return q, err
 	}
 	if t := v.Get("task"); t != "" {

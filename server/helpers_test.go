@@ -57,6 +57,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 type env struct {
 	t     *testing.T
 	e     *weft.Engine
+	st    store.Store // the engine's store
 	srv   *server.Server
 	url   string
 	admin string // an API key with admin:*
@@ -97,7 +98,7 @@ func newEnv(t *testing.T, s store.Store, opts server.Options) *env {
 	t.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	en := &env{t: t, e: e, srv: srv, url: hs.URL}
+	en := &env{t: t, e: e, st: s, srv: srv, url: hs.URL}
 	en.admin = en.key(server.PermAdmin)
 	return en
 }
@@ -113,7 +114,7 @@ func (en *env) key(perms ...string) string {
 	en.t.Helper()
 	token, k, err := server.NewAPIKey("test-"+strings.Join(perms, "+"), perms)
 	require.NoError(en.t, err)
-	require.NoError(en.t, en.e.Store().CreateAPIKey(context.Background(), k))
+	require.NoError(en.t, en.st.CreateAPIKey(context.Background(), k))
 	return token
 }
 

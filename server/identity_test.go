@@ -61,7 +61,7 @@ func TestWorkerIdentity(t *testing.T) {
 
 		// Nothing of the above took effect: the server's engine and the
 		// worker are live, and the worker's step is still its own.
-		live, err := en.e.Store().ListEngines(context.Background())
+		live, err := en.st.ListEngines(context.Background())
 		require.NoError(t, err)
 		ids := map[string]bool{}
 		for _, l := range live {

@@ -36,7 +36,7 @@ func TestTaskActionReason(t *testing.T) {
 		en.register("namespace: demo\nname: fails\nversion: \"1\"\nsteps:\n  - name: s\n    handler: go.fail\n    retry: { max_attempts: 1 }\n")
 		token, k, err := server.NewAPIKey("oncall", []string{server.PermTasksCancel, server.PermTasksRetry})
 		require.NoError(t, err)
-		require.NoError(t, en.e.Store().CreateAPIKey(t.Context(), k))
+		require.NoError(t, en.st.CreateAPIKey(t.Context(), k))
 
 		var parked, failing store.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/parked"}, &parked)

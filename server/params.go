@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/textsafe"
-	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds what every route checks of its URL before its handler
@@ -45,16 +43,6 @@ func checkURL(r *http.Request, pattern string, accepted []string, any bool) *api
 		}
 	}
 	return nil
-}
-
-// workflowFilter reads the workflow a filter selects, with the filter's
-// namespace (see workflow.ParseFilter): the error names field.
-func workflowFilter(field, namespace, wf string) (ns, name string, err error) {
-	ns, name, err = workflow.ParseFilter(namespace, wf)
-	if err != nil {
-		return "", "", fieldError(field, "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
-	}
-	return ns, name, nil
 }
 
 // CheckURL refuses (400, an error for ErrorStatus) a request whose query

@@ -95,7 +95,7 @@ func policyRate(v *string) (*weft.Rate, error) {
 	}
 	rate, err := weft.ParseRate(*v)
 	if err != nil {
-		return nil, fieldError("rate", "%v", err)
+		return nil, inField("rate", err)
 	}
 	return &rate, nil
 }

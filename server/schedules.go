@@ -6,6 +6,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds the routes of cron schedules: list, one with its audit,
@@ -15,7 +16,7 @@ func (s *Server) listSchedules(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
 	f := weft.ScheduleFilter{Namespace: q.Get("namespace"), Workflow: q.Get("workflow"), Name: q.Get("name")}
 	var err error
-	if f.Namespace, f.Workflow, err = workflowFilter("workflow", f.Namespace, f.Workflow); err != nil {
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
 		return 0, nil, err
 	}
 	list, err := s.engine.Schedules(r.Context(), f)

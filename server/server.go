@@ -131,7 +131,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		return nil, errors.New("server: nil engine")
 	}
 	opts.setDefaults()
-	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.Store()}, mux: http.NewServeMux(),
+	s := &Server{engine: e, workers: e.Workers(), opts: opts, log: opts.Logger, auth: &authenticator{store: e.APIKeys()}, mux: http.NewServeMux(),
 		admit: make(chan struct{}, 1), closing: make(chan struct{})}
 	if opts.JWT != nil {
 		v, err := newJWTVerifier(*opts.JWT)

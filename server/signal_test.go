@@ -119,7 +119,7 @@ steps:
 			var task store.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/timed_gate"}, &task)
 			// The wait times out: maintenance an hour and a minute later.
-			_, err := en.e.Store().Promote(t.Context(), time.Now().Add(61*time.Minute), "test")
+			_, err := en.st.Promote(t.Context(), time.Now().Add(61*time.Minute), "test")
 			require.NoError(t, err)
 			task = en.waitTask(task.ID)
 			require.Equal(t, state.TaskFailed, task.State, rt.name)

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
@@ -25,19 +24,8 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if _, _, _, err := workflow.ParseRef(req.Workflow); err != nil {
 		return 0, nil, fieldError("workflow", "%q is not namespace/name or namespace/name@version", req.Workflow)
 	}
-	if req.Priority < -weft.MaxPriority || req.Priority > weft.MaxPriority {
-		return 0, nil, fieldError("priority", "must be between %d and %d", -weft.MaxPriority, weft.MaxPriority)
-	}
 	if len(req.IdempotencyKey) > 255 {
 		return 0, nil, fieldError("idempotency_key", "must be at most 255 bytes")
-	}
-	switch workflow.OnConflict(req.OnConflict) {
-	case "", workflow.OnConflictReturn, workflow.OnConflictSupersede:
-	default:
-		return 0, nil, fieldError("on_conflict", "%q is not return or supersede", req.OnConflict)
-	}
-	if err := store.ValidateTags(req.Tags); err != nil {
-		return 0, nil, fieldError("tags", "%s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
 	}
 	sub := weft.Submission{Workflow: req.Workflow, Input: rawJSON(req.Input), Key: req.IdempotencyKey, Priority: req.Priority,
 		OnConflict: workflow.OnConflict(req.OnConflict), Tags: req.Tags}
@@ -99,7 +87,7 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("state", "%q is not a task state", f.State)
 	}
 	var err error
-	if f.Namespace, f.Workflow, err = workflowFilter("workflow", f.Namespace, f.Workflow); err != nil {
+	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
 		return 0, nil, err
 	}
 	for _, tf := range []struct {

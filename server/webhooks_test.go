@@ -171,9 +171,9 @@ func TestWebhookDelivery(t *testing.T) {
 			field string
 		}{
 			{wire.CreateWebhook{}, "url"},
-			{wire.CreateWebhook{URL: "ftp://x"}, ""},
+			{wire.CreateWebhook{URL: "ftp://x"}, "url"},
 			{wire.CreateWebhook{URL: "http://x", Types: []string{"task.exploded"}}, "types"},
-			{wire.CreateWebhook{URL: "http://x", Workflow: "a/b/c"}, ""},
+			{wire.CreateWebhook{URL: "http://x", Workflow: "a/b/c"}, "workflow"},
 		} {
 			r := en.do("POST", "/v1/webhooks", writer, tc.body)
 			require.Equal(t, 400, r.status, "%+v: %s", tc.body, r.body)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -70,13 +69,13 @@ type BreakerSpec struct {
 func (b BreakerSpec) Validate() error {
 	switch {
 	case b.Key == "":
-		return fmt.Errorf("%w circuit breaker: the key is required", ErrInvalid)
+		return Invalidf("circuit_breaker", "the key is required")
 	case len(b.Key) > 400:
-		return fmt.Errorf("%w circuit breaker %q: key longer than 400 bytes", ErrInvalid, b.Key[:40]+"…")
+		return Invalidf("circuit_breaker", "%q: key longer than 400 bytes", b.Key[:40]+"…")
 	case b.Failures < 1 || b.Failures > MaxBreakerFailures:
-		return fmt.Errorf("%w circuit breaker %q: failures must be 1 to %d, got %d", ErrInvalid, b.Key, MaxBreakerFailures, b.Failures)
+		return Invalidf("circuit_breaker", "%q: failures must be 1 to %d, got %d", b.Key, MaxBreakerFailures, b.Failures)
 	case b.Cooldown < time.Millisecond || b.Cooldown > MaxBreakerCooldown:
-		return fmt.Errorf("%w circuit breaker %q: cooldown must be 1ms to %s, got %s", ErrInvalid, b.Key, MaxBreakerCooldown, b.Cooldown)
+		return Invalidf("circuit_breaker", "%q: cooldown must be 1ms to %s, got %s", b.Key, MaxBreakerCooldown, b.Cooldown)
 	}
 	return nil
 }
@@ -117,13 +116,13 @@ type BreakerReset struct {
 func (r BreakerReset) Validate() error {
 	parts := strings.Split(r.Key, "/")
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || len(r.Key) > 400 {
-		return fmt.Errorf("%w breaker key %q: want NAMESPACE/WORKFLOW/STEP", ErrInvalid, r.Key)
+		return Invalidf("key", "%q: want NAMESPACE/WORKFLOW/STEP", r.Key)
 	}
 	if r.Actor == "" {
-		return fmt.Errorf("%w reset of breaker %q: the actor is required for the audit", ErrInvalid, r.Key)
+		return Invalidf("actor", "the reset of breaker %q needs one for the audit", r.Key)
 	}
 	if len(r.Reason) > 4096 {
-		return fmt.Errorf("%w reset of breaker %q: reason is longer than 4096 bytes", ErrInvalid, r.Key)
+		return Invalidf("reason", "is longer than 4096 bytes")
 	}
 	return nil
 }

@@ -51,13 +51,13 @@ func ParseTarget(target string) (namespace, name string, err error) {
 	ns, name, hasName := strings.Cut(target, "/")
 	switch {
 	case target == "":
-		return "", "", fmt.Errorf("%w policy target: empty; want NAMESPACE, NAMESPACE/WORKFLOW or %q", ErrInvalid, TargetAll)
+		return "", "", Invalidf("target", "empty; want NAMESPACE, NAMESPACE/WORKFLOW or %q", TargetAll)
 	case ns == "" || (hasName && name == "") || strings.Contains(name, "/") || strings.Contains(target, "@"):
-		return "", "", fmt.Errorf("%w policy target %q: want NAMESPACE, NAMESPACE/WORKFLOW or %q (no version)", ErrInvalid, target, TargetAll)
+		return "", "", Invalidf("target", "%q: want NAMESPACE, NAMESPACE/WORKFLOW or %q (no version)", target, TargetAll)
 	case len(target) > 200:
-		return "", "", fmt.Errorf("%w policy target %q: longer than 200 bytes", ErrInvalid, target[:40]+"…")
+		return "", "", Invalidf("target", "%q: longer than 200 bytes", target[:40]+"…")
 	case !targetName.MatchString(ns) || (hasName && !targetName.MatchString(name)):
-		return "", "", fmt.Errorf("%w policy target %q: names hold only letters, digits, '_', '.' and '-'", ErrInvalid, target)
+		return "", "", Invalidf("target", "%q: names hold only letters, digits, '_', '.' and '-'", target)
 	}
 	return ns, name, nil
 }
@@ -99,7 +99,7 @@ func (c PolicyChange) Validate() error {
 	}
 	if c.Concurrency != nil {
 		if ns == "" || name != "" {
-			return fmt.Errorf("%w concurrency of %q: a concurrency limit is set on a namespace (workflows and steps set theirs in their template)", ErrInvalid, c.Target)
+			return Invalidf("concurrency", "of %q: a concurrency limit is set on a namespace (workflows and steps set theirs in their template)", c.Target)
 		}
 		if err := CheckConcurrency(*c.Concurrency); err != nil {
 			return fmt.Errorf("policy of %q: %w", c.Target, err)
@@ -107,7 +107,7 @@ func (c PolicyChange) Validate() error {
 	}
 	if c.Weight != nil {
 		if ns == "" || name != "" {
-			return fmt.Errorf("%w weight of %q: a weight is set on a namespace", ErrInvalid, c.Target)
+			return Invalidf("weight", "of %q: a weight is set on a namespace", c.Target)
 		}
 		if err := CheckWeight(*c.Weight); err != nil {
 			return fmt.Errorf("policy of %q: %w", c.Target, err)
@@ -115,17 +115,17 @@ func (c PolicyChange) Validate() error {
 	}
 	if c.Rate != nil {
 		if ns == "" || name != "" {
-			return fmt.Errorf("%w rate of %q: a rate limit is set on a namespace (steps set theirs in their template)", ErrInvalid, c.Target)
+			return Invalidf("rate", "of %q: a rate limit is set on a namespace (steps set theirs in their template)", c.Target)
 		}
 		if err := c.Rate.Validate(); err != nil {
 			return fmt.Errorf("rate of %q: %w", c.Target, err)
 		}
 	}
 	if c.Actor == "" {
-		return fmt.Errorf("%w policy change of %q: the actor is required for the audit", ErrInvalid, c.Target)
+		return Invalidf("actor", "the policy change of %q needs one for the audit", c.Target)
 	}
 	if len(c.Reason) > 4096 {
-		return fmt.Errorf("%w policy change of %q: reason is longer than 4096 bytes", ErrInvalid, c.Target)
+		return Invalidf("reason", "is longer than 4096 bytes")
 	}
 	return nil
 }
@@ -141,7 +141,7 @@ const MaxConcurrency = math.MaxInt32
 // way of setting one (the Go API, REST, the CLI) checks it here.
 func CheckConcurrency(n int) error {
 	if n < 0 || n > MaxConcurrency {
-		return &FieldError{Field: "concurrency", Problem: fmt.Sprintf("must be 0 (no limit) or more, at most %d, got %d", MaxConcurrency, n)}
+		return Invalidf("concurrency", "must be 0 (no limit) or more, at most %d, got %d", MaxConcurrency, n)
 	}
 	return nil
 }
@@ -149,7 +149,7 @@ func CheckConcurrency(n int) error {
 // CheckWeight checks a namespace's weight (0 or 1: the default).
 func CheckWeight(n int) error {
 	if n < 0 || n > MaxWeight {
-		return &FieldError{Field: "weight", Problem: fmt.Sprintf("must be from 1 to %d (0 or 1: the default), got %d", MaxWeight, n)}
+		return Invalidf("weight", "must be from 1 to %d (0 or 1: the default), got %d", MaxWeight, n)
 	}
 	return nil
 }

@@ -39,11 +39,11 @@ func (r Rate) Validate() error {
 	}
 	switch {
 	case r.Limit < 1 || r.Limit > MaxRateLimit:
-		return fmt.Errorf("%w rate: the limit must be from 1 to %d, got %d", ErrInvalid, MaxRateLimit, r.Limit)
+		return Invalidf("rate", "the limit must be from 1 to %d, got %d", MaxRateLimit, r.Limit)
 	case r.Per < MinRatePer || r.Per > MaxRatePer:
-		return fmt.Errorf("%w rate: the period must be from %s to %s, got %s", ErrInvalid, MinRatePer, MaxRatePer, r.Per)
+		return Invalidf("rate", "the period must be from %s to %s, got %s", MinRatePer, MaxRatePer, r.Per)
 	case r.Per%time.Microsecond != 0:
-		return fmt.Errorf("%w rate: the period must be whole microseconds, got %s", ErrInvalid, r.Per)
+		return Invalidf("rate", "the period must be whole microseconds, got %s", r.Per)
 	}
 	return nil
 }
@@ -82,11 +82,11 @@ func ParseRate(s string) (Rate, error) {
 	}
 	n, per, ok := strings.Cut(s, "/")
 	if !ok {
-		return Rate{}, fmt.Errorf("%w rate %q: want LIMIT/PER such as 50/s, 100/m, 1000/h or 5/10s, or off", ErrInvalid, s)
+		return Rate{}, Invalidf("rate", "%q: want LIMIT/PER such as 50/s, 100/m, 1000/h or 5/10s, or off", s)
 	}
 	limit, err := strconv.Atoi(n)
 	if err != nil {
-		return Rate{}, fmt.Errorf("%w rate %q: the limit %q is not a whole number", ErrInvalid, s, n)
+		return Rate{}, Invalidf("rate", "%q: the limit %q is not a whole number", s, n)
 	}
 	var d time.Duration
 	switch per {
@@ -98,7 +98,7 @@ func ParseRate(s string) (Rate, error) {
 		d = time.Hour
 	default:
 		if d, err = time.ParseDuration(per); err != nil {
-			return Rate{}, fmt.Errorf("%w rate %q: the period %q is not s, m, h or a duration such as 10s", ErrInvalid, s, per)
+			return Rate{}, Invalidf("rate", "%q: the period %q is not s, m, h or a duration such as 10s", s, per)
 		}
 	}
 	r := Rate{Limit: limit, Per: d}

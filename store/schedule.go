@@ -127,7 +127,7 @@ func ParseScheduleRef(ref string) (ScheduleFilter, error) {
 		f = ScheduleFilter{Namespace: parts[0], Workflow: parts[1], Name: parts[2]}
 	}
 	if f.Name == "" || strings.Contains(ref, "/") && (f.Namespace == "" || f.Workflow == "") {
-		return f, fmt.Errorf("%w schedule %q: want namespace/workflow/name or a name", ErrInvalid, ref)
+		return f, Invalidf("schedule", "%q: want namespace/workflow/name or a name", ref)
 	}
 	return f, nil
 }
@@ -146,6 +146,6 @@ func PickSchedule(ref string, list []ScheduleRecord) (ScheduleRecord, error) {
 	for i, s := range list {
 		names[i] = s.String()
 	}
-	return ScheduleRecord{}, fmt.Errorf("%w schedule %q: several schedules have that name (%s): give namespace/workflow/name",
-		ErrInvalid, ref, strings.Join(names, ", "))
+	return ScheduleRecord{}, Invalidf("schedule", "%q: several schedules have that name (%s): give namespace/workflow/name",
+		ref, strings.Join(names, ", "))
 }

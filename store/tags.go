@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"unicode"
@@ -18,11 +17,11 @@ const (
 // ValidateTags checks a task's tags: at most MaxTags; each key of 1 to
 // MaxTagKeyLen bytes of ASCII letters, digits, '_', '.', '-' and '/',
 // starting with a letter or digit; each value of 1 to MaxTagValueLen bytes
-// of valid UTF-8 without control characters. Errors wrap ErrInvalid and
-// name the tag.
+// of valid UTF-8 without control characters. Errors are FieldErrors of
+// the field "tags" that name the tag.
 func ValidateTags(tags map[string]string) error {
 	if len(tags) > MaxTags {
-		return fmt.Errorf("%w tags: %d tags, at most %d are allowed", ErrInvalid, len(tags), MaxTags)
+		return Invalidf("tags", "%d tags, at most %d are allowed", len(tags), MaxTags)
 	}
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -41,26 +40,26 @@ func ValidateTags(tags map[string]string) error {
 func ValidateTag(key, value string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w tag: the key is empty", ErrInvalid)
+		return Invalidf("tags", "the key is empty")
 	case len(key) > MaxTagKeyLen:
-		return fmt.Errorf("%w tag %q: the key is longer than %d bytes", ErrInvalid, abbrevTag(key), MaxTagKeyLen)
+		return Invalidf("tags", "tag %q: the key is longer than %d bytes", abbrevTag(key), MaxTagKeyLen)
 	case !tagKeyStart(key[0]):
-		return fmt.Errorf("%w tag %q: a key starts with a letter or digit", ErrInvalid, abbrevTag(key))
+		return Invalidf("tags", "tag %q: a key starts with a letter or digit", abbrevTag(key))
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; !tagKeyStart(c) && !strings.ContainsRune("_.-/", rune(c)) {
-			return fmt.Errorf("%w tag %q: a key holds ASCII letters, digits, '_', '.', '-' and '/' only", ErrInvalid, abbrevTag(key))
+			return Invalidf("tags", "tag %q: a key holds ASCII letters, digits, '_', '.', '-' and '/' only", abbrevTag(key))
 		}
 	}
 	switch {
 	case value == "":
-		return fmt.Errorf("%w tag %q: the value is empty", ErrInvalid, key)
+		return Invalidf("tags", "tag %q: the value is empty", key)
 	case len(value) > MaxTagValueLen:
-		return fmt.Errorf("%w tag %q: the value is longer than %d bytes", ErrInvalid, key, MaxTagValueLen)
+		return Invalidf("tags", "tag %q: the value is longer than %d bytes", key, MaxTagValueLen)
 	case !utf8.ValidString(value):
-		return fmt.Errorf("%w tag %q: the value is not valid UTF-8", ErrInvalid, key)
+		return Invalidf("tags", "tag %q: the value is not valid UTF-8", key)
 	case strings.IndexFunc(value, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w tag %q: the value holds a control character", ErrInvalid, key)
+		return Invalidf("tags", "tag %q: the value holds a control character", key)
 	}
 	return nil
 }
@@ -79,12 +78,21 @@ func abbrevTag(s string) string {
 // ParseTag reads "key=value" as the CLI and query strings give a tag, and
 // validates it.
 func ParseTag(s string) (key, value string, err error) {
-	key, value, ok := strings.Cut(s, "=")
-	if !ok {
-		return "", "", fmt.Errorf("%w tag %q: want KEY=VALUE", ErrInvalid, abbrevTag(s))
+	if key, value, err = SplitTag(s); err != nil {
+		return "", "", err
 	}
 	if err := ValidateTag(key, value); err != nil {
 		return "", "", err
+	}
+	return key, value, nil
+}
+
+// SplitTag reads "key=value" without validating the tag: for a tag that
+// is checked where it is stored (a submission's).
+func SplitTag(s string) (key, value string, err error) {
+	key, value, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", "", Invalidf("tags", "tag %q: want KEY=VALUE", abbrevTag(s))
 	}
 	return key, value, nil
 }

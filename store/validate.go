@@ -104,10 +104,18 @@ func ValidateInsert(in TaskInsert) error {
 var ErrInvalid = errors.New("invalid")
 
 // FieldError is an ErrInvalid about one field of a request, with the
-// problem: the API answers it naming the field, the CLI naming its flag.
+// problem: the API answers it 400 invalid_field naming the field, the CLI
+// exit status 2 naming its flag. Find it with errors.As; errors.Is(err,
+// ErrInvalid) holds for it too.
 type FieldError struct {
-	Field   string // as the API names it: "concurrency", "weight"
+	Field   string // as the API names it: "concurrency", "tags", "on_conflict"
 	Problem string // "must be from 0 to 10, got 11"
+}
+
+// Invalidf returns a FieldError about field, its problem formatted as
+// fmt.Sprintf does.
+func Invalidf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
 func (e *FieldError) Error() string { return ErrInvalid.Error() + " " + e.Field + ": " + e.Problem }

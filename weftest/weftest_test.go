@@ -17,6 +17,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store/sqlite"
 	"github.com/weftrun/weft/weftest"
 	"github.com/weftrun/weft/workflow"
 )
@@ -550,11 +551,14 @@ func TestCleanupStopsTheEngine(t *testing.T) {
 
 func TestWithStore(t *testing.T) {
 	t.Parallel()
-	first := weftest.New(t)
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	first := weftest.New(t, weftest.WithStore(s))
 	first.Handle("x", func(ctx context.Context, a *weft.Attempt) (any, error) { return a.Number, nil })
 	w := first.Register(workflow.New("a", "b", "1").Step("x", "x"))
 	// A second harness on the first one's store sees its workflows and tasks.
-	second := weftest.New(t, weftest.WithStore(first.Engine().Store()))
+	second := weftest.New(t, weftest.WithStore(s))
 	second.Handle("x", func(ctx context.Context, a *weft.Attempt) (any, error) { return a.Number, nil })
 	res := second.Run(context.Background(), w.Ref(), nil).RequireCompleted(t)
 	again := weftest.Inspect(context.Background(), t, first.Engine(), res.Task.ID)

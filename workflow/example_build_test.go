@@ -93,5 +93,5 @@ func ExampleParseRef() {
 	// Output:
 	// "shop" "checkout" "1.0.0" <nil>
 	// "shop" "checkout" "" <nil>
-	// "" "" "" invalid workflow reference "checkout": want namespace/name or namespace/name@version
+	// "" "" "" invalid workflow: "checkout": want namespace/name or namespace/name@version
 }

@@ -31,19 +31,19 @@ func ParseRef(ref string) (namespace, name, version string, err error) {
 	rest, version, _ := strings.Cut(ref, "@")
 	namespace, name, ok := strings.Cut(rest, "/")
 	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") || strings.HasSuffix(ref, "@") {
-		return "", "", "", fmt.Errorf("%w workflow reference %q: want namespace/name or namespace/name@version", store.ErrInvalid, ref)
+		return "", "", "", store.Invalidf("workflow", "%q: want namespace/name or namespace/name@version", ref)
 	}
 	return namespace, name, version, nil
 }
 
 // ParseName splits "namespace/name", a workflow without a version (as
-// filters name one). Anything else is store.ErrInvalid.
+// filters name one). Anything else is a store.FieldError of "workflow".
 func ParseName(ref string) (namespace, name string, err error) {
 	namespace, name, version, err := ParseRef(ref)
 	if err == nil && version == "" && !strings.Contains(ref, "@") {
 		return namespace, name, nil
 	}
-	return "", "", fmt.Errorf("%w workflow %q: want namespace/name", store.ErrInvalid, ref)
+	return "", "", store.Invalidf("workflow", "%q: want namespace/name", ref)
 }
 
 // ParseFilter reads the workflow a filter selects (of tasks, events or
@@ -52,14 +52,14 @@ func ParseName(ref string) (namespace, name string, err error) {
 // "namespace/name", or a bare name, which selects that name in the
 // namespace given ("" for every namespace). A namespace/name whose
 // namespace is not the given one, a version, and anything malformed are
-// store.ErrInvalid. It returns the namespace and name to match ("" each
+// a store.FieldError of "workflow". It returns the namespace and name to match ("" each
 // for any).
 func ParseFilter(namespace, wf string) (ns, name string, err error) {
 	if wf == "" {
 		return namespace, "", nil
 	}
 	bad := func(why string) error {
-		return fmt.Errorf("%w workflow %q: %s", store.ErrInvalid, wf, why)
+		return store.Invalidf("workflow", "%q: %s", wf, why)
 	}
 	if strings.Contains(wf, "@") {
 		return "", "", bad("filters take no version: want NAMESPACE/NAME or NAME")

@@ -55,9 +55,28 @@ func usageErrorf(format string, args ...any) error {
 func flagError(flag string, err error) error {
 	var fe *store.FieldError
 	if errors.As(err, &fe) {
-		return usageErrorf("%s %s", flag, fe.Problem)
+		return usageErrorf("%s: %s", flag, fe.Problem)
 	}
 	return usageErrorf("%s: %v", flag, err)
+}
+
+// fieldFlags names the flag of a field where it is not the field's own
+// name with dashes ("on_conflict": --on-conflict).
+var fieldFlags = map[string]string{"tags": "--tag", "idempotency_key": "--key"}
+
+// invalidError is the usage error (exit status 2) for err, an ErrInvalid
+// from what a command's flags gave (a submission, a webhook): one about a
+// field (a store.FieldError) names its flag.
+func invalidError(err error) error {
+	var fe *store.FieldError
+	if !errors.As(err, &fe) {
+		return &exitError{code: exitUsage, err: err}
+	}
+	flag, ok := fieldFlags[fe.Field]
+	if !ok {
+		flag = "--" + strings.ReplaceAll(fe.Field, "_", "-")
+	}
+	return flagError(flag, fe)
 }
 
 // exitWith ends the command with code and no further message.
@@ -305,8 +324,15 @@ const (
 	readOnlyDB
 )
 
+// dbEngine is an engine on a database the command opened: closing it
+// stops the engine and closes the database.
+type dbEngine struct {
+	*weft.Engine
+	db io.Closer
+}
+
 // open opens an engine on the database without starting it.
-func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engine, error) {
+func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine, error) {
 	url := a.dbURL()
 	if how != createDB {
 		// A URL that names no SQLite file is left for Open to report.
@@ -339,12 +365,12 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*weft.Engi
 		db.Close()
 		return nil, err
 	}
-	return e, nil
+	return &dbEngine{Engine: e, db: db}, nil
 }
 
 // closeEngine stops an engine and closes its store, logging a failure.
-func (a *app) closeEngine(e *weft.Engine) {
-	if err := errors.Join(e.Stop(context.Background()), e.Store().Close()); err != nil {
+func (a *app) closeEngine(e *dbEngine) {
+	if err := errors.Join(e.Stop(context.Background()), e.db.Close()); err != nil {
 		a.log.Error("close engine", "error", err)
 	}
 }

@@ -48,7 +48,7 @@ type backend interface {
 
 // localBackend is an engine on the database, not started.
 type localBackend struct {
-	*weft.Engine
+	*dbEngine
 	a *app
 }
 
@@ -106,7 +106,7 @@ func cliActor() string {
 }
 
 func (l localBackend) Where() string { return weftdb.Redact(l.a.dbURL()) }
-func (l localBackend) Close()        { l.a.closeEngine(l.Engine) }
+func (l localBackend) Close()        { l.a.closeEngine(l.dbEngine) }
 
 // remoteBackend is a weft server.
 type remoteBackend struct {
@@ -205,5 +205,5 @@ func (a *app) backend(ctx context.Context, how access) (backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return localBackend{Engine: e, a: a}, nil
+	return localBackend{dbEngine: e, a: a}, nil
 }

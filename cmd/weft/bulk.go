@@ -49,7 +49,7 @@ func (f *filterFlags) add(fs *pflag.FlagSet) {
 func workflowFlag(namespace, wf string) (ns, name string, err error) {
 	ns, name, err = workflow.ParseFilter(namespace, wf)
 	if err != nil {
-		return "", "", usageErrorf("--workflow: %s", strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+" "))
+		return "", "", flagError("--workflow", err)
 	}
 	return ns, name, nil
 }
@@ -67,7 +67,7 @@ func (f *filterFlags) filter() (weft.TaskFilter, error) {
 	for _, t := range f.tags {
 		k, v, err := store.ParseTag(t)
 		if err != nil {
-			return out, usageErrorf("--tag: %v", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+			return out, flagError("--tag", err)
 		}
 		if out.Tags == nil {
 			out.Tags = map[string]string{}
@@ -236,7 +236,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 		return fmt.Errorf("internal error: unknown backend %T", b)
 	}
 	if errors.Is(err, weft.ErrInvalid) {
-		return usageErrorf("%s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+		return usageErrorf("%v", err)
 	}
 	if err != nil {
 		return a.bulkFailed(c.action.past(), res, err)

@@ -52,7 +52,7 @@ or resource:* for every action on a resource. admin:* grants everything.`,
 				return err
 			}
 			defer a.closeEngine(e)
-			if err := e.Store().CreateAPIKey(cmd.Context(), k); err != nil {
+			if err := e.APIKeys().CreateAPIKey(cmd.Context(), k); err != nil {
 				return fmt.Errorf("create key: %w", err)
 			}
 			fmt.Fprintf(a.stdout, "created API key %s (%s) with %s\n", k.ID, k.Name, strings.Join(k.Permissions, ","))
@@ -78,7 +78,7 @@ func (a *app) keysListCommand() *cobra.Command {
 				return err
 			}
 			defer a.closeEngine(e)
-			keys, err := e.Store().ListAPIKeys(cmd.Context())
+			keys, err := e.APIKeys().ListAPIKeys(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("list keys: %w", err)
 			}
@@ -112,7 +112,7 @@ func (a *app) keysRevokeCommand() *cobra.Command {
 				return err
 			}
 			defer a.closeEngine(e)
-			err = e.Store().RevokeAPIKey(cmd.Context(), args[0])
+			err = e.APIKeys().RevokeAPIKey(cmd.Context(), args[0])
 			if errors.Is(err, weft.ErrNotFound) {
 				return fmt.Errorf("no API key %s", args[0])
 			}

@@ -109,7 +109,7 @@ func (a *app) policyBackend(ctx context.Context, how access) (policyBackend, err
 	if err != nil {
 		return nil, err
 	}
-	return localPolicies{localBackend{Engine: e, a: a}}, nil
+	return localPolicies{localBackend{dbEngine: e, a: a}}, nil
 }
 
 // pauseTarget reads TARGET or --all.
@@ -236,7 +236,7 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 			}
 			if cmd.Flags().Changed("rate") {
 				if _, err := weft.ParseRate(rate); err != nil {
-					return usageErrorf("--rate: %v", err)
+					return flagError("--rate", err)
 				}
 				ch.Rate = &rate
 			}

@@ -170,8 +170,8 @@ func TestLimitWeight(t *testing.T) {
 		args   []string
 		stderr string
 	}{
-		{"negative", []string{"limit", "shop", "--weight", "-1"}, "--weight must be from 1 to 1000"},
-		{"too big", []string{"limit", "shop", "--weight", "1001"}, "--weight must be from 1 to 1000"},
+		{"negative", []string{"limit", "shop", "--weight", "-1"}, "--weight: must be from 1 to 1000"},
+		{"too big", []string{"limit", "shop", "--weight", "1001"}, "--weight: must be from 1 to 1000"},
 		{"not a number", []string{"limit", "shop", "--weight", "x"}, "--weight"},
 		{"a workflow", []string{"limit", "shop/checkout", "--weight", "2"}, "set on a namespace"},
 		{"all work", []string{"limit", "*", "--weight", "2"}, "set on a namespace"},

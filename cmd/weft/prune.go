@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,10 +43,9 @@ commits.`,
 				return usageErrorf("--state is required: completed, failed, cancelled or expired (got %q)", st)
 			}
 			age, err := parseAge(olderThan)
-			if errors.Is(err, errNotPositive) {
-				err = weft.CheckPruneAge(s, age)
-				return usageErrorf("--older-than %s: %s (weft delete --state %s)", olderThan,
-					strings.TrimPrefix(err.Error(), fmt.Sprintf("%s prune age %s: ", weft.ErrInvalid, age)), st)
+			var fe *weft.FieldError
+			if errors.Is(err, errNotPositive) && errors.As(weft.CheckPruneAge(s, age), &fe) {
+				return usageErrorf("--older-than %s: %s (weft delete --state %s)", olderThan, fe.Problem, st)
 			}
 			if err != nil {
 				return usageErrorf("--older-than %q: want an age such as 7d, 12h or 90m", olderThan)

@@ -91,7 +91,7 @@ func TestLimitRate(t *testing.T) {
 		stderr string
 	}{
 		{"no flag", []string{"limit", "shop"}, "--rate LIMIT/PER"},
-		{"not a rate", []string{"limit", "shop", "--rate", "fast"}, "--rate: invalid rate \"fast\": want LIMIT/PER"},
+		{"not a rate", []string{"limit", "shop", "--rate", "fast"}, "--rate: \"fast\": want LIMIT/PER"},
 		{"no limit", []string{"limit", "shop", "--rate", "/s"}, "is not a whole number"},
 		{"zero limit", []string{"limit", "shop", "--rate", "0/s"}, "the limit must be from 1 to 1000000, got 0"},
 		{"bad period", []string{"limit", "shop", "--rate", "5/week"}, "the period \"week\" is not s, m, h or a duration"},

@@ -51,11 +51,12 @@ in turn.`,
 			if failed {
 				return exitWith(exitUsage)
 			}
-			e, err := a.open(cmd.Context(), weft.Config{}, createDB)
+			de, err := a.open(cmd.Context(), weft.Config{}, createDB)
 			if err != nil {
 				return err
 			}
-			defer a.closeEngine(e)
+			defer a.closeEngine(de)
+			e := de.Engine
 			for i, path := range args {
 				if err := a.register(cmd.Context(), e, path, ws[i]); err != nil {
 					return err

@@ -79,11 +79,12 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	// as "the default" when zero; --drain 0 means not to wait at all.
 	cfg.ShutdownTimeout = max(drain, time.Nanosecond)
 	a.runsEngine()
-	e, err := a.open(ctx, cfg, createDB)
+	de, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer a.closeEngine(de)
+	e := de.Engine
 	if err := a.register(ctx, e, path, w); err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	res, err := e.Submit(ctx, sub)
 	if err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return &exitError{code: exitUsage, err: err}
+			return invalidError(err)
 		}
 		return fmt.Errorf("submit: %w", err)
 	}

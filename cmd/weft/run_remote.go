@@ -34,7 +34,7 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	res, err := b.Submit(ctx, sub)
 	if err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return &exitError{code: exitUsage, err: err}
+			return invalidError(err)
 		}
 		return fmt.Errorf("submit through %s: %w", b.Where(), err)
 	}

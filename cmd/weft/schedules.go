@@ -61,14 +61,14 @@ func (a *app) schedules(ctx context.Context, how access) (scheduleBackend, error
 	if err != nil {
 		return nil, err
 	}
-	return localSchedules{localBackend{Engine: e, a: a}}, nil
+	return localSchedules{localBackend{dbEngine: e, a: a}}, nil
 }
 
 // findSchedule resolves NAME or NAMESPACE/WORKFLOW/NAME.
 func findSchedule(ctx context.Context, b scheduleBackend, ref string) (weft.Schedule, error) {
 	f, err := store.ParseScheduleRef(ref)
 	if err != nil {
-		return weft.Schedule{}, usageErrorf("%v", trimInvalid(err))
+		return weft.Schedule{}, usageErrorf("%v", err)
 	}
 	list, err := b.Schedules(ctx, f)
 	if err != nil {
@@ -76,21 +76,12 @@ func findSchedule(ctx context.Context, b scheduleBackend, ref string) (weft.Sche
 	}
 	s, err := store.PickSchedule(ref, list)
 	if errors.Is(err, store.ErrInvalid) {
-		return s, usageErrorf("%v", trimInvalid(err))
+		return s, usageErrorf("%v", err)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return s, fmt.Errorf("schedule %s: not found", ref)
 	}
 	return s, err
-}
-
-// trimInvalid drops the "invalid" sentinel's prefix from a message.
-func trimInvalid(err error) string {
-	msg := err.Error()
-	if p := store.ErrInvalid.Error() + " "; len(msg) > len(p) && msg[:len(p)] == p {
-		return msg[len(p):]
-	}
-	return msg
 }
 
 func (a *app) schedulesCommand() *cobra.Command {

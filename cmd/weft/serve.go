@@ -147,11 +147,12 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	if mode == runSteps {
 		a.runsEngine()
 	}
-	e, err := a.open(ctx, cfg, createDB)
+	de, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer a.closeEngine(de)
+	e := de.Engine
 	opts.Logger = a.log
 	opts.UI = dashboard.New
 	srv, err := server.New(e, opts)

@@ -44,15 +44,10 @@ func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
 		return weft.Submission{}, err
 	}
 	s := weft.Submission{Input: in, Key: f.key, Priority: f.priority, OnConflict: workflow.OnConflict(f.onConflict)}
-	switch s.OnConflict {
-	case "", workflow.OnConflictReturn, workflow.OnConflictSupersede:
-	default:
-		return s, usageErrorf("--on-conflict %q: want return or supersede", f.onConflict)
-	}
 	for _, t := range f.tags {
-		k, v, err := store.ParseTag(t)
+		k, v, err := store.SplitTag(t)
 		if err != nil {
-			return s, usageErrorf("--tag: %s", strings.TrimPrefix(err.Error(), weft.ErrInvalid.Error()+" "))
+			return s, flagError("--tag", err)
 		}
 		if _, dup := s.Tags[k]; dup {
 			return s, usageErrorf("--tag %s is given twice", k)
@@ -61,9 +56,6 @@ func (f *submissionFlags) submission(a *app) (weft.Submission, error) {
 			s.Tags = map[string]string{}
 		}
 		s.Tags[k] = v
-	}
-	if f.priority < -weft.MaxPriority || f.priority > weft.MaxPriority {
-		return s, usageErrorf("--priority must be from %d to %d, got %d", -weft.MaxPriority, weft.MaxPriority, f.priority)
 	}
 	now := time.Now()
 	if s.RunAt, err = timeFlag("--run-at", f.runAt, now); err != nil {
@@ -162,7 +154,7 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 	res, err := b.Submit(ctx, sub)
 	switch {
 	case errors.Is(err, weft.ErrInvalid):
-		return &exitError{code: exitUsage, err: err}
+		return invalidError(err)
 	case errors.Is(err, weft.ErrNotFound):
 		return fmt.Errorf("workflow %s is not registered in %s (submit its template file to register it)", target, b.Where())
 	case err != nil:
@@ -221,11 +213,12 @@ func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, me
 		}
 	}
 	a.runsEngine()
-	e, err := a.open(ctx, cfg, createDB)
+	de, err := a.open(ctx, cfg, createDB)
 	if err != nil {
 		return err
 	}
-	defer a.closeEngine(e)
+	defer a.closeEngine(de)
+	e := de.Engine
 	if metricsAddr != "" {
 		stop, err := a.serveMetrics(e, metricsAddr)
 		if err != nil {

@@ -54,7 +54,7 @@ func TestSubmitScheduleFlags(t *testing.T) {
 		{[]string{"--run-at", "tomorrow"}, `--run-at "tomorrow": want an RFC 3339 time`},
 		{[]string{"--run-at", "-5m"}, `--run-at "-5m"`},
 		{[]string{"--good-until", "2020-01-01T00:00:00Z"}, "--good-until 2020-01-01T00:00:00Z is in the past"},
-		{[]string{"--priority", "2000000"}, "--priority must be from -1000000 to 1000000"},
+		{[]string{"--priority", "2000000"}, "--priority: must be from -1000000 to 1000000"},
 	} {
 		r := weftCLI(t, append([]string{"--db", db, "submit", hello}, tc.args...)...)
 		requireCode(t, 2, r)

@@ -49,7 +49,7 @@ func (a *app) webhooksCreateCommand() *cobra.Command {
 			defer b.Close()
 			w, err := b.AddWebhook(ctx, spec)
 			if errors.Is(err, weft.ErrInvalid) {
-				return usageErrorf("%v", err)
+				return invalidError(err)
 			}
 			if err != nil {
 				return err

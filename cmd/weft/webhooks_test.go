@@ -61,14 +61,19 @@ func TestWebhooksCLI(t *testing.T) {
 		requireCode(t, 1, r)
 		require.Contains(t, r.stderr, "webhook 999999: not found")
 
-		for _, bad := range [][]string{
-			{"webhooks", "create"},
-			{"webhooks", "create", "--url", "ftp://x"},
-			{"webhooks", "create", "--url", "http://x", "--types", "task.exploded"},
-			{"webhooks", "create", "--url", "http://x", "--workflow", "a/b/c"},
-			{"webhooks", "delete", "x"},
+		for _, bad := range []struct {
+			args  []string
+			names string // the flag or field at fault
+		}{
+			{[]string{"webhooks", "create"}, "url"},
+			{[]string{"webhooks", "create", "--url", "ftp://x"}, "url: "},
+			{[]string{"webhooks", "create", "--url", "http://x", "--types", "task.exploded"}, "types: "},
+			{[]string{"webhooks", "create", "--url", "http://x", "--workflow", "a/b/c"}, "workflow: "},
+			{[]string{"webhooks", "delete", "x"}, "x"},
 		} {
-			requireCode(t, 2, run(bad...))
+			r := run(bad.args...)
+			requireCode(t, 2, r)
+			require.Contains(t, r.stderr, bad.names, "%v", bad.args)
 		}
 	}
 	r = weftCLI(t, "--db", db, "webhooks", "list", "--json")

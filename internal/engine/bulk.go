@@ -99,10 +99,10 @@ func scope(action string, r *BulkRequest, states []state.Task) error {
 		return fmt.Errorf("%s: %w", action, err)
 	}
 	if f.State != "" && !f.State.Valid() {
-		return fmt.Errorf("%w %s: %q is not a task state", store.ErrInvalid, action, f.State)
+		return fmt.Errorf("%s: %w", action, store.Invalidf("state", "%q is not a task state", f.State))
 	}
 	if f.State != "" && !slices.Contains(states, f.State) {
-		return fmt.Errorf("%w %s: tasks that are %s cannot be %s (only %s)", store.ErrInvalid, action, f.State, past(action), joinStates(states))
+		return fmt.Errorf("%s: %w", action, store.Invalidf("state", "tasks that are %s cannot be %s (only %s)", f.State, past(action), joinStates(states)))
 	}
 	if f.State == "" && len(f.States) == 0 {
 		f.States = states

@@ -145,6 +145,9 @@ type resolvedWorkflow struct {
 
 // prepare resolves a submission's workflow and builds its insert.
 func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]*resolvedWorkflow) (store.TaskInsert, error) {
+	if s.Priority < -MaxPriority || s.Priority > MaxPriority {
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("priority", "must be from %d to %d, got %d", -MaxPriority, MaxPriority, s.Priority))
+	}
 	r := resolved[s.Workflow]
 	if r == nil {
 		ns, name, version, err := workflow.ParseRef(s.Workflow)
@@ -162,22 +165,16 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		resolved[s.Workflow] = r
 	}
 	w := r.w
-	if s.Priority < -MaxPriority || s.Priority > MaxPriority {
-		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: priority must be from %d to %d, got %d", store.ErrInvalid, s.Workflow, -MaxPriority, MaxPriority, s.Priority)
-	}
 	input, err := encodeInput(s.Input)
 	if err != nil {
-		return store.TaskInsert{}, fmt.Errorf("%w input for %s: %w", store.ErrInvalid, s.Workflow, err)
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("input", "%v", err))
 	}
 	if !s.GoodUntil.IsZero() && !s.RunAt.IsZero() && s.GoodUntil.Before(s.RunAt) {
-		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: good_until %s is before run_at %s", store.ErrInvalid, s.Workflow, s.GoodUntil.Format(time.RFC3339), s.RunAt.Format(time.RFC3339))
-	}
-	if err := store.ValidateTags(s.Tags); err != nil {
-		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, err)
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("good_until", "%s is before run_at %s", s.GoodUntil.Format(time.RFC3339), s.RunAt.Format(time.RFC3339)))
 	}
 	key := s.Key
 	if err := textsafe.Check(key); err != nil {
-		return store.TaskInsert{}, fmt.Errorf("%w idempotency key for %s: %w", store.ErrInvalid, s.Workflow, err)
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("idempotency_key", "%v", err))
 	}
 	switch w.Identity {
 	case workflow.IdentityStrict:
@@ -189,7 +186,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		}
 	case workflow.IdentityCaller:
 		if key == "" {
-			return store.TaskInsert{}, fmt.Errorf("%w submission for %s: its identity strategy is \"caller\", so an idempotency key is required", store.ErrInvalid, s.Workflow)
+			return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("idempotency_key", "an idempotency key is required: the workflow's identity strategy is \"caller\""))
 		}
 	}
 	onConflict := s.OnConflict
@@ -200,10 +197,10 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 	case "", workflow.OnConflictReturn:
 	case workflow.OnConflictSupersede:
 		if key == "" {
-			return store.TaskInsert{}, fmt.Errorf("%w submission for %s: on_conflict supersede needs an idempotency key (or the strict identity)", store.ErrInvalid, s.Workflow)
+			return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("on_conflict", "supersede needs an idempotency key (or the strict identity)"))
 		}
 	default:
-		return store.TaskInsert{}, fmt.Errorf("%w submission for %s: on_conflict %q is not return or supersede", store.ErrInvalid, s.Workflow, onConflict)
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("on_conflict", "%q is not return or supersede", onConflict))
 	}
 	in := store.TaskInsert{Namespace: w.Namespace, Workflow: w.Name, Version: w.Version, Input: input, Priority: s.Priority,
 		RunAt: s.RunAt, GoodUntil: s.GoodUntil, IdempotencyKey: key, Supersede: onConflict == workflow.OnConflictSupersede, Tags: s.Tags, Steps: r.steps}

@@ -127,17 +127,17 @@ func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec) (store.Web
 func validateWebhook(spec WebhookSpec) error {
 	u, err := url.Parse(spec.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w webhook url %q: want an absolute http:// or https:// URL", store.ErrInvalid, spec.URL)
+		return fmt.Errorf("webhook: %w", store.Invalidf("url", "%q: want an absolute http:// or https:// URL", spec.URL))
 	}
 	if len(spec.URL) > 2048 {
-		return fmt.Errorf("%w webhook url: longer than 2048 bytes", store.ErrInvalid)
+		return fmt.Errorf("webhook: %w", store.Invalidf("url", "longer than 2048 bytes"))
 	}
 	if _, _, err := workflow.ParseFilter(spec.Namespace, spec.Workflow); err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
 	for _, t := range spec.Types {
 		if !slices.Contains(EventTypes, t) {
-			return fmt.Errorf("%w webhook event type %q: want one of %s", store.ErrInvalid, t, strings.Join(EventTypes, ", "))
+			return fmt.Errorf("webhook: %w", store.Invalidf("types", "%q is not an event type: want one of %s", t, strings.Join(EventTypes, ", ")))
 		}
 	}
 	return nil
