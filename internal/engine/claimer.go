@@ -3,9 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
+	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 )
 
@@ -62,9 +62,9 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		// from: the maintenance loop reports it. While the load gate is
 		// closed the loop claims nothing and looks again when the gate
 		// reads the pressures next.
-		gated := retryIn == 0 && e.gateClosed()
+		gated := retryIn == 0 && e.loadGate.Closed()
 		if gated {
-			retryIn = e.loadGate.wait(time.Now())
+			retryIn = e.loadGate.Wait(time.Now())
 		}
 		if look && retryIn == 0 && e.databaseGone() == nil {
 			n = e.slots.TryTake(e.cfg.Concurrency)
@@ -124,7 +124,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
-		timer.Reset(jitter(e.claimPoll()))
+		timer.Reset(jitter.Of(e.claimPoll()))
 		select {
 		case <-ctx.Done():
 			return
@@ -208,8 +208,4 @@ func (e *Engine) readyWoke() {
 	e.stir()
 	e.wakeWaiters()
 	e.Publish(Event{Kind: EventReady})
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d - d/5 + time.Duration(rand.Int64N(int64(d)/5*2+1))
 }

@@ -307,7 +307,7 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 // write failed, the claim, which may have committed with its reply lost,
 // is released.
 func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), tried bool, err error) {
-	if e.gateClosed() || e.databaseGone() != nil {
+	if e.loadGate.Closed() || e.databaseGone() != nil {
 		return nil, false, nil
 	}
 	names := e.handlerNames()

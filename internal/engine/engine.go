@@ -31,7 +31,9 @@ import (
 
 	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/slots"
+	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -54,7 +56,7 @@ type Config struct {
 	TracerProvider    trace.TracerProvider
 	Secrets           func(ctx context.Context, name string) (string, error)
 	MaxPressure       map[string]float64
-	PressureReader    PressureReader
+	PressureReader    loadgate.Reader
 }
 
 // The defaults of Config's fields, applied where a field is zero.
@@ -181,8 +183,8 @@ type Engine struct {
 	// roundErr, owned by the maintenance work too, is the first failure
 	// of the current maintenance round.
 	roundErr error
-	// hooks delivers webhooks while this engine leads (webhooks.go).
-	hooks *deliverer
+	// hooks delivers webhooks while this engine leads.
+	hooks *webhook.Deliverer
 	// upkeep, owned by the maintenance work too, is the state of
 	// retention and the attention count (upkeep.go).
 	upkeep upkeepState
@@ -211,9 +213,9 @@ type Engine struct {
 	// tracer makes the spans of submissions and attempts (trace.go); nil
 	// when tracing is off.
 	tracer trace.Tracer
-	// loadGate holds claims back while the host is under pressure
-	// (loadgate.go); nil when no threshold is set.
-	loadGate *loadGate
+	// loadGate holds claims back while the host is under pressure; nil when
+	// no threshold is set.
+	loadGate *loadgate.Gate
 	// execGuard kills what exec steps started when this process dies;
 	// Stop closes it once the handlers returned.
 	execGuard *builtin.Guard
@@ -246,7 +248,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	gate, err := newLoadGate(cfg)
+	gate, err := loadgate.New(cfg.MaxPressure, cfg.PressureReader, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -268,10 +270,10 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		engineID:  cfg.ID,
 		recorded:  make(chan struct{}, 1),
 		nudge:     make(chan struct{}, 1),
-		hooks:     newDeliverer(),
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
 	}
+	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.requireFilter)
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
@@ -279,6 +281,13 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	e.registerBuiltins()
 	return e, nil
 }
+
+// LoadGate returns the state of the engine's load gate.
+func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
+
+// Webhooks returns the engine's webhook deliverer, which holds the
+// operations on webhooks.
+func (e *Engine) Webhooks() *webhook.Deliverer { return e.hooks }
 
 // Store returns the engine's store.
 func (e *Engine) Store() store.Store { return e.store }
@@ -325,7 +334,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.loops.Add(3)
 	go e.claimLoop(runCtx)
 	go e.maintenanceLoop(runCtx)
-	go e.webhookLoop(runCtx)
+	go func() {
+		defer e.loops.Done()
+		e.hooks.Run(runCtx)
+	}()
 	e.sendMu.Lock()
 	e.completing = true
 	e.sendMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 )
 
@@ -105,7 +106,7 @@ func backoff(base time.Duration, n int) time.Duration {
 	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
-	return jitter(max(min(d, limit), time.Millisecond))
+	return jitter.Of(max(min(d, limit), time.Millisecond))
 }
 
 // succeeded ends a loop's run of failures.

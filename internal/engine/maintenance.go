@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -55,7 +56,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		e.lead(ctx)
 		now := time.Now()
 		leader := e.leading(now)
-		e.hooks.lead(leader)
+		e.hooks.Lead(leader)
 		if leader {
 			e.timed(ctx)
 			e.upkeepRound(ctx)
@@ -106,7 +107,7 @@ func (e *Engine) reapEvery() time.Duration { return max(e.cfg.LeaseTTL/4, 10*tim
 // (SQLite) is read once per poll interval.
 func (e *Engine) timerPoll() time.Duration {
 	if l, ok := e.store.(store.Listener); len(e.maint.others) > 0 || !ok || !l.Listening() {
-		return jitter(e.cfg.PollInterval)
+		return jitter.Of(e.cfg.PollInterval)
 	}
 	return e.reapEvery()
 }
@@ -116,7 +117,7 @@ func (e *Engine) timerPoll() time.Duration {
 // database file, the processes of this host's engines), and on the leader
 // until the first thing due.
 func (e *Engine) maintenanceSleep(now time.Time) time.Duration {
-	d := jitter(e.cfg.PollInterval)
+	d := jitter.Of(e.cfg.PollInterval)
 	if !e.leading(now) {
 		return d // and ask for the lease again
 	}
@@ -221,7 +222,7 @@ func (e *Engine) timed(ctx context.Context) {
 	if next, ok, err := e.nextWake(ctx, now); err == nil && ok && !next.After(now) {
 		// Still due (what could not be handled yet): look again a poll
 		// interval later rather than spin on it.
-		e.maint.timersAt = now.Add(jitter(e.cfg.PollInterval))
+		e.maint.timersAt = now.Add(jitter.Of(e.cfg.PollInterval))
 	}
 }
 
