@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/engine"
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/store"
 )
@@ -235,7 +236,7 @@ func (e *Engine) Running() bool { return e.core.Running() }
 // (database_file), and the count of failed store calls by loop. A loop that
 // fails backs off (the poll interval doubled per failure, up to 30 s) and
 // logs when its failures double, not at every attempt.
-type Health = engine.Health
+type Health = health.Health
 
 // Health returns the engine's health; weft serve reports it in
 // /health/ready and as the metrics weft_engine_degraded and

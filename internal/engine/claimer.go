@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 )
@@ -48,7 +49,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		for len(unsure) > 0 && ctx.Err() == nil {
 			n, err := e.store.ReleaseLease(ctx, unsure[0].engine, unsure[0].lease)
 			if err != nil {
-				retryIn = e.failed(ctx, LoopClaim, "release a failed claim", err)
+				retryIn = e.monitor.Failed(ctx, health.LoopClaim, "release a failed claim", err)
 				break
 			}
 			if n > 0 {
@@ -66,7 +67,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if gated {
 			retryIn = e.loadGate.Wait(time.Now())
 		}
-		if look && retryIn == 0 && e.databaseGone() == nil {
+		if look && retryIn == 0 && e.monitor.DatabaseGone() == nil {
 			n = e.slots.TryTake(e.cfg.Concurrency)
 			if n == 0 {
 				backlog = true // claim once a slot frees up
@@ -89,9 +90,9 @@ func (e *Engine) claimLoop(ctx context.Context) {
 				e.declaredDead(ctx, id)
 			case err != nil && ctx.Err() == nil:
 				unsure = append(unsure, lostClaim{id, lease})
-				retryIn = e.failed(ctx, LoopClaim, "claim", err)
+				retryIn = e.monitor.Failed(ctx, health.LoopClaim, "claim", err)
 			case err == nil:
-				e.succeeded(LoopClaim)
+				e.monitor.Succeeded(health.LoopClaim)
 			}
 			got = len(claimed)
 			backlog = err != nil || got == n
@@ -111,7 +112,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if deferred {
 			continue // there may be more ready work
 		}
-		if look && n == 0 && retryIn == 0 && e.databaseGone() == nil {
+		if look && n == 0 && retryIn == 0 && e.monitor.DatabaseGone() == nil {
 			e.maybePreempt(ctx) // no slot is free
 		}
 		look = true

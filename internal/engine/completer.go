@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -292,7 +293,7 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 		return false
 	}
 	launch()
-	e.succeeded(LoopCompleter)
+	e.monitor.Succeeded(health.LoopCompleter)
 	e.tellFates(batch, results)
 	return true
 }
@@ -307,7 +308,7 @@ func (e *Engine) recordAndClaim(batch []report) bool {
 // write failed, the claim, which may have committed with its reply lost,
 // is released.
 func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), tried bool, err error) {
-	if e.loadGate.Closed() || e.databaseGone() != nil {
+	if e.loadGate.Closed() || e.monitor.DatabaseGone() != nil {
 		return nil, false, nil
 	}
 	names := e.handlerNames()
@@ -411,13 +412,13 @@ func (e *Engine) retried(what func() string, write func() error) error {
 	for {
 		err := write()
 		if err == nil {
-			e.succeeded(LoopCompleter)
+			e.monitor.Succeeded(health.LoopCompleter)
 		}
 		if err == nil || !transient(err) || e.flushCtx.Err() != nil {
 			return err
 		}
 		// Logged once per doubling of the failures, not per attempt.
-		e.failed(e.flushCtx, LoopCompleter, what()+" (retrying)", err)
+		e.monitor.Failed(e.flushCtx, health.LoopCompleter, what()+" (retrying)", err)
 		select {
 		case <-time.After(backoff):
 		case <-e.flushCtx.Done():

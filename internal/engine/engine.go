@@ -31,6 +31,7 @@ import (
 
 	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/internal/webhook"
@@ -197,12 +198,8 @@ type Engine struct {
 	values      values
 	observers   observers
 
-	// healthMu guards the loops' failure records and the file check's
-	// verdict (health.go).
-	healthMu   sync.Mutex
-	loopStates map[string]*loopState
-	errCounts  map[string]uint64
-	fileErr    error // set once the database was deleted or replaced
+	// monitor records the loops' failures and the file check's verdict.
+	monitor *health.Monitor
 	// owners remembers the owner of worker ids already checked (remote.go).
 	owners workerOwners
 	// workerPreempt remembers the preemption of each remote worker
@@ -273,6 +270,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
 	}
+	e.monitor = health.New(s, e.log, cfg.PollInterval, e.ID)
 	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.requireFilter)
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	if cfg.TracerProvider != nil {
@@ -284,6 +282,9 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 
 // LoadGate returns the state of the engine's load gate.
 func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
+
+// Health returns the engine's health.
+func (e *Engine) Health() health.Health { return e.monitor.Health() }
 
 // Webhooks returns the engine's webhook deliverer, which holds the
 // operations on webhooks.

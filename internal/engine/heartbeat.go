@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/store"
 )
 
@@ -41,11 +42,11 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		case errors.Is(err, store.ErrEngineLost):
 			e.declaredDead(ctx, id)
 		case err != nil:
-			wait := e.failed(ctx, LoopHeartbeat, "heartbeat", err)
+			wait := e.monitor.Failed(ctx, health.LoopHeartbeat, "heartbeat", err)
 			retryAt = time.Now().Add(heartbeatBackoff(wait, e.cfg.LeaseTTL))
 		default:
 			retryAt = time.Time{}
-			e.succeeded(LoopHeartbeat)
+			e.monitor.Succeeded(health.LoopHeartbeat)
 			e.advertise(ctx, id)
 			if len(res.Lost) > 0 {
 				e.cancelFences(res.Lost, errLeaseLost)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -50,7 +51,7 @@ func (e *Engine) maintenanceLoop(ctx context.Context) {
 		}
 		retryIn = 0
 		// A database deleted or replaced under the engine is not written to.
-		if e.checkFile() != nil {
+		if e.monitor.CheckFile() != nil {
 			continue
 		}
 		e.lead(ctx)
@@ -142,10 +143,10 @@ func (e *Engine) endRound(ctx context.Context) time.Duration {
 	err := e.roundErr
 	e.roundErr = nil
 	if err == nil {
-		e.succeeded(LoopMaintenance)
+		e.monitor.Succeeded(health.LoopMaintenance)
 		return 0
 	}
-	return e.failed(ctx, LoopMaintenance, "maintenance", err)
+	return e.monitor.Failed(ctx, health.LoopMaintenance, "maintenance", err)
 }
 
 // maintain runs one round of maintenance at start-up: what dead processes on

@@ -201,7 +201,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 			beat = time.Now()
 		}
 		woken := e.ready.C()
-		if err := e.databaseGone(); err != nil {
+		if err := e.monitor.DatabaseGone(); err != nil {
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}
 		lease := store.NewLeaseID()

@@ -94,7 +94,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	tp := traceParent(ctx)
 	// A task written into a database file deleted or replaced under the
 	// engine would be lost: refuse it.
-	if err := e.databaseGone(); err != nil {
+	if err := e.monitor.DatabaseGone(); err != nil {
 		return nil, fmt.Errorf("weft: submit: %w", err)
 	}
 	inserts := make([]store.TaskInsert, len(subs))

@@ -1,10 +1,16 @@
-package engine
+// Package health keeps an engine's own view of its work: which of its
+// loops fail on the store, since when, and whether its database file is
+// still the one it opened. It serves readiness and metrics, and tells the
+// loops how long to back off.
+package health
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/weftrun/weft/internal/jitter"
@@ -37,6 +43,33 @@ type Health struct {
 	Errors map[string]uint64
 }
 
+// Monitor records the failures of an engine's loops and the verdict of
+// its database file check.
+type Monitor struct {
+	log  *slog.Logger
+	poll time.Duration
+	// id is the engine's id, for the log (it changes when the engine
+	// registers again).
+	id func() string
+	// file, when the store can tell, checks that the database is still
+	// the one it opened.
+	file store.FileChecker
+
+	// mu guards the loops' failure records and the file check's verdict.
+	mu         sync.Mutex
+	loopStates map[string]*loopState
+	errCounts  map[string]uint64
+	fileErr    error // set once the database was deleted or replaced
+}
+
+// New returns the monitor of an engine on s whose loops poll every poll
+// and whose id is id().
+func New(s any, log *slog.Logger, poll time.Duration, id func() string) *Monitor {
+	m := &Monitor{log: log, poll: poll, id: id}
+	m.file, _ = s.(store.FileChecker)
+	return m
+}
+
 // loopState is one loop's run of failures.
 type loopState struct {
 	failures int // consecutive
@@ -45,62 +78,62 @@ type loopState struct {
 }
 
 // Health returns the engine's health.
-func (e *Engine) Health() Health {
-	e.healthMu.Lock()
-	defer e.healthMu.Unlock()
-	h := Health{Failing: map[string]string{}, Errors: maps.Clone(e.errCounts)}
+func (m *Monitor) Health() Health {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := Health{Failing: map[string]string{}, Errors: maps.Clone(m.errCounts)}
 	if h.Errors == nil {
 		h.Errors = map[string]uint64{}
 	}
-	for loop, st := range e.loopStates {
+	for loop, st := range m.loopStates {
 		if st.failures > 0 {
 			h.Failing[loop] = fmt.Sprintf("failing since %s (%d attempts): %v", st.since.UTC().Format(time.RFC3339), st.failures, st.err)
 		}
 	}
-	if e.fileErr != nil {
-		h.Failing[CheckDatabaseFile] = e.fileErr.Error()
+	if m.fileErr != nil {
+		h.Failing[CheckDatabaseFile] = m.fileErr.Error()
 	}
 	h.Degraded = len(h.Failing) > 0
 	return h
 }
 
-// failed records a failed store call of a loop and returns how long the
+// Failed records a failed store call of a loop and returns how long the
 // loop waits before it tries again: the poll interval doubled at each
 // consecutive failure, capped at maxBackoff (or 32 poll intervals if that
 // is less), with jitter. The failure is logged at the first attempt and then
 // whenever the count of consecutive failures doubles, so a database that
 // stays down costs a few log lines, not one per attempt.
-func (e *Engine) failed(ctx context.Context, loop, what string, err error) time.Duration {
+func (m *Monitor) Failed(ctx context.Context, loop, what string, err error) time.Duration {
 	if ctx.Err() != nil {
 		return 0
 	}
-	e.healthMu.Lock()
-	if e.loopStates == nil {
-		e.loopStates, e.errCounts = map[string]*loopState{}, map[string]uint64{}
+	m.mu.Lock()
+	if m.loopStates == nil {
+		m.loopStates, m.errCounts = map[string]*loopState{}, map[string]uint64{}
 	}
-	st := e.loopStates[loop]
+	st := m.loopStates[loop]
 	if st == nil {
 		st = &loopState{}
-		e.loopStates[loop] = st
+		m.loopStates[loop] = st
 	}
 	if st.failures == 0 {
 		st.since = time.Now()
 	}
 	st.failures++
 	st.err = err
-	e.errCounts[loop]++
+	m.errCounts[loop]++
 	n := st.failures
-	e.healthMu.Unlock()
-	wait := backoff(e.cfg.PollInterval, n)
+	m.mu.Unlock()
+	wait := Backoff(m.poll, n)
 	if n&(n-1) == 0 { // 1, 2, 4, 8, …
-		e.log.Error(what+" failed", "engine_id", e.ID(), "loop", loop, "failures", n, "retry_in", wait.Round(time.Millisecond), "error", err)
+		m.log.Error(what+" failed", "engine_id", m.id(), "loop", loop, "failures", n, "retry_in", wait.Round(time.Millisecond), "error", err)
 	}
 	return wait
 }
 
-// backoff is the wait after n consecutive failures: base doubled n-1
+// Backoff is the wait after n consecutive failures: base doubled n-1
 // times, capped.
-func backoff(base time.Duration, n int) time.Duration {
+func Backoff(base time.Duration, n int) time.Duration {
 	limit := min(maxBackoff, 32*base)
 	d := base
 	for i := 1; i < n && d < limit; i++ {
@@ -109,55 +142,54 @@ func backoff(base time.Duration, n int) time.Duration {
 	return jitter.Of(max(min(d, limit), time.Millisecond))
 }
 
-// succeeded ends a loop's run of failures.
-func (e *Engine) succeeded(loop string) {
-	e.healthMu.Lock()
-	st := e.loopStates[loop]
+// Succeeded ends a loop's run of failures.
+func (m *Monitor) Succeeded(loop string) {
+	m.mu.Lock()
+	st := m.loopStates[loop]
 	if st == nil || st.failures == 0 {
-		e.healthMu.Unlock()
+		m.mu.Unlock()
 		return
 	}
 	n, since := st.failures, st.since
 	st.failures, st.err = 0, nil
-	e.healthMu.Unlock()
-	e.log.Info("store calls succeed again", "engine_id", e.ID(), "loop", loop, "failures", n, "outage_ms", time.Since(since).Milliseconds())
+	m.mu.Unlock()
+	m.log.Info("store calls succeed again", "engine_id", m.id(), "loop", loop, "failures", n, "outage_ms", time.Since(since).Milliseconds())
 }
 
-// databaseGone returns why the engine refuses work, once checkFile found
+// DatabaseGone returns why the engine refuses work, once CheckFile found
 // its database deleted or replaced; nil before. It costs a lock, not a
 // look at the file: the claim and submit paths ask it.
-func (e *Engine) databaseGone() error {
-	e.healthMu.Lock()
-	defer e.healthMu.Unlock()
-	return e.fileErr
+func (m *Monitor) DatabaseGone() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fileErr
 }
 
-// checkFile asks a store that can tell whether its database is still the
+// CheckFile asks a store that can tell whether its database is still the
 // one it opened; the maintenance loop asks at every tick (every poll
 // interval), on every engine. Once it is not, the engine refuses work for
 // good: writing on would write into a file nobody else sees.
-func (e *Engine) checkFile() error {
-	fc, ok := e.store.(store.FileChecker)
-	if !ok {
+func (m *Monitor) CheckFile() error {
+	if m.file == nil {
 		return nil
 	}
-	if gone := e.databaseGone(); gone != nil {
+	if gone := m.DatabaseGone(); gone != nil {
 		return gone
 	}
-	err := fc.CheckFile()
+	err := m.file.CheckFile()
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, store.ErrDatabaseGone) {
 		return nil // could not tell (a stat failed): ask again next time
 	}
-	e.healthMu.Lock()
-	defer e.healthMu.Unlock()
-	if e.fileErr == nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fileErr == nil {
 		// Said before the refusal shows: whoever sees it (health, a
 		// refused submission) finds it logged.
-		e.log.Error("refusing work: the database was deleted or replaced since it was opened; restart the engine", "engine_id", e.ID(), "error", err)
-		e.fileErr = err
+		m.log.Error("refusing work: the database was deleted or replaced since it was opened; restart the engine", "engine_id", m.id(), "error", err)
+		m.fileErr = err
 	}
 	return err
 }
