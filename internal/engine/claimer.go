@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
@@ -208,5 +209,5 @@ func (e *Engine) startClaimed(claimed []store.ClaimedStep) *launchGroup {
 func (e *Engine) readyWoke() {
 	e.stir()
 	e.wakeWaiters()
-	e.Publish(Event{Kind: EventReady})
+	e.events.Publish(event.Event{Kind: event.Ready})
 }

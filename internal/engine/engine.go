@@ -31,6 +31,7 @@ import (
 
 	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/slots"
@@ -196,7 +197,8 @@ type Engine struct {
 	onlyTask    int64 // when set, claim only this task's steps (RunTask)
 	conds       conditions
 	values      values
-	observers   observers
+	// events delivers the lifecycle events to subscribers.
+	events event.Bus
 
 	// monitor records the loops' failures and the file check's verdict.
 	monitor *health.Monitor
@@ -282,6 +284,9 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 
 // LoadGate returns the state of the engine's load gate.
 func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
+
+// Events returns the bus of the engine's lifecycle events.
+func (e *Engine) Events() *event.Bus { return &e.events }
 
 // Health returns the engine's health.
 func (e *Engine) Health() health.Health { return e.monitor.Health() }

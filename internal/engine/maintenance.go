@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
@@ -357,7 +358,7 @@ func (e *Engine) reap(ctx context.Context, leader bool) {
 	}
 	if n > 0 {
 		e.log.Warn("reclaimed steps of lapsed engines", "count", n)
-		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
+		e.events.Publish(event.Event{Kind: event.LeaseExpired, Count: n})
 	}
 }
 

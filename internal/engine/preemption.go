@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -138,7 +139,7 @@ func (e *Engine) announcePreemption(c *store.ClaimedStep, by *preemptedBy, worke
 		args = append(args, "worker_id", worker)
 	}
 	e.log.Info("step preempted", args...)
-	e.Publish(Event{Kind: EventPreempted, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
+	e.events.Publish(event.Event{Kind: event.Preempted, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
 		Handler: c.Handler, Attempt: c.Fence.Attempt, Remote: worker != ""})
 }
 

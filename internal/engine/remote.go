@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -165,7 +166,7 @@ func (e *Engine) StopWorker(ctx context.Context, workerID, owner string) error {
 	}
 	e.log.Info("remote worker stopped", "worker_id", workerID, "reclaimed", n)
 	if n > 0 {
-		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
+		e.events.Publish(event.Event{Kind: event.LeaseExpired, Count: n})
 	}
 	return nil
 }

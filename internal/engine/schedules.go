@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/schedule"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -112,7 +113,7 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 	for _, r := range res {
 		if !r.Duplicate {
 			e.log.Info("schedule fired", "schedule", s.String(), "task_id", r.Task.ID, "tick", r.Task.ScheduleTick)
-			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+			e.events.Publish(event.Event{Kind: event.Submitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
 		}
 	}
 	return nil

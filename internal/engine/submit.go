@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -126,7 +127,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 			e.log.Info("task superseded", "task_id", r.Superseded, "by", r.Task.ID)
 		}
 		if !r.Duplicate {
-			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+			e.events.Publish(event.Event{Kind: event.Submitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
 		}
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/expr"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -112,7 +113,7 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 		return 0, fmt.Errorf("weft: start child %q of step %q: %w", name, r.Step, err)
 	}
 	if !res.Duplicate {
-		e.Publish(Event{Kind: EventSubmitted, Namespace: res.Task.Namespace, Workflow: res.Task.Workflow, TaskID: res.Task.ID})
+		e.events.Publish(event.Event{Kind: event.Submitted, Namespace: res.Task.Namespace, Workflow: res.Task.Workflow, TaskID: res.Task.ID})
 	}
 	return res.Task.ID, nil
 }

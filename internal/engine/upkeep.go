@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -17,16 +18,6 @@ import (
 // UpkeepInterval: retention (deleting finished tasks past their workflow's
 // or namespace's retention, in small batches) and the count of tasks that
 // need attention; and the handlers an engine advertises.
-
-// Events of the upkeep.
-const (
-	// EventPruned: retention deleted Count finished tasks of Namespace
-	// (Workflow, when the workflow's own retention applied).
-	EventPruned EventKind = "pruned"
-	// EventAttention: the number of tasks needing attention changed to
-	// Count.
-	EventAttention EventKind = "attention"
-)
 
 // retentionBatch is how many tasks one retention transaction deletes, and
 // retentionBatches how many batches one rule takes per upkeep round, so
@@ -103,7 +94,7 @@ func (e *Engine) upkeepRound(ctx context.Context) {
 		if n > 0 {
 			e.log.Warn("tasks need attention", "count", n)
 		}
-		e.Publish(Event{Kind: EventAttention, Count: n})
+		e.events.Publish(event.Event{Kind: event.Attention, Count: n})
 	}
 }
 
@@ -192,7 +183,7 @@ func (e *Engine) ApplyRetention(ctx context.Context, now time.Time) (int, error)
 		if deleted > 0 {
 			total += deleted
 			e.log.Info("retention deleted tasks", "namespace", r.namespace, "workflow", r.workflow, "state", r.state, "count", deleted)
-			e.Publish(Event{Kind: EventPruned, Namespace: r.namespace, Workflow: r.workflow, Count: deleted})
+			e.events.Publish(event.Event{Kind: event.Pruned, Namespace: r.namespace, Workflow: r.workflow, Count: deleted})
 		}
 	}
 	return total, nil
