@@ -125,7 +125,7 @@ func (e *Engine) Retentions(ctx context.Context) ([]Retention, error) { return e
 // bounded number of batches per rule; call again for more) and returns how
 // many it deleted. The maintenance leader calls it every UpkeepInterval.
 func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
-	return e.core.ApplyRetention(ctx, time.Now())
+	return e.core.Maintenance().ApplyRetention(ctx, time.Now())
 }
 
 // OperatorLog returns the newest entries of the operator log, newest first.

@@ -197,7 +197,7 @@ func (e *Engine) startClaimed(claimed []store.ClaimedStep) *launchGroup {
 	if len(claimed) == 0 {
 		return nil
 	}
-	e.stir() // the steps may carry deadlines
+	e.maint.Stir() // the steps may carry deadlines
 	for _, c := range claimed {
 		e.publishClaimed(c, false)
 	}
@@ -207,7 +207,7 @@ func (e *Engine) startClaimed(claimed []store.ClaimedStep) *launchGroup {
 // readyWoke tells those waiting on the engine that the store made steps
 // ready.
 func (e *Engine) readyWoke() {
-	e.stir()
+	e.maint.Stir()
 	e.wakeWaiters()
 	e.events.Publish(event.Event{Kind: event.Ready})
 }

@@ -75,7 +75,7 @@ func (e *Engine) completer() {
 		}
 		for _, r := range batch {
 			if r.outcome.State == state.StepWaiting {
-				e.nudgeTimers()
+				e.maint.Nudge()
 				break
 			}
 		}

@@ -9,8 +9,11 @@
 // The files follow the path of a step: submit.go (tasks in), claimer.go,
 // executor.go and run.go (handlers), outcome.go (what an attempt's end
 // means under the step's policy), completer.go (outcomes out, batched),
-// remote.go (the same lifecycle for remote workers), heartbeat.go and
-// maintenance.go (leases, the reaper, timers and deadlines).
+// remote.go (the same lifecycle for remote workers), heartbeat.go (the
+// engine's lease) and overdue.go (deadlines). The services beside it run
+// on their own state: internal/maintenance (the leader: reaper, timers,
+// schedules, retention), internal/webhook, internal/loadgate,
+// internal/health and internal/event.
 package engine
 
 import (
@@ -34,6 +37,7 @@ import (
 	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
+	"github.com/weftrun/weft/internal/maintenance"
 	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
@@ -171,25 +175,11 @@ type Engine struct {
 	heldBack   atomic.Bool      // the claim loop's last claim left steps under a full limit
 	busy       atomic.Bool      // the completer's last batch was busy (gatherer)
 	ready      broadcast.Signal // fires when the store readies steps
-	nudge      chan struct{}    // wakes the maintenance loop to look at due times again
-	// stirred: steps were made ready since the maintenance leader last read
-	// the next due time (stir).
-	stirred atomic.Bool
-	// leadUntil and leadRenew, owned by the maintenance work (Start, then
-	// the maintenance loop), are when this engine's maintenance lease ends
-	// and when it next asks for the lease.
-	leadUntil, leadRenew time.Time
-	// maint, owned by the maintenance work too, is what it remembers
-	// between rounds (maintenance.go).
-	maint maintenanceState
-	// roundErr, owned by the maintenance work too, is the first failure
-	// of the current maintenance round.
-	roundErr error
+	// maint reaps, fires what is due and keeps retention while this
+	// engine holds the maintenance lease.
+	maint *maintenance.Leader
 	// hooks delivers webhooks while this engine leads.
 	hooks *webhook.Deliverer
-	// upkeep, owned by the maintenance work too, is the state of
-	// retention and the attention count (upkeep.go).
-	upkeep upkeepState
 	// flushCtx bounds the completer's retries; Stop cancels it when its
 	// deadline passes.
 	flushCtx    context.Context
@@ -268,12 +258,15 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
 		recorded:  make(chan struct{}, 1),
-		nudge:     make(chan struct{}, 1),
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
 	}
 	e.monitor = health.New(s, e.log, cfg.PollInterval, e.ID)
 	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.requireFilter)
+	e.maint = maintenance.New(s, maintenance.Config{ID: e.ID, Host: host, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
+		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
+		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
 	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
@@ -287,6 +280,9 @@ func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
 
 // Events returns the bus of the engine's lifecycle events.
 func (e *Engine) Events() *event.Bus { return &e.events }
+
+// Maintenance returns the engine's maintenance leader.
+func (e *Engine) Maintenance() *maintenance.Leader { return e.maint }
 
 // Health returns the engine's health.
 func (e *Engine) Health() health.Health { return e.monitor.Health() }
@@ -330,7 +326,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("weft: start engine: %w", err)
 	}
 	// Reclaim at once what dead engines on this host left behind.
-	e.maintain(ctx)
+	e.maint.FirstRound(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelRun = cancel
 	beatCtx, cancelBeat := context.WithCancel(context.WithoutCancel(ctx))
@@ -339,7 +335,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	go e.heartbeatLoop(beatCtx)
 	e.loops.Add(3)
 	go e.claimLoop(runCtx)
-	go e.maintenanceLoop(runCtx)
+	go func() {
+		defer e.loops.Done()
+		e.maint.Run(runCtx)
+	}()
 	go func() {
 		defer e.loops.Done()
 		e.hooks.Run(runCtx)
@@ -508,20 +507,6 @@ func (e *Engine) claimPoll() time.Duration {
 		return listenedPolls * e.cfg.PollInterval
 	}
 	return e.cfg.PollInterval
-}
-
-// stir tells the maintenance loop that the store made steps ready (here,
-// or on a store that hears them, anywhere) or that this engine claimed
-// some: they may carry a ttl or a deadline, so its next round reads the
-// next due time again.
-func (e *Engine) stir() { e.stirred.Store(true) }
-
-// nudgeTimers makes the maintenance loop recompute its next due time.
-func (e *Engine) nudgeTimers() {
-	select {
-	case e.nudge <- struct{}{}:
-	default:
-	}
 }
 
 // wakeWaiters wakes every remote claim waiting for work (e.ready).

@@ -36,5 +36,5 @@ func (e *Engine) rateDeferred(ds []store.RateDeferral) {
 		e.events.Publish(rateEvent(d))
 		e.log.Debug("rate limit deferred steps", "rate", d.Key, "count", d.Steps, "until", d.Until)
 	}
-	e.nudgeTimers()
+	e.maint.Nudge()
 }

@@ -51,24 +51,27 @@ const scheduleBatch = 100
 // fireSchedules submits the tasks of the schedules due at now, under each
 // one's catch-up policy. A schedule another engine fired meanwhile is left
 // alone; one whose workflow or definition cannot be used is logged and
-// moved past its due ticks so that it does not block the others.
-func (e *Engine) fireSchedules(ctx context.Context, now time.Time) {
+// moved past its due ticks so that it does not block the others. The
+// maintenance leader calls it when something is due; it returns the first
+// failure, the round's.
+func (e *Engine) fireSchedules(ctx context.Context, now time.Time) error {
 	if e.onlyTask != 0 {
-		return // weft run drives one task and fires nothing else
+		return nil // weft run drives one task and fires nothing else
 	}
 	due, err := e.store.DueSchedules(ctx, now, scheduleBatch)
 	if err != nil {
-		e.logErr(ctx, "due schedules", err)
-		return
+		return fmt.Errorf("due schedules: %w", err)
 	}
+	var first error
 	for _, s := range due {
-		if err := e.fireSchedule(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) {
-			e.logErr(ctx, "fire schedule "+s.String(), err)
+		if err := e.fireSchedule(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) && first == nil {
+			first = fmt.Errorf("fire schedule %s: %w", s, err)
 		}
 	}
 	if len(due) == scheduleBatch {
-		e.nudgeTimers()
+		e.maint.Nudge()
 	}
+	return first
 }
 
 // fireSchedule handles one due schedule.
