@@ -132,7 +132,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			return
 		case <-e.store.Wake():
 			e.readyWoke()
-		case <-e.recorded:
+		case <-e.completer.recorded:
 		case <-e.slots.Changed():
 			look = backlog
 		case <-timer.C:
@@ -143,7 +143,7 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			case <-e.store.Wake():
 				e.readyWoke()
 				look = true
-			case <-e.recorded:
+			case <-e.completer.recorded:
 				look = true
 			default:
 				drained = true

@@ -122,16 +122,13 @@ func (c *Config) setDefaults() error {
 // handlers on a bounded pool of slots and records their outcomes. Any number
 // of engines may share one database.
 type Engine struct {
-	cfg    Config
-	store  store.Store
-	log    *slog.Logger
-	host   string
-	slots  *slots.Pool
-	done   chan struct{}
-	outbox chan report
-	// outcomes is the completer's buffer of a batch's outcomes
-	// (outcomesOf); only the completer uses it.
-	outcomes []store.Outcome
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	host  string
+	slots *slots.Pool
+	// completer writes the outcomes of attempts in batches.
+	completer completer
 
 	mu       sync.Mutex
 	handlers map[string]Handler
@@ -162,31 +159,20 @@ type Engine struct {
 	// claiming: claims made in a write of the engine's own (a batch of
 	// outcomes, a submission: claimInWrite), which Stop waits for before
 	// the handlers.
-	claiming sync.WaitGroup
-	rejoin   sync.Mutex // serialises re-registration after being declared dead
-	// sendMu guards completing: while it is set the completer runs and
-	// takes outcomes on outbox; Stop clears it before closing outbox.
-	sendMu     sync.RWMutex
-	completing bool
-	handlerWG  sync.WaitGroup
-	settled    broadcast.Signal // fires after each completion batch
-	waits      waits            // the tasks Wait waits for (wait.go)
-	recorded   chan struct{}    // signalled (coalesced) after each completion batch, for the claim loop
-	heldBack   atomic.Bool      // the claim loop's last claim left steps under a full limit
-	busy       atomic.Bool      // the completer's last batch was busy (gatherer)
-	ready      broadcast.Signal // fires when the store readies steps
+	claiming  sync.WaitGroup
+	rejoin    sync.Mutex // serialises re-registration after being declared dead
+	handlerWG sync.WaitGroup
+	waits     waits            // the tasks Wait waits for (wait.go)
+	heldBack  atomic.Bool      // the claim loop's last claim left steps under a full limit
+	ready     broadcast.Signal // fires when the store readies steps
 	// maint reaps, fires what is due and keeps retention while this
 	// engine holds the maintenance lease.
 	maint *maintenance.Leader
 	// hooks delivers webhooks while this engine leads.
-	hooks *webhook.Deliverer
-	// flushCtx bounds the completer's retries; Stop cancels it when its
-	// deadline passes.
-	flushCtx    context.Context
-	cancelFlush context.CancelFunc
-	onlyTask    int64 // when set, claim only this task's steps (RunTask)
-	conds       conditions
-	values      values
+	hooks    *webhook.Deliverer
+	onlyTask int64 // when set, claim only this task's steps (RunTask)
+	conds    conditions
+	values   values
 	// events delivers the lifecycle events to subscribers.
 	events event.Bus
 
@@ -249,15 +235,12 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		log:       cfg.Logger,
 		host:      host,
 		slots:     slots.New(cfg.Concurrency),
-		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		hurry:     make(chan struct{}),
-		outbox:    make(chan report, 4*cfg.Concurrency),
 		handlers:  map[string]Handler{},
 		workflows: map[string]*workflow.Workflow{},
 		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
-		recorded:  make(chan struct{}, 1),
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
 	}
@@ -267,7 +250,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
 		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
 		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
-	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
+	e.completer.init(e)
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
 	}
@@ -343,10 +326,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		defer e.loops.Done()
 		e.hooks.Run(runCtx)
 	}()
-	e.sendMu.Lock()
-	e.completing = true
-	e.sendMu.Unlock()
-	go e.completer()
+	e.completer.start()
 	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency,
 		"lease_ttl_ms", e.cfg.LeaseTTL.Milliseconds(), "heartbeat_interval_ms", e.cfg.HeartbeatInterval.Milliseconds())
 	return nil
@@ -408,7 +388,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-claimed:
 	case <-ctx.Done():
-		e.cancelFlush()
+		e.completer.giveUp()
 		<-claimed
 	}
 	drained := make(chan struct{})
@@ -424,24 +404,21 @@ func (e *Engine) Stop(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-time.After(stopGrace):
-			e.cancelFlush()
+			e.completer.giveUp()
 			<-drained
 		}
 	}
-	e.sendMu.Lock()
-	e.completing = false
-	close(e.outbox)
-	e.sendMu.Unlock()
+	e.completer.close()
 	select {
-	case <-e.done:
+	case <-e.completer.done:
 	case <-ctx.Done():
 		// Give the last outcomes a moment, then stop retrying them: the
 		// database may be unreachable, and Stop must not hang on it.
 		select {
-		case <-e.done:
+		case <-e.completer.done:
 		case <-time.After(stopGrace):
-			e.cancelFlush()
-			<-e.done
+			e.completer.giveUp()
+			<-e.completer.done
 		}
 	}
 	// Every handler returned: end the watchdog of exec steps' commands.

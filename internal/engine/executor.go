@@ -102,15 +102,15 @@ func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
 				// A failure under a circuit breaker is counted before
 				// its slot claims again (see breakerFailure).
 				reply := make(chan error, 1)
-				if e.toCompleter(report{outcome: o, launched: group, reply: reply}) {
+				if e.completer.send(report{outcome: o, launched: group, reply: reply}) {
 					select {
 					case <-reply:
-					case <-e.flushCtx.Done():
+					case <-e.completer.ctx.Done():
 					}
 				}
 				slot()
 			} else if record {
-				e.toCompleter(report{outcome: o, launched: group})
+				e.completer.send(report{outcome: o, launched: group})
 			}
 		}()
 	}

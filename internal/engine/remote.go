@@ -275,7 +275,7 @@ func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []s
 			continue
 		}
 		// It must not run: settled here, never handed out.
-		if err := e.record(ctx, o); err != nil {
+		if err := e.completer.record(ctx, o); err != nil {
 			return nil, err
 		}
 		e.publishEnded(c, o, true, 0, true, nil)
@@ -394,7 +394,7 @@ func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f sto
 	// The attempt's span runs from the claim to now: the engine keeps
 	// nothing about a remote step between the worker's calls.
 	_, span := e.attemptContext(ctx, &c, workerID)
-	if err := e.record(ctx, o); err != nil {
+	if err := e.completer.record(ctx, o); err != nil {
 		if span != nil {
 			span.End()
 		}
@@ -419,36 +419,6 @@ func (e *Engine) ProgressRemote(ctx context.Context, workerID, owner string, f s
 		return err
 	}
 	return e.progress(ctx, f, fraction, message)
-}
-
-// errStopping: the engine stopped recording outcomes before it could take
-// one (its database did not answer by Stop's deadline).
-var errStopping = fmt.Errorf("%w: the engine is stopping and no longer records outcomes", store.ErrUnavailable)
-
-// record writes one outcome and waits for its fate: through the completer,
-// in its batches, while the engine runs; directly otherwise.
-func (e *Engine) record(ctx context.Context, o store.Outcome) error {
-	e.sendMu.RLock()
-	if e.completing {
-		reply := make(chan error, 1)
-		sent := e.toCompleter(report{outcome: o, reply: reply})
-		e.sendMu.RUnlock()
-		if !sent {
-			return errStopping
-		}
-		select {
-		case err := <-reply:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	e.sendMu.RUnlock()
-	results, err := e.store.CompleteSteps(ctx, []store.Outcome{o})
-	if err != nil {
-		return err
-	}
-	return results[0]
 }
 
 // LeaseTTL returns how long after its last heartbeat an engine, or a remote

@@ -120,7 +120,7 @@ func (e *Engine) waitLoop() {
 		if ender != nil {
 			settled = ender.TaskEnded()
 		} else {
-			settled = e.settled.C()
+			settled = e.completer.settled.C()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitRead)
 		states, err := e.store.TaskStates(ctx, ids)
