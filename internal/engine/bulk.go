@@ -145,7 +145,7 @@ func (e *Engine) CancelTasks(ctx context.Context, r BulkRequest) (BulkResult, er
 	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
 		res, err := e.store.CancelTasks(ctx, ids, r.Actor, r.Reason)
 		if err == nil {
-			e.cancelFences(res.Running, errTaskCancelled)
+			e.exec.cancelFences(res.Running, errTaskCancelled)
 		}
 		return res, err
 	})
@@ -180,7 +180,7 @@ func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, er
 			if err != nil {
 				return store.BatchResult{}, err
 			}
-			e.cancelFences(res.Running, errTaskCancelled)
+			e.exec.cancelFences(res.Running, errTaskCancelled)
 		}
 		return e.store.DeleteTasks(ctx, store.DeleteParams{IDs: ids, Actor: r.Actor, Reason: r.Reason, Log: true, Archive: r.Archive})
 	})

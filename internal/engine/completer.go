@@ -109,7 +109,7 @@ func (c *completer) send(r report) bool {
 // engine records at once and a busy one batches.
 func (c *completer) run() {
 	defer close(c.done)
-	g := newGatherer(c.outbox, c.e.inflightCount, busyPeriod, siblingWait)
+	g := newGatherer(c.outbox, c.e.exec.inflightCount, busyPeriod, siblingWait)
 	defer g.stop()
 	batch := make([]report, 0, maxBatch)
 	for o := range c.outbox {
@@ -133,13 +133,13 @@ func (c *completer) run() {
 		// Otherwise an outcome brings new work only by making steps ready
 		// (a breaker that closes counts: its held steps may run), and the
 		// store's wake brings the claim loop for those.
-		if c.e.heldBack.Load() {
+		if c.e.exec.heldBack.Load() {
 			select {
 			case c.recorded <- struct{}{}:
 			default:
 			}
 		}
-		if a, ok := c.e.store.(store.Announcer); ok && c.e.heldBack.Load() {
+		if a, ok := c.e.store.(store.Announcer); ok && c.e.exec.heldBack.Load() {
 			if err := a.Announce(c.ctx); err != nil {
 				c.e.log.Warn("announce freed room", "error", err)
 			}
@@ -332,7 +332,7 @@ func (c *completer) recordAndClaim(batch []report) bool {
 	}
 	outcomes := c.outcomesOf(batch)
 	var results []error
-	launch, tried, err := c.e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
+	launch, tried, err := c.e.exec.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
 		results, claimed, err = oc.CompleteAndClaim(c.ctx, outcomes, p)
 		return claimed, err
 	})
@@ -343,49 +343,6 @@ func (c *completer) recordAndClaim(batch []report) bool {
 	c.e.monitor.Succeeded(health.LoopCompleter)
 	c.tellFates(batch, results)
 	return true
-}
-
-// claimInWrite runs write, a write of the store's that may claim ready
-// steps in its own transaction under p (for the engine's free slots, under
-// a lease of their own). tried is false where the engine claims nothing
-// now (not running or stopping, no handler of its own, no free slot, its
-// load gate closed): write did not run. Where write succeeded, launch
-// publishes and launches what it claimed, as the claim loop does: the
-// caller calls it once, when the events of its own write are out. Where
-// write failed, the claim, which may have committed with its reply lost,
-// is released.
-func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), tried bool, err error) {
-	if e.loadGate.Closed() || e.monitor.DatabaseGone() != nil {
-		return nil, false, nil
-	}
-	names := e.handlerNames()
-	e.mu.Lock()
-	if len(names) == 0 || !e.started || e.stopping {
-		e.mu.Unlock()
-		return nil, false, nil
-	}
-	// Stop waits for these claims to be launched before it waits for the
-	// handlers.
-	e.claiming.Add(1)
-	e.mu.Unlock()
-	n := e.slots.TryTake(e.cfg.Concurrency)
-	if n == 0 {
-		e.claiming.Done()
-		return nil, false, nil
-	}
-	id, lease := e.ID(), store.NewLeaseID()
-	claimed, err := write(e.claimParams(id, n, names, nil, lease))
-	if err != nil {
-		e.slots.Return(n)
-		e.completer.releaseLease(id, lease)
-		e.claiming.Done()
-		return nil, true, err
-	}
-	e.slots.Return(n - len(claimed))
-	return func() {
-		defer e.claiming.Done()
-		e.startClaimed(claimed)
-	}, true, nil
 }
 
 // releaseLease returns the steps of a claim whose reply was lost to the

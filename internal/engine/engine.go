@@ -27,7 +27,6 @@ import (
 	"os"
 
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -38,7 +37,6 @@ import (
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/maintenance"
-	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -126,22 +124,15 @@ type Engine struct {
 	store store.Store
 	log   *slog.Logger
 	host  string
-	slots *slots.Pool
-	// completer writes the outcomes of attempts in batches.
+	// exec runs the engine's own handlers; completer writes the outcomes
+	// of attempts in batches.
+	exec      executor
 	completer completer
 
-	mu       sync.Mutex
-	handlers map[string]Handler
-	names    []string // sorted handler names, what the engine claims
-	// namesChanged: handlers were registered since the engine last
-	// advertised them (advertise).
-	namesChanged bool
-	workflows    map[string]*workflow.Workflow // by Ref
-	inflight     map[int64]*running            // by step id
-	preemptible  int                           // preemptible steps in inflight (preemption.go)
-	lastPeek     time.Time                     // when the claim loop last peeked for preemption
-	started      bool
-	stopping     bool
+	mu        sync.Mutex
+	workflows map[string]*workflow.Workflow // by Ref
+	started   bool
+	stopping  bool
 	// stopped is closed when the first Stop returns; hurry, closed once
 	// (hurryOnce), ends its drain for a later Stop whose ctx ended.
 	stopped   chan struct{}
@@ -156,15 +147,9 @@ type Engine struct {
 	// cancellations. beating waits for it.
 	cancelBeat context.CancelFunc
 	beating    sync.WaitGroup
-	// claiming: claims made in a write of the engine's own (a batch of
-	// outcomes, a submission: claimInWrite), which Stop waits for before
-	// the handlers.
-	claiming  sync.WaitGroup
-	rejoin    sync.Mutex // serialises re-registration after being declared dead
-	handlerWG sync.WaitGroup
-	waits     waits            // the tasks Wait waits for (wait.go)
-	heldBack  atomic.Bool      // the claim loop's last claim left steps under a full limit
-	ready     broadcast.Signal // fires when the store readies steps
+	rejoin     sync.Mutex       // serialises re-registration after being declared dead
+	waits      waits            // the tasks Wait waits for (wait.go)
+	ready      broadcast.Signal // fires when the store readies steps
 	// maint reaps, fires what is due and keeps retention while this
 	// engine holds the maintenance lease.
 	maint *maintenance.Leader
@@ -234,12 +219,9 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		store:     s,
 		log:       cfg.Logger,
 		host:      host,
-		slots:     slots.New(cfg.Concurrency),
 		stopped:   make(chan struct{}),
 		hurry:     make(chan struct{}),
-		handlers:  map[string]Handler{},
 		workflows: map[string]*workflow.Workflow{},
-		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
@@ -250,6 +232,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
 		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
 		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
+	e.exec.init(e)
 	e.completer.init(e)
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
@@ -302,7 +285,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	id := e.engineID
 	e.mu.Unlock()
-	if err := e.store.RegisterEngine(ctx, e.engineInfo(id)); err != nil {
+	if err := e.store.RegisterEngine(ctx, e.exec.engineInfo(id)); err != nil {
 		e.mu.Lock()
 		e.started = false
 		e.mu.Unlock()
@@ -315,9 +298,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	beatCtx, cancelBeat := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelBeat = cancelBeat
 	e.beating.Add(1)
-	go e.heartbeatLoop(beatCtx)
+	go e.exec.heartbeat(beatCtx)
 	e.loops.Add(3)
-	go e.claimLoop(runCtx)
+	go e.exec.run(runCtx)
 	go func() {
 		defer e.loops.Done()
 		e.maint.Run(runCtx)
@@ -384,7 +367,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	// handlers are waited for; one whose lease the completer is releasing
 	// from an unreachable database gives up at the deadline.
 	claimed := make(chan struct{})
-	go func() { e.claiming.Wait(); close(claimed) }()
+	go func() { e.exec.claiming.Wait(); close(claimed) }()
 	select {
 	case <-claimed:
 	case <-ctx.Done():
@@ -392,12 +375,12 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-claimed
 	}
 	drained := make(chan struct{})
-	go func() { e.handlerWG.Wait(); close(drained) }()
+	go func() { e.exec.handlerWG.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-ctx.Done():
 		e.log.Warn("drain ended (deadline passed or cut short), cancelling running handlers", "engine_id", e.ID())
-		e.cancelAll(errShutdown)
+		e.exec.cancelAll(errShutdown)
 		// Handlers that ended wait to report while the outbox is full:
 		// where the completer cannot write (the database is gone), stop
 		// recording, and their steps stay to be reclaimed.
@@ -460,10 +443,10 @@ func (e *Engine) RunTask(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 // inflightCount returns how many handlers run on this engine.
-func (e *Engine) inflightCount() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.inflight)
+func (x *executor) inflightCount() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.inflight)
 }
 
 // listenedPolls is how many poll intervals the claim loop waits for a
@@ -479,30 +462,30 @@ const listenedPolls = 5
 // left steps because a concurrency limit was full (heldBack), it polls every
 // interval: room an outcome frees in another process is announced by
 // nothing.
-func (e *Engine) claimPoll() time.Duration {
-	if l, ok := e.store.(store.Listener); ok && l.Listening() && !e.heldBack.Load() {
-		return listenedPolls * e.cfg.PollInterval
+func (x *executor) claimPoll() time.Duration {
+	if l, ok := x.e.store.(store.Listener); ok && l.Listening() && !x.heldBack.Load() {
+		return listenedPolls * x.e.cfg.PollInterval
 	}
-	return e.cfg.PollInterval
+	return x.e.cfg.PollInterval
 }
 
 // wakeWaiters wakes every remote claim waiting for work (e.ready).
 func (e *Engine) wakeWaiters() { e.ready.Fire() }
 
-func (e *Engine) cancelAll(cause error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, r := range e.inflight {
+func (x *executor) cancelAll(cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, r := range x.inflight {
 		r.cancel(cause)
 	}
 }
 
 // cancelFences stops the handlers holding the given fences.
-func (e *Engine) cancelFences(fences []store.Fence, cause error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (x *executor) cancelFences(fences []store.Fence, cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	for _, f := range fences {
-		if r, ok := e.inflight[f.StepID]; ok && r.fence == f {
+		if r, ok := x.inflight[f.StepID]; ok && r.fence == f {
 			r.cancel(cause)
 		}
 	}

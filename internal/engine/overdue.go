@@ -72,7 +72,7 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) error {
 		taken = append(taken, ran[i].Fence)
 		e.publishEnded(ran[i], outcomes[i], true, 0, ran[i].EngineID != e.ID(), nil)
 	}
-	e.cancelFences(taken, errLeaseLost)
+	e.exec.cancelFences(taken, errLeaseLost)
 	if len(steps) == batch {
 		e.maint.Nudge() // there may be more
 	}

@@ -54,9 +54,9 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 	defer func() { launch() }()
 	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) (res []store.InsertResult, err error) {
 		tried := false
-		if !e.completer.busy.Load() && e.inflightCount() <= busyBatch {
+		if !e.completer.busy.Load() && e.exec.inflightCount() <= busyBatch {
 			var claimed func()
-			claimed, tried, err = e.claimInWrite(func(p store.ClaimParams) (steps []store.ClaimedStep, err error) {
+			claimed, tried, err = e.exec.claimInWrite(func(p store.ClaimParams) (steps []store.ClaimedStep, err error) {
 				res, steps, err = sc.InsertAndClaim(ctx, in, p)
 				return steps, err
 			})

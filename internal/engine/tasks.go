@@ -87,7 +87,7 @@ func (e *Engine) Cancel(ctx context.Context, id int64, actor, reason string) err
 	if err != nil {
 		return fmt.Errorf("weft: cancel task %d: %w", id, err)
 	}
-	e.cancelFences(running, errTaskCancelled)
+	e.exec.cancelFences(running, errTaskCancelled)
 	return nil
 }
 

@@ -17,12 +17,12 @@ import (
 // (internal/maintenance).
 
 // engineInfo is this engine's registration, with the handlers it serves.
-func (e *Engine) engineInfo(id string) store.EngineInfo {
-	e.mu.Lock()
-	names := e.names
-	e.namesChanged = false
-	e.mu.Unlock()
-	return store.EngineInfo{ID: id, Host: e.host, PID: os.Getpid(), StartedAt: time.Now(), Handlers: advertised(names)}
+func (x *executor) engineInfo(id string) store.EngineInfo {
+	x.mu.Lock()
+	names := x.names
+	x.namesChanged = false
+	x.mu.Unlock()
+	return store.EngineInfo{ID: id, Host: x.e.host, PID: os.Getpid(), StartedAt: time.Now(), Handlers: advertised(names)}
 }
 
 // advertised is what an engine serving names advertises: "*" when it
@@ -36,19 +36,19 @@ func advertised(names []string) []string {
 
 // advertise records the handlers registered since the engine last
 // advertised them.
-func (e *Engine) advertise(ctx context.Context, id string) {
-	e.mu.Lock()
-	changed, names := e.namesChanged, e.names
-	e.namesChanged = false
-	e.mu.Unlock()
+func (x *executor) advertise(ctx context.Context, id string) {
+	x.mu.Lock()
+	changed, names := x.namesChanged, x.names
+	x.namesChanged = false
+	x.mu.Unlock()
 	if !changed {
 		return
 	}
-	if err := e.store.SetHandlers(ctx, id, advertised(names)); err != nil {
-		e.mu.Lock()
-		e.namesChanged = true // try again at the next heartbeat
-		e.mu.Unlock()
-		e.log.Warn("advertise handlers", "engine_id", id, "error", err)
+	if err := x.e.store.SetHandlers(ctx, id, advertised(names)); err != nil {
+		x.mu.Lock()
+		x.namesChanged = true // try again at the next heartbeat
+		x.mu.Unlock()
+		x.e.log.Warn("advertise handlers", "engine_id", id, "error", err)
 	}
 }
 

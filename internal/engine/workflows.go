@@ -52,15 +52,15 @@ func (e *Engine) Workflows(ctx context.Context) ([]store.WorkflowRecord, error) 
 // MissingHandlers lists the handlers a workflow names that this engine has
 // not registered.
 func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.exec.mu.Lock()
+	defer e.exec.mu.Unlock()
 	var missing []string
 	seen := map[string]bool{}
 	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
 		if s.Type == workflow.StepSignal || s.Type == workflow.StepWorkflow {
 			continue // runs no handler of the user's
 		}
-		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
+		if e.exec.handlers[s.Handler] == nil && !seen[s.Handler] {
 			seen[s.Handler] = true
 			missing = append(missing, s.Handler)
 		}
