@@ -12,8 +12,8 @@
 // remote.go (the same lifecycle for remote workers), heartbeat.go (the
 // engine's lease) and overdue.go (deadlines). The services beside it run
 // on their own state: internal/maintenance (the leader: reaper, timers,
-// schedules, retention), internal/webhook, internal/loadgate,
-// internal/health and internal/event.
+// schedules, retention), internal/admin (the operator's operations),
+// internal/webhook, internal/loadgate, internal/health and internal/event.
 package engine
 
 import (
@@ -31,6 +31,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weftrun/weft/internal/admin"
 	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/event"
@@ -153,6 +154,8 @@ type Engine struct {
 	// maint reaps, fires what is due and keeps retention while this
 	// engine holds the maintenance lease.
 	maint *maintenance.Leader
+	// admin runs the operator's operations.
+	admin *admin.Admin
 	// hooks delivers webhooks while this engine leads.
 	hooks    *webhook.Deliverer
 	onlyTask int64 // when set, claim only this task's steps (RunTask)
@@ -227,7 +230,9 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		execGuard: builtin.NewGuard(),
 	}
 	e.monitor = health.New(s, e.log, cfg.PollInterval, e.ID)
-	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.requireFilter)
+	e.admin = admin.New(s, e.log, e.ID, func(f []store.Fence) { e.exec.cancelFences(f, errTaskCancelled) },
+		func() time.Time { return e.clock() }, cfg.StaleAfter)
+	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.admin.RequireFilter)
 	e.maint = maintenance.New(s, maintenance.Config{ID: e.ID, Host: host, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
 		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
@@ -246,6 +251,9 @@ func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
 
 // Events returns the bus of the engine's lifecycle events.
 func (e *Engine) Events() *event.Bus { return &e.events }
+
+// Admin returns the operator's operations on the engine's store.
+func (e *Engine) Admin() *admin.Admin { return e.admin }
 
 // Maintenance returns the engine's maintenance leader.
 func (e *Engine) Maintenance() *maintenance.Leader { return e.maint }

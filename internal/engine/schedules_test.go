@@ -67,7 +67,7 @@ func TestScheduleCatchUp(t *testing.T) {
 				got = append(got, task.ScheduleTick.Sub(t0))
 			}
 			require.Equal(t, tc.ticks, got)
-			list, err := later.Schedules(ctx, store.ScheduleFilter{})
+			list, err := later.admin.Schedules(ctx, store.ScheduleFilter{})
 			require.NoError(t, err)
 			require.Len(t, list, 1)
 			require.True(t, t0.Add(6*time.Hour).Equal(list[0].NextTick), "next tick %v", list[0].NextTick)
@@ -93,12 +93,12 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 	_, _, err = e.Register(ctx, w)
 	require.NoError(t, err)
 	k := store.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "hourly"}
-	rec, err := e.PauseSchedule(ctx, k, true, "test", "quiet")
+	rec, err := e.admin.PauseSchedule(ctx, k, true, "test", "quiet")
 	require.NoError(t, err)
 	require.True(t, rec.Paused)
 	now = t0.Add(3*time.Hour + 10*time.Minute)
 	require.NoError(t, e.fireSchedules(ctx, now))
-	rec, err = e.PauseSchedule(ctx, k, false, "test", "")
+	rec, err = e.admin.PauseSchedule(ctx, k, false, "test", "")
 	require.NoError(t, err)
 	require.True(t, t0.Add(4*time.Hour).Equal(rec.NextTick))
 	require.NoError(t, e.fireSchedules(ctx, now))
@@ -106,16 +106,16 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, tasks)
 
-	found, err := e.FindSchedule(ctx, "hourly")
+	found, err := e.admin.FindSchedule(ctx, "hourly")
 	require.NoError(t, err)
 	require.Equal(t, k, found.ScheduleKey)
-	_, err = e.FindSchedule(ctx, "ops/report/hourly")
+	_, err = e.admin.FindSchedule(ctx, "ops/report/hourly")
 	require.NoError(t, err)
 	for _, bad := range []string{"", "ops/hourly", "/report/hourly"} {
-		_, err = e.FindSchedule(ctx, bad)
+		_, err = e.admin.FindSchedule(ctx, bad)
 		require.ErrorIs(t, err, store.ErrInvalid, bad)
 	}
-	_, err = e.FindSchedule(ctx, "nope")
+	_, err = e.admin.FindSchedule(ctx, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
