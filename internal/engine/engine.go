@@ -166,11 +166,8 @@ type Engine struct {
 
 	// monitor records the loops' failures and the file check's verdict.
 	monitor *health.Monitor
-	// owners remembers the owner of worker ids already checked (remote.go).
-	owners workerOwners
-	// workerPreempt remembers the preemption of each remote worker
-	// (remote_preemption.go).
-	workerPreempt workerPreemptions
+	// workers serves the remote workers.
+	workers Workers
 	// clock is the time schedules are planned by; tests replace it.
 	clock func() time.Time
 	// tracer makes the spans of submissions and attempts (trace.go); nil
@@ -238,6 +235,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
 		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
 	e.exec.init(e)
+	e.workers.e = e
 	e.completer.init(e)
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
@@ -251,6 +249,9 @@ func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
 
 // Events returns the bus of the engine's lifecycle events.
 func (e *Engine) Events() *event.Bus { return &e.events }
+
+// Workers returns what serves the engine's remote workers.
+func (e *Engine) Workers() *Workers { return &e.workers }
 
 // Admin returns the operator's operations on the engine's store.
 func (e *Engine) Admin() *admin.Admin { return e.admin }
