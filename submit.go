@@ -71,7 +71,7 @@ type SubmitResult struct {
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
 func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) error {
-	_, _, err := e.core.Register(ctx, w)
+	_, _, err := e.core.Definitions().Register(ctx, w)
 	return err
 }
 
@@ -82,27 +82,29 @@ type WorkflowRecord = store.WorkflowRecord
 // whether this call created it (a transport answers "created" or "already
 // there" from it).
 func (e *Engine) RegisterVersion(ctx context.Context, w *workflow.Workflow) (WorkflowRecord, bool, error) {
-	return e.core.Register(ctx, w)
+	return e.core.Definitions().Register(ctx, w)
 }
 
 // Registered returns a registered workflow version as stored (its JSON
 // definition and creation time); version "" means the newest.
 func (e *Engine) Registered(ctx context.Context, namespace, name, version string) (*WorkflowRecord, error) {
-	return e.core.Registered(ctx, namespace, name, version)
+	return e.core.Definitions().Registered(ctx, namespace, name, version)
 }
 
 // Workflows lists the registered workflow versions.
 func (e *Engine) Workflows(ctx context.Context) ([]WorkflowRecord, error) {
-	return e.core.Workflows(ctx)
+	return e.core.Definitions().Workflows(ctx)
 }
 
 // MissingHandlers lists the handlers a workflow names that this engine has
 // not registered.
-func (e *Engine) MissingHandlers(w *workflow.Workflow) []string { return e.core.MissingHandlers(w) }
+func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
+	return e.core.Definitions().MissingHandlers(w)
+}
 
 // Workflow returns a registered workflow; version "" means the newest.
 func (e *Engine) Workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
-	return e.core.Workflow(ctx, namespace, name, version)
+	return e.core.Definitions().Workflow(ctx, namespace, name, version)
 }
 
 // Submit submits one task. A submission whose idempotency key already exists

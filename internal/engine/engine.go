@@ -130,10 +130,9 @@ type Engine struct {
 	exec      executor
 	completer completer
 
-	mu        sync.Mutex
-	workflows map[string]*workflow.Workflow // by Ref
-	started   bool
-	stopping  bool
+	mu       sync.Mutex
+	started  bool
+	stopping bool
 	// stopped is closed when the first Stop returns; hurry, closed once
 	// (hurryOnce), ends its drain for a later Stop whose ctx ended.
 	stopped   chan struct{}
@@ -166,6 +165,8 @@ type Engine struct {
 
 	// monitor records the loops' failures and the file check's verdict.
 	monitor *health.Monitor
+	// defs holds the workflow definitions.
+	defs Definitions
 	// workers serves the remote workers.
 	workers Workers
 	// clock is the time schedules are planned by; tests replace it.
@@ -221,7 +222,6 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		host:      host,
 		stopped:   make(chan struct{}),
 		hurry:     make(chan struct{}),
-		workflows: map[string]*workflow.Workflow{},
 		engineID:  cfg.ID,
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
@@ -235,6 +235,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
 		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
 	e.exec.init(e)
+	e.defs = Definitions{e: e, workflows: map[string]*workflow.Workflow{}}
 	e.workers.e = e
 	e.completer.init(e)
 	if cfg.TracerProvider != nil {
@@ -249,6 +250,9 @@ func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
 
 // Events returns the bus of the engine's lifecycle events.
 func (e *Engine) Events() *event.Bus { return &e.events }
+
+// Definitions returns the engine's workflow definitions.
+func (e *Engine) Definitions() *Definitions { return &e.defs }
 
 // Workers returns what serves the engine's remote workers.
 func (e *Engine) Workers() *Workers { return &e.workers }

@@ -62,7 +62,7 @@ func timedOut(d time.Duration) error { return fmt.Errorf("step timed out after %
 // claimedDefinition returns the workflow of a claimed step and the
 // definition the step runs.
 func (e *Engine) claimedDefinition(ctx context.Context, c store.ClaimedStep) (*workflow.Workflow, *workflow.Step, error) {
-	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
+	w, err := e.defs.get(ctx, c.Namespace, c.Workflow, c.Version)
 	if err != nil {
 		return nil, nil, fmt.Errorf("weft: definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
 	}

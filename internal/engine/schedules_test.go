@@ -48,7 +48,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			w := workflow.New("ops", "report", "1").Step("run", "noop").
 				Schedule("hourly", "@hourly", workflow.ScheduleInput(map[string]any{"full": true}), workflow.WithCatchUp(tc.policy, tc.max))
 			first := open(t0.Add(-30 * time.Minute))
-			_, _, err = first.Register(ctx, w)
+			_, _, err = first.defs.Register(ctx, w)
 			require.NoError(t, err)
 
 			// The engine comes back 5h30m later.
@@ -90,7 +90,7 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 	now := t0.Add(-time.Minute)
 	e.clock = func() time.Time { return now }
 	w := workflow.New("ops", "report", "1").Step("run", "noop").Schedule("hourly", "@hourly", workflow.WithCatchUp(workflow.CatchUpAll, 10))
-	_, _, err = e.Register(ctx, w)
+	_, _, err = e.defs.Register(ctx, w)
 	require.NoError(t, err)
 	k := store.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "hourly"}
 	rec, err := e.admin.PauseSchedule(ctx, k, true, "test", "quiet")

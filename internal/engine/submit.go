@@ -152,7 +152,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		if err != nil {
 			return store.TaskInsert{}, err
 		}
-		w, err := e.workflow(ctx, ns, name, version)
+		w, err := e.defs.get(ctx, ns, name, version)
 		if err != nil {
 			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
 		}

@@ -97,7 +97,7 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 	if err != nil {
 		return 0, err
 	}
-	parent, err := e.workflow(ctx, ns, wname, version)
+	parent, err := e.defs.get(ctx, ns, wname, version)
 	if err != nil {
 		return 0, fmt.Errorf("weft: start child: definition of %s: %w", r.Workflow, err)
 	}
