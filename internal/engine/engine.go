@@ -158,7 +158,6 @@ type Engine struct {
 	// hooks delivers webhooks while this engine leads.
 	hooks    *webhook.Deliverer
 	onlyTask int64 // when set, claim only this task's steps (RunTask)
-	conds    conditions
 	values   values
 	// events delivers the lifecycle events to subscribers.
 	events event.Bus

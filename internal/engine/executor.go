@@ -186,12 +186,12 @@ func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.O
 		r.releaseSlot()
 	}()
 	o = store.Outcome{Fence: c.Fence, EngineID: x.e.ID()}
-	w, def, err := x.e.claimedDefinition(ctx, *c)
+	w, def, err := x.e.defs.claimedDefinition(ctx, *c)
 	if err != nil {
-		return x.e.undefined(o, log, err), true, nil
+		return x.e.defs.undefined(o, log, err), true, nil
 	}
 	guarded = def.CircuitBreaker != nil
-	if skip, ok := x.e.gate(&o, log, def, *c); !ok {
+	if skip, ok := x.e.defs.gate(&o, log, def, *c); !ok {
 		return skip, true, nil
 	}
 	r.Config = def.Config
@@ -199,7 +199,7 @@ func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.O
 	h := x.handlers[c.Handler]
 	x.mu.Unlock()
 	if h == nil {
-		return x.e.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true, nil
+		return x.e.defs.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true, nil
 	}
 	if def.Timeout > 0 {
 		timeout := time.Duration(def.Timeout)
@@ -228,7 +228,7 @@ func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.O
 	if err == nil {
 		raw, err = encodeResult(result)
 	}
-	return x.e.settle(o, log, w, def, c.Attempts, raw, err), true, nil
+	return x.e.defs.settle(o, log, w, def, c.Attempts, raw, err), true, nil
 }
 
 // encodeResult encodes a handler's result; an error fails the step for good.

@@ -48,14 +48,14 @@ func (e *Engine) overdue(ctx context.Context, now time.Time) error {
 	for _, c := range steps {
 		log := &stepLog{logger: e.log, c: &c, took: -1, remote: c.EngineID}
 		o := store.Outcome{Fence: c.Fence, EngineID: e.ID()}
-		w, def, err := e.claimedDefinition(ctx, c)
+		w, def, err := e.defs.claimedDefinition(ctx, c)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			o = e.undefined(o, log, err)
+			o = e.defs.undefined(o, log, err)
 		case err != nil:
 			return fmt.Errorf("overdue steps: %w", err)
 		default:
-			o = e.settle(o, log, w, def, c.Attempts, nil, timedOut(time.Duration(def.Timeout)))
+			o = e.defs.settle(o, log, w, def, c.Attempts, nil, timedOut(time.Duration(def.Timeout)))
 		}
 		outcomes = append(outcomes, o)
 		ran = append(ran, c)

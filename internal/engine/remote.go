@@ -270,13 +270,13 @@ func (ws *Workers) prepareRemote(ctx context.Context, workerID string, claimed [
 		ws.e.publishClaimed(c, true)
 		log := &stepLog{logger: ws.e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
 		o := store.Outcome{Fence: c.Fence, EngineID: workerID}
-		_, def, err := ws.e.claimedDefinition(ctx, c)
+		_, def, err := ws.e.defs.claimedDefinition(ctx, c)
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				return nil, err // a passing database error: the claim is released
 			}
-			o = ws.e.undefined(o, log, err)
-		} else if skip, ok := ws.e.gate(&o, log, def, c); !ok {
+			o = ws.e.defs.undefined(o, log, err)
+		} else if skip, ok := ws.e.defs.gate(&o, log, def, c); !ok {
 			o = skip
 		} else {
 			r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
@@ -389,19 +389,19 @@ func (ws *Workers) reportRemote(ctx context.Context, workerID, owner string, f s
 		log.took = took
 	}
 	o := store.Outcome{Fence: c.Fence, EngineID: workerID}
-	w, def, err := ws.e.claimedDefinition(ctx, c)
+	w, def, err := ws.e.defs.claimedDefinition(ctx, c)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			return store.Outcome{}, err // a passing database error: the worker retries its report
 		}
-		o = ws.e.undefined(o, log, err)
+		o = ws.e.defs.undefined(o, log, err)
 	} else if errors.Is(failed, ErrPreempted) {
 		if !c.Preemptible {
 			return store.Outcome{}, fmt.Errorf("%w failure: step %q is not preemptible", store.ErrInvalid, c.Name)
 		}
 		o = preempted(o, log, failed)
 	} else {
-		o = ws.e.settle(o, log, w, def, c.Attempts, result, failed)
+		o = ws.e.defs.settle(o, log, w, def, c.Attempts, result, failed)
 	}
 	// The attempt's span runs from the claim to now: the engine keeps
 	// nothing about a remote step between the worker's calls.

@@ -56,7 +56,7 @@ func (e *Engine) subWorkflow(ctx context.Context, r *Run) (any, error) {
 	if c.ChildError != "" {
 		return nil, &childFailed{msg: c.ChildError}
 	}
-	w, def, err := e.claimedDefinition(ctx, *c)
+	w, def, err := e.defs.claimedDefinition(ctx, *c)
 	if err != nil {
 		return nil, err
 	}

@@ -12,12 +12,14 @@ import (
 )
 
 // Definitions holds the workflow versions an engine registered or read,
-// decoded: a version's definition never changes once stored, so each is
-// read and decoded once.
+// decoded (a version's definition never changes once stored, so each is
+// read and decoded once), and applies a step's definition to the end of
+// its attempts (outcome.go).
 type Definitions struct {
 	e         *Engine
 	mu        sync.Mutex
 	workflows map[string]*workflow.Workflow // by Ref
+	conds     conditions                    // compiled step conditions
 }
 
 // Register validates a workflow version and records it in the store, with
