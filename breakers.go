@@ -25,12 +25,14 @@ const (
 
 // Breakers returns the circuit breakers that failed since they were last
 // reset, closed ones included (Policies lists them too).
-func (e *Engine) Breakers(ctx context.Context) ([]Breaker, error) { return e.core.Breakers(ctx) }
+func (e *Engine) Breakers(ctx context.Context) ([]Breaker, error) {
+	return e.core.Admin().Breakers(ctx)
+}
 
 // ResetBreaker closes the breaker key ("namespace/workflow/step") and
 // forgets its count: its held steps are claimed again at once. The reset is
 // recorded in the policy changes with op's actor and reason. An unknown key
 // is ErrNotFound.
 func (e *Engine) ResetBreaker(ctx context.Context, key string, op Operator) (Breaker, error) {
-	return e.core.ResetBreaker(ctx, store.BreakerReset{Key: key, Actor: op.Actor, Reason: op.Reason})
+	return e.core.Admin().ResetBreaker(ctx, store.BreakerReset{Key: key, Actor: op.Actor, Reason: op.Reason})
 }

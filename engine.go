@@ -31,6 +31,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/engine"
+	"github.com/weftrun/weft/internal/health"
+	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/store"
 )
 
@@ -142,21 +144,21 @@ const (
 // PressureReader reads the pressure of a resource ("cpu", "io" or
 // "memory") in percent: the share of the last ten seconds in which some
 // task waited for it (PSI "some avg10").
-type PressureReader = engine.PressureReader
+type PressureReader = loadgate.Reader
 
 // The resources a load gate watches (Config.MaxPressure).
 const (
-	PressureCPU    = engine.PressureCPU
-	PressureIO     = engine.PressureIO
-	PressureMemory = engine.PressureMemory
+	PressureCPU    = loadgate.CPU
+	PressureIO     = loadgate.IO
+	PressureMemory = loadgate.Memory
 )
 
 // ProcPressure is the default PressureReader: it reads the files of Linux
 // pressure stall information under Dir (default /proc/pressure).
-type ProcPressure = engine.ProcPressure
+type ProcPressure = loadgate.ProcPressure
 
 // LoadGateState is the state of an engine's load gate (Config.MaxPressure).
-type LoadGateState = engine.LoadGate
+type LoadGateState = loadgate.State
 
 // LoadGate returns the state of the engine's load gate; Enabled is false
 // when MaxPressure is not set.
@@ -246,7 +248,7 @@ func (e *Engine) Running() bool { return e.core.Running() }
 // (database_file), and the count of failed store calls by loop. A loop that
 // fails backs off (the poll interval doubled per failure, up to 30 s) and
 // logs when its failures double, not at every attempt.
-type Health = engine.Health
+type Health = health.Health
 
 // Health returns the engine's health; weft serve reports it in
 // /health/ready and as the metrics weft_engine_degraded and

@@ -26,10 +26,12 @@ type HistoryEvent = store.HistoryEvent
 // cluster that began before it has ended: a write transaction left open
 // (outside weft, too) holds the history back until it ends.
 func (e *Engine) History(ctx context.Context, q HistoryQuery) ([]HistoryEvent, error) {
-	return e.core.History(ctx, q)
+	return e.core.Admin().History(ctx, q)
 }
 
 // HistoryEnd returns a cursor after the events committed so far, for a
 // reader that wants what happens from now on. A few of the most recent
 // events may still follow it.
-func (e *Engine) HistoryEnd(ctx context.Context) (string, error) { return e.core.HistoryEnd(ctx) }
+func (e *Engine) HistoryEnd(ctx context.Context) (string, error) {
+	return e.core.Admin().HistoryEnd(ctx)
+}

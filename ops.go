@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/weftrun/weft/internal/engine"
+	"github.com/weftrun/weft/internal/admin"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -20,12 +20,12 @@ import (
 // delete, an Archive that receives each batch before it is deleted, and
 // when to stop early: Until (a time) or MaxBatches. Cursor continues an
 // action that stopped early.
-type BulkRequest = engine.BulkRequest
+type BulkRequest = admin.BulkRequest
 
 // BulkResult is what a bulk action did: the tasks Matched, Done and
 // Skipped (changed meanwhile), or with DryRun the count alone; Complete,
 // or else the tasks Remaining and the cursor (Next) to go on from.
-type BulkResult = engine.BulkResult
+type BulkResult = admin.BulkResult
 
 // ArchivedTask is a deleted task as archived: the task with its steps, and
 // its audit trail.
@@ -48,13 +48,13 @@ type WorkerInfo = store.EngineInfo
 // entry naming r.Actor and r.Reason. An interrupted call is continued by
 // calling it again: what it cancelled no longer matches.
 func (e *Engine) CancelTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
-	return e.core.CancelTasks(ctx, r)
+	return e.core.Admin().CancelTasks(ctx, r)
 }
 
 // RetryTasks retries the failed tasks r.Filter selects, in batches, as
 // Retry does each.
 func (e *Engine) RetryTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
-	return e.core.RetryTasks(ctx, r)
+	return e.core.Admin().RetryTasks(ctx, r)
 }
 
 // DeleteTasks deletes the finished tasks r.Filter selects with their
@@ -63,7 +63,7 @@ func (e *Engine) RetryTasks(ctx context.Context, r BulkRequest) (BulkResult, err
 // an unfinished state is ErrInvalid) unless r.Force cancels them first.
 // With r.Archive set, each batch is archived before it is deleted.
 func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
-	return e.core.DeleteTasks(ctx, r)
+	return e.core.Admin().DeleteTasks(ctx, r)
 }
 
 // Prune deletes the tasks in a final state st that finished more than
@@ -73,7 +73,7 @@ func (e *Engine) Prune(ctx context.Context, st state.Task, olderThan time.Durati
 		return BulkResult{}, err
 	}
 	r.Filter.State, r.Filter.FinishedBefore = st, time.Now().Add(-olderThan)
-	return e.core.DeleteTasks(ctx, r)
+	return e.core.Admin().DeleteTasks(ctx, r)
 }
 
 // CheckPruneAge refuses an age Prune would not take, saying why: a prune
@@ -115,29 +115,31 @@ func ArchiveTo(f *os.File) func([]ArchivedTask) error {
 // its tasks. The maintenance leader applies it every UpkeepInterval. The
 // change is recorded in the operator log with op's actor.
 func (e *Engine) SetRetention(ctx context.Context, namespace string, st state.Task, keep time.Duration, op Operator) error {
-	return e.core.SetRetention(ctx, namespace, st, keep, op.Actor)
+	return e.core.Admin().SetRetention(ctx, namespace, st, keep, op.Actor)
 }
 
 // Retentions lists the namespace retentions set.
-func (e *Engine) Retentions(ctx context.Context) ([]Retention, error) { return e.core.Retentions(ctx) }
+func (e *Engine) Retentions(ctx context.Context) ([]Retention, error) {
+	return e.core.Admin().Retentions(ctx)
+}
 
 // ApplyRetention deletes now the finished tasks past their retention (a
 // bounded number of batches per rule; call again for more) and returns how
 // many it deleted. The maintenance leader calls it every UpkeepInterval.
 func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
-	return e.core.ApplyRetention(ctx, time.Now())
+	return e.core.Maintenance().ApplyRetention(ctx, time.Now())
 }
 
 // OperatorLog returns the newest entries of the operator log, newest first.
 func (e *Engine) OperatorLog(ctx context.Context, limit int) ([]OperatorEntry, error) {
-	return e.core.OperatorLog(ctx, limit)
+	return e.core.Admin().OperatorLog(ctx, limit)
 }
 
 // ListWorkers returns the live engines and remote workers with the
 // handlers they serve, the steps they hold and their last heartbeat.
 func (e *Engine) ListWorkers(ctx context.Context) ([]WorkerInfo, error) {
-	return e.core.ListWorkers(ctx)
+	return e.core.Admin().ListWorkers(ctx)
 }
 
 // StaleAfter is the engine's attention threshold (Config.StaleAfter).
-func (e *Engine) StaleAfter() time.Duration { return e.core.StaleAfter() }
+func (e *Engine) StaleAfter() time.Duration { return e.core.Admin().StaleAfter() }

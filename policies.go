@@ -59,27 +59,29 @@ type Limits struct {
 // as the pause commits may still start its steps.
 func (e *Engine) Pause(ctx context.Context, target string, op Operator) (Policy, error) {
 	paused := true
-	return e.core.SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
+	return e.core.Admin().SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
 }
 
 // Resume lets target's steps be claimed again. Resuming a target that is
 // not paused changes nothing but is recorded.
 func (e *Engine) Resume(ctx context.Context, target string, op Operator) (Policy, error) {
 	paused := false
-	return e.core.SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
+	return e.core.Admin().SetPolicy(ctx, store.PolicyChange{Target: target, Paused: &paused, Actor: op.Actor, Reason: op.Reason})
 }
 
 // SetLimits sets the limits of a namespace, in one audited change.
 func (e *Engine) SetLimits(ctx context.Context, namespace string, l Limits, op Operator) (Policy, error) {
-	return e.core.SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Weight: l.Weight, Rate: l.Rate, Actor: op.Actor, Reason: op.Reason})
+	return e.core.Admin().SetPolicy(ctx, store.PolicyChange{Target: namespace, Concurrency: l.Concurrency, Weight: l.Weight, Rate: l.Rate, Actor: op.Actor, Reason: op.Reason})
 }
 
 // Policies returns every policy set, with current usage, and the usage of
 // the concurrency limits workflow templates define.
-func (e *Engine) Policies(ctx context.Context) (PolicyReport, error) { return e.core.Policies(ctx) }
+func (e *Engine) Policies(ctx context.Context) (PolicyReport, error) {
+	return e.core.Admin().Policies(ctx)
+}
 
 // PolicyChanges returns the latest policy changes, newest first (at most
 // limit; 0 means 100).
 func (e *Engine) PolicyChanges(ctx context.Context, limit int) ([]PolicyChangeRecord, error) {
-	return e.core.PolicyChanges(ctx, limit)
+	return e.core.Admin().PolicyChanges(ctx, limit)
 }

@@ -25,30 +25,30 @@ type ScheduleAuditEntry = store.ScheduleAuditEntry
 
 // Schedules lists the registered schedules f selects.
 func (e *Engine) Schedules(ctx context.Context, f ScheduleFilter) ([]Schedule, error) {
-	return e.core.Schedules(ctx, f)
+	return e.core.Admin().Schedules(ctx, f)
 }
 
 // FindSchedule resolves "namespace/workflow/name", or a bare schedule name
 // that only one schedule has (several are ErrInvalid, none ErrNotFound).
 func (e *Engine) FindSchedule(ctx context.Context, ref string) (Schedule, error) {
-	return e.core.FindSchedule(ctx, ref)
+	return e.core.Admin().FindSchedule(ctx, ref)
 }
 
 // PauseSchedule stops a schedule from firing until it is resumed,
 // recording op's actor and reason in its audit. Pausing a paused schedule
 // changes nothing.
 func (e *Engine) PauseSchedule(ctx context.Context, k ScheduleKey, op Operator) (Schedule, error) {
-	return e.core.PauseSchedule(ctx, k, true, op.Actor, op.Reason)
+	return e.core.Admin().PauseSchedule(ctx, k, true, op.Actor, op.Reason)
 }
 
 // ResumeSchedule lets a paused schedule fire again from its next tick
 // after now (ticks that passed while it was paused are not caught up),
 // recording op's actor and reason in its audit.
 func (e *Engine) ResumeSchedule(ctx context.Context, k ScheduleKey, op Operator) (Schedule, error) {
-	return e.core.PauseSchedule(ctx, k, false, op.Actor, op.Reason)
+	return e.core.Admin().PauseSchedule(ctx, k, false, op.Actor, op.Reason)
 }
 
 // ScheduleAudit returns a schedule's pauses and resumptions, oldest first.
 func (e *Engine) ScheduleAudit(ctx context.Context, k ScheduleKey) ([]ScheduleAuditEntry, error) {
-	return e.core.ScheduleAudit(ctx, k)
+	return e.core.Admin().ScheduleAudit(ctx, k)
 }

@@ -74,7 +74,7 @@ type SubmitResult struct {
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
 func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) error {
-	_, _, err := e.core.Register(ctx, w)
+	_, _, err := e.core.Definitions().Register(ctx, w)
 	return err
 }
 
@@ -85,27 +85,29 @@ type WorkflowRecord = store.WorkflowRecord
 // whether this call created it (a transport answers "created" or "already
 // there" from it).
 func (e *Engine) RegisterVersion(ctx context.Context, w *workflow.Workflow) (WorkflowRecord, bool, error) {
-	return e.core.Register(ctx, w)
+	return e.core.Definitions().Register(ctx, w)
 }
 
 // Registered returns a registered workflow version as stored (its JSON
 // definition and creation time); version "" means the newest.
 func (e *Engine) Registered(ctx context.Context, namespace, name, version string) (*WorkflowRecord, error) {
-	return e.core.Registered(ctx, namespace, name, version)
+	return e.core.Definitions().Registered(ctx, namespace, name, version)
 }
 
 // Workflows lists the registered workflow versions.
 func (e *Engine) Workflows(ctx context.Context) ([]WorkflowRecord, error) {
-	return e.core.Workflows(ctx)
+	return e.core.Definitions().Workflows(ctx)
 }
 
 // MissingHandlers lists the handlers a workflow names that this engine has
 // not registered.
-func (e *Engine) MissingHandlers(w *workflow.Workflow) []string { return e.core.MissingHandlers(w) }
+func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
+	return e.core.Definitions().MissingHandlers(w)
+}
 
 // Workflow returns a registered workflow; version "" means the newest.
 func (e *Engine) Workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
-	return e.core.Workflow(ctx, namespace, name, version)
+	return e.core.Definitions().Workflow(ctx, namespace, name, version)
 }
 
 // Submit submits one task. A submission whose idempotency key already exists
@@ -174,25 +176,33 @@ func results(res []engine.SubmitResult, err error) ([]SubmitResult, error) {
 }
 
 // Get returns a task with its steps.
-func (e *Engine) Get(ctx context.Context, id int64) (*Task, error) { return e.core.Get(ctx, id) }
+func (e *Engine) Get(ctx context.Context, id int64) (*Task, error) {
+	return e.core.Admin().Get(ctx, id)
+}
 
 // List returns tasks, newest first.
-func (e *Engine) List(ctx context.Context, f TaskFilter) ([]Task, error) { return e.core.List(ctx, f) }
+func (e *Engine) List(ctx context.Context, f TaskFilter) ([]Task, error) {
+	return e.core.Admin().List(ctx, f)
+}
 
 // Audit returns a task's recorded transitions, oldest first, then the
 // claims of its running steps not yet recorded (ID 0): a claim is
 // recorded when its run ends or at its engine's next heartbeat.
 func (e *Engine) Audit(ctx context.Context, taskID int64) ([]AuditEntry, error) {
-	return e.core.Audit(ctx, taskID)
+	return e.core.Admin().Audit(ctx, taskID)
 }
 
 // Cancel cancels a task: every step not yet finished becomes cancelled and
 // the contexts of its running handlers on this engine are cancelled at once
 // (engines elsewhere notice at their next heartbeat).
-func (e *Engine) Cancel(ctx context.Context, id int64) error { return e.core.Cancel(ctx, id, "", "") }
+func (e *Engine) Cancel(ctx context.Context, id int64) error {
+	return e.core.Admin().Cancel(ctx, id, "", "")
+}
 
 // Retry runs a failed task again from its failed steps.
-func (e *Engine) Retry(ctx context.Context, id int64) error { return e.core.Retry(ctx, id, "", "") }
+func (e *Engine) Retry(ctx context.Context, id int64) error {
+	return e.core.Admin().Retry(ctx, id, "", "")
+}
 
 // Operator is who takes an operator action and why, for the audit trail.
 type Operator struct {
@@ -207,24 +217,26 @@ type Operator struct {
 // CancelAs cancels a task like Cancel, recording op's actor and reason in
 // the audit trail.
 func (e *Engine) CancelAs(ctx context.Context, id int64, op Operator) error {
-	return e.core.Cancel(ctx, id, op.Actor, op.Reason)
+	return e.core.Admin().Cancel(ctx, id, op.Actor, op.Reason)
 }
 
 // RetryAs retries a failed task like Retry, recording op's actor and
 // reason in the audit trail.
 func (e *Engine) RetryAs(ctx context.Context, id int64, op Operator) error {
-	return e.core.Retry(ctx, id, op.Actor, op.Reason)
+	return e.core.Admin().Retry(ctx, id, op.Actor, op.Reason)
 }
 
 // Step returns one step of a task.
-func (e *Engine) Step(ctx context.Context, id int64) (*TaskStep, error) { return e.core.Step(ctx, id) }
+func (e *Engine) Step(ctx context.Context, id int64) (*TaskStep, error) {
+	return e.core.Admin().Step(ctx, id)
+}
 
 // RetryStep makes a failed or expired step ready again with a fresh attempt
 // count: the steps skipped because of it wait for it again, and a failed
 // task runs again. Any other state is ErrConflict. op.Actor is recorded in
 // the audit trail with op.Reason.
 func (e *Engine) RetryStep(ctx context.Context, id int64, op Operator) error {
-	return e.core.RetryStep(ctx, id, op.Actor, op.Reason)
+	return e.core.Admin().RetryStep(ctx, id, op.Actor, op.Reason)
 }
 
 // StepResolution is an operator's resolution of a step: its result (if
@@ -236,7 +248,7 @@ type StepResolution = store.StepResolution
 // of it runs on. A running or finished step (other than failed or
 // expired) is ErrConflict.
 func (e *Engine) ResolveStep(ctx context.Context, r StepResolution) error {
-	return e.core.ResolveStep(ctx, r)
+	return e.core.Admin().ResolveStep(ctx, r)
 }
 
 // QueueCount is how many unfinished steps of a namespace are in one state.
@@ -244,13 +256,15 @@ type QueueCount = store.QueueCount
 
 // QueueDepth counts the unfinished steps (pending, ready, running, waiting)
 // by namespace and state.
-func (e *Engine) QueueDepth(ctx context.Context) ([]QueueCount, error) { return e.core.QueueDepth(ctx) }
+func (e *Engine) QueueDepth(ctx context.Context) ([]QueueCount, error) {
+	return e.core.Admin().QueueDepth(ctx)
+}
 
 // Backlog counts pending and running tasks, stopping at limit so that the
 // cost stays bounded however large the backlog is. An error means the
 // database does not answer.
 func (e *Engine) Backlog(ctx context.Context, limit int) (int, error) {
-	return e.core.Backlog(ctx, limit)
+	return e.core.Admin().Backlog(ctx, limit)
 }
 
 // Wait blocks until the task ends or ctx is done, and returns the task. It

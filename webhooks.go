@@ -3,7 +3,7 @@ package weft
 import (
 	"context"
 
-	"github.com/weftrun/weft/internal/engine"
+	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
 )
 
@@ -26,7 +26,7 @@ type WebhookSpec struct {
 }
 
 // EventTypes lists the event types of the history.
-var EventTypes = engine.EventTypes
+var EventTypes = webhook.EventTypes
 
 // CreateWebhook creates a webhook delivering the matching events from now
 // on, in history order, at least once each: the engine that holds the
@@ -36,20 +36,20 @@ var EventTypes = engine.EventTypes
 // returned webhook carries its secret, which is not shown again. op.Actor
 // is recorded as its creator.
 func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec, op Operator) (Webhook, error) {
-	return e.core.CreateWebhook(ctx, engine.WebhookSpec{URL: spec.URL, Namespace: spec.Namespace, Workflow: spec.Workflow,
+	return e.core.Webhooks().Create(ctx, webhook.Spec{URL: spec.URL, Namespace: spec.Namespace, Workflow: spec.Workflow,
 		Types: spec.Types, Actor: op.Actor})
 }
 
 // Webhooks lists the webhooks, without their secrets.
-func (e *Engine) Webhooks(ctx context.Context) ([]Webhook, error) { return e.core.Webhooks(ctx) }
+func (e *Engine) Webhooks(ctx context.Context) ([]Webhook, error) { return e.core.Webhooks().List(ctx) }
 
 // DeleteWebhook removes a webhook.
 func (e *Engine) DeleteWebhook(ctx context.Context, id int64, op Operator) error {
-	return e.core.DeleteWebhook(ctx, id, op.Actor)
+	return e.core.Webhooks().Delete(ctx, id, op.Actor)
 }
 
 // EnableWebhook makes a disabled webhook deliver again from the event it
 // stopped at.
 func (e *Engine) EnableWebhook(ctx context.Context, id int64, op Operator) error {
-	return e.core.EnableWebhook(ctx, id, op.Actor)
+	return e.core.Webhooks().Enable(ctx, id, op.Actor)
 }

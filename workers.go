@@ -90,20 +90,20 @@ type Recorded = store.Outcome
 // Register records a new remote worker owned by owner, serving handlers
 // (listed by `weft workers` and the attention list), and returns its id.
 func (w *Workers) Register(ctx context.Context, name, owner string, handlers ...string) (string, error) {
-	return w.core.RegisterWorker(ctx, name, owner, handlers...)
+	return w.core.Workers().RegisterWorker(ctx, name, owner, handlers...)
 }
 
 // Stop marks a remote worker stopped: the steps it holds are reclaimed at
 // once.
 func (w *Workers) Stop(ctx context.Context, workerID, owner string) error {
-	return w.core.StopWorker(ctx, workerID, owner)
+	return w.core.Workers().StopWorker(ctx, workerID, owner)
 }
 
 // Claim claims up to req.Max ready steps for a worker, waiting up to
 // req.Wait when none is ready. A worker declared dead gets an error wrapping
 // store.ErrEngineLost and must register again.
 func (w *Workers) Claim(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
-	steps, err := w.core.ClaimRemote(ctx, workerID, owner, engine.WorkerClaim(req))
+	steps, err := w.core.Workers().ClaimRemote(ctx, workerID, owner, engine.WorkerClaim(req))
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (w *Workers) Claim(ctx context.Context, workerID, owner string, req WorkerC
 // claim. It returns the listed fences that are no longer valid: the worker
 // must stop those steps.
 func (w *Workers) Heartbeat(ctx context.Context, workerID, owner string, held []Fence) ([]Fence, error) {
-	return w.core.WorkerHeartbeat(ctx, workerID, owner, held)
+	return w.core.Workers().WorkerHeartbeat(ctx, workerID, owner, held)
 }
 
 // HeartbeatLoad is Heartbeat with what the worker tells about its slots.
@@ -130,33 +130,33 @@ func (w *Workers) Heartbeat(ctx context.Context, workerID, owner string, held []
 // time per worker): the worker stops it and reports it with
 // Failure.Preempted.
 func (w *Workers) HeartbeatLoad(ctx context.Context, workerID, owner string, held []Fence, load WorkerLoad) ([]Fence, []Preemption, error) {
-	return w.core.WorkerHeartbeatLoad(ctx, workerID, owner, held, load)
+	return w.core.Workers().WorkerHeartbeatLoad(ctx, workerID, owner, held, load)
 }
 
 // Complete records a worker's result for a step it holds (nil means null).
 func (w *Workers) Complete(ctx context.Context, workerID, owner string, f Fence, result json.RawMessage) (Recorded, error) {
-	return w.core.CompleteRemote(ctx, workerID, owner, f, result)
+	return w.core.Workers().CompleteRemote(ctx, workerID, owner, f, result)
 }
 
 // Fail records a worker's failed attempt under the step's retry policy.
 func (w *Workers) Fail(ctx context.Context, workerID, owner string, f Fence, fl Failure) (Recorded, error) {
-	return w.core.FailRemote(ctx, workerID, owner, f, engine.Failure(fl))
+	return w.core.Workers().FailRemote(ctx, workerID, owner, f, engine.Failure(fl))
 }
 
 // Checkpoint saves a checkpoint for a step the worker holds.
 func (w *Workers) Checkpoint(ctx context.Context, workerID, owner string, f Fence, cp json.RawMessage) error {
-	return w.core.CheckpointRemote(ctx, workerID, owner, f, cp)
+	return w.core.Workers().CheckpointRemote(ctx, workerID, owner, f, cp)
 }
 
 // Progress saves the progress (0 to 1, and a message) of a step the worker
 // holds.
 func (w *Workers) Progress(ctx context.Context, workerID, owner string, f Fence, fraction float64, message string) error {
-	return w.core.ProgressRemote(ctx, workerID, owner, f, fraction, message)
+	return w.core.Workers().ProgressRemote(ctx, workerID, owner, f, fraction, message)
 }
 
 // LeaseTTL is how long after its last heartbeat a worker is presumed dead
 // and its steps reclaimed.
-func (w *Workers) LeaseTTL() time.Duration { return w.core.LeaseTTL() }
+func (w *Workers) LeaseTTL() time.Duration { return w.core.Workers().LeaseTTL() }
 
 // HeartbeatInterval is how often a worker should send its heartbeat.
-func (w *Workers) HeartbeatInterval() time.Duration { return w.core.HeartbeatInterval() }
+func (w *Workers) HeartbeatInterval() time.Duration { return w.core.Workers().HeartbeatInterval() }

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
+	"github.com/weftrun/weft/internal/health"
+	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 )
 
@@ -25,8 +27,8 @@ func (e *Engine) claimParams(holder string, limit int, handlers, namespaces []st
 // filled every slot, or work became ready while none was free). A slot
 // that frees up otherwise brings nothing new to claim: its step's outcome
 // is not recorded yet.
-func (e *Engine) claimLoop(ctx context.Context) {
-	defer e.loops.Done()
+func (x *executor) run(ctx context.Context) {
+	defer x.e.loops.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	// Claims that failed but may have committed (their reply was lost):
@@ -46,13 +48,13 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		// of claiming again at once (its slots return, which would wake it).
 		var retryIn time.Duration
 		for len(unsure) > 0 && ctx.Err() == nil {
-			n, err := e.store.ReleaseLease(ctx, unsure[0].engine, unsure[0].lease)
+			n, err := x.e.store.ReleaseLease(ctx, unsure[0].engine, unsure[0].lease)
 			if err != nil {
-				retryIn = e.failed(ctx, LoopClaim, "release a failed claim", err)
+				retryIn = x.e.monitor.Failed(ctx, health.LoopClaim, "release a failed claim", err)
 				break
 			}
 			if n > 0 {
-				e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", unsure[0].lease)
+				x.e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", unsure[0].lease)
 			}
 			unsure = unsure[1:]
 		}
@@ -62,42 +64,42 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		// from: the maintenance loop reports it. While the load gate is
 		// closed the loop claims nothing and looks again when the gate
 		// reads the pressures next.
-		gated := retryIn == 0 && e.gateClosed()
+		gated := retryIn == 0 && x.e.loadGate.Closed()
 		if gated {
-			retryIn = e.loadGate.wait(time.Now())
+			retryIn = x.e.loadGate.Wait(time.Now())
 		}
-		if look && retryIn == 0 && e.databaseGone() == nil {
-			n = e.slots.TryTake(e.cfg.Concurrency)
+		if look && retryIn == 0 && x.e.monitor.DatabaseGone() == nil {
+			n = x.slots.TryTake(x.e.cfg.Concurrency)
 			if n == 0 {
 				backlog = true // claim once a slot frees up
 			}
 		}
 		if n > 0 {
-			id, lease := e.ID(), store.NewLeaseID()
-			p := e.claimParams(id, n, e.handlerNames(), nil, lease)
+			id, lease := x.e.ID(), store.NewLeaseID()
+			p := x.e.claimParams(id, n, x.handlerNames(), nil, lease)
 			p.Deferred = func(ds []store.RateDeferral) {
 				deferred = true
-				e.rateDeferred(ds)
+				x.e.rateDeferred(ds)
 			}
 			held := false
 			p.Held = func() { held = true }
-			claimed, err := e.store.ClaimSteps(ctx, p)
+			claimed, err := x.e.store.ClaimSteps(ctx, p)
 			switch {
 			case errors.Is(err, store.ErrEngineLost):
 				// The identity the claim was made with, not the current one:
 				// the heartbeat may have registered a new one meanwhile.
-				e.declaredDead(ctx, id)
+				x.e.declaredDead(ctx, id)
 			case err != nil && ctx.Err() == nil:
 				unsure = append(unsure, lostClaim{id, lease})
-				retryIn = e.failed(ctx, LoopClaim, "claim", err)
+				retryIn = x.e.monitor.Failed(ctx, health.LoopClaim, "claim", err)
 			case err == nil:
-				e.succeeded(LoopClaim)
+				x.e.monitor.Succeeded(health.LoopClaim)
 			}
 			got = len(claimed)
 			backlog = err != nil || got == n
-			e.heldBack.Store(held)
-			group := e.startClaimed(claimed)
-			e.slots.Return(n - got)
+			x.heldBack.Store(held)
+			group := x.startClaimed(claimed)
+			x.slots.Return(n - got)
 			if got > 0 && got == n {
 				// There may be more ready work: claimed when the handlers
 				// just launched return their slots, if they are quick.
@@ -111,8 +113,8 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		if deferred {
 			continue // there may be more ready work
 		}
-		if look && n == 0 && retryIn == 0 && e.databaseGone() == nil {
-			e.maybePreempt(ctx) // no slot is free
+		if look && n == 0 && retryIn == 0 && x.e.monitor.DatabaseGone() == nil {
+			x.maybePreempt(ctx) // no slot is free
 		}
 		look = true
 		if retryIn > 0 {
@@ -124,30 +126,73 @@ func (e *Engine) claimLoop(ctx context.Context) {
 			}
 			continue
 		}
-		timer.Reset(jitter(e.claimPoll()))
+		timer.Reset(jitter.Of(x.claimPoll()))
 		select {
 		case <-ctx.Done():
 			return
-		case <-e.store.Wake():
-			e.readyWoke()
-		case <-e.recorded:
-		case <-e.slots.Changed():
+		case <-x.e.store.Wake():
+			x.readyWoke()
+		case <-x.e.completer.recorded:
+		case <-x.slots.Changed():
 			look = backlog
 		case <-timer.C:
 		}
 		// One pass covers every wake that arrived meanwhile.
 		for drained := false; !drained; {
 			select {
-			case <-e.store.Wake():
-				e.readyWoke()
+			case <-x.e.store.Wake():
+				x.readyWoke()
 				look = true
-			case <-e.recorded:
+			case <-x.e.completer.recorded:
 				look = true
 			default:
 				drained = true
 			}
 		}
 	}
+}
+
+// claimInWrite runs write, a write of the store's that may claim ready
+// steps in its own transaction under p (for the engine's free slots, under
+// a lease of their own). tried is false where the engine claims nothing
+// now (not running or stopping, no handler of its own, no free slot, its
+// load gate closed): write did not run. Where write succeeded, launch
+// publishes and launches what it claimed, as the claim loop does: the
+// caller calls it once, when the events of its own write are out. Where
+// write failed, the claim, which may have committed with its reply lost,
+// is released.
+func (x *executor) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), tried bool, err error) {
+	if x.e.loadGate.Closed() || x.e.monitor.DatabaseGone() != nil {
+		return nil, false, nil
+	}
+	names := x.handlerNames()
+	x.e.mu.Lock()
+	if len(names) == 0 || !x.e.started || x.e.stopping {
+		x.e.mu.Unlock()
+		return nil, false, nil
+	}
+	// Stop waits for these claims to be launched before it waits for the
+	// handlers.
+	x.claiming.Add(1)
+	x.e.mu.Unlock()
+	n := x.slots.TryTake(x.e.cfg.Concurrency)
+	if n == 0 {
+		x.claiming.Done()
+		return nil, false, nil
+	}
+	id, lease := x.e.ID(), store.NewLeaseID()
+	claimed, err := write(x.e.claimParams(id, n, names, nil, lease))
+	if err != nil {
+		x.slots.Return(n)
+		x.e.completer.releaseLease(id, lease)
+		x.claiming.Done()
+		return nil, true, err
+	}
+	x.slots.Return(n - len(claimed))
+	return func() {
+		defer x.claiming.Done()
+		x.startClaimed(claimed)
+	}, true, nil
 }
 
 // slotGather bounds how long the claim loop, after a claim that took every
@@ -191,25 +236,21 @@ func gatherSlots(ctx context.Context, group *launchGroup, wait time.Duration) bo
 
 // startClaimed publishes and launches steps the engine claimed, for its
 // own slots.
-func (e *Engine) startClaimed(claimed []store.ClaimedStep) *launchGroup {
+func (x *executor) startClaimed(claimed []store.ClaimedStep) *launchGroup {
 	if len(claimed) == 0 {
 		return nil
 	}
-	e.stir() // the steps may carry deadlines
+	x.e.maint.Stir() // the steps may carry deadlines
 	for _, c := range claimed {
-		e.publishClaimed(c, false)
+		x.e.publishClaimed(c, false)
 	}
-	return e.launch(claimed)
+	return x.launch(claimed)
 }
 
 // readyWoke tells those waiting on the engine that the store made steps
 // ready.
-func (e *Engine) readyWoke() {
-	e.stir()
-	e.wakeWaiters()
-	e.Publish(Event{Kind: EventReady})
-}
-
-func jitter(d time.Duration) time.Duration {
-	return d - d/5 + time.Duration(rand.Int64N(int64(d)/5*2+1))
+func (x *executor) readyWoke() {
+	x.e.maint.Stir()
+	x.e.wakeWaiters()
+	x.e.events.Publish(event.Event{Kind: event.Ready})
 }

@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/weftrun/weft/internal/broadcast"
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -44,56 +48,100 @@ func (g *launchGroup) returned() {
 	}
 }
 
-// toCompleter hands an outcome to the completer, unless Stop gave up recording
-// (flushCtx): then the completer may be stuck on a database that is gone,
+// completer writes the outcomes of attempts, its engine's and the remote
+// workers', in batches: an idle engine records at once and a busy one
+// batches. It runs from Start (start) until Stop closes it (close).
+type completer struct {
+	e      *Engine
+	outbox chan report
+	// outcomes is the buffer of a batch's outcomes (outcomesOf).
+	outcomes []store.Outcome
+	done     chan struct{} // closed when run returns
+	// mu guards running: while it is set, run takes outcomes on outbox;
+	// close clears it before closing outbox.
+	mu      sync.RWMutex
+	running bool
+	// ctx bounds the retries; Stop cancels it (giveUp) when its deadline
+	// passes.
+	ctx      context.Context
+	giveUp   context.CancelFunc
+	settled  broadcast.Signal // fires after each batch
+	recorded chan struct{}    // signalled (coalesced) after each batch, for the claim loop
+	busy     atomic.Bool      // the last batch was busy (gatherer)
+}
+
+func (c *completer) init(e *Engine) {
+	c.e, c.outbox, c.done, c.recorded = e, make(chan report, 4*e.cfg.Concurrency), make(chan struct{}), make(chan struct{}, 1)
+	c.ctx, c.giveUp = context.WithCancel(context.Background())
+}
+
+// start runs the completer.
+func (c *completer) start() {
+	c.mu.Lock()
+	c.running = true
+	c.mu.Unlock()
+	go c.run()
+}
+
+// close ends the completer once it wrote what it was handed: no outcome
+// is taken from then on.
+func (c *completer) close() {
+	c.mu.Lock()
+	c.running = false
+	close(c.outbox)
+	c.mu.Unlock()
+}
+
+// send hands an outcome to the completer, unless Stop gave up recording
+// (ctx): then the completer may be stuck on a database that is gone,
 // with its outbox full, and the step stays running under this engine, to
 // be reclaimed like any step of a stopped engine.
-func (e *Engine) toCompleter(r report) bool {
+func (c *completer) send(r report) bool {
 	select {
-	case e.outbox <- r:
+	case c.outbox <- r:
 		return true
-	case <-e.flushCtx.Done():
+	case <-c.ctx.Done():
 		return false
 	}
 }
 
-// completer writes outcomes in batches (gatherer decides how many), so an
-// idle engine records at once and a busy one batches.
-func (e *Engine) completer() {
-	defer close(e.done)
-	g := newGatherer(e.outbox, e.inflightCount, busyPeriod, siblingWait)
+// run writes outcomes in batches (gatherer decides how many), so an idle
+// engine records at once and a busy one batches.
+func (c *completer) run() {
+	defer close(c.done)
+	g := newGatherer(c.outbox, c.e.exec.inflightCount, busyPeriod, siblingWait)
 	defer g.stop()
 	batch := make([]report, 0, maxBatch)
-	for o := range e.outbox {
+	for o := range c.outbox {
 		batch = g.gather(append(batch[:0], o))
 		busy := g.busy || len(batch) >= busyBatch
-		e.busy.Store(busy)
+		c.busy.Store(busy)
 		g.wrote(len(batch), time.Now())
-		if busy || !e.recordAndClaim(batch) {
-			e.writeOutcomes(batch)
+		if busy || !c.recordAndClaim(batch) {
+			c.writeOutcomes(batch)
 		}
 		for _, r := range batch {
 			if r.outcome.State == state.StepWaiting {
-				e.nudgeTimers()
+				c.e.maint.Nudge()
 				break
 			}
 		}
-		e.settled.Fire()
+		c.settled.Fire()
 		// A recorded outcome may free a concurrency limit without making
 		// anything ready: while the last claim left steps under a full
 		// limit, the claim loop looks, and so do the engines elsewhere.
 		// Otherwise an outcome brings new work only by making steps ready
 		// (a breaker that closes counts: its held steps may run), and the
 		// store's wake brings the claim loop for those.
-		if e.heldBack.Load() {
+		if c.e.exec.heldBack.Load() {
 			select {
-			case e.recorded <- struct{}{}:
+			case c.recorded <- struct{}{}:
 			default:
 			}
 		}
-		if a, ok := e.store.(store.Announcer); ok && e.heldBack.Load() {
-			if err := a.Announce(e.flushCtx); err != nil {
-				e.log.Warn("announce freed room", "error", err)
+		if a, ok := c.e.store.(store.Announcer); ok && c.e.exec.heldBack.Load() {
+			if err := a.Announce(c.ctx); err != nil {
+				c.e.log.Warn("announce freed room", "error", err)
 			}
 		}
 	}
@@ -220,23 +268,23 @@ func (g *gatherer) gather(batch []report) []report {
 // land, and the refused one fails its step instead (see unstorable). So no
 // outcome is retried forever for a reason that cannot pass, and the
 // outcomes behind it are not held up.
-func (e *Engine) writeOutcomes(batch []report) {
-	outcomes := e.outcomesOf(batch)
-	results, err := e.completeSteps(outcomes)
+func (c *completer) writeOutcomes(batch []report) {
+	outcomes := c.outcomesOf(batch)
+	results, err := c.completeSteps(outcomes)
 	switch {
 	case err == nil:
-		e.tellFates(batch, results)
+		c.tellFates(batch, results)
 	case !transient(err) && len(batch) > 1:
 		mid := len(batch) / 2
-		e.writeOutcomes(batch[:mid])
-		e.writeOutcomes(batch[mid:])
+		c.writeOutcomes(batch[:mid])
+		c.writeOutcomes(batch[mid:])
 	case !transient(err):
-		e.unstorable(batch[0], outcomes[0], err)
+		c.unstorable(batch[0], outcomes[0], err)
 	default:
 		// Stop's deadline passed with the database unreachable: the steps
 		// stay running under their leases and are reclaimed and run again
 		// once their holders are marked stopped or lapse.
-		e.log.Error("shutdown deadline passed before outcomes could be recorded; their steps will be reclaimed",
+		c.e.log.Error("shutdown deadline passed before outcomes could be recorded; their steps will be reclaimed",
 			"count", len(batch), "error", err)
 		for _, r := range batch {
 			if r.reply != nil {
@@ -249,21 +297,21 @@ func (e *Engine) writeOutcomes(batch []report) {
 // outcomesOf returns the outcomes of a batch's reports, storable as built
 // (outcome.go), in the completer's buffer: they are good until its next
 // call, and the store keeps none of them once it has written them.
-func (e *Engine) outcomesOf(batch []report) []store.Outcome {
-	out := e.outcomes[:0]
+func (c *completer) outcomesOf(batch []report) []store.Outcome {
+	out := c.outcomes[:0]
 	for _, r := range batch {
 		out = append(out, r.outcome)
 	}
-	e.outcomes = out
+	c.outcomes = out
 	return out
 }
 
 // tellFates tells each report of a written batch its outcome's fate.
-func (e *Engine) tellFates(batch []report, results []error) {
+func (c *completer) tellFates(batch []report, results []error) {
 	for i, r := range results {
 		if r != nil {
 			o := batch[i].outcome
-			e.log.Warn("outcome refused", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt, "error", r)
+			c.e.log.Warn("outcome refused", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt, "error", r)
 		}
 		if batch[i].reply != nil {
 			batch[i].reply <- r
@@ -277,86 +325,43 @@ func (e *Engine) tellFates(batch []report, results []error) {
 // start without a claim transaction of their own. It reports false when it
 // did not try, or the write failed (then its claim, if it committed after
 // all, is released): the batch is then written as usual.
-func (e *Engine) recordAndClaim(batch []report) bool {
-	oc, ok := e.store.(store.OutcomeClaimer)
+func (c *completer) recordAndClaim(batch []report) bool {
+	oc, ok := c.e.store.(store.OutcomeClaimer)
 	if !ok {
 		return false
 	}
-	outcomes := e.outcomesOf(batch)
+	outcomes := c.outcomesOf(batch)
 	var results []error
-	launch, tried, err := e.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
-		results, claimed, err = oc.CompleteAndClaim(e.flushCtx, outcomes, p)
+	launch, tried, err := c.e.exec.claimInWrite(func(p store.ClaimParams) (claimed []store.ClaimedStep, err error) {
+		results, claimed, err = oc.CompleteAndClaim(c.ctx, outcomes, p)
 		return claimed, err
 	})
 	if !tried || err != nil {
 		return false
 	}
 	launch()
-	e.succeeded(LoopCompleter)
-	e.tellFates(batch, results)
+	c.e.monitor.Succeeded(health.LoopCompleter)
+	c.tellFates(batch, results)
 	return true
-}
-
-// claimInWrite runs write, a write of the store's that may claim ready
-// steps in its own transaction under p (for the engine's free slots, under
-// a lease of their own). tried is false where the engine claims nothing
-// now (not running or stopping, no handler of its own, no free slot, its
-// load gate closed): write did not run. Where write succeeded, launch
-// publishes and launches what it claimed, as the claim loop does: the
-// caller calls it once, when the events of its own write are out. Where
-// write failed, the claim, which may have committed with its reply lost,
-// is released.
-func (e *Engine) claimInWrite(write func(p store.ClaimParams) ([]store.ClaimedStep, error)) (launch func(), tried bool, err error) {
-	if e.gateClosed() || e.databaseGone() != nil {
-		return nil, false, nil
-	}
-	names := e.handlerNames()
-	e.mu.Lock()
-	if len(names) == 0 || !e.started || e.stopping {
-		e.mu.Unlock()
-		return nil, false, nil
-	}
-	// Stop waits for these claims to be launched before it waits for the
-	// handlers.
-	e.claiming.Add(1)
-	e.mu.Unlock()
-	n := e.slots.TryTake(e.cfg.Concurrency)
-	if n == 0 {
-		e.claiming.Done()
-		return nil, false, nil
-	}
-	id, lease := e.ID(), store.NewLeaseID()
-	claimed, err := write(e.claimParams(id, n, names, nil, lease))
-	if err != nil {
-		e.slots.Return(n)
-		e.releaseLease(id, lease)
-		e.claiming.Done()
-		return nil, true, err
-	}
-	e.slots.Return(n - len(claimed))
-	return func() {
-		defer e.claiming.Done()
-		e.startClaimed(claimed)
-	}, true, nil
 }
 
 // releaseLease returns the steps of a claim whose reply was lost to the
 // queue (retried): they must not stay running under the engine's live
 // lease. Should the store refuse, they stay until the engine stops or
 // lapses, and are reclaimed then.
-func (e *Engine) releaseLease(engine string, lease int64) {
+func (c *completer) releaseLease(engine string, lease int64) {
 	var n int
 	what := func() string { return "release a failed claim" }
-	err := e.retried(what, func() (err error) {
-		n, err = e.store.ReleaseLease(e.flushCtx, engine, lease)
+	err := c.retried(what, func() (err error) {
+		n, err = c.e.store.ReleaseLease(c.ctx, engine, lease)
 		return err
 	})
 	switch {
 	case err != nil:
-		e.log.Error("could not release the steps of a claim whose reply was lost; they are reclaimed when the engine stops or lapses",
+		c.e.log.Error("could not release the steps of a claim whose reply was lost; they are reclaimed when the engine stops or lapses",
 			"lease_id", lease, "error", err)
 	case n > 0:
-		e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", lease)
+		c.e.log.Warn("released steps of a claim whose reply was lost", "count", n, "lease_id", lease)
 	}
 }
 
@@ -365,21 +370,21 @@ func (e *Engine) releaseLease(engine string, lease int64) {
 // and again. Its reply learns that the outcome was not stored. If even the
 // failure is refused, the step is left running: it is reclaimed like a step
 // whose engine died.
-func (e *Engine) unstorable(r report, o store.Outcome, refusal error) {
+func (c *completer) unstorable(r report, o store.Outcome, refusal error) {
 	msg := "outcome could not be stored: " + refusal.Error()
 	if len(msg) > maxStoredError {
 		msg = msg[:maxStoredError] + "…"
 	}
 	failed := storable(store.Outcome{Fence: o.Fence, EngineID: o.EngineID, State: state.StepFailed, Error: msg})
-	e.log.Error("the database refused an outcome; its step fails", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt,
+	c.e.log.Error("the database refused an outcome; its step fails", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt,
 		"state", o.State, "error", refusal)
-	results, err := e.completeSteps([]store.Outcome{failed})
+	results, err := c.completeSteps([]store.Outcome{failed})
 	switch {
 	case err != nil:
-		e.log.Error("the database refused the failure of a step whose outcome it refused; the step will be reclaimed",
+		c.e.log.Error("the database refused the failure of a step whose outcome it refused; the step will be reclaimed",
 			"step_id", o.Fence.StepID, "attempt", o.Fence.Attempt, "error", err)
 	case results[0] != nil:
-		e.log.Warn("outcome refused", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt, "error", results[0])
+		c.e.log.Warn("outcome refused", "step_id", o.Fence.StepID, "attempt", o.Fence.Attempt, "error", results[0])
 	}
 	if r.reply != nil {
 		r.reply <- fmt.Errorf("%w outcome: %s", store.ErrInvalid, msg)
@@ -393,10 +398,10 @@ const maxStoredError = 2048
 // completeSteps writes outcomes, retrying passing failures with backoff
 // until the write succeeds, fails for a reason that cannot pass, or Stop's
 // deadline ends the retries.
-func (e *Engine) completeSteps(outcomes []store.Outcome) (results []error, err error) {
+func (c *completer) completeSteps(outcomes []store.Outcome) (results []error, err error) {
 	what := func() string { return fmt.Sprintf("record %d outcomes", len(outcomes)) }
-	err = e.retried(what, func() (err error) {
-		results, err = e.store.CompleteSteps(e.flushCtx, outcomes)
+	err = c.retried(what, func() (err error) {
+		results, err = c.e.store.CompleteSteps(c.ctx, outcomes)
 		return err
 	})
 	return results, err
@@ -406,21 +411,21 @@ func (e *Engine) completeSteps(outcomes []store.Outcome) (results []error, err e
 // the log: built only on a failure), until it succeeds, fails for a reason
 // that cannot pass (transient), or Stop's deadline ends the retries, with
 // backoff between tries.
-func (e *Engine) retried(what func() string, write func() error) error {
+func (c *completer) retried(what func() string, write func() error) error {
 	backoff := 10 * time.Millisecond
 	for {
 		err := write()
 		if err == nil {
-			e.succeeded(LoopCompleter)
+			c.e.monitor.Succeeded(health.LoopCompleter)
 		}
-		if err == nil || !transient(err) || e.flushCtx.Err() != nil {
+		if err == nil || !transient(err) || c.ctx.Err() != nil {
 			return err
 		}
 		// Logged once per doubling of the failures, not per attempt.
-		e.failed(e.flushCtx, LoopCompleter, what()+" (retrying)", err)
+		c.e.monitor.Failed(c.ctx, health.LoopCompleter, what()+" (retrying)", err)
 		select {
 		case <-time.After(backoff):
-		case <-e.flushCtx.Done():
+		case <-c.ctx.Done():
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
@@ -435,4 +440,34 @@ func (e *Engine) retried(what func() string, write func() error) error {
 // taken to pass.
 func transient(err error) bool {
 	return !errors.Is(err, store.ErrRefused) && !errors.Is(err, store.ErrInvalid)
+}
+
+// errStopping: the engine stopped recording outcomes before it could take
+// one (its database did not answer by Stop's deadline).
+var errStopping = fmt.Errorf("%w: the engine is stopping and no longer records outcomes", store.ErrUnavailable)
+
+// record writes one outcome and waits for its fate: through the completer,
+// in its batches, while the engine runs; directly otherwise.
+func (c *completer) record(ctx context.Context, o store.Outcome) error {
+	c.mu.RLock()
+	if c.running {
+		reply := make(chan error, 1)
+		sent := c.send(report{outcome: o, reply: reply})
+		c.mu.RUnlock()
+		if !sent {
+			return errStopping
+		}
+		select {
+		case err := <-reply:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c.mu.RUnlock()
+	results, err := c.e.store.CompleteSteps(ctx, []store.Outcome{o})
+	if err != nil {
+		return err
+	}
+	return results[0]
 }

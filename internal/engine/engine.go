@@ -9,8 +9,11 @@
 // The files follow the path of a step: submit.go (tasks in), claimer.go,
 // executor.go and run.go (handlers), outcome.go (what an attempt's end
 // means under the step's policy), completer.go (outcomes out, batched),
-// remote.go (the same lifecycle for remote workers), heartbeat.go and
-// maintenance.go (leases, the reaper, timers and deadlines).
+// remote.go (the same lifecycle for remote workers), heartbeat.go (the
+// engine's lease) and overdue.go (deadlines). The services beside it run
+// on their own state: internal/maintenance (the leader: reaper, timers,
+// schedules, retention), internal/admin (the operator's operations),
+// internal/webhook, internal/loadgate, internal/health and internal/event.
 package engine
 
 import (
@@ -24,14 +27,18 @@ import (
 	"os"
 
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weftrun/weft/internal/admin"
 	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/builtin"
-	"github.com/weftrun/weft/internal/slots"
+	"github.com/weftrun/weft/internal/event"
+	"github.com/weftrun/weft/internal/health"
+	"github.com/weftrun/weft/internal/loadgate"
+	"github.com/weftrun/weft/internal/maintenance"
+	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -54,7 +61,7 @@ type Config struct {
 	TracerProvider    trace.TracerProvider
 	Secrets           func(ctx context.Context, name string) (string, error)
 	MaxPressure       map[string]float64
-	PressureReader    PressureReader
+	PressureReader    loadgate.Reader
 }
 
 // The defaults of Config's fields, applied where a field is zero.
@@ -114,29 +121,18 @@ func (c *Config) setDefaults() error {
 // handlers on a bounded pool of slots and records their outcomes. Any number
 // of engines may share one database.
 type Engine struct {
-	cfg    Config
-	store  store.Store
-	log    *slog.Logger
-	host   string
-	slots  *slots.Pool
-	done   chan struct{}
-	outbox chan report
-	// outcomes is the completer's buffer of a batch's outcomes
-	// (outcomesOf); only the completer uses it.
-	outcomes []store.Outcome
+	cfg   Config
+	store store.Store
+	log   *slog.Logger
+	host  string
+	// exec runs the engine's own handlers; completer writes the outcomes
+	// of attempts in batches.
+	exec      executor
+	completer completer
 
 	mu       sync.Mutex
-	handlers map[string]Handler
-	names    []string // sorted handler names, what the engine claims
-	// namesChanged: handlers were registered since the engine last
-	// advertised them (advertise).
-	namesChanged bool
-	workflows    map[string]*workflow.Workflow // by Ref
-	inflight     map[int64]*running            // by step id
-	preemptible  int                           // preemptible steps in inflight (preemption.go)
-	lastPeek     time.Time                     // when the claim loop last peeked for preemption
-	started      bool
-	stopping     bool
+	started  bool
+	stopping bool
 	// stopped is closed when the first Stop returns; hurry, closed once
 	// (hurryOnce), ends its drain for a later Stop whose ctx ended.
 	stopped   chan struct{}
@@ -151,69 +147,35 @@ type Engine struct {
 	// cancellations. beating waits for it.
 	cancelBeat context.CancelFunc
 	beating    sync.WaitGroup
-	// claiming: claims made in a write of the engine's own (a batch of
-	// outcomes, a submission: claimInWrite), which Stop waits for before
-	// the handlers.
-	claiming sync.WaitGroup
-	rejoin   sync.Mutex // serialises re-registration after being declared dead
-	// sendMu guards completing: while it is set the completer runs and
-	// takes outcomes on outbox; Stop clears it before closing outbox.
-	sendMu     sync.RWMutex
-	completing bool
-	handlerWG  sync.WaitGroup
-	settled    broadcast.Signal // fires after each completion batch
+	rejoin     sync.Mutex       // serialises re-registration after being declared dead
 	waits      waits            // the tasks Wait waits for (wait.go)
-	recorded   chan struct{}    // signalled (coalesced) after each completion batch, for the claim loop
-	heldBack   atomic.Bool      // the claim loop's last claim left steps under a full limit
-	busy       atomic.Bool      // the completer's last batch was busy (gatherer)
 	ready      broadcast.Signal // fires when the store readies steps
-	nudge      chan struct{}    // wakes the maintenance loop to look at due times again
-	// stirred: steps were made ready since the maintenance leader last read
-	// the next due time (stir).
-	stirred atomic.Bool
-	// leadUntil and leadRenew, owned by the maintenance work (Start, then
-	// the maintenance loop), are when this engine's maintenance lease ends
-	// and when it next asks for the lease.
-	leadUntil, leadRenew time.Time
-	// maint, owned by the maintenance work too, is what it remembers
-	// between rounds (maintenance.go).
-	maint maintenanceState
-	// roundErr, owned by the maintenance work too, is the first failure
-	// of the current maintenance round.
-	roundErr error
-	// hooks delivers webhooks while this engine leads (webhooks.go).
-	hooks *deliverer
-	// upkeep, owned by the maintenance work too, is the state of
-	// retention and the attention count (upkeep.go).
-	upkeep upkeepState
-	// flushCtx bounds the completer's retries; Stop cancels it when its
-	// deadline passes.
-	flushCtx    context.Context
-	cancelFlush context.CancelFunc
-	onlyTask    int64 // when set, claim only this task's steps (RunTask)
-	conds       conditions
-	values      values
-	observers   observers
+	// maint reaps, fires what is due and keeps retention while this
+	// engine holds the maintenance lease.
+	maint *maintenance.Leader
+	// admin runs the operator's operations.
+	admin *admin.Admin
+	// hooks delivers webhooks while this engine leads.
+	hooks    *webhook.Deliverer
+	onlyTask int64 // when set, claim only this task's steps (RunTask)
+	values   values
+	// events delivers the lifecycle events to subscribers.
+	events event.Bus
 
-	// healthMu guards the loops' failure records and the file check's
-	// verdict (health.go).
-	healthMu   sync.Mutex
-	loopStates map[string]*loopState
-	errCounts  map[string]uint64
-	fileErr    error // set once the database was deleted or replaced
-	// owners remembers the owner of worker ids already checked (remote.go).
-	owners workerOwners
-	// workerPreempt remembers the preemption of each remote worker
-	// (remote_preemption.go).
-	workerPreempt workerPreemptions
+	// monitor records the loops' failures and the file check's verdict.
+	monitor *health.Monitor
+	// defs holds the workflow definitions.
+	defs Definitions
+	// workers serves the remote workers.
+	workers Workers
 	// clock is the time schedules are planned by; tests replace it.
 	clock func() time.Time
 	// tracer makes the spans of submissions and attempts (trace.go); nil
 	// when tracing is off.
 	tracer trace.Tracer
-	// loadGate holds claims back while the host is under pressure
-	// (loadgate.go); nil when no threshold is set.
-	loadGate *loadGate
+	// loadGate holds claims back while the host is under pressure; nil when
+	// no threshold is set.
+	loadGate *loadgate.Gate
 	// execGuard kills what exec steps started when this process dies;
 	// Stop closes it once the handlers returned.
 	execGuard *builtin.Guard
@@ -246,7 +208,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	gate, err := newLoadGate(cfg)
+	gate, err := loadgate.New(cfg.MaxPressure, cfg.PressureReader, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -257,28 +219,55 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		store:     s,
 		log:       cfg.Logger,
 		host:      host,
-		slots:     slots.New(cfg.Concurrency),
-		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		hurry:     make(chan struct{}),
-		outbox:    make(chan report, 4*cfg.Concurrency),
-		handlers:  map[string]Handler{},
-		workflows: map[string]*workflow.Workflow{},
-		inflight:  map[int64]*running{},
 		engineID:  cfg.ID,
-		recorded:  make(chan struct{}, 1),
-		nudge:     make(chan struct{}, 1),
-		hooks:     newDeliverer(),
 		clock:     time.Now,
 		execGuard: builtin.NewGuard(),
 	}
-	e.flushCtx, e.cancelFlush = context.WithCancel(context.Background())
+	e.monitor = health.New(s, e.log, cfg.PollInterval, e.ID)
+	e.admin = admin.New(s, e.log, e.ID, func(f []store.Fence) { e.exec.cancelFences(f, errTaskCancelled) },
+		func() time.Time { return e.clock() }, cfg.StaleAfter)
+	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.admin.RequireFilter)
+	e.maint = maintenance.New(s, maintenance.Config{ID: e.ID, Host: host, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
+		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
+		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
+	e.exec.init(e)
+	e.defs = Definitions{e: e, workflows: map[string]*workflow.Workflow{}}
+	e.workers.e = e
+	e.completer.init(e)
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
 	}
 	e.registerBuiltins()
 	return e, nil
 }
+
+// LoadGate returns the state of the engine's load gate.
+func (e *Engine) LoadGate() loadgate.State { return e.loadGate.State() }
+
+// Events returns the bus of the engine's lifecycle events.
+func (e *Engine) Events() *event.Bus { return &e.events }
+
+// Definitions returns the engine's workflow definitions.
+func (e *Engine) Definitions() *Definitions { return &e.defs }
+
+// Workers returns what serves the engine's remote workers.
+func (e *Engine) Workers() *Workers { return &e.workers }
+
+// Admin returns the operator's operations on the engine's store.
+func (e *Engine) Admin() *admin.Admin { return e.admin }
+
+// Maintenance returns the engine's maintenance leader.
+func (e *Engine) Maintenance() *maintenance.Leader { return e.maint }
+
+// Health returns the engine's health.
+func (e *Engine) Health() health.Health { return e.monitor.Health() }
+
+// Webhooks returns the engine's webhook deliverer, which holds the
+// operations on webhooks.
+func (e *Engine) Webhooks() *webhook.Deliverer { return e.hooks }
 
 // Store returns the engine's store.
 func (e *Engine) Store() store.Store { return e.store }
@@ -308,28 +297,31 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	id := e.engineID
 	e.mu.Unlock()
-	if err := e.store.RegisterEngine(ctx, e.engineInfo(id)); err != nil {
+	if err := e.store.RegisterEngine(ctx, e.exec.engineInfo(id)); err != nil {
 		e.mu.Lock()
 		e.started = false
 		e.mu.Unlock()
 		return fmt.Errorf("weft: start engine: %w", err)
 	}
 	// Reclaim at once what dead engines on this host left behind.
-	e.maintain(ctx)
+	e.maint.FirstRound(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelRun = cancel
 	beatCtx, cancelBeat := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelBeat = cancelBeat
 	e.beating.Add(1)
-	go e.heartbeatLoop(beatCtx)
+	go e.exec.heartbeat(beatCtx)
 	e.loops.Add(3)
-	go e.claimLoop(runCtx)
-	go e.maintenanceLoop(runCtx)
-	go e.webhookLoop(runCtx)
-	e.sendMu.Lock()
-	e.completing = true
-	e.sendMu.Unlock()
-	go e.completer()
+	go e.exec.run(runCtx)
+	go func() {
+		defer e.loops.Done()
+		e.maint.Run(runCtx)
+	}()
+	go func() {
+		defer e.loops.Done()
+		e.hooks.Run(runCtx)
+	}()
+	e.completer.start()
 	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency,
 		"lease_ttl_ms", e.cfg.LeaseTTL.Milliseconds(), "heartbeat_interval_ms", e.cfg.HeartbeatInterval.Milliseconds())
 	return nil
@@ -387,44 +379,41 @@ func (e *Engine) Stop(ctx context.Context) error {
 	// handlers are waited for; one whose lease the completer is releasing
 	// from an unreachable database gives up at the deadline.
 	claimed := make(chan struct{})
-	go func() { e.claiming.Wait(); close(claimed) }()
+	go func() { e.exec.claiming.Wait(); close(claimed) }()
 	select {
 	case <-claimed:
 	case <-ctx.Done():
-		e.cancelFlush()
+		e.completer.giveUp()
 		<-claimed
 	}
 	drained := make(chan struct{})
-	go func() { e.handlerWG.Wait(); close(drained) }()
+	go func() { e.exec.handlerWG.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-ctx.Done():
 		e.log.Warn("drain ended (deadline passed or cut short), cancelling running handlers", "engine_id", e.ID())
-		e.cancelAll(errShutdown)
+		e.exec.cancelAll(errShutdown)
 		// Handlers that ended wait to report while the outbox is full:
 		// where the completer cannot write (the database is gone), stop
 		// recording, and their steps stay to be reclaimed.
 		select {
 		case <-drained:
 		case <-time.After(stopGrace):
-			e.cancelFlush()
+			e.completer.giveUp()
 			<-drained
 		}
 	}
-	e.sendMu.Lock()
-	e.completing = false
-	close(e.outbox)
-	e.sendMu.Unlock()
+	e.completer.close()
 	select {
-	case <-e.done:
+	case <-e.completer.done:
 	case <-ctx.Done():
 		// Give the last outcomes a moment, then stop retrying them: the
 		// database may be unreachable, and Stop must not hang on it.
 		select {
-		case <-e.done:
+		case <-e.completer.done:
 		case <-time.After(stopGrace):
-			e.cancelFlush()
-			<-e.done
+			e.completer.giveUp()
+			<-e.completer.done
 		}
 	}
 	// Every handler returned: end the watchdog of exec steps' commands.
@@ -466,10 +455,10 @@ func (e *Engine) RunTask(ctx context.Context, id int64) (*store.Task, error) {
 }
 
 // inflightCount returns how many handlers run on this engine.
-func (e *Engine) inflightCount() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.inflight)
+func (x *executor) inflightCount() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.inflight)
 }
 
 // listenedPolls is how many poll intervals the claim loop waits for a
@@ -485,44 +474,30 @@ const listenedPolls = 5
 // left steps because a concurrency limit was full (heldBack), it polls every
 // interval: room an outcome frees in another process is announced by
 // nothing.
-func (e *Engine) claimPoll() time.Duration {
-	if l, ok := e.store.(store.Listener); ok && l.Listening() && !e.heldBack.Load() {
-		return listenedPolls * e.cfg.PollInterval
+func (x *executor) claimPoll() time.Duration {
+	if l, ok := x.e.store.(store.Listener); ok && l.Listening() && !x.heldBack.Load() {
+		return listenedPolls * x.e.cfg.PollInterval
 	}
-	return e.cfg.PollInterval
-}
-
-// stir tells the maintenance loop that the store made steps ready (here,
-// or on a store that hears them, anywhere) or that this engine claimed
-// some: they may carry a ttl or a deadline, so its next round reads the
-// next due time again.
-func (e *Engine) stir() { e.stirred.Store(true) }
-
-// nudgeTimers makes the maintenance loop recompute its next due time.
-func (e *Engine) nudgeTimers() {
-	select {
-	case e.nudge <- struct{}{}:
-	default:
-	}
+	return x.e.cfg.PollInterval
 }
 
 // wakeWaiters wakes every remote claim waiting for work (e.ready).
 func (e *Engine) wakeWaiters() { e.ready.Fire() }
 
-func (e *Engine) cancelAll(cause error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, r := range e.inflight {
+func (x *executor) cancelAll(cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, r := range x.inflight {
 		r.cancel(cause)
 	}
 }
 
 // cancelFences stops the handlers holding the given fences.
-func (e *Engine) cancelFences(fences []store.Fence, cause error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (x *executor) cancelFences(fences []store.Fence, cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	for _, f := range fences {
-		if r, ok := e.inflight[f.StepID]; ok && r.fence == f {
+		if r, ok := x.inflight[f.StepID]; ok && r.fence == f {
 			r.cancel(cause)
 		}
 	}

@@ -9,36 +9,71 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/builtin"
+	"github.com/weftrun/weft/internal/slots"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
 
+// executor runs the engine's own handlers: its claim loop (run) claims
+// ready steps for the free slots, launch runs their handlers and hands
+// their outcomes to the completer, and it keeps the handlers in flight:
+// their leases' heartbeat, their cancellation and preemption.
+type executor struct {
+	e     *Engine
+	slots *slots.Pool
+
+	// mu guards the handlers and the steps in flight.
+	mu       sync.Mutex
+	handlers map[string]Handler
+	names    []string // sorted handler names, what the engine claims
+	// namesChanged: handlers were registered since the engine last
+	// advertised them (advertise).
+	namesChanged bool
+	inflight     map[int64]*running // by step id
+	preemptible  int                // preemptible steps in inflight (preemption.go)
+	lastPeek     time.Time          // when the claim loop last peeked for preemption
+
+	handlerWG sync.WaitGroup
+	// claiming: claims made in a write of the engine's own (a batch of
+	// outcomes, a submission: claimInWrite), which Stop waits for before
+	// the handlers.
+	claiming sync.WaitGroup
+	heldBack atomic.Bool // the claim loop's last claim left steps under a full limit
+}
+
+func (x *executor) init(e *Engine) {
+	x.e, x.slots, x.handlers, x.inflight = e, slots.New(e.cfg.Concurrency), map[string]Handler{}, map[int64]*running{}
+}
+
 // Handle registers the handler for a handler name used by workflow steps.
 // Registering a name twice replaces the earlier handler.
 func (e *Engine) Handle(name string, h Handler) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.handlers[name] = h
-	e.names = make([]string, 0, len(e.handlers))
-	for n := range e.handlers {
-		e.names = append(e.names, n)
+	x := &e.exec
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.handlers[name] = h
+	x.names = make([]string, 0, len(x.handlers))
+	for n := range x.handlers {
+		x.names = append(x.names, n)
 	}
-	sort.Strings(e.names)
-	e.namesChanged = true
+	sort.Strings(x.names)
+	x.namesChanged = true
 }
 
 // handlerNames returns the names the engine claims steps for. Handlers may
 // be registered while the engine runs.
-func (e *Engine) handlerNames() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.names
+func (x *executor) handlerNames() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.names
 }
 
 func (e *Engine) registerBuiltins() {
@@ -61,56 +96,56 @@ func (r *Run) builtinRequest() builtin.Request {
 // woken by the first outcome, waits for the others of the claim too
 // instead of writing a batch of the few that finished first. It returns
 // the group of the handlers it started.
-func (e *Engine) launch(claimed []store.ClaimedStep) *launchGroup {
+func (x *executor) launch(claimed []store.ClaimedStep) *launchGroup {
 	type started struct {
 		ctx    context.Context
 		cancel context.CancelCauseFunc
 	}
 	runs := make([]started, len(claimed))
-	e.mu.Lock()
+	x.mu.Lock()
 	for i := range claimed {
 		c := &claimed[i]
 		ctx, cancel := context.WithCancelCause(context.Background())
 		runs[i] = started{ctx, cancel}
-		e.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel, step: c}
+		x.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel, step: c}
 		if c.Preemptible {
-			e.preemptible++
+			x.preemptible++
 		}
 	}
-	e.mu.Unlock()
-	e.handlerWG.Add(len(claimed))
+	x.mu.Unlock()
+	x.handlerWG.Add(len(claimed))
 	group := newLaunchGroup(len(claimed), time.Now())
 	for i := range claimed {
 		// The step stays in claimed, which the handler owns from here.
 		c, ctx, cancel := &claimed[i], runs[i].ctx, runs[i].cancel
 		go func() {
-			defer e.handlerWG.Done()
+			defer x.handlerWG.Done()
 			defer cancel(nil)
 			start := time.Now()
-			ctx, span := e.attemptContext(ctx, c, "")
-			o, record, slot := e.execute(ctx, c)
+			ctx, span := x.e.attemptContext(ctx, c, "")
+			o, record, slot := x.execute(ctx, c)
 			endAttempt(span, o, record)
-			e.publishEnded(*c, o, record, time.Since(start), false, span)
-			e.mu.Lock()
-			delete(e.inflight, c.ID)
+			x.e.publishEnded(*c, o, record, time.Since(start), false, span)
+			x.mu.Lock()
+			delete(x.inflight, c.ID)
 			if c.Preemptible {
-				e.preemptible--
+				x.preemptible--
 			}
-			e.mu.Unlock()
+			x.mu.Unlock()
 			group.returned()
 			if record && slot != nil {
 				// A failure under a circuit breaker is counted before
 				// its slot claims again (see breakerFailure).
 				reply := make(chan error, 1)
-				if e.toCompleter(report{outcome: o, launched: group, reply: reply}) {
+				if x.e.completer.send(report{outcome: o, launched: group, reply: reply}) {
 					select {
 					case <-reply:
-					case <-e.flushCtx.Done():
+					case <-x.e.completer.ctx.Done():
 					}
 				}
 				slot()
 			} else if record {
-				e.toCompleter(report{outcome: o, launched: group})
+				x.e.completer.send(report{outcome: o, launched: group})
 			}
 		}()
 	}
@@ -138,10 +173,10 @@ func breakerFailure(o store.Outcome) bool {
 // failure under a circuit breaker (breakerFailure): then slot releases it,
 // for the caller to call once the failure is recorded, so that the slot
 // claims again only under the breaker's new count.
-func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Outcome, record bool, slot func()) {
-	log := &stepLog{logger: e.log, c: c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
+func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.Outcome, record bool, slot func()) {
+	log := &stepLog{logger: x.e.log, c: c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
 	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
-		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: e, log: log, fence: c.Fence, claimed: c, slot: true}
+		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: x.e, log: log, fence: c.Fence, claimed: c, slot: true}
 	var guarded bool // the step has a circuit breaker
 	defer func() {
 		if record && guarded && breakerFailure(o) {
@@ -150,21 +185,21 @@ func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Out
 		}
 		r.releaseSlot()
 	}()
-	o = store.Outcome{Fence: c.Fence, EngineID: e.ID()}
-	w, def, err := e.claimedDefinition(ctx, *c)
+	o = store.Outcome{Fence: c.Fence, EngineID: x.e.ID()}
+	w, def, err := x.e.defs.claimedDefinition(ctx, *c)
 	if err != nil {
-		return e.undefined(o, log, err), true, nil
+		return x.e.defs.undefined(o, log, err), true, nil
 	}
 	guarded = def.CircuitBreaker != nil
-	if skip, ok := e.gate(&o, log, def, *c); !ok {
+	if skip, ok := x.e.defs.gate(&o, log, def, *c); !ok {
 		return skip, true, nil
 	}
 	r.Config = def.Config
-	e.mu.Lock()
-	h := e.handlers[c.Handler]
-	e.mu.Unlock()
+	x.mu.Lock()
+	h := x.handlers[c.Handler]
+	x.mu.Unlock()
 	if h == nil {
-		return e.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true, nil
+		return x.e.defs.settle(o, log, w, def, c.Attempts, nil, failNow(fmt.Errorf("no handler %q is registered on this engine", c.Handler))), true, nil
 	}
 	if def.Timeout > 0 {
 		timeout := time.Duration(def.Timeout)
@@ -193,7 +228,7 @@ func (e *Engine) execute(ctx context.Context, c *store.ClaimedStep) (o store.Out
 	if err == nil {
 		raw, err = encodeResult(result)
 	}
-	return e.settle(o, log, w, def, c.Attempts, raw, err), true, nil
+	return x.e.defs.settle(o, log, w, def, c.Attempts, raw, err), true, nil
 }
 
 // encodeResult encodes a handler's result; an error fails the step for good.

@@ -9,15 +9,16 @@ import (
 	"os"
 	"time"
 
+	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/store"
 )
 
 // heartbeatLoop renews the engine's lease and stops handlers whose steps
 // were cancelled or taken over elsewhere. It runs until Stop has drained
 // the engine, not only while it claims.
-func (e *Engine) heartbeatLoop(ctx context.Context) {
-	defer e.beating.Done()
-	t := time.NewTicker(e.cfg.HeartbeatInterval)
+func (x *executor) heartbeat(ctx context.Context) {
+	defer x.e.beating.Done()
+	t := time.NewTicker(x.e.cfg.HeartbeatInterval)
 	defer t.Stop()
 	var retryAt time.Time // backing off after failures until then
 	for {
@@ -29,26 +30,26 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		if time.Now().Before(retryAt) {
 			continue
 		}
-		e.mu.Lock()
-		inflight := make([]store.Fence, 0, len(e.inflight))
-		for _, r := range e.inflight {
+		x.mu.Lock()
+		inflight := make([]store.Fence, 0, len(x.inflight))
+		for _, r := range x.inflight {
 			inflight = append(inflight, r.fence)
 		}
-		id := e.engineID
-		e.mu.Unlock()
-		res, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: inflight})
+		x.mu.Unlock()
+		id := x.e.ID()
+		res, err := x.e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: id, Now: time.Now(), Held: inflight})
 		switch {
 		case errors.Is(err, store.ErrEngineLost):
-			e.declaredDead(ctx, id)
+			x.e.declaredDead(ctx, id)
 		case err != nil:
-			wait := e.failed(ctx, LoopHeartbeat, "heartbeat", err)
-			retryAt = time.Now().Add(heartbeatBackoff(wait, e.cfg.LeaseTTL))
+			wait := x.e.monitor.Failed(ctx, health.LoopHeartbeat, "heartbeat", err)
+			retryAt = time.Now().Add(heartbeatBackoff(wait, x.e.cfg.LeaseTTL))
 		default:
 			retryAt = time.Time{}
-			e.succeeded(LoopHeartbeat)
-			e.advertise(ctx, id)
+			x.e.monitor.Succeeded(health.LoopHeartbeat)
+			x.advertise(ctx, id)
 			if len(res.Lost) > 0 {
-				e.cancelFences(res.Lost, errLeaseLost)
+				x.cancelFences(res.Lost, errLeaseLost)
 			}
 		}
 	}
@@ -63,15 +64,10 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	// each register a new identity.
 	e.rejoin.Lock()
 	defer e.rejoin.Unlock()
-	e.mu.Lock()
-	if e.engineID != lost {
-		e.mu.Unlock()
+	if e.ID() != lost {
 		return
 	}
-	for _, r := range e.inflight {
-		r.cancel(errLeaseLost)
-	}
-	e.mu.Unlock()
+	e.exec.cancelAll(errLeaseLost)
 	e.log.Warn("engine was declared dead; dropping in-flight work and registering again", "engine_id", lost)
 	var b [4]byte
 	_, _ = crand.Read(b[:])
@@ -80,7 +76,7 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	// claim under an identity the store does not know yet would be taken
 	// for another death. If registering fails, the loops keep hearing that
 	// the old one is dead and come back here.
-	if err := e.store.RegisterEngine(ctx, e.engineInfo(id)); err != nil {
+	if err := e.store.RegisterEngine(ctx, e.exec.engineInfo(id)); err != nil {
 		e.log.Error("register engine again", "engine_id", id, "error", err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/weftrun/weft/internal/health"
 )
 
 // TestHeartbeatBackoffKeepsTheLease: however many heartbeats failed in a
@@ -21,7 +22,7 @@ func TestHeartbeatBackoffKeepsTheLease(t *testing.T) {
 		{500 * time.Millisecond, time.Second},
 	} {
 		for failures := 1; failures <= 12; failures++ {
-			wait := heartbeatBackoff(backoff(tt.poll, failures), tt.lease)
+			wait := heartbeatBackoff(health.Backoff(tt.poll, failures), tt.lease)
 			require.LessOrEqual(t, wait, tt.lease/4, "poll %s, lease %s, %d failures", tt.poll, tt.lease, failures)
 			require.Positive(t, wait)
 		}

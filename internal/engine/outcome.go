@@ -61,8 +61,8 @@ func timedOut(d time.Duration) error { return fmt.Errorf("step timed out after %
 
 // claimedDefinition returns the workflow of a claimed step and the
 // definition the step runs.
-func (e *Engine) claimedDefinition(ctx context.Context, c store.ClaimedStep) (*workflow.Workflow, *workflow.Step, error) {
-	w, err := e.workflow(ctx, c.Namespace, c.Workflow, c.Version)
+func (d *Definitions) claimedDefinition(ctx context.Context, c store.ClaimedStep) (*workflow.Workflow, *workflow.Step, error) {
+	w, err := d.get(ctx, c.Namespace, c.Workflow, c.Version)
 	if err != nil {
 		return nil, nil, fmt.Errorf("weft: definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
 	}
@@ -88,7 +88,7 @@ func stepDef(w *workflow.Workflow, s store.Step) *workflow.Step {
 // undefined is the outcome of a step whose definition could not be loaded:
 // a passing database error tries again soon without using up an attempt; a
 // definition that does not exist fails the step.
-func (e *Engine) undefined(o store.Outcome, log *stepLog, err error) store.Outcome {
+func (d *Definitions) undefined(o store.Outcome, log *stepLog, err error) store.Outcome {
 	if !errors.Is(err, store.ErrNotFound) {
 		o.State, o.RunAt, o.Snooze, o.Reason = state.StepWaiting, time.Now().Add(time.Second), true, err.Error()
 		log.Warn("could not load the workflow definition; retrying", "error", err)
@@ -102,11 +102,11 @@ func (e *Engine) undefined(o store.Outcome, log *stepLog, err error) store.Outco
 // gate evaluates the step's when condition before it runs. It returns
 // false with the outcome to record when the step must not run: skipped by
 // its condition, or failed because the condition could not be evaluated.
-func (e *Engine) gate(o *store.Outcome, log *stepLog, def *workflow.Step, c store.ClaimedStep) (store.Outcome, bool) {
+func (d *Definitions) gate(o *store.Outcome, log *stepLog, def *workflow.Step, c store.ClaimedStep) (store.Outcome, bool) {
 	if def.When == "" {
 		return *o, true
 	}
-	ok, err := e.condition(def.When, c)
+	ok, err := d.condition(def.When, c)
 	switch {
 	case err != nil:
 		o.State, o.Error = state.StepFailed, fmt.Sprintf("when: %v", err)
@@ -124,7 +124,7 @@ func (e *Engine) gate(o *store.Outcome, log *stepLog, def *workflow.Step, c stor
 // (err nil) or an error: Permanent, RetryAfter and Snooze errors from
 // internal/outcome mean what they say, any other error is retried by the
 // step's policy.
-func (e *Engine) settle(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
+func (d *Definitions) settle(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
 	if len(result) > 0 {
 		// Bytes that are not UTF-8 read as U+FFFD, as encoding/json reads
 		// them; a value that cannot be stored at all fails the step for
@@ -134,7 +134,7 @@ func (e *Engine) settle(o store.Outcome, log *stepLog, w *workflow.Workflow, def
 			result, err = nil, failNow(fmt.Errorf("result cannot be stored: %s %v", join("result", path), perr))
 		}
 	}
-	return storable(e.settleAttempt(o, log, w, def, attempt, result, err))
+	return storable(d.settleAttempt(o, log, w, def, attempt, result, err))
 }
 
 // storable returns o with its error and reason fit for a text column of
@@ -158,7 +158,7 @@ func join(name, path string) string {
 	return name + "." + path
 }
 
-func (e *Engine) settleAttempt(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
+func (d *Definitions) settleAttempt(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {
 	var snooze *outcome.SnoozeError
 	var after *outcome.RetryAfterError
 	var start *childStart
@@ -284,8 +284,8 @@ func (c *conditions) get(src string) (*expr.Expr, error) {
 }
 
 // condition evaluates a step's when condition on its claimed context.
-func (e *Engine) condition(src string, c store.ClaimedStep) (bool, error) {
-	x, err := e.conds.get(src)
+func (d *Definitions) condition(src string, c store.ClaimedStep) (bool, error) {
+	x, err := d.conds.get(src)
 	if err != nil {
 		return false, err
 	}

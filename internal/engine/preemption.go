@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -52,46 +53,46 @@ func (p *preemptedBy) Is(target error) bool { return target == ErrPreempted }
 // maybePreempt preempts the lowest-priority preemptible step this engine
 // runs if the step a claim would take first has a higher priority. The
 // claim loop calls it when no slot is free.
-func (e *Engine) maybePreempt(ctx context.Context) {
-	e.mu.Lock()
-	if e.preemptible == 0 {
-		e.mu.Unlock()
+func (x *executor) maybePreempt(ctx context.Context) {
+	x.mu.Lock()
+	if x.preemptible == 0 {
+		x.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	if now.Sub(e.lastPeek) < min(peekEvery, e.cfg.PollInterval) {
-		e.mu.Unlock()
+	if now.Sub(x.lastPeek) < min(peekEvery, x.e.cfg.PollInterval) {
+		x.mu.Unlock()
 		return // the next wake-up or poll looks again
 	}
-	e.lastPeek = now
+	x.lastPeek = now
 	var victim *running
-	for _, r := range e.inflight {
+	for _, r := range x.inflight {
 		if r.preempted {
 			// One at a time: the slot it frees is claimed first.
-			e.mu.Unlock()
+			x.mu.Unlock()
 			return
 		}
 		if betterVictim(r.step, victim.claimed()) {
 			victim = r
 		}
 	}
-	e.mu.Unlock()
+	x.mu.Unlock()
 	if victim == nil {
 		return
 	}
-	cause := e.preemptor(ctx, e.claimParams(e.ID(), 1, e.handlerNames(), nil, 0), victim.step.Priority)
+	cause := x.e.preemptor(ctx, x.e.claimParams(x.e.ID(), 1, x.handlerNames(), nil, 0), victim.step.Priority)
 	if cause == nil {
 		return
 	}
-	e.mu.Lock()
-	if r, ok := e.inflight[victim.fence.StepID]; !ok || r != victim || r.preempted {
-		e.mu.Unlock()
+	x.mu.Lock()
+	if r, ok := x.inflight[victim.fence.StepID]; !ok || r != victim || r.preempted {
+		x.mu.Unlock()
 		return
 	}
 	victim.preempted = true
 	victim.cancel(cause)
-	e.mu.Unlock()
-	e.announcePreemption(victim.step, cause, "")
+	x.mu.Unlock()
+	x.e.announcePreemption(victim.step, cause, "")
 }
 
 // claimed is the step r runs, nil for no r.
@@ -138,7 +139,7 @@ func (e *Engine) announcePreemption(c *store.ClaimedStep, by *preemptedBy, worke
 		args = append(args, "worker_id", worker)
 	}
 	e.log.Info("step preempted", args...)
-	e.Publish(Event{Kind: EventPreempted, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
+	e.events.Publish(event.Event{Kind: event.Preempted, Namespace: c.Namespace, Workflow: c.Workflow, TaskID: c.TaskID, Step: c.Name,
 		Handler: c.Handler, Attempt: c.Fence.Attempt, Remote: worker != ""})
 }
 

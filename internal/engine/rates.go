@@ -3,6 +3,7 @@ package engine
 import (
 	"strings"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/store"
 )
 
@@ -10,15 +11,10 @@ import (
 // claim (internal/sqlstore) takes the tokens and defers the steps that
 // find none; limits.go computes the bucket keys the steps carry.
 
-// EventRateDeferred: a claim deferred Count steps for want of rate-limit
-// tokens; Namespace, and for a step's own rate Workflow and Step, name the
-// rate (a keyed rate's value is left out).
-const EventRateDeferred EventKind = "rate_deferred"
-
 // rateEvent is the event of one deferral: the bucket key without a keyed
 // rate's value, so that labels stay bounded.
-func rateEvent(d store.RateDeferral) Event {
-	ev := Event{Kind: EventRateDeferred, Count: d.Steps}
+func rateEvent(d store.RateDeferral) event.Event {
+	ev := event.Event{Kind: event.RateDeferred, Count: d.Steps}
 	key, _, _ := strings.Cut(d.Key, "=")
 	switch {
 	case strings.HasPrefix(key, "ns:"):
@@ -37,8 +33,8 @@ func rateEvent(d store.RateDeferral) Event {
 // due time may now be sooner.
 func (e *Engine) rateDeferred(ds []store.RateDeferral) {
 	for _, d := range ds {
-		e.Publish(rateEvent(d))
+		e.events.Publish(rateEvent(d))
 		e.log.Debug("rate limit deferred steps", "rate", d.Key, "count", d.Steps, "until", d.Until)
 	}
-	e.nudgeTimers()
+	e.maint.Nudge()
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -25,6 +26,18 @@ import (
 // steps it holds, and when it stops heartbeating the reaper returns its
 // steps to the queue. The engine keeps no state about workers, so any
 // number of servers on one database serve the same workers.
+
+// Workers serves the remote workers of an engine: their registration,
+// claims, heartbeats and reports. It remembers only what saves statements
+// (the owners of worker ids already checked, the preemptions in flight).
+type Workers struct {
+	e *Engine
+	// owners remembers the owner of worker ids already checked.
+	owners workerOwners
+	// preempt remembers the preemption of each remote worker
+	// (remote_preemption.go).
+	preempt workerPreemptions
+}
 
 // WorkerClaim is what a remote worker asks to claim.
 type WorkerClaim struct {
@@ -80,19 +93,19 @@ func (f Failure) err() error {
 // RegisterWorker records a new remote worker owned by owner (the principal
 // of the credential that registers it) and returns its id. Every later
 // call about the worker must come from the same owner (see checkWorker).
-func (e *Engine) RegisterWorker(ctx context.Context, name, owner string, handlers ...string) (string, error) {
+func (ws *Workers) RegisterWorker(ctx context.Context, name, owner string, handlers ...string) (string, error) {
 	if owner == "" {
 		return "", fmt.Errorf("%w worker %s: an owner is required", store.ErrInvalid, name)
 	}
 	var b [6]byte
 	_, _ = crand.Read(b[:])
 	id := "remote-" + name + "-" + hex.EncodeToString(b[:])
-	if err := e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: "remote worker " + name, StartedAt: time.Now(),
+	if err := ws.e.store.RegisterEngine(ctx, store.EngineInfo{ID: id, Host: "remote worker " + name, StartedAt: time.Now(),
 		Worker: true, Owner: owner, Handlers: handlers}); err != nil {
 		return "", fmt.Errorf("register worker %s: %w", name, err)
 	}
-	e.owners.remember(id, owner)
-	e.log.Info("remote worker registered", "worker_id", id, "owner", owner)
+	ws.owners.remember(id, owner)
+	ws.e.log.Info("remote worker registered", "worker_id", id, "owner", owner)
 	return id, nil
 }
 
@@ -129,11 +142,11 @@ func (w *workerOwners) remember(id, owner string) {
 // so that a caller learns nothing about ids that are not its own. A worker
 // registered before owners were recorded gets store.ErrEngineLost: it
 // registers again, under its credential.
-func (e *Engine) checkWorker(ctx context.Context, workerID, owner string) error {
-	if e.owners.owns(workerID, owner) {
+func (ws *Workers) checkWorker(ctx context.Context, workerID, owner string) error {
+	if ws.owners.owns(workerID, owner) {
 		return nil
 	}
-	w, err := e.store.GetEngine(ctx, workerID)
+	w, err := ws.e.store.GetEngine(ctx, workerID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -142,7 +155,7 @@ func (e *Engine) checkWorker(ctx context.Context, workerID, owner string) error 
 	case w.Owner == "":
 		return fmt.Errorf("worker %s has no recorded owner: %w", workerID, store.ErrEngineLost)
 	case w.Owner == owner:
-		e.owners.remember(workerID, owner)
+		ws.owners.remember(workerID, owner)
 		return nil
 	}
 	return fmt.Errorf("no worker %s registered by this credential: %w", workerID, store.ErrNotFound)
@@ -150,22 +163,22 @@ func (e *Engine) checkWorker(ctx context.Context, workerID, owner string) error 
 
 // StopWorker marks a remote worker stopped: the steps it still holds are
 // reclaimed at once.
-func (e *Engine) StopWorker(ctx context.Context, workerID, owner string) error {
-	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+func (ws *Workers) StopWorker(ctx context.Context, workerID, owner string) error {
+	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 		return err
 	}
-	if err := e.store.StopEngine(ctx, workerID); err != nil {
+	if err := ws.e.store.StopEngine(ctx, workerID); err != nil {
 		return fmt.Errorf("stop worker %s: %w", workerID, err)
 	}
 	// What it still held goes back to the queue now, not at the leader's
 	// next full reap.
-	n, err := e.store.Reap(ctx, time.Now(), time.Time{}, []string{workerID}, e.ID())
+	n, err := ws.e.store.Reap(ctx, time.Now(), time.Time{}, []string{workerID}, ws.e.ID())
 	if err != nil {
 		return fmt.Errorf("reclaim the steps of worker %s: %w", workerID, err)
 	}
-	e.log.Info("remote worker stopped", "worker_id", workerID, "reclaimed", n)
+	ws.e.log.Info("remote worker stopped", "worker_id", workerID, "reclaimed", n)
 	if n > 0 {
-		e.Publish(Event{Kind: EventLeaseExpired, Count: n})
+		ws.e.events.Publish(event.Event{Kind: event.LeaseExpired, Count: n})
 	}
 	return nil
 }
@@ -176,15 +189,15 @@ func (e *Engine) StopWorker(ctx context.Context, workerID, owner string) error {
 // remote steps as for local ones; a step whose condition is false is
 // skipped here and never handed out. The claim renews the worker's lease,
 // and a worker declared dead gets store.ErrEngineLost.
-func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
+func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
 	if slices.Contains(req.Handlers, workflow.SubWorkflowHandler) {
 		// The engine's own: it starts child tasks, which no worker can.
 		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow steps", store.ErrInvalid, workflow.SubWorkflowHandler)
 	}
-	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 		return nil, err
 	}
-	if err := e.renew(ctx, workerID); err != nil {
+	if err := ws.renew(ctx, workerID); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(req.Wait)
@@ -194,30 +207,30 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 	for {
 		// A worker waiting in a claim is alive: renew its lease while it
 		// waits, as its own heartbeats would.
-		if time.Since(beat) >= e.cfg.HeartbeatInterval {
-			if err := e.renew(ctx, workerID); err != nil {
+		if time.Since(beat) >= ws.e.cfg.HeartbeatInterval {
+			if err := ws.renew(ctx, workerID); err != nil {
 				return nil, err
 			}
 			beat = time.Now()
 		}
-		woken := e.ready.C()
-		if err := e.databaseGone(); err != nil {
+		woken := ws.e.ready.C()
+		if err := ws.e.monitor.DatabaseGone(); err != nil {
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}
 		lease := store.NewLeaseID()
-		claimed, err := e.store.ClaimSteps(ctx, e.claimParams(workerID, req.Max, req.Handlers, req.Namespaces, lease))
+		claimed, err := ws.e.store.ClaimSteps(ctx, ws.e.claimParams(workerID, req.Max, req.Handlers, req.Namespaces, lease))
 		if err != nil {
 			if !errors.Is(err, store.ErrEngineLost) {
-				e.release(workerID, lease)
+				ws.release(workerID, lease)
 			}
 			return nil, fmt.Errorf("claim for worker %s: %w", workerID, err)
 		}
 		if len(claimed) > 0 {
-			out, err := e.prepareRemote(ctx, workerID, claimed)
+			out, err := ws.prepareRemote(ctx, workerID, claimed)
 			if err != nil || ctx.Err() != nil {
 				// The worker will never see these steps: give them back now
 				// rather than when its lease lapses.
-				e.release(workerID, lease)
+				ws.release(workerID, lease)
 				return nil, errors.Join(err, ctx.Err())
 			}
 			if len(out) > 0 {
@@ -229,7 +242,7 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 		if left <= 0 {
 			return nil, nil
 		}
-		fallback.Reset(min(left, e.cfg.PollInterval, e.cfg.HeartbeatInterval))
+		fallback.Reset(min(left, ws.e.cfg.PollInterval, ws.e.cfg.HeartbeatInterval))
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -240,8 +253,8 @@ func (e *Engine) ClaimRemote(ctx context.Context, workerID, owner string, req Wo
 }
 
 // renew extends a worker's lease without reporting on its steps.
-func (e *Engine) renew(ctx context.Context, workerID string) error {
-	if _, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: time.Now()}); err != nil {
+func (ws *Workers) renew(ctx context.Context, workerID string) error {
+	if _, err := ws.e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: time.Now()}); err != nil {
 		return fmt.Errorf("worker %s: %w", workerID, err)
 	}
 	return nil
@@ -250,20 +263,20 @@ func (e *Engine) renew(ctx context.Context, workerID string) error {
 // prepareRemote adds to claimed steps what their worker needs from their
 // definitions, and settles at once the steps that must not run (a false
 // condition, a definition that is gone). It returns the steps to hand out.
-func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []store.ClaimedStep) ([]RemoteStep, error) {
+func (ws *Workers) prepareRemote(ctx context.Context, workerID string, claimed []store.ClaimedStep) ([]RemoteStep, error) {
 	out := make([]RemoteStep, 0, len(claimed))
 	now := time.Now()
 	for _, c := range claimed {
-		e.publishClaimed(c, true)
-		log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
+		ws.e.publishClaimed(c, true)
+		log := &stepLog{logger: ws.e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
 		o := store.Outcome{Fence: c.Fence, EngineID: workerID}
-		_, def, err := e.claimedDefinition(ctx, c)
+		_, def, err := ws.e.defs.claimedDefinition(ctx, c)
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				return nil, err // a passing database error: the claim is released
 			}
-			o = e.undefined(o, log, err)
-		} else if skip, ok := e.gate(&o, log, def, c); !ok {
+			o = ws.e.defs.undefined(o, log, err)
+		} else if skip, ok := ws.e.defs.gate(&o, log, def, c); !ok {
 			o = skip
 		} else {
 			r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
@@ -274,22 +287,22 @@ func (e *Engine) prepareRemote(ctx context.Context, workerID string, claimed []s
 			continue
 		}
 		// It must not run: settled here, never handed out.
-		if err := e.record(ctx, o); err != nil {
+		if err := ws.e.completer.record(ctx, o); err != nil {
 			return nil, err
 		}
-		e.publishEnded(c, o, true, 0, true, nil)
+		ws.e.publishEnded(c, o, true, 0, true, nil)
 	}
 	return out, nil
 }
 
 // release returns the steps of a claim its worker will not get.
-func (e *Engine) release(workerID string, lease int64) {
+func (ws *Workers) release(workerID string, lease int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if n, err := e.store.ReleaseLease(ctx, workerID, lease); err != nil {
-		e.log.Error("release an undelivered claim", "worker_id", workerID, "error", err)
+	if n, err := ws.e.store.ReleaseLease(ctx, workerID, lease); err != nil {
+		ws.e.log.Error("release an undelivered claim", "worker_id", workerID, "error", err)
 	} else if n > 0 {
-		e.log.Warn("released steps of an undelivered claim", "worker_id", workerID, "count", n)
+		ws.e.log.Warn("released steps of an undelivered claim", "worker_id", workerID, "count", n)
 	}
 }
 
@@ -299,37 +312,37 @@ func (e *Engine) release(workerID string, lease int64) {
 // claim was lost) and is released for another claim. It returns the listed
 // fences that are no longer valid (cancelled or taken over): the worker
 // must stop them.
-func (e *Engine) WorkerHeartbeat(ctx context.Context, workerID, owner string, held []store.Fence) ([]store.Fence, error) {
-	lost, _, err := e.WorkerHeartbeatLoad(ctx, workerID, owner, held, WorkerLoad{})
+func (ws *Workers) WorkerHeartbeat(ctx context.Context, workerID, owner string, held []store.Fence) ([]store.Fence, error) {
+	lost, _, err := ws.WorkerHeartbeatLoad(ctx, workerID, owner, held, WorkerLoad{})
 	return lost, err
 }
 
 // WorkerHeartbeatLoad is WorkerHeartbeat with what the worker tells about
 // its slots: when it is full, it also returns the steps the worker must
 // stop to make room for more urgent work (remote_preemption.go).
-func (e *Engine) WorkerHeartbeatLoad(ctx context.Context, workerID, owner string, held []store.Fence, load WorkerLoad) ([]store.Fence, []Preemption, error) {
-	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+func (ws *Workers) WorkerHeartbeatLoad(ctx context.Context, workerID, owner string, held []store.Fence, load WorkerLoad) ([]store.Fence, []Preemption, error) {
+	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 		return nil, nil, err
 	}
 	now := time.Now()
-	res, err := e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
-		Complete: true, ClaimedBefore: now.Add(-e.cfg.HeartbeatInterval)})
+	res, err := ws.e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
+		Complete: true, ClaimedBefore: now.Add(-ws.e.cfg.HeartbeatInterval)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("heartbeat of worker %s: %w", workerID, err)
 	}
 	if res.Released > 0 {
-		e.log.Warn("released steps a worker does not hold", "worker_id", workerID, "count", res.Released)
+		ws.e.log.Warn("released steps a worker does not hold", "worker_id", workerID, "count", res.Released)
 	}
-	return res.Lost, e.preemptRemote(ctx, workerID, held, res.Lost, load), nil
+	return res.Lost, ws.preemptRemote(ctx, workerID, held, res.Lost, load), nil
 }
 
 // held loads the step a worker reports on, checking that the worker is
 // owner's and holds it under exactly that fence.
-func (e *Engine) held(ctx context.Context, workerID, owner string, f store.Fence) (store.ClaimedStep, error) {
-	if err := e.checkWorker(ctx, workerID, owner); err != nil {
+func (ws *Workers) held(ctx context.Context, workerID, owner string, f store.Fence) (store.ClaimedStep, error) {
+	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 		return store.ClaimedStep{}, err
 	}
-	c, err := e.store.HeldStep(ctx, workerID, f)
+	c, err := ws.e.store.HeldStep(ctx, workerID, f)
 	if err != nil {
 		return store.ClaimedStep{}, fmt.Errorf("step %d attempt %d of worker %s: %w", f.StepID, f.Attempt, workerID, err)
 	}
@@ -341,119 +354,89 @@ func (e *Engine) held(ctx context.Context, workerID, owner string, f store.Fence
 // batch's result makes its decision or its items, and a result that does
 // not fit the step's type fails it for good. It returns the outcome
 // recorded; a step the worker no longer holds is store.ErrStaleLease.
-func (e *Engine) CompleteRemote(ctx context.Context, workerID, owner string, f store.Fence, result json.RawMessage) (store.Outcome, error) {
+func (ws *Workers) CompleteRemote(ctx context.Context, workerID, owner string, f store.Fence, result json.RawMessage) (store.Outcome, error) {
 	if len(result) > 0 && !json.Valid(result) {
 		return store.Outcome{}, fmt.Errorf("%w result: not valid JSON", store.ErrInvalid)
 	}
-	return e.reportRemote(ctx, workerID, owner, f, result, nil)
+	return ws.reportRemote(ctx, workerID, owner, f, result, nil)
 }
 
 // FailRemote records a remote worker's failed attempt under the step's
 // retry policy, exactly as for the engine's own handlers.
-func (e *Engine) FailRemote(ctx context.Context, workerID, owner string, f store.Fence, fl Failure) (store.Outcome, error) {
+func (ws *Workers) FailRemote(ctx context.Context, workerID, owner string, f store.Fence, fl Failure) (store.Outcome, error) {
 	if fl.Message == "" {
 		return store.Outcome{}, fmt.Errorf("%w failure: a message is required", store.ErrInvalid)
 	}
 	if fl.Preempted {
 		// The worker's before its preemption's cause is taken.
-		if err := e.checkWorker(ctx, workerID, owner); err != nil {
+		if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 			return store.Outcome{}, err
 		}
-		return e.reportRemote(ctx, workerID, owner, f, nil, e.preemptionCause(workerID, f, fl.Message))
+		return ws.reportRemote(ctx, workerID, owner, f, nil, ws.preemptionCause(workerID, f, fl.Message))
 	}
-	return e.reportRemote(ctx, workerID, owner, f, nil, fl.err())
+	return ws.reportRemote(ctx, workerID, owner, f, nil, fl.err())
 }
 
-func (e *Engine) reportRemote(ctx context.Context, workerID, owner string, f store.Fence, result json.RawMessage, failed error) (store.Outcome, error) {
-	c, err := e.held(ctx, workerID, owner, f)
+func (ws *Workers) reportRemote(ctx context.Context, workerID, owner string, f store.Fence, result json.RawMessage, failed error) (store.Outcome, error) {
+	c, err := ws.held(ctx, workerID, owner, f)
 	if err != nil {
 		return store.Outcome{}, err
 	}
-	log := &stepLog{logger: e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
+	log := &stepLog{logger: ws.e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
 	var took time.Duration
 	if c.StartedAt != nil {
 		took = time.Since(*c.StartedAt)
 		log.took = took
 	}
 	o := store.Outcome{Fence: c.Fence, EngineID: workerID}
-	w, def, err := e.claimedDefinition(ctx, c)
+	w, def, err := ws.e.defs.claimedDefinition(ctx, c)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			return store.Outcome{}, err // a passing database error: the worker retries its report
 		}
-		o = e.undefined(o, log, err)
+		o = ws.e.defs.undefined(o, log, err)
 	} else if errors.Is(failed, ErrPreempted) {
 		if !c.Preemptible {
 			return store.Outcome{}, fmt.Errorf("%w failure: step %q is not preemptible", store.ErrInvalid, c.Name)
 		}
 		o = preempted(o, log, failed)
 	} else {
-		o = e.settle(o, log, w, def, c.Attempts, result, failed)
+		o = ws.e.defs.settle(o, log, w, def, c.Attempts, result, failed)
 	}
 	// The attempt's span runs from the claim to now: the engine keeps
 	// nothing about a remote step between the worker's calls.
-	_, span := e.attemptContext(ctx, &c, workerID)
-	if err := e.record(ctx, o); err != nil {
+	_, span := ws.e.attemptContext(ctx, &c, workerID)
+	if err := ws.e.completer.record(ctx, o); err != nil {
 		if span != nil {
 			span.End()
 		}
 		return store.Outcome{}, err
 	}
 	endAttempt(span, o, true)
-	e.publishEnded(c, o, true, took, true, span)
+	ws.e.publishEnded(c, o, true, took, true, span)
 	return o, nil
 }
 
 // CheckpointRemote saves a checkpoint for a step a remote worker holds.
-func (e *Engine) CheckpointRemote(ctx context.Context, workerID, owner string, f store.Fence, cp json.RawMessage) error {
-	if _, err := e.held(ctx, workerID, owner, f); err != nil {
+func (ws *Workers) CheckpointRemote(ctx context.Context, workerID, owner string, f store.Fence, cp json.RawMessage) error {
+	if _, err := ws.held(ctx, workerID, owner, f); err != nil {
 		return err
 	}
-	return e.checkpoint(ctx, f, cp)
+	return ws.e.checkpoint(ctx, f, cp)
 }
 
 // ProgressRemote saves the progress of a step a remote worker holds.
-func (e *Engine) ProgressRemote(ctx context.Context, workerID, owner string, f store.Fence, fraction float64, message string) error {
-	if _, err := e.held(ctx, workerID, owner, f); err != nil {
+func (ws *Workers) ProgressRemote(ctx context.Context, workerID, owner string, f store.Fence, fraction float64, message string) error {
+	if _, err := ws.held(ctx, workerID, owner, f); err != nil {
 		return err
 	}
-	return e.progress(ctx, f, fraction, message)
-}
-
-// errStopping: the engine stopped recording outcomes before it could take
-// one (its database did not answer by Stop's deadline).
-var errStopping = fmt.Errorf("%w: the engine is stopping and no longer records outcomes", store.ErrUnavailable)
-
-// record writes one outcome and waits for its fate: through the completer,
-// in its batches, while the engine runs; directly otherwise.
-func (e *Engine) record(ctx context.Context, o store.Outcome) error {
-	e.sendMu.RLock()
-	if e.completing {
-		reply := make(chan error, 1)
-		sent := e.toCompleter(report{outcome: o, reply: reply})
-		e.sendMu.RUnlock()
-		if !sent {
-			return errStopping
-		}
-		select {
-		case err := <-reply:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	e.sendMu.RUnlock()
-	results, err := e.store.CompleteSteps(ctx, []store.Outcome{o})
-	if err != nil {
-		return err
-	}
-	return results[0]
+	return ws.e.progress(ctx, f, fraction, message)
 }
 
 // LeaseTTL returns how long after its last heartbeat an engine, or a remote
 // worker recorded as one, is presumed dead and its steps reclaimed.
-func (e *Engine) LeaseTTL() time.Duration { return e.cfg.LeaseTTL }
+func (ws *Workers) LeaseTTL() time.Duration { return ws.e.cfg.LeaseTTL }
 
 // HeartbeatInterval returns how often the engine renews its leases, and how
 // often a remote worker should send its heartbeat.
-func (e *Engine) HeartbeatInterval() time.Duration { return e.cfg.HeartbeatInterval }
+func (ws *Workers) HeartbeatInterval() time.Duration { return ws.e.cfg.HeartbeatInterval }

@@ -98,8 +98,8 @@ func (r *remotePreempted) Is(target error) bool { return target == ErrPreempted 
 // preemptionCause is the cause recorded for a step a worker reports
 // preempted: the one this engine asked with, else the reason the worker
 // was given if it reads as one, else ErrPreempted.
-func (e *Engine) preemptionCause(workerID string, f store.Fence, reason string) error {
-	if c := e.workerPreempt.take(workerID, f); c != nil {
+func (ws *Workers) preemptionCause(workerID string, f store.Fence, reason string) error {
+	if c := ws.preempt.take(workerID, f); c != nil {
 		return c
 	}
 	if strings.HasPrefix(reason, "preempted by ") {
@@ -110,35 +110,35 @@ func (e *Engine) preemptionCause(workerID string, f store.Fence, reason string) 
 
 // preemptRemote decides whether the worker must stop a step, on a
 // heartbeat that listed held (lost: those no longer its own).
-func (e *Engine) preemptRemote(ctx context.Context, workerID string, held, lost []store.Fence, load WorkerLoad) []Preemption {
+func (ws *Workers) preemptRemote(ctx context.Context, workerID string, held, lost []store.Fence, load WorkerLoad) []Preemption {
 	if !load.Full || len(held) == 0 {
 		return nil
 	}
 	now := time.Now()
-	e.workerPreempt.mu.Lock()
-	st := e.workerPreempt.get(workerID)
+	ws.preempt.mu.Lock()
+	st := ws.preempt.get(workerID)
 	if st.cause != nil {
 		if slices.Contains(held, st.fence) && !slices.Contains(lost, st.fence) {
 			// Still stopping (or the reply was lost): ask again, nothing new.
 			p := Preemption{Fence: st.fence, Reason: st.cause.Error()}
-			e.workerPreempt.mu.Unlock()
+			ws.preempt.mu.Unlock()
 			return []Preemption{p}
 		}
 		st.cause = nil
 	}
-	if now.Sub(st.lastPeek) < e.cfg.HeartbeatInterval/2 {
-		e.workerPreempt.mu.Unlock()
+	if now.Sub(st.lastPeek) < ws.e.cfg.HeartbeatInterval/2 {
+		ws.preempt.mu.Unlock()
 		return nil
 	}
 	st.lastPeek = now
-	e.workerPreempt.mu.Unlock()
+	ws.preempt.mu.Unlock()
 
-	steps, err := e.store.HeldPreemptible(ctx, workerID, slices.DeleteFunc(slices.Clone(held), func(f store.Fence) bool {
+	steps, err := ws.e.store.HeldPreemptible(ctx, workerID, slices.DeleteFunc(slices.Clone(held), func(f store.Fence) bool {
 		return slices.Contains(lost, f)
 	}))
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("preemption: could not read the steps a worker holds", "worker_id", workerID, "error", err)
+			ws.e.log.Warn("preemption: could not read the steps a worker holds", "worker_id", workerID, "error", err)
 		}
 		return nil
 	}
@@ -158,19 +158,19 @@ func (e *Engine) preemptRemote(ctx context.Context, workerID string, held, lost 
 	if victim == nil || len(handlers) == 0 {
 		return nil
 	}
-	cause := e.preemptor(ctx, e.claimParams(workerID, 1, handlers, load.Namespaces, 0), victim.Priority)
+	cause := ws.e.preemptor(ctx, ws.e.claimParams(workerID, 1, handlers, load.Namespaces, 0), victim.Priority)
 	if cause == nil {
 		return nil
 	}
-	e.workerPreempt.mu.Lock()
-	st = e.workerPreempt.get(workerID)
+	ws.preempt.mu.Lock()
+	st = ws.preempt.get(workerID)
 	if st.cause != nil {
 		// A concurrent heartbeat of the same worker asked first.
-		e.workerPreempt.mu.Unlock()
+		ws.preempt.mu.Unlock()
 		return nil
 	}
 	st.fence, st.cause = victim.Fence, cause
-	e.workerPreempt.mu.Unlock()
-	e.announcePreemption(victim, cause, workerID)
+	ws.preempt.mu.Unlock()
+	ws.e.announcePreemption(victim, cause, workerID)
 	return []Preemption{{Fence: victim.Fence, Reason: cause.Error()}}
 }

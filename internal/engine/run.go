@@ -97,7 +97,7 @@ func (r *Run) DeferUntil(ctx context.Context, cond func(context.Context) (bool, 
 			}
 		}
 	}()
-	if err := e.slots.Take(ctx); err != nil {
+	if err := e.exec.slots.Take(ctx); err != nil {
 		return errors.Join(waitErr, context.Cause(ctx))
 	}
 	r.mu.Lock()
@@ -118,7 +118,7 @@ func (r *Run) releaseSlot() {
 	r.slot = false
 	r.mu.Unlock()
 	if held {
-		r.engine.slots.Release()
+		r.engine.exec.slots.Release()
 	}
 }
 

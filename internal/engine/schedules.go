@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/schedule"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -50,24 +51,27 @@ const scheduleBatch = 100
 // fireSchedules submits the tasks of the schedules due at now, under each
 // one's catch-up policy. A schedule another engine fired meanwhile is left
 // alone; one whose workflow or definition cannot be used is logged and
-// moved past its due ticks so that it does not block the others.
-func (e *Engine) fireSchedules(ctx context.Context, now time.Time) {
+// moved past its due ticks so that it does not block the others. The
+// maintenance leader calls it when something is due; it returns the first
+// failure, the round's.
+func (e *Engine) fireSchedules(ctx context.Context, now time.Time) error {
 	if e.onlyTask != 0 {
-		return // weft run drives one task and fires nothing else
+		return nil // weft run drives one task and fires nothing else
 	}
 	due, err := e.store.DueSchedules(ctx, now, scheduleBatch)
 	if err != nil {
-		e.logErr(ctx, "due schedules", err)
-		return
+		return fmt.Errorf("due schedules: %w", err)
 	}
+	var first error
 	for _, s := range due {
-		if err := e.fireSchedule(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) {
-			e.logErr(ctx, "fire schedule "+s.String(), err)
+		if err := e.fireSchedule(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) && first == nil {
+			first = fmt.Errorf("fire schedule %s: %w", s, err)
 		}
 	}
 	if len(due) == scheduleBatch {
-		e.nudgeTimers()
+		e.maint.Nudge()
 	}
+	return first
 }
 
 // fireSchedule handles one due schedule.
@@ -112,7 +116,7 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 	for _, r := range res {
 		if !r.Duplicate {
 			e.log.Info("schedule fired", "schedule", s.String(), "task_id", r.Task.ID, "tick", r.Task.ScheduleTick)
-			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+			e.events.Publish(event.Event{Kind: event.Submitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
 		}
 	}
 	return nil
@@ -122,60 +126,4 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 // tick: the tick is the task's identity in its namespace.
 func TickKey(k store.ScheduleKey, tick time.Time) string {
 	return "schedule:" + k.Workflow + "/" + k.Name + "@" + tick.UTC().Format(time.RFC3339)
-}
-
-// Schedules lists the schedules f selects.
-func (e *Engine) Schedules(ctx context.Context, f store.ScheduleFilter) ([]store.ScheduleRecord, error) {
-	var err error
-	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	return e.store.ListSchedules(ctx, f)
-}
-
-// ScheduleAudit returns a schedule's pauses and resumptions.
-func (e *Engine) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]store.ScheduleAuditEntry, error) {
-	return e.store.ScheduleAudit(ctx, k)
-}
-
-// FindSchedule resolves a schedule reference: "namespace/workflow/name",
-// or a bare name that only one schedule has.
-func (e *Engine) FindSchedule(ctx context.Context, ref string) (store.ScheduleRecord, error) {
-	f, err := store.ParseScheduleRef(ref)
-	if err != nil {
-		return store.ScheduleRecord{}, err
-	}
-	list, err := e.store.ListSchedules(ctx, f)
-	if err != nil {
-		return store.ScheduleRecord{}, err
-	}
-	return store.PickSchedule(ref, list)
-}
-
-// PauseSchedule pauses (paused) or resumes a schedule, recording actor
-// ("" records the engine's id) and reason. A resumed schedule's next tick
-// is its first after now: ticks that passed while it was paused are not
-// caught up.
-func (e *Engine) PauseSchedule(ctx context.Context, k store.ScheduleKey, paused bool, actor, reason string) (store.ScheduleRecord, error) {
-	if actor == "" {
-		actor = e.ID()
-	}
-	p := store.SchedulePause{Key: k, Paused: paused, Actor: actor, Reason: reason}
-	if !paused {
-		list, err := e.store.ListSchedules(ctx, store.ScheduleFilter(k))
-		if err != nil {
-			return store.ScheduleRecord{}, err
-		}
-		if len(list) == 0 {
-			return store.ScheduleRecord{}, fmt.Errorf("schedule %s: %w", k, store.ErrNotFound)
-		}
-		c, err := schedule.Parse(list[0].Cron, list[0].TimeZone)
-		if err != nil {
-			return store.ScheduleRecord{}, fmt.Errorf("%w schedule %s: %w", store.ErrInvalid, k, err)
-		}
-		p.Next = c.Next(e.clock())
-	}
-	// A resumed schedule's next tick reaches the maintenance loop through
-	// the store (DueWake).
-	return e.store.PauseSchedule(ctx, p)
 }

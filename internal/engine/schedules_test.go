@@ -48,15 +48,14 @@ func TestScheduleCatchUp(t *testing.T) {
 			w := workflow.New("ops", "report", "1").Step("run", "noop").
 				Schedule("hourly", "@hourly", workflow.ScheduleInput(map[string]any{"full": true}), workflow.WithCatchUp(tc.policy, tc.max))
 			first := open(t0.Add(-30 * time.Minute))
-			_, _, err = first.Register(ctx, w)
+			_, _, err = first.defs.Register(ctx, w)
 			require.NoError(t, err)
 
 			// The engine comes back 5h30m later.
 			now := t0.Add(5*time.Hour + 30*time.Minute)
 			later := open(now)
 			for range 2 { // the second round finds nothing due
-				later.fireSchedules(ctx, now)
-				require.NoError(t, later.roundErr)
+				require.NoError(t, later.fireSchedules(ctx, now))
 			}
 			tasks, err := s.ListTasks(ctx, store.TaskFilter{})
 			require.NoError(t, err)
@@ -68,7 +67,7 @@ func TestScheduleCatchUp(t *testing.T) {
 				got = append(got, task.ScheduleTick.Sub(t0))
 			}
 			require.Equal(t, tc.ticks, got)
-			list, err := later.Schedules(ctx, store.ScheduleFilter{})
+			list, err := later.admin.Schedules(ctx, store.ScheduleFilter{})
 			require.NoError(t, err)
 			require.Len(t, list, 1)
 			require.True(t, t0.Add(6*time.Hour).Equal(list[0].NextTick), "next tick %v", list[0].NextTick)
@@ -91,32 +90,32 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 	now := t0.Add(-time.Minute)
 	e.clock = func() time.Time { return now }
 	w := workflow.New("ops", "report", "1").Step("run", "noop").Schedule("hourly", "@hourly", workflow.WithCatchUp(workflow.CatchUpAll, 10))
-	_, _, err = e.Register(ctx, w)
+	_, _, err = e.defs.Register(ctx, w)
 	require.NoError(t, err)
 	k := store.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "hourly"}
-	rec, err := e.PauseSchedule(ctx, k, true, "test", "quiet")
+	rec, err := e.admin.PauseSchedule(ctx, k, true, "test", "quiet")
 	require.NoError(t, err)
 	require.True(t, rec.Paused)
 	now = t0.Add(3*time.Hour + 10*time.Minute)
-	e.fireSchedules(ctx, now)
-	rec, err = e.PauseSchedule(ctx, k, false, "test", "")
+	require.NoError(t, e.fireSchedules(ctx, now))
+	rec, err = e.admin.PauseSchedule(ctx, k, false, "test", "")
 	require.NoError(t, err)
 	require.True(t, t0.Add(4*time.Hour).Equal(rec.NextTick))
-	e.fireSchedules(ctx, now)
+	require.NoError(t, e.fireSchedules(ctx, now))
 	tasks, err := s.ListTasks(ctx, store.TaskFilter{})
 	require.NoError(t, err)
 	require.Empty(t, tasks)
 
-	found, err := e.FindSchedule(ctx, "hourly")
+	found, err := e.admin.FindSchedule(ctx, "hourly")
 	require.NoError(t, err)
 	require.Equal(t, k, found.ScheduleKey)
-	_, err = e.FindSchedule(ctx, "ops/report/hourly")
+	_, err = e.admin.FindSchedule(ctx, "ops/report/hourly")
 	require.NoError(t, err)
 	for _, bad := range []string{"", "ops/hourly", "/report/hourly"} {
-		_, err = e.FindSchedule(ctx, bad)
+		_, err = e.admin.FindSchedule(ctx, bad)
 		require.ErrorIs(t, err, store.ErrInvalid, bad)
 	}
-	_, err = e.FindSchedule(ctx, "nope")
+	_, err = e.admin.FindSchedule(ctx, "nope")
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -135,8 +134,7 @@ func TestScheduleWithoutWorkflow(t *testing.T) {
 	_, err = s.SyncSchedules(ctx, "ops", "ghost", "1", []store.ScheduleRecord{{ScheduleKey: store.ScheduleKey{Name: "hourly"},
 		Cron: "@hourly", CatchUp: "all", MaxCatchUp: 10, NextTick: t0}})
 	require.NoError(t, err)
-	e.fireSchedules(ctx, t0.Add(90*time.Minute))
-	require.NoError(t, e.roundErr)
+	require.NoError(t, e.fireSchedules(ctx, t0.Add(90*time.Minute)))
 	list, err := s.ListSchedules(ctx, store.ScheduleFilter{})
 	require.NoError(t, err)
 	require.True(t, t0.Add(2*time.Hour).Equal(list[0].NextTick), "moved past its due ticks")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -53,9 +54,9 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 	defer func() { launch() }()
 	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) (res []store.InsertResult, err error) {
 		tried := false
-		if !e.busy.Load() && e.inflightCount() <= busyBatch {
+		if !e.completer.busy.Load() && e.exec.inflightCount() <= busyBatch {
 			var claimed func()
-			claimed, tried, err = e.claimInWrite(func(p store.ClaimParams) (steps []store.ClaimedStep, err error) {
+			claimed, tried, err = e.exec.claimInWrite(func(p store.ClaimParams) (steps []store.ClaimedStep, err error) {
 				res, steps, err = sc.InsertAndClaim(ctx, in, p)
 				return steps, err
 			})
@@ -94,7 +95,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	tp := traceParent(ctx)
 	// A task written into a database file deleted or replaced under the
 	// engine would be lost: refuse it.
-	if err := e.databaseGone(); err != nil {
+	if err := e.monitor.DatabaseGone(); err != nil {
 		return nil, fmt.Errorf("weft: submit: %w", err)
 	}
 	inserts := make([]store.TaskInsert, len(subs))
@@ -126,7 +127,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 			e.log.Info("task superseded", "task_id", r.Superseded, "by", r.Task.ID)
 		}
 		if !r.Duplicate {
-			e.Publish(Event{Kind: EventSubmitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+			e.events.Publish(event.Event{Kind: event.Submitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
 		}
 	}
 	return out, nil
@@ -154,7 +155,7 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		if err != nil {
 			return store.TaskInsert{}, err
 		}
-		w, err := e.workflow(ctx, ns, name, version)
+		w, err := e.defs.get(ctx, ns, name, version)
 		if err != nil {
 			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
 		}

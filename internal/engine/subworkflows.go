@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/expr"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -55,7 +56,7 @@ func (e *Engine) subWorkflow(ctx context.Context, r *Run) (any, error) {
 	if c.ChildError != "" {
 		return nil, &childFailed{msg: c.ChildError}
 	}
-	w, def, err := e.claimedDefinition(ctx, *c)
+	w, def, err := e.defs.claimedDefinition(ctx, *c)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 	if err != nil {
 		return 0, err
 	}
-	parent, err := e.workflow(ctx, ns, wname, version)
+	parent, err := e.defs.get(ctx, ns, wname, version)
 	if err != nil {
 		return 0, fmt.Errorf("weft: start child: definition of %s: %w", r.Workflow, err)
 	}
@@ -112,7 +113,7 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 		return 0, fmt.Errorf("weft: start child %q of step %q: %w", name, r.Step, err)
 	}
 	if !res.Duplicate {
-		e.Publish(Event{Kind: EventSubmitted, Namespace: res.Task.Namespace, Workflow: res.Task.Workflow, TaskID: res.Task.ID})
+		e.events.Publish(event.Event{Kind: event.Submitted, Namespace: res.Task.Namespace, Workflow: res.Task.Workflow, TaskID: res.Task.ID})
 	}
 	return res.Task.ID, nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/store"
 )
 
@@ -173,12 +174,12 @@ func endAttempt(span trace.Span, o store.Outcome, recorded bool) {
 	if span == nil {
 		return
 	}
-	name := OutcomeInterrupted
+	name := event.OutcomeInterrupted
 	if recorded {
 		name = outcomeName(o)
 	}
 	span.SetAttributes(attrOutcome.String(name))
-	if name == OutcomeFailed || name == OutcomeRetry {
+	if name == event.OutcomeFailed || name == event.OutcomeRetry {
 		span.SetStatus(codes.Error, o.Error)
 	}
 	span.End(trace.WithTimestamp(time.Now()))

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds what Wait waits on: the tasks the engine's callers wait
@@ -120,7 +123,7 @@ func (e *Engine) waitLoop() {
 		if ender != nil {
 			settled = ender.TaskEnded()
 		} else {
-			settled = e.settled.C()
+			settled = e.completer.settled.C()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitRead)
 		states, err := e.store.TaskStates(ctx, ids)
@@ -135,4 +138,56 @@ func (e *Engine) waitLoop() {
 		case <-e.waits.kick:
 		}
 	}
+}
+
+// Wait blocks until the task ends or ctx is done, and returns the task.
+// However many wait, the engine reads the states of all the tasks waited
+// for in one statement (waits), when its store ended a task (or, on a
+// store that does not tell, after each batch of outcomes it records) and
+// every WaitPoll, for tasks that end on engines elsewhere.
+func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
+	done := e.waits.add(e, id)
+	defer e.waits.remove(id, done)
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+		return e.store.GetTask(ctx, id)
+	case <-ctx.Done():
+		task, err := e.store.GetTask(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return nil, errors.Join(ctx.Err(), err)
+		}
+		return task, ctx.Err()
+	}
+}
+
+// Signal sends a named signal with a payload (encoded as JSON; nil means
+// null) to a task. The task's first step waiting for that name completes
+// with {"signal": name, "payload": payload} as its result; if none waits
+// yet, the signal is kept for the next step that begins to. It reports
+// whether a waiting step took it at once. A task that has ended is
+// ErrConflict.
+func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload any, actor string) (bool, error) {
+	if actor == "" {
+		actor = e.ID()
+	}
+	if !workflow.ValidName(name) {
+		return false, fmt.Errorf("%w signal name %q: use letters, digits, '_', '.' and '-'", store.ErrInvalid, name)
+	}
+	var raw json.RawMessage
+	if payload == nil {
+		raw = json.RawMessage("null")
+	} else {
+		var err error
+		if raw, err = encodeInput(payload); err != nil {
+			return false, fmt.Errorf("%w signal payload: %w", store.ErrInvalid, err)
+		}
+	}
+	delivered, err := e.store.Signal(ctx, taskID, name, raw, actor)
+	if err != nil {
+		return false, fmt.Errorf("weft: signal %q to task %d: %w", name, taskID, err)
+	}
+	return delivered, nil
 }

@@ -5,10 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
+
+// Definitions holds the workflow versions an engine registered or read,
+// decoded (a version's definition never changes once stored, so each is
+// read and decoded once), and applies a step's definition to the end of
+// its attempts (outcome.go).
+type Definitions struct {
+	e         *Engine
+	mu        sync.Mutex
+	workflows map[string]*workflow.Workflow // by Ref
+	conds     conditions                    // compiled step conditions
+}
 
 // Register validates a workflow version and records it in the store, with
 // its schedules (which become the workflow's unless a newer version is
@@ -17,7 +29,7 @@ import (
 // existing version is refused with ErrConflict. Steps may name handlers that
 // are not registered yet.
 // It returns the version as stored and whether this call created it.
-func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) (store.WorkflowRecord, bool, error) {
+func (d *Definitions) Register(ctx context.Context, w *workflow.Workflow) (store.WorkflowRecord, bool, error) {
 	if err := w.Validate(); err != nil {
 		return store.WorkflowRecord{}, false, fmt.Errorf("%w workflow: %w", store.ErrInvalid, err)
 	}
@@ -25,14 +37,14 @@ func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) (store.Work
 	if err != nil {
 		return store.WorkflowRecord{}, false, fmt.Errorf("weft: encode workflow %s: %w", w.Ref(), err)
 	}
-	rec, created, err := e.store.PutWorkflow(ctx, store.WorkflowRecord{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Definition: def})
+	rec, created, err := d.e.store.PutWorkflow(ctx, store.WorkflowRecord{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Definition: def})
 	if err != nil {
 		return store.WorkflowRecord{}, false, fmt.Errorf("weft: register %s: %w", w.Ref(), err)
 	}
-	e.mu.Lock()
-	e.workflows[w.Ref()] = w
-	e.mu.Unlock()
-	if err := e.syncSchedules(ctx, w); err != nil {
+	d.mu.Lock()
+	d.workflows[w.Ref()] = w
+	d.mu.Unlock()
+	if err := d.e.syncSchedules(ctx, w); err != nil {
 		return store.WorkflowRecord{}, false, err
 	}
 	return rec, created, nil
@@ -40,27 +52,27 @@ func (e *Engine) Register(ctx context.Context, w *workflow.Workflow) (store.Work
 
 // Registered returns a registered workflow version as stored; version ""
 // means the newest.
-func (e *Engine) Registered(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
-	return e.store.GetWorkflow(ctx, namespace, name, version)
+func (d *Definitions) Registered(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
+	return d.e.store.GetWorkflow(ctx, namespace, name, version)
 }
 
 // Workflows lists the registered workflow versions.
-func (e *Engine) Workflows(ctx context.Context) ([]store.WorkflowRecord, error) {
-	return e.store.ListWorkflows(ctx)
+func (d *Definitions) Workflows(ctx context.Context) ([]store.WorkflowRecord, error) {
+	return d.e.store.ListWorkflows(ctx)
 }
 
 // MissingHandlers lists the handlers a workflow names that this engine has
 // not registered.
-func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (d *Definitions) MissingHandlers(w *workflow.Workflow) []string {
+	d.e.exec.mu.Lock()
+	defer d.e.exec.mu.Unlock()
 	var missing []string
 	seen := map[string]bool{}
 	for _, s := range append(slices.Clip(w.Steps), w.Templates...) {
 		if s.Type == workflow.StepSignal || s.Type == workflow.StepWorkflow {
 			continue // runs no handler of the user's
 		}
-		if e.handlers[s.Handler] == nil && !seen[s.Handler] {
+		if d.e.exec.handlers[s.Handler] == nil && !seen[s.Handler] {
 			seen[s.Handler] = true
 			missing = append(missing, s.Handler)
 		}
@@ -69,41 +81,43 @@ func (e *Engine) MissingHandlers(w *workflow.Workflow) []string {
 }
 
 // Workflow returns a registered workflow; version "" means the newest.
-func (e *Engine) Workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
-	return e.workflow(ctx, namespace, name, version)
+func (d *Definitions) Workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
+	return d.get(ctx, namespace, name, version)
 }
 
-func (e *Engine) workflow(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
-	if w := e.decoded(namespace, name, version); w != nil {
+// get returns a registered workflow, decoded once; version "" means the
+// newest.
+func (d *Definitions) get(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
+	if w := d.decoded(namespace, name, version); w != nil {
 		return w, nil
 	}
-	rec, err := e.store.GetWorkflow(ctx, namespace, name, version)
+	rec, err := d.e.store.GetWorkflow(ctx, namespace, name, version)
 	if err != nil {
 		return nil, err
 	}
 	// A version's definition never changes once stored: the newest,
 	// decoded before, is decoded again only if the engine has not yet.
-	if w := e.decoded(namespace, name, rec.Version); w != nil {
+	if w := d.decoded(namespace, name, rec.Version); w != nil {
 		return w, nil
 	}
 	var w workflow.Workflow
 	if err := json.Unmarshal(rec.Definition, &w); err != nil {
 		return nil, fmt.Errorf("weft: decode stored workflow %s/%s@%s: %w", namespace, name, rec.Version, err)
 	}
-	e.mu.Lock()
-	e.workflows[w.Ref()] = &w
-	e.mu.Unlock()
+	d.mu.Lock()
+	d.workflows[w.Ref()] = &w
+	d.mu.Unlock()
 	return &w, nil
 }
 
 // decoded returns the workflow version the engine registered or decoded
 // before, or nil (always for version "", the newest, which only the store
 // knows).
-func (e *Engine) decoded(namespace, name, version string) *workflow.Workflow {
+func (d *Definitions) decoded(namespace, name, version string) *workflow.Workflow {
 	if version == "" {
 		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.workflows[namespace+"/"+name+"@"+version]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.workflows[namespace+"/"+name+"@"+version]
 }

@@ -1,9 +1,17 @@
-package engine
+// Package loadgate holds an engine's claims back while the host is under
+// pressure: an engine configured with MaxPressure claims nothing while the
+// host's pressure of a resource (Linux pressure stall information, "some
+// avg10" of /proc/pressure/<resource>) is above its threshold. Running steps
+// go on; the claim loop reads the pressures at most once per pressureEvery
+// and checks the last reading in memory in between. An engine without
+// MaxPressure has no gate (a nil *Gate) and pays nothing.
+package loadgate
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -14,27 +22,20 @@ import (
 	"time"
 )
 
-// This file holds the load gate: an engine configured with MaxPressure
-// claims nothing while the host's pressure of a resource (Linux pressure
-// stall information, "some avg10" of /proc/pressure/<resource>) is above its
-// threshold. Running steps go on; the claim loop reads the pressures at most
-// once per pressureEvery and checks the last reading in memory in between.
-// An engine without MaxPressure has no gate and pays nothing.
-
 // Pressure resources a load gate may watch.
 const (
-	PressureCPU    = "cpu"
-	PressureIO     = "io"
-	PressureMemory = "memory"
+	CPU    = "cpu"
+	IO     = "io"
+	Memory = "memory"
 )
 
 // pressureEvery is how often the claim loop reads the pressures again.
 const pressureEvery = time.Second
 
-// PressureReader reads the pressure of a resource ("cpu", "io" or
+// Reader reads the pressure of a resource ("cpu", "io" or
 // "memory"): the share of the last ten seconds, in percent (0-100), in
 // which some task waited for it (PSI "some avg10").
-type PressureReader interface {
+type Reader interface {
 	ReadPressure(resource string) (float64, error)
 }
 
@@ -84,13 +85,13 @@ func ParsePressure(b []byte) (float64, error) {
 	return 0, errors.New(`pressure: no "some" line`)
 }
 
-// ValidatePressure checks the thresholds of a load gate: known resources,
+// Validate checks the thresholds of a load gate: known resources,
 // each from 0 to 100 percent.
-func ValidatePressure(max map[string]float64) error {
+func Validate(max map[string]float64) error {
 	for _, r := range slices.Sorted(maps.Keys(max)) {
 		v := max[r]
 		switch r {
-		case PressureCPU, PressureIO, PressureMemory:
+		case CPU, IO, Memory:
 		default:
 			return fmt.Errorf("weft: MaxPressure: unknown resource %q (want cpu, io or memory)", r)
 		}
@@ -101,8 +102,8 @@ func ValidatePressure(max map[string]float64) error {
 	return nil
 }
 
-// LoadGate is the state of an engine's load gate.
-type LoadGate struct {
+// State is the state of an engine's load gate.
+type State struct {
 	// Enabled is set when the engine has thresholds (MaxPressure).
 	Enabled bool
 	// Closed is set while a pressure is above its threshold: the engine
@@ -116,9 +117,10 @@ type LoadGate struct {
 	ReadAt time.Time
 }
 
-// loadGate is the engine's gate; nil when no threshold is set.
-type loadGate struct {
-	reader    PressureReader
+// Gate is the engine's gate; nil when no threshold is set.
+type Gate struct {
+	log       *slog.Logger
+	reader    Reader
 	max       map[string]float64
 	resources []string
 	every     time.Duration
@@ -130,16 +132,21 @@ type loadGate struct {
 	failing  bool // the last reading failed: a failure is reported once
 }
 
-// newLoadGate returns the gate for cfg, nil when it sets no threshold. It
-// reads every pressure once: a host without PSI is refused at start.
-func newLoadGate(cfg Config) (*loadGate, error) {
-	if len(cfg.MaxPressure) == 0 {
+// New returns the gate for the thresholds max, read with reader (nil:
+// ProcPressure) and logging its changes to log; nil when max sets no
+// threshold. It reads every pressure once: a host without PSI is refused
+// at start.
+func New(max map[string]float64, reader Reader, log *slog.Logger) (*Gate, error) {
+	if len(max) == 0 {
 		return nil, nil
 	}
-	if err := ValidatePressure(cfg.MaxPressure); err != nil {
+	if err := Validate(max); err != nil {
 		return nil, err
 	}
-	g := &loadGate{reader: cfg.PressureReader, max: cfg.MaxPressure, resources: slices.Sorted(maps.Keys(cfg.MaxPressure)),
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Gate{log: log, reader: reader, max: max, resources: slices.Sorted(maps.Keys(max)),
 		every: pressureEvery, pressure: map[string]float64{}}
 	if g.reader == nil {
 		g.reader = ProcPressure{}
@@ -166,7 +173,7 @@ type transition struct {
 // again when the last reading is older than every. A resource that cannot
 // be read keeps its last value; readErr reports the first failure of a run
 // of failed readings.
-func (g *loadGate) check(now time.Time) (closed bool, changed *transition, readErr error) {
+func (g *Gate) check(now time.Time) (closed bool, changed *transition, readErr error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.readAt.IsZero() && now.Sub(g.readAt) < g.every {
@@ -207,40 +214,47 @@ func (g *loadGate) check(now time.Time) (closed bool, changed *transition, readE
 	return g.closed, changed, readErr
 }
 
-// wait returns how long until the gate reads the pressures again.
-func (g *loadGate) wait(now time.Time) time.Duration {
+// Wait returns how long until the gate reads the pressures again.
+func (g *Gate) Wait(now time.Time) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return max(time.Millisecond, g.every-now.Sub(g.readAt))
 }
 
-// LoadGate returns the state of the engine's load gate.
-func (e *Engine) LoadGate() LoadGate {
-	g := e.loadGate
+// State returns the state of the gate; a nil gate is not Enabled.
+func (g *Gate) State() State {
 	if g == nil {
-		return LoadGate{}
+		return State{}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return LoadGate{Enabled: true, Closed: g.closed, Pressure: maps.Clone(g.pressure), Max: maps.Clone(g.max), ReadAt: g.readAt}
+	return State{Enabled: true, Closed: g.closed, Pressure: maps.Clone(g.pressure), Max: maps.Clone(g.max), ReadAt: g.readAt}
 }
 
-// gateClosed reports whether the load gate holds claims back now, logging
-// each change. It costs a nil check when no threshold is set.
-func (e *Engine) gateClosed() bool {
-	if e.loadGate == nil {
+// Closed reports whether the gate holds claims back now, logging each
+// change. It costs a nil check when no threshold is set.
+func (g *Gate) Closed() bool {
+	if g == nil {
 		return false
 	}
-	closed, changed, err := e.loadGate.check(time.Now())
+	closed, changed, err := g.check(time.Now())
 	if err != nil {
-		e.log.Warn("load gate: could not read the pressure", "error", err)
+		g.log.Warn("load gate: could not read the pressure", "error", err)
 	}
 	if changed != nil {
 		if changed.closed {
-			e.log.Warn("load gate closed: not claiming", "resource", changed.resource, "pressure", changed.value, "threshold", changed.threshold)
+			g.log.Warn("load gate closed: not claiming", "resource", changed.resource, "pressure", changed.value, "threshold", changed.threshold)
 		} else {
-			e.log.Info("load gate opened: claiming again", "resource", changed.resource, "pressure", changed.value, "threshold", changed.threshold)
+			g.log.Info("load gate opened: claiming again", "resource", changed.resource, "pressure", changed.value, "threshold", changed.threshold)
 		}
 	}
 	return closed
+}
+
+// clip bounds the bytes of a PSI file quoted in an error.
+func clip(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
 }

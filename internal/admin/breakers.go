@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -14,25 +14,25 @@ import (
 
 // ResetBreaker closes a breaker and forgets its count; an empty actor
 // records the engine's id.
-func (e *Engine) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
+func (a *Admin) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
 	if r.Actor == "" {
-		r.Actor = e.ID()
+		r.Actor = a.id()
 	}
 	if err := r.Validate(); err != nil {
 		return store.Breaker{}, fmt.Errorf("weft: %w", err)
 	}
-	b, err := e.store.ResetBreaker(ctx, r)
+	b, err := a.store.ResetBreaker(ctx, r)
 	if err != nil {
 		return store.Breaker{}, fmt.Errorf("weft: reset breaker %s: %w", r.Key, err)
 	}
-	e.log.Info("breaker reset", "breaker", r.Key, "actor", r.Actor)
+	a.log.Info("breaker reset", "breaker", r.Key, "actor", r.Actor)
 	return b, nil
 }
 
 // Breakers returns the circuit breakers that failed since they were last
 // reset.
-func (e *Engine) Breakers(ctx context.Context) ([]store.Breaker, error) {
-	bs, err := e.store.ListBreakers(ctx)
+func (a *Admin) Breakers(ctx context.Context) ([]store.Breaker, error) {
+	bs, err := a.store.ListBreakers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("weft: list breakers: %w", err)
 	}

@@ -1,4 +1,7 @@
-package engine
+// Package webhook delivers the history's events to the webhooks' URLs
+// while this engine leads maintenance, and holds the operations on
+// webhooks.
+package webhook
 
 import (
 	"bytes"
@@ -11,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,12 +24,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weftrun/weft/internal/jitter"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
 )
 
-// Webhook deliveries. The leader follows each active webhook's cursor
+// The leader follows each active webhook's cursor
 // through the history and POSTs the matching events to its URL one at a
 // time, in order, each signed with the webhook's secret. An event is
 // delivered at least once: the cursor moves after the receiver answered
@@ -53,23 +58,38 @@ var EventTypes = []string{
 	"breaker.opened", "breaker.probing", "breaker.closed",
 }
 
-// deliverer is the webhook loop's state shared with the maintenance loop,
-// which tells it whether this engine leads.
-type deliverer struct {
-	leading atomic.Bool
-	wake    chan struct{}
-	client  *http.Client
+// Store is what the deliverer reads and records.
+type Store interface {
+	store.History
+	store.Webhooks
 }
 
-func newDeliverer() *deliverer {
-	return &deliverer{wake: make(chan struct{}, 1), client: &http.Client{Timeout: webhookTimeout,
+// Deliverer delivers webhooks while this engine leads: the maintenance
+// loop tells it whether it does (Lead).
+type Deliverer struct {
+	store Store
+	log   *slog.Logger
+	// poll is the engine's poll interval: how often the loop looks, and
+	// the first backoff of a failing webhook.
+	poll time.Duration
+	// requireFilter checks that a webhook's scope names what exists.
+	requireFilter func(ctx context.Context, f store.TaskFilter) error
+	leading       atomic.Bool
+	wake          chan struct{}
+	client        *http.Client
+}
+
+// New returns a deliverer on s; requireFilter checks that the scope of a
+// webhook to create names what exists.
+func New(s Store, log *slog.Logger, poll time.Duration, requireFilter func(context.Context, store.TaskFilter) error) *Deliverer {
+	return &Deliverer{store: s, log: log, poll: poll, requireFilter: requireFilter, wake: make(chan struct{}, 1), client: &http.Client{Timeout: webhookTimeout,
 		// Deliveries do not follow redirects: a 3xx is the receiver's
 		// answer, and refuses the event for good.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// lead records whether this engine holds the maintenance lease.
-func (d *deliverer) lead(leader bool) {
+// Lead records whether this engine holds the maintenance lease.
+func (d *Deliverer) Lead(leader bool) {
 	if leader && !d.leading.Swap(true) {
 		d.poke()
 	} else if !leader {
@@ -77,15 +97,15 @@ func (d *deliverer) lead(leader bool) {
 	}
 }
 
-func (d *deliverer) poke() {
+func (d *Deliverer) poke() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
 	}
 }
 
-// WebhookSpec is what an operator asks for when creating a webhook.
-type WebhookSpec struct {
+// Spec is what an operator asks for when creating a webhook.
+type Spec struct {
 	URL       string
 	Namespace string
 	Workflow  string
@@ -94,37 +114,37 @@ type WebhookSpec struct {
 	Actor string
 }
 
-// CreateWebhook validates spec and stores a webhook that delivers the
+// Create validates spec and stores a webhook that delivers the
 // events from now on. The returned webhook carries its secret, which is
 // shown this once.
-func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec) (store.Webhook, error) {
+func (d *Deliverer) Create(ctx context.Context, spec Spec) (store.Webhook, error) {
 	if err := validateWebhook(spec); err != nil {
 		return store.Webhook{}, err
 	}
 	// The scope is a task filter's: it names what exists.
 	ns, name, _ := workflow.ParseFilter(spec.Namespace, spec.Workflow) // checked by validateWebhook
-	if err := e.requireFilter(ctx, store.TaskFilter{Namespace: ns, Workflow: name}); err != nil {
+	if err := d.requireFilter(ctx, store.TaskFilter{Namespace: ns, Workflow: name}); err != nil {
 		return store.Webhook{}, err
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return store.Webhook{}, fmt.Errorf("weft: webhook secret: %w", err)
 	}
-	end, err := e.store.HistoryEnd(ctx)
+	end, err := d.store.HistoryEnd(ctx)
 	if err != nil {
 		return store.Webhook{}, fmt.Errorf("weft: create webhook: %w", err)
 	}
-	w, err := e.store.CreateWebhook(ctx, store.Webhook{URL: spec.URL, Secret: "whsec_" + hex.EncodeToString(secret),
+	w, err := d.store.CreateWebhook(ctx, store.Webhook{URL: spec.URL, Secret: "whsec_" + hex.EncodeToString(secret),
 		Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types, Cursor: end, CreatedBy: spec.Actor})
 	if err != nil {
 		return store.Webhook{}, fmt.Errorf("weft: %w", err)
 	}
-	e.log.Info("webhook created", "webhook_id", w.ID, "url", redactURL(w.URL), "actor", spec.Actor)
-	e.hooks.poke()
+	d.log.Info("webhook created", "webhook_id", w.ID, "url", redactURL(w.URL), "actor", spec.Actor)
+	d.poke()
 	return w, nil
 }
 
-func validateWebhook(spec WebhookSpec) error {
+func validateWebhook(spec Spec) error {
 	u, err := url.Parse(spec.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("webhook: %w", store.Invalidf("url", "%q: want an absolute http:// or https:// URL", spec.URL))
@@ -143,9 +163,9 @@ func validateWebhook(spec WebhookSpec) error {
 	return nil
 }
 
-// Webhooks lists the webhooks without their secrets.
-func (e *Engine) Webhooks(ctx context.Context) ([]store.Webhook, error) {
-	ws, err := e.store.Webhooks(ctx)
+// List lists the webhooks without their secrets.
+func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
+	ws, err := d.store.Webhooks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("weft: %w", err)
 	}
@@ -155,36 +175,34 @@ func (e *Engine) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 	return ws, nil
 }
 
-// DeleteWebhook removes a webhook.
-func (e *Engine) DeleteWebhook(ctx context.Context, id int64, actor string) error {
-	if err := e.store.DeleteWebhook(ctx, id); err != nil {
+// Delete removes a webhook.
+func (d *Deliverer) Delete(ctx context.Context, id int64, actor string) error {
+	if err := d.store.DeleteWebhook(ctx, id); err != nil {
 		return fmt.Errorf("weft: delete webhook %d: %w", id, err)
 	}
-	e.log.Info("webhook deleted", "webhook_id", id, "actor", actor)
+	d.log.Info("webhook deleted", "webhook_id", id, "actor", actor)
 	return nil
 }
 
-// EnableWebhook makes a disabled webhook deliver again from where it
-// stopped.
-func (e *Engine) EnableWebhook(ctx context.Context, id int64, actor string) error {
-	if err := e.store.EnableWebhook(ctx, id); err != nil {
+// Enable makes a disabled webhook deliver again from where it stopped.
+func (d *Deliverer) Enable(ctx context.Context, id int64, actor string) error {
+	if err := d.store.EnableWebhook(ctx, id); err != nil {
 		return fmt.Errorf("weft: enable webhook %d: %w", id, err)
 	}
-	e.log.Info("webhook enabled", "webhook_id", id, "actor", actor)
-	e.hooks.poke()
+	d.log.Info("webhook enabled", "webhook_id", id, "actor", actor)
+	d.poke()
 	return nil
 }
 
-// webhookLoop delivers webhooks while this engine leads.
-func (e *Engine) webhookLoop(ctx context.Context) {
-	defer e.loops.Done()
+// Run delivers webhooks while this engine leads, until ctx ends.
+func (d *Deliverer) Run(ctx context.Context) {
 	var (
 		hooks     []store.Webhook
 		readAt    time.Time
 		busy      = map[int64]bool{} // webhooks with a delivery in flight
 		mu        sync.Mutex
 		inflight  sync.WaitGroup
-		sleep     = jitter(e.cfg.PollInterval)
+		sleep     = jitter.Of(d.poll)
 		lastError time.Time
 	)
 	defer inflight.Wait()
@@ -194,17 +212,17 @@ func (e *Engine) webhookLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-e.hooks.wake:
+		case <-d.wake:
 			readAt = time.Time{} // something changed: read the webhooks again
 		case <-timer.C:
 		}
-		sleep = jitter(e.cfg.PollInterval)
-		if e.hooks.leading.Load() {
+		sleep = jitter.Of(d.poll)
+		if d.leading.Load() {
 			if time.Since(readAt) >= webhookRefresh {
-				ws, err := e.store.Webhooks(ctx)
+				ws, err := d.store.Webhooks(ctx)
 				if err != nil {
 					if time.Since(lastError) > time.Minute {
-						e.log.Warn("webhooks: list", "error", err)
+						d.log.Warn("webhooks: list", "error", err)
 						lastError = time.Now()
 					}
 				} else {
@@ -226,12 +244,12 @@ func (e *Engine) webhookLoop(ctx context.Context) {
 				inflight.Add(1)
 				go func() {
 					defer inflight.Done()
-					updated := e.deliver(ctx, w)
+					updated := d.deliver(ctx, w)
 					mu.Lock()
 					delete(busy, w.ID)
 					mu.Unlock()
 					if updated != nil {
-						e.hooks.poke() // read the webhooks again for the new cursor
+						d.poke() // read the webhooks again for the new cursor
 					}
 				}()
 			}
@@ -242,16 +260,16 @@ func (e *Engine) webhookLoop(ctx context.Context) {
 
 // deliver sends one round of a webhook's events and records how far it
 // got. It returns the webhook as changed, or nil when nothing changed.
-func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
-	events, err := e.store.History(ctx, store.HistoryQuery{After: w.Cursor, Namespace: w.Namespace, Workflow: w.Workflow, Limit: webhookBatch})
+func (d *Deliverer) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
+	events, err := d.store.History(ctx, store.HistoryQuery{After: w.Cursor, Namespace: w.Namespace, Workflow: w.Workflow, Limit: webhookBatch})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
 			// A cursor this database did not hand out (a database restored
 			// under the webhook): stop rather than loop on it.
-			e.webhookFailed(ctx, &w, fmt.Sprintf("its cursor %q is not one of this database: recreate the webhook", w.Cursor), true, 0)
+			d.webhookFailed(ctx, &w, fmt.Sprintf("its cursor %q is not one of this database: recreate the webhook", w.Cursor), true, 0)
 			return &w
 		}
-		e.log.Warn("webhooks: read history", "webhook_id", w.ID, "error", err)
+		d.log.Warn("webhooks: read history", "webhook_id", w.ID, "error", err)
 		return nil
 	}
 	if len(events) == 0 {
@@ -263,7 +281,7 @@ func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
 	var retryAfter time.Duration
 	for _, ev := range events {
 		if len(w.Types) == 0 || slices.Contains(w.Types, ev.Type) {
-			if failure, permanent, retryAfter = e.post(ctx, w, ev); failure != "" {
+			if failure, permanent, retryAfter = d.post(ctx, w, ev); failure != "" {
 				break
 			}
 			sent++
@@ -271,15 +289,15 @@ func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
 		to = ev.Cursor
 	}
 	if to != from {
-		if err := e.store.WebhookDelivered(ctx, w.ID, from, to, sent); err != nil {
-			e.log.Warn("webhooks: record delivery", "webhook_id", w.ID, "error", err)
+		if err := d.store.WebhookDelivered(ctx, w.ID, from, to, sent); err != nil {
+			d.log.Warn("webhooks: record delivery", "webhook_id", w.ID, "error", err)
 			return &w
 		}
 		w.Cursor, w.Failures = to, 0
 	}
 	if failure != "" {
 		w.Failures++
-		e.webhookFailed(ctx, &w, failure, permanent, retryAfter)
+		d.webhookFailed(ctx, &w, failure, permanent, retryAfter)
 	}
 	return &w
 }
@@ -287,7 +305,7 @@ func (e *Engine) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
 // post delivers one event. It returns "" on success, else why it failed,
 // whether the failure is for good, and how long the receiver asked to
 // wait (Retry-After).
-func (e *Engine) post(ctx context.Context, w store.Webhook, ev store.HistoryEvent) (string, bool, time.Duration) {
+func (d *Deliverer) post(ctx context.Context, w store.Webhook, ev store.HistoryEvent) (string, bool, time.Duration) {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Sprintf("encode event %s: %v", ev.Cursor, err), true, 0
@@ -306,7 +324,7 @@ func (e *Engine) post(ctx context.Context, w store.Webhook, ev store.HistoryEven
 	req.Header.Set("Weft-Event-Id", ev.Cursor)
 	req.Header.Set("Weft-Event-Type", ev.Type)
 	req.Header.Set("Weft-Webhook-Id", strconv.FormatInt(w.ID, 10))
-	resp, err := e.hooks.client.Do(req)
+	resp, err := d.client.Do(req)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
@@ -333,23 +351,23 @@ func (e *Engine) post(ctx context.Context, w store.Webhook, ev store.HistoryEven
 
 // webhookFailed records a failure with the backoff of the webhook's
 // failure count, or wait (a Retry-After) if longer.
-func (e *Engine) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
-	backoff := e.cfg.PollInterval
+func (d *Deliverer) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
+	backoff := d.poll
 	for i := 1; i < w.Failures && backoff < webhookBackoffMax; i++ {
 		backoff *= 2
 	}
 	backoff = min(max(backoff, wait), webhookBackoffMax)
-	next := time.Now().Add(jitter(backoff))
-	if err := e.store.WebhookFailed(ctx, w.ID, why, next, permanent); err != nil {
-		e.log.Warn("webhooks: record failure", "webhook_id", w.ID, "error", err)
+	next := time.Now().Add(jitter.Of(backoff))
+	if err := d.store.WebhookFailed(ctx, w.ID, why, next, permanent); err != nil {
+		d.log.Warn("webhooks: record failure", "webhook_id", w.ID, "error", err)
 		return
 	}
 	if permanent {
 		w.State = store.WebhookDisabled
-		e.log.Error("webhook disabled: the receiver refused an event; fix it and enable the webhook again", "webhook_id", w.ID, "reason", why)
+		d.log.Error("webhook disabled: the receiver refused an event; fix it and enable the webhook again", "webhook_id", w.ID, "reason", why)
 		return
 	}
-	e.log.Warn("webhook delivery failed; retrying", "webhook_id", w.ID, "failures", w.Failures, "retry_in_ms", time.Until(next).Milliseconds(), "reason", why)
+	d.log.Warn("webhook delivery failed; retrying", "webhook_id", w.ID, "failures", w.Failures, "retry_in_ms", time.Until(next).Milliseconds(), "reason", why)
 }
 
 // redactURL drops a URL's user information and query, which may hold

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -20,16 +20,16 @@ import (
 // namespace or a namespace/workflow. A target that has a policy already
 // exists as such, so that a policy whose workflows are gone can still be
 // undone.
-func (e *Engine) requireTarget(ctx context.Context, target string) error {
+func (a *Admin) requireTarget(ctx context.Context, target string) error {
 	ns, name, err := store.ParseTarget(target)
 	if err != nil || target == store.TargetAll {
 		return err
 	}
-	missing := e.requireWorkflow(ctx, ns, name)
+	missing := a.requireWorkflow(ctx, ns, name)
 	if !errors.Is(missing, store.ErrNotFound) {
 		return missing
 	}
-	report, err := e.store.ListPolicies(ctx)
+	report, err := a.store.ListPolicies(ctx)
 	if err != nil {
 		return fmt.Errorf("weft: list policies: %w", err)
 	}
@@ -43,12 +43,12 @@ func (e *Engine) requireTarget(ctx context.Context, target string) error {
 
 // requireRetentionNamespace checks the namespace of a retention change: it
 // exists, or a retention is set on it already (so that it can be undone).
-func (e *Engine) requireRetentionNamespace(ctx context.Context, namespace string) error {
-	missing := e.requireWorkflow(ctx, namespace, "")
+func (a *Admin) requireRetentionNamespace(ctx context.Context, namespace string) error {
+	missing := a.requireWorkflow(ctx, namespace, "")
 	if !errors.Is(missing, store.ErrNotFound) {
 		return missing
 	}
-	rs, err := e.store.Retentions(ctx)
+	rs, err := a.store.Retentions(ctx)
 	if err != nil {
 		return fmt.Errorf("weft: list retentions: %w", err)
 	}
@@ -62,8 +62,8 @@ func (e *Engine) requireRetentionNamespace(ctx context.Context, namespace string
 
 // requireWorkflow returns ErrNotFound unless a workflow is registered in
 // namespace (with name, when name is not "").
-func (e *Engine) requireWorkflow(ctx context.Context, namespace, name string) error {
-	ok, err := e.store.WorkflowExists(ctx, namespace, name)
+func (a *Admin) requireWorkflow(ctx context.Context, namespace, name string) error {
+	ok, err := a.store.WorkflowExists(ctx, namespace, name)
 	switch {
 	case err != nil:
 		return fmt.Errorf("weft: %w", err)
@@ -74,26 +74,26 @@ func (e *Engine) requireWorkflow(ctx context.Context, namespace, name string) er
 	case namespace == "":
 		return fmt.Errorf("weft: workflow %s: %w in any namespace", name, store.ErrNotFound)
 	}
-	if known, kerr := e.store.WorkflowExists(ctx, namespace, ""); kerr == nil && !known {
+	if known, kerr := a.store.WorkflowExists(ctx, namespace, ""); kerr == nil && !known {
 		return fmt.Errorf("weft: workflow %s/%s: %w: no workflow is registered in namespace %s", namespace, name, store.ErrNotFound, namespace)
 	}
 	return fmt.Errorf("weft: workflow %s/%s: %w", namespace, name, store.ErrNotFound)
 }
 
-// requireFilter checks the namespace and workflow a task filter names.
-func (e *Engine) requireFilter(ctx context.Context, f store.TaskFilter) error {
+// RequireFilter checks the namespace and workflow a task filter names.
+func (a *Admin) RequireFilter(ctx context.Context, f store.TaskFilter) error {
 	if f.Namespace == "" && f.Workflow == "" {
 		return nil
 	}
-	return e.requireWorkflow(ctx, f.Namespace, f.Workflow)
+	return a.requireWorkflow(ctx, f.Namespace, f.Workflow)
 }
 
 // requireTasks returns ErrNotFound naming the tasks of ids that do not
 // exist.
-func (e *Engine) requireTasks(ctx context.Context, ids []int64) error {
+func (a *Admin) requireTasks(ctx context.Context, ids []int64) error {
 	var missing []int64
 	for chunk := range slices.Chunk(ids, DefaultBatchSize) {
-		states, err := e.store.TaskStates(ctx, chunk)
+		states, err := a.store.TaskStates(ctx, chunk)
 		if err != nil {
 			return fmt.Errorf("weft: %w", err)
 		}

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -135,35 +135,35 @@ func joinStates(states []state.Task) string {
 }
 
 // CancelTasks cancels the pending and running tasks r.Filter selects.
-func (e *Engine) CancelTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+func (a *Admin) CancelTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
 	if err := scope("cancel", &r, cancellable); err != nil {
 		return BulkResult{}, err
 	}
 	if r.Reason == "" {
 		r.Reason = "cancelled by user"
 	}
-	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
-		res, err := e.store.CancelTasks(ctx, ids, r.Actor, r.Reason)
+	return a.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
+		res, err := a.store.CancelTasks(ctx, ids, r.Actor, r.Reason)
 		if err == nil {
-			e.cancelFences(res.Running, errTaskCancelled)
+			a.cancelRunning(res.Running)
 		}
 		return res, err
 	})
 }
 
 // RetryTasks retries the failed tasks r.Filter selects.
-func (e *Engine) RetryTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+func (a *Admin) RetryTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
 	if err := scope("retry", &r, retryable); err != nil {
 		return BulkResult{}, err
 	}
-	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
-		return e.store.RetryTasks(ctx, ids, r.Actor, r.Reason)
+	return a.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
+		return a.store.RetryTasks(ctx, ids, r.Actor, r.Reason)
 	})
 }
 
 // DeleteTasks deletes the finished tasks r.Filter selects, with everything
 // recorded about them; with r.Force it cancels the unfinished ones first.
-func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
+func (a *Admin) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, error) {
 	states := finished
 	if r.Force {
 		states = state.Tasks
@@ -174,38 +174,38 @@ func (e *Engine) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, er
 	if r.Reason == "" {
 		r.Reason = "deleted by user"
 	}
-	return e.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
+	return a.bulk(ctx, r, func(ids []int64) (store.BatchResult, error) {
 		if r.Force {
-			res, err := e.store.CancelTasks(ctx, ids, r.Actor, "cancelled to delete: "+r.Reason)
+			res, err := a.store.CancelTasks(ctx, ids, r.Actor, "cancelled to delete: "+r.Reason)
 			if err != nil {
 				return store.BatchResult{}, err
 			}
-			e.cancelFences(res.Running, errTaskCancelled)
+			a.cancelRunning(res.Running)
 		}
-		return e.store.DeleteTasks(ctx, store.DeleteParams{IDs: ids, Actor: r.Actor, Reason: r.Reason, Log: true, Archive: r.Archive})
+		return a.store.DeleteTasks(ctx, store.DeleteParams{IDs: ids, Actor: r.Actor, Reason: r.Reason, Log: true, Archive: r.Archive})
 	})
 }
 
 // bulk counts (DryRun) or walks the selection in batches, newest first,
 // applying do to each, until the selection ends or r says to stop
 // (stopping).
-func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
 	if r.Actor == "" {
-		r.Actor = e.ID()
+		r.Actor = a.id()
 	}
 	if len(r.IDs) > 0 {
-		if err := e.requireTasks(ctx, r.IDs); err != nil {
+		if err := a.requireTasks(ctx, r.IDs); err != nil {
 			return BulkResult{}, err
 		}
-		return e.bulkIDs(ctx, r, do)
+		return a.bulkIDs(ctx, r, do)
 	}
-	if err := e.requireFilter(ctx, r.Filter); err != nil {
+	if err := a.RequireFilter(ctx, r.Filter); err != nil {
 		return BulkResult{}, err
 	}
 	f := r.Filter
 	f.BeforeID = r.Cursor
 	if r.DryRun {
-		n, err := e.store.CountTasks(ctx, f)
+		n, err := a.store.CountTasks(ctx, f)
 		if err != nil {
 			return BulkResult{}, fmt.Errorf("weft: count tasks: %w", err)
 		}
@@ -219,7 +219,7 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 		if batches > 0 && stopping(r, batches) {
 			// What is done is committed: say so, and what is left.
 			out.Next = f.BeforeID
-			n, err := e.store.CountTasks(context.WithoutCancel(ctx), f)
+			n, err := a.store.CountTasks(context.WithoutCancel(ctx), f)
 			if err != nil {
 				return out, fmt.Errorf("weft: after %d tasks, count what remains: %w", out.Done, err)
 			}
@@ -229,7 +229,7 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 			}
 			return out, nil
 		}
-		ids, err := e.store.MatchTasks(ctx, f, r.BatchSize)
+		ids, err := a.store.MatchTasks(ctx, f, r.BatchSize)
 		if err != nil {
 			return out, fmt.Errorf("weft: select tasks: %w", err)
 		}
@@ -244,7 +244,7 @@ func (e *Engine) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (
 		out.Matched += len(ids)
 		out.Done += len(res.Done)
 		out.Skipped += res.Skipped
-		e.log.Info("bulk batch", "done", len(res.Done), "skipped", res.Skipped, "actor", r.Actor)
+		a.log.Info("bulk batch", "done", len(res.Done), "skipped", res.Skipped, "actor", r.Actor)
 		f.BeforeID = ids[len(ids)-1]
 	}
 }
@@ -256,7 +256,7 @@ func stopping(r BulkRequest, batches int) bool {
 }
 
 // bulkIDs applies do to r.IDs in batches, in their order.
-func (e *Engine) bulkIDs(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+func (a *Admin) bulkIDs(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
 	if r.DryRun {
 		return BulkResult{Matched: len(r.IDs), DryRun: true, Complete: true}, nil
 	}

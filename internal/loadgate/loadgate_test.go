@@ -1,4 +1,4 @@
-package engine
+package loadgate
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ func TestProcPressure(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
-// fakePressure is a PressureReader whose values a test sets.
+// fakePressure is a Reader whose values a test sets.
 type fakePressure struct {
 	mu    sync.Mutex
 	v     map[string]float64
@@ -84,7 +84,7 @@ func TestLoadGateConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		max    map[string]float64
-		reader PressureReader
+		reader Reader
 		err    string
 	}{
 		{"none", nil, nil, ""},
@@ -97,7 +97,7 @@ func TestLoadGateConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g, err := newLoadGate(Config{MaxPressure: tc.max, PressureReader: tc.reader})
+			g, err := New(tc.max, tc.reader, nil)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
@@ -114,7 +114,7 @@ func TestLoadGateConfig(t *testing.T) {
 func TestLoadGateCheck(t *testing.T) {
 	t.Parallel()
 	f := &fakePressure{v: map[string]float64{"cpu": 10, "io": 10}}
-	g, err := newLoadGate(Config{MaxPressure: map[string]float64{"cpu": 80, "io": 50}, PressureReader: f})
+	g, err := New(map[string]float64{"cpu": 80, "io": 50}, f, nil)
 	require.NoError(t, err)
 	t0 := time.Unix(1000, 0)
 	closed, ch, err := g.check(t0)
@@ -129,7 +129,7 @@ func TestLoadGateCheck(t *testing.T) {
 	closed, ch, _ = g.check(t0.Add(time.Second))
 	require.True(t, closed)
 	require.Equal(t, &transition{closed: true, resource: "io", value: 60, threshold: 50}, ch)
-	require.Equal(t, 900*time.Millisecond, g.wait(t0.Add(1100*time.Millisecond)))
+	require.Equal(t, 900*time.Millisecond, g.Wait(t0.Add(1100*time.Millisecond)))
 
 	f.mu.Lock()
 	f.err = errors.New("gone")

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -12,27 +12,27 @@ import (
 // or remote, on any engine) applies it.
 
 // SetPolicy applies a policy change; an empty actor records the engine's id.
-func (e *Engine) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
+func (a *Admin) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
 	if c.Actor == "" {
-		c.Actor = e.ID()
+		c.Actor = a.id()
 	}
 	if err := c.Validate(); err != nil {
 		return store.Policy{}, fmt.Errorf("weft: %w", err)
 	}
-	if err := e.requireTarget(ctx, c.Target); err != nil {
+	if err := a.requireTarget(ctx, c.Target); err != nil {
 		return store.Policy{}, err
 	}
-	p, err := e.store.SetPolicy(ctx, c)
+	p, err := a.store.SetPolicy(ctx, c)
 	if err != nil {
 		return store.Policy{}, fmt.Errorf("weft: set policy of %s: %w", c.Target, err)
 	}
-	e.log.Info("policy changed", "target", c.Target, "change", c.Describe(), "actor", c.Actor)
+	a.log.Info("policy changed", "target", c.Target, "change", c.Describe(), "actor", c.Actor)
 	return p, nil
 }
 
 // Policies returns the policies set and the usage of the limits in force.
-func (e *Engine) Policies(ctx context.Context) (store.PolicyReport, error) {
-	r, err := e.store.ListPolicies(ctx)
+func (a *Admin) Policies(ctx context.Context) (store.PolicyReport, error) {
+	r, err := a.store.ListPolicies(ctx)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("weft: list policies: %w", err)
 	}
@@ -40,8 +40,8 @@ func (e *Engine) Policies(ctx context.Context) (store.PolicyReport, error) {
 }
 
 // PolicyChanges returns the latest policy changes, newest first.
-func (e *Engine) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
-	out, err := e.store.PolicyChanges(ctx, limit)
+func (a *Admin) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
+	out, err := a.store.PolicyChanges(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("weft: list policy changes: %w", err)
 	}

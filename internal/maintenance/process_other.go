@@ -1,6 +1,6 @@
 //go:build !unix
 
-package engine
+package maintenance
 
 // processAlive cannot check other processes here: rely on the heartbeat.
 func processAlive(int) bool { return true }

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 )
 
 // History reads the durable history of transitions (see store.History).
-func (e *Engine) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
-	events, err := e.store.History(ctx, q)
+func (a *Admin) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
+	events, err := a.store.History(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("weft: %w", err)
 	}
@@ -17,8 +17,8 @@ func (e *Engine) History(ctx context.Context, q store.HistoryQuery) ([]store.His
 }
 
 // HistoryEnd returns a cursor after the events committed so far.
-func (e *Engine) HistoryEnd(ctx context.Context) (string, error) {
-	end, err := e.store.HistoryEnd(ctx)
+func (a *Admin) HistoryEnd(ctx context.Context) (string, error) {
+	end, err := a.store.HistoryEnd(ctx)
 	if err != nil {
 		return "", fmt.Errorf("weft: %w", err)
 	}
