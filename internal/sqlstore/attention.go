@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -64,7 +65,7 @@ func (s *Store) attentionReasons(ctx context.Context, tasks []store.Task, staleA
 		task int64
 		text string
 	}
-	reasons, err := collect(rows, func(r Row) (reason, error) {
+	reasons, err := sqldb.Collect(rows, func(r sqldb.Row) (reason, error) {
 		var task int64
 		var name, handler, st, msg, signal string
 		var readyAt int64

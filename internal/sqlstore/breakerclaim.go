@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -28,7 +29,7 @@ func (t *txn) readBreakers(p *policySet) error {
 		closed bool
 		until  int64
 	}
-	got, err := collect(rows, func(r Row) (row, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var v row
 		err := r.Scan(&v.key, &v.closed, &v.until)
 		return v, err

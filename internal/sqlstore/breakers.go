@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -57,7 +58,7 @@ func (s *Store) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
-	out, err := collect(rows, scanBreaker)
+	out, err := sqldb.Collect(rows, scanBreaker)
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
@@ -69,7 +70,7 @@ func (s *Store) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
 
 const breakerColumnsSQL = `breaker_key, state, failures, threshold, cooldown, opened_at, probe_at, probe_step_id, updated_at`
 
-func scanBreaker(r Row) (store.Breaker, error) {
+func scanBreaker(r sqldb.Row) (store.Breaker, error) {
 	var b store.Breaker
 	var cooldown, updated int64
 	var opened, probeAt, probe sql.NullInt64

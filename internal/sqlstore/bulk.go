@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -41,7 +42,7 @@ func (s *Store) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) (
 	if err != nil {
 		return nil, fmt.Errorf("match tasks: %w", err)
 	}
-	ids, err := collect(rows, scanInt64)
+	ids, err := sqldb.Collect(rows, sqldb.Int64)
 	if err != nil {
 		return nil, fmt.Errorf("match tasks: %w", err)
 	}
@@ -218,7 +219,7 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
-	tasks, err := collect(rows, scanTask)
+	tasks, err := sqldb.Collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
@@ -230,7 +231,7 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 	if rows, err = t.query(`SELECT `+stepColumns+` FROM steps WHERE task_id IN (`+list+`) ORDER BY task_id, idx`, in...); err != nil {
 		return nil, fmt.Errorf("archive steps: %w", err)
 	}
-	steps, err := collect(rows, scanStep)
+	steps, err := sqldb.Collect(rows, scanStep)
 	if err != nil {
 		return nil, fmt.Errorf("archive steps: %w", err)
 	}
@@ -279,7 +280,7 @@ func (s *Store) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int
 	if err != nil {
 		return nil, fmt.Errorf("finished tasks: %w", err)
 	}
-	ids, err := collect(rows, scanInt64)
+	ids, err := sqldb.Collect(rows, sqldb.Int64)
 	if err != nil {
 		return nil, fmt.Errorf("finished tasks: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -78,7 +79,7 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		return nil
 	}
 	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`
-	var q Rows
+	var q sqldb.Rows
 	var err error
 	if len(order) == 1 {
 		// One child (a chain): by parameters, which SQLite runs faster
@@ -120,7 +121,7 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 	var r pending
 	dest := []any{&k.task, &k.idx, &r.id, &r.name, &r.deps, &r.children, &r.c.Succeeded, &r.c.Failed, &r.c.Skipped, &r.priority, &r.ttl,
 		&r.rule, &r.extra, &r.kind, &r.signal, &r.waitTimeout}
-	if _, err := collect(q, func(row Row) (struct{}, error) {
+	if _, err := sqldb.Collect(q, func(row sqldb.Row) (struct{}, error) {
 		if err := row.Scan(dest...); err != nil {
 			return struct{}{}, err
 		}
@@ -252,7 +253,7 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read tasks of ended steps: %w", err)
 	}
-	current, err := collect(rows, func(r Row) (taskAccount, error) {
+	current, err := sqldb.Collect(rows, func(r sqldb.Row) (taskAccount, error) {
 		var c taskAccount
 		if !withContext {
 			return c, r.Scan(c.dest()...)
@@ -415,7 +416,7 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 		fence    store.Fence
 		name, st string
 	}
-	steps, err := collect(rows, func(r Row) (open, error) {
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (open, error) {
 		var o open
 		err := r.Scan(&o.fence.StepID, &o.name, &o.st, &o.fence.Attempt, &o.fence.LeaseID)
 		return o, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -194,7 +195,7 @@ func (s *Store) TaskResult(ctx context.Context, id int64) (json.RawMessage, erro
 const taskResultQuery = `SELECT name, result FROM steps WHERE task_id = ? AND children = '' AND kind != 'item'
 	AND state IN ('completed', 'resolved') ORDER BY idx`
 
-func decodeTaskResult(id int64, rows Rows, err error) (json.RawMessage, error) {
+func decodeTaskResult(id int64, rows sqldb.Rows, err error) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("result of task %d: %w", id, err)
 	}
@@ -202,7 +203,7 @@ func decodeTaskResult(id int64, rows Rows, err error) (json.RawMessage, error) {
 		name   string
 		result sql.NullString
 	}
-	steps, err := collect(rows, func(r Row) (named, error) {
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (named, error) {
 		var n named
 		err := r.Scan(&n.name, &n.result)
 		return n, err
@@ -236,7 +237,7 @@ func (t *txn) cancelChildren(parent int64, reason string) ([]store.Fence, error)
 		id int64
 		st string
 	}
-	kids, err := collect(rows, func(r Row) (open, error) {
+	kids, err := sqldb.Collect(rows, func(r sqldb.Row) (open, error) {
 		var o open
 		err := r.Scan(&o.id, &o.st)
 		return o, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -226,7 +227,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // checkBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
 func (t *txn) endsWithClaim() bool {
-	_, ok := t.x.(Pipeliner)
+	_, ok := t.x.(sqldb.Pipeliner)
 	return ok && t.owned && t.s.d.WithWrites && t.rateTake == nil && len(t.limitHeld) == 0 &&
 		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
 }
@@ -291,7 +292,7 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policy
 		kind, n     sql.NullInt64
 		name        sql.NullString
 	}
-	got, err := collect(rows, func(r Row) (first, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (first, error) {
 		var f first
 		dest := []any{&f.state, &f.version, &f.plan}
 		switch {
@@ -334,7 +335,7 @@ type namespaceRow struct {
 }
 
 // scanNamespaceRow reads a namespace and a number, in that order.
-func scanNamespaceRow(r Row) (namespaceRow, error) {
+func scanNamespaceRow(r sqldb.Row) (namespaceRow, error) {
 	var v namespaceRow
 	err := r.Scan(&v.namespace, &v.n)
 	return v, err
@@ -436,8 +437,8 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 
 // scanCandidates reads the rows of claimQuery: the candidates, and the
 // policy version the query saw.
-func scanCandidates(rows Rows) (ready []candidate, seen int64, err error) {
-	ready, err = collect(rows, func(r Row) (candidate, error) {
+func scanCandidates(rows sqldb.Rows) (ready []candidate, seen int64, err error) {
+	ready, err = sqldb.Collect(rows, func(r sqldb.Row) (candidate, error) {
 		var c candidate
 		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &seen)
 		return c, err

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -32,7 +33,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	if t.lastClaim {
 		// Nothing follows (endsWithClaim): the COMMIT goes with it.
 		t.lastClaim = false
-		t.x.(Pipeliner).EndWithNext()
+		t.x.(sqldb.Pipeliner).EndWithNext()
 		t.committed = true
 	}
 	rows, err := t.query(st.q, st.args...)
@@ -49,7 +50,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // readClaimed reads the rows of claim statement st (about n of them): the
 // steps it claimed, with the indexes of their dependencies. shut: it
 // claimed from its query of candidates and found the gate shut (gateShut).
-func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
+func (t *txn) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		sortKey int64
 		task    claimedTask
@@ -80,7 +81,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	out = make([]store.ClaimedStep, 0, n)
 	deps = make([][]int, 0, n)
 	first := true
-	err = each(rows, func(r Row) error {
+	err = sqldb.Each(rows, func(r sqldb.Row) error {
 		x, c = stepScan{}, claimedRow{}
 		if err := r.Scan(dest...); err != nil || shut {
 			return err
@@ -309,12 +310,12 @@ func (t *txn) readDepResults(id int64, col sql.NullString) error {
 // readDepRows reads rows of dependency results (the claimed step's id,
 // the dependency's name, result, kind and index) into t.depResults, each
 // step's in index order.
-func (t *txn) readDepRows(rows Rows) error {
+func (t *txn) readDepRows(rows sqldb.Rows) error {
 	type row struct {
 		step int64
 		depResult
 	}
-	got, err := collect(rows, func(r Row) (row, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var d row
 		err := r.Scan(&d.step, &d.name, &d.result, &d.kind, &d.idx)
 		return d, err
@@ -372,7 +373,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		if err != nil {
 			return nil, err
 		}
-		return collect(rows, func(r Row) (loaded, error) {
+		return sqldb.Collect(rows, func(r sqldb.Row) (loaded, error) {
 			var l loaded
 			return l, r.Scan(append([]any{&l.id, &l.state}, l.claimedTask.dest()...)...)
 		})

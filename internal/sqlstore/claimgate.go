@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -128,8 +129,8 @@ type aheadQuery struct {
 	args  []any
 	claim *claimStmt
 	limit int // of the claim's steps
-	rows  Rows
-	// last: the claim's COMMIT went with it (Pipeliner.FollowLast).
+	rows  sqldb.Rows
+	// last: the claim's COMMIT went with it (sqldb.Pipeliner.FollowLast).
 	last bool
 	// bounded: the namespaces whose limits the claim bounds, checked by
 	// the claim statement (gateBoundsShut).
@@ -143,7 +144,7 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 
 // candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
-// pipelines (Pipeliner): built from the policies last read (pol), as if no limit
+// pipelines (sqldb.Pipeliner): built from the policies last read (pol), as if no limit
 // were full and, under weights, the namespace last found alone still were
 // (fairOthers). candidates uses its rows only if the claim asks exactly
 // that query; otherwise (a limit full, slots shared) they are discarded.
@@ -157,7 +158,7 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // namespace is alone with ready work (fairOthers in the gate). Its COMMIT
 // goes with it unless keepOpen.
 func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
-	pl, ok := t.x.(Pipeliner)
+	pl, ok := t.x.(sqldb.Pipeliner)
 	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
 		return nil
 	}
@@ -165,7 +166,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	keys.brk = newBreakerRoom(pol, t.now)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
-	st := Statement{Query: t.s.bind(q), Args: args}
+	st := sqldb.Statement{Query: t.s.bind(q), Args: args}
 	// The gate checks, in the claim statement, what of pol it can:
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (fairOthers); other policies
@@ -186,7 +187,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 		for _, b := range from.bounds {
 			a.bounded = append(a.bounded, b.ns)
 		}
-		st = Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+		st = sqldb.Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
@@ -270,7 +271,7 @@ func appendClaimed[T any](to, more []T) []T {
 
 // aheadRows returns the rows of the query sent ahead (candidatesAhead) if
 // it is q with args, else nil, discarding them.
-func (t *txn) aheadRows(q string, args []any) (Rows, error) {
+func (t *txn) aheadRows(q string, args []any) (sqldb.Rows, error) {
 	a := t.ahead
 	if a == nil {
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -298,7 +299,7 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		tasks = make([]taskAccount, 0, len(at))
 	}
 	t.auditRoom(len(at))
-	err = each(q, func(r Row) error {
+	err = sqldb.Each(q, func(r sqldb.Row) error {
 		v = recorded{}
 		if err := r.Scan(dest...); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -48,7 +49,7 @@ func (t *txn) decide(taskID int64, name, children string, branches []string) err
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
-	pending, err := collect(rows, scanStepRef)
+	pending, err := sqldb.Collect(rows, scanStepRef)
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
@@ -159,7 +160,7 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 // array, in item order; an item without a result (failed, skipped) is null.
 func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
 	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
-	var rows Rows
+	var rows sqldb.Rows
 	var err error
 	if t.committed {
 		// A claim that committed with its statement reads after it.
@@ -170,7 +171,7 @@ func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) 
 	if err != nil {
 		return nil, fmt.Errorf("load batch results: %w", err)
 	}
-	results, err := collect(rows, func(r Row) (sql.NullString, error) {
+	results, err := sqldb.Collect(rows, func(r sqldb.Row) (sql.NullString, error) {
 		var v sql.NullString
 		err := r.Scan(&v)
 		return v, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -81,13 +82,13 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 }
 
 // planLines reads the rows of an EXPLAIN, the plan line last in each.
-func (s *Store) planLines(rows Rows) (string, error) {
+func (s *Store) planLines(rows sqldb.Rows) (string, error) {
 	vals := make([]any, max(s.d.ExplainColumns, 1))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	lines, err := collect(rows, func(r Row) (string, error) {
+	lines, err := sqldb.Collect(rows, func(r sqldb.Row) (string, error) {
 		if err := r.Scan(ptrs...); err != nil {
 			return "", err
 		}

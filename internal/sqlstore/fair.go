@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -168,7 +169,7 @@ func (t *txn) fairReadiness() ([]fairRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count running steps by namespace: %w", err)
 	}
-	got, err := collect(rows, func(r Row) (fairRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (fairRow, error) {
 		var v fairRow
 		var kind int64
 		err := r.Scan(&kind, &v.namespace, &v.n)

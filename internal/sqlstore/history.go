@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -81,7 +82,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		auditRead
 		tx, namespace, workflow string
 	}
-	read, err := collect(rows, func(r Row) (historyRow, error) {
+	read, err := sqldb.Collect(rows, func(r sqldb.Row) (historyRow, error) {
 		var h historyRow
 		a, err := scanAudit(r, &h.tx, &h.namespace, &h.workflow)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -53,7 +54,7 @@ func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
-	engines, err := collect(rows, scanEngine)
+	engines, err := sqldb.Collect(rows, scanEngine)
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
@@ -142,7 +143,7 @@ func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
 	}
-	running, err := collect(rows, scanFence)
+	running, err := sqldb.Collect(rows, scanFence)
 	if err != nil {
 		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
 	}
@@ -174,7 +175,7 @@ func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
-	running, err := collect(rows, scanFence)
+	running, err := sqldb.Collect(rows, scanFence)
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
@@ -215,7 +216,7 @@ func (t *txn) auditHeldClaims(held []store.Fence) error {
 		taskID, idx int64
 		name        string
 	}
-	got, err := collect(rows, func(r Row) (claimed, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (claimed, error) {
 		var c claimed
 		err := r.Scan(&c.taskID, &c.name, &c.idx, &c.attempt, &c.engine, &c.at, &c.starts)
 		return c, err
@@ -241,7 +242,7 @@ func (s *Store) ReleaseLease(ctx context.Context, engineID string, leaseID int64
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
-		fences, err := collect(rows, scanFence)
+		fences, err := sqldb.Collect(rows, scanFence)
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
@@ -340,7 +341,7 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
-	found, err := collect(rows, scanString)
+	found, err := sqldb.Collect(rows, sqldb.String)
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
@@ -379,7 +380,7 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 			name, engine string
 			max          int
 		}
-		steps, err := collect(rows, func(r Row) (lapsed, error) {
+		steps, err := sqldb.Collect(rows, func(r sqldb.Row) (lapsed, error) {
 			var l lapsed
 			err := r.Scan(&l.fence.StepID, &l.taskID, &l.name, &l.fence.Attempt, &l.max, &l.fence.LeaseID, &l.engine)
 			return l, err

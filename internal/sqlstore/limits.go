@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 )
 
 // This file holds the concurrency limits of the claim: namespace limits
@@ -422,7 +424,7 @@ func (t *txn) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom
 		key  nsKey
 		n    int64
 	}
-	got, err := collect(rows, func(r Row) (keyCount, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (keyCount, error) {
 		var c keyCount
 		err := r.Scan(&c.kind, &c.key.ns, &c.key.key, &c.n)
 		return c, err
@@ -466,7 +468,7 @@ func (t *txn) counts(q string, args ...any) ([]countRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(r Row) (countRow, error) {
+	return sqldb.Collect(rows, func(r sqldb.Row) (countRow, error) {
 		var c countRow
 		err := r.Scan(&c.kind, &c.key, &c.n)
 		return c, err

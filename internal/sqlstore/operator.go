@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -80,7 +81,7 @@ func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
-	steps, err := collect(rows, scanOpStep)
+	steps, err := sqldb.Collect(rows, scanOpStep)
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
@@ -212,7 +213,7 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
-	steps, err = collect(rows, scanOpStep)
+	steps, err = sqldb.Collect(rows, scanOpStep)
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
@@ -226,7 +227,7 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 }
 
 // scanOpStep reads opStepColumns.
-func scanOpStep(r Row) (opStep, error) {
+func scanOpStep(r sqldb.Row) (opStep, error) {
 	var o opStep
 	var sst, deps, rule string
 	var batchOf sql.NullInt64

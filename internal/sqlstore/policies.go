@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -86,7 +87,7 @@ func (t *txn) policies(version int64) (*policySet, error) {
 		weight      int
 		rate        store.Rate
 	}
-	all, err := collect(rows, func(r Row) (row, error) {
+	all, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var v row
 		var paused, ratePer int64
 		err := r.Scan(&v.target, &paused, &v.concurrency, &v.weight, &v.rate.Limit, &ratePer)
@@ -242,7 +243,7 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
-	pols, err := collect(rows, scanPolicy)
+	pols, err := sqldb.Collect(rows, scanPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -252,7 +253,7 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 // policyColumns are the columns of a policies row that scanPolicy reads.
 const policyColumns = `target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per`
 
-func scanPolicy(r Row) (store.Policy, error) {
+func scanPolicy(r sqldb.Row) (store.Policy, error) {
 	var p store.Policy
 	var paused, at, ratePer int64
 	var rate store.Rate
@@ -272,7 +273,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
-	pols, err := collect(rows, scanPolicy)
+	pols, err := sqldb.Collect(rows, scanPolicy)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
@@ -287,7 +288,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
-		running, err := collect(rows, scanNamespaceRow)
+		running, err := sqldb.Collect(rows, scanNamespaceRow)
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
@@ -314,7 +315,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
 		}
-		used, err := collect(rows, func(r Row) (store.LimitUsage, error) {
+		used, err := sqldb.Collect(rows, func(r sqldb.Row) (store.LimitUsage, error) {
 			var u store.LimitUsage
 			var limit sql.NullInt64
 			err := r.Scan(&u.Key, &limit, &u.Running)
@@ -345,7 +346,7 @@ func (s *Store) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyCha
 	if err != nil {
 		return nil, fmt.Errorf("list policy changes: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.PolicyChangeRecord, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.PolicyChangeRecord, error) {
 		var c store.PolicyChangeRecord
 		var at int64
 		err := r.Scan(&c.ID, &at, &c.Actor, &c.Target, &c.Change, &c.Reason)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -97,7 +98,7 @@ func (s *Store) HeldPreemptible(ctx context.Context, engineID string, held []sto
 	if err != nil {
 		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
 	}
-	steps, err := collect(rows, func(r Row) (store.ClaimedStep, error) {
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ClaimedStep, error) {
 		var c store.ClaimedStep
 		err := r.Scan(&c.ID, &c.TaskID, &c.Name, &c.Namespace, &c.Handler, &c.Priority, &c.Attempts, &c.Fence.LeaseID, &c.Workflow)
 		c.Fence.StepID, c.Fence.Attempt, c.Preemptible, c.State = c.ID, c.Attempts, true, state.StepRunning

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -380,7 +381,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		attempt  int
 		runAt    int64
 	}
-	got, err := collect(rows, func(r Row) (deferredRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (deferredRow, error) {
 		var d deferredRow
 		err := r.Scan(&d.id, &d.task, &d.name, &d.attempt, &d.runAt)
 		return d, err
@@ -496,13 +497,13 @@ func (t *txn) takeTokens(needs []*bucketNeed) error {
 }
 
 // took reads rows of (key, taken, granted, deferred_to) into needs.
-func took(rows Rows, needs []*bucketNeed) error {
+func took(rows sqldb.Rows, needs []*bucketNeed) error {
 	type takeRow struct {
 		key            string
 		taken, granted int
 		deferredTo     int64
 	}
-	got, err := collect(rows, func(r Row) (takeRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (takeRow, error) {
 		var x takeRow
 		err := r.Scan(&x.key, &x.taken, &x.granted, &x.deferredTo)
 		return x, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -35,7 +36,7 @@ func (s *Store) Retentions(ctx context.Context) ([]store.Retention, error) {
 	if err != nil {
 		return nil, fmt.Errorf("retentions: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.Retention, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.Retention, error) {
 		var v store.Retention
 		var st string
 		var keep, at int64
@@ -67,7 +68,7 @@ func (s *Store) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEnt
 	if err != nil {
 		return nil, fmt.Errorf("operator log: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.OperatorEntry, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.OperatorEntry, error) {
 		var e store.OperatorEntry
 		var at int64
 		err := r.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Subject, &e.Reason)

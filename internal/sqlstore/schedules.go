@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -16,7 +17,7 @@ import (
 
 const scheduleColumns = `namespace, workflow, name, version, cron, time_zone, input, catch_up, max_catch_up, paused, last_tick, next_tick, created_at, updated_at`
 
-func scanSchedule(r Row) (store.ScheduleRecord, error) {
+func scanSchedule(r sqldb.Row) (store.ScheduleRecord, error) {
 	var s store.ScheduleRecord
 	var input string
 	var paused, next, created, updated int64
@@ -43,7 +44,7 @@ func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version 
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
 		}
-		existing, err := collect(rows, scanSchedule)
+		existing, err := sqldb.Collect(rows, scanSchedule)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
 		}
@@ -115,7 +116,7 @@ func (s *Store) ListSchedules(ctx context.Context, f store.ScheduleFilter) ([]st
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	out, err := collect(rows, scanSchedule)
+	out, err := sqldb.Collect(rows, scanSchedule)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -129,7 +130,7 @@ func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
 	}
-	out, err := collect(rows, scanSchedule)
+	out, err := sqldb.Collect(rows, scanSchedule)
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
 	}
@@ -225,7 +226,7 @@ func (s *Store) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]store
 	if err != nil {
 		return nil, fmt.Errorf("schedule audit: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.ScheduleAuditEntry, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ScheduleAuditEntry, error) {
 		var e store.ScheduleAuditEntry
 		var at int64
 		err := r.Scan(&at, &e.Action, &e.Actor, &e.Reason)

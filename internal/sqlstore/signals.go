@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -93,7 +94,7 @@ func (t *txn) timeOutWaits() (int, error) {
 		id, task               int64
 		name, children, signal string
 	}
-	waits, err := collect(rows, func(r Row) (wait, error) {
+	waits, err := sqldb.Collect(rows, func(r sqldb.Row) (wait, error) {
 		var w wait
 		err := r.Scan(&w.id, &w.task, &w.name, &w.children, &w.signal)
 		return w, err
@@ -155,7 +156,7 @@ func (s *Store) Signal(ctx context.Context, taskID int64, name string, payload j
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}
-		steps, err := collect(rows, scanStepRef)
+		steps, err := sqldb.Collect(rows, scanStepRef)
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}

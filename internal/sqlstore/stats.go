@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -26,7 +27,7 @@ func (s *Store) CountTasksByState(ctx context.Context, limit int) ([]store.State
 	if err != nil {
 		return nil, fmt.Errorf("count tasks by state: %w", err)
 	}
-	counts, err := collect(rows, func(r Row) (store.StateCount, error) {
+	counts, err := sqldb.Collect(rows, func(r sqldb.Row) (store.StateCount, error) {
 		var i, n int
 		if err := r.Scan(&i, &n); err != nil {
 			return store.StateCount{}, err
@@ -67,7 +68,7 @@ func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 		return store.Activity{}, fmt.Errorf("task activity: %w", err)
 	}
 	total := 0
-	buckets, err := collect(rows, func(r Row) (store.ActivityBucket, error) {
+	buckets, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ActivityBucket, error) {
 		var b store.ActivityBucket
 		var idx, wait int64
 		if err := r.Scan(&b.Namespace, &idx, &b.Finished, &b.Failed, &b.Waited, &wait); err != nil {
@@ -94,7 +95,7 @@ func (s *Store) CountHeld(ctx context.Context) (map[string]int, error) {
 		id string
 		n  int
 	}
-	list, err := collect(rows, func(r Row) (held, error) {
+	list, err := sqldb.Collect(rows, func(r sqldb.Row) (held, error) {
 		var h held
 		return h, r.Scan(&h.id, &h.n)
 	})

@@ -27,15 +27,14 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weftrun/weft/internal/broadcast"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -156,7 +155,7 @@ type Dialect struct {
 // Config configures a Store.
 type Config struct {
 	// DB runs reads and write transactions.
-	DB DB
+	DB sqldb.DB
 	// Aging is how long a ready step waits to gain one priority level.
 	Aging time.Duration
 	// Clock returns the current time.
@@ -166,7 +165,7 @@ type Config struct {
 
 // Store is a store.Store on a SQL database.
 type Store struct {
-	db    DB
+	db    sqldb.DB
 	d     Dialect
 	aging int64 // microseconds per priority level
 	clock func() time.Time
@@ -179,7 +178,7 @@ type Store struct {
 	// transactions, whose engines it woke itself (see notifyPayload).
 	origin string
 
-	rebound sync.Map // query with ? placeholders -> numbered form
+	binder *sqldb.Binder
 	// claimTexts are the texts of claim statements (claimText -> string).
 	claimTexts sync.Map
 
@@ -236,18 +235,19 @@ func New(c Config) *Store {
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
 		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
+		binder:  sqldb.NewBinder(c.Dialect.Numbered),
 		rateSet: rateTakeSet(c.Dialect.Fence)}
 }
 
 // read runs a query on the readers.
-func (s *Store) read(ctx context.Context, q string, args ...any) (Rows, error) {
+func (s *Store) read(ctx context.Context, q string, args ...any) (sqldb.Rows, error) {
 	return s.db.Query(ctx, s.bind(q), args...)
 }
 
 // execAlone runs one write statement in a transaction of its own: for a
 // write that stands alone, one round trip instead of three. It honours the
 // dialect like write does (Uncancellable, writeErr).
-func (s *Store) execAlone(ctx context.Context, q string, args ...any) (Result, error) {
+func (s *Store) execAlone(ctx context.Context, q string, args ...any) (sqldb.Result, error) {
 	ctx, err := s.writeContext(ctx)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (s *Store) execAlone(ctx context.Context, q string, args ...any) (Result, e
 }
 
 // readRow runs a one-row query on the readers.
-func (s *Store) readRow(ctx context.Context, q string, args ...any) Row {
+func (s *Store) readRow(ctx context.Context, q string, args ...any) sqldb.Row {
 	return s.db.QueryRow(ctx, s.bind(q), args...)
 }
 
@@ -266,19 +266,19 @@ func (s *Store) readRow(ctx context.Context, q string, args ...any) Row {
 type aRead struct {
 	q    string
 	args []any
-	read func(Rows) error
+	read func(sqldb.Rows) error
 }
 
 // readTogether runs reads that do not depend on each other, in one round
-// trip where the database takes them so (ReadBatcher), else one after the
+// trip where the database takes them so (sqldb.ReadBatcher), else one after the
 // other; each read's function reads its rows.
 func (s *Store) readTogether(ctx context.Context, reads ...aRead) error {
-	if b, ok := s.db.(ReadBatcher); ok {
-		sts := make([]Statement, len(reads))
+	if b, ok := s.db.(sqldb.ReadBatcher); ok {
+		sts := make([]sqldb.Statement, len(reads))
 		for i, r := range reads {
-			sts[i] = Statement{Query: s.bind(r.q), Args: r.args}
+			sts[i] = sqldb.Statement{Query: s.bind(r.q), Args: r.args}
 		}
-		return b.ReadBatch(ctx, sts, func(i int, rows Rows) error { return reads[i].read(rows) })
+		return b.ReadBatch(ctx, sts, func(i int, rows sqldb.Rows) error { return reads[i].read(rows) })
 	}
 	for _, r := range reads {
 		rows, err := s.read(ctx, r.q, r.args...)
@@ -293,26 +293,7 @@ func (s *Store) readTogether(ctx context.Context, reads ...aRead) error {
 }
 
 // bind returns q with the dialect's placeholders.
-func (s *Store) bind(q string) string {
-	if !s.d.Numbered {
-		return q
-	}
-	if v, ok := s.rebound.Load(q); ok {
-		return v.(string)
-	}
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-		} else {
-			b.WriteByte(q[i])
-		}
-	}
-	s.rebound.Store(q, b.String())
-	return b.String()
-}
+func (s *Store) bind(q string) string { return s.binder.Bind(q) }
 
 var _ store.Store = (*Store)(nil)
 

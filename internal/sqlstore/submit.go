@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -114,7 +115,7 @@ func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p 
 
 // InsertTasksIn submits tasks inside a transaction the caller began, so that
 // they exist only if the caller commits it.
-func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+func (s *Store) InsertTasksIn(ctx context.Context, q sqldb.Querier, tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	var out []store.InsertResult
 	err := s.within(ctx, q, func(t *txn) (err error) {
 		out, err = t.insertTasks(tasks)
@@ -129,7 +130,7 @@ func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.Task
 // InsertTasksSQLTx submits tasks inside the caller's database/sql
 // transaction.
 func (s *Store) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.TaskInsert) ([]store.InsertResult, error) {
-	return s.InsertTasksIn(ctx, &SQLQuerier{Tx: tx}, tasks)
+	return s.InsertTasksIn(ctx, &sqldb.SQLQuerier{Tx: tx}, tasks)
 }
 
 // insertTasks writes tasks in input order. Where the database takes arrays,

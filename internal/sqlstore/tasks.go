@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -24,7 +25,7 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 	var children []int64
 	err := s.readTogether(ctx,
 		aRead{`SELECT ` + taskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
-			[]any{id}, func(rows Rows) error {
+			[]any{id}, func(rows sqldb.Rows) error {
 				defer rows.Close()
 				if rows.Next() {
 					found = true
@@ -35,12 +36,12 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 				}
 				return rows.Err()
 			}},
-		aRead{`SELECT ` + stepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, []any{id}, func(rows Rows) (err error) {
-			steps, err = collect(rows, scanStep)
+		aRead{`SELECT ` + stepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, []any{id}, func(rows sqldb.Rows) (err error) {
+			steps, err = sqldb.Collect(rows, scanStep)
 			return err
 		}},
-		aRead{`SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, []any{id}, func(rows Rows) (err error) {
-			children, err = collect(rows, scanInt64)
+		aRead{`SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, []any{id}, func(rows sqldb.Rows) (err error) {
+			children, err = sqldb.Collect(rows, sqldb.Int64)
 			return err
 		}},
 	)
@@ -67,7 +68,7 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 // withDest is a row scanned into more destinations than its scanner
 // gives: those, then dest.
 type withDest struct {
-	Row
+	sqldb.Row
 	dest []any
 }
 
@@ -81,7 +82,7 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	tasks, err := collect(rows, scanTask)
+	tasks, err := sqldb.Collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -101,7 +102,7 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Ta
 		return nil, fmt.Errorf("states of %d tasks: %w", len(ids), err)
 	}
 	out := make(map[int64]state.Task, len(ids))
-	err = each(rows, func(r Row) error {
+	err = sqldb.Each(rows, func(r sqldb.Row) error {
 		var id int64
 		var st string
 		if err := r.Scan(&id, &st); err != nil {
@@ -154,7 +155,7 @@ func (s *Store) GetStep(ctx context.Context, id int64) (*store.Step, error) {
 		idx  int
 		name string
 	}
-	all, err := collect(rows, func(r Row) (named, error) {
+	all, err := sqldb.Collect(rows, func(r sqldb.Row) (named, error) {
 		var n named
 		err := r.Scan(&n.idx, &n.name)
 		return n, err
@@ -179,7 +180,7 @@ func (s *Store) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
-	counts, err := collect(rows, scanQueueCount)
+	counts, err := sqldb.Collect(rows, scanQueueCount)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}

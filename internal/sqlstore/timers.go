@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -39,7 +40,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 			id, task           int64
 			name, st, children string
 		}
-		steps, err := collect(rows, func(r Row) (exp, error) {
+		steps, err := sqldb.Collect(rows, func(r sqldb.Row) (exp, error) {
 			var e exp
 			err := r.Scan(&e.id, &e.task, &e.name, &e.st, &e.children)
 			return e, err
@@ -84,7 +85,7 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 			name    string
 			attempt int
 		}
-		steps, err := collect(rows, func(r Row) (woke, error) {
+		steps, err := sqldb.Collect(rows, func(r sqldb.Row) (woke, error) {
 			var w woke
 			err := r.Scan(&w.task, &w.name, &w.attempt)
 			return w, err
@@ -133,7 +134,7 @@ func (s *Store) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("overdue steps: %w", err)
 	}
-	steps, err := collect(rows, scanHeldStep)
+	steps, err := sqldb.Collect(rows, scanHeldStep)
 	if err != nil {
 		return nil, fmt.Errorf("overdue steps: %w", err)
 	}

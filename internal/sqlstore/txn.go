@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -20,7 +21,7 @@ import (
 // audit log, the eligibility of steps and the cascade to children.
 type txn struct {
 	ctx     context.Context
-	x       Querier
+	x       sqldb.Querier
 	owned   bool // the store began the transaction (not the caller)
 	s       *Store
 	now     int64
@@ -95,7 +96,7 @@ type txn struct {
 	// (endsWithClaim).
 	lastClaim bool
 	// committed: the transaction ended with a claim sent with its COMMIT
-	// (Pipeliner.FollowLast); what the claim still reads, it reads outside.
+	// (sqldb.Pipeliner.FollowLast); what the claim still reads, it reads outside.
 	committed bool
 	// endedTask: the transaction ended a task (TaskEnded).
 	endedTask bool
@@ -209,7 +210,7 @@ func (s *Store) writeErr(err error) error {
 // roll back. Engines in this process are woken at once (they find the steps
 // when the caller commits); other processes hear the notification, which
 // PostgreSQL delivers only on commit.
-func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) error {
+func (s *Store) within(ctx context.Context, q sqldb.Querier, fn func(t *txn) error) error {
 	t := &txn{ctx: ctx, x: q, s: s, now: s.clock().UnixMicro()}
 	if err := t.run(fn); err != nil {
 		return err
@@ -265,11 +266,11 @@ func (t *txn) run(fn func(t *txn) error) error {
 }
 
 // soon runs a statement whose result nobody reads: where the transaction
-// pipelines (Pipeliner), ahead of its next statement, in that statement's
+// pipelines (sqldb.Pipeliner), ahead of its next statement, in that statement's
 // round trip; else now. what says what it does, for its error.
 func (t *txn) soon(what, q string, args ...any) error {
-	if p, ok := t.x.(Pipeliner); ok {
-		p.Queue(Statement{Query: t.s.bind(q), Args: args, What: what})
+	if p, ok := t.x.(sqldb.Pipeliner); ok {
+		p.Queue(sqldb.Statement{Query: t.s.bind(q), Args: args, What: what})
 		return nil
 	}
 	if _, err := t.exec(q, args...); err != nil {
@@ -278,15 +279,15 @@ func (t *txn) soon(what, q string, args ...any) error {
 	return nil
 }
 
-func (t *txn) exec(q string, args ...any) (Result, error) {
+func (t *txn) exec(q string, args ...any) (sqldb.Result, error) {
 	return t.x.Exec(t.ctx, t.s.bind(q), args...)
 }
 
-func (t *txn) query(q string, args ...any) (Rows, error) {
+func (t *txn) query(q string, args ...any) (sqldb.Rows, error) {
 	return t.x.Query(t.ctx, t.s.bind(q), args...)
 }
 
-func (t *txn) queryRow(q string, args ...any) Row {
+func (t *txn) queryRow(q string, args ...any) sqldb.Row {
 	return t.x.QueryRow(t.ctx, t.s.bind(q), args...)
 }
 
@@ -296,7 +297,7 @@ func (t *txn) int64s(q string, args ...any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanInt64)
+	return sqldb.Collect(rows, sqldb.Int64)
 }
 
 // strings runs a query of one text column.
@@ -305,7 +306,7 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanString)
+	return sqldb.Collect(rows, sqldb.String)
 }
 
 // idIn is the condition "col is one of ids" and its arguments, as one

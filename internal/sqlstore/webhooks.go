@@ -6,12 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
 const webhookColumns = `id, url, secret, namespace, workflow, types, cursor_pos, state, failures, last_error, next_attempt_at, delivered, created_at, created_by`
 
-func scanWebhook(r Row) (store.Webhook, error) {
+func scanWebhook(r sqldb.Row) (store.Webhook, error) {
 	var (
 		w             store.Webhook
 		types         string
@@ -51,7 +52,7 @@ func (s *Store) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
-	ws, err := collect(rows, scanWebhook)
+	ws, err := sqldb.Collect(rows, scanWebhook)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}

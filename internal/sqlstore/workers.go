@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -61,7 +62,7 @@ func (s *Store) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	handlers, err := collect(rows, func(r Row) (pair, error) {
+	handlers, err := sqldb.Collect(rows, func(r sqldb.Row) (pair, error) {
 		var p pair
 		err := r.Scan(&p.id, &p.v)
 		return p, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -60,7 +61,7 @@ func (s *Store) GetWorkflow(ctx context.Context, namespace, name, version string
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
-	ws, err := collect(rows, scanWorkflow)
+	ws, err := sqldb.Collect(rows, scanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
@@ -86,7 +87,7 @@ func (s *Store) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, erro
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ws, err := collect(rows, scanWorkflow)
+	ws, err := sqldb.Collect(rows, scanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
