@@ -138,8 +138,8 @@ func (t *txn) takeWary(c candidate, b *breakerRoom) (bool, error) {
 // this claim take none (the next claim reads again).
 func (t *txn) waryRoom(key string) (int, error) {
 	lock := ""
-	if t.s.d.ClaimLock != "" {
-		lock = " " + t.s.d.ClaimLock
+	if t.s.d.ClaimLock() != "" {
+		lock = " " + t.s.d.ClaimLock()
 	}
 	var st string
 	var failures, threshold int
@@ -244,8 +244,8 @@ func (t *txn) takeProbe(c candidate) (bool, error) {
 	// A row another transaction holds is skipped, not waited for: that
 	// one is probing, or recording an outcome that moves the breaker.
 	lock := ""
-	if t.s.d.ClaimLock != "" {
-		lock = " " + t.s.d.ClaimLock
+	if t.s.d.ClaimLock() != "" {
+		lock = " " + t.s.d.ClaimLock()
 	}
 	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
 		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)

@@ -119,7 +119,7 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 // cannot deadlock one another or the engines, and read the tasks' states
 // as they are, not as they were before a concurrent action committed.
 func (t *txn) lockTasks(ids []int64) error {
-	if t.s.d.ClaimLock == "" || len(ids) == 0 {
+	if t.s.d.ClaimLock() == "" || len(ids) == 0 {
 		return nil
 	}
 	steps, args := t.idIn("task_id", ids)

@@ -238,13 +238,13 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	in, inArgs := t.idIn("id", ids)
 	lock := ""
-	if t.s.d.ClaimLock != "" {
+	if t.s.d.ClaimLock() != "" {
 		lock = " FOR UPDATE"
 	}
 	// Where children of these steps may be claimed next in this
 	// transaction, the handlers' part of their tasks comes too
 	// (startTasks takes it from there).
-	withContext := !t.s.d.WithWrites && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
+	withContext := !t.s.d.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
 		cols += `, ` + claimedTaskColumns

@@ -60,7 +60,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		if !t.s.d.WithWrites && t.s.backlog.Load() {
+		if !t.s.d.WithWrites() && t.s.backlog.Load() {
 			// Under a backlog, SQLite claims in one statement where the
 			// claim needs no check of its own (claimGated). Where that
 			// claims nothing (no step was ready, or its gate shut), the
@@ -161,7 +161,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	case err != nil:
 		return nil, err
 	}
-	if !s.d.WithWrites {
+	if !s.d.WithWrites() {
 		s.backlog.Store(len(claimed) == p.Limit)
 	}
 	s.bounds.saw(totals)
@@ -228,7 +228,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // with the COMMIT) or recorded breaker outcomes.
 func (t *txn) endsWithClaim() bool {
 	_, ok := t.x.(sqldb.Pipeliner)
-	return ok && t.owned && t.s.d.WithWrites && t.rateTake == nil && len(t.limitHeld) == 0 &&
+	return ok && t.owned && t.s.d.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
 		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
 }
 
@@ -247,8 +247,8 @@ func (t *txn) endsWithClaim() bool {
 func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
-	if t.s.d.ClaimPlan != "" {
-		q += t.s.d.ClaimPlan
+	if t.s.d.ClaimPlan() != "" {
+		q += t.s.d.ClaimPlan()
 	} else {
 		q += "NULL"
 	}
@@ -265,15 +265,15 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policy
 		q += ", " + fairOthers
 		args = append(args, alone, alone)
 		probe = true
-	case t.s.d.FairReadiness != "" && weights:
-		q += ", " + t.s.d.FairReadiness
+	case t.s.d.FairReadiness() != "" && weights:
+		q += ", " + t.s.d.FairReadiness()
 		args = append(args, fairLock, maxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.d.LimitRoom, "?", "true", "NULL") + ` AS r ON true`
+			fmt.Sprintf(t.s.d.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
 		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
@@ -519,13 +519,9 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	limit := s.d.ClaimLimit
-	if limit == "" {
-		limit = "LIMIT ?"
-	}
-	q += ` ORDER BY sort_key ` + limit
-	if s.d.ClaimLock != "" {
-		q += " " + s.d.ClaimLock
+	q += ` ORDER BY sort_key ` + s.d.ClaimLimit()
+	if s.d.ClaimLock() != "" {
+		q += " " + s.d.ClaimLock()
 	}
 	return q, append(args, want)
 }

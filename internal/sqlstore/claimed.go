@@ -64,7 +64,7 @@ func (t *txn) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (
 	var x stepScan
 	var c claimedRow
 	dest := append(x.claimedDest(), &c.sortKey)
-	if t.s.d.WithWrites {
+	if t.s.d.WithWrites() {
 		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
@@ -107,7 +107,7 @@ func (t *txn) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (
 		if c.totals[0].Valid {
 			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
-		if t.s.d.WithWrites {
+		if t.s.d.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
 			if len(step.deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
@@ -152,7 +152,7 @@ func (c claimedTask) set(s *store.ClaimedStep) {
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
 func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	if !t.s.d.WithWrites {
+	if !t.s.d.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}

@@ -171,7 +171,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (fairOthers); other policies
 	// need the claim's own check (gated).
-	if !counting && t.s.d.WithWrites && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+	if !counting && t.s.d.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if len(bounds) > 0 {
 			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
@@ -340,7 +340,7 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.s.d.WithWrites && inOne && pol.weights == nil && gated(p, pol)
+	counted := !t.s.d.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
 	if !counted && (!unchecked(p, pol) || len(t.s.predictedLimits()) > 0) {
 		return nil, nil
 	}
@@ -349,7 +349,7 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.s.d.WithWrites || inOne {
+	if t.s.d.WithWrites() || inOne {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if counted {
 			from.caps = pol.caps

@@ -53,8 +53,8 @@ type claimStmt struct {
 
 // claimStatement builds the statement that claims the steps of from.
 func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
-	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}
-	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites, taking: st.taking}
+	st := claimStmt{taking: t.s.d.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
+	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites(), taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
@@ -103,12 +103,12 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	if err := t.flushAudit(); err != nil {
 		return st, err
 	}
-	if !t.s.d.WithWrites {
+	if !t.s.d.WithWrites() {
 		// Where the gate is shut, it claims nothing and says no more.
 		st.q, st.gated, st.args = t.s.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.s.d.LimitRoom != "" && len(held) > 0
+	st.totaling = t.s.d.LimitRoom() != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err

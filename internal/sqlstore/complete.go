@@ -81,8 +81,8 @@ func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
-	if t.s.d.CompletePlan != "" {
-		if err := t.soon("steer the planner", `SELECT `+t.s.d.CompletePlan); err != nil {
+	if t.s.d.CompletePlan() != "" {
+		if err := t.soon("steer the planner", `SELECT `+t.s.d.CompletePlan()); err != nil {
 			return nil, err
 		}
 	}
@@ -258,7 +258,7 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
-	withTasks := t.s.d.WithWrites && t.s.d.ClaimLock != ""
+	withTasks := t.s.d.WithWrites() && t.s.d.ClaimLock() != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
 			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id

@@ -32,9 +32,9 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
 func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
-	prefix := s.d.ExplainAnalyze
+	prefix := s.d.ExplainAnalyze()
 	if prefix == "" {
-		prefix = s.d.Explain
+		prefix, _ = s.d.Explain()
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -46,14 +46,14 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 	var version int64
 	var settings string
 	q, dest := `SELECT `+policyVersion, []any{&version}
-	if s.d.ClaimPlan != "" {
-		q, dest = q+`, `+s.d.ClaimPlan, append(dest, &settings)
+	if s.d.ClaimPlan() != "" {
+		q, dest = q+`, `+s.d.ClaimPlan(), append(dest, &settings)
 	}
 	if err := tx.QueryRow(ctx, s.bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
-	if s.d.WithWrites {
+	if s.d.WithWrites() {
 		t := &txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: p.EngineID}
 		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
 		if err != nil {
@@ -74,7 +74,8 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 
 // explain returns the database's plan for a query, one line per row.
 func (s *Store) explain(ctx context.Context, q string, args ...any) (string, error) {
-	rows, err := s.read(ctx, s.d.Explain+" "+q, args...)
+	prefix, _ := s.d.Explain()
+	rows, err := s.read(ctx, prefix+" "+q, args...)
 	if err != nil {
 		return "", err
 	}
@@ -83,7 +84,8 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 
 // planLines reads the rows of an EXPLAIN, the plan line last in each.
 func (s *Store) planLines(rows sqldb.Rows) (string, error) {
-	vals := make([]any, max(s.d.ExplainColumns, 1))
+	_, columns := s.d.Explain()
+	vals := make([]any, max(columns, 1))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]

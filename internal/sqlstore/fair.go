@@ -150,10 +150,10 @@ func (t *txn) fairReadiness() ([]fairRow, error) {
 		t.fairRead = nil
 		return got, nil
 	}
-	if !t.fairLocked && t.s.d.FairReadiness != "" {
+	if !t.fairLocked && t.s.d.FairReadiness() != "" {
 		// The lock and the readiness in one round trip.
 		var got []string
-		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness, fairLock, maxFairNamespaces).Scan(&got); err != nil {
+		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
 			return nil, fmt.Errorf("read ready namespaces: %w", err)
 		}
 		t.fairLocked = true

@@ -38,7 +38,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		where []string
 		args  []any
 	)
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		// Below the oldest running transaction the log no longer changes:
 		// read only there, so that no row commits later before a cursor.
 		where = append(where, `(a.txid, a.id) `+from+` (?::xid8, ?)`, `a.txid < pg_snapshot_xmin(pg_current_snapshot())`)
@@ -68,7 +68,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		args = append(args, q.TaskID)
 	}
 	order, pos := `a.id`, `''`
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		order, pos = `a.txid, a.id`, `a.txid::text`
 	}
 	rows, err := s.read(ctx, `SELECT `+qualify("a", auditColumns)+`, `+pos+`, t.namespace, t.workflow
@@ -126,7 +126,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // transactions that committed after it began, but before now, follow it.
 func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
 	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(entriesPerRow-1) + `' FROM audit`
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
 	}
 	var end string
@@ -154,7 +154,7 @@ func (s *Store) parseCursor(c string) (historyCursor, error) {
 	}
 	bad := fmt.Errorf("history cursor %q: not one this database handed out: %w", c, store.ErrInvalid)
 	rest := c
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		tx, after, ok := strings.Cut(rest, ".")
 		if !ok {
 			return h, bad

@@ -267,7 +267,7 @@ func (k *keyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, miss
 // locks and counts first: those its last claim met limits in, where the
 // store has locks.
 func (s *Store) predictedLimits() []string {
-	if s.d.LimitRoom == "" {
+	if s.d.LimitRoom() == "" {
 		return nil
 	}
 	if p := s.limitNamespaces.Load(); p != nil {
@@ -279,7 +279,7 @@ func (s *Store) predictedLimits() []string {
 // predictLimits keeps the namespaces a claim met limits in for the next
 // claim (only when they changed).
 func (s *Store) predictLimits(met map[string]bool) {
-	if s.d.LimitRoom == "" {
+	if s.d.LimitRoom() == "" {
 		return
 	}
 	last := s.predictedLimits()
@@ -309,7 +309,7 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.s.d.LimitRoom != "" {
+	if t.s.d.LimitRoom() != "" {
 		// Rows of limit_claims are taken in the namespaces' order, by
 		// every claim, and a claim that bounds takes them without the
 		// namespace's lock: a namespace met after this claim added to the
@@ -328,7 +328,7 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 		if len(namespaces) == 0 {
 			return nil
 		}
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?", "NULL"), namespaces, wait)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
 		in, args := t.textIn("namespace", namespaces)
@@ -346,7 +346,7 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 // namespaces the claim holds, whose totals its claim statement adds to.
 func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	k.countedIn(namespaces, got)
-	if t.s.d.LimitRoom == "" {
+	if t.s.d.LimitRoom() == "" {
 		return
 	}
 	t.s.bounds.counted(namespaces, k.counted, k.version, t.now)
@@ -478,10 +478,10 @@ func (t *txn) counts(q string, args ...any) ([]countRow, error) {
 // lockLimit takes one transaction-scoped lock, waiting for it, where the
 // dialect has locks; with one writer at a time there is nothing to take.
 func (t *txn) lockLimit(name string) error {
-	if t.s.d.Lock == "" {
+	if t.s.d.Lock() == "" {
 		return nil
 	}
-	if _, err := t.exec(`SELECT `+t.s.d.Lock, name); err != nil {
+	if _, err := t.exec(`SELECT `+t.s.d.Lock(), name); err != nil {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
 	return nil

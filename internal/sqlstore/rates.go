@@ -146,7 +146,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
-	lockedOnly := round > 0 && t.s.d.Lock != "" // several writers: bucket rows lock
+	lockedOnly := round > 0 && t.s.d.Lock() != "" // several writers: bucket rows lock
 	var upsert []*bucketNeed
 	for _, n := range needs {
 		n.local = t.s.reserves.take(n.key, n.rate, n.want, t.now)
@@ -172,7 +172,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
-	if round == 0 && t.s.d.WithWrites && t.s.ratesGranted.Load() && !probing {
+	if round == 0 && t.s.d.WithWrites() && t.s.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).

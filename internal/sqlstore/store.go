@@ -38,120 +38,6 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// Dialect is what differs between SQL backends.
-type Dialect struct {
-	// Numbered rewrites the "?" placeholders the queries are written with
-	// as $1, $2, … .
-	Numbered bool
-	// ClaimLock is appended to the query that selects the steps to claim,
-	// so that concurrent engines skip each other's rows ("FOR UPDATE SKIP
-	// LOCKED"); empty where one writer at a time is guaranteed.
-	ClaimLock string
-	// Arrays: the database takes arrays as parameters (unnest), so bulk
-	// writes are one statement whatever their size.
-	Arrays bool
-	// Lateral: the database has LATERAL joins (PostgreSQL). A lateral
-	// subquery with OFFSET 0 is not pulled up, so it runs once per outer
-	// row, by index, whatever the statistics say (a fresh queue's lag
-	// behind it); the claim's joins are written so.
-	Lateral bool
-	// Fence ends a subquery that the planner must run as written rather
-	// than pull up into the query around it, where pulling it up would
-	// copy its expressions into every use of its columns (PostgreSQL:
-	// " OFFSET 0").
-	Fence string
-	// WithWrites: a statement's WITH clause may update rows (PostgreSQL),
-	// so the claim marks its steps running, starts their tasks and loads
-	// what the handlers see in one statement.
-	WithWrites bool
-	// ClaimPlan, if set, is an expression that the first statement of each
-	// claim transaction evaluates for its effect: it steers the planner
-	// for the claim's next statements (PostgreSQL's statistics lag behind
-	// a freshly filled queue, and with them the claim turns into a scan
-	// and sort of every ready step).
-	ClaimPlan string
-	// CompletePlan, if set, is an expression that the first statement of
-	// each batch of outcomes evaluates, in the batch's transaction: its
-	// planner settings (PostgreSQL's set_config(..., true)).
-	CompletePlan string
-	// LimitRoom, if set, is a set-returning call, with %s for its three
-	// arguments (namespaces, sorted; whether to wait for their locks, else
-	// only try them; counts to bound from, which this store passes as
-	// NULL: it bounds without the call, limitbounds.go), that takes the
-	// transaction-scoped lock of each namespace's concurrency limits and
-	// then counts what runs in each, with the totals read before the
-	// count (see countRow for its rows), so that engines count and claim
-	// under a namespace's limits one at a time. Where it is empty, one
-	// writer at a time is guaranteed and the claim counts without locks.
-	LimitRoom string
-	// Lock, if set, is an expression that takes a transaction-scoped lock
-	// on the name it is given (one argument) and yields a value; empty
-	// where one writer at a time is guaranteed.
-	Lock string
-	// FairReadiness, if set, is an expression for the claim's first
-	// statement, with two arguments (the fair shares' lock, the most
-	// namespaces to find), that takes the lock and then yields the rows of
-	// fairReadiness as an array of "KIND N NAMESPACE"; where it is empty,
-	// the claim takes the lock with Lock and reads fairReadiness in a
-	// statement of its own.
-	FairReadiness string
-	// ClaimLimit is how the claim's query of candidates bounds its rows by
-	// a parameter: "LIMIT ?" where it is empty. SQLite plans a LIMIT that
-	// is a bare parameter from the value bound to it, so binding one marks
-	// the prepared statement to be prepared again, at every claim (15 µs
-	// of the 22 the query took on a small queue); "LIMIT (SELECT ?)" keeps
-	// the value out of the plan.
-	ClaimLimit string
-	// Uncancellable runs a write transaction's statements under a context
-	// that cannot be cancelled (checked once before it begins), for drivers
-	// that pay for each cancellable statement (mattn/go-sqlite3 starts a
-	// goroutine per statement). Waits stay bounded by the busy timeout.
-	Uncancellable bool
-	// Explain prefixes a query to get its plan ("EXPLAIN QUERY PLAN"),
-	// whose rows have ExplainColumns columns, the last one the plan line.
-	Explain        string
-	ExplainColumns int
-	// ExplainAnalyze, if set, prefixes a query to run it and get its plan
-	// with what it did (EXPLAIN (ANALYZE, BUFFERS)); its rows are plan
-	// lines like Explain's.
-	ExplainAnalyze string
-	// Notify, if set, is a statement that wakes engines in other processes
-	// (pg_notify); its arguments are NotifyChannel and a payload (see
-	// notifyPayload). A transaction that made steps ready runs it, at
-	// most once per NotifyEvery: a transaction
-	// inside that window leaves it to a notification sent once the window
-	// ends, so a busy database is not flooded with them.
-	Notify        string
-	NotifyChannel string
-	NotifyEvery   time.Duration
-	// Refused reports whether an error of the driver is the database
-	// refusing a statement for what it carries or does (a value it cannot
-	// store, a constraint, a limit), which trying again cannot cure, as
-	// opposed to a passing failure (a lost connection, a deadlock, a
-	// timeout). Write transactions mark such errors store.ErrRefused; nil
-	// treats every error as passing.
-	Refused func(error) bool
-	// Unavailable reports whether an error of the driver says the
-	// database cannot write for now, for a reason outside it that passes
-	// when the reason does (SQLite: a full disk, the disk failing a
-	// write): write errors are marked store.ErrUnavailable, as an
-	// unreachable server's are on PostgreSQL, so that the API answers 503
-	// and callers retry. nil marks none.
-	Unavailable func(error) bool
-	// Contended reports whether an error of the driver is the database
-	// giving up a transaction for its clash with concurrent ones (a
-	// serialization failure, a deadlock), which the same transaction run
-	// again may pass: such writes are tried again a few times
-	// (writeRetry) and then marked store.ErrContended. nil: never.
-	Contended func(error) bool
-	// TxHistory: audit rows carry the id of the transaction that wrote
-	// them (txid), and the history is read in (txid, id) order up to the
-	// oldest running transaction, since ids are committed out of order.
-	// Without it ids are handed out in commit order (one writer at a
-	// time) and the history is read in id order.
-	TxHistory bool
-}
-
 // Config configures a Store.
 type Config struct {
 	// DB runs reads and write transactions.
@@ -179,6 +65,8 @@ type Store struct {
 	origin string
 
 	binder *sqldb.Binder
+	// notice is how this handle wakes engines in other processes.
+	notice Notification
 	// claimTexts are the texts of claim statements (claimText -> string).
 	claimTexts sync.Map
 
@@ -235,8 +123,8 @@ func New(c Config) *Store {
 	}
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
 		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
-		binder:  sqldb.NewBinder(c.Dialect.Numbered),
-		rateSet: rateTakeSet(c.Dialect.Fence)}
+		binder: sqldb.NewBinder(c.Dialect.Numbered()), notice: c.Dialect.Notification(),
+		rateSet: rateTakeSet(c.Dialect.Fence())}
 }
 
 // read runs a query on the readers.
@@ -246,7 +134,7 @@ func (s *Store) read(ctx context.Context, q string, args ...any) (sqldb.Rows, er
 
 // execAlone runs one write statement in a transaction of its own: for a
 // write that stands alone, one round trip instead of three. It honours the
-// dialect like write does (Uncancellable, writeErr).
+// dialect like write does (WriteContext, writeErr).
 func (s *Store) execAlone(ctx context.Context, q string, args ...any) (sqldb.Result, error) {
 	ctx, err := s.writeContext(ctx)
 	if err != nil {

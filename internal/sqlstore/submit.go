@@ -149,7 +149,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 	}
 	out := make([]store.InsertResult, len(tasks))
 	tpl := templates{}
-	if !t.s.d.Arrays {
+	if !t.s.d.Arrays() {
 		// Each run of tasks without keys goes in together (insertPlain);
 		// a task with a key takes the path of one task.
 		for i := 0; i < len(tasks); {
@@ -214,7 +214,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	var holder *store.Task // the task holding the key, where the insert looked it up first
 	insert := func() error {
 		holder = nil
-		if in.IdempotencyKey != "" && t.s.d.ClaimLock == "" {
+		if in.IdempotencyKey != "" && t.s.d.ClaimLock() == "" {
 			// One writer at a time: a key found here stays held until
 			// this transaction ends, and the insert it would refuse is
 			// not tried, so it uses up no id (AUTOINCREMENT counts the
@@ -326,7 +326,7 @@ func (t *txn) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runA
 	if len(tpl.steps) == 0 {
 		return nil
 	}
-	if t.s.d.Arrays {
+	if t.s.d.Arrays() {
 		if err := t.insertSteps(t.appendStepRows(make([][]any, 0, len(tpl.steps)), tpl, id, in, runAt)); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}

@@ -175,36 +175,14 @@ func (s *Store) writeRetry(ctx context.Context, engineID string, fn func(t *txn)
 	}
 }
 
-// writeContext is the context a write runs under: where the dialect says
-// so (Uncancellable), one that the caller's cancellation does not reach,
-// once the write has begun.
+// writeContext is the context a write runs under (Dialect.WriteContext).
 func (s *Store) writeContext(ctx context.Context) (context.Context, error) {
-	if !s.d.Uncancellable {
-		return ctx, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return ctx, err
-	}
-	return context.WithoutCancel(ctx), nil
+	return s.d.WriteContext(ctx)
 }
 
-// writeErr marks an error of a write as the dialect classifies it: as
-// store.Refused where the database refused the statement or its data
-// (Dialect.Refused), store.ErrUnavailable where it cannot write for now
-// (Dialect.Unavailable), store.ErrContended where it gave the transaction
-// up for its clash with concurrent ones (Dialect.Contended).
-func (s *Store) writeErr(err error) error {
-	switch {
-	case err == nil:
-	case s.d.Refused != nil && s.d.Refused(err):
-		return store.Refused(err)
-	case s.d.Unavailable != nil && !errors.Is(err, store.ErrUnavailable) && s.d.Unavailable(err):
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
-	case s.d.Contended != nil && !errors.Is(err, store.ErrContended) && s.d.Contended(err):
-		return fmt.Errorf("%w: %w", store.ErrContended, err)
-	}
-	return err
-}
+// writeErr marks an error of a write as the dialect classifies it
+// (sqldb.WriteErr).
+func (s *Store) writeErr(err error) error { return sqldb.WriteErr(s.d, err) }
 
 // within runs fn inside a transaction the caller began and will commit or
 // roll back. Engines in this process are woken at once (they find the steps
@@ -245,7 +223,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushAudit(); err != nil {
 		return err
 	}
-	if (t.leftReady() || t.timed) && t.s.d.Notify != "" {
+	if (t.leftReady() || t.timed) && t.s.notice.Statement != "" {
 		switch {
 		case t.timed:
 			// Told at once: a window's later notification says nothing of
@@ -258,7 +236,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 			t.notifyTaken = true
 		}
 		// Nothing reads it: it goes with the COMMIT where it can.
-		if err := t.soon("notify", t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
+		if err := t.soon("notify", t.s.notice.Statement, t.s.notice.Channel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
 			return err
 		}
 	}
@@ -326,7 +304,7 @@ func (t *txn) textIn(col string, vals []string) (string, []any) {
 // valuesIn is the condition "col is one of vals" as one parameter: an array
 // of the SQL type pgType, or a JSON array (or, of one value, that value).
 func valuesIn[T int64 | string](s *Store, col string, vals []T, pgType string) (string, []any) {
-	if s.d.Arrays {
+	if s.d.Arrays() {
 		return col + " = ANY(?::" + pgType + "[])", []any{vals}
 	}
 	if len(vals) == 1 {
@@ -422,7 +400,7 @@ func (t *txn) moveTask(id int64, from, to state.Task, reason, set string, args .
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	if to == state.TaskRunning && t.s.d.LimitRoom != "" {
+	if to == state.TaskRunning && t.s.d.LimitRoom() != "" {
 		// Back to running under a workflow limit: its namespace's total of
 		// tasks grows, as a claim's start does (limitbounds.go).
 		if _, err := t.exec(`INSERT INTO limit_claims AS l (namespace, steps, tasks)

@@ -20,7 +20,7 @@ func TestWritePanicFreesTheWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := heldDB(t)
-	s := &Store{db: d, clock: time.Now}
+	s := &Store{db: d, d: oneWriter{}, clock: time.Now}
 	insert := func(id int) func(t *txn) error {
 		return func(t *txn) error {
 			_, err := t.x.Exec(ctx, "INSERT INTO parents (id) VALUES (?)", id)
@@ -67,3 +67,29 @@ func countRows(t *testing.T, d *sqldb.SQLDB, table string) int {
 	require.NoError(t, d.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
 	return n
 }
+
+// oneWriter is the Dialect of a database with one writer at a time and none
+// of PostgreSQL's features, as SQLite's is, for the package's own tests.
+type oneWriter struct{}
+
+func (oneWriter) Refused(error) bool     { return false }
+func (oneWriter) Unavailable(error) bool { return false }
+func (oneWriter) Contended(error) bool   { return false }
+func (oneWriter) WriteContext(ctx context.Context) (context.Context, error) {
+	return ctx, nil
+}
+func (oneWriter) Numbered() bool             { return false }
+func (oneWriter) Arrays() bool               { return false }
+func (oneWriter) WithWrites() bool           { return false }
+func (oneWriter) TxHistory() bool            { return false }
+func (oneWriter) ClaimLock() string          { return "" }
+func (oneWriter) ClaimLimit() string         { return "LIMIT ?" }
+func (oneWriter) Fence() string              { return "" }
+func (oneWriter) ClaimPlan() string          { return "" }
+func (oneWriter) CompletePlan() string       { return "" }
+func (oneWriter) Lock() string               { return "" }
+func (oneWriter) LimitRoom() string          { return "" }
+func (oneWriter) FairReadiness() string      { return "" }
+func (oneWriter) Explain() (string, int)     { return "EXPLAIN QUERY PLAN", 4 }
+func (oneWriter) ExplainAnalyze() string     { return "" }
+func (oneWriter) Notification() Notification { return Notification{} }

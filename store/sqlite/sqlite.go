@@ -194,7 +194,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: checkpointedDB{db, ck}, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused, Unavailable: unavailable},
+		Dialect: dialect{},
 	}), w: w, db: db, path: path, opened: opened}, nil
 }
 
@@ -203,11 +203,6 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 // them every read prepared its statements again, a third of the time a
 // task's read took (BenchmarkGetTask 211, 245, 221 -> 136, 187, 144 µs).
 const readerStatements = "128"
-
-// claimLimit is the claim's LIMIT (sqlstore.Dialect.ClaimLimit): a bare
-// parameter would have SQLite prepare the claim's query again at every
-// claim.
-const claimLimit = "LIMIT (SELECT ?)"
 
 func migrate(ctx context.Context, db *sql.DB, busyTimeout time.Duration) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
@@ -275,7 +270,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: sdb, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
+		Dialect: dialect{readOnly: true},
 	}), w: db, path: path, opened: opened}, nil
 }
 
