@@ -55,12 +55,13 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	var totals map[string]limitTotals // of limits, as the claim left them
 	held := false
 	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claim := func(t *txn) error {
+	claim := func(tx *txn) error {
+		t := tx.claimer()
 		claimed, held = nil, false
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		if !t.s.d.WithWrites() && t.s.backlog.Load() {
+		if !t.s.d.WithWrites() && t.s.plan.backlog.Load() {
 			// Under a backlog, SQLite claims in one statement where the
 			// claim needs no check of its own (claimGated). Where that
 			// claims nothing (no step was ready, or its gate shut), the
@@ -73,12 +74,12 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		// The namespaces the last claim met limits in: bounded from the
 		// handle's anchors, or locked and counted by the first statement.
-		cached := s.cachedPolicies()
+		cached := s.plan.cachedPolicies()
 		bounded := int64(-1)
 		if cached != nil {
 			bounded = cached.version
 		}
-		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
+		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
 		leaseID := leaseOf(p)
 		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
 			return err
@@ -135,8 +136,8 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			}
 		}
 		deferred, granted, now, totals = rates.deferred, rates.granted, t.now, t.limitTotals
-		s.predictLimits(keys.met)
-		s.bounds.met(keys.floor)
+		s.plan.predictLimits(keys.met)
+		s.plan.bounds.met(keys.floor)
 		return t.claimContext(claimed, deps)
 	}
 	var err error
@@ -153,7 +154,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			break
 		}
 		// Claims elsewhere took room the bounds counted on: count.
-		s.bounds.forget(miss.namespaces)
+		s.plan.bounds.forget(miss.namespaces)
 	}
 	switch {
 	case errors.Is(err, errBoundMissed):
@@ -162,11 +163,11 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		return nil, err
 	}
 	if !s.d.WithWrites() {
-		s.backlog.Store(len(claimed) == p.Limit)
+		s.plan.backlog.Store(len(claimed) == p.Limit)
 	}
-	s.bounds.saw(totals)
+	s.plan.bounds.saw(totals)
 	for _, n := range granted {
-		s.reserves.add(n.key, n.rate, n.granted, now)
+		s.plan.reserves.add(n.key, n.rate, n.granted, now)
 	}
 	reportDeferred(p, deferred)
 	if held && p.Held != nil {
@@ -186,7 +187,7 @@ var errPoliciesMoved = errors.New("the policies changed during the claim")
 // skips what is full), adding them to claimed and their dependencies to
 // deps. errPoliciesMoved ends it when a round's query saw the policies
 // moved since the claim read them.
-func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
+func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
 	claimed *[]store.ClaimedStep, deps *[][]int, held *bool) error {
 	for round := range claimRounds {
 		want := p.Limit - len(*claimed)
@@ -226,7 +227,7 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // rateFallback), holds limits (their bounds are checked after it:
 // checkBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
-func (t *txn) endsWithClaim() bool {
+func (t *claimTx) endsWithClaim() bool {
 	_, ok := t.x.(sqldb.Pipeliner)
 	return ok && t.owned && t.s.d.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
 		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
@@ -244,7 +245,7 @@ func (t *txn) endsWithClaim() bool {
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
-func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
+func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
 	if t.s.d.ClaimPlan() != "" {
@@ -256,7 +257,7 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policy
 	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
 	if weights {
-		alone = t.s.fair.lone()
+		alone = t.s.plan.fair.lone()
 	}
 	// Without FairReadiness, fairReadiness takes the lock and reads when
 	// the claim shares slots.
@@ -360,7 +361,7 @@ type candidate struct {
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
+func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false

@@ -24,7 +24,7 @@ import (
 // alone. Where the database allows it, the same statement starts their
 // tasks and loads the task's part of what the handlers see (claimContext
 // does the rest).
-func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.idIn("id", ids)
 	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
 	if err != nil {
@@ -50,7 +50,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // readClaimed reads the rows of claim statement st (about n of them): the
 // steps it claimed, with the indexes of their dependencies. shut: it
 // claimed from its query of candidates and found the gate shut (gateShut).
-func (t *txn) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
+func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		sortKey int64
 		task    claimedTask
@@ -151,7 +151,7 @@ func (c claimedTask) set(s *store.ClaimedStep) {
 // claimContext starts the claimed steps' tasks and loads what the handlers
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
-func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if !t.s.d.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
@@ -178,7 +178,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := rowset(t, "d", pairs,
+		from, args := rowset(t.txn, "d", pairs,
 			intCol("d_claim", func(d *dep) int64 { return d.claim }),
 			intCol("d_task", func(d *dep) int64 { return d.task }),
 			intCol("d_idx", func(d *dep) int64 { return d.idx }))
@@ -224,7 +224,7 @@ func (t *txn) ranHere(task, idx int64, r depResult) {
 // ranBefore reports whether every dependency (deps, indexes) of claimed
 // step c ended in a run this transaction recorded, and then takes their
 // results as c's, in index order, as a read of them would give.
-func (t *txn) ranBefore(c store.ClaimedStep, deps []int) bool {
+func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
 	if len(t.ran) == 0 {
 		return false
 	}
@@ -279,7 +279,7 @@ type depResult struct {
 // readDepResults reads the results of the dependencies of claimed step id
 // as the claim statement returned them (depResultsOf) into t.depResults:
 // none where NULL (every dependency skipped).
-func (t *txn) readDepResults(id int64, col sql.NullString) error {
+func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
 	if t.depResults == nil {
 		t.depResults = map[int64][]depResult{}
 	}
@@ -310,7 +310,7 @@ func (t *txn) readDepResults(id int64, col sql.NullString) error {
 // readDepRows reads rows of dependency results (the claimed step's id,
 // the dependency's name, result, kind and index) into t.depResults, each
 // step's in index order.
-func (t *txn) readDepRows(rows sqldb.Rows) error {
+func (t *claimTx) readDepRows(rows sqldb.Rows) error {
 	type row struct {
 		step int64
 		depResult
@@ -340,7 +340,7 @@ func (t *txn) readDepRows(rows sqldb.Rows) error {
 // A step with dependencies belongs to a task that started when they ran,
 // or, should they all have been skipped before any ran, to one still
 // pending that the read below finds.
-func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	var ids, mayStart []int64
 	seen := map[int64]bool{}
 	starting := map[int64]bool{}
@@ -402,7 +402,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			for i, id := range ids {
 				starts[i] = started{id, first[id]}
 			}
-			from, args := rowset(t, "s", starts,
+			from, args := rowset(t.txn, "s", starts,
 				intCol("s_task", func(s *started) int64 { return s.task }),
 				intCol("s_step", func(s *started) int64 { return s.step }))
 			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.now, lease}, args...)...)

@@ -157,9 +157,9 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // handle's anchors: gateBoundsShut), and under weights while one
 // namespace is alone with ready work (fairOthers in the gate). Its COMMIT
 // goes with it unless keepOpen.
-func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
+func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
 	pl, ok := t.x.(sqldb.Pipeliner)
-	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
+	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.plan.fair.lone() == "") {
 		return nil
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
@@ -177,7 +177,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
 		}
 		if pol.weights != nil {
-			from.alone = t.s.fair.lone()
+			from.alone = t.s.plan.fair.lone()
 		}
 		c, err := t.claimStatement(from, leaseID)
 		if err != nil {
@@ -194,7 +194,7 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 		// gate shut (steps under keys of limits or rates), which would
 		// take a transaction more, or this claim is made again after its
 		// gate was shut so (keepOpen).
-		a.last = !keepOpen && !t.s.aheadShut.Load()
+		a.last = !keepOpen && !t.s.plan.aheadShut.Load()
 	}
 	if a.last {
 		a.rows = pl.FollowLast(st)
@@ -233,7 +233,7 @@ func gated(p store.ClaimParams, pol *policySet) bool {
 // A claim that bounded limits (a.bounded) holds those namespaces, its
 // statement checked their bounds, and it met them (keys.met) for the next
 // claim to bound again.
-func (t *txn) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+func (t *claimTx) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
 	a := t.ahead
 	if a == nil || a.claim == nil {
 		return false, nil
@@ -243,7 +243,7 @@ func (t *txn) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.Claime
 	if err != nil {
 		return false, err
 	}
-	t.s.aheadShut.Store(shut)
+	t.s.plan.aheadShut.Store(shut)
 	if shut && a.last {
 		return false, errShutAfterCommit
 	}
@@ -271,7 +271,7 @@ func appendClaimed[T any](to, more []T) []T {
 
 // aheadRows returns the rows of the query sent ahead (candidatesAhead) if
 // it is q with args, else nil, discarding them.
-func (t *txn) aheadRows(q string, args []any) (sqldb.Rows, error) {
+func (t *claimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
 	a := t.ahead
 	if a == nil {
 		return nil, nil
@@ -292,7 +292,7 @@ var errClaimedAhead = errors.New("a claim sent ahead claimed under policies that
 // version it checks moved too, and versions only grow); had it claimed,
 // the transaction is rolled back rather than leave steps claimed under
 // policies the claim did not apply.
-func (t *txn) dropAhead() error {
+func (t *claimTx) dropAhead() error {
 	a := t.ahead
 	if a == nil {
 		return nil
@@ -311,7 +311,7 @@ func (t *txn) dropAhead() error {
 	if a.last {
 		// Its transaction has ended: the claim runs again in one of its
 		// own, which keeps it open.
-		t.s.aheadShut.Store(true)
+		t.s.plan.aheadShut.Store(true)
 		return errShutAfterCommit
 	}
 	return nil
@@ -333,15 +333,15 @@ func (t *txn) dropAhead() error {
 // UPDATE by rowid are quicker than the statement's materialized candidates
 // (SQLite dag7 p50 2.42 against 2.63 ms); for a full claim the statement
 // is quicker (fanout5 +7%).
-func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
-	pol := t.s.cachedPolicies()
+func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
+	pol := t.s.plan.cachedPolicies()
 	if pol == nil || pol.all {
 		return nil, nil
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
 	counted := !t.s.d.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
-	if !counted && (!unchecked(p, pol) || len(t.s.predictedLimits()) > 0) {
+	if !counted && (!unchecked(p, pol) || len(t.s.plan.predictedLimits()) > 0) {
 		return nil, nil
 	}
 	leaseID := leaseOf(p)
@@ -400,7 +400,7 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 // ready (claimGated), for the engine p names (its claims are the
 // engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
-func (t *txn) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
+func (t *claimTx) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
 	if t.readied == 0 || p.Limit <= 0 || t.breakers.failed() {
 		// After a failure under a breaker, the claim waits for the count
 		// that this transaction writes last (flushBreakers): the engine's

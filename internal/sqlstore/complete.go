@@ -43,7 +43,7 @@ func (s *Store) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, 
 		if results, err = t.record(outcomes); err != nil {
 			return err
 		}
-		if claimed, err = t.claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
 			return err
 		}
 		// The engines are woken for the steps made ready that the claim

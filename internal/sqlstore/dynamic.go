@@ -162,7 +162,7 @@ func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) 
 	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
 	var rows sqldb.Rows
 	var err error
-	if t.committed {
+	if t.claim.committed {
 		// A claim that committed with its statement reads after it.
 		rows, err = t.s.read(t.ctx, q, args...)
 	} else {

@@ -54,7 +54,7 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 	}
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
 	if s.d.WithWrites() {
-		t := &txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: p.EngineID}
+		t := (&txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: p.EngineID}).claimer()
 		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)

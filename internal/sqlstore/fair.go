@@ -144,7 +144,7 @@ type fairRow struct {
 
 // fairReadiness returns the rows of fairReadiness: those the claim's first
 // statement read, the first time, or else read now.
-func (t *txn) fairReadiness() ([]fairRow, error) {
+func (t *claimTx) fairReadiness() ([]fairRow, error) {
 	if t.fairRead != nil {
 		got := t.fairRead
 		t.fairRead = nil
@@ -204,7 +204,7 @@ func parseFairRows(in []string) ([]fairRow, error) {
 // namespaces with ready work by weight, or ok false when the ordinary
 // query serves: no weight is set, the claim is of one task or namespace,
 // or fewer than two namespaces have ready work that this claim may take.
-func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
+func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
 	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) ||
 		(p.Handlers != nil && len(p.Handlers) == 0) || t.fairAlone {
 		return "", nil, false, nil
@@ -213,7 +213,7 @@ func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *key
 	if err != nil || len(shares) < 2 {
 		return "", nil, false, err
 	}
-	t.s.fair.give(shares, want)
+	t.s.plan.fair.give(shares, want)
 	var parts []string
 	for _, sh := range shares {
 		if sh.given == 0 {
@@ -248,12 +248,12 @@ func fairPart(claimQuery string) string {
 
 // fairShares reads the namespaces with ready work that the claim may take,
 // with their running steps and weights, ordered by name.
-func (t *txn) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
+func (t *claimTx) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
 	got, err := t.fairReadiness()
 	if err != nil {
 		return nil, err
 	}
-	t.s.fair.read(got)
+	t.s.plan.fair.read(got)
 	running := map[string]int{}
 	var shares []fairShare
 	var fullNS []string

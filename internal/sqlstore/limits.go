@@ -181,7 +181,7 @@ func (k *keyRoom) lowest(c candidate) {
 // namespaces (locking each on PostgreSQL; wait is false after the first
 // round, and a namespace locked elsewhere is then taken as full), and then
 // counts one by one only the keys that bound cannot settle.
-func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
+func (t *claimTx) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 	var namespaces []string
 	for _, c := range ready {
 		if !k.limited(c) {
@@ -266,7 +266,7 @@ func (k *keyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, miss
 // predictedLimits returns the namespaces whose limits the next claim
 // locks and counts first: those its last claim met limits in, where the
 // store has locks.
-func (s *Store) predictedLimits() []string {
+func (s *planner) predictedLimits() []string {
 	if s.d.LimitRoom() == "" {
 		return nil
 	}
@@ -278,7 +278,7 @@ func (s *Store) predictedLimits() []string {
 
 // predictLimits keeps the namespaces a claim met limits in for the next
 // claim (only when they changed).
-func (s *Store) predictLimits(met map[string]bool) {
+func (s *planner) predictLimits(met map[string]bool) {
 	if s.d.LimitRoom() == "" {
 		return
 	}
@@ -306,7 +306,7 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 // (sorted), locking each first where the store has several writers (wait:
 // wait for the locks, else only try them), unless it bounds it from the
 // handle's anchors (limitbounds.go).
-func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
+func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
 	if t.s.d.LimitRoom() != "" {
@@ -323,7 +323,7 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 			return true
 		})
 		var bounds map[string]nsCount
-		bounds, namespaces = t.s.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
+		bounds, namespaces = t.s.plan.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
 		t.boundedIn(bounds, k)
 		if len(namespaces) == 0 {
 			return nil
@@ -344,12 +344,12 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 // limitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
 // into k, keeps its counts as the handle's anchors, and notes the
 // namespaces the claim holds, whose totals its claim statement adds to.
-func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
+func (t *claimTx) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	k.countedIn(namespaces, got)
 	if t.s.d.LimitRoom() == "" {
 		return
 	}
-	t.s.bounds.counted(namespaces, k.counted, k.version, t.now)
+	t.s.plan.bounds.counted(namespaces, k.counted, k.version, t.now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed {
 			t.hold(ns)
@@ -385,7 +385,7 @@ func (k *keyRoom) countedIn(namespaces []string, got []countRow) {
 // reads which of the tasks in pending have not started. Their namespaces
 // are locked (or one writer at a time): a plain statement sees every claim
 // committed before.
-func (t *txn) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom) error {
+func (t *claimTx) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom) error {
 	keysOf := func(m map[nsKey]int) []string {
 		var out []string
 		for x := range m {
@@ -463,7 +463,7 @@ type countRow struct {
 	n    int64
 }
 
-func (t *txn) counts(q string, args ...any) ([]countRow, error) {
+func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, err

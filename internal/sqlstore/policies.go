@@ -60,7 +60,7 @@ func (p *policySet) capsWith(own map[string]int) map[string]int {
 // them once, before its first statement: what it predicts from them
 // (bounds, weights, its query sent ahead) holds if that statement finds
 // their version still current.
-func (s *Store) cachedPolicies() *policySet {
+func (s *planner) cachedPolicies() *policySet {
 	s.policyMu.Lock()
 	defer s.policyMu.Unlock()
 	return s.policyCache
@@ -68,11 +68,11 @@ func (s *Store) cachedPolicies() *policySet {
 
 // policies returns the policies as of version, from the cache when it holds
 // that version, else read in t (and cached).
-func (t *txn) policies(version int64) (*policySet, error) {
+func (t *claimTx) policies(version int64) (*policySet, error) {
 	s := t.s
-	s.policyMu.Lock()
-	cached := s.policyCache
-	s.policyMu.Unlock()
+	s.plan.policyMu.Lock()
+	cached := s.plan.policyCache
+	s.plan.policyMu.Unlock()
 	if cached != nil && cached.version == version {
 		return cached, nil
 	}
@@ -134,11 +134,11 @@ func (t *txn) policies(version int64) (*policySet, error) {
 	if err := t.readBreakers(p); err != nil {
 		return nil, err
 	}
-	s.policyMu.Lock()
-	if s.policyCache == nil || s.policyCache.version <= version {
-		s.policyCache = p
+	s.plan.policyMu.Lock()
+	if s.plan.policyCache == nil || s.plan.policyCache.version <= version {
+		s.plan.policyCache = p
 	}
-	s.policyMu.Unlock()
+	s.plan.policyMu.Unlock()
 	return p, nil
 }
 

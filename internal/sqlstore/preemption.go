@@ -19,7 +19,8 @@ import (
 // PeekClaim returns the step a claim with p would take first, or nil.
 func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
 	var out *store.Step
-	err := s.write(ctx, p.EngineID, func(t *txn) error {
+	err := s.write(ctx, p.EngineID, func(tx *txn) error {
+		t := tx.claimer()
 		var version int64
 		if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
 			return fmt.Errorf("peek claim: %w", err)

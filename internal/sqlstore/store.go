@@ -30,7 +30,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weftrun/weft/internal/broadcast"
@@ -66,49 +65,17 @@ type Store struct {
 
 	binder *sqldb.Binder
 	// notice is how this handle wakes engines in other processes.
-	notice Notification
-	// claimTexts are the texts of claim statements (claimText -> string).
-	claimTexts sync.Map
-
+	notice       Notification
 	notifyMu     sync.Mutex
 	lastNotify   time.Time
 	notifyLater  *time.Timer // armed while a notification waits for its window
 	notifyClosed bool
 
-	// policyMu guards policyCache: the policies as of a policy version,
-	// read again by a claim that sees another version (policies.go).
-	policyMu    sync.Mutex
-	policyCache *policySet
-	// fair holds the passes of the fair shares (fair.go).
-	fair fairPasses
+	// plan is the claim planner's state between claims (planner.go).
+	plan planner
 	// lease is the maintenance lease as this handle last took it
 	// (leases.go).
 	lease leaseSeen
-	// limitNamespaces are the namespaces this handle's last claim met
-	// concurrency limits in, sorted: the next claim takes their locks
-	// with its first statement (limits.go).
-	limitNamespaces atomic.Pointer[[]string]
-	// ratesGranted is set while this handle's last claim under rates got
-	// every token it asked for: the next takes them in its claim statement
-	// (rates.go).
-	ratesGranted atomic.Bool
-	// rateSet is the update of an existing bucket by a take of rate tokens
-	// (rateTakeSet), in the dialect.
-	rateSet string
-	// reserves are the rate tokens this handle holds ahead (reserves.go).
-	reserves reserves
-	// bounds are the counts of namespaces with limits this handle bounds
-	// from (limitbounds.go).
-	bounds limitBounds
-	// aheadShut: the last claim this handle sent with its query of
-	// candidates (candidatesAhead) found its gate shut, so the next one
-	// keeps its transaction open for the claim's rounds instead of
-	// sending its COMMIT with it.
-	aheadShut atomic.Bool
-	// backlog: the last claim of ClaimSteps took every step it asked for,
-	// so the next one, on a store whose statements cannot write in their
-	// WITH (SQLite), tries first to claim in one statement (claimGated).
-	backlog atomic.Bool
 	// auditScratch keeps audit queues between writes (audit.go).
 	auditScratch auditScratch
 }
@@ -124,7 +91,7 @@ func New(c Config) *Store {
 	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
 		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
 		binder: sqldb.NewBinder(c.Dialect.Numbered()), notice: c.Dialect.Notification(),
-		rateSet: rateTakeSet(c.Dialect.Fence())}
+		plan: planner{d: c.Dialect, rateSet: rateTakeSet(c.Dialect.Fence())}}
 }
 
 // read runs a query on the readers.

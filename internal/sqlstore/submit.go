@@ -93,7 +93,7 @@ func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p 
 		if out, err = t.insertTasks(tasks); err != nil {
 			return err
 		}
-		if claimed, err = t.claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
 			return err
 		}
 		// The steps made ready are the new tasks' first: those of theirs

@@ -41,44 +41,12 @@ type txn struct {
 	// read their next due time again: a writer that runs no engine does
 	// not otherwise reach them.
 	timed bool
-	// fairLocked: the claim holds the fair shares' lock (fair.go).
-	fairLocked bool
-	// limitHeld: the namespaces whose limits the claim counted (holding
-	// their locks) or bounded (limitbounds.go), whose totals its claim
-	// statements add to; limitTotals: the totals they returned, and
-	// limitOwn, what the claim added to them.
-	limitHeld             []string
-	limitTotals, limitOwn map[string]limitTotals
-	// totalsMax: the last namespace, by name, whose row of limit_claims
-	// a claim statement of this claim took (once limitTotals has any).
-	totalsMax string
-	// fairRead: what the claim's first statement read of fairReadiness,
-	// for its first round (fair.go).
-	fairRead []fairRow
-	// fairAlone: the claim's first statement found that no namespace but
-	// the one last found alone with ready work has any (fairOthers).
-	fairAlone bool
-	// boundsChecked: the claim's statement checked the bounds of the
-	// limits it claimed under (gateBoundsShut), not the claim.
-	boundsChecked bool
-	// limitLocked: the claim holds locks of namespaces' limits
-	// (limits.go).
-	limitLocked bool
-	// rateTake is a take of rate tokens the next claim statement makes
-	// (rates.go).
-	rateTake *optimisticTake
-	// ahead: the first round's query of candidates, sent with the claim's
-	// first statement (candidatesAhead).
-	ahead *aheadQuery
 	// started: the handlers' part of tasks started before, read in this
 	// transaction (readTask).
 	started map[int64]claimedTask
 	// ran: the results of the runs this transaction recorded, by task
 	// and index, as dependencies' results (ranHere).
 	ran map[stepAt]depResult
-	// depResults: the results of claimed steps' dependencies, by step,
-	// read with their claim statement (claimed.go).
-	depResults map[int64][]depResult
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
 	notifyDeferred bool
@@ -92,14 +60,10 @@ type txn struct {
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).
 	breakers breakerWork
-	// lastClaim: the next claim statement ends the transaction
-	// (endsWithClaim).
-	lastClaim bool
-	// committed: the transaction ended with a claim sent with its COMMIT
-	// (sqldb.Pipeliner.FollowLast); what the claim still reads, it reads outside.
-	committed bool
 	// endedTask: the transaction ended a task (TaskEnded).
 	endedTask bool
+	// claim is the claim made in this transaction, if any (claimer).
+	claim claimTx
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
