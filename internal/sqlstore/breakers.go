@@ -53,7 +53,7 @@ func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')
 func breakerState(st string) string { return store.BreakerAuditPrefix + st }
 
 // ListBreakers returns every breaker with a row, by key.
-func (s *Store) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
+func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
 	rows, err := s.read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
@@ -95,7 +95,7 @@ func scanBreaker(r sqldb.Row) (store.Breaker, error) {
 }
 
 // ResetBreaker closes a breaker, forgets its count, and audits the reset.
-func (s *Store) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
+func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
 	if err := r.Validate(); err != nil {
 		return store.Breaker{}, err
 	}

@@ -44,7 +44,7 @@ func leaseOf(p store.ClaimParams) int64 {
 const claimRounds = 3
 
 // ClaimSteps claims up to p.Limit ready steps.
-func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
+func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
@@ -461,7 +461,7 @@ func idsOf(cs []candidate) []int64 {
 // claimQuery is the query that picks the steps to claim: the best ready
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
-func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
+func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	// The policy version, read with the steps (policyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +

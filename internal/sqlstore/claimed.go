@@ -214,7 +214,7 @@ type stepAt struct{ task, idx int64 }
 // ranHere keeps the result of a run this transaction recorded (a step of
 // task at idx ended), as a dependency's result of the steps it may claim
 // after: a chain's next step, a join whose dependencies ended together.
-func (t *txn) ranHere(task, idx int64, r depResult) {
+func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
 	if t.ran == nil {
 		t.ran = map[stepAt]depResult{}
 	}
@@ -248,7 +248,7 @@ func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
 // this transaction, for the steps of it the transaction claims after
 // (startTasks): a task's input, workflow, version and traceparent never
 // change.
-func (t *txn) readTask(id int64, ct claimedTask) {
+func (t *outcomeTx) readTask(id int64, ct claimedTask) {
 	if t.started == nil {
 		t.started = map[int64]claimedTask{}
 	}

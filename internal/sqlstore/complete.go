@@ -18,7 +18,7 @@ import (
 // children.
 
 // CompleteSteps records outcomes in one transaction.
-func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
+func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
 	var results []error
 	err := s.write(ctx, engineOf(outcomes), func(t *txn) (err error) {
 		results, err = t.record(outcomes)
@@ -36,7 +36,7 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 // (claimGated): an engine whose handlers' outcomes make their steps'
 // children ready runs the children without a transaction of their own.
 // claimed is empty where it claimed nothing.
-func (s *Store) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
+func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
 	err = s.write(ctx, engineOf(outcomes), func(t *txn) error {
 		claimed, t.trackReady = nil, true
 		var err error
@@ -71,7 +71,7 @@ func engineOf(outcomes []store.Outcome) string {
 
 // record records outcomes in transaction t, returning each one's fate (nil,
 // or stale).
-func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
+func (t *outcomeTx) record(outcomes []store.Outcome) ([]error, error) {
 	results := make([]error, len(outcomes))
 	engine := engineOf(outcomes)
 	// Record in step order: engines completing steps of the same tasks
@@ -120,7 +120,7 @@ func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
 }
 
 // finish records one outcome guarded by its fence; false means stale.
-func (t *txn) finish(o store.Outcome) (bool, error) {
+func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 	var result any
 	if len(o.Result) > 0 {
 		result = string(o.Result)
@@ -214,7 +214,7 @@ func plainOutcome(o *store.Outcome) bool {
 // finishMany records the plain outcomes of all at indexes at in one fenced
 // update and accounts for their tasks together. It reports which of them
 // still held their fence, in the order of at.
-func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
+func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	held := make([]bool, len(at))
 	if len(at) == 0 {
 		return held, nil
@@ -238,7 +238,7 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
 		args = []any{string(one.State), resultText(one.Result), one.Error, t.now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
 	} else {
-		from, rowArgs := rowset(t, "o", at,
+		from, rowArgs := rowset(t.txn, "o", at,
 			intCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
 			intCol("o_attempt", func(i *int) int64 { return int64(all[*i].Fence.Attempt) }),
 			intCol("o_lease", func(i *int) int64 { return all[*i].Fence.LeaseID }),

@@ -15,7 +15,7 @@ import (
 // ExplainClaim returns the database's plan for the query that selects steps
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
-func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
@@ -31,7 +31,7 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 // and the bench to see what a claim reads at a given depth. Where a claim
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
-func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
+func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
 	prefix := s.d.ExplainAnalyze()
 	if prefix == "" {
 		prefix, _ = s.d.Explain()
@@ -54,7 +54,7 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 	}
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
 	if s.d.WithWrites() {
-		t := (&txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: p.EngineID}).claimer()
+		t := s.newTxn(ctx, tx, p.EngineID).claimer()
 		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)
@@ -73,7 +73,7 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 }
 
 // explain returns the database's plan for a query, one line per row.
-func (s *Store) explain(ctx context.Context, q string, args ...any) (string, error) {
+func (s *claims) explain(ctx context.Context, q string, args ...any) (string, error) {
 	prefix, _ := s.d.Explain()
 	rows, err := s.read(ctx, prefix+" "+q, args...)
 	if err != nil {
@@ -83,7 +83,7 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 }
 
 // planLines reads the rows of an EXPLAIN, the plan line last in each.
-func (s *Store) planLines(rows sqldb.Rows) (string, error) {
+func (s *claims) planLines(rows sqldb.Rows) (string, error) {
 	_, columns := s.d.Explain()
 	vals := make([]any, max(columns, 1))
 	ptrs := make([]any, len(vals))

@@ -344,7 +344,7 @@ func fairBefore(a, b fairShare) bool {
 // p.Namespaces[0]), then the question whether namespaces other than that
 // one have ready work (fairOthers), so tests and operators can check that
 // none reads the ready queue.
-func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
 	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)

@@ -17,7 +17,7 @@ import (
 // transition or the steps that ride on it, foldAudit) have the
 // cursor of the row with ".<n>" appended, n counting from 1, the position
 // after that entry.
-func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
+func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
 	switch {
 	case q.Limit == 0:
 		q.Limit = 100
@@ -124,7 +124,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // HistoryEnd returns a cursor after every event committed so far. In
 // (txid, id) order it is the oldest running transaction's: the events of
 // transactions that committed after it began, but before now, follow it.
-func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
+func (s *reads) HistoryEnd(ctx context.Context) (string, error) {
 	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(entriesPerRow-1) + `' FROM audit`
 	if s.d.TxHistory() {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
@@ -147,7 +147,7 @@ type historyCursor struct {
 
 // parseCursor reads a history cursor of this store's order; "" is the
 // start.
-func (s *Store) parseCursor(c string) (historyCursor, error) {
+func (s *reads) parseCursor(c string) (historyCursor, error) {
 	var h historyCursor
 	if c == "" {
 		return h, nil

@@ -477,7 +477,7 @@ func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
 
 // lockLimit takes one transaction-scoped lock, waiting for it, where the
 // dialect has locks; with one writer at a time there is nothing to take.
-func (t *txn) lockLimit(name string) error {
+func (t *operatorTx) lockLimit(name string) error {
 	if t.s.d.Lock() == "" {
 		return nil
 	}

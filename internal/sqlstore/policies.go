@@ -143,7 +143,7 @@ func (t *claimTx) policies(version int64) (*policySet, error) {
 }
 
 // SetPolicy applies a change to one target and audits it.
-func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
+func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
 	if err := c.Validate(); err != nil {
 		return store.Policy{}, err
 	}
@@ -221,7 +221,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 
 // movePolicyVersion moves the policy version: every claim after this
 // transaction commits reads the policies again.
-func (t *txn) movePolicyVersion() error {
+func (t *operatorTx) movePolicyVersion() error {
 	if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
 		return fmt.Errorf("move the policy version: %w", err)
 	}
@@ -229,7 +229,7 @@ func (t *txn) movePolicyVersion() error {
 }
 
 // recordPolicyChange writes one entry of the policy audit.
-func (t *txn) recordPolicyChange(at int64, actor, target, change, reason string) error {
+func (t *operatorTx) recordPolicyChange(at int64, actor, target, change, reason string) error {
 	if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
 		at, actor, target, change, reason); err != nil {
 		return fmt.Errorf("audit policy change of %s: %w", target, err)
@@ -238,7 +238,7 @@ func (t *txn) recordPolicyChange(at int64, actor, target, change, reason string)
 }
 
 // readPolicies reads policies rows with a WHERE clause.
-func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
+func (t *operatorTx) readPolicies(where string, args ...any) ([]store.Policy, error) {
 	rows, err := t.query(`SELECT `+policyColumns+` FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
@@ -268,7 +268,7 @@ func scanPolicy(r sqldb.Row) (store.Policy, error) {
 }
 
 // ListPolicies returns the policies set and the usage of the limits in force.
-func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
+func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 	rows, err := s.read(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
@@ -338,7 +338,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 }
 
 // PolicyChanges returns the most recent policy changes, newest first.
-func (s *Store) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
+func (s *claims) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
 	if limit <= 0 {
 		limit = 100
 	}

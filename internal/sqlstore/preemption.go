@@ -17,7 +17,7 @@ import (
 // its runs, so a claim path with no preemptible step never runs it.
 
 // PeekClaim returns the step a claim with p would take first, or nil.
-func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
+func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
 	var out *store.Step
 	err := s.write(ctx, p.EngineID, func(tx *txn) error {
 		t := tx.claimer()
@@ -84,7 +84,7 @@ func boolInt(b bool) int64 {
 // handler, priority, fence and workflow. A remote worker's heartbeat lists
 // its steps; this is the one read that finds which of them may be
 // preempted (by primary key, only for a worker that says it is full).
-func (s *Store) HeldPreemptible(ctx context.Context, engineID string, held []store.Fence) ([]store.ClaimedStep, error) {
+func (s *claims) HeldPreemptible(ctx context.Context, engineID string, held []store.Fence) ([]store.ClaimedStep, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}

@@ -102,7 +102,7 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 
 // reportRates fills in the tokens of the namespace rates of report and
 // lists the buckets of step rates.
-func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) error {
+func (s *claims) reportRates(ctx context.Context, report *store.PolicyReport) error {
 	now := s.clock().UnixMicro()
 	report.Rates = []store.RateUsage{}
 	read := func(q string, args ...any) (sqldb.Rows, error) { return s.read(ctx, q, args...) }
@@ -131,7 +131,7 @@ func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) err
 
 // PruneRates deletes the buckets full at now with no deferral to come and
 // no tokens held reserved.
-func (s *Store) PruneRates(ctx context.Context, now time.Time) (int, error) {
+func (s *claims) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.write(ctx, "", func(t *txn) error {
 		at := now.UnixMicro()

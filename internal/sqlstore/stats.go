@@ -13,7 +13,7 @@ import (
 
 // CountTasksByState counts tasks per state, at most limit each: one
 // bounded count per state over the (state, id) index, in one statement.
-func (s *Store) CountTasksByState(ctx context.Context, limit int) ([]store.StateCount, error) {
+func (s *reads) CountTasksByState(ctx context.Context, limit int) ([]store.StateCount, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("count tasks by state: limit must be positive: %w", store.ErrInvalid)
 	}
@@ -45,7 +45,7 @@ func (s *Store) CountTasksByState(ctx context.Context, limit int) ([]store.State
 
 // TaskActivity groups the most recently finished tasks of a window by
 // namespace and bucket, reading them from the finished_at index.
-func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.Activity, error) {
+func (s *reads) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.Activity, error) {
 	if q.Bucket <= 0 || q.Since.IsZero() {
 		return store.Activity{}, fmt.Errorf("task activity: a window start and a positive bucket are required: %w", store.ErrInvalid)
 	}
@@ -86,7 +86,7 @@ func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 }
 
 // CountHeld counts running steps by holder, from the running-steps index.
-func (s *Store) CountHeld(ctx context.Context) (map[string]int, error) {
+func (s *reads) CountHeld(ctx context.Context) (map[string]int, error) {
 	rows, err := s.read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' GROUP BY engine_id`)
 	if err != nil {
 		return nil, fmt.Errorf("count held steps: %w", err)

@@ -1,9 +1,14 @@
 // Package sqlstore is the SQL implementation of store.Store shared by the
-// embedded SQLite store and the PostgreSQL store. The backends differ in a
-// Dialect (placeholders, row locking in the claim, how namespace caps are
-// serialised, arrays, notifications) and in the DB they hand over (database/sql
-// or native pgx). Everything that decides state lives here once, so both
-// backends behave the same.
+// embedded SQLite store and the PostgreSQL store. The backends differ in the
+// Dialect each supplies (dialect.go: placeholders, row locking in the claim,
+// arrays, notifications, how their errors read) and in the DB they hand over
+// (package sqldb: database/sql or native pgx). Everything that decides state
+// lives here once, so both backends behave the same.
+//
+// Store's operations are grouped in types by family (store.go): claims,
+// lifecycle, maintenance, reads and admin; a write transaction's (txn.go) in
+// outcomeTx, submitTx and operatorTx, and a claim's in claimTx (claimtx.go),
+// with what claims keep between them in the planner (planner.go).
 //
 // The files follow the operations: submit.go (inserting tasks; submitbulk.go
 // is the bulk path, submitrows.go the rows both build), claim.go (picking
@@ -20,9 +25,11 @@
 // holder); the scheduling policies are policies.go, limits.go (with
 // limitbounds.go, the bounds of limits far from binding), rates.go (with
 // reserves.go, tokens reserved ahead, and ratereport.go, the buckets read
-// for operators), fair.go, breakers.go and preemption.go. txn.go is the transaction helper
-// every write goes through, scan.go reads rows into records, notify.go
-// wakes engines and rowset.go passes many rows to one statement.
+// for operators), fair.go, breakers.go (breakerclaim.go in the claim,
+// breakeroutcomes.go in outcomes) and preemption.go. txn.go is the
+// transaction helper every write goes through, scan.go reads rows into
+// records, notify.go wakes engines and rowset.go passes many rows to one
+// statement.
 package sqlstore
 
 import (
@@ -78,7 +85,34 @@ type Store struct {
 	lease leaseSeen
 	// auditScratch keeps audit queues between writes (audit.go).
 	auditScratch auditScratch
+
+	claims
+	lifecycle
+	maintenance
+	reads
+	admin
 }
+
+// The store's operations, by family: each a type of its own, whose methods
+// the Store takes on (they are embedded, wired by New).
+type (
+	// claims claims steps and keeps the policies they are claimed under:
+	// claim.go, explain.go, fair.go, preemption.go, policies.go,
+	// ratereport.go, breakers.go.
+	claims struct{ *Store }
+	// lifecycle submits tasks and records what their running steps do:
+	// submit.go, complete.go, running.go, children.go, signals.go.
+	lifecycle struct{ *Store }
+	// maintenance keeps engines, leases, timers, schedules and retention:
+	// leases.go, timers.go, workers.go, retention.go, schedules.go.
+	maintenance struct{ *Store }
+	// reads reads tasks, steps, their history and counts: tasks.go,
+	// history.go, stats.go, attention.go, filter.go.
+	reads struct{ *Store }
+	// admin is the operators' actions and records: operator.go, bulk.go,
+	// workflows.go, webhooks.go, credentials.go.
+	admin struct{ *Store }
+)
 
 // New returns a Store on open database handles whose schema is current.
 func New(c Config) *Store {
@@ -88,10 +122,12 @@ func New(c Config) *Store {
 	if c.Aging <= 0 {
 		c.Aging = time.Minute
 	}
-	return &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
+	s := &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
 		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
 		binder: sqldb.NewBinder(c.Dialect.Numbered()), notice: c.Dialect.Notification(),
 		plan: planner{d: c.Dialect, rateSet: rateTakeSet(c.Dialect.Fence())}}
+	s.claims.Store, s.lifecycle.Store, s.maintenance.Store, s.reads.Store, s.admin.Store = s, s, s, s, s
+	return s
 }
 
 // read runs a query on the readers.

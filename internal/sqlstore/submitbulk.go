@@ -65,7 +65,7 @@ func arrayParams(row []any) string {
 // same order). The first task of a call with a key that exists nowhere
 // takes it; the others with that key, and those whose key exists, return
 // the task holding it, as Duplicate.
-func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.InsertResult) error {
+func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.InsertResult) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -178,7 +178,7 @@ var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "input"
 // sqldb.Querier can COPY and they are many, their ids are taken from the
 // sequence first and the rows copied, which costs the database about a
 // third less than insertTasksBulk.
-func (t *txn) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
+func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 	n := len(rows)
 	if cp, ok := t.x.(sqldb.Copier); ok && !keyed && n >= copyMinRows {
 		ids, err := t.int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
@@ -253,7 +253,7 @@ func lockOrder(rows [][]any, keyed bool) []int64 {
 // insertSteps writes steps (newStepRow): with COPY where the sqldb.Querier has it
 // and they are many (it costs the database about a quarter less than the
 // same INSERT), else with one INSERT of arrays.
-func (t *txn) insertSteps(steps [][]any) error {
+func (t *submitTx) insertSteps(steps [][]any) error {
 	if len(steps) == 0 {
 		return nil
 	}

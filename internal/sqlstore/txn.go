@@ -64,6 +64,34 @@ type txn struct {
 	endedTask bool
 	// claim is the claim made in this transaction, if any (claimer).
 	claim claimTx
+
+	outcomeTx
+	submitTx
+	operatorTx
+}
+
+// The operations of a transaction, by family: each a type of its own, whose
+// methods a txn takes on (they are embedded, wired by newTxn).
+type (
+	// outcomeTx records outcomes and what they cascade to: complete.go,
+	// cascade.go, breakeroutcomes.go, dynamic.go, claimed.go (the
+	// results runs leave for the steps that depend on them).
+	outcomeTx struct{ *txn }
+	// submitTx inserts tasks and their steps: submit.go, submitbulk.go,
+	// submitrows.go, supersede.go, children.go, tags.go.
+	submitTx struct{ *txn }
+	// operatorTx is what operators and engines change besides outcomes:
+	// operator.go, signals.go, bulk.go, leases.go, workers.go,
+	// retention.go, policies.go, limits.go (a named lock).
+	operatorTx struct{ *txn }
+)
+
+// newTxn returns a transaction of s on x for engine, its operations wired
+// to it.
+func (s *Store) newTxn(ctx context.Context, x sqldb.Querier, engine string) *txn {
+	t := &txn{ctx: ctx, x: x, s: s, now: s.clock().UnixMicro(), engine: engine}
+	t.outcomeTx.txn, t.submitTx.txn, t.operatorTx.txn = t, t, t
+	return t
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
@@ -76,7 +104,8 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	if err != nil {
 		return fmt.Errorf("begin: %w", s.writeErr(err))
 	}
-	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
+	t := s.newTxn(ctx, tx, engineID)
+	t.owned = true
 	ran := false
 	defer func() {
 		if !ran {
@@ -153,7 +182,7 @@ func (s *Store) writeErr(err error) error { return sqldb.WriteErr(s.d, err) }
 // when the caller commits); other processes hear the notification, which
 // PostgreSQL delivers only on commit.
 func (s *Store) within(ctx context.Context, q sqldb.Querier, fn func(t *txn) error) error {
-	t := &txn{ctx: ctx, x: q, s: s, now: s.clock().UnixMicro()}
+	t := s.newTxn(ctx, q, "")
 	if err := t.run(fn); err != nil {
 		return err
 	}

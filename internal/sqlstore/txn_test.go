@@ -20,7 +20,7 @@ func TestWritePanicFreesTheWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := heldDB(t)
-	s := &Store{db: d, d: oneWriter{}, clock: time.Now}
+	s := New(Config{DB: d, Dialect: oneWriter{}})
 	insert := func(id int) func(t *txn) error {
 		return func(t *txn) error {
 			_, err := t.x.Exec(ctx, "INSERT INTO parents (id) VALUES (?)", id)

@@ -30,7 +30,7 @@ func scanWebhook(r sqldb.Row) (store.Webhook, error) {
 }
 
 // CreateWebhook stores a webhook.
-func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
+func (s *admin) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
 	err := s.write(ctx, "", func(t *txn) error {
 		w.CreatedAt = time.UnixMicro(t.now)
 		if w.State == "" {
@@ -47,7 +47,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 }
 
 // Webhooks lists the webhooks.
-func (s *Store) Webhooks(ctx context.Context) ([]store.Webhook, error) {
+func (s *admin) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 	rows, err := s.read(ctx, `SELECT `+webhookColumns+` FROM webhooks ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
@@ -61,7 +61,7 @@ func (s *Store) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 
 // webhookWrite runs one UPDATE or DELETE of a webhook; no row matched is
 // ErrNotFound.
-func (s *Store) webhookWrite(ctx context.Context, id int64, what, q string, args ...any) error {
+func (s *admin) webhookWrite(ctx context.Context, id int64, what, q string, args ...any) error {
 	return s.write(ctx, "", func(t *txn) error {
 		res, err := t.exec(q, args...)
 		if err != nil {
@@ -75,18 +75,18 @@ func (s *Store) webhookWrite(ctx context.Context, id int64, what, q string, args
 }
 
 // DeleteWebhook removes a webhook.
-func (s *Store) DeleteWebhook(ctx context.Context, id int64) error {
+func (s *admin) DeleteWebhook(ctx context.Context, id int64) error {
 	return s.webhookWrite(ctx, id, "delete", `DELETE FROM webhooks WHERE id = ?`, id)
 }
 
 // EnableWebhook makes a webhook active, due at once.
-func (s *Store) EnableWebhook(ctx context.Context, id int64) error {
+func (s *admin) EnableWebhook(ctx context.Context, id int64) error {
 	return s.webhookWrite(ctx, id, "enable", `UPDATE webhooks SET state = ?, failures = 0, next_attempt_at = 0 WHERE id = ?`,
 		store.WebhookActive, id)
 }
 
 // WebhookDelivered moves a webhook's cursor with a compare-and-swap.
-func (s *Store) WebhookDelivered(ctx context.Context, id int64, from, to string, delivered int) error {
+func (s *admin) WebhookDelivered(ctx context.Context, id int64, from, to string, delivered int) error {
 	return s.write(ctx, "", func(t *txn) error {
 		res, err := t.exec(`UPDATE webhooks SET cursor_pos = ?, delivered = delivered + ?, failures = 0, last_error = '', next_attempt_at = 0
 			WHERE id = ? AND cursor_pos = ?`, to, delivered, id, from)
@@ -101,7 +101,7 @@ func (s *Store) WebhookDelivered(ctx context.Context, id int64, from, to string,
 }
 
 // WebhookFailed records a failed delivery.
-func (s *Store) WebhookFailed(ctx context.Context, id int64, reason string, next time.Time, disable bool) error {
+func (s *admin) WebhookFailed(ctx context.Context, id int64, reason string, next time.Time, disable bool) error {
 	st := store.WebhookActive
 	if disable {
 		st = store.WebhookDisabled
