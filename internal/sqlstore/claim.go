@@ -414,7 +414,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
-	if kept, err = t.probes(kept, keys.brk); err != nil {
+	if kept, err = (breakerClaim{t}).probes(kept, keys.brk); err != nil {
 		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
@@ -423,7 +423,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
-	if err := t.unprobed(kept, keys.brk); err != nil {
+	if err := (breakerClaim{t}).unprobed(kept, keys.brk); err != nil {
 		return nil, false, err
 	}
 	if t.rateTake != nil {
@@ -480,40 +480,11 @@ func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys 
 		q += ` AND task_id IN (SELECT id FROM tasks WHERE id = ? OR root_task_id = ?)`
 		args = append(args, p.TaskID, p.TaskID)
 	}
-	in := func(cond string, vals []string) {
-		if len(vals) == 0 {
-			return
-		}
-		q += ` AND ` + cond + ` (` + placeholders(len(vals)) + `)`
-		for _, v := range vals {
-			args = append(args, v)
-		}
+	for _, c := range candidatePolicies {
+		q, args = c.exclude(q, args, pol, keys)
 	}
-	if pol != nil {
-		in(`namespace NOT IN`, pol.namespaces)
-		for _, wf := range pol.workflows {
-			q += ` AND NOT (namespace = ? AND workflow = ?)`
-			args = append(args, wf[0], wf[1])
-		}
-	}
-	if keys != nil {
-		in(`namespace NOT IN`, full(keys.ns))
-		in(`limit_key NOT IN`, fullKeys(keys.step))
-		in(`breaker_key NOT IN`, keys.brk.held())
-		// A full workflow limit holds back the tasks that have not
-		// started; the running ones (no more than the limit) go on.
-		if tasks := fullKeys(keys.task); len(tasks) > 0 {
-			ph := placeholders(len(tasks))
-			q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
-			for range 2 {
-				for _, k := range tasks {
-					args = append(args, k)
-				}
-			}
-		}
-	}
-	in(`handler IN`, p.Handlers)
-	in(`namespace IN`, p.Namespaces)
+	q, args = andIn(q, args, `handler IN`, p.Handlers)
+	q, args = andIn(q, args, `namespace IN`, p.Namespaces)
 	if p.Handlers != nil && len(p.Handlers) == 0 {
 		q += ` AND 1 = 0` // an empty list of handlers claims nothing
 	}

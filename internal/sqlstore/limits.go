@@ -486,3 +486,43 @@ func (t *operatorTx) lockLimit(name string) error {
 	}
 	return nil
 }
+
+// namespaceLimits skips the namespaces at their concurrency limit.
+type namespaceLimits struct{}
+
+func (namespaceLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	return andIn(q, args, `namespace NOT IN`, full(keys.ns))
+}
+
+// stepKeyLimits skips the steps whose concurrency key is full.
+type stepKeyLimits struct{}
+
+func (stepKeyLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	return andIn(q, args, `limit_key NOT IN`, fullKeys(keys.step))
+}
+
+// workflowLimits: a full workflow limit holds back the tasks that have not
+// started; the running ones (no more than the limit) go on.
+type workflowLimits struct{}
+
+func (workflowLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	if tasks := fullKeys(keys.task); len(tasks) > 0 {
+		ph := placeholders(len(tasks))
+		q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
+		for range 2 {
+			for _, k := range tasks {
+				args = append(args, k)
+			}
+		}
+	}
+	return q, args
+}

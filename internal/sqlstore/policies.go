@@ -131,7 +131,7 @@ func (t *claimTx) policies(version int64) (*policySet, error) {
 			p.rates[ns] = r.rate
 		}
 	}
-	if err := t.readBreakers(p); err != nil {
+	if err := (breakerClaim{t}).readBreakers(p); err != nil {
 		return nil, err
 	}
 	s.plan.policyMu.Lock()
@@ -357,4 +357,19 @@ func (s *claims) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyCh
 		return nil, fmt.Errorf("list policy changes: %w", err)
 	}
 	return out, nil
+}
+
+// pauses skips the steps of paused namespaces and workflows.
+type pauses struct{}
+
+func (pauses) exclude(q string, args []any, pol *policySet, _ *keyRoom) (string, []any) {
+	if pol == nil {
+		return q, args
+	}
+	q, args = andIn(q, args, `namespace NOT IN`, pol.namespaces)
+	for _, wf := range pol.workflows {
+		q += ` AND NOT (namespace = ? AND workflow = ?)`
+		args = append(args, wf[0], wf[1])
+	}
+	return q, args
 }

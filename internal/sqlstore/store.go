@@ -8,7 +8,9 @@
 // Store's operations are grouped in types by family (store.go): claims,
 // lifecycle, maintenance, reads and admin; a write transaction's (txn.go) in
 // outcomeTx, submitTx and operatorTx, and a claim's in claimTx (claimtx.go),
-// with what claims keep between them in the planner (planner.go).
+// with what claims keep between them in the planner (planner.go). The
+// policies the claim's query of candidates skips steps for are each a
+// candidatePolicy (claimpolicy.go).
 //
 // The files follow the operations: submit.go (inserting tasks; submitbulk.go
 // is the bulk path, submitrows.go the rows both build), claim.go (picking
