@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -26,7 +27,7 @@ const attentionSteps = `(s.state IN ('failed', 'expired')
 	OR (s.state = 'ready' AND s.sort_key + s.priority * ? < ? AND NOT ` + servedBy + `)
 	OR (s.state = 'waiting' AND s.signal != '' AND s.run_at IS NOT NULL AND s.run_at < ?))`
 
-func (s *Store) attentionArgs(staleAfter time.Duration, now int64) []any {
+func (s *reads) attentionArgs(staleAfter time.Duration, now int64) []any {
 	if staleAfter <= 0 {
 		staleAfter = store.DefaultStaleAfter
 	}
@@ -36,7 +37,7 @@ func (s *Store) attentionArgs(staleAfter time.Duration, now int64) []any {
 // attentionWhere is the condition on a task: it is not cancelled or
 // completed and a step of it needs attention. Failed steps are found by
 // the task's counter (failed), the rest through the steps' own indexes.
-func (s *Store) attentionWhere(staleAfter time.Duration, now int64) (string, []any) {
+func (s *reads) attentionWhere(staleAfter time.Duration, now int64) (string, []any) {
 	args := s.attentionArgs(staleAfter, now)
 	return `state IN ('pending', 'running', 'failed') AND (failed > 0 OR id IN (SELECT s.task_id FROM steps s WHERE
 		(s.state = 'ready' AND s.sort_key + s.priority * ? < ? AND NOT ` + servedBy + `)
@@ -45,7 +46,7 @@ func (s *Store) attentionWhere(staleAfter time.Duration, now int64) (string, []a
 
 // attentionReasons fills the Attention of tasks with what needs a person,
 // one line per step.
-func (s *Store) attentionReasons(ctx context.Context, tasks []store.Task, staleAfter time.Duration, now int64) error {
+func (s *reads) attentionReasons(ctx context.Context, tasks []store.Task, staleAfter time.Duration, now int64) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -64,7 +65,7 @@ func (s *Store) attentionReasons(ctx context.Context, tasks []store.Task, staleA
 		task int64
 		text string
 	}
-	reasons, err := collect(rows, func(r Row) (reason, error) {
+	reasons, err := sqldb.Collect(rows, func(r sqldb.Row) (reason, error) {
 		var task int64
 		var name, handler, st, msg, signal string
 		var readyAt int64

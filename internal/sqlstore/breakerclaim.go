@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -14,10 +15,13 @@ import (
 // skips, the room it leaves under a closed breaker's threshold, and the
 // probe it takes of an open one.
 
+// breakerClaim is a claim as its circuit breakers see it.
+type breakerClaim struct{ *claimTx }
+
 // readBreakers reads the breakers that are not closed into p: each holds
 // its steps until its time (opened_at or probe_at, plus the cooldown); and
 // the closed ones that counted failures (p.wary).
-func (t *txn) readBreakers(p *policySet) error {
+func (t breakerClaim) readBreakers(p *policySet) error {
 	rows, err := t.query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
 		FROM breakers WHERE state <> 'closed' OR failures > 0`)
 	if err != nil {
@@ -28,7 +32,7 @@ func (t *txn) readBreakers(p *policySet) error {
 		closed bool
 		until  int64
 	}
-	got, err := collect(rows, func(r Row) (row, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var v row
 		err := r.Scan(&v.key, &v.closed, &v.until)
 		return v, err
@@ -105,7 +109,7 @@ func (b *breakerRoom) decide(key string) {
 
 // takeWary reports whether the claim may take candidate c under a closed
 // breaker that counted failures, and counts it.
-func (t *txn) takeWary(c candidate, b *breakerRoom) (bool, error) {
+func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 	if b.decided[c.breakerKey] {
 		return false, nil
 	}
@@ -135,10 +139,10 @@ func (t *txn) takeWary(c candidate, b *breakerRoom) (bool, error) {
 // included) and the steps under it still running. Read under the
 // breaker's row lock on PostgreSQL: a claim or an outcome holding it makes
 // this claim take none (the next claim reads again).
-func (t *txn) waryRoom(key string) (int, error) {
+func (t breakerClaim) waryRoom(key string) (int, error) {
 	lock := ""
-	if t.s.d.ClaimLock != "" {
-		lock = " " + t.s.d.ClaimLock
+	if t.s.d.ClaimLock() != "" {
+		lock = " " + t.s.d.ClaimLock()
 	}
 	var st string
 	var failures, threshold int
@@ -166,7 +170,7 @@ func (t *txn) waryRoom(key string) (int, error) {
 
 // probes keeps, of the candidates under a breaker that may probe, one
 // probe per breaker when its row agrees, and drops the others.
-func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
+func (t breakerClaim) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 	if b == nil {
 		return cands, nil
 	}
@@ -195,7 +199,7 @@ func (t *txn) probes(cands []candidate, b *breakerRoom) ([]candidate, error) {
 // takeOpen reports whether the claim may take candidate c under a breaker
 // that is not closed: as its probe, the first of its steps the claim
 // meets, when the breaker's row agrees (takeProbe).
-func (t *txn) takeOpen(c candidate, b *breakerRoom) (bool, error) {
+func (t breakerClaim) takeOpen(c candidate, b *breakerRoom) (bool, error) {
 	if b.decided[c.breakerKey] {
 		return false, nil
 	}
@@ -216,7 +220,7 @@ func (t *txn) takeOpen(c candidate, b *breakerRoom) (bool, error) {
 // unprobed gives back the place of each probe this claim took but does not
 // claim after all (its rate deferred it): the breaker is open again with
 // its cooldown passed.
-func (t *txn) unprobed(kept []candidate, b *breakerRoom) error {
+func (t breakerClaim) unprobed(kept []candidate, b *breakerRoom) error {
 	if b == nil || len(b.probed) == 0 {
 		return nil
 	}
@@ -239,12 +243,12 @@ func (t *txn) unprobed(kept []candidate, b *breakerRoom) error {
 }
 
 // takeProbe makes c the probe of its breaker if the breaker may probe now.
-func (t *txn) takeProbe(c candidate) (bool, error) {
+func (t breakerClaim) takeProbe(c candidate) (bool, error) {
 	// A row another transaction holds is skipped, not waited for: that
 	// one is probing, or recording an outcome that moves the breaker.
 	lock := ""
-	if t.s.d.ClaimLock != "" {
-		lock = " " + t.s.d.ClaimLock
+	if t.s.d.ClaimLock() != "" {
+		lock = " " + t.s.d.ClaimLock()
 	}
 	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
 		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
@@ -262,4 +266,14 @@ func (t *txn) takeProbe(c candidate) (bool, error) {
 		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
 	t.breakers.bump = true
 	return true, nil
+}
+
+// breakerHolds skips the steps of the breakers that hold them (held).
+type breakerHolds struct{}
+
+func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	return andIn(q, args, `breaker_key NOT IN`, keys.brk.held())
 }

@@ -72,7 +72,7 @@ func breakerKind(o store.Outcome, to state.Step) hitKind {
 // breakerHit records, for flushBreakers, the outcome o of step stepID
 // recorded as to, when its fenced update returned a breaker (b.key, n and
 // cooldown; no key: the step has none).
-func (t *txn) breakerHit(b breakerHit, stepID, taskID int64, name string, o store.Outcome, to state.Step) {
+func (t *outcomeTx) breakerHit(b breakerHit, stepID, taskID int64, name string, o store.Outcome, to state.Step) {
 	if b.key == "" {
 		return
 	}
@@ -114,7 +114,7 @@ func (w *breakerWork) failed() bool {
 // then breaker rows in key order, then the policy version row, so that
 // none waits for another in a cycle. Claims never wait for a breaker row
 // (takeProbe skips a locked one).
-func (t *txn) flushBreakers() error {
+func (t *outcomeTx) flushBreakers() error {
 	w := &t.breakers
 	if len(w.hits) > 0 {
 		// By key, and in step order under one key, as the outcomes are.
@@ -147,7 +147,7 @@ type knownBreaker struct {
 // a failure counts (and opens the breaker at its threshold, or reopens it
 // when it is the probe's), a success resets the count and closes the
 // breaker, a probe that gave its claim back lets the next claim probe.
-func (t *txn) breakerOutcomes(hits []breakerHit) error {
+func (t *outcomeTx) breakerOutcomes(hits []breakerHit) error {
 	if len(hits) == 0 {
 		return nil
 	}
@@ -178,7 +178,7 @@ func (t *txn) breakerOutcomes(hits []breakerHit) error {
 }
 
 // breakerFailed counts a failed attempt.
-func (t *txn) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
+func (t *outcomeTx) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
 	var st string
 	var failures int
 	var probe int64
@@ -216,7 +216,7 @@ func (t *txn) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
 }
 
 // breakerSucceeded resets the count and closes the breaker.
-func (t *txn) breakerSucceeded(h breakerHit, known map[string]knownBreaker) error {
+func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker) error {
 	k := known[h.key]
 	switch {
 	case k.state != store.BreakerClosed:
@@ -247,7 +247,7 @@ func (t *txn) breakerSucceeded(h breakerHit, known map[string]knownBreaker) erro
 // breakerProbeReturned lets the next claim probe when the probe gave its
 // claim back without an outcome (released, snoozed, its engine died): the
 // breaker is open again with its cooldown already passed.
-func (t *txn) breakerProbeReturned(h breakerHit) error {
+func (t *outcomeTx) breakerProbeReturned(h breakerHit) error {
 	res, err := t.exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
 		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.now, h.key, h.stepID)
 	if err != nil {

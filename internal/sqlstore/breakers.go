@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -52,12 +53,12 @@ func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')
 func breakerState(st string) string { return store.BreakerAuditPrefix + st }
 
 // ListBreakers returns every breaker with a row, by key.
-func (s *Store) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
+func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
 	rows, err := s.read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
-	out, err := collect(rows, scanBreaker)
+	out, err := sqldb.Collect(rows, scanBreaker)
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
@@ -69,7 +70,7 @@ func (s *Store) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
 
 const breakerColumnsSQL = `breaker_key, state, failures, threshold, cooldown, opened_at, probe_at, probe_step_id, updated_at`
 
-func scanBreaker(r Row) (store.Breaker, error) {
+func scanBreaker(r sqldb.Row) (store.Breaker, error) {
 	var b store.Breaker
 	var cooldown, updated int64
 	var opened, probeAt, probe sql.NullInt64
@@ -94,7 +95,7 @@ func scanBreaker(r Row) (store.Breaker, error) {
 }
 
 // ResetBreaker closes a breaker, forgets its count, and audits the reset.
-func (s *Store) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
+func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.Breaker, error) {
 	if err := r.Validate(); err != nil {
 		return store.Breaker{}, err
 	}

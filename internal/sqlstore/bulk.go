@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -13,7 +14,7 @@ import (
 // transaction) at a time.
 
 // CountTasks counts the tasks f selects.
-func (s *Store) CountTasks(ctx context.Context, f store.TaskFilter) (int, error) {
+func (s *admin) CountTasks(ctx context.Context, f store.TaskFilter) (int, error) {
 	where, args := s.taskWhere(f, s.clock().UnixMicro())
 	q := `SELECT count(*) FROM tasks`
 	if where != "" {
@@ -27,7 +28,7 @@ func (s *Store) CountTasks(ctx context.Context, f store.TaskFilter) (int, error)
 }
 
 // MatchTasks returns the ids of up to limit tasks f selects, newest first.
-func (s *Store) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) ([]int64, error) {
+func (s *admin) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) ([]int64, error) {
 	if limit <= 0 {
 		limit = 500
 	}
@@ -41,7 +42,7 @@ func (s *Store) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) (
 	if err != nil {
 		return nil, fmt.Errorf("match tasks: %w", err)
 	}
-	ids, err := collect(rows, scanInt64)
+	ids, err := sqldb.Collect(rows, sqldb.Int64)
 	if err != nil {
 		return nil, fmt.Errorf("match tasks: %w", err)
 	}
@@ -49,7 +50,7 @@ func (s *Store) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) (
 }
 
 // CancelTasks cancels the cancellable tasks among ids in one transaction.
-func (s *Store) CancelTasks(ctx context.Context, ids []int64, engineID, reason string) (store.BatchResult, error) {
+func (s *admin) CancelTasks(ctx context.Context, ids []int64, engineID, reason string) (store.BatchResult, error) {
 	if reason == "" {
 		reason = "cancelled"
 	}
@@ -80,7 +81,7 @@ func (s *Store) CancelTasks(ctx context.Context, ids []int64, engineID, reason s
 }
 
 // RetryTasks retries the failed tasks among ids in one transaction.
-func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason string) (store.BatchResult, error) {
+func (s *admin) RetryTasks(ctx context.Context, ids []int64, engineID, reason string) (store.BatchResult, error) {
 	taskReason, stepReason := "retried", "task retried"
 	if reason != "" {
 		taskReason, stepReason = reason, "task retried: "+reason
@@ -117,8 +118,8 @@ func (s *Store) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 // (steps before their task). Bulk actions that lock their batches this way
 // cannot deadlock one another or the engines, and read the tasks' states
 // as they are, not as they were before a concurrent action committed.
-func (t *txn) lockTasks(ids []int64) error {
-	if t.s.d.ClaimLock == "" || len(ids) == 0 {
+func (t *operatorTx) lockTasks(ids []int64) error {
+	if t.s.d.ClaimLock() == "" || len(ids) == 0 {
 		return nil
 	}
 	steps, args := t.idIn("task_id", ids)
@@ -137,7 +138,7 @@ const finishedStates = `('completed', 'failed', 'cancelled', 'expired')`
 
 // DeleteTasks deletes the finished tasks among p.IDs and everything that
 // refers to them.
-func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.BatchResult, error) {
+func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.BatchResult, error) {
 	if len(p.IDs) == 0 {
 		return store.BatchResult{}, nil
 	}
@@ -208,7 +209,7 @@ func (s *Store) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 }
 
 // archived loads tasks with their steps and audit trails, in id order.
-func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
+func (t *operatorTx) archived(ids []int64) ([]store.ArchivedTask, error) {
 	in := make([]any, len(ids))
 	for i, id := range ids {
 		in[i] = id
@@ -218,7 +219,7 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
-	tasks, err := collect(rows, scanTask)
+	tasks, err := sqldb.Collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
@@ -230,7 +231,7 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 	if rows, err = t.query(`SELECT `+stepColumns+` FROM steps WHERE task_id IN (`+list+`) ORDER BY task_id, idx`, in...); err != nil {
 		return nil, fmt.Errorf("archive steps: %w", err)
 	}
-	steps, err := collect(rows, scanStep)
+	steps, err := sqldb.Collect(rows, scanStep)
 	if err != nil {
 		return nil, fmt.Errorf("archive steps: %w", err)
 	}
@@ -256,7 +257,7 @@ func (t *txn) archived(ids []int64) ([]store.ArchivedTask, error) {
 // q.FinishedBefore, oldest finished first. It reads the finished tasks'
 // index (tasks_activity) in the order they finished, checking each entry's
 // state there; a state rare among them is read by the (state, id) index.
-func (s *Store) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int64, error) {
+func (s *admin) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int64, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 500
@@ -279,7 +280,7 @@ func (s *Store) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int
 	if err != nil {
 		return nil, fmt.Errorf("finished tasks: %w", err)
 	}
-	ids, err := collect(rows, scanInt64)
+	ids, err := sqldb.Collect(rows, sqldb.Int64)
 	if err != nil {
 		return nil, fmt.Errorf("finished tasks: %w", err)
 	}

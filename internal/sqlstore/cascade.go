@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -19,7 +20,7 @@ import (
 // eligible moves a step whose dependencies are satisfied to ready, or to
 // waiting when runAt is in the future. locked: this transaction holds the
 // step's row in state from (moveLockedStep).
-func (t *txn) eligible(id, taskID int64, name string, from state.Step, locked bool, priority int, ttl, runAt int64, reason string) error {
+func (t *outcomeTx) eligible(id, taskID int64, name string, from state.Step, locked bool, priority int, ttl, runAt int64, reason string) error {
 	var expires any
 	if ttl > 0 {
 		expires = max(runAt, t.now) + ttl
@@ -46,7 +47,7 @@ func (t *txn) eligible(id, taskID int64, name string, from state.Step, locked bo
 // is applied as if its parents had ended one at a time, in the order of
 // ended (a decided rule stays decided, dag.Decide), so that a skip names
 // the parent that decided it.
-func (t *txn) parentsEnded(ended []endedStep) error {
+func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 	type key struct {
 		task int64
 		idx  int
@@ -78,7 +79,7 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		return nil
 	}
 	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`
-	var q Rows
+	var q sqldb.Rows
 	var err error
 	if len(order) == 1 {
 		// One child (a chain): by parameters, which SQLite runs faster
@@ -95,7 +96,7 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 		for i, k := range order {
 			rows[i] = added{k.task, int64(k.idx), children[k].add}
 		}
-		from, args := rowset(t, "p", rows,
+		from, args := rowset(t.txn, "p", rows,
 			intCol("p_task", func(r *added) int64 { return r.task }),
 			intCol("p_idx", func(r *added) int64 { return r.idx }),
 			intCol("p_ok", func(r *added) int64 { return int64(r.add.Succeeded) }),
@@ -120,7 +121,7 @@ func (t *txn) parentsEnded(ended []endedStep) error {
 	var r pending
 	dest := []any{&k.task, &k.idx, &r.id, &r.name, &r.deps, &r.children, &r.c.Succeeded, &r.c.Failed, &r.c.Skipped, &r.priority, &r.ttl,
 		&r.rule, &r.extra, &r.kind, &r.signal, &r.waitTimeout}
-	if _, err := collect(q, func(row Row) (struct{}, error) {
+	if _, err := sqldb.Collect(q, func(row sqldb.Row) (struct{}, error) {
 		if err := row.Scan(dest...); err != nil {
 			return struct{}{}, err
 		}
@@ -170,7 +171,7 @@ func counted(c *dag.Counts, st state.Step) {
 
 // decideChild applies decision to a pending child whose parent parentName
 // ended parentState and decided it.
-func (t *txn) decideChild(taskID, id int64, name, children string, decision dag.Decision, parentName string, parentState state.Step,
+func (t *outcomeTx) decideChild(taskID, id int64, name, children string, decision dag.Decision, parentName string, parentState state.Step,
 	rule, kind, signal string, priority int, ttl, waitTimeout int64) error {
 	switch decision {
 	case dag.Run:
@@ -203,14 +204,14 @@ type endedStep struct {
 }
 
 // stepEnded accounts for one step that reached a terminal state.
-func (t *txn) stepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
+func (t *outcomeTx) stepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
 	return t.stepsEnded([]endedStep{{taskID: taskID, name: name, children: children, st: st, err: errMsg}})
 }
 
 // stepsEnded accounts for steps that reached a terminal state: their tasks
 // are read (and locked, on PostgreSQL) in one statement and accounted for
 // (accountEnded).
-func (t *txn) stepsEnded(ended []endedStep) error {
+func (t *outcomeTx) stepsEnded(ended []endedStep) error {
 	if len(ended) == 0 {
 		return nil
 	}
@@ -222,7 +223,7 @@ func (t *txn) stepsEnded(ended []endedStep) error {
 }
 
 // endedTasks reads and locks the tasks of ended steps, in id order.
-func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
+func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	seen := make(map[int64]bool, len(ended))
 	var ids []int64
 	for _, e := range ended {
@@ -237,13 +238,13 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	in, inArgs := t.idIn("id", ids)
 	lock := ""
-	if t.s.d.ClaimLock != "" {
+	if t.s.d.ClaimLock() != "" {
 		lock = " FOR UPDATE"
 	}
 	// Where children of these steps may be claimed next in this
 	// transaction, the handlers' part of their tasks comes too
 	// (startTasks takes it from there).
-	withContext := !t.s.d.WithWrites && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
+	withContext := !t.s.d.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
 		cols += `, ` + claimedTaskColumns
@@ -252,7 +253,7 @@ func (t *txn) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read tasks of ended steps: %w", err)
 	}
-	current, err := collect(rows, func(r Row) (taskAccount, error) {
+	current, err := sqldb.Collect(rows, func(r sqldb.Row) (taskAccount, error) {
 		var c taskAccount
 		if !withContext {
 			return c, r.Scan(c.dest()...)
@@ -303,7 +304,7 @@ func (c *taskAccount) dest() []any {
 // those whose steps have all ended, their own end, given their rows read
 // and locked in id order (current); then the children of every step learn
 // of it.
-func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
+func (t *outcomeTx) accountEnded(ended []endedStep, current []taskAccount) error {
 	type account struct {
 		n, failed int64
 		err       string
@@ -370,7 +371,7 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 			return err
 		}
 	} else {
-		from, args := rowset(t, "a", updates,
+		from, args := rowset(t.txn, "a", updates,
 			intCol("a_id", func(u *update) int64 { return u.c.id }),
 			intCol("a_remaining", func(u *update) int64 { return u.c.remaining }),
 			intCol("a_failed", func(u *update) int64 { return u.c.failed }),
@@ -401,7 +402,7 @@ func (t *txn) accountEnded(ended []endedStep, current []taskAccount) error {
 // to stepTo, cancels its unfinished children and tells the step of its
 // parent that waits for it, returning the fences of steps that were running
 // (its own and its children's).
-func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
+func (t *outcomeTx) endTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
 	ok, err := t.moveTask(id, from, to, reason, `finished_at = ?, remaining = 0`, t.now)
 	if err != nil || !ok {
 		return nil, err
@@ -415,7 +416,7 @@ func (t *txn) endTask(id int64, from, to state.Task, stepTo state.Step, reason s
 		fence    store.Fence
 		name, st string
 	}
-	steps, err := collect(rows, func(r Row) (open, error) {
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (open, error) {
 		var o open
 		err := r.Scan(&o.fence.StepID, &o.name, &o.st, &o.fence.Attempt, &o.fence.LeaseID)
 		return o, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -18,7 +19,7 @@ import (
 
 // childLimit returns why starting a child from stepID would pass the
 // limits of c, or "" when it would not; parent is the step's task.
-func (t *txn) childLimit(stepID int64, c *store.ChildStart) (parent int64, depth int, msg string, err error) {
+func (t *submitTx) childLimit(stepID int64, c *store.ChildStart) (parent int64, depth int, msg string, err error) {
 	err = t.queryRow(`SELECT t.id, t.depth FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&parent, &depth)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("parent of step %d: %w", stepID, err)
@@ -41,7 +42,7 @@ func (t *txn) childLimit(stepID int64, c *store.ChildStart) (parent int64, depth
 
 // insertChild inserts a child task and links it to its parent task and
 // step. A key that exists returns the existing task.
-func (t *txn) insertChild(parent, stepID int64, depth int, in store.TaskInsert) (store.InsertResult, error) {
+func (t *submitTx) insertChild(parent, stepID int64, depth int, in store.TaskInsert) (store.InsertResult, error) {
 	res, err := t.insertTasks([]store.TaskInsert{in})
 	if err != nil {
 		return store.InsertResult{}, err
@@ -59,7 +60,7 @@ func (t *txn) insertChild(parent, stepID int64, depth int, in store.TaskInsert) 
 }
 
 // StartChild starts a child task from a running step.
-func (s *Store) StartChild(ctx context.Context, f store.Fence, c store.ChildStart) (store.InsertResult, error) {
+func (s *lifecycle) StartChild(ctx context.Context, f store.Fence, c store.ChildStart) (store.InsertResult, error) {
 	var out store.InsertResult
 	err := s.write(ctx, "", func(t *txn) error {
 		var n int
@@ -97,7 +98,7 @@ func (s *Store) StartChild(ctx context.Context, f store.Fence, c store.ChildStar
 // the step, still held under o's fence, waits for the child inserted in the
 // same transaction. It reports false when the fence no longer holds, and a
 // message when the limits refuse the child (the caller fails the step).
-func (t *txn) startChild(o store.Outcome) (held bool, refused string, err error) {
+func (t *submitTx) startChild(o store.Outcome) (held bool, refused string, err error) {
 	parent, depth, msg, err := t.childLimit(o.Fence.StepID, o.Child)
 	if err != nil || msg != "" {
 		return false, msg, err
@@ -135,7 +136,7 @@ func (t *txn) startChild(o store.Outcome) (held bool, refused string, err error)
 // the step ready again with the reason, for its next attempt to report
 // under its retry policy. A step that no longer waits for this child (it
 // was cancelled, resolved, or started another) is left alone.
-func (t *txn) childEnded(child, stepID int64, to state.Task, reason string) error {
+func (t *submitTx) childEnded(child, stepID int64, to state.Task, reason string) error {
 	var taskID int64
 	var name, children, st string
 	var waitsFor sql.NullInt64
@@ -179,14 +180,14 @@ func (t *txn) childEnded(child, stepID int64, to state.Task, reason string) erro
 // taskResult is what a completed task hands to the step that started it:
 // the results of its final steps (those no other step depends on, batch
 // items aside) that completed or were resolved, by step name.
-func (t *txn) taskResult(id int64) (json.RawMessage, error) {
+func (t *submitTx) taskResult(id int64) (json.RawMessage, error) {
 	rows, err := t.query(taskResultQuery, id)
 	return decodeTaskResult(id, rows, err)
 }
 
 // TaskResult returns what a completed task hands to the step that started
 // it (see taskResult).
-func (s *Store) TaskResult(ctx context.Context, id int64) (json.RawMessage, error) {
+func (s *lifecycle) TaskResult(ctx context.Context, id int64) (json.RawMessage, error) {
 	rows, err := s.read(ctx, taskResultQuery, id)
 	return decodeTaskResult(id, rows, err)
 }
@@ -194,7 +195,7 @@ func (s *Store) TaskResult(ctx context.Context, id int64) (json.RawMessage, erro
 const taskResultQuery = `SELECT name, result FROM steps WHERE task_id = ? AND children = '' AND kind != 'item'
 	AND state IN ('completed', 'resolved') ORDER BY idx`
 
-func decodeTaskResult(id int64, rows Rows, err error) (json.RawMessage, error) {
+func decodeTaskResult(id int64, rows sqldb.Rows, err error) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("result of task %d: %w", id, err)
 	}
@@ -202,7 +203,7 @@ func decodeTaskResult(id int64, rows Rows, err error) (json.RawMessage, error) {
 		name   string
 		result sql.NullString
 	}
-	steps, err := collect(rows, func(r Row) (named, error) {
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (named, error) {
 		var n named
 		err := r.Scan(&n.name, &n.result)
 		return n, err
@@ -227,7 +228,7 @@ func decodeTaskResult(id int64, rows Rows, err error) (json.RawMessage, error) {
 // cancelChildren cancels the unfinished children of a task that ended
 // without finishing its work, and theirs in turn, returning the fences of
 // their running steps.
-func (t *txn) cancelChildren(parent int64, reason string) ([]store.Fence, error) {
+func (t *submitTx) cancelChildren(parent int64, reason string) ([]store.Fence, error) {
 	rows, err := t.query(`SELECT id, state FROM tasks WHERE parent_task_id = ? AND state IN ('pending', 'running') ORDER BY id`, parent)
 	if err != nil {
 		return nil, fmt.Errorf("children of task %d: %w", parent, err)
@@ -236,7 +237,7 @@ func (t *txn) cancelChildren(parent int64, reason string) ([]store.Fence, error)
 		id int64
 		st string
 	}
-	kids, err := collect(rows, func(r Row) (open, error) {
+	kids, err := sqldb.Collect(rows, func(r sqldb.Row) (open, error) {
 		var o open
 		err := r.Scan(&o.id, &o.st)
 		return o, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -43,7 +44,7 @@ func leaseOf(p store.ClaimParams) int64 {
 const claimRounds = 3
 
 // ClaimSteps claims up to p.Limit ready steps.
-func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
+func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
 	if p.Limit <= 0 {
 		return nil, nil
 	}
@@ -54,12 +55,13 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	var totals map[string]limitTotals // of limits, as the claim left them
 	held := false
 	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claim := func(t *txn) error {
+	claim := func(tx *txn) error {
+		t := tx.claimer()
 		claimed, held = nil, false
 		if !p.Now.IsZero() {
 			t.now = p.Now.UnixMicro()
 		}
-		if !t.s.d.WithWrites && t.s.backlog.Load() {
+		if !t.s.d.WithWrites() && t.s.plan.backlog.Load() {
 			// Under a backlog, SQLite claims in one statement where the
 			// claim needs no check of its own (claimGated). Where that
 			// claims nothing (no step was ready, or its gate shut), the
@@ -72,12 +74,12 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 		}
 		// The namespaces the last claim met limits in: bounded from the
 		// handle's anchors, or locked and counted by the first statement.
-		cached := s.cachedPolicies()
+		cached := s.plan.cachedPolicies()
 		bounded := int64(-1)
 		if cached != nil {
 			bounded = cached.version
 		}
-		bounds, predicted := s.splitBounds(s.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
+		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
 		leaseID := leaseOf(p)
 		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
 			return err
@@ -134,8 +136,8 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			}
 		}
 		deferred, granted, now, totals = rates.deferred, rates.granted, t.now, t.limitTotals
-		s.predictLimits(keys.met)
-		s.bounds.met(keys.floor)
+		s.plan.predictLimits(keys.met)
+		s.plan.bounds.met(keys.floor)
 		return t.claimContext(claimed, deps)
 	}
 	var err error
@@ -152,7 +154,7 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 			break
 		}
 		// Claims elsewhere took room the bounds counted on: count.
-		s.bounds.forget(miss.namespaces)
+		s.plan.bounds.forget(miss.namespaces)
 	}
 	switch {
 	case errors.Is(err, errBoundMissed):
@@ -160,12 +162,12 @@ func (s *Store) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.Cl
 	case err != nil:
 		return nil, err
 	}
-	if !s.d.WithWrites {
-		s.backlog.Store(len(claimed) == p.Limit)
+	if !s.d.WithWrites() {
+		s.plan.backlog.Store(len(claimed) == p.Limit)
 	}
-	s.bounds.saw(totals)
+	s.plan.bounds.saw(totals)
 	for _, n := range granted {
-		s.reserves.add(n.key, n.rate, n.granted, now)
+		s.plan.reserves.add(n.key, n.rate, n.granted, now)
 	}
 	reportDeferred(p, deferred)
 	if held && p.Held != nil {
@@ -185,7 +187,7 @@ var errPoliciesMoved = errors.New("the policies changed during the claim")
 // skips what is full), adding them to claimed and their dependencies to
 // deps. errPoliciesMoved ends it when a round's query saw the policies
 // moved since the claim read them.
-func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
+func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
 	claimed *[]store.ClaimedStep, deps *[][]int, held *bool) error {
 	for round := range claimRounds {
 		want := p.Limit - len(*claimed)
@@ -225,9 +227,9 @@ func (t *txn) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, ra
 // rateFallback), holds limits (their bounds are checked after it:
 // checkBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
-func (t *txn) endsWithClaim() bool {
-	_, ok := t.x.(Pipeliner)
-	return ok && t.owned && t.s.d.WithWrites && t.rateTake == nil && len(t.limitHeld) == 0 &&
+func (t *claimTx) endsWithClaim() bool {
+	_, ok := t.x.(sqldb.Pipeliner)
+	return ok && t.owned && t.s.d.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
 		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
 }
 
@@ -243,11 +245,11 @@ func (t *txn) endsWithClaim() bool {
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
-func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
+func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
-	if t.s.d.ClaimPlan != "" {
-		q += t.s.d.ClaimPlan
+	if t.s.d.ClaimPlan() != "" {
+		q += t.s.d.ClaimPlan()
 	} else {
 		q += "NULL"
 	}
@@ -255,7 +257,7 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policy
 	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
 	if weights {
-		alone = t.s.fair.lone()
+		alone = t.s.plan.fair.lone()
 	}
 	// Without FairReadiness, fairReadiness takes the lock and reads when
 	// the claim shares slots.
@@ -264,15 +266,15 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policy
 		q += ", " + fairOthers
 		args = append(args, alone, alone)
 		probe = true
-	case t.s.d.FairReadiness != "" && weights:
-		q += ", " + t.s.d.FairReadiness
+	case t.s.d.FairReadiness() != "" && weights:
+		q += ", " + t.s.d.FairReadiness()
 		args = append(args, fairLock, maxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.d.LimitRoom, "?", "true", "NULL") + ` AS r ON true`
+			fmt.Sprintf(t.s.d.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
 		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
@@ -291,7 +293,7 @@ func (t *txn) claimStart(p store.ClaimParams, predicted []string, cached *policy
 		kind, n     sql.NullInt64
 		name        sql.NullString
 	}
-	got, err := collect(rows, func(r Row) (first, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (first, error) {
 		var f first
 		dest := []any{&f.state, &f.version, &f.plan}
 		switch {
@@ -334,7 +336,7 @@ type namespaceRow struct {
 }
 
 // scanNamespaceRow reads a namespace and a number, in that order.
-func scanNamespaceRow(r Row) (namespaceRow, error) {
+func scanNamespaceRow(r sqldb.Row) (namespaceRow, error) {
 	var v namespaceRow
 	err := r.Scan(&v.namespace, &v.n)
 	return v, err
@@ -359,7 +361,7 @@ type candidate struct {
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
+func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
@@ -412,7 +414,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 		}
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
-	if kept, err = t.probes(kept, keys.brk); err != nil {
+	if kept, err = (breakerClaim{t}).probes(kept, keys.brk); err != nil {
 		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
@@ -421,7 +423,7 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
-	if err := t.unprobed(kept, keys.brk); err != nil {
+	if err := (breakerClaim{t}).unprobed(kept, keys.brk); err != nil {
 		return nil, false, err
 	}
 	if t.rateTake != nil {
@@ -436,8 +438,8 @@ func (t *txn) candidates(want int, p store.ClaimParams, pol *policySet, keys *ke
 
 // scanCandidates reads the rows of claimQuery: the candidates, and the
 // policy version the query saw.
-func scanCandidates(rows Rows) (ready []candidate, seen int64, err error) {
-	ready, err = collect(rows, func(r Row) (candidate, error) {
+func scanCandidates(rows sqldb.Rows) (ready []candidate, seen int64, err error) {
+	ready, err = sqldb.Collect(rows, func(r sqldb.Row) (candidate, error) {
 		var c candidate
 		err := r.Scan(&c.id, &c.namespace, &c.taskID, &c.limitKey, &c.limitN, &c.taskKey, &c.taskN, &c.rateKey, &c.rateN, &c.ratePer, &c.breakerKey, &seen)
 		return c, err
@@ -459,7 +461,7 @@ func idsOf(cs []candidate) []int64 {
 // claimQuery is the query that picks the steps to claim: the best ready
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
-func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
+func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	// The policy version, read with the steps (policyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
@@ -478,53 +480,20 @@ func (s *Store) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *
 		q += ` AND task_id IN (SELECT id FROM tasks WHERE id = ? OR root_task_id = ?)`
 		args = append(args, p.TaskID, p.TaskID)
 	}
-	in := func(cond string, vals []string) {
-		if len(vals) == 0 {
-			return
-		}
-		q += ` AND ` + cond + ` (` + placeholders(len(vals)) + `)`
-		for _, v := range vals {
-			args = append(args, v)
-		}
+	for _, c := range candidatePolicies {
+		q, args = c.exclude(q, args, pol, keys)
 	}
-	if pol != nil {
-		in(`namespace NOT IN`, pol.namespaces)
-		for _, wf := range pol.workflows {
-			q += ` AND NOT (namespace = ? AND workflow = ?)`
-			args = append(args, wf[0], wf[1])
-		}
-	}
-	if keys != nil {
-		in(`namespace NOT IN`, full(keys.ns))
-		in(`limit_key NOT IN`, fullKeys(keys.step))
-		in(`breaker_key NOT IN`, keys.brk.held())
-		// A full workflow limit holds back the tasks that have not
-		// started; the running ones (no more than the limit) go on.
-		if tasks := fullKeys(keys.task); len(tasks) > 0 {
-			ph := placeholders(len(tasks))
-			q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
-			for range 2 {
-				for _, k := range tasks {
-					args = append(args, k)
-				}
-			}
-		}
-	}
-	in(`handler IN`, p.Handlers)
-	in(`namespace IN`, p.Namespaces)
+	q, args = andIn(q, args, `handler IN`, p.Handlers)
+	q, args = andIn(q, args, `namespace IN`, p.Namespaces)
 	if p.Handlers != nil && len(p.Handlers) == 0 {
 		q += ` AND 1 = 0` // an empty list of handlers claims nothing
 	}
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	limit := s.d.ClaimLimit
-	if limit == "" {
-		limit = "LIMIT ?"
-	}
-	q += ` ORDER BY sort_key ` + limit
-	if s.d.ClaimLock != "" {
-		q += " " + s.d.ClaimLock
+	q += ` ORDER BY sort_key ` + s.d.ClaimLimit()
+	if s.d.ClaimLock() != "" {
+		q += " " + s.d.ClaimLock()
 	}
 	return q, append(args, want)
 }

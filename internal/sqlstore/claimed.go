@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -23,7 +24,7 @@ import (
 // alone. Where the database allows it, the same statement starts their
 // tasks and loads the task's part of what the handlers see (claimContext
 // does the rest).
-func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.idIn("id", ids)
 	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
 	if err != nil {
@@ -32,7 +33,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 	if t.lastClaim {
 		// Nothing follows (endsWithClaim): the COMMIT goes with it.
 		t.lastClaim = false
-		t.x.(Pipeliner).EndWithNext()
+		t.x.(sqldb.Pipeliner).EndWithNext()
 		t.committed = true
 	}
 	rows, err := t.query(st.q, st.args...)
@@ -49,7 +50,7 @@ func (t *txn) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, e
 // readClaimed reads the rows of claim statement st (about n of them): the
 // steps it claimed, with the indexes of their dependencies. shut: it
 // claimed from its query of candidates and found the gate shut (gateShut).
-func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
+func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		sortKey int64
 		task    claimedTask
@@ -63,7 +64,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	var x stepScan
 	var c claimedRow
 	dest := append(x.claimedDest(), &c.sortKey)
-	if t.s.d.WithWrites {
+	if t.s.d.WithWrites() {
 		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
@@ -80,7 +81,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 	out = make([]store.ClaimedStep, 0, n)
 	deps = make([][]int, 0, n)
 	first := true
-	err = each(rows, func(r Row) error {
+	err = sqldb.Each(rows, func(r sqldb.Row) error {
 		x, c = stepScan{}, claimedRow{}
 		if err := r.Scan(dest...); err != nil || shut {
 			return err
@@ -106,7 +107,7 @@ func (t *txn) readClaimed(rows Rows, st claimStmt, n int, leaseID int64) (out []
 		if c.totals[0].Valid {
 			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
-		if t.s.d.WithWrites {
+		if t.s.d.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
 			if len(step.deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
@@ -150,8 +151,8 @@ func (c claimedTask) set(s *store.ClaimedStep) {
 // claimContext starts the claimed steps' tasks and loads what the handlers
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
-func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	if !t.s.d.WithWrites {
+func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
+	if !t.s.d.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}
@@ -177,7 +178,7 @@ func (t *txn) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := rowset(t, "d", pairs,
+		from, args := rowset(t.txn, "d", pairs,
 			intCol("d_claim", func(d *dep) int64 { return d.claim }),
 			intCol("d_task", func(d *dep) int64 { return d.task }),
 			intCol("d_idx", func(d *dep) int64 { return d.idx }))
@@ -213,7 +214,7 @@ type stepAt struct{ task, idx int64 }
 // ranHere keeps the result of a run this transaction recorded (a step of
 // task at idx ended), as a dependency's result of the steps it may claim
 // after: a chain's next step, a join whose dependencies ended together.
-func (t *txn) ranHere(task, idx int64, r depResult) {
+func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
 	if t.ran == nil {
 		t.ran = map[stepAt]depResult{}
 	}
@@ -223,7 +224,7 @@ func (t *txn) ranHere(task, idx int64, r depResult) {
 // ranBefore reports whether every dependency (deps, indexes) of claimed
 // step c ended in a run this transaction recorded, and then takes their
 // results as c's, in index order, as a read of them would give.
-func (t *txn) ranBefore(c store.ClaimedStep, deps []int) bool {
+func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
 	if len(t.ran) == 0 {
 		return false
 	}
@@ -247,7 +248,7 @@ func (t *txn) ranBefore(c store.ClaimedStep, deps []int) bool {
 // this transaction, for the steps of it the transaction claims after
 // (startTasks): a task's input, workflow, version and traceparent never
 // change.
-func (t *txn) readTask(id int64, ct claimedTask) {
+func (t *outcomeTx) readTask(id int64, ct claimedTask) {
 	if t.started == nil {
 		t.started = map[int64]claimedTask{}
 	}
@@ -278,7 +279,7 @@ type depResult struct {
 // readDepResults reads the results of the dependencies of claimed step id
 // as the claim statement returned them (depResultsOf) into t.depResults:
 // none where NULL (every dependency skipped).
-func (t *txn) readDepResults(id int64, col sql.NullString) error {
+func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
 	if t.depResults == nil {
 		t.depResults = map[int64][]depResult{}
 	}
@@ -309,12 +310,12 @@ func (t *txn) readDepResults(id int64, col sql.NullString) error {
 // readDepRows reads rows of dependency results (the claimed step's id,
 // the dependency's name, result, kind and index) into t.depResults, each
 // step's in index order.
-func (t *txn) readDepRows(rows Rows) error {
+func (t *claimTx) readDepRows(rows sqldb.Rows) error {
 	type row struct {
 		step int64
 		depResult
 	}
-	got, err := collect(rows, func(r Row) (row, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var d row
 		err := r.Scan(&d.step, &d.name, &d.result, &d.kind, &d.idx)
 		return d, err
@@ -339,7 +340,7 @@ func (t *txn) readDepRows(rows Rows) error {
 // A step with dependencies belongs to a task that started when they ran,
 // or, should they all have been skipped before any ran, to one still
 // pending that the read below finds.
-func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	var ids, mayStart []int64
 	seen := map[int64]bool{}
 	starting := map[int64]bool{}
@@ -372,7 +373,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		if err != nil {
 			return nil, err
 		}
-		return collect(rows, func(r Row) (loaded, error) {
+		return sqldb.Collect(rows, func(r sqldb.Row) (loaded, error) {
 			var l loaded
 			return l, r.Scan(append([]any{&l.id, &l.state}, l.claimedTask.dest()...)...)
 		})
@@ -401,7 +402,7 @@ func (t *txn) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			for i, id := range ids {
 				starts[i] = started{id, first[id]}
 			}
-			from, args := rowset(t, "s", starts,
+			from, args := rowset(t.txn, "s", starts,
 				intCol("s_task", func(s *started) int64 { return s.task }),
 				intCol("s_step", func(s *started) int64 { return s.step }))
 			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.now, lease}, args...)...)

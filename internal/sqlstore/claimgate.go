@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -128,8 +129,8 @@ type aheadQuery struct {
 	args  []any
 	claim *claimStmt
 	limit int // of the claim's steps
-	rows  Rows
-	// last: the claim's COMMIT went with it (Pipeliner.FollowLast).
+	rows  sqldb.Rows
+	// last: the claim's COMMIT went with it (sqldb.Pipeliner.FollowLast).
 	last bool
 	// bounded: the namespaces whose limits the claim bounds, checked by
 	// the claim statement (gateBoundsShut).
@@ -143,7 +144,7 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 
 // candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
-// pipelines (Pipeliner): built from the policies last read (pol), as if no limit
+// pipelines (sqldb.Pipeliner): built from the policies last read (pol), as if no limit
 // were full and, under weights, the namespace last found alone still were
 // (fairOthers). candidates uses its rows only if the claim asks exactly
 // that query; otherwise (a limit full, slots shared) they are discarded.
@@ -156,27 +157,27 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // handle's anchors: gateBoundsShut), and under weights while one
 // namespace is alone with ready work (fairOthers in the gate). Its COMMIT
 // goes with it unless keepOpen.
-func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
-	pl, ok := t.x.(Pipeliner)
-	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.fair.lone() == "") {
+func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
+	pl, ok := t.x.(sqldb.Pipeliner)
+	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.plan.fair.lone() == "") {
 		return nil
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	keys.brk = newBreakerRoom(pol, t.now)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
-	st := Statement{Query: t.s.bind(q), Args: args}
+	st := sqldb.Statement{Query: t.s.bind(q), Args: args}
 	// The gate checks, in the claim statement, what of pol it can:
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (fairOthers); other policies
 	// need the claim's own check (gated).
-	if !counting && t.s.d.WithWrites && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+	if !counting && t.s.d.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if len(bounds) > 0 {
 			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
 		}
 		if pol.weights != nil {
-			from.alone = t.s.fair.lone()
+			from.alone = t.s.plan.fair.lone()
 		}
 		c, err := t.claimStatement(from, leaseID)
 		if err != nil {
@@ -186,14 +187,14 @@ func (t *txn) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64
 		for _, b := range from.bounds {
 			a.bounded = append(a.bounded, b.ns)
 		}
-		st = Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+		st = sqldb.Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
 		// gate shut (steps under keys of limits or rates), which would
 		// take a transaction more, or this claim is made again after its
 		// gate was shut so (keepOpen).
-		a.last = !keepOpen && !t.s.aheadShut.Load()
+		a.last = !keepOpen && !t.s.plan.aheadShut.Load()
 	}
 	if a.last {
 		a.rows = pl.FollowLast(st)
@@ -232,7 +233,7 @@ func gated(p store.ClaimParams, pol *policySet) bool {
 // A claim that bounded limits (a.bounded) holds those namespaces, its
 // statement checked their bounds, and it met them (keys.met) for the next
 // claim to bound again.
-func (t *txn) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+func (t *claimTx) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
 	a := t.ahead
 	if a == nil || a.claim == nil {
 		return false, nil
@@ -242,7 +243,7 @@ func (t *txn) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.Claime
 	if err != nil {
 		return false, err
 	}
-	t.s.aheadShut.Store(shut)
+	t.s.plan.aheadShut.Store(shut)
 	if shut && a.last {
 		return false, errShutAfterCommit
 	}
@@ -270,7 +271,7 @@ func appendClaimed[T any](to, more []T) []T {
 
 // aheadRows returns the rows of the query sent ahead (candidatesAhead) if
 // it is q with args, else nil, discarding them.
-func (t *txn) aheadRows(q string, args []any) (Rows, error) {
+func (t *claimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
 	a := t.ahead
 	if a == nil {
 		return nil, nil
@@ -291,7 +292,7 @@ var errClaimedAhead = errors.New("a claim sent ahead claimed under policies that
 // version it checks moved too, and versions only grow); had it claimed,
 // the transaction is rolled back rather than leave steps claimed under
 // policies the claim did not apply.
-func (t *txn) dropAhead() error {
+func (t *claimTx) dropAhead() error {
 	a := t.ahead
 	if a == nil {
 		return nil
@@ -310,7 +311,7 @@ func (t *txn) dropAhead() error {
 	if a.last {
 		// Its transaction has ended: the claim runs again in one of its
 		// own, which keeps it open.
-		t.s.aheadShut.Store(true)
+		t.s.plan.aheadShut.Store(true)
 		return errShutAfterCommit
 	}
 	return nil
@@ -332,15 +333,15 @@ func (t *txn) dropAhead() error {
 // UPDATE by rowid are quicker than the statement's materialized candidates
 // (SQLite dag7 p50 2.42 against 2.63 ms); for a full claim the statement
 // is quicker (fanout5 +7%).
-func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
-	pol := t.s.cachedPolicies()
+func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
+	pol := t.s.plan.cachedPolicies()
 	if pol == nil || pol.all {
 		return nil, nil
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.s.d.WithWrites && inOne && pol.weights == nil && gated(p, pol)
-	if !counted && (!unchecked(p, pol) || len(t.s.predictedLimits()) > 0) {
+	counted := !t.s.d.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
+	if !counted && (!unchecked(p, pol) || len(t.s.plan.predictedLimits()) > 0) {
 		return nil, nil
 	}
 	leaseID := leaseOf(p)
@@ -348,7 +349,7 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.s.d.WithWrites || inOne {
+	if t.s.d.WithWrites() || inOne {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if counted {
 			from.caps = pol.caps
@@ -399,7 +400,7 @@ func (t *txn) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, 
 // ready (claimGated), for the engine p names (its claims are the
 // engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
-func (t *txn) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
+func (t *claimTx) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
 	if t.readied == 0 || p.Limit <= 0 || t.breakers.failed() {
 		// After a failure under a breaker, the claim waits for the count
 		// that this transaction writes last (flushBreakers): the engine's

@@ -52,16 +52,16 @@ type claimStmt struct {
 }
 
 // claimStatement builds the statement that claims the steps of from.
-func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
-	st := claimStmt{taking: t.s.d.WithWrites && t.rateTake != nil, gated: from.candidates != ""}
-	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites, taking: st.taking}
+func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
+	st := claimStmt{taking: t.s.d.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
+	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites(), taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
 	case st.gated && len(from.bounds) > 0:
 		// A claim under limits it bounds (candidatesAhead): the bounds
 		// go first, then the gate's parameters.
-		bnd, bndArgs := boundsRowset(t, from.bounds)
+		bnd, bndArgs := boundsRowset(t.txn, from.bounds)
 		text.bounds = bnd
 		capped := from.capped
 		if capped == nil {
@@ -74,7 +74,7 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 		}
 	case st.gated && from.caps != nil:
 		// One writer: the gate counts (gateCounted).
-		c, cArgs := capsRowset(t, from.caps)
+		c, cArgs := capsRowset(t.txn, from.caps)
 		text.caps = c
 		args = append(append(slices.Clip(from.args), cArgs...), from.version)
 	case st.gated:
@@ -103,17 +103,17 @@ func (t *txn) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
 	if err := t.flushAudit(); err != nil {
 		return st, err
 	}
-	if !t.s.d.WithWrites {
+	if !t.s.d.WithWrites() {
 		// Where the gate is shut, it claims nothing and says no more.
-		st.q, st.gated, st.args = t.s.claimText(text), false, args
+		st.q, st.gated, st.args = t.s.plan.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.s.d.LimitRoom != "" && len(held) > 0
+	st.totaling = t.s.d.LimitRoom() != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
-	st.q = t.s.claimText(text)
+	st.q = t.s.plan.claimText(text)
 	args = append(args, t.now, leaseID)
 	if st.totaling {
 		args = append(args, held)
@@ -135,7 +135,7 @@ type claimText struct {
 // claimText returns the text of the claim statement of k, built once: a
 // claim under a backlog is made hundreds of times a second, and its text
 // is kilobytes.
-func (s *Store) claimText(k claimText) string {
+func (s *planner) claimText(k claimText) string {
 	if q, ok := s.claimTexts.Load(k); ok {
 		return q.(string)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -17,7 +18,7 @@ import (
 // children.
 
 // CompleteSteps records outcomes in one transaction.
-func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
+func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
 	var results []error
 	err := s.write(ctx, engineOf(outcomes), func(t *txn) (err error) {
 		results, err = t.record(outcomes)
@@ -35,14 +36,14 @@ func (s *Store) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]
 // (claimGated): an engine whose handlers' outcomes make their steps'
 // children ready runs the children without a transaction of their own.
 // claimed is empty where it claimed nothing.
-func (s *Store) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
+func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
 	err = s.write(ctx, engineOf(outcomes), func(t *txn) error {
 		claimed, t.trackReady = nil, true
 		var err error
 		if results, err = t.record(outcomes); err != nil {
 			return err
 		}
-		if claimed, err = t.claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
 			return err
 		}
 		// The engines are woken for the steps made ready that the claim
@@ -70,7 +71,7 @@ func engineOf(outcomes []store.Outcome) string {
 
 // record records outcomes in transaction t, returning each one's fate (nil,
 // or stale).
-func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
+func (t *outcomeTx) record(outcomes []store.Outcome) ([]error, error) {
 	results := make([]error, len(outcomes))
 	engine := engineOf(outcomes)
 	// Record in step order: engines completing steps of the same tasks
@@ -80,8 +81,8 @@ func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
-	if t.s.d.CompletePlan != "" {
-		if err := t.soon("steer the planner", `SELECT `+t.s.d.CompletePlan); err != nil {
+	if t.s.d.CompletePlan() != "" {
+		if err := t.soon("steer the planner", `SELECT `+t.s.d.CompletePlan()); err != nil {
 			return nil, err
 		}
 	}
@@ -119,7 +120,7 @@ func (t *txn) record(outcomes []store.Outcome) ([]error, error) {
 }
 
 // finish records one outcome guarded by its fence; false means stale.
-func (t *txn) finish(o store.Outcome) (bool, error) {
+func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 	var result any
 	if len(o.Result) > 0 {
 		result = string(o.Result)
@@ -213,7 +214,7 @@ func plainOutcome(o *store.Outcome) bool {
 // finishMany records the plain outcomes of all at indexes at in one fenced
 // update and accounts for their tasks together. It reports which of them
 // still held their fence, in the order of at.
-func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
+func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	held := make([]bool, len(at))
 	if len(at) == 0 {
 		return held, nil
@@ -237,7 +238,7 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
 		args = []any{string(one.State), resultText(one.Result), one.Error, t.now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
 	} else {
-		from, rowArgs := rowset(t, "o", at,
+		from, rowArgs := rowset(t.txn, "o", at,
 			intCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
 			intCol("o_attempt", func(i *int) int64 { return int64(all[*i].Fence.Attempt) }),
 			intCol("o_lease", func(i *int) int64 { return all[*i].Fence.LeaseID }),
@@ -257,7 +258,7 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
-	withTasks := t.s.d.WithWrites && t.s.d.ClaimLock != ""
+	withTasks := t.s.d.WithWrites() && t.s.d.ClaimLock() != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
 			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id
@@ -298,7 +299,7 @@ func (t *txn) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		tasks = make([]taskAccount, 0, len(at))
 	}
 	t.auditRoom(len(at))
-	err = each(q, func(r Row) error {
+	err = sqldb.Each(q, func(r sqldb.Row) error {
 		v = recorded{}
 		if err := r.Scan(dest...); err != nil {
 			return err

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
 // This file holds the API keys of the REST API.
 
 // CreateAPIKey records a new API key.
-func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
+func (s *admin) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.ID == "" || len(k.Hash) == 0 {
 		return errors.New("api key needs an id and a hash")
 	}
@@ -38,7 +39,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 }
 
 // GetAPIKey returns a key by id.
-func (s *Store) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error) {
+func (s *admin) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error) {
 	k, err := scanAPIKey(s.readRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
@@ -50,12 +51,12 @@ func (s *Store) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error)
 }
 
 // ListAPIKeys returns every key, oldest first.
-func (s *Store) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
+func (s *admin) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
 	rows, err := s.read(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	keys, err := collect(rows, scanAPIKey)
+	keys, err := sqldb.Collect(rows, scanAPIKey)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -63,7 +64,7 @@ func (s *Store) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
 }
 
 // RevokeAPIKey marks a key revoked.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
+func (s *admin) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, "", func(t *txn) error {
 		var n int
 		if err := t.queryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, id).Scan(&n); err != nil {

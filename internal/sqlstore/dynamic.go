@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -18,7 +19,7 @@ import (
 // dynamicOutcome applies what a finished step's outcome changes in its
 // task's graph, before its children are told it ended: a decision skips
 // the children it did not choose; a batch creates its items.
-func (t *txn) dynamicOutcome(o store.Outcome, taskID int64, name, children string, to state.Step) error {
+func (t *outcomeTx) dynamicOutcome(o store.Outcome, taskID int64, name, children string, to state.Step) error {
 	if to != state.StepCompleted {
 		return nil
 	}
@@ -35,7 +36,7 @@ func (t *txn) dynamicOutcome(o store.Outcome, taskID int64, name, children strin
 
 // decide skips the pending children of a decision that it did not choose;
 // the chosen ones learn of its success from stepEnded like any child.
-func (t *txn) decide(taskID int64, name, children string, branches []string) error {
+func (t *outcomeTx) decide(taskID int64, name, children string, branches []string) error {
 	idx := parseIdx(children)
 	if len(idx) == 0 {
 		return nil
@@ -48,7 +49,7 @@ func (t *txn) decide(taskID int64, name, children string, branches []string) err
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
-	pending, err := collect(rows, scanStepRef)
+	pending, err := sqldb.Collect(rows, scanStepRef)
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
@@ -72,7 +73,7 @@ func (t *txn) decide(taskID int64, name, children string, branches []string) err
 
 // spawnTooLarge returns why the batch would make its task exceed its step
 // limit, or "".
-func (t *txn) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error) {
+func (t *outcomeTx) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error) {
 	if sp.MaxSteps <= 0 {
 		return "", nil
 	}
@@ -94,7 +95,7 @@ const itemsPerInsert = 256
 // spawn creates the items of a completed batch step: ready steps after the
 // task's last one, each run by the template, with the batch step's
 // children as theirs. The children count them among their dependencies.
-func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn) error {
+func (t *outcomeTx) spawn(stepID, taskID int64, name, children string, sp *store.Spawn) error {
 	var batchIdx, next, prio int
 	var namespace, wf string
 	err := t.queryRow(`SELECT s.idx, s.namespace, s.workflow, t.priority, (SELECT max(idx) + 1 FROM steps WHERE task_id = s.task_id)
@@ -157,11 +158,11 @@ func (t *txn) spawn(stepID, taskID int64, name, children string, sp *store.Spawn
 
 // batchResults returns the results of a batch step's items as one JSON
 // array, in item order; an item without a result (failed, skipped) is null.
-func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
+func (t *outcomeTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
 	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
-	var rows Rows
+	var rows sqldb.Rows
 	var err error
-	if t.committed {
+	if t.claim.committed {
 		// A claim that committed with its statement reads after it.
 		rows, err = t.s.read(t.ctx, q, args...)
 	} else {
@@ -170,7 +171,7 @@ func (t *txn) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) 
 	if err != nil {
 		return nil, fmt.Errorf("load batch results: %w", err)
 	}
-	results, err := collect(rows, func(r Row) (sql.NullString, error) {
+	results, err := sqldb.Collect(rows, func(r sqldb.Row) (sql.NullString, error) {
 		var v sql.NullString
 		err := r.Scan(&v)
 		return v, err

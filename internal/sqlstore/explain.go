@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // ExplainClaim returns the database's plan for the query that selects steps
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
-func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
@@ -30,10 +31,10 @@ func (s *Store) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, 
 // and the bench to see what a claim reads at a given depth. Where a claim
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
-func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
-	prefix := s.d.ExplainAnalyze
+func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
+	prefix := s.d.ExplainAnalyze()
 	if prefix == "" {
-		prefix = s.d.Explain
+		prefix, _ = s.d.Explain()
 	}
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -45,15 +46,15 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 	var version int64
 	var settings string
 	q, dest := `SELECT `+policyVersion, []any{&version}
-	if s.d.ClaimPlan != "" {
-		q, dest = q+`, `+s.d.ClaimPlan, append(dest, &settings)
+	if s.d.ClaimPlan() != "" {
+		q, dest = q+`, `+s.d.ClaimPlan(), append(dest, &settings)
 	}
 	if err := tx.QueryRow(ctx, s.bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
-	if s.d.WithWrites {
-		t := &txn{ctx: ctx, x: tx, s: s, now: s.clock().UnixMicro(), engine: p.EngineID}
+	if s.d.WithWrites() {
+		t := s.newTxn(ctx, tx, p.EngineID).claimer()
 		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)
@@ -72,8 +73,9 @@ func (s *Store) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (strin
 }
 
 // explain returns the database's plan for a query, one line per row.
-func (s *Store) explain(ctx context.Context, q string, args ...any) (string, error) {
-	rows, err := s.read(ctx, s.d.Explain+" "+q, args...)
+func (s *claims) explain(ctx context.Context, q string, args ...any) (string, error) {
+	prefix, _ := s.d.Explain()
+	rows, err := s.read(ctx, prefix+" "+q, args...)
 	if err != nil {
 		return "", err
 	}
@@ -81,13 +83,14 @@ func (s *Store) explain(ctx context.Context, q string, args ...any) (string, err
 }
 
 // planLines reads the rows of an EXPLAIN, the plan line last in each.
-func (s *Store) planLines(rows Rows) (string, error) {
-	vals := make([]any, max(s.d.ExplainColumns, 1))
+func (s *claims) planLines(rows sqldb.Rows) (string, error) {
+	_, columns := s.d.Explain()
+	vals := make([]any, max(columns, 1))
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	lines, err := collect(rows, func(r Row) (string, error) {
+	lines, err := sqldb.Collect(rows, func(r sqldb.Row) (string, error) {
 		if err := r.Scan(ptrs...); err != nil {
 			return "", err
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -143,16 +144,16 @@ type fairRow struct {
 
 // fairReadiness returns the rows of fairReadiness: those the claim's first
 // statement read, the first time, or else read now.
-func (t *txn) fairReadiness() ([]fairRow, error) {
+func (t *claimTx) fairReadiness() ([]fairRow, error) {
 	if t.fairRead != nil {
 		got := t.fairRead
 		t.fairRead = nil
 		return got, nil
 	}
-	if !t.fairLocked && t.s.d.FairReadiness != "" {
+	if !t.fairLocked && t.s.d.FairReadiness() != "" {
 		// The lock and the readiness in one round trip.
 		var got []string
-		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness, fairLock, maxFairNamespaces).Scan(&got); err != nil {
+		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
 			return nil, fmt.Errorf("read ready namespaces: %w", err)
 		}
 		t.fairLocked = true
@@ -168,7 +169,7 @@ func (t *txn) fairReadiness() ([]fairRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count running steps by namespace: %w", err)
 	}
-	got, err := collect(rows, func(r Row) (fairRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (fairRow, error) {
 		var v fairRow
 		var kind int64
 		err := r.Scan(&kind, &v.namespace, &v.n)
@@ -203,7 +204,7 @@ func parseFairRows(in []string) ([]fairRow, error) {
 // namespaces with ready work by weight, or ok false when the ordinary
 // query serves: no weight is set, the claim is of one task or namespace,
 // or fewer than two namespaces have ready work that this claim may take.
-func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
+func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
 	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) ||
 		(p.Handlers != nil && len(p.Handlers) == 0) || t.fairAlone {
 		return "", nil, false, nil
@@ -212,7 +213,7 @@ func (t *txn) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *key
 	if err != nil || len(shares) < 2 {
 		return "", nil, false, err
 	}
-	t.s.fair.give(shares, want)
+	t.s.plan.fair.give(shares, want)
 	var parts []string
 	for _, sh := range shares {
 		if sh.given == 0 {
@@ -247,12 +248,12 @@ func fairPart(claimQuery string) string {
 
 // fairShares reads the namespaces with ready work that the claim may take,
 // with their running steps and weights, ordered by name.
-func (t *txn) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
+func (t *claimTx) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
 	got, err := t.fairReadiness()
 	if err != nil {
 		return nil, err
 	}
-	t.s.fair.read(got)
+	t.s.plan.fair.read(got)
 	running := map[string]int{}
 	var shares []fairShare
 	var fullNS []string
@@ -343,7 +344,7 @@ func fairBefore(a, b fairShare) bool {
 // p.Namespaces[0]), then the question whether namespaces other than that
 // one have ready work (fairOthers), so tests and operators can check that
 // none reads the ready queue.
-func (s *Store) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
 	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)

@@ -77,7 +77,7 @@ func TestFairGiveOverClaims(t *testing.T) {
 // of steps_ready_namespace, which the ordinary claim query does not.
 func TestFairPartNamesTheIndex(t *testing.T) {
 	t.Parallel()
-	s := &Store{}
+	s := New(Config{Dialect: oneWriter{}})
 	q, _ := s.claimQuery(3, store.ClaimParams{Namespaces: []string{"shop"}}, nil, nil)
 	require.NotContains(t, q, "namespace <> ''")
 	require.Contains(t, fairPart(q), "WHERE state = 'ready' AND namespace <> ''")

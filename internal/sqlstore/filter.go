@@ -13,7 +13,7 @@ import (
 // taskWhere returns the conditions of f on the tasks table (unqualified
 // columns) joined by AND, "" for none, with their arguments. now is the
 // time the attention conditions are judged at (microseconds).
-func (s *Store) taskWhere(f store.TaskFilter, now int64) (string, []any) {
+func (s *reads) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -16,7 +17,7 @@ import (
 // transition or the steps that ride on it, foldAudit) have the
 // cursor of the row with ".<n>" appended, n counting from 1, the position
 // after that entry.
-func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
+func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
 	switch {
 	case q.Limit == 0:
 		q.Limit = 100
@@ -37,7 +38,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		where []string
 		args  []any
 	)
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		// Below the oldest running transaction the log no longer changes:
 		// read only there, so that no row commits later before a cursor.
 		where = append(where, `(a.txid, a.id) `+from+` (?::xid8, ?)`, `a.txid < pg_snapshot_xmin(pg_current_snapshot())`)
@@ -67,7 +68,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		args = append(args, q.TaskID)
 	}
 	order, pos := `a.id`, `''`
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		order, pos = `a.txid, a.id`, `a.txid::text`
 	}
 	rows, err := s.read(ctx, `SELECT `+qualify("a", auditColumns)+`, `+pos+`, t.namespace, t.workflow
@@ -81,7 +82,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		auditRead
 		tx, namespace, workflow string
 	}
-	read, err := collect(rows, func(r Row) (historyRow, error) {
+	read, err := sqldb.Collect(rows, func(r sqldb.Row) (historyRow, error) {
 		var h historyRow
 		a, err := scanAudit(r, &h.tx, &h.namespace, &h.workflow)
 		if err != nil {
@@ -123,9 +124,9 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // HistoryEnd returns a cursor after every event committed so far. In
 // (txid, id) order it is the oldest running transaction's: the events of
 // transactions that committed after it began, but before now, follow it.
-func (s *Store) HistoryEnd(ctx context.Context) (string, error) {
+func (s *reads) HistoryEnd(ctx context.Context) (string, error) {
 	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(entriesPerRow-1) + `' FROM audit`
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
 	}
 	var end string
@@ -146,14 +147,14 @@ type historyCursor struct {
 
 // parseCursor reads a history cursor of this store's order; "" is the
 // start.
-func (s *Store) parseCursor(c string) (historyCursor, error) {
+func (s *reads) parseCursor(c string) (historyCursor, error) {
 	var h historyCursor
 	if c == "" {
 		return h, nil
 	}
 	bad := fmt.Errorf("history cursor %q: not one this database handed out: %w", c, store.ErrInvalid)
 	rest := c
-	if s.d.TxHistory {
+	if s.d.TxHistory() {
 		tx, after, ok := strings.Cut(rest, ".")
 		if !ok {
 			return h, bad

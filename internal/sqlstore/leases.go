@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -18,7 +19,7 @@ import (
 // claims their engine never received, and the reaping of lapsed engines.
 
 // RegisterEngine records a live engine.
-func (s *Store) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
+func (s *maintenance) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
 	return s.write(ctx, e.ID, func(t *txn) error {
 		var owner sql.NullString
 		if e.Worker {
@@ -34,7 +35,7 @@ func (s *Store) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
 }
 
 // StopEngine marks an engine stopped.
-func (s *Store) StopEngine(ctx context.Context, engineID string) error {
+func (s *maintenance) StopEngine(ctx context.Context, engineID string) error {
 	return s.write(ctx, engineID, func(t *txn) error {
 		_, err := t.exec(`UPDATE engines SET state = 'stopped' WHERE id = ? AND state = 'live'`, engineID)
 		if err != nil {
@@ -48,12 +49,12 @@ func (s *Store) StopEngine(ctx context.Context, engineID string) error {
 }
 
 // ListEngines returns live engines.
-func (s *Store) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
+func (s *maintenance) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
 	rows, err := s.read(ctx, `SELECT `+engineColumns+` FROM engines WHERE state = 'live' ORDER BY started_at`, s.clock().UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
-	engines, err := collect(rows, scanEngine)
+	engines, err := sqldb.Collect(rows, scanEngine)
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
@@ -66,7 +67,7 @@ const engineColumns = `id, host, pid, started_at, heartbeat_at,
 	EXISTS (SELECT 1 FROM leaders l WHERE l.engine_id = engines.id AND l.expires_at > ?), owner`
 
 // GetEngine returns one engine or remote worker with its owner.
-func (s *Store) GetEngine(ctx context.Context, id string) (*store.EngineInfo, error) {
+func (s *maintenance) GetEngine(ctx context.Context, id string) (*store.EngineInfo, error) {
 	e, err := scanEngine(s.readRow(ctx, `SELECT `+engineColumns+` FROM engines WHERE id = ?`, s.clock().UnixMicro(), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("engine %s: %w", id, store.ErrNotFound)
@@ -80,7 +81,7 @@ func (s *Store) GetEngine(ctx context.Context, id string) (*store.EngineInfo, er
 // Heartbeat extends the engine's lease, reports the lost fences among the
 // held ones and, when the list is complete, releases the steps the holder
 // does not have.
-func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
+func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
 	if len(p.Held) == 0 && (!p.Complete || p.ClaimedBefore.IsZero()) {
 		// Nothing to check or release: the renewal alone, one statement.
 		now := s.clock()
@@ -119,7 +120,7 @@ func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.H
 }
 
 // renew extends the lease of an engine that holds nothing.
-func (s *Store) renew(ctx context.Context, engineID string, now time.Time) error {
+func (s *maintenance) renew(ctx context.Context, engineID string, now time.Time) error {
 	hb, err := s.execAlone(ctx, `UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, now.UnixMicro(), engineID)
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
@@ -133,7 +134,7 @@ func (s *Store) renew(ctx context.Context, engineID string, now time.Time) error
 // releaseUnheld releases the steps running under p.EngineID, claimed before
 // p.ClaimedBefore, whose fence p.Held does not list: their holder never
 // received them.
-func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
+func (t *operatorTx) releaseUnheld(p store.HeartbeatParams) (int, error) {
 	if p.ClaimedBefore.IsZero() {
 		return 0, nil
 	}
@@ -142,7 +143,7 @@ func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
 	}
-	running, err := collect(rows, scanFence)
+	running, err := sqldb.Collect(rows, scanFence)
 	if err != nil {
 		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
 	}
@@ -161,7 +162,7 @@ func (t *txn) releaseUnheld(p store.HeartbeatParams) (int, error) {
 
 // lostFences returns the fences of inflight under which their step no
 // longer runs: it was cancelled, finished or taken over.
-func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
+func (t *operatorTx) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	if len(inflight) == 0 {
 		return nil, nil
 	}
@@ -174,7 +175,7 @@ func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
-	running, err := collect(rows, scanFence)
+	running, err := sqldb.Collect(rows, scanFence)
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
@@ -195,7 +196,7 @@ func (t *txn) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 // still run and that no row records yet: a claim is recorded by the row
 // that ends its run (claimOfRun), or here, within a heartbeat, for a run
 // that lasts, so that the history shows it while the step runs.
-func (t *txn) auditHeldClaims(held []store.Fence) error {
+func (t *operatorTx) auditHeldClaims(held []store.Fence) error {
 	if len(held) == 0 {
 		return nil
 	}
@@ -215,7 +216,7 @@ func (t *txn) auditHeldClaims(held []store.Fence) error {
 		taskID, idx int64
 		name        string
 	}
-	got, err := collect(rows, func(r Row) (claimed, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (claimed, error) {
 		var c claimed
 		err := r.Scan(&c.taskID, &c.name, &c.idx, &c.attempt, &c.engine, &c.at, &c.starts)
 		return c, err
@@ -234,14 +235,14 @@ func (t *txn) auditHeldClaims(held []store.Fence) error {
 }
 
 // ReleaseLease returns the steps running under one claim's lease to ready.
-func (s *Store) ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error) {
+func (s *maintenance) ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error) {
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
 		rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND lease_id = ?`, engineID, leaseID)
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
-		fences, err := collect(rows, scanFence)
+		fences, err := sqldb.Collect(rows, scanFence)
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
@@ -253,7 +254,7 @@ func (s *Store) ReleaseLease(ctx context.Context, engineID string, leaseID int64
 
 // release returns running steps to ready, giving their attempt back, and
 // counts those whose fence still held.
-func (t *txn) release(fences []store.Fence, engineID, reason string) (int, error) {
+func (t *operatorTx) release(fences []store.Fence, engineID, reason string) (int, error) {
 	n := 0
 	for _, f := range fences {
 		ok, err := t.finish(store.Outcome{Fence: f, EngineID: engineID, State: state.StepReady, Snooze: true, Reason: reason})
@@ -293,7 +294,7 @@ func (l *leaseSeen) set(engine string, until int64) {
 
 // Lead takes or renews the maintenance lease: one conditional upsert, which
 // takes the lease only from no one, from itself or from a lapsed holder.
-func (s *Store) Lead(ctx context.Context, engineID string, now time.Time, ttl time.Duration) (bool, error) {
+func (s *maintenance) Lead(ctx context.Context, engineID string, now time.Time, ttl time.Duration) (bool, error) {
 	at, until := now.UnixMicro(), now.Add(ttl).UnixMicro()
 	if !s.lease.holds(engineID, at) {
 		// Engines that do not lead ask often; answer them with a read
@@ -325,7 +326,7 @@ func (s *Store) Lead(ctx context.Context, engineID string, now time.Time, ttl ti
 }
 
 // Reap returns the steps of lapsed engines to the queue.
-func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []string, engineID string) (int, error) {
+func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead []string, engineID string) (int, error) {
 	args := []any{staleBefore.UnixMicro()}
 	q := `SELECT id FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
 	if len(dead) > 0 {
@@ -340,7 +341,7 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
-	found, err := collect(rows, scanString)
+	found, err := sqldb.Collect(rows, sqldb.String)
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
@@ -379,7 +380,7 @@ func (s *Store) Reap(ctx context.Context, now, staleBefore time.Time, dead []str
 			name, engine string
 			max          int
 		}
-		steps, err := collect(rows, func(r Row) (lapsed, error) {
+		steps, err := sqldb.Collect(rows, func(r sqldb.Row) (lapsed, error) {
 			var l lapsed
 			err := r.Scan(&l.fence.StepID, &l.taskID, &l.name, &l.fence.Attempt, &l.max, &l.fence.LeaseID, &l.engine)
 			return l, err

@@ -181,7 +181,7 @@ func (m *boundMiss) Unwrap() error { return errBoundMissed }
 // limit the claim met (keys.floor), by the totals its claim statements
 // returned: a claim that bounded (took no count) by its anchor; one that
 // counted by its count, unless nothing else entered running since.
-func (t *txn) checkBounds(k *keyRoom) error {
+func (t *claimTx) checkBounds(k *keyRoom) error {
 	var missed []string
 	for ns, got := range t.limitTotals {
 		n, own := k.counted[ns], t.limitOwn[ns]
@@ -211,7 +211,7 @@ func (t *txn) checkBounds(k *keyRoom) error {
 // totaled notes a step the claim statement claimed in namespace ns, whose
 // totals it returned as got: one step claimed, and its task started if it
 // did.
-func (t *txn) totaled(ns string, started bool, got limitTotals) {
+func (t *claimTx) totaled(ns string, started bool, got limitTotals) {
 	if t.limitTotals == nil {
 		t.limitTotals, t.limitOwn = map[string]limitTotals{}, map[string]limitTotals{}
 	}
@@ -228,7 +228,7 @@ func (t *txn) totaled(ns string, started bool, got limitTotals) {
 // splitBounds returns which of namespaces a claim of claim steps under
 // the policies of version bounds from the handle's anchors, with their
 // bounds, and which it counts.
-func (s *Store) splitBounds(namespaces []string, version, now int64, claim int, caps, floors map[string]int) (bounds map[string]nsCount, count []string) {
+func (s *planner) splitBounds(namespaces []string, version, now int64, claim int, caps, floors map[string]int) (bounds map[string]nsCount, count []string) {
 	for _, ns := range namespaces {
 		n, ok := s.bounds.bound(ns, version, now, claim, caps, floors)
 		if !ok {
@@ -245,7 +245,7 @@ func (s *Store) splitBounds(namespaces []string, version, now int64, claim int, 
 
 // boundedIn takes the bounds of namespaces into k, as their counts, and
 // holds the namespaces.
-func (t *txn) boundedIn(bounds map[string]nsCount, k *keyRoom) {
+func (t *claimTx) boundedIn(bounds map[string]nsCount, k *keyRoom) {
 	for ns, n := range bounds {
 		k.counted[ns] = n
 		t.hold(ns)
@@ -254,7 +254,7 @@ func (t *txn) boundedIn(bounds map[string]nsCount, k *keyRoom) {
 
 // hold notes a namespace the claim counted or bounded, whose totals its
 // claim statements add to.
-func (t *txn) hold(ns string) {
+func (t *claimTx) hold(ns string) {
 	if !slices.Contains(t.limitHeld, ns) {
 		t.limitHeld = append(t.limitHeld, ns)
 	}

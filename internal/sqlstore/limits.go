@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 )
 
 // This file holds the concurrency limits of the claim: namespace limits
@@ -179,7 +181,7 @@ func (k *keyRoom) lowest(c candidate) {
 // namespaces (locking each on PostgreSQL; wait is false after the first
 // round, and a namespace locked elsewhere is then taken as full), and then
 // counts one by one only the keys that bound cannot settle.
-func (t *txn) countKeys(ready []candidate, k *keyRoom, wait bool) error {
+func (t *claimTx) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 	var namespaces []string
 	for _, c := range ready {
 		if !k.limited(c) {
@@ -264,8 +266,8 @@ func (k *keyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, miss
 // predictedLimits returns the namespaces whose limits the next claim
 // locks and counts first: those its last claim met limits in, where the
 // store has locks.
-func (s *Store) predictedLimits() []string {
-	if s.d.LimitRoom == "" {
+func (s *planner) predictedLimits() []string {
+	if s.d.LimitRoom() == "" {
 		return nil
 	}
 	if p := s.limitNamespaces.Load(); p != nil {
@@ -276,8 +278,8 @@ func (s *Store) predictedLimits() []string {
 
 // predictLimits keeps the namespaces a claim met limits in for the next
 // claim (only when they changed).
-func (s *Store) predictLimits(met map[string]bool) {
-	if s.d.LimitRoom == "" {
+func (s *planner) predictLimits(met map[string]bool) {
+	if s.d.LimitRoom() == "" {
 		return
 	}
 	last := s.predictedLimits()
@@ -304,10 +306,10 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 // (sorted), locking each first where the store has several writers (wait:
 // wait for the locks, else only try them), unless it bounds it from the
 // handle's anchors (limitbounds.go).
-func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
+func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.s.d.LimitRoom != "" {
+	if t.s.d.LimitRoom() != "" {
 		// Rows of limit_claims are taken in the namespaces' order, by
 		// every claim, and a claim that bounds takes them without the
 		// namespace's lock: a namespace met after this claim added to the
@@ -321,12 +323,12 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 			return true
 		})
 		var bounds map[string]nsCount
-		bounds, namespaces = t.s.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
+		bounds, namespaces = t.s.plan.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
 		t.boundedIn(bounds, k)
 		if len(namespaces) == 0 {
 			return nil
 		}
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom, "?", "?", "NULL"), namespaces, wait)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
 		in, args := t.textIn("namespace", namespaces)
@@ -342,12 +344,12 @@ func (t *txn) countNamespaces(namespaces []string, k *keyRoom, wait bool) error 
 // limitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
 // into k, keeps its counts as the handle's anchors, and notes the
 // namespaces the claim holds, whose totals its claim statement adds to.
-func (t *txn) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
+func (t *claimTx) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	k.countedIn(namespaces, got)
-	if t.s.d.LimitRoom == "" {
+	if t.s.d.LimitRoom() == "" {
 		return
 	}
-	t.s.bounds.counted(namespaces, k.counted, k.version, t.now)
+	t.s.plan.bounds.counted(namespaces, k.counted, k.version, t.now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed {
 			t.hold(ns)
@@ -383,7 +385,7 @@ func (k *keyRoom) countedIn(namespaces []string, got []countRow) {
 // reads which of the tasks in pending have not started. Their namespaces
 // are locked (or one writer at a time): a plain statement sees every claim
 // committed before.
-func (t *txn) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom) error {
+func (t *claimTx) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom) error {
 	keysOf := func(m map[nsKey]int) []string {
 		var out []string
 		for x := range m {
@@ -422,7 +424,7 @@ func (t *txn) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom
 		key  nsKey
 		n    int64
 	}
-	got, err := collect(rows, func(r Row) (keyCount, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (keyCount, error) {
 		var c keyCount
 		err := r.Scan(&c.kind, &c.key.ns, &c.key.key, &c.n)
 		return c, err
@@ -461,12 +463,12 @@ type countRow struct {
 	n    int64
 }
 
-func (t *txn) counts(q string, args ...any) ([]countRow, error) {
+func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
 	rows, err := t.query(q, args...)
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(r Row) (countRow, error) {
+	return sqldb.Collect(rows, func(r sqldb.Row) (countRow, error) {
 		var c countRow
 		err := r.Scan(&c.kind, &c.key, &c.n)
 		return c, err
@@ -475,12 +477,52 @@ func (t *txn) counts(q string, args ...any) ([]countRow, error) {
 
 // lockLimit takes one transaction-scoped lock, waiting for it, where the
 // dialect has locks; with one writer at a time there is nothing to take.
-func (t *txn) lockLimit(name string) error {
-	if t.s.d.Lock == "" {
+func (t *operatorTx) lockLimit(name string) error {
+	if t.s.d.Lock() == "" {
 		return nil
 	}
-	if _, err := t.exec(`SELECT `+t.s.d.Lock, name); err != nil {
+	if _, err := t.exec(`SELECT `+t.s.d.Lock(), name); err != nil {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
 	return nil
+}
+
+// namespaceLimits skips the namespaces at their concurrency limit.
+type namespaceLimits struct{}
+
+func (namespaceLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	return andIn(q, args, `namespace NOT IN`, full(keys.ns))
+}
+
+// stepKeyLimits skips the steps whose concurrency key is full.
+type stepKeyLimits struct{}
+
+func (stepKeyLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	return andIn(q, args, `limit_key NOT IN`, fullKeys(keys.step))
+}
+
+// workflowLimits: a full workflow limit holds back the tasks that have not
+// started; the running ones (no more than the limit) go on.
+type workflowLimits struct{}
+
+func (workflowLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+	if keys == nil {
+		return q, args
+	}
+	if tasks := fullKeys(keys.task); len(tasks) > 0 {
+		ph := placeholders(len(tasks))
+		q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
+		for range 2 {
+			for _, k := range tasks {
+				args = append(args, k)
+			}
+		}
+	}
+	return q, args
 }

@@ -80,12 +80,12 @@ func (s *Store) notify() {
 // takeNotify reports whether a transaction committing now may notify other
 // processes itself, and if so starts a new window.
 func (s *Store) takeNotify() bool {
-	if s.d.NotifyEvery <= 0 {
+	if s.notice.Every <= 0 {
 		return true
 	}
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
-	if now := time.Now(); now.Sub(s.lastNotify) >= s.d.NotifyEvery {
+	if now := time.Now(); now.Sub(s.lastNotify) >= s.notice.Every {
 		s.lastNotify = now
 		return true
 	}
@@ -100,12 +100,12 @@ func (s *Store) scheduleNotify() {
 	if s.notifyLater != nil || s.notifyClosed {
 		return
 	}
-	s.notifyLater = time.AfterFunc(time.Until(s.lastNotify.Add(s.d.NotifyEvery)), func() {
+	s.notifyLater = time.AfterFunc(time.Until(s.lastNotify.Add(s.notice.Every)), func() {
 		s.notifyMu.Lock()
 		s.notifyLater = nil
 		// A transaction that took a new window since covers the ones that
 		// waited: they committed before it did.
-		covered := time.Since(s.lastNotify) < s.d.NotifyEvery
+		covered := time.Since(s.lastNotify) < s.notice.Every
 		if !covered {
 			s.lastNotify = time.Now()
 		}
@@ -123,7 +123,7 @@ func (s *Store) scheduleNotify() {
 // sendNotify sends the notification in a statement of its own
 // (autocommit): one round trip.
 func (s *Store) sendNotify(ctx context.Context) error {
-	if _, err := s.db.Exec(ctx, s.bind(s.d.Notify), s.d.NotifyChannel, s.notifyPayload(false, true)); err != nil {
+	if _, err := s.db.Exec(ctx, s.bind(s.notice.Statement), s.notice.Channel, s.notifyPayload(false, true)); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
@@ -134,7 +134,7 @@ func (s *Store) sendNotify(ctx context.Context) error {
 // engine calls it when an outcome it recorded freed room under a
 // concurrency limit that held steps back, which nothing else announces.
 func (s *Store) Announce(ctx context.Context) error {
-	if s.d.Notify == "" {
+	if s.notice.Statement == "" {
 		return nil
 	}
 	if !s.takeNotify() {

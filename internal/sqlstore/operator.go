@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -17,7 +18,7 @@ import (
 // failure had skipped.
 
 // CancelTask cancels a task and its open steps.
-func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason string) ([]store.Fence, error) {
+func (s *admin) CancelTask(ctx context.Context, id int64, engineID, reason string) ([]store.Fence, error) {
 	if reason == "" {
 		reason = "cancelled"
 	}
@@ -34,7 +35,7 @@ func (s *Store) CancelTask(ctx context.Context, id int64, engineID, reason strin
 
 // cancelTask cancels one task and its open steps and returns the fences of
 // the steps that were running.
-func (t *txn) cancelTask(id int64, reason string) ([]store.Fence, error) {
+func (t *operatorTx) cancelTask(id int64, reason string) ([]store.Fence, error) {
 	var st string
 	if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -50,7 +51,7 @@ func (t *txn) cancelTask(id int64, reason string) ([]store.Fence, error) {
 }
 
 // RetryTask moves a failed task back to running.
-func (s *Store) RetryTask(ctx context.Context, id int64, engineID, reason string) error {
+func (s *admin) RetryTask(ctx context.Context, id int64, engineID, reason string) error {
 	taskReason, stepReason := "retried", "task retried"
 	if reason != "" {
 		taskReason, stepReason = reason, "task retried: "+reason
@@ -64,7 +65,7 @@ func (s *Store) RetryTask(ctx context.Context, id int64, engineID, reason string
 }
 
 // retryTask moves one failed task back to running (see RetryTask).
-func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
+func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 	var st string
 	err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -80,7 +81,7 @@ func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
-	steps, err := collect(rows, scanOpStep)
+	steps, err := sqldb.Collect(rows, scanOpStep)
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
@@ -151,7 +152,7 @@ func (t *txn) retryTask(id int64, taskReason, stepReason string) error {
 // is taken later, by takeKeptSignal, once the caller's counts are in
 // place); every other kind (plain, decision, batch, item and workflow
 // steps, whatever their handler) is ready to be claimed, with a fresh ttl.
-func (t *txn) restart(taskID int64, s opStep, reason string) (state.Step, error) {
+func (t *operatorTx) restart(taskID int64, s opStep, reason string) (state.Step, error) {
 	const clear = `attempt = 0, error = '', result = NULL, finished_at = NULL, `
 	if s.kind == store.KindSignal {
 		_, err := t.moveStep(s.id, taskID, s.name, s.st, state.StepWaiting, 0, fmt.Sprintf("%s: waiting for signal %q", reason, s.signal),
@@ -172,7 +173,7 @@ func (t *txn) restart(taskID int64, s opStep, reason string) (state.Step, error)
 
 // takeKeptSignal hands a restarted signal step the oldest signal of its
 // name that the task kept for want of a waiting step.
-func (t *txn) takeKeptSignal(taskID int64, s opStep) error {
+func (t *operatorTx) takeKeptSignal(taskID int64, s opStep) error {
 	if s.kind != store.KindSignal {
 		return nil
 	}
@@ -200,7 +201,7 @@ const opStepColumns = `id, name, state, deps, children, priority, ttl, trigger_r
 
 // operandTask loads the task of a step and every step of it, in index
 // order, and returns the index of the step.
-func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []opStep, target int, err error) {
+func (t *operatorTx) operandTask(stepID int64) (taskID int64, ts state.Task, steps []opStep, target int, err error) {
 	var st string
 	if err = t.queryRow(`SELECT s.task_id, t.state FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&taskID, &st); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -212,7 +213,7 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
-	steps, err = collect(rows, scanOpStep)
+	steps, err = sqldb.Collect(rows, scanOpStep)
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
@@ -226,7 +227,7 @@ func (t *txn) operandTask(stepID int64) (taskID int64, ts state.Task, steps []op
 }
 
 // scanOpStep reads opStepColumns.
-func scanOpStep(r Row) (opStep, error) {
+func scanOpStep(r sqldb.Row) (opStep, error) {
 	var o opStep
 	var sst, deps, rule string
 	var batchOf sql.NullInt64
@@ -244,7 +245,7 @@ func scanOpStep(r Row) (opStep, error) {
 }
 
 // RetryStep makes a failed or expired step ready again.
-func (s *Store) RetryStep(ctx context.Context, id int64, engineID, reason string) error {
+func (s *admin) RetryStep(ctx context.Context, id int64, engineID, reason string) error {
 	if reason == "" {
 		reason = "step retried by an operator"
 	}
@@ -268,7 +269,7 @@ func (s *Store) RetryStep(ctx context.Context, id int64, engineID, reason string
 }
 
 // ResolveStep ends a step by an operator's hand.
-func (s *Store) ResolveStep(ctx context.Context, r store.StepResolution) error {
+func (s *admin) ResolveStep(ctx context.Context, r store.StepResolution) error {
 	reason := r.Reason
 	if reason == "" {
 		reason = "resolved by an operator"
@@ -314,7 +315,7 @@ func (s *Store) ResolveStep(ctx context.Context, r store.StepResolution) error {
 // recomputes the dependency counts and the task's counters, makes ready what
 // the change satisfied, and moves a failed task back to running (or to
 // completed when nothing is left to run).
-func (t *txn) reopen(taskID int64, ts state.Task, steps []opStep, target int, move func() error) error {
+func (t *operatorTx) reopen(taskID int64, ts state.Task, steps []opStep, target int, move func() error) error {
 	if ts != state.TaskFailed && ts != state.TaskRunning && ts != state.TaskPending {
 		return fmt.Errorf("task %d is %s: %w", taskID, ts, store.ErrConflict)
 	}

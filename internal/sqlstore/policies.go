@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -59,7 +60,7 @@ func (p *policySet) capsWith(own map[string]int) map[string]int {
 // them once, before its first statement: what it predicts from them
 // (bounds, weights, its query sent ahead) holds if that statement finds
 // their version still current.
-func (s *Store) cachedPolicies() *policySet {
+func (s *planner) cachedPolicies() *policySet {
 	s.policyMu.Lock()
 	defer s.policyMu.Unlock()
 	return s.policyCache
@@ -67,11 +68,11 @@ func (s *Store) cachedPolicies() *policySet {
 
 // policies returns the policies as of version, from the cache when it holds
 // that version, else read in t (and cached).
-func (t *txn) policies(version int64) (*policySet, error) {
+func (t *claimTx) policies(version int64) (*policySet, error) {
 	s := t.s
-	s.policyMu.Lock()
-	cached := s.policyCache
-	s.policyMu.Unlock()
+	s.plan.policyMu.Lock()
+	cached := s.plan.policyCache
+	s.plan.policyMu.Unlock()
 	if cached != nil && cached.version == version {
 		return cached, nil
 	}
@@ -86,7 +87,7 @@ func (t *txn) policies(version int64) (*policySet, error) {
 		weight      int
 		rate        store.Rate
 	}
-	all, err := collect(rows, func(r Row) (row, error) {
+	all, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var v row
 		var paused, ratePer int64
 		err := r.Scan(&v.target, &paused, &v.concurrency, &v.weight, &v.rate.Limit, &ratePer)
@@ -130,19 +131,19 @@ func (t *txn) policies(version int64) (*policySet, error) {
 			p.rates[ns] = r.rate
 		}
 	}
-	if err := t.readBreakers(p); err != nil {
+	if err := (breakerClaim{t}).readBreakers(p); err != nil {
 		return nil, err
 	}
-	s.policyMu.Lock()
-	if s.policyCache == nil || s.policyCache.version <= version {
-		s.policyCache = p
+	s.plan.policyMu.Lock()
+	if s.plan.policyCache == nil || s.plan.policyCache.version <= version {
+		s.plan.policyCache = p
 	}
-	s.policyMu.Unlock()
+	s.plan.policyMu.Unlock()
 	return p, nil
 }
 
 // SetPolicy applies a change to one target and audits it.
-func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
+func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
 	if err := c.Validate(); err != nil {
 		return store.Policy{}, err
 	}
@@ -220,7 +221,7 @@ func (s *Store) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 
 // movePolicyVersion moves the policy version: every claim after this
 // transaction commits reads the policies again.
-func (t *txn) movePolicyVersion() error {
+func (t *operatorTx) movePolicyVersion() error {
 	if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
 		return fmt.Errorf("move the policy version: %w", err)
 	}
@@ -228,7 +229,7 @@ func (t *txn) movePolicyVersion() error {
 }
 
 // recordPolicyChange writes one entry of the policy audit.
-func (t *txn) recordPolicyChange(at int64, actor, target, change, reason string) error {
+func (t *operatorTx) recordPolicyChange(at int64, actor, target, change, reason string) error {
 	if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
 		at, actor, target, change, reason); err != nil {
 		return fmt.Errorf("audit policy change of %s: %w", target, err)
@@ -237,12 +238,12 @@ func (t *txn) recordPolicyChange(at int64, actor, target, change, reason string)
 }
 
 // readPolicies reads policies rows with a WHERE clause.
-func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
+func (t *operatorTx) readPolicies(where string, args ...any) ([]store.Policy, error) {
 	rows, err := t.query(`SELECT `+policyColumns+` FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
-	pols, err := collect(rows, scanPolicy)
+	pols, err := sqldb.Collect(rows, scanPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -252,7 +253,7 @@ func (t *txn) readPolicies(where string, args ...any) ([]store.Policy, error) {
 // policyColumns are the columns of a policies row that scanPolicy reads.
 const policyColumns = `target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per`
 
-func scanPolicy(r Row) (store.Policy, error) {
+func scanPolicy(r sqldb.Row) (store.Policy, error) {
 	var p store.Policy
 	var paused, at, ratePer int64
 	var rate store.Rate
@@ -267,12 +268,12 @@ func scanPolicy(r Row) (store.Policy, error) {
 }
 
 // ListPolicies returns the policies set and the usage of the limits in force.
-func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
+func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 	rows, err := s.read(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
-	pols, err := collect(rows, scanPolicy)
+	pols, err := sqldb.Collect(rows, scanPolicy)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
@@ -287,7 +288,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
-		running, err := collect(rows, scanNamespaceRow)
+		running, err := sqldb.Collect(rows, scanNamespaceRow)
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
@@ -314,7 +315,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
 		}
-		used, err := collect(rows, func(r Row) (store.LimitUsage, error) {
+		used, err := sqldb.Collect(rows, func(r sqldb.Row) (store.LimitUsage, error) {
 			var u store.LimitUsage
 			var limit sql.NullInt64
 			err := r.Scan(&u.Key, &limit, &u.Running)
@@ -337,7 +338,7 @@ func (s *Store) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 }
 
 // PolicyChanges returns the most recent policy changes, newest first.
-func (s *Store) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
+func (s *claims) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -345,7 +346,7 @@ func (s *Store) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyCha
 	if err != nil {
 		return nil, fmt.Errorf("list policy changes: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.PolicyChangeRecord, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.PolicyChangeRecord, error) {
 		var c store.PolicyChangeRecord
 		var at int64
 		err := r.Scan(&c.ID, &at, &c.Actor, &c.Target, &c.Change, &c.Reason)
@@ -356,4 +357,19 @@ func (s *Store) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyCha
 		return nil, fmt.Errorf("list policy changes: %w", err)
 	}
 	return out, nil
+}
+
+// pauses skips the steps of paused namespaces and workflows.
+type pauses struct{}
+
+func (pauses) exclude(q string, args []any, pol *policySet, _ *keyRoom) (string, []any) {
+	if pol == nil {
+		return q, args
+	}
+	q, args = andIn(q, args, `namespace NOT IN`, pol.namespaces)
+	for _, wf := range pol.workflows {
+		q += ` AND NOT (namespace = ? AND workflow = ?)`
+		args = append(args, wf[0], wf[1])
+	}
+	return q, args
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -16,9 +17,10 @@ import (
 // its runs, so a claim path with no preemptible step never runs it.
 
 // PeekClaim returns the step a claim with p would take first, or nil.
-func (s *Store) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
+func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
 	var out *store.Step
-	err := s.write(ctx, p.EngineID, func(t *txn) error {
+	err := s.write(ctx, p.EngineID, func(tx *txn) error {
+		t := tx.claimer()
 		var version int64
 		if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
 			return fmt.Errorf("peek claim: %w", err)
@@ -82,7 +84,7 @@ func boolInt(b bool) int64 {
 // handler, priority, fence and workflow. A remote worker's heartbeat lists
 // its steps; this is the one read that finds which of them may be
 // preempted (by primary key, only for a worker that says it is full).
-func (s *Store) HeldPreemptible(ctx context.Context, engineID string, held []store.Fence) ([]store.ClaimedStep, error) {
+func (s *claims) HeldPreemptible(ctx context.Context, engineID string, held []store.Fence) ([]store.ClaimedStep, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -97,7 +99,7 @@ func (s *Store) HeldPreemptible(ctx context.Context, engineID string, held []sto
 	if err != nil {
 		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
 	}
-	steps, err := collect(rows, func(r Row) (store.ClaimedStep, error) {
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ClaimedStep, error) {
 		var c store.ClaimedStep
 		err := r.Scan(&c.ID, &c.TaskID, &c.Name, &c.Namespace, &c.Handler, &c.Priority, &c.Attempts, &c.Fence.LeaseID, &c.Workflow)
 		c.Fence.StepID, c.Fence.Attempt, c.Preemptible, c.State = c.ID, c.Attempts, true, state.StepRunning

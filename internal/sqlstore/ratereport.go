@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -43,8 +44,8 @@ func (b bucketRow) tokens(rate store.Rate, now int64) float64 {
 }
 
 // scanBuckets reads rows of bucketColumns.
-func scanBuckets(rows Rows) ([]bucketRow, error) {
-	got, err := collect(rows, func(r Row) (bucketRow, error) {
+func scanBuckets(rows sqldb.Rows) ([]bucketRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (bucketRow, error) {
 		var b bucketRow
 		err := r.Scan(&b.key, &b.limit, &b.per, &b.credit, &b.refilled, &b.deferred, &b.reserved, &b.reservedUntil)
 		return b, err
@@ -64,7 +65,7 @@ const bucketColumns = `key, limit_n, per_us, credit, refilled_at, deferred_to, r
 // policyTokens fills in the tokens of the policies with a rate from their
 // buckets at now, reading them with read (in a transaction or not); a
 // namespace whose bucket does not exist yet has every token.
-func policyTokens(pols []store.Policy, now int64, read func(q string, args ...any) (Rows, error)) error {
+func policyTokens(pols []store.Policy, now int64, read func(q string, args ...any) (sqldb.Rows, error)) error {
 	var keys []any
 	for _, p := range pols {
 		if p.Rate != nil {
@@ -101,10 +102,10 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 
 // reportRates fills in the tokens of the namespace rates of report and
 // lists the buckets of step rates.
-func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) error {
+func (s *claims) reportRates(ctx context.Context, report *store.PolicyReport) error {
 	now := s.clock().UnixMicro()
 	report.Rates = []store.RateUsage{}
-	read := func(q string, args ...any) (Rows, error) { return s.read(ctx, q, args...) }
+	read := func(q string, args ...any) (sqldb.Rows, error) { return s.read(ctx, q, args...) }
 	if err := policyTokens(report.Policies, now, read); err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func (s *Store) reportRates(ctx context.Context, report *store.PolicyReport) err
 
 // PruneRates deletes the buckets full at now with no deferral to come and
 // no tokens held reserved.
-func (s *Store) PruneRates(ctx context.Context, now time.Time) (int, error) {
+func (s *claims) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.write(ctx, "", func(t *txn) error {
 		at := now.UnixMicro()

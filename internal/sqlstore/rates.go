@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -117,7 +118,7 @@ func candidateRates(c candidate, pol *policySet, out []string) []string {
 // get none. It returns the candidates to claim, in their order.
 // probing is set while the round took a breaker's probe: its tokens are
 // then taken on their own (a probe the rate defers gives its place back).
-func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, error) {
+func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, error) {
 	if rc == nil {
 		return cs, nil // a peek: it takes no token and defers nothing
 	}
@@ -145,21 +146,21 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
-	lockedOnly := round > 0 && t.s.d.Lock != "" // several writers: bucket rows lock
+	lockedOnly := round > 0 && t.s.d.Lock() != "" // several writers: bucket rows lock
 	var upsert []*bucketNeed
 	for _, n := range needs {
-		n.local = t.s.reserves.take(n.key, n.rate, n.want, t.now)
+		n.local = t.s.plan.reserves.take(n.key, n.rate, n.want, t.now)
 		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
 			continue
 		}
 		n.reserve = reserveSize(n.rate, n.ask())
-		n.release = t.s.reserves.release(n.key, n.rate)
+		n.release = t.s.plan.reserves.release(n.key, n.rate)
 		upsert = append(upsert, n)
 	}
 	if len(upsert) > 0 && round == 0 {
 		// A claim that writes buckets anyway renews the reservations the
 		// handle would soon stop using, so that the next claims write none.
-		upsert = append(upsert, t.s.reserves.expiring(t.now, needs)...)
+		upsert = append(upsert, t.s.plan.reserves.expiring(t.now, needs)...)
 	}
 	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
 	if rc.locked == nil {
@@ -171,7 +172,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
-	if round == 0 && t.s.d.WithWrites && t.s.ratesGranted.Load() && !probing {
+	if round == 0 && t.s.d.WithWrites() && t.s.plan.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).
@@ -184,7 +185,7 @@ func (t *txn) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, pr
 	rc.reserved(upsert)
 	out, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
 	if err == nil && round == 0 {
-		t.s.ratesGranted.Store(len(out) == len(cs)) // every token asked for
+		t.s.plan.ratesGranted.Store(len(out) == len(cs)) // every token asked for
 	}
 	return out, err
 }
@@ -237,14 +238,14 @@ func (rc *rateClaim) reserved(upsert []*bucketNeed) {
 // own (rateFallback). short reports that the take then left some of ids
 // unclaimed while the round's query returned all it was asked for: the
 // next round may find more, as after a take of its own.
-func (t *txn) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
+func (t *claimTx) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
 	got, deps, err = t.claim(ids, leaseID)
 	o := t.rateTake
 	if err != nil || o == nil {
 		return got, deps, false, err
 	}
 	t.rateTake = nil
-	t.s.ratesGranted.Store(len(got) > 0)
+	t.s.plan.ratesGranted.Store(len(got) > 0)
 	if len(got) > 0 {
 		return got, deps, false, nil
 	}
@@ -260,7 +261,7 @@ func (t *txn) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, d
 // claimed nothing, since a bucket could not grant all: it reads what the
 // take left in each bucket and does what rated does after a take, and
 // returns the steps to claim.
-func (t *txn) rateFallback(o *optimisticTake) ([]int64, error) {
+func (t *claimTx) rateFallback(o *optimisticTake) ([]int64, error) {
 	keys := make([]string, len(o.upsert))
 	for i, n := range o.upsert {
 		keys[i] = n.key
@@ -280,7 +281,7 @@ func (t *txn) rateFallback(o *optimisticTake) ([]int64, error) {
 
 // assignTokens gives the tokens a take got (needs, upsert) to candidates
 // cs, defers those that get none and gives back what is left over.
-func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, error) {
+func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, error) {
 	var keys []string
 	// In claim order, a candidate is claimed when every bucket it needs
 	// has a token left for it; one that lacks a token of any is deferred
@@ -344,7 +345,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		}
 	}
 	if len(back) > 0 {
-		from, args := rowset(t, "g", back,
+		from, args := rowset(t.txn, "g", back,
 			textCol("g_key", func(g *given) string { return g.key }),
 			intCol("g_n", func(g *given) int64 { return g.n }))
 		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
@@ -380,7 +381,7 @@ func (t *txn) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs 
 		attempt  int
 		runAt    int64
 	}
-	got, err := collect(rows, func(r Row) (deferredRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (deferredRow, error) {
 		var d deferredRow
 		err := r.Scan(&d.id, &d.task, &d.name, &d.attempt, &d.runAt)
 		return d, err
@@ -483,7 +484,7 @@ func rateTakeSet(fence string) string {
 // takeTokens refills and takes the tokens of buckets, in one statement,
 // and records in each what it took, what is left and where its deferrals
 // queue.
-func (t *txn) takeTokens(needs []*bucketNeed) error {
+func (t *claimTx) takeTokens(needs []*bucketNeed) error {
 	if len(needs) == 0 {
 		return nil
 	}
@@ -496,13 +497,13 @@ func (t *txn) takeTokens(needs []*bucketNeed) error {
 }
 
 // took reads rows of (key, taken, granted, deferred_to) into needs.
-func took(rows Rows, needs []*bucketNeed) error {
+func took(rows sqldb.Rows, needs []*bucketNeed) error {
 	type takeRow struct {
 		key            string
 		taken, granted int
 		deferredTo     int64
 	}
-	got, err := collect(rows, func(r Row) (takeRow, error) {
+	got, err := sqldb.Collect(rows, func(r sqldb.Row) (takeRow, error) {
 		var x takeRow
 		err := r.Scan(&x.key, &x.taken, &x.granted, &x.deferredTo)
 		return x, err
@@ -524,7 +525,7 @@ func took(rows Rows, needs []*bucketNeed) error {
 
 // rateTakeQuery is the upsert that refills and takes the tokens of needs
 // (sorted by key), without its RETURNING, and its arguments.
-func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
+func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	type bucket struct {
 		key                                                          string
 		limit, per, credit, want, take, queued, reserve, until, rels int64
@@ -553,7 +554,7 @@ func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order. The
 	// claim's time, the same for every bucket, is a parameter of its own.
-	from, args := rowset(t, "b", rows,
+	from, args := rowset(t.txn, "b", rows,
 		textCol("b_key", func(b *bucket) string { return b.key }),
 		intCol("b_limit", func(b *bucket) int64 { return b.limit }),
 		intCol("b_per", func(b *bucket) int64 { return b.per }),
@@ -567,7 +568,7 @@ func (t *txn) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
 	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
 		SELECT b_key, b_limit, b_per, b_credit, ` + t.scalar(colInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
-		ON CONFLICT (key) DO UPDATE SET ` + t.s.rateSet, append([]any{t.now}, args...)
+		ON CONFLICT (key) DO UPDATE SET ` + t.s.plan.rateSet, append([]any{t.now}, args...)
 }
 
 // reportDeferred tells the claimer what the claim deferred, once it

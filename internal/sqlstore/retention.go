@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -12,7 +13,7 @@ import (
 // This file holds namespace retention and the operator log.
 
 // SetRetention sets or clears one namespace retention and logs the change.
-func (s *Store) SetRetention(ctx context.Context, r store.Retention) error {
+func (s *maintenance) SetRetention(ctx context.Context, r store.Retention) error {
 	return s.write(ctx, r.UpdatedBy, func(t *txn) error {
 		if _, err := t.exec(`DELETE FROM retention WHERE namespace = ? AND state = ?`, r.Namespace, string(r.State)); err != nil {
 			return fmt.Errorf("set retention: %w", err)
@@ -30,12 +31,12 @@ func (s *Store) SetRetention(ctx context.Context, r store.Retention) error {
 }
 
 // Retentions lists the namespace retentions.
-func (s *Store) Retentions(ctx context.Context) ([]store.Retention, error) {
+func (s *maintenance) Retentions(ctx context.Context) ([]store.Retention, error) {
 	rows, err := s.read(ctx, `SELECT namespace, state, keep, updated_at, updated_by FROM retention ORDER BY namespace, state`)
 	if err != nil {
 		return nil, fmt.Errorf("retentions: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.Retention, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.Retention, error) {
 		var v store.Retention
 		var st string
 		var keep, at int64
@@ -50,7 +51,7 @@ func (s *Store) Retentions(ctx context.Context) ([]store.Retention, error) {
 }
 
 // logOperator appends one entry to the operator log.
-func (t *txn) logOperator(actor, action, subject, reason string) error {
+func (t *operatorTx) logOperator(actor, action, subject, reason string) error {
 	if _, err := t.exec(`INSERT INTO operator_log (at, actor, action, subject, reason) VALUES (?, ?, ?, ?, ?)`,
 		t.now, actor, action, subject, reason); err != nil {
 		return fmt.Errorf("operator log: %w", err)
@@ -59,7 +60,7 @@ func (t *txn) logOperator(actor, action, subject, reason string) error {
 }
 
 // OperatorLog returns the newest entries of the operator log.
-func (s *Store) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEntry, error) {
+func (s *maintenance) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEntry, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -67,7 +68,7 @@ func (s *Store) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEnt
 	if err != nil {
 		return nil, fmt.Errorf("operator log: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.OperatorEntry, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.OperatorEntry, error) {
 		var e store.OperatorEntry
 		var at int64
 		err := r.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Subject, &e.Reason)

@@ -17,7 +17,7 @@ import (
 
 // HeldStep returns the step running under engineID with exactly f's attempt
 // and lease, read with its task's workflow and version in one query.
-func (s *Store) HeldStep(ctx context.Context, engineID string, f store.Fence) (*store.ClaimedStep, error) {
+func (s *lifecycle) HeldStep(ctx context.Context, engineID string, f store.Fence) (*store.ClaimedStep, error) {
 	c, err := scanHeldStep(s.readRow(ctx, heldStepSelect+` WHERE s.id = ?`, f.StepID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("step %d: %w", f.StepID, store.ErrNotFound)
@@ -33,12 +33,12 @@ func (s *Store) HeldStep(ctx context.Context, engineID string, f store.Fence) (*
 }
 
 // SaveCheckpoint stores a running step's checkpoint.
-func (s *Store) SaveCheckpoint(ctx context.Context, f store.Fence, checkpoint json.RawMessage) error {
+func (s *lifecycle) SaveCheckpoint(ctx context.Context, f store.Fence, checkpoint json.RawMessage) error {
 	return s.fenced(ctx, "", f, `checkpoint = ?`, string(checkpoint))
 }
 
 // SaveProgress records a running step's progress (fenced).
-func (s *Store) SaveProgress(ctx context.Context, f store.Fence, fraction float64, message string) error {
+func (s *lifecycle) SaveProgress(ctx context.Context, f store.Fence, fraction float64, message string) error {
 	if !(fraction >= 0 && fraction <= 1) {
 		return fmt.Errorf("progress %v of step %d is not between 0 and 1", fraction, f.StepID)
 	}
@@ -46,7 +46,7 @@ func (s *Store) SaveProgress(ctx context.Context, f store.Fence, fraction float6
 }
 
 // SetDeferred sets or clears the deferred sub-status.
-func (s *Store) SetDeferred(ctx context.Context, f store.Fence, engineID string, deferred bool) error {
+func (s *lifecycle) SetDeferred(ctx context.Context, f store.Fence, engineID string, deferred bool) error {
 	sub := ""
 	if deferred {
 		sub = state.SubDeferred
@@ -56,7 +56,7 @@ func (s *Store) SetDeferred(ctx context.Context, f store.Fence, engineID string,
 
 // fenced applies set to a step still running under exactly f, or reports
 // ErrStaleLease.
-func (s *Store) fenced(ctx context.Context, engineID string, f store.Fence, set string, args ...any) error {
+func (s *lifecycle) fenced(ctx context.Context, engineID string, f store.Fence, set string, args ...any) error {
 	return s.write(ctx, engineID, func(t *txn) error {
 		res, err := t.exec(`UPDATE steps SET `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
 			append(args, f.StepID, f.Attempt, f.LeaseID)...)

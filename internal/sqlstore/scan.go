@@ -9,68 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
-// This file reads rows into records: collect walks a query's rows, and
-// there is one scan function per record type. Columns that hold encoded
-// values (times as microseconds, index lists as text) are decoded here.
-
-// collect reads every row of rows with scan, in order, and closes rows,
-// checking the iteration's error, in the spirit of pgx.CollectRows. Scan
-// functions take a Row, so the same one reads a QueryRow's single row.
-func collect[T any](rows Rows, scan func(Row) (T, error)) ([]T, error) {
-	return collectSized(rows, 0, scan)
-}
-
-// collectSized is collect with room for n rows made ahead.
-func collectSized[T any](rows Rows, n int, scan func(Row) (T, error)) ([]T, error) {
-	var out []T
-	if n > 0 {
-		out = make([]T, 0, n)
-	}
-	err := each(rows, func(r Row) error {
-		v, err := scan(r)
-		if err != nil {
-			return err
-		}
-		out = append(out, v)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// each calls fn with every row of rows, in order, until fn fails, then
-// closes rows, checking the iteration's error: the one walk of a query's
-// rows (collect records them).
-func each(rows Rows, fn func(Row) error) error {
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
-}
-
-func scanInt64(r Row) (int64, error) {
-	var v int64
-	err := r.Scan(&v)
-	return v, err
-}
-
-func scanString(r Row) (string, error) {
-	var v string
-	err := r.Scan(&v)
-	return v, err
-}
+// This file reads rows into records: one scan function per record type, for
+// sqldb.Collect. Columns that hold encoded values (times as microseconds,
+// index lists as text) are decoded here.
 
 // scanFence reads the columns id, attempt, lease_id of a step.
-func scanFence(r Row) (store.Fence, error) {
+func scanFence(r sqldb.Row) (store.Fence, error) {
 	var f store.Fence
 	err := r.Scan(&f.StepID, &f.Attempt, &f.LeaseID)
 	return f, err
@@ -78,7 +27,7 @@ func scanFence(r Row) (store.Fence, error) {
 
 const workflowColumns = `namespace, name, version, definition, created_at`
 
-func scanWorkflow(r Row) (store.WorkflowRecord, error) {
+func scanWorkflow(r sqldb.Row) (store.WorkflowRecord, error) {
 	var w store.WorkflowRecord
 	var def string
 	var at int64
@@ -92,7 +41,7 @@ func scanWorkflow(r Row) (store.WorkflowRecord, error) {
 
 const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth, tags`
 
-func scanTask(r Row) (store.Task, error) {
+func scanTask(r sqldb.Row) (store.Task, error) {
 	var t store.Task
 	var st, input string
 	var key sql.NullString
@@ -265,7 +214,7 @@ func (x *stepScan) claimed(engine string, now int64) stepRow {
 }
 
 // scanStep reads a row of stepColumns.
-func scanStep(r Row) (stepRow, error) {
+func scanStep(r sqldb.Row) (stepRow, error) {
 	var x stepScan
 	if err := r.Scan(x.dest()...); err != nil {
 		return stepRow{}, err
@@ -280,7 +229,7 @@ type stepRef struct {
 }
 
 // scanStepRef reads id, name and children.
-func scanStepRef(r Row) (stepRef, error) {
+func scanStepRef(r sqldb.Row) (stepRef, error) {
 	var v stepRef
 	err := r.Scan(&v.id, &v.name, &v.children)
 	return v, err
@@ -288,7 +237,7 @@ func scanStepRef(r Row) (stepRef, error) {
 
 // scanHeldStep reads a row of heldStepSelect: a step with its fence, its
 // workflow and its version, but not its input or dependencies.
-func scanHeldStep(r Row) (store.ClaimedStep, error) {
+func scanHeldStep(r sqldb.Row) (store.ClaimedStep, error) {
 	var x stepScan
 	var c store.ClaimedStep
 	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version, &c.TraceParent)...); err != nil {
@@ -317,7 +266,7 @@ type auditRead struct {
 const entriesPerRow = 1 << 13
 
 // scanAudit reads auditColumns.
-func scanAudit(r Row, extra ...any) (auditRead, error) {
+func scanAudit(r sqldb.Row, extra ...any) (auditRead, error) {
 	var e store.AuditEntry
 	var row, at int64
 	var taskFrom, taskTo, taskReason, steps, claimText string
@@ -472,8 +421,8 @@ func (c runClaim) entries(taskID int64, step string) []store.AuditEntry {
 }
 
 // auditEntries reads rows of auditColumns as entries, in row order.
-func auditEntries(rows Rows) ([]store.AuditEntry, error) {
-	read, err := collect(rows, func(r Row) (auditRead, error) { return scanAudit(r) })
+func auditEntries(rows sqldb.Rows) ([]store.AuditEntry, error) {
+	read, err := sqldb.Collect(rows, func(r sqldb.Row) (auditRead, error) { return scanAudit(r) })
 	if err != nil {
 		return nil, err
 	}
@@ -485,7 +434,7 @@ func auditEntries(rows Rows) ([]store.AuditEntry, error) {
 }
 
 // scanEngine reads engineColumns.
-func scanEngine(r Row) (store.EngineInfo, error) {
+func scanEngine(r sqldb.Row) (store.EngineInfo, error) {
 	var e store.EngineInfo
 	var started, hb int64
 	var owner sql.NullString
@@ -499,7 +448,7 @@ func scanEngine(r Row) (store.EngineInfo, error) {
 
 const apiKeyColumns = `id, name, hash, permissions, created_at, revoked_at`
 
-func scanAPIKey(r Row) (store.APIKey, error) {
+func scanAPIKey(r sqldb.Row) (store.APIKey, error) {
 	var k store.APIKey
 	var hash, perms string
 	var created int64
@@ -521,7 +470,7 @@ func scanAPIKey(r Row) (store.APIKey, error) {
 }
 
 // scanQueueCount reads namespace, state and a count.
-func scanQueueCount(r Row) (store.QueueCount, error) {
+func scanQueueCount(r sqldb.Row) (store.QueueCount, error) {
 	var c store.QueueCount
 	var st string
 	if err := r.Scan(&c.Namespace, &st, &c.Count); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -16,7 +17,7 @@ import (
 
 const scheduleColumns = `namespace, workflow, name, version, cron, time_zone, input, catch_up, max_catch_up, paused, last_tick, next_tick, created_at, updated_at`
 
-func scanSchedule(r Row) (store.ScheduleRecord, error) {
+func scanSchedule(r sqldb.Row) (store.ScheduleRecord, error) {
 	var s store.ScheduleRecord
 	var input string
 	var paused, next, created, updated int64
@@ -36,14 +37,14 @@ func scanSchedule(r Row) (store.ScheduleRecord, error) {
 
 // SyncSchedules makes a workflow's schedules those of version, unless a
 // newer version's are stored.
-func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version string, scheds []store.ScheduleRecord) (bool, error) {
+func (s *maintenance) SyncSchedules(ctx context.Context, namespace, workflow, version string, scheds []store.ScheduleRecord) (bool, error) {
 	changed := false
 	err := s.write(ctx, "", func(t *txn) error {
 		rows, err := t.query(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ?`, namespace, workflow)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
 		}
-		existing, err := collect(rows, scanSchedule)
+		existing, err := sqldb.Collect(rows, scanSchedule)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
 		}
@@ -108,14 +109,14 @@ func (s *Store) SyncSchedules(ctx context.Context, namespace, workflow, version 
 }
 
 // ListSchedules returns the schedules f selects.
-func (s *Store) ListSchedules(ctx context.Context, f store.ScheduleFilter) ([]store.ScheduleRecord, error) {
+func (s *maintenance) ListSchedules(ctx context.Context, f store.ScheduleFilter) ([]store.ScheduleRecord, error) {
 	rows, err := s.read(ctx, `SELECT `+scheduleColumns+` FROM schedules
 		WHERE (? = '' OR namespace = ?) AND (? = '' OR workflow = ?) AND (? = '' OR name = ?)
 		ORDER BY namespace, workflow, name`, f.Namespace, f.Namespace, f.Workflow, f.Workflow, f.Name, f.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
-	out, err := collect(rows, scanSchedule)
+	out, err := sqldb.Collect(rows, scanSchedule)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
@@ -123,13 +124,13 @@ func (s *Store) ListSchedules(ctx context.Context, f store.ScheduleFilter) ([]st
 }
 
 // DueSchedules returns schedules not paused whose next tick has come.
-func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]store.ScheduleRecord, error) {
+func (s *maintenance) DueSchedules(ctx context.Context, now time.Time, limit int) ([]store.ScheduleRecord, error) {
 	rows, err := s.read(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE paused = 0 AND next_tick <= ? ORDER BY next_tick LIMIT ?`,
 		now.UnixMicro(), max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
 	}
-	out, err := collect(rows, scanSchedule)
+	out, err := sqldb.Collect(rows, scanSchedule)
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
 	}
@@ -138,7 +139,7 @@ func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]s
 
 // FireSchedule moves a schedule's next tick and inserts the tasks of the
 // ticks fired, in one transaction.
-func (s *Store) FireSchedule(ctx context.Context, f store.ScheduleFire) ([]store.InsertResult, error) {
+func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([]store.InsertResult, error) {
 	if len(f.Ticks) != len(f.Tasks) {
 		return nil, fmt.Errorf("%w schedule fire: %d ticks but %d tasks", store.ErrInvalid, len(f.Ticks), len(f.Tasks))
 	}
@@ -181,7 +182,7 @@ func (s *Store) FireSchedule(ctx context.Context, f store.ScheduleFire) ([]store
 }
 
 // PauseSchedule pauses or resumes a schedule.
-func (s *Store) PauseSchedule(ctx context.Context, p store.SchedulePause) (store.ScheduleRecord, error) {
+func (s *maintenance) PauseSchedule(ctx context.Context, p store.SchedulePause) (store.ScheduleRecord, error) {
 	var rec store.ScheduleRecord
 	err := s.write(ctx, "", func(t *txn) error {
 		k := p.Key
@@ -219,13 +220,13 @@ func (s *Store) PauseSchedule(ctx context.Context, p store.SchedulePause) (store
 }
 
 // ScheduleAudit returns a schedule's pauses and resumptions.
-func (s *Store) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]store.ScheduleAuditEntry, error) {
+func (s *maintenance) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]store.ScheduleAuditEntry, error) {
 	rows, err := s.read(ctx, `SELECT at, action, actor, reason FROM schedule_audit WHERE namespace = ? AND workflow = ? AND name = ? ORDER BY id`,
 		k.Namespace, k.Workflow, k.Name)
 	if err != nil {
 		return nil, fmt.Errorf("schedule audit: %w", err)
 	}
-	out, err := collect(rows, func(r Row) (store.ScheduleAuditEntry, error) {
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ScheduleAuditEntry, error) {
 		var e store.ScheduleAuditEntry
 		var at int64
 		err := r.Scan(&at, &e.Action, &e.Actor, &e.Reason)

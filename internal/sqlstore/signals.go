@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -38,7 +39,7 @@ func signalResult(name string, payload string) (string, error) {
 // beginWait moves a pending signal step whose dependencies allow it to
 // waiting and, if a signal of its name is kept for the task, completes it
 // with that signal at once.
-func (t *txn) beginWait(id, taskID int64, name, children, signal string, timeout time.Duration) error {
+func (t *operatorTx) beginWait(id, taskID int64, name, children, signal string, timeout time.Duration) error {
 	moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepWaiting, 0, fmt.Sprintf("waiting for signal %q", signal),
 		`run_at = ?`, signalDeadline(t.now, timeout))
 	if err != nil || !moved {
@@ -49,7 +50,7 @@ func (t *txn) beginWait(id, taskID int64, name, children, signal string, timeout
 
 // takeSignal completes the waiting step id with the oldest signal of its
 // name that the task kept, if any.
-func (t *txn) takeSignal(id, taskID int64, name, children, signal string) error {
+func (t *operatorTx) takeSignal(id, taskID int64, name, children, signal string) error {
 	var sigID int64
 	var payload string
 	err := t.queryRow(`SELECT id, payload FROM signals WHERE task_id = ? AND name = ? AND step_id IS NULL ORDER BY id LIMIT 1`, taskID, signal).
@@ -66,7 +67,7 @@ func (t *txn) takeSignal(id, taskID int64, name, children, signal string) error 
 
 // deliver completes a waiting signal step with a signal and marks the
 // signal taken. It reports false if the step no longer waits.
-func (t *txn) deliver(sigID, stepID, taskID int64, stepName, children, signal, payload string) (bool, error) {
+func (t *operatorTx) deliver(sigID, stepID, taskID int64, stepName, children, signal, payload string) (bool, error) {
 	result, err := signalResult(signal, payload)
 	if err != nil {
 		return false, fmt.Errorf("signal %q of task %d: %w", signal, taskID, err)
@@ -83,7 +84,7 @@ func (t *txn) deliver(sigID, stepID, taskID int64, stepName, children, signal, p
 }
 
 // timeOutWaits fails the signal waits whose deadline passed.
-func (t *txn) timeOutWaits() (int, error) {
+func (t *operatorTx) timeOutWaits() (int, error) {
 	rows, err := t.query(`SELECT id, task_id, name, children, signal FROM steps
 		WHERE state = 'waiting' AND signal != '' AND run_at IS NOT NULL AND run_at <= ?`, t.now)
 	if err != nil {
@@ -93,7 +94,7 @@ func (t *txn) timeOutWaits() (int, error) {
 		id, task               int64
 		name, children, signal string
 	}
-	waits, err := collect(rows, func(r Row) (wait, error) {
+	waits, err := sqldb.Collect(rows, func(r sqldb.Row) (wait, error) {
 		var w wait
 		err := r.Scan(&w.id, &w.task, &w.name, &w.children, &w.signal)
 		return w, err
@@ -120,7 +121,7 @@ func (t *txn) timeOutWaits() (int, error) {
 }
 
 // Signal delivers a signal to a task.
-func (s *Store) Signal(ctx context.Context, taskID int64, name string, payload json.RawMessage, engineID string) (bool, error) {
+func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, payload json.RawMessage, engineID string) (bool, error) {
 	if name == "" {
 		return false, errors.New("signal: a name is required")
 	}
@@ -155,7 +156,7 @@ func (s *Store) Signal(ctx context.Context, taskID int64, name string, payload j
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}
-		steps, err := collect(rows, scanStepRef)
+		steps, err := sqldb.Collect(rows, scanStepRef)
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}

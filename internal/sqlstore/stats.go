@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
 // CountTasksByState counts tasks per state, at most limit each: one
 // bounded count per state over the (state, id) index, in one statement.
-func (s *Store) CountTasksByState(ctx context.Context, limit int) ([]store.StateCount, error) {
+func (s *reads) CountTasksByState(ctx context.Context, limit int) ([]store.StateCount, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("count tasks by state: limit must be positive: %w", store.ErrInvalid)
 	}
@@ -26,7 +27,7 @@ func (s *Store) CountTasksByState(ctx context.Context, limit int) ([]store.State
 	if err != nil {
 		return nil, fmt.Errorf("count tasks by state: %w", err)
 	}
-	counts, err := collect(rows, func(r Row) (store.StateCount, error) {
+	counts, err := sqldb.Collect(rows, func(r sqldb.Row) (store.StateCount, error) {
 		var i, n int
 		if err := r.Scan(&i, &n); err != nil {
 			return store.StateCount{}, err
@@ -44,7 +45,7 @@ func (s *Store) CountTasksByState(ctx context.Context, limit int) ([]store.State
 
 // TaskActivity groups the most recently finished tasks of a window by
 // namespace and bucket, reading them from the finished_at index.
-func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.Activity, error) {
+func (s *reads) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.Activity, error) {
 	if q.Bucket <= 0 || q.Since.IsZero() {
 		return store.Activity{}, fmt.Errorf("task activity: a window start and a positive bucket are required: %w", store.ErrInvalid)
 	}
@@ -67,7 +68,7 @@ func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 		return store.Activity{}, fmt.Errorf("task activity: %w", err)
 	}
 	total := 0
-	buckets, err := collect(rows, func(r Row) (store.ActivityBucket, error) {
+	buckets, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ActivityBucket, error) {
 		var b store.ActivityBucket
 		var idx, wait int64
 		if err := r.Scan(&b.Namespace, &idx, &b.Finished, &b.Failed, &b.Waited, &wait); err != nil {
@@ -85,7 +86,7 @@ func (s *Store) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 }
 
 // CountHeld counts running steps by holder, from the running-steps index.
-func (s *Store) CountHeld(ctx context.Context) (map[string]int, error) {
+func (s *reads) CountHeld(ctx context.Context) (map[string]int, error) {
 	rows, err := s.read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' GROUP BY engine_id`)
 	if err != nil {
 		return nil, fmt.Errorf("count held steps: %w", err)
@@ -94,7 +95,7 @@ func (s *Store) CountHeld(ctx context.Context) (map[string]int, error) {
 		id string
 		n  int
 	}
-	list, err := collect(rows, func(r Row) (held, error) {
+	list, err := sqldb.Collect(rows, func(r sqldb.Row) (held, error) {
 		var h held
 		return h, r.Scan(&h.id, &h.n)
 	})

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -69,7 +70,7 @@ func taskRowsInsert(n int) string {
 }
 
 // InsertTasks submits tasks in one transaction.
-func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+func (s *lifecycle) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	var out []store.InsertResult
 	err := s.writeRetry(ctx, "", func(t *txn) (err error) {
 		out, err = t.insertTasks(tasks)
@@ -85,14 +86,14 @@ func (s *Store) InsertTasks(ctx context.Context, tasks []store.TaskInsert) ([]st
 // with steps ready, claims up to p.Limit ready steps in the same
 // transaction, as CompleteAndClaim does for the steps outcomes make ready.
 // claimed is empty where it claimed nothing.
-func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) (out []store.InsertResult, claimed []store.ClaimedStep, err error) {
+func (s *lifecycle) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) (out []store.InsertResult, claimed []store.ClaimedStep, err error) {
 	err = s.writeRetry(ctx, "", func(t *txn) error {
 		claimed = nil
 		var err error
 		if out, err = t.insertTasks(tasks); err != nil {
 			return err
 		}
-		if claimed, err = t.claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
 			return err
 		}
 		// The steps made ready are the new tasks' first: those of theirs
@@ -114,7 +115,7 @@ func (s *Store) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p 
 
 // InsertTasksIn submits tasks inside a transaction the caller began, so that
 // they exist only if the caller commits it.
-func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+func (s *lifecycle) InsertTasksIn(ctx context.Context, q sqldb.Querier, tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	var out []store.InsertResult
 	err := s.within(ctx, q, func(t *txn) (err error) {
 		out, err = t.insertTasks(tasks)
@@ -128,8 +129,8 @@ func (s *Store) InsertTasksIn(ctx context.Context, q Querier, tasks []store.Task
 
 // InsertTasksSQLTx submits tasks inside the caller's database/sql
 // transaction.
-func (s *Store) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.TaskInsert) ([]store.InsertResult, error) {
-	return s.InsertTasksIn(ctx, &SQLQuerier{Tx: tx}, tasks)
+func (s *lifecycle) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.TaskInsert) ([]store.InsertResult, error) {
+	return s.InsertTasksIn(ctx, &sqldb.SQLQuerier{Tx: tx}, tasks)
 }
 
 // insertTasks writes tasks in input order. Where the database takes arrays,
@@ -137,7 +138,7 @@ func (s *Store) InsertTasksSQLTx(ctx context.Context, tx *sql.Tx, tasks []store.
 // their count (submitbulk.go), except that a task with Supersede takes the
 // path of one task in its turn; elsewhere the tasks without keys go in
 // statements of many rows (insertPlain), the others take that path.
-func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error) {
+func (t *submitTx) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error) {
 	for i, in := range tasks {
 		if err := validateInsert(in); err != nil {
 			if len(tasks) > 1 {
@@ -148,7 +149,7 @@ func (t *txn) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, error
 	}
 	out := make([]store.InsertResult, len(tasks))
 	tpl := templates{}
-	if !t.s.d.Arrays {
+	if !t.s.d.Arrays() {
 		// Each run of tasks without keys goes in together (insertPlain);
 		// a task with a key takes the path of one task.
 		for i := 0; i < len(tasks); {
@@ -204,7 +205,7 @@ func validateInsert(in store.TaskInsert) error {
 // insertOne writes task i of n with one statement for the task and its
 // steps' (insertTaskSteps); a key that exists returns the task holding it,
 // or with Supersede is taken from it.
-func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.InsertResult, error) {
+func (t *submitTx) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.InsertResult, error) {
 	nt := t.newTask(in)
 	var id int64
 	holding := func() (store.Task, error) {
@@ -213,7 +214,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 	var holder *store.Task // the task holding the key, where the insert looked it up first
 	insert := func() error {
 		holder = nil
-		if in.IdempotencyKey != "" && t.s.d.ClaimLock == "" {
+		if in.IdempotencyKey != "" && t.s.d.ClaimLock() == "" {
 			// One writer at a time: a key found here stays held until
 			// this transaction ends, and the insert it would refuse is
 			// not tried, so it uses up no id (AUTOINCREMENT counts the
@@ -268,7 +269,7 @@ func (t *txn) insertOne(tpl templates, in store.TaskInsert, i, n int) (store.Ins
 // Supersede, where the database takes no arrays: their rows in statements
 // of a power of two rows up to plainPerInsert (taskRowsInsert), then each
 // one's steps (insertTaskSteps).
-func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.InsertResult, i, n int) error {
+func (t *submitTx) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.InsertResult, i, n int) error {
 	news := make([]newTask, len(tasks))
 	args := make([]any, 0, 1+min(len(tasks), plainPerInsert)*taskRowValues)
 	for from := 0; from < len(tasks); {
@@ -302,7 +303,7 @@ func (t *txn) insertPlain(tpl templates, tasks []store.TaskInsert, out []store.I
 
 // submitted completes the submission of task id (in, its insert; nt, its
 // row) once its row is in: its audit entry, its tags and its steps.
-func (t *txn) submitted(tpl templates, id int64, in store.TaskInsert, nt newTask) (store.InsertResult, error) {
+func (t *submitTx) submitted(tpl templates, id int64, in store.TaskInsert, nt newTask) (store.InsertResult, error) {
 	t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
 	if err := t.insertTags(id, in.Tags); err != nil {
 		return store.InsertResult{}, err
@@ -321,11 +322,11 @@ func (t *txn) submitted(tpl templates, id int64, in store.TaskInsert, nt newTask
 // task's values and its start's: each value bound is a call into SQLite,
 // and binding all 31 columns of a row made a five-step task's insert twice
 // as slow.
-func (t *txn) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runAt int64) error {
+func (t *submitTx) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runAt int64) error {
 	if len(tpl.steps) == 0 {
 		return nil
 	}
-	if t.s.d.Arrays {
+	if t.s.d.Arrays() {
 		if err := t.insertSteps(t.appendStepRows(make([][]any, 0, len(tpl.steps)), tpl, id, in, runAt)); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}
@@ -354,7 +355,7 @@ func (t *txn) insertTaskSteps(tpl *template, id int64, in store.TaskInsert, runA
 // appendStepRows appends to rows the rows of the steps of task id (in, its
 // insert, due at runAt) of templates tpl (newStepRow), and queues their
 // audit entries.
-func (t *txn) appendStepRows(rows [][]any, tpl *template, id int64, in store.TaskInsert, runAt int64) [][]any {
+func (t *submitTx) appendStepRows(rows [][]any, tpl *template, id int64, in store.TaskInsert, runAt int64) [][]any {
 	for j := range tpl.steps {
 		tp := &tpl.steps[j]
 		st := t.start(tp, in.Priority, runAt)

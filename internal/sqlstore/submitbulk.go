@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -38,7 +39,7 @@ const insertTasksBulk = `WITH u AS MATERIALIZED (
 SELECT u.id, ins.id IS NOT NULL FROM u LEFT JOIN ins ON ins.id = u.id ORDER BY u.ord`
 
 // insertStepsBulk inserts steps, one array per column of
-// stepInsertColumns (columnArrays), where the Querier cannot COPY or they
+// stepInsertColumns (columnArrays), where the sqldb.Querier cannot COPY or they
 // are few.
 var insertStepsBulk = `INSERT INTO steps (` + strings.Join(stepInsertColumns, ", ") + `)
 	SELECT * FROM unnest(` + arrayParams(newStepRow(0, 0, &stepTemplate{}, store.TaskInsert{}, stepStart{})) + `)`
@@ -64,7 +65,7 @@ func arrayParams(row []any) string {
 // same order). The first task of a call with a key that exists nowhere
 // takes it; the others with that key, and those whose key exists, return
 // the task holding it, as Duplicate.
-func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.InsertResult) error {
+func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.InsertResult) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -134,7 +135,7 @@ func (t *txn) insertBulk(tpl templates, tasks []store.TaskInsert, out []store.In
 	if err != nil {
 		return fmt.Errorf("look up %d idempotency keys: %w", len(dupKeys), err)
 	}
-	existing, err := collect(res, scanTask)
+	existing, err := sqldb.Collect(res, scanTask)
 	if err != nil {
 		return fmt.Errorf("look up %d idempotency keys: %w", len(dupKeys), err)
 	}
@@ -174,12 +175,12 @@ var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "input"
 
 // writeTasks inserts rows (newTask.row) and returns, per row, its id and
 // whether it was inserted. Rows without keys cannot conflict: where the
-// Querier can COPY and they are many, their ids are taken from the
+// sqldb.Querier can COPY and they are many, their ids are taken from the
 // sequence first and the rows copied, which costs the database about a
 // third less than insertTasksBulk.
-func (t *txn) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
+func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 	n := len(rows)
-	if cp, ok := t.x.(Copier); ok && !keyed && n >= copyMinRows {
+	if cp, ok := t.x.(sqldb.Copier); ok && !keyed && n >= copyMinRows {
 		ids, err := t.int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
 		if err != nil {
 			return nil, fmt.Errorf("take ids: %w", err)
@@ -207,7 +208,7 @@ func (t *txn) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, err := collect(res, func(r Row) (inserted, error) {
+	got, err := sqldb.Collect(res, func(r sqldb.Row) (inserted, error) {
 		var v inserted
 		return v, r.Scan(&v.id, &v.ok)
 	})
@@ -249,14 +250,14 @@ func lockOrder(rows [][]any, keyed bool) []int64 {
 	return order
 }
 
-// insertSteps writes steps (newStepRow): with COPY where the Querier has it
+// insertSteps writes steps (newStepRow): with COPY where the sqldb.Querier has it
 // and they are many (it costs the database about a quarter less than the
 // same INSERT), else with one INSERT of arrays.
-func (t *txn) insertSteps(steps [][]any) error {
+func (t *submitTx) insertSteps(steps [][]any) error {
 	if len(steps) == 0 {
 		return nil
 	}
-	if c, ok := t.x.(Copier); ok && len(steps) >= copyMinRows {
+	if c, ok := t.x.(sqldb.Copier); ok && len(steps) >= copyMinRows {
 		_, err := c.CopyFrom(t.ctx, "steps", stepInsertColumns, &rowSource{rows: steps})
 		return err
 	}

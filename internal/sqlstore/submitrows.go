@@ -24,7 +24,7 @@ type newTask struct {
 	tags      *string // JSON object; nil: none
 }
 
-func (t *txn) newTask(in store.TaskInsert) newTask {
+func (t *submitTx) newTask(in store.TaskInsert) newTask {
 	n := newTask{input: in.Input, runAt: t.now}
 	if len(n.input) == 0 {
 		n.input = json.RawMessage(`{}`)
@@ -145,7 +145,7 @@ type stepStart struct {
 // start returns how step tp of a task of priority prio, due at runAt,
 // starts; a step that starts ready counts towards the notification, one
 // that starts with a time it falls due marks the transaction timed.
-func (t *txn) start(tp *stepTemplate, prio int, runAt int64) stepStart {
+func (t *submitTx) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 	p := int64(prio + tp.priority)
 	s := stepStart{state: state.StepPending, priority: p}
 	switch {

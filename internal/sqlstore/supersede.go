@@ -20,7 +20,7 @@ type heldKey struct {
 
 // releaseKey takes an idempotency key from the task holding it (locking
 // its row) and returns that task; nil when none holds it any more.
-func (t *txn) releaseKey(namespace, key string) (*heldKey, error) {
+func (t *submitTx) releaseKey(namespace, key string) (*heldKey, error) {
 	// One supersede of a key at a time: two that both found the key held
 	// would each take it from the task the other just gave it to, locking
 	// that task's row and steps in opposite orders (a deadlock). The next
@@ -28,7 +28,7 @@ func (t *txn) releaseKey(namespace, key string) (*heldKey, error) {
 	if err := t.lockLimit("idempotency key " + namespace + "/" + key); err != nil {
 		return nil, err
 	}
-	if t.s.d.ClaimLock != "" {
+	if t.s.d.ClaimLock() != "" {
 		// Claims and completions lock a task's steps before the task:
 		// take the holder's steps first too, or a claim of one of them
 		// and this transaction wait for each other.
@@ -55,7 +55,7 @@ func (t *txn) releaseKey(namespace, key string) (*heldKey, error) {
 // its children, if it has not finished; its audit names the new task
 // either way. Running handlers of old stop when their engines next
 // heartbeat.
-func (t *txn) supersede(old heldKey, by int64, key string) error {
+func (t *submitTx) supersede(old heldKey, by int64, key string) error {
 	reason := fmt.Sprintf("superseded by task %d (idempotency key %q)", by, key)
 	if old.st.Terminal() {
 		t.audit(old.id, "", string(old.st), string(old.st), 0, reason)

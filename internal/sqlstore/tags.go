@@ -33,7 +33,7 @@ func decodeTags(v sql.NullString) (map[string]string, error) {
 }
 
 // insertTags writes a new task's tags into task_tags, in one statement.
-func (t *txn) insertTags(taskID int64, tags map[string]string) error {
+func (t *submitTx) insertTags(taskID int64, tags map[string]string) error {
 	if len(tags) == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -16,7 +17,7 @@ import (
 // GetTask returns a task with its steps, the step of its parent that
 // started it and its children: three reads, in one round trip where the
 // database takes them so (readTogether).
-func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
+func (s *reads) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 	var t store.Task
 	found := false
 	var steps []stepRow
@@ -24,7 +25,7 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 	var children []int64
 	err := s.readTogether(ctx,
 		aRead{`SELECT ` + taskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
-			[]any{id}, func(rows Rows) error {
+			[]any{id}, func(rows sqldb.Rows) error {
 				defer rows.Close()
 				if rows.Next() {
 					found = true
@@ -35,12 +36,12 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 				}
 				return rows.Err()
 			}},
-		aRead{`SELECT ` + stepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, []any{id}, func(rows Rows) (err error) {
-			steps, err = collect(rows, scanStep)
+		aRead{`SELECT ` + stepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, []any{id}, func(rows sqldb.Rows) (err error) {
+			steps, err = sqldb.Collect(rows, scanStep)
 			return err
 		}},
-		aRead{`SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, []any{id}, func(rows Rows) (err error) {
-			children, err = collect(rows, scanInt64)
+		aRead{`SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, []any{id}, func(rows sqldb.Rows) (err error) {
+			children, err = sqldb.Collect(rows, sqldb.Int64)
 			return err
 		}},
 	)
@@ -67,21 +68,21 @@ func (s *Store) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 // withDest is a row scanned into more destinations than its scanner
 // gives: those, then dest.
 type withDest struct {
-	Row
+	sqldb.Row
 	dest []any
 }
 
 func (r withDest) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.dest...)...) }
 
 // ListTasks returns tasks newest first.
-func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	now := s.clock().UnixMicro()
 	q, args := s.listQuery(f, now)
 	rows, err := s.read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	tasks, err := collect(rows, scanTask)
+	tasks, err := sqldb.Collect(rows, scanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -94,14 +95,14 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 }
 
 // TaskStates returns the states of the tasks of ids that exist, by id.
-func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Task, error) {
+func (s *reads) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Task, error) {
 	in, args := s.idIn("id", ids)
 	rows, err := s.read(ctx, `SELECT id, state FROM tasks WHERE `+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("states of %d tasks: %w", len(ids), err)
 	}
 	out := make(map[int64]state.Task, len(ids))
-	err = each(rows, func(r Row) error {
+	err = sqldb.Each(rows, func(r sqldb.Row) error {
 		var id int64
 		var st string
 		if err := r.Scan(&id, &st); err != nil {
@@ -120,7 +121,7 @@ func (s *Store) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Ta
 // the claims of its steps' runs that no row records yet (the steps still
 // running), with ID 0, in the order they were claimed. One statement reads
 // both, so that a run that ends meanwhile is in one or the other.
-func (s *Store) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, error) {
+func (s *reads) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, error) {
 	rows, err := s.read(ctx, `SELECT * FROM (SELECT `+auditColumns+` FROM audit WHERE task_id = ?
 		UNION ALL SELECT `+unauditedClaims+` WHERE s.task_id = ? AND s.state = 'running' AND s.claim_audited = 0) AS a
 		ORDER BY id = 0, id, at, step`, taskID, taskID)
@@ -135,7 +136,7 @@ func (s *Store) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, er
 }
 
 // GetStep returns one step with its dependencies named.
-func (s *Store) GetStep(ctx context.Context, id int64) (*store.Step, error) {
+func (s *reads) GetStep(ctx context.Context, id int64) (*store.Step, error) {
 	st, err := scanStep(s.readRow(ctx, `SELECT `+stepColumns+` FROM steps WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("step %d: %w", id, store.ErrNotFound)
@@ -154,7 +155,7 @@ func (s *Store) GetStep(ctx context.Context, id int64) (*store.Step, error) {
 		idx  int
 		name string
 	}
-	all, err := collect(rows, func(r Row) (named, error) {
+	all, err := sqldb.Collect(rows, func(r sqldb.Row) (named, error) {
 		var n named
 		err := r.Scan(&n.idx, &n.name)
 		return n, err
@@ -173,13 +174,13 @@ func (s *Store) GetStep(ctx context.Context, id int64) (*store.Step, error) {
 }
 
 // QueueDepth counts unfinished steps by namespace and state.
-func (s *Store) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
+func (s *reads) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
 	rows, err := s.read(ctx, `SELECT namespace, state, count(*) FROM steps
 		WHERE state IN ('pending', 'ready', 'running', 'waiting') GROUP BY namespace, state ORDER BY namespace, state`)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
-	counts, err := collect(rows, scanQueueCount)
+	counts, err := sqldb.Collect(rows, scanQueueCount)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
@@ -187,7 +188,7 @@ func (s *Store) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
 }
 
 // CountUnfinishedTasks counts pending and running tasks up to limit.
-func (s *Store) CountUnfinishedTasks(ctx context.Context, limit int) (int, error) {
+func (s *reads) CountUnfinishedTasks(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
@@ -200,7 +201,7 @@ func (s *Store) CountUnfinishedTasks(ctx context.Context, limit int) (int, error
 }
 
 // listQuery is the query of ListTasks.
-func (s *Store) listQuery(f store.TaskFilter, now int64) (string, []any) {
+func (s *reads) listQuery(f store.TaskFilter, now int64) (string, []any) {
 	where, args := s.taskWhere(f, now)
 	limit := f.Limit
 	if limit <= 0 {
@@ -215,7 +216,7 @@ func (s *Store) listQuery(f store.TaskFilter, now int64) (string, []any) {
 
 // ExplainListTasks returns the database's plan for the query of ListTasks,
 // so tests can check that a filter by tag reads the task_tags index.
-func (s *Store) ExplainListTasks(ctx context.Context, f store.TaskFilter) (string, error) {
+func (s *reads) ExplainListTasks(ctx context.Context, f store.TaskFilter) (string, error) {
 	q, args := s.listQuery(f, s.clock().UnixMicro())
 	return s.explain(ctx, q, args...)
 }

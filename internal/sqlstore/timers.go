@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -16,7 +17,7 @@ import (
 
 // Expire expires steps whose ttl passed and pending tasks whose good_until
 // passed.
-func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int, error) {
+func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string) (int, error) {
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
 		t.now = now.UnixMicro()
@@ -39,7 +40,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 			id, task           int64
 			name, st, children string
 		}
-		steps, err := collect(rows, func(r Row) (exp, error) {
+		steps, err := sqldb.Collect(rows, func(r sqldb.Row) (exp, error) {
 			var e exp
 			err := r.Scan(&e.id, &e.task, &e.name, &e.st, &e.children)
 			return e, err
@@ -66,7 +67,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time, engineID string) (int
 }
 
 // Promote makes waiting steps whose run_at came ready.
-func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (int, error) {
+func (s *maintenance) Promote(ctx context.Context, now time.Time, engineID string) (int, error) {
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
 		t.now = now.UnixMicro()
@@ -84,7 +85,7 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 			name    string
 			attempt int
 		}
-		steps, err := collect(rows, func(r Row) (woke, error) {
+		steps, err := sqldb.Collect(rows, func(r sqldb.Row) (woke, error) {
 			var w woke
 			err := r.Scan(&w.task, &w.name, &w.attempt)
 			return w, err
@@ -103,7 +104,7 @@ func (s *Store) Promote(ctx context.Context, now time.Time, engineID string) (in
 }
 
 // NextWake returns the earliest time something becomes due.
-func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
+func (s *maintenance) NextWake(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
 	err := s.readRow(ctx, `SELECT min(v) FROM (
 		SELECT min(run_at) AS v FROM steps WHERE state = 'waiting'
@@ -125,7 +126,7 @@ func (s *Store) NextWake(ctx context.Context) (time.Time, bool, error) {
 var overdueQuery = heldStepSelect + ` WHERE s.state = 'running' AND s.deadline IS NOT NULL AND s.deadline < ? ORDER BY s.deadline LIMIT ?`
 
 // OverdueSteps returns running steps whose deadline passed before now.
-func (s *Store) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]store.ClaimedStep, error) {
+func (s *maintenance) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]store.ClaimedStep, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -133,7 +134,7 @@ func (s *Store) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("overdue steps: %w", err)
 	}
-	steps, err := collect(rows, scanHeldStep)
+	steps, err := sqldb.Collect(rows, scanHeldStep)
 	if err != nil {
 		return nil, fmt.Errorf("overdue steps: %w", err)
 	}
@@ -143,6 +144,6 @@ func (s *Store) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]s
 // ExplainOverdue returns the database's plan for the query of
 // OverdueSteps, so tests can check that it reads the deadline index rather
 // than the steps table.
-func (s *Store) ExplainOverdue(ctx context.Context, now time.Time, limit int) (string, error) {
+func (s *maintenance) ExplainOverdue(ctx context.Context, now time.Time, limit int) (string, error) {
 	return s.explain(ctx, overdueQuery, now.UnixMicro(), max(limit, 1))
 }

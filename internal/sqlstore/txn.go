@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -20,7 +21,7 @@ import (
 // audit log, the eligibility of steps and the cascade to children.
 type txn struct {
 	ctx     context.Context
-	x       Querier
+	x       sqldb.Querier
 	owned   bool // the store began the transaction (not the caller)
 	s       *Store
 	now     int64
@@ -40,44 +41,12 @@ type txn struct {
 	// read their next due time again: a writer that runs no engine does
 	// not otherwise reach them.
 	timed bool
-	// fairLocked: the claim holds the fair shares' lock (fair.go).
-	fairLocked bool
-	// limitHeld: the namespaces whose limits the claim counted (holding
-	// their locks) or bounded (limitbounds.go), whose totals its claim
-	// statements add to; limitTotals: the totals they returned, and
-	// limitOwn, what the claim added to them.
-	limitHeld             []string
-	limitTotals, limitOwn map[string]limitTotals
-	// totalsMax: the last namespace, by name, whose row of limit_claims
-	// a claim statement of this claim took (once limitTotals has any).
-	totalsMax string
-	// fairRead: what the claim's first statement read of fairReadiness,
-	// for its first round (fair.go).
-	fairRead []fairRow
-	// fairAlone: the claim's first statement found that no namespace but
-	// the one last found alone with ready work has any (fairOthers).
-	fairAlone bool
-	// boundsChecked: the claim's statement checked the bounds of the
-	// limits it claimed under (gateBoundsShut), not the claim.
-	boundsChecked bool
-	// limitLocked: the claim holds locks of namespaces' limits
-	// (limits.go).
-	limitLocked bool
-	// rateTake is a take of rate tokens the next claim statement makes
-	// (rates.go).
-	rateTake *optimisticTake
-	// ahead: the first round's query of candidates, sent with the claim's
-	// first statement (candidatesAhead).
-	ahead *aheadQuery
 	// started: the handlers' part of tasks started before, read in this
 	// transaction (readTask).
 	started map[int64]claimedTask
 	// ran: the results of the runs this transaction recorded, by task
 	// and index, as dependencies' results (ranHere).
 	ran map[stepAt]depResult
-	// depResults: the results of claimed steps' dependencies, by step,
-	// read with their claim statement (claimed.go).
-	depResults map[int64][]depResult
 	// notifyDeferred: steps became ready but the notification is left to
 	// the end of the current window.
 	notifyDeferred bool
@@ -91,14 +60,38 @@ type txn struct {
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).
 	breakers breakerWork
-	// lastClaim: the next claim statement ends the transaction
-	// (endsWithClaim).
-	lastClaim bool
-	// committed: the transaction ended with a claim sent with its COMMIT
-	// (Pipeliner.FollowLast); what the claim still reads, it reads outside.
-	committed bool
 	// endedTask: the transaction ended a task (TaskEnded).
 	endedTask bool
+	// claim is the claim made in this transaction, if any (claimer).
+	claim claimTx
+
+	outcomeTx
+	submitTx
+	operatorTx
+}
+
+// The operations of a transaction, by family: each a type of its own, whose
+// methods a txn takes on (they are embedded, wired by newTxn).
+type (
+	// outcomeTx records outcomes and what they cascade to: complete.go,
+	// cascade.go, breakeroutcomes.go, dynamic.go, claimed.go (the
+	// results runs leave for the steps that depend on them).
+	outcomeTx struct{ *txn }
+	// submitTx inserts tasks and their steps: submit.go, submitbulk.go,
+	// submitrows.go, supersede.go, children.go, tags.go.
+	submitTx struct{ *txn }
+	// operatorTx is what operators and engines change besides outcomes:
+	// operator.go, signals.go, bulk.go, leases.go, workers.go,
+	// retention.go, policies.go, limits.go (a named lock).
+	operatorTx struct{ *txn }
+)
+
+// newTxn returns a transaction of s on x for engine, its operations wired
+// to it.
+func (s *Store) newTxn(ctx context.Context, x sqldb.Querier, engine string) *txn {
+	t := &txn{ctx: ctx, x: x, s: s, now: s.clock().UnixMicro(), engine: engine}
+	t.outcomeTx.txn, t.submitTx.txn, t.operatorTx.txn = t, t, t
+	return t
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
@@ -111,7 +104,8 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	if err != nil {
 		return fmt.Errorf("begin: %w", s.writeErr(err))
 	}
-	t := &txn{ctx: ctx, x: tx, owned: true, s: s, now: s.clock().UnixMicro(), engine: engineID}
+	t := s.newTxn(ctx, tx, engineID)
+	t.owned = true
 	ran := false
 	defer func() {
 		if !ran {
@@ -174,43 +168,21 @@ func (s *Store) writeRetry(ctx context.Context, engineID string, fn func(t *txn)
 	}
 }
 
-// writeContext is the context a write runs under: where the dialect says
-// so (Uncancellable), one that the caller's cancellation does not reach,
-// once the write has begun.
+// writeContext is the context a write runs under (Dialect.WriteContext).
 func (s *Store) writeContext(ctx context.Context) (context.Context, error) {
-	if !s.d.Uncancellable {
-		return ctx, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return ctx, err
-	}
-	return context.WithoutCancel(ctx), nil
+	return s.d.WriteContext(ctx)
 }
 
-// writeErr marks an error of a write as the dialect classifies it: as
-// store.Refused where the database refused the statement or its data
-// (Dialect.Refused), store.ErrUnavailable where it cannot write for now
-// (Dialect.Unavailable), store.ErrContended where it gave the transaction
-// up for its clash with concurrent ones (Dialect.Contended).
-func (s *Store) writeErr(err error) error {
-	switch {
-	case err == nil:
-	case s.d.Refused != nil && s.d.Refused(err):
-		return store.Refused(err)
-	case s.d.Unavailable != nil && !errors.Is(err, store.ErrUnavailable) && s.d.Unavailable(err):
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
-	case s.d.Contended != nil && !errors.Is(err, store.ErrContended) && s.d.Contended(err):
-		return fmt.Errorf("%w: %w", store.ErrContended, err)
-	}
-	return err
-}
+// writeErr marks an error of a write as the dialect classifies it
+// (sqldb.WriteErr).
+func (s *Store) writeErr(err error) error { return sqldb.WriteErr(s.d, err) }
 
 // within runs fn inside a transaction the caller began and will commit or
 // roll back. Engines in this process are woken at once (they find the steps
 // when the caller commits); other processes hear the notification, which
 // PostgreSQL delivers only on commit.
-func (s *Store) within(ctx context.Context, q Querier, fn func(t *txn) error) error {
-	t := &txn{ctx: ctx, x: q, s: s, now: s.clock().UnixMicro()}
+func (s *Store) within(ctx context.Context, q sqldb.Querier, fn func(t *txn) error) error {
+	t := s.newTxn(ctx, q, "")
 	if err := t.run(fn); err != nil {
 		return err
 	}
@@ -244,7 +216,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushAudit(); err != nil {
 		return err
 	}
-	if (t.leftReady() || t.timed) && t.s.d.Notify != "" {
+	if (t.leftReady() || t.timed) && t.s.notice.Statement != "" {
 		switch {
 		case t.timed:
 			// Told at once: a window's later notification says nothing of
@@ -257,7 +229,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 			t.notifyTaken = true
 		}
 		// Nothing reads it: it goes with the COMMIT where it can.
-		if err := t.soon("notify", t.s.d.Notify, t.s.d.NotifyChannel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
+		if err := t.soon("notify", t.s.notice.Statement, t.s.notice.Channel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
 			return err
 		}
 	}
@@ -265,11 +237,11 @@ func (t *txn) run(fn func(t *txn) error) error {
 }
 
 // soon runs a statement whose result nobody reads: where the transaction
-// pipelines (Pipeliner), ahead of its next statement, in that statement's
+// pipelines (sqldb.Pipeliner), ahead of its next statement, in that statement's
 // round trip; else now. what says what it does, for its error.
 func (t *txn) soon(what, q string, args ...any) error {
-	if p, ok := t.x.(Pipeliner); ok {
-		p.Queue(Statement{Query: t.s.bind(q), Args: args, What: what})
+	if p, ok := t.x.(sqldb.Pipeliner); ok {
+		p.Queue(sqldb.Statement{Query: t.s.bind(q), Args: args, What: what})
 		return nil
 	}
 	if _, err := t.exec(q, args...); err != nil {
@@ -278,15 +250,15 @@ func (t *txn) soon(what, q string, args ...any) error {
 	return nil
 }
 
-func (t *txn) exec(q string, args ...any) (Result, error) {
+func (t *txn) exec(q string, args ...any) (sqldb.Result, error) {
 	return t.x.Exec(t.ctx, t.s.bind(q), args...)
 }
 
-func (t *txn) query(q string, args ...any) (Rows, error) {
+func (t *txn) query(q string, args ...any) (sqldb.Rows, error) {
 	return t.x.Query(t.ctx, t.s.bind(q), args...)
 }
 
-func (t *txn) queryRow(q string, args ...any) Row {
+func (t *txn) queryRow(q string, args ...any) sqldb.Row {
 	return t.x.QueryRow(t.ctx, t.s.bind(q), args...)
 }
 
@@ -296,7 +268,7 @@ func (t *txn) int64s(q string, args ...any) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanInt64)
+	return sqldb.Collect(rows, sqldb.Int64)
 }
 
 // strings runs a query of one text column.
@@ -305,7 +277,7 @@ func (t *txn) strings(q string, args ...any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, scanString)
+	return sqldb.Collect(rows, sqldb.String)
 }
 
 // idIn is the condition "col is one of ids" and its arguments, as one
@@ -325,7 +297,7 @@ func (t *txn) textIn(col string, vals []string) (string, []any) {
 // valuesIn is the condition "col is one of vals" as one parameter: an array
 // of the SQL type pgType, or a JSON array (or, of one value, that value).
 func valuesIn[T int64 | string](s *Store, col string, vals []T, pgType string) (string, []any) {
-	if s.d.Arrays {
+	if s.d.Arrays() {
 		return col + " = ANY(?::" + pgType + "[])", []any{vals}
 	}
 	if len(vals) == 1 {
@@ -421,7 +393,7 @@ func (t *txn) moveTask(id int64, from, to state.Task, reason, set string, args .
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	if to == state.TaskRunning && t.s.d.LimitRoom != "" {
+	if to == state.TaskRunning && t.s.d.LimitRoom() != "" {
 		// Back to running under a workflow limit: its namespace's total of
 		// tasks grows, as a claim's start does (limitbounds.go).
 		if _, err := t.exec(`INSERT INTO limit_claims AS l (namespace, steps, tasks)

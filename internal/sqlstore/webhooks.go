@@ -6,12 +6,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
 const webhookColumns = `id, url, secret, namespace, workflow, types, cursor_pos, state, failures, last_error, next_attempt_at, delivered, created_at, created_by`
 
-func scanWebhook(r Row) (store.Webhook, error) {
+func scanWebhook(r sqldb.Row) (store.Webhook, error) {
 	var (
 		w             store.Webhook
 		types         string
@@ -29,7 +30,7 @@ func scanWebhook(r Row) (store.Webhook, error) {
 }
 
 // CreateWebhook stores a webhook.
-func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
+func (s *admin) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
 	err := s.write(ctx, "", func(t *txn) error {
 		w.CreatedAt = time.UnixMicro(t.now)
 		if w.State == "" {
@@ -46,12 +47,12 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 }
 
 // Webhooks lists the webhooks.
-func (s *Store) Webhooks(ctx context.Context) ([]store.Webhook, error) {
+func (s *admin) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 	rows, err := s.read(ctx, `SELECT `+webhookColumns+` FROM webhooks ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
-	ws, err := collect(rows, scanWebhook)
+	ws, err := sqldb.Collect(rows, scanWebhook)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
@@ -60,7 +61,7 @@ func (s *Store) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 
 // webhookWrite runs one UPDATE or DELETE of a webhook; no row matched is
 // ErrNotFound.
-func (s *Store) webhookWrite(ctx context.Context, id int64, what, q string, args ...any) error {
+func (s *admin) webhookWrite(ctx context.Context, id int64, what, q string, args ...any) error {
 	return s.write(ctx, "", func(t *txn) error {
 		res, err := t.exec(q, args...)
 		if err != nil {
@@ -74,18 +75,18 @@ func (s *Store) webhookWrite(ctx context.Context, id int64, what, q string, args
 }
 
 // DeleteWebhook removes a webhook.
-func (s *Store) DeleteWebhook(ctx context.Context, id int64) error {
+func (s *admin) DeleteWebhook(ctx context.Context, id int64) error {
 	return s.webhookWrite(ctx, id, "delete", `DELETE FROM webhooks WHERE id = ?`, id)
 }
 
 // EnableWebhook makes a webhook active, due at once.
-func (s *Store) EnableWebhook(ctx context.Context, id int64) error {
+func (s *admin) EnableWebhook(ctx context.Context, id int64) error {
 	return s.webhookWrite(ctx, id, "enable", `UPDATE webhooks SET state = ?, failures = 0, next_attempt_at = 0 WHERE id = ?`,
 		store.WebhookActive, id)
 }
 
 // WebhookDelivered moves a webhook's cursor with a compare-and-swap.
-func (s *Store) WebhookDelivered(ctx context.Context, id int64, from, to string, delivered int) error {
+func (s *admin) WebhookDelivered(ctx context.Context, id int64, from, to string, delivered int) error {
 	return s.write(ctx, "", func(t *txn) error {
 		res, err := t.exec(`UPDATE webhooks SET cursor_pos = ?, delivered = delivered + ?, failures = 0, last_error = '', next_attempt_at = 0
 			WHERE id = ? AND cursor_pos = ?`, to, delivered, id, from)
@@ -100,7 +101,7 @@ func (s *Store) WebhookDelivered(ctx context.Context, id int64, from, to string,
 }
 
 // WebhookFailed records a failed delivery.
-func (s *Store) WebhookFailed(ctx context.Context, id int64, reason string, next time.Time, disable bool) error {
+func (s *admin) WebhookFailed(ctx context.Context, id int64, reason string, next time.Time, disable bool) error {
 	st := store.WebhookActive
 	if disable {
 		st = store.WebhookDisabled

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -13,11 +14,11 @@ import (
 // the list of them with what they hold.
 
 // SetHandlers replaces the handlers an engine or worker serves.
-func (s *Store) SetHandlers(ctx context.Context, engineID string, handlers []string) error {
+func (s *maintenance) SetHandlers(ctx context.Context, engineID string, handlers []string) error {
 	return s.write(ctx, engineID, func(t *txn) error { return t.setHandlers(engineID, handlers) })
 }
 
-func (t *txn) setHandlers(engineID string, handlers []string) error {
+func (t *operatorTx) setHandlers(engineID string, handlers []string) error {
 	if _, err := t.exec(`DELETE FROM engine_handlers WHERE engine_id = ?`, engineID); err != nil {
 		return fmt.Errorf("handlers of %s: %w", engineID, err)
 	}
@@ -42,7 +43,7 @@ func (t *txn) setHandlers(engineID string, handlers []string) error {
 
 // ListWorkers returns the live engines and workers with their handlers and
 // the number of steps each holds.
-func (s *Store) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
+func (s *maintenance) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
 	engines, err := s.ListEngines(ctx)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (s *Store) ListWorkers(ctx context.Context) ([]store.EngineInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	handlers, err := collect(rows, func(r Row) (pair, error) {
+	handlers, err := sqldb.Collect(rows, func(r sqldb.Row) (pair, error) {
 		var p pair
 		err := r.Scan(&p.id, &p.v)
 		return p, err

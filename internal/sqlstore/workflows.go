@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
 // This file holds the registered workflow versions.
 
 // PutWorkflow registers a workflow version.
-func (s *Store) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.WorkflowRecord, bool, error) {
+func (s *admin) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.WorkflowRecord, bool, error) {
 	var created bool
 	err := s.write(ctx, "", func(t *txn) error {
 		existing, err := scanWorkflow(t.queryRow(`SELECT `+workflowColumns+` FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
@@ -54,13 +55,13 @@ func sameJSON(a string, b []byte) bool {
 }
 
 // GetWorkflow returns one version, or the newest when version is "".
-func (s *Store) GetWorkflow(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
+func (s *admin) GetWorkflow(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
 	rows, err := s.read(ctx, `SELECT `+workflowColumns+` FROM workflows
 		WHERE namespace = ? AND name = ? AND (? = '' OR version = ?)`, namespace, name, version, version)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
-	ws, err := collect(rows, scanWorkflow)
+	ws, err := sqldb.Collect(rows, scanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
@@ -81,12 +82,12 @@ func (s *Store) GetWorkflow(ctx context.Context, namespace, name, version string
 }
 
 // ListWorkflows returns every registered version.
-func (s *Store) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, error) {
+func (s *admin) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, error) {
 	rows, err := s.read(ctx, `SELECT `+workflowColumns+` FROM workflows ORDER BY namespace, name, created_at`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ws, err := collect(rows, scanWorkflow)
+	ws, err := sqldb.Collect(rows, scanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -95,7 +96,7 @@ func (s *Store) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, erro
 
 // WorkflowExists reports whether a version of namespace/name is registered,
 // "" matching any namespace or name.
-func (s *Store) WorkflowExists(ctx context.Context, namespace, name string) (bool, error) {
+func (s *admin) WorkflowExists(ctx context.Context, namespace, name string) (bool, error) {
 	var one int
 	err := s.readRow(ctx, `SELECT 1 FROM workflows WHERE (? = '' OR namespace = ?) AND (? = '' OR name = ?) LIMIT 1`,
 		namespace, namespace, name, name).Scan(&one)

@@ -5,15 +5,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 )
 
 // Refused exposes refused to the tests.
 var Refused = refused
 
 // NewPoolDB exposes the store's transactions on a pool to the tests.
-func NewPoolDB(p *pgxpool.Pool) sqlstore.DB { return newPoolDB(p) }
+func NewPoolDB(p *pgxpool.Pool) sqldb.DB { return newPoolDB(p) }
 
 // OpenTraced is Open with a tracer of every statement the store sends,
 // alone or in batches.

@@ -8,8 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 )
 
 // pgxRunner is what a pool, a connection and a transaction of pgx share.
@@ -20,16 +19,16 @@ type pgxRunner interface {
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error)
 }
 
-// querier adapts pgx to sqlstore.Querier. Statements go through pgx's own
+// querier adapts pgx to sqldb.Querier. Statements go through pgx's own
 // per-connection statement cache.
 type querier struct{ r pgxRunner }
 
-func (q querier) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
+func (q querier) Exec(ctx context.Context, sql string, args ...any) (sqldb.Result, error) {
 	tag, err := q.r.Exec(ctx, sql, args...)
 	return commandTag(tag), unavailable(err)
 }
 
-func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+func (q querier) Query(ctx context.Context, sql string, args ...any) (sqldb.Rows, error) {
 	rows, err := q.r.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, unavailable(err)
@@ -37,16 +36,16 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 	return pgxRows{rows}, nil
 }
 
-func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqldb.Row {
 	return row{q.r.QueryRow(ctx, sql, args...)}
 }
 
-func (q querier) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
+func (q querier) CopyFrom(ctx context.Context, table string, columns []string, rows sqldb.CopySource) (int64, error) {
 	n, err := q.r.CopyFrom(ctx, pgx.Identifier{table}, columns, rows)
 	return n, unavailable(err)
 }
 
-var _ sqlstore.Copier = querier{}
+var _ sqldb.Copier = querier{}
 
 type row struct{ pgx.Row }
 
@@ -67,7 +66,7 @@ func (r pgxRows) Err() error { return unavailable(r.Rows.Err()) }
 
 func (r pgxRows) Scan(dest ...any) error { return unavailable(r.Rows.Scan(dest...)) }
 
-// poolDB is a sqlstore.DB on a pgx pool.
+// poolDB is a sqldb.DB on a pgx pool.
 type poolDB struct {
 	querier
 	pool *pgxpool.Pool
@@ -78,7 +77,7 @@ func newPoolDB(pool *pgxpool.Pool) poolDB { return poolDB{querier{pool}, pool} }
 // Begin takes a connection for a write transaction whose BEGIN goes to
 // the server with its first statement, in one round trip (a pgx batch):
 // a claim or a completion makes one round trip fewer.
-func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
+func (d poolDB) Begin(ctx context.Context) (sqldb.Tx, error) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, unavailable(err)
@@ -88,7 +87,7 @@ func (d poolDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
 
 // ReadBatch sends reads in one batch, one round trip, and gives each one's
 // rows to read in turn.
-func (d poolDB) ReadBatch(ctx context.Context, sts []sqlstore.Statement, read func(i int, rows sqlstore.Rows) error) error {
+func (d poolDB) ReadBatch(ctx context.Context, sts []sqldb.Statement, read func(i int, rows sqldb.Rows) error) error {
 	b := &pgx.Batch{}
 	for _, st := range sts {
 		b.Queue(st.Query, st.Args...)
@@ -111,7 +110,7 @@ func (d poolDB) ReadBatch(ctx context.Context, sts []sqlstore.Statement, read fu
 	return closing(br, nil)
 }
 
-var _ sqlstore.ReadBatcher = poolDB{}
+var _ sqldb.ReadBatcher = poolDB{}
 
 func (d poolDB) Close() error {
 	d.pool.Close()
@@ -123,23 +122,23 @@ func (d poolDB) Close() error {
 // but idle (a statement cut off, a transaction left open).
 type poolTx struct {
 	conn   *pgxpool.Conn
-	begun  bool                 // BEGIN was sent
-	queued []sqlstore.Statement // sent ahead of the next statement (Queue)
-	follow *followRows          // sent after the next statement (Follow)
-	open   *followRows          // sent, its batch still open until read or drained
+	begun  bool              // BEGIN was sent
+	queued []sqldb.Statement // sent ahead of the next statement (Queue)
+	follow *followRows       // sent after the next statement (Follow)
+	open   *followRows       // sent, its batch still open until read or drained
 	// commitNext: the COMMIT goes with the next statement, after what
 	// follows it (EndWithNext, FollowLast); ended: the COMMIT was sent.
 	commitNext, ended bool
 }
 
 // Queue sends st ahead of the next statement, in its round trip.
-func (t *poolTx) Queue(st sqlstore.Statement) { t.queued = append(t.queued, st) }
+func (t *poolTx) Queue(st sqldb.Statement) { t.queued = append(t.queued, st) }
 
 // Follow sends st right after the transaction's next statement, in its
 // round trip, and returns its rows, to read once that statement's result
 // is read. Rows left unread are discarded before the transaction's next
 // statement.
-func (t *poolTx) Follow(st sqlstore.Statement) sqlstore.Rows {
+func (t *poolTx) Follow(st sqldb.Statement) sqldb.Rows {
 	f := &followRows{tx: t, st: st}
 	t.follow = f
 	return f
@@ -148,7 +147,7 @@ func (t *poolTx) Follow(st sqlstore.Statement) sqlstore.Rows {
 // FollowLast is Follow with the COMMIT sent right after st, in the same
 // round trip: its result is read when st's rows are closed, and an error
 // of it is theirs.
-func (t *poolTx) FollowLast(st sqlstore.Statement) sqlstore.Rows {
+func (t *poolTx) FollowLast(st sqldb.Statement) sqldb.Rows {
 	f := t.Follow(st)
 	t.EndWithNext()
 	return f
@@ -246,7 +245,7 @@ func (t *poolTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 }
 
 // queuedError is the error of a queued statement, saying which it was.
-func queuedError(st sqlstore.Statement, err error) error {
+func queuedError(st sqldb.Statement, err error) error {
 	if st.What == "" {
 		return err
 	}
@@ -262,7 +261,7 @@ func closing(br pgx.BatchResults, err error) error {
 	return unavailable(err)
 }
 
-func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Result, error) {
+func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqldb.Result, error) {
 	if t.direct() {
 		return querier{t.conn}.Exec(ctx, sql, args...)
 	}
@@ -274,7 +273,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (sqlstore.Re
 	return commandTag(tag), t.done(br, err)
 }
 
-func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqldb.Rows, error) {
 	if t.direct() {
 		return querier{t.conn}.Query(ctx, sql, args...)
 	}
@@ -289,7 +288,7 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 	return batchRows{pgxRows{rows}, br, t}, nil
 }
 
-func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqldb.Row {
 	if t.direct() {
 		return querier{t.conn}.QueryRow(ctx, sql, args...)
 	}
@@ -300,7 +299,7 @@ func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) sqlstore
 	return batchRow{br.QueryRow(), br, t}
 }
 
-func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqlstore.CopySource) (int64, error) {
+func (t *poolTx) CopyFrom(ctx context.Context, table string, columns []string, rows sqldb.CopySource) (int64, error) {
 	if !t.direct() {
 		// BEGIN and the queued statements go first, in one round trip.
 		if _, err := t.Exec(ctx, "SELECT 1"); err != nil {
@@ -374,8 +373,8 @@ func (t *poolTx) release() {
 }
 
 var (
-	_ sqlstore.Copier    = (*poolTx)(nil)
-	_ sqlstore.Pipeliner = (*poolTx)(nil)
+	_ sqldb.Copier    = (*poolTx)(nil)
+	_ sqldb.Pipeliner = (*poolTx)(nil)
 )
 
 // batchRows are the rows of a statement sent in a batch: closing them
@@ -407,7 +406,7 @@ func (r batchRow) Scan(dest ...any) error {
 // read from the batch once that one's result was.
 type followRows struct {
 	tx   *poolTx
-	st   sqlstore.Statement
+	st   sqldb.Statement
 	br   pgx.BatchResults // the batch, once the statement before was read
 	rows pgx.Rows
 	err  error

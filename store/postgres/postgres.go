@@ -34,10 +34,6 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// notifyEvery is the shortest time between two wake-up notifications of a
-// store: transactions within it share one, sent when it ends.
-const notifyEvery = 5 * time.Millisecond
-
 // migrationLock is the advisory lock key under which the schema is applied,
 // so that engines starting together do not race.
 const migrationLock = 0x77656674 // "weft"
@@ -113,10 +109,6 @@ var (
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
-// planOnce makes a transaction's statements run on plans made once per
-// connection that read every table by index (see ClaimPlan).
-const planOnce = "set_config('enable_seqscan', 'off', true) || set_config('plan_cache_mode', 'force_generic_plan', true)"
-
 // Open connects to the database a postgres:// URL names and brings weft's
 // schema up to date.
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
@@ -170,44 +162,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	channel = channel[:min(len(channel), 63)] // PostgreSQL's identifier limit
 	st := Store{Store: sqlstore.New(sqlstore.Config{
 		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{
-			Numbered:   true,
-			Arrays:     true,
-			WithWrites: true,
-			ClaimLock:  "FOR UPDATE SKIP LOCKED",
-			// Read the ready index in order whatever the statistics say (a
-			// fresh queue's lag behind it). Never JIT-compile the claim's
-			// small statements: a plan whose cost the disabled sort
-			// inflates would cost half a second. Plan each statement once
-			// per connection: the custom plan of a statement of arrays
-			// (which knows their sizes) always looks cheaper than the
-			// generic one, so PostgreSQL would plan the claim statement at
-			// every call, 0.25 ms against 0.1 ms of running it. Without
-			// sequential scans, a plan made while the tables were small
-			// reads them by index once they have grown.
-			ClaimPlan: "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true) || " + planOnce,
-			// A batch of outcomes too: its lock of the tasks was planned
-			// at every call.
-			CompletePlan: planOnce,
-			Lateral:      true,
-			Fence:        " OFFSET 0",
-			// Lock takes one named lock (the fair shares'); LimitRoom locks
-			// namespaces' limits and counts or bounds what runs in them: the
-			// function of migrations 021 and 024. Both name their locks in the schema's name:
-			// advisory locks are the whole database's.
-			Lock:           "(SELECT 1 FROM pg_advisory_xact_lock(hashtext(current_schema() || '/' || ?)))",
-			LimitRoom:      "weft_limit_room(%s::text[], %s, %s::bigint[])",
-			FairReadiness:  "ARRAY(SELECT r_kind || ' ' || r_n || ' ' || r_namespace FROM weft_fair_readiness(?, ?))",
-			Explain:        "EXPLAIN",
-			ExplainAnalyze: "EXPLAIN (ANALYZE, BUFFERS)",
-			ExplainColumns: 1,
-			Notify:         "SELECT pg_notify(?, ?)",
-			NotifyChannel:  channel,
-			NotifyEvery:    notifyEvery,
-			Refused:        refused,
-			Contended:      contended,
-			TxHistory:      true,
-		},
+		Dialect: dialect{channel: channel},
 	}), db: db, listening: make(chan struct{}), heard: new(atomic.Bool)}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

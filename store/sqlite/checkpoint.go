@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 )
 
 // This file moves the WAL's checkpoints off the writer. SQLite checkpoints
@@ -109,11 +109,11 @@ func (c *checkpointer) close() error {
 // checkpointedDB is the store's DB: each write that commits tells the
 // checkpointer.
 type checkpointedDB struct {
-	sqlstore.DB
+	sqldb.DB
 	ck *checkpointer
 }
 
-func (d checkpointedDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
+func (d checkpointedDB) Begin(ctx context.Context) (sqldb.Tx, error) {
 	tx, err := d.DB.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (d checkpointedDB) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	return checkpointedTx{tx, d.ck}, nil
 }
 
-func (d checkpointedDB) Exec(ctx context.Context, q string, args ...any) (sqlstore.Result, error) {
+func (d checkpointedDB) Exec(ctx context.Context, q string, args ...any) (sqldb.Result, error) {
 	res, err := d.DB.Exec(ctx, q, args...)
 	if err == nil {
 		d.ck.wrote()
@@ -136,7 +136,7 @@ func (d checkpointedDB) Close() error {
 // checkpointedTx is a write transaction that tells the checkpointer when
 // it commits.
 type checkpointedTx struct {
-	sqlstore.Tx
+	sqldb.Tx
 	ck *checkpointer
 }
 

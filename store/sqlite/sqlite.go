@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
 
@@ -61,7 +62,7 @@ const defaultSchemaStall = 3 * time.Second
 type Store struct {
 	*sqlstore.Store
 	w      *sql.DB
-	db     *sqlstore.SQLDB // the store's own connections (tests reach its writer)
+	db     *sqldb.SQLDB // the store's own connections (tests reach its writer)
 	path   string
 	opened os.FileInfo // the file opened at path; nil if it could not be told
 }
@@ -184,7 +185,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	r.SetMaxIdleConns(4)
 	// The store prepares its writes' statements once, on the connection
 	// it holds; the readers' are kept by the driver (readerStatements).
-	db, err := sqlstore.NewSQLDB(ctx, w, r, true)
+	db, err := sqldb.NewSQLDB(ctx, w, r, true)
 	if err != nil {
 		w.Close()
 		ck.close()
@@ -193,7 +194,7 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: checkpointedDB{db, ck}, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused, Unavailable: unavailable},
+		Dialect: dialect{},
 	}), w: w, db: db, path: path, opened: opened}, nil
 }
 
@@ -202,11 +203,6 @@ func Open(ctx context.Context, path string, opts Options) (Store, error) {
 // them every read prepared its statements again, a third of the time a
 // task's read took (BenchmarkGetTask 211, 245, 221 -> 136, 187, 144 µs).
 const readerStatements = "128"
-
-// claimLimit is the claim's LIMIT (sqlstore.Dialect.ClaimLimit): a bare
-// parameter would have SQLite prepare the claim's query again at every
-// claim.
-const claimLimit = "LIMIT (SELECT ?)"
 
 func migrate(ctx context.Context, db *sql.DB, busyTimeout time.Duration) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
@@ -267,14 +263,14 @@ func openReadOnly(ctx context.Context, path string, opts Options) (Store, error)
 		return Store{}, fmt.Errorf("sqlite: %s (read-only): %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
-	sdb, err := sqlstore.NewSQLDB(ctx, db, db, false)
+	sdb, err := sqldb.NewSQLDB(ctx, db, db, false)
 	if err != nil {
 		db.Close()
 		return Store{}, fmt.Errorf("sqlite: %s (read-only): %w", path, err)
 	}
 	return Store{Store: sqlstore.New(sqlstore.Config{
 		DB: sdb, Aging: opts.Aging, Clock: opts.Clock,
-		Dialect: sqlstore.Dialect{Uncancellable: true, ClaimLimit: claimLimit, Explain: "EXPLAIN QUERY PLAN", ExplainColumns: 4, Refused: refused},
+		Dialect: dialect{readOnly: true},
 	}), w: db, path: path, opened: opened}, nil
 }
 

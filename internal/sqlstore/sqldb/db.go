@@ -1,4 +1,11 @@
-package sqlstore
+// Package sqldb is the database as the SQL store reaches it: the DB, Tx and
+// Querier interfaces each backend adapts its driver to (SQLDB on database/sql,
+// with the writer connection it holds for SQLite; store/postgres on pgx), the
+// walk of a query's rows (Collect, Each), the rewriting of "?" placeholders
+// (Binder) and the classification of a write's errors (WriteErr). The
+// storage operations (package sqlstore) run their statements through these
+// and never reach the driver around them.
+package sqldb
 
 import (
 	"context"
@@ -6,7 +13,7 @@ import (
 	"errors"
 )
 
-// DB is how a Store reaches its database. Backends adapt their driver to it:
+// DB is how a store reaches its database. Backends adapt their driver to it:
 // SQLite through database/sql (SQLDB), PostgreSQL through native pgx. Queries
 // arrive with the dialect's placeholders already in place.
 type DB interface {

@@ -1,4 +1,4 @@
-package sqlstore
+package sqldb
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // the sql.Conn stays checked out of the pool until then: database/sql hands
 // it to no one else, and closes a checked-out connection only once it is
 // given back. Statements run under contexts that cannot be cancelled (the
-// store's writes are, Dialect.Uncancellable), so nothing watches them.
+// store's writes are, sqlstore.Dialect.WriteContext), so nothing watches them.
 type heldConn struct {
 	// turn is held by the write under way.
 	turn chan struct{}

@@ -1,4 +1,4 @@
-package sqlstore
+package sqldb
 
 import (
 	"context"
@@ -89,39 +89,6 @@ func TestHeldWriterEndsEveryTransaction(t *testing.T) {
 			require.Zero(t, count(t, d, "kids"))
 		})
 	}
-}
-
-// TestWritePanicFreesTheWriter: a write whose function panics (a bug, which
-// an HTTP server recovers from) rolls back, so that the held connection
-// serves the next write instead of every later write waiting for it.
-func TestWritePanicFreesTheWriter(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, _ := heldDB(t)
-	s := &Store{db: d, clock: time.Now}
-	insert := func(id int) func(t *txn) error {
-		return func(t *txn) error {
-			_, err := t.x.Exec(ctx, "INSERT INTO parents (id) VALUES (?)", id)
-			return err
-		}
-	}
-	require.PanicsWithValue(t, "a bug", func() {
-		_ = s.write(ctx, "", func(t *txn) error {
-			if err := insert(1)(t); err != nil {
-				return err
-			}
-			panic("a bug")
-		})
-	})
-	done := make(chan error, 1)
-	go func() { done <- s.write(ctx, "", insert(2)) }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the next write still waits for the writer the panicked one held")
-	}
-	require.Equal(t, 1, count(t, d, "parents"), "the panicked write rolled back")
 }
 
 // TestHeldWriterOneWriteAtATime: a write waits for the one under way, and

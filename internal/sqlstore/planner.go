@@ -1,0 +1,47 @@
+package sqlstore
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// planner is what a handle's claims keep between them: the policies last
+// read, the passes of the fair shares, the namespaces last met under limits
+// and their bounds, the rate tokens held ahead and the texts of the claim
+// statements built. A claim in a transaction (claimTx) reads and updates it.
+type planner struct {
+	d Dialect
+	// policyMu guards policyCache: the policies as of a policy version,
+	// read again by a claim that sees another version (policies.go).
+	policyMu    sync.Mutex
+	policyCache *policySet
+	// fair holds the passes of the fair shares (fair.go).
+	fair fairPasses
+	// limitNamespaces are the namespaces this handle's last claim met
+	// concurrency limits in, sorted: the next claim takes their locks
+	// with its first statement (limits.go).
+	limitNamespaces atomic.Pointer[[]string]
+	// ratesGranted is set while this handle's last claim under rates got
+	// every token it asked for: the next takes them in its claim statement
+	// (rates.go).
+	ratesGranted atomic.Bool
+	// rateSet is the update of an existing bucket by a take of rate tokens
+	// (rateTakeSet), in the dialect.
+	rateSet string
+	// reserves are the rate tokens this handle holds ahead (reserves.go).
+	reserves reserves
+	// bounds are the counts of namespaces with limits this handle bounds
+	// from (limitbounds.go).
+	bounds limitBounds
+	// aheadShut: the last claim this handle sent with its query of
+	// candidates (candidatesAhead) found its gate shut, so the next one
+	// keeps its transaction open for the claim's rounds instead of
+	// sending its COMMIT with it.
+	aheadShut atomic.Bool
+	// backlog: the last claim of ClaimSteps took every step it asked for,
+	// so the next one, on a store whose statements cannot write in their
+	// WITH (SQLite), tries first to claim in one statement (claimGated).
+	backlog atomic.Bool
+	// claimTexts are the texts of claim statements (claimText -> string).
+	claimTexts sync.Map
+}
