@@ -67,8 +67,20 @@ type env struct {
 // task input's "n" to the "n" of every dependency's result) and serves it.
 func newEnv(t *testing.T, s store.Store, opts server.Options) *env {
 	t.Helper()
-	e, err := weft.New(s, weft.Config{Logger: quietLogger(), PollInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
-		LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second})
+	return newEnvWith(t, s, opts, nil)
+}
+
+// newEnvWith is newEnv with the engine's Config changed by config first,
+// for instance a lease that outlasts a slow machine where a test does
+// not wait for leases to lapse.
+func newEnvWith(t *testing.T, s store.Store, opts server.Options, config func(*weft.Config)) *env {
+	t.Helper()
+	cfg := weft.Config{Logger: quietLogger(), PollInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+		LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second}
+	if config != nil {
+		config(&cfg)
+	}
+	e, err := weft.New(s, cfg)
 	require.NoError(t, err)
 	e.Handle("go.add", func(ctx context.Context, a *weft.Attempt) (any, error) {
 		var in struct{ N int }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftrun/weft"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/server"
@@ -57,7 +59,9 @@ func (w *worker) heartbeat(t *testing.T, body map[string]any) heartbeatReply {
 func TestRemoteWorkerPreemption(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		en := newEnv(t, open(t), server.Options{MaxPoll: 20 * time.Second})
+		// Six workers hold steps while the test talks to one at a time: a
+		// lease of a second could lapse between two heartbeats of one.
+		en := newEnvWith(t, open(t), server.Options{MaxPoll: 20 * time.Second}, func(c *weft.Config) { c.LeaseTTL = 30 * time.Second })
 		en.register(crunchTemplate)
 		en.register(pageTemplate)
 		handlers := []string{"py.crunch", "py.alert"}

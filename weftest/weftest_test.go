@@ -445,7 +445,7 @@ func TestHarnessFails(t *testing.T) {
 			run: func(t *testing.T, h *weftest.Harness) {
 				require.Nil(t, h.Run(context.Background(), "nope", nil))
 			},
-			want: []string{"weftest: submit:", `workflow reference "nope"`},
+			want: []string{"weftest: submit:", `"nope": want namespace/name`},
 		},
 		{
 			name: "missing handler",

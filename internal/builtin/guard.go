@@ -66,8 +66,10 @@ func (g *Guard) add(pgid int) error {
 		return errors.New("guard closed")
 	}
 	g.groups[pgid] = struct{}{}
-	if err := g.startLocked(); err != nil {
-		return err
+	if g.w == nil {
+		// A new watchdog is given every group, this one included: sent
+		// twice, a group would stay registered after one removal.
+		return g.startLocked()
 	}
 	if err := g.sendLocked("+" + strconv.Itoa(pgid)); err != nil {
 		// The watchdog died: start another with every group.

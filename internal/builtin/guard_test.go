@@ -34,7 +34,7 @@ func TestGuard(t *testing.T) {
 			// The next registration finds the pipe broken and starts
 			// another watchdog with every group.
 			c := startGroup(t)
-			require.NoError(t, g.add(c))
+			require.NoError(t, g.add(c.pgid))
 			return 0
 		}},
 	}
@@ -43,25 +43,50 @@ func TestGuard(t *testing.T) {
 			t.Parallel()
 			g := NewGuard()
 			a, b := startGroup(t), startGroup(t)
-			require.NoError(t, g.add(a))
-			require.NoError(t, g.add(b))
-			removed := tt.act(t, g, a, b)
+			require.NoError(t, g.add(a.pgid))
+			require.NoError(t, g.add(b.pgid))
+			removed := tt.act(t, g, a.pgid, b.pgid)
 			g.Close()
-			for _, pg := range []int{a, b} {
-				if pg == removed {
-					require.NoError(t, syscall.Kill(-pg, 0), "group %d was unregistered but killed", pg)
+			// Close returns once the watchdog sent its kills. A group it
+			// spared is still running: ended now with SIGTERM, its shell
+			// reports SIGTERM, where one the watchdog killed reports
+			// SIGKILL (however soon it was reaped).
+			for _, grp := range []group{a, b} {
+				if grp.pgid == removed {
+					require.NoError(t, syscall.Kill(-grp.pgid, syscall.SIGTERM))
+					require.Equal(t, syscall.SIGTERM, grp.signal(t), "group %d was unregistered but killed", grp.pgid)
 					continue
 				}
-				require.Eventually(t, func() bool { return syscall.Kill(-pg, 0) != nil }, 10*time.Second, 10*time.Millisecond,
-					"group %d outlived the guard", pg)
+				require.Equal(t, syscall.SIGKILL, grp.signal(t), "group %d outlived the guard", grp.pgid)
 			}
 		})
 	}
 }
 
-// startGroup starts a shell with a background sleep in a process group of
-// its own, reaped by the test, and returns the group.
-func startGroup(t *testing.T) int {
+// group is a shell with a background sleep in a process group of its own.
+type group struct {
+	pgid int
+	done chan struct{}
+	cmd  *exec.Cmd
+}
+
+// signal waits for the group's shell to end and returns the signal that
+// ended it.
+func (g group) signal(t *testing.T) syscall.Signal {
+	t.Helper()
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("group %d still runs", g.pgid)
+	}
+	ws, ok := g.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.True(t, ok)
+	require.True(t, ws.Signaled(), "group %d's shell exited with %v", g.pgid, g.cmd.ProcessState)
+	return ws.Signal()
+}
+
+// startGroup starts a group, killed at the end of the test.
+func startGroup(t *testing.T) group {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", "sleep 60 & wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -72,5 +97,5 @@ func startGroup(t *testing.T) int {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	})
-	return cmd.Process.Pid
+	return group{pgid: cmd.Process.Pid, done: done, cmd: cmd}
 }

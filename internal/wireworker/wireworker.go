@@ -192,6 +192,9 @@ func (w *Worker) complete(ctx context.Context, fence wire.Fence, result json.Raw
 		if err == nil || (st >= 400 && st < 500) {
 			return // recorded, or the step was taken from us (409): it runs again elsewhere
 		}
+		if ctx.Err() != nil {
+			return // stopped: a call cut short is not a retry
+		}
 		w.mu.Lock()
 		w.retries++
 		w.mu.Unlock()
