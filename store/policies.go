@@ -223,19 +223,6 @@ type PolicyReport struct {
 	Breakers []Breaker `json:"breakers"`
 }
 
-// RatesInForce lists the rates in force: the namespaces' (keyed by
-// namespace, with their tokens now), then the buckets of the rates that
-// templates define.
-func (r PolicyReport) RatesInForce() []RateUsage {
-	var out []RateUsage
-	for _, p := range r.Policies {
-		if p.Rate != nil && p.Tokens != nil {
-			out = append(out, RateUsage{Key: p.Target, Rate: *p.Rate, Tokens: *p.Tokens})
-		}
-	}
-	return append(out, r.Rates...)
-}
-
 // PolicyChangeRecord is one audited policy change.
 type PolicyChangeRecord struct {
 	ID     int64     `json:"id"`

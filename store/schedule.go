@@ -134,11 +134,12 @@ func ParseScheduleRef(ref string) (ScheduleFilter, error) {
 
 // PickSchedule returns the one schedule of list, found for ref: none is
 // ErrNotFound, several (a bare name that schedules of several workflows
-// have) ErrInvalid.
-func PickSchedule(ref string, list []ScheduleRecord) (ScheduleRecord, error) {
+// have) ErrInvalid. S is a ScheduleRecord or the API's form of one.
+func PickSchedule[S fmt.Stringer](ref string, list []S) (S, error) {
+	var none S
 	switch len(list) {
 	case 0:
-		return ScheduleRecord{}, fmt.Errorf("schedule %s: %w", ref, ErrNotFound)
+		return none, fmt.Errorf("schedule %s: %w", ref, ErrNotFound)
 	case 1:
 		return list[0], nil
 	}
@@ -146,6 +147,6 @@ func PickSchedule(ref string, list []ScheduleRecord) (ScheduleRecord, error) {
 	for i, s := range list {
 		names[i] = s.String()
 	}
-	return ScheduleRecord{}, Invalidf("schedule", "%q: several schedules have that name (%s): give namespace/workflow/name",
+	return none, Invalidf("schedule", "%q: several schedules have that name (%s): give namespace/workflow/name",
 		ref, strings.Join(names, ", "))
 }
