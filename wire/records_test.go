@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -157,4 +158,15 @@ func TestRecordsJSON(t *testing.T) {
 			require.Equal(t, string(want), string(got)+"\n")
 		})
 	}
+}
+
+func TestRateJSON(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(wire.PolicyOf(store.Policy{Target: "shop", Rate: &store.Rate{Limit: 50, Per: time.Second}}))
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"rate":"50/s"`)
+	var p wire.Policy
+	require.NoError(t, json.Unmarshal(b, &p))
+	require.Equal(t, &store.Rate{Limit: 50, Per: time.Second}, p.Rate)
+	require.Error(t, json.Unmarshal([]byte(`{"rate":"fast"}`), &p))
 }

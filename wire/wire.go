@@ -2,7 +2,11 @@
 // remote-worker protocol: the bodies of requests and responses and the
 // error codes. The server (package server) and the Go client (package
 // client) both use these types, so the two cannot drift; the OpenAPI
-// document (server/openapi.json) describes the same shapes.
+// document (server/openapi.json) describes the same shapes. The records
+// the API sends (tasks, steps, events, webhooks, schedules, policies…) are
+// wire's own types, made from the storage records by the Of functions of
+// records.go: storage records carry no JSON tags, so a change to the
+// storage is not a change to the API.
 //
 // The package depends on no database driver and no engine code: a program
 // that only talks to a weft server builds with CGO_ENABLED=0.
