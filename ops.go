@@ -11,6 +11,7 @@ import (
 	"github.com/weftrun/weft/internal/admin"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // BulkRequest is an action on the tasks a filter selects: its Filter (an
@@ -96,7 +97,7 @@ func ArchiveTo(f *os.File) func([]ArchivedTask) error {
 		w := bufio.NewWriter(f)
 		enc := json.NewEncoder(w)
 		for i := range tasks {
-			if err := enc.Encode(&tasks[i]); err != nil {
+			if err := enc.Encode(wire.ArchivedTaskOf(tasks[i])); err != nil {
 				return fmt.Errorf("archive task %d: %w", tasks[i].Task.ID, err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -79,7 +78,7 @@ func (c *Client) Workers(ctx context.Context) ([]wire.Worker, error) {
 
 // OperatorLog returns the newest entries of the operator log (deletions of
 // tasks, changes of retention), at most limit (0: 100).
-func (c *Client) OperatorLog(ctx context.Context, limit int) ([]store.OperatorEntry, error) {
+func (c *Client) OperatorLog(ctx context.Context, limit int) ([]wire.OperatorEntry, error) {
 	path := "/v1/oplog"
 	if limit > 0 {
 		path += "?limit=" + strconv.Itoa(limit)

@@ -30,12 +30,12 @@ func (c *Client) Schedules(ctx context.Context, f store.ScheduleFilter) ([]Sched
 	return out.Schedules, nil
 }
 
-func schedulePath(k store.ScheduleKey) string {
+func schedulePath(k wire.ScheduleKey) string {
 	return "/v1/schedules/" + url.PathEscape(k.Namespace) + "/" + url.PathEscape(k.Workflow) + "/" + url.PathEscape(k.Name)
 }
 
 // Schedule returns one schedule with its pauses and resumptions.
-func (c *Client) Schedule(ctx context.Context, k store.ScheduleKey) (wire.ScheduleDetail, error) {
+func (c *Client) Schedule(ctx context.Context, k wire.ScheduleKey) (wire.ScheduleDetail, error) {
 	var out wire.ScheduleDetail
 	_, err := c.do(ctx, "GET", schedulePath(k), nil, &out)
 	return out, err
@@ -43,14 +43,14 @@ func (c *Client) Schedule(ctx context.Context, k store.ScheduleKey) (wire.Schedu
 
 // PauseSchedule pauses a schedule; reason, if not empty, is recorded in
 // its audit with the client's credential.
-func (c *Client) PauseSchedule(ctx context.Context, k store.ScheduleKey, reason string) (Schedule, error) {
+func (c *Client) PauseSchedule(ctx context.Context, k wire.ScheduleKey, reason string) (Schedule, error) {
 	var out Schedule
 	_, err := c.do(ctx, "POST", schedulePath(k)+"/pause", taskAction(reason), &out)
 	return out, err
 }
 
 // ResumeSchedule resumes a paused schedule from its next tick after now.
-func (c *Client) ResumeSchedule(ctx context.Context, k store.ScheduleKey, reason string) (Schedule, error) {
+func (c *Client) ResumeSchedule(ctx context.Context, k wire.ScheduleKey, reason string) (Schedule, error) {
 	var out Schedule
 	_, err := c.do(ctx, "POST", schedulePath(k)+"/resume", taskAction(reason), &out)
 	return out, err

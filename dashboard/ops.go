@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // This file holds the pages of what operators set and watch beside the
@@ -20,7 +21,7 @@ type policiesData struct {
 	Changes  []store.PolicyChangeRecord
 	// Rates are the rates in force: namespaces' (keyed by namespace) and
 	// the buckets of templates' rates.
-	Rates []store.RateUsage
+	Rates []wire.RateUsage
 }
 
 // policies shows what is paused and every limit with its current use, and
@@ -35,7 +36,7 @@ func (d *Dashboard) policies(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	sort.Slice(rep.Policies, func(i, j int) bool { return rep.Policies[i].Target < rep.Policies[j].Target })
-	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes, Rates: rep.RatesInForce()}, nil
+	return "Namespaces", policiesData{Policies: rep.Policies, Limits: rep.Limits, Breakers: rep.Breakers, Changes: changes, Rates: wire.PolicyReportOf(rep).RatesInForce()}, nil
 }
 
 // schedules lists every schedule with its last and next tick.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -38,7 +37,7 @@ steps:
     depends_on: [boom]
 `
 
-func stepNamed(t *testing.T, task store.Task, name string) store.Step {
+func stepNamed(t *testing.T, task wire.Task, name string) wire.Step {
 	t.Helper()
 	for _, s := range task.Steps {
 		if s.Name == name {
@@ -46,7 +45,7 @@ func stepNamed(t *testing.T, task store.Task, name string) store.Step {
 		}
 	}
 	t.Fatalf("task %d has no step %q", task.ID, name)
-	return store.Step{}
+	return wire.Step{}
 }
 
 func TestWorkflowEndpoints(t *testing.T) {
@@ -103,9 +102,9 @@ func TestTaskEndpoints(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		en := newEnv(t, open(t), server.Options{})
 		en.register(chainTemplate)
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain", "input": map[string]int{"n": 2}, "idempotency_key": "k1"}, &task)
-		var dup store.Task
+		var dup wire.Task
 		en.ok(200, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain", "input": map[string]int{"n": 2}, "idempotency_key": "k1"}, &dup)
 		require.Equal(t, task.ID, dup.ID, "a duplicate returns the existing task")
 		r := en.do("POST", "/v1/tasks", en.admin, map[string]any{"workflow": "api/nothing"})
@@ -116,7 +115,7 @@ func TestTaskEndpoints(t *testing.T) {
 		require.JSONEq(t, `{"n":2}`, string(stepNamed(t, done, "first").Result))
 		require.JSONEq(t, `{"n":4}`, string(stepNamed(t, done, "second").Result), "the result flowed from first to second")
 
-		var st store.Step
+		var st wire.Step
 		en.ok(200, "GET", fmt.Sprintf("/v1/steps/%d", stepNamed(t, done, "second").ID), nil, &st)
 		require.Equal(t, "second", st.Name)
 		require.Equal(t, []string{"first"}, st.DependsOn)
@@ -127,14 +126,14 @@ func TestTaskEndpoints(t *testing.T) {
 		_, field := r.errorCode(t)
 		require.Equal(t, "id", field)
 
-		var audit struct{ Audit []store.AuditEntry }
+		var audit struct{ Audit []wire.AuditEntry }
 		en.ok(200, "GET", fmt.Sprintf("/v1/tasks/%d/audit", task.ID), nil, &audit)
 		require.NotEmpty(t, audit.Audit)
 		require.Equal(t, "submitted", audit.Audit[0].Reason)
 		require.Equal(t, 404, en.do("GET", "/v1/tasks/999999/audit", en.admin, nil).status)
 
 		// Cancel a task delayed by an hour; cancelling again conflicts.
-		var later store.Task
+		var later wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain@1", "run_at": time.Now().Add(time.Hour)}, &later)
 		en.ok(200, "POST", fmt.Sprintf("/v1/tasks/%d/cancel", later.ID), nil, &later)
 		require.Equal(t, state.TaskCancelled, later.State)
@@ -155,11 +154,11 @@ func TestListTasksFiltersAndPages(t *testing.T) {
 		en.register(failTemplate)
 		var ids []int64
 		for i := range 5 {
-			var task store.Task
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain", "input": map[string]int{"n": i}}, &task)
 			ids = append(ids, task.ID)
 		}
-		var broken store.Task
+		var broken wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/breaks"}, &broken)
 		en.waitTask(broken.ID)
 
@@ -207,8 +206,8 @@ func TestListTasksFiltersAndPages(t *testing.T) {
 }
 
 type taskPage struct {
-	Tasks      []store.Task `json:"tasks"`
-	NextCursor string       `json:"next_cursor"`
+	Tasks      []wire.Task `json:"tasks"`
+	NextCursor string      `json:"next_cursor"`
 }
 
 func TestStepOperatorActions(t *testing.T) {
@@ -216,8 +215,8 @@ func TestStepOperatorActions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		en := newEnv(t, open(t), server.Options{})
 		en.register(failTemplate)
-		run := func() store.Task {
-			var task store.Task
+		run := func() wire.Task {
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/breaks", "input": map[string]int{"n": 1}}, &task)
 			task = en.waitTask(task.ID)
 			require.Equal(t, state.TaskFailed, task.State)
@@ -228,7 +227,7 @@ func TestStepOperatorActions(t *testing.T) {
 		// resolve: the failed step is resolved and its dependent runs.
 		task := run()
 		boom := stepNamed(t, task, "boom")
-		var st store.Step
+		var st wire.Step
 		en.ok(200, "POST", fmt.Sprintf("/v1/steps/%d/resolve", boom.ID), map[string]string{"reason": "checked by hand"}, &st)
 		require.Equal(t, state.StepResolved, st.State)
 		task = en.waitTask(task.ID)
@@ -256,7 +255,7 @@ func TestStepOperatorActions(t *testing.T) {
 		task = en.waitTask(task.ID)
 		require.Equal(t, state.TaskFailed, task.State)
 		require.Equal(t, 1, stepNamed(t, task, "boom").Attempts, "a retried step starts its attempts afresh")
-		var trail struct{ Audit []store.AuditEntry }
+		var trail struct{ Audit []wire.AuditEntry }
 		en.ok(200, "GET", fmt.Sprintf("/v1/tasks/%d/audit", task.ID), nil, &trail)
 		found := false
 		for _, e := range trail.Audit {
@@ -317,7 +316,7 @@ func TestBacklogRefusesWithRetryAfter(t *testing.T) {
 		later := time.Now().Add(time.Hour) // delayed: they stay unfinished
 		var accepted []int64
 		for range 3 {
-			var task store.Task
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain", "run_at": later}, &task)
 			accepted = append(accepted, task.ID)
 		}

@@ -26,5 +26,5 @@ func (s *Server) resetBreaker(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, b, nil
+	return http.StatusOK, wire.BreakerOf(b), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // TestBreakers: a breaker opened by failures is listed by GET /v1/policies
@@ -25,7 +26,7 @@ func TestBreakers(t *testing.T) {
 		require.NoError(t, err)
 		ctx := t.Context()
 
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "shop/pay", "input": map[string]int{"n": 1}}, &task)
 		require.Equal(t, state.TaskFailed, en.waitTask(task.ID).State)
 		rep, err := c.Policies(ctx)

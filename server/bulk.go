@@ -189,7 +189,7 @@ func (s *Server) listRetention(r *http.Request) (int, any, error) {
 	if rs == nil {
 		rs = []store.Retention{}
 	}
-	return http.StatusOK, wire.RetentionList{Retention: rs}, nil
+	return http.StatusOK, wire.RetentionList{Retention: wire.List(rs, wire.RetentionSettingOf)}, nil
 }
 
 func (s *Server) setRetention(r *http.Request) (int, any, error) {
@@ -264,5 +264,5 @@ func (s *Server) operatorLog(r *http.Request) (int, any, error) {
 	if entries == nil {
 		entries = []store.OperatorEntry{}
 	}
-	return http.StatusOK, wire.OperatorLog{Entries: entries}, nil
+	return http.StatusOK, wire.OperatorLog{Entries: wire.List(entries, wire.OperatorEntryOf)}, nil
 }

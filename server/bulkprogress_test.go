@@ -27,7 +27,7 @@ func TestBulkReportsProgress(t *testing.T) {
 		const n = 10
 		ids := make([]int64, n)
 		for i := range ids {
-			var task store.Task
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/parked"}, &task)
 			ids[i] = task.ID
 		}

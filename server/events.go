@@ -80,7 +80,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, ev := range events {
-			data, err := json.Marshal(ev)
+			data, err := json.Marshal(wire.EventOf(ev))
 			if err != nil {
 				s.log.Error("event stream: encode event", "error", err)
 				return

@@ -81,7 +81,7 @@ func TestEventStreamResumes(t *testing.T) {
 		var ids []int64
 		submit := func(n int) {
 			for i := 0; i < n; i++ {
-				var task store.Task
+				var task wire.Task
 				en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "ev/add", "input": map[string]int{"n": i}}, &task)
 				ids = append(ids, task.ID)
 			}
@@ -131,7 +131,7 @@ func TestEventStreamFilters(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		en := newEnv(t, open(t), server.Options{})
 		en.register(addTemplate)
-		var a, b store.Task
+		var a, b wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "ev/add"}, &a)
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "ev/add"}, &b)
 		en.waitTask(a.ID)
@@ -180,7 +180,7 @@ func TestClientFollowReconnects(t *testing.T) {
 		en.register(addTemplate)
 		var ids []int64
 		for i := 0; i < 4; i++ {
-			var task store.Task
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "ev/add"}, &task)
 			ids = append(ids, task.ID)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
+	"github.com/weftrun/weft/wire"
 )
 
 type storeFactory func(t testing.TB) store.Store
@@ -206,11 +207,11 @@ func (en *env) register(yaml string) {
 }
 
 // waitTask polls a task until it is terminal.
-func (en *env) waitTask(id int64) store.Task {
+func (en *env) waitTask(id int64) wire.Task {
 	en.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var task store.Task
+		var task wire.Task
 		en.ok(200, "GET", "/v1/tasks/"+itoa(id), nil, &task)
 		if task.State.Terminal() {
 			return task

@@ -9,7 +9,7 @@ import (
 
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // TestWorkerIdentity: a worker id belongs to the credential that
@@ -23,7 +23,7 @@ func TestWorkerIdentity(t *testing.T) {
 		en := newEnv(t, open(t), server.Options{MaxPoll: 20 * time.Second})
 		en.register(mixedTemplate)
 		mine := en.worker(t, "py.enrich")
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/mixed", "input": map[string]int{"n": 3}}, &task)
 		steps := mine.claim(t, 15000)
 		require.Len(t, steps, 1)

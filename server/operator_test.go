@@ -8,7 +8,6 @@ import (
 
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -38,7 +37,7 @@ func TestTaskActionReason(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, en.st.CreateAPIKey(t.Context(), k))
 
-		var parked, failing store.Task
+		var parked, failing wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/parked"}, &parked)
 		r := en.do("POST", "/v1/tasks/"+itoa(parked.ID)+"/cancel", token, map[string]string{"reason": "customer asked"})
 		require.Equal(t, 200, r.status, "%s", r.body)

@@ -14,7 +14,6 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -83,7 +82,7 @@ func TestBadBytesOutcomesEndEverywhere(t *testing.T) {
 				}
 				en.register(fmt.Sprintf("namespace: bytes\nname: %s\nversion: \"1\"\nsteps:\n  - name: s\n    handler: %s\n"+
 					"    retry: { max_attempts: 2, backoff: fixed, initial: 10ms }\n", name, handler))
-				var task store.Task
+				var task wire.Task
 				en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "bytes/" + name}, &task)
 				claims := 0
 				if where == "remote" {

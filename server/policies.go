@@ -18,7 +18,7 @@ func (s *Server) listPolicies(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, rep, nil
+	return http.StatusOK, wire.PolicyReportOf(rep), nil
 }
 
 func (s *Server) changePolicy(r *http.Request) (int, any, error) {
@@ -65,7 +65,7 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, p, nil
+	return http.StatusOK, wire.PolicyOf(p), nil
 }
 
 func (s *Server) policyChanges(r *http.Request) (int, any, error) {
@@ -85,7 +85,7 @@ func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 	if changes == nil {
 		changes = []weft.PolicyChangeRecord{}
 	}
-	return http.StatusOK, wire.PolicyChanges{Changes: changes}, nil
+	return http.StatusOK, wire.PolicyChanges{Changes: wire.List(changes, wire.PolicyChangeRecordOf)}, nil
 }
 
 // policyRate reads the rate of a policy change (nil: left as it is).

@@ -27,7 +27,7 @@ func TestPolicies(t *testing.T) {
 		p, err := c.Pause(ctx, "shop/add", "incident 12")
 		require.NoError(t, err)
 		require.True(t, p.Paused)
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "shop/add", "input": map[string]int{"n": 1}}, &task)
 
 		p, err = c.SetConcurrency(ctx, "shop", 3, "")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // TestPythonWorker runs the example Python worker (clients/python) as a real
@@ -56,7 +56,7 @@ func TestPythonWorker(t *testing.T) {
 
 		var ids []int64
 		for _, n := range []int{3, 7} {
-			var task store.Task
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/mixed", "input": map[string]int{"n": n}}, &task)
 			ids = append(ids, task.ID)
 		}

@@ -26,7 +26,7 @@ func (s *Server) listSchedules(r *http.Request) (int, any, error) {
 	if list == nil {
 		list = []weft.Schedule{}
 	}
-	return http.StatusOK, wire.ScheduleList{Schedules: list}, nil
+	return http.StatusOK, wire.ScheduleList{Schedules: wire.List(list, wire.ScheduleOf)}, nil
 }
 
 func scheduleKey(r *http.Request) weft.ScheduleKey {
@@ -49,7 +49,7 @@ func (s *Server) getSchedule(r *http.Request) (int, any, error) {
 	if audit == nil {
 		audit = []weft.ScheduleAuditEntry{}
 	}
-	return http.StatusOK, wire.ScheduleDetail{Schedule: list[0], Audit: audit}, nil
+	return http.StatusOK, wire.ScheduleDetail{Schedule: wire.ScheduleOf(list[0]), Audit: wire.List(audit, wire.ScheduleAuditEntryOf)}, nil
 }
 
 func (s *Server) pauseSchedule(r *http.Request) (int, any, error) {
@@ -71,5 +71,5 @@ func (s *Server) scheduleAction(r *http.Request, act func(*weft.Engine, context.
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, rec, nil
+	return http.StatusOK, wire.ScheduleOf(rec), nil
 }

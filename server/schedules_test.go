@@ -11,6 +11,7 @@ import (
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 const scheduledTemplate = `namespace: ops
@@ -47,7 +48,7 @@ func TestSchedulesAPI(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, list, 1)
 			s := list[0]
-			require.Equal(t, store.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "nightly"}, s.ScheduleKey)
+			require.Equal(t, wire.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "nightly"}, s.ScheduleKey)
 			require.Equal(t, "0 3 * * *", s.Cron)
 			require.Equal(t, "Europe/Paris", s.TimeZone)
 			require.Equal(t, "latest", s.CatchUp)
@@ -73,9 +74,9 @@ func TestSchedulesAPI(t *testing.T) {
 			require.Equal(t, "api:test-admin:*", detail.Audit[0].Actor)
 			require.Equal(t, "resumed", detail.Audit[1].Action)
 
-			_, err = c.PauseSchedule(ctx, store.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "nope"}, "")
+			_, err = c.PauseSchedule(ctx, wire.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "nope"}, "")
 			require.True(t, client.IsCode(err, "not_found"), "%v", err)
-			_, err = c.Schedule(ctx, store.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "nope"})
+			_, err = c.Schedule(ctx, wire.ScheduleKey{Namespace: "ops", Workflow: "report", Name: "nope"})
 			require.True(t, client.IsCode(err, "not_found"), "%v", err)
 
 			reader := en.key(server.PermWorkflowsRead)

@@ -34,7 +34,7 @@ func TestSignalRoute(t *testing.T) {
 		signaller := en.key(server.PermTasksSignal)
 		reader := en.key(server.PermTasksRead)
 
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/gate"}, &task)
 		path := "/v1/tasks/" + itoa(task.ID) + "/signals/go_live"
 
@@ -80,7 +80,7 @@ func TestSignalRoute(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrConflict)
 
 		// The raw route without a body delivers null.
-		var second store.Task
+		var second wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/gate"}, &second)
 		var res wire.SignalResult
 		en.ok(200, "POST", "/v1/tasks/"+itoa(second.ID)+"/signals/go_live", nil, &res)
@@ -95,13 +95,13 @@ func TestRetriedSignalStepWaitsAgain(t *testing.T) {
 	t.Parallel()
 	routes := []struct {
 		name  string
-		retry func(en *env, task store.Task) (string, any)
+		retry func(en *env, task wire.Task) (string, any)
 	}{
-		{"step", func(en *env, task store.Task) (string, any) {
+		{"step", func(en *env, task wire.Task) (string, any) {
 			return "/v1/steps/" + itoa(task.Steps[0].ID) + "/retry", nil
 		}},
-		{"task", func(en *env, task store.Task) (string, any) { return "/v1/tasks/" + itoa(task.ID) + "/retry", nil }},
-		{"bulk", func(en *env, task store.Task) (string, any) {
+		{"task", func(en *env, task wire.Task) (string, any) { return "/v1/tasks/" + itoa(task.ID) + "/retry", nil }},
+		{"bulk", func(en *env, task wire.Task) (string, any) {
 			return "/v1/tasks/retry", map[string]any{"ids": []int64{task.ID}}
 		}},
 	}
@@ -116,7 +116,7 @@ steps:
     signal: {name: go_live, timeout: 1h}
 `)
 		for _, rt := range routes {
-			var task store.Task
+			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/timed_gate"}, &task)
 			// The wait times out: maintenance an hour and a minute later.
 			_, err := en.st.Promote(t.Context(), time.Now().Add(61*time.Minute), "test")

@@ -77,7 +77,7 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	return status, wire.SubmitResponse{Task: res.Task, Superseded: res.Superseded}, nil
+	return status, wire.SubmitResponse{Task: wire.TaskOf(res.Task), Superseded: res.Superseded}, nil
 }
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {
@@ -130,9 +130,9 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	out := wire.TaskList{Tasks: tasks}
+	out := wire.TaskList{Tasks: wire.List(tasks, wire.TaskOf)}
 	if out.Tasks == nil {
-		out.Tasks = []store.Task{}
+		out.Tasks = []wire.Task{}
 	}
 	if len(tasks) == f.Limit {
 		out.NextCursor = strconv.FormatInt(tasks[len(tasks)-1].ID, 10)
@@ -149,7 +149,7 @@ func (s *Server) getTask(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, t, nil
+	return http.StatusOK, wire.TaskOf(*t), nil
 }
 
 func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request, int64) error) (int, any, error) {
@@ -164,7 +164,7 @@ func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, t, nil
+	return http.StatusOK, wire.TaskOf(*t), nil
 }
 
 // maxReason bounds the reason an operator gives for an action.
@@ -245,7 +245,7 @@ func (s *Server) taskAudit(r *http.Request) (int, any, error) {
 		}
 		trail = []store.AuditEntry{}
 	}
-	return http.StatusOK, wire.AuditList{Audit: trail}, nil
+	return http.StatusOK, wire.AuditList{Audit: wire.List(trail, wire.AuditEntryOf)}, nil
 }
 
 func (s *Server) getStep(r *http.Request) (int, any, error) {
@@ -257,7 +257,7 @@ func (s *Server) getStep(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, st, nil
+	return http.StatusOK, wire.StepOf(*st), nil
 }
 
 // operator names who acted, for the audit log.
@@ -288,7 +288,7 @@ func (s *Server) stepAction(r *http.Request, do func(id int64) error) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, st, nil
+	return http.StatusOK, wire.StepOf(*st), nil
 }
 
 func (s *Server) retryStep(r *http.Request) (int, any, error) {

@@ -20,7 +20,7 @@ func (s *Server) createWebhook(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusCreated, w, nil
+	return http.StatusCreated, wire.WebhookOf(w), nil
 }
 
 func (s *Server) listWebhooks(r *http.Request) (int, any, error) {
@@ -31,7 +31,7 @@ func (s *Server) listWebhooks(r *http.Request) (int, any, error) {
 	if ws == nil {
 		ws = []weft.Webhook{}
 	}
-	return http.StatusOK, wire.WebhookList{Webhooks: ws}, nil
+	return http.StatusOK, wire.WebhookList{Webhooks: wire.List(ws, wire.WebhookOf)}, nil
 }
 
 func (s *Server) deleteWebhook(r *http.Request) (int, any, error) {
@@ -59,7 +59,7 @@ func (s *Server) enableWebhook(r *http.Request) (int, any, error) {
 	}
 	for _, w := range ws {
 		if w.ID == id {
-			return http.StatusOK, w, nil
+			return http.StatusOK, wire.WebhookOf(w), nil
 		}
 	}
 	return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "webhook %d: not found", id)

@@ -150,7 +150,7 @@ func TestWebhookDelivery(t *testing.T) {
 
 		// A refusal for good disables the webhook; enabling resumes it.
 		rc.fail.Store(func(int) int { return 404 })
-		var more store.Task
+		var more wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "ev/add"}, &more)
 		waitFor(t, "the webhook disabled", func() bool {
 			list, err := rd.Webhooks(t.Context())

@@ -11,7 +11,7 @@ import (
 
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 const crunchTemplate = `namespace: demo
@@ -75,14 +75,14 @@ func TestRemoteWorkerPreemption(t *testing.T) {
 		// holding registers a worker that holds a crunch step of its own.
 		holding := func() (*worker, claimed) {
 			w := en.worker(t, handlers...)
-			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/crunch"}, &store.Task{})
+			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/crunch"}, &wire.Task{})
 			steps := claimWith(w)
 			require.Len(t, steps, 1)
 			require.Equal(t, "crunch", steps[0].Step)
 			return w, steps[0]
 		}
 
-		var low, high store.Task
+		var low, high wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/crunch"}, &low)
 		w := en.worker(t, handlers...)
 		claim := func() []claimed { return claimWith(w) }
@@ -142,7 +142,7 @@ func TestRemoteWorkerPreemption(t *testing.T) {
 		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": reply.Preempt[0].Reason, "preempted": true})
 		require.Equal(t, 200, r.status, "%s", r.body)
 		require.Contains(t, string(r.body), `"state":"ready"`)
-		var got store.Task
+		var got wire.Task
 		en.ok(200, "GET", fmt.Sprintf("/v1/tasks/%d", low.ID), nil, &got)
 		crunch := stepNamed(t, got, "crunch")
 		require.Equal(t, state.StepReady, crunch.State)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // mixedTemplate runs Go, then a remote handler, then Go again.
@@ -91,7 +91,7 @@ func TestRemoteWorkerProtocol(t *testing.T) {
 		// A long poll returns the step once the Go step before it completes.
 		got := make(chan []claimed, 1)
 		go func() { got <- w.claim(t, 15000) }()
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/mixed", "input": map[string]int{"n": 3}}, &task)
 		steps := <-got
 		require.Len(t, steps, 1)
@@ -156,7 +156,7 @@ func TestRemoteWorkerVanishes(t *testing.T) {
 		// loses its step to the reaper, and another worker gets it.
 		en := newEnv(t, open(t), server.Options{})
 		en.register(mixedTemplate)
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/mixed", "input": map[string]int{"n": 1}}, &task)
 		gone := en.worker(t, "py.enrich")
 		steps := gone.claim(t, 15000)
@@ -256,7 +256,7 @@ func TestMetricsMove(t *testing.T) {
 	var wg sync.WaitGroup
 	ids := make([]int64, n)
 	for i := range n {
-		var task store.Task
+		var task wire.Task
 		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain", "input": map[string]int{"n": i}}, &task)
 		ids[i] = task.ID
 	}
@@ -265,9 +265,9 @@ func TestMetricsMove(t *testing.T) {
 		go func() { defer wg.Done(); en.waitTask(id) }()
 	}
 	wg.Wait()
-	var delayed store.Task
+	var delayed wire.Task
 	en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "api/chain", "run_at": time.Now().Add(time.Hour)}, &delayed)
-	var mixed store.Task
+	var mixed wire.Task
 	en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/mixed", "input": map[string]int{"n": 1}}, &mixed)
 	w := en.worker(t, "py.enrich")
 	c := w.claim(t, 15000)

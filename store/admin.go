@@ -64,15 +64,15 @@ type AuditEntry struct {
 	// them by commit). A claim is recorded when its run ends or at its
 	// engine's next heartbeat; until then a running step's claim shows in
 	// its task's audit trail with ID 0.
-	ID       int64     `json:"id"`
-	TaskID   int64     `json:"task_id"`
-	Step     string    `json:"step,omitempty"`
-	From     string    `json:"from"`
-	To       string    `json:"to"`
-	At       time.Time `json:"at"`
-	Attempt  int       `json:"attempt,omitempty"`
-	EngineID string    `json:"engine_id,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
+	ID       int64
+	TaskID   int64
+	Step     string
+	From     string
+	To       string
+	At       time.Time
+	Attempt  int
+	EngineID string
+	Reason   string
 }
 
 // StepResolution is an operator's decision to end a step by hand.
@@ -86,7 +86,7 @@ type StepResolution struct {
 
 // QueueCount is how many unfinished steps of a namespace are in one state.
 type QueueCount struct {
-	Namespace string     `json:"namespace"`
-	State     state.Step `json:"state"`
-	Count     int        `json:"count"`
+	Namespace string
+	State     state.Step
+	Count     int
 }

@@ -83,23 +83,23 @@ func (b BreakerSpec) Validate() error {
 // Breaker is the state of one circuit breaker.
 type Breaker struct {
 	// Key names the breaker: "NAMESPACE/WORKFLOW/STEP".
-	Key string `json:"key"`
+	Key string
 	// State is BreakerClosed, BreakerOpen or BreakerHalfOpen.
-	State string `json:"state"`
+	State string
 	// Failures counts the consecutive failed attempts; Threshold is how
 	// many open the breaker, Cooldown how long it then holds its steps.
-	Failures  int           `json:"failures"`
-	Threshold int           `json:"threshold"`
-	Cooldown  time.Duration `json:"cooldown_ns"`
+	Failures  int
+	Threshold int
+	Cooldown  time.Duration
 	// OpenedAt is when it last opened (nil while closed).
-	OpenedAt *time.Time `json:"opened_at,omitempty"`
+	OpenedAt *time.Time
 	// ProbeAt is when the running probe was claimed, ProbeStepID which step
 	// it is (half-open only).
-	ProbeAt     *time.Time `json:"probe_at,omitempty"`
-	ProbeStepID int64      `json:"probe_step_id,omitempty"`
+	ProbeAt     *time.Time
+	ProbeStepID int64
 	// RetryAt is when a probe may be claimed (nil while closed).
-	RetryAt   *time.Time `json:"retry_at,omitempty"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	RetryAt   *time.Time
+	UpdatedAt time.Time
 }
 
 // BreakerReset is an operator's reset of one breaker.

@@ -51,11 +51,11 @@ type HistoryQuery struct {
 type HistoryEvent struct {
 	// Cursor is the event's position: pass it as HistoryQuery.After to
 	// read on after it.
-	Cursor string `json:"cursor"`
+	Cursor string
 	// Type names the event (see EventType).
-	Type      string `json:"type"`
-	Namespace string `json:"namespace"`
-	Workflow  string `json:"workflow"`
+	Type      string
+	Namespace string
+	Workflow  string
 	AuditEntry
 }
 

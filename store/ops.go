@@ -82,8 +82,8 @@ type DeleteParams struct {
 // ArchivedTask is a deleted task as archived: the task with its steps, and
 // its audit trail.
 type ArchivedTask struct {
-	Task  Task         `json:"task"`
-	Audit []AuditEntry `json:"audit"`
+	Task  Task
+	Audit []AuditEntry
 }
 
 // FinishedQuery selects finished tasks for deletion by age.
@@ -101,19 +101,19 @@ type FinishedQuery struct {
 // Retention is how long the finished tasks of a namespace in one state are
 // kept.
 type Retention struct {
-	Namespace string        `json:"namespace"`
-	State     state.Task    `json:"state"`
-	Keep      time.Duration `json:"keep"`
-	UpdatedAt time.Time     `json:"updated_at"`
-	UpdatedBy string        `json:"updated_by,omitempty"`
+	Namespace string
+	State     state.Task
+	Keep      time.Duration
+	UpdatedAt time.Time
+	UpdatedBy string
 }
 
 // OperatorEntry is one entry of the operator log.
 type OperatorEntry struct {
-	ID      int64     `json:"id"`
-	At      time.Time `json:"at"`
-	Actor   string    `json:"actor"`
-	Action  string    `json:"action"`  // "delete", "retention"
-	Subject string    `json:"subject"` // "task 42", "namespace shop"
-	Reason  string    `json:"reason,omitempty"`
+	ID      int64
+	At      time.Time
+	Actor   string
+	Action  string // "delete", "retention"
+	Subject string // "task 42", "namespace shop"
+	Reason  string
 }

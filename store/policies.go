@@ -183,21 +183,21 @@ func (c PolicyChange) Describe() string {
 
 // Policy is what is set on one target.
 type Policy struct {
-	Target      string `json:"target"`
-	Paused      bool   `json:"paused"`
-	Concurrency int    `json:"concurrency,omitempty"`
+	Target      string
+	Paused      bool
+	Concurrency int
 	// Weight is a namespace's weight in the fair shares; 0 means the
 	// default of 1.
-	Weight    int       `json:"weight,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
-	UpdatedBy string    `json:"updated_by"`
+	Weight    int
+	UpdatedAt time.Time
+	UpdatedBy string
 	// Running is, for a namespace, how many of its steps run now.
-	Running int `json:"running"`
+	Running int
 	// Rate is a namespace's rate limit (nil: none) and Tokens how many
 	// claims its bucket allows now, besides those of the tokens engines
 	// hold reserved (rates of 1,000 a period or more).
-	Rate   *Rate    `json:"rate,omitempty"`
-	Tokens *float64 `json:"tokens,omitempty"`
+	Rate   *Rate
+	Tokens *float64
 }
 
 // LimitUsage is a concurrency limit a workflow template defines, for one
@@ -205,43 +205,30 @@ type Policy struct {
 type LimitUsage struct {
 	// Key names the limit: "step:NS/WORKFLOW/STEP" or "workflow:NS/WORKFLOW",
 	// followed by "=VALUE" for a keyed limit.
-	Key     string `json:"key"`
-	Limit   int    `json:"limit"`
-	Running int    `json:"running"`
+	Key     string
+	Limit   int
+	Running int
 }
 
 // PolicyReport is every policy set and the usage of the limits in force.
 type PolicyReport struct {
-	Policies []Policy     `json:"policies"`
-	Limits   []LimitUsage `json:"limits"`
+	Policies []Policy
+	Limits   []LimitUsage
 	// Rates are the token buckets of the rate limits workflow templates
 	// define, one per key that has been used (namespace rates are in
 	// Policies).
-	Rates []RateUsage `json:"rates"`
+	Rates []RateUsage
 	// Breakers are the circuit breakers of steps that failed since they
 	// were last reset (see Breakers).
-	Breakers []Breaker `json:"breakers"`
-}
-
-// RatesInForce lists the rates in force: the namespaces' (keyed by
-// namespace, with their tokens now), then the buckets of the rates that
-// templates define.
-func (r PolicyReport) RatesInForce() []RateUsage {
-	var out []RateUsage
-	for _, p := range r.Policies {
-		if p.Rate != nil && p.Tokens != nil {
-			out = append(out, RateUsage{Key: p.Target, Rate: *p.Rate, Tokens: *p.Tokens})
-		}
-	}
-	return append(out, r.Rates...)
+	Breakers []Breaker
 }
 
 // PolicyChangeRecord is one audited policy change.
 type PolicyChangeRecord struct {
-	ID     int64     `json:"id"`
-	At     time.Time `json:"at"`
-	Actor  string    `json:"actor"`
-	Target string    `json:"target"`
-	Change string    `json:"change"`
-	Reason string    `json:"reason,omitempty"`
+	ID     int64
+	At     time.Time
+	Actor  string
+	Target string
+	Change string
+	Reason string
 }

@@ -12,9 +12,9 @@ import (
 // succeeds only while the step is running under exactly this attempt and
 // lease.
 type Fence struct {
-	StepID  int64 `json:"step_id"`
-	Attempt int   `json:"attempt"`
-	LeaseID int64 `json:"lease_id"`
+	StepID  int64
+	Attempt int
+	LeaseID int64
 }
 
 // ClaimParams says what an engine may claim.

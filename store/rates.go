@@ -126,14 +126,14 @@ type RateUsage struct {
 	// Key names the bucket: "ns:NAMESPACE" for a namespace's rate,
 	// "step:NS/WORKFLOW/STEP" for a step's, followed by "=VALUE" for a
 	// keyed one.
-	Key  string `json:"key"`
-	Rate Rate   `json:"rate"`
+	Key  string
+	Rate Rate
 	// Tokens is how many claims the bucket allows now, besides those of
 	// the tokens engines hold reserved (rates of 1,000 a period or more).
-	Tokens float64 `json:"tokens"`
+	Tokens float64
 	// DeferredUntil is the latest time a step waiting for a token of this
 	// bucket was deferred to, when it is still to come.
-	DeferredUntil *time.Time `json:"deferred_until,omitempty"`
+	DeferredUntil *time.Time
 }
 
 // RateDeferral is what one claim deferred for want of tokens of one

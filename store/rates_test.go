@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -54,15 +53,4 @@ func TestParseRate(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrInvalid, tt.in)
 		require.ErrorContains(t, err, tt.want, tt.in)
 	}
-}
-
-func TestRateJSON(t *testing.T) {
-	t.Parallel()
-	b, err := json.Marshal(store.Policy{Target: "shop", Rate: &store.Rate{Limit: 50, Per: time.Second}})
-	require.NoError(t, err)
-	require.Contains(t, string(b), `"rate":"50/s"`)
-	var p store.Policy
-	require.NoError(t, json.Unmarshal(b, &p))
-	require.Equal(t, &store.Rate{Limit: 50, Per: time.Second}, p.Rate)
-	require.Error(t, json.Unmarshal([]byte(`{"rate":"fast"}`), &p))
 }

@@ -49,9 +49,9 @@ type Schedules interface {
 
 // ScheduleKey names a schedule: namespace/workflow and the schedule's name.
 type ScheduleKey struct {
-	Namespace string `json:"namespace"`
-	Workflow  string `json:"workflow"`
-	Name      string `json:"name"`
+	Namespace string
+	Workflow  string
+	Name      string
 }
 
 // String returns "namespace/workflow/name".
@@ -61,19 +61,19 @@ func (k ScheduleKey) String() string { return k.Namespace + "/" + k.Workflow + "
 type ScheduleRecord struct {
 	ScheduleKey
 	// Version is the workflow version the schedule submits.
-	Version    string          `json:"version"`
-	Cron       string          `json:"cron"`
-	TimeZone   string          `json:"time_zone,omitempty"`
-	Input      json.RawMessage `json:"input"`
-	CatchUp    string          `json:"catch_up"`
-	MaxCatchUp int             `json:"max_catch_up"`
-	Paused     bool            `json:"paused"`
+	Version    string
+	Cron       string
+	TimeZone   string
+	Input      json.RawMessage
+	CatchUp    string
+	MaxCatchUp int
+	Paused     bool
 	// LastTick is the last tick that submitted a task; nil before the
 	// first. NextTick is the next tick due.
-	LastTick  *time.Time `json:"last_tick,omitempty"`
-	NextTick  time.Time  `json:"next_tick"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	LastTick  *time.Time
+	NextTick  time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // ScheduleFilter selects schedules; empty fields select all. The engine
@@ -110,10 +110,10 @@ type SchedulePause struct {
 
 // ScheduleAuditEntry is one recorded pause or resumption.
 type ScheduleAuditEntry struct {
-	At     time.Time `json:"at"`
-	Action string    `json:"action"` // "paused" or "resumed"
-	Actor  string    `json:"actor"`
-	Reason string    `json:"reason,omitempty"`
+	At     time.Time
+	Action string // "paused" or "resumed"
+	Actor  string
+	Reason string
 }
 
 // ParseScheduleRef reads a schedule reference, "namespace/workflow/name"
@@ -134,11 +134,12 @@ func ParseScheduleRef(ref string) (ScheduleFilter, error) {
 
 // PickSchedule returns the one schedule of list, found for ref: none is
 // ErrNotFound, several (a bare name that schedules of several workflows
-// have) ErrInvalid.
-func PickSchedule(ref string, list []ScheduleRecord) (ScheduleRecord, error) {
+// have) ErrInvalid. S is a ScheduleRecord or the API's form of one.
+func PickSchedule[S fmt.Stringer](ref string, list []S) (S, error) {
+	var none S
 	switch len(list) {
 	case 0:
-		return ScheduleRecord{}, fmt.Errorf("schedule %s: %w", ref, ErrNotFound)
+		return none, fmt.Errorf("schedule %s: %w", ref, ErrNotFound)
 	case 1:
 		return list[0], nil
 	}
@@ -146,6 +147,6 @@ func PickSchedule(ref string, list []ScheduleRecord) (ScheduleRecord, error) {
 	for i, s := range list {
 		names[i] = s.String()
 	}
-	return ScheduleRecord{}, Invalidf("schedule", "%q: several schedules have that name (%s): give namespace/workflow/name",
+	return none, Invalidf("schedule", "%q: several schedules have that name (%s): give namespace/workflow/name",
 		ref, strings.Join(names, ", "))
 }

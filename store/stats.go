@@ -26,8 +26,8 @@ type Stats interface {
 
 // StateCount is how many tasks are in one state (at most the limit asked).
 type StateCount struct {
-	State state.Task `json:"state"`
-	Count int        `json:"count"`
+	State state.Task
+	Count int
 }
 
 // ActivityQuery selects the window of TaskActivity.
@@ -40,22 +40,22 @@ type ActivityQuery struct {
 
 // Activity is what finished in a window, by namespace and bucket.
 type Activity struct {
-	Buckets []ActivityBucket `json:"buckets"`
+	Buckets []ActivityBucket
 	// Truncated: more tasks finished in the window than MaxTasks; the
 	// buckets cover the most recent ones only.
-	Truncated bool `json:"truncated,omitempty"`
+	Truncated bool
 }
 
 // ActivityBucket counts the tasks of one namespace that finished in one
 // bucket [Start, Start+Bucket).
 type ActivityBucket struct {
-	Namespace string    `json:"namespace"`
-	Start     time.Time `json:"start"`
-	Finished  int       `json:"finished"`
+	Namespace string
+	Start     time.Time
+	Finished  int
 	// Failed counts the finished tasks that failed or expired.
-	Failed int `json:"failed"`
+	Failed int
 	// Waited counts the finished tasks that started, and WaitTotal sums
 	// how long each waited from its run_at until it started.
-	Waited    int           `json:"waited"`
-	WaitTotal time.Duration `json:"wait_total"`
+	Waited    int
+	WaitTotal time.Duration
 }

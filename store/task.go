@@ -103,83 +103,83 @@ type InsertResult struct {
 
 // Task is a stored task. Steps is filled by GetTask only.
 type Task struct {
-	ID             int64           `json:"id"`
-	Namespace      string          `json:"namespace"`
-	Workflow       string          `json:"workflow"`
-	Version        string          `json:"version"`
-	State          state.Task      `json:"state"`
-	Input          json.RawMessage `json:"input"`
-	Priority       int             `json:"priority"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	RunAt          time.Time       `json:"run_at"`
-	GoodUntil      *time.Time      `json:"good_until,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	StartedAt      *time.Time      `json:"started_at,omitempty"`
-	FinishedAt     *time.Time      `json:"finished_at,omitempty"`
-	Error          string          `json:"error,omitempty"`
+	ID             int64
+	Namespace      string
+	Workflow       string
+	Version        string
+	State          state.Task
+	Input          json.RawMessage
+	Priority       int
+	IdempotencyKey string
+	RunAt          time.Time
+	GoodUntil      *time.Time
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	Error          string
 	// Schedule names the schedule that submitted the task (its name within
 	// the workflow) and ScheduleTick the tick it was submitted for.
-	Schedule     string     `json:"schedule,omitempty"`
-	ScheduleTick *time.Time `json:"schedule_tick,omitempty"`
+	Schedule     string
+	ScheduleTick *time.Time
 	// ParentTaskID and ParentStep name the task and step that started this
 	// task as a child (0 and "" for a root task), and Depth counts the
 	// tasks above it. Children lists the tasks it started, oldest first
 	// (filled by GetTask only).
-	ParentTaskID int64   `json:"parent_task_id,omitempty"`
-	ParentStep   string  `json:"parent_step,omitempty"`
-	Depth        int     `json:"depth,omitempty"`
-	Children     []int64 `json:"children,omitempty"`
+	ParentTaskID int64
+	ParentStep   string
+	Depth        int
+	Children     []int64
 	// Tags are the labels the task was submitted with.
-	Tags map[string]string `json:"tags,omitempty"`
+	Tags map[string]string
 	// Attention says why the task needs a person (ListTasks with
 	// TaskFilter.Attention only).
-	Attention []string `json:"attention,omitempty"`
-	Steps     []Step   `json:"steps,omitempty"`
+	Attention []string
+	Steps     []Step
 }
 
 // Step is a stored step of a task.
 type Step struct {
-	ID          int64           `json:"id"`
-	TaskID      int64           `json:"task_id"`
-	Index       int             `json:"index"`
-	Name        string          `json:"name"`
-	Handler     string          `json:"handler"`
-	Namespace   string          `json:"namespace"`
-	State       state.Step      `json:"state"`
-	Sub         string          `json:"sub_status,omitempty"` // "deferred" while running
-	DependsOn   []string        `json:"depends_on,omitempty"`
-	Attempts    int             `json:"attempts"`
-	MaxAttempts int             `json:"max_attempts"`
-	Priority    int             `json:"priority"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Error       string          `json:"error,omitempty"`
-	Checkpoint  json.RawMessage `json:"checkpoint,omitempty"`
+	ID          int64
+	TaskID      int64
+	Index       int
+	Name        string
+	Handler     string
+	Namespace   string
+	State       state.Step
+	Sub         string // "deferred" while running
+	DependsOn   []string
+	Attempts    int
+	MaxAttempts int
+	Priority    int
+	Result      json.RawMessage
+	Error       string
+	Checkpoint  json.RawMessage
 	// Kind is "" or one of the Kind constants.
-	Kind string `json:"kind,omitempty"`
+	Kind string
 	// Template names the step template an item of a batch runs, and Item
 	// is its batch item.
-	Template string          `json:"template,omitempty"`
-	Item     json.RawMessage `json:"batch,omitempty"`
+	Template string
+	Item     json.RawMessage
 	// Signal is the signal a KindSignal step waits for.
-	Signal string `json:"signal,omitempty"`
+	Signal string
 	// Progress is the fraction (0 to 1) the handler last reported, with
 	// its message.
-	Progress        *float64   `json:"progress,omitempty"`
-	ProgressMessage string     `json:"progress_message,omitempty"`
-	RunAt           *time.Time `json:"run_at,omitempty"`
-	EngineID        string     `json:"engine_id,omitempty"`
-	StartedAt       *time.Time `json:"started_at,omitempty"`
+	Progress        *float64
+	ProgressMessage string
+	RunAt           *time.Time
+	EngineID        string
+	StartedAt       *time.Time
 	// Deadline is when the running attempt times out: its claim time plus
 	// the step's timeout. Nil when the step has no timeout or is not
 	// running.
-	Deadline   *time.Time `json:"deadline,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Deadline   *time.Time
+	FinishedAt *time.Time
 	// ChildTaskID is the child task a KindWorkflow step started last (0:
 	// none), and ChildError why that child did not complete while the
 	// step waits to report it.
-	ChildTaskID int64  `json:"child_task_id,omitempty"`
-	ChildError  string `json:"child_error,omitempty"`
+	ChildTaskID int64
+	ChildError  string
 	// Preemptible: an engine may stop the step for a ready step of higher
 	// priority (workflow.Step.Preemptible).
-	Preemptible bool `json:"preemptible,omitempty"`
+	Preemptible bool
 }

@@ -34,27 +34,27 @@ const (
 
 // Webhook is a subscription to the history's events.
 type Webhook struct {
-	ID  int64  `json:"id"`
-	URL string `json:"url"`
+	ID  int64
+	URL string
 	// Secret signs deliveries; the API shows it only when the webhook is
 	// created.
-	Secret string `json:"secret,omitempty"`
+	Secret string
 	// Namespace and Workflow ("namespace/name") filter the events; Types
 	// lists the event types to send. Empty values match everything.
-	Namespace string   `json:"namespace,omitempty"`
-	Workflow  string   `json:"workflow,omitempty"`
-	Types     []string `json:"types,omitempty"`
+	Namespace string
+	Workflow  string
+	Types     []string
 	// Cursor is the history position delivered up to.
-	Cursor string `json:"cursor"`
+	Cursor string
 	// State is WebhookActive or WebhookDisabled.
-	State string `json:"state"`
+	State string
 	// Failures counts the failed attempts since the last delivery;
 	// LastError says what went wrong last.
-	Failures      int       `json:"failures"`
-	LastError     string    `json:"last_error,omitempty"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
+	Failures      int
+	LastError     string
+	NextAttemptAt time.Time
 	// Delivered counts the events delivered.
-	Delivered int64     `json:"delivered"`
-	CreatedAt time.Time `json:"created_at"`
-	CreatedBy string    `json:"created_by,omitempty"`
+	Delivered int64
+	CreatedAt time.Time
+	CreatedBy string
 }

@@ -2,8 +2,6 @@ package wire
 
 import (
 	"time"
-
-	"github.com/weftrun/weft/store"
 )
 
 // TaskFilter selects tasks for a bulk action (the body's "filter"). Empty
@@ -79,7 +77,7 @@ type Retention struct {
 
 // RetentionList is the body of GET /v1/retention.
 type RetentionList struct {
-	Retention []store.Retention `json:"retention"`
+	Retention []RetentionSetting `json:"retention"`
 }
 
 // Worker is a live engine or remote worker (GET /v1/workers).
@@ -102,5 +100,5 @@ type WorkerList struct {
 
 // OperatorLog is the body of GET /v1/oplog: the newest entries first.
 type OperatorLog struct {
-	Entries []store.OperatorEntry `json:"entries"`
+	Entries []OperatorEntry `json:"entries"`
 }

@@ -2,7 +2,11 @@
 // remote-worker protocol: the bodies of requests and responses and the
 // error codes. The server (package server) and the Go client (package
 // client) both use these types, so the two cannot drift; the OpenAPI
-// document (server/openapi.json) describes the same shapes.
+// document (server/openapi.json) describes the same shapes. The records
+// the API sends (tasks, steps, events, webhooks, schedules, policies…) are
+// wire's own types, made from the storage records by the Of functions of
+// records.go: storage records carry no JSON tags, so a change to the
+// storage is not a change to the API.
 //
 // The package depends on no database driver and no engine code: a program
 // that only talks to a weft server builds with CGO_ENABLED=0.
@@ -11,21 +15,6 @@ package wire
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/weftrun/weft/store"
-)
-
-// Records the API returns as they are stored.
-type (
-	Task       = store.Task
-	Step       = store.Step
-	AuditEntry = store.AuditEntry
-	// Event is one event of GET /v1/events: a transition of a task or
-	// step, with its position in the history (Cursor, also the SSE id).
-	Event = store.HistoryEvent
-	// Webhook is a webhook subscription; Secret is set only in the
-	// answer to its creation.
-	Webhook = store.Webhook
 )
 
 // SignatureHeader signs a webhook delivery: "t=<unix seconds>,v1=<hex
@@ -326,9 +315,6 @@ type Progress struct {
 	Message  string   `json:"message,omitempty"`
 }
 
-// Schedule is a registered cron schedule as stored (GET /v1/schedules).
-type Schedule = store.ScheduleRecord
-
 // ScheduleList is the body of GET /v1/schedules.
 type ScheduleList struct {
 	Schedules []Schedule `json:"schedules"`
@@ -338,18 +324,8 @@ type ScheduleList struct {
 // the schedule and its pauses and resumptions, oldest first.
 type ScheduleDetail struct {
 	Schedule
-	Audit []store.ScheduleAuditEntry `json:"audit"`
+	Audit []ScheduleAuditEntry `json:"audit"`
 }
-
-// Scheduling policies: what GET /v1/policies returns and POST /v1/policies
-// takes.
-type (
-	Policy             = store.Policy
-	PolicyReport       = store.PolicyReport
-	LimitUsage         = store.LimitUsage
-	PolicyChangeRecord = store.PolicyChangeRecord
-	RateUsage          = store.RateUsage
-)
 
 // PolicyChange is the body of POST /v1/policies: a change of one target's
 // policy ("*" for all work, a namespace, or "namespace/workflow"). Fields

@@ -18,10 +18,10 @@ import (
 // need: a local engine on the database, or a weft server through its API
 // when --server or $WEFT_SERVER is set.
 type backend interface {
-	Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error)
-	Get(ctx context.Context, id int64) (*weft.Task, error)
-	List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, error)
-	Audit(ctx context.Context, id int64) ([]weft.AuditEntry, error)
+	Submit(ctx context.Context, s weft.Submission) (client.SubmitResult, error)
+	Get(ctx context.Context, id int64) (*wire.Task, error)
+	List(ctx context.Context, f weft.TaskFilter) ([]wire.Task, error)
+	Audit(ctx context.Context, id int64) ([]wire.AuditEntry, error)
 	// Cancel and Retry record reason, and who acted, in the audit trail.
 	Cancel(ctx context.Context, id int64, reason string) error
 	Retry(ctx context.Context, id int64, reason string) error
@@ -30,15 +30,15 @@ type backend interface {
 	Signal(ctx context.Context, id int64, name string, payload json.RawMessage) (bool, error)
 	// Step returns one step; RetryStep and ResolveStep act on it (a
 	// non-empty result is what its dependents see).
-	Step(ctx context.Context, id int64) (*weft.TaskStep, error)
+	Step(ctx context.Context, id int64) (*wire.Step, error)
 	RetryStep(ctx context.Context, id int64, reason string) error
 	ResolveStep(ctx context.Context, id int64, result json.RawMessage, reason string) error
 	// RegisterTemplate registers a template loaded from path.
 	RegisterTemplate(ctx context.Context, path string, w *workflow.Workflow) error
 	// Webhooks: create (the result carries the secret), list, delete and
 	// enable.
-	AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error)
-	ListWebhooks(ctx context.Context) ([]weft.Webhook, error)
+	AddWebhook(ctx context.Context, spec weft.WebhookSpec) (wire.Webhook, error)
+	ListWebhooks(ctx context.Context) ([]wire.Webhook, error)
 	RemoveWebhook(ctx context.Context, id int64) error
 	ResumeWebhook(ctx context.Context, id int64) error
 	// Where names the database or server, for messages.
@@ -76,11 +76,44 @@ func (l localBackend) ResolveStep(ctx context.Context, id int64, result json.Raw
 	return l.Engine.ResolveStep(ctx, weft.StepResolution{StepID: id, EngineID: cliActor(), Reason: reason, Result: result})
 }
 
-func (l localBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
-	return l.Engine.CreateWebhook(ctx, spec, weft.Operator{Actor: cliActor()})
+func (l localBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (wire.Webhook, error) {
+	w, err := l.Engine.CreateWebhook(ctx, spec, weft.Operator{Actor: cliActor()})
+	return wire.WebhookOf(w), err
 }
-func (l localBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) {
-	return l.Engine.Webhooks(ctx)
+func (l localBackend) ListWebhooks(ctx context.Context) ([]wire.Webhook, error) {
+	ws, err := l.Engine.Webhooks(ctx)
+	return wire.List(ws, wire.WebhookOf), err
+}
+
+// The reads of a local backend answer with the API's records, as a
+// server does.
+func (l localBackend) Submit(ctx context.Context, s weft.Submission) (client.SubmitResult, error) {
+	res, err := l.Engine.Submit(ctx, s)
+	return client.SubmitResult{Task: wire.TaskOf(res.Task), Duplicate: res.Duplicate, Superseded: res.Superseded}, err
+}
+func (l localBackend) Get(ctx context.Context, id int64) (*wire.Task, error) {
+	t, err := l.Engine.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w := wire.TaskOf(*t)
+	return &w, nil
+}
+func (l localBackend) List(ctx context.Context, f weft.TaskFilter) ([]wire.Task, error) {
+	ts, err := l.Engine.List(ctx, f)
+	return wire.List(ts, wire.TaskOf), err
+}
+func (l localBackend) Audit(ctx context.Context, id int64) ([]wire.AuditEntry, error) {
+	trail, err := l.Engine.Audit(ctx, id)
+	return wire.List(trail, wire.AuditEntryOf), err
+}
+func (l localBackend) Step(ctx context.Context, id int64) (*wire.Step, error) {
+	s, err := l.Engine.Step(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w := wire.StepOf(*s)
+	return &w, nil
 }
 func (l localBackend) RemoveWebhook(ctx context.Context, id int64) error {
 	return l.Engine.DeleteWebhook(ctx, id, weft.Operator{Actor: cliActor()})
@@ -126,7 +159,7 @@ func (r remoteBackend) RegisterTemplate(ctx context.Context, path string, _ *wor
 }
 
 // Submit submits through the server.
-func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.SubmitResult, error) {
+func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (client.SubmitResult, error) {
 	req := wire.SubmitRequest{Workflow: s.Workflow, IdempotencyKey: s.Key, Priority: s.Priority, OnConflict: string(s.OnConflict), Tags: s.Tags}
 	switch in := s.Input.(type) {
 	case nil:
@@ -135,7 +168,7 @@ func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.Subm
 	default:
 		b, err := json.Marshal(in)
 		if err != nil {
-			return weft.SubmitResult{}, usageErrorf("--input: %v", err)
+			return client.SubmitResult{}, usageErrorf("--input: %v", err)
 		}
 		req.Input = b
 	}
@@ -145,8 +178,7 @@ func (r remoteBackend) Submit(ctx context.Context, s weft.Submission) (weft.Subm
 	if !s.GoodUntil.IsZero() {
 		req.GoodUntil = &s.GoodUntil
 	}
-	res, err := r.Client.Submit(ctx, req)
-	return weft.SubmitResult{Task: res.Task, Duplicate: res.Duplicate, Superseded: res.Superseded}, err
+	return r.Client.Submit(ctx, req)
 }
 
 func (r remoteBackend) RetryStep(ctx context.Context, id int64, reason string) error {
@@ -158,10 +190,10 @@ func (r remoteBackend) ResolveStep(ctx context.Context, id int64, result json.Ra
 	return err
 }
 
-func (r remoteBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (weft.Webhook, error) {
+func (r remoteBackend) AddWebhook(ctx context.Context, spec weft.WebhookSpec) (wire.Webhook, error) {
 	return r.Client.CreateWebhook(ctx, wire.CreateWebhook{URL: spec.URL, Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types})
 }
-func (r remoteBackend) ListWebhooks(ctx context.Context) ([]weft.Webhook, error) {
+func (r remoteBackend) ListWebhooks(ctx context.Context) ([]wire.Webhook, error) {
 	return r.Client.Webhooks(ctx)
 }
 func (r remoteBackend) RemoveWebhook(ctx context.Context, id int64) error {

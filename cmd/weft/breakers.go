@@ -10,17 +10,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
 )
 
 // The circuit breaker commands: 'weft policies' lists the breakers; 'weft
 // breaker reset' closes one. Like the other policy commands they work on the
 // database (--db) or through a server (--server).
 
-func (l localPolicies) resetBreaker(ctx context.Context, key, reason string) (weft.Breaker, error) {
-	return l.Engine.ResetBreaker(ctx, key, weft.Operator{Actor: cliActor(), Reason: reason})
+func (l localPolicies) resetBreaker(ctx context.Context, key, reason string) (wire.Breaker, error) {
+	b, err := l.Engine.ResetBreaker(ctx, key, weft.Operator{Actor: cliActor(), Reason: reason})
+	return wire.BreakerOf(b), err
 }
 
-func (r remotePolicies) resetBreaker(ctx context.Context, key, reason string) (weft.Breaker, error) {
+func (r remotePolicies) resetBreaker(ctx context.Context, key, reason string) (wire.Breaker, error) {
 	b, err := r.Client.ResetBreaker(ctx, key, reason)
 	if err != nil {
 		return b, fmt.Errorf("on %s: %w", r.Where(), err)
@@ -71,7 +73,7 @@ and --reason; 'weft policies --history' lists it.`,
 }
 
 // printBreakers lists the circuit breakers of a policy report.
-func printBreakers(w io.Writer, bs []weft.Breaker) {
+func printBreakers(w io.Writer, bs []wire.Breaker) {
 	if len(bs) == 0 {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/wire"
 )
 
 const flakyYAML = `namespace: shop
@@ -47,7 +48,7 @@ func TestBreakerOpensAndResets(t *testing.T) {
 	require.Regexp(t, `shop/flaky/call\s+open\s+2/2\s+\S+ \S+\s+\S+ \S+`, r.stdout)
 	r = weftCLI(t, "policies", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var rep weft.PolicyReport
+	var rep wire.PolicyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Len(t, rep.Breakers, 1)
 	b := rep.Breakers[0]
@@ -61,12 +62,12 @@ func TestBreakerOpensAndResets(t *testing.T) {
 	require.Equal(t, "reset breaker shop/flaky/call: closed; its steps are claimed again\n", r.stdout)
 	r = weftCLI(t, "policies", "--json", "--db", db)
 	requireCode(t, 0, r)
-	rep = weft.PolicyReport{}
+	rep = wire.PolicyReport{}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Empty(t, rep.Breakers)
 	r = weftCLI(t, "policies", "--history", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var changes []weft.PolicyChangeRecord
+	var changes []wire.PolicyChangeRecord
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &changes), r.stdout)
 	require.Len(t, changes, 1)
 	require.Equal(t, "shop/flaky/call", changes[0].Target)

@@ -19,8 +19,8 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/wire"
 )
 
 // parkedCheckoutYAML has a step no engine serves: its tasks stay pending.
@@ -61,7 +61,7 @@ func TestTagsAndBulkCLI(t *testing.T) {
 
 	r := weftCLI(t, "tasks", "--db", db, "--tag", "env=staging", "--tag", "team=pay", "--json")
 	requireCode(t, 0, r)
-	var tasks []store.Task
+	var tasks []wire.Task
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
 	require.Len(t, tasks, 2)
 	require.Equal(t, map[string]string{"env": "staging", "team": "pay"}, tasks[0].Tags)
@@ -90,7 +90,7 @@ func TestTagsAndBulkCLI(t *testing.T) {
 	require.Equal(t, "2 tasks deleted\n", r.stdout)
 	lines := readArchiveLines(t, archive)
 	require.Len(t, lines, 2)
-	var a store.ArchivedTask
+	var a wire.ArchivedTask
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &a))
 	require.Equal(t, state.TaskCancelled, a.Task.State)
 	require.Len(t, a.Task.Steps, 1)
@@ -106,7 +106,7 @@ func TestTagsAndBulkCLI(t *testing.T) {
 	require.Equal(t, "1 tasks deleted\n", r.stdout)
 	r = weftCLI(t, "oplog", "--db", db, "--json")
 	requireCode(t, 0, r)
-	var log []store.OperatorEntry
+	var log []wire.OperatorEntry
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &log))
 	require.Len(t, log, 3, "one entry per deleted task")
 	require.Equal(t, "task 3", log[0].Subject)
@@ -155,7 +155,7 @@ func TestPruneRetentionAttentionCLI(t *testing.T) {
 	require.NotContains(t, r.stdout, "failed")
 	r = weftCLI(t, "retention", "--db", db, "--json")
 	requireCode(t, 0, r)
-	var rs []store.Retention
+	var rs []wire.RetentionSetting
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rs))
 	require.Len(t, rs, 1)
 
@@ -201,7 +201,7 @@ func TestBulkThroughServer(t *testing.T) {
 	requireCode(t, 0, as("submit", file, "--tag", "env=prod"))
 	r = as("tasks", "--tag", "env=staging", "--json")
 	requireCode(t, 0, r)
-	var tasks []store.Task
+	var tasks []wire.Task
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
 	require.Len(t, tasks, 1)
 	r = as("cancel", "--tag", "env=staging", "--reason", "reset")
@@ -302,7 +302,7 @@ func TestBulkInStepsThroughServer(t *testing.T) {
 	count := func(st string) int {
 		r := as("tasks", "--state", st, "--json", "--limit", "100")
 		requireCode(t, 0, r)
-		var tasks []store.Task
+		var tasks []wire.Task
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))
 		return len(tasks)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/wire"
 )
 
 // errTaskEnded stops following a task's events once it ended.
@@ -64,7 +65,7 @@ next heartbeat, whichever is first, with the time of the claim.`,
 					return err
 				}
 			}
-			print := func(ev weft.HistoryEvent) error { return writeEvent(a.stdout, ev, jsonOut) }
+			print := func(ev wire.Event) error { return writeEvent(a.stdout, ev, jsonOut) }
 			err = a.followEvents(cmd.Context(), f, print)
 			if errors.Is(err, errTaskEnded) || cmd.Context().Err() != nil {
 				return nil
@@ -85,8 +86,8 @@ next heartbeat, whichever is first, with the time of the claim.`,
 // one is configured, else from the local database, until ctx is done or fn
 // returns an error (returned). With f.TaskID set it returns errTaskEnded
 // after the task's final event.
-func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(weft.HistoryEvent) error) error {
-	handle := func(ev weft.HistoryEvent) error {
+func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wire.Event) error) error {
+	handle := func(ev wire.Event) error {
 		if err := fn(ev); err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(we
 			return err
 		}
 		for _, ev := range events {
-			if err := handle(ev); err != nil {
+			if err := handle(wire.EventOf(ev)); err != nil {
 				return err
 			}
 			q.After = ev.Cursor
@@ -158,7 +159,7 @@ func taskEnded(s string) bool {
 }
 
 // writeEvent prints one event: a JSON line, or a text line.
-func writeEvent(w io.Writer, ev weft.HistoryEvent, jsonOut bool) error {
+func writeEvent(w io.Writer, ev wire.Event, jsonOut bool) error {
 	if jsonOut {
 		b, err := json.Marshal(ev)
 		if err != nil {

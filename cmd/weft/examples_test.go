@@ -20,14 +20,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // exampleRun is what running one example produced.
 type exampleRun struct {
 	db   string
-	r    result      // `weft run ... --json`
-	task *store.Task // the task it printed
+	r    result     // `weft run ... --json`
+	task *wire.Task // the task it printed
 }
 
 // exampleSignal is a signal a test sends while `weft run` waits.
@@ -139,7 +139,7 @@ func runExample(t *testing.T, file string, tc exampleCase) *exampleRun {
 }
 
 // stepStates returns the state of each named step.
-func stepStates(t *testing.T, task *store.Task, names ...string) map[string]state.Step {
+func stepStates(t *testing.T, task *wire.Task, names ...string) map[string]state.Step {
 	t.Helper()
 	m := map[string]state.Step{}
 	for _, n := range names {
@@ -149,7 +149,7 @@ func stepStates(t *testing.T, task *store.Task, names ...string) map[string]stat
 }
 
 // resultField decodes one field of a step's result.
-func resultField(t *testing.T, task *store.Task, step, field string) any {
+func resultField(t *testing.T, task *wire.Task, step, field string) any {
 	t.Helper()
 	var m map[string]any
 	res := stepByName(t, task, step).Result

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/wire"
 )
 
 func (a *app) keysCommand() *cobra.Command {
@@ -83,7 +84,7 @@ func (a *app) keysListCommand() *cobra.Command {
 				return fmt.Errorf("list keys: %w", err)
 			}
 			if jsonOut {
-				return writeJSON(a.stdout, keys)
+				return writeJSON(a.stdout, wire.List(keys, wire.APIKeyOf))
 			}
 			if len(keys) == 0 {
 				fmt.Fprintln(a.stderr, "no keys")

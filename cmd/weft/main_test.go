@@ -15,7 +15,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // syncBuffer is a bytes.Buffer safe for the engine's goroutines to log to.
@@ -70,14 +70,14 @@ func writeFile(t *testing.T, dir, name, content string) string {
 }
 
 // decodeTask decodes the task JSON of `run --json` or `task --json`.
-func decodeTask(t *testing.T, s string) *store.Task {
+func decodeTask(t *testing.T, s string) *wire.Task {
 	t.Helper()
-	var task store.Task
+	var task wire.Task
 	require.NoError(t, json.Unmarshal([]byte(s), &task), s)
 	return &task
 }
 
-func stepByName(t *testing.T, task *store.Task, name string) store.Step {
+func stepByName(t *testing.T, task *wire.Task, name string) wire.Step {
 	t.Helper()
 	for _, s := range task.Steps {
 		if s.Name == name {
@@ -85,7 +85,7 @@ func stepByName(t *testing.T, task *store.Task, name string) store.Step {
 		}
 	}
 	require.Failf(t, "no such step", "%s", name)
-	return store.Step{}
+	return wire.Step{}
 }
 
 // dagYAML is a 3-step DAG passing data through stdin and stdout: a adds 1

@@ -24,17 +24,17 @@ import (
 // policyBackend is what the policy commands need: a local engine on the
 // database or a server's API.
 type policyBackend interface {
-	changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error)
-	policies(ctx context.Context) (weft.PolicyReport, error)
-	policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error)
-	resetBreaker(ctx context.Context, key, reason string) (weft.Breaker, error)
+	changePolicy(ctx context.Context, ch wire.PolicyChange) (wire.Policy, error)
+	policies(ctx context.Context) (wire.PolicyReport, error)
+	policyChanges(ctx context.Context, limit int) ([]wire.PolicyChangeRecord, error)
+	resetBreaker(ctx context.Context, key, reason string) (wire.Breaker, error)
 	Where() string
 	Close()
 }
 
 type localPolicies struct{ localBackend }
 
-func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error) {
+func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (wire.Policy, error) {
 	op := weft.Operator{Actor: cliActor(), Reason: ch.Reason}
 	var p weft.Policy
 	var err error
@@ -43,12 +43,12 @@ func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (
 		if ch.Rate != nil {
 			rate, err := weft.ParseRate(*ch.Rate)
 			if err != nil {
-				return p, err
+				return wire.Policy{}, err
 			}
 			limits.Rate = &rate
 		}
 		if p, err = l.Engine.SetLimits(ctx, ch.Target, limits, op); err != nil {
-			return p, err
+			return wire.Policy{}, err
 		}
 	}
 	switch {
@@ -57,20 +57,22 @@ func (l localPolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (
 	case ch.Paused != nil:
 		p, err = l.Engine.Resume(ctx, ch.Target, op)
 	}
-	return p, err
+	return wire.PolicyOf(p), err
 }
 
-func (l localPolicies) policies(ctx context.Context) (weft.PolicyReport, error) {
-	return l.Engine.Policies(ctx)
+func (l localPolicies) policies(ctx context.Context) (wire.PolicyReport, error) {
+	rep, err := l.Engine.Policies(ctx)
+	return wire.PolicyReportOf(rep), err
 }
 
-func (l localPolicies) policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error) {
-	return l.Engine.PolicyChanges(ctx, limit)
+func (l localPolicies) policyChanges(ctx context.Context, limit int) ([]wire.PolicyChangeRecord, error) {
+	changes, err := l.Engine.PolicyChanges(ctx, limit)
+	return wire.List(changes, wire.PolicyChangeRecordOf), err
 }
 
 type remotePolicies struct{ remoteBackend }
 
-func (r remotePolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (weft.Policy, error) {
+func (r remotePolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) (wire.Policy, error) {
 	p, err := r.Client.ChangePolicy(ctx, ch)
 	if err != nil {
 		return p, fmt.Errorf("on %s: %w", r.Where(), err)
@@ -78,7 +80,7 @@ func (r remotePolicies) changePolicy(ctx context.Context, ch wire.PolicyChange) 
 	return p, nil
 }
 
-func (r remotePolicies) policies(ctx context.Context) (weft.PolicyReport, error) {
+func (r remotePolicies) policies(ctx context.Context) (wire.PolicyReport, error) {
 	p, err := r.Client.Policies(ctx)
 	if err != nil {
 		return p, fmt.Errorf("on %s: %w", r.Where(), err)
@@ -86,7 +88,7 @@ func (r remotePolicies) policies(ctx context.Context) (weft.PolicyReport, error)
 	return p, nil
 }
 
-func (r remotePolicies) policyChanges(ctx context.Context, limit int) ([]weft.PolicyChangeRecord, error) {
+func (r remotePolicies) policyChanges(ctx context.Context, limit int) ([]wire.PolicyChangeRecord, error) {
 	c, err := r.Client.PolicyChanges(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("on %s: %w", r.Where(), err)
@@ -344,7 +346,7 @@ func policyError(err error) error {
 	return err
 }
 
-func printPolicies(w io.Writer, rep weft.PolicyReport) error {
+func printPolicies(w io.Writer, rep wire.PolicyReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(rep.Policies) == 0 {
 		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits, rates or weights")
@@ -377,7 +379,7 @@ func printPolicies(w io.Writer, rep weft.PolicyReport) error {
 	return tw.Flush()
 }
 
-func printPolicyChanges(w io.Writer, changes []weft.PolicyChangeRecord) error {
+func printPolicyChanges(w io.Writer, changes []wire.PolicyChangeRecord) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tTARGET\tCHANGE\tBY\tREASON")
 	for _, c := range changes {

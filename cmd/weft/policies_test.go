@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/wire"
 )
 
 const pausedYAML = `namespace: shop
@@ -56,7 +56,7 @@ func TestPauseResumeWithWorker(t *testing.T) {
 
 	r = weftCLI(t, "policies", "--history", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var changes []weft.PolicyChangeRecord
+	var changes []wire.PolicyChangeRecord
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &changes), r.stdout)
 	require.Len(t, changes, 2)
 	require.Equal(t, "resume", changes[0].Change)
@@ -82,7 +82,7 @@ func TestLimitAndPolicies(t *testing.T) {
 
 	r = weftCLI(t, "policies", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var rep weft.PolicyReport
+	var rep wire.PolicyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Len(t, rep.Policies, 2)
 	require.Equal(t, "*", rep.Policies[0].Target)
@@ -148,7 +148,7 @@ func TestLimitWeight(t *testing.T) {
 
 	r = weftCLI(t, "policies", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var rep weft.PolicyReport
+	var rep wire.PolicyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Len(t, rep.Policies, 3)
 	require.Equal(t, 3, rep.Policies[1].Weight)
@@ -158,7 +158,7 @@ func TestLimitWeight(t *testing.T) {
 	require.Equal(t, "shop: weight 1 (the default)\n", r.stdout)
 	r = weftCLI(t, "policies", "--history", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var changes []weft.PolicyChangeRecord
+	var changes []wire.PolicyChangeRecord
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &changes), r.stdout)
 	require.Equal(t, "weight=1", changes[0].Change)
 	require.Equal(t, "concurrency=5 weight=2", changes[2].Change)

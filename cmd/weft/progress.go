@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/wire"
 )
 
 // progressOptions configures a progress renderer.
@@ -34,7 +34,7 @@ type progressOptions struct {
 }
 
 // signalCommand is the command that sends the signal a step waits for.
-func signalCommand(s *store.Step, opts progressOptions) string {
+func signalCommand(s *wire.Step, opts progressOptions) string {
 	cmd := fmt.Sprintf("weft signal %d %s --payload '{...}'", s.TaskID, s.Signal)
 	switch {
 	case opts.server != "":
@@ -56,7 +56,7 @@ func shellQuote(s string) string {
 }
 
 // progressText is a running step's reported progress: "60% row 6 of 10".
-func progressText(s *store.Step) string {
+func progressText(s *wire.Step) string {
 	if s.Progress == nil {
 		return ""
 	}
@@ -105,7 +105,7 @@ func newProgress(w io.Writer, opts progressOptions) *progress {
 }
 
 // Update renders a new snapshot of the task.
-func (p *progress) Update(t *store.Task) error {
+func (p *progress) Update(t *wire.Task) error {
 	if p.opts.live {
 		return p.draw(t, false)
 	}
@@ -113,7 +113,7 @@ func (p *progress) Update(t *store.Task) error {
 }
 
 // Finish renders the last snapshot of the task and a summary line.
-func (p *progress) Finish(t *store.Task) error {
+func (p *progress) Finish(t *wire.Task) error {
 	if p.opts.live {
 		if err := p.draw(t, true); err != nil {
 			return err
@@ -213,7 +213,7 @@ func (p *progress) line(segs ...seg) string {
 }
 
 // draw redraws the live view over the previous one.
-func (p *progress) draw(t *store.Task, final bool) error {
+func (p *progress) draw(t *wire.Task, final bool) error {
 	now := p.opts.now()
 	lines := p.view(t, now, final)
 	var b strings.Builder
@@ -233,7 +233,7 @@ func (p *progress) draw(t *store.Task, final bool) error {
 }
 
 // view returns the lines of the live view.
-func (p *progress) view(t *store.Task, now time.Time, final bool) []string {
+func (p *progress) view(t *wire.Task, now time.Time, final bool) []string {
 	sym, color := taskSymbol(t.State)
 	lines := []string{p.line(
 		seg{sym + " ", color},
@@ -305,7 +305,7 @@ func (p *progress) view(t *store.Task, now time.Time, final bool) []string {
 // visibleSteps picks the indexes of the steps that fit the terminal height,
 // preferring those that need attention, in definition order, and counts
 // the others.
-func (p *progress) visibleSteps(steps []store.Step) (shown []int, hidden int) {
+func (p *progress) visibleSteps(steps []wire.Step) (shown []int, hidden int) {
 	rows := len(steps)
 	if p.opts.height > 0 {
 		rows = max(p.opts.height-4, 1) // header, bar, "more" line and the cursor line
@@ -343,7 +343,7 @@ func (p *progress) visibleSteps(steps []store.Step) (shown []int, hidden int) {
 
 // stepStateText is the state column of a step: its state, or "deferred" for
 // a running step whose handler waits with its slot released.
-func stepStateText(s *store.Step) string {
+func stepStateText(s *wire.Step) string {
 	if s.State == state.StepRunning && s.Sub != "" {
 		return s.Sub
 	}
@@ -352,7 +352,7 @@ func stepStateText(s *store.Step) string {
 
 // stepDetail is the last column of a step in the live view: its duration,
 // what it waits for, or its error.
-func stepDetail(s *store.Step, states map[string]state.Step, now time.Time, opts progressOptions) (text, color string) {
+func stepDetail(s *wire.Step, states map[string]state.Step, now time.Time, opts progressOptions) (text, color string) {
 	switch s.State {
 	case state.StepPending:
 		var waiting []string
@@ -412,10 +412,10 @@ func stepDetail(s *store.Step, states map[string]state.Step, now time.Time, opts
 }
 
 // taskRef returns "namespace/name@version" of a task's workflow.
-func taskRef(t *store.Task) string { return t.Namespace + "/" + t.Workflow + "@" + t.Version }
+func taskRef(t *wire.Task) string { return t.Namespace + "/" + t.Workflow + "@" + t.Version }
 
 // taskElapsed is how long the task has existed, or took when it ended.
-func taskElapsed(t *store.Task, now time.Time) time.Duration {
+func taskElapsed(t *wire.Task, now time.Time) time.Duration {
 	end := now
 	if t.State.Terminal() && t.FinishedAt != nil {
 		end = *t.FinishedAt

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // The plain progress output of `weft run`, one line per step state change,
@@ -26,7 +26,7 @@ type plainEvent struct {
 // not reported. A step seen finished whose running attempt was never seen
 // (it ran between two snapshots) gets its running line first, with the
 // time it started, so the output does not depend on the polling rate.
-func (p *progress) plain(t *store.Task) error {
+func (p *progress) plain(t *wire.Task) error {
 	now := p.opts.now()
 	var b strings.Builder
 	if !p.started {
@@ -80,7 +80,7 @@ func (p *progress) plain(t *store.Task) error {
 }
 
 // endTime is when a step reached a state other than running.
-func (p *progress) endTime(s *store.Step, now time.Time) time.Time {
+func (p *progress) endTime(s *wire.Step, now time.Time) time.Time {
 	if s.State.Terminal() {
 		return timeOr(s.FinishedAt, now)
 	}
@@ -88,7 +88,7 @@ func (p *progress) endTime(s *store.Step, now time.Time) time.Time {
 }
 
 // plainEnd describes a step that reached a state other than running.
-func (p *progress) plainEnd(s *store.Step) string {
+func (p *progress) plainEnd(s *wire.Step) string {
 	text := fmt.Sprintf("step %s %s", s.Name, s.State)
 	switch s.State {
 	case state.StepCompleted:
@@ -122,7 +122,7 @@ func (p *progress) clock(t time.Time) string { return t.In(p.opts.loc).Format("1
 
 // summary is the final line of a run: how the task ended, how long it took
 // and how its steps ended.
-func summary(t *store.Task, now time.Time) string {
+func summary(t *wire.Task, now time.Time) string {
 	counts := map[state.Step]int{}
 	for _, s := range t.Steps {
 		counts[s.State]++

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // t0 is the creation time of the snapshots' task.
@@ -24,8 +24,8 @@ func at(ms int) *time.Time {
 }
 
 // snapshot builds a task of the steps a -> b -> c in the given states.
-func snapshot(taskState state.Task, steps ...store.Step) *store.Task {
-	t := &store.Task{ID: 7, Namespace: "shop", Workflow: "checkout", Version: "1.0.0", State: taskState, CreatedAt: t0}
+func snapshot(taskState state.Task, steps ...wire.Step) *wire.Task {
+	t := &wire.Task{ID: 7, Namespace: "shop", Workflow: "checkout", Version: "1.0.0", State: taskState, CreatedAt: t0}
 	names := []string{"a", "b", "c"}
 	for i, s := range steps {
 		s.Name = names[i]
@@ -48,26 +48,26 @@ func TestProgressPlain(t *testing.T) {
 
 	snaps := []struct {
 		now  int
-		task *store.Task
+		task *wire.Task
 	}{
-		{0, snapshot(state.TaskPending, store.Step{State: state.StepReady}, store.Step{State: state.StepPending}, store.Step{State: state.StepPending})},
+		{0, snapshot(state.TaskPending, wire.Step{State: state.StepReady}, wire.Step{State: state.StepPending}, wire.Step{State: state.StepPending})},
 		{100, snapshot(state.TaskRunning,
-			store.Step{State: state.StepRunning, Attempts: 1, StartedAt: at(50)},
-			store.Step{State: state.StepPending}, store.Step{State: state.StepPending})},
+			wire.Step{State: state.StepRunning, Attempts: 1, StartedAt: at(50)},
+			wire.Step{State: state.StepPending}, wire.Step{State: state.StepPending})},
 		// a finished and b ran and failed between two snapshots.
 		{300, snapshot(state.TaskRunning,
-			store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(50), FinishedAt: at(150)},
-			store.Step{State: state.StepWaiting, Attempts: 1, StartedAt: at(160), RunAt: at(1160), Error: "exit status 1:\nboom"},
-			store.Step{State: state.StepPending})},
+			wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(50), FinishedAt: at(150)},
+			wire.Step{State: state.StepWaiting, Attempts: 1, StartedAt: at(160), RunAt: at(1160), Error: "exit status 1:\nboom"},
+			wire.Step{State: state.StepPending})},
 		// Nothing changed: nothing printed.
 		{400, snapshot(state.TaskRunning,
-			store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(50), FinishedAt: at(150)},
-			store.Step{State: state.StepWaiting, Attempts: 1, StartedAt: at(160), RunAt: at(1160), Error: "exit status 1:\nboom"},
-			store.Step{State: state.StepPending})},
+			wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(50), FinishedAt: at(150)},
+			wire.Step{State: state.StepWaiting, Attempts: 1, StartedAt: at(160), RunAt: at(1160), Error: "exit status 1:\nboom"},
+			wire.Step{State: state.StepPending})},
 		{2000, snapshot(state.TaskFailed,
-			store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(50), FinishedAt: at(150)},
-			store.Step{State: state.StepFailed, Attempts: 2, StartedAt: at(1200), FinishedAt: at(1300), Error: "exit status 1: boom"},
-			store.Step{State: state.StepSkipped, FinishedAt: at(1300)})},
+			wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(50), FinishedAt: at(150)},
+			wire.Step{State: state.StepFailed, Attempts: 2, StartedAt: at(1200), FinishedAt: at(1300), Error: "exit status 1: boom"},
+			wire.Step{State: state.StepSkipped, FinishedAt: at(1300)})},
 	}
 	for _, s := range snaps {
 		now = t0.Add(time.Duration(s.now) * time.Millisecond)
@@ -95,16 +95,16 @@ func TestProgressPlainSummary(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		task *store.Task
+		task *wire.Task
 		want string
 	}{
 		{
 			name: "completed",
-			task: func() *store.Task {
+			task: func() *wire.Task {
 				tk := snapshot(state.TaskCompleted,
-					store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(10)},
-					store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(10), FinishedAt: at(20)},
-					store.Step{State: state.StepResolved, FinishedAt: at(30)})
+					wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(10)},
+					wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(10), FinishedAt: at(20)},
+					wire.Step{State: state.StepResolved, FinishedAt: at(30)})
 				tk.FinishedAt = at(1234)
 				return tk
 			}(),
@@ -112,11 +112,11 @@ func TestProgressPlainSummary(t *testing.T) {
 		},
 		{
 			name: "cancelled",
-			task: func() *store.Task {
+			task: func() *wire.Task {
 				tk := snapshot(state.TaskCancelled,
-					store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(10)},
-					store.Step{State: state.StepCancelled},
-					store.Step{State: state.StepCancelled})
+					wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(10)},
+					wire.Step{State: state.StepCancelled},
+					wire.Step{State: state.StepCancelled})
 				tk.FinishedAt = at(90_000)
 				return tk
 			}(),
@@ -134,13 +134,13 @@ func TestProgressPlainSummary(t *testing.T) {
 func TestProgressLive(t *testing.T) {
 	t.Parallel()
 	running := snapshot(state.TaskRunning,
-		store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(120)},
-		store.Step{State: state.StepRunning, Attempts: 1, StartedAt: at(120)},
-		store.Step{State: state.StepPending})
+		wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(120)},
+		wire.Step{State: state.StepRunning, Attempts: 1, StartedAt: at(120)},
+		wire.Step{State: state.StepPending})
 	failed := snapshot(state.TaskFailed,
-		store.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(120)},
-		store.Step{State: state.StepFailed, Attempts: 3, StartedAt: at(120), FinishedAt: at(900), Error: "exit status 2:\nno such order"},
-		store.Step{State: state.StepSkipped, FinishedAt: at(900)})
+		wire.Step{State: state.StepCompleted, Attempts: 1, StartedAt: at(0), FinishedAt: at(120)},
+		wire.Step{State: state.StepFailed, Attempts: 3, StartedAt: at(120), FinishedAt: at(900), Error: "exit status 2:\nno such order"},
+		wire.Step{State: state.StepSkipped, FinishedAt: at(900)})
 	failed.FinishedAt = at(900)
 	failed.Error = `step "b" failed: exit status 2: no such order`
 
@@ -188,9 +188,9 @@ func TestProgressLive(t *testing.T) {
 
 func TestProgressLiveFitsTerminal(t *testing.T) {
 	t.Parallel()
-	task := &store.Task{ID: 1, Namespace: "ns", Workflow: "wide", Version: "1", State: state.TaskRunning, CreatedAt: t0}
+	task := &wire.Task{ID: 1, Namespace: "ns", Workflow: "wide", Version: "1", State: state.TaskRunning, CreatedAt: t0}
 	for i := range 12 {
-		s := store.Step{Name: "step-with-a-long-name-" + string(rune('a'+i)), State: state.StepPending, MaxAttempts: 3}
+		s := wire.Step{Name: "step-with-a-long-name-" + string(rune('a'+i)), State: state.StepPending, MaxAttempts: 3}
 		if i == 11 {
 			s.State, s.Attempts, s.Error = state.StepFailed, 1, strings.Repeat("very long error ", 20)
 		}
@@ -214,9 +214,9 @@ func TestProgressLiveFitsTerminal(t *testing.T) {
 func TestProgressTaskJSONRoundTrip(t *testing.T) {
 	t.Parallel()
 	// The renderer reads the same fields `weft run --json` prints.
-	b, err := json.Marshal(snapshot(state.TaskRunning, store.Step{State: state.StepRunning, Attempts: 1, StartedAt: at(0)}))
+	b, err := json.Marshal(snapshot(state.TaskRunning, wire.Step{State: state.StepRunning, Attempts: 1, StartedAt: at(0)}))
 	require.NoError(t, err)
-	var back store.Task
+	var back wire.Task
 	require.NoError(t, json.Unmarshal(b, &back))
 	var out bytes.Buffer
 	p := newProgress(&out, progressOptions{now: func() time.Time { return t0 }, loc: time.UTC})

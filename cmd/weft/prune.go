@@ -129,7 +129,7 @@ change is recorded in the operator log.`,
 				return err
 			}
 			defer b.Close()
-			var list []weft.Retention
+			var list []wire.RetentionSetting
 			switch be := b.(type) {
 			case localBackend:
 				for st, d := range set {
@@ -140,9 +140,11 @@ change is recorded in the operator log.`,
 						return err
 					}
 				}
-				if list, err = be.Retentions(ctx); err != nil {
+				rs, err := be.Retentions(ctx)
+				if err != nil {
 					return err
 				}
+				list = wire.List(rs, wire.RetentionSettingOf)
 			case remoteBackend:
 				var rl wire.RetentionList
 				if len(set) > 0 {
@@ -166,7 +168,7 @@ change is recorded in the operator log.`,
 			}
 			if jsonOut {
 				if list == nil {
-					list = []weft.Retention{}
+					list = []wire.RetentionSetting{}
 				}
 				return writeJSON(a.stdout, list)
 			}
@@ -200,7 +202,7 @@ func fmtKeep(d time.Duration) string {
 }
 
 // writeAttention prints the attention list: each task with its reasons.
-func writeAttention(w io.Writer, tasks []weft.Task) error {
+func writeAttention(w io.Writer, tasks []wire.Task) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tTAGS\tNEEDS ATTENTION")
 	for i := range tasks {

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
 )
 
 // printRateChange says what a namespace's rate is after 'weft limit
 // --rate'.
-func printRateChange(w io.Writer, namespace string, changed bool, p weft.Policy) {
+func printRateChange(w io.Writer, namespace string, changed bool, p wire.Policy) {
 	switch {
 	case !changed:
 	case p.Rate == nil:
@@ -27,7 +27,7 @@ func printRateChange(w io.Writer, namespace string, changed bool, p weft.Policy)
 // printRates lists the rates in force: the namespaces' and the buckets of
 // the rates templates define, with their tokens now and, while steps wait
 // for a token, the latest time one was deferred to.
-func printRates(w io.Writer, rep weft.PolicyReport) {
+func printRates(w io.Writer, rep wire.PolicyReport) {
 	rates := rep.RatesInForce()
 	if len(rates) == 0 {
 		return

@@ -13,7 +13,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // TestLimitRate: 'weft limit --rate' sets, shows and removes a namespace's
@@ -52,7 +52,7 @@ func TestLimitRate(t *testing.T) {
 	for id := int64(1); id <= 3; id++ {
 		r := weftCLI(t, "task", strconv.FormatInt(id, 10), "--json", "--db", db)
 		requireCode(t, 0, r)
-		var task store.Task
+		var task wire.Task
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &task))
 		if st := task.Steps[0]; st.State == state.StepWaiting {
 			waiting++
@@ -66,13 +66,13 @@ func TestLimitRate(t *testing.T) {
 	require.Regexp(t, `RATE\s+LIMIT\s+TOKENS\s+DEFERRED UNTIL\nshop\s+1/h\s+0\.0\s+-`, r.stdout)
 	r = weftCLI(t, "policies", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var rep weft.PolicyReport
+	var rep wire.PolicyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Len(t, rep.Policies, 1)
 	require.Equal(t, &weft.Rate{Limit: 1, Per: time.Hour}, rep.Policies[0].Rate)
 	r = weftCLI(t, "policies", "--history", "--json", "--db", db)
 	requireCode(t, 0, r)
-	var changes []weft.PolicyChangeRecord
+	var changes []wire.PolicyChangeRecord
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &changes), r.stdout)
 	require.Equal(t, "rate=1/h", changes[0].Change)
 	require.Equal(t, "slow provider", changes[0].Reason)

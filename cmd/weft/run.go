@@ -13,6 +13,7 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/wire"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -123,7 +124,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 		a.log.Warn("stop engine", "error", run.err)
 	}
 	if jsonOut {
-		if err := writeJSON(a.stdout, task); err != nil {
+		if err := writeJSON(a.stdout, wire.TaskOf(*task)); err != nil {
 			return err
 		}
 	}
@@ -199,7 +200,8 @@ func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer,
 			a.log.Warn("read task", "task_id", id, "error", err)
 			return
 		}
-		renderErr(p.Update(t))
+		w := wire.TaskOf(*t)
+		renderErr(p.Update(&w))
 	}
 	tick := time.NewTicker(a.refresh)
 	defer tick.Stop()
@@ -207,7 +209,8 @@ func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer,
 		select {
 		case <-run.done:
 			if t := run.task; ctx.Err() == nil && t != nil && t.State.Terminal() {
-				renderErr(p.Finish(t))
+				w := wire.TaskOf(*t)
+				renderErr(p.Finish(&w))
 			} else {
 				update()
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/weftdb"
+	"github.com/weftrun/weft/wire"
 )
 
 // runRemote is `weft run --server`: register the template and submit the
@@ -67,7 +68,7 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	defer stopFollowing()
 	followed := make(chan error, 1)
 	go func() {
-		followed <- a.followEvents(followCtx, client.EventFilter{TaskID: id, After: "start"}, func(weft.HistoryEvent) error {
+		followed <- a.followEvents(followCtx, client.EventFilter{TaskID: id, After: "start"}, func(wire.Event) error {
 			mu.Lock()
 			changed = true
 			mu.Unlock()

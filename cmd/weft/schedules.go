@@ -10,35 +10,46 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // scheduleBackend is what the schedules commands need: the local engine
 // or a weft server.
 type scheduleBackend interface {
-	Schedules(ctx context.Context, f weft.ScheduleFilter) ([]weft.Schedule, error)
-	ScheduleAudit(ctx context.Context, k weft.ScheduleKey) ([]weft.ScheduleAuditEntry, error)
-	Pause(ctx context.Context, k weft.ScheduleKey, paused bool, reason string) (weft.Schedule, error)
+	Schedules(ctx context.Context, f weft.ScheduleFilter) ([]wire.Schedule, error)
+	ScheduleAudit(ctx context.Context, k wire.ScheduleKey) ([]wire.ScheduleAuditEntry, error)
+	Pause(ctx context.Context, k wire.ScheduleKey, paused bool, reason string) (wire.Schedule, error)
 	Close()
 }
 
 type localSchedules struct{ localBackend }
 
-func (l localSchedules) Pause(ctx context.Context, k weft.ScheduleKey, paused bool, reason string) (weft.Schedule, error) {
+func (l localSchedules) Pause(ctx context.Context, k wire.ScheduleKey, paused bool, reason string) (wire.Schedule, error) {
 	op := weft.Operator{Actor: cliActor(), Reason: reason}
+	act := l.Engine.ResumeSchedule
 	if paused {
-		return l.Engine.PauseSchedule(ctx, k, op)
+		act = l.Engine.PauseSchedule
 	}
-	return l.Engine.ResumeSchedule(ctx, k, op)
+	s, err := act(ctx, weft.ScheduleKey(k), op)
+	return wire.ScheduleOf(s), err
+}
+func (l localSchedules) Schedules(ctx context.Context, f weft.ScheduleFilter) ([]wire.Schedule, error) {
+	list, err := l.Engine.Schedules(ctx, f)
+	return wire.List(list, wire.ScheduleOf), err
+}
+func (l localSchedules) ScheduleAudit(ctx context.Context, k wire.ScheduleKey) ([]wire.ScheduleAuditEntry, error) {
+	audit, err := l.Engine.ScheduleAudit(ctx, weft.ScheduleKey(k))
+	return wire.List(audit, wire.ScheduleAuditEntryOf), err
 }
 
 type remoteSchedules struct{ *client.Client }
 
-func (r remoteSchedules) ScheduleAudit(ctx context.Context, k weft.ScheduleKey) ([]weft.ScheduleAuditEntry, error) {
+func (r remoteSchedules) ScheduleAudit(ctx context.Context, k wire.ScheduleKey) ([]wire.ScheduleAuditEntry, error) {
 	d, err := r.Client.Schedule(ctx, k)
 	return d.Audit, err
 }
 
-func (r remoteSchedules) Pause(ctx context.Context, k weft.ScheduleKey, paused bool, reason string) (weft.Schedule, error) {
+func (r remoteSchedules) Pause(ctx context.Context, k wire.ScheduleKey, paused bool, reason string) (wire.Schedule, error) {
 	if paused {
 		return r.Client.PauseSchedule(ctx, k, reason)
 	}
@@ -65,14 +76,14 @@ func (a *app) schedules(ctx context.Context, how access) (scheduleBackend, error
 }
 
 // findSchedule resolves NAME or NAMESPACE/WORKFLOW/NAME.
-func findSchedule(ctx context.Context, b scheduleBackend, ref string) (weft.Schedule, error) {
+func findSchedule(ctx context.Context, b scheduleBackend, ref string) (wire.Schedule, error) {
 	f, err := store.ParseScheduleRef(ref)
 	if err != nil {
-		return weft.Schedule{}, usageErrorf("%v", err)
+		return wire.Schedule{}, usageErrorf("%v", err)
 	}
 	list, err := b.Schedules(ctx, f)
 	if err != nil {
-		return weft.Schedule{}, err
+		return wire.Schedule{}, err
 	}
 	s, err := store.PickSchedule(ref, list)
 	if errors.Is(err, store.ErrInvalid) {
@@ -119,7 +130,7 @@ schedule of that name.`,
 			}
 			if jsonOut {
 				if list == nil {
-					list = []weft.Schedule{}
+					list = []wire.Schedule{}
 				}
 				return writeJSON(a.stdout, list)
 			}
@@ -143,21 +154,21 @@ schedule of that name.`,
 	return cmd
 }
 
-func catchUpText(s weft.Schedule) string {
+func catchUpText(s wire.Schedule) string {
 	if s.CatchUp == "all" {
 		return fmt.Sprintf("all (max %d)", s.MaxCatchUp)
 	}
 	return s.CatchUp
 }
 
-func scheduleState(s weft.Schedule) string {
+func scheduleState(s wire.Schedule) string {
 	if s.Paused {
 		return "paused"
 	}
 	return "active"
 }
 
-func nextTickText(s weft.Schedule) string {
+func nextTickText(s wire.Schedule) string {
 	if s.Paused {
 		return "-"
 	}
@@ -229,12 +240,12 @@ func (a *app) scheduleShowCommand() *cobra.Command {
 				return fmt.Errorf("audit of schedule %s: %w", s.ScheduleKey, err)
 			}
 			if audit == nil {
-				audit = []weft.ScheduleAuditEntry{}
+				audit = []wire.ScheduleAuditEntry{}
 			}
 			if jsonOut {
 				return writeJSON(a.stdout, struct {
-					weft.Schedule
-					Audit []weft.ScheduleAuditEntry `json:"audit"`
+					wire.Schedule
+					Audit []wire.ScheduleAuditEntry `json:"audit"`
 				}{s, audit})
 			}
 			tw := newTable(a.stdout)

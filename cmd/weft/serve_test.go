@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // startServe runs `weft serve` as a real process on a free loopback port
@@ -129,7 +129,7 @@ func TestServeAndClientMode(t *testing.T) {
 	require.Equal(t, strconv.FormatInt(id, 10), strings.TrimSpace(r.stdout))
 	require.Contains(t, r.stderr, "already existed")
 
-	var task store.Task
+	var task wire.Task
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r = as("task", strconv.FormatInt(id, 10), "--json")

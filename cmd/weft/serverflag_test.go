@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // serverArgs are the arguments each command is tried with under --server,
@@ -186,7 +186,7 @@ steps:
 	require.Regexp(t, `signal go_live (delivered to|kept for) task `+id, r.stdout)
 	requireCode(t, 2, as("signal", id, "go_live", "--payload", `{nope`))
 
-	task := waitCLITask(t, as, id, func(task *store.Task) bool { return task.State.Terminal() })
+	task := waitCLITask(t, as, id, func(task *wire.Task) bool { return task.State.Terminal() })
 	require.Equal(t, state.TaskFailed, task.State)
 	flaky := stepByName(t, task, "flaky")
 	sid := strconv.FormatInt(flaky.ID, 10)
@@ -200,12 +200,12 @@ steps:
 	require.Contains(t, r.stderr, "step 424242: not found")
 
 	requireCode(t, 0, as("step", "retry", sid, "--reason", "try once more"))
-	task = waitCLITask(t, as, id, func(task *store.Task) bool { return task.State.Terminal() })
+	task = waitCLITask(t, as, id, func(task *wire.Task) bool { return task.State.Terminal() })
 	require.Equal(t, state.TaskFailed, task.State, "it fails again")
 	r = as("task", id, "--json", "--audit")
 	requireCode(t, 0, r)
 	var withAudit struct {
-		Audit []store.AuditEntry `json:"audit"`
+		Audit []wire.AuditEntry `json:"audit"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &withAudit))
 	var retried bool
@@ -217,7 +217,7 @@ steps:
 	requireCode(t, 2, as("step", "resolve", sid, "--result", `{bad`))
 	r = as("step", "resolve", sid, "--result", `{"manual":true}`, "--reason", "done by hand")
 	requireCode(t, 0, r)
-	task = waitCLITask(t, as, id, func(task *store.Task) bool { return task.State.Terminal() })
+	task = waitCLITask(t, as, id, func(task *wire.Task) bool { return task.State.Terminal() })
 	require.Equal(t, state.TaskCompleted, task.State)
 	require.Equal(t, state.StepResolved, stepByName(t, task, "flaky").State)
 	r = as("step", "resolve", sid)
@@ -226,13 +226,13 @@ steps:
 }
 
 // waitCLITask polls `task --json` until done says the task is there.
-func waitCLITask(t *testing.T, as func(...string) result, id string, done func(*store.Task) bool) *store.Task {
+func waitCLITask(t *testing.T, as func(...string) result, id string, done func(*wire.Task) bool) *wire.Task {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := as("task", id, "--json")
 		requireCode(t, 0, r)
-		var task store.Task
+		var task wire.Task
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &task))
 		if done(&task) {
 			return &task
@@ -283,7 +283,7 @@ func TestRunAndEventsThroughServer(t *testing.T) {
 		requireCode(t, 0, r)
 		var types []string
 		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
-			var ev store.HistoryEvent
+			var ev wire.Event
 			require.NoError(t, json.Unmarshal([]byte(line), &ev), "%s: %s", name, line)
 			require.Equal(t, task.ID, ev.TaskID)
 			types = append(types, ev.Type)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
 )
 
 // stepCommand shows one step; its subcommands retry and resolve it. Step
@@ -133,7 +134,7 @@ func stepError(id int64, err error) error {
 }
 
 // writeStep prints a step's fields.
-func writeStep(w io.Writer, s *weft.TaskStep) error {
+func writeStep(w io.Writer, s *wire.Step) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Step:\t%d (%s of task %d)\n", s.ID, s.Name, s.TaskID)
 	fmt.Fprintf(tw, "Handler:\t%s\n", orDash(s.Handler))

@@ -143,7 +143,7 @@ func TestUnknownTargetsAreNotFound(t *testing.T) {
 			method: "POST", route: "/v1/schedules/{namespace}/{workflow}/{name}/pause", path: "/v1/schedules/shpo/x/y/pause", body: map[string]any{},
 			goAPI: func(ctx context.Context, e *weft.Engine) error { _, err := e.PauseSchedule(ctx, sched, op); return err },
 			client: func(ctx context.Context, c *client.Client) error {
-				_, err := c.PauseSchedule(ctx, sched, "")
+				_, err := c.PauseSchedule(ctx, wire.ScheduleKey(sched), "")
 				return err
 			}},
 		{name: "schedule resume", names: "shpo/x/y", cli: []string{"schedules", "resume", "shpo/x/y"},
@@ -153,7 +153,7 @@ func TestUnknownTargetsAreNotFound(t *testing.T) {
 				return err
 			},
 			client: func(ctx context.Context, c *client.Client) error {
-				_, err := c.ResumeSchedule(ctx, sched, "")
+				_, err := c.ResumeSchedule(ctx, wire.ScheduleKey(sched), "")
 				return err
 			}},
 		{name: "retention", names: "shpo", cli: []string{"retention", "shpo", "--completed", "7d"},

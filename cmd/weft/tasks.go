@@ -15,7 +15,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // timeLayout is how tables print times, in the local zone.
@@ -85,7 +85,7 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 	}
 	if jsonOut {
 		if tasks == nil {
-			tasks = []weft.Task{}
+			tasks = []wire.Task{}
 		}
 		return writeJSON(a.stdout, tasks)
 	}
@@ -163,8 +163,8 @@ func (a *app) taskCommand() *cobra.Command {
 // taskWithAudit is the JSON of `weft task --json --audit`: the task object
 // with an "audit" field.
 type taskWithAudit struct {
-	*weft.Task
-	Audit []weft.AuditEntry `json:"audit"`
+	*wire.Task
+	Audit []wire.AuditEntry `json:"audit"`
 }
 
 func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error {
@@ -180,13 +180,13 @@ func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error
 	if err != nil {
 		return fmt.Errorf("get task %d: %w", id, err)
 	}
-	var trail []weft.AuditEntry
+	var trail []wire.AuditEntry
 	if audit {
 		if trail, err = e.Audit(ctx, id); err != nil {
 			return fmt.Errorf("audit of task %d: %w", id, err)
 		}
 		if trail == nil {
-			trail = []weft.AuditEntry{}
+			trail = []wire.AuditEntry{}
 		}
 	}
 	if jsonOut {
@@ -205,7 +205,7 @@ func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error
 }
 
 // writeTask prints a task's fields and a table of its steps.
-func writeTask(w io.Writer, t *store.Task, now time.Time) error {
+func writeTask(w io.Writer, t *wire.Task, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Task:\t%d\n", t.ID)
 	fmt.Fprintf(tw, "Workflow:\t%s\n", taskRef(t))
@@ -263,7 +263,7 @@ func writeTask(w io.Writer, t *store.Task, now time.Time) error {
 }
 
 // writeAudit prints an audit trail as a table.
-func writeAudit(w io.Writer, trail []weft.AuditEntry) error {
+func writeAudit(w io.Writer, trail []wire.AuditEntry) error {
 	fmt.Fprintln(w)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "TIME\tSTEP\tFROM\tTO\tATTEMPT\tENGINE\tREASON")

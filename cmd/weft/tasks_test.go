@@ -9,9 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 func TestSubmit(t *testing.T) {
@@ -102,7 +101,7 @@ func TestTasksAndTask(t *testing.T) {
 			t.Parallel()
 			r := weftCLI(t, append([]string{"tasks", "--json", "--db", db}, tt.args...)...)
 			requireCode(t, 0, r)
-			var tasks []store.Task
+			var tasks []wire.Task
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks), r.stdout)
 			ids := []int64{}
 			for _, tk := range tasks {
@@ -160,9 +159,9 @@ func TestTasksAndTask(t *testing.T) {
 		r := weftCLI(t, "task", "1", "--json", "--audit", "--db", db)
 		requireCode(t, 0, r)
 		var got struct {
-			ID    int64              `json:"id"`
-			Steps []store.Step       `json:"steps"`
-			Audit []store.AuditEntry `json:"audit"`
+			ID    int64             `json:"id"`
+			Steps []wire.Step       `json:"steps"`
+			Audit []wire.AuditEntry `json:"audit"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
 		require.Equal(t, int64(1), got.ID)
@@ -264,10 +263,10 @@ func taskAuditRow(t *testing.T, r result, to, actor string) string {
 	t.Helper()
 	requireCode(t, 0, r)
 	var out struct {
-		Audit []weft.AuditEntry `json:"audit"`
+		Audit []wire.AuditEntry `json:"audit"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out), r.stdout)
-	var found *weft.AuditEntry
+	var found *wire.AuditEntry
 	for i, e := range out.Audit {
 		if e.Step == "" && e.To == to {
 			found = &out.Audit[i]
@@ -287,12 +286,12 @@ func taskState(ctx context.Context, db string, id int64) state.Task {
 }
 
 // taskJSON reads a task with its steps through `weft task --json`, or nil.
-func taskJSON(ctx context.Context, db string, id int64) *store.Task {
+func taskJSON(ctx context.Context, db string, id int64) *wire.Task {
 	r := weftIn(ctx, "", "task", strconv.FormatInt(id, 10), "--json", "--db", db)
 	if r.code != 0 {
 		return nil
 	}
-	var task store.Task
+	var task wire.Task
 	if json.Unmarshal([]byte(r.stdout), &task) != nil {
 		return nil
 	}

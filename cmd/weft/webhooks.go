@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
 )
 
 func (a *app) webhooksCommand() *cobra.Command {
@@ -87,7 +88,7 @@ func (a *app) webhooksListCommand() *cobra.Command {
 			}
 			if jsonOut {
 				if ws == nil {
-					ws = []weft.Webhook{}
+					ws = []wire.Webhook{}
 				}
 				return writeJSON(a.stdout, ws)
 			}

@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/wire"
 )
 
 // TestWebhooksCLI: create, list, enable and delete webhooks on a database
@@ -39,7 +38,7 @@ func TestWebhooksCLI(t *testing.T) {
 		r = run("webhooks", "list", "--json")
 		requireCode(t, 0, r)
 		require.NotContains(t, r.stdout, secret, "%s: the secret is never listed", name)
-		var ws []weft.Webhook
+		var ws []wire.Webhook
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &ws))
 		var id int64
 		for _, w := range ws {
@@ -78,7 +77,7 @@ func TestWebhooksCLI(t *testing.T) {
 	}
 	r = weftCLI(t, "--db", db, "webhooks", "list", "--json")
 	requireCode(t, 0, r)
-	var ws []weft.Webhook
+	var ws []wire.Webhook
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ws))
 	require.Len(t, ws, 2)
 	for _, w := range ws {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -109,10 +109,12 @@ retention are counted, not logged (see docs/monitoring.md).`,
 				return err
 			}
 			defer b.Close()
-			var entries []store.OperatorEntry
+			var entries []wire.OperatorEntry
 			switch be := b.(type) {
 			case localBackend:
-				entries, err = be.OperatorLog(ctx, limit)
+				var log []weft.OperatorEntry
+				log, err = be.OperatorLog(ctx, limit)
+				entries = wire.List(log, wire.OperatorEntryOf)
 			case remoteBackend:
 				entries, err = be.Client.OperatorLog(ctx, limit)
 			default:
@@ -123,7 +125,7 @@ retention are counted, not logged (see docs/monitoring.md).`,
 			}
 			if jsonOut {
 				if entries == nil {
-					entries = []store.OperatorEntry{}
+					entries = []wire.OperatorEntry{}
 				}
 				return writeJSON(a.stdout, entries)
 			}

@@ -194,7 +194,7 @@ func (r *runner) afterSubmit(ctx context.Context, id, superseded int64) error {
 		}
 		return err
 	}
-	r.see(t, true)
+	r.see(seen(t), true)
 	if superseded != 0 {
 		old, err := r.c.st.GetTask(ctx, superseded)
 		if err == nil && !old.State.Terminal() {
@@ -332,12 +332,12 @@ func (r *runner) signal(ctx context.Context, op Op) error {
 	return nil
 }
 
-func (r *runner) policies(ctx context.Context) (map[string]store.Policy, error) {
-	var rep store.PolicyReport
+func (r *runner) policies(ctx context.Context) (map[string]wire.Policy, error) {
+	var rep wire.PolicyReport
 	if _, err := r.rest(ctx, "GET", "/v1/policies", nil, &rep); err != nil {
 		return nil, err
 	}
-	out := map[string]store.Policy{}
+	out := map[string]wire.Policy{}
 	for _, p := range rep.Policies {
 		out[p.Target] = p
 	}
@@ -481,11 +481,11 @@ func (r *runner) prune(ctx context.Context, op Op) error {
 
 func (r *runner) schedule(ctx context.Context, op Op) error {
 	verb := []string{"pause", "resume"}[op.Arg%2]
-	var rec store.ScheduleRecord
+	var rec wire.Schedule
 	if _, err := r.rest(ctx, "POST", "/v1/schedules/mb/tick/every/"+verb, wire.TaskAction{Reason: "model"}, &rec); err != nil {
 		return nil
 	}
-	var got store.ScheduleRecord
+	var got wire.Schedule
 	if _, err := r.rest(ctx, "GET", "/v1/schedules/mb/tick/every", nil, &got); err == nil && got.Paused != (verb == "pause") {
 		r.violate(InvEffect, "schedule %s reported success, GET shows paused=%v", verb, got.Paused)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/weftrun/weft/internal/weftproc"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // Config is one model run.
@@ -290,20 +291,30 @@ func (r *runner) settle(ctx context.Context) error {
 	return r.checkEnd(ctx)
 }
 
-// see records a task the run met (submitted, a child, a tick).
-func (r *runner) see(t *store.Task, root bool) {
-	if err := r.ids.Task(t.ID, t.Workflow, t.CreatedAt); err != nil {
+// see records a task the run met (submitted, a child, a tick), read from
+// the database or through the API.
+func (r *runner) see(t taskSeen, root bool) {
+	if err := r.ids.Task(t.id, t.workflow, t.created); err != nil {
 		r.violate(InvIDReuse, "%v", err)
 	}
-	if m, ok := r.tasks[t.ID]; ok {
+	if m, ok := r.tasks[t.id]; ok {
 		if root {
 			m.root = true
 		}
 		return
 	}
-	r.tasks[t.ID] = &mtask{id: t.ID, workflow: t.Namespace + "/" + t.Workflow, created: t.CreatedAt, root: root}
-	r.order = append(r.order, t.ID)
+	r.tasks[t.id] = &mtask{id: t.id, workflow: t.namespace + "/" + t.workflow, created: t.created, root: root}
+	r.order = append(r.order, t.id)
 }
+
+// taskSeen is what see records of a task.
+type taskSeen struct {
+	id                  int64
+	namespace, workflow string
+	created             time.Time
+}
+
+func seen(t *store.Task) taskSeen { return taskSeen{t.ID, t.Namespace, t.Workflow, t.CreatedAt} }
 
 // checkState compares the database's open tasks with the model: each must
 // wait for a reason the model names, and no ready step that a live engine
@@ -341,7 +352,7 @@ func (r *runner) checkState(ctx context.Context) error {
 			}
 		}
 		read[lt.ID] = t
-		r.see(t, false)
+		r.see(seen(t), false)
 		for _, s := range t.Steps {
 			if err := r.ids.Step(s.ID, t.ID, s.Name); err != nil {
 				r.violate(InvIDReuse, "%v", err)
@@ -476,8 +487,8 @@ func (r *runner) checkEnd(ctx context.Context) error {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}
 		var page struct {
-			Tasks      []store.Task `json:"tasks"`
-			NextCursor string       `json:"next_cursor"`
+			Tasks      []wire.Task `json:"tasks"`
+			NextCursor string      `json:"next_cursor"`
 		}
 		st, err := r.rest(ctx, "GET", path, nil, &page)
 		if err != nil {
@@ -485,7 +496,7 @@ func (r *runner) checkEnd(ctx context.Context) error {
 		}
 		for _, t := range page.Tasks {
 			listed[t.ID] = true
-			r.see(&t, false)
+			r.see(taskSeen{t.ID, t.Namespace, t.Workflow, t.CreatedAt}, false)
 			if t.State.Terminal() {
 				if err := r.checkAudit(ctx, t.ID); err != nil {
 					return err

@@ -306,7 +306,7 @@ func (d *Deliverer) deliver(ctx context.Context, w store.Webhook) *store.Webhook
 // whether the failure is for good, and how long the receiver asked to
 // wait (Retry-After).
 func (d *Deliverer) post(ctx context.Context, w store.Webhook, ev store.HistoryEvent) (string, bool, time.Duration) {
-	body, err := json.Marshal(ev)
+	body, err := json.Marshal(wire.EventOf(ev))
 	if err != nil {
 		return fmt.Sprintf("encode event %s: %v", ev.Cursor, err), true, 0
 	}

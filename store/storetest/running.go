@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // runningTests are the conformance tests of what holds and bounds running
@@ -248,10 +249,10 @@ func testTimeoutDeadline(t *testing.T, h *harness) {
 			require.Nil(t, st.Deadline)
 		}
 	}
-	b, err := json.Marshal(h.step(plain.ID))
+	b, err := json.Marshal(wire.StepOf(*h.step(plain.ID)))
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "deadline", "no deadline, no field")
-	b, err = json.Marshal(h.step(timed.ID))
+	b, err = json.Marshal(wire.StepOf(*h.step(timed.ID)))
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"deadline":`)
 
