@@ -61,20 +61,20 @@ type BulkRequest struct {
 type BulkResult struct {
 	// Matched counts the tasks selected (with DryRun, those the action
 	// would apply to).
-	Matched int `json:"matched"`
+	Matched int
 	// Done counts the tasks acted on; Skipped those that changed
 	// meanwhile so that the action no longer applied.
-	Done    int  `json:"done"`
-	Skipped int  `json:"skipped"`
-	DryRun  bool `json:"dry_run,omitempty"`
+	Done    int
+	Skipped int
+	DryRun  bool
 	// Complete is false when the action stopped before the end of its
 	// selection (BulkRequest.Until or MaxBatches): what it counts was
 	// done, committed batch by batch, and Remaining tasks are left.
 	// Continue by filter with BulkRequest.Cursor set to Next; by ids,
 	// with the ids after the first Matched.
-	Complete  bool  `json:"complete"`
-	Remaining int   `json:"remaining"`
-	Next      int64 `json:"next,omitempty"`
+	Complete  bool
+	Remaining int
+	Next      int64
 }
 
 var (
