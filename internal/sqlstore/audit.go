@@ -127,12 +127,12 @@ func (r *auditRow) entries() int {
 // flushAudit writes the queued audit entries, folded (foldAudit), in one
 // statement whatever their count, sent with the commit where it can be
 // (soon).
-func (t *txn) flushAudit() error {
+func (t *Tx) flushAudit() error {
 	queued := t.audits
-	last := t.s.auditScratch.fold()
+	last := t.h.auditScratch.fold()
 	entries := foldAudit(queued, last)
 	t.audits = nil
-	defer t.s.auditScratch.put(queued, last)
+	defer t.h.auditScratch.put(queued, last)
 	if len(entries) == 0 {
 		return nil
 	}
@@ -264,16 +264,16 @@ func (s *scratch[T]) keep(v T) {
 }
 
 // auditRoom makes room in the audit queue for n more entries.
-func (t *txn) auditRoom(n int) {
+func (t *Tx) auditRoom(n int) {
 	if t.audits == nil {
-		t.audits = t.s.auditScratch.queue()
+		t.audits = t.h.auditScratch.queue()
 	}
 	t.audits = slices.Grow(t.audits, n)
 }
 
 // audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
-func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
+func (t *Tx) audit(taskID int64, step string, from, to string, attempt int, reason string) {
 	if step == "" && state.Task(to).Terminal() {
 		t.endedTask = true
 	}
@@ -283,7 +283,7 @@ func (t *txn) audit(taskID int64, step string, from, to string, attempt int, rea
 
 // auditRunEnd queues the audit entry of a step's run that ends, moving the
 // step from running to to; its row records the run's claim too.
-func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, attempt int, reason string) {
+func (t *Tx) auditRunEnd(stepID, taskID int64, step string, to state.Step, attempt int, reason string) {
 	t.auditRoom(1)
 	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
 		attempt: attempt, reason: reason, engine: t.engine, stepID: stepID})
@@ -292,7 +292,7 @@ func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, atte
 // auditClaim queues the entries of claim c of task taskID's step, as they
 // read back (runClaim.entries): the step's claim, and the task's start on
 // its row where the claim started the task (foldAudit).
-func (t *txn) auditClaim(taskID int64, step string, c runClaim) {
+func (t *Tx) auditClaim(taskID int64, step string, c runClaim) {
 	for _, e := range c.entries(taskID, step) {
 		t.auditRoom(1)
 		t.audits = append(t.audits, auditRow{taskID: taskID, step: e.Step, from: e.From, to: e.To, attempt: e.Attempt,
@@ -301,7 +301,7 @@ func (t *txn) auditClaim(taskID int64, step string, c runClaim) {
 }
 
 // auditMove queues the audit entry of a step moved from from to to.
-func (t *txn) auditMove(stepID, taskID int64, step string, from, to state.Step, attempt int, reason string) {
+func (t *Tx) auditMove(stepID, taskID int64, step string, from, to state.Step, attempt int, reason string) {
 	if from == state.StepRunning {
 		t.auditRunEnd(stepID, taskID, step, to, attempt, reason)
 		return

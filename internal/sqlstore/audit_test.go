@@ -109,7 +109,7 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// Queued as a submission queues them: the task, then its steps.
-			tx := &txn{s: New(Config{Dialect: oneWriter{}}), engine: "e1"}
+			tx := &Tx{h: &Handle{d: oneWriter{}}, engine: "e1"}
 			tx.audit(7, "", "", "pending", 0, "submitted")
 			for i := range tc.steps {
 				tx.audit(7, fmt.Sprintf("s%d", i), "", "ready", 0, "submitted")
@@ -141,7 +141,7 @@ func TestAuditRunEndsFitTheirRows(t *testing.T) {
 	for _, n := range []int{1, 2, entriesPerRow / 2, entriesPerRow} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
-			tx := &txn{s: New(Config{Dialect: oneWriter{}}), engine: "e1"}
+			tx := &Tx{h: &Handle{d: oneWriter{}}, engine: "e1"}
 			for i := range n {
 				tx.auditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
 				r := &tx.audits[len(tx.audits)-1]

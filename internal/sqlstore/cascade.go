@@ -96,7 +96,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		for i, k := range order {
 			rows[i] = added{k.task, int64(k.idx), children[k].add}
 		}
-		from, args := rowset(t.txn, "p", rows,
+		from, args := rowset(&t.Tx, "p", rows,
 			intCol("p_task", func(r *added) int64 { return r.task }),
 			intCol("p_idx", func(r *added) int64 { return r.idx }),
 			intCol("p_ok", func(r *added) int64 { return int64(r.add.Succeeded) }),
@@ -371,7 +371,7 @@ func (t *outcomeTx) accountEnded(ended []endedStep, current []taskAccount) error
 			return err
 		}
 	} else {
-		from, args := rowset(t.txn, "a", updates,
+		from, args := rowset(&t.Tx, "a", updates,
 			intCol("a_id", func(u *update) int64 { return u.c.id }),
 			intCol("a_remaining", func(u *update) int64 { return u.c.remaining }),
 			intCol("a_failed", func(u *update) int64 { return u.c.failed }),
@@ -471,4 +471,15 @@ func dependencyCounts(deps []int, items map[int][]int, stateOf func(int) state.S
 		}
 	}
 	return c
+}
+
+// claim is the claim of the run that ends attempt, for the audit row that
+// ends it, given the step's task as read with it: nil where a row records
+// the claim already. The claim started the task as claimStarts says.
+func (c stepClaim) claim(attempt int, task *taskAccount) *runClaim {
+	if c.audited != 0 {
+		return nil
+	}
+	starts := task.startLease == c.leaseID && task.startStep == c.idx && task.startedAt.Valid && task.startedAt.Int64 == c.startedAt
+	return &runClaim{at: c.startedAt, attempt: attempt, starts: starts, engine: c.engine}
 }

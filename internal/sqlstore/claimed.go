@@ -124,12 +124,6 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	return out, deps, false, nil
 }
 
-// The reasons of a claim's audit entries.
-const (
-	reasonClaimed      = "claimed"
-	reasonFirstClaimed = "first step claimed"
-)
-
 // claimedTask is the part of what a claimed step's handler sees that comes
 // from its task.
 type claimedTask struct {
@@ -178,7 +172,7 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := rowset(t.txn, "d", pairs,
+		from, args := rowset(&t.Tx, "d", pairs,
 			intCol("d_claim", func(d *dep) int64 { return d.claim }),
 			intCol("d_task", func(d *dep) int64 { return d.task }),
 			intCol("d_idx", func(d *dep) int64 { return d.idx }))
@@ -402,7 +396,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			for i, id := range ids {
 				starts[i] = started{id, first[id]}
 			}
-			from, args := rowset(t.txn, "s", starts,
+			from, args := rowset(&t.Tx, "s", starts,
 				intCol("s_task", func(s *started) int64 { return s.task }),
 				intCol("s_step", func(s *started) int64 { return s.step }))
 			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.now, lease}, args...)...)

@@ -75,7 +75,7 @@ func capsRowset(t *txn, caps map[string]int) (string, []any) {
 	for _, ns := range sortedKeys(caps) {
 		rows = append(rows, limit{ns, int64(caps[ns])})
 	}
-	return rowset(t, "caps", rows,
+	return rowset(&t.Tx, "caps", rows,
 		textCol("k_ns", func(l *limit) string { return l.ns }),
 		intCol("k_n", func(l *limit) int64 { return l.n }))
 }
@@ -111,7 +111,7 @@ func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBoun
 
 // boundsRowset is the relation bnd of gateBoundsShut.
 func boundsRowset(t *txn, bounds []gateBound) (string, []any) {
-	return rowset(t, "bnd", bounds,
+	return rowset(&t.Tx, "bnd", bounds,
 		textCol("b_ns", func(b *gateBound) string { return b.ns }),
 		intCol("b_floor", func(b *gateBound) int64 { return b.floor }),
 		intCol("b_room", func(b *gateBound) int64 { return b.room }),

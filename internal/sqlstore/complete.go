@@ -238,7 +238,7 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
 		args = []any{string(one.State), resultText(one.Result), one.Error, t.now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
 	} else {
-		from, rowArgs := rowset(t.txn, "o", at,
+		from, rowArgs := rowset(&t.Tx, "o", at,
 			intCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
 			intCol("o_attempt", func(i *int) int64 { return int64(all[*i].Fence.Attempt) }),
 			intCol("o_lease", func(i *int) int64 { return all[*i].Fence.LeaseID }),

@@ -71,14 +71,6 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 	return out, nil
 }
 
-// boolInt is a boolean as the integer columns of both stores hold it.
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // HeldPreemptible returns the preemptible steps among held that run under
 // engineID with exactly those fences: their id, task, name, namespace,
 // handler, priority, fence and workflow. A remote worker's heartbeat lists

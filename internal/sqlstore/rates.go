@@ -345,7 +345,7 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 		}
 	}
 	if len(back) > 0 {
-		from, args := rowset(t.txn, "g", back,
+		from, args := rowset(&t.Tx, "g", back,
 			textCol("g_key", func(g *given) string { return g.key }),
 			intCol("g_n", func(g *given) int64 { return g.n }))
 		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
@@ -554,7 +554,7 @@ func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order. The
 	// claim's time, the same for every bucket, is a parameter of its own.
-	from, args := rowset(t.txn, "b", rows,
+	from, args := rowset(&t.Tx, "b", rows,
 		textCol("b_key", func(b *bucket) string { return b.key }),
 		intCol("b_limit", func(b *bucket) int64 { return b.limit }),
 		intCol("b_per", func(b *bucket) int64 { return b.per }),

@@ -53,7 +53,7 @@ func jsonCol[R any](name string, f func(*R) json.RawMessage) col[R] {
 // table's). A column with the same value in every row travels once, as a
 // parameter of its own (the engine and the states of a batch's audit rows,
 // say). It returns the FROM item and its arguments.
-func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []any) {
+func rowset[R any](t *Tx, alias string, rows []R, cols ...col[R]) (string, []any) {
 	same := sameColumns(rows, cols)
 	var consts []string
 	var constArgs []any
@@ -63,7 +63,7 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 			constArgs = append(constArgs, col.param(&rows[0]))
 		}
 	}
-	if t.s.d.Arrays() {
+	if t.h.d.Arrays() {
 		var args []any
 		var types, names []string
 		for c, col := range cols {
@@ -158,7 +158,7 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 // row of parameters (paramRow) 7.5 against 26 µs. In an UPDATE … FROM
 // SQLite materializes a row of parameters (120 µs), so updates of one row
 // are plain UPDATEs. PostgreSQL keeps its arrays, one plan a shape.
-func (t *txn) byParams(n int) bool { return n == 1 && !t.s.d.Arrays() }
+func (t *Tx) byParams(n int) bool { return n == 1 && !t.h.d.Arrays() }
 
 // paramRow is one row as a relation of its values as parameters, for an
 // INSERT … SELECT of a row that goes by parameters (byParams). It returns
@@ -172,8 +172,8 @@ func paramRow[R any](alias string, row *R, cols ...col[R]) (string, []any) {
 }
 
 // scalar is the placeholder of one value of a rowset column.
-func (t *txn) scalar(typ colType) string {
-	if !t.s.d.Arrays() {
+func (t *Tx) scalar(typ colType) string {
+	if !t.h.d.Arrays() {
 		return "?"
 	}
 	if typ == colInt {

@@ -378,17 +378,6 @@ type stepClaim struct {
 	engine                  string
 }
 
-// claim is the claim of the run that ends attempt, for the audit row that
-// ends it, given the step's task as read with it: nil where a row records
-// the claim already. The claim started the task as claimStarts says.
-func (c stepClaim) claim(attempt int, task *taskAccount) *runClaim {
-	if c.audited != 0 {
-		return nil
-	}
-	starts := task.startLease == c.leaseID && task.startStep == c.idx && task.startedAt.Valid && task.startedAt.Int64 == c.startedAt
-	return &runClaim{at: c.startedAt, attempt: attempt, starts: starts, engine: c.engine}
-}
-
 // parseClaim reads an audit row's claim column.
 func parseClaim(text string) (runClaim, error) {
 	var c runClaim
@@ -530,3 +519,29 @@ func formatIdx(v []int) string {
 	}
 	return b.String()
 }
+
+// boolInt is a boolean as the integer columns of both stores hold it.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// decodeTags reads a task's tags column.
+func decodeTags(v sql.NullString) (map[string]string, error) {
+	if !v.Valid || v.String == "" {
+		return nil, nil
+	}
+	var tags map[string]string
+	if err := json.Unmarshal([]byte(v.String), &tags); err != nil {
+		return nil, fmt.Errorf("decode tags: %w", err)
+	}
+	return tags, nil
+}
+
+// The reasons of a claim's audit entries.
+const (
+	reasonClaimed      = "claimed"
+	reasonFirstClaimed = "first step claimed"
+)

@@ -35,13 +35,8 @@
 package sqlstore
 
 import (
-	"context"
-	"math/rand/v2"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/weftrun/weft/internal/broadcast"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
@@ -59,34 +54,14 @@ type Config struct {
 
 // Store is a store.Store on a SQL database.
 type Store struct {
-	db    sqldb.DB
-	d     Dialect
+	Handle
 	aging int64 // microseconds per priority level
-	clock func() time.Time
-	wake  chan struct{}
-	due   chan struct{}
-	// ended fires when a transaction of this handle ends a task
-	// (TaskEnded).
-	ended broadcast.Signal
-	// origin marks the notifications this handle sends for its own
-	// transactions, whose engines it woke itself (see notifyPayload).
-	origin string
-
-	binder *sqldb.Binder
-	// notice is how this handle wakes engines in other processes.
-	notice       Notification
-	notifyMu     sync.Mutex
-	lastNotify   time.Time
-	notifyLater  *time.Timer // armed while a notification waits for its window
-	notifyClosed bool
 
 	// plan is the claim planner's state between claims (planner.go).
 	plan planner
 	// lease is the maintenance lease as this handle last took it
 	// (leases.go).
 	lease leaseSeen
-	// auditScratch keeps audit queues between writes (audit.go).
-	auditScratch auditScratch
 
 	claims
 	lifecycle
@@ -124,79 +99,10 @@ func New(c Config) *Store {
 	if c.Aging <= 0 {
 		c.Aging = time.Minute
 	}
-	s := &Store{db: c.DB, d: c.Dialect, aging: c.Aging.Microseconds(), clock: c.Clock,
-		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
-		binder: sqldb.NewBinder(c.Dialect.Numbered()), notice: c.Dialect.Notification(),
+	s := &Store{Handle: newHandle(c.DB, c.Dialect, c.Clock), aging: c.Aging.Microseconds(),
 		plan: planner{d: c.Dialect, rateSet: rateTakeSet(c.Dialect.Fence())}}
 	s.claims.Store, s.lifecycle.Store, s.maintenance.Store, s.reads.Store, s.admin.Store = s, s, s, s, s
 	return s
 }
 
-// read runs a query on the readers.
-func (s *Store) read(ctx context.Context, q string, args ...any) (sqldb.Rows, error) {
-	return s.db.Query(ctx, s.bind(q), args...)
-}
-
-// execAlone runs one write statement in a transaction of its own: for a
-// write that stands alone, one round trip instead of three. It honours the
-// dialect like write does (WriteContext, writeErr).
-func (s *Store) execAlone(ctx context.Context, q string, args ...any) (sqldb.Result, error) {
-	ctx, err := s.writeContext(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.db.Exec(ctx, s.bind(q), args...)
-	return res, s.writeErr(err)
-}
-
-// readRow runs a one-row query on the readers.
-func (s *Store) readRow(ctx context.Context, q string, args ...any) sqldb.Row {
-	return s.db.QueryRow(ctx, s.bind(q), args...)
-}
-
-// aRead is one of the reads of readTogether: its query and arguments, and
-// what reads its rows.
-type aRead struct {
-	q    string
-	args []any
-	read func(sqldb.Rows) error
-}
-
-// readTogether runs reads that do not depend on each other, in one round
-// trip where the database takes them so (sqldb.ReadBatcher), else one after the
-// other; each read's function reads its rows.
-func (s *Store) readTogether(ctx context.Context, reads ...aRead) error {
-	if b, ok := s.db.(sqldb.ReadBatcher); ok {
-		sts := make([]sqldb.Statement, len(reads))
-		for i, r := range reads {
-			sts[i] = sqldb.Statement{Query: s.bind(r.q), Args: r.args}
-		}
-		return b.ReadBatch(ctx, sts, func(i int, rows sqldb.Rows) error { return reads[i].read(rows) })
-	}
-	for _, r := range reads {
-		rows, err := s.read(ctx, r.q, r.args...)
-		if err != nil {
-			return err
-		}
-		if err := r.read(rows); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// bind returns q with the dialect's placeholders.
-func (s *Store) bind(q string) string { return s.binder.Bind(q) }
-
 var _ store.Store = (*Store)(nil)
-
-// Close closes the database.
-func (s *Store) Close() error {
-	s.notifyMu.Lock()
-	s.notifyClosed = true
-	if s.notifyLater != nil {
-		s.notifyLater.Stop()
-	}
-	s.notifyMu.Unlock()
-	return s.db.Close()
-}

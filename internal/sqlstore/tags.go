@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -19,17 +18,6 @@ func encodeTags(tags map[string]string) any {
 	}
 	b, _ := json.Marshal(tags) // a map of strings always encodes
 	return string(b)
-}
-
-func decodeTags(v sql.NullString) (map[string]string, error) {
-	if !v.Valid || v.String == "" {
-		return nil, nil
-	}
-	var tags map[string]string
-	if err := json.Unmarshal([]byte(v.String), &tags); err != nil {
-		return nil, fmt.Errorf("decode tags: %w", err)
-	}
-	return tags, nil
 }
 
 // insertTags writes a new task's tags into task_tags, in one statement.
