@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -56,8 +57,8 @@ func (s *reads) attentionReasons(ctx context.Context, tasks []store.Task, staleA
 		ids[i], at[t.ID] = t.ID, i
 	}
 	args := append(s.attentionArgs(staleAfter, now), ids...)
-	rows, err := s.read(ctx, `SELECT s.task_id, s.name, s.handler, s.state, s.error, s.signal, s.sort_key + s.priority * `+fmt.Sprint(s.aging)+`, s.run_at
-		FROM steps s WHERE `+attentionSteps+` AND s.task_id IN (`+placeholders(len(ids))+`) ORDER BY s.task_id, s.idx`, args...)
+	rows, err := s.Read(ctx, `SELECT s.task_id, s.name, s.handler, s.state, s.error, s.signal, s.sort_key + s.priority * `+fmt.Sprint(s.aging)+`, s.run_at
+		FROM steps s WHERE `+attentionSteps+` AND s.task_id IN (`+sqltx.Placeholders(len(ids))+`) ORDER BY s.task_id, s.idx`, args...)
 	if err != nil {
 		return fmt.Errorf("attention: %w", err)
 	}

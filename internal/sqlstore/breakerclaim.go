@@ -22,7 +22,7 @@ type breakerClaim struct{ *claimTx }
 // its steps until its time (opened_at or probe_at, plus the cooldown); and
 // the closed ones that counted failures (p.wary).
 func (t breakerClaim) readBreakers(p *policySet) error {
-	rows, err := t.query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
+	rows, err := t.Query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
 		FROM breakers WHERE state <> 'closed' OR failures > 0`)
 	if err != nil {
 		return fmt.Errorf("read breakers: %w", err)
@@ -141,12 +141,12 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 // this claim take none (the next claim reads again).
 func (t breakerClaim) waryRoom(key string) (int, error) {
 	lock := ""
-	if t.s.d.ClaimLock() != "" {
-		lock = " " + t.s.d.ClaimLock()
+	if t.s.D.ClaimLock() != "" {
+		lock = " " + t.s.D.ClaimLock()
 	}
 	var st string
 	var failures, threshold int
-	err := t.queryRow(`SELECT state, failures, threshold FROM breakers WHERE breaker_key = ?`+lock, key).Scan(&st, &failures, &threshold)
+	err := t.QueryRow(`SELECT state, failures, threshold FROM breakers WHERE breaker_key = ?`+lock, key).Scan(&st, &failures, &threshold)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil // held by another transaction, or reset meanwhile: the next claim reads again
 	}
@@ -162,7 +162,7 @@ func (t breakerClaim) waryRoom(key string) (int, error) {
 		}
 	}
 	var running int
-	if err := t.queryRow(`SELECT count(*) FROM steps WHERE state = 'running' AND breaker_key = ?`, key).Scan(&running); err != nil {
+	if err := t.QueryRow(`SELECT count(*) FROM steps WHERE state = 'running' AND breaker_key = ?`, key).Scan(&running); err != nil {
 		return 0, fmt.Errorf("count the running steps of breaker %s: %w", key, err)
 	}
 	return threshold - failures - running, nil
@@ -247,22 +247,22 @@ func (t breakerClaim) takeProbe(c candidate) (bool, error) {
 	// A row another transaction holds is skipped, not waited for: that
 	// one is probing, or recording an outcome that moves the breaker.
 	lock := ""
-	if t.s.d.ClaimLock() != "" {
-		lock = " " + t.s.d.ClaimLock()
+	if t.s.D.ClaimLock() != "" {
+		lock = " " + t.s.D.ClaimLock()
 	}
-	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
+	res, err := t.Exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
 		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
 		AND ((state = 'open' AND opened_at + cooldown <= ?)
 			OR (state = 'half-open' AND probe_at + cooldown <= ?
 				AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.id = breakers.probe_step_id AND steps.state = 'running')))`,
-		c.id, t.now, t.now, c.breakerKey, t.now, t.now)
+		c.id, t.Now, t.Now, c.breakerKey, t.Now, t.Now)
 	if err != nil {
 		return false, fmt.Errorf("take the probe of breaker %s: %w", c.breakerKey, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // probing elsewhere
 	}
-	t.audit(c.taskID, breakerStep(c.breakerKey), breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
+	t.Audit(c.taskID, breakerStep(c.breakerKey), breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
 		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
 	t.breakers.bump = true
 	return true, nil

@@ -69,7 +69,7 @@ func breakerKind(o store.Outcome, to state.Step) hitKind {
 	return hitNone
 }
 
-// breakerHit records, for flushBreakers, the outcome o of step stepID
+// breakerHit records, for flushBreakers, the outcome o of step StepID
 // recorded as to, when its fenced update returned a breaker (b.key, n and
 // cooldown; no key: the step has none).
 func (t *outcomeTx) breakerHit(b breakerHit, stepID, taskID int64, name string, o store.Outcome, to state.Step) {
@@ -182,10 +182,10 @@ func (t *outcomeTx) breakerFailed(h breakerHit, known map[string]knownBreaker) e
 	var st string
 	var failures int
 	var probe int64
-	err := t.queryRow(`INSERT INTO breakers (breaker_key, state, failures, threshold, cooldown, updated_at) VALUES (?, 'closed', 1, ?, ?, ?)
+	err := t.QueryRow(`INSERT INTO breakers (breaker_key, state, failures, threshold, cooldown, updated_at) VALUES (?, 'closed', 1, ?, ?, ?)
 		ON CONFLICT (breaker_key) DO UPDATE SET failures = breakers.failures + 1, threshold = excluded.threshold,
 		cooldown = excluded.cooldown, updated_at = excluded.updated_at
-		RETURNING state, failures, COALESCE(probe_step_id, 0)`, h.key, h.n, h.cooldown, t.now).Scan(&st, &failures, &probe)
+		RETURNING state, failures, COALESCE(probe_step_id, 0)`, h.key, h.n, h.cooldown, t.Now).Scan(&st, &failures, &probe)
 	if err != nil {
 		return fmt.Errorf("count failure of breaker %s: %w", h.key, err)
 	}
@@ -205,12 +205,12 @@ func (t *outcomeTx) breakerFailed(h breakerHit, known map[string]knownBreaker) e
 		return nil // counted; the breaker stays as it is
 	}
 	// The row is locked by the upsert: this transaction decides.
-	if _, err := t.exec(`UPDATE breakers SET state = 'open', opened_at = ?, probe_at = NULL, probe_step_id = NULL WHERE breaker_key = ?`,
-		t.now, h.key); err != nil {
+	if _, err := t.Exec(`UPDATE breakers SET state = 'open', opened_at = ?, probe_at = NULL, probe_step_id = NULL WHERE breaker_key = ?`,
+		t.Now, h.key); err != nil {
 		return fmt.Errorf("open breaker %s: %w", h.key, err)
 	}
 	known[h.key] = knownBreaker{state: store.BreakerOpen, failures: failures}
-	t.audit(h.taskID, h.name, breakerState(st), breakerState(store.BreakerOpen), h.attempt, reason)
+	t.Audit(h.taskID, h.name, breakerState(st), breakerState(store.BreakerOpen), h.attempt, reason)
 	t.breakers.bump = true
 	return nil
 }
@@ -220,8 +220,8 @@ func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker
 	k := known[h.key]
 	switch {
 	case k.state != store.BreakerClosed:
-		res, err := t.exec(`UPDATE breakers SET state = 'closed', failures = 0, opened_at = NULL, probe_at = NULL, probe_step_id = NULL, updated_at = ?
-			WHERE breaker_key = ? AND state <> 'closed'`, t.now, h.key)
+		res, err := t.Exec(`UPDATE breakers SET state = 'closed', failures = 0, opened_at = NULL, probe_at = NULL, probe_step_id = NULL, updated_at = ?
+			WHERE breaker_key = ? AND state <> 'closed'`, t.Now, h.key)
 		if err != nil {
 			return fmt.Errorf("close breaker %s: %w", h.key, err)
 		}
@@ -230,12 +230,12 @@ func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker
 			return nil // closed meanwhile
 		}
 		reason := fmt.Sprintf("breaker %s closed: the step succeeded", h.key)
-		t.audit(h.taskID, h.name, breakerState(k.state), breakerState(store.BreakerClosed), h.attempt, reason)
-		t.readied++ // the held steps may run: wake the engines
+		t.Audit(h.taskID, h.name, breakerState(k.state), breakerState(store.BreakerClosed), h.attempt, reason)
+		t.Readied++ // the held steps may run: wake the engines
 		t.breakers.bump = true
 		return nil
 	case k.failures > 0:
-		if _, err := t.exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.now, h.key); err != nil {
+		if _, err := t.Exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.Now, h.key); err != nil {
 			return fmt.Errorf("reset breaker %s: %w", h.key, err)
 		}
 		known[h.key] = knownBreaker{state: store.BreakerClosed}
@@ -248,17 +248,17 @@ func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker
 // claim back without an outcome (released, snoozed, its engine died): the
 // breaker is open again with its cooldown already passed.
 func (t *outcomeTx) breakerProbeReturned(h breakerHit) error {
-	res, err := t.exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
-		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.now, h.key, h.stepID)
+	res, err := t.Exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
+		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.key, h.stepID)
 	if err != nil {
 		return fmt.Errorf("return the probe of breaker %s: %w", h.key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
-	t.audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
+	t.Audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
 		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
-	t.readied++
+	t.Readied++
 	t.breakers.bump = true
 	return nil
 }

@@ -54,7 +54,7 @@ func breakerState(st string) string { return store.BreakerAuditPrefix + st }
 
 // ListBreakers returns every breaker with a row, by key.
 func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
-	rows, err := s.read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
+	rows, err := s.Read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
 	if err != nil {
 		return nil, fmt.Errorf("list breakers: %w", err)
 	}
@@ -101,11 +101,11 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 	}
 	var out store.Breaker
 	err := s.write(ctx, "", func(t *txn) error {
-		at := t.now
+		at := t.Now
 		if !r.At.IsZero() {
 			at = r.At.UnixMicro()
 		}
-		b, err := scanBreaker(t.queryRow(`DELETE FROM breakers WHERE breaker_key = ? RETURNING `+breakerColumnsSQL, r.Key))
+		b, err := scanBreaker(t.QueryRow(`DELETE FROM breakers WHERE breaker_key = ? RETURNING `+breakerColumnsSQL, r.Key))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("breaker %q: %w", r.Key, store.ErrNotFound)
 		}
@@ -116,7 +116,7 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 		if err := t.recordPolicyChange(at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
 			return err
 		}
-		t.readied++ // held steps may run
+		t.Readied++ // held steps may run
 		out = store.Breaker{Key: b.Key, State: store.BreakerClosed, Threshold: b.Threshold, Cooldown: b.Cooldown, UpdatedAt: time.UnixMicro(at)}
 		return nil
 	})

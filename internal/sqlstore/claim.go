@@ -59,9 +59,9 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 		t := tx.claimer()
 		claimed, held = nil, false
 		if !p.Now.IsZero() {
-			t.now = p.Now.UnixMicro()
+			t.Now = p.Now.UnixMicro()
 		}
-		if !t.s.d.WithWrites() && t.s.plan.backlog.Load() {
+		if !t.s.D.WithWrites() && t.s.plan.backlog.Load() {
 			// Under a backlog, SQLite claims in one statement where the
 			// claim needs no check of its own (claimGated). Where that
 			// claims nothing (no step was ready, or its gate shut), the
@@ -79,7 +79,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 		if cached != nil {
 			bounded = cached.version
 		}
-		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
+		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.Now, p.Limit, p.Caps, nil)
 		leaseID := leaseOf(p)
 		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
 			return err
@@ -113,7 +113,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 				t.limitsIn(predicted, room, keys)
 				t.boundedIn(bounds, keys)
 			}
-			keys.brk = newBreakerRoom(pol, t.now)
+			keys.brk = newBreakerRoom(pol, t.Now)
 			rates = &rateClaim{}
 			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
 			if !errors.Is(err, errPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
@@ -126,7 +126,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 				break
 			}
 			// Nothing claimed yet: read the policies as they are now.
-			if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
+			if err := t.QueryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
 				return fmt.Errorf("read the policy version: %w", err)
 			}
 		}
@@ -135,7 +135,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 				return err
 			}
 		}
-		deferred, granted, now, totals = rates.deferred, rates.granted, t.now, t.limitTotals
+		deferred, granted, now, totals = rates.deferred, rates.granted, t.Now, t.limitTotals
 		s.plan.predictLimits(keys.met)
 		s.plan.bounds.met(keys.floor)
 		return t.claimContext(claimed, deps)
@@ -162,7 +162,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 	case err != nil:
 		return nil, err
 	}
-	if !s.d.WithWrites() {
+	if !s.D.WithWrites() {
 		s.plan.backlog.Store(len(claimed) == p.Limit)
 	}
 	s.plan.bounds.saw(totals)
@@ -228,9 +228,9 @@ func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom
 // checkBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
 func (t *claimTx) endsWithClaim() bool {
-	_, ok := t.x.(sqldb.Pipeliner)
-	return ok && t.owned && t.s.d.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
-		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
+	_, ok := t.X.(sqldb.Pipeliner)
+	return ok && t.Owned && t.s.D.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
+		!t.Timed && !t.LeftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
 }
 
 // claimStart runs a claim's first statement: it reads the engine's state
@@ -248,8 +248,8 @@ func (t *claimTx) endsWithClaim() bool {
 func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
-	if t.s.d.ClaimPlan() != "" {
-		q += t.s.d.ClaimPlan()
+	if t.s.D.ClaimPlan() != "" {
+		q += t.s.D.ClaimPlan()
 	} else {
 		q += "NULL"
 	}
@@ -266,21 +266,21 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 		q += ", " + fairOthers
 		args = append(args, alone, alone)
 		probe = true
-	case t.s.d.FairReadiness() != "" && weights:
-		q += ", " + t.s.d.FairReadiness()
+	case t.s.D.FairReadiness() != "" && weights:
+		q += ", " + t.s.D.FairReadiness()
 		args = append(args, fairLock, maxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.d.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
+			fmt.Sprintf(t.s.D.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
 		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
 		q += ", NULL, NULL, NULL"
 	}
-	rows, err := t.query(q, args...)
+	rows, err := t.Query(q, args...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
 	}
@@ -375,7 +375,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 	}
 	rows, err := t.aheadRows(q, args)
 	if err == nil && rows == nil {
-		rows, err = t.query(q, args...)
+		rows, err = t.Query(q, args...)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("select ready steps: %w", err)
@@ -491,9 +491,9 @@ func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys 
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	q += ` ORDER BY sort_key ` + s.d.ClaimLimit()
-	if s.d.ClaimLock() != "" {
-		q += " " + s.d.ClaimLock()
+	q += ` ORDER BY sort_key ` + s.D.ClaimLimit()
+	if s.D.ClaimLock() != "" {
+		q += " " + s.D.ClaimLock()
 	}
 	return q, append(args, want)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -25,7 +26,7 @@ import (
 // tasks and loads the task's part of what the handlers see (claimContext
 // does the rest).
 func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
-	where, inArgs := t.idIn("id", ids)
+	where, inArgs := t.IDIn("id", ids)
 	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
 	if err != nil {
 		return nil, nil, err
@@ -33,10 +34,10 @@ func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]in
 	if t.lastClaim {
 		// Nothing follows (endsWithClaim): the COMMIT goes with it.
 		t.lastClaim = false
-		t.x.(sqldb.Pipeliner).EndWithNext()
+		t.X.(sqldb.Pipeliner).EndWithNext()
 		t.committed = true
 	}
-	rows, err := t.query(st.q, st.args...)
+	rows, err := t.Query(st.q, st.args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
@@ -61,10 +62,10 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 		claimed bool
 	}
 	// One set of scan destinations for every row.
-	var x stepScan
+	var x sqltx.StepScan
 	var c claimedRow
-	dest := append(x.claimedDest(), &c.sortKey)
-	if t.s.d.WithWrites() {
+	dest := append(x.ClaimedDest(), &c.sortKey)
+	if t.s.D.WithWrites() {
 		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
@@ -82,7 +83,7 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	deps = make([][]int, 0, n)
 	first := true
 	err = sqldb.Each(rows, func(r sqldb.Row) error {
-		x, c = stepScan{}, claimedRow{}
+		x, c = sqltx.StepScan{}, claimedRow{}
 		if err := r.Scan(dest...); err != nil || shut {
 			return err
 		}
@@ -98,18 +99,18 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 				}
 			}
 		}
-		step := x.claimed(t.engine, t.now)
+		step := x.Claimed(t.Engine, t.Now)
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
 		out = append(out, store.ClaimedStep{Step: step.Step, Fence: store.Fence{StepID: step.ID, Attempt: step.Attempts, LeaseID: leaseID},
 			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.s.aging)})
-		deps = append(deps, step.deps)
+		deps = append(deps, step.Deps)
 		if c.totals[0].Valid {
 			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
-		if t.s.d.WithWrites() {
+		if t.s.D.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
-			if len(step.deps) > 0 {
+			if len(step.Deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
 			}
 		}
@@ -146,7 +147,7 @@ func (c claimedTask) set(s *store.ClaimedStep) {
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
 func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	if !t.s.d.WithWrites() {
+	if !t.s.D.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}
@@ -172,11 +173,11 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := rowset(&t.Tx, "d", pairs,
-			intCol("d_claim", func(d *dep) int64 { return d.claim }),
-			intCol("d_task", func(d *dep) int64 { return d.task }),
-			intCol("d_idx", func(d *dep) int64 { return d.idx }))
-		rows, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
+		from, args := sqltx.Rowset(&t.Tx, "d", pairs,
+			sqltx.IntCol("d_claim", func(d *dep) int64 { return d.claim }),
+			sqltx.IntCol("d_task", func(d *dep) int64 { return d.task }),
+			sqltx.IntCol("d_idx", func(d *dep) int64 { return d.idx }))
+		rows, err := t.Query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
 			JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`, args...)
 		if err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
@@ -188,7 +189,7 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 	for i := range claimed {
 		c := &claimed[i]
 		for _, d := range t.depResults[c.ID] {
-			c.Deps[d.name] = nullJSON(d.result)
+			c.Deps[d.name] = sqltx.NullJSON(d.result)
 			c.DependsOn = append(c.DependsOn, d.name)
 			if d.kind == store.KindBatch {
 				// A batch step's result is its items' results.
@@ -363,7 +364,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	// Tasks whose first step this is start, and return what the handlers
 	// see; the others (their steps ran before) are read.
 	read := func(q string, args ...any) ([]loaded, error) {
-		rows, err := t.query(q, args...)
+		rows, err := t.Query(q, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -389,17 +390,17 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			` AND (state || '') = 'pending' RETURNING id, state, ` + claimedTaskColumns
 		var got []loaded
 		var err error
-		if t.byParams(len(ids)) {
-			got, err = read(set+`? WHERE id = ?`+ret, t.now, lease, first[ids[0]], ids[0])
+		if t.ByParams(len(ids)) {
+			got, err = read(set+`? WHERE id = ?`+ret, t.Now, lease, first[ids[0]], ids[0])
 		} else {
 			starts := make([]started, len(ids))
 			for i, id := range ids {
 				starts[i] = started{id, first[id]}
 			}
-			from, args := rowset(&t.Tx, "s", starts,
-				intCol("s_task", func(s *started) int64 { return s.task }),
-				intCol("s_step", func(s *started) int64 { return s.step }))
-			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.now, lease}, args...)...)
+			from, args := sqltx.Rowset(&t.Tx, "s", starts,
+				sqltx.IntCol("s_task", func(s *started) int64 { return s.task }),
+				sqltx.IntCol("s_step", func(s *started) int64 { return s.step }))
+			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.Now, lease}, args...)...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("start tasks: %w", err)
@@ -429,7 +430,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 	}
 	if len(rest) > 0 {
-		in, inArgs := t.idIn("id", rest)
+		in, inArgs := t.IDIn("id", rest)
 		more, err := read(`SELECT id, state, `+claimedTaskColumns+` FROM tasks WHERE `+in, inArgs...)
 		if err != nil {
 			return fmt.Errorf("load tasks: %w", err)

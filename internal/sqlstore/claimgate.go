@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -75,9 +76,9 @@ func capsRowset(t *txn, caps map[string]int) (string, []any) {
 	for _, ns := range sortedKeys(caps) {
 		rows = append(rows, limit{ns, int64(caps[ns])})
 	}
-	return rowset(&t.Tx, "caps", rows,
-		textCol("k_ns", func(l *limit) string { return l.ns }),
-		intCol("k_n", func(l *limit) int64 { return l.n }))
+	return sqltx.Rowset(&t.Tx, "caps", rows,
+		sqltx.TextCol("k_ns", func(l *limit) string { return l.ns }),
+		sqltx.IntCol("k_n", func(l *limit) int64 { return l.n }))
 }
 
 // gateBound is what a claim statement checks of one namespace whose limits
@@ -111,14 +112,14 @@ func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBoun
 
 // boundsRowset is the relation bnd of gateBoundsShut.
 func boundsRowset(t *txn, bounds []gateBound) (string, []any) {
-	return rowset(&t.Tx, "bnd", bounds,
-		textCol("b_ns", func(b *gateBound) string { return b.ns }),
-		intCol("b_floor", func(b *gateBound) int64 { return b.floor }),
-		intCol("b_room", func(b *gateBound) int64 { return b.room }),
-		intCol("b_steps", func(b *gateBound) int64 { return b.steps }),
-		intCol("b_tasks", func(b *gateBound) int64 { return b.tasks }),
-		intCol("b_steps_total", func(b *gateBound) int64 { return b.stepsTotal }),
-		intCol("b_tasks_total", func(b *gateBound) int64 { return b.tasksTotal }))
+	return sqltx.Rowset(&t.Tx, "bnd", bounds,
+		sqltx.TextCol("b_ns", func(b *gateBound) string { return b.ns }),
+		sqltx.IntCol("b_floor", func(b *gateBound) int64 { return b.floor }),
+		sqltx.IntCol("b_room", func(b *gateBound) int64 { return b.room }),
+		sqltx.IntCol("b_steps", func(b *gateBound) int64 { return b.steps }),
+		sqltx.IntCol("b_tasks", func(b *gateBound) int64 { return b.tasks }),
+		sqltx.IntCol("b_steps_total", func(b *gateBound) int64 { return b.stepsTotal }),
+		sqltx.IntCol("b_tasks_total", func(b *gateBound) int64 { return b.tasksTotal }))
 }
 
 // aheadQuery is a query of candidates sent with the claim's first
@@ -158,20 +159,20 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // namespace is alone with ready work (fairOthers in the gate). Its COMMIT
 // goes with it unless keepOpen.
 func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
-	pl, ok := t.x.(sqldb.Pipeliner)
+	pl, ok := t.X.(sqldb.Pipeliner)
 	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.plan.fair.lone() == "") {
 		return nil
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
-	keys.brk = newBreakerRoom(pol, t.now)
+	keys.brk = newBreakerRoom(pol, t.Now)
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
-	st := sqldb.Statement{Query: t.s.bind(q), Args: args}
+	st := sqldb.Statement{Query: t.s.Bind(q), Args: args}
 	// The gate checks, in the claim statement, what of pol it can:
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (fairOthers); other policies
 	// need the claim's own check (gated).
-	if !counting && t.s.d.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+	if !counting && t.s.D.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if len(bounds) > 0 {
 			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
@@ -187,7 +188,7 @@ func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 		for _, b := range from.bounds {
 			a.bounded = append(a.bounded, b.ns)
 		}
-		st = sqldb.Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+		st = sqldb.Statement{Query: t.s.Bind(c.q), Args: c.args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
@@ -340,7 +341,7 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.s.d.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
+	counted := !t.s.D.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
 	if !counted && (!unchecked(p, pol) || len(t.s.plan.predictedLimits()) > 0) {
 		return nil, nil
 	}
@@ -349,7 +350,7 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.s.d.WithWrites() || inOne {
+	if t.s.D.WithWrites() || inOne {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if counted {
 			from.caps = pol.caps
@@ -358,7 +359,7 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 		if err != nil {
 			return nil, err
 		}
-		rows, err := t.query(st.q, st.args...)
+		rows, err := t.Query(st.q, st.args...)
 		if err != nil {
 			return nil, fmt.Errorf("claim steps: %w", err)
 		}
@@ -368,7 +369,7 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 		}
 	} else {
 		// The only writer: what the query selects, the claim takes.
-		rows, err := t.query(q, args...)
+		rows, err := t.Query(q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("select ready steps: %w", err)
 		}
@@ -401,13 +402,13 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 // engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
 func (t *claimTx) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
-	if t.readied == 0 || p.Limit <= 0 || t.breakers.failed() {
+	if t.Readied == 0 || p.Limit <= 0 || t.breakers.failed() {
 		// After a failure under a breaker, the claim waits for the count
 		// that this transaction writes last (flushBreakers): the engine's
 		// next claim reads it.
 		return nil, nil
 	}
-	t.engine = p.EngineID
+	t.Engine = p.EngineID
 	return t.claimGated(p, false)
 }
 

@@ -1,5 +1,7 @@
 package sqlstore
 
+import "github.com/weftrun/weft/internal/sqlstore/sqltx"
+
 // candidatePolicy is a scheduling policy as the claim's query of candidates
 // (claimQuery) applies it: exclude appends to the query q, with their
 // arguments, the conditions that skip the steps the policy holds back. pol
@@ -22,7 +24,7 @@ func andIn(q string, args []any, cond string, vals []string) (string, []any) {
 	if len(vals) == 0 {
 		return q, args
 	}
-	q += ` AND ` + cond + ` (` + placeholders(len(vals)) + `)`
+	q += ` AND ` + cond + ` (` + sqltx.Placeholders(len(vals)) + `)`
 	for _, v := range vals {
 		args = append(args, v)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 )
 
@@ -53,8 +54,8 @@ type claimStmt struct {
 
 // claimStatement builds the statement that claims the steps of from.
 func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
-	st := claimStmt{taking: t.s.d.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
-	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites(), taking: st.taking}
+	st := claimStmt{taking: t.s.D.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
+	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.D.WithWrites(), taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
@@ -92,7 +93,7 @@ func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, erro
 		text.take = tq
 		args = append(args, targs...)
 	}
-	args = append(args, leaseID, t.engine, t.now, t.now)
+	args = append(args, leaseID, t.Engine, t.Now, t.Now)
 	if !st.gated {
 		args = append(args, from.args...) // where's
 	}
@@ -100,21 +101,21 @@ func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, erro
 	// rows read the claims of the runs they end from the steps' rows,
 	// which the claim may change (claimOfRun). In the claim statement's
 	// round trip where the transaction pipelines.
-	if err := t.flushAudit(); err != nil {
+	if err := t.FlushAudit(); err != nil {
 		return st, err
 	}
-	if !t.s.d.WithWrites() {
+	if !t.s.D.WithWrites() {
 		// Where the gate is shut, it claims nothing and says no more.
 		st.q, st.gated, st.args = t.s.plan.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.s.d.LimitRoom() != "" && len(held) > 0
+	st.totaling = t.s.D.LimitRoom() != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
 	st.q = t.s.plan.claimText(text)
-	args = append(args, t.now, leaseID)
+	args = append(args, t.Now, leaseID)
 	if st.totaling {
 		args = append(args, held)
 	}
@@ -178,7 +179,7 @@ func (k claimText) build() string {
 	}
 	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?, claim_audited = 0,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE ` + where + ` RETURNING ` + claimedStepColumns + `, sort_key`
+		WHERE ` + where + ` RETURNING ` + sqltx.ClaimedStepColumns + `, sort_key`
 	if !k.withWrites {
 		if gated {
 			return `WITH ` + lead + update
@@ -239,7 +240,7 @@ func (k claimText) build() string {
 		if k.taking {
 			none += `, NULL`
 		}
-		q += ` UNION ALL SELECT ` + qualify("x", claimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
+		q += ` UNION ALL SELECT ` + sqltx.Qualify("x", sqltx.ClaimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	return q

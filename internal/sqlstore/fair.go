@@ -150,10 +150,10 @@ func (t *claimTx) fairReadiness() ([]fairRow, error) {
 		t.fairRead = nil
 		return got, nil
 	}
-	if !t.fairLocked && t.s.d.FairReadiness() != "" {
+	if !t.fairLocked && t.s.D.FairReadiness() != "" {
 		// The lock and the readiness in one round trip.
 		var got []string
-		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
+		if err := t.QueryRow(`SELECT `+t.s.D.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
 			return nil, fmt.Errorf("read ready namespaces: %w", err)
 		}
 		t.fairLocked = true
@@ -165,7 +165,7 @@ func (t *claimTx) fairReadiness() ([]fairRow, error) {
 		}
 		t.fairLocked = true
 	}
-	rows, err := t.query(fairReadiness, maxFairNamespaces)
+	rows, err := t.Query(fairReadiness, maxFairNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("count running steps by namespace: %w", err)
 	}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -40,7 +41,7 @@ func (s *reads) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 		for i, st := range f.States {
 			a[i] = string(st)
 		}
-		add("state IN ("+placeholders(len(a))+")", a...)
+		add("state IN ("+sqltx.Placeholders(len(a))+")", a...)
 	}
 	if f.BeforeID > 0 {
 		add("id < ?", f.BeforeID)

@@ -18,7 +18,7 @@ import (
 // or a task under a limit of the namespace running: a step enters running
 // only from ready, by a claim, and every claim of a step under a limit
 // adds to its namespace's totals; a task enters running from pending, by
-// the claim of its first step, or from failed, by a retry (moveTask). So a
+// the claim of its first step, or from failed, by a retry (MoveTask). So a
 // count of what runs in the namespace, with the totals read before it,
 // stays an upper bound of what runs there: the count plus what the totals
 // grew by since. The claim statement adds what it claimed to the totals

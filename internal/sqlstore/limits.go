@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
 // This file holds the concurrency limits of the claim: namespace limits
@@ -309,7 +310,7 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.s.d.LimitRoom() != "" {
+	if t.s.D.LimitRoom() != "" {
 		// Rows of limit_claims are taken in the namespaces' order, by
 		// every claim, and a claim that bounds takes them without the
 		// namespace's lock: a namespace met after this claim added to the
@@ -323,15 +324,15 @@ func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) er
 			return true
 		})
 		var bounds map[string]nsCount
-		bounds, namespaces = t.s.plan.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
+		bounds, namespaces = t.s.plan.splitBounds(namespaces, k.version, t.Now, k.limit, k.own, k.floor)
 		t.boundedIn(bounds, k)
 		if len(namespaces) == 0 {
 			return nil
 		}
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.D.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
-		in, args := t.textIn("namespace", namespaces)
+		in, args := t.TextIn("namespace", namespaces)
 		got, err = t.counts(fmt.Sprintf(namespaceCounts, in), append(args, args...)...)
 	}
 	if err != nil {
@@ -346,10 +347,10 @@ func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) er
 // namespaces the claim holds, whose totals its claim statement adds to.
 func (t *claimTx) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	k.countedIn(namespaces, got)
-	if t.s.d.LimitRoom() == "" {
+	if t.s.D.LimitRoom() == "" {
 		return
 	}
-	t.s.plan.bounds.counted(namespaces, k.counted, k.version, t.now)
+	t.s.plan.bounds.counted(namespaces, k.counted, k.version, t.Now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed {
 			t.hold(ns)
@@ -399,23 +400,23 @@ func (t *claimTx) countExact(steps, tasks map[nsKey]int, pending []int64, k *key
 	var parts []string
 	var args []any
 	if len(steps) > 0 {
-		in, inArgs := t.textIn("limit_key", keysOf(steps))
+		in, inArgs := t.TextIn("limit_key", keysOf(steps))
 		parts = append(parts, `SELECT 1, namespace, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND `+in+` GROUP BY namespace, limit_key`)
 		args = append(args, inArgs...)
 	}
 	if len(tasks) > 0 {
-		in, inArgs := t.textIn("limit_key", keysOf(tasks))
+		in, inArgs := t.TextIn("limit_key", keysOf(tasks))
 		parts = append(parts, `SELECT 2, namespace, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND `+in+` GROUP BY namespace, limit_key`)
 		args = append(args, inArgs...)
 	}
 	if len(pending) > 0 {
 		// By primary key: (state || '') keeps the planner off the state
 		// index, which would read every pending task.
-		in, inArgs := t.idIn("id", pending)
+		in, inArgs := t.IDIn("id", pending)
 		parts = append(parts, `SELECT 3, '', '', id FROM tasks WHERE `+in+` AND (state || '') = 'pending'`)
 		args = append(args, inArgs...)
 	}
-	rows, err := t.query(strings.Join(parts, " UNION ALL "), args...)
+	rows, err := t.Query(strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return fmt.Errorf("count running steps and tasks under limits: %w", err)
 	}
@@ -464,7 +465,7 @@ type countRow struct {
 }
 
 func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
-	rows, err := t.query(q, args...)
+	rows, err := t.Query(q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -478,10 +479,10 @@ func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
 // lockLimit takes one transaction-scoped lock, waiting for it, where the
 // dialect has locks; with one writer at a time there is nothing to take.
 func (t *operatorTx) lockLimit(name string) error {
-	if t.s.d.Lock() == "" {
+	if t.s.D.Lock() == "" {
 		return nil
 	}
-	if _, err := t.exec(`SELECT `+t.s.d.Lock(), name); err != nil {
+	if _, err := t.Exec(`SELECT `+t.s.D.Lock(), name); err != nil {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
 	return nil
@@ -516,7 +517,7 @@ func (workflowLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom)
 		return q, args
 	}
 	if tasks := fullKeys(keys.task); len(tasks) > 0 {
-		ph := placeholders(len(tasks))
+		ph := sqltx.Placeholders(len(tasks))
 		q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
 		for range 2 {
 			for _, k := range tasks {

@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
 // planner is what a handle's claims keep between them: the policies last
@@ -10,7 +12,7 @@ import (
 // and their bounds, the rate tokens held ahead and the texts of the claim
 // statements built. A claim in a transaction (claimTx) reads and updates it.
 type planner struct {
-	d Dialect
+	d sqltx.Dialect
 	// policyMu guards policyCache: the policies as of a policy version,
 	// read again by a claim that sees another version (policies.go).
 	policyMu    sync.Mutex

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -76,7 +77,7 @@ func (t *claimTx) policies(version int64) (*policySet, error) {
 	if cached != nil && cached.version == version {
 		return cached, nil
 	}
-	rows, err := t.query(`SELECT target, paused, concurrency, weight, rate_n, rate_per FROM policies WHERE paused != 0 OR concurrency > 0 OR weight > 1 OR rate_n > 0`)
+	rows, err := t.Query(`SELECT target, paused, concurrency, weight, rate_n, rate_per FROM policies WHERE paused != 0 OR concurrency > 0 OR weight > 1 OR rate_n > 0`)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -149,7 +150,7 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 	}
 	var out store.Policy
 	err := s.write(ctx, "", func(t *txn) error {
-		at := t.now
+		at := t.Now
 		if !c.At.IsZero() {
 			at = c.At.UnixMicro()
 		}
@@ -179,7 +180,7 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 			rateN, ratePer = c.Rate.Limit, c.Rate.Per.Microseconds()
 		}
 		// COALESCE keeps what the change leaves alone.
-		_, err := t.exec(`INSERT INTO policies (target, paused, concurrency, weight, rate_n, rate_per, updated_at, updated_by)
+		_, err := t.Exec(`INSERT INTO policies (target, paused, concurrency, weight, rate_n, rate_per, updated_at, updated_by)
 			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(CAST(? AS BIGINT), 0), ?, ?)
 			ON CONFLICT (target) DO UPDATE SET paused = COALESCE(?, policies.paused), concurrency = COALESCE(?, policies.concurrency),
 			weight = COALESCE(?, policies.weight), rate_n = COALESCE(?, policies.rate_n), rate_per = COALESCE(CAST(? AS BIGINT), policies.rate_per),
@@ -192,19 +193,19 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 			return err
 		}
 		// A target with nothing set is forgotten; its audit stays.
-		if _, err := t.exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0 AND rate_n = 0`, c.Target); err != nil {
+		if _, err := t.Exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0 AND rate_n = 0`, c.Target); err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
 		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil || c.Weight != nil || c.Rate != nil {
 			// Work may be claimable now: wake the engines, here and (on
 			// PostgreSQL) elsewhere, as new ready steps would.
-			t.readied++
+			t.Readied++
 		}
 		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
 		if err != nil {
 			return err
 		}
-		if err := policyTokens(pols, t.now, t.query); err != nil {
+		if err := policyTokens(pols, t.Now, t.Query); err != nil {
 			return err
 		}
 		out = store.Policy{Target: c.Target, UpdatedAt: time.UnixMicro(at), UpdatedBy: c.Actor}
@@ -222,7 +223,7 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 // movePolicyVersion moves the policy version: every claim after this
 // transaction commits reads the policies again.
 func (t *operatorTx) movePolicyVersion() error {
-	if _, err := t.exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
+	if _, err := t.Exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
 		return fmt.Errorf("move the policy version: %w", err)
 	}
 	return nil
@@ -230,7 +231,7 @@ func (t *operatorTx) movePolicyVersion() error {
 
 // recordPolicyChange writes one entry of the policy audit.
 func (t *operatorTx) recordPolicyChange(at int64, actor, target, change, reason string) error {
-	if _, err := t.exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
+	if _, err := t.Exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
 		at, actor, target, change, reason); err != nil {
 		return fmt.Errorf("audit policy change of %s: %w", target, err)
 	}
@@ -239,7 +240,7 @@ func (t *operatorTx) recordPolicyChange(at int64, actor, target, change, reason 
 
 // readPolicies reads policies rows with a WHERE clause.
 func (t *operatorTx) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.query(`SELECT `+policyColumns+` FROM policies `+where+` ORDER BY target`, args...)
+	rows, err := t.Query(`SELECT `+policyColumns+` FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
@@ -269,7 +270,7 @@ func scanPolicy(r sqldb.Row) (store.Policy, error) {
 
 // ListPolicies returns the policies set and the usage of the limits in force.
 func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
-	rows, err := s.read(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY target`)
+	rows, err := s.Read(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
@@ -284,7 +285,7 @@ func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		}
 	}
 	if len(names) > 0 {
-		rows, err := s.read(ctx, `SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+placeholders(len(names))+`) GROUP BY namespace`, names...)
+		rows, err := s.Read(ctx, `SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+sqltx.Placeholders(len(names))+`) GROUP BY namespace`, names...)
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
@@ -311,7 +312,7 @@ func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		// holds one place of it.
 		`SELECT limit_key, max(limit_n), count(*) FROM tasks WHERE state = 'running' AND limit_key != '' GROUP BY limit_key`,
 	} {
-		rows, err := s.read(ctx, q)
+		rows, err := s.Read(ctx, q)
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
 		}
@@ -342,7 +343,7 @@ func (s *claims) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyCh
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.read(ctx, `SELECT id, at, actor, target, change, reason FROM policy_changes ORDER BY id DESC LIMIT ?`, limit)
+	rows, err := s.Read(ctx, `SELECT id, at, actor, target, change, reason FROM policy_changes ORDER BY id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list policy changes: %w", err)
 	}

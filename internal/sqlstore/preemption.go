@@ -22,7 +22,7 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 	err := s.write(ctx, p.EngineID, func(tx *txn) error {
 		t := tx.claimer()
 		var version int64
-		if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
+		if err := t.QueryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
 			return fmt.Errorf("peek claim: %w", err)
 		}
 		pol, err := t.policies(version)
@@ -35,7 +35,7 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 		keys := newKeyRoom(pol, p.Caps, 1)
 		// Open breakers hold their steps from a peek too; one that may
 		// probe offers one step, and the peek takes no probe.
-		if keys.brk = newBreakerRoom(pol, t.now); keys.brk != nil {
+		if keys.brk = newBreakerRoom(pol, t.Now); keys.brk != nil {
 			keys.brk.peek = true
 		}
 		for round := range claimRounds {
@@ -51,7 +51,7 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 			}
 			if len(ids) > 0 {
 				st := store.Step{ID: ids[0]}
-				err := t.queryRow(`SELECT task_id, name, namespace, handler, priority FROM steps WHERE id = ?`, ids[0]).
+				err := t.QueryRow(`SELECT task_id, name, namespace, handler, priority FROM steps WHERE id = ?`, ids[0]).
 					Scan(&st.TaskID, &st.Name, &st.Namespace, &st.Handler, &st.Priority)
 				if err != nil {
 					return fmt.Errorf("peek claim: read step %d: %w", ids[0], err)
@@ -84,8 +84,8 @@ func (s *claims) HeldPreemptible(ctx context.Context, engineID string, held []st
 	for i, f := range held {
 		ids[i] = f.StepID
 	}
-	in, inArgs := s.idIn("s.id", ids)
-	rows, err := s.read(ctx, `SELECT s.id, s.task_id, s.name, s.namespace, s.handler, s.priority, s.attempt, s.lease_id, t.workflow
+	in, inArgs := s.IDIn("s.id", ids)
+	rows, err := s.Read(ctx, `SELECT s.id, s.task_id, s.name, s.namespace, s.handler, s.priority, s.attempt, s.lease_id, t.workflow
 		FROM steps s JOIN tasks t ON t.id = s.task_id
 		WHERE s.engine_id = ? AND s.state = 'running' AND s.preemptible <> 0 AND `+in, append([]any{engineID}, inArgs...)...)
 	if err != nil {

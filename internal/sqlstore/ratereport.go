@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -75,7 +76,7 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 	if len(keys) == 0 {
 		return nil
 	}
-	rows, err := read(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
+	rows, err := read(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+sqltx.Placeholders(len(keys))+`)`, keys...)
 	if err != nil {
 		return fmt.Errorf("read rate buckets: %w", err)
 	}
@@ -103,13 +104,13 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 // reportRates fills in the tokens of the namespace rates of report and
 // lists the buckets of step rates.
 func (s *claims) reportRates(ctx context.Context, report *store.PolicyReport) error {
-	now := s.clock().UnixMicro()
+	now := s.Clock().UnixMicro()
 	report.Rates = []store.RateUsage{}
-	read := func(q string, args ...any) (sqldb.Rows, error) { return s.read(ctx, q, args...) }
+	read := func(q string, args ...any) (sqldb.Rows, error) { return s.Read(ctx, q, args...) }
 	if err := policyTokens(report.Policies, now, read); err != nil {
 		return err
 	}
-	rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
+	rows, err := s.Read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
 	if err != nil {
 		return fmt.Errorf("read rate buckets: %w", err)
 	}
@@ -135,7 +136,7 @@ func (s *claims) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.write(ctx, "", func(t *txn) error {
 		at := now.UnixMicro()
-		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until + per_us <= ?`, at, at, at)
+		res, err := t.Exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until + per_us <= ?`, at, at, at)
 		if err != nil {
 			return fmt.Errorf("prune rate buckets: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -146,10 +147,10 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
-	lockedOnly := round > 0 && t.s.d.Lock() != "" // several writers: bucket rows lock
+	lockedOnly := round > 0 && t.s.D.Lock() != "" // several writers: bucket rows lock
 	var upsert []*bucketNeed
 	for _, n := range needs {
-		n.local = t.s.plan.reserves.take(n.key, n.rate, n.want, t.now)
+		n.local = t.s.plan.reserves.take(n.key, n.rate, n.want, t.Now)
 		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
 			continue
 		}
@@ -160,7 +161,7 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	if len(upsert) > 0 && round == 0 {
 		// A claim that writes buckets anyway renews the reservations the
 		// handle would soon stop using, so that the next claims write none.
-		upsert = append(upsert, t.s.plan.reserves.expiring(t.now, needs)...)
+		upsert = append(upsert, t.s.plan.reserves.expiring(t.Now, needs)...)
 	}
 	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
 	if rc.locked == nil {
@@ -172,7 +173,7 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
-	if round == 0 && t.s.d.WithWrites() && t.s.plan.ratesGranted.Load() && !probing {
+	if round == 0 && t.s.D.WithWrites() && t.s.plan.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).
@@ -266,8 +267,8 @@ func (t *claimTx) rateFallback(o *optimisticTake) ([]int64, error) {
 	for i, n := range o.upsert {
 		keys[i] = n.key
 	}
-	in, args := t.textIn("key", keys)
-	rows, err := t.query(`SELECT key, taken, granted, deferred_to FROM rate_buckets WHERE `+in, args...)
+	in, args := t.TextIn("key", keys)
+	rows, err := t.Query(`SELECT key, taken, granted, deferred_to FROM rate_buckets WHERE `+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rate tokens taken: %w", err)
 	}
@@ -345,10 +346,10 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 		}
 	}
 	if len(back) > 0 {
-		from, args := rowset(&t.Tx, "g", back,
-			textCol("g_key", func(g *given) string { return g.key }),
-			intCol("g_n", func(g *given) int64 { return g.n }))
-		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
+		from, args := sqltx.Rowset(&t.Tx, "g", back,
+			sqltx.TextCol("g_key", func(g *given) string { return g.key }),
+			sqltx.IntCol("g_n", func(g *given) int64 { return g.n }))
+		if _, err := t.Exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
 			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
 			return nil, fmt.Errorf("return rate tokens: %w", err)
 		}
@@ -370,8 +371,8 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 		args = append(args, d.id)
 		why[d.id] = d.key
 	}
-	rows, err := t.query(`UPDATE steps SET state = 'waiting', run_at = CASE id`+cases.String()+` END
-		WHERE id IN (`+placeholders(len(deferrals))+`) AND state = 'ready' RETURNING id, task_id, name, attempt, run_at`, args...)
+	rows, err := t.Query(`UPDATE steps SET state = 'waiting', run_at = CASE id`+cases.String()+` END
+		WHERE id IN (`+sqltx.Placeholders(len(deferrals))+`) AND state = 'ready' RETURNING id, task_id, name, attempt, run_at`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("defer rate-limited steps: %w", err)
 	}
@@ -395,7 +396,7 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 	for _, d := range got {
 		key := why[d.id]
 		until := time.UnixMicro(d.runAt)
-		t.audit(d.task, d.name, string(state.StepReady), string(state.StepWaiting), d.attempt,
+		t.Audit(d.task, d.name, string(state.StepReady), string(state.StepWaiting), d.attempt,
 			fmt.Sprintf("rate limit %s: no token until %s", key, until.UTC().Format(time.RFC3339Nano)))
 		rd := rc.deferred[key]
 		if rd == nil {
@@ -489,7 +490,7 @@ func (t *claimTx) takeTokens(needs []*bucketNeed) error {
 		return nil
 	}
 	q, args := t.rateTakeQuery(needs)
-	rows, err := t.query(q+` RETURNING key, taken, granted, deferred_to`, args...)
+	rows, err := t.Query(q+` RETURNING key, taken, granted, deferred_to`, args...)
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
@@ -542,33 +543,33 @@ func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 		var queued int64
 		if d := want - take; d > 0 {
 			interval := rateInterval(n.rate)
-			next := t.now + (per-credit+limit-1)/limit
+			next := t.Now + (per-credit+limit-1)/limit
 			queued = next + (d-1)*interval
 		}
 		var until int64
 		if reserve > 0 {
-			until = t.now + reserveHold(n.rate)
+			until = t.Now + reserveHold(n.rate)
 		}
 		rows[i] = bucket{n.key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order. The
 	// claim's time, the same for every bucket, is a parameter of its own.
-	from, args := rowset(&t.Tx, "b", rows,
-		textCol("b_key", func(b *bucket) string { return b.key }),
-		intCol("b_limit", func(b *bucket) int64 { return b.limit }),
-		intCol("b_per", func(b *bucket) int64 { return b.per }),
-		intCol("b_credit", func(b *bucket) int64 { return b.credit }),
-		intCol("b_wanted", func(b *bucket) int64 { return b.want }),
-		intCol("b_taken", func(b *bucket) int64 { return b.take }),
-		intCol("b_queued", func(b *bucket) int64 { return b.queued }),
-		intCol("b_reserve", func(b *bucket) int64 { return b.reserve }),
-		intCol("b_until", func(b *bucket) int64 { return b.until }),
-		intCol("b_released", func(b *bucket) int64 { return b.rels }))
+	from, args := sqltx.Rowset(&t.Tx, "b", rows,
+		sqltx.TextCol("b_key", func(b *bucket) string { return b.key }),
+		sqltx.IntCol("b_limit", func(b *bucket) int64 { return b.limit }),
+		sqltx.IntCol("b_per", func(b *bucket) int64 { return b.per }),
+		sqltx.IntCol("b_credit", func(b *bucket) int64 { return b.credit }),
+		sqltx.IntCol("b_wanted", func(b *bucket) int64 { return b.want }),
+		sqltx.IntCol("b_taken", func(b *bucket) int64 { return b.take }),
+		sqltx.IntCol("b_queued", func(b *bucket) int64 { return b.queued }),
+		sqltx.IntCol("b_reserve", func(b *bucket) int64 { return b.reserve }),
+		sqltx.IntCol("b_until", func(b *bucket) int64 { return b.until }),
+		sqltx.IntCol("b_released", func(b *bucket) int64 { return b.rels }))
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
 	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
-		SELECT b_key, b_limit, b_per, b_credit, ` + t.scalar(colInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
-		ON CONFLICT (key) DO UPDATE SET ` + t.s.plan.rateSet, append([]any{t.now}, args...)
+		SELECT b_key, b_limit, b_per, b_credit, ` + t.Scalar(sqltx.ColInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
+		ON CONFLICT (key) DO UPDATE SET ` + t.s.plan.rateSet, append([]any{t.Now}, args...)
 }
 
 // reportDeferred tells the claimer what the claim deferred, once it

@@ -1,12 +1,13 @@
 // Package sqlstore is the SQL implementation of store.Store shared by the
 // embedded SQLite store and the PostgreSQL store. The backends differ in the
-// Dialect each supplies (dialect.go: placeholders, row locking in the claim,
-// arrays, notifications, how their errors read) and in the DB they hand over
-// (package sqldb: database/sql or native pgx). Everything that decides state
-// lives here once, so both backends behave the same.
+// Dialect each supplies (package sqltx: placeholders, row locking in the
+// claim, arrays, notifications, how their errors read) and in the DB they
+// hand over (package sqldb: database/sql or native pgx). Everything that
+// decides state lives here once, so both backends behave the same.
 //
 // Store's operations are grouped in types by family (store.go): claims,
-// lifecycle, maintenance, reads and admin; a write transaction's (txn.go) in
+// lifecycle, maintenance, reads and admin; a write transaction's (txn,
+// write.go, on sqltx.Tx) in
 // outcomeTx, submitTx and operatorTx, and a claim's in claimTx (claimtx.go),
 // with what claims keep between them in the planner (planner.go). The
 // policies the claim's query of candidates skips steps for are each a
@@ -28,16 +29,18 @@
 // limitbounds.go, the bounds of limits far from binding), rates.go (with
 // reserves.go, tokens reserved ahead, and ratereport.go, the buckets read
 // for operators), fair.go, breakers.go (breakerclaim.go in the claim,
-// breakeroutcomes.go in outcomes) and preemption.go. txn.go is the
-// transaction helper every write goes through, scan.go reads rows into
-// records, notify.go wakes engines and rowset.go passes many rows to one
-// statement.
+// breakeroutcomes.go in outcomes) and preemption.go. write.go runs
+// the write transactions; package sqltx holds what every operation
+// shares: the handle, the transaction's statements and audit, the
+// scanning of rows into records, rowsets and the notifications that wake
+// engines.
 package sqlstore
 
 import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -49,12 +52,12 @@ type Config struct {
 	Aging time.Duration
 	// Clock returns the current time.
 	Clock   func() time.Time
-	Dialect Dialect
+	Dialect sqltx.Dialect
 }
 
 // Store is a store.Store on a SQL database.
 type Store struct {
-	Handle
+	sqltx.Handle
 	aging int64 // microseconds per priority level
 
 	// plan is the claim planner's state between claims (planner.go).
@@ -99,7 +102,7 @@ func New(c Config) *Store {
 	if c.Aging <= 0 {
 		c.Aging = time.Minute
 	}
-	s := &Store{Handle: newHandle(c.DB, c.Dialect, c.Clock), aging: c.Aging.Microseconds(),
+	s := &Store{Handle: sqltx.NewHandle(c.DB, c.Dialect, c.Clock), aging: c.Aging.Microseconds(),
 		plan: planner{d: c.Dialect, rateSet: rateTakeSet(c.Dialect.Fence())}}
 	s.claims.Store, s.lifecycle.Store, s.maintenance.Store, s.reads.Store, s.admin.Store = s, s, s, s, s
 	return s

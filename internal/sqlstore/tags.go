@@ -31,7 +31,7 @@ func (t *submitTx) insertTags(taskID int64, tags map[string]string) error {
 		args = append(args, taskID, k, tags[k])
 	}
 	q := `INSERT INTO task_tags (task_id, key, value) VALUES ` + strings.Repeat("(?, ?, ?), ", len(keys)-1) + `(?, ?, ?)`
-	if _, err := t.exec(q, args...); err != nil {
+	if _, err := t.Exec(q, args...); err != nil {
 		return fmt.Errorf("tags of task %d: %w", taskID, err)
 	}
 	return nil

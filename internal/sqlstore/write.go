@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
 // txn is one write transaction (Tx) with the operations, by family, that
 // write in it.
 type txn struct {
-	Tx
+	sqltx.Tx
 	s *Store
 	// started: the handlers' part of tasks started before, read in this
 	// transaction (readTask).
@@ -54,23 +55,23 @@ type (
 // newTxn returns a transaction of s on x for engine, its operations wired
 // to it.
 func (s *Store) newTxn(ctx context.Context, x sqldb.Querier, engine string) *txn {
-	t := &txn{Tx: Tx{ctx: ctx, x: x, h: &s.Handle, now: s.clock().UnixMicro(), engine: engine}, s: s}
+	t := &txn{Tx: sqltx.Tx{Ctx: ctx, X: x, H: &s.Handle, Now: s.Clock().UnixMicro(), Engine: engine}, s: s}
 	t.outcomeTx.txn, t.submitTx.txn, t.operatorTx.txn = t, t, t
 	return t
 }
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
 func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) error) error {
-	ctx, err := s.writeContext(ctx)
+	ctx, err := s.WriteContext(ctx)
 	if err != nil {
 		return err
 	}
-	tx, err := s.db.Begin(ctx)
+	tx, err := s.DB.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("begin: %w", s.writeErr(err))
+		return fmt.Errorf("begin: %w", s.WriteErr(err))
 	}
 	t := s.newTxn(ctx, tx, engineID)
-	t.owned = true
+	t.Owned = true
 	ran := false
 	defer func() {
 		if !ran {
@@ -84,24 +85,24 @@ func (s *Store) write(ctx context.Context, engineID string, fn func(t *txn) erro
 	err = t.run(fn)
 	ran = true
 	if err != nil {
-		err = s.writeErr(err)
+		err = s.WriteErr(err)
 		tx.Rollback(context.WithoutCancel(ctx))
-		if t.notifyTaken {
+		if t.NotifyTaken {
 			// The window's notification was to ride on this transaction;
 			// send it when the window ends instead, for those that waited.
-			s.scheduleNotify()
+			s.ScheduleNotify()
 		}
 		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
-		if t.notifyTaken {
-			s.scheduleNotify()
+		if t.NotifyTaken {
+			s.ScheduleNotify()
 		}
-		return fmt.Errorf("commit: %w", s.writeErr(err))
+		return fmt.Errorf("commit: %w", s.WriteErr(err))
 	}
 	s.woke(t)
-	if t.notifyDeferred {
-		s.scheduleNotify()
+	if t.NotifyDeferred {
+		s.ScheduleNotify()
 	}
 	return nil
 }
@@ -149,14 +150,14 @@ func (s *Store) within(ctx context.Context, q sqldb.Querier, fn func(t *txn) err
 // woke wakes this handle's engines for what transaction t did: steps made
 // ready (Wake), a due time written (DueWake), a task ended (TaskEnded).
 func (s *Store) woke(t *txn) {
-	if t.leftReady() {
-		s.notify()
+	if t.LeftReady() {
+		s.Notify()
 	}
-	if t.timed {
+	if t.Timed {
 		s.NudgeDue()
 	}
-	if t.endedTask {
-		s.ended.Fire()
+	if t.EndedTask {
+		s.Ended.Fire()
 	}
 }
 
@@ -169,23 +170,23 @@ func (t *txn) run(fn func(t *txn) error) error {
 	if err := t.flushBreakers(); err != nil {
 		return err
 	}
-	if err := t.flushAudit(); err != nil {
+	if err := t.FlushAudit(); err != nil {
 		return err
 	}
-	if (t.leftReady() || t.timed) && t.s.notice.Statement != "" {
+	if (t.LeftReady() || t.Timed) && t.s.Notice.Statement != "" {
 		switch {
-		case t.timed:
+		case t.Timed:
 			// Told at once: a window's later notification says nothing of
 			// due times (transactions that write them are few).
-		case t.owned:
-			if !t.s.takeNotify() {
-				t.notifyDeferred = true
+		case t.Owned:
+			if !t.s.TakeNotify() {
+				t.NotifyDeferred = true
 				return nil
 			}
-			t.notifyTaken = true
+			t.NotifyTaken = true
 		}
 		// Nothing reads it: it goes with the COMMIT where it can.
-		if err := t.soon("notify", t.s.notice.Statement, t.s.notice.Channel, t.s.notifyPayload(t.timed, t.owned)); err != nil {
+		if err := t.Soon("notify", t.s.Notice.Statement, t.s.Notice.Channel, t.s.NotifyPayload(t.Timed, t.Owned)); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"database/sql"
@@ -18,16 +18,16 @@ import (
 // sqldb.Collect. Columns that hold encoded values (times as microseconds,
 // index lists as text) are decoded here.
 
-// scanFence reads the columns id, attempt, lease_id of a step.
-func scanFence(r sqldb.Row) (store.Fence, error) {
+// ScanFence reads the columns id, attempt, lease_id of a step.
+func ScanFence(r sqldb.Row) (store.Fence, error) {
 	var f store.Fence
 	err := r.Scan(&f.StepID, &f.Attempt, &f.LeaseID)
 	return f, err
 }
 
-const workflowColumns = `namespace, name, version, definition, created_at`
+const WorkflowColumns = `namespace, name, version, definition, created_at`
 
-func scanWorkflow(r sqldb.Row) (store.WorkflowRecord, error) {
+func ScanWorkflow(r sqldb.Row) (store.WorkflowRecord, error) {
 	var w store.WorkflowRecord
 	var def string
 	var at int64
@@ -39,9 +39,9 @@ func scanWorkflow(r sqldb.Row) (store.WorkflowRecord, error) {
 	return w, nil
 }
 
-const taskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth, tags`
+const TaskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth, tags`
 
-func scanTask(r sqldb.Row) (store.Task, error) {
+func ScanTask(r sqldb.Row) (store.Task, error) {
 	var t store.Task
 	var st, input string
 	var key sql.NullString
@@ -60,58 +60,58 @@ func scanTask(r sqldb.Row) (store.Task, error) {
 	t.Input = json.RawMessage(input)
 	t.IdempotencyKey = key.String
 	t.RunAt = time.UnixMicro(runAt)
-	t.GoodUntil = optTime(goodUntil)
+	t.GoodUntil = OptTime(goodUntil)
 	t.CreatedAt = time.UnixMicro(created)
-	t.StartedAt = optTime(started)
-	t.FinishedAt = optTime(finished)
-	t.ScheduleTick = optTime(tick)
+	t.StartedAt = OptTime(started)
+	t.FinishedAt = OptTime(finished)
+	t.ScheduleTick = OptTime(tick)
 	t.ParentTaskID = parent.Int64
 	return t, nil
 }
 
-// stepFields are the columns of a step's row that a stepScan reads, in
+// stepFields are the columns of a step's row that a StepScan reads, in
 // order, each with where it goes; claimSets marks those a claim sets to
 // values its caller knows (claimed).
 var stepFields = []struct {
 	column    string
-	dest      func(x *stepScan) any
+	dest      func(x *StepScan) any
 	claimSets bool
 }{
-	{"id", func(x *stepScan) any { return &x.s.ID }, false},
-	{"task_id", func(x *stepScan) any { return &x.s.TaskID }, false},
-	{"idx", func(x *stepScan) any { return &x.s.Index }, false},
-	{"name", func(x *stepScan) any { return &x.s.Name }, false},
-	{"handler", func(x *stepScan) any { return &x.s.Handler }, false},
-	{"namespace", func(x *stepScan) any { return &x.s.Namespace }, false},
-	{"state", func(x *stepScan) any { return &x.st }, true},
-	{"sub", func(x *stepScan) any { return &x.s.Sub }, true},
-	{"deps", func(x *stepScan) any { return &x.deps }, false},
-	{"attempt", func(x *stepScan) any { return &x.s.Attempts }, false},
-	{"max_attempts", func(x *stepScan) any { return &x.s.MaxAttempts }, false},
-	{"priority", func(x *stepScan) any { return &x.s.Priority }, false},
-	{"result", func(x *stepScan) any { return &x.result }, false},
-	{"error", func(x *stepScan) any { return &x.s.Error }, true},
-	{"checkpoint", func(x *stepScan) any { return &x.checkpoint }, false},
-	{"run_at", func(x *stepScan) any { return &x.runAt }, true},
-	{"engine_id", func(x *stepScan) any { return &x.s.EngineID }, true},
-	{"started_at", func(x *stepScan) any { return &x.started }, true},
-	{"finished_at", func(x *stepScan) any { return &x.fin }, false},
-	{"kind", func(x *stepScan) any { return &x.s.Kind }, false},
-	{"template", func(x *stepScan) any { return &x.s.Template }, false},
-	{"item", func(x *stepScan) any { return &x.item }, false},
-	{"signal", func(x *stepScan) any { return &x.s.Signal }, false},
-	{"progress", func(x *stepScan) any { return &x.progress }, false},
-	{"progress_msg", func(x *stepScan) any { return &x.s.ProgressMessage }, false},
-	{"deadline", func(x *stepScan) any { return &x.deadline }, false},
-	{"child_task_id", func(x *stepScan) any { return &x.child }, false},
-	{"child_error", func(x *stepScan) any { return &x.childErr }, false},
-	{"preemptible", func(x *stepScan) any { return &x.preemptible }, false},
+	{"id", func(x *StepScan) any { return &x.s.ID }, false},
+	{"task_id", func(x *StepScan) any { return &x.s.TaskID }, false},
+	{"idx", func(x *StepScan) any { return &x.s.Index }, false},
+	{"name", func(x *StepScan) any { return &x.s.Name }, false},
+	{"handler", func(x *StepScan) any { return &x.s.Handler }, false},
+	{"namespace", func(x *StepScan) any { return &x.s.Namespace }, false},
+	{"state", func(x *StepScan) any { return &x.st }, true},
+	{"sub", func(x *StepScan) any { return &x.s.Sub }, true},
+	{"deps", func(x *StepScan) any { return &x.deps }, false},
+	{"attempt", func(x *StepScan) any { return &x.s.Attempts }, false},
+	{"max_attempts", func(x *StepScan) any { return &x.s.MaxAttempts }, false},
+	{"priority", func(x *StepScan) any { return &x.s.Priority }, false},
+	{"result", func(x *StepScan) any { return &x.result }, false},
+	{"error", func(x *StepScan) any { return &x.s.Error }, true},
+	{"checkpoint", func(x *StepScan) any { return &x.checkpoint }, false},
+	{"run_at", func(x *StepScan) any { return &x.runAt }, true},
+	{"engine_id", func(x *StepScan) any { return &x.s.EngineID }, true},
+	{"started_at", func(x *StepScan) any { return &x.started }, true},
+	{"finished_at", func(x *StepScan) any { return &x.fin }, false},
+	{"kind", func(x *StepScan) any { return &x.s.Kind }, false},
+	{"template", func(x *StepScan) any { return &x.s.Template }, false},
+	{"item", func(x *StepScan) any { return &x.item }, false},
+	{"signal", func(x *StepScan) any { return &x.s.Signal }, false},
+	{"progress", func(x *StepScan) any { return &x.progress }, false},
+	{"progress_msg", func(x *StepScan) any { return &x.s.ProgressMessage }, false},
+	{"deadline", func(x *StepScan) any { return &x.deadline }, false},
+	{"child_task_id", func(x *StepScan) any { return &x.child }, false},
+	{"child_error", func(x *StepScan) any { return &x.childErr }, false},
+	{"preemptible", func(x *StepScan) any { return &x.preemptible }, false},
 }
 
-// stepColumns are the columns of stepFields; claimedStepColumns those a
+// StepColumns are the columns of stepFields; ClaimedStepColumns those a
 // claim does not set, which it returns: a claim under a backlog returns a
 // hundred rows, every value of them read through cgo on SQLite.
-var stepColumns, claimedStepColumns = stepFieldColumns(false), stepFieldColumns(true)
+var StepColumns, ClaimedStepColumns = stepFieldColumns(false), stepFieldColumns(true)
 
 // stepFieldColumns lists the columns of stepFields, less those a claim
 // sets where claimed.
@@ -125,13 +125,13 @@ func stepFieldColumns(claimed bool) string {
 	return strings.Join(cols, ", ")
 }
 
-// heldStepSelect reads steps (as s) with stepColumns, then the lease, the
+// HeldStepSelect reads steps (as s) with StepColumns, then the lease, the
 // workflow, the version and the traceparent of their task (as t), for
-// scanHeldStep.
-var heldStepSelect = `SELECT ` + qualify("s", stepColumns) + `, s.lease_id, t.workflow, t.version, t.traceparent FROM steps s JOIN tasks t ON t.id = s.task_id`
+// ScanHeldStep.
+var HeldStepSelect = `SELECT ` + Qualify("s", StepColumns) + `, s.lease_id, t.workflow, t.version, t.traceparent FROM steps s JOIN tasks t ON t.id = s.task_id`
 
-// qualify prefixes each column of a comma-separated list with a table alias.
-func qualify(alias, columns string) string {
+// Qualify prefixes each column of a comma-separated list with a table alias.
+func Qualify(alias, columns string) string {
 	cols := strings.Split(columns, ",")
 	for i, c := range cols {
 		cols[i] = alias + "." + strings.TrimSpace(c)
@@ -139,16 +139,16 @@ func qualify(alias, columns string) string {
 	return strings.Join(cols, ", ")
 }
 
-// stepRow is a step as read, the indexes of its dependencies still to be
+// StepRow is a step as read, the indexes of its dependencies still to be
 // named by the caller.
-type stepRow struct {
+type StepRow struct {
 	store.Step
-	deps []int
+	Deps []int
 }
 
-// stepScan holds what a row of stepColumns is scanned into before it is
+// StepScan holds what a row of StepColumns is scanned into before it is
 // decoded, so that a query can read more columns after them.
-type stepScan struct {
+type StepScan struct {
 	s                   store.Step
 	st, deps            string
 	result, checkpoint  sql.NullString
@@ -161,14 +161,14 @@ type stepScan struct {
 	preemptible         int64
 }
 
-// dest returns the scan destinations of stepColumns, in order.
-func (x *stepScan) dest() []any { return x.fieldDest(false) }
+// dest returns the scan destinations of StepColumns, in order.
+func (x *StepScan) dest() []any { return x.fieldDest(false) }
 
-// claimedDest returns the scan destinations of claimedStepColumns, in
+// ClaimedDest returns the scan destinations of ClaimedStepColumns, in
 // order; claimed decodes what they read.
-func (x *stepScan) claimedDest() []any { return x.fieldDest(true) }
+func (x *StepScan) ClaimedDest() []any { return x.fieldDest(true) }
 
-func (x *stepScan) fieldDest(claimed bool) []any {
+func (x *StepScan) fieldDest(claimed bool) []any {
 	dest := make([]any, 0, len(stepFields))
 	for _, f := range stepFields {
 		if !claimed || !f.claimSets {
@@ -179,7 +179,7 @@ func (x *stepScan) fieldDest(claimed bool) []any {
 }
 
 // row decodes what was scanned.
-func (x *stepScan) row() stepRow {
+func (x *StepScan) row() StepRow {
 	s := x.s
 	s.State = state.Step(x.st)
 	if x.result.Valid {
@@ -195,50 +195,50 @@ func (x *stepScan) row() stepRow {
 		p := x.progress.Float64
 		s.Progress = &p
 	}
-	s.RunAt = optTime(x.runAt)
-	s.StartedAt = optTime(x.started)
-	s.FinishedAt = optTime(x.fin)
-	s.Deadline = optTime(x.deadline)
+	s.RunAt = OptTime(x.runAt)
+	s.StartedAt = OptTime(x.started)
+	s.FinishedAt = OptTime(x.fin)
+	s.Deadline = OptTime(x.deadline)
 	s.ChildTaskID, s.ChildError = x.child.Int64, x.childErr.String
 	s.Preemptible = x.preemptible != 0
-	return stepRow{Step: s, deps: parseIdx(x.deps)}
+	return StepRow{Step: s, Deps: ParseIdx(x.deps)}
 }
 
-// claimed decodes a row of claimedStepColumns of a step claimed by engine
+// Claimed decodes a row of ClaimedStepColumns of a step claimed by engine
 // at now (microseconds), which the claim set: running, no sub-status, no
 // error, no time to run at.
-func (x *stepScan) claimed(engine string, now int64) stepRow {
+func (x *StepScan) Claimed(engine string, now int64) StepRow {
 	x.st, x.s.Sub, x.s.Error, x.runAt = string(state.StepRunning), "", "", sql.NullInt64{}
 	x.s.EngineID, x.started = engine, sql.NullInt64{Int64: now, Valid: true}
 	return x.row()
 }
 
-// scanStep reads a row of stepColumns.
-func scanStep(r sqldb.Row) (stepRow, error) {
-	var x stepScan
+// ScanStep reads a row of StepColumns.
+func ScanStep(r sqldb.Row) (StepRow, error) {
+	var x StepScan
 	if err := r.Scan(x.dest()...); err != nil {
-		return stepRow{}, err
+		return StepRow{}, err
 	}
 	return x.row(), nil
 }
 
-// stepRef is what a cascade needs of a step: its id, name and children.
-type stepRef struct {
-	id             int64
-	name, children string
+// StepRef is what a cascade needs of a step: its id, name and children.
+type StepRef struct {
+	ID             int64
+	Name, Children string
 }
 
-// scanStepRef reads id, name and children.
-func scanStepRef(r sqldb.Row) (stepRef, error) {
-	var v stepRef
-	err := r.Scan(&v.id, &v.name, &v.children)
+// ScanStepRef reads id, name and children.
+func ScanStepRef(r sqldb.Row) (StepRef, error) {
+	var v StepRef
+	err := r.Scan(&v.ID, &v.Name, &v.Children)
 	return v, err
 }
 
-// scanHeldStep reads a row of heldStepSelect: a step with its fence, its
+// ScanHeldStep reads a row of HeldStepSelect: a step with its fence, its
 // workflow and its version, but not its input or dependencies.
-func scanHeldStep(r sqldb.Row) (store.ClaimedStep, error) {
-	var x stepScan
+func ScanHeldStep(r sqldb.Row) (store.ClaimedStep, error) {
+	var x StepScan
 	var c store.ClaimedStep
 	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version, &c.TraceParent)...); err != nil {
 		return c, err
@@ -248,48 +248,48 @@ func scanHeldStep(r sqldb.Row) (store.ClaimedStep, error) {
 	return c, nil
 }
 
-const auditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim`
+const AuditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim`
 
-// auditRead is one audit row as read: one entry, two when the row also
+// AuditRead is one audit row as read: one entry, two when the row also
 // carries its task's transition (see foldAudit), or, for a task's
 // submission, one for the task and one for each of its steps; a row that
 // ends a step's run starts with the run's claim (and its task's start,
 // where the claim started it).
-type auditRead struct {
-	row     int64 // the row's id
-	entries []store.AuditEntry
+type AuditRead struct {
+	Row     int64 // the row's id
+	Entries []store.AuditEntry
 }
 
-// entriesPerRow bounds the entries of one audit row: an entry's ID is its
-// row's id times entriesPerRow plus its place in the row, so that each has
+// EntriesPerRow bounds the entries of one audit row: an entry's ID is its
+// row's id times EntriesPerRow plus its place in the row, so that each has
 // its own ID, in the order they happened.
-const entriesPerRow = 1 << 13
+const EntriesPerRow = 1 << 13
 
-// scanAudit reads auditColumns.
-func scanAudit(r sqldb.Row, extra ...any) (auditRead, error) {
+// ScanAudit reads AuditColumns.
+func ScanAudit(r sqldb.Row, extra ...any) (AuditRead, error) {
 	var e store.AuditEntry
 	var row, at int64
 	var taskFrom, taskTo, taskReason, steps, claimText string
 	if err := r.Scan(append([]any{&row, &e.TaskID, &e.Step, &e.From, &e.To, &at, &e.Attempt, &e.EngineID, &e.Reason,
 		&taskFrom, &taskTo, &taskReason, &steps, &claimText}, extra...)...); err != nil {
-		return auditRead{}, fmt.Errorf("scan audit: %w", err)
+		return AuditRead{}, fmt.Errorf("scan audit: %w", err)
 	}
-	e.ID, e.At = row*entriesPerRow, time.UnixMicro(at)
-	a := auditRead{row: row}
+	e.ID, e.At = row*EntriesPerRow, time.UnixMicro(at)
+	a := AuditRead{Row: row}
 	if e.To == "" {
-		// A claim no audit row records yet (unauditedClaims): its
+		// A claim no audit row records yet (UnauditedClaims): its
 		// entries, with no ID.
 		c, err := parseClaim(claimText)
 		if err != nil {
-			return auditRead{}, fmt.Errorf("scan audit: step %q of task %d: %w", e.Step, e.TaskID, err)
+			return AuditRead{}, fmt.Errorf("scan audit: step %q of task %d: %w", e.Step, e.TaskID, err)
 		}
-		a.entries = c.entries(e.TaskID, e.Step)
+		a.Entries = c.entries(e.TaskID, e.Step)
 		return a, nil
 	}
 	var list []string
 	if steps != "" {
 		if err := json.Unmarshal([]byte(steps), &list); err != nil || len(list)%2 != 0 {
-			return auditRead{}, fmt.Errorf("scan audit: row %d: steps %q: not a list of names and states", row, steps)
+			return AuditRead{}, fmt.Errorf("scan audit: row %d: steps %q: not a list of names and states", row, steps)
 		}
 	}
 	if claimText != "" {
@@ -298,22 +298,22 @@ func scanAudit(r sqldb.Row, extra ...any) (auditRead, error) {
 		// of the steps of its list, made by the same claim (foldAudit).
 		c, err := parseClaim(claimText)
 		if err != nil {
-			return auditRead{}, fmt.Errorf("scan audit: row %d: %w", row, err)
+			return AuditRead{}, fmt.Errorf("scan audit: row %d: %w", row, err)
 		}
-		a.entries = c.entries(e.TaskID, e.Step)
-		c.starts = false
+		a.Entries = c.entries(e.TaskID, e.Step)
+		c.Starts = false
 		for i := 0; i < len(list); i += 2 {
-			a.entries = append(a.entries, c.entries(e.TaskID, list[i])...)
+			a.Entries = append(a.Entries, c.entries(e.TaskID, list[i])...)
 		}
-		for i := range a.entries {
-			a.entries[i].ID = e.ID + int64(i)
+		for i := range a.Entries {
+			a.Entries[i].ID = e.ID + int64(i)
 		}
-		e.ID += int64(len(a.entries))
+		e.ID += int64(len(a.Entries))
 	}
-	a.entries = append(a.entries, e)
+	a.Entries = append(a.Entries, e)
 	add := func(x store.AuditEntry) {
-		x.ID, x.TaskID, x.At, x.EngineID = a.entries[0].ID+int64(len(a.entries)), e.TaskID, e.At, e.EngineID
-		a.entries = append(a.entries, x)
+		x.ID, x.TaskID, x.At, x.EngineID = a.Entries[0].ID+int64(len(a.Entries)), e.TaskID, e.At, e.EngineID
+		a.Entries = append(a.Entries, x)
 	}
 	if taskTo != "" {
 		add(store.AuditEntry{From: taskFrom, To: taskTo, Reason: taskReason})
@@ -324,106 +324,106 @@ func scanAudit(r sqldb.Row, extra ...any) (auditRead, error) {
 	return a, nil
 }
 
-// unauditedClaims reads, as rows of auditColumns, the claims of runs that
+// UnauditedClaims reads, as rows of AuditColumns, the claims of runs that
 // no audit row records yet, from the steps' rows (s, joined to their
 // tasks t): rows with no id and no new state, only a claim.
-const unauditedClaims = `0, s.task_id, s.name, '', '', s.started_at, s.attempt, s.engine_id, '', '', '', '', '', ` + claimOfStep + `
+const UnauditedClaims = `0, s.task_id, s.name, '', '', s.started_at, s.attempt, s.engine_id, '', '', '', '', '', ` + claimOfStep + `
 	FROM steps s JOIN tasks t ON t.id = s.task_id`
 
 // claimOfStep is the claim of the run a step's row (s, joined to its task
-// t) holds, as an audit row's claim column records it (runClaim.text):
+// t) holds, as an audit row's claim column records it (RunClaim.text):
 // claimAt, the run's attempt, claimRest. claimOfRun takes the attempt from
 // the audit row where it names one.
 const (
 	claimOfStep = claimAt + `s.attempt` + claimRest
 	claimAt     = `s.started_at || ' ' || `
-	claimRest   = ` || ' ' || ` + claimStarts + ` || ' ' || s.engine_id`
+	claimRest   = ` || ' ' || ` + ClaimStarts + ` || ' ' || s.engine_id`
 )
 
-// claimStarts is 1 where the claim of a step's row (s) started its task
+// ClaimStarts is 1 where the claim of a step's row (s) started its task
 // (t): the task started with the claim under this lease, at this time,
-// and this is the step of that claim it rides on (as stepClaim.claim
+// and this is the step of that claim it rides on (as StepClaim.claim
 // reads it from the task's row).
-const claimStarts = `CASE WHEN t.start_lease = s.lease_id AND t.start_step = s.idx AND t.started_at = s.started_at THEN 1 ELSE 0 END`
+const ClaimStarts = `CASE WHEN t.start_lease = s.lease_id AND t.start_step = s.idx AND t.started_at = s.started_at THEN 1 ELSE 0 END`
 
-// runClaim is the claim of a step's run as an audit row records it (its
+// RunClaim is the claim of a step's run as an audit row records it (its
 // claim column: "at attempt starts engine") or as the step's row holds it.
-type runClaim struct {
-	at      int64 // Unix microseconds
-	attempt int
-	starts  bool // the claim started its task
-	engine  string
+type RunClaim struct {
+	At      int64 // Unix microseconds
+	Attempt int
+	Starts  bool // the claim started its task
+	Engine  string
 }
 
 // sameAs reports whether c and o are one claim (the task's start aside).
-func (c *runClaim) sameAs(o *runClaim) bool {
-	return c.at == o.at && c.attempt == o.attempt && c.engine == o.engine
+func (c *RunClaim) sameAs(o *RunClaim) bool {
+	return c.At == o.At && c.Attempt == o.Attempt && c.Engine == o.Engine
 }
 
 // text is c as an audit row's claim column records it.
-func (c runClaim) text() string {
+func (c RunClaim) text() string {
 	starts := "0"
-	if c.starts {
+	if c.Starts {
 		starts = "1"
 	}
-	return strconv.FormatInt(c.at, 10) + " " + strconv.Itoa(c.attempt) + " " + starts + " " + c.engine
+	return strconv.FormatInt(c.At, 10) + " " + strconv.Itoa(c.Attempt) + " " + starts + " " + c.Engine
 }
 
-// stepClaim is the claim of a step's run as its row holds it: whether an
+// StepClaim is the claim of a step's run as its row holds it: whether an
 // audit row records it already, when, under which lease, by which engine;
 // and the step's index.
-type stepClaim struct {
-	audited                 int64
-	startedAt, leaseID, idx int64
-	engine                  string
+type StepClaim struct {
+	Audited                 int64
+	StartedAt, LeaseID, Idx int64
+	Engine                  string
 }
 
 // parseClaim reads an audit row's claim column.
-func parseClaim(text string) (runClaim, error) {
-	var c runClaim
+func parseClaim(text string) (RunClaim, error) {
+	var c RunClaim
 	f := strings.SplitN(text, " ", 4)
 	if len(f) != 4 {
 		return c, fmt.Errorf("claim %q: not \"at attempt starts engine\"", text)
 	}
 	var err error
-	if c.at, err = strconv.ParseInt(f[0], 10, 64); err != nil {
+	if c.At, err = strconv.ParseInt(f[0], 10, 64); err != nil {
 		return c, fmt.Errorf("claim %q: at: %w", text, err)
 	}
-	if c.attempt, err = strconv.Atoi(f[1]); err != nil {
+	if c.Attempt, err = strconv.Atoi(f[1]); err != nil {
 		return c, fmt.Errorf("claim %q: attempt: %w", text, err)
 	}
-	c.starts, c.engine = f[2] == "1", f[3]
+	c.Starts, c.Engine = f[2] == "1", f[3]
 	return c, nil
 }
 
 // entries are the audit entries of claim c of task taskID's step: the
 // step's claim, then, where it started the task, the task's start.
-func (c runClaim) entries(taskID int64, step string) []store.AuditEntry {
-	at := time.UnixMicro(c.at)
+func (c RunClaim) entries(taskID int64, step string) []store.AuditEntry {
+	at := time.UnixMicro(c.At)
 	out := []store.AuditEntry{{TaskID: taskID, Step: step, From: string(state.StepReady), To: string(state.StepRunning),
-		At: at, Attempt: c.attempt, EngineID: c.engine, Reason: reasonClaimed}}
-	if c.starts {
+		At: at, Attempt: c.Attempt, EngineID: c.Engine, Reason: reasonClaimed}}
+	if c.Starts {
 		out = append(out, store.AuditEntry{TaskID: taskID, From: string(state.TaskPending), To: string(state.TaskRunning),
-			At: at, EngineID: c.engine, Reason: reasonFirstClaimed})
+			At: at, EngineID: c.Engine, Reason: reasonFirstClaimed})
 	}
 	return out
 }
 
-// auditEntries reads rows of auditColumns as entries, in row order.
-func auditEntries(rows sqldb.Rows) ([]store.AuditEntry, error) {
-	read, err := sqldb.Collect(rows, func(r sqldb.Row) (auditRead, error) { return scanAudit(r) })
+// AuditEntries reads rows of AuditColumns as entries, in row order.
+func AuditEntries(rows sqldb.Rows) ([]store.AuditEntry, error) {
+	read, err := sqldb.Collect(rows, func(r sqldb.Row) (AuditRead, error) { return ScanAudit(r) })
 	if err != nil {
 		return nil, err
 	}
 	var out []store.AuditEntry
 	for _, a := range read {
-		out = append(out, a.entries...)
+		out = append(out, a.Entries...)
 	}
 	return out, nil
 }
 
-// scanEngine reads engineColumns.
-func scanEngine(r sqldb.Row) (store.EngineInfo, error) {
+// ScanEngine reads engineColumns.
+func ScanEngine(r sqldb.Row) (store.EngineInfo, error) {
 	var e store.EngineInfo
 	var started, hb int64
 	var owner sql.NullString
@@ -435,9 +435,9 @@ func scanEngine(r sqldb.Row) (store.EngineInfo, error) {
 	return e, nil
 }
 
-const apiKeyColumns = `id, name, hash, permissions, created_at, revoked_at`
+const APIKeyColumns = `id, name, hash, permissions, created_at, revoked_at`
 
-func scanAPIKey(r sqldb.Row) (store.APIKey, error) {
+func ScanAPIKey(r sqldb.Row) (store.APIKey, error) {
 	var k store.APIKey
 	var hash, perms string
 	var created int64
@@ -454,12 +454,12 @@ func scanAPIKey(r sqldb.Row) (store.APIKey, error) {
 		k.Permissions = strings.Split(perms, ",")
 	}
 	k.CreatedAt = time.UnixMicro(created)
-	k.RevokedAt = optTime(revoked)
+	k.RevokedAt = OptTime(revoked)
 	return k, nil
 }
 
-// scanQueueCount reads namespace, state and a count.
-func scanQueueCount(r sqldb.Row) (store.QueueCount, error) {
+// ScanQueueCount reads namespace, state and a count.
+func ScanQueueCount(r sqldb.Row) (store.QueueCount, error) {
 	var c store.QueueCount
 	var st string
 	if err := r.Scan(&c.Namespace, &st, &c.Count); err != nil {
@@ -469,7 +469,7 @@ func scanQueueCount(r sqldb.Row) (store.QueueCount, error) {
 	return c, nil
 }
 
-func optTime(v sql.NullInt64) *time.Time {
+func OptTime(v sql.NullInt64) *time.Time {
 	if !v.Valid {
 		return nil
 	}
@@ -477,22 +477,22 @@ func optTime(v sql.NullInt64) *time.Time {
 	return &t
 }
 
-func nullJSON(v sql.NullString) json.RawMessage {
+func NullJSON(v sql.NullString) json.RawMessage {
 	if !v.Valid || v.String == "" {
 		return json.RawMessage("null")
 	}
 	return json.RawMessage(v.String)
 }
 
-func nullIf(cond bool, v int64) any {
+func NullIf(cond bool, v int64) any {
 	if !cond {
 		return nil
 	}
 	return v
 }
 
-// parseIdx decodes a comma-separated list of step indexes (deps, children).
-func parseIdx(s string) []int {
+// ParseIdx decodes a comma-separated list of step indexes (deps, children).
+func ParseIdx(s string) []int {
 	if s == "" {
 		return nil
 	}
@@ -508,8 +508,8 @@ func parseIdx(s string) []int {
 	return out
 }
 
-// formatIdx encodes step indexes as parseIdx reads them.
-func formatIdx(v []int) string {
+// FormatIdx encodes step indexes as ParseIdx reads them.
+func FormatIdx(v []int) string {
 	var b strings.Builder
 	for i, n := range v {
 		if i > 0 {
@@ -520,8 +520,8 @@ func formatIdx(v []int) string {
 	return b.String()
 }
 
-// boolInt is a boolean as the integer columns of both stores hold it.
-func boolInt(b bool) int64 {
+// BoolInt is a boolean as the integer columns of both stores hold it.
+func BoolInt(b bool) int64 {
 	if b {
 		return 1
 	}

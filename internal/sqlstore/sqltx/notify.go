@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"context"
@@ -16,7 +16,7 @@ func (s *Handle) Wake() <-chan struct{} { return s.wake }
 
 // Nudge wakes the engine on this handle as if the handle had made steps
 // ready itself; backends call it when another process did.
-func (s *Handle) Nudge() { s.notify() }
+func (s *Handle) Nudge() { s.Notify() }
 
 // The payload of a notification is words separated by spaces: NotifyDue when
 // its transaction wrote a time something falls due, and "from=" with the
@@ -24,10 +24,10 @@ func (s *Handle) Nudge() { s.notify() }
 // engine it woke itself.
 const NotifyDue = "due"
 
-// notifyPayload is the payload of a notification this handle sends: due
+// NotifyPayload is the payload of a notification this handle sends: due
 // says its transaction wrote a due time, own that the transaction was this
 // handle's (not a caller's, which commits after this handle woke its engine).
-func (s *Handle) notifyPayload(due, own bool) string {
+func (s *Handle) NotifyPayload(due, own bool) string {
 	var words []string
 	if due {
 		words = append(words, NotifyDue)
@@ -59,7 +59,7 @@ func (s *Handle) DueWake() <-chan struct{} { return s.due }
 
 // TaskEnded returns a channel closed once a transaction of this handle
 // that ends a task (its audit trail records the task's end) has committed.
-func (s *Handle) TaskEnded() <-chan struct{} { return s.ended.C() }
+func (s *Handle) TaskEnded() <-chan struct{} { return s.Ended.C() }
 
 // NudgeDue wakes DueWake; backends call it when another process wrote a
 // due time.
@@ -70,42 +70,42 @@ func (s *Handle) NudgeDue() {
 	}
 }
 
-func (s *Handle) notify() {
+func (s *Handle) Notify() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// takeNotify reports whether a transaction committing now may notify other
+// TakeNotify reports whether a transaction committing now may notify other
 // processes itself, and if so starts a new window.
-func (s *Handle) takeNotify() bool {
-	if s.notice.Every <= 0 {
+func (s *Handle) TakeNotify() bool {
+	if s.Notice.Every <= 0 {
 		return true
 	}
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
-	if now := time.Now(); now.Sub(s.lastNotify) >= s.notice.Every {
+	if now := time.Now(); now.Sub(s.lastNotify) >= s.Notice.Every {
 		s.lastNotify = now
 		return true
 	}
 	return false
 }
 
-// scheduleNotify sends one notification when the current window ends, for
+// ScheduleNotify sends one notification when the current window ends, for
 // the committed transactions that made steps ready within it.
-func (s *Handle) scheduleNotify() {
+func (s *Handle) ScheduleNotify() {
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
 	if s.notifyLater != nil || s.notifyClosed {
 		return
 	}
-	s.notifyLater = time.AfterFunc(time.Until(s.lastNotify.Add(s.notice.Every)), func() {
+	s.notifyLater = time.AfterFunc(time.Until(s.lastNotify.Add(s.Notice.Every)), func() {
 		s.notifyMu.Lock()
 		s.notifyLater = nil
 		// A transaction that took a new window since covers the ones that
 		// waited: they committed before it did.
-		covered := time.Since(s.lastNotify) < s.notice.Every
+		covered := time.Since(s.lastNotify) < s.Notice.Every
 		if !covered {
 			s.lastNotify = time.Now()
 		}
@@ -123,7 +123,7 @@ func (s *Handle) scheduleNotify() {
 // sendNotify sends the notification in a statement of its own
 // (autocommit): one round trip.
 func (s *Handle) sendNotify(ctx context.Context) error {
-	if _, err := s.db.Exec(ctx, s.bind(s.notice.Statement), s.notice.Channel, s.notifyPayload(false, true)); err != nil {
+	if _, err := s.DB.Exec(ctx, s.Bind(s.Notice.Statement), s.Notice.Channel, s.NotifyPayload(false, true)); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
@@ -134,11 +134,11 @@ func (s *Handle) sendNotify(ctx context.Context) error {
 // engine calls it when an outcome it recorded freed room under a
 // concurrency limit that held steps back, which nothing else announces.
 func (s *Handle) Announce(ctx context.Context) error {
-	if s.notice.Statement == "" {
+	if s.Notice.Statement == "" {
 		return nil
 	}
-	if !s.takeNotify() {
-		s.scheduleNotify()
+	if !s.TakeNotify() {
+		s.ScheduleNotify()
 		return nil
 	}
 	return s.sendNotify(ctx)
