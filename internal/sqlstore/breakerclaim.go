@@ -235,7 +235,7 @@ func (t breakerClaim) unprobed(kept []candidate, b *breakerRoom) error {
 		if claimed[id] {
 			continue
 		}
-		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: breakerStep(c.breakerKey), key: c.breakerKey}); err != nil {
+		if err := breakerProbeReturned(t.Tx, t.breakers, breakerHit{stepID: id, taskID: c.taskID, name: breakerStep(c.breakerKey), key: c.breakerKey}); err != nil {
 			return err
 		}
 	}

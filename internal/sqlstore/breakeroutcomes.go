@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -168,7 +169,7 @@ func (t *outcomeTx) breakerOutcomes(hits []breakerHit) error {
 		case hitSuccess:
 			err = t.breakerSucceeded(h, known)
 		default:
-			err = t.breakerProbeReturned(h)
+			err = breakerProbeReturned(&t.Tx, &t.breakers, h)
 		}
 		if err != nil {
 			return err
@@ -247,7 +248,7 @@ func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker
 // breakerProbeReturned lets the next claim probe when the probe gave its
 // claim back without an outcome (released, snoozed, its engine died): the
 // breaker is open again with its cooldown already passed.
-func (t *outcomeTx) breakerProbeReturned(h breakerHit) error {
+func breakerProbeReturned(t *sqltx.Tx, w *breakerWork, h breakerHit) error {
 	res, err := t.Exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
 		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.key, h.stepID)
 	if err != nil {
@@ -259,6 +260,6 @@ func (t *outcomeTx) breakerProbeReturned(h breakerHit) error {
 	t.Audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
 		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
 	t.Readied++
-	t.breakers.bump = true
+	w.bump = true
 	return nil
 }

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -173,7 +174,7 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := sqltx.Rowset(&t.Tx, "d", pairs,
+		from, args := sqltx.Rowset(t.Tx, "d", pairs,
 			sqltx.IntCol("d_claim", func(d *dep) int64 { return d.claim }),
 			sqltx.IntCol("d_task", func(d *dep) int64 { return d.task }),
 			sqltx.IntCol("d_idx", func(d *dep) int64 { return d.idx }))
@@ -210,10 +211,10 @@ type stepAt struct{ task, idx int64 }
 // task at idx ended), as a dependency's result of the steps it may claim
 // after: a chain's next step, a join whose dependencies ended together.
 func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
-	if t.ran == nil {
-		t.ran = map[stepAt]depResult{}
+	if t.claim.ran == nil {
+		t.claim.ran = map[stepAt]depResult{}
 	}
-	t.ran[stepAt{task, idx}] = r
+	t.claim.ran[stepAt{task, idx}] = r
 }
 
 // ranBefore reports whether every dependency (deps, indexes) of claimed
@@ -244,10 +245,10 @@ func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
 // (startTasks): a task's input, workflow, version and traceparent never
 // change.
 func (t *outcomeTx) readTask(id int64, ct claimedTask) {
-	if t.started == nil {
-		t.started = map[int64]claimedTask{}
+	if t.claim.started == nil {
+		t.claim.started = map[int64]claimedTask{}
 	}
-	t.started[id] = ct
+	t.claim.started[id] = ct
 }
 
 // resultText is a result as its step's row holds it, and as a parameter
@@ -397,7 +398,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			for i, id := range ids {
 				starts[i] = started{id, first[id]}
 			}
-			from, args := sqltx.Rowset(&t.Tx, "s", starts,
+			from, args := sqltx.Rowset(t.Tx, "s", starts,
 				sqltx.IntCol("s_task", func(s *started) int64 { return s.task }),
 				sqltx.IntCol("s_step", func(s *started) int64 { return s.step }))
 			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.Now, lease}, args...)...)
@@ -459,4 +460,39 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		tasks[claimed[i].TaskID].set(&claimed[i])
 	}
 	return nil
+}
+
+// batchResults returns the results of a batch step's items as one JSON
+// array, in item order; an item without a result (failed, skipped) is null.
+func (t *claimTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
+	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
+	var rows sqldb.Rows
+	var err error
+	if t.committed {
+		// A claim that committed with its statement reads after it.
+		rows, err = t.H.Read(t.Ctx, q, args...)
+	} else {
+		rows, err = t.Query(q, args...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
+	results, err := sqldb.Collect(rows, func(r sqldb.Row) (sql.NullString, error) {
+		var v sql.NullString
+		err := r.Scan(&v)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, result := range results {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(sqltx.NullJSON(result))
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
 }

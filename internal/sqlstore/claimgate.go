@@ -67,7 +67,7 @@ const gateCounted = gateMoved + ` OR EXISTS (SELECT 1 FROM c WHERE ` + rated + `
 
 // capsRowset is the relation caps of gateCounted: the namespaces' own
 // limits.
-func capsRowset(t *txn, caps map[string]int) (string, []any) {
+func capsRowset(t *sqltx.Tx, caps map[string]int) (string, []any) {
 	type limit struct {
 		ns string
 		n  int64
@@ -76,7 +76,7 @@ func capsRowset(t *txn, caps map[string]int) (string, []any) {
 	for _, ns := range sortedKeys(caps) {
 		rows = append(rows, limit{ns, int64(caps[ns])})
 	}
-	return sqltx.Rowset(&t.Tx, "caps", rows,
+	return sqltx.Rowset(t, "caps", rows,
 		sqltx.TextCol("k_ns", func(l *limit) string { return l.ns }),
 		sqltx.IntCol("k_n", func(l *limit) int64 { return l.n }))
 }
@@ -111,8 +111,8 @@ func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBoun
 }
 
 // boundsRowset is the relation bnd of gateBoundsShut.
-func boundsRowset(t *txn, bounds []gateBound) (string, []any) {
-	return sqltx.Rowset(&t.Tx, "bnd", bounds,
+func boundsRowset(t *sqltx.Tx, bounds []gateBound) (string, []any) {
+	return sqltx.Rowset(t, "bnd", bounds,
 		sqltx.TextCol("b_ns", func(b *gateBound) string { return b.ns }),
 		sqltx.IntCol("b_floor", func(b *gateBound) int64 { return b.floor }),
 		sqltx.IntCol("b_room", func(b *gateBound) int64 { return b.room }),

@@ -62,7 +62,7 @@ func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, erro
 	case st.gated && len(from.bounds) > 0:
 		// A claim under limits it bounds (candidatesAhead): the bounds
 		// go first, then the gate's parameters.
-		bnd, bndArgs := boundsRowset(t.txn, from.bounds)
+		bnd, bndArgs := boundsRowset(t.Tx, from.bounds)
 		text.bounds = bnd
 		capped := from.capped
 		if capped == nil {
@@ -75,7 +75,7 @@ func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, erro
 		}
 	case st.gated && from.caps != nil:
 		// One writer: the gate counts (gateCounted).
-		c, cArgs := capsRowset(t.txn, from.caps)
+		c, cArgs := capsRowset(t.Tx, from.caps)
 		text.caps = c
 		args = append(append(slices.Clip(from.args), cArgs...), from.version)
 	case st.gated:

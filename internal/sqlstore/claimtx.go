@@ -1,11 +1,23 @@
 package sqlstore
 
+import "github.com/weftrun/weft/internal/sqlstore/sqltx"
+
 // claimTx is a claim in a write transaction: the transaction's helpers and
 // the claim's scratch, what its statements locked, counted and took, which
 // the next statements of the same claim build on. What outlives the claim
 // is the handle's planner (planner.go).
 type claimTx struct {
-	*txn
+	*sqltx.Tx
+	s *Store
+	// breakers are the transaction's outcomes of steps with a circuit
+	// breaker (txn.breakers), which a claim's probes add to.
+	breakers *breakerWork
+	// started: the handlers' part of tasks started before, read in this
+	// transaction (readTask).
+	started map[int64]claimedTask
+	// ran: the results of the runs this transaction recorded, by task
+	// and index, as dependencies' results (ranHere).
+	ran map[stepAt]depResult
 	// fairLocked: the claim holds the fair shares' lock (fair.go).
 	fairLocked bool
 	// limitHeld: the namespaces whose limits the claim counted (holding
@@ -49,6 +61,6 @@ type claimTx struct {
 // claimer returns the claim of transaction t, made in t's own memory: a
 // claim allocates nothing for it.
 func (t *txn) claimer() *claimTx {
-	t.claim.txn = t
+	t.claim.Tx, t.claim.s, t.claim.breakers = &t.Tx, t.s, &t.breakers
 	return &t.claim
 }

@@ -1,8 +1,6 @@
 package sqlstore
 
 import (
-	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -155,39 +153,4 @@ func (t *outcomeTx) spawn(stepID, taskID int64, name, children string, sp *store
 		}
 	}
 	return nil
-}
-
-// batchResults returns the results of a batch step's items as one JSON
-// array, in item order; an item without a result (failed, skipped) is null.
-func (t *outcomeTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
-	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
-	var rows sqldb.Rows
-	var err error
-	if t.claim.committed {
-		// A claim that committed with its statement reads after it.
-		rows, err = t.s.Read(t.Ctx, q, args...)
-	} else {
-		rows, err = t.Query(q, args...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load batch results: %w", err)
-	}
-	results, err := sqldb.Collect(rows, func(r sqldb.Row) (sql.NullString, error) {
-		var v sql.NullString
-		err := r.Scan(&v)
-		return v, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load batch results: %w", err)
-	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, result := range results {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(sqltx.NullJSON(result))
-	}
-	b.WriteByte(']')
-	return b.Bytes(), nil
 }

@@ -160,7 +160,7 @@ func (t *claimTx) fairReadiness() ([]fairRow, error) {
 		return parseFairRows(got)
 	}
 	if !t.fairLocked {
-		if err := t.lockLimit(fairLock); err != nil {
+		if err := t.Lock(fairLock); err != nil {
 			return nil, err
 		}
 		t.fairLocked = true

@@ -476,18 +476,6 @@ func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
 	})
 }
 
-// lockLimit takes one transaction-scoped lock, waiting for it, where the
-// dialect has locks; with one writer at a time there is nothing to take.
-func (t *operatorTx) lockLimit(name string) error {
-	if t.s.D.Lock() == "" {
-		return nil
-	}
-	if _, err := t.Exec(`SELECT `+t.s.D.Lock(), name); err != nil {
-		return fmt.Errorf("lock %s: %w", name, err)
-	}
-	return nil
-}
-
 // namespaceLimits skips the namespaces at their concurrency limit.
 type namespaceLimits struct{}
 

@@ -346,7 +346,7 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 		}
 	}
 	if len(back) > 0 {
-		from, args := sqltx.Rowset(&t.Tx, "g", back,
+		from, args := sqltx.Rowset(t.Tx, "g", back,
 			sqltx.TextCol("g_key", func(g *given) string { return g.key }),
 			sqltx.IntCol("g_n", func(g *given) int64 { return g.n }))
 		if _, err := t.Exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
@@ -555,7 +555,7 @@ func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order. The
 	// claim's time, the same for every bucket, is a parameter of its own.
-	from, args := sqltx.Rowset(&t.Tx, "b", rows,
+	from, args := sqltx.Rowset(t.Tx, "b", rows,
 		sqltx.TextCol("b_key", func(b *bucket) string { return b.key }),
 		sqltx.IntCol("b_limit", func(b *bucket) int64 { return b.limit }),
 		sqltx.IntCol("b_per", func(b *bucket) int64 { return b.per }),

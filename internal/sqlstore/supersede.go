@@ -25,7 +25,7 @@ func (t *submitTx) releaseKey(namespace, key string) (*heldKey, error) {
 	// would each take it from the task the other just gave it to, locking
 	// that task's row and steps in opposite orders (a deadlock). The next
 	// one reads who holds the key once the one before it committed.
-	if err := t.lockLimit("idempotency key " + namespace + "/" + key); err != nil {
+	if err := t.Lock("idempotency key " + namespace + "/" + key); err != nil {
 		return nil, err
 	}
 	if t.s.D.ClaimLock() != "" {

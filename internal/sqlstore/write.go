@@ -17,12 +17,6 @@ import (
 type txn struct {
 	sqltx.Tx
 	s *Store
-	// started: the handlers' part of tasks started before, read in this
-	// transaction (readTask).
-	started map[int64]claimedTask
-	// ran: the results of the runs this transaction recorded, by task
-	// and index, as dependencies' results (ranHere).
-	ran map[stepAt]depResult
 	// stepArgs is the arguments buffer of insertTaskSteps' statements.
 	stepArgs []any
 	// breakers are outcomes of steps with a circuit breaker, applied

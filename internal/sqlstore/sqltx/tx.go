@@ -221,3 +221,15 @@ func (t *Tx) MoveTask(id int64, from, to state.Task, reason, set string, args ..
 	t.Audit(id, "", string(from), string(to), 0, reason)
 	return true, nil
 }
+
+// Lock takes one transaction-scoped lock, waiting for it, where the
+// dialect has locks; with one writer at a time there is nothing to take.
+func (t *Tx) Lock(name string) error {
+	if t.H.D.Lock() == "" {
+		return nil
+	}
+	if _, err := t.Exec(`SELECT `+t.H.D.Lock(), name); err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	return nil
+}
