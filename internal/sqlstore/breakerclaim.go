@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -141,8 +143,8 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 // this claim take none (the next claim reads again).
 func (t breakerClaim) waryRoom(key string) (int, error) {
 	lock := ""
-	if t.s.D.ClaimLock() != "" {
-		lock = " " + t.s.D.ClaimLock()
+	if t.H.D.ClaimLock() != "" {
+		lock = " " + t.H.D.ClaimLock()
 	}
 	var st string
 	var failures, threshold int
@@ -247,8 +249,8 @@ func (t breakerClaim) takeProbe(c candidate) (bool, error) {
 	// A row another transaction holds is skipped, not waited for: that
 	// one is probing, or recording an outcome that moves the breaker.
 	lock := ""
-	if t.s.D.ClaimLock() != "" {
-		lock = " " + t.s.D.ClaimLock()
+	if t.H.D.ClaimLock() != "" {
+		lock = " " + t.H.D.ClaimLock()
 	}
 	res, err := t.Exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
 		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
@@ -276,4 +278,104 @@ func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *keyRoom) (
 		return q, args
 	}
 	return andIn(q, args, `breaker_key NOT IN`, keys.brk.held())
+}
+
+// breakerHit is an outcome recorded for a step with a breaker, with the
+// breaker's row as the outcome's statement saw it (breakerReturning).
+type breakerHit struct {
+	stepID, taskID int64
+	name           string
+	attempt        int
+	key            string
+	n              int
+	cooldown       int64
+	kind           hitKind
+	row            knownBreaker
+}
+
+// breakerReturning is what an outcome's fenced update returns of the
+// step's breaker (breakerHit.scan): its key, threshold and cooldown, and
+// the state and failures of its row, read in the same statement; none for
+// a step without a breaker.
+const breakerReturning = `breaker_key, breaker_n, breaker_cooldown,
+	CASE WHEN breaker_key <> '' THEN (SELECT b.state FROM breakers b WHERE b.breaker_key = steps.breaker_key) END,
+	CASE WHEN breaker_key <> '' THEN (SELECT b.failures FROM breakers b WHERE b.breaker_key = steps.breaker_key) END`
+
+// dest returns where to scan breakerReturning; done fills the row from
+// what was scanned (no row: closed, no failures).
+func (b *breakerHit) dest() (dest []any, done func()) {
+	var st sql.NullString
+	var failures sql.NullInt64
+	return []any{&b.key, &b.n, &b.cooldown, &st, &failures}, func() {
+		b.row = knownBreaker{state: store.BreakerClosed}
+		if st.Valid {
+			b.row = knownBreaker{state: st.String, failures: int(failures.Int64)}
+		}
+	}
+}
+
+// hitKind is what an outcome means to a breaker.
+type hitKind int
+
+const (
+	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
+	hitSuccess                // completed
+	hitFailure                // failed, or to be retried
+)
+
+// breakerWork is what a transaction leaves to do to breakers before it
+// commits.
+type breakerWork struct {
+	hits []breakerHit
+	// bump: the policy version moves once this transaction commits, so
+	// that every claim reads the breakers again (the version row is
+	// written last, see flushBreakers).
+	bump bool
+	// lapsed: the outcomes recorded are of leases that lapsed (Reap). The
+	// engine died, not the step: they do not count, and a probe among them
+	// gives its place back.
+	lapsed bool
+}
+
+// failed reports whether the transaction recorded a failure under a
+// breaker.
+func (w *breakerWork) failed() bool {
+	for _, h := range w.hits {
+		if h.kind == hitFailure {
+			return true
+		}
+	}
+	return false
+}
+
+// breakerProbeReturned lets the next claim probe when the probe gave its
+// claim back without an outcome (released, snoozed, its engine died): the
+// breaker is open again with its cooldown already passed.
+func breakerProbeReturned(t *sqltx.Tx, w *breakerWork, h breakerHit) error {
+	res, err := t.Exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
+		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.key, h.stepID)
+	if err != nil {
+		return fmt.Errorf("return the probe of breaker %s: %w", h.key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	t.Audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
+		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
+	t.Readied++
+	w.bump = true
+	return nil
+}
+
+// breakerStep is the step name of a breaker key (NAMESPACE/WORKFLOW/STEP).
+func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
+
+// breakerState is how a breaker's state is written in the audit log (see
+// store.EventType).
+func breakerState(st string) string { return store.BreakerAuditPrefix + st }
+
+// knownBreaker is what an outcome batch knows of a breaker's row.
+type knownBreaker struct {
+	state    string
+	failures int
 }

@@ -1,11 +1,9 @@
 package sqlstore
 
 import (
-	"database/sql"
 	"fmt"
 	"sort"
 
-	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -13,49 +11,6 @@ import (
 // This file records outcomes under circuit breakers (see breakers.go):
 // what an outcome's statement returns of its step's breaker, and the
 // counts and state changes written last in the transaction.
-
-// breakerHit is an outcome recorded for a step with a breaker, with the
-// breaker's row as the outcome's statement saw it (breakerReturning).
-type breakerHit struct {
-	stepID, taskID int64
-	name           string
-	attempt        int
-	key            string
-	n              int
-	cooldown       int64
-	kind           hitKind
-	row            knownBreaker
-}
-
-// breakerReturning is what an outcome's fenced update returns of the
-// step's breaker (breakerHit.scan): its key, threshold and cooldown, and
-// the state and failures of its row, read in the same statement; none for
-// a step without a breaker.
-const breakerReturning = `breaker_key, breaker_n, breaker_cooldown,
-	CASE WHEN breaker_key <> '' THEN (SELECT b.state FROM breakers b WHERE b.breaker_key = steps.breaker_key) END,
-	CASE WHEN breaker_key <> '' THEN (SELECT b.failures FROM breakers b WHERE b.breaker_key = steps.breaker_key) END`
-
-// dest returns where to scan breakerReturning; done fills the row from
-// what was scanned (no row: closed, no failures).
-func (b *breakerHit) dest() (dest []any, done func()) {
-	var st sql.NullString
-	var failures sql.NullInt64
-	return []any{&b.key, &b.n, &b.cooldown, &st, &failures}, func() {
-		b.row = knownBreaker{state: store.BreakerClosed}
-		if st.Valid {
-			b.row = knownBreaker{state: st.String, failures: int(failures.Int64)}
-		}
-	}
-}
-
-// hitKind is what an outcome means to a breaker.
-type hitKind int
-
-const (
-	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
-	hitSuccess                // completed
-	hitFailure                // failed, or to be retried
-)
 
 // breakerKind classifies an outcome recorded as to.
 func breakerKind(o store.Outcome, to state.Step) hitKind {
@@ -82,31 +37,6 @@ func (t *outcomeTx) breakerHit(b breakerHit, stepID, taskID int64, name string, 
 		b.kind = hitNone
 	}
 	t.breakers.hits = append(t.breakers.hits, b)
-}
-
-// breakerWork is what a transaction leaves to do to breakers before it
-// commits.
-type breakerWork struct {
-	hits []breakerHit
-	// bump: the policy version moves once this transaction commits, so
-	// that every claim reads the breakers again (the version row is
-	// written last, see flushBreakers).
-	bump bool
-	// lapsed: the outcomes recorded are of leases that lapsed (Reap). The
-	// engine died, not the step: they do not count, and a probe among them
-	// gives its place back.
-	lapsed bool
-}
-
-// failed reports whether the transaction recorded a failure under a
-// breaker.
-func (w *breakerWork) failed() bool {
-	for _, h := range w.hits {
-		if h.kind == hitFailure {
-			return true
-		}
-	}
-	return false
 }
 
 // flushBreakers applies the outcomes a transaction recorded to their
@@ -136,12 +66,6 @@ func (t *outcomeTx) flushBreakers() error {
 		return t.movePolicyVersion()
 	}
 	return nil
-}
-
-// knownBreaker is what an outcome batch knows of a breaker's row.
-type knownBreaker struct {
-	state    string
-	failures int
 }
 
 // breakerOutcomes applies recorded outcomes to their breakers, in order:
@@ -242,24 +166,5 @@ func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker
 		known[h.key] = knownBreaker{state: store.BreakerClosed}
 		t.breakers.bump = true // its steps are claimed freely again
 	}
-	return nil
-}
-
-// breakerProbeReturned lets the next claim probe when the probe gave its
-// claim back without an outcome (released, snoozed, its engine died): the
-// breaker is open again with its cooldown already passed.
-func breakerProbeReturned(t *sqltx.Tx, w *breakerWork, h breakerHit) error {
-	res, err := t.Exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
-		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.key, h.stepID)
-	if err != nil {
-		return fmt.Errorf("return the probe of breaker %s: %w", h.key, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil
-	}
-	t.Audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
-		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
-	t.Readied++
-	w.bump = true
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
@@ -43,29 +42,6 @@ func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
 		return "", 0, 0
 	}
 	return b.Key, b.Failures, b.Cooldown.Microseconds()
-}
-
-// breakerStep is the step name of a breaker key (NAMESPACE/WORKFLOW/STEP).
-func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
-
-// breakerState is how a breaker's state is written in the audit log (see
-// store.EventType).
-func breakerState(st string) string { return store.BreakerAuditPrefix + st }
-
-// ListBreakers returns every breaker with a row, by key.
-func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
-	rows, err := s.Read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
-	if err != nil {
-		return nil, fmt.Errorf("list breakers: %w", err)
-	}
-	out, err := sqldb.Collect(rows, scanBreaker)
-	if err != nil {
-		return nil, fmt.Errorf("list breakers: %w", err)
-	}
-	if out == nil {
-		out = []store.Breaker{}
-	}
-	return out, nil
 }
 
 const breakerColumnsSQL = `breaker_key, state, failures, threshold, cooldown, opened_at, probe_at, probe_step_id, updated_at`
@@ -122,6 +98,22 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 	})
 	if err != nil {
 		return store.Breaker{}, err
+	}
+	return out, nil
+}
+
+// ListBreakers returns every breaker with a row, by key.
+func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
+	rows, err := s.Read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	out, err := sqldb.Collect(rows, scanBreaker)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	if out == nil {
+		out = []store.Breaker{}
 	}
 	return out, nil
 }

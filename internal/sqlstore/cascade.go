@@ -26,7 +26,7 @@ func (t *outcomeTx) eligible(id, taskID int64, name string, from state.Step, loc
 	if ttl > 0 {
 		expires = max(runAt, t.Now) + ttl
 	}
-	to, set, args := state.StepReady, `sort_key = ?, run_at = NULL, expires_at = ?`, []any{t.Now - int64(priority)*t.s.aging, expires}
+	to, set, args := state.StepReady, `sort_key = ?, run_at = NULL, expires_at = ?`, []any{t.Now - int64(priority)*t.H.Aging, expires}
 	if runAt > t.Now {
 		to, set, args = state.StepWaiting, `run_at = ?, expires_at = ?`, []any{runAt, expires}
 	}

@@ -171,7 +171,7 @@ func (t *submitTx) childEnded(child, stepID int64, to state.Task, reason string)
 	}
 	// The attempt that reports it is the attempt that started the child.
 	moved, err := t.MoveStep(stepID, taskID, name, state.StepWaiting, state.StepReady, attempt, msg,
-		`child_error = ?, sort_key = ?, run_at = NULL, attempt = attempt - 1`, msg, t.Now-int64(priority)*t.s.aging)
+		`child_error = ?, sort_key = ?, run_at = NULL, attempt = attempt - 1`, msg, t.Now-int64(priority)*t.H.Aging)
 	if moved {
 		t.Readied++
 	}

@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -42,139 +41,6 @@ func leaseOf(p store.ClaimParams) int64 {
 // claimRounds bounds how many times one claim selects candidates: a limit
 // can fill up mid-batch, and the next round skips what is full.
 const claimRounds = 3
-
-// ClaimSteps claims up to p.Limit ready steps.
-func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
-	if p.Limit <= 0 {
-		return nil, nil
-	}
-	var claimed []store.ClaimedStep
-	var deferred map[string]*store.RateDeferral
-	var granted []*bucketNeed // reserved tokens, held once the claim commits
-	var now int64
-	var totals map[string]limitTotals // of limits, as the claim left them
-	held := false
-	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claim := func(tx *txn) error {
-		t := tx.claimer()
-		claimed, held = nil, false
-		if !p.Now.IsZero() {
-			t.Now = p.Now.UnixMicro()
-		}
-		if !t.s.D.WithWrites() && t.s.plan.backlog.Load() {
-			// Under a backlog, SQLite claims in one statement where the
-			// claim needs no check of its own (claimGated). Where that
-			// claims nothing (no step was ready, or its gate shut), the
-			// claim runs as below.
-			got, err := t.claimGated(p, true)
-			if err != nil || len(got) > 0 {
-				claimed = got
-				return err
-			}
-		}
-		// The namespaces the last claim met limits in: bounded from the
-		// handle's anchors, or locked and counted by the first statement.
-		cached := s.plan.cachedPolicies()
-		bounded := int64(-1)
-		if cached != nil {
-			bounded = cached.version
-		}
-		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.Now, p.Limit, p.Caps, nil)
-		leaseID := leaseOf(p)
-		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
-			return err
-		}
-		version, room, err := t.claimStart(p, predicted, cached)
-		if err != nil {
-			return err
-		}
-		if version != bounded {
-			if err := t.dropAhead(); err != nil {
-				return err
-			}
-			// Bounds and counts made under other policies: the namespaces
-			// counted stay locked, and all are bounded or counted again
-			// when the claim meets them.
-			bounds, predicted, room = nil, nil, nil
-		}
-		var keys *keyRoom
-		var rates *rateClaim
-		var deps [][]int
-		for attempt := 0; ; attempt++ {
-			pol, err := t.policies(version)
-			if err != nil {
-				return err
-			}
-			if pol.all {
-				return nil // everything is paused
-			}
-			keys = newKeyRoom(pol, p.Caps, p.Limit)
-			if attempt == 0 {
-				t.limitsIn(predicted, room, keys)
-				t.boundedIn(bounds, keys)
-			}
-			keys.brk = newBreakerRoom(pol, t.Now)
-			rates = &rateClaim{}
-			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
-			if !errors.Is(err, errPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
-				if errors.Is(err, errPoliciesMoved) {
-					err = nil // a later round: what was claimed stands
-				}
-				if err != nil {
-					return err
-				}
-				break
-			}
-			// Nothing claimed yet: read the policies as they are now.
-			if err := t.QueryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
-				return fmt.Errorf("read the policy version: %w", err)
-			}
-		}
-		if !t.boundsChecked {
-			if err := t.checkBounds(keys); err != nil {
-				return err
-			}
-		}
-		deferred, granted, now, totals = rates.deferred, rates.granted, t.Now, t.limitTotals
-		s.plan.predictLimits(keys.met)
-		s.plan.bounds.met(keys.floor)
-		return t.claimContext(claimed, deps)
-	}
-	var err error
-	for range boundAttempts {
-		var miss *boundMiss
-		err = s.write(ctx, p.EngineID, claim)
-		if errors.Is(err, errShutAfterCommit) {
-			// Again, its gate checked in a transaction of its own that
-			// stays open whatever other claims of this handle found.
-			keepOpen = true
-			continue
-		}
-		if !errors.As(err, &miss) {
-			break
-		}
-		// Claims elsewhere took room the bounds counted on: count.
-		s.plan.bounds.forget(miss.namespaces)
-	}
-	switch {
-	case errors.Is(err, errBoundMissed):
-		return nil, nil // the next claim counts
-	case err != nil:
-		return nil, err
-	}
-	if !s.D.WithWrites() {
-		s.plan.backlog.Store(len(claimed) == p.Limit)
-	}
-	s.plan.bounds.saw(totals)
-	for _, n := range granted {
-		s.plan.reserves.add(n.key, n.rate, n.granted, now)
-	}
-	reportDeferred(p, deferred)
-	if held && p.Held != nil {
-		p.Held()
-	}
-	return claimed, nil
-}
 
 // policyVersion reads the version of the policies.
 const policyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
@@ -229,7 +95,7 @@ func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom
 // with the COMMIT) or recorded breaker outcomes.
 func (t *claimTx) endsWithClaim() bool {
 	_, ok := t.X.(sqldb.Pipeliner)
-	return ok && t.Owned && t.s.D.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
+	return ok && t.Owned && t.H.D.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
 		!t.Timed && !t.LeftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
 }
 
@@ -248,8 +114,8 @@ func (t *claimTx) endsWithClaim() bool {
 func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
 	args := []any{p.EngineID}
-	if t.s.D.ClaimPlan() != "" {
-		q += t.s.D.ClaimPlan()
+	if t.H.D.ClaimPlan() != "" {
+		q += t.H.D.ClaimPlan()
 	} else {
 		q += "NULL"
 	}
@@ -257,7 +123,7 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
 	if weights {
-		alone = t.s.plan.fair.lone()
+		alone = t.plan.fair.lone()
 	}
 	// Without FairReadiness, fairReadiness takes the lock and reads when
 	// the claim shares slots.
@@ -266,15 +132,15 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 		q += ", " + fairOthers
 		args = append(args, alone, alone)
 		probe = true
-	case t.s.D.FairReadiness() != "" && weights:
-		q += ", " + t.s.D.FairReadiness()
+	case t.H.D.FairReadiness() != "" && weights:
+		q += ", " + t.H.D.FairReadiness()
 		args = append(args, fairLock, maxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.D.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
+			fmt.Sprintf(t.H.D.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
 		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
@@ -371,7 +237,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	if !fair {
-		q, args = t.s.claimQuery(want, p, pol, keys)
+		q, args = t.plan.claimQuery(want, p, pol, keys)
 	}
 	rows, err := t.aheadRows(q, args)
 	if err == nil && rows == nil {
@@ -461,7 +327,7 @@ func idsOf(cs []candidate) []int64 {
 // claimQuery is the query that picks the steps to claim: the best ready
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
-func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
+func (pl *planner) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
 	// The policy version, read with the steps (policyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
@@ -491,9 +357,9 @@ func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys 
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	q += ` ORDER BY sort_key ` + s.D.ClaimLimit()
-	if s.D.ClaimLock() != "" {
-		q += " " + s.D.ClaimLock()
+	q += ` ORDER BY sort_key ` + pl.d.ClaimLimit()
+	if pl.d.ClaimLock() != "" {
+		q += " " + pl.d.ClaimLock()
 	}
 	return q, append(args, want)
 }

@@ -66,7 +66,7 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	var x sqltx.StepScan
 	var c claimedRow
 	dest := append(x.ClaimedDest(), &c.sortKey)
-	if t.s.D.WithWrites() {
+	if t.H.D.WithWrites() {
 		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
@@ -104,12 +104,12 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
 		out = append(out, store.ClaimedStep{Step: step.Step, Fence: store.Fence{StepID: step.ID, Attempt: step.Attempts, LeaseID: leaseID},
-			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.s.aging)})
+			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.H.Aging)})
 		deps = append(deps, step.Deps)
 		if c.totals[0].Valid {
 			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
-		if t.s.D.WithWrites() {
+		if t.H.D.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
 			if len(step.Deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
@@ -148,7 +148,7 @@ func (c claimedTask) set(s *store.ClaimedStep) {
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
 func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	if !t.s.D.WithWrites() {
+	if !t.H.D.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}
@@ -207,16 +207,6 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 // stepAt is a step by its task and index.
 type stepAt struct{ task, idx int64 }
 
-// ranHere keeps the result of a run this transaction recorded (a step of
-// task at idx ended), as a dependency's result of the steps it may claim
-// after: a chain's next step, a join whose dependencies ended together.
-func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
-	if t.claim.ran == nil {
-		t.claim.ran = map[stepAt]depResult{}
-	}
-	t.claim.ran[stepAt{task, idx}] = r
-}
-
 // ranBefore reports whether every dependency (deps, indexes) of claimed
 // step c ended in a run this transaction recorded, and then takes their
 // results as c's, in index order, as a read of them would give.
@@ -238,17 +228,6 @@ func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
 	}
 	t.depResults[c.ID] = results
 	return true
-}
-
-// readTask keeps the handlers' part of task id, started before and read in
-// this transaction, for the steps of it the transaction claims after
-// (startTasks): a task's input, workflow, version and traceparent never
-// change.
-func (t *outcomeTx) readTask(id int64, ct claimedTask) {
-	if t.claim.started == nil {
-		t.claim.started = map[int64]claimedTask{}
-	}
-	t.claim.started[id] = ct
 }
 
 // resultText is a result as its step's row holds it, and as a parameter

@@ -73,7 +73,7 @@ func capsRowset(t *sqltx.Tx, caps map[string]int) (string, []any) {
 		n  int64
 	}
 	rows := make([]limit, 0, len(caps))
-	for _, ns := range sortedKeys(caps) {
+	for _, ns := range sqltx.SortedKeys(caps) {
 		rows = append(rows, limit{ns, int64(caps[ns])})
 	}
 	return sqltx.Rowset(t, "caps", rows,
@@ -98,7 +98,7 @@ type gateBound struct {
 // is also at most the namespace's own limit.
 func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBound {
 	out := make([]gateBound, 0, len(bounds))
-	for _, ns := range sortedKeys(bounds) {
+	for _, ns := range sqltx.SortedKeys(bounds) {
 		n := bounds[ns]
 		floor := n.floor
 		if c, capped := pol.caps[ns]; capped && c < floor {
@@ -160,25 +160,25 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // goes with it unless keepOpen.
 func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
 	pl, ok := t.X.(sqldb.Pipeliner)
-	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.plan.fair.lone() == "") {
+	if !ok || pol == nil || pol.all || (pol.weights != nil && t.plan.fair.lone() == "") {
 		return nil
 	}
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	keys.brk = newBreakerRoom(pol, t.Now)
-	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	q, args := t.plan.claimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
-	st := sqldb.Statement{Query: t.s.Bind(q), Args: args}
+	st := sqldb.Statement{Query: t.H.Bind(q), Args: args}
 	// The gate checks, in the claim statement, what of pol it can:
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (fairOthers); other policies
 	// need the claim's own check (gated).
-	if !counting && t.s.D.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+	if !counting && t.H.D.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if len(bounds) > 0 {
-			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
+			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sqltx.SortedKeys(pol.caps)
 		}
 		if pol.weights != nil {
-			from.alone = t.s.plan.fair.lone()
+			from.alone = t.plan.fair.lone()
 		}
 		c, err := t.claimStatement(from, leaseID)
 		if err != nil {
@@ -188,14 +188,14 @@ func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 		for _, b := range from.bounds {
 			a.bounded = append(a.bounded, b.ns)
 		}
-		st = sqldb.Statement{Query: t.s.Bind(c.q), Args: c.args, What: "claim steps"}
+		st = sqldb.Statement{Query: t.H.Bind(c.q), Args: c.args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
 		// gate shut (steps under keys of limits or rates), which would
 		// take a transaction more, or this claim is made again after its
 		// gate was shut so (keepOpen).
-		a.last = !keepOpen && !t.s.plan.aheadShut.Load()
+		a.last = !keepOpen && !t.plan.aheadShut.Load()
 	}
 	if a.last {
 		a.rows = pl.FollowLast(st)
@@ -244,7 +244,7 @@ func (t *claimTx) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.Cl
 	if err != nil {
 		return false, err
 	}
-	t.s.plan.aheadShut.Store(shut)
+	t.plan.aheadShut.Store(shut)
 	if shut && a.last {
 		return false, errShutAfterCommit
 	}
@@ -312,7 +312,7 @@ func (t *claimTx) dropAhead() error {
 	if a.last {
 		// Its transaction has ended: the claim runs again in one of its
 		// own, which keeps it open.
-		t.s.plan.aheadShut.Store(true)
+		t.plan.aheadShut.Store(true)
 		return errShutAfterCommit
 	}
 	return nil
@@ -335,22 +335,22 @@ func (t *claimTx) dropAhead() error {
 // (SQLite dag7 p50 2.42 against 2.63 ms); for a full claim the statement
 // is quicker (fanout5 +7%).
 func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
-	pol := t.s.plan.cachedPolicies()
+	pol := t.plan.cachedPolicies()
 	if pol == nil || pol.all {
 		return nil, nil
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.s.D.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
-	if !counted && (!unchecked(p, pol) || len(t.s.plan.predictedLimits()) > 0) {
+	counted := !t.H.D.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
+	if !counted && (!unchecked(p, pol) || len(t.plan.predictedLimits()) > 0) {
 		return nil, nil
 	}
 	leaseID := leaseOf(p)
 	keys := newKeyRoom(pol, p.Caps, p.Limit)
-	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	q, args := t.plan.claimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.s.D.WithWrites() || inOne {
+	if t.H.D.WithWrites() || inOne {
 		from := claimFrom{candidates: q, args: args, version: pol.version}
 		if counted {
 			from.caps = pol.caps

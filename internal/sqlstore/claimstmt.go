@@ -54,8 +54,8 @@ type claimStmt struct {
 
 // claimStatement builds the statement that claims the steps of from.
 func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
-	st := claimStmt{taking: t.s.D.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
-	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.D.WithWrites(), taking: st.taking}
+	st := claimStmt{taking: t.H.D.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
+	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.H.D.WithWrites(), taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
@@ -104,17 +104,17 @@ func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, erro
 	if err := t.FlushAudit(); err != nil {
 		return st, err
 	}
-	if !t.s.D.WithWrites() {
+	if !t.H.D.WithWrites() {
 		// Where the gate is shut, it claims nothing and says no more.
-		st.q, st.gated, st.args = t.s.plan.claimText(text), false, args
+		st.q, st.gated, st.args = t.plan.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.s.D.LimitRoom() != "" && len(held) > 0
+	st.totaling = t.H.D.LimitRoom() != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
-	st.q = t.s.plan.claimText(text)
+	st.q = t.plan.claimText(text)
 	args = append(args, t.Now, leaseID)
 	if st.totaling {
 		args = append(args, held)

@@ -8,7 +8,8 @@ import "github.com/weftrun/weft/internal/sqlstore/sqltx"
 // is the handle's planner (planner.go).
 type claimTx struct {
 	*sqltx.Tx
-	s *Store
+	// plan is the handle's planner.
+	plan *planner
 	// breakers are the transaction's outcomes of steps with a circuit
 	// breaker (txn.breakers), which a claim's probes add to.
 	breakers *breakerWork
@@ -56,11 +57,4 @@ type claimTx struct {
 	// committed: the transaction ended with a claim sent with its COMMIT
 	// (sqldb.Pipeliner.FollowLast); what the claim still reads, it reads outside.
 	committed bool
-}
-
-// claimer returns the claim of transaction t, made in t's own memory: a
-// claim allocates nothing for it.
-func (t *txn) claimer() *claimTx {
-	t.claim.Tx, t.claim.s, t.claim.breakers = &t.Tx, t.s, &t.breakers
-	return &t.claim
 }

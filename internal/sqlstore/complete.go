@@ -149,7 +149,7 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 			give = 1
 		}
 		set = `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
-		args = []any{o.Error, give, sqltx.NullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result}
+		args = []any{o.Error, give, sqltx.NullIf(to == state.StepWaiting, runAt), runAt, t.H.Aging, result}
 	default:
 		return false, store.Refused(fmt.Errorf("outcome state %q is not completed, failed or waiting", o.State))
 	}
@@ -351,4 +351,25 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		}
 	}
 	return held, t.accountEnded(ended, tasks)
+}
+
+// ranHere keeps the result of a run this transaction recorded (a step of
+// task at idx ended), as a dependency's result of the steps it may claim
+// after: a chain's next step, a join whose dependencies ended together.
+func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
+	if t.claim.ran == nil {
+		t.claim.ran = map[stepAt]depResult{}
+	}
+	t.claim.ran[stepAt{task, idx}] = r
+}
+
+// readTask keeps the handlers' part of task id, started before and read in
+// this transaction, for the steps of it the transaction claims after
+// (startTasks): a task's input, workflow, version and traceparent never
+// change.
+func (t *outcomeTx) readTask(id int64, ct claimedTask) {
+	if t.claim.started == nil {
+		t.claim.started = map[int64]claimedTask{}
+	}
+	t.claim.started[id] = ct
 }

@@ -115,7 +115,7 @@ func (t *outcomeTx) spawn(stepID, taskID int64, name, children string, sp *store
 	if ttl > 0 {
 		expires = t.Now + ttl
 	}
-	sortKey := t.Now - int64(prio)*t.s.aging
+	sortKey := t.Now - int64(prio)*t.H.Aging
 	const cols = 19
 	for start := 0; start < n; start += itemsPerInsert {
 		end := min(start+itemsPerInsert, n)

@@ -16,7 +16,7 @@ import (
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
 func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	q, args := s.plan.claimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
@@ -52,7 +52,7 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	if err := tx.QueryRow(ctx, s.Bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	q, args := s.plan.claimQuery(max(p.Limit, 1), p, nil, nil)
 	if s.D.WithWrites() {
 		t := s.newTxn(ctx, tx, p.EngineID).claimer()
 		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)

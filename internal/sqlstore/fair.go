@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -150,10 +149,10 @@ func (t *claimTx) fairReadiness() ([]fairRow, error) {
 		t.fairRead = nil
 		return got, nil
 	}
-	if !t.fairLocked && t.s.D.FairReadiness() != "" {
+	if !t.fairLocked && t.H.D.FairReadiness() != "" {
 		// The lock and the readiness in one round trip.
 		var got []string
-		if err := t.QueryRow(`SELECT `+t.s.D.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
+		if err := t.QueryRow(`SELECT `+t.H.D.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
 			return nil, fmt.Errorf("read ready namespaces: %w", err)
 		}
 		t.fairLocked = true
@@ -213,7 +212,7 @@ func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys 
 	if err != nil || len(shares) < 2 {
 		return "", nil, false, err
 	}
-	t.s.plan.fair.give(shares, want)
+	t.plan.fair.give(shares, want)
 	var parts []string
 	for _, sh := range shares {
 		if sh.given == 0 {
@@ -221,7 +220,7 @@ func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys 
 		}
 		one := p
 		one.Namespaces = []string{sh.namespace}
-		part, partArgs := t.s.claimQuery(sh.given, one, pol, keys)
+		part, partArgs := t.plan.claimQuery(sh.given, one, pol, keys)
 		parts = append(parts, fairPart(part))
 		args = append(args, partArgs...)
 	}
@@ -253,7 +252,7 @@ func (t *claimTx) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom)
 	if err != nil {
 		return nil, err
 	}
-	t.s.plan.fair.read(got)
+	t.plan.fair.read(got)
 	running := map[string]int{}
 	var shares []fairShare
 	var fullNS []string
@@ -336,31 +335,4 @@ func fairBefore(a, b fairShare) bool {
 		return l < r
 	}
 	return a.namespace < b.namespace
-}
-
-// ExplainFairClaim returns the database's plans for what a claim under
-// weights runs: the statement that counts running steps and finds the
-// namespaces with ready work, the query of one namespace's part (of
-// p.Namespaces[0]), then the question whether namespaces other than that
-// one have ready work (fairOthers), so tests and operators can check that
-// none reads the ready queue.
-func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
-	if err != nil {
-		return "", fmt.Errorf("explain fair claim: %w", err)
-	}
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
-	part, err := s.explain(ctx, fairPart(q), args...)
-	if err != nil {
-		return "", fmt.Errorf("explain fair claim: %w", err)
-	}
-	ns := ""
-	if len(p.Namespaces) > 0 {
-		ns = p.Namespaces[0]
-	}
-	others, err := s.explain(ctx, `SELECT `+fairOthers, ns, ns)
-	if err != nil {
-		return "", fmt.Errorf("explain fair claim: %w", err)
-	}
-	return readiness + "--\n" + part + "--\n" + others, nil
 }

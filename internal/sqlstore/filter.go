@@ -55,7 +55,7 @@ func (s *reads) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	if !f.FinishedBefore.IsZero() {
 		add("finished_at IS NOT NULL AND finished_at < ?", f.FinishedBefore.UnixMicro())
 	}
-	for _, k := range sortedKeys(f.Tags) {
+	for _, k := range sqltx.SortedKeys(f.Tags) {
 		// Each tag is an index lookup on task_tags (key, value, task_id).
 		add("id IN (SELECT task_id FROM task_tags WHERE key = ? AND value = ?)", k, f.Tags[k])
 	}

@@ -293,7 +293,7 @@ func (s *planner) predictLimits(met map[string]bool) {
 			return
 		}
 	}
-	next := sortedKeys(met)
+	next := sqltx.SortedKeys(met)
 	s.limitNamespaces.Store(&next)
 }
 
@@ -310,7 +310,7 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.s.D.LimitRoom() != "" {
+	if t.H.D.LimitRoom() != "" {
 		// Rows of limit_claims are taken in the namespaces' order, by
 		// every claim, and a claim that bounds takes them without the
 		// namespace's lock: a namespace met after this claim added to the
@@ -324,12 +324,12 @@ func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) er
 			return true
 		})
 		var bounds map[string]nsCount
-		bounds, namespaces = t.s.plan.splitBounds(namespaces, k.version, t.Now, k.limit, k.own, k.floor)
+		bounds, namespaces = t.plan.splitBounds(namespaces, k.version, t.Now, k.limit, k.own, k.floor)
 		t.boundedIn(bounds, k)
 		if len(namespaces) == 0 {
 			return nil
 		}
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.D.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.H.D.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
 		in, args := t.TextIn("namespace", namespaces)
@@ -347,10 +347,10 @@ func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) er
 // namespaces the claim holds, whose totals its claim statement adds to.
 func (t *claimTx) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 	k.countedIn(namespaces, got)
-	if t.s.D.LimitRoom() == "" {
+	if t.H.D.LimitRoom() == "" {
 		return
 	}
-	t.s.plan.bounds.counted(namespaces, k.counted, k.version, t.Now)
+	t.plan.bounds.counted(namespaces, k.counted, k.version, t.Now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed {
 			t.hold(ns)

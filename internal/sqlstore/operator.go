@@ -165,7 +165,7 @@ func (t *operatorTx) restart(taskID int64, s opStep, reason string) (state.Step,
 		expires = t.Now + s.ttl
 	}
 	moved, err := t.MoveStep(s.id, taskID, s.name, s.st, state.StepReady, 0, reason,
-		clear+`expires_at = ?, run_at = NULL, sort_key = ?`, expires, t.Now-int64(s.priority)*t.s.aging)
+		clear+`expires_at = ?, run_at = NULL, sort_key = ?`, expires, t.Now-int64(s.priority)*t.H.Aging)
 	if moved {
 		t.MadeReady(s.id)
 	}

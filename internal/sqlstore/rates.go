@@ -147,21 +147,21 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
-	lockedOnly := round > 0 && t.s.D.Lock() != "" // several writers: bucket rows lock
+	lockedOnly := round > 0 && t.H.D.Lock() != "" // several writers: bucket rows lock
 	var upsert []*bucketNeed
 	for _, n := range needs {
-		n.local = t.s.plan.reserves.take(n.key, n.rate, n.want, t.Now)
+		n.local = t.plan.reserves.take(n.key, n.rate, n.want, t.Now)
 		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
 			continue
 		}
 		n.reserve = reserveSize(n.rate, n.ask())
-		n.release = t.s.plan.reserves.release(n.key, n.rate)
+		n.release = t.plan.reserves.release(n.key, n.rate)
 		upsert = append(upsert, n)
 	}
 	if len(upsert) > 0 && round == 0 {
 		// A claim that writes buckets anyway renews the reservations the
 		// handle would soon stop using, so that the next claims write none.
-		upsert = append(upsert, t.s.plan.reserves.expiring(t.Now, needs)...)
+		upsert = append(upsert, t.plan.reserves.expiring(t.Now, needs)...)
 	}
 	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
 	if rc.locked == nil {
@@ -173,7 +173,7 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
-	if round == 0 && t.s.D.WithWrites() && t.s.plan.ratesGranted.Load() && !probing {
+	if round == 0 && t.H.D.WithWrites() && t.plan.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).
@@ -186,7 +186,7 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	rc.reserved(upsert)
 	out, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
 	if err == nil && round == 0 {
-		t.s.plan.ratesGranted.Store(len(out) == len(cs)) // every token asked for
+		t.plan.ratesGranted.Store(len(out) == len(cs)) // every token asked for
 	}
 	return out, err
 }
@@ -246,7 +246,7 @@ func (t *claimTx) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedSte
 		return got, deps, false, err
 	}
 	t.rateTake = nil
-	t.s.plan.ratesGranted.Store(len(got) > 0)
+	t.plan.ratesGranted.Store(len(got) > 0)
 	if len(got) > 0 {
 		return got, deps, false, nil
 	}
@@ -569,7 +569,7 @@ func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
 	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
 		SELECT b_key, b_limit, b_per, b_credit, ` + t.Scalar(sqltx.ColInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
-		ON CONFLICT (key) DO UPDATE SET ` + t.s.plan.rateSet, append([]any{t.Now}, args...)
+		ON CONFLICT (key) DO UPDATE SET ` + t.plan.rateSet, append([]any{t.Now}, args...)
 }
 
 // reportDeferred tells the claimer what the claim deferred, once it

@@ -58,7 +58,6 @@ type Config struct {
 // Store is a store.Store on a SQL database.
 type Store struct {
 	sqltx.Handle
-	aging int64 // microseconds per priority level
 
 	// plan is the claim planner's state between claims (planner.go).
 	plan planner
@@ -102,7 +101,7 @@ func New(c Config) *Store {
 	if c.Aging <= 0 {
 		c.Aging = time.Minute
 	}
-	s := &Store{Handle: sqltx.NewHandle(c.DB, c.Dialect, c.Clock), aging: c.Aging.Microseconds(),
+	s := &Store{Handle: sqltx.NewHandle(c.DB, c.Dialect, c.Clock, c.Aging.Microseconds()),
 		plan: planner{d: c.Dialect, rateSet: rateTakeSet(c.Dialect.Fence())}}
 	s.claims.Store, s.lifecycle.Store, s.maintenance.Store, s.reads.Store, s.admin.Store = s, s, s, s, s
 	return s

@@ -319,7 +319,7 @@ type tagColumnArrays struct {
 }
 
 func (c *tagColumnArrays) add(taskID int64, tags map[string]string) {
-	for _, k := range sortedKeys(tags) {
+	for _, k := range sqltx.SortedKeys(tags) {
 		c.task = append(c.task, taskID)
 		c.key = append(c.key, k)
 		c.value = append(c.value, tags[k])

@@ -162,7 +162,7 @@ func (t *submitTx) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 			at := runAt
 			s.state, s.runAt = state.StepWaiting, &at
 		} else {
-			s.state, s.sortKey = state.StepReady, t.Now-p*t.s.aging
+			s.state, s.sortKey = state.StepReady, t.Now-p*t.H.Aging
 			t.Readied++
 		}
 		if tp.ttl > 0 {

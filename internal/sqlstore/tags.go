@@ -3,8 +3,9 @@ package sqlstore
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
 // This file holds task tags: the JSON copy on the task row that reads
@@ -25,7 +26,7 @@ func (t *submitTx) insertTags(taskID int64, tags map[string]string) error {
 	if len(tags) == 0 {
 		return nil
 	}
-	keys := sortedKeys(tags)
+	keys := sqltx.SortedKeys(tags)
 	args := make([]any, 0, 3*len(keys))
 	for _, k := range keys {
 		args = append(args, taskID, k, tags[k])
@@ -35,15 +36,4 @@ func (t *submitTx) insertTags(taskID int64, tags map[string]string) error {
 		return fmt.Errorf("tags of task %d: %w", taskID, err)
 	}
 	return nil
-}
-
-// sortedKeys returns a map's keys in order, so that statements built from
-// it are the same for the same map.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -77,7 +77,7 @@ func (s *maintenance) Promote(ctx context.Context, now time.Time, engineID strin
 			return err
 		}
 		rows, err := t.Query(`UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
-			WHERE state = 'waiting' AND run_at <= ? AND signal = '' RETURNING task_id, name, attempt`, t.s.aging, t.Now)
+			WHERE state = 'waiting' AND run_at <= ? AND signal = '' RETURNING task_id, name, attempt`, t.H.Aging, t.Now)
 		if err != nil {
 			return fmt.Errorf("promote waiting steps: %w", err)
 		}

@@ -186,3 +186,10 @@ func (t *txn) run(fn func(t *txn) error) error {
 	}
 	return nil
 }
+
+// claimer returns the claim of transaction t, made in t's own memory: a
+// claim allocates nothing for it.
+func (t *txn) claimer() *claimTx {
+	t.claim.Tx, t.claim.plan, t.claim.breakers = &t.Tx, &t.s.plan, &t.breakers
+	return &t.claim
+}

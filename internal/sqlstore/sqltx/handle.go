@@ -26,6 +26,9 @@ type Handle struct {
 	DB    sqldb.DB
 	D     Dialect
 	Clock func() time.Time
+	// Aging is how many microseconds a ready step waits to gain one
+	// priority level.
+	Aging int64
 	wake  chan struct{}
 	due   chan struct{}
 	// Ended fires when a transaction of this handle ends a task
@@ -48,8 +51,8 @@ type Handle struct {
 }
 
 // NewHandle returns the Handle of db in dialect d, whose time is clock's.
-func NewHandle(db sqldb.DB, d Dialect, clock func() time.Time) Handle {
-	return Handle{DB: db, D: d, Clock: clock,
+func NewHandle(db sqldb.DB, d Dialect, clock func() time.Time, aging int64) Handle {
+	return Handle{DB: db, D: d, Clock: clock, Aging: aging,
 		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
 		binder: sqldb.NewBinder(d.Numbered()), Notice: d.Notification()}
 }

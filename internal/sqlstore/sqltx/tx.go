@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
@@ -232,4 +233,15 @@ func (t *Tx) Lock(name string) error {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
 	return nil
+}
+
+// SortedKeys returns a map's keys in order, so that statements built from
+// it are the same for the same map.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
