@@ -88,7 +88,7 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 		if err != nil {
 			return fmt.Errorf("reset breaker %s: %w", r.Key, err)
 		}
-		t.breakers.bump = true
+		t.breakers.Bump = true
 		if err := t.recordPolicyChange(at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
@@ -248,7 +249,7 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	withContext := !t.s.D.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
-		cols += `, ` + claimedTaskColumns
+		cols += `, ` + claim.ClaimedTaskColumns
 	}
 	rows, err := t.Query(`SELECT `+cols+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
 	if err != nil {
@@ -259,8 +260,8 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 		if !withContext {
 			return c, r.Scan(c.dest()...)
 		}
-		var ct claimedTask
-		if err := r.Scan(append(c.dest(), ct.dest()...)...); err != nil {
+		var ct claim.ClaimedTask
+		if err := r.Scan(append(c.dest(), ct.Dest()...)...); err != nil {
 			return c, err
 		}
 		if c.st != state.TaskPending {

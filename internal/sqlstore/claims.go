@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
@@ -26,23 +27,23 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 	}
 	var claimed []store.ClaimedStep
 	var deferred map[string]*store.RateDeferral
-	var granted []*bucketNeed // reserved tokens, held once the claim commits
+	var granted []*claim.BucketNeed // reserved tokens, held once the claim commits
 	var now int64
-	var totals map[string]limitTotals // of limits, as the claim left them
+	var totals map[string]claim.LimitTotals // of limits, as the claim left them
 	held := false
 	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claim := func(tx *txn) error {
+	claimSteps := func(tx *txn) error {
 		t := tx.claimer()
 		claimed, held = nil, false
 		if !p.Now.IsZero() {
 			t.Now = p.Now.UnixMicro()
 		}
-		if !t.H.D.WithWrites() && t.plan.backlog.Load() {
+		if !t.H.D.WithWrites() && t.Plan.Backlog.Load() {
 			// Under a backlog, SQLite claims in one statement where the
-			// claim needs no check of its own (claimGated). Where that
+			// claim needs no check of its own (ClaimGated). Where that
 			// claims nothing (no step was ready, or its gate shut), the
 			// claim runs as below.
-			got, err := t.claimGated(p, true)
+			got, err := t.ClaimGated(p, true)
 			if err != nil || len(got) > 0 {
 				claimed = got
 				return err
@@ -50,22 +51,22 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 		}
 		// The namespaces the last claim met limits in: bounded from the
 		// handle's anchors, or locked and counted by the first statement.
-		cached := s.plan.cachedPolicies()
+		cached := s.plan.CachedPolicies()
 		bounded := int64(-1)
 		if cached != nil {
-			bounded = cached.version
+			bounded = cached.Version
 		}
-		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.Now, p.Limit, p.Caps, nil)
-		leaseID := leaseOf(p)
-		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
+		bounds, predicted := s.plan.SplitBounds(s.plan.PredictedLimits(), bounded, t.Now, p.Limit, p.Caps, nil)
+		leaseID := claim.LeaseOf(p)
+		if err := t.CandidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
 			return err
 		}
-		version, room, err := t.claimStart(p, predicted, cached)
+		version, room, err := t.ClaimStart(p, predicted, cached)
 		if err != nil {
 			return err
 		}
 		if version != bounded {
-			if err := t.dropAhead(); err != nil {
+			if err := t.DropAhead(); err != nil {
 				return err
 			}
 			// Bounds and counts made under other policies: the namespaces
@@ -73,27 +74,27 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 			// when the claim meets them.
 			bounds, predicted, room = nil, nil, nil
 		}
-		var keys *keyRoom
-		var rates *rateClaim
+		var keys *claim.KeyRoom
+		var rates *claim.RateClaim
 		var deps [][]int
 		for attempt := 0; ; attempt++ {
-			pol, err := t.policies(version)
+			pol, err := t.Policies(version)
 			if err != nil {
 				return err
 			}
-			if pol.all {
+			if pol.All {
 				return nil // everything is paused
 			}
-			keys = newKeyRoom(pol, p.Caps, p.Limit)
+			keys = claim.NewKeyRoom(pol, p.Caps, p.Limit)
 			if attempt == 0 {
-				t.limitsIn(predicted, room, keys)
-				t.boundedIn(bounds, keys)
+				t.LimitsIn(predicted, room, keys)
+				t.BoundedIn(bounds, keys)
 			}
-			keys.brk = newBreakerRoom(pol, t.Now)
-			rates = &rateClaim{}
-			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
-			if !errors.Is(err, errPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
-				if errors.Is(err, errPoliciesMoved) {
+			keys.Brk = claim.NewBreakerRoom(pol, t.Now)
+			rates = &claim.RateClaim{}
+			err = t.ClaimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
+			if !errors.Is(err, claim.ErrPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
+				if errors.Is(err, claim.ErrPoliciesMoved) {
 					err = nil // a later round: what was claimed stands
 				}
 				if err != nil {
@@ -102,25 +103,25 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 				break
 			}
 			// Nothing claimed yet: read the policies as they are now.
-			if err := t.QueryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
+			if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
 				return fmt.Errorf("read the policy version: %w", err)
 			}
 		}
-		if !t.boundsChecked {
-			if err := t.checkBounds(keys); err != nil {
+		if !t.BoundsChecked {
+			if err := t.CheckBounds(keys); err != nil {
 				return err
 			}
 		}
-		deferred, granted, now, totals = rates.deferred, rates.granted, t.Now, t.limitTotals
-		s.plan.predictLimits(keys.met)
-		s.plan.bounds.met(keys.floor)
-		return t.claimContext(claimed, deps)
+		deferred, granted, now, totals = rates.Deferred, rates.Granted, t.Now, t.LimitTotals
+		s.plan.PredictLimits(keys.Met)
+		s.plan.Bounds.Met(keys.Floor)
+		return t.ClaimContext(claimed, deps)
 	}
 	var err error
-	for range boundAttempts {
-		var miss *boundMiss
-		err = s.write(ctx, p.EngineID, claim)
-		if errors.Is(err, errShutAfterCommit) {
+	for range claim.BoundAttempts {
+		var miss *claim.BoundMiss
+		err = s.write(ctx, p.EngineID, claimSteps)
+		if errors.Is(err, claim.ErrShutAfterCommit) {
 			// Again, its gate checked in a transaction of its own that
 			// stays open whatever other claims of this handle found.
 			keepOpen = true
@@ -130,22 +131,22 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 			break
 		}
 		// Claims elsewhere took room the bounds counted on: count.
-		s.plan.bounds.forget(miss.namespaces)
+		s.plan.Bounds.Forget(miss.Namespaces)
 	}
 	switch {
-	case errors.Is(err, errBoundMissed):
+	case errors.Is(err, claim.ErrBoundMissed):
 		return nil, nil // the next claim counts
 	case err != nil:
 		return nil, err
 	}
 	if !s.D.WithWrites() {
-		s.plan.backlog.Store(len(claimed) == p.Limit)
+		s.plan.Backlog.Store(len(claimed) == p.Limit)
 	}
-	s.plan.bounds.saw(totals)
+	s.plan.Bounds.Saw(totals)
 	for _, n := range granted {
-		s.plan.reserves.add(n.key, n.rate, n.granted, now)
+		s.plan.Reserves.Add(n.Key, n.Rate, n.Granted, now)
 	}
-	reportDeferred(p, deferred)
+	claim.ReportDeferred(p, deferred)
 	if held && p.Held != nil {
 		p.Held()
 	}
@@ -156,15 +157,15 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 // weights runs: the statement that counts running steps and finds the
 // namespaces with ready work, the query of one namespace's part (of
 // p.Namespaces[0]), then the question whether namespaces other than that
-// one have ready work (fairOthers), so tests and operators can check that
+// one have ready work (FairOthers), so tests and operators can check that
 // none reads the ready queue.
 func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
+	readiness, err := s.explain(ctx, claim.FairReadiness, claim.MaxFairNamespaces)
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)
 	}
-	q, args := s.plan.claimQuery(max(p.Limit, 1), p, nil, nil)
-	part, err := s.explain(ctx, fairPart(q), args...)
+	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
+	part, err := s.explain(ctx, claim.FairPart(q), args...)
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)
 	}
@@ -172,7 +173,7 @@ func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (str
 	if len(p.Namespaces) > 0 {
 		ns = p.Namespaces[0]
 	}
-	others, err := s.explain(ctx, `SELECT `+fairOthers, ns, ns)
+	others, err := s.explain(ctx, `SELECT `+claim.FairOthers, ns, ns)
 	if err != nil {
 		return "", fmt.Errorf("explain fair claim: %w", err)
 	}
@@ -181,11 +182,11 @@ func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (str
 
 // ListPolicies returns the policies set and the usage of the limits in force.
 func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
-	rows, err := s.Read(ctx, `SELECT `+policyColumns+` FROM policies ORDER BY target`)
+	rows, err := s.Read(ctx, `SELECT `+claim.PolicyColumns+` FROM policies ORDER BY target`)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
-	pols, err := sqldb.Collect(rows, scanPolicy)
+	pols, err := sqldb.Collect(rows, claim.ScanPolicy)
 	if err != nil {
 		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
@@ -200,14 +201,14 @@ func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
-		running, err := sqldb.Collect(rows, scanNamespaceRow)
+		running, err := sqldb.Collect(rows, claim.ScanNamespaceRow)
 		if err != nil {
 			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
 		}
 		for _, r := range running {
 			for i := range pols {
-				if pols[i].Target == r.namespace {
-					pols[i].Running = int(r.n)
+				if pols[i].Target == r.Namespace {
+					pols[i].Running = int(r.N)
 				}
 			}
 		}
@@ -386,28 +387,28 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 	err := s.write(ctx, p.EngineID, func(tx *txn) error {
 		t := tx.claimer()
 		var version int64
-		if err := t.QueryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
+		if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
 			return fmt.Errorf("peek claim: %w", err)
 		}
-		pol, err := t.policies(version)
+		pol, err := t.Policies(version)
 		if err != nil {
 			return err
 		}
-		if pol.all {
+		if pol.All {
 			return nil
 		}
-		keys := newKeyRoom(pol, p.Caps, 1)
+		keys := claim.NewKeyRoom(pol, p.Caps, 1)
 		// Open breakers hold their steps from a peek too; one that may
 		// probe offers one step, and the peek takes no probe.
-		if keys.brk = newBreakerRoom(pol, t.Now); keys.brk != nil {
-			keys.brk.peek = true
+		if keys.Brk = claim.NewBreakerRoom(pol, t.Now); keys.Brk != nil {
+			keys.Brk.Peek = true
 		}
-		for round := range claimRounds {
+		for round := range claim.ClaimRounds {
 			// round+1: a peek never waits for the locks of a limit; one
 			// held by a claim under way counts as full.
 			// No rate claim: a peek takes no token and defers nothing.
-			ids, more, err := t.candidates(1, p, pol, keys, nil, round+1)
-			if errors.Is(err, errPoliciesMoved) {
+			ids, more, err := t.Candidates(1, p, pol, keys, nil, round+1)
+			if errors.Is(err, claim.ErrPoliciesMoved) {
 				return nil // the next peek reads them again
 			}
 			if err != nil {
@@ -446,11 +447,11 @@ func (t *operatorTx) movePolicyVersion() error {
 
 // readPolicies reads policies rows with a WHERE clause.
 func (t *operatorTx) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.Query(`SELECT `+policyColumns+` FROM policies `+where+` ORDER BY target`, args...)
+	rows, err := t.Query(`SELECT `+claim.PolicyColumns+` FROM policies `+where+` ORDER BY target`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
-	pols, err := sqldb.Collect(rows, scanPolicy)
+	pols, err := sqldb.Collect(rows, claim.ScanPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
@@ -34,7 +35,7 @@ func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome)
 // CompleteAndClaim records outcomes as CompleteSteps does and, where they
 // made steps ready, claims up to p.Limit ready steps in the same
 // transaction, as ClaimSteps would, if the claim needs no check of its own
-// (claimGated): an engine whose handlers' outcomes make their steps'
+// (ClaimGated): an engine whose handlers' outcomes make their steps'
 // children ready runs the children without a transaction of their own.
 // claimed is empty where it claimed nothing.
 func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
@@ -44,7 +45,7 @@ func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outco
 		if results, err = t.record(outcomes); err != nil {
 			return err
 		}
-		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().ClaimMadeReady(p); err != nil {
 			return err
 		}
 		// The engines are woken for the steps made ready that the claim
@@ -53,7 +54,7 @@ func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outco
 		for _, id := range t.ReadyIDs {
 			readied[id] = true
 		}
-		t.TookReady = countTaken(claimed, func(c store.ClaimedStep) bool { return readied[c.ID] })
+		t.TookReady = claim.CountTaken(claimed, func(c store.ClaimedStep) bool { return readied[c.ID] })
 		return nil
 	})
 	if err != nil {
@@ -179,10 +180,10 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 	// exactly this attempt and lease.
 	var taskID int64
 	var name, children string
-	var bk breakerHit
-	brk, scanned := bk.dest()
+	var bk claim.BreakerHit
+	brk, scanned := bk.Dest()
 	err := t.QueryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
-		RETURNING task_id, name, children, `+breakerReturning, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
+		RETURNING task_id, name, children, `+claim.BreakerReturning, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
 		Scan(append([]any{&taskID, &name, &children}, brk...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -230,14 +231,14 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	// steps_running, whose entries of steps that ended since the last
 	// vacuum a bitmap scan would read at every batch (9,000 of them for 26
 	// rows, 1.9 ms, in a burn-down).
-	const returning = `RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
+	const returning = `RETURNING id, task_id, name, children, ` + claim.BreakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
 	var update string
 	var args []any
 	if t.ByParams(len(at)) {
 		one := o(0)
 		update = `UPDATE steps SET state = ?, sub = '', result = ?, error = ?, finished_at = ?, deadline = NULL
 			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
-		args = []any{string(one.State), resultText(one.Result), one.Error, t.Now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
+		args = []any{string(one.State), claim.ResultText(one.Result), one.Error, t.Now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
 	} else {
 		from, rowArgs := sqltx.Rowset(&t.Tx, "o", at,
 			sqltx.IntCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
@@ -272,14 +273,14 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	type recorded struct {
 		id int64
 		endedStep
-		breaker breakerHit
+		breaker claim.BreakerHit
 		task    taskAccount
 		claim   sqltx.StepClaim
 		kind    string
 	}
 	// One set of scan destinations for every row.
 	var v recorded
-	brk, scanned := v.breaker.dest()
+	brk, scanned := v.breaker.Dest()
 	dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
 	c := &v.claim
 	dest = append(dest, &c.Audited, &c.StartedAt, &c.LeaseID, &c.Idx, &c.Engine, &v.kind)
@@ -319,7 +320,7 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		t.AuditRunEnd(v.id, e.taskID, e.name, e.st, oc.Fence.Attempt, reason)
 		claims = append(claims, claimOf{id: v.id, taskID: e.taskID, claim: v.claim, end: len(t.Audits) - 1})
 		if e.children != "" { // a dependency of others
-			t.ranHere(e.taskID, v.claim.Idx, depResult{name: e.name, kind: v.kind, idx: int(v.claim.Idx), result: resultText(oc.Result)})
+			t.ranHere(e.taskID, v.claim.Idx, claim.DepResult{Name: e.name, Kind: v.kind, Idx: int(v.claim.Idx), Result: claim.ResultText(oc.Result)})
 		}
 		t.breakerHit(v.breaker, v.id, e.taskID, e.name, *oc, e.st)
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
@@ -356,20 +357,20 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 // ranHere keeps the result of a run this transaction recorded (a step of
 // task at idx ended), as a dependency's result of the steps it may claim
 // after: a chain's next step, a join whose dependencies ended together.
-func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
-	if t.claim.ran == nil {
-		t.claim.ran = map[stepAt]depResult{}
+func (t *outcomeTx) ranHere(task, idx int64, r claim.DepResult) {
+	if t.claim.Ran == nil {
+		t.claim.Ran = map[claim.StepAt]claim.DepResult{}
 	}
-	t.claim.ran[stepAt{task, idx}] = r
+	t.claim.Ran[claim.StepAt{Task: task, Idx: idx}] = r
 }
 
 // readTask keeps the handlers' part of task id, started before and read in
 // this transaction, for the steps of it the transaction claims after
 // (startTasks): a task's input, workflow, version and traceparent never
 // change.
-func (t *outcomeTx) readTask(id int64, ct claimedTask) {
-	if t.claim.started == nil {
-		t.claim.started = map[int64]claimedTask{}
+func (t *outcomeTx) readTask(id int64, ct claim.ClaimedTask) {
+	if t.claim.Started == nil {
+		t.claim.Started = map[int64]claim.ClaimedTask{}
 	}
-	t.claim.started[id] = ct
+	t.claim.Started[id] = ct
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
@@ -16,7 +17,7 @@ import (
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
 func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	q, args := s.plan.claimQuery(max(p.Limit, 1), p, nil, nil)
+	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
@@ -45,21 +46,21 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	// statement, the claim's planner settings.
 	var version int64
 	var settings string
-	q, dest := `SELECT `+policyVersion, []any{&version}
+	q, dest := `SELECT `+claim.PolicyVersion, []any{&version}
 	if s.D.ClaimPlan() != "" {
 		q, dest = q+`, `+s.D.ClaimPlan(), append(dest, &settings)
 	}
 	if err := tx.QueryRow(ctx, s.Bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
-	q, args := s.plan.claimQuery(max(p.Limit, 1), p, nil, nil)
+	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
 	if s.D.WithWrites() {
 		t := s.newTxn(ctx, tx, p.EngineID).claimer()
-		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
+		st, err := t.ClaimStatement(claim.ClaimFrom{Candidates: q, Args: args, Version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
-		q, args = st.q, st.args
+		q, args = st.Q, st.Args
 	}
 	rows, err := tx.Query(ctx, s.Bind(prefix+" "+q), args...)
 	if err != nil {

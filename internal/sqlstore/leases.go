@@ -389,7 +389,7 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		if err != nil {
 			return fmt.Errorf("find steps of lapsed engines: %w", err)
 		}
-		t.breakers.lapsed = true // an engine's death is not its steps' failure
+		t.breakers.Lapsed = true // an engine's death is not its steps' failure
 		for _, l := range steps {
 			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
 			o := store.Outcome{Fence: l.fence, EngineID: engineID, State: state.StepReady, Error: msg, Reason: msg}

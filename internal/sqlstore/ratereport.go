@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
@@ -70,7 +71,7 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 	var keys []any
 	for _, p := range pols {
 		if p.Rate != nil {
-			keys = append(keys, bucketPrefixNamespace+p.Target)
+			keys = append(keys, claim.BucketPrefixNamespace+p.Target)
 		}
 	}
 	if len(keys) == 0 {
@@ -93,7 +94,7 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 			continue
 		}
 		tokens := float64(pols[i].Rate.Limit)
-		if b, ok := byKey[bucketPrefixNamespace+pols[i].Target]; ok {
+		if b, ok := byKey[claim.BucketPrefixNamespace+pols[i].Target]; ok {
 			tokens = b.tokens(*pols[i].Rate, now)
 		}
 		pols[i].Tokens = &tokens

@@ -7,38 +7,35 @@
 //
 // Store's operations are grouped in types by family (store.go): claims,
 // lifecycle, maintenance, reads and admin; a write transaction's (txn,
-// write.go, on sqltx.Tx) in
-// outcomeTx, submitTx and operatorTx, and a claim's in claimTx (claimtx.go),
-// with what claims keep between them in the planner (planner.go). The
-// policies the claim's query of candidates skips steps for are each a
-// candidatePolicy (claimpolicy.go).
+// write.go, on sqltx.Tx) in outcomeTx, submitTx and operatorTx, and a
+// claim's in claim.ClaimTx, with what claims keep between them in the
+// handle's claim.Planner.
 //
 // The files follow the operations: submit.go (inserting tasks; submitbulk.go
-// is the bulk path, submitrows.go the rows both build), claim.go (picking
-// the steps to claim) and claimed.go (marking them running), explain.go
-// (query plans), complete.go (recording outcomes), cascade.go (what a
-// step's end does to its task and children), running.go (fenced writes and
-// reads of running steps), leases.go (engines, heartbeats, leader, release,
-// reap), timers.go (expiry, promotion, deadlines, the next wake),
-// signals.go, dynamic.go (decisions and batches), operator.go (operator
-// actions), tasks.go (reads), history.go (the audit log in commit order),
-// credentials.go, workflows.go, schedules.go (cron schedules and firing
-// their ticks), children.go (sub-workflows: child tasks and their links)
-// and supersede.go (a submission that takes an idempotency key from its
-// holder); the scheduling policies are policies.go, limits.go (with
-// limitbounds.go, the bounds of limits far from binding), rates.go (with
-// reserves.go, tokens reserved ahead, and ratereport.go, the buckets read
-// for operators), fair.go, breakers.go (breakerclaim.go in the claim,
-// breakeroutcomes.go in outcomes) and preemption.go. write.go runs
-// the write transactions; package sqltx holds what every operation
-// shares: the handle, the transaction's statements and audit, the
-// scanning of rows into records, rowsets and the notifications that wake
-// engines.
+// is the bulk path, submitrows.go the rows both build), claims.go (the
+// claim operations and the policies' writes; the claim itself is package
+// claim), explain.go (query plans), complete.go (recording outcomes),
+// cascade.go (what a step's end does to its task and children), running.go
+// (fenced writes and reads of running steps), leases.go (engines,
+// heartbeats, leader, release, reap), timers.go (expiry, promotion,
+// deadlines, the next wake), signals.go, dynamic.go (decisions and
+// batches), operator.go (operator actions), tasks.go (reads), history.go
+// (the audit log in commit order), credentials.go, workflows.go,
+// schedules.go (cron schedules and firing their ticks), children.go
+// (sub-workflows: child tasks and their links) and supersede.go (a
+// submission that takes an idempotency key from its holder); of the
+// scheduling policies, ratereport.go reads the rate buckets for operators
+// and breakers.go (with breakeroutcomes.go, in outcomes) the breakers.
+// write.go runs the write transactions; package sqltx holds what every
+// operation shares: the handle, the transaction's statements and audit,
+// the scanning of rows into records, rowsets and the notifications that
+// wake engines.
 package sqlstore
 
 import (
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
@@ -60,7 +57,7 @@ type Store struct {
 	sqltx.Handle
 
 	// plan is the claim planner's state between claims (planner.go).
-	plan planner
+	plan claim.Planner
 	// lease is the maintenance lease as this handle last took it
 	// (leases.go).
 	lease leaseSeen
@@ -102,7 +99,7 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	s := &Store{Handle: sqltx.NewHandle(c.DB, c.Dialect, c.Clock, c.Aging.Microseconds()),
-		plan: planner{d: c.Dialect, rateSet: rateTakeSet(c.Dialect.Fence())}}
+		plan: claim.Planner{D: c.Dialect, RateSet: claim.RateTakeSet(c.Dialect.Fence())}}
 	s.claims.Store, s.lifecycle.Store, s.maintenance.Store, s.reads.Store, s.admin.Store = s, s, s, s, s
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
@@ -94,7 +95,7 @@ func (s *lifecycle) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert
 		if out, err = t.insertTasks(tasks); err != nil {
 			return err
 		}
-		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().ClaimMadeReady(p); err != nil {
 			return err
 		}
 		// The steps made ready are the new tasks' first: those of theirs
@@ -105,7 +106,7 @@ func (s *lifecycle) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert
 				inserted[r.Task.ID] = true
 			}
 		}
-		t.TookReady = countTaken(claimed, func(c store.ClaimedStep) bool { return inserted[c.TaskID] })
+		t.TookReady = claim.CountTaken(claimed, func(c store.ClaimedStep) bool { return inserted[c.TaskID] })
 		return nil
 	})
 	if err != nil {

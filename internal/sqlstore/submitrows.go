@@ -192,7 +192,7 @@ var (
 )
 
 // appendStepTask appends the values of stepTaskColumns for a step of task
-// taskID (in, its insert) to dst.
+// TaskID (in, its insert) to dst.
 func appendStepTask(dst []any, taskID int64, in store.TaskInsert) []any {
 	return append(dst, taskID, in.Namespace, in.Workflow, in.LimitKey, int64(in.Limit))
 }
@@ -209,7 +209,7 @@ func (tp *stepTemplate) appendTo(dst []any, idx int) []any {
 		tp.breakerKey, tp.breakerN, tp.breakerCooldown)
 }
 
-// newStepRow is the row of step idx of task taskID (in, its insert), of
+// newStepRow is the row of step idx of task TaskID (in, its insert), of
 // template tp, starting as st: the values of stepInsertColumns, each an
 // int64, a string or an *int64 (nil: NULL).
 func newStepRow(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {

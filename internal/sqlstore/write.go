@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
@@ -21,9 +22,9 @@ type txn struct {
 	stepArgs []any
 	// breakers are outcomes of steps with a circuit breaker, applied
 	// before the transaction commits (breakers.go).
-	breakers breakerWork
+	breakers claim.BreakerWork
 	// claim is the claim made in this transaction, if any (claimer).
-	claim claimTx
+	claim claim.ClaimTx
 
 	outcomeTx
 	submitTx
@@ -189,7 +190,7 @@ func (t *txn) run(fn func(t *txn) error) error {
 
 // claimer returns the claim of transaction t, made in t's own memory: a
 // claim allocates nothing for it.
-func (t *txn) claimer() *claimTx {
-	t.claim.Tx, t.claim.plan, t.claim.breakers = &t.Tx, &t.s.plan, &t.breakers
+func (t *txn) claimer() *claim.ClaimTx {
+	t.claim.Tx, t.claim.Plan, t.claim.Breakers = &t.Tx, &t.s.plan, &t.breakers
 	return &t.claim
 }

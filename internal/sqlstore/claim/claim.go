@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"database/sql"
@@ -30,32 +30,32 @@ import (
 // version with the engine's state, in one statement it made anyway, and a
 // candidate under no limit costs a map lookup and two string comparisons.
 
-// leaseOf is the lease a claim under p takes: p's, or a new one.
-func leaseOf(p store.ClaimParams) int64 {
+// LeaseOf is the lease a claim under p takes: p's, or a new one.
+func LeaseOf(p store.ClaimParams) int64 {
 	if p.LeaseID != 0 {
 		return p.LeaseID
 	}
 	return store.NewLeaseID()
 }
 
-// claimRounds bounds how many times one claim selects candidates: a limit
+// ClaimRounds bounds how many times one claim selects candidates: a limit
 // can fill up mid-batch, and the next round skips what is full.
-const claimRounds = 3
+const ClaimRounds = 3
 
-// policyVersion reads the version of the policies.
-const policyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
+// PolicyVersion reads the version of the policies.
+const PolicyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
 
-// errPoliciesMoved: the policies changed while a claim applied them.
-var errPoliciesMoved = errors.New("the policies changed during the claim")
+// ErrPoliciesMoved: the policies changed while a claim applied them.
+var ErrPoliciesMoved = errors.New("the policies changed during the claim")
 
-// claimRounds selects and claims ready steps under pol, in up to
-// claimRounds rounds (a limit can fill up mid-batch, and the next round
+// ClaimRounds selects and claims ready steps under pol, in up to
+// ClaimRounds rounds (a limit can fill up mid-batch, and the next round
 // skips what is full), adding them to claimed and their dependencies to
-// deps. errPoliciesMoved ends it when a round's query saw the policies
+// deps. ErrPoliciesMoved ends it when a round's query saw the policies
 // moved since the claim read them.
-func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
+func (t *ClaimTx) ClaimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *RateClaim, leaseID int64,
 	claimed *[]store.ClaimedStep, deps *[][]int, held *bool) error {
-	for round := range claimRounds {
+	for round := range ClaimRounds {
 		want := p.Limit - len(*claimed)
 		if want <= 0 {
 			return nil
@@ -65,7 +65,7 @@ func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom
 				return err
 			}
 		}
-		ids, more, err := t.candidates(want, p, pol, keys, rates, round)
+		ids, more, err := t.Candidates(want, p, pol, keys, rates, round)
 		if err != nil {
 			return err
 		}
@@ -91,28 +91,28 @@ func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom
 // round is left: nothing is checked or written after that statement. Not
 // where it takes rate tokens (a bucket that falls short is read after it:
 // rateFallback), holds limits (their bounds are checked after it:
-// checkBounds), wrote a due time or readied steps (a notification goes
+// CheckBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
-func (t *claimTx) endsWithClaim() bool {
+func (t *ClaimTx) endsWithClaim() bool {
 	_, ok := t.X.(sqldb.Pipeliner)
 	return ok && t.Owned && t.H.D.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
-		!t.Timed && !t.LeftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
+		!t.Timed && !t.LeftReady() && len(t.Breakers.Hits) == 0 && !t.Breakers.Bump
 }
 
-// claimStart runs a claim's first statement: it reads the engine's state
+// ClaimStart runs a claim's first statement: it reads the engine's state
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, steers the planner for the claim's next
 // statements (ClaimPlan), takes the fair shares' lock and reads their
-// readiness while the policies last read (cached) hold weights (fairReadiness does
+// readiness while the policies last read (cached) hold weights (FairReadiness does
 // when they were set since) or, while the last read found one namespace
-// alone with ready work, only asks whether another has any (fairOthers),
+// alone with ready work, only asks whether another has any (FairOthers),
 // and locks and counts the namespaces in predicted, those the last claim
 // met limits in (limits.go), returning their counts.
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
-func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
-	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
+func (t *ClaimTx) ClaimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
+	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + PolicyVersion + `, `
 	args := []any{p.EngineID}
 	if t.H.D.ClaimPlan() != "" {
 		q += t.H.D.ClaimPlan()
@@ -123,18 +123,18 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
 	if weights {
-		alone = t.plan.fair.lone()
+		alone = t.Plan.fair.lone()
 	}
-	// Without FairReadiness, fairReadiness takes the lock and reads when
+	// Without FairReadiness, FairReadiness takes the lock and reads when
 	// the claim shares slots.
 	switch {
 	case alone != "":
-		q += ", " + fairOthers
+		q += ", " + FairOthers
 		args = append(args, alone, alone)
 		probe = true
 	case t.H.D.FairReadiness() != "" && weights:
 		q += ", " + t.H.D.FairReadiness()
-		args = append(args, fairLock, maxFairNamespaces)
+		args = append(args, fairLock, MaxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
@@ -197,14 +197,14 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 // namespaceRow is a namespace with a number: a count of its steps, or the
 // id of one of them.
 type namespaceRow struct {
-	n         int64
-	namespace string
+	N         int64
+	Namespace string
 }
 
-// scanNamespaceRow reads a namespace and a number, in that order.
-func scanNamespaceRow(r sqldb.Row) (namespaceRow, error) {
+// ScanNamespaceRow reads a namespace and a number, in that order.
+func ScanNamespaceRow(r sqldb.Row) (namespaceRow, error) {
 	var v namespaceRow
-	err := r.Scan(&v.namespace, &v.n)
+	err := r.Scan(&v.Namespace, &v.N)
 	return v, err
 }
 
@@ -223,11 +223,11 @@ type candidate struct {
 	ratePer    int64
 }
 
-// candidates selects the best ready steps, skipping paused targets and
+// Candidates selects the best ready steps, skipping paused targets and
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
+func (t *ClaimTx) Candidates(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *RateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
@@ -237,7 +237,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	if !fair {
-		q, args = t.plan.claimQuery(want, p, pol, keys)
+		q, args = t.Plan.ClaimQuery(want, p, pol, keys)
 	}
 	rows, err := t.aheadRows(q, args)
 	if err == nil && rows == nil {
@@ -250,11 +250,11 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 	if err != nil {
 		return nil, false, err
 	}
-	if pol != nil && len(ready) > 0 && seen != pol.version {
+	if pol != nil && len(ready) > 0 && seen != pol.Version {
 		// The policies moved between the claim's first statement and
 		// this one, which may see work made ready since under them (a
 		// pause, a breaker that opened): claim under the new ones.
-		return nil, false, errPoliciesMoved
+		return nil, false, ErrPoliciesMoved
 	}
 	limited := false
 	for _, c := range ready {
@@ -280,16 +280,16 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
-	if kept, err = (breakerClaim{t}).probes(kept, keys.brk); err != nil {
+	if kept, err = (breakerClaim{t}).probes(kept, keys.Brk); err != nil {
 		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
-	probing := keys.brk != nil && len(keys.brk.probed) > 0
+	probing := keys.Brk != nil && len(keys.Brk.probed) > 0
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
-	if err := (breakerClaim{t}).unprobed(kept, keys.brk); err != nil {
+	if err := (breakerClaim{t}).unprobed(kept, keys.Brk); err != nil {
 		return nil, false, err
 	}
 	if t.rateTake != nil {
@@ -302,7 +302,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
 }
 
-// scanCandidates reads the rows of claimQuery: the candidates, and the
+// scanCandidates reads the rows of ClaimQuery: the candidates, and the
 // policy version the query saw.
 func scanCandidates(rows sqldb.Rows) (ready []candidate, seen int64, err error) {
 	ready, err = sqldb.Collect(rows, func(r sqldb.Row) (candidate, error) {
@@ -324,14 +324,14 @@ func idsOf(cs []candidate) []int64 {
 	return ids
 }
 
-// claimQuery is the query that picks the steps to claim: the best ready
+// ClaimQuery is the query that picks the steps to claim: the best ready
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
-func (pl *planner) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
-	// The policy version, read with the steps (policyVersion), tells a
+func (pl *Planner) ClaimQuery(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom) (string, []any) {
+	// The policy version, read with the steps (PolicyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
-		policyVersion + ` FROM steps WHERE state = 'ready'`
+		PolicyVersion + ` FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {
 		// The claim's first statement found the engine live; a reaper may
@@ -357,9 +357,9 @@ func (pl *planner) claimQuery(want int, p store.ClaimParams, pol *policySet, key
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	q += ` ORDER BY sort_key ` + pl.d.ClaimLimit()
-	if pl.d.ClaimLock() != "" {
-		q += " " + pl.d.ClaimLock()
+	q += ` ORDER BY sort_key ` + pl.D.ClaimLimit()
+	if pl.D.ClaimLock() != "" {
+		q += " " + pl.D.ClaimLock()
 	}
 	return q, append(args, want)
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ import (
 // namespace limits, as of one policy version. It is never modified once
 // built, so claims share it.
 type policySet struct {
-	version    int64
-	all        bool        // everything is paused
+	Version    int64
+	All        bool        // everything is paused
 	namespaces []string    // paused namespaces
 	workflows  [][2]string // paused workflows: namespace, name
 	caps       map[string]int
@@ -53,24 +53,24 @@ func (p *policySet) capsWith(own map[string]int) map[string]int {
 	return out
 }
 
-// cachedPolicies returns the policies last read, or nil. A claim reads
+// CachedPolicies returns the policies last read, or nil. A claim reads
 // them once, before its first statement: what it predicts from them
 // (bounds, weights, its query sent ahead) holds if that statement finds
 // their version still current.
-func (s *planner) cachedPolicies() *policySet {
+func (s *Planner) CachedPolicies() *policySet {
 	s.policyMu.Lock()
 	defer s.policyMu.Unlock()
 	return s.policyCache
 }
 
-// policies returns the policies as of version, from the cache when it holds
+// Policies returns the policies as of version, from the cache when it holds
 // that version, else read in t (and cached).
-func (t *claimTx) policies(version int64) (*policySet, error) {
-	pl := t.plan
+func (t *ClaimTx) Policies(version int64) (*policySet, error) {
+	pl := t.Plan
 	pl.policyMu.Lock()
 	cached := pl.policyCache
 	pl.policyMu.Unlock()
-	if cached != nil && cached.version == version {
+	if cached != nil && cached.Version == version {
 		return cached, nil
 	}
 	rows, err := t.Query(`SELECT target, paused, concurrency, weight, rate_n, rate_per FROM policies WHERE paused != 0 OR concurrency > 0 OR weight > 1 OR rate_n > 0`)
@@ -95,7 +95,7 @@ func (t *claimTx) policies(version int64) (*policySet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
 	}
-	p := &policySet{version: version}
+	p := &policySet{Version: version}
 	for _, r := range all {
 		ns, name, err := store.ParseTarget(r.target)
 		if err != nil {
@@ -103,7 +103,7 @@ func (t *claimTx) policies(version int64) (*policySet, error) {
 		}
 		switch {
 		case r.paused && r.target == store.TargetAll:
-			p.all = true
+			p.All = true
 		case r.paused && name == "":
 			p.namespaces = append(p.namespaces, ns)
 		case r.paused:
@@ -132,17 +132,17 @@ func (t *claimTx) policies(version int64) (*policySet, error) {
 		return nil, err
 	}
 	pl.policyMu.Lock()
-	if pl.policyCache == nil || pl.policyCache.version <= version {
+	if pl.policyCache == nil || pl.policyCache.Version <= version {
 		pl.policyCache = p
 	}
 	pl.policyMu.Unlock()
 	return p, nil
 }
 
-// policyColumns are the columns of a policies row that scanPolicy reads.
-const policyColumns = `target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per`
+// PolicyColumns are the columns of a policies row that ScanPolicy reads.
+const PolicyColumns = `target, paused, concurrency, weight, updated_at, updated_by, rate_n, rate_per`
 
-func scanPolicy(r sqldb.Row) (store.Policy, error) {
+func ScanPolicy(r sqldb.Row) (store.Policy, error) {
 	var p store.Policy
 	var paused, at, ratePer int64
 	var rate store.Rate
@@ -159,7 +159,7 @@ func scanPolicy(r sqldb.Row) (store.Policy, error) {
 // pauses skips the steps of paused namespaces and workflows.
 type pauses struct{}
 
-func (pauses) exclude(q string, args []any, pol *policySet, _ *keyRoom) (string, []any) {
+func (pauses) exclude(q string, args []any, pol *policySet, _ *KeyRoom) (string, []any) {
 	if pol == nil {
 		return q, args
 	}

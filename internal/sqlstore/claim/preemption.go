@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 // This file holds the peek of preemption: which step a claim would take
 // first, found by the claim's own query and policies, without marking it.

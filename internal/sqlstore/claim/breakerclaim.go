@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"database/sql"
@@ -18,7 +18,7 @@ import (
 // probe it takes of an open one.
 
 // breakerClaim is a claim as its circuit breakers see it.
-type breakerClaim struct{ *claimTx }
+type breakerClaim struct{ *ClaimTx }
 
 // readBreakers reads the breakers that are not closed into p: each holds
 // its steps until its time (opened_at or probe_at, plus the cooldown); and
@@ -66,7 +66,7 @@ type breakerRoom struct {
 	until   map[string]int64
 	now     int64
 	decided map[string]bool
-	peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
+	Peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
 	probed  map[int64]candidate // the probes this claim took, by step id
 	// wary: the closed breakers with failures counted; room: how many
 	// more steps under each this claim may take (waryRoom).
@@ -74,7 +74,7 @@ type breakerRoom struct {
 	room map[string]int
 }
 
-func newBreakerRoom(p *policySet, now int64) *breakerRoom {
+func NewBreakerRoom(p *policySet, now int64) *breakerRoom {
 	if p == nil || len(p.breakers) == 0 && len(p.wary) == 0 {
 		return nil
 	}
@@ -115,7 +115,7 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 	if b.decided[c.breakerKey] {
 		return false, nil
 	}
-	if b.peek {
+	if b.Peek {
 		return true, nil
 	}
 	room, known := b.room[c.breakerKey]
@@ -158,8 +158,8 @@ func (t breakerClaim) waryRoom(key string) (int, error) {
 	if st != store.BreakerClosed {
 		return 0, nil // it opened meanwhile
 	}
-	for _, h := range t.breakers.hits {
-		if h.key == key && h.kind == hitFailure {
+	for _, h := range t.Breakers.Hits {
+		if h.Key == key && h.Kind == HitFailure {
 			failures++
 		}
 	}
@@ -206,7 +206,7 @@ func (t breakerClaim) takeOpen(c candidate, b *breakerRoom) (bool, error) {
 		return false, nil
 	}
 	b.decide(c.breakerKey)
-	if b.peek {
+	if b.Peek {
 		return true, nil
 	}
 	ok, err := t.takeProbe(c)
@@ -237,7 +237,7 @@ func (t breakerClaim) unprobed(kept []candidate, b *breakerRoom) error {
 		if claimed[id] {
 			continue
 		}
-		if err := breakerProbeReturned(t.Tx, t.breakers, breakerHit{stepID: id, taskID: c.taskID, name: breakerStep(c.breakerKey), key: c.breakerKey}); err != nil {
+		if err := BreakerProbeReturned(t.Tx, t.Breakers, BreakerHit{StepID: id, TaskID: c.taskID, Name: breakerStep(c.breakerKey), Key: c.breakerKey}); err != nil {
 			return err
 		}
 	}
@@ -264,118 +264,118 @@ func (t breakerClaim) takeProbe(c candidate) (bool, error) {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // probing elsewhere
 	}
-	t.Audit(c.taskID, breakerStep(c.breakerKey), breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
+	t.Audit(c.taskID, breakerStep(c.breakerKey), BreakerState(store.BreakerOpen), BreakerState(store.BreakerHalfOpen), 0,
 		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
-	t.breakers.bump = true
+	t.Breakers.Bump = true
 	return true, nil
 }
 
 // breakerHolds skips the steps of the breakers that hold them (held).
 type breakerHolds struct{}
 
-func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (string, []any) {
 	if keys == nil {
 		return q, args
 	}
-	return andIn(q, args, `breaker_key NOT IN`, keys.brk.held())
+	return andIn(q, args, `breaker_key NOT IN`, keys.Brk.held())
 }
 
-// breakerHit is an outcome recorded for a step with a breaker, with the
-// breaker's row as the outcome's statement saw it (breakerReturning).
-type breakerHit struct {
-	stepID, taskID int64
-	name           string
-	attempt        int
-	key            string
-	n              int
-	cooldown       int64
-	kind           hitKind
-	row            knownBreaker
+// BreakerHit is an outcome recorded for a step with a breaker, with the
+// breaker's row as the outcome's statement saw it (BreakerReturning).
+type BreakerHit struct {
+	StepID, TaskID int64
+	Name           string
+	Attempt        int
+	Key            string
+	N              int
+	Cooldown       int64
+	Kind           HitKind
+	Row            KnownBreaker
 }
 
-// breakerReturning is what an outcome's fenced update returns of the
-// step's breaker (breakerHit.scan): its key, threshold and cooldown, and
+// BreakerReturning is what an outcome's fenced update returns of the
+// step's breaker (BreakerHit.scan): its key, threshold and cooldown, and
 // the state and failures of its row, read in the same statement; none for
 // a step without a breaker.
-const breakerReturning = `breaker_key, breaker_n, breaker_cooldown,
+const BreakerReturning = `breaker_key, breaker_n, breaker_cooldown,
 	CASE WHEN breaker_key <> '' THEN (SELECT b.state FROM breakers b WHERE b.breaker_key = steps.breaker_key) END,
 	CASE WHEN breaker_key <> '' THEN (SELECT b.failures FROM breakers b WHERE b.breaker_key = steps.breaker_key) END`
 
-// dest returns where to scan breakerReturning; done fills the row from
+// Dest returns where to scan BreakerReturning; done fills the row from
 // what was scanned (no row: closed, no failures).
-func (b *breakerHit) dest() (dest []any, done func()) {
+func (b *BreakerHit) Dest() (dest []any, done func()) {
 	var st sql.NullString
 	var failures sql.NullInt64
-	return []any{&b.key, &b.n, &b.cooldown, &st, &failures}, func() {
-		b.row = knownBreaker{state: store.BreakerClosed}
+	return []any{&b.Key, &b.N, &b.Cooldown, &st, &failures}, func() {
+		b.Row = KnownBreaker{State: store.BreakerClosed}
 		if st.Valid {
-			b.row = knownBreaker{state: st.String, failures: int(failures.Int64)}
+			b.Row = KnownBreaker{State: st.String, Failures: int(failures.Int64)}
 		}
 	}
 }
 
-// hitKind is what an outcome means to a breaker.
-type hitKind int
+// HitKind is what an outcome means to a breaker.
+type HitKind int
 
 const (
-	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
-	hitSuccess                // completed
-	hitFailure                // failed, or to be retried
+	HitNone    HitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
+	HitSuccess                // completed
+	HitFailure                // failed, or to be retried
 )
 
-// breakerWork is what a transaction leaves to do to breakers before it
+// BreakerWork is what a transaction leaves to do to breakers before it
 // commits.
-type breakerWork struct {
-	hits []breakerHit
-	// bump: the policy version moves once this transaction commits, so
+type BreakerWork struct {
+	Hits []BreakerHit
+	// Bump: the policy version moves once this transaction commits, so
 	// that every claim reads the breakers again (the version row is
 	// written last, see flushBreakers).
-	bump bool
-	// lapsed: the outcomes recorded are of leases that lapsed (Reap). The
+	Bump bool
+	// Lapsed: the outcomes recorded are of leases that lapsed (Reap). The
 	// engine died, not the step: they do not count, and a probe among them
 	// gives its place back.
-	lapsed bool
+	Lapsed bool
 }
 
 // failed reports whether the transaction recorded a failure under a
 // breaker.
-func (w *breakerWork) failed() bool {
-	for _, h := range w.hits {
-		if h.kind == hitFailure {
+func (w *BreakerWork) failed() bool {
+	for _, h := range w.Hits {
+		if h.Kind == HitFailure {
 			return true
 		}
 	}
 	return false
 }
 
-// breakerProbeReturned lets the next claim probe when the probe gave its
+// BreakerProbeReturned lets the next claim probe when the probe gave its
 // claim back without an outcome (released, snoozed, its engine died): the
 // breaker is open again with its cooldown already passed.
-func breakerProbeReturned(t *sqltx.Tx, w *breakerWork, h breakerHit) error {
+func BreakerProbeReturned(t *sqltx.Tx, w *BreakerWork, h BreakerHit) error {
 	res, err := t.Exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
-		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.key, h.stepID)
+		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.Key, h.StepID)
 	if err != nil {
-		return fmt.Errorf("return the probe of breaker %s: %w", h.key, err)
+		return fmt.Errorf("return the probe of breaker %s: %w", h.Key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
-	t.Audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
-		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
+	t.Audit(h.TaskID, h.Name, BreakerState(store.BreakerHalfOpen), BreakerState(store.BreakerOpen), h.Attempt,
+		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.Key))
 	t.Readied++
-	w.bump = true
+	w.Bump = true
 	return nil
 }
 
 // breakerStep is the step name of a breaker key (NAMESPACE/WORKFLOW/STEP).
 func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
-// breakerState is how a breaker's state is written in the audit log (see
+// BreakerState is how a breaker's state is written in the audit log (see
 // store.EventType).
-func breakerState(st string) string { return store.BreakerAuditPrefix + st }
+func BreakerState(st string) string { return store.BreakerAuditPrefix + st }
 
-// knownBreaker is what an outcome batch knows of a breaker's row.
-type knownBreaker struct {
-	state    string
-	failures int
+// KnownBreaker is what an outcome batch knows of a breaker's row.
+type KnownBreaker struct {
+	State    string
+	Failures int
 }

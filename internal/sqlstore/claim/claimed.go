@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"bytes"
@@ -24,11 +24,11 @@ import (
 // dependencies. They are still ready: this transaction locked them (FOR
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone. Where the database allows it, the same statement starts their
-// tasks and loads the task's part of what the handlers see (claimContext
+// tasks and loads the task's part of what the handlers see (ClaimContext
 // does the rest).
-func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+func (t *ClaimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.IDIn("id", ids)
-	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
+	st, err := t.ClaimStatement(ClaimFrom{where: where, Args: inArgs}, leaseID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -38,7 +38,7 @@ func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]in
 		t.X.(sqldb.Pipeliner).EndWithNext()
 		t.committed = true
 	}
-	rows, err := t.Query(st.q, st.args...)
+	rows, err := t.Query(st.Q, st.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
@@ -52,10 +52,10 @@ func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]in
 // readClaimed reads the rows of claim statement st (about n of them): the
 // steps it claimed, with the indexes of their dependencies. shut: it
 // claimed from its query of candidates and found the gate shut (gateShut).
-func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
+func (t *ClaimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		sortKey int64
-		task    claimedTask
+		task    ClaimedTask
 		results sql.NullString // of its dependencies: depResultsOf
 		started bool
 		totals  [2]sql.NullInt64
@@ -67,7 +67,7 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	var c claimedRow
 	dest := append(x.ClaimedDest(), &c.sortKey)
 	if t.H.D.WithWrites() {
-		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
+		dest = append(append(dest, c.task.Dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
 		dest = append(dest, &c.totals[0], &c.totals[1])
@@ -107,7 +107,7 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.H.Aging)})
 		deps = append(deps, step.Deps)
 		if c.totals[0].Valid {
-			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
+			t.totaled(step.Namespace, c.started, LimitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
 		if t.H.D.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
@@ -126,28 +126,28 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	return out, deps, false, nil
 }
 
-// claimedTask is the part of what a claimed step's handler sees that comes
+// ClaimedTask is the part of what a claimed step's handler sees that comes
 // from its task.
-type claimedTask struct {
+type ClaimedTask struct {
 	input                          json.RawMessage
 	workflow, version, traceparent string
 }
 
-// claimedTaskColumns are a task's columns of claimedTask, in the order of
+// ClaimedTaskColumns are a task's columns of ClaimedTask, in the order of
 // its dest.
-const claimedTaskColumns = `input, workflow, version, traceparent`
+const ClaimedTaskColumns = `input, workflow, version, traceparent`
 
-// dest returns the scan destinations of claimedTaskColumns.
-func (c *claimedTask) dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceparent} }
+// Dest returns the scan destinations of ClaimedTaskColumns.
+func (c *ClaimedTask) Dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceparent} }
 
-func (c claimedTask) set(s *store.ClaimedStep) {
+func (c ClaimedTask) set(s *store.ClaimedStep) {
 	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
 }
 
-// claimContext starts the claimed steps' tasks and loads what the handlers
+// ClaimContext starts the claimed steps' tasks and loads what the handlers
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
-func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *ClaimTx) ClaimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if !t.H.D.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
@@ -190,12 +190,12 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 	for i := range claimed {
 		c := &claimed[i]
 		for _, d := range t.depResults[c.ID] {
-			c.Deps[d.name] = sqltx.NullJSON(d.result)
-			c.DependsOn = append(c.DependsOn, d.name)
-			if d.kind == store.KindBatch {
+			c.Deps[d.Name] = sqltx.NullJSON(d.Result)
+			c.DependsOn = append(c.DependsOn, d.Name)
+			if d.Kind == store.KindBatch {
 				// A batch step's result is its items' results.
 				var err error
-				if c.Deps[d.name], err = t.batchResults(c.TaskID, d.idx); err != nil {
+				if c.Deps[d.Name], err = t.batchResults(c.TaskID, d.Idx); err != nil {
 					return err
 				}
 			}
@@ -204,35 +204,35 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 	return nil
 }
 
-// stepAt is a step by its task and index.
-type stepAt struct{ task, idx int64 }
+// StepAt is a step by its task and index.
+type StepAt struct{ Task, Idx int64 }
 
 // ranBefore reports whether every dependency (deps, indexes) of claimed
 // step c ended in a run this transaction recorded, and then takes their
 // results as c's, in index order, as a read of them would give.
-func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
-	if len(t.ran) == 0 {
+func (t *ClaimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
+	if len(t.Ran) == 0 {
 		return false
 	}
-	results := make([]depResult, 0, len(deps))
+	results := make([]DepResult, 0, len(deps))
 	for _, d := range deps {
-		r, ok := t.ran[stepAt{c.TaskID, int64(d)}]
+		r, ok := t.Ran[StepAt{c.TaskID, int64(d)}]
 		if !ok {
 			return false
 		}
 		results = append(results, r)
 	}
-	sort.Slice(results, func(i, j int) bool { return results[i].idx < results[j].idx })
+	sort.Slice(results, func(i, j int) bool { return results[i].Idx < results[j].Idx })
 	if t.depResults == nil {
-		t.depResults = map[int64][]depResult{}
+		t.depResults = map[int64][]DepResult{}
 	}
 	t.depResults[c.ID] = results
 	return true
 }
 
-// resultText is a result as its step's row holds it, and as a parameter
+// ResultText is a result as its step's row holds it, and as a parameter
 // writes it: NULL where empty.
-func resultText(r json.RawMessage) sql.NullString {
+func ResultText(r json.RawMessage) sql.NullString {
 	return sql.NullString{String: string(r), Valid: len(r) > 0}
 }
 
@@ -244,19 +244,19 @@ func resultText(r json.RawMessage) sql.NullString {
 const depResultsOf = `CASE WHEN s.deps <> '' THEN (SELECT json_agg(json_build_array(d.name, d.result, d.kind, d.idx) ORDER BY d.idx)::text
 	FROM steps d WHERE d.task_id = s.task_id AND d.idx = ANY(string_to_array(s.deps, ',')::bigint[]) AND d.state != 'skipped') END`
 
-// depResult is the result of a dependency of a claimed step.
-type depResult struct {
-	name, kind string
-	result     sql.NullString
-	idx        int
+// DepResult is the result of a dependency of a claimed step.
+type DepResult struct {
+	Name, Kind string
+	Result     sql.NullString
+	Idx        int
 }
 
 // readDepResults reads the results of the dependencies of claimed step id
 // as the claim statement returned them (depResultsOf) into t.depResults:
 // none where NULL (every dependency skipped).
-func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
+func (t *ClaimTx) readDepResults(id int64, col sql.NullString) error {
 	if t.depResults == nil {
-		t.depResults = map[int64][]depResult{}
+		t.depResults = map[int64][]DepResult{}
 	}
 	if !col.Valid {
 		t.depResults[id] = nil
@@ -266,16 +266,16 @@ func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
 	if err := json.Unmarshal([]byte(col.String), &got); err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
-	results := make([]depResult, len(got))
+	results := make([]DepResult, len(got))
 	for i, g := range got {
 		d := &results[i]
 		var result *string
-		if err := errors.Join(json.Unmarshal(g[0], &d.name), json.Unmarshal(g[1], &result),
-			json.Unmarshal(g[2], &d.kind), json.Unmarshal(g[3], &d.idx)); err != nil {
+		if err := errors.Join(json.Unmarshal(g[0], &d.Name), json.Unmarshal(g[1], &result),
+			json.Unmarshal(g[2], &d.Kind), json.Unmarshal(g[3], &d.Idx)); err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
 		}
 		if result != nil {
-			d.result = sql.NullString{String: *result, Valid: true}
+			d.Result = sql.NullString{String: *result, Valid: true}
 		}
 	}
 	t.depResults[id] = results
@@ -285,27 +285,27 @@ func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
 // readDepRows reads rows of dependency results (the claimed step's id,
 // the dependency's name, result, kind and index) into t.depResults, each
 // step's in index order.
-func (t *claimTx) readDepRows(rows sqldb.Rows) error {
+func (t *ClaimTx) readDepRows(rows sqldb.Rows) error {
 	type row struct {
 		step int64
-		depResult
+		DepResult
 	}
 	got, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var d row
-		err := r.Scan(&d.step, &d.name, &d.result, &d.kind, &d.idx)
+		err := r.Scan(&d.step, &d.Name, &d.Result, &d.Kind, &d.Idx)
 		return d, err
 	})
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
 	sort.Slice(got, func(i, j int) bool {
-		return got[i].step < got[j].step || (got[i].step == got[j].step && got[i].idx < got[j].idx)
+		return got[i].step < got[j].step || (got[i].step == got[j].step && got[i].Idx < got[j].Idx)
 	})
 	if t.depResults == nil {
-		t.depResults = map[int64][]depResult{}
+		t.depResults = map[int64][]DepResult{}
 	}
 	for _, d := range got {
-		t.depResults[d.step] = append(t.depResults[d.step], d.depResult)
+		t.depResults[d.step] = append(t.depResults[d.step], d.DepResult)
 	}
 	return nil
 }
@@ -315,7 +315,7 @@ func (t *claimTx) readDepRows(rows sqldb.Rows) error {
 // A step with dependencies belongs to a task that started when they ran,
 // or, should they all have been skipped before any ran, to one still
 // pending that the read below finds.
-func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *ClaimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	var ids, mayStart []int64
 	seen := map[int64]bool{}
 	starting := map[int64]bool{}
@@ -339,7 +339,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	type loaded struct {
 		id    int64
 		state string
-		claimedTask
+		ClaimedTask
 	}
 	// Tasks whose first step this is start, and return what the handlers
 	// see; the others (their steps ran before) are read.
@@ -350,7 +350,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 		}
 		return sqldb.Collect(rows, func(r sqldb.Row) (loaded, error) {
 			var l loaded
-			return l, r.Scan(append([]any{&l.id, &l.state}, l.claimedTask.dest()...)...)
+			return l, r.Scan(append([]any{&l.id, &l.state}, l.ClaimedTask.Dest()...)...)
 		})
 	}
 	// The task's start rides on the claim of one step this claim took
@@ -367,7 +367,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	start := func(ids []int64) ([]loaded, error) {
 		const set, ret = `UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = `,
-			` AND (state || '') = 'pending' RETURNING id, state, ` + claimedTaskColumns
+			` AND (state || '') = 'pending' RETURNING id, state, ` + ClaimedTaskColumns
 		var got []loaded
 		var err error
 		if t.ByParams(len(ids)) {
@@ -401,17 +401,17 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	var rest []int64
 	for _, id := range ids {
-		switch ct, ok := t.started[id]; {
+		switch ct, ok := t.Started[id]; {
 		case seen[id]:
 		case ok:
-			infos = append(infos, loaded{id: id, claimedTask: ct})
+			infos = append(infos, loaded{id: id, ClaimedTask: ct})
 		default:
 			rest = append(rest, id)
 		}
 	}
 	if len(rest) > 0 {
 		in, inArgs := t.IDIn("id", rest)
-		more, err := read(`SELECT id, state, `+claimedTaskColumns+` FROM tasks WHERE `+in, inArgs...)
+		more, err := read(`SELECT id, state, `+ClaimedTaskColumns+` FROM tasks WHERE `+in, inArgs...)
 		if err != nil {
 			return fmt.Errorf("load tasks: %w", err)
 		}
@@ -431,9 +431,9 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			infos = append(infos, got...)
 		}
 	}
-	tasks := make(map[int64]claimedTask, len(infos))
+	tasks := make(map[int64]ClaimedTask, len(infos))
 	for _, l := range infos {
-		tasks[l.id] = l.claimedTask
+		tasks[l.id] = l.ClaimedTask
 	}
 	for i := range claimed {
 		tasks[claimed[i].TaskID].set(&claimed[i])
@@ -443,7 +443,7 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 
 // batchResults returns the results of a batch step's items as one JSON
 // array, in item order; an item without a result (failed, skipped) is null.
-func (t *claimTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
+func (t *ClaimTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
 	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
 	var rows sqldb.Rows
 	var err error
