@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -31,7 +32,7 @@ func (s *reads) attentionArgs(staleAfter time.Duration, now int64) []any {
 	if staleAfter <= 0 {
 		staleAfter = store.DefaultStaleAfter
 	}
-	return []any{s.aging, now - staleAfter.Microseconds(), now}
+	return []any{s.Aging, now - staleAfter.Microseconds(), now}
 }
 
 // attentionWhere is the condition on a task: it is not cancelled or
@@ -56,8 +57,8 @@ func (s *reads) attentionReasons(ctx context.Context, tasks []store.Task, staleA
 		ids[i], at[t.ID] = t.ID, i
 	}
 	args := append(s.attentionArgs(staleAfter, now), ids...)
-	rows, err := s.read(ctx, `SELECT s.task_id, s.name, s.handler, s.state, s.error, s.signal, s.sort_key + s.priority * `+fmt.Sprint(s.aging)+`, s.run_at
-		FROM steps s WHERE `+attentionSteps+` AND s.task_id IN (`+placeholders(len(ids))+`) ORDER BY s.task_id, s.idx`, args...)
+	rows, err := s.Read(ctx, `SELECT s.task_id, s.name, s.handler, s.state, s.error, s.signal, s.sort_key + s.priority * `+fmt.Sprint(s.Aging)+`, s.run_at
+		FROM steps s WHERE `+attentionSteps+` AND s.task_id IN (`+sqltx.Placeholders(len(ids))+`) ORDER BY s.task_id, s.idx`, args...)
 	if err != nil {
 		return fmt.Errorf("attention: %w", err)
 	}

@@ -1,10 +1,10 @@
 package sqlstore
 
 import (
-	"database/sql"
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -13,99 +13,31 @@ import (
 // what an outcome's statement returns of its step's breaker, and the
 // counts and state changes written last in the transaction.
 
-// breakerHit is an outcome recorded for a step with a breaker, with the
-// breaker's row as the outcome's statement saw it (breakerReturning).
-type breakerHit struct {
-	stepID, taskID int64
-	name           string
-	attempt        int
-	key            string
-	n              int
-	cooldown       int64
-	kind           hitKind
-	row            knownBreaker
-}
-
-// breakerReturning is what an outcome's fenced update returns of the
-// step's breaker (breakerHit.scan): its key, threshold and cooldown, and
-// the state and failures of its row, read in the same statement; none for
-// a step without a breaker.
-const breakerReturning = `breaker_key, breaker_n, breaker_cooldown,
-	CASE WHEN breaker_key <> '' THEN (SELECT b.state FROM breakers b WHERE b.breaker_key = steps.breaker_key) END,
-	CASE WHEN breaker_key <> '' THEN (SELECT b.failures FROM breakers b WHERE b.breaker_key = steps.breaker_key) END`
-
-// dest returns where to scan breakerReturning; done fills the row from
-// what was scanned (no row: closed, no failures).
-func (b *breakerHit) dest() (dest []any, done func()) {
-	var st sql.NullString
-	var failures sql.NullInt64
-	return []any{&b.key, &b.n, &b.cooldown, &st, &failures}, func() {
-		b.row = knownBreaker{state: store.BreakerClosed}
-		if st.Valid {
-			b.row = knownBreaker{state: st.String, failures: int(failures.Int64)}
-		}
-	}
-}
-
-// hitKind is what an outcome means to a breaker.
-type hitKind int
-
-const (
-	hitNone    hitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
-	hitSuccess                // completed
-	hitFailure                // failed, or to be retried
-)
-
 // breakerKind classifies an outcome recorded as to.
-func breakerKind(o store.Outcome, to state.Step) hitKind {
+func breakerKind(o store.Outcome, to state.Step) claim.HitKind {
 	switch {
 	case to == state.StepCompleted:
-		return hitSuccess
+		return claim.HitSuccess
 	case to == state.StepFailed:
-		return hitFailure
+		return claim.HitFailure
 	case (to == state.StepWaiting || to == state.StepReady) && !o.Snooze && o.Child == nil:
-		return hitFailure
+		return claim.HitFailure
 	}
-	return hitNone
+	return claim.HitNone
 }
 
-// breakerHit records, for flushBreakers, the outcome o of step stepID
+// BreakerHit records, for flushBreakers, the outcome o of step StepID
 // recorded as to, when its fenced update returned a breaker (b.key, n and
 // cooldown; no key: the step has none).
-func (t *outcomeTx) breakerHit(b breakerHit, stepID, taskID int64, name string, o store.Outcome, to state.Step) {
-	if b.key == "" {
+func (t *outcomeTx) breakerHit(b claim.BreakerHit, stepID, taskID int64, name string, o store.Outcome, to state.Step) {
+	if b.Key == "" {
 		return
 	}
-	b.stepID, b.taskID, b.name, b.attempt, b.kind = stepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
-	if t.breakers.lapsed {
-		b.kind = hitNone
+	b.StepID, b.TaskID, b.Name, b.Attempt, b.Kind = stepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
+	if t.breakers.Lapsed {
+		b.Kind = claim.HitNone
 	}
-	t.breakers.hits = append(t.breakers.hits, b)
-}
-
-// breakerWork is what a transaction leaves to do to breakers before it
-// commits.
-type breakerWork struct {
-	hits []breakerHit
-	// bump: the policy version moves once this transaction commits, so
-	// that every claim reads the breakers again (the version row is
-	// written last, see flushBreakers).
-	bump bool
-	// lapsed: the outcomes recorded are of leases that lapsed (Reap). The
-	// engine died, not the step: they do not count, and a probe among them
-	// gives its place back.
-	lapsed bool
-}
-
-// failed reports whether the transaction recorded a failure under a
-// breaker.
-func (w *breakerWork) failed() bool {
-	for _, h := range w.hits {
-		if h.kind == hitFailure {
-			return true
-		}
-	}
-	return false
+	t.breakers.Hits = append(t.breakers.Hits, b)
 }
 
 // flushBreakers applies the outcomes a transaction recorded to their
@@ -116,59 +48,53 @@ func (w *breakerWork) failed() bool {
 // (takeProbe skips a locked one).
 func (t *outcomeTx) flushBreakers() error {
 	w := &t.breakers
-	if len(w.hits) > 0 {
+	if len(w.Hits) > 0 {
 		// By key, and in step order under one key, as the outcomes are.
-		sort.SliceStable(w.hits, func(a, b int) bool {
-			if w.hits[a].key != w.hits[b].key {
-				return w.hits[a].key < w.hits[b].key
+		sort.SliceStable(w.Hits, func(a, b int) bool {
+			if w.Hits[a].Key != w.Hits[b].Key {
+				return w.Hits[a].Key < w.Hits[b].Key
 			}
-			return w.hits[a].stepID < w.hits[b].stepID
+			return w.Hits[a].StepID < w.Hits[b].StepID
 		})
-		hits := w.hits
-		w.hits = nil
+		hits := w.Hits
+		w.Hits = nil
 		if err := t.breakerOutcomes(hits); err != nil {
 			return err
 		}
 	}
-	if w.bump {
-		w.bump = false
+	if w.Bump {
+		w.Bump = false
 		return t.movePolicyVersion()
 	}
 	return nil
-}
-
-// knownBreaker is what an outcome batch knows of a breaker's row.
-type knownBreaker struct {
-	state    string
-	failures int
 }
 
 // breakerOutcomes applies recorded outcomes to their breakers, in order:
 // a failure counts (and opens the breaker at its threshold, or reopens it
 // when it is the probe's), a success resets the count and closes the
 // breaker, a probe that gave its claim back lets the next claim probe.
-func (t *outcomeTx) breakerOutcomes(hits []breakerHit) error {
+func (t *outcomeTx) breakerOutcomes(hits []claim.BreakerHit) error {
 	if len(hits) == 0 {
 		return nil
 	}
 	// What the successes need to know, as the outcomes' statements read
 	// it: most find their breaker closed with no failures and write
 	// nothing. The transaction's own changes follow in known.
-	known := map[string]knownBreaker{}
+	known := map[string]claim.KnownBreaker{}
 	for _, h := range hits {
-		if _, seen := known[h.key]; !seen {
-			known[h.key] = h.row
+		if _, seen := known[h.Key]; !seen {
+			known[h.Key] = h.Row
 		}
 	}
 	for _, h := range hits {
 		var err error
-		switch h.kind {
-		case hitFailure:
+		switch h.Kind {
+		case claim.HitFailure:
 			err = t.breakerFailed(h, known)
-		case hitSuccess:
+		case claim.HitSuccess:
 			err = t.breakerSucceeded(h, known)
 		default:
-			err = t.breakerProbeReturned(h)
+			err = claim.BreakerProbeReturned(&t.Tx, &t.breakers, h)
 		}
 		if err != nil {
 			return err
@@ -178,87 +104,68 @@ func (t *outcomeTx) breakerOutcomes(hits []breakerHit) error {
 }
 
 // breakerFailed counts a failed attempt.
-func (t *outcomeTx) breakerFailed(h breakerHit, known map[string]knownBreaker) error {
+func (t *outcomeTx) breakerFailed(h claim.BreakerHit, known map[string]claim.KnownBreaker) error {
 	var st string
 	var failures int
 	var probe int64
-	err := t.queryRow(`INSERT INTO breakers (breaker_key, state, failures, threshold, cooldown, updated_at) VALUES (?, 'closed', 1, ?, ?, ?)
+	err := t.QueryRow(`INSERT INTO breakers (breaker_key, state, failures, threshold, cooldown, updated_at) VALUES (?, 'closed', 1, ?, ?, ?)
 		ON CONFLICT (breaker_key) DO UPDATE SET failures = breakers.failures + 1, threshold = excluded.threshold,
 		cooldown = excluded.cooldown, updated_at = excluded.updated_at
-		RETURNING state, failures, COALESCE(probe_step_id, 0)`, h.key, h.n, h.cooldown, t.now).Scan(&st, &failures, &probe)
+		RETURNING state, failures, COALESCE(probe_step_id, 0)`, h.Key, h.N, h.Cooldown, t.Now).Scan(&st, &failures, &probe)
 	if err != nil {
-		return fmt.Errorf("count failure of breaker %s: %w", h.key, err)
+		return fmt.Errorf("count failure of breaker %s: %w", h.Key, err)
 	}
-	known[h.key] = knownBreaker{state: st, failures: failures}
+	known[h.Key] = claim.KnownBreaker{State: st, Failures: failures}
 	if st == store.BreakerClosed && failures == 1 {
 		// Its first failure: every claim reads the breaker again and
 		// holds its steps to the room left under the threshold.
-		t.breakers.bump = true
+		t.breakers.Bump = true
 	}
 	var reason string
 	switch {
-	case st == store.BreakerClosed && failures >= h.n:
-		reason = fmt.Sprintf("breaker %s opened after %d consecutive failures", h.key, failures)
-	case st == store.BreakerHalfOpen && probe == h.stepID:
-		reason = fmt.Sprintf("breaker %s reopened: its probe failed", h.key)
+	case st == store.BreakerClosed && failures >= h.N:
+		reason = fmt.Sprintf("breaker %s opened after %d consecutive failures", h.Key, failures)
+	case st == store.BreakerHalfOpen && probe == h.StepID:
+		reason = fmt.Sprintf("breaker %s reopened: its probe failed", h.Key)
 	default:
 		return nil // counted; the breaker stays as it is
 	}
 	// The row is locked by the upsert: this transaction decides.
-	if _, err := t.exec(`UPDATE breakers SET state = 'open', opened_at = ?, probe_at = NULL, probe_step_id = NULL WHERE breaker_key = ?`,
-		t.now, h.key); err != nil {
-		return fmt.Errorf("open breaker %s: %w", h.key, err)
+	if _, err := t.Exec(`UPDATE breakers SET state = 'open', opened_at = ?, probe_at = NULL, probe_step_id = NULL WHERE breaker_key = ?`,
+		t.Now, h.Key); err != nil {
+		return fmt.Errorf("open breaker %s: %w", h.Key, err)
 	}
-	known[h.key] = knownBreaker{state: store.BreakerOpen, failures: failures}
-	t.audit(h.taskID, h.name, breakerState(st), breakerState(store.BreakerOpen), h.attempt, reason)
-	t.breakers.bump = true
+	known[h.Key] = claim.KnownBreaker{State: store.BreakerOpen, Failures: failures}
+	t.Audit(h.TaskID, h.Name, claim.BreakerState(st), claim.BreakerState(store.BreakerOpen), h.Attempt, reason)
+	t.breakers.Bump = true
 	return nil
 }
 
 // breakerSucceeded resets the count and closes the breaker.
-func (t *outcomeTx) breakerSucceeded(h breakerHit, known map[string]knownBreaker) error {
-	k := known[h.key]
+func (t *outcomeTx) breakerSucceeded(h claim.BreakerHit, known map[string]claim.KnownBreaker) error {
+	k := known[h.Key]
 	switch {
-	case k.state != store.BreakerClosed:
-		res, err := t.exec(`UPDATE breakers SET state = 'closed', failures = 0, opened_at = NULL, probe_at = NULL, probe_step_id = NULL, updated_at = ?
-			WHERE breaker_key = ? AND state <> 'closed'`, t.now, h.key)
+	case k.State != store.BreakerClosed:
+		res, err := t.Exec(`UPDATE breakers SET state = 'closed', failures = 0, opened_at = NULL, probe_at = NULL, probe_step_id = NULL, updated_at = ?
+			WHERE breaker_key = ? AND state <> 'closed'`, t.Now, h.Key)
 		if err != nil {
-			return fmt.Errorf("close breaker %s: %w", h.key, err)
+			return fmt.Errorf("close breaker %s: %w", h.Key, err)
 		}
-		known[h.key] = knownBreaker{state: store.BreakerClosed}
+		known[h.Key] = claim.KnownBreaker{State: store.BreakerClosed}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return nil // closed meanwhile
 		}
-		reason := fmt.Sprintf("breaker %s closed: the step succeeded", h.key)
-		t.audit(h.taskID, h.name, breakerState(k.state), breakerState(store.BreakerClosed), h.attempt, reason)
-		t.readied++ // the held steps may run: wake the engines
-		t.breakers.bump = true
+		reason := fmt.Sprintf("breaker %s closed: the step succeeded", h.Key)
+		t.Audit(h.TaskID, h.Name, claim.BreakerState(k.State), claim.BreakerState(store.BreakerClosed), h.Attempt, reason)
+		t.Readied++ // the held steps may run: wake the engines
+		t.breakers.Bump = true
 		return nil
-	case k.failures > 0:
-		if _, err := t.exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.now, h.key); err != nil {
-			return fmt.Errorf("reset breaker %s: %w", h.key, err)
+	case k.Failures > 0:
+		if _, err := t.Exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.Now, h.Key); err != nil {
+			return fmt.Errorf("reset breaker %s: %w", h.Key, err)
 		}
-		known[h.key] = knownBreaker{state: store.BreakerClosed}
-		t.breakers.bump = true // its steps are claimed freely again
+		known[h.Key] = claim.KnownBreaker{State: store.BreakerClosed}
+		t.breakers.Bump = true // its steps are claimed freely again
 	}
-	return nil
-}
-
-// breakerProbeReturned lets the next claim probe when the probe gave its
-// claim back without an outcome (released, snoozed, its engine died): the
-// breaker is open again with its cooldown already passed.
-func (t *outcomeTx) breakerProbeReturned(h breakerHit) error {
-	res, err := t.exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
-		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.now, h.key, h.stepID)
-	if err != nil {
-		return fmt.Errorf("return the probe of breaker %s: %w", h.key, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return nil
-	}
-	t.audit(h.taskID, h.name, breakerState(store.BreakerHalfOpen), breakerState(store.BreakerOpen), h.attempt,
-		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.key))
-	t.readied++
-	t.breakers.bump = true
 	return nil
 }

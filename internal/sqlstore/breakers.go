@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
@@ -45,29 +44,6 @@ func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
 	return b.Key, b.Failures, b.Cooldown.Microseconds()
 }
 
-// breakerStep is the step name of a breaker key (NAMESPACE/WORKFLOW/STEP).
-func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
-
-// breakerState is how a breaker's state is written in the audit log (see
-// store.EventType).
-func breakerState(st string) string { return store.BreakerAuditPrefix + st }
-
-// ListBreakers returns every breaker with a row, by key.
-func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
-	rows, err := s.read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
-	if err != nil {
-		return nil, fmt.Errorf("list breakers: %w", err)
-	}
-	out, err := sqldb.Collect(rows, scanBreaker)
-	if err != nil {
-		return nil, fmt.Errorf("list breakers: %w", err)
-	}
-	if out == nil {
-		out = []store.Breaker{}
-	}
-	return out, nil
-}
-
 const breakerColumnsSQL = `breaker_key, state, failures, threshold, cooldown, opened_at, probe_at, probe_step_id, updated_at`
 
 func scanBreaker(r sqldb.Row) (store.Breaker, error) {
@@ -101,27 +77,43 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 	}
 	var out store.Breaker
 	err := s.write(ctx, "", func(t *txn) error {
-		at := t.now
+		at := t.Now
 		if !r.At.IsZero() {
 			at = r.At.UnixMicro()
 		}
-		b, err := scanBreaker(t.queryRow(`DELETE FROM breakers WHERE breaker_key = ? RETURNING `+breakerColumnsSQL, r.Key))
+		b, err := scanBreaker(t.QueryRow(`DELETE FROM breakers WHERE breaker_key = ? RETURNING `+breakerColumnsSQL, r.Key))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("breaker %q: %w", r.Key, store.ErrNotFound)
 		}
 		if err != nil {
 			return fmt.Errorf("reset breaker %s: %w", r.Key, err)
 		}
-		t.breakers.bump = true
+		t.breakers.Bump = true
 		if err := t.recordPolicyChange(at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
 			return err
 		}
-		t.readied++ // held steps may run
+		t.Readied++ // held steps may run
 		out = store.Breaker{Key: b.Key, State: store.BreakerClosed, Threshold: b.Threshold, Cooldown: b.Cooldown, UpdatedAt: time.UnixMicro(at)}
 		return nil
 	})
 	if err != nil {
 		return store.Breaker{}, err
+	}
+	return out, nil
+}
+
+// ListBreakers returns every breaker with a row, by key.
+func (s *claims) ListBreakers(ctx context.Context) ([]store.Breaker, error) {
+	rows, err := s.Read(ctx, `SELECT `+breakerColumnsSQL+` FROM breakers ORDER BY breaker_key`)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	out, err := sqldb.Collect(rows, scanBreaker)
+	if err != nil {
+		return nil, fmt.Errorf("list breakers: %w", err)
+	}
+	if out == nil {
+		out = []store.Breaker{}
 	}
 	return out, nil
 }

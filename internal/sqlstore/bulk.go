@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -15,13 +16,13 @@ import (
 
 // CountTasks counts the tasks f selects.
 func (s *admin) CountTasks(ctx context.Context, f store.TaskFilter) (int, error) {
-	where, args := s.taskWhere(f, s.clock().UnixMicro())
+	where, args := s.taskWhere(f, s.Clock().UnixMicro())
 	q := `SELECT count(*) FROM tasks`
 	if where != "" {
 		q += " WHERE " + where
 	}
 	var n int
-	if err := s.readRow(ctx, q, args...).Scan(&n); err != nil {
+	if err := s.ReadRow(ctx, q, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count tasks: %w", err)
 	}
 	return n, nil
@@ -32,13 +33,13 @@ func (s *admin) MatchTasks(ctx context.Context, f store.TaskFilter, limit int) (
 	if limit <= 0 {
 		limit = 500
 	}
-	where, args := s.taskWhere(f, s.clock().UnixMicro())
+	where, args := s.taskWhere(f, s.Clock().UnixMicro())
 	q := `SELECT id FROM tasks`
 	if where != "" {
 		q += " WHERE " + where
 	}
 	q += fmt.Sprintf(" ORDER BY id DESC LIMIT %d", limit)
-	rows, err := s.read(ctx, q, args...)
+	rows, err := s.Read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("match tasks: %w", err)
 	}
@@ -119,15 +120,15 @@ func (s *admin) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 // cannot deadlock one another or the engines, and read the tasks' states
 // as they are, not as they were before a concurrent action committed.
 func (t *operatorTx) lockTasks(ids []int64) error {
-	if t.s.d.ClaimLock() == "" || len(ids) == 0 {
+	if t.s.D.ClaimLock() == "" || len(ids) == 0 {
 		return nil
 	}
-	steps, args := t.idIn("task_id", ids)
-	if _, err := t.exec(`SELECT id FROM steps WHERE `+steps+` ORDER BY id FOR UPDATE`, args...); err != nil {
+	steps, args := t.IDIn("task_id", ids)
+	if _, err := t.Exec(`SELECT id FROM steps WHERE `+steps+` ORDER BY id FOR UPDATE`, args...); err != nil {
 		return fmt.Errorf("lock the steps of %d tasks: %w", len(ids), err)
 	}
-	tasks, args := t.idIn("id", ids)
-	if _, err := t.exec(`SELECT id FROM tasks WHERE `+tasks+` ORDER BY id FOR UPDATE`, args...); err != nil {
+	tasks, args := t.IDIn("id", ids)
+	if _, err := t.Exec(`SELECT id FROM tasks WHERE `+tasks+` ORDER BY id FOR UPDATE`, args...); err != nil {
 		return fmt.Errorf("lock %d tasks: %w", len(ids), err)
 	}
 	return nil
@@ -161,7 +162,7 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		for i, id := range p.IDs {
 			in[i] = id
 		}
-		ids, err := t.int64s(`SELECT id FROM tasks WHERE id IN (`+placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`, in...)
+		ids, err := t.Int64s(`SELECT id FROM tasks WHERE id IN (`+sqltx.Placeholders(len(in))+`) AND state IN `+finishedStates+` ORDER BY id`, in...)
 		if err != nil {
 			return fmt.Errorf("select tasks to delete: %w", err)
 		}
@@ -182,14 +183,14 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 				return fmt.Errorf("archive: %w", err)
 			}
 		}
-		list := placeholders(len(del))
+		list := sqltx.Placeholders(len(del))
 		// Every table that refers to a task (see the migrations).
 		for _, table := range []string{"steps", "audit", "signals", "task_tags"} {
-			if _, err := t.exec(`DELETE FROM `+table+` WHERE task_id IN (`+list+`)`, del...); err != nil {
+			if _, err := t.Exec(`DELETE FROM `+table+` WHERE task_id IN (`+list+`)`, del...); err != nil {
 				return fmt.Errorf("delete %s of tasks: %w", table, err)
 			}
 		}
-		if _, err := t.exec(`DELETE FROM tasks WHERE id IN (`+list+`)`, del...); err != nil {
+		if _, err := t.Exec(`DELETE FROM tasks WHERE id IN (`+list+`)`, del...); err != nil {
 			return fmt.Errorf("delete tasks: %w", err)
 		}
 		if p.Log {
@@ -214,12 +215,12 @@ func (t *operatorTx) archived(ids []int64) ([]store.ArchivedTask, error) {
 	for i, id := range ids {
 		in[i] = id
 	}
-	list := placeholders(len(in))
-	rows, err := t.query(`SELECT `+taskColumns+` FROM tasks WHERE id IN (`+list+`) ORDER BY id`, in...)
+	list := sqltx.Placeholders(len(in))
+	rows, err := t.Query(`SELECT `+sqltx.TaskColumns+` FROM tasks WHERE id IN (`+list+`) ORDER BY id`, in...)
 	if err != nil {
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
-	tasks, err := sqldb.Collect(rows, scanTask)
+	tasks, err := sqldb.Collect(rows, sqltx.ScanTask)
 	if err != nil {
 		return nil, fmt.Errorf("archive tasks: %w", err)
 	}
@@ -228,10 +229,10 @@ func (t *operatorTx) archived(ids []int64) ([]store.ArchivedTask, error) {
 	for i, task := range tasks {
 		out[i].Task, at[task.ID] = task, i
 	}
-	if rows, err = t.query(`SELECT `+stepColumns+` FROM steps WHERE task_id IN (`+list+`) ORDER BY task_id, idx`, in...); err != nil {
+	if rows, err = t.Query(`SELECT `+sqltx.StepColumns+` FROM steps WHERE task_id IN (`+list+`) ORDER BY task_id, idx`, in...); err != nil {
 		return nil, fmt.Errorf("archive steps: %w", err)
 	}
-	steps, err := sqldb.Collect(rows, scanStep)
+	steps, err := sqldb.Collect(rows, sqltx.ScanStep)
 	if err != nil {
 		return nil, fmt.Errorf("archive steps: %w", err)
 	}
@@ -239,10 +240,10 @@ func (t *operatorTx) archived(ids []int64) ([]store.ArchivedTask, error) {
 		task := &out[at[st.TaskID]].Task
 		task.Steps = append(task.Steps, st.Step)
 	}
-	if rows, err = t.query(`SELECT `+auditColumns+` FROM audit WHERE task_id IN (`+list+`) ORDER BY task_id, id`, in...); err != nil {
+	if rows, err = t.Query(`SELECT `+sqltx.AuditColumns+` FROM audit WHERE task_id IN (`+list+`) ORDER BY task_id, id`, in...); err != nil {
 		return nil, fmt.Errorf("archive audit: %w", err)
 	}
-	trail, err := auditEntries(rows)
+	trail, err := sqltx.AuditEntries(rows)
 	if err != nil {
 		return nil, fmt.Errorf("archive audit: %w", err)
 	}
@@ -271,12 +272,12 @@ func (s *admin) FinishedTasks(ctx context.Context, q store.FinishedQuery) ([]int
 		where, args = where+` AND workflow = ?`, append(args, q.Workflow)
 	}
 	if len(q.ExceptWorkflows) > 0 {
-		where += ` AND workflow NOT IN (` + placeholders(len(q.ExceptWorkflows)) + `)`
+		where += ` AND workflow NOT IN (` + sqltx.Placeholders(len(q.ExceptWorkflows)) + `)`
 		for _, w := range q.ExceptWorkflows {
 			args = append(args, w)
 		}
 	}
-	rows, err := s.read(ctx, fmt.Sprintf(`SELECT id FROM tasks WHERE %s ORDER BY finished_at LIMIT %d`, where, limit), args...)
+	rows, err := s.Read(ctx, fmt.Sprintf(`SELECT id FROM tasks WHERE %s ORDER BY finished_at LIMIT %d`, where, limit), args...)
 	if err != nil {
 		return nil, fmt.Errorf("finished tasks: %w", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -19,25 +21,25 @@ import (
 
 // eligible moves a step whose dependencies are satisfied to ready, or to
 // waiting when runAt is in the future. locked: this transaction holds the
-// step's row in state from (moveLockedStep).
+// step's row in state from (MoveLockedStep).
 func (t *outcomeTx) eligible(id, taskID int64, name string, from state.Step, locked bool, priority int, ttl, runAt int64, reason string) error {
 	var expires any
 	if ttl > 0 {
-		expires = max(runAt, t.now) + ttl
+		expires = max(runAt, t.Now) + ttl
 	}
-	to, set, args := state.StepReady, `sort_key = ?, run_at = NULL, expires_at = ?`, []any{t.now - int64(priority)*t.s.aging, expires}
-	if runAt > t.now {
+	to, set, args := state.StepReady, `sort_key = ?, run_at = NULL, expires_at = ?`, []any{t.Now - int64(priority)*t.H.Aging, expires}
+	if runAt > t.Now {
 		to, set, args = state.StepWaiting, `run_at = ?, expires_at = ?`, []any{runAt, expires}
 	}
 	ok := true
 	var err error
 	if locked {
-		err = t.moveLockedStep(id, taskID, name, from, to, 0, reason, set, args...)
+		err = t.MoveLockedStep(id, taskID, name, from, to, 0, reason, set, args...)
 	} else {
-		ok, err = t.moveStep(id, taskID, name, from, to, 0, reason, set, args...)
+		ok, err = t.MoveStep(id, taskID, name, from, to, 0, reason, set, args...)
 	}
 	if ok && err == nil && to == state.StepReady {
-		t.madeReady(id)
+		t.MadeReady(id)
 	}
 	return err
 }
@@ -63,7 +65,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 	var order []key
 	children := map[key]*child{}
 	for _, e := range ended {
-		for _, idx := range parseIdx(e.children) {
+		for _, idx := range sqltx.ParseIdx(e.children) {
 			k := key{e.taskID, idx}
 			c := children[k]
 			if c == nil {
@@ -85,7 +87,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		// One child (a chain): by parameters, which SQLite runs faster
 		// than a rowset of one.
 		k, c := order[0], children[order[0]]
-		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
+		q, err = t.Query(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
 			WHERE task_id = ? AND idx = ? AND state = 'pending'`+returning, c.add.Succeeded, c.add.Failed, c.add.Skipped, k.task, k.idx)
 	} else {
 		type added struct {
@@ -96,13 +98,13 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		for i, k := range order {
 			rows[i] = added{k.task, int64(k.idx), children[k].add}
 		}
-		from, args := rowset(t.txn, "p", rows,
-			intCol("p_task", func(r *added) int64 { return r.task }),
-			intCol("p_idx", func(r *added) int64 { return r.idx }),
-			intCol("p_ok", func(r *added) int64 { return int64(r.add.Succeeded) }),
-			intCol("p_failed", func(r *added) int64 { return int64(r.add.Failed) }),
-			intCol("p_skipped", func(r *added) int64 { return int64(r.add.Skipped) }))
-		q, err = t.query(`UPDATE steps SET deps_ok = deps_ok + p.p_ok, deps_failed = deps_failed + p.p_failed, deps_skipped = deps_skipped + p.p_skipped
+		from, args := sqltx.Rowset(&t.Tx, "p", rows,
+			sqltx.IntCol("p_task", func(r *added) int64 { return r.task }),
+			sqltx.IntCol("p_idx", func(r *added) int64 { return r.idx }),
+			sqltx.IntCol("p_ok", func(r *added) int64 { return int64(r.add.Succeeded) }),
+			sqltx.IntCol("p_failed", func(r *added) int64 { return int64(r.add.Failed) }),
+			sqltx.IntCol("p_skipped", func(r *added) int64 { return int64(r.add.Skipped) }))
+		q, err = t.Query(`UPDATE steps SET deps_ok = deps_ok + p.p_ok, deps_failed = deps_failed + p.p_failed, deps_skipped = deps_skipped + p.p_skipped
 			FROM `+from+` WHERE steps.task_id = p.p_task AND steps.idx = p.p_idx AND steps.state = 'pending'`+returning, args...)
 	}
 	if err != nil {
@@ -139,7 +141,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		}
 		c := children[k]
 		// The counts before this batch, then each parent's end in turn.
-		n := dag.Counts{Total: len(parseIdx(r.deps)) + r.extra, Succeeded: r.c.Succeeded - c.add.Succeeded,
+		n := dag.Counts{Total: len(sqltx.ParseIdx(r.deps)) + r.extra, Succeeded: r.c.Succeeded - c.add.Succeeded,
 			Failed: r.c.Failed - c.add.Failed, Skipped: r.c.Skipped - c.add.Skipped}
 		decision, by := dag.Wait, parent{}
 		for _, p := range c.parents {
@@ -185,7 +187,7 @@ func (t *outcomeTx) decideChild(taskID, id int64, name, children string, decisio
 		if rule != "" && rule != string(dag.AllSuccess) {
 			reason = fmt.Sprintf("trigger rule %s is false (dependency %q %s)", rule, parentName, parentState)
 		}
-		moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
+		moved, err := t.MoveStep(id, taskID, name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.Now)
 		if err != nil || !moved {
 			return err
 		}
@@ -236,20 +238,20 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	// their row locks in the same order. Locked, what is read stays true
 	// until this transaction ends (SQLite has one writer).
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	in, inArgs := t.idIn("id", ids)
+	in, inArgs := t.IDIn("id", ids)
 	lock := ""
-	if t.s.d.ClaimLock() != "" {
+	if t.s.D.ClaimLock() != "" {
 		lock = " FOR UPDATE"
 	}
 	// Where children of these steps may be claimed next in this
 	// transaction, the handlers' part of their tasks comes too
 	// (startTasks takes it from there).
-	withContext := !t.s.d.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
+	withContext := !t.s.D.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
-		cols += `, ` + claimedTaskColumns
+		cols += `, ` + claim.ClaimedTaskColumns
 	}
-	rows, err := t.query(`SELECT `+cols+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
+	rows, err := t.Query(`SELECT `+cols+` FROM tasks WHERE `+in+` ORDER BY id`+lock, inArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks of ended steps: %w", err)
 	}
@@ -258,8 +260,8 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 		if !withContext {
 			return c, r.Scan(c.dest()...)
 		}
-		var ct claimedTask
-		if err := r.Scan(append(c.dest(), ct.dest()...)...); err != nil {
+		var ct claim.ClaimedTask
+		if err := r.Scan(append(c.dest(), ct.Dest()...)...); err != nil {
 			return c, err
 		}
 		if c.st != state.TaskPending {
@@ -275,12 +277,12 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 
 // taskAccountColumns are the columns of a task that accountEnded reads, in
 // taskAccount.dest's order, and those that tell whether a claim started it
-// (stepClaim).
+// (StepClaim).
 const taskAccountColumns = `id, state, remaining, failed, error, parent_step_id, start_lease, start_step, started_at`
 
 // taskAccountOfTasks is taskAccountColumns of the table tasks, for a
 // statement that reads them joined to others.
-var taskAccountOfTasks = qualify("tasks", taskAccountColumns)
+var taskAccountOfTasks = sqltx.Qualify("tasks", taskAccountColumns)
 
 // taskAccount is what accountEnded reads of a task.
 type taskAccount struct {
@@ -290,7 +292,7 @@ type taskAccount struct {
 	err               string
 	parent            sql.NullInt64
 	// the claim that started the task: its lease, the index of its first
-	// step it took, when (stepClaim)
+	// step it took, when (StepClaim)
 	startLease, startStep int64
 	startedAt             sql.NullInt64
 }
@@ -363,29 +365,29 @@ func (t *outcomeTx) accountEnded(ended []endedStep, current []taskAccount) error
 		updates[i] = update{c, to, end}
 	}
 	// Nothing reads what it returns: it goes with the next statement.
-	if t.byParams(len(updates)) {
+	if t.ByParams(len(updates)) {
 		u := updates[0]
-		if err := t.soon("account ended steps", `UPDATE tasks SET remaining = ?, failed = ?, error = ?, state = ?,
+		if err := t.Soon("account ended steps", `UPDATE tasks SET remaining = ?, failed = ?, error = ?, state = ?,
 			finished_at = CASE WHEN ? = 1 THEN ? ELSE finished_at END WHERE id = ?`,
-			u.c.remaining, u.c.failed, u.c.err, string(u.to), u.end, t.now, u.c.id); err != nil {
+			u.c.remaining, u.c.failed, u.c.err, string(u.to), u.end, t.Now, u.c.id); err != nil {
 			return err
 		}
 	} else {
-		from, args := rowset(t.txn, "a", updates,
-			intCol("a_id", func(u *update) int64 { return u.c.id }),
-			intCol("a_remaining", func(u *update) int64 { return u.c.remaining }),
-			intCol("a_failed", func(u *update) int64 { return u.c.failed }),
-			textCol("a_err", func(u *update) string { return u.c.err }),
-			textCol("a_state", func(u *update) string { return string(u.to) }),
-			intCol("a_end", func(u *update) int64 { return u.end }))
-		if err := t.soon("account ended steps", `UPDATE tasks SET remaining = a.a_remaining, failed = a.a_failed, error = a.a_err, state = a.a_state,
+		from, args := sqltx.Rowset(&t.Tx, "a", updates,
+			sqltx.IntCol("a_id", func(u *update) int64 { return u.c.id }),
+			sqltx.IntCol("a_remaining", func(u *update) int64 { return u.c.remaining }),
+			sqltx.IntCol("a_failed", func(u *update) int64 { return u.c.failed }),
+			sqltx.TextCol("a_err", func(u *update) string { return u.c.err }),
+			sqltx.TextCol("a_state", func(u *update) string { return string(u.to) }),
+			sqltx.IntCol("a_end", func(u *update) int64 { return u.end }))
+		if err := t.Soon("account ended steps", `UPDATE tasks SET remaining = a.a_remaining, failed = a.a_failed, error = a.a_err, state = a.a_state,
 			finished_at = CASE WHEN a.a_end = 1 THEN ? ELSE finished_at END
-			FROM `+from+` WHERE tasks.id = a.a_id`, append([]any{t.now}, args...)...); err != nil {
+			FROM `+from+` WHERE tasks.id = a.a_id`, append([]any{t.Now}, args...)...); err != nil {
 			return err
 		}
 	}
 	for _, d := range finished {
-		t.audit(d.c.id, "", string(d.c.st), string(d.to), 0, d.reason)
+		t.Audit(d.c.id, "", string(d.c.st), string(d.to), 0, d.reason)
 	}
 	// A child's end reaches the step of its parent that waits for it.
 	for _, d := range finished {
@@ -403,11 +405,11 @@ func (t *outcomeTx) accountEnded(ended []endedStep, current []taskAccount) error
 // parent that waits for it, returning the fences of steps that were running
 // (its own and its children's).
 func (t *outcomeTx) endTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
-	ok, err := t.moveTask(id, from, to, reason, `finished_at = ?, remaining = 0`, t.now)
+	ok, err := t.MoveTask(id, from, to, reason, `finished_at = ?, remaining = 0`, t.Now)
 	if err != nil || !ok {
 		return nil, err
 	}
-	rows, err := t.query(`SELECT id, name, state, attempt, lease_id FROM steps
+	rows, err := t.Query(`SELECT id, name, state, attempt, lease_id FROM steps
 		WHERE task_id = ? AND state IN ('pending', 'ready', 'running', 'waiting')`, id)
 	if err != nil {
 		return nil, fmt.Errorf("steps of task %d: %w", id, err)
@@ -426,8 +428,8 @@ func (t *outcomeTx) endTask(id int64, from, to state.Task, stepTo state.Step, re
 	}
 	var running []store.Fence
 	for _, o := range steps {
-		if _, err := t.moveStep(o.fence.StepID, id, o.name, state.Step(o.st), stepTo, o.fence.Attempt, reason,
-			`sub = '', finished_at = ?, expires_at = NULL, deadline = NULL`, t.now); err != nil {
+		if _, err := t.MoveStep(o.fence.StepID, id, o.name, state.Step(o.st), stepTo, o.fence.Attempt, reason,
+			`sub = '', finished_at = ?, expires_at = NULL, deadline = NULL`, t.Now); err != nil {
 			return nil, err
 		}
 		if state.Step(o.st) == state.StepRunning {
@@ -441,7 +443,7 @@ func (t *outcomeTx) endTask(id int64, from, to state.Task, stepTo state.Step, re
 	}
 	running = append(running, fences...)
 	var parentStep sql.NullInt64
-	if err := t.queryRow(`SELECT parent_step_id FROM tasks WHERE id = ?`, id).Scan(&parentStep); err != nil {
+	if err := t.QueryRow(`SELECT parent_step_id FROM tasks WHERE id = ?`, id).Scan(&parentStep); err != nil {
 		return nil, fmt.Errorf("parent of task %d: %w", id, err)
 	}
 	if parentStep.Valid {
@@ -471,4 +473,16 @@ func dependencyCounts(deps []int, items map[int][]int, stateOf func(int) state.S
 		}
 	}
 	return c
+}
+
+// runClaimOf is the claim c of the run that ends attempt, for the audit
+// row that ends it, given the step's task as read with it: nil where a row
+// records the claim already. The claim started the task as ClaimStarts
+// says.
+func runClaimOf(c sqltx.StepClaim, attempt int, task *taskAccount) *sqltx.RunClaim {
+	if c.Audited != 0 {
+		return nil
+	}
+	starts := task.startLease == c.LeaseID && task.startStep == c.Idx && task.startedAt.Valid && task.startedAt.Int64 == c.StartedAt
+	return &sqltx.RunClaim{At: c.StartedAt, Attempt: attempt, Starts: starts, Engine: c.Engine}
 }

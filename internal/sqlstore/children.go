@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -17,10 +18,10 @@ import (
 // between parent and child, what a child's end does to the step that waits
 // for it, and the cancellation of a cancelled task's children.
 
-// childLimit returns why starting a child from stepID would pass the
+// childLimit returns why starting a child from StepID would pass the
 // limits of c, or "" when it would not; parent is the step's task.
 func (t *submitTx) childLimit(stepID int64, c *store.ChildStart) (parent int64, depth int, msg string, err error) {
-	err = t.queryRow(`SELECT t.id, t.depth FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&parent, &depth)
+	err = t.QueryRow(`SELECT t.id, t.depth FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&parent, &depth)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("parent of step %d: %w", stepID, err)
 	}
@@ -30,7 +31,7 @@ func (t *submitTx) childLimit(stepID int64, c *store.ChildStart) (parent int64, 
 	}
 	if c.MaxChildren > 0 {
 		var n int
-		if err := t.queryRow(`SELECT count(*) FROM tasks WHERE parent_task_id = ?`, parent).Scan(&n); err != nil {
+		if err := t.QueryRow(`SELECT count(*) FROM tasks WHERE parent_task_id = ?`, parent).Scan(&n); err != nil {
 			return 0, 0, "", fmt.Errorf("children of task %d: %w", parent, err)
 		}
 		if n >= c.MaxChildren {
@@ -51,7 +52,7 @@ func (t *submitTx) insertChild(parent, stepID int64, depth int, in store.TaskIns
 	if r.Duplicate {
 		return r, nil
 	}
-	if _, err := t.exec(`UPDATE tasks SET parent_task_id = ?, parent_step_id = ?, depth = ?,
+	if _, err := t.Exec(`UPDATE tasks SET parent_task_id = ?, parent_step_id = ?, depth = ?,
 		root_task_id = (SELECT COALESCE(p.root_task_id, p.id) FROM tasks p WHERE p.id = ?) WHERE id = ?`, parent, stepID, depth, parent, r.Task.ID); err != nil {
 		return store.InsertResult{}, fmt.Errorf("link child task %d to task %d: %w", r.Task.ID, parent, err)
 	}
@@ -64,7 +65,7 @@ func (s *lifecycle) StartChild(ctx context.Context, f store.Fence, c store.Child
 	var out store.InsertResult
 	err := s.write(ctx, "", func(t *txn) error {
 		var n int
-		if err := t.queryRow(`SELECT count(*) FROM steps WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
+		if err := t.QueryRow(`SELECT count(*) FROM steps WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
 			f.StepID, f.Attempt, f.LeaseID).Scan(&n); err != nil {
 			return fmt.Errorf("check step %d: %w", f.StepID, err)
 		}
@@ -72,7 +73,7 @@ func (s *lifecycle) StartChild(ctx context.Context, f store.Fence, c store.Child
 			return fmt.Errorf("start a child from step %d attempt %d: %w", f.StepID, f.Attempt, store.ErrStaleLease)
 		}
 		if key := c.Task.IdempotencyKey; key != "" {
-			existing, err := scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, c.Task.Namespace, key))
+			existing, err := sqltx.ScanTask(t.QueryRow(`SELECT `+sqltx.TaskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, c.Task.Namespace, key))
 			if err == nil {
 				out = store.InsertResult{Task: existing, Duplicate: true}
 				return nil
@@ -105,7 +106,7 @@ func (t *submitTx) startChild(o store.Outcome) (held bool, refused string, err e
 	}
 	var taskID int64
 	var name string
-	err = t.queryRow(`UPDATE steps SET state = 'waiting', sub = '', error = '', run_at = NULL, expires_at = NULL,
+	err = t.QueryRow(`UPDATE steps SET state = 'waiting', sub = '', error = '', run_at = NULL, expires_at = NULL,
 		deadline = NULL, child_error = NULL WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? RETURNING task_id, name`,
 		o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID).Scan(&taskID, &name)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -123,10 +124,10 @@ func (t *submitTx) startChild(o store.Outcome) (held bool, refused string, err e
 		// for it could wait forever.
 		return false, "", store.Refused(fmt.Errorf("child key %q of step %d names task %d already", o.Child.Task.IdempotencyKey, o.Fence.StepID, child.Task.ID))
 	}
-	if _, err := t.exec(`UPDATE steps SET child_task_id = ? WHERE id = ?`, child.Task.ID, o.Fence.StepID); err != nil {
+	if _, err := t.Exec(`UPDATE steps SET child_task_id = ? WHERE id = ?`, child.Task.ID, o.Fence.StepID); err != nil {
 		return false, "", fmt.Errorf("record child task %d of step %d: %w", child.Task.ID, o.Fence.StepID, err)
 	}
-	t.auditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt,
+	t.AuditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt,
 		fmt.Sprintf("waiting for child task %d", child.Task.ID))
 	return true, "", nil
 }
@@ -141,7 +142,7 @@ func (t *submitTx) childEnded(child, stepID int64, to state.Task, reason string)
 	var name, children, st string
 	var waitsFor sql.NullInt64
 	var attempt, priority int
-	err := t.queryRow(`SELECT task_id, name, children, state, child_task_id, attempt, priority FROM steps WHERE id = ?`, stepID).
+	err := t.QueryRow(`SELECT task_id, name, children, state, child_task_id, attempt, priority FROM steps WHERE id = ?`, stepID).
 		Scan(&taskID, &name, &children, &st, &waitsFor, &attempt, &priority)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
@@ -157,8 +158,8 @@ func (t *submitTx) childEnded(child, stepID int64, to state.Task, reason string)
 		if err != nil {
 			return err
 		}
-		moved, err := t.moveStep(stepID, taskID, name, state.StepWaiting, state.StepCompleted, attempt,
-			fmt.Sprintf("child task %d completed", child), `result = ?, error = '', finished_at = ?`, string(result), t.now)
+		moved, err := t.MoveStep(stepID, taskID, name, state.StepWaiting, state.StepCompleted, attempt,
+			fmt.Sprintf("child task %d completed", child), `result = ?, error = '', finished_at = ?`, string(result), t.Now)
 		if err != nil || !moved {
 			return err
 		}
@@ -169,10 +170,10 @@ func (t *submitTx) childEnded(child, stepID int64, to state.Task, reason string)
 		msg += ": " + reason
 	}
 	// The attempt that reports it is the attempt that started the child.
-	moved, err := t.moveStep(stepID, taskID, name, state.StepWaiting, state.StepReady, attempt, msg,
-		`child_error = ?, sort_key = ?, run_at = NULL, attempt = attempt - 1`, msg, t.now-int64(priority)*t.s.aging)
+	moved, err := t.MoveStep(stepID, taskID, name, state.StepWaiting, state.StepReady, attempt, msg,
+		`child_error = ?, sort_key = ?, run_at = NULL, attempt = attempt - 1`, msg, t.Now-int64(priority)*t.H.Aging)
 	if moved {
-		t.readied++
+		t.Readied++
 	}
 	return err
 }
@@ -181,14 +182,14 @@ func (t *submitTx) childEnded(child, stepID int64, to state.Task, reason string)
 // the results of its final steps (those no other step depends on, batch
 // items aside) that completed or were resolved, by step name.
 func (t *submitTx) taskResult(id int64) (json.RawMessage, error) {
-	rows, err := t.query(taskResultQuery, id)
+	rows, err := t.Query(taskResultQuery, id)
 	return decodeTaskResult(id, rows, err)
 }
 
 // TaskResult returns what a completed task hands to the step that started
 // it (see taskResult).
 func (s *lifecycle) TaskResult(ctx context.Context, id int64) (json.RawMessage, error) {
-	rows, err := s.read(ctx, taskResultQuery, id)
+	rows, err := s.Read(ctx, taskResultQuery, id)
 	return decodeTaskResult(id, rows, err)
 }
 
@@ -229,7 +230,7 @@ func decodeTaskResult(id int64, rows sqldb.Rows, err error) (json.RawMessage, er
 // without finishing its work, and theirs in turn, returning the fences of
 // their running steps.
 func (t *submitTx) cancelChildren(parent int64, reason string) ([]store.Fence, error) {
-	rows, err := t.query(`SELECT id, state FROM tasks WHERE parent_task_id = ? AND state IN ('pending', 'running') ORDER BY id`, parent)
+	rows, err := t.Query(`SELECT id, state FROM tasks WHERE parent_task_id = ? AND state IN ('pending', 'running') ORDER BY id`, parent)
 	if err != nil {
 		return nil, fmt.Errorf("children of task %d: %w", parent, err)
 	}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -33,26 +35,26 @@ func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome)
 // CompleteAndClaim records outcomes as CompleteSteps does and, where they
 // made steps ready, claims up to p.Limit ready steps in the same
 // transaction, as ClaimSteps would, if the claim needs no check of its own
-// (claimGated): an engine whose handlers' outcomes make their steps'
+// (ClaimGated): an engine whose handlers' outcomes make their steps'
 // children ready runs the children without a transaction of their own.
 // claimed is empty where it claimed nothing.
 func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
 	err = s.write(ctx, engineOf(outcomes), func(t *txn) error {
-		claimed, t.trackReady = nil, true
+		claimed, t.TrackReady = nil, true
 		var err error
 		if results, err = t.record(outcomes); err != nil {
 			return err
 		}
-		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().ClaimMadeReady(p); err != nil {
 			return err
 		}
 		// The engines are woken for the steps made ready that the claim
 		// did not take.
-		readied := make(map[int64]bool, len(t.readyIDs))
-		for _, id := range t.readyIDs {
+		readied := make(map[int64]bool, len(t.ReadyIDs))
+		for _, id := range t.ReadyIDs {
 			readied[id] = true
 		}
-		t.tookReady = countTaken(claimed, func(c store.ClaimedStep) bool { return readied[c.ID] })
+		t.TookReady = claim.CountTaken(claimed, func(c store.ClaimedStep) bool { return readied[c.ID] })
 		return nil
 	})
 	if err != nil {
@@ -81,8 +83,8 @@ func (t *outcomeTx) record(outcomes []store.Outcome) ([]error, error) {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
-	if t.s.d.CompletePlan() != "" {
-		if err := t.soon("steer the planner", `SELECT `+t.s.d.CompletePlan()); err != nil {
+	if t.s.D.CompletePlan() != "" {
+		if err := t.Soon("steer the planner", `SELECT `+t.s.D.CompletePlan()); err != nil {
 			return nil, err
 		}
 	}
@@ -107,7 +109,7 @@ func (t *outcomeTx) record(outcomes []store.Outcome) ([]error, error) {
 	}
 	for _, i := range rest {
 		o := outcomes[i]
-		t.engine = o.EngineID
+		t.Engine = o.EngineID
 		ok, err := t.finish(o)
 		if err != nil {
 			return nil, err
@@ -128,7 +130,7 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 	to, set, args := o.State, "", []any(nil)
 	switch o.State {
 	case state.StepCompleted, state.StepFailed:
-		set, args = `sub = '', result = ?, error = ?, finished_at = ?`, []any{result, o.Error, t.now}
+		set, args = `sub = '', result = ?, error = ?, finished_at = ?`, []any{result, o.Error, t.Now}
 		if o.Reason == "" {
 			o.Reason = o.Error
 		}
@@ -136,19 +138,19 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 		// Skipped by its when condition before its handler ran: the
 		// claim gives its attempt back, so a step that never ran shows
 		// none.
-		set, args = `sub = '', error = '', finished_at = ?, attempt = attempt - 1`, []any{t.now}
+		set, args = `sub = '', error = '', finished_at = ?, attempt = attempt - 1`, []any{t.Now}
 	case state.StepWaiting, state.StepReady:
 		runAt := o.RunAt.UnixMicro()
 		to = state.StepWaiting
-		if o.RunAt.IsZero() || runAt <= t.now {
-			to, runAt = state.StepReady, t.now
+		if o.RunAt.IsZero() || runAt <= t.Now {
+			to, runAt = state.StepReady, t.Now
 		}
 		give := 0
 		if o.Snooze {
 			give = 1
 		}
 		set = `sub = '', error = ?, attempt = attempt - ?, run_at = ?, sort_key = ? - priority * ?, checkpoint = COALESCE(?, checkpoint)`
-		args = []any{o.Error, give, nullIf(to == state.StepWaiting, runAt), runAt, t.s.aging, result}
+		args = []any{o.Error, give, sqltx.NullIf(to == state.StepWaiting, runAt), runAt, t.H.Aging, result}
 	default:
 		return false, store.Refused(fmt.Errorf("outcome state %q is not completed, failed or waiting", o.State))
 	}
@@ -161,7 +163,7 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 			return held, err
 		}
 		o.Child, to, o.Error, o.Reason, o.Result = nil, state.StepFailed, refused, refused, nil
-		set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{refused, t.now}
+		set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{refused, t.Now}
 	}
 	if o.ChildConsumed {
 		set += `, child_error = NULL`
@@ -171,17 +173,17 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 			return false, err
 		} else if msg != "" {
 			o.Spawn, to, o.Error, o.Reason, o.Result = nil, state.StepFailed, msg, msg, nil
-			set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{msg, t.now}
+			set, args = `sub = '', result = NULL, error = ?, finished_at = ?`, []any{msg, t.Now}
 		}
 	}
 	// One fenced compare-and-swap: the step must still be running under
 	// exactly this attempt and lease.
 	var taskID int64
 	var name, children string
-	var bk breakerHit
-	brk, scanned := bk.dest()
-	err := t.queryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
-		RETURNING task_id, name, children, `+breakerReturning, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
+	var bk claim.BreakerHit
+	brk, scanned := bk.Dest()
+	err := t.QueryRow(`UPDATE steps SET state = ?, deadline = NULL, `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?
+		RETURNING task_id, name, children, `+claim.BreakerReturning, append(append([]any{string(to)}, args...), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID)...).
 		Scan(append([]any{&taskID, &name, &children}, brk...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -190,11 +192,11 @@ func (t *outcomeTx) finish(o store.Outcome) (bool, error) {
 		return false, fmt.Errorf("record outcome of step %d: %w", o.Fence.StepID, err)
 	}
 	scanned()
-	t.auditRunEnd(o.Fence.StepID, taskID, name, to, o.Fence.Attempt, o.Reason)
+	t.AuditRunEnd(o.Fence.StepID, taskID, name, to, o.Fence.Attempt, o.Reason)
 	t.breakerHit(bk, o.Fence.StepID, taskID, name, o, to)
 	switch to {
 	case state.StepReady:
-		t.madeReady(o.Fence.StepID)
+		t.MadeReady(o.Fence.StepID)
 	case state.StepCompleted, state.StepFailed, state.StepSkipped:
 		if err := t.dynamicOutcome(o, taskID, name, children, to); err != nil {
 			return false, err
@@ -229,59 +231,59 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	// steps_running, whose entries of steps that ended since the last
 	// vacuum a bitmap scan would read at every batch (9,000 of them for 26
 	// rows, 1.9 ms, in a burn-down).
-	const returning = `RETURNING id, task_id, name, children, ` + breakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
+	const returning = `RETURNING id, task_id, name, children, ` + claim.BreakerReturning + `, claim_audited, COALESCE(started_at, 0), lease_id, idx, engine_id, kind`
 	var update string
 	var args []any
-	if t.byParams(len(at)) {
+	if t.ByParams(len(at)) {
 		one := o(0)
 		update = `UPDATE steps SET state = ?, sub = '', result = ?, error = ?, finished_at = ?, deadline = NULL
 			WHERE id = ? AND (state || '') = 'running' AND attempt = ? AND lease_id = ? ` + returning
-		args = []any{string(one.State), resultText(one.Result), one.Error, t.now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
+		args = []any{string(one.State), claim.ResultText(one.Result), one.Error, t.Now, one.Fence.StepID, int64(one.Fence.Attempt), one.Fence.LeaseID}
 	} else {
-		from, rowArgs := rowset(t.txn, "o", at,
-			intCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
-			intCol("o_attempt", func(i *int) int64 { return int64(all[*i].Fence.Attempt) }),
-			intCol("o_lease", func(i *int) int64 { return all[*i].Fence.LeaseID }),
-			textCol("o_state", func(i *int) string { return string(all[*i].State) }),
-			jsonCol("o_result", func(i *int) json.RawMessage {
+		from, rowArgs := sqltx.Rowset(&t.Tx, "o", at,
+			sqltx.IntCol("o_id", func(i *int) int64 { return all[*i].Fence.StepID }),
+			sqltx.IntCol("o_attempt", func(i *int) int64 { return int64(all[*i].Fence.Attempt) }),
+			sqltx.IntCol("o_lease", func(i *int) int64 { return all[*i].Fence.LeaseID }),
+			sqltx.TextCol("o_state", func(i *int) string { return string(all[*i].State) }),
+			sqltx.JSONCol("o_result", func(i *int) json.RawMessage {
 				if len(all[*i].Result) == 0 {
 					return nil
 				}
 				return all[*i].Result
 			}),
-			textCol("o_error", func(i *int) string { return all[*i].Error }))
+			sqltx.TextCol("o_error", func(i *int) string { return all[*i].Error }))
 		update = `UPDATE steps SET state = o.o_state, sub = '', result = o.o_result, error = o.o_error, finished_at = ?, deadline = NULL
 			FROM ` + from + `
 			WHERE steps.id = o.o_id AND (steps.state || '') = 'running' AND steps.attempt = o.o_attempt AND steps.lease_id = o.o_lease ` + returning
-		args = append([]any{t.now}, rowArgs...)
+		args = append([]any{t.Now}, rowArgs...)
 	}
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
-	withTasks := t.s.d.WithWrites() && t.s.d.ClaimLock() != ""
+	withTasks := t.s.D.WithWrites() && t.s.D.ClaimLock() != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
 			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id
 			ORDER BY tasks.id, s.id FOR UPDATE OF tasks`
 	}
-	q, err := t.query(update, args...)
+	q, err := t.Query(update, args...)
 	if err != nil {
 		return nil, fmt.Errorf("record outcomes: %w", err)
 	}
 	type recorded struct {
 		id int64
 		endedStep
-		breaker breakerHit
+		breaker claim.BreakerHit
 		task    taskAccount
-		claim   stepClaim
+		claim   sqltx.StepClaim
 		kind    string
 	}
 	// One set of scan destinations for every row.
 	var v recorded
-	brk, scanned := v.breaker.dest()
+	brk, scanned := v.breaker.Dest()
 	dest := append([]any{&v.id, &v.taskID, &v.name, &v.children}, brk...)
 	c := &v.claim
-	dest = append(dest, &c.audited, &c.startedAt, &c.leaseID, &c.idx, &c.engine, &v.kind)
+	dest = append(dest, &c.Audited, &c.StartedAt, &c.LeaseID, &c.Idx, &c.Engine, &v.kind)
 	if withTasks {
 		dest = append(dest, v.task.dest()...)
 	}
@@ -289,7 +291,7 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	// tasks are read is kept (claimOf), not the row (350 bytes a step).
 	type claimOf struct {
 		id, taskID int64
-		claim      stepClaim
+		claim      sqltx.StepClaim
 		end        int // the run's end in the audit queue
 	}
 	ended := make([]endedStep, 0, len(at))
@@ -298,7 +300,7 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	if withTasks {
 		tasks = make([]taskAccount, 0, len(at))
 	}
-	t.auditRoom(len(at))
+	t.AuditRoom(len(at))
 	err = sqldb.Each(q, func(r sqldb.Row) error {
 		v = recorded{}
 		if err := r.Scan(dest...); err != nil {
@@ -315,10 +317,10 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		if reason == "" {
 			reason = oc.Error
 		}
-		t.auditRunEnd(v.id, e.taskID, e.name, e.st, oc.Fence.Attempt, reason)
-		claims = append(claims, claimOf{id: v.id, taskID: e.taskID, claim: v.claim, end: len(t.audits) - 1})
+		t.AuditRunEnd(v.id, e.taskID, e.name, e.st, oc.Fence.Attempt, reason)
+		claims = append(claims, claimOf{id: v.id, taskID: e.taskID, claim: v.claim, end: len(t.Audits) - 1})
 		if e.children != "" { // a dependency of others
-			t.ranHere(e.taskID, v.claim.idx, depResult{name: e.name, kind: v.kind, idx: int(v.claim.idx), result: resultText(oc.Result)})
+			t.ranHere(e.taskID, v.claim.Idx, claim.DepResult{Name: e.name, Kind: v.kind, Idx: int(v.claim.Idx), Result: claim.ResultText(oc.Result)})
 		}
 		t.breakerHit(v.breaker, v.id, e.taskID, e.name, *oc, e.st)
 		if withTasks && (len(tasks) == 0 || tasks[len(tasks)-1].id != v.task.id) {
@@ -344,10 +346,31 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 		byTask[tasks[k].id] = &tasks[k]
 	}
 	for _, c := range claims {
-		if task := byTask[c.taskID]; task != nil && t.audits[c.end].stepID == c.id {
-			r := &t.audits[c.end]
-			r.claim, r.claimRead = c.claim.claim(r.attempt, task), true
+		if task := byTask[c.taskID]; task != nil && t.Audits[c.end].StepID == c.id {
+			r := &t.Audits[c.end]
+			r.Claim, r.ClaimRead = runClaimOf(c.claim, r.Attempt, task), true
 		}
 	}
 	return held, t.accountEnded(ended, tasks)
+}
+
+// ranHere keeps the result of a run this transaction recorded (a step of
+// task at idx ended), as a dependency's result of the steps it may claim
+// after: a chain's next step, a join whose dependencies ended together.
+func (t *outcomeTx) ranHere(task, idx int64, r claim.DepResult) {
+	if t.claim.Ran == nil {
+		t.claim.Ran = map[claim.StepAt]claim.DepResult{}
+	}
+	t.claim.Ran[claim.StepAt{Task: task, Idx: idx}] = r
+}
+
+// readTask keeps the handlers' part of task id, started before and read in
+// this transaction, for the steps of it the transaction claims after
+// (startTasks): a task's input, workflow, version and traceparent never
+// change.
+func (t *outcomeTx) readTask(id int64, ct claim.ClaimedTask) {
+	if t.claim.Started == nil {
+		t.claim.Started = map[int64]claim.ClaimedTask{}
+	}
+	t.claim.Started[id] = ct
 }

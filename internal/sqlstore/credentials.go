@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -23,9 +24,9 @@ func (s *admin) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	return s.write(ctx, "", func(t *txn) error {
 		created := k.CreatedAt
 		if created.IsZero() {
-			created = time.UnixMicro(t.now)
+			created = time.UnixMicro(t.Now)
 		}
-		res, err := t.exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)
+		res, err := t.Exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			k.ID, k.Name, hex.EncodeToString(k.Hash), strings.Join(k.Permissions, ","), created.UnixMicro())
 		if err != nil {
@@ -40,7 +41,7 @@ func (s *admin) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 
 // GetAPIKey returns a key by id.
 func (s *admin) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error) {
-	k, err := scanAPIKey(s.readRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE id = ?`, id))
+	k, err := sqltx.ScanAPIKey(s.ReadRow(ctx, `SELECT `+sqltx.APIKeyColumns+` FROM api_keys WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
 	}
@@ -52,11 +53,11 @@ func (s *admin) GetAPIKey(ctx context.Context, id string) (*store.APIKey, error)
 
 // ListAPIKeys returns every key, oldest first.
 func (s *admin) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
-	rows, err := s.read(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
+	rows, err := s.Read(ctx, `SELECT `+sqltx.APIKeyColumns+` FROM api_keys ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	keys, err := sqldb.Collect(rows, scanAPIKey)
+	keys, err := sqldb.Collect(rows, sqltx.ScanAPIKey)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -67,13 +68,13 @@ func (s *admin) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
 func (s *admin) RevokeAPIKey(ctx context.Context, id string) error {
 	return s.write(ctx, "", func(t *txn) error {
 		var n int
-		if err := t.queryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, id).Scan(&n); err != nil {
+		if err := t.QueryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, id).Scan(&n); err != nil {
 			return fmt.Errorf("look up api key %s: %w", id, err)
 		}
 		if n == 0 {
 			return fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
 		}
-		if _, err := t.exec(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, t.now, id); err != nil {
+		if _, err := t.Exec(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, t.Now, id); err != nil {
 			return fmt.Errorf("revoke api key %s: %w", id, err)
 		}
 		return nil

@@ -1,14 +1,13 @@
 package sqlstore
 
 import (
-	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -37,7 +36,7 @@ func (t *outcomeTx) dynamicOutcome(o store.Outcome, taskID int64, name, children
 // decide skips the pending children of a decision that it did not choose;
 // the chosen ones learn of its success from stepEnded like any child.
 func (t *outcomeTx) decide(taskID int64, name, children string, branches []string) error {
-	idx := parseIdx(children)
+	idx := sqltx.ParseIdx(children)
 	if len(idx) == 0 {
 		return nil
 	}
@@ -45,25 +44,25 @@ func (t *outcomeTx) decide(taskID int64, name, children string, branches []strin
 	for _, i := range idx {
 		args = append(args, i)
 	}
-	rows, err := t.query(`SELECT id, name, children FROM steps WHERE task_id = ? AND state = 'pending' AND idx IN (`+placeholders(len(idx))+`) ORDER BY idx`, args...)
+	rows, err := t.Query(`SELECT id, name, children FROM steps WHERE task_id = ? AND state = 'pending' AND idx IN (`+sqltx.Placeholders(len(idx))+`) ORDER BY idx`, args...)
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
-	pending, err := sqldb.Collect(rows, scanStepRef)
+	pending, err := sqldb.Collect(rows, sqltx.ScanStepRef)
 	if err != nil {
 		return fmt.Errorf("branches of decision %q: %w", name, err)
 	}
 	reason := fmt.Sprintf("not chosen by decision %q", name)
 	for _, c := range pending {
-		if slices.Contains(branches, c.name) {
+		if slices.Contains(branches, c.Name) {
 			continue
 		}
-		moved, err := t.moveStep(c.id, taskID, c.name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.now)
+		moved, err := t.MoveStep(c.ID, taskID, c.Name, state.StepPending, state.StepSkipped, 0, reason, `finished_at = ?`, t.Now)
 		if err != nil {
 			return err
 		}
 		if moved {
-			if err := t.stepEnded(taskID, c.name, c.children, state.StepSkipped, ""); err != nil {
+			if err := t.stepEnded(taskID, c.Name, c.Children, state.StepSkipped, ""); err != nil {
 				return err
 			}
 		}
@@ -78,7 +77,7 @@ func (t *outcomeTx) spawnTooLarge(stepID int64, sp *store.Spawn) (string, error)
 		return "", nil
 	}
 	var n int
-	if err := t.queryRow(`SELECT count(*) FROM steps WHERE task_id = (SELECT task_id FROM steps WHERE id = ?)`, stepID).Scan(&n); err != nil {
+	if err := t.QueryRow(`SELECT count(*) FROM steps WHERE task_id = (SELECT task_id FROM steps WHERE id = ?)`, stepID).Scan(&n); err != nil {
 		return "", fmt.Errorf("count steps of the task of step %d: %w", stepID, err)
 	}
 	if n+len(sp.Items) > sp.MaxSteps {
@@ -98,7 +97,7 @@ const itemsPerInsert = 256
 func (t *outcomeTx) spawn(stepID, taskID int64, name, children string, sp *store.Spawn) error {
 	var batchIdx, next, prio int
 	var namespace, wf string
-	err := t.queryRow(`SELECT s.idx, s.namespace, s.workflow, t.priority, (SELECT max(idx) + 1 FROM steps WHERE task_id = s.task_id)
+	err := t.QueryRow(`SELECT s.idx, s.namespace, s.workflow, t.priority, (SELECT max(idx) + 1 FROM steps WHERE task_id = s.task_id)
 		FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&batchIdx, &namespace, &wf, &prio, &next)
 	if err != nil {
 		return fmt.Errorf("batch %q of task %d: %w", name, taskID, err)
@@ -114,9 +113,9 @@ func (t *outcomeTx) spawn(stepID, taskID int64, name, children string, sp *store
 	timeout := max(tpl.Timeout.Microseconds(), 0)
 	var expires any
 	if ttl > 0 {
-		expires = t.now + ttl
+		expires = t.Now + ttl
 	}
-	sortKey := t.now - int64(prio)*t.s.aging
+	sortKey := t.Now - int64(prio)*t.H.Aging
 	const cols = 19
 	for start := 0; start < n; start += itemsPerInsert {
 		end := min(start+itemsPerInsert, n)
@@ -129,64 +128,29 @@ func (t *outcomeTx) spawn(stepID, taskID int64, name, children string, sp *store
 			args = append(args, taskID, next+i, fmt.Sprintf("%s[%d]", name, i), tpl.Handler, namespace, string(state.StepReady), "", children,
 				prio, sortKey, maxAttempts, ttl, expires, store.KindItem, batchIdx, tpl.Name, string(item), timeout, wf)
 		}
-		row := "(" + placeholders(cols) + ")"
+		row := "(" + sqltx.Placeholders(cols) + ")"
 		q := `INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts, ttl, expires_at,
 			kind, batch_of, template, item, run_timeout, workflow) VALUES ` + strings.Repeat(row+", ", end-start-1) + row
-		if _, err := t.exec(q, args...); err != nil {
+		if _, err := t.Exec(q, args...); err != nil {
 			return fmt.Errorf("create items %d to %d of batch %q of task %d: %w", start, end-1, name, taskID, err)
 		}
 	}
 	reason := fmt.Sprintf("created by batch %q", name)
 	for i := range n {
-		t.audit(taskID, fmt.Sprintf("%s[%d]", name, i), "", string(state.StepReady), 0, reason)
+		t.Audit(taskID, fmt.Sprintf("%s[%d]", name, i), "", string(state.StepReady), 0, reason)
 	}
-	t.readied += n
-	if _, err := t.exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, n, taskID); err != nil {
+	t.Readied += n
+	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, n, taskID); err != nil {
 		return fmt.Errorf("count items of batch %q of task %d: %w", name, taskID, err)
 	}
-	if idx := parseIdx(children); len(idx) > 0 {
+	if idx := sqltx.ParseIdx(children); len(idx) > 0 {
 		args := []any{n, taskID}
 		for _, i := range idx {
 			args = append(args, i)
 		}
-		if _, err := t.exec(`UPDATE steps SET deps_extra = deps_extra + ? WHERE task_id = ? AND idx IN (`+placeholders(len(idx))+`)`, args...); err != nil {
+		if _, err := t.Exec(`UPDATE steps SET deps_extra = deps_extra + ? WHERE task_id = ? AND idx IN (`+sqltx.Placeholders(len(idx))+`)`, args...); err != nil {
 			return fmt.Errorf("add items of batch %q to its children: %w", name, err)
 		}
 	}
 	return nil
-}
-
-// batchResults returns the results of a batch step's items as one JSON
-// array, in item order; an item without a result (failed, skipped) is null.
-func (t *outcomeTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
-	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
-	var rows sqldb.Rows
-	var err error
-	if t.claim.committed {
-		// A claim that committed with its statement reads after it.
-		rows, err = t.s.read(t.ctx, q, args...)
-	} else {
-		rows, err = t.query(q, args...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load batch results: %w", err)
-	}
-	results, err := sqldb.Collect(rows, func(r sqldb.Row) (sql.NullString, error) {
-		var v sql.NullString
-		err := r.Scan(&v)
-		return v, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load batch results: %w", err)
-	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, result := range results {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(nullJSON(result))
-	}
-	b.WriteByte(']')
-	return b.Bytes(), nil
 }

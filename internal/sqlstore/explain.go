@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 )
@@ -16,7 +17,7 @@ import (
 // to claim, so tests and operators can check that the claim reads the ready
 // index in order, whatever the backlog.
 func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
+	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
 	plan, err := s.explain(ctx, q, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
@@ -32,11 +33,11 @@ func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string,
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
 func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
-	prefix := s.d.ExplainAnalyze()
+	prefix := s.D.ExplainAnalyze()
 	if prefix == "" {
-		prefix, _ = s.d.Explain()
+		prefix, _ = s.D.Explain()
 	}
-	tx, err := s.db.Begin(ctx)
+	tx, err := s.DB.Begin(ctx)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
@@ -45,23 +46,23 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	// statement, the claim's planner settings.
 	var version int64
 	var settings string
-	q, dest := `SELECT `+policyVersion, []any{&version}
-	if s.d.ClaimPlan() != "" {
-		q, dest = q+`, `+s.d.ClaimPlan(), append(dest, &settings)
+	q, dest := `SELECT `+claim.PolicyVersion, []any{&version}
+	if s.D.ClaimPlan() != "" {
+		q, dest = q+`, `+s.D.ClaimPlan(), append(dest, &settings)
 	}
-	if err := tx.QueryRow(ctx, s.bind(q)).Scan(dest...); err != nil {
+	if err := tx.QueryRow(ctx, s.Bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
-	if s.d.WithWrites() {
+	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
+	if s.D.WithWrites() {
 		t := s.newTxn(ctx, tx, p.EngineID).claimer()
-		st, err := t.claimStatement(claimFrom{candidates: q, args: args, version: version}, 1)
+		st, err := t.ClaimStatement(claim.ClaimFrom{Candidates: q, Args: args, Version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
-		q, args = st.q, st.args
+		q, args = st.Q, st.Args
 	}
-	rows, err := tx.Query(ctx, s.bind(prefix+" "+q), args...)
+	rows, err := tx.Query(ctx, s.Bind(prefix+" "+q), args...)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
@@ -74,8 +75,8 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 
 // explain returns the database's plan for a query, one line per row.
 func (s *claims) explain(ctx context.Context, q string, args ...any) (string, error) {
-	prefix, _ := s.d.Explain()
-	rows, err := s.read(ctx, prefix+" "+q, args...)
+	prefix, _ := s.D.Explain()
+	rows, err := s.Read(ctx, prefix+" "+q, args...)
 	if err != nil {
 		return "", err
 	}
@@ -84,7 +85,7 @@ func (s *claims) explain(ctx context.Context, q string, args ...any) (string, er
 
 // planLines reads the rows of an EXPLAIN, the plan line last in each.
 func (s *claims) planLines(rows sqldb.Rows) (string, error) {
-	_, columns := s.d.Explain()
+	_, columns := s.D.Explain()
 	vals := make([]any, max(columns, 1))
 	ptrs := make([]any, len(vals))
 	for i := range vals {

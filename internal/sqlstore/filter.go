@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -40,7 +41,7 @@ func (s *reads) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 		for i, st := range f.States {
 			a[i] = string(st)
 		}
-		add("state IN ("+placeholders(len(a))+")", a...)
+		add("state IN ("+sqltx.Placeholders(len(a))+")", a...)
 	}
 	if f.BeforeID > 0 {
 		add("id < ?", f.BeforeID)
@@ -54,7 +55,7 @@ func (s *reads) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	if !f.FinishedBefore.IsZero() {
 		add("finished_at IS NOT NULL AND finished_at < ?", f.FinishedBefore.UnixMicro())
 	}
-	for _, k := range sortedKeys(f.Tags) {
+	for _, k := range sqltx.SortedKeys(f.Tags) {
 		// Each tag is an index lookup on task_tags (key, value, task_id).
 		add("id IN (SELECT task_id FROM task_tags WHERE key = ? AND value = ?)", k, f.Tags[k])
 	}

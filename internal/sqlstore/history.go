@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -31,14 +32,14 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 	// Within a row, the row is read again for the entries after the
 	// cursor's.
 	from := ">"
-	if c.after < entriesPerRow-1 && c.id > 0 {
+	if c.after < sqltx.EntriesPerRow-1 && c.id > 0 {
 		from = ">="
 	}
 	var (
 		where []string
 		args  []any
 	)
-	if s.d.TxHistory() {
+	if s.D.TxHistory() {
 		// Below the oldest running transaction the log no longer changes:
 		// read only there, so that no row commits later before a cursor.
 		where = append(where, `(a.txid, a.id) `+from+` (?::xid8, ?)`, `a.txid < pg_snapshot_xmin(pg_current_snapshot())`)
@@ -68,10 +69,10 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		args = append(args, q.TaskID)
 	}
 	order, pos := `a.id`, `''`
-	if s.d.TxHistory() {
+	if s.D.TxHistory() {
 		order, pos = `a.txid, a.id`, `a.txid::text`
 	}
-	rows, err := s.read(ctx, `SELECT `+qualify("a", auditColumns)+`, `+pos+`, t.namespace, t.workflow
+	rows, err := s.Read(ctx, `SELECT `+sqltx.Qualify("a", sqltx.AuditColumns)+`, `+pos+`, t.namespace, t.workflow
 		FROM audit a JOIN tasks t ON t.id = a.task_id
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY `+order+` LIMIT ?`, append(args, q.Limit+1)...) // the first row may be the cursor's, read again
@@ -79,16 +80,16 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		return nil, fmt.Errorf("history: %w", err)
 	}
 	type historyRow struct {
-		auditRead
+		sqltx.AuditRead
 		tx, namespace, workflow string
 	}
 	read, err := sqldb.Collect(rows, func(r sqldb.Row) (historyRow, error) {
 		var h historyRow
-		a, err := scanAudit(r, &h.tx, &h.namespace, &h.workflow)
+		a, err := sqltx.ScanAudit(r, &h.tx, &h.namespace, &h.workflow)
 		if err != nil {
 			return h, fmt.Errorf("scan history: %w", err)
 		}
-		h.auditRead = a
+		h.AuditRead = a
 		return h, nil
 	})
 	if err != nil {
@@ -96,12 +97,12 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 	}
 	events := make([]store.HistoryEvent, 0, len(read))
 	for _, h := range read {
-		cursor := strconv.FormatInt(h.row, 10)
+		cursor := strconv.FormatInt(h.Row, 10)
 		if h.tx != "" {
 			cursor = h.tx + "." + cursor
 		}
-		for i, e := range h.entries {
-			if h.row == c.id && i <= c.after {
+		for i, e := range h.Entries {
+			if h.Row == c.id && i <= c.after {
 				continue // the cursor is after it
 			}
 			ev := store.HistoryEvent{Namespace: h.namespace, Workflow: h.namespace + "/" + h.workflow, AuditEntry: e,
@@ -125,19 +126,19 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // (txid, id) order it is the oldest running transaction's: the events of
 // transactions that committed after it began, but before now, follow it.
 func (s *reads) HistoryEnd(ctx context.Context) (string, error) {
-	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(entriesPerRow-1) + `' FROM audit`
-	if s.d.TxHistory() {
+	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(sqltx.EntriesPerRow-1) + `' FROM audit`
+	if s.D.TxHistory() {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
 	}
 	var end string
-	if err := s.readRow(ctx, q).Scan(&end); err != nil {
+	if err := s.ReadRow(ctx, q).Scan(&end); err != nil {
 		return "", fmt.Errorf("history end: %w", err)
 	}
 	return end, nil
 }
 
 // historyCursor is a parsed cursor: after entry after (from 0) of row id
-// (of transaction txid in (txid, id) order); after entriesPerRow-1 is
+// (of transaction txid in (txid, id) order); after EntriesPerRow-1 is
 // after all of it.
 type historyCursor struct {
 	txid  uint64
@@ -154,7 +155,7 @@ func (s *reads) parseCursor(c string) (historyCursor, error) {
 	}
 	bad := fmt.Errorf("history cursor %q: not one this database handed out: %w", c, store.ErrInvalid)
 	rest := c
-	if s.d.TxHistory() {
+	if s.D.TxHistory() {
 		tx, after, ok := strings.Cut(rest, ".")
 		if !ok {
 			return h, bad
@@ -168,7 +169,7 @@ func (s *reads) parseCursor(c string) (historyCursor, error) {
 	idText, entry, ok := strings.Cut(rest, ".")
 	if ok {
 		n, err := strconv.Atoi(entry)
-		if err != nil || n < 1 || n >= entriesPerRow || entry != strconv.Itoa(n) {
+		if err != nil || n < 1 || n >= sqltx.EntriesPerRow || entry != strconv.Itoa(n) {
 			return h, bad
 		}
 		h.after = n

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -25,8 +26,8 @@ func (s *maintenance) RegisterEngine(ctx context.Context, e store.EngineInfo) er
 		if e.Worker {
 			owner = sql.NullString{String: e.Owner, Valid: true}
 		}
-		_, err := t.exec(`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state, owner) VALUES (?, ?, ?, ?, ?, 'live', ?)`,
-			e.ID, e.Host, e.PID, e.StartedAt.UnixMicro(), t.now, owner)
+		_, err := t.Exec(`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state, owner) VALUES (?, ?, ?, ?, ?, 'live', ?)`,
+			e.ID, e.Host, e.PID, e.StartedAt.UnixMicro(), t.Now, owner)
 		if err != nil {
 			return fmt.Errorf("register engine %s: %w", e.ID, err)
 		}
@@ -37,11 +38,11 @@ func (s *maintenance) RegisterEngine(ctx context.Context, e store.EngineInfo) er
 // StopEngine marks an engine stopped.
 func (s *maintenance) StopEngine(ctx context.Context, engineID string) error {
 	return s.write(ctx, engineID, func(t *txn) error {
-		_, err := t.exec(`UPDATE engines SET state = 'stopped' WHERE id = ? AND state = 'live'`, engineID)
+		_, err := t.Exec(`UPDATE engines SET state = 'stopped' WHERE id = ? AND state = 'live'`, engineID)
 		if err != nil {
 			return fmt.Errorf("stop engine %s: %w", engineID, err)
 		}
-		if _, err := t.exec(`DELETE FROM leaders WHERE engine_id = ?`, engineID); err != nil {
+		if _, err := t.Exec(`DELETE FROM leaders WHERE engine_id = ?`, engineID); err != nil {
 			return fmt.Errorf("stop engine %s: resign: %w", engineID, err)
 		}
 		return nil
@@ -50,25 +51,25 @@ func (s *maintenance) StopEngine(ctx context.Context, engineID string) error {
 
 // ListEngines returns live engines.
 func (s *maintenance) ListEngines(ctx context.Context) ([]store.EngineInfo, error) {
-	rows, err := s.read(ctx, `SELECT `+engineColumns+` FROM engines WHERE state = 'live' ORDER BY started_at`, s.clock().UnixMicro())
+	rows, err := s.Read(ctx, `SELECT `+engineColumns+` FROM engines WHERE state = 'live' ORDER BY started_at`, s.Clock().UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
-	engines, err := sqldb.Collect(rows, scanEngine)
+	engines, err := sqldb.Collect(rows, sqltx.ScanEngine)
 	if err != nil {
 		return nil, fmt.Errorf("list engines: %w", err)
 	}
 	return engines, nil
 }
 
-// engineColumns are what scanEngine reads; its one argument is the time at
+// engineColumns are what ScanEngine reads; its one argument is the time at
 // which a leader's lease counts.
 const engineColumns = `id, host, pid, started_at, heartbeat_at,
 	EXISTS (SELECT 1 FROM leaders l WHERE l.engine_id = engines.id AND l.expires_at > ?), owner`
 
 // GetEngine returns one engine or remote worker with its owner.
 func (s *maintenance) GetEngine(ctx context.Context, id string) (*store.EngineInfo, error) {
-	e, err := scanEngine(s.readRow(ctx, `SELECT `+engineColumns+` FROM engines WHERE id = ?`, s.clock().UnixMicro(), id))
+	e, err := sqltx.ScanEngine(s.ReadRow(ctx, `SELECT `+engineColumns+` FROM engines WHERE id = ?`, s.Clock().UnixMicro(), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("engine %s: %w", id, store.ErrNotFound)
 	}
@@ -84,7 +85,7 @@ func (s *maintenance) GetEngine(ctx context.Context, id string) (*store.EngineIn
 func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
 	if len(p.Held) == 0 && (!p.Complete || p.ClaimedBefore.IsZero()) {
 		// Nothing to check or release: the renewal alone, one statement.
-		now := s.clock()
+		now := s.Clock()
 		if !p.Now.IsZero() {
 			now = p.Now
 		}
@@ -93,9 +94,9 @@ func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (s
 	var res store.HeartbeatResult
 	err := s.write(ctx, p.EngineID, func(t *txn) error {
 		if !p.Now.IsZero() {
-			t.now = p.Now.UnixMicro()
+			t.Now = p.Now.UnixMicro()
 		}
-		hb, err := t.exec(`UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, t.now, p.EngineID)
+		hb, err := t.Exec(`UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, t.Now, p.EngineID)
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
@@ -121,7 +122,7 @@ func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (s
 
 // renew extends the lease of an engine that holds nothing.
 func (s *maintenance) renew(ctx context.Context, engineID string, now time.Time) error {
-	hb, err := s.execAlone(ctx, `UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, now.UnixMicro(), engineID)
+	hb, err := s.ExecAlone(ctx, `UPDATE engines SET heartbeat_at = ? WHERE id = ? AND state = 'live'`, now.UnixMicro(), engineID)
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -138,12 +139,12 @@ func (t *operatorTx) releaseUnheld(p store.HeartbeatParams) (int, error) {
 	if p.ClaimedBefore.IsZero() {
 		return 0, nil
 	}
-	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND started_at < ? ORDER BY id`,
+	rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND started_at < ? ORDER BY id`,
 		p.EngineID, p.ClaimedBefore.UnixMicro())
 	if err != nil {
 		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
 	}
-	running, err := sqldb.Collect(rows, scanFence)
+	running, err := sqldb.Collect(rows, sqltx.ScanFence)
 	if err != nil {
 		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
 	}
@@ -170,12 +171,12 @@ func (t *operatorTx) lostFences(inflight []store.Fence) ([]store.Fence, error) {
 	for i, f := range inflight {
 		ids[i] = f.StepID
 	}
-	in, inArgs := t.idIn("id", ids)
-	rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND `+in, inArgs...)
+	in, inArgs := t.IDIn("id", ids)
+	rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND `+in, inArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
-	running, err := sqldb.Collect(rows, scanFence)
+	running, err := sqldb.Collect(rows, sqltx.ScanFence)
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
@@ -204,21 +205,21 @@ func (t *operatorTx) auditHeldClaims(held []store.Fence) error {
 	for i, f := range held {
 		ids[i] = f.StepID
 	}
-	in, inArgs := t.idIn("id", ids)
-	rows, err := t.query(`UPDATE steps SET claim_audited = 1 WHERE state = 'running' AND claim_audited = 0 AND `+in+`
+	in, inArgs := t.IDIn("id", ids)
+	rows, err := t.Query(`UPDATE steps SET claim_audited = 1 WHERE state = 'running' AND claim_audited = 0 AND `+in+`
 		RETURNING task_id, name, idx, attempt, engine_id, started_at,
-			(SELECT `+claimStarts+` = 1 FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, inArgs...)
+			(SELECT `+sqltx.ClaimStarts+` = 1 FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, inArgs...)
 	if err != nil {
 		return fmt.Errorf("audit the claims of held steps: %w", err)
 	}
 	type claimed struct {
-		runClaim
+		sqltx.RunClaim
 		taskID, idx int64
 		name        string
 	}
 	got, err := sqldb.Collect(rows, func(r sqldb.Row) (claimed, error) {
 		var c claimed
-		err := r.Scan(&c.taskID, &c.name, &c.idx, &c.attempt, &c.engine, &c.at, &c.starts)
+		err := r.Scan(&c.taskID, &c.name, &c.idx, &c.Attempt, &c.Engine, &c.At, &c.Starts)
 		return c, err
 	})
 	if err != nil {
@@ -226,10 +227,10 @@ func (t *operatorTx) auditHeldClaims(held []store.Fence) error {
 	}
 	sort.Slice(got, func(i, j int) bool {
 		a, b := got[i], got[j]
-		return a.at < b.at || (a.at == b.at && (a.taskID < b.taskID || (a.taskID == b.taskID && a.idx < b.idx)))
+		return a.At < b.At || (a.At == b.At && (a.taskID < b.taskID || (a.taskID == b.taskID && a.idx < b.idx)))
 	})
 	for _, c := range got {
-		t.auditClaim(c.taskID, c.name, c.runClaim)
+		t.AuditClaim(c.taskID, c.name, c.RunClaim)
 	}
 	return nil
 }
@@ -238,11 +239,11 @@ func (t *operatorTx) auditHeldClaims(held []store.Fence) error {
 func (s *maintenance) ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error) {
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
-		rows, err := t.query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND lease_id = ?`, engineID, leaseID)
+		rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND lease_id = ?`, engineID, leaseID)
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
-		fences, err := sqldb.Collect(rows, scanFence)
+		fences, err := sqldb.Collect(rows, sqltx.ScanFence)
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
@@ -301,7 +302,7 @@ func (s *maintenance) Lead(ctx context.Context, engineID string, now time.Time, 
 		// while another engine's lease runs, so that they take no lock.
 		var holder string
 		var expires int64
-		err := s.readRow(ctx, `SELECT engine_id, expires_at FROM leaders WHERE role = ?`, maintenanceRole).Scan(&holder, &expires)
+		err := s.ReadRow(ctx, `SELECT engine_id, expires_at FROM leaders WHERE role = ?`, maintenanceRole).Scan(&holder, &expires)
 		switch {
 		case err == nil && holder != engineID && expires > at:
 			return false, nil
@@ -310,7 +311,7 @@ func (s *maintenance) Lead(ctx context.Context, engineID string, now time.Time, 
 		}
 	}
 	s.lease.set("", 0) // until the write says this engine holds it
-	res, err := s.execAlone(ctx, `INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
+	res, err := s.ExecAlone(ctx, `INSERT INTO leaders (role, engine_id, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (role) DO UPDATE SET engine_id = excluded.engine_id, expires_at = excluded.expires_at
 		WHERE leaders.engine_id = excluded.engine_id OR leaders.expires_at <= ?`, maintenanceRole, engineID, until, at)
 	if err != nil {
@@ -330,14 +331,14 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 	args := []any{staleBefore.UnixMicro()}
 	q := `SELECT id FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
 	if len(dead) > 0 {
-		q += ` OR id IN (` + placeholders(len(dead)) + `)`
+		q += ` OR id IN (` + sqltx.Placeholders(len(dead)) + `)`
 		for _, d := range dead {
 			args = append(args, d)
 		}
 	}
 	q += `)`
 	// Most reaps find nothing: a read answers them, without a transaction.
-	rows, err := s.read(ctx, q, args...)
+	rows, err := s.Read(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
@@ -350,9 +351,9 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 	}
 	n := 0
 	err = s.write(ctx, engineID, func(t *txn) error {
-		t.now = now.UnixMicro()
+		t.Now = now.UnixMicro()
 		// Again in the transaction: an engine may have heartbeated since.
-		engines, err := t.strings(q, args...)
+		engines, err := t.Strings(q, args...)
 		if err != nil {
 			return err
 		}
@@ -363,14 +364,14 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		for i, e := range engines {
 			eargs[i] = e
 		}
-		if _, err := t.exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
+		if _, err := t.Exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("mark engines dead: %w", err)
 		}
-		if _, err := t.exec(`DELETE FROM leaders WHERE engine_id IN (`+placeholders(len(eargs))+`)`, eargs...); err != nil {
+		if _, err := t.Exec(`DELETE FROM leaders WHERE engine_id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("end the leases of dead engines: %w", err)
 		}
-		rows, err := t.query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
-			WHERE state = 'running' AND engine_id IN (`+placeholders(len(eargs))+`)`, eargs...)
+		rows, err := t.Query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
+			WHERE state = 'running' AND engine_id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...)
 		if err != nil {
 			return fmt.Errorf("find steps of lapsed engines: %w", err)
 		}
@@ -388,7 +389,7 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		if err != nil {
 			return fmt.Errorf("find steps of lapsed engines: %w", err)
 		}
-		t.breakers.lapsed = true // an engine's death is not its steps' failure
+		t.breakers.Lapsed = true // an engine's death is not its steps' failure
 		for _, l := range steps {
 			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
 			o := store.Outcome{Fence: l.fence, EngineID: engineID, State: state.StepReady, Error: msg, Reason: msg}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -37,7 +38,7 @@ func (s *admin) CancelTask(ctx context.Context, id int64, engineID, reason strin
 // the steps that were running.
 func (t *operatorTx) cancelTask(id int64, reason string) ([]store.Fence, error) {
 	var st string
-	if err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
+	if err := t.QueryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 		}
@@ -67,7 +68,7 @@ func (s *admin) RetryTask(ctx context.Context, id int64, engineID, reason string
 // retryTask moves one failed task back to running (see RetryTask).
 func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 	var st string
-	err := t.queryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st)
+	err := t.QueryRow(`SELECT state FROM tasks WHERE id = ?`, id).Scan(&st)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 	}
@@ -77,7 +78,7 @@ func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 	if state.Task(st) != state.TaskFailed {
 		return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, st, store.ErrConflict)
 	}
-	rows, err := t.query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
+	rows, err := t.Query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
 	if err != nil {
 		return fmt.Errorf("steps of task %d: %w", id, err)
 	}
@@ -93,7 +94,7 @@ func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 			items[r.batchOf] = append(items[r.batchOf], i)
 		}
 	}
-	if ok, err := t.moveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
+	if ok, err := t.MoveTask(id, state.TaskFailed, state.TaskRunning, taskReason, `finished_at = NULL, error = '', failed = 0`); err != nil {
 		return err
 	} else if !ok {
 		// Another transaction moved it since it was read.
@@ -113,7 +114,7 @@ func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 			r.st = to
 			restarted = append(restarted, i)
 		case state.StepSkipped:
-			if _, err := t.moveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, stepReason, `finished_at = NULL`); err != nil {
+			if _, err := t.MoveStep(r.id, id, r.name, state.StepSkipped, state.StepPending, 0, stepReason, `finished_at = NULL`); err != nil {
 				return err
 			}
 			r.st = state.StepPending
@@ -128,11 +129,11 @@ func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 			continue
 		}
 		c := dependencyCounts(r.deps, items, func(i int) state.Step { return steps[i].st })
-		if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
+		if _, err := t.Exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, r.id); err != nil {
 			return fmt.Errorf("reset dependency counts: %w", err)
 		}
 	}
-	if _, err := t.exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
+	if _, err := t.Exec(`UPDATE tasks SET remaining = ? WHERE id = ?`, remaining, id); err != nil {
 		return fmt.Errorf("reset task counts: %w", err)
 	}
 	// With the counts in place, a signal step waiting again takes a
@@ -155,18 +156,18 @@ func (t *operatorTx) retryTask(id int64, taskReason, stepReason string) error {
 func (t *operatorTx) restart(taskID int64, s opStep, reason string) (state.Step, error) {
 	const clear = `attempt = 0, error = '', result = NULL, finished_at = NULL, `
 	if s.kind == store.KindSignal {
-		_, err := t.moveStep(s.id, taskID, s.name, s.st, state.StepWaiting, 0, fmt.Sprintf("%s: waiting for signal %q", reason, s.signal),
-			clear+`expires_at = NULL, run_at = ?`, signalDeadline(t.now, time.Duration(s.waitTimeout)*time.Microsecond))
+		_, err := t.MoveStep(s.id, taskID, s.name, s.st, state.StepWaiting, 0, fmt.Sprintf("%s: waiting for signal %q", reason, s.signal),
+			clear+`expires_at = NULL, run_at = ?`, signalDeadline(t.Now, time.Duration(s.waitTimeout)*time.Microsecond))
 		return state.StepWaiting, err
 	}
 	var expires any
 	if s.ttl > 0 {
-		expires = t.now + s.ttl
+		expires = t.Now + s.ttl
 	}
-	moved, err := t.moveStep(s.id, taskID, s.name, s.st, state.StepReady, 0, reason,
-		clear+`expires_at = ?, run_at = NULL, sort_key = ?`, expires, t.now-int64(s.priority)*t.s.aging)
+	moved, err := t.MoveStep(s.id, taskID, s.name, s.st, state.StepReady, 0, reason,
+		clear+`expires_at = ?, run_at = NULL, sort_key = ?`, expires, t.Now-int64(s.priority)*t.H.Aging)
 	if moved {
-		t.madeReady(s.id)
+		t.MadeReady(s.id)
 	}
 	return state.StepReady, err
 }
@@ -203,13 +204,13 @@ const opStepColumns = `id, name, state, deps, children, priority, ttl, trigger_r
 // order, and returns the index of the step.
 func (t *operatorTx) operandTask(stepID int64) (taskID int64, ts state.Task, steps []opStep, target int, err error) {
 	var st string
-	if err = t.queryRow(`SELECT s.task_id, t.state FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&taskID, &st); err != nil {
+	if err = t.QueryRow(`SELECT s.task_id, t.state FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = ?`, stepID).Scan(&taskID, &st); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, "", nil, 0, fmt.Errorf("step %d: %w", stepID, store.ErrNotFound)
 		}
 		return 0, "", nil, 0, fmt.Errorf("step %d: %w", stepID, err)
 	}
-	rows, err := t.query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, taskID)
+	rows, err := t.Query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, taskID)
 	if err != nil {
 		return 0, "", nil, 0, fmt.Errorf("steps of task %d: %w", taskID, err)
 	}
@@ -234,7 +235,7 @@ func scanOpStep(r sqldb.Row) (opStep, error) {
 	if err := r.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf, &o.kind, &o.signal, &o.waitTimeout); err != nil {
 		return o, err
 	}
-	o.st, o.deps, o.rule, o.batchOf = state.Step(sst), parseIdx(deps), dag.Rule(rule), -1
+	o.st, o.deps, o.rule, o.batchOf = state.Step(sst), sqltx.ParseIdx(deps), dag.Rule(rule), -1
 	if o.rule == "" {
 		o.rule = dag.AllSuccess
 	}
@@ -287,16 +288,16 @@ func (s *admin) ResolveStep(ctx context.Context, r store.StepResolution) error {
 		switch o.st {
 		case state.StepFailed, state.StepExpired:
 			return t.reopen(taskID, ts, steps, target, func() error {
-				_, err := t.moveStep(o.id, taskID, o.name, o.st, state.StepResolved, 0, reason,
-					`result = ?, finished_at = ?, expires_at = NULL`, result, t.now)
+				_, err := t.MoveStep(o.id, taskID, o.name, o.st, state.StepResolved, 0, reason,
+					`result = ?, finished_at = ?, expires_at = NULL`, result, t.Now)
 				return err
 			})
 		case state.StepPending, state.StepReady, state.StepWaiting:
 			if ts.Terminal() {
 				return fmt.Errorf("task %d is %s: %w", taskID, ts, store.ErrConflict)
 			}
-			moved, err := t.moveStep(o.id, taskID, o.name, o.st, state.StepResolved, 0, reason,
-				`result = ?, finished_at = ?, expires_at = NULL, run_at = NULL`, result, t.now)
+			moved, err := t.MoveStep(o.id, taskID, o.name, o.st, state.StepResolved, 0, reason,
+				`result = ?, finished_at = ?, expires_at = NULL, run_at = NULL`, result, t.Now)
 			if err != nil {
 				return err
 			}
@@ -358,12 +359,12 @@ func (t *operatorTx) reopen(taskID int64, ts state.Task, steps []opStep, target 
 	}
 	// Read the target's new state back rather than assume it.
 	var newState string
-	if err := t.queryRow(`SELECT state FROM steps WHERE id = ?`, steps[target].id).Scan(&newState); err != nil {
+	if err := t.QueryRow(`SELECT state FROM steps WHERE id = ?`, steps[target].id).Scan(&newState); err != nil {
 		return fmt.Errorf("step %q of task %d: %w", steps[target].name, taskID, err)
 	}
 	steps[target].st = state.Step(newState)
 	for c := range reopened {
-		if _, err := t.moveStep(steps[c].id, taskID, steps[c].name, state.StepSkipped, state.StepPending, 0,
+		if _, err := t.MoveStep(steps[c].id, taskID, steps[c].name, state.StepSkipped, state.StepPending, 0,
 			fmt.Sprintf("dependency %q reopened", steps[target].name), `finished_at = NULL`); err != nil {
 			return err
 		}
@@ -381,7 +382,7 @@ func (t *operatorTx) reopen(taskID int64, ts state.Task, steps []opStep, target 
 			continue
 		}
 		c := dependencyCounts(s.deps, items, func(i int) state.Step { return steps[i].st })
-		if _, err := t.exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, s.id); err != nil {
+		if _, err := t.Exec(`UPDATE steps SET deps_ok = ?, deps_failed = ?, deps_skipped = ? WHERE id = ?`, c.Succeeded, c.Failed, c.Skipped, s.id); err != nil {
 			return fmt.Errorf("reset dependency counts: %w", err)
 		}
 		if reopened[i] && dag.Decide(s.rule, c) == dag.Run {
@@ -402,11 +403,11 @@ func (t *operatorTx) reopen(taskID int64, ts state.Task, steps []opStep, target 
 	if failed == 0 {
 		clearErr = ", error = ''"
 	}
-	if _, err := t.exec(`UPDATE tasks SET remaining = ?, failed = ?`+clearErr+` WHERE id = ?`, remaining, failed, taskID); err != nil {
+	if _, err := t.Exec(`UPDATE tasks SET remaining = ?, failed = ?`+clearErr+` WHERE id = ?`, remaining, failed, taskID); err != nil {
 		return fmt.Errorf("reset task counts: %w", err)
 	}
 	if ts == state.TaskFailed && (remaining > 0 || failed == 0) {
-		if _, err := t.moveTask(taskID, state.TaskFailed, state.TaskRunning, reason, `finished_at = NULL`); err != nil {
+		if _, err := t.MoveTask(taskID, state.TaskFailed, state.TaskRunning, reason, `finished_at = NULL`); err != nil {
 			return err
 		}
 		ts = state.TaskRunning
@@ -416,7 +417,7 @@ func (t *operatorTx) reopen(taskID int64, ts state.Task, steps []opStep, target 
 		if failed > 0 {
 			to = state.TaskFailed
 		}
-		if _, err := t.moveTask(taskID, ts, to, reason, `finished_at = ?`, t.now); err != nil {
+		if _, err := t.MoveTask(taskID, ts, to, reason, `finished_at = ?`, t.Now); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -69,13 +71,13 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 	var keys []any
 	for _, p := range pols {
 		if p.Rate != nil {
-			keys = append(keys, bucketPrefixNamespace+p.Target)
+			keys = append(keys, claim.BucketPrefixNamespace+p.Target)
 		}
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	rows, err := read(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+placeholders(len(keys))+`)`, keys...)
+	rows, err := read(`SELECT `+bucketColumns+` FROM rate_buckets WHERE key IN (`+sqltx.Placeholders(len(keys))+`)`, keys...)
 	if err != nil {
 		return fmt.Errorf("read rate buckets: %w", err)
 	}
@@ -92,7 +94,7 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 			continue
 		}
 		tokens := float64(pols[i].Rate.Limit)
-		if b, ok := byKey[bucketPrefixNamespace+pols[i].Target]; ok {
+		if b, ok := byKey[claim.BucketPrefixNamespace+pols[i].Target]; ok {
 			tokens = b.tokens(*pols[i].Rate, now)
 		}
 		pols[i].Tokens = &tokens
@@ -103,13 +105,13 @@ func policyTokens(pols []store.Policy, now int64, read func(q string, args ...an
 // reportRates fills in the tokens of the namespace rates of report and
 // lists the buckets of step rates.
 func (s *claims) reportRates(ctx context.Context, report *store.PolicyReport) error {
-	now := s.clock().UnixMicro()
+	now := s.Clock().UnixMicro()
 	report.Rates = []store.RateUsage{}
-	read := func(q string, args ...any) (sqldb.Rows, error) { return s.read(ctx, q, args...) }
+	read := func(q string, args ...any) (sqldb.Rows, error) { return s.Read(ctx, q, args...) }
 	if err := policyTokens(report.Policies, now, read); err != nil {
 		return err
 	}
-	rows, err := s.read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
+	rows, err := s.Read(ctx, `SELECT `+bucketColumns+` FROM rate_buckets WHERE key >= 'step:' AND key < 'step;' ORDER BY key LIMIT ?`, maxReportedBuckets)
 	if err != nil {
 		return fmt.Errorf("read rate buckets: %w", err)
 	}
@@ -135,7 +137,7 @@ func (s *claims) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := s.write(ctx, "", func(t *txn) error {
 		at := now.UnixMicro()
-		res, err := t.exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until + per_us <= ?`, at, at, at)
+		res, err := t.Exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until + per_us <= ?`, at, at, at)
 		if err != nil {
 			return fmt.Errorf("prune rate buckets: %w", err)
 		}

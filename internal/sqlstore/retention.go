@@ -15,13 +15,13 @@ import (
 // SetRetention sets or clears one namespace retention and logs the change.
 func (s *maintenance) SetRetention(ctx context.Context, r store.Retention) error {
 	return s.write(ctx, r.UpdatedBy, func(t *txn) error {
-		if _, err := t.exec(`DELETE FROM retention WHERE namespace = ? AND state = ?`, r.Namespace, string(r.State)); err != nil {
+		if _, err := t.Exec(`DELETE FROM retention WHERE namespace = ? AND state = ?`, r.Namespace, string(r.State)); err != nil {
 			return fmt.Errorf("set retention: %w", err)
 		}
 		what := "cleared retention of " + string(r.State) + " tasks"
 		if r.Keep > 0 {
-			if _, err := t.exec(`INSERT INTO retention (namespace, state, keep, updated_at, updated_by) VALUES (?, ?, ?, ?, ?)`,
-				r.Namespace, string(r.State), r.Keep.Microseconds(), t.now, r.UpdatedBy); err != nil {
+			if _, err := t.Exec(`INSERT INTO retention (namespace, state, keep, updated_at, updated_by) VALUES (?, ?, ?, ?, ?)`,
+				r.Namespace, string(r.State), r.Keep.Microseconds(), t.Now, r.UpdatedBy); err != nil {
 				return fmt.Errorf("set retention: %w", err)
 			}
 			what = fmt.Sprintf("keep %s tasks %s", r.State, r.Keep)
@@ -32,7 +32,7 @@ func (s *maintenance) SetRetention(ctx context.Context, r store.Retention) error
 
 // Retentions lists the namespace retentions.
 func (s *maintenance) Retentions(ctx context.Context) ([]store.Retention, error) {
-	rows, err := s.read(ctx, `SELECT namespace, state, keep, updated_at, updated_by FROM retention ORDER BY namespace, state`)
+	rows, err := s.Read(ctx, `SELECT namespace, state, keep, updated_at, updated_by FROM retention ORDER BY namespace, state`)
 	if err != nil {
 		return nil, fmt.Errorf("retentions: %w", err)
 	}
@@ -52,8 +52,8 @@ func (s *maintenance) Retentions(ctx context.Context) ([]store.Retention, error)
 
 // logOperator appends one entry to the operator log.
 func (t *operatorTx) logOperator(actor, action, subject, reason string) error {
-	if _, err := t.exec(`INSERT INTO operator_log (at, actor, action, subject, reason) VALUES (?, ?, ?, ?, ?)`,
-		t.now, actor, action, subject, reason); err != nil {
+	if _, err := t.Exec(`INSERT INTO operator_log (at, actor, action, subject, reason) VALUES (?, ?, ?, ?, ?)`,
+		t.Now, actor, action, subject, reason); err != nil {
 		return fmt.Errorf("operator log: %w", err)
 	}
 	return nil
@@ -64,7 +64,7 @@ func (s *maintenance) OperatorLog(ctx context.Context, limit int) ([]store.Opera
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.read(ctx, fmt.Sprintf(`SELECT id, at, actor, action, subject, reason FROM operator_log ORDER BY id DESC LIMIT %d`, limit))
+	rows, err := s.Read(ctx, fmt.Sprintf(`SELECT id, at, actor, action, subject, reason FROM operator_log ORDER BY id DESC LIMIT %d`, limit))
 	if err != nil {
 		return nil, fmt.Errorf("operator log: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -18,7 +19,7 @@ import (
 // HeldStep returns the step running under engineID with exactly f's attempt
 // and lease, read with its task's workflow and version in one query.
 func (s *lifecycle) HeldStep(ctx context.Context, engineID string, f store.Fence) (*store.ClaimedStep, error) {
-	c, err := scanHeldStep(s.readRow(ctx, heldStepSelect+` WHERE s.id = ?`, f.StepID))
+	c, err := sqltx.ScanHeldStep(s.ReadRow(ctx, sqltx.HeldStepSelect+` WHERE s.id = ?`, f.StepID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("step %d: %w", f.StepID, store.ErrNotFound)
 	}
@@ -58,7 +59,7 @@ func (s *lifecycle) SetDeferred(ctx context.Context, f store.Fence, engineID str
 // ErrStaleLease.
 func (s *lifecycle) fenced(ctx context.Context, engineID string, f store.Fence, set string, args ...any) error {
 	return s.write(ctx, engineID, func(t *txn) error {
-		res, err := t.exec(`UPDATE steps SET `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
+		res, err := t.Exec(`UPDATE steps SET `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
 			append(args, f.StepID, f.Attempt, f.LeaseID)...)
 		if err != nil {
 			return fmt.Errorf("update step %d: %w", f.StepID, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -29,7 +30,7 @@ func scanSchedule(r sqldb.Row) (store.ScheduleRecord, error) {
 	}
 	s.Input = []byte(input)
 	s.Paused = paused != 0
-	s.LastTick = optTime(last)
+	s.LastTick = sqltx.OptTime(last)
 	s.NextTick = time.UnixMicro(next).UTC()
 	s.CreatedAt, s.UpdatedAt = time.UnixMicro(created), time.UnixMicro(updated)
 	return s, nil
@@ -40,7 +41,7 @@ func scanSchedule(r sqldb.Row) (store.ScheduleRecord, error) {
 func (s *maintenance) SyncSchedules(ctx context.Context, namespace, workflow, version string, scheds []store.ScheduleRecord) (bool, error) {
 	changed := false
 	err := s.write(ctx, "", func(t *txn) error {
-		rows, err := t.query(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ?`, namespace, workflow)
+		rows, err := t.Query(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ?`, namespace, workflow)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
 		}
@@ -50,7 +51,7 @@ func (s *maintenance) SyncSchedules(ctx context.Context, namespace, workflow, ve
 		}
 		// The newest registered version's schedules are the workflow's
 		// (also when it has none).
-		versions, err := t.strings(`SELECT version FROM workflows WHERE namespace = ? AND name = ?`, namespace, workflow)
+		versions, err := t.Strings(`SELECT version FROM workflows WHERE namespace = ? AND name = ?`, namespace, workflow)
 		if err != nil {
 			return fmt.Errorf("read versions of %s/%s: %w", namespace, workflow, err)
 		}
@@ -76,29 +77,29 @@ func (s *maintenance) SyncSchedules(ctx context.Context, namespace, workflow, ve
 			e, ok := old[sc.Name]
 			switch {
 			case !ok:
-				_, err = t.exec(`INSERT INTO schedules (`+scheduleColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?, ?, ?)`,
-					namespace, workflow, sc.Name, version, sc.Cron, sc.TimeZone, input, sc.CatchUp, sc.MaxCatchUp, sc.NextTick.UnixMicro(), t.now, t.now)
+				_, err = t.Exec(`INSERT INTO schedules (`+scheduleColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?, ?, ?)`,
+					namespace, workflow, sc.Name, version, sc.Cron, sc.TimeZone, input, sc.CatchUp, sc.MaxCatchUp, sc.NextTick.UnixMicro(), t.Now, t.Now)
 			case e.Version == version && e.Cron == sc.Cron && e.TimeZone == sc.TimeZone && sameJSON(input, e.Input) &&
 				e.CatchUp == sc.CatchUp && e.MaxCatchUp == sc.MaxCatchUp:
 				continue // unchanged
 			case e.Cron == sc.Cron && e.TimeZone == sc.TimeZone:
-				_, err = t.exec(`UPDATE schedules SET version = ?, input = ?, catch_up = ?, max_catch_up = ?, updated_at = ?
-					WHERE namespace = ? AND workflow = ? AND name = ?`, version, input, sc.CatchUp, sc.MaxCatchUp, t.now, namespace, workflow, sc.Name)
+				_, err = t.Exec(`UPDATE schedules SET version = ?, input = ?, catch_up = ?, max_catch_up = ?, updated_at = ?
+					WHERE namespace = ? AND workflow = ? AND name = ?`, version, input, sc.CatchUp, sc.MaxCatchUp, t.Now, namespace, workflow, sc.Name)
 			default:
-				_, err = t.exec(`UPDATE schedules SET version = ?, cron = ?, time_zone = ?, input = ?, catch_up = ?, max_catch_up = ?, next_tick = ?, updated_at = ?
-					WHERE namespace = ? AND workflow = ? AND name = ?`, version, sc.Cron, sc.TimeZone, input, sc.CatchUp, sc.MaxCatchUp, sc.NextTick.UnixMicro(), t.now,
+				_, err = t.Exec(`UPDATE schedules SET version = ?, cron = ?, time_zone = ?, input = ?, catch_up = ?, max_catch_up = ?, next_tick = ?, updated_at = ?
+					WHERE namespace = ? AND workflow = ? AND name = ?`, version, sc.Cron, sc.TimeZone, input, sc.CatchUp, sc.MaxCatchUp, sc.NextTick.UnixMicro(), t.Now,
 					namespace, workflow, sc.Name)
 			}
 			if err != nil {
 				return fmt.Errorf("save schedule %s: %w", sc.Name, err)
 			}
-			changed, t.timed = true, true // a new next tick
+			changed, t.Timed = true, true // a new next tick
 		}
 		for name := range old {
 			if keep[name] {
 				continue
 			}
-			if _, err := t.exec(`DELETE FROM schedules WHERE namespace = ? AND workflow = ? AND name = ?`, namespace, workflow, name); err != nil {
+			if _, err := t.Exec(`DELETE FROM schedules WHERE namespace = ? AND workflow = ? AND name = ?`, namespace, workflow, name); err != nil {
 				return fmt.Errorf("remove schedule %s: %w", name, err)
 			}
 			changed = true
@@ -110,7 +111,7 @@ func (s *maintenance) SyncSchedules(ctx context.Context, namespace, workflow, ve
 
 // ListSchedules returns the schedules f selects.
 func (s *maintenance) ListSchedules(ctx context.Context, f store.ScheduleFilter) ([]store.ScheduleRecord, error) {
-	rows, err := s.read(ctx, `SELECT `+scheduleColumns+` FROM schedules
+	rows, err := s.Read(ctx, `SELECT `+scheduleColumns+` FROM schedules
 		WHERE (? = '' OR namespace = ?) AND (? = '' OR workflow = ?) AND (? = '' OR name = ?)
 		ORDER BY namespace, workflow, name`, f.Namespace, f.Namespace, f.Workflow, f.Workflow, f.Name, f.Name)
 	if err != nil {
@@ -125,7 +126,7 @@ func (s *maintenance) ListSchedules(ctx context.Context, f store.ScheduleFilter)
 
 // DueSchedules returns schedules not paused whose next tick has come.
 func (s *maintenance) DueSchedules(ctx context.Context, now time.Time, limit int) ([]store.ScheduleRecord, error) {
-	rows, err := s.read(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE paused = 0 AND next_tick <= ? ORDER BY next_tick LIMIT ?`,
+	rows, err := s.Read(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE paused = 0 AND next_tick <= ? ORDER BY next_tick LIMIT ?`,
 		now.UnixMicro(), max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
@@ -149,7 +150,7 @@ func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([
 		if len(f.Ticks) > 0 {
 			last = f.Ticks[len(f.Ticks)-1].UnixMicro()
 		}
-		res, err := t.exec(`UPDATE schedules SET next_tick = ?, last_tick = COALESCE(?, last_tick)
+		res, err := t.Exec(`UPDATE schedules SET next_tick = ?, last_tick = COALESCE(?, last_tick)
 			WHERE namespace = ? AND workflow = ? AND name = ? AND next_tick = ? AND paused = 0`,
 			f.Next.UnixMicro(), last, f.Key.Namespace, f.Key.Workflow, f.Key.Name, f.Expect.UnixMicro())
 		if err != nil {
@@ -168,7 +169,7 @@ func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([
 				continue
 			}
 			tick := f.Ticks[i].UTC()
-			if _, err := t.exec(`UPDATE tasks SET schedule = ?, schedule_tick = ? WHERE id = ?`, f.Key.Name, tick.UnixMicro(), r.Task.ID); err != nil {
+			if _, err := t.Exec(`UPDATE tasks SET schedule = ?, schedule_tick = ? WHERE id = ?`, f.Key.Name, tick.UnixMicro(), r.Task.ID); err != nil {
 				return fmt.Errorf("mark task %d of schedule %s: %w", r.Task.ID, f.Key, err)
 			}
 			out[i].Task.Schedule, out[i].Task.ScheduleTick = f.Key.Name, &tick
@@ -187,7 +188,7 @@ func (s *maintenance) PauseSchedule(ctx context.Context, p store.SchedulePause) 
 	err := s.write(ctx, "", func(t *txn) error {
 		k := p.Key
 		var err error
-		rec, err = scanSchedule(t.queryRow(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ? AND name = ?`,
+		rec, err = scanSchedule(t.QueryRow(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ? AND name = ?`,
 			k.Namespace, k.Workflow, k.Name))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("schedule %s: %w", k, store.ErrNotFound)
@@ -198,22 +199,22 @@ func (s *maintenance) PauseSchedule(ctx context.Context, p store.SchedulePause) 
 		if rec.Paused == p.Paused {
 			return nil
 		}
-		t.timed = !p.Paused // a resumed schedule's next tick
+		t.Timed = !p.Paused // a resumed schedule's next tick
 		paused, action, next := 0, "resumed", rec.NextTick
 		if p.Paused {
 			paused, action = 1, "paused"
 		} else {
 			next = p.Next.UTC()
 		}
-		if _, err := t.exec(`UPDATE schedules SET paused = ?, next_tick = ?, updated_at = ? WHERE namespace = ? AND workflow = ? AND name = ?`,
-			paused, next.UnixMicro(), t.now, k.Namespace, k.Workflow, k.Name); err != nil {
+		if _, err := t.Exec(`UPDATE schedules SET paused = ?, next_tick = ?, updated_at = ? WHERE namespace = ? AND workflow = ? AND name = ?`,
+			paused, next.UnixMicro(), t.Now, k.Namespace, k.Workflow, k.Name); err != nil {
 			return fmt.Errorf("%s schedule %s: %w", action, k, err)
 		}
-		if _, err := t.exec(`INSERT INTO schedule_audit (namespace, workflow, name, at, action, actor, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			k.Namespace, k.Workflow, k.Name, t.now, action, p.Actor, p.Reason); err != nil {
+		if _, err := t.Exec(`INSERT INTO schedule_audit (namespace, workflow, name, at, action, actor, reason) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			k.Namespace, k.Workflow, k.Name, t.Now, action, p.Actor, p.Reason); err != nil {
 			return fmt.Errorf("audit schedule %s: %w", k, err)
 		}
-		rec.Paused, rec.NextTick, rec.UpdatedAt = p.Paused, next, time.UnixMicro(t.now)
+		rec.Paused, rec.NextTick, rec.UpdatedAt = p.Paused, next, time.UnixMicro(t.Now)
 		return nil
 	})
 	return rec, err
@@ -221,7 +222,7 @@ func (s *maintenance) PauseSchedule(ctx context.Context, p store.SchedulePause) 
 
 // ScheduleAudit returns a schedule's pauses and resumptions.
 func (s *maintenance) ScheduleAudit(ctx context.Context, k store.ScheduleKey) ([]store.ScheduleAuditEntry, error) {
-	rows, err := s.read(ctx, `SELECT at, action, actor, reason FROM schedule_audit WHERE namespace = ? AND workflow = ? AND name = ? ORDER BY id`,
+	rows, err := s.Read(ctx, `SELECT at, action, actor, reason FROM schedule_audit WHERE namespace = ? AND workflow = ? AND name = ? ORDER BY id`,
 		k.Namespace, k.Workflow, k.Name)
 	if err != nil {
 		return nil, fmt.Errorf("schedule audit: %w", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -40,8 +41,8 @@ func signalResult(name string, payload string) (string, error) {
 // waiting and, if a signal of its name is kept for the task, completes it
 // with that signal at once.
 func (t *operatorTx) beginWait(id, taskID int64, name, children, signal string, timeout time.Duration) error {
-	moved, err := t.moveStep(id, taskID, name, state.StepPending, state.StepWaiting, 0, fmt.Sprintf("waiting for signal %q", signal),
-		`run_at = ?`, signalDeadline(t.now, timeout))
+	moved, err := t.MoveStep(id, taskID, name, state.StepPending, state.StepWaiting, 0, fmt.Sprintf("waiting for signal %q", signal),
+		`run_at = ?`, signalDeadline(t.Now, timeout))
 	if err != nil || !moved {
 		return err
 	}
@@ -53,7 +54,7 @@ func (t *operatorTx) beginWait(id, taskID int64, name, children, signal string, 
 func (t *operatorTx) takeSignal(id, taskID int64, name, children, signal string) error {
 	var sigID int64
 	var payload string
-	err := t.queryRow(`SELECT id, payload FROM signals WHERE task_id = ? AND name = ? AND step_id IS NULL ORDER BY id LIMIT 1`, taskID, signal).
+	err := t.QueryRow(`SELECT id, payload FROM signals WHERE task_id = ? AND name = ? AND step_id IS NULL ORDER BY id LIMIT 1`, taskID, signal).
 		Scan(&sigID, &payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
@@ -72,12 +73,12 @@ func (t *operatorTx) deliver(sigID, stepID, taskID int64, stepName, children, si
 	if err != nil {
 		return false, fmt.Errorf("signal %q of task %d: %w", signal, taskID, err)
 	}
-	moved, err := t.moveStep(stepID, taskID, stepName, state.StepWaiting, state.StepCompleted, 0, fmt.Sprintf("signal %q received", signal),
-		`result = ?, run_at = NULL, finished_at = ?`, result, t.now)
+	moved, err := t.MoveStep(stepID, taskID, stepName, state.StepWaiting, state.StepCompleted, 0, fmt.Sprintf("signal %q received", signal),
+		`result = ?, run_at = NULL, finished_at = ?`, result, t.Now)
 	if err != nil || !moved {
 		return false, err
 	}
-	if _, err := t.exec(`UPDATE signals SET step_id = ? WHERE id = ?`, stepID, sigID); err != nil {
+	if _, err := t.Exec(`UPDATE signals SET step_id = ? WHERE id = ?`, stepID, sigID); err != nil {
 		return false, fmt.Errorf("mark signal %q of task %d taken: %w", signal, taskID, err)
 	}
 	return true, t.stepEnded(taskID, stepName, children, state.StepCompleted, "")
@@ -85,8 +86,8 @@ func (t *operatorTx) deliver(sigID, stepID, taskID int64, stepName, children, si
 
 // timeOutWaits fails the signal waits whose deadline passed.
 func (t *operatorTx) timeOutWaits() (int, error) {
-	rows, err := t.query(`SELECT id, task_id, name, children, signal FROM steps
-		WHERE state = 'waiting' AND signal != '' AND run_at IS NOT NULL AND run_at <= ?`, t.now)
+	rows, err := t.Query(`SELECT id, task_id, name, children, signal FROM steps
+		WHERE state = 'waiting' AND signal != '' AND run_at IS NOT NULL AND run_at <= ?`, t.Now)
 	if err != nil {
 		return 0, fmt.Errorf("find timed-out signal waits: %w", err)
 	}
@@ -105,8 +106,8 @@ func (t *operatorTx) timeOutWaits() (int, error) {
 	n := 0
 	for _, w := range waits {
 		msg := fmt.Sprintf("timed out waiting for signal %q", w.signal)
-		moved, err := t.moveStep(w.id, w.task, w.name, state.StepWaiting, state.StepFailed, 0, msg,
-			`error = ?, run_at = NULL, finished_at = ?`, msg, t.now)
+		moved, err := t.MoveStep(w.id, w.task, w.name, state.StepWaiting, state.StepFailed, 0, msg,
+			`error = ?, run_at = NULL, finished_at = ?`, msg, t.Now)
 		if err != nil {
 			return n, err
 		}
@@ -137,7 +138,7 @@ func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, paylo
 		// transactions that begin waits of the task (they update the row
 		// before their children are decided), so none misses the other.
 		var st string
-		err := t.queryRow(`UPDATE tasks SET remaining = remaining WHERE id = ? RETURNING state`, taskID).Scan(&st)
+		err := t.QueryRow(`UPDATE tasks SET remaining = remaining WHERE id = ? RETURNING state`, taskID).Scan(&st)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("task %d: %w", taskID, store.ErrNotFound)
 		}
@@ -148,20 +149,20 @@ func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, paylo
 			return fmt.Errorf("task %d is %s and takes no signals: %w", taskID, st, store.ErrConflict)
 		}
 		var sigID int64
-		if err := t.queryRow(`INSERT INTO signals (task_id, name, payload, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
-			taskID, name, string(payload), t.now).Scan(&sigID); err != nil {
+		if err := t.QueryRow(`INSERT INTO signals (task_id, name, payload, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
+			taskID, name, string(payload), t.Now).Scan(&sigID); err != nil {
 			return fmt.Errorf("record signal %q of task %d: %w", name, taskID, err)
 		}
-		rows, err := t.query(`SELECT id, name, children FROM steps WHERE task_id = ? AND state = 'waiting' AND signal = ? ORDER BY idx`, taskID, name)
+		rows, err := t.Query(`SELECT id, name, children FROM steps WHERE task_id = ? AND state = 'waiting' AND signal = ? ORDER BY idx`, taskID, name)
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}
-		steps, err := sqldb.Collect(rows, scanStepRef)
+		steps, err := sqldb.Collect(rows, sqltx.ScanStepRef)
 		if err != nil {
 			return fmt.Errorf("find steps waiting for signal %q: %w", name, err)
 		}
 		for _, w := range steps {
-			ok, err := t.deliver(sigID, w.id, taskID, w.name, w.children, name, string(payload))
+			ok, err := t.deliver(sigID, w.ID, taskID, w.Name, w.Children, name, string(payload))
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func (s *reads) CountTasksByState(ctx context.Context, limit int) ([]store.State
 		parts[i] = fmt.Sprintf(`SELECT %d AS n, count(*) AS c FROM (SELECT 1 FROM tasks WHERE state = ? LIMIT ?) AS s%d`, i, i)
 		args = append(args, string(st), limit)
 	}
-	rows, err := s.read(ctx, strings.Join(parts, " UNION ALL ")+" ORDER BY n", args...)
+	rows, err := s.Read(ctx, strings.Join(parts, " UNION ALL ")+" ORDER BY n", args...)
 	if err != nil {
 		return nil, fmt.Errorf("count tasks by state: %w", err)
 	}
@@ -57,7 +57,7 @@ func (s *reads) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 	if bucket < 1 {
 		bucket = 1
 	}
-	rows, err := s.read(ctx, `SELECT namespace, (finished_at - ?) / ? AS b, count(*),
+	rows, err := s.Read(ctx, `SELECT namespace, (finished_at - ?) / ? AS b, count(*),
 		CAST(sum(CASE WHEN state IN ('failed', 'expired') THEN 1 ELSE 0 END) AS BIGINT),
 		CAST(sum(CASE WHEN started_at IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT),
 		CAST(sum(CASE WHEN started_at IS NOT NULL AND started_at > run_at THEN started_at - run_at ELSE 0 END) AS BIGINT)
@@ -87,7 +87,7 @@ func (s *reads) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 
 // CountHeld counts running steps by holder, from the running-steps index.
 func (s *reads) CountHeld(ctx context.Context) (map[string]int, error) {
-	rows, err := s.read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' GROUP BY engine_id`)
+	rows, err := s.Read(ctx, `SELECT engine_id, count(*) FROM steps WHERE state = 'running' GROUP BY engine_id`)
 	if err != nil {
 		return nil, fmt.Errorf("count held steps: %w", err)
 	}

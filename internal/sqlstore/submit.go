@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -26,7 +28,7 @@ var taskRowValues = len(newTask{}.row(store.TaskInsert{}))
 // newTask.row, then its time of creation (the columns of taskCopyColumns
 // but the id). A key that exists in the namespace inserts nothing (also
 // when a concurrent transaction holds it): the existing task is returned.
-var insertTask = `INSERT INTO tasks (` + strings.Join(taskCopyColumns[1:], ", ") + `) VALUES (` + placeholders(taskRowValues) + `, 'pending', ?)
+var insertTask = `INSERT INTO tasks (` + strings.Join(taskCopyColumns[1:], ", ") + `) VALUES (` + sqltx.Placeholders(taskRowValues) + `, 'pending', ?)
 	ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
 
 // stepsPerInsert bounds the rows of one statement of template.insert.
@@ -93,7 +95,7 @@ func (s *lifecycle) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert
 		if out, err = t.insertTasks(tasks); err != nil {
 			return err
 		}
-		if claimed, err = t.claimer().claimMadeReady(p); err != nil {
+		if claimed, err = t.claimer().ClaimMadeReady(p); err != nil {
 			return err
 		}
 		// The steps made ready are the new tasks' first: those of theirs
@@ -104,7 +106,7 @@ func (s *lifecycle) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert
 				inserted[r.Task.ID] = true
 			}
 		}
-		t.tookReady = countTaken(claimed, func(c store.ClaimedStep) bool { return inserted[c.TaskID] })
+		t.TookReady = claim.CountTaken(claimed, func(c store.ClaimedStep) bool { return inserted[c.TaskID] })
 		return nil
 	})
 	if err != nil {
@@ -149,7 +151,7 @@ func (t *submitTx) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, 
 	}
 	out := make([]store.InsertResult, len(tasks))
 	tpl := templates{}
-	if !t.s.d.Arrays() {
+	if !t.s.D.Arrays() {
 		// Each run of tasks without keys goes in together (insertPlain);
 		// a task with a key takes the path of one task.
 		for i := 0; i < len(tasks); {
@@ -209,12 +211,12 @@ func (t *submitTx) insertOne(tpl templates, in store.TaskInsert, i, n int) (stor
 	nt := t.newTask(in)
 	var id int64
 	holding := func() (store.Task, error) {
-		return scanTask(t.queryRow(`SELECT `+taskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
+		return sqltx.ScanTask(t.QueryRow(`SELECT `+sqltx.TaskColumns+` FROM tasks WHERE namespace = ? AND idempotency_key = ?`, in.Namespace, in.IdempotencyKey))
 	}
 	var holder *store.Task // the task holding the key, where the insert looked it up first
 	insert := func() error {
 		holder = nil
-		if in.IdempotencyKey != "" && t.s.d.ClaimLock() == "" {
+		if in.IdempotencyKey != "" && t.s.D.ClaimLock() == "" {
 			// One writer at a time: a key found here stays held until
 			// this transaction ends, and the insert it would refuse is
 			// not tried, so it uses up no id (AUTOINCREMENT counts the
@@ -228,7 +230,7 @@ func (t *submitTx) insertOne(tpl templates, in store.TaskInsert, i, n int) (stor
 				return fmt.Errorf("look up idempotency key %q: %w", in.IdempotencyKey, err)
 			}
 		}
-		return t.queryRow(insertTask, append(nt.row(in), t.now)...).Scan(&id)
+		return t.QueryRow(insertTask, append(nt.row(in), t.Now)...).Scan(&id)
 	}
 	err := insert()
 	var superseded *heldKey
@@ -275,12 +277,12 @@ func (t *submitTx) insertPlain(tpl templates, tasks []store.TaskInsert, out []st
 	for from := 0; from < len(tasks); {
 		pow := bits.Len(uint(min(len(tasks)-from, plainPerInsert))) - 1
 		k := 1 << pow
-		args = append(args[:0], t.now)
+		args = append(args[:0], t.Now)
 		for j := from; j < from+k; j++ {
 			news[j] = t.newTask(tasks[j])
 			args = append(args, news[j].row(tasks[j])...)
 		}
-		ids, err := t.int64s(taskRowInserts[pow], args...)
+		ids, err := t.Int64s(taskRowInserts[pow], args...)
 		if err != nil {
 			return fmt.Errorf("insert tasks %d to %d of %d: %w", i+from+1, i+from+k, n, err)
 		}
@@ -304,14 +306,14 @@ func (t *submitTx) insertPlain(tpl templates, tasks []store.TaskInsert, out []st
 // submitted completes the submission of task id (in, its insert; nt, its
 // row) once its row is in: its audit entry, its tags and its steps.
 func (t *submitTx) submitted(tpl templates, id int64, in store.TaskInsert, nt newTask) (store.InsertResult, error) {
-	t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+	t.Audit(id, "", "", string(state.TaskPending), 0, "submitted")
 	if err := t.insertTags(id, in.Tags); err != nil {
 		return store.InsertResult{}, err
 	}
 	if err := t.insertTaskSteps(tpl.of(in.Steps), id, in, nt.runAt); err != nil {
 		return store.InsertResult{}, err
 	}
-	return store.InsertResult{Task: nt.task(in, id, t.now)}, nil
+	return store.InsertResult{Task: nt.task(in, id, t.Now)}, nil
 }
 
 // insertTaskSteps writes the steps of task id (in, its insert, due at
@@ -326,7 +328,7 @@ func (t *submitTx) insertTaskSteps(tpl *template, id int64, in store.TaskInsert,
 	if len(tpl.steps) == 0 {
 		return nil
 	}
-	if t.s.d.Arrays() {
+	if t.s.D.Arrays() {
 		if err := t.insertSteps(t.appendStepRows(make([][]any, 0, len(tpl.steps)), tpl, id, in, runAt)); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}
@@ -343,9 +345,9 @@ func (t *submitTx) insertTaskSteps(tpl *template, id int64, in store.TaskInsert,
 			tp := &tpl.steps[j]
 			st := t.start(tp, in.Priority, runAt)
 			args = st.appendTo(args)
-			t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+			t.Audit(id, tp.name, "", string(st.state), 0, "submitted")
 		}
-		if _, err := t.exec(tpl.insert(from, to), args...); err != nil {
+		if _, err := t.Exec(tpl.insert(from, to), args...); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}
 	}
@@ -360,7 +362,7 @@ func (t *submitTx) appendStepRows(rows [][]any, tpl *template, id int64, in stor
 		tp := &tpl.steps[j]
 		st := t.start(tp, in.Priority, runAt)
 		rows = append(rows, newStepRow(id, j, tp, in, st))
-		t.audit(id, tp.name, "", string(st.state), 0, "submitted")
+		t.Audit(id, tp.name, "", string(st.state), 0, "submitted")
 	}
 	return rows
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -17,7 +18,7 @@ import (
 // COPY), then one COPY or INSERT for all their steps, one INSERT for their
 // tags and one to look up the tasks that hold the keys of duplicates. Each
 // statement's text is the same for any count, so the database prepares it
-// once. Their audit rows go in with the transaction's (txn.flushAudit).
+// once. Their audit rows go in with the transaction's (txn.FlushAudit).
 
 // insertTasksBulk inserts the tasks of u (one array per column, in input
 // order) with ids taken from the tasks' sequence in that order, and
@@ -97,7 +98,7 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
 	}
 	steps := make([][]any, 0, nSteps)
-	t.auditRoom(len(rows) + nSteps)
+	t.AuditRoom(len(rows) + nSteps)
 	var tags tagColumnArrays
 	var dupNS, dupKeys []string
 	done := make([]bool, len(tasks))
@@ -108,10 +109,10 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 		}
 		id := got[r].id
 		done[i] = true
-		t.audit(id, "", "", string(state.TaskPending), 0, "submitted")
+		t.Audit(id, "", "", string(state.TaskPending), 0, "submitted")
 		tags.add(id, in.Tags)
 		steps = t.appendStepRows(steps, tpl.of(in.Steps), id, in, news[i].runAt)
-		out[i] = store.InsertResult{Task: news[i].task(in, id, t.now)}
+		out[i] = store.InsertResult{Task: news[i].task(in, id, t.Now)}
 	}
 	for i, in := range tasks {
 		if !done[i] {
@@ -122,7 +123,7 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 		return fmt.Errorf("insert the %d steps of %d tasks: %w", len(steps), len(rows), err)
 	}
 	if len(tags.task) > 0 {
-		if _, err := t.exec(`INSERT INTO task_tags (task_id, key, value) SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[])`,
+		if _, err := t.Exec(`INSERT INTO task_tags (task_id, key, value) SELECT * FROM unnest(?::bigint[], ?::text[], ?::text[])`,
 			tags.task, tags.key, tags.value); err != nil {
 			return fmt.Errorf("insert the tags of %d tasks: %w", len(rows), err)
 		}
@@ -130,12 +131,12 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 	if len(dupKeys) == 0 {
 		return nil
 	}
-	res, err := t.query(`SELECT `+taskColumns+` FROM tasks WHERE idempotency_key IS NOT NULL
+	res, err := t.Query(`SELECT `+sqltx.TaskColumns+` FROM tasks WHERE idempotency_key IS NOT NULL
 		AND (namespace, idempotency_key) IN (SELECT * FROM unnest(?::text[], ?::text[]))`, dupNS, dupKeys)
 	if err != nil {
 		return fmt.Errorf("look up %d idempotency keys: %w", len(dupKeys), err)
 	}
-	existing, err := sqldb.Collect(res, scanTask)
+	existing, err := sqldb.Collect(res, sqltx.ScanTask)
 	if err != nil {
 		return fmt.Errorf("look up %d idempotency keys: %w", len(dupKeys), err)
 	}
@@ -180,8 +181,8 @@ var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "input"
 // third less than insertTasksBulk.
 func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 	n := len(rows)
-	if cp, ok := t.x.(sqldb.Copier); ok && !keyed && n >= copyMinRows {
-		ids, err := t.int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
+	if cp, ok := t.X.(sqldb.Copier); ok && !keyed && n >= copyMinRows {
+		ids, err := t.Int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
 		if err != nil {
 			return nil, fmt.Errorf("take ids: %w", err)
 		}
@@ -192,10 +193,10 @@ func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 		copied := make([][]any, n)
 		got := make([]inserted, n)
 		for i, id := range ids {
-			copied[i] = append(append([]any{id}, rows[i]...), string(state.TaskPending), t.now)
+			copied[i] = append(append([]any{id}, rows[i]...), string(state.TaskPending), t.Now)
 			got[i] = inserted{id, true}
 		}
-		if _, err := cp.CopyFrom(t.ctx, "tasks", taskCopyColumns, &rowSource{rows: copied}); err != nil {
+		if _, err := cp.CopyFrom(t.Ctx, "tasks", taskCopyColumns, &rowSource{rows: copied}); err != nil {
 			return nil, err
 		}
 		return got, nil
@@ -204,7 +205,7 @@ func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.query(insertTasksBulk, append(cols, lockOrder(rows, keyed), t.now)...)
+	res, err := t.Query(insertTasksBulk, append(cols, lockOrder(rows, keyed), t.Now)...)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +239,7 @@ func lockOrder(rows [][]any, keyed bool) []int64 {
 		ka, kb := key(a), key(b)
 		switch {
 		case ka == nil || kb == nil:
-			return cmp.Compare(boolInt(ka == nil), boolInt(kb == nil))
+			return cmp.Compare(sqltx.BoolInt(ka == nil), sqltx.BoolInt(kb == nil))
 		case ns(a) != ns(b):
 			return strings.Compare(ns(a), ns(b))
 		}
@@ -257,15 +258,15 @@ func (t *submitTx) insertSteps(steps [][]any) error {
 	if len(steps) == 0 {
 		return nil
 	}
-	if c, ok := t.x.(sqldb.Copier); ok && len(steps) >= copyMinRows {
-		_, err := c.CopyFrom(t.ctx, "steps", stepInsertColumns, &rowSource{rows: steps})
+	if c, ok := t.X.(sqldb.Copier); ok && len(steps) >= copyMinRows {
+		_, err := c.CopyFrom(t.Ctx, "steps", stepInsertColumns, &rowSource{rows: steps})
 		return err
 	}
 	cols, err := columnArrays(steps)
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(insertStepsBulk, cols...)
+	_, err = t.Exec(insertStepsBulk, cols...)
 	return err
 }
 
@@ -318,7 +319,7 @@ type tagColumnArrays struct {
 }
 
 func (c *tagColumnArrays) add(taskID int64, tags map[string]string) {
-	for _, k := range sortedKeys(tags) {
+	for _, k := range sqltx.SortedKeys(tags) {
 		c.task = append(c.task, taskID)
 		c.key = append(c.key, k)
 		c.value = append(c.value, tags[k])

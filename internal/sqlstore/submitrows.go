@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -25,7 +26,7 @@ type newTask struct {
 }
 
 func (t *submitTx) newTask(in store.TaskInsert) newTask {
-	n := newTask{input: in.Input, runAt: t.now}
+	n := newTask{input: in.Input, runAt: t.Now}
 	if len(n.input) == 0 {
 		n.input = json.RawMessage(`{}`)
 	}
@@ -34,7 +35,7 @@ func (t *submitTx) newTask(in store.TaskInsert) newTask {
 	}
 	if !in.GoodUntil.IsZero() {
 		g := in.GoodUntil.UnixMicro()
-		n.goodUntil, t.timed = &g, true
+		n.goodUntil, t.Timed = &g, true
 	}
 	if key := in.IdempotencyKey; key != "" {
 		n.key = &key
@@ -121,11 +122,11 @@ func (m templates) of(steps []store.StepInsert) *template {
 			maxAttempts = 1
 		}
 		bk, bn, bc := breakerColumns(st.Breaker)
-		tpl[j] = stepTemplate{name: st.Name, handler: st.Handler, deps: formatIdx(st.Deps), children: formatIdx(children[j]),
+		tpl[j] = stepTemplate{name: st.Name, handler: st.Handler, deps: sqltx.FormatIdx(st.Deps), children: sqltx.FormatIdx(children[j]),
 			kind: st.Kind, rule: st.TriggerRule, signal: st.Signal, limitKey: st.LimitKey, rateKey: st.RateKey, breakerKey: bk,
 			priority: st.Priority, maxAttempts: int64(maxAttempts), ttl: st.TTL.Microseconds(), waitTimeout: st.SignalTimeout.Microseconds(),
 			runTimeout: st.Timeout.Microseconds(), limitN: int64(st.Limit), rateN: int64(st.Rate.Limit), ratePer: st.Rate.Per.Microseconds(),
-			breakerN: int64(bn), breakerCooldown: bc, preemptible: boolInt(st.Preemptible),
+			breakerN: int64(bn), breakerCooldown: bc, preemptible: sqltx.BoolInt(st.Preemptible),
 			root: len(st.Deps) == 0, waits: st.Kind == store.KindSignal}
 	}
 	t := &template{steps: tpl}
@@ -153,24 +154,24 @@ func (t *submitTx) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 	case tp.waits:
 		// A new task has no signals yet: the step waits.
 		s.state = state.StepWaiting
-		if at, ok := signalDeadline(max(runAt, t.now), time.Duration(tp.waitTimeout)*time.Microsecond).(int64); ok {
+		if at, ok := signalDeadline(max(runAt, t.Now), time.Duration(tp.waitTimeout)*time.Microsecond).(int64); ok {
 			s.runAt = &at
 		}
 	default:
-		if runAt > t.now {
+		if runAt > t.Now {
 			at := runAt
 			s.state, s.runAt = state.StepWaiting, &at
 		} else {
-			s.state, s.sortKey = state.StepReady, t.now-p*t.s.aging
-			t.readied++
+			s.state, s.sortKey = state.StepReady, t.Now-p*t.H.Aging
+			t.Readied++
 		}
 		if tp.ttl > 0 {
-			exp := max(runAt, t.now) + tp.ttl
+			exp := max(runAt, t.Now) + tp.ttl
 			s.expires = &exp
 		}
 	}
 	if s.runAt != nil || s.expires != nil {
-		t.timed = true
+		t.Timed = true
 	}
 	return s
 }
@@ -191,7 +192,7 @@ var (
 )
 
 // appendStepTask appends the values of stepTaskColumns for a step of task
-// taskID (in, its insert) to dst.
+// TaskID (in, its insert) to dst.
 func appendStepTask(dst []any, taskID int64, in store.TaskInsert) []any {
 	return append(dst, taskID, in.Namespace, in.Workflow, in.LimitKey, int64(in.Limit))
 }
@@ -208,7 +209,7 @@ func (tp *stepTemplate) appendTo(dst []any, idx int) []any {
 		tp.breakerKey, tp.breakerN, tp.breakerCooldown)
 }
 
-// newStepRow is the row of step idx of task taskID (in, its insert), of
+// newStepRow is the row of step idx of task TaskID (in, its insert), of
 // template tp, starting as st: the values of stepInsertColumns, each an
 // int64, a string or an *int64 (nil: NULL).
 func newStepRow(taskID int64, idx int, tp *stepTemplate, in store.TaskInsert, st stepStart) []any {

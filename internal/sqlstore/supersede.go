@@ -25,21 +25,21 @@ func (t *submitTx) releaseKey(namespace, key string) (*heldKey, error) {
 	// would each take it from the task the other just gave it to, locking
 	// that task's row and steps in opposite orders (a deadlock). The next
 	// one reads who holds the key once the one before it committed.
-	if err := t.lockLimit("idempotency key " + namespace + "/" + key); err != nil {
+	if err := t.Lock("idempotency key " + namespace + "/" + key); err != nil {
 		return nil, err
 	}
-	if t.s.d.ClaimLock() != "" {
+	if t.s.D.ClaimLock() != "" {
 		// Claims and completions lock a task's steps before the task:
 		// take the holder's steps first too, or a claim of one of them
 		// and this transaction wait for each other.
-		if _, err := t.exec(`SELECT id FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE namespace = ? AND idempotency_key = ?)
+		if _, err := t.Exec(`SELECT id FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE namespace = ? AND idempotency_key = ?)
 			ORDER BY id FOR UPDATE`, namespace, key); err != nil {
 			return nil, fmt.Errorf("lock the steps of the task holding idempotency key %q: %w", key, err)
 		}
 	}
 	var h heldKey
 	var st string
-	err := t.queryRow(`UPDATE tasks SET idempotency_key = NULL WHERE namespace = ? AND idempotency_key = ? RETURNING id, state`, namespace, key).
+	err := t.QueryRow(`UPDATE tasks SET idempotency_key = NULL WHERE namespace = ? AND idempotency_key = ? RETURNING id, state`, namespace, key).
 		Scan(&h.id, &st)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -58,7 +58,7 @@ func (t *submitTx) releaseKey(namespace, key string) (*heldKey, error) {
 func (t *submitTx) supersede(old heldKey, by int64, key string) error {
 	reason := fmt.Sprintf("superseded by task %d (idempotency key %q)", by, key)
 	if old.st.Terminal() {
-		t.audit(old.id, "", string(old.st), string(old.st), 0, reason)
+		t.Audit(old.id, "", string(old.st), string(old.st), 0, reason)
 		return nil
 	}
 	_, err := t.endTask(old.id, old.st, state.TaskCancelled, state.StepCancelled, reason)

@@ -1,11 +1,11 @@
 package sqlstore
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
+
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
 // This file holds task tags: the JSON copy on the task row that reads
@@ -21,41 +21,19 @@ func encodeTags(tags map[string]string) any {
 	return string(b)
 }
 
-func decodeTags(v sql.NullString) (map[string]string, error) {
-	if !v.Valid || v.String == "" {
-		return nil, nil
-	}
-	var tags map[string]string
-	if err := json.Unmarshal([]byte(v.String), &tags); err != nil {
-		return nil, fmt.Errorf("decode tags: %w", err)
-	}
-	return tags, nil
-}
-
 // insertTags writes a new task's tags into task_tags, in one statement.
 func (t *submitTx) insertTags(taskID int64, tags map[string]string) error {
 	if len(tags) == 0 {
 		return nil
 	}
-	keys := sortedKeys(tags)
+	keys := sqltx.SortedKeys(tags)
 	args := make([]any, 0, 3*len(keys))
 	for _, k := range keys {
 		args = append(args, taskID, k, tags[k])
 	}
 	q := `INSERT INTO task_tags (task_id, key, value) VALUES ` + strings.Repeat("(?, ?, ?), ", len(keys)-1) + `(?, ?, ?)`
-	if _, err := t.exec(q, args...); err != nil {
+	if _, err := t.Exec(q, args...); err != nil {
 		return fmt.Errorf("tags of task %d: %w", taskID, err)
 	}
 	return nil
-}
-
-// sortedKeys returns a map's keys in order, so that statements built from
-// it are the same for the same map.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

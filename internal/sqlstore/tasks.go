@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -16,31 +17,31 @@ import (
 
 // GetTask returns a task with its steps, the step of its parent that
 // started it and its children: three reads, in one round trip where the
-// database takes them so (readTogether).
+// database takes them so (ReadTogether).
 func (s *reads) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 	var t store.Task
 	found := false
-	var steps []stepRow
+	var steps []sqltx.StepRow
 	var parentStep string
 	var children []int64
-	err := s.readTogether(ctx,
-		aRead{`SELECT ` + taskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
-			[]any{id}, func(rows sqldb.Rows) error {
+	err := s.ReadTogether(ctx,
+		sqltx.ARead{Q: `SELECT ` + sqltx.TaskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
+			Args: []any{id}, Read: func(rows sqldb.Rows) error {
 				defer rows.Close()
 				if rows.Next() {
 					found = true
 					var err error
-					if t, err = scanTask(withDest{rows, []any{&parentStep}}); err != nil {
+					if t, err = sqltx.ScanTask(withDest{rows, []any{&parentStep}}); err != nil {
 						return err
 					}
 				}
 				return rows.Err()
 			}},
-		aRead{`SELECT ` + stepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, []any{id}, func(rows sqldb.Rows) (err error) {
-			steps, err = sqldb.Collect(rows, scanStep)
+		sqltx.ARead{Q: `SELECT ` + sqltx.StepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, Args: []any{id}, Read: func(rows sqldb.Rows) (err error) {
+			steps, err = sqldb.Collect(rows, sqltx.ScanStep)
 			return err
 		}},
-		aRead{`SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, []any{id}, func(rows sqldb.Rows) (err error) {
+		sqltx.ARead{Q: `SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, Args: []any{id}, Read: func(rows sqldb.Rows) (err error) {
 			children, err = sqldb.Collect(rows, sqldb.Int64)
 			return err
 		}},
@@ -56,7 +57,7 @@ func (s *reads) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 		t.Steps = append(t.Steps, st.Step)
 	}
 	for i, st := range steps {
-		for _, j := range st.deps {
+		for _, j := range st.Deps {
 			if j < len(t.Steps) {
 				t.Steps[i].DependsOn = append(t.Steps[i].DependsOn, t.Steps[j].Name)
 			}
@@ -76,13 +77,13 @@ func (r withDest) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.des
 
 // ListTasks returns tasks newest first.
 func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
-	now := s.clock().UnixMicro()
+	now := s.Clock().UnixMicro()
 	q, args := s.listQuery(f, now)
-	rows, err := s.read(ctx, q, args...)
+	rows, err := s.Read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	tasks, err := sqldb.Collect(rows, scanTask)
+	tasks, err := sqldb.Collect(rows, sqltx.ScanTask)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -96,8 +97,8 @@ func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 
 // TaskStates returns the states of the tasks of ids that exist, by id.
 func (s *reads) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Task, error) {
-	in, args := s.idIn("id", ids)
-	rows, err := s.read(ctx, `SELECT id, state FROM tasks WHERE `+in, args...)
+	in, args := s.IDIn("id", ids)
+	rows, err := s.Read(ctx, `SELECT id, state FROM tasks WHERE `+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("states of %d tasks: %w", len(ids), err)
 	}
@@ -122,13 +123,13 @@ func (s *reads) TaskStates(ctx context.Context, ids []int64) (map[int64]state.Ta
 // running), with ID 0, in the order they were claimed. One statement reads
 // both, so that a run that ends meanwhile is in one or the other.
 func (s *reads) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, error) {
-	rows, err := s.read(ctx, `SELECT * FROM (SELECT `+auditColumns+` FROM audit WHERE task_id = ?
-		UNION ALL SELECT `+unauditedClaims+` WHERE s.task_id = ? AND s.state = 'running' AND s.claim_audited = 0) AS a
+	rows, err := s.Read(ctx, `SELECT * FROM (SELECT `+sqltx.AuditColumns+` FROM audit WHERE task_id = ?
+		UNION ALL SELECT `+sqltx.UnauditedClaims+` WHERE s.task_id = ? AND s.state = 'running' AND s.claim_audited = 0) AS a
 		ORDER BY id = 0, id, at, step`, taskID, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
 	}
-	entries, err := auditEntries(rows)
+	entries, err := sqltx.AuditEntries(rows)
 	if err != nil {
 		return nil, fmt.Errorf("audit of task %d: %w", taskID, err)
 	}
@@ -137,17 +138,17 @@ func (s *reads) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, er
 
 // GetStep returns one step with its dependencies named.
 func (s *reads) GetStep(ctx context.Context, id int64) (*store.Step, error) {
-	st, err := scanStep(s.readRow(ctx, `SELECT `+stepColumns+` FROM steps WHERE id = ?`, id))
+	st, err := sqltx.ScanStep(s.ReadRow(ctx, `SELECT `+sqltx.StepColumns+` FROM steps WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("step %d: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get step %d: %w", id, err)
 	}
-	if len(st.deps) == 0 {
+	if len(st.Deps) == 0 {
 		return &st.Step, nil
 	}
-	rows, err := s.read(ctx, `SELECT idx, name FROM steps WHERE task_id = ?`, st.TaskID)
+	rows, err := s.Read(ctx, `SELECT idx, name FROM steps WHERE task_id = ?`, st.TaskID)
 	if err != nil {
 		return nil, fmt.Errorf("name dependencies of step %d: %w", id, err)
 	}
@@ -167,7 +168,7 @@ func (s *reads) GetStep(ctx context.Context, id int64) (*store.Step, error) {
 	for _, n := range all {
 		byIdx[n.idx] = n.name
 	}
-	for _, d := range st.deps {
+	for _, d := range st.Deps {
 		st.DependsOn = append(st.DependsOn, byIdx[d])
 	}
 	return &st.Step, nil
@@ -175,12 +176,12 @@ func (s *reads) GetStep(ctx context.Context, id int64) (*store.Step, error) {
 
 // QueueDepth counts unfinished steps by namespace and state.
 func (s *reads) QueueDepth(ctx context.Context) ([]store.QueueCount, error) {
-	rows, err := s.read(ctx, `SELECT namespace, state, count(*) FROM steps
+	rows, err := s.Read(ctx, `SELECT namespace, state, count(*) FROM steps
 		WHERE state IN ('pending', 'ready', 'running', 'waiting') GROUP BY namespace, state ORDER BY namespace, state`)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
-	counts, err := sqldb.Collect(rows, scanQueueCount)
+	counts, err := sqldb.Collect(rows, sqltx.ScanQueueCount)
 	if err != nil {
 		return nil, fmt.Errorf("queue depth: %w", err)
 	}
@@ -193,7 +194,7 @@ func (s *reads) CountUnfinishedTasks(ctx context.Context, limit int) (int, error
 		return 0, nil
 	}
 	var n int
-	err := s.readRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state IN ('pending', 'running') LIMIT ?) AS unfinished`, limit).Scan(&n)
+	err := s.ReadRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state IN ('pending', 'running') LIMIT ?) AS unfinished`, limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count unfinished tasks: %w", err)
 	}
@@ -207,7 +208,7 @@ func (s *reads) listQuery(f store.TaskFilter, now int64) (string, []any) {
 	if limit <= 0 {
 		limit = 100
 	}
-	q := `SELECT ` + taskColumns + ` FROM tasks`
+	q := `SELECT ` + sqltx.TaskColumns + ` FROM tasks`
 	if where != "" {
 		q += " WHERE " + where
 	}
@@ -217,6 +218,6 @@ func (s *reads) listQuery(f store.TaskFilter, now int64) (string, []any) {
 // ExplainListTasks returns the database's plan for the query of ListTasks,
 // so tests can check that a filter by tag reads the task_tags index.
 func (s *reads) ExplainListTasks(ctx context.Context, f store.TaskFilter) (string, error) {
-	q, args := s.listQuery(f, s.clock().UnixMicro())
+	q, args := s.listQuery(f, s.Clock().UnixMicro())
 	return s.explain(ctx, q, args...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -20,8 +21,8 @@ import (
 func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string) (int, error) {
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
-		t.now = now.UnixMicro()
-		tasks, err := t.int64s(`SELECT id FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL AND good_until <= ?`, t.now)
+		t.Now = now.UnixMicro()
+		tasks, err := t.Int64s(`SELECT id FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL AND good_until <= ?`, t.Now)
 		if err != nil {
 			return err
 		}
@@ -31,8 +32,8 @@ func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string
 			}
 			n++
 		}
-		rows, err := t.query(`SELECT id, task_id, name, state, children FROM steps
-			WHERE expires_at IS NOT NULL AND expires_at <= ? AND state IN ('ready', 'waiting')`, t.now)
+		rows, err := t.Query(`SELECT id, task_id, name, state, children FROM steps
+			WHERE expires_at IS NOT NULL AND expires_at <= ? AND state IN ('ready', 'waiting')`, t.Now)
 		if err != nil {
 			return fmt.Errorf("find expired steps: %w", err)
 		}
@@ -49,8 +50,8 @@ func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string
 			return fmt.Errorf("find expired steps: %w", err)
 		}
 		for _, e := range steps {
-			ok, err := t.moveStep(e.id, e.task, e.name, state.Step(e.st), state.StepExpired, 0, "ttl passed before the step started",
-				`finished_at = ?, expires_at = NULL`, t.now)
+			ok, err := t.MoveStep(e.id, e.task, e.name, state.Step(e.st), state.StepExpired, 0, "ttl passed before the step started",
+				`finished_at = ?, expires_at = NULL`, t.Now)
 			if err != nil {
 				return err
 			}
@@ -70,13 +71,13 @@ func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string
 func (s *maintenance) Promote(ctx context.Context, now time.Time, engineID string) (int, error) {
 	n := 0
 	err := s.write(ctx, engineID, func(t *txn) error {
-		t.now = now.UnixMicro()
+		t.Now = now.UnixMicro()
 		timedOut, err := t.timeOutWaits()
 		if err != nil {
 			return err
 		}
-		rows, err := t.query(`UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
-			WHERE state = 'waiting' AND run_at <= ? AND signal = '' RETURNING task_id, name, attempt`, t.s.aging, t.now)
+		rows, err := t.Query(`UPDATE steps SET state = 'ready', sort_key = run_at - priority * ?, run_at = NULL
+			WHERE state = 'waiting' AND run_at <= ? AND signal = '' RETURNING task_id, name, attempt`, t.H.Aging, t.Now)
 		if err != nil {
 			return fmt.Errorf("promote waiting steps: %w", err)
 		}
@@ -94,10 +95,10 @@ func (s *maintenance) Promote(ctx context.Context, now time.Time, engineID strin
 			return fmt.Errorf("promote waiting steps: %w", err)
 		}
 		for _, w := range steps {
-			t.audit(w.task, w.name, string(state.StepWaiting), string(state.StepReady), w.attempt, "run_at reached")
+			t.Audit(w.task, w.name, string(state.StepWaiting), string(state.StepReady), w.attempt, "run_at reached")
 		}
 		n = len(steps) + timedOut
-		t.readied += len(steps)
+		t.Readied += len(steps)
 		return nil
 	})
 	return n, err
@@ -106,7 +107,7 @@ func (s *maintenance) Promote(ctx context.Context, now time.Time, engineID strin
 // NextWake returns the earliest time something becomes due.
 func (s *maintenance) NextWake(ctx context.Context) (time.Time, bool, error) {
 	var next sql.NullInt64
-	err := s.readRow(ctx, `SELECT min(v) FROM (
+	err := s.ReadRow(ctx, `SELECT min(v) FROM (
 		SELECT min(run_at) AS v FROM steps WHERE state = 'waiting'
 		UNION ALL SELECT min(expires_at) FROM steps WHERE expires_at IS NOT NULL
 		UNION ALL SELECT min(deadline) FROM steps WHERE state = 'running' AND deadline IS NOT NULL
@@ -123,18 +124,18 @@ func (s *maintenance) NextWake(ctx context.Context) (time.Time, bool, error) {
 
 // overdueQuery selects running steps past their deadline, earliest first,
 // on the partial index steps_deadline.
-var overdueQuery = heldStepSelect + ` WHERE s.state = 'running' AND s.deadline IS NOT NULL AND s.deadline < ? ORDER BY s.deadline LIMIT ?`
+var overdueQuery = sqltx.HeldStepSelect + ` WHERE s.state = 'running' AND s.deadline IS NOT NULL AND s.deadline < ? ORDER BY s.deadline LIMIT ?`
 
 // OverdueSteps returns running steps whose deadline passed before now.
 func (s *maintenance) OverdueSteps(ctx context.Context, now time.Time, limit int) ([]store.ClaimedStep, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.read(ctx, overdueQuery, now.UnixMicro(), limit)
+	rows, err := s.Read(ctx, overdueQuery, now.UnixMicro(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("overdue steps: %w", err)
 	}
-	steps, err := sqldb.Collect(rows, scanHeldStep)
+	steps, err := sqldb.Collect(rows, sqltx.ScanHeldStep)
 	if err != nil {
 		return nil, fmt.Errorf("overdue steps: %w", err)
 	}

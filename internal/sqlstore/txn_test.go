@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
 // TestWritePanicFreesTheWriter: a write whose function panics (a bug, which
@@ -23,7 +24,7 @@ func TestWritePanicFreesTheWriter(t *testing.T) {
 	s := New(Config{DB: d, Dialect: oneWriter{}})
 	insert := func(id int) func(t *txn) error {
 		return func(t *txn) error {
-			_, err := t.x.Exec(ctx, "INSERT INTO parents (id) VALUES (?)", id)
+			_, err := t.X.Exec(ctx, "INSERT INTO parents (id) VALUES (?)", id)
 			return err
 		}
 	}
@@ -78,18 +79,18 @@ func (oneWriter) Contended(error) bool   { return false }
 func (oneWriter) WriteContext(ctx context.Context) (context.Context, error) {
 	return ctx, nil
 }
-func (oneWriter) Numbered() bool             { return false }
-func (oneWriter) Arrays() bool               { return false }
-func (oneWriter) WithWrites() bool           { return false }
-func (oneWriter) TxHistory() bool            { return false }
-func (oneWriter) ClaimLock() string          { return "" }
-func (oneWriter) ClaimLimit() string         { return "LIMIT ?" }
-func (oneWriter) Fence() string              { return "" }
-func (oneWriter) ClaimPlan() string          { return "" }
-func (oneWriter) CompletePlan() string       { return "" }
-func (oneWriter) Lock() string               { return "" }
-func (oneWriter) LimitRoom() string          { return "" }
-func (oneWriter) FairReadiness() string      { return "" }
-func (oneWriter) Explain() (string, int)     { return "EXPLAIN QUERY PLAN", 4 }
-func (oneWriter) ExplainAnalyze() string     { return "" }
-func (oneWriter) Notification() Notification { return Notification{} }
+func (oneWriter) Numbered() bool                   { return false }
+func (oneWriter) Arrays() bool                     { return false }
+func (oneWriter) WithWrites() bool                 { return false }
+func (oneWriter) TxHistory() bool                  { return false }
+func (oneWriter) ClaimLock() string                { return "" }
+func (oneWriter) ClaimLimit() string               { return "LIMIT ?" }
+func (oneWriter) Fence() string                    { return "" }
+func (oneWriter) ClaimPlan() string                { return "" }
+func (oneWriter) CompletePlan() string             { return "" }
+func (oneWriter) Lock() string                     { return "" }
+func (oneWriter) LimitRoom() string                { return "" }
+func (oneWriter) FairReadiness() string            { return "" }
+func (oneWriter) Explain() (string, int)           { return "EXPLAIN QUERY PLAN", 4 }
+func (oneWriter) ExplainAnalyze() string           { return "" }
+func (oneWriter) Notification() sqltx.Notification { return sqltx.Notification{} }

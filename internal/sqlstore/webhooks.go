@@ -32,13 +32,13 @@ func scanWebhook(r sqldb.Row) (store.Webhook, error) {
 // CreateWebhook stores a webhook.
 func (s *admin) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
 	err := s.write(ctx, "", func(t *txn) error {
-		w.CreatedAt = time.UnixMicro(t.now)
+		w.CreatedAt = time.UnixMicro(t.Now)
 		if w.State == "" {
 			w.State = store.WebhookActive
 		}
-		return t.queryRow(`INSERT INTO webhooks (url, secret, namespace, workflow, types, cursor_pos, state, created_at, created_by)
+		return t.QueryRow(`INSERT INTO webhooks (url, secret, namespace, workflow, types, cursor_pos, state, created_at, created_by)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			w.URL, w.Secret, w.Namespace, w.Workflow, strings.Join(w.Types, ","), w.Cursor, w.State, t.now, w.CreatedBy).Scan(&w.ID)
+			w.URL, w.Secret, w.Namespace, w.Workflow, strings.Join(w.Types, ","), w.Cursor, w.State, t.Now, w.CreatedBy).Scan(&w.ID)
 	})
 	if err != nil {
 		return w, fmt.Errorf("create webhook: %w", err)
@@ -48,7 +48,7 @@ func (s *admin) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 
 // Webhooks lists the webhooks.
 func (s *admin) Webhooks(ctx context.Context) ([]store.Webhook, error) {
-	rows, err := s.read(ctx, `SELECT `+webhookColumns+` FROM webhooks ORDER BY id`)
+	rows, err := s.Read(ctx, `SELECT `+webhookColumns+` FROM webhooks ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
@@ -63,7 +63,7 @@ func (s *admin) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 // ErrNotFound.
 func (s *admin) webhookWrite(ctx context.Context, id int64, what, q string, args ...any) error {
 	return s.write(ctx, "", func(t *txn) error {
-		res, err := t.exec(q, args...)
+		res, err := t.Exec(q, args...)
 		if err != nil {
 			return fmt.Errorf("%s webhook %d: %w", what, id, err)
 		}
@@ -88,7 +88,7 @@ func (s *admin) EnableWebhook(ctx context.Context, id int64) error {
 // WebhookDelivered moves a webhook's cursor with a compare-and-swap.
 func (s *admin) WebhookDelivered(ctx context.Context, id int64, from, to string, delivered int) error {
 	return s.write(ctx, "", func(t *txn) error {
-		res, err := t.exec(`UPDATE webhooks SET cursor_pos = ?, delivered = delivered + ?, failures = 0, last_error = '', next_attempt_at = 0
+		res, err := t.Exec(`UPDATE webhooks SET cursor_pos = ?, delivered = delivered + ?, failures = 0, last_error = '', next_attempt_at = 0
 			WHERE id = ? AND cursor_pos = ?`, to, delivered, id, from)
 		if err != nil {
 			return fmt.Errorf("webhook %d delivered: %w", id, err)

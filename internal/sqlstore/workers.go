@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -19,7 +20,7 @@ func (s *maintenance) SetHandlers(ctx context.Context, engineID string, handlers
 }
 
 func (t *operatorTx) setHandlers(engineID string, handlers []string) error {
-	if _, err := t.exec(`DELETE FROM engine_handlers WHERE engine_id = ?`, engineID); err != nil {
+	if _, err := t.Exec(`DELETE FROM engine_handlers WHERE engine_id = ?`, engineID); err != nil {
 		return fmt.Errorf("handlers of %s: %w", engineID, err)
 	}
 	seen := map[string]bool{}
@@ -35,7 +36,7 @@ func (t *operatorTx) setHandlers(engineID string, handlers []string) error {
 		return nil
 	}
 	q := `INSERT INTO engine_handlers (engine_id, handler) VALUES ` + strings.Repeat("(?, ?), ", len(args)/2-1) + `(?, ?)`
-	if _, err := t.exec(q, args...); err != nil {
+	if _, err := t.Exec(q, args...); err != nil {
 		return fmt.Errorf("handlers of %s: %w", engineID, err)
 	}
 	return nil
@@ -56,9 +57,9 @@ func (s *maintenance) ListWorkers(ctx context.Context) ([]store.EngineInfo, erro
 	for i, e := range engines {
 		at[e.ID], ids[i] = i, e.ID
 	}
-	list := placeholders(len(ids))
+	list := sqltx.Placeholders(len(ids))
 	type pair struct{ id, v string }
-	rows, err := s.read(ctx, `SELECT engine_id, handler FROM engine_handlers WHERE engine_id IN (`+list+`)`, ids...)
+	rows, err := s.Read(ctx, `SELECT engine_id, handler FROM engine_handlers WHERE engine_id IN (`+list+`)`, ids...)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}

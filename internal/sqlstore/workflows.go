@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -18,7 +19,7 @@ import (
 func (s *admin) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.WorkflowRecord, bool, error) {
 	var created bool
 	err := s.write(ctx, "", func(t *txn) error {
-		existing, err := scanWorkflow(t.queryRow(`SELECT `+workflowColumns+` FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
+		existing, err := sqltx.ScanWorkflow(t.QueryRow(`SELECT `+sqltx.WorkflowColumns+` FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
 			w.Namespace, w.Name, w.Version))
 		switch {
 		case err == nil:
@@ -30,12 +31,12 @@ func (s *admin) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.
 		case !errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("read workflow: %w", err)
 		}
-		_, err = t.exec(`INSERT INTO workflows (namespace, name, version, definition, created_at) VALUES (?, ?, ?, ?, ?)`,
-			w.Namespace, w.Name, w.Version, string(w.Definition), t.now)
+		_, err = t.Exec(`INSERT INTO workflows (namespace, name, version, definition, created_at) VALUES (?, ?, ?, ?, ?)`,
+			w.Namespace, w.Name, w.Version, string(w.Definition), t.Now)
 		if err != nil {
 			return fmt.Errorf("insert workflow: %w", err)
 		}
-		w.CreatedAt, created = time.UnixMicro(t.now), true
+		w.CreatedAt, created = time.UnixMicro(t.Now), true
 		return nil
 	})
 	if err != nil {
@@ -56,12 +57,12 @@ func sameJSON(a string, b []byte) bool {
 
 // GetWorkflow returns one version, or the newest when version is "".
 func (s *admin) GetWorkflow(ctx context.Context, namespace, name, version string) (*store.WorkflowRecord, error) {
-	rows, err := s.read(ctx, `SELECT `+workflowColumns+` FROM workflows
+	rows, err := s.Read(ctx, `SELECT `+sqltx.WorkflowColumns+` FROM workflows
 		WHERE namespace = ? AND name = ? AND (? = '' OR version = ?)`, namespace, name, version, version)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
-	ws, err := sqldb.Collect(rows, scanWorkflow)
+	ws, err := sqldb.Collect(rows, sqltx.ScanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
@@ -83,11 +84,11 @@ func (s *admin) GetWorkflow(ctx context.Context, namespace, name, version string
 
 // ListWorkflows returns every registered version.
 func (s *admin) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, error) {
-	rows, err := s.read(ctx, `SELECT `+workflowColumns+` FROM workflows ORDER BY namespace, name, created_at`)
+	rows, err := s.Read(ctx, `SELECT `+sqltx.WorkflowColumns+` FROM workflows ORDER BY namespace, name, created_at`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	ws, err := sqldb.Collect(rows, scanWorkflow)
+	ws, err := sqldb.Collect(rows, sqltx.ScanWorkflow)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -98,7 +99,7 @@ func (s *admin) ListWorkflows(ctx context.Context) ([]store.WorkflowRecord, erro
 // "" matching any namespace or name.
 func (s *admin) WorkflowExists(ctx context.Context, namespace, name string) (bool, error) {
 	var one int
-	err := s.readRow(ctx, `SELECT 1 FROM workflows WHERE (? = '' OR namespace = ?) AND (? = '' OR name = ?) LIMIT 1`,
+	err := s.ReadRow(ctx, `SELECT 1 FROM workflows WHERE (? = '' OR namespace = ?) AND (? = '' OR name = ?) LIMIT 1`,
 		namespace, namespace, name, name).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
-// dialect is PostgreSQL's sqlstore.Dialect: several engines write at once,
+// dialect is PostgreSQL's sqltx.Dialect: several engines write at once,
 // so the claim locks the rows it takes and the locks of the policies it
 // counts under; statements write in their WITH and take arrays.
 type dialect struct {
@@ -16,7 +16,7 @@ type dialect struct {
 	channel string
 }
 
-var _ sqlstore.Dialect = dialect{}
+var _ sqltx.Dialect = dialect{}
 
 // notifyEvery is the shortest time between two wake-up notifications of a
 // store: transactions within it share one, sent when it ends.
@@ -77,6 +77,6 @@ func (dialect) FairReadiness() string {
 func (dialect) Explain() (string, int) { return "EXPLAIN", 1 }
 func (dialect) ExplainAnalyze() string { return "EXPLAIN (ANALYZE, BUFFERS)" }
 
-func (d dialect) Notification() sqlstore.Notification {
-	return sqlstore.Notification{Statement: "SELECT pg_notify(?, ?)", Channel: d.channel, Every: notifyEvery}
+func (d dialect) Notification() sqltx.Notification {
+	return sqltx.Notification{Statement: "SELECT pg_notify(?, ?)", Channel: d.channel, Every: notifyEvery}
 }

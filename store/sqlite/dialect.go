@@ -3,10 +3,10 @@ package sqlite
 import (
 	"context"
 
-	"github.com/weftrun/weft/internal/sqlstore"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
-// dialect is SQLite's sqlstore.Dialect: one writer at a time, so the claim
+// dialect is SQLite's sqltx.Dialect: one writer at a time, so the claim
 // takes no locks; none of PostgreSQL's arrays, numbered placeholders or
 // writes in a WITH.
 type dialect struct {
@@ -15,7 +15,7 @@ type dialect struct {
 	readOnly bool
 }
 
-var _ sqlstore.Dialect = dialect{}
+var _ sqltx.Dialect = dialect{}
 
 func (dialect) Refused(err error) bool { return refused(err) }
 
@@ -44,12 +44,12 @@ func (dialect) ClaimLock() string { return "" }
 // again at every claim.
 func (dialect) ClaimLimit() string { return "LIMIT (SELECT ?)" }
 
-func (dialect) Fence() string                       { return "" }
-func (dialect) ClaimPlan() string                   { return "" }
-func (dialect) CompletePlan() string                { return "" }
-func (dialect) Lock() string                        { return "" }
-func (dialect) LimitRoom() string                   { return "" }
-func (dialect) FairReadiness() string               { return "" }
-func (dialect) Explain() (string, int)              { return "EXPLAIN QUERY PLAN", 4 }
-func (dialect) ExplainAnalyze() string              { return "" }
-func (dialect) Notification() sqlstore.Notification { return sqlstore.Notification{} }
+func (dialect) Fence() string                    { return "" }
+func (dialect) ClaimPlan() string                { return "" }
+func (dialect) CompletePlan() string             { return "" }
+func (dialect) Lock() string                     { return "" }
+func (dialect) LimitRoom() string                { return "" }
+func (dialect) FairReadiness() string            { return "" }
+func (dialect) Explain() (string, int)           { return "EXPLAIN QUERY PLAN", 4 }
+func (dialect) ExplainAnalyze() string           { return "" }
+func (dialect) Notification() sqltx.Notification { return sqltx.Notification{} }

@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 )
 
 // This file holds a write transaction's audit queue: the entries its
-// changes queue (audit, auditRunEnd, auditClaim, auditMove), folded into
+// changes queue (audit, AuditRunEnd, AuditClaim, auditMove), folded into
 // as few rows as read back the same (foldAudit), and written in one
-// statement before the transaction commits (flushAudit), each row that
+// statement before the transaction commits (FlushAudit), each row that
 // ends a run with the run's claim (claimOfRun).
 
 // auditRow is one audit entry to write. A step's row may also carry its
@@ -20,21 +20,21 @@ type auditRow struct {
 	taskID   int64
 	step     string
 	from, to string
-	attempt  int
+	Attempt  int
 	reason   string
 	engine   string
 	// at is when the transition happened, where it is not the
-	// transaction's time (0): a claim recorded after it (auditClaim).
+	// transaction's time (0): a claim recorded after it (AuditClaim).
 	at int64
 
 	taskFrom, taskTo, taskReason string
-	// stepID is the step's id where the entry ends a run (from running):
+	// StepID is the step's id where the entry ends a run (from running):
 	// the row records the run's claim too, read from the step's row as
-	// the row is written (flushAudit), unless an earlier row did; or, where
-	// claimRead, claim is it, read with the run's end (nil: recorded).
-	stepID    int64
-	claim     *runClaim
-	claimRead bool
+	// the row is written (FlushAudit), unless an earlier row did; or, where
+	// ClaimRead, claim is it, read with the run's end (nil: recorded).
+	StepID    int64
+	Claim     *RunClaim
+	ClaimRead bool
 	// steps lists, as name, state, name, state, ..., further steps of the
 	// task whose transitions ride on the row (foldAudit): one entry each
 	// when read, after the row's own.
@@ -43,7 +43,7 @@ type auditRow struct {
 
 // foldAudit writes entries on the row queued just before them for their
 // task, by the same engine, where the row reads them back in the same order
-// (scanAudit: the row's own entry, its task's transition, then its list of
+// (ScanAudit: the row's own entry, its task's transition, then its list of
 // steps), in fewer rows:
 //   - a task's transition, on a step's row that carries no task transition
 //     and no list yet: a task's start with its first claimed step, its end
@@ -55,7 +55,7 @@ type auditRow struct {
 //     one claim took them (the row's claim is theirs too; only the row's
 //     own may start the task) or their claims are recorded already.
 //
-// A row holds at most entriesPerRow entries.
+// A row holds at most EntriesPerRow entries.
 // last is an empty map foldAudit fills with each task's last row.
 func foldAudit(entries []auditRow, last map[int64]int) []auditRow {
 	out := entries[:0]
@@ -67,8 +67,8 @@ func foldAudit(entries []auditRow, last map[int64]int) []auditRow {
 			case e.step == "" && p.step != "" && p.taskTo == "" && len(p.steps) == 0:
 				p.taskFrom, p.taskTo, p.taskReason = e.from, e.to, e.reason
 				continue
-			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.attempt == e.attempt &&
-				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries()+e.entries() <= entriesPerRow && sameRun(p, &e):
+			case e.step != "" && e.taskTo == "" && len(e.steps) == 0 && p.from == e.from && p.Attempt == e.Attempt &&
+				p.reason == e.reason && (p.step == "" || p.to == e.to) && p.entries()+e.entries() <= EntriesPerRow && sameRun(p, &e):
 				p.steps = append(p.steps, e.step, e.to)
 				continue
 			}
@@ -83,13 +83,13 @@ func foldAudit(entries []auditRow, last map[int64]int) []auditRow {
 // ends a run, or both do, with their claims read and made together (e's
 // not starting the task) or recorded already.
 func sameRun(p, e *auditRow) bool {
-	if p.stepID == 0 || e.stepID == 0 {
-		return p.stepID == 0 && e.stepID == 0
+	if p.StepID == 0 || e.StepID == 0 {
+		return p.StepID == 0 && e.StepID == 0
 	}
-	if !p.claimRead || !e.claimRead || p.claim == nil || e.claim == nil {
-		return p.claimRead && e.claimRead && p.claim == nil && e.claim == nil
+	if !p.ClaimRead || !e.ClaimRead || p.Claim == nil || e.Claim == nil {
+		return p.ClaimRead && e.ClaimRead && p.Claim == nil && e.Claim == nil
 	}
-	return p.claim.sameAs(e.claim) && !e.claim.starts
+	return p.Claim.sameAs(e.Claim) && !e.Claim.Starts
 }
 
 // stepsText is the row's list of steps as written: a JSON array, or empty.
@@ -118,66 +118,66 @@ func (r *auditRow) entries() int {
 	if r.taskTo != "" {
 		n++
 	}
-	if r.stepID != 0 {
+	if r.StepID != 0 {
 		n += 2 + len(r.steps)/2 // the claims, and the task's start
 	}
 	return n
 }
 
-// flushAudit writes the queued audit entries, folded (foldAudit), in one
+// FlushAudit writes the queued audit entries, folded (foldAudit), in one
 // statement whatever their count, sent with the commit where it can be
 // (soon).
-func (t *txn) flushAudit() error {
-	queued := t.audits
-	last := t.s.auditScratch.fold()
+func (t *Tx) FlushAudit() error {
+	queued := t.Audits
+	last := t.H.auditScratch.fold()
 	entries := foldAudit(queued, last)
-	t.audits = nil
-	defer t.s.auditScratch.put(queued, last)
+	t.Audits = nil
+	defer t.H.auditScratch.put(queued, last)
 	if len(entries) == 0 {
 		return nil
 	}
 	for i := range entries {
-		if e := &entries[i]; e.step != "" && e.from == string(state.StepRunning) && e.stepID == 0 {
+		if e := &entries[i]; e.step != "" && e.from == string(state.StepRunning) && e.StepID == 0 {
 			return fmt.Errorf("audit step %q of task %d: its run ends without the step's id to record its claim with", e.step, e.taskID)
 		}
 	}
 	var from string
 	var args []any
-	if t.byParams(len(entries)) {
+	if t.ByParams(len(entries)) {
 		from, args = paramRow("u", &entries[0], auditRowset...)
 	} else {
-		from, args = rowset(t, "u", entries, auditRowset...)
+		from, args = Rowset(t, "u", entries, auditRowset...)
 	}
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim)
 		SELECT u_task, u_step, u_from, u_to, CASE WHEN u_at = 0 THEN ? ELSE u_at END, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
-	return t.soon("audit", q, append([]any{t.now}, args...)...)
+	return t.Soon("audit", q, append([]any{t.Now}, args...)...)
 }
 
-// auditRowset are the columns of flushAudit's rowset.
+// auditRowset are the columns of FlushAudit's rowset.
 var auditRowset = []col[auditRow]{
-	intCol("u_task", func(e *auditRow) int64 { return e.taskID }),
-	textCol("u_step", func(e *auditRow) string { return e.step }),
-	textCol("u_from", func(e *auditRow) string { return e.from }),
-	textCol("u_to", func(e *auditRow) string { return e.to }),
-	intCol("u_attempt", func(e *auditRow) int64 { return int64(e.attempt) }),
-	textCol("u_engine", func(e *auditRow) string { return e.engine }),
-	textCol("u_reason", func(e *auditRow) string { return e.reason }),
-	intCol("u_at", func(e *auditRow) int64 { return e.at }),
-	textCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
-	textCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
-	textCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
-	textCol("u_steps", (*auditRow).stepsText),
-	intCol("u_step_id", func(e *auditRow) int64 { return e.stepID }),
-	textCol("u_claim", func(e *auditRow) string {
-		if e.claim == nil {
+	IntCol("u_task", func(e *auditRow) int64 { return e.taskID }),
+	TextCol("u_step", func(e *auditRow) string { return e.step }),
+	TextCol("u_from", func(e *auditRow) string { return e.from }),
+	TextCol("u_to", func(e *auditRow) string { return e.to }),
+	IntCol("u_attempt", func(e *auditRow) int64 { return int64(e.Attempt) }),
+	TextCol("u_engine", func(e *auditRow) string { return e.engine }),
+	TextCol("u_reason", func(e *auditRow) string { return e.reason }),
+	IntCol("u_at", func(e *auditRow) int64 { return e.at }),
+	TextCol("u_task_from", func(e *auditRow) string { return e.taskFrom }),
+	TextCol("u_task_to", func(e *auditRow) string { return e.taskTo }),
+	TextCol("u_task_reason", func(e *auditRow) string { return e.taskReason }),
+	TextCol("u_steps", (*auditRow).stepsText),
+	IntCol("u_step_id", func(e *auditRow) int64 { return e.StepID }),
+	TextCol("u_claim", func(e *auditRow) string {
+		if e.Claim == nil {
 			return ""
 		}
-		return e.claim.text()
+		return e.Claim.text()
 	}),
-	intCol("u_claim_read", func(e *auditRow) int64 { return boolInt(e.claimRead) }),
+	IntCol("u_claim_read", func(e *auditRow) int64 { return BoolInt(e.ClaimRead) }),
 }
 
-// claimOfRun is the claim column of an audit row of flushAudit's: for a
+// claimOfRun is the claim column of an audit row of FlushAudit's: for a
 // row that ends a run (u_step_id), the run's claim as read with its end
 // (u_claim_read), or as the step's row holds it until the next claim,
 // unless an audit row has it already (claim_audited); the run's attempt
@@ -263,48 +263,48 @@ func (s *scratch[T]) keep(v T) {
 	}
 }
 
-// auditRoom makes room in the audit queue for n more entries.
-func (t *txn) auditRoom(n int) {
-	if t.audits == nil {
-		t.audits = t.s.auditScratch.queue()
+// AuditRoom makes room in the audit queue for n more entries.
+func (t *Tx) AuditRoom(n int) {
+	if t.Audits == nil {
+		t.Audits = t.H.auditScratch.queue()
 	}
-	t.audits = slices.Grow(t.audits, n)
+	t.Audits = slices.Grow(t.Audits, n)
 }
 
-// audit queues one audit entry; the transaction writes the queue in bulk
+// Audit queues one audit entry; the transaction writes the queue in bulk
 // before it commits.
-func (t *txn) audit(taskID int64, step string, from, to string, attempt int, reason string) {
+func (t *Tx) Audit(taskID int64, step string, from, to string, attempt int, reason string) {
 	if step == "" && state.Task(to).Terminal() {
-		t.endedTask = true
+		t.EndedTask = true
 	}
-	t.auditRoom(1)
-	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: from, to: to, attempt: attempt, reason: reason, engine: t.engine})
+	t.AuditRoom(1)
+	t.Audits = append(t.Audits, auditRow{taskID: taskID, step: step, from: from, to: to, Attempt: attempt, reason: reason, engine: t.Engine})
 }
 
-// auditRunEnd queues the audit entry of a step's run that ends, moving the
+// AuditRunEnd queues the audit entry of a step's run that ends, moving the
 // step from running to to; its row records the run's claim too.
-func (t *txn) auditRunEnd(stepID, taskID int64, step string, to state.Step, attempt int, reason string) {
-	t.auditRoom(1)
-	t.audits = append(t.audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
-		attempt: attempt, reason: reason, engine: t.engine, stepID: stepID})
+func (t *Tx) AuditRunEnd(stepID, taskID int64, step string, to state.Step, attempt int, reason string) {
+	t.AuditRoom(1)
+	t.Audits = append(t.Audits, auditRow{taskID: taskID, step: step, from: string(state.StepRunning), to: string(to),
+		Attempt: attempt, reason: reason, engine: t.Engine, StepID: stepID})
 }
 
-// auditClaim queues the entries of claim c of task taskID's step, as they
-// read back (runClaim.entries): the step's claim, and the task's start on
+// AuditClaim queues the entries of claim c of task taskID's step, as they
+// read back (RunClaim.entries): the step's claim, and the task's start on
 // its row where the claim started the task (foldAudit).
-func (t *txn) auditClaim(taskID int64, step string, c runClaim) {
+func (t *Tx) AuditClaim(taskID int64, step string, c RunClaim) {
 	for _, e := range c.entries(taskID, step) {
-		t.auditRoom(1)
-		t.audits = append(t.audits, auditRow{taskID: taskID, step: e.Step, from: e.From, to: e.To, attempt: e.Attempt,
-			reason: e.Reason, engine: e.EngineID, at: c.at})
+		t.AuditRoom(1)
+		t.Audits = append(t.Audits, auditRow{taskID: taskID, step: e.Step, from: e.From, to: e.To, Attempt: e.Attempt,
+			reason: e.Reason, engine: e.EngineID, at: c.At})
 	}
 }
 
 // auditMove queues the audit entry of a step moved from from to to.
-func (t *txn) auditMove(stepID, taskID int64, step string, from, to state.Step, attempt int, reason string) {
+func (t *Tx) auditMove(stepID, taskID int64, step string, from, to state.Step, attempt int, reason string) {
 	if from == state.StepRunning {
-		t.auditRunEnd(stepID, taskID, step, to, attempt, reason)
+		t.AuditRunEnd(stepID, taskID, step, to, attempt, reason)
 		return
 	}
-	t.audit(taskID, step, string(from), string(to), attempt, reason)
+	t.Audit(taskID, step, string(from), string(to), attempt, reason)
 }

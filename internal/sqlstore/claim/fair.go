@@ -1,7 +1,6 @@
-package sqlstore
+package claim
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -27,7 +26,7 @@ import (
 //     never a read of the ready queue), and counts their running steps
 //     (index steps_running) when there are two or more. When that found
 //     one namespace alone with ready work, the next claims ask only
-//     whether another has any now (fairOthers), and while none has they
+//     whether another has any now (FairOthers), and while none has they
 //     take neither the lock nor the readiness: there is nothing to share;
 //  2. the claim's slots go one by one to a namespace below its share: its
 //     running steps, with the slots it was given so far, are fewer than its
@@ -53,9 +52,9 @@ import (
 // fairLock names the advisory lock of claims under weights (PostgreSQL).
 const fairLock = "weft-fair"
 
-// maxFairNamespaces bounds the skip scan: namespaces past the first this
+// MaxFairNamespaces bounds the skip scan: namespaces past the first this
 // many with ready work are claimed by the ordinary rounds only.
-const maxFairNamespaces = 1000
+const MaxFairNamespaces = 1000
 
 // fairPasses is what a store keeps of the fair shares from one claim to
 // the next: the passes of the namespaces it last shared slots between (how
@@ -65,12 +64,12 @@ const maxFairNamespaces = 1000
 type fairPasses struct {
 	mu   sync.Mutex
 	pass map[string]float64
-	// alone is the namespace the last read of fairReadiness found alone
+	// alone is the namespace the last read of FairReadiness found alone
 	// with ready work; "" if it found none or several.
 	alone string
 }
 
-// lone returns the namespace the last read of fairReadiness found alone
+// lone returns the namespace the last read of FairReadiness found alone
 // with ready work, if any.
 func (f *fairPasses) lone() string {
 	f.mu.Lock()
@@ -78,7 +77,7 @@ func (f *fairPasses) lone() string {
 	return f.alone
 }
 
-// read keeps what a read of fairReadiness found: the namespace alone with
+// read keeps what a read of FairReadiness found: the namespace alone with
 // ready work, or none.
 func (f *fairPasses) read(rows []fairRow) {
 	alone := ""
@@ -97,8 +96,8 @@ func (f *fairPasses) read(rows []fairRow) {
 	f.mu.Unlock()
 }
 
-// fairOthers asks, in the claim's first statement, whether a namespace
-// other than the one the last read of fairReadiness found alone with ready
+// FairOthers asks, in the claim's first statement, whether a namespace
+// other than the one the last read of FairReadiness found alone with ready
 // work has any now: two descents of steps_ready_namespace, one each side
 // of that namespace's entries (each the first entry in the index's order:
 // an EXISTS a planner may answer with a scan of the table, which reads it
@@ -108,7 +107,7 @@ func (f *fairPasses) read(rows []fairRow) {
 // its query is the ordinary one. A namespace that gets ready work between
 // this statement and the claim's next waits for the next claim, a few
 // milliseconds, which the share over a minute does not see.
-const fairOthers = `((SELECT namespace FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ? ORDER BY namespace LIMIT 1) IS NOT NULL
+const FairOthers = `((SELECT namespace FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ? ORDER BY namespace LIMIT 1) IS NOT NULL
 	OR (SELECT namespace FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace < ? ORDER BY namespace DESC LIMIT 1) IS NOT NULL)`
 
 // fairShare is one namespace with ready work in a claim under weights.
@@ -120,10 +119,10 @@ type fairShare struct {
 	pass      float64
 }
 
-// fairReadiness finds the namespaces with ready steps and, when there are
+// FairReadiness finds the namespaces with ready steps and, when there are
 // two or more (one takes every slot: there is nothing to share), counts
 // their running steps, in one statement.
-const fairReadiness = `WITH RECURSIVE ready_ns(n, depth) AS (
+const FairReadiness = `WITH RECURSIVE ready_ns(n, depth) AS (
 	SELECT min(namespace), 1 FROM steps WHERE state = 'ready' AND namespace <> ''
 	UNION ALL
 	SELECT (SELECT min(namespace) FROM steps WHERE state = 'ready' AND namespace <> '' AND namespace > ready_ns.n), depth + 1
@@ -134,7 +133,7 @@ UNION ALL
 SELECT 0, namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (SELECT n FROM ready) AND (SELECT count(*) FROM ready) > 1
 	GROUP BY namespace`
 
-// fairRow is a row of fairReadiness: a namespace with ready steps, or its
+// fairRow is a row of FairReadiness: a namespace with ready steps, or its
 // running steps.
 type fairRow struct {
 	ready     bool
@@ -142,30 +141,30 @@ type fairRow struct {
 	n         int64
 }
 
-// fairReadiness returns the rows of fairReadiness: those the claim's first
+// FairReadiness returns the rows of FairReadiness: those the claim's first
 // statement read, the first time, or else read now.
-func (t *claimTx) fairReadiness() ([]fairRow, error) {
+func (t *ClaimTx) fairReadiness() ([]fairRow, error) {
 	if t.fairRead != nil {
 		got := t.fairRead
 		t.fairRead = nil
 		return got, nil
 	}
-	if !t.fairLocked && t.s.d.FairReadiness() != "" {
+	if !t.fairLocked && t.H.D.FairReadiness() != "" {
 		// The lock and the readiness in one round trip.
 		var got []string
-		if err := t.queryRow(`SELECT `+t.s.d.FairReadiness(), fairLock, maxFairNamespaces).Scan(&got); err != nil {
+		if err := t.QueryRow(`SELECT `+t.H.D.FairReadiness(), fairLock, MaxFairNamespaces).Scan(&got); err != nil {
 			return nil, fmt.Errorf("read ready namespaces: %w", err)
 		}
 		t.fairLocked = true
 		return parseFairRows(got)
 	}
 	if !t.fairLocked {
-		if err := t.lockLimit(fairLock); err != nil {
+		if err := t.Lock(fairLock); err != nil {
 			return nil, err
 		}
 		t.fairLocked = true
 	}
-	rows, err := t.query(fairReadiness, maxFairNamespaces)
+	rows, err := t.Query(FairReadiness, MaxFairNamespaces)
 	if err != nil {
 		return nil, fmt.Errorf("count running steps by namespace: %w", err)
 	}
@@ -182,7 +181,7 @@ func (t *claimTx) fairReadiness() ([]fairRow, error) {
 	return got, nil
 }
 
-// parseFairRows reads the rows of fairReadiness from the claim's first
+// parseFairRows reads the rows of FairReadiness from the claim's first
 // statement, as "KIND N NAMESPACE"; never nil.
 func parseFairRows(in []string) ([]fairRow, error) {
 	out := make([]fairRow, 0, len(in))
@@ -204,7 +203,7 @@ func parseFairRows(in []string) ([]fairRow, error) {
 // namespaces with ready work by weight, or ok false when the ordinary
 // query serves: no weight is set, the claim is of one task or namespace,
 // or fewer than two namespaces have ready work that this claim may take.
-func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (q string, args []any, ok bool, err error) {
+func (t *ClaimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom) (q string, args []any, ok bool, err error) {
 	if pol == nil || len(pol.weights) == 0 || p.TaskID != 0 || (p.Namespaces != nil && len(p.Namespaces) < 2) ||
 		(p.Handlers != nil && len(p.Handlers) == 0) || t.fairAlone {
 		return "", nil, false, nil
@@ -213,7 +212,7 @@ func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys 
 	if err != nil || len(shares) < 2 {
 		return "", nil, false, err
 	}
-	t.s.plan.fair.give(shares, want)
+	t.Plan.fair.give(shares, want)
 	var parts []string
 	for _, sh := range shares {
 		if sh.given == 0 {
@@ -221,8 +220,8 @@ func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys 
 		}
 		one := p
 		one.Namespaces = []string{sh.namespace}
-		part, partArgs := t.s.claimQuery(sh.given, one, pol, keys)
-		parts = append(parts, fairPart(part))
+		part, partArgs := t.Plan.ClaimQuery(sh.given, one, pol, keys)
+		parts = append(parts, FairPart(part))
 		args = append(args, partArgs...)
 	}
 	if len(parts) == 1 {
@@ -239,21 +238,21 @@ func (t *claimTx) fairQuery(want int, p store.ClaimParams, pol *policySet, keys 
 // claimReady is how the claim query begins its conditions.
 const claimReady = "WHERE state = 'ready'"
 
-// fairPart makes a claim query one of the fair shares' parts: it names
+// FairPart makes a claim query one of the fair shares' parts: it names
 // the predicate of steps_ready_namespace, which only these parts use (see
 // migration 017).
-func fairPart(claimQuery string) string {
+func FairPart(claimQuery string) string {
 	return strings.Replace(claimQuery, claimReady, claimReady+" AND namespace <> ''", 1)
 }
 
 // fairShares reads the namespaces with ready work that the claim may take,
 // with their running steps and weights, ordered by name.
-func (t *claimTx) fairShares(p store.ClaimParams, pol *policySet, keys *keyRoom) ([]fairShare, error) {
+func (t *ClaimTx) fairShares(p store.ClaimParams, pol *policySet, keys *KeyRoom) ([]fairShare, error) {
 	got, err := t.fairReadiness()
 	if err != nil {
 		return nil, err
 	}
-	t.s.plan.fair.read(got)
+	t.Plan.fair.read(got)
 	running := map[string]int{}
 	var shares []fairShare
 	var fullNS []string
@@ -336,31 +335,4 @@ func fairBefore(a, b fairShare) bool {
 		return l < r
 	}
 	return a.namespace < b.namespace
-}
-
-// ExplainFairClaim returns the database's plans for what a claim under
-// weights runs: the statement that counts running steps and finds the
-// namespaces with ready work, the query of one namespace's part (of
-// p.Namespaces[0]), then the question whether namespaces other than that
-// one have ready work (fairOthers), so tests and operators can check that
-// none reads the ready queue.
-func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
-	readiness, err := s.explain(ctx, fairReadiness, maxFairNamespaces)
-	if err != nil {
-		return "", fmt.Errorf("explain fair claim: %w", err)
-	}
-	q, args := s.claimQuery(max(p.Limit, 1), p, nil, nil)
-	part, err := s.explain(ctx, fairPart(q), args...)
-	if err != nil {
-		return "", fmt.Errorf("explain fair claim: %w", err)
-	}
-	ns := ""
-	if len(p.Namespaces) > 0 {
-		ns = p.Namespaces[0]
-	}
-	others, err := s.explain(ctx, `SELECT `+fairOthers, ns, ns)
-	if err != nil {
-		return "", fmt.Errorf("explain fair claim: %w", err)
-	}
-	return readiness + "--\n" + part + "--\n" + others, nil
 }

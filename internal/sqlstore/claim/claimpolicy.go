@@ -1,13 +1,15 @@
-package sqlstore
+package claim
+
+import "github.com/weftrun/weft/internal/sqlstore/sqltx"
 
 // candidatePolicy is a scheduling policy as the claim's query of candidates
-// (claimQuery) applies it: exclude appends to the query q, with their
+// (ClaimQuery) applies it: exclude appends to the query q, with their
 // arguments, the conditions that skip the steps the policy holds back. pol
 // is nil where the claim applies no policies (explain), keys nil before the
 // claim has met any limit or breaker. What a policy checks of the rows the
 // query returned, and what the claim statement does for it, is in its file.
 type candidatePolicy interface {
-	exclude(q string, args []any, pol *policySet, keys *keyRoom) (string, []any)
+	exclude(q string, args []any, pol *policySet, keys *KeyRoom) (string, []any)
 }
 
 // candidatePolicies are the policies of the query of candidates, in the
@@ -22,7 +24,7 @@ func andIn(q string, args []any, cond string, vals []string) (string, []any) {
 	if len(vals) == 0 {
 		return q, args
 	}
-	q += ` AND ` + cond + ` (` + placeholders(len(vals)) + `)`
+	q += ` AND ` + cond + ` (` + sqltx.Placeholders(len(vals)) + `)`
 	for _, v := range vals {
 		args = append(args, v)
 	}

@@ -1,7 +1,6 @@
-package sqlstore
+package claim
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -31,165 +30,32 @@ import (
 // version with the engine's state, in one statement it made anyway, and a
 // candidate under no limit costs a map lookup and two string comparisons.
 
-// leaseOf is the lease a claim under p takes: p's, or a new one.
-func leaseOf(p store.ClaimParams) int64 {
+// LeaseOf is the lease a claim under p takes: p's, or a new one.
+func LeaseOf(p store.ClaimParams) int64 {
 	if p.LeaseID != 0 {
 		return p.LeaseID
 	}
 	return store.NewLeaseID()
 }
 
-// claimRounds bounds how many times one claim selects candidates: a limit
+// ClaimRounds bounds how many times one claim selects candidates: a limit
 // can fill up mid-batch, and the next round skips what is full.
-const claimRounds = 3
+const ClaimRounds = 3
 
-// ClaimSteps claims up to p.Limit ready steps.
-func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
-	if p.Limit <= 0 {
-		return nil, nil
-	}
-	var claimed []store.ClaimedStep
-	var deferred map[string]*store.RateDeferral
-	var granted []*bucketNeed // reserved tokens, held once the claim commits
-	var now int64
-	var totals map[string]limitTotals // of limits, as the claim left them
-	held := false
-	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claim := func(tx *txn) error {
-		t := tx.claimer()
-		claimed, held = nil, false
-		if !p.Now.IsZero() {
-			t.now = p.Now.UnixMicro()
-		}
-		if !t.s.d.WithWrites() && t.s.plan.backlog.Load() {
-			// Under a backlog, SQLite claims in one statement where the
-			// claim needs no check of its own (claimGated). Where that
-			// claims nothing (no step was ready, or its gate shut), the
-			// claim runs as below.
-			got, err := t.claimGated(p, true)
-			if err != nil || len(got) > 0 {
-				claimed = got
-				return err
-			}
-		}
-		// The namespaces the last claim met limits in: bounded from the
-		// handle's anchors, or locked and counted by the first statement.
-		cached := s.plan.cachedPolicies()
-		bounded := int64(-1)
-		if cached != nil {
-			bounded = cached.version
-		}
-		bounds, predicted := s.plan.splitBounds(s.plan.predictedLimits(), bounded, t.now, p.Limit, p.Caps, nil)
-		leaseID := leaseOf(p)
-		if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
-			return err
-		}
-		version, room, err := t.claimStart(p, predicted, cached)
-		if err != nil {
-			return err
-		}
-		if version != bounded {
-			if err := t.dropAhead(); err != nil {
-				return err
-			}
-			// Bounds and counts made under other policies: the namespaces
-			// counted stay locked, and all are bounded or counted again
-			// when the claim meets them.
-			bounds, predicted, room = nil, nil, nil
-		}
-		var keys *keyRoom
-		var rates *rateClaim
-		var deps [][]int
-		for attempt := 0; ; attempt++ {
-			pol, err := t.policies(version)
-			if err != nil {
-				return err
-			}
-			if pol.all {
-				return nil // everything is paused
-			}
-			keys = newKeyRoom(pol, p.Caps, p.Limit)
-			if attempt == 0 {
-				t.limitsIn(predicted, room, keys)
-				t.boundedIn(bounds, keys)
-			}
-			keys.brk = newBreakerRoom(pol, t.now)
-			rates = &rateClaim{}
-			err = t.claimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
-			if !errors.Is(err, errPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
-				if errors.Is(err, errPoliciesMoved) {
-					err = nil // a later round: what was claimed stands
-				}
-				if err != nil {
-					return err
-				}
-				break
-			}
-			// Nothing claimed yet: read the policies as they are now.
-			if err := t.queryRow(`SELECT ` + policyVersion).Scan(&version); err != nil {
-				return fmt.Errorf("read the policy version: %w", err)
-			}
-		}
-		if !t.boundsChecked {
-			if err := t.checkBounds(keys); err != nil {
-				return err
-			}
-		}
-		deferred, granted, now, totals = rates.deferred, rates.granted, t.now, t.limitTotals
-		s.plan.predictLimits(keys.met)
-		s.plan.bounds.met(keys.floor)
-		return t.claimContext(claimed, deps)
-	}
-	var err error
-	for range boundAttempts {
-		var miss *boundMiss
-		err = s.write(ctx, p.EngineID, claim)
-		if errors.Is(err, errShutAfterCommit) {
-			// Again, its gate checked in a transaction of its own that
-			// stays open whatever other claims of this handle found.
-			keepOpen = true
-			continue
-		}
-		if !errors.As(err, &miss) {
-			break
-		}
-		// Claims elsewhere took room the bounds counted on: count.
-		s.plan.bounds.forget(miss.namespaces)
-	}
-	switch {
-	case errors.Is(err, errBoundMissed):
-		return nil, nil // the next claim counts
-	case err != nil:
-		return nil, err
-	}
-	if !s.d.WithWrites() {
-		s.plan.backlog.Store(len(claimed) == p.Limit)
-	}
-	s.plan.bounds.saw(totals)
-	for _, n := range granted {
-		s.plan.reserves.add(n.key, n.rate, n.granted, now)
-	}
-	reportDeferred(p, deferred)
-	if held && p.Held != nil {
-		p.Held()
-	}
-	return claimed, nil
-}
+// PolicyVersion reads the version of the policies.
+const PolicyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
 
-// policyVersion reads the version of the policies.
-const policyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
+// ErrPoliciesMoved: the policies changed while a claim applied them.
+var ErrPoliciesMoved = errors.New("the policies changed during the claim")
 
-// errPoliciesMoved: the policies changed while a claim applied them.
-var errPoliciesMoved = errors.New("the policies changed during the claim")
-
-// claimRounds selects and claims ready steps under pol, in up to
-// claimRounds rounds (a limit can fill up mid-batch, and the next round
+// ClaimRounds selects and claims ready steps under pol, in up to
+// ClaimRounds rounds (a limit can fill up mid-batch, and the next round
 // skips what is full), adding them to claimed and their dependencies to
-// deps. errPoliciesMoved ends it when a round's query saw the policies
+// deps. ErrPoliciesMoved ends it when a round's query saw the policies
 // moved since the claim read them.
-func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, leaseID int64,
+func (t *ClaimTx) ClaimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *RateClaim, leaseID int64,
 	claimed *[]store.ClaimedStep, deps *[][]int, held *bool) error {
-	for round := range claimRounds {
+	for round := range ClaimRounds {
 		want := p.Limit - len(*claimed)
 		if want <= 0 {
 			return nil
@@ -199,7 +65,7 @@ func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom
 				return err
 			}
 		}
-		ids, more, err := t.candidates(want, p, pol, keys, rates, round)
+		ids, more, err := t.Candidates(want, p, pol, keys, rates, round)
 		if err != nil {
 			return err
 		}
@@ -225,31 +91,31 @@ func (t *claimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *keyRoom
 // round is left: nothing is checked or written after that statement. Not
 // where it takes rate tokens (a bucket that falls short is read after it:
 // rateFallback), holds limits (their bounds are checked after it:
-// checkBounds), wrote a due time or readied steps (a notification goes
+// CheckBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
-func (t *claimTx) endsWithClaim() bool {
-	_, ok := t.x.(sqldb.Pipeliner)
-	return ok && t.owned && t.s.d.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
-		!t.timed && !t.leftReady() && len(t.breakers.hits) == 0 && !t.breakers.bump
+func (t *ClaimTx) endsWithClaim() bool {
+	_, ok := t.X.(sqldb.Pipeliner)
+	return ok && t.Owned && t.H.D.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
+		!t.Timed && !t.LeftReady() && len(t.Breakers.Hits) == 0 && !t.Breakers.Bump
 }
 
-// claimStart runs a claim's first statement: it reads the engine's state
+// ClaimStart runs a claim's first statement: it reads the engine's state
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, steers the planner for the claim's next
 // statements (ClaimPlan), takes the fair shares' lock and reads their
-// readiness while the policies last read (cached) hold weights (fairReadiness does
+// readiness while the policies last read (cached) hold weights (FairReadiness does
 // when they were set since) or, while the last read found one namespace
-// alone with ready work, only asks whether another has any (fairOthers),
+// alone with ready work, only asks whether another has any (FairOthers),
 // and locks and counts the namespaces in predicted, those the last claim
 // met limits in (limits.go), returning their counts.
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
-func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
-	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + policyVersion + `, `
+func (t *ClaimTx) ClaimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
+	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + PolicyVersion + `, `
 	args := []any{p.EngineID}
-	if t.s.d.ClaimPlan() != "" {
-		q += t.s.d.ClaimPlan()
+	if t.H.D.ClaimPlan() != "" {
+		q += t.H.D.ClaimPlan()
 	} else {
 		q += "NULL"
 	}
@@ -257,30 +123,30 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
 	if weights {
-		alone = t.s.plan.fair.lone()
+		alone = t.Plan.fair.lone()
 	}
-	// Without FairReadiness, fairReadiness takes the lock and reads when
+	// Without FairReadiness, FairReadiness takes the lock and reads when
 	// the claim shares slots.
 	switch {
 	case alone != "":
-		q += ", " + fairOthers
+		q += ", " + FairOthers
 		args = append(args, alone, alone)
 		probe = true
-	case t.s.d.FairReadiness() != "" && weights:
-		q += ", " + t.s.d.FairReadiness()
-		args = append(args, fairLock, maxFairNamespaces)
+	case t.H.D.FairReadiness() != "" && weights:
+		q += ", " + t.H.D.FairReadiness()
+		args = append(args, fairLock, MaxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.s.d.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
+			fmt.Sprintf(t.H.D.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
 		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
 		q += ", NULL, NULL, NULL"
 	}
-	rows, err := t.query(q, args...)
+	rows, err := t.Query(q, args...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("check engine %s: %w", p.EngineID, err)
 	}
@@ -331,14 +197,14 @@ func (t *claimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 // namespaceRow is a namespace with a number: a count of its steps, or the
 // id of one of them.
 type namespaceRow struct {
-	n         int64
-	namespace string
+	N         int64
+	Namespace string
 }
 
-// scanNamespaceRow reads a namespace and a number, in that order.
-func scanNamespaceRow(r sqldb.Row) (namespaceRow, error) {
+// ScanNamespaceRow reads a namespace and a number, in that order.
+func ScanNamespaceRow(r sqldb.Row) (namespaceRow, error) {
 	var v namespaceRow
-	err := r.Scan(&v.namespace, &v.n)
+	err := r.Scan(&v.Namespace, &v.N)
 	return v, err
 }
 
@@ -357,11 +223,11 @@ type candidate struct {
 	ratePer    int64
 }
 
-// candidates selects the best ready steps, skipping paused targets and
+// Candidates selects the best ready steps, skipping paused targets and
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys *keyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
+func (t *ClaimTx) Candidates(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *RateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
@@ -371,11 +237,11 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	if !fair {
-		q, args = t.s.claimQuery(want, p, pol, keys)
+		q, args = t.Plan.ClaimQuery(want, p, pol, keys)
 	}
 	rows, err := t.aheadRows(q, args)
 	if err == nil && rows == nil {
-		rows, err = t.query(q, args...)
+		rows, err = t.Query(q, args...)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("select ready steps: %w", err)
@@ -384,11 +250,11 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 	if err != nil {
 		return nil, false, err
 	}
-	if pol != nil && len(ready) > 0 && seen != pol.version {
+	if pol != nil && len(ready) > 0 && seen != pol.Version {
 		// The policies moved between the claim's first statement and
 		// this one, which may see work made ready since under them (a
 		// pause, a breaker that opened): claim under the new ones.
-		return nil, false, errPoliciesMoved
+		return nil, false, ErrPoliciesMoved
 	}
 	limited := false
 	for _, c := range ready {
@@ -414,16 +280,16 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
-	if kept, err = (breakerClaim{t}).probes(kept, keys.brk); err != nil {
+	if kept, err = (breakerClaim{t}).probes(kept, keys.Brk); err != nil {
 		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
-	probing := keys.brk != nil && len(keys.brk.probed) > 0
+	probing := keys.Brk != nil && len(keys.Brk.probed) > 0
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
-	if err := (breakerClaim{t}).unprobed(kept, keys.brk); err != nil {
+	if err := (breakerClaim{t}).unprobed(kept, keys.Brk); err != nil {
 		return nil, false, err
 	}
 	if t.rateTake != nil {
@@ -436,7 +302,7 @@ func (t *claimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys
 	return idsOf(kept), (fair && len(kept) < want) || (len(ready) == want && len(kept) < len(ready)), nil
 }
 
-// scanCandidates reads the rows of claimQuery: the candidates, and the
+// scanCandidates reads the rows of ClaimQuery: the candidates, and the
 // policy version the query saw.
 func scanCandidates(rows sqldb.Rows) (ready []candidate, seen int64, err error) {
 	ready, err = sqldb.Collect(rows, func(r sqldb.Row) (candidate, error) {
@@ -458,14 +324,14 @@ func idsOf(cs []candidate) []int64 {
 	return ids
 }
 
-// claimQuery is the query that picks the steps to claim: the best ready
+// ClaimQuery is the query that picks the steps to claim: the best ready
 // steps, in effective priority order, skipping paused targets, namespaces
 // at their cap and full concurrency keys.
-func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys *keyRoom) (string, []any) {
-	// The policy version, read with the steps (policyVersion), tells a
+func (pl *Planner) ClaimQuery(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom) (string, []any) {
+	// The policy version, read with the steps (PolicyVersion), tells a
 	// claim whether the policies it applies still hold when it sees them.
 	q := `SELECT id, namespace, task_id, limit_key, limit_n, task_limit_key, task_limit_n, rate_key, rate_n, rate_per, breaker_key, ` +
-		policyVersion + ` FROM steps WHERE state = 'ready'`
+		PolicyVersion + ` FROM steps WHERE state = 'ready'`
 	var args []any
 	if p.EngineID != "" {
 		// The claim's first statement found the engine live; a reaper may
@@ -491,9 +357,9 @@ func (s *claims) claimQuery(want int, p store.ClaimParams, pol *policySet, keys 
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	q += ` ORDER BY sort_key ` + s.d.ClaimLimit()
-	if s.d.ClaimLock() != "" {
-		q += " " + s.d.ClaimLock()
+	q += ` ORDER BY sort_key ` + pl.D.ClaimLimit()
+	if pl.D.ClaimLock() != "" {
+		q += " " + pl.D.ClaimLock()
 	}
 	return q, append(args, want)
 }

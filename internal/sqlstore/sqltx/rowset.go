@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 type colType int
 
 const (
-	colInt  colType = iota // bigint; Go int64
+	ColInt  colType = iota // bigint; Go int64
 	colText                // text; Go string
 	colJSON                // text that may be NULL; Go json.RawMessage, nil for NULL
 )
@@ -28,19 +28,19 @@ type col[R any] struct {
 	json func(*R) json.RawMessage
 }
 
-func intCol[R any](name string, f func(*R) int64) col[R] {
-	return col[R]{name: name, typ: colInt, int: f}
+func IntCol[R any](name string, f func(*R) int64) col[R] {
+	return col[R]{name: name, typ: ColInt, int: f}
 }
 
-func textCol[R any](name string, f func(*R) string) col[R] {
+func TextCol[R any](name string, f func(*R) string) col[R] {
 	return col[R]{name: name, typ: colText, text: f}
 }
 
-func jsonCol[R any](name string, f func(*R) json.RawMessage) col[R] {
+func JSONCol[R any](name string, f func(*R) json.RawMessage) col[R] {
 	return col[R]{name: name, typ: colJSON, json: f}
 }
 
-// rowset turns rows into a relation a statement can join, so that one
+// Rowset turns rows into a relation a statement can join, so that one
 // statement updates many rows however many there are: unnest of one array
 // per column on PostgreSQL, jsonb_each of one JSON document on SQLite
 // (whose rows stay SQLite's binary JSON; json_each gives each row back as
@@ -53,17 +53,17 @@ func jsonCol[R any](name string, f func(*R) json.RawMessage) col[R] {
 // table's). A column with the same value in every row travels once, as a
 // parameter of its own (the engine and the states of a batch's audit rows,
 // say). It returns the FROM item and its arguments.
-func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []any) {
+func Rowset[R any](t *Tx, alias string, rows []R, cols ...col[R]) (string, []any) {
 	same := sameColumns(rows, cols)
 	var consts []string
 	var constArgs []any
 	for c, col := range cols {
 		if same[c] {
-			consts = append(consts, fmt.Sprintf(", %s AS %s", t.scalar(col.typ), col.name))
+			consts = append(consts, fmt.Sprintf(", %s AS %s", t.Scalar(col.typ), col.name))
 			constArgs = append(constArgs, col.param(&rows[0]))
 		}
 	}
-	if t.s.d.Arrays() {
+	if t.H.D.Arrays() {
 		var args []any
 		var types, names []string
 		for c, col := range cols {
@@ -72,7 +72,7 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 			}
 			names = append(names, col.name)
 			switch col.typ {
-			case colInt:
+			case ColInt:
 				v := make([]int64, len(rows))
 				for r := range rows {
 					v[r] = col.int(&rows[r])
@@ -121,7 +121,7 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 			}
 			first = false
 			switch col.typ {
-			case colInt:
+			case ColInt:
 				doc.Write(strconv.AppendInt(doc.AvailableBuffer(), col.int(&rows[r]), 10))
 			case colText:
 				text(col.text(&rows[r]))
@@ -151,17 +151,17 @@ func rowset[R any](t *txn, alias string, rows []R, cols ...col[R]) (string, []an
 		append(constArgs, doc.String())
 }
 
-// byParams reports whether n rows go as parameters instead of a rowset: on
+// ByParams reports whether n rows go as parameters instead of a rowset: on
 // SQLite, one row (an idle engine's batch, each level of a DAG), where a
 // JSON document of one row cost more to read than the row's write: an
 // UPDATE by parameters 33 against 43 to 58 µs, an INSERT … SELECT from a
 // row of parameters (paramRow) 7.5 against 26 µs. In an UPDATE … FROM
 // SQLite materializes a row of parameters (120 µs), so updates of one row
 // are plain UPDATEs. PostgreSQL keeps its arrays, one plan a shape.
-func (t *txn) byParams(n int) bool { return n == 1 && !t.s.d.Arrays() }
+func (t *Tx) ByParams(n int) bool { return n == 1 && !t.H.D.Arrays() }
 
 // paramRow is one row as a relation of its values as parameters, for an
-// INSERT … SELECT of a row that goes by parameters (byParams). It returns
+// INSERT … SELECT of a row that goes by parameters (ByParams). It returns
 // the FROM item and its arguments, as rowset does.
 func paramRow[R any](alias string, row *R, cols ...col[R]) (string, []any) {
 	sel, args := make([]string, len(cols)), make([]any, len(cols))
@@ -171,12 +171,12 @@ func paramRow[R any](alias string, row *R, cols ...col[R]) (string, []any) {
 	return fmt.Sprintf("(SELECT %s) AS %s", strings.Join(sel, ", "), alias), args
 }
 
-// scalar is the placeholder of one value of a rowset column.
-func (t *txn) scalar(typ colType) string {
-	if !t.s.d.Arrays() {
+// Scalar is the placeholder of one value of a rowset column.
+func (t *Tx) Scalar(typ colType) string {
+	if !t.H.D.Arrays() {
 		return "?"
 	}
-	if typ == colInt {
+	if typ == ColInt {
 		return "?::bigint"
 	}
 	return "?::text"
@@ -186,7 +186,7 @@ func (t *txn) scalar(typ colType) string {
 // NULL.
 func (c col[R]) param(r *R) any {
 	switch c.typ {
-	case colInt:
+	case ColInt:
 		return c.int(r)
 	case colText:
 		return c.text(r)
@@ -202,7 +202,7 @@ func (c col[R]) param(r *R) any {
 // list of steps is marshalled).
 func (c col[R]) same(rows []R) bool {
 	switch c.typ {
-	case colInt:
+	case ColInt:
 		return allSame(rows, c.int)
 	case colText:
 		return allSame(rows, c.text)

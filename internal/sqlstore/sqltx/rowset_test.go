@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ type cell struct {
 }
 
 var cellCols = []col[cell]{
-	intCol("n", func(c *cell) int64 { return c.n }),
-	textCol("s", func(c *cell) string { return c.s }),
-	jsonCol("j", func(c *cell) json.RawMessage { return c.j }),
+	IntCol("n", func(c *cell) int64 { return c.n }),
+	TextCol("s", func(c *cell) string { return c.s }),
+	JSONCol("j", func(c *cell) json.RawMessage { return c.j }),
 }
 
 func TestSameColumns(t *testing.T) {
@@ -54,8 +54,8 @@ func TestRowsetDocument(t *testing.T) {
 		{42, "ünïcödé ☃ <html> & \u2028", json.RawMessage(`"s"`)},
 		{7, "bad utf-8 \xff\xfe", json.RawMessage(`[1,2]`)},
 	}
-	tx := &txn{s: New(Config{Dialect: oneWriter{}})} // no arrays: the SQLite form
-	from, args := rowset(tx, "x", rows, cellCols...)
+	tx := &Tx{H: &Handle{D: oneWriter{}}} // no arrays: the SQLite form
+	from, args := Rowset(tx, "x", rows, cellCols...)
 	require.Contains(t, from, "jsonb_each(?)")
 	require.Len(t, args, 1)
 	var doc [][]any
@@ -80,12 +80,12 @@ func TestRowsetDocument(t *testing.T) {
 func BenchmarkRowsetAudit(b *testing.B) {
 	rows := make([]auditRow, 200)
 	for i := range rows {
-		rows[i] = auditRow{taskID: int64(i + 1), step: "a", from: "running", to: "completed", attempt: 1, engine: "e1",
+		rows[i] = auditRow{taskID: int64(i + 1), step: "a", from: "running", to: "completed", Attempt: 1, engine: "e1",
 			taskFrom: "running", taskTo: "completed", steps: []string{"b", "completed", "c", "completed", "d", "completed", "e", "completed"}}
 	}
-	tx := &txn{s: New(Config{Dialect: oneWriter{}})}
+	tx := &Tx{H: &Handle{D: oneWriter{}}}
 	for b.Loop() {
-		rowset(tx, "u", rows, auditRowset...)
+		Rowset(tx, "u", rows, auditRowset...)
 	}
 }
 
@@ -120,3 +120,9 @@ func checkJSONString(t *testing.T, s string) {
 	got := appendJSONString([]byte("x"), s)
 	require.Equal(t, "x"+strings.TrimSuffix(want.String(), "\n"), string(got))
 }
+
+// oneWriter is the Dialect of a database with none of PostgreSQL's
+// features, as SQLite's is: what the tests here ask of a dialect.
+type oneWriter struct{ Dialect }
+
+func (oneWriter) Arrays() bool { return false }

@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 )
 
 // This file holds the concurrency limits of the claim: namespace limits
@@ -40,7 +41,7 @@ import (
 // namespace's counts are one round trip, a function whose counting query
 // takes its snapshot after the locks (LimitRoom). A claim takes the locks of the
 // namespaces its last claim met limits in with its first statement, in
-// one sorted order, waiting for them (predictLimits); others, found among
+// one sorted order, waiting for them (PredictLimits); others, found among
 // its candidates, it waits for only while it holds no lock yet, and
 // otherwise only tries, taking the namespace's limits as full for this
 // claim when another holds them, so no two claims wait for each other. A
@@ -65,36 +66,36 @@ type nsCount struct {
 	anchorSteps, anchorTasks int64
 }
 
-// keyRoom is how many more steps (or tasks) may start under each limit a
+// KeyRoom is how many more steps (or tasks) may start under each limit a
 // claim has met so far.
-type keyRoom struct {
+type KeyRoom struct {
 	caps     map[string]int // namespace limits in force
 	limit    int            // the most steps the whole claim takes
 	version  int64          // of the policies the claim applies
 	own      map[string]int // the engine's own namespace caps (in caps too)
 	counted  map[string]nsCount
-	met      map[string]bool // namespaces of the limited candidates seen
-	floor    map[string]int  // the smallest limit met in each of them
+	Met      map[string]bool // namespaces of the limited candidates seen
+	Floor    map[string]int  // the smallest limit met in each of them
 	ns       map[string]int  // room under a namespace limit
 	step     map[nsKey]int   // room under a step key
 	task     map[nsKey]int   // room under a workflow key
 	bounded  map[nsKey]bool  // workflow keys their namespace's bound settled
 	pending  map[int64]bool  // tasks taken to start with their step: they need a place
 	admitted map[int64]bool  // tasks this claim started under their workflow limit
-	brk      *breakerRoom    // the circuit breakers that are not closed
+	Brk      *breakerRoom    // the circuit breakers that are not closed
 	heldBack bool            // a candidate was left because its limit was full
 }
 
-// newKeyRoom is the room of a claim of at most limit steps under the
+// NewKeyRoom is the room of a claim of at most limit steps under the
 // policies pol and the engine's own namespace caps.
-func newKeyRoom(pol *policySet, own map[string]int, limit int) *keyRoom {
-	return &keyRoom{caps: pol.capsWith(own), limit: limit, version: pol.version, own: own,
-		counted: map[string]nsCount{}, met: map[string]bool{}, floor: map[string]int{}, ns: map[string]int{},
+func NewKeyRoom(pol *policySet, own map[string]int, limit int) *KeyRoom {
+	return &KeyRoom{caps: pol.capsWith(own), limit: limit, version: pol.Version, own: own,
+		counted: map[string]nsCount{}, Met: map[string]bool{}, Floor: map[string]int{}, ns: map[string]int{},
 		step: map[nsKey]int{}, task: map[nsKey]int{}, bounded: map[nsKey]bool{}, pending: map[int64]bool{}}
 }
 
 // limited reports whether candidate c falls under a limit.
-func (k *keyRoom) limited(c candidate) bool {
+func (k *KeyRoom) limited(c candidate) bool {
 	if c.limitKey != "" || c.taskKey != "" {
 		return true
 	}
@@ -132,7 +133,7 @@ func fullKeys(m map[nsKey]int) []string {
 
 // take reports whether candidate c fits its limits and, if it does, takes
 // its places.
-func (k *keyRoom) take(c candidate) bool {
+func (k *KeyRoom) take(c candidate) bool {
 	_, capped := k.caps[c.namespace]
 	sk, tk := nsKey{c.namespace, c.limitKey}, nsKey{c.namespace, c.taskKey}
 	needTask := c.taskKey != "" && k.pending[c.taskID] && !k.admitted[c.taskID]
@@ -159,10 +160,10 @@ func (k *keyRoom) take(c candidate) bool {
 }
 
 // lowest keeps the smallest limit of candidate c's namespace met so far.
-func (k *keyRoom) lowest(c candidate) {
+func (k *KeyRoom) lowest(c candidate) {
 	low := func(n int) {
-		if f, ok := k.floor[c.namespace]; !ok || n < f {
-			k.floor[c.namespace] = n
+		if f, ok := k.Floor[c.namespace]; !ok || n < f {
+			k.Floor[c.namespace] = n
 		}
 	}
 	if limit, capped := k.caps[c.namespace]; capped {
@@ -181,13 +182,13 @@ func (k *keyRoom) lowest(c candidate) {
 // namespaces (locking each on PostgreSQL; wait is false after the first
 // round, and a namespace locked elsewhere is then taken as full), and then
 // counts one by one only the keys that bound cannot settle.
-func (t *claimTx) countKeys(ready []candidate, k *keyRoom, wait bool) error {
+func (t *ClaimTx) countKeys(ready []candidate, k *KeyRoom, wait bool) error {
 	var namespaces []string
 	for _, c := range ready {
 		if !k.limited(c) {
 			continue
 		}
-		k.met[c.namespace] = true
+		k.Met[c.namespace] = true
 		k.lowest(c)
 		if _, ok := k.counted[c.namespace]; !ok && !slices.Contains(namespaces, c.namespace) {
 			namespaces = append(namespaces, c.namespace)
@@ -247,7 +248,7 @@ func (t *claimTx) countKeys(ready []candidate, k *keyRoom, wait bool) error {
 // limit leaves of running (what runs in the namespace) when that is room
 // for the whole claim, else it adds key to exact, to be counted on its
 // own. It reports whether running settled it.
-func (k *keyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, missed bool, exact map[nsKey]int) bool {
+func (k *KeyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, missed bool, exact map[nsKey]int) bool {
 	if _, met := room[key]; met {
 		return false
 	}
@@ -263,11 +264,11 @@ func (k *keyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, miss
 	return false
 }
 
-// predictedLimits returns the namespaces whose limits the next claim
+// PredictedLimits returns the namespaces whose limits the next claim
 // locks and counts first: those its last claim met limits in, where the
 // store has locks.
-func (s *planner) predictedLimits() []string {
-	if s.d.LimitRoom() == "" {
+func (s *Planner) PredictedLimits() []string {
+	if s.D.LimitRoom() == "" {
 		return nil
 	}
 	if p := s.limitNamespaces.Load(); p != nil {
@@ -276,13 +277,13 @@ func (s *planner) predictedLimits() []string {
 	return nil
 }
 
-// predictLimits keeps the namespaces a claim met limits in for the next
+// PredictLimits keeps the namespaces a claim met limits in for the next
 // claim (only when they changed).
-func (s *planner) predictLimits(met map[string]bool) {
-	if s.d.LimitRoom() == "" {
+func (s *Planner) PredictLimits(met map[string]bool) {
+	if s.D.LimitRoom() == "" {
 		return
 	}
-	last := s.predictedLimits()
+	last := s.PredictedLimits()
 	if len(last) == len(met) {
 		same := true
 		for _, ns := range last {
@@ -292,7 +293,7 @@ func (s *planner) predictLimits(met map[string]bool) {
 			return
 		}
 	}
-	next := sortedKeys(met)
+	next := sqltx.SortedKeys(met)
 	s.limitNamespaces.Store(&next)
 }
 
@@ -306,50 +307,50 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 // (sorted), locking each first where the store has several writers (wait:
 // wait for the locks, else only try them), unless it bounds it from the
 // handle's anchors (limitbounds.go).
-func (t *claimTx) countNamespaces(namespaces []string, k *keyRoom, wait bool) error {
+func (t *ClaimTx) countNamespaces(namespaces []string, k *KeyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.s.d.LimitRoom() != "" {
+	if t.H.D.LimitRoom() != "" {
 		// Rows of limit_claims are taken in the namespaces' order, by
 		// every claim, and a claim that bounds takes them without the
 		// namespace's lock: a namespace met after this claim added to the
 		// totals of one named after it waits for the next claim, so that
 		// no two claims wait for each other's rows.
 		namespaces = slices.DeleteFunc(namespaces, func(ns string) bool {
-			if len(t.limitTotals) == 0 || ns > t.totalsMax {
+			if len(t.LimitTotals) == 0 || ns > t.totalsMax {
 				return false
 			}
 			k.counted[ns] = nsCount{missed: true}
 			return true
 		})
 		var bounds map[string]nsCount
-		bounds, namespaces = t.s.plan.splitBounds(namespaces, k.version, t.now, k.limit, k.own, k.floor)
-		t.boundedIn(bounds, k)
+		bounds, namespaces = t.Plan.SplitBounds(namespaces, k.version, t.Now, k.limit, k.own, k.Floor)
+		t.BoundedIn(bounds, k)
 		if len(namespaces) == 0 {
 			return nil
 		}
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.s.d.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.H.D.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
-		in, args := t.textIn("namespace", namespaces)
+		in, args := t.TextIn("namespace", namespaces)
 		got, err = t.counts(fmt.Sprintf(namespaceCounts, in), append(args, args...)...)
 	}
 	if err != nil {
 		return fmt.Errorf("count running steps and tasks in namespaces with limits: %w", err)
 	}
-	t.limitsIn(namespaces, got, k)
+	t.LimitsIn(namespaces, got, k)
 	return nil
 }
 
-// limitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
+// LimitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
 // into k, keeps its counts as the handle's anchors, and notes the
 // namespaces the claim holds, whose totals its claim statement adds to.
-func (t *claimTx) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
+func (t *ClaimTx) LimitsIn(namespaces []string, got []countRow, k *KeyRoom) {
 	k.countedIn(namespaces, got)
-	if t.s.d.LimitRoom() == "" {
+	if t.H.D.LimitRoom() == "" {
 		return
 	}
-	t.s.plan.bounds.counted(namespaces, k.counted, k.version, t.now)
+	t.Plan.Bounds.counted(namespaces, k.counted, k.version, t.Now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed {
 			t.hold(ns)
@@ -358,7 +359,7 @@ func (t *claimTx) limitsIn(namespaces []string, got []countRow, k *keyRoom) {
 }
 
 // countedIn takes the rows of a count of namespaces into k.
-func (k *keyRoom) countedIn(namespaces []string, got []countRow) {
+func (k *KeyRoom) countedIn(namespaces []string, got []countRow) {
 	for _, ns := range namespaces {
 		k.counted[ns] = nsCount{}
 	}
@@ -385,7 +386,7 @@ func (k *keyRoom) countedIn(namespaces []string, got []countRow) {
 // reads which of the tasks in pending have not started. Their namespaces
 // are locked (or one writer at a time): a plain statement sees every claim
 // committed before.
-func (t *claimTx) countExact(steps, tasks map[nsKey]int, pending []int64, k *keyRoom) error {
+func (t *ClaimTx) countExact(steps, tasks map[nsKey]int, pending []int64, k *KeyRoom) error {
 	keysOf := func(m map[nsKey]int) []string {
 		var out []string
 		for x := range m {
@@ -399,23 +400,23 @@ func (t *claimTx) countExact(steps, tasks map[nsKey]int, pending []int64, k *key
 	var parts []string
 	var args []any
 	if len(steps) > 0 {
-		in, inArgs := t.textIn("limit_key", keysOf(steps))
+		in, inArgs := t.TextIn("limit_key", keysOf(steps))
 		parts = append(parts, `SELECT 1, namespace, limit_key, count(*) FROM steps WHERE state = 'running' AND limit_key != '' AND `+in+` GROUP BY namespace, limit_key`)
 		args = append(args, inArgs...)
 	}
 	if len(tasks) > 0 {
-		in, inArgs := t.textIn("limit_key", keysOf(tasks))
+		in, inArgs := t.TextIn("limit_key", keysOf(tasks))
 		parts = append(parts, `SELECT 2, namespace, limit_key, count(*) FROM tasks WHERE state = 'running' AND limit_key != '' AND `+in+` GROUP BY namespace, limit_key`)
 		args = append(args, inArgs...)
 	}
 	if len(pending) > 0 {
 		// By primary key: (state || '') keeps the planner off the state
 		// index, which would read every pending task.
-		in, inArgs := t.idIn("id", pending)
+		in, inArgs := t.IDIn("id", pending)
 		parts = append(parts, `SELECT 3, '', '', id FROM tasks WHERE `+in+` AND (state || '') = 'pending'`)
 		args = append(args, inArgs...)
 	}
-	rows, err := t.query(strings.Join(parts, " UNION ALL "), args...)
+	rows, err := t.Query(strings.Join(parts, " UNION ALL "), args...)
 	if err != nil {
 		return fmt.Errorf("count running steps and tasks under limits: %w", err)
 	}
@@ -463,8 +464,8 @@ type countRow struct {
 	n    int64
 }
 
-func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
-	rows, err := t.query(q, args...)
+func (t *ClaimTx) counts(q string, args ...any) ([]countRow, error) {
+	rows, err := t.Query(q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -475,22 +476,10 @@ func (t *claimTx) counts(q string, args ...any) ([]countRow, error) {
 	})
 }
 
-// lockLimit takes one transaction-scoped lock, waiting for it, where the
-// dialect has locks; with one writer at a time there is nothing to take.
-func (t *operatorTx) lockLimit(name string) error {
-	if t.s.d.Lock() == "" {
-		return nil
-	}
-	if _, err := t.exec(`SELECT `+t.s.d.Lock(), name); err != nil {
-		return fmt.Errorf("lock %s: %w", name, err)
-	}
-	return nil
-}
-
 // namespaceLimits skips the namespaces at their concurrency limit.
 type namespaceLimits struct{}
 
-func (namespaceLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+func (namespaceLimits) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (string, []any) {
 	if keys == nil {
 		return q, args
 	}
@@ -500,7 +489,7 @@ func (namespaceLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom
 // stepKeyLimits skips the steps whose concurrency key is full.
 type stepKeyLimits struct{}
 
-func (stepKeyLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+func (stepKeyLimits) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (string, []any) {
 	if keys == nil {
 		return q, args
 	}
@@ -511,12 +500,12 @@ func (stepKeyLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) 
 // started; the running ones (no more than the limit) go on.
 type workflowLimits struct{}
 
-func (workflowLimits) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+func (workflowLimits) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (string, []any) {
 	if keys == nil {
 		return q, args
 	}
 	if tasks := fullKeys(keys.task); len(tasks) > 0 {
-		ph := placeholders(len(tasks))
+		ph := sqltx.Placeholders(len(tasks))
 		q += ` AND (task_limit_key NOT IN (` + ph + `) OR task_id IN (SELECT id FROM tasks WHERE state = 'running' AND limit_key IN (` + ph + `)))`
 		for range 2 {
 			for _, k := range tasks {

@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -69,21 +70,21 @@ import (
 // deferred about once per token it waits for in the queue, not once per
 // claim, so the audit grows with the work, not with the polling.
 
-// bucketPrefixNamespace starts the keys of the buckets of namespace rates;
+// BucketPrefixNamespace starts the keys of the buckets of namespace rates;
 // those of step rates come from the engine, "step:NS/WORKFLOW/STEP[=VALUE]".
-const bucketPrefixNamespace = "ns:"
+const BucketPrefixNamespace = "ns:"
 
-// rateClaim is what one claim knows of rate buckets across its rounds.
-type rateClaim struct {
+// RateClaim is what one claim knows of rate buckets across its rounds.
+type RateClaim struct {
 	locked   map[string]bool // buckets this claim upserted (locked on PostgreSQL)
-	deferred map[string]*store.RateDeferral
-	granted  []*bucketNeed // buckets that reserved tokens (reserves.go)
+	Deferred map[string]*store.RateDeferral
+	Granted  []*BucketNeed // buckets that reserved tokens (reserves.go)
 }
 
-// bucketNeed is one bucket the candidates of a round need tokens of.
-type bucketNeed struct {
-	key  string
-	rate store.Rate
+// BucketNeed is one bucket the candidates of a round need tokens of.
+type BucketNeed struct {
+	Key  string
+	Rate store.Rate
 	want int
 	// of want, the tokens taken from the handle's reserve (reserves.go);
 	// the rest are asked of the bucket
@@ -92,7 +93,7 @@ type bucketNeed struct {
 	// those it held that it used (reserves.go)
 	reserve, release int
 	// what the upsert returned
-	taken, granted int
+	taken, Granted int
 	deferredTo     int64
 	// the candidates that got a token, and how many deferred so far
 	used, deferredN int
@@ -108,7 +109,7 @@ func candidateRates(c candidate, pol *policySet, out []string) []string {
 	}
 	if pol != nil {
 		if _, ok := pol.rates[c.namespace]; ok {
-			out = append(out, bucketPrefixNamespace+c.namespace)
+			out = append(out, BucketPrefixNamespace+c.namespace)
 		}
 	}
 	return out
@@ -118,23 +119,23 @@ func candidateRates(c candidate, pol *policySet, out []string) []string {
 // get none. It returns the candidates to claim, in their order.
 // probing is set while the round took a breaker's probe: its tokens are
 // then taken on their own (a probe the rate defers gives its place back).
-func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, error) {
+func (t *ClaimTx) rated(cs []candidate, pol *policySet, rc *RateClaim, round int, probing bool) ([]candidate, error) {
 	if rc == nil {
 		return cs, nil // a peek: it takes no token and defers nothing
 	}
-	var needs map[string]*bucketNeed
+	var needs map[string]*BucketNeed
 	var keys []string
 	for _, c := range cs {
 		keys = candidateRates(c, pol, keys)
 		for _, key := range keys {
 			if needs == nil {
-				needs = map[string]*bucketNeed{}
+				needs = map[string]*BucketNeed{}
 			}
 			n := needs[key]
 			if n == nil {
-				n = &bucketNeed{key: key, rate: store.Rate{Limit: c.rateN, Per: time.Duration(c.ratePer) * time.Microsecond}}
-				if strings.HasPrefix(key, bucketPrefixNamespace) {
-					n.rate = pol.rates[c.namespace]
+				n = &BucketNeed{Key: key, Rate: store.Rate{Limit: c.rateN, Per: time.Duration(c.ratePer) * time.Microsecond}}
+				if strings.HasPrefix(key, BucketPrefixNamespace) {
+					n.Rate = pol.rates[c.namespace]
 				}
 				needs[key] = n
 			}
@@ -146,33 +147,33 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
-	lockedOnly := round > 0 && t.s.d.Lock() != "" // several writers: bucket rows lock
-	var upsert []*bucketNeed
+	lockedOnly := round > 0 && t.H.D.Lock() != "" // several writers: bucket rows lock
+	var upsert []*BucketNeed
 	for _, n := range needs {
-		n.local = t.s.plan.reserves.take(n.key, n.rate, n.want, t.now)
-		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
+		n.local = t.Plan.Reserves.take(n.Key, n.Rate, n.want, t.Now)
+		if n.local == n.want || lockedOnly && !rc.locked[n.Key] {
 			continue
 		}
-		n.reserve = reserveSize(n.rate, n.ask())
-		n.release = t.s.plan.reserves.release(n.key, n.rate)
+		n.reserve = reserveSize(n.Rate, n.ask())
+		n.release = t.Plan.Reserves.release(n.Key, n.Rate)
 		upsert = append(upsert, n)
 	}
 	if len(upsert) > 0 && round == 0 {
 		// A claim that writes buckets anyway renews the reservations the
 		// handle would soon stop using, so that the next claims write none.
-		upsert = append(upsert, t.s.plan.reserves.expiring(t.now, needs)...)
+		upsert = append(upsert, t.Plan.Reserves.expiring(t.Now, needs)...)
 	}
-	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
+	sort.Slice(upsert, func(i, j int) bool { return upsert[i].Key < upsert[j].Key })
 	if rc.locked == nil {
 		rc.locked = map[string]bool{}
 	}
 	for _, n := range upsert {
-		rc.locked[n.key] = true
+		rc.locked[n.Key] = true
 	}
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
-	if round == 0 && t.s.d.WithWrites() && t.s.plan.ratesGranted.Load() && !probing {
+	if round == 0 && t.H.D.WithWrites() && t.Plan.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).
@@ -185,7 +186,7 @@ func (t *claimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int
 	rc.reserved(upsert)
 	out, err := t.assignTokens(cs, pol, rc, needs, upsert, lockedOnly)
 	if err == nil && round == 0 {
-		t.s.plan.ratesGranted.Store(len(out) == len(cs)) // every token asked for
+		t.Plan.ratesGranted.Store(len(out) == len(cs)) // every token asked for
 	}
 	return out, err
 }
@@ -196,17 +197,17 @@ type optimisticTake struct {
 	full   bool // the round's query returned all it was asked for
 	cs     []candidate
 	pol    *policySet
-	rc     *rateClaim
-	needs  map[string]*bucketNeed
-	upsert []*bucketNeed
+	rc     *RateClaim
+	needs  map[string]*BucketNeed
+	upsert []*BucketNeed
 }
 
 // readGrants reads the tokens the claim statement reserved, as "KEY N",
 // into the take's buckets.
 func (o *optimisticTake) readGrants(grants []string) error {
-	byKey := make(map[string]*bucketNeed, len(o.upsert))
+	byKey := make(map[string]*BucketNeed, len(o.upsert))
 	for _, n := range o.upsert {
-		byKey[n.key] = n
+		byKey[n.Key] = n
 	}
 	for _, g := range grants {
 		i := strings.LastIndexByte(g, ' ')
@@ -215,7 +216,7 @@ func (o *optimisticTake) readGrants(grants []string) error {
 			return fmt.Errorf("read reserved tokens %q: not KEY N", g)
 		}
 		if b := byKey[g[:i]]; b != nil {
-			b.granted = n
+			b.Granted = n
 		}
 	}
 	o.rc.reserved(o.upsert)
@@ -224,10 +225,10 @@ func (o *optimisticTake) readGrants(grants []string) error {
 
 // reserved notes the buckets of upsert that reserved tokens, for the
 // handle to hold once the claim commits.
-func (rc *rateClaim) reserved(upsert []*bucketNeed) {
+func (rc *RateClaim) reserved(upsert []*BucketNeed) {
 	for _, n := range upsert {
-		if n.granted > 0 {
-			rc.granted = append(rc.granted, n)
+		if n.Granted > 0 {
+			rc.Granted = append(rc.Granted, n)
 		}
 	}
 }
@@ -238,14 +239,14 @@ func (rc *rateClaim) reserved(upsert []*bucketNeed) {
 // own (rateFallback). short reports that the take then left some of ids
 // unclaimed while the round's query returned all it was asked for: the
 // next round may find more, as after a take of its own.
-func (t *claimTx) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
+func (t *ClaimTx) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedStep, deps [][]int, short bool, err error) {
 	got, deps, err = t.claim(ids, leaseID)
 	o := t.rateTake
 	if err != nil || o == nil {
 		return got, deps, false, err
 	}
 	t.rateTake = nil
-	t.s.plan.ratesGranted.Store(len(got) > 0)
+	t.Plan.ratesGranted.Store(len(got) > 0)
 	if len(got) > 0 {
 		return got, deps, false, nil
 	}
@@ -261,13 +262,13 @@ func (t *claimTx) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedSte
 // claimed nothing, since a bucket could not grant all: it reads what the
 // take left in each bucket and does what rated does after a take, and
 // returns the steps to claim.
-func (t *claimTx) rateFallback(o *optimisticTake) ([]int64, error) {
+func (t *ClaimTx) rateFallback(o *optimisticTake) ([]int64, error) {
 	keys := make([]string, len(o.upsert))
 	for i, n := range o.upsert {
-		keys[i] = n.key
+		keys[i] = n.Key
 	}
-	in, args := t.textIn("key", keys)
-	rows, err := t.query(`SELECT key, taken, granted, deferred_to FROM rate_buckets WHERE `+in, args...)
+	in, args := t.TextIn("key", keys)
+	rows, err := t.Query(`SELECT key, taken, granted, deferred_to FROM rate_buckets WHERE `+in, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rate tokens taken: %w", err)
 	}
@@ -281,7 +282,7 @@ func (t *claimTx) rateFallback(o *optimisticTake) ([]int64, error) {
 
 // assignTokens gives the tokens a take got (needs, upsert) to candidates
 // cs, defers those that get none and gives back what is left over.
-func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, error) {
+func (t *ClaimTx) assignTokens(cs []candidate, pol *policySet, rc *RateClaim, needs map[string]*BucketNeed, upsert []*BucketNeed, lockedOnly bool) ([]candidate, error) {
 	var keys []string
 	// In claim order, a candidate is claimed when every bucket it needs
 	// has a token left for it; one that lacks a token of any is deferred
@@ -341,14 +342,14 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 	var back []given
 	for _, n := range upsert {
 		if k := n.taken - max(n.used-n.local, 0); k > 0 {
-			back = append(back, given{n.key, int64(k)})
+			back = append(back, given{n.Key, int64(k)})
 		}
 	}
 	if len(back) > 0 {
-		from, args := rowset(t.txn, "g", back,
-			textCol("g_key", func(g *given) string { return g.key }),
-			intCol("g_n", func(g *given) int64 { return g.n }))
-		if _, err := t.exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
+		from, args := sqltx.Rowset(t.Tx, "g", back,
+			sqltx.TextCol("g_key", func(g *given) string { return g.key }),
+			sqltx.IntCol("g_n", func(g *given) int64 { return g.n }))
+		if _, err := t.Exec(`UPDATE rate_buckets SET credit = CASE WHEN credit + g_n * per_us > limit_n * per_us THEN limit_n * per_us ELSE credit + g_n * per_us END
 			FROM `+from+` WHERE rate_buckets.key = g_key`, args...); err != nil {
 			return nil, fmt.Errorf("return rate tokens: %w", err)
 		}
@@ -370,8 +371,8 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 		args = append(args, d.id)
 		why[d.id] = d.key
 	}
-	rows, err := t.query(`UPDATE steps SET state = 'waiting', run_at = CASE id`+cases.String()+` END
-		WHERE id IN (`+placeholders(len(deferrals))+`) AND state = 'ready' RETURNING id, task_id, name, attempt, run_at`, args...)
+	rows, err := t.Query(`UPDATE steps SET state = 'waiting', run_at = CASE id`+cases.String()+` END
+		WHERE id IN (`+sqltx.Placeholders(len(deferrals))+`) AND state = 'ready' RETURNING id, task_id, name, attempt, run_at`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("defer rate-limited steps: %w", err)
 	}
@@ -389,18 +390,18 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 	if err != nil {
 		return nil, fmt.Errorf("defer rate-limited steps: %w", err)
 	}
-	if rc.deferred == nil {
-		rc.deferred = map[string]*store.RateDeferral{}
+	if rc.Deferred == nil {
+		rc.Deferred = map[string]*store.RateDeferral{}
 	}
 	for _, d := range got {
 		key := why[d.id]
 		until := time.UnixMicro(d.runAt)
-		t.audit(d.task, d.name, string(state.StepReady), string(state.StepWaiting), d.attempt,
+		t.Audit(d.task, d.name, string(state.StepReady), string(state.StepWaiting), d.attempt,
 			fmt.Sprintf("rate limit %s: no token until %s", key, until.UTC().Format(time.RFC3339Nano)))
-		rd := rc.deferred[key]
+		rd := rc.Deferred[key]
 		if rd == nil {
 			rd = &store.RateDeferral{Key: key}
-			rc.deferred[key] = rd
+			rc.Deferred[key] = rd
 		}
 		rd.Steps++
 		if until.After(rd.Until) {
@@ -413,8 +414,8 @@ func (t *claimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, ne
 // slot returns the time the bucket queues its next deferred candidate at:
 // the upsert queued want - taken of them, the last at deferredTo, one
 // token interval apart.
-func (n *bucketNeed) slot() int64 {
-	interval := rateInterval(n.rate)
+func (n *BucketNeed) slot() int64 {
+	interval := rateInterval(n.Rate)
 	queued := int64(n.ask() - n.taken)
 	at := n.deferredTo - (queued-1-int64(n.deferredN))*interval
 	n.deferredN++
@@ -423,7 +424,7 @@ func (n *bucketNeed) slot() int64 {
 
 // ask is how many tokens the round asks of the bucket: those it wants
 // that the handle did not hold reserved.
-func (n *bucketNeed) ask() int { return n.want - n.local }
+func (n *BucketNeed) ask() int { return n.want - n.local }
 
 // rateInterval is the time between two tokens, in microseconds, rounded
 // up so that a token exists at the time it names.
@@ -432,7 +433,7 @@ func rateInterval(r store.Rate) int64 {
 	return (per + int64(r.Limit) - 1) / int64(r.Limit)
 }
 
-// rateTakeSet is the upsert's update of an existing bucket: refill it to
+// RateTakeSet is the upsert's update of an existing bucket: refill it to
 // the claim's time (at most to its limit less the tokens engines hold
 // reserved), take what is wanted of the whole tokens, reserve what is
 // asked if the bucket can spare it (reserves.go), and queue the rest
@@ -453,7 +454,7 @@ func rateInterval(r store.Rate) int64 {
 // up to a period after they lapse: a bucket refilled past them before they
 // lapsed would hold more than the limit with them. What stays held from
 // now (held) is what has not lapsed, less what the handle released.
-func rateTakeSet(fence string) string {
+func RateTakeSet(fence string) string {
 	return strings.ReplaceAll(`(limit_n, per_us, wanted, taken, credit, deferred_to, refilled_at, reserved, reserved_until, granted, released) = (SELECT
 		excluded.limit_n, excluded.per_us, excluded.wanted, take, lft,
 		CASE WHEN excluded.wanted > take THEN (CASE WHEN nxt > rate_buckets.deferred_to + iv THEN nxt ELSE rate_buckets.deferred_to + iv END) + (excluded.wanted - take - 1) * iv
@@ -484,12 +485,12 @@ func rateTakeSet(fence string) string {
 // takeTokens refills and takes the tokens of buckets, in one statement,
 // and records in each what it took, what is left and where its deferrals
 // queue.
-func (t *claimTx) takeTokens(needs []*bucketNeed) error {
+func (t *ClaimTx) takeTokens(needs []*BucketNeed) error {
 	if len(needs) == 0 {
 		return nil
 	}
 	q, args := t.rateTakeQuery(needs)
-	rows, err := t.query(q+` RETURNING key, taken, granted, deferred_to`, args...)
+	rows, err := t.Query(q+` RETURNING key, taken, granted, deferred_to`, args...)
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
@@ -497,7 +498,7 @@ func (t *claimTx) takeTokens(needs []*bucketNeed) error {
 }
 
 // took reads rows of (key, taken, granted, deferred_to) into needs.
-func took(rows sqldb.Rows, needs []*bucketNeed) error {
+func took(rows sqldb.Rows, needs []*BucketNeed) error {
 	type takeRow struct {
 		key            string
 		taken, granted int
@@ -511,13 +512,13 @@ func took(rows sqldb.Rows, needs []*bucketNeed) error {
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
-	byKey := make(map[string]*bucketNeed, len(needs))
+	byKey := make(map[string]*BucketNeed, len(needs))
 	for _, n := range needs {
-		byKey[n.key] = n
+		byKey[n.Key] = n
 	}
 	for _, x := range got {
 		if n := byKey[x.key]; n != nil {
-			n.taken, n.granted, n.deferredTo = x.taken, x.granted, x.deferredTo
+			n.taken, n.Granted, n.deferredTo = x.taken, x.granted, x.deferredTo
 		}
 	}
 	return nil
@@ -525,7 +526,7 @@ func took(rows sqldb.Rows, needs []*bucketNeed) error {
 
 // rateTakeQuery is the upsert that refills and takes the tokens of needs
 // (sorted by key), without its RETURNING, and its arguments.
-func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
+func (t *ClaimTx) rateTakeQuery(needs []*BucketNeed) (string, []any) {
 	type bucket struct {
 		key                                                          string
 		limit, per, credit, want, take, queued, reserve, until, rels int64
@@ -534,46 +535,46 @@ func (t *claimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	for i, n := range needs {
 		// A new bucket starts full, and grants what it is asked to
 		// reserve (reserveSize asks only what a full bucket grants).
-		per := n.rate.Per.Microseconds()
-		limit := int64(n.rate.Limit)
+		per := n.Rate.Per.Microseconds()
+		limit := int64(n.Rate.Limit)
 		want, reserve := int64(n.ask()), int64(n.reserve)
 		take := min(want, limit)
 		credit := (limit - take - reserve) * per
 		var queued int64
 		if d := want - take; d > 0 {
-			interval := rateInterval(n.rate)
-			next := t.now + (per-credit+limit-1)/limit
+			interval := rateInterval(n.Rate)
+			next := t.Now + (per-credit+limit-1)/limit
 			queued = next + (d-1)*interval
 		}
 		var until int64
 		if reserve > 0 {
-			until = t.now + reserveHold(n.rate)
+			until = t.Now + reserveHold(n.Rate)
 		}
-		rows[i] = bucket{n.key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
+		rows[i] = bucket{n.Key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order. The
 	// claim's time, the same for every bucket, is a parameter of its own.
-	from, args := rowset(t.txn, "b", rows,
-		textCol("b_key", func(b *bucket) string { return b.key }),
-		intCol("b_limit", func(b *bucket) int64 { return b.limit }),
-		intCol("b_per", func(b *bucket) int64 { return b.per }),
-		intCol("b_credit", func(b *bucket) int64 { return b.credit }),
-		intCol("b_wanted", func(b *bucket) int64 { return b.want }),
-		intCol("b_taken", func(b *bucket) int64 { return b.take }),
-		intCol("b_queued", func(b *bucket) int64 { return b.queued }),
-		intCol("b_reserve", func(b *bucket) int64 { return b.reserve }),
-		intCol("b_until", func(b *bucket) int64 { return b.until }),
-		intCol("b_released", func(b *bucket) int64 { return b.rels }))
+	from, args := sqltx.Rowset(t.Tx, "b", rows,
+		sqltx.TextCol("b_key", func(b *bucket) string { return b.key }),
+		sqltx.IntCol("b_limit", func(b *bucket) int64 { return b.limit }),
+		sqltx.IntCol("b_per", func(b *bucket) int64 { return b.per }),
+		sqltx.IntCol("b_credit", func(b *bucket) int64 { return b.credit }),
+		sqltx.IntCol("b_wanted", func(b *bucket) int64 { return b.want }),
+		sqltx.IntCol("b_taken", func(b *bucket) int64 { return b.take }),
+		sqltx.IntCol("b_queued", func(b *bucket) int64 { return b.queued }),
+		sqltx.IntCol("b_reserve", func(b *bucket) int64 { return b.reserve }),
+		sqltx.IntCol("b_until", func(b *bucket) int64 { return b.until }),
+		sqltx.IntCol("b_released", func(b *bucket) int64 { return b.rels }))
 	// WHERE true: SQLite reads "ON CONFLICT" after a bare FROM as a join.
 	return `INSERT INTO rate_buckets (key, limit_n, per_us, credit, refilled_at, wanted, taken, deferred_to, reserved, reserved_until, granted, released)
-		SELECT b_key, b_limit, b_per, b_credit, ` + t.scalar(colInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
-		ON CONFLICT (key) DO UPDATE SET ` + t.s.plan.rateSet, append([]any{t.now}, args...)
+		SELECT b_key, b_limit, b_per, b_credit, ` + t.Scalar(sqltx.ColInt) + `, b_wanted, b_taken, b_queued, b_reserve, b_until, b_reserve, b_released FROM ` + from + ` WHERE true
+		ON CONFLICT (key) DO UPDATE SET ` + t.Plan.RateSet, append([]any{t.Now}, args...)
 }
 
-// reportDeferred tells the claimer what the claim deferred, once it
+// ReportDeferred tells the claimer what the claim deferred, once it
 // committed.
-func reportDeferred(p store.ClaimParams, deferred map[string]*store.RateDeferral) {
+func ReportDeferred(p store.ClaimParams, deferred map[string]*store.RateDeferral) {
 	if p.Deferred == nil || len(deferred) == 0 {
 		return
 	}

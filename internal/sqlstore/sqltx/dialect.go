@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"context"
@@ -106,7 +106,7 @@ type Dialect interface {
 
 // Notification is how a store wakes engines in other processes: Statement
 // (pg_notify), if not empty, with the arguments Channel and a payload (see
-// notifyPayload). A transaction that made steps ready runs it, at most once
+// NotifyPayload). A transaction that made steps ready runs it, at most once
 // per Every: a transaction inside that window leaves it to a notification
 // sent once the window ends, so a busy database is not flooded with them.
 type Notification struct {

@@ -1,9 +1,10 @@
-package sqlstore
+package claim
 
 import (
 	"fmt"
 	"slices"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 )
 
@@ -14,20 +15,20 @@ import (
 // their tasks and, where limits are held, adds to their totals; claimed.go
 // reads what it returns.
 
-// claimFrom is what a claim statement claims: the steps where says (where
+// ClaimFrom is what a claim statement claims: the steps where says (where
 // and args), or, where candidates is set, the steps that query of
-// candidates returns (claimQuery's, with its args), if every one of them
+// candidates returns (ClaimQuery's, with its args), if every one of them
 // may run without a check of the claim's (gate: no step key of a limit or
 // a rate) and the policies are still at version; or, where bounds is set
 // too, if every one under a limit is in a namespace of bounds whose bound
 // leaves room (gateBoundsShut; capped: the namespaces with a limit of
 // their own), or, with one writer, whose count leaves room (gateCounted;
 // caps).
-type claimFrom struct {
+type ClaimFrom struct {
 	where      string
-	args       []any
-	candidates string
-	version    int64
+	Args       []any
+	Candidates string
+	Version    int64
 	bounds     []gateBound
 	capped     []string
 	// caps: on a store with one writer, the namespaces' own limits, for
@@ -35,51 +36,51 @@ type claimFrom struct {
 	// is checked
 	caps map[string]int
 	// alone: the namespace last found alone with ready work under
-	// weights; the gate shuts where another has any (fairOthers)
+	// weights; the gate shuts where another has any (FairOthers)
 	alone string
 }
 
 // claimStmt is a claim statement and what its rows carry.
 type claimStmt struct {
-	q        string
-	args     []any
+	Q        string
+	Args     []any
 	taking   bool // rate tokens granted (granted)
 	totaling bool // the totals of the namespaces' limits
-	// gated: the statement claimed from its query of candidates (claimFrom);
+	// gated: the statement claimed from its query of candidates (ClaimFrom);
 	// its rows end with whether they were claimed, one row saying not
 	// where the gate was shut.
 	gated bool
 }
 
-// claimStatement builds the statement that claims the steps of from.
-func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, error) {
-	st := claimStmt{taking: t.s.d.WithWrites() && t.rateTake != nil, gated: from.candidates != ""}
-	text := claimText{candidates: from.candidates, where: from.where, withWrites: t.s.d.WithWrites(), taking: st.taking}
+// ClaimStatement builds the statement that claims the steps of from.
+func (t *ClaimTx) ClaimStatement(from ClaimFrom, leaseID int64) (claimStmt, error) {
+	st := claimStmt{taking: t.H.D.WithWrites() && t.rateTake != nil, gated: from.Candidates != ""}
+	text := claimText{candidates: from.Candidates, where: from.where, withWrites: t.H.D.WithWrites(), taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
 	case st.gated && len(from.bounds) > 0:
-		// A claim under limits it bounds (candidatesAhead): the bounds
+		// A claim under limits it bounds (CandidatesAhead): the bounds
 		// go first, then the gate's parameters.
-		bnd, bndArgs := boundsRowset(t.txn, from.bounds)
+		bnd, bndArgs := boundsRowset(t.Tx, from.bounds)
 		text.bounds = bnd
 		capped := from.capped
 		if capped == nil {
 			capped = []string{} // an empty array, not NULL
 		}
-		args = append(append(slices.Clip(from.args), bndArgs...), from.version, capped)
+		args = append(append(slices.Clip(from.Args), bndArgs...), from.Version, capped)
 		held = nil
 		for _, b := range from.bounds {
 			held = append(held, b.ns)
 		}
 	case st.gated && from.caps != nil:
 		// One writer: the gate counts (gateCounted).
-		c, cArgs := capsRowset(t.txn, from.caps)
+		c, cArgs := capsRowset(t.Tx, from.caps)
 		text.caps = c
-		args = append(append(slices.Clip(from.args), cArgs...), from.version)
+		args = append(append(slices.Clip(from.Args), cArgs...), from.Version)
 	case st.gated:
 		// Only for a claim with no check of its own (unchecked).
-		args = append(slices.Clip(from.args), from.version)
+		args = append(slices.Clip(from.Args), from.Version)
 	}
 	if from.alone != "" {
 		text.alone = true
@@ -92,50 +93,50 @@ func (t *claimTx) claimStatement(from claimFrom, leaseID int64) (claimStmt, erro
 		text.take = tq
 		args = append(args, targs...)
 	}
-	args = append(args, leaseID, t.engine, t.now, t.now)
+	args = append(args, leaseID, t.Engine, t.Now, t.Now)
 	if !st.gated {
-		args = append(args, from.args...) // where's
+		args = append(args, from.Args...) // where's
 	}
 	// The outcomes queued before the claim are written first: their audit
 	// rows read the claims of the runs they end from the steps' rows,
 	// which the claim may change (claimOfRun). In the claim statement's
 	// round trip where the transaction pipelines.
-	if err := t.flushAudit(); err != nil {
+	if err := t.FlushAudit(); err != nil {
 		return st, err
 	}
-	if !t.s.d.WithWrites() {
+	if !t.H.D.WithWrites() {
 		// Where the gate is shut, it claims nothing and says no more.
-		st.q, st.gated, st.args = t.s.plan.claimText(text), false, args
+		st.Q, st.gated, st.Args = t.Plan.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.s.d.LimitRoom() != "" && len(held) > 0
+	st.totaling = t.H.D.LimitRoom() != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
-	st.q = t.s.plan.claimText(text)
-	args = append(args, t.now, leaseID)
+	st.Q = t.Plan.claimText(text)
+	args = append(args, t.Now, leaseID)
 	if st.totaling {
 		args = append(args, held)
 	}
-	st.args = args
+	st.Args = args
 	return st, nil
 }
 
 // claimText is what the text of a claim statement depends on
-// (claimStatement's arguments aside).
+// (ClaimStatement's arguments aside).
 type claimText struct {
 	candidates, where, take      string
 	bounds                       string // the relation bnd of gateBoundsShut
 	caps                         string // the relation caps of gateCounted
 	withWrites, taking, totaling bool
-	alone                        bool // fairOthers in the gate
+	alone                        bool // FairOthers in the gate
 }
 
 // claimText returns the text of the claim statement of k, built once: a
 // claim under a backlog is made hundreds of times a second, and its text
 // is kilobytes.
-func (s *planner) claimText(k claimText) string {
+func (s *Planner) claimText(k claimText) string {
 	if q, ok := s.claimTexts.Load(k); ok {
 		return q.(string)
 	}
@@ -157,7 +158,7 @@ func (k claimText) build() string {
 				lc AS MATERIALIZED (SELECT namespace, steps, tasks FROM limit_claims WHERE namespace IN (SELECT b_ns FROM bnd) ORDER BY namespace FOR UPDATE), `
 		}
 		if k.alone {
-			shut += ` OR ` + fairOthers
+			shut += ` OR ` + FairOthers
 		}
 		lead = `c AS (` + k.candidates + `), ` + ctes + `g AS (SELECT NOT (` + shut + `) AS open), `
 		where = `id = ANY(ARRAY(SELECT id FROM c)) AND (SELECT open FROM g)`
@@ -178,7 +179,7 @@ func (k claimText) build() string {
 	}
 	update := `UPDATE steps SET state = 'running', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?, claim_audited = 0,
 		started_at = ?, deadline = CASE WHEN run_timeout > 0 THEN ? + run_timeout END, expires_at = NULL, run_at = NULL, error = ''
-		WHERE ` + where + ` RETURNING ` + claimedStepColumns + `, sort_key`
+		WHERE ` + where + ` RETURNING ` + sqltx.ClaimedStepColumns + `, sort_key`
 	if !k.withWrites {
 		if gated {
 			return `WITH ` + lead + update
@@ -239,7 +240,7 @@ func (k claimText) build() string {
 		if k.taking {
 			none += `, NULL`
 		}
-		q += ` UNION ALL SELECT ` + qualify("x", claimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
+		q += ` UNION ALL SELECT ` + sqltx.Qualify("x", sqltx.ClaimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	return q

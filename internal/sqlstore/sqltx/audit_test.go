@@ -1,4 +1,4 @@
-package sqlstore
+package sqltx
 
 import (
 	"fmt"
@@ -24,15 +24,15 @@ func TestFoldAudit(t *testing.T) {
 		return r
 	}
 	attempt := func(r auditRow, n int) auditRow {
-		r.attempt = n
+		r.Attempt = n
 		return r
 	}
-	// ended: a run's end, its claim read with it (claimRead) or not.
-	ended := func(task int64, name, to string, claim *runClaim, read bool) auditRow {
-		return auditRow{taskID: task, step: name, from: "running", to: to, engine: "e1", stepID: task*10 + int64(name[0]), claim: claim, claimRead: read}
+	// ended: a run's end, its claim read with it (ClaimRead) or not.
+	ended := func(task int64, name, to string, claim *RunClaim, read bool) auditRow {
+		return auditRow{taskID: task, step: name, from: "running", to: to, engine: "e1", StepID: task*10 + int64(name[0]), Claim: claim, ClaimRead: read}
 	}
-	claim, starts, later := &runClaim{at: 100, attempt: 1, engine: "e1"}, &runClaim{at: 100, attempt: 1, starts: true, engine: "e1"},
-		&runClaim{at: 200, attempt: 1, engine: "e1"}
+	claim, starts, later := &RunClaim{At: 100, Attempt: 1, Engine: "e1"}, &RunClaim{At: 100, Attempt: 1, Starts: true, Engine: "e1"},
+		&RunClaim{At: 200, Attempt: 1, Engine: "e1"}
 	for _, tc := range []struct {
 		name string
 		in   []auditRow
@@ -71,8 +71,8 @@ func TestFoldAudit(t *testing.T) {
 			[]auditRow{ended(1, "a", "completed", claim, true), ended(1, "b", "completed", later, true), ended(1, "c", "completed", nil, true)}},
 		{"runs whose claims are read as the row is written keep their rows", []auditRow{ended(1, "a", "completed", nil, false), ended(1, "b", "completed", nil, false)},
 			[]auditRow{ended(1, "a", "completed", nil, false), ended(1, "b", "completed", nil, false)}},
-		{"a run's end does not ride on another transition", []auditRow{step(1, "a", "completed"), {taskID: 1, step: "b", from: "x", to: "completed", engine: "e1", stepID: 2}},
-			[]auditRow{step(1, "a", "completed"), {taskID: 1, step: "b", from: "x", to: "completed", engine: "e1", stepID: 2}}},
+		{"a run's end does not ride on another transition", []auditRow{step(1, "a", "completed"), {taskID: 1, step: "b", from: "x", to: "completed", engine: "e1", StepID: 2}},
+			[]auditRow{step(1, "a", "completed"), {taskID: 1, step: "b", from: "x", to: "completed", engine: "e1", StepID: 2}}},
 		{"nothing to fold", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,18 +103,18 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 	}{
 		{"no steps", 0, 1, 0},
 		{"one row for the task and its steps", 5, 1, 5},
-		{"as many as one row holds", entriesPerRow - 1, 1, entriesPerRow - 1},
-		{"the rest on a row of their own", entriesPerRow + 1, 2, entriesPerRow - 1},
+		{"as many as one row holds", EntriesPerRow - 1, 1, EntriesPerRow - 1},
+		{"the rest on a row of their own", EntriesPerRow + 1, 2, EntriesPerRow - 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// Queued as a submission queues them: the task, then its steps.
-			tx := &txn{s: New(Config{Dialect: oneWriter{}}), engine: "e1"}
-			tx.audit(7, "", "", "pending", 0, "submitted")
+			tx := &Tx{H: &Handle{D: oneWriter{}}, Engine: "e1"}
+			tx.Audit(7, "", "", "pending", 0, "submitted")
 			for i := range tc.steps {
-				tx.audit(7, fmt.Sprintf("s%d", i), "", "ready", 0, "submitted")
+				tx.Audit(7, fmt.Sprintf("s%d", i), "", "ready", 0, "submitted")
 			}
-			rows := foldAudit(tx.audits, map[int64]int{})
+			rows := foldAudit(tx.Audits, map[int64]int{})
 			require.Len(t, rows, tc.rows)
 			first := rows[0]
 			require.Equal(t, auditRow{taskID: 7, to: "pending", reason: "submitted", engine: "e1", steps: first.steps}, first)
@@ -134,27 +134,27 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 }
 
 // TestAuditRunEndsFitTheirRows: the ends of runs one claim took, folded,
-// never put more entries on a row than entriesPerRow (each adds its claim
+// never put more entries on a row than EntriesPerRow (each adds its claim
 // and its end), and every entry is on some row.
 func TestAuditRunEndsFitTheirRows(t *testing.T) {
 	t.Parallel()
-	for _, n := range []int{1, 2, entriesPerRow / 2, entriesPerRow} {
+	for _, n := range []int{1, 2, EntriesPerRow / 2, EntriesPerRow} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
-			tx := &txn{s: New(Config{Dialect: oneWriter{}}), engine: "e1"}
+			tx := &Tx{H: &Handle{D: oneWriter{}}, Engine: "e1"}
 			for i := range n {
-				tx.auditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
-				r := &tx.audits[len(tx.audits)-1]
-				r.claim, r.claimRead = &runClaim{at: 100, attempt: 1, engine: "e1"}, true
+				tx.AuditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
+				r := &tx.Audits[len(tx.Audits)-1]
+				r.Claim, r.ClaimRead = &RunClaim{At: 100, Attempt: 1, Engine: "e1"}, true
 			}
-			rows := foldAudit(tx.audits, map[int64]int{})
+			rows := foldAudit(tx.Audits, map[int64]int{})
 			total := 0
 			for _, r := range rows {
-				require.LessOrEqual(t, r.entries(), entriesPerRow)
+				require.LessOrEqual(t, r.entries(), EntriesPerRow)
 				total += 2 * (1 + len(r.steps)/2) // a claim and an end each
 			}
 			require.Equal(t, 2*n, total)
-			if n <= entriesPerRow/2-2 {
+			if n <= EntriesPerRow/2-2 {
 				require.Len(t, rows, 1, "one claim's runs on one row")
 			} else {
 				require.Greater(t, len(rows), 1)

@@ -1,12 +1,14 @@
-package sqlstore
+package claim
 
 import (
 	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -16,13 +18,13 @@ import (
 // probe it takes of an open one.
 
 // breakerClaim is a claim as its circuit breakers see it.
-type breakerClaim struct{ *claimTx }
+type breakerClaim struct{ *ClaimTx }
 
 // readBreakers reads the breakers that are not closed into p: each holds
 // its steps until its time (opened_at or probe_at, plus the cooldown); and
 // the closed ones that counted failures (p.wary).
 func (t breakerClaim) readBreakers(p *policySet) error {
-	rows, err := t.query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
+	rows, err := t.Query(`SELECT breaker_key, state = 'closed', COALESCE(CASE WHEN state = 'open' THEN opened_at ELSE probe_at END, 0) + cooldown
 		FROM breakers WHERE state <> 'closed' OR failures > 0`)
 	if err != nil {
 		return fmt.Errorf("read breakers: %w", err)
@@ -64,7 +66,7 @@ type breakerRoom struct {
 	until   map[string]int64
 	now     int64
 	decided map[string]bool
-	peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
+	Peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
 	probed  map[int64]candidate // the probes this claim took, by step id
 	// wary: the closed breakers with failures counted; room: how many
 	// more steps under each this claim may take (waryRoom).
@@ -72,7 +74,7 @@ type breakerRoom struct {
 	room map[string]int
 }
 
-func newBreakerRoom(p *policySet, now int64) *breakerRoom {
+func NewBreakerRoom(p *policySet, now int64) *breakerRoom {
 	if p == nil || len(p.breakers) == 0 && len(p.wary) == 0 {
 		return nil
 	}
@@ -113,7 +115,7 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 	if b.decided[c.breakerKey] {
 		return false, nil
 	}
-	if b.peek {
+	if b.Peek {
 		return true, nil
 	}
 	room, known := b.room[c.breakerKey]
@@ -141,12 +143,12 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 // this claim take none (the next claim reads again).
 func (t breakerClaim) waryRoom(key string) (int, error) {
 	lock := ""
-	if t.s.d.ClaimLock() != "" {
-		lock = " " + t.s.d.ClaimLock()
+	if t.H.D.ClaimLock() != "" {
+		lock = " " + t.H.D.ClaimLock()
 	}
 	var st string
 	var failures, threshold int
-	err := t.queryRow(`SELECT state, failures, threshold FROM breakers WHERE breaker_key = ?`+lock, key).Scan(&st, &failures, &threshold)
+	err := t.QueryRow(`SELECT state, failures, threshold FROM breakers WHERE breaker_key = ?`+lock, key).Scan(&st, &failures, &threshold)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil // held by another transaction, or reset meanwhile: the next claim reads again
 	}
@@ -156,13 +158,13 @@ func (t breakerClaim) waryRoom(key string) (int, error) {
 	if st != store.BreakerClosed {
 		return 0, nil // it opened meanwhile
 	}
-	for _, h := range t.breakers.hits {
-		if h.key == key && h.kind == hitFailure {
+	for _, h := range t.Breakers.Hits {
+		if h.Key == key && h.Kind == HitFailure {
 			failures++
 		}
 	}
 	var running int
-	if err := t.queryRow(`SELECT count(*) FROM steps WHERE state = 'running' AND breaker_key = ?`, key).Scan(&running); err != nil {
+	if err := t.QueryRow(`SELECT count(*) FROM steps WHERE state = 'running' AND breaker_key = ?`, key).Scan(&running); err != nil {
 		return 0, fmt.Errorf("count the running steps of breaker %s: %w", key, err)
 	}
 	return threshold - failures - running, nil
@@ -204,7 +206,7 @@ func (t breakerClaim) takeOpen(c candidate, b *breakerRoom) (bool, error) {
 		return false, nil
 	}
 	b.decide(c.breakerKey)
-	if b.peek {
+	if b.Peek {
 		return true, nil
 	}
 	ok, err := t.takeProbe(c)
@@ -235,7 +237,7 @@ func (t breakerClaim) unprobed(kept []candidate, b *breakerRoom) error {
 		if claimed[id] {
 			continue
 		}
-		if err := t.breakerProbeReturned(breakerHit{stepID: id, taskID: c.taskID, name: breakerStep(c.breakerKey), key: c.breakerKey}); err != nil {
+		if err := BreakerProbeReturned(t.Tx, t.Breakers, BreakerHit{StepID: id, TaskID: c.taskID, Name: breakerStep(c.breakerKey), Key: c.breakerKey}); err != nil {
 			return err
 		}
 	}
@@ -247,33 +249,133 @@ func (t breakerClaim) takeProbe(c candidate) (bool, error) {
 	// A row another transaction holds is skipped, not waited for: that
 	// one is probing, or recording an outcome that moves the breaker.
 	lock := ""
-	if t.s.d.ClaimLock() != "" {
-		lock = " " + t.s.d.ClaimLock()
+	if t.H.D.ClaimLock() != "" {
+		lock = " " + t.H.D.ClaimLock()
 	}
-	res, err := t.exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
+	res, err := t.Exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
 		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
 		AND ((state = 'open' AND opened_at + cooldown <= ?)
 			OR (state = 'half-open' AND probe_at + cooldown <= ?
 				AND NOT EXISTS (SELECT 1 FROM steps WHERE steps.id = breakers.probe_step_id AND steps.state = 'running')))`,
-		c.id, t.now, t.now, c.breakerKey, t.now, t.now)
+		c.id, t.Now, t.Now, c.breakerKey, t.Now, t.Now)
 	if err != nil {
 		return false, fmt.Errorf("take the probe of breaker %s: %w", c.breakerKey, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // probing elsewhere
 	}
-	t.audit(c.taskID, breakerStep(c.breakerKey), breakerState(store.BreakerOpen), breakerState(store.BreakerHalfOpen), 0,
+	t.Audit(c.taskID, breakerStep(c.breakerKey), BreakerState(store.BreakerOpen), BreakerState(store.BreakerHalfOpen), 0,
 		fmt.Sprintf("breaker %s: step %d claimed as its probe", c.breakerKey, c.id))
-	t.breakers.bump = true
+	t.Breakers.Bump = true
 	return true, nil
 }
 
 // breakerHolds skips the steps of the breakers that hold them (held).
 type breakerHolds struct{}
 
-func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *keyRoom) (string, []any) {
+func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (string, []any) {
 	if keys == nil {
 		return q, args
 	}
-	return andIn(q, args, `breaker_key NOT IN`, keys.brk.held())
+	return andIn(q, args, `breaker_key NOT IN`, keys.Brk.held())
+}
+
+// BreakerHit is an outcome recorded for a step with a breaker, with the
+// breaker's row as the outcome's statement saw it (BreakerReturning).
+type BreakerHit struct {
+	StepID, TaskID int64
+	Name           string
+	Attempt        int
+	Key            string
+	N              int
+	Cooldown       int64
+	Kind           HitKind
+	Row            KnownBreaker
+}
+
+// BreakerReturning is what an outcome's fenced update returns of the
+// step's breaker (BreakerHit.scan): its key, threshold and cooldown, and
+// the state and failures of its row, read in the same statement; none for
+// a step without a breaker.
+const BreakerReturning = `breaker_key, breaker_n, breaker_cooldown,
+	CASE WHEN breaker_key <> '' THEN (SELECT b.state FROM breakers b WHERE b.breaker_key = steps.breaker_key) END,
+	CASE WHEN breaker_key <> '' THEN (SELECT b.failures FROM breakers b WHERE b.breaker_key = steps.breaker_key) END`
+
+// Dest returns where to scan BreakerReturning; done fills the row from
+// what was scanned (no row: closed, no failures).
+func (b *BreakerHit) Dest() (dest []any, done func()) {
+	var st sql.NullString
+	var failures sql.NullInt64
+	return []any{&b.Key, &b.N, &b.Cooldown, &st, &failures}, func() {
+		b.Row = KnownBreaker{State: store.BreakerClosed}
+		if st.Valid {
+			b.Row = KnownBreaker{State: st.String, Failures: int(failures.Int64)}
+		}
+	}
+}
+
+// HitKind is what an outcome means to a breaker.
+type HitKind int
+
+const (
+	HitNone    HitKind = iota // snoozed, released, skipped, waiting for a child, lease lapsed
+	HitSuccess                // completed
+	HitFailure                // failed, or to be retried
+)
+
+// BreakerWork is what a transaction leaves to do to breakers before it
+// commits.
+type BreakerWork struct {
+	Hits []BreakerHit
+	// Bump: the policy version moves once this transaction commits, so
+	// that every claim reads the breakers again (the version row is
+	// written last, see flushBreakers).
+	Bump bool
+	// Lapsed: the outcomes recorded are of leases that lapsed (Reap). The
+	// engine died, not the step: they do not count, and a probe among them
+	// gives its place back.
+	Lapsed bool
+}
+
+// failed reports whether the transaction recorded a failure under a
+// breaker.
+func (w *BreakerWork) failed() bool {
+	for _, h := range w.Hits {
+		if h.Kind == HitFailure {
+			return true
+		}
+	}
+	return false
+}
+
+// BreakerProbeReturned lets the next claim probe when the probe gave its
+// claim back without an outcome (released, snoozed, its engine died): the
+// breaker is open again with its cooldown already passed.
+func BreakerProbeReturned(t *sqltx.Tx, w *BreakerWork, h BreakerHit) error {
+	res, err := t.Exec(`UPDATE breakers SET state = 'open', probe_at = NULL, probe_step_id = NULL, updated_at = ?
+		WHERE breaker_key = ? AND state = 'half-open' AND probe_step_id = ?`, t.Now, h.Key, h.StepID)
+	if err != nil {
+		return fmt.Errorf("return the probe of breaker %s: %w", h.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	t.Audit(h.TaskID, h.Name, BreakerState(store.BreakerHalfOpen), BreakerState(store.BreakerOpen), h.Attempt,
+		fmt.Sprintf("breaker %s: the probe gave its claim back; the next claim probes", h.Key))
+	t.Readied++
+	w.Bump = true
+	return nil
+}
+
+// breakerStep is the step name of a breaker key (NAMESPACE/WORKFLOW/STEP).
+func breakerStep(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
+
+// BreakerState is how a breaker's state is written in the audit log (see
+// store.EventType).
+func BreakerState(st string) string { return store.BreakerAuditPrefix + st }
+
+// KnownBreaker is what an outcome batch knows of a breaker's row.
+type KnownBreaker struct {
+	State    string
+	Failures int
 }

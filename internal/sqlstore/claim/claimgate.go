@@ -1,4 +1,4 @@
-package sqlstore
+package claim
 
 import (
 	"errors"
@@ -6,26 +6,27 @@ import (
 	"reflect"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
 // This file holds the gated claim: one statement that selects the best
-// ready steps (claimQuery) and claims them, unless its gate shuts. A claim
+// ready steps (ClaimQuery) and claims them, unless its gate shuts. A claim
 // under no policy that checks its candidates sends it with its first
-// statement on PostgreSQL (candidatesAhead), and a batch of outcomes makes
-// it in its own transaction for the steps it made ready (claimGated,
+// statement on PostgreSQL (CandidatesAhead), and a batch of outcomes makes
+// it in its own transaction for the steps it made ready (ClaimGated,
 // CompleteAndClaim).
 
 // gateShut is the condition under which a claim from its query of
 // candidates claims nothing: the policies moved, or a candidate is under a
-// step key of a limit or a rate (keyRoom.limited, candidateRates), which
+// step key of a limit or a rate (KeyRoom.limited, candidateRates), which
 // the claim checks in rounds of its own.
 const gateShut = gateMoved + ` OR EXISTS (SELECT 1 FROM c WHERE limit_key <> '' OR task_limit_key <> '' OR (` + rated + `))`
 
 // gateMoved: the policies moved since the claim read them (its first
 // parameter, their version); rated: a candidate under a step's rate.
 const (
-	gateMoved = policyVersion + ` <> ?`
+	gateMoved = PolicyVersion + ` <> ?`
 	rated     = `rate_key <> '' AND rate_n >= 1 AND rate_per > 0`
 )
 
@@ -66,18 +67,18 @@ const gateCounted = gateMoved + ` OR EXISTS (SELECT 1 FROM c WHERE ` + rated + `
 
 // capsRowset is the relation caps of gateCounted: the namespaces' own
 // limits.
-func capsRowset(t *txn, caps map[string]int) (string, []any) {
+func capsRowset(t *sqltx.Tx, caps map[string]int) (string, []any) {
 	type limit struct {
 		ns string
 		n  int64
 	}
 	rows := make([]limit, 0, len(caps))
-	for _, ns := range sortedKeys(caps) {
+	for _, ns := range sqltx.SortedKeys(caps) {
 		rows = append(rows, limit{ns, int64(caps[ns])})
 	}
-	return rowset(t, "caps", rows,
-		textCol("k_ns", func(l *limit) string { return l.ns }),
-		intCol("k_n", func(l *limit) int64 { return l.n }))
+	return sqltx.Rowset(t, "caps", rows,
+		sqltx.TextCol("k_ns", func(l *limit) string { return l.ns }),
+		sqltx.IntCol("k_n", func(l *limit) int64 { return l.n }))
 }
 
 // gateBound is what a claim statement checks of one namespace whose limits
@@ -93,11 +94,11 @@ type gateBound struct {
 }
 
 // gateBounds are the gate's bounds of a claim of claim steps under pol,
-// from bounds (splitBounds), in the namespaces' order: the floor of each
+// from bounds (SplitBounds), in the namespaces' order: the floor of each
 // is also at most the namespace's own limit.
 func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBound {
 	out := make([]gateBound, 0, len(bounds))
-	for _, ns := range sortedKeys(bounds) {
+	for _, ns := range sqltx.SortedKeys(bounds) {
 		n := bounds[ns]
 		floor := n.floor
 		if c, capped := pol.caps[ns]; capped && c < floor {
@@ -110,15 +111,15 @@ func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBoun
 }
 
 // boundsRowset is the relation bnd of gateBoundsShut.
-func boundsRowset(t *txn, bounds []gateBound) (string, []any) {
-	return rowset(t, "bnd", bounds,
-		textCol("b_ns", func(b *gateBound) string { return b.ns }),
-		intCol("b_floor", func(b *gateBound) int64 { return b.floor }),
-		intCol("b_room", func(b *gateBound) int64 { return b.room }),
-		intCol("b_steps", func(b *gateBound) int64 { return b.steps }),
-		intCol("b_tasks", func(b *gateBound) int64 { return b.tasks }),
-		intCol("b_steps_total", func(b *gateBound) int64 { return b.stepsTotal }),
-		intCol("b_tasks_total", func(b *gateBound) int64 { return b.tasksTotal }))
+func boundsRowset(t *sqltx.Tx, bounds []gateBound) (string, []any) {
+	return sqltx.Rowset(t, "bnd", bounds,
+		sqltx.TextCol("b_ns", func(b *gateBound) string { return b.ns }),
+		sqltx.IntCol("b_floor", func(b *gateBound) int64 { return b.floor }),
+		sqltx.IntCol("b_room", func(b *gateBound) int64 { return b.room }),
+		sqltx.IntCol("b_steps", func(b *gateBound) int64 { return b.steps }),
+		sqltx.IntCol("b_tasks", func(b *gateBound) int64 { return b.tasks }),
+		sqltx.IntCol("b_steps_total", func(b *gateBound) int64 { return b.stepsTotal }),
+		sqltx.IntCol("b_tasks_total", func(b *gateBound) int64 { return b.tasksTotal }))
 }
 
 // aheadQuery is a query of candidates sent with the claim's first
@@ -137,16 +138,16 @@ type aheadQuery struct {
 	bounded []string
 }
 
-// errShutAfterCommit: a claim sent ahead with its COMMIT found its gate
+// ErrShutAfterCommit: a claim sent ahead with its COMMIT found its gate
 // shut; it claimed nothing, and the claim runs again in a transaction of
 // its own (ClaimSteps).
-var errShutAfterCommit = errors.New("the gate of a claim sent with its commit was shut")
+var ErrShutAfterCommit = errors.New("the gate of a claim sent with its commit was shut")
 
-// candidatesAhead sends the first round's query of candidates with the
+// CandidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
 // pipelines (sqldb.Pipeliner): built from the policies last read (pol), as if no limit
 // were full and, under weights, the namespace last found alone still were
-// (fairOthers). candidates uses its rows only if the claim asks exactly
+// (FairOthers). candidates uses its rows only if the claim asks exactly
 // that query; otherwise (a limit full, slots shared) they are discarded.
 //
 // Where nothing of pol needs a check of the claim's own between its query
@@ -155,31 +156,31 @@ var errShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // (unchecked), or with limits where the claim counts none (counting is
 // false) and bounds every namespace it expects to meet (bounds, from the
 // handle's anchors: gateBoundsShut), and under weights while one
-// namespace is alone with ready work (fairOthers in the gate). Its COMMIT
+// namespace is alone with ready work (FairOthers in the gate). Its COMMIT
 // goes with it unless keepOpen.
-func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
-	pl, ok := t.x.(sqldb.Pipeliner)
-	if !ok || pol == nil || pol.all || (pol.weights != nil && t.s.plan.fair.lone() == "") {
+func (t *ClaimTx) CandidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
+	pl, ok := t.X.(sqldb.Pipeliner)
+	if !ok || pol == nil || pol.All || (pol.weights != nil && t.Plan.fair.lone() == "") {
 		return nil
 	}
-	keys := newKeyRoom(pol, p.Caps, p.Limit)
-	keys.brk = newBreakerRoom(pol, t.now)
-	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	keys := NewKeyRoom(pol, p.Caps, p.Limit)
+	keys.Brk = NewBreakerRoom(pol, t.Now)
+	q, args := t.Plan.ClaimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
-	st := sqldb.Statement{Query: t.s.bind(q), Args: args}
+	st := sqldb.Statement{Query: t.H.Bind(q), Args: args}
 	// The gate checks, in the claim statement, what of pol it can:
 	// limits of namespaces the claim bounds, and weights while one
-	// namespace is alone with ready work (fairOthers); other policies
+	// namespace is alone with ready work (FairOthers); other policies
 	// need the claim's own check (gated).
-	if !counting && t.s.d.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
-		from := claimFrom{candidates: q, args: args, version: pol.version}
+	if !counting && t.H.D.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+		from := ClaimFrom{Candidates: q, Args: args, Version: pol.Version}
 		if len(bounds) > 0 {
-			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sortedKeys(pol.caps)
+			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sqltx.SortedKeys(pol.caps)
 		}
 		if pol.weights != nil {
-			from.alone = t.s.plan.fair.lone()
+			from.alone = t.Plan.fair.lone()
 		}
-		c, err := t.claimStatement(from, leaseID)
+		c, err := t.ClaimStatement(from, leaseID)
 		if err != nil {
 			return err
 		}
@@ -187,14 +188,14 @@ func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 		for _, b := range from.bounds {
 			a.bounded = append(a.bounded, b.ns)
 		}
-		st = sqldb.Statement{Query: t.s.bind(c.q), Args: c.args, What: "claim steps"}
+		st = sqldb.Statement{Query: t.H.Bind(c.Q), Args: c.Args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
 		// gate shut (steps under keys of limits or rates), which would
 		// take a transaction more, or this claim is made again after its
 		// gate was shut so (keepOpen).
-		a.last = !keepOpen && !t.s.plan.aheadShut.Load()
+		a.last = !keepOpen && !t.Plan.aheadShut.Load()
 	}
 	if a.last {
 		a.rows = pl.FollowLast(st)
@@ -211,19 +212,19 @@ func (t *claimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 // weights, rates, breakers not closed). What the steps carry themselves
 // (keys of limits and rates) the claim still checks (gateShut). Where a
 // statement's WITH may write, such a claim is sent with the claim's first
-// statement (candidatesAhead).
+// statement (CandidatesAhead).
 func unchecked(p store.ClaimParams, pol *policySet) bool {
 	return len(pol.caps) == 0 && pol.weights == nil && gated(p, pol)
 }
 
 // gated reports whether a claim under pol may be checked by its claim
-// statement's gate alone, given what that gate is told (candidatesAhead):
+// statement's gate alone, given what that gate is told (CandidatesAhead):
 // no engine's own caps, rates or breakers not closed.
 func gated(p store.ClaimParams, pol *policySet) bool {
 	return len(p.Caps) == 0 && len(pol.rates) == 0 && len(pol.breakers) == 0 && len(pol.wary) == 0
 }
 
-// claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
+// claimedAhead reads the claim sent ahead (CandidatesAhead), if any, in the
 // claim's first round: done, with what it claimed added to claimed and
 // deps, unless its gate was shut (gateShut), in which case nothing was
 // claimed and the round selects its candidates as usual. An open gate
@@ -233,7 +234,7 @@ func gated(p store.ClaimParams, pol *policySet) bool {
 // A claim that bounded limits (a.bounded) holds those namespaces, its
 // statement checked their bounds, and it met them (keys.met) for the next
 // claim to bound again.
-func (t *claimTx) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
+func (t *ClaimTx) claimedAhead(leaseID int64, keys *KeyRoom, claimed *[]store.ClaimedStep, deps *[][]int) (done bool, err error) {
 	a := t.ahead
 	if a == nil || a.claim == nil {
 		return false, nil
@@ -243,9 +244,9 @@ func (t *claimTx) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.Cl
 	if err != nil {
 		return false, err
 	}
-	t.s.plan.aheadShut.Store(shut)
+	t.Plan.aheadShut.Store(shut)
 	if shut && a.last {
-		return false, errShutAfterCommit
+		return false, ErrShutAfterCommit
 	}
 	if shut {
 		return false, nil
@@ -253,9 +254,9 @@ func (t *claimTx) claimedAhead(leaseID int64, keys *keyRoom, claimed *[]store.Cl
 	t.committed = a.last
 	for _, ns := range a.bounded {
 		t.hold(ns)
-		keys.met[ns] = true
+		keys.Met[ns] = true
 	}
-	t.boundsChecked = len(a.bounded) > 0
+	t.BoundsChecked = len(a.bounded) > 0
 	*claimed, *deps = appendClaimed(*claimed, got), appendClaimed(*deps, gotDeps)
 	return true, nil
 }
@@ -269,9 +270,9 @@ func appendClaimed[T any](to, more []T) []T {
 	return append(to, more...)
 }
 
-// aheadRows returns the rows of the query sent ahead (candidatesAhead) if
+// aheadRows returns the rows of the query sent ahead (CandidatesAhead) if
 // it is q with args, else nil, discarding them.
-func (t *claimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
+func (t *ClaimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
 	a := t.ahead
 	if a == nil {
 		return nil, nil
@@ -280,19 +281,19 @@ func (t *claimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
 		t.ahead = nil
 		return a.rows, nil
 	}
-	return nil, t.dropAhead()
+	return nil, t.DropAhead()
 }
 
 // errClaimedAhead: a claim sent ahead claimed steps under policies that
 // moved; its transaction is rolled back.
 var errClaimedAhead = errors.New("a claim sent ahead claimed under policies that moved")
 
-// dropAhead discards the statement sent ahead: the policies it was built
+// DropAhead discards the statement sent ahead: the policies it was built
 // from moved. A claim sent ahead then found its gate shut (the policy
 // version it checks moved too, and versions only grow); had it claimed,
 // the transaction is rolled back rather than leave steps claimed under
 // policies the claim did not apply.
-func (t *claimTx) dropAhead() error {
+func (t *ClaimTx) DropAhead() error {
 	a := t.ahead
 	if a == nil {
 		return nil
@@ -311,13 +312,13 @@ func (t *claimTx) dropAhead() error {
 	if a.last {
 		// Its transaction has ended: the claim runs again in one of its
 		// own, which keeps it open.
-		t.s.plan.aheadShut.Store(true)
-		return errShutAfterCommit
+		t.Plan.aheadShut.Store(true)
+		return ErrShutAfterCommit
 	}
 	return nil
 }
 
-// claimGated claims, in transaction t, up to p.Limit ready steps as
+// ClaimGated claims, in transaction t, up to p.Limit ready steps as
 // ClaimSteps would, where the claim needs no check of its own between
 // selecting its steps and claiming them: under the policies last read (it
 // claims nothing before a claim has read them), no namespace limit,
@@ -333,32 +334,32 @@ func (t *claimTx) dropAhead() error {
 // UPDATE by rowid are quicker than the statement's materialized candidates
 // (SQLite dag7 p50 2.42 against 2.63 ms); for a full claim the statement
 // is quicker (fanout5 +7%).
-func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
-	pol := t.s.plan.cachedPolicies()
-	if pol == nil || pol.all {
+func (t *ClaimTx) ClaimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
+	pol := t.Plan.CachedPolicies()
+	if pol == nil || pol.All {
 		return nil, nil
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.s.d.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
-	if !counted && (!unchecked(p, pol) || len(t.s.plan.predictedLimits()) > 0) {
+	counted := !t.H.D.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
+	if !counted && (!unchecked(p, pol) || len(t.Plan.PredictedLimits()) > 0) {
 		return nil, nil
 	}
-	leaseID := leaseOf(p)
-	keys := newKeyRoom(pol, p.Caps, p.Limit)
-	q, args := t.s.claimQuery(p.Limit, p, pol, keys)
+	leaseID := LeaseOf(p)
+	keys := NewKeyRoom(pol, p.Caps, p.Limit)
+	q, args := t.Plan.ClaimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.s.d.WithWrites() || inOne {
-		from := claimFrom{candidates: q, args: args, version: pol.version}
+	if t.H.D.WithWrites() || inOne {
+		from := ClaimFrom{Candidates: q, Args: args, Version: pol.Version}
 		if counted {
 			from.caps = pol.caps
 		}
-		st, err := t.claimStatement(from, leaseID)
+		st, err := t.ClaimStatement(from, leaseID)
 		if err != nil {
 			return nil, err
 		}
-		rows, err := t.query(st.q, st.args...)
+		rows, err := t.Query(st.Q, st.Args...)
 		if err != nil {
 			return nil, fmt.Errorf("claim steps: %w", err)
 		}
@@ -368,7 +369,7 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 		}
 	} else {
 		// The only writer: what the query selects, the claim takes.
-		rows, err := t.query(q, args...)
+		rows, err := t.Query(q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("select ready steps: %w", err)
 		}
@@ -376,7 +377,7 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 		if err != nil {
 			return nil, err
 		}
-		if len(ready) > 0 && seen != pol.version {
+		if len(ready) > 0 && seen != pol.Version {
 			return nil, nil
 		}
 		for _, c := range ready {
@@ -393,27 +394,27 @@ func (t *claimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	return claimed, t.claimContext(claimed, deps)
+	return claimed, t.ClaimContext(claimed, deps)
 }
 
-// claimMadeReady claims under p, in transaction t, the steps its write made
-// ready (claimGated), for the engine p names (its claims are the
+// ClaimMadeReady claims under p, in transaction t, the steps its write made
+// ready (ClaimGated), for the engine p names (its claims are the
 // engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
-func (t *claimTx) claimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
-	if t.readied == 0 || p.Limit <= 0 || t.breakers.failed() {
+func (t *ClaimTx) ClaimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
+	if t.Readied == 0 || p.Limit <= 0 || t.Breakers.failed() {
 		// After a failure under a breaker, the claim waits for the count
 		// that this transaction writes last (flushBreakers): the engine's
 		// next claim reads it.
 		return nil, nil
 	}
-	t.engine = p.EngineID
-	return t.claimGated(p, false)
+	t.Engine = p.EngineID
+	return t.ClaimGated(p, false)
 }
 
-// countTaken counts the steps of claimed that mine reports to be among
+// CountTaken counts the steps of claimed that mine reports to be among
 // those the claim's write made ready.
-func countTaken(claimed []store.ClaimedStep, mine func(store.ClaimedStep) bool) int {
+func CountTaken(claimed []store.ClaimedStep, mine func(store.ClaimedStep) bool) int {
 	n := 0
 	for _, c := range claimed {
 		if mine(c) {

@@ -1,6 +1,7 @@
-package sqlstore
+package claim
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -22,21 +24,21 @@ import (
 // dependencies. They are still ready: this transaction locked them (FOR
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone. Where the database allows it, the same statement starts their
-// tasks and loads the task's part of what the handlers see (claimContext
+// tasks and loads the task's part of what the handlers see (ClaimContext
 // does the rest).
-func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
-	where, inArgs := t.idIn("id", ids)
-	st, err := t.claimStatement(claimFrom{where: where, args: inArgs}, leaseID)
+func (t *ClaimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
+	where, inArgs := t.IDIn("id", ids)
+	st, err := t.ClaimStatement(ClaimFrom{where: where, Args: inArgs}, leaseID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if t.lastClaim {
 		// Nothing follows (endsWithClaim): the COMMIT goes with it.
 		t.lastClaim = false
-		t.x.(sqldb.Pipeliner).EndWithNext()
+		t.X.(sqldb.Pipeliner).EndWithNext()
 		t.committed = true
 	}
-	rows, err := t.query(st.q, st.args...)
+	rows, err := t.Query(st.Q, st.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
@@ -50,10 +52,10 @@ func (t *claimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]in
 // readClaimed reads the rows of claim statement st (about n of them): the
 // steps it claimed, with the indexes of their dependencies. shut: it
 // claimed from its query of candidates and found the gate shut (gateShut).
-func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
+func (t *ClaimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int64) (out []store.ClaimedStep, deps [][]int, shut bool, err error) {
 	type claimedRow struct {
 		sortKey int64
-		task    claimedTask
+		task    ClaimedTask
 		results sql.NullString // of its dependencies: depResultsOf
 		started bool
 		totals  [2]sql.NullInt64
@@ -61,11 +63,11 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 		claimed bool
 	}
 	// One set of scan destinations for every row.
-	var x stepScan
+	var x sqltx.StepScan
 	var c claimedRow
-	dest := append(x.claimedDest(), &c.sortKey)
-	if t.s.d.WithWrites() {
-		dest = append(append(dest, c.task.dest()...), &c.results, &c.started)
+	dest := append(x.ClaimedDest(), &c.sortKey)
+	if t.H.D.WithWrites() {
+		dest = append(append(dest, c.task.Dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
 		dest = append(dest, &c.totals[0], &c.totals[1])
@@ -82,7 +84,7 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	deps = make([][]int, 0, n)
 	first := true
 	err = sqldb.Each(rows, func(r sqldb.Row) error {
-		x, c = stepScan{}, claimedRow{}
+		x, c = sqltx.StepScan{}, claimedRow{}
 		if err := r.Scan(dest...); err != nil || shut {
 			return err
 		}
@@ -98,18 +100,18 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 				}
 			}
 		}
-		step := x.claimed(t.engine, t.now)
+		step := x.Claimed(t.Engine, t.Now)
 		// The sort key is the time the step became ready less its priority's
 		// aging credit.
 		out = append(out, store.ClaimedStep{Step: step.Step, Fence: store.Fence{StepID: step.ID, Attempt: step.Attempts, LeaseID: leaseID},
-			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.s.aging)})
-		deps = append(deps, step.deps)
+			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.H.Aging)})
+		deps = append(deps, step.Deps)
 		if c.totals[0].Valid {
-			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
+			t.totaled(step.Namespace, c.started, LimitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
-		if t.s.d.WithWrites() {
+		if t.H.D.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
-			if len(step.deps) > 0 {
+			if len(step.Deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
 			}
 		}
@@ -124,35 +126,29 @@ func (t *claimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	return out, deps, false, nil
 }
 
-// The reasons of a claim's audit entries.
-const (
-	reasonClaimed      = "claimed"
-	reasonFirstClaimed = "first step claimed"
-)
-
-// claimedTask is the part of what a claimed step's handler sees that comes
+// ClaimedTask is the part of what a claimed step's handler sees that comes
 // from its task.
-type claimedTask struct {
+type ClaimedTask struct {
 	input                          json.RawMessage
 	workflow, version, traceparent string
 }
 
-// claimedTaskColumns are a task's columns of claimedTask, in the order of
+// ClaimedTaskColumns are a task's columns of ClaimedTask, in the order of
 // its dest.
-const claimedTaskColumns = `input, workflow, version, traceparent`
+const ClaimedTaskColumns = `input, workflow, version, traceparent`
 
-// dest returns the scan destinations of claimedTaskColumns.
-func (c *claimedTask) dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceparent} }
+// Dest returns the scan destinations of ClaimedTaskColumns.
+func (c *ClaimedTask) Dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceparent} }
 
-func (c claimedTask) set(s *store.ClaimedStep) {
+func (c ClaimedTask) set(s *store.ClaimedStep) {
 	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
 }
 
-// claimContext starts the claimed steps' tasks and loads what the handlers
+// ClaimContext starts the claimed steps' tasks and loads what the handlers
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
-func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	if !t.s.d.WithWrites() {
+func (t *ClaimTx) ClaimContext(claimed []store.ClaimedStep, deps [][]int) error {
+	if !t.H.D.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}
@@ -178,11 +174,11 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 				pairs = append(pairs, dep{claimed[i].ID, claimed[i].TaskID, int64(d)})
 			}
 		}
-		from, args := rowset(t.txn, "d", pairs,
-			intCol("d_claim", func(d *dep) int64 { return d.claim }),
-			intCol("d_task", func(d *dep) int64 { return d.task }),
-			intCol("d_idx", func(d *dep) int64 { return d.idx }))
-		rows, err := t.query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
+		from, args := sqltx.Rowset(t.Tx, "d", pairs,
+			sqltx.IntCol("d_claim", func(d *dep) int64 { return d.claim }),
+			sqltx.IntCol("d_task", func(d *dep) int64 { return d.task }),
+			sqltx.IntCol("d_idx", func(d *dep) int64 { return d.idx }))
+		rows, err := t.Query(`SELECT d.d_claim, s.name, s.result, s.kind, s.idx FROM `+from+`
 			JOIN steps s ON s.task_id = d.d_task AND s.idx = d.d_idx WHERE s.state != 'skipped'`, args...)
 		if err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
@@ -194,12 +190,12 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 	for i := range claimed {
 		c := &claimed[i]
 		for _, d := range t.depResults[c.ID] {
-			c.Deps[d.name] = nullJSON(d.result)
-			c.DependsOn = append(c.DependsOn, d.name)
-			if d.kind == store.KindBatch {
+			c.Deps[d.Name] = sqltx.NullJSON(d.Result)
+			c.DependsOn = append(c.DependsOn, d.Name)
+			if d.Kind == store.KindBatch {
 				// A batch step's result is its items' results.
 				var err error
-				if c.Deps[d.name], err = t.batchResults(c.TaskID, d.idx); err != nil {
+				if c.Deps[d.Name], err = t.batchResults(c.TaskID, d.Idx); err != nil {
 					return err
 				}
 			}
@@ -208,56 +204,35 @@ func (t *claimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error 
 	return nil
 }
 
-// stepAt is a step by its task and index.
-type stepAt struct{ task, idx int64 }
-
-// ranHere keeps the result of a run this transaction recorded (a step of
-// task at idx ended), as a dependency's result of the steps it may claim
-// after: a chain's next step, a join whose dependencies ended together.
-func (t *outcomeTx) ranHere(task, idx int64, r depResult) {
-	if t.ran == nil {
-		t.ran = map[stepAt]depResult{}
-	}
-	t.ran[stepAt{task, idx}] = r
-}
+// StepAt is a step by its task and index.
+type StepAt struct{ Task, Idx int64 }
 
 // ranBefore reports whether every dependency (deps, indexes) of claimed
 // step c ended in a run this transaction recorded, and then takes their
 // results as c's, in index order, as a read of them would give.
-func (t *claimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
-	if len(t.ran) == 0 {
+func (t *ClaimTx) ranBefore(c store.ClaimedStep, deps []int) bool {
+	if len(t.Ran) == 0 {
 		return false
 	}
-	results := make([]depResult, 0, len(deps))
+	results := make([]DepResult, 0, len(deps))
 	for _, d := range deps {
-		r, ok := t.ran[stepAt{c.TaskID, int64(d)}]
+		r, ok := t.Ran[StepAt{c.TaskID, int64(d)}]
 		if !ok {
 			return false
 		}
 		results = append(results, r)
 	}
-	sort.Slice(results, func(i, j int) bool { return results[i].idx < results[j].idx })
+	sort.Slice(results, func(i, j int) bool { return results[i].Idx < results[j].Idx })
 	if t.depResults == nil {
-		t.depResults = map[int64][]depResult{}
+		t.depResults = map[int64][]DepResult{}
 	}
 	t.depResults[c.ID] = results
 	return true
 }
 
-// readTask keeps the handlers' part of task id, started before and read in
-// this transaction, for the steps of it the transaction claims after
-// (startTasks): a task's input, workflow, version and traceparent never
-// change.
-func (t *outcomeTx) readTask(id int64, ct claimedTask) {
-	if t.started == nil {
-		t.started = map[int64]claimedTask{}
-	}
-	t.started[id] = ct
-}
-
-// resultText is a result as its step's row holds it, and as a parameter
+// ResultText is a result as its step's row holds it, and as a parameter
 // writes it: NULL where empty.
-func resultText(r json.RawMessage) sql.NullString {
+func ResultText(r json.RawMessage) sql.NullString {
 	return sql.NullString{String: string(r), Valid: len(r) > 0}
 }
 
@@ -269,19 +244,19 @@ func resultText(r json.RawMessage) sql.NullString {
 const depResultsOf = `CASE WHEN s.deps <> '' THEN (SELECT json_agg(json_build_array(d.name, d.result, d.kind, d.idx) ORDER BY d.idx)::text
 	FROM steps d WHERE d.task_id = s.task_id AND d.idx = ANY(string_to_array(s.deps, ',')::bigint[]) AND d.state != 'skipped') END`
 
-// depResult is the result of a dependency of a claimed step.
-type depResult struct {
-	name, kind string
-	result     sql.NullString
-	idx        int
+// DepResult is the result of a dependency of a claimed step.
+type DepResult struct {
+	Name, Kind string
+	Result     sql.NullString
+	Idx        int
 }
 
 // readDepResults reads the results of the dependencies of claimed step id
 // as the claim statement returned them (depResultsOf) into t.depResults:
 // none where NULL (every dependency skipped).
-func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
+func (t *ClaimTx) readDepResults(id int64, col sql.NullString) error {
 	if t.depResults == nil {
-		t.depResults = map[int64][]depResult{}
+		t.depResults = map[int64][]DepResult{}
 	}
 	if !col.Valid {
 		t.depResults[id] = nil
@@ -291,16 +266,16 @@ func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
 	if err := json.Unmarshal([]byte(col.String), &got); err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
-	results := make([]depResult, len(got))
+	results := make([]DepResult, len(got))
 	for i, g := range got {
 		d := &results[i]
 		var result *string
-		if err := errors.Join(json.Unmarshal(g[0], &d.name), json.Unmarshal(g[1], &result),
-			json.Unmarshal(g[2], &d.kind), json.Unmarshal(g[3], &d.idx)); err != nil {
+		if err := errors.Join(json.Unmarshal(g[0], &d.Name), json.Unmarshal(g[1], &result),
+			json.Unmarshal(g[2], &d.Kind), json.Unmarshal(g[3], &d.Idx)); err != nil {
 			return fmt.Errorf("load dependency results: %w", err)
 		}
 		if result != nil {
-			d.result = sql.NullString{String: *result, Valid: true}
+			d.Result = sql.NullString{String: *result, Valid: true}
 		}
 	}
 	t.depResults[id] = results
@@ -310,27 +285,27 @@ func (t *claimTx) readDepResults(id int64, col sql.NullString) error {
 // readDepRows reads rows of dependency results (the claimed step's id,
 // the dependency's name, result, kind and index) into t.depResults, each
 // step's in index order.
-func (t *claimTx) readDepRows(rows sqldb.Rows) error {
+func (t *ClaimTx) readDepRows(rows sqldb.Rows) error {
 	type row struct {
 		step int64
-		depResult
+		DepResult
 	}
 	got, err := sqldb.Collect(rows, func(r sqldb.Row) (row, error) {
 		var d row
-		err := r.Scan(&d.step, &d.name, &d.result, &d.kind, &d.idx)
+		err := r.Scan(&d.step, &d.Name, &d.Result, &d.Kind, &d.Idx)
 		return d, err
 	})
 	if err != nil {
 		return fmt.Errorf("load dependency results: %w", err)
 	}
 	sort.Slice(got, func(i, j int) bool {
-		return got[i].step < got[j].step || (got[i].step == got[j].step && got[i].idx < got[j].idx)
+		return got[i].step < got[j].step || (got[i].step == got[j].step && got[i].Idx < got[j].Idx)
 	})
 	if t.depResults == nil {
-		t.depResults = map[int64][]depResult{}
+		t.depResults = map[int64][]DepResult{}
 	}
 	for _, d := range got {
-		t.depResults[d.step] = append(t.depResults[d.step], d.depResult)
+		t.depResults[d.step] = append(t.depResults[d.step], d.DepResult)
 	}
 	return nil
 }
@@ -340,7 +315,7 @@ func (t *claimTx) readDepRows(rows sqldb.Rows) error {
 // A step with dependencies belongs to a task that started when they ran,
 // or, should they all have been skipped before any ran, to one still
 // pending that the read below finds.
-func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *ClaimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	var ids, mayStart []int64
 	seen := map[int64]bool{}
 	starting := map[int64]bool{}
@@ -364,18 +339,18 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	type loaded struct {
 		id    int64
 		state string
-		claimedTask
+		ClaimedTask
 	}
 	// Tasks whose first step this is start, and return what the handlers
 	// see; the others (their steps ran before) are read.
 	read := func(q string, args ...any) ([]loaded, error) {
-		rows, err := t.query(q, args...)
+		rows, err := t.Query(q, args...)
 		if err != nil {
 			return nil, err
 		}
 		return sqldb.Collect(rows, func(r sqldb.Row) (loaded, error) {
 			var l loaded
-			return l, r.Scan(append([]any{&l.id, &l.state}, l.claimedTask.dest()...)...)
+			return l, r.Scan(append([]any{&l.id, &l.state}, l.ClaimedTask.Dest()...)...)
 		})
 	}
 	// The task's start rides on the claim of one step this claim took
@@ -392,20 +367,20 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	start := func(ids []int64) ([]loaded, error) {
 		const set, ret = `UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?, start_step = `,
-			` AND (state || '') = 'pending' RETURNING id, state, ` + claimedTaskColumns
+			` AND (state || '') = 'pending' RETURNING id, state, ` + ClaimedTaskColumns
 		var got []loaded
 		var err error
-		if t.byParams(len(ids)) {
-			got, err = read(set+`? WHERE id = ?`+ret, t.now, lease, first[ids[0]], ids[0])
+		if t.ByParams(len(ids)) {
+			got, err = read(set+`? WHERE id = ?`+ret, t.Now, lease, first[ids[0]], ids[0])
 		} else {
 			starts := make([]started, len(ids))
 			for i, id := range ids {
 				starts[i] = started{id, first[id]}
 			}
-			from, args := rowset(t.txn, "s", starts,
-				intCol("s_task", func(s *started) int64 { return s.task }),
-				intCol("s_step", func(s *started) int64 { return s.step }))
-			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.now, lease}, args...)...)
+			from, args := sqltx.Rowset(t.Tx, "s", starts,
+				sqltx.IntCol("s_task", func(s *started) int64 { return s.task }),
+				sqltx.IntCol("s_step", func(s *started) int64 { return s.step }))
+			got, err = read(set+`s.s_step FROM `+from+` WHERE tasks.id = s.s_task`+ret, append([]any{t.Now, lease}, args...)...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("start tasks: %w", err)
@@ -426,17 +401,17 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 	}
 	var rest []int64
 	for _, id := range ids {
-		switch ct, ok := t.started[id]; {
+		switch ct, ok := t.Started[id]; {
 		case seen[id]:
 		case ok:
-			infos = append(infos, loaded{id: id, claimedTask: ct})
+			infos = append(infos, loaded{id: id, ClaimedTask: ct})
 		default:
 			rest = append(rest, id)
 		}
 	}
 	if len(rest) > 0 {
-		in, inArgs := t.idIn("id", rest)
-		more, err := read(`SELECT id, state, `+claimedTaskColumns+` FROM tasks WHERE `+in, inArgs...)
+		in, inArgs := t.IDIn("id", rest)
+		more, err := read(`SELECT id, state, `+ClaimedTaskColumns+` FROM tasks WHERE `+in, inArgs...)
 		if err != nil {
 			return fmt.Errorf("load tasks: %w", err)
 		}
@@ -456,12 +431,47 @@ func (t *claimTx) startTasks(claimed []store.ClaimedStep, deps [][]int) error {
 			infos = append(infos, got...)
 		}
 	}
-	tasks := make(map[int64]claimedTask, len(infos))
+	tasks := make(map[int64]ClaimedTask, len(infos))
 	for _, l := range infos {
-		tasks[l.id] = l.claimedTask
+		tasks[l.id] = l.ClaimedTask
 	}
 	for i := range claimed {
 		tasks[claimed[i].TaskID].set(&claimed[i])
 	}
 	return nil
+}
+
+// batchResults returns the results of a batch step's items as one JSON
+// array, in item order; an item without a result (failed, skipped) is null.
+func (t *ClaimTx) batchResults(taskID int64, batchIdx int) (json.RawMessage, error) {
+	q, args := `SELECT result FROM steps WHERE task_id = ? AND batch_of = ? ORDER BY idx`, []any{taskID, batchIdx}
+	var rows sqldb.Rows
+	var err error
+	if t.committed {
+		// A claim that committed with its statement reads after it.
+		rows, err = t.H.Read(t.Ctx, q, args...)
+	} else {
+		rows, err = t.Query(q, args...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
+	results, err := sqldb.Collect(rows, func(r sqldb.Row) (sql.NullString, error) {
+		var v sql.NullString
+		err := r.Scan(&v)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load batch results: %w", err)
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, result := range results {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(sqltx.NullJSON(result))
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
 }

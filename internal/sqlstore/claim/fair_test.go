@@ -1,10 +1,11 @@
-package sqlstore
+package claim
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/store"
 )
 
@@ -77,8 +78,15 @@ func TestFairGiveOverClaims(t *testing.T) {
 // of steps_ready_namespace, which the ordinary claim query does not.
 func TestFairPartNamesTheIndex(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Dialect: oneWriter{}})
-	q, _ := s.claimQuery(3, store.ClaimParams{Namespaces: []string{"shop"}}, nil, nil)
+	pl := Planner{D: unlocked{}}
+	q, _ := pl.ClaimQuery(3, store.ClaimParams{Namespaces: []string{"shop"}}, nil, nil)
 	require.NotContains(t, q, "namespace <> ''")
-	require.Contains(t, fairPart(q), "WHERE state = 'ready' AND namespace <> ''")
+	require.Contains(t, FairPart(q), "WHERE state = 'ready' AND namespace <> ''")
 }
+
+// unlocked is the Dialect of a database whose claim locks no rows, as
+// SQLite's: what ClaimQuery asks of it.
+type unlocked struct{ sqltx.Dialect }
+
+func (unlocked) ClaimLimit() string { return "LIMIT ?" }
+func (unlocked) ClaimLock() string  { return "" }

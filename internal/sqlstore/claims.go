@@ -1,0 +1,468 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/weftrun/weft/internal/sqlstore/claim"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the Store's claim operations (claims): they run the
+// claim planner's work in write transactions, and read and change the
+// policies it claims under.
+
+// ClaimSteps claims up to p.Limit ready steps.
+func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	var claimed []store.ClaimedStep
+	var deferred map[string]*store.RateDeferral
+	var granted []*claim.BucketNeed // reserved tokens, held once the claim commits
+	var now int64
+	var totals map[string]claim.LimitTotals // of limits, as the claim left them
+	held := false
+	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
+	claimSteps := func(tx *txn) error {
+		t := tx.claimer()
+		claimed, held = nil, false
+		if !p.Now.IsZero() {
+			t.Now = p.Now.UnixMicro()
+		}
+		if !t.H.D.WithWrites() && t.Plan.Backlog.Load() {
+			// Under a backlog, SQLite claims in one statement where the
+			// claim needs no check of its own (ClaimGated). Where that
+			// claims nothing (no step was ready, or its gate shut), the
+			// claim runs as below.
+			got, err := t.ClaimGated(p, true)
+			if err != nil || len(got) > 0 {
+				claimed = got
+				return err
+			}
+		}
+		// The namespaces the last claim met limits in: bounded from the
+		// handle's anchors, or locked and counted by the first statement.
+		cached := s.plan.CachedPolicies()
+		bounded := int64(-1)
+		if cached != nil {
+			bounded = cached.Version
+		}
+		bounds, predicted := s.plan.SplitBounds(s.plan.PredictedLimits(), bounded, t.Now, p.Limit, p.Caps, nil)
+		leaseID := claim.LeaseOf(p)
+		if err := t.CandidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
+			return err
+		}
+		version, room, err := t.ClaimStart(p, predicted, cached)
+		if err != nil {
+			return err
+		}
+		if version != bounded {
+			if err := t.DropAhead(); err != nil {
+				return err
+			}
+			// Bounds and counts made under other policies: the namespaces
+			// counted stay locked, and all are bounded or counted again
+			// when the claim meets them.
+			bounds, predicted, room = nil, nil, nil
+		}
+		var keys *claim.KeyRoom
+		var rates *claim.RateClaim
+		var deps [][]int
+		for attempt := 0; ; attempt++ {
+			pol, err := t.Policies(version)
+			if err != nil {
+				return err
+			}
+			if pol.All {
+				return nil // everything is paused
+			}
+			keys = claim.NewKeyRoom(pol, p.Caps, p.Limit)
+			if attempt == 0 {
+				t.LimitsIn(predicted, room, keys)
+				t.BoundedIn(bounds, keys)
+			}
+			keys.Brk = claim.NewBreakerRoom(pol, t.Now)
+			rates = &claim.RateClaim{}
+			err = t.ClaimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
+			if !errors.Is(err, claim.ErrPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
+				if errors.Is(err, claim.ErrPoliciesMoved) {
+					err = nil // a later round: what was claimed stands
+				}
+				if err != nil {
+					return err
+				}
+				break
+			}
+			// Nothing claimed yet: read the policies as they are now.
+			if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
+				return fmt.Errorf("read the policy version: %w", err)
+			}
+		}
+		if !t.BoundsChecked {
+			if err := t.CheckBounds(keys); err != nil {
+				return err
+			}
+		}
+		deferred, granted, now, totals = rates.Deferred, rates.Granted, t.Now, t.LimitTotals
+		s.plan.PredictLimits(keys.Met)
+		s.plan.Bounds.Met(keys.Floor)
+		return t.ClaimContext(claimed, deps)
+	}
+	var err error
+	for range claim.BoundAttempts {
+		var miss *claim.BoundMiss
+		err = s.write(ctx, p.EngineID, claimSteps)
+		if errors.Is(err, claim.ErrShutAfterCommit) {
+			// Again, its gate checked in a transaction of its own that
+			// stays open whatever other claims of this handle found.
+			keepOpen = true
+			continue
+		}
+		if !errors.As(err, &miss) {
+			break
+		}
+		// Claims elsewhere took room the bounds counted on: count.
+		s.plan.Bounds.Forget(miss.Namespaces)
+	}
+	switch {
+	case errors.Is(err, claim.ErrBoundMissed):
+		return nil, nil // the next claim counts
+	case err != nil:
+		return nil, err
+	}
+	if !s.D.WithWrites() {
+		s.plan.Backlog.Store(len(claimed) == p.Limit)
+	}
+	s.plan.Bounds.Saw(totals)
+	for _, n := range granted {
+		s.plan.Reserves.Add(n.Key, n.Rate, n.Granted, now)
+	}
+	claim.ReportDeferred(p, deferred)
+	if held && p.Held != nil {
+		p.Held()
+	}
+	return claimed, nil
+}
+
+// ExplainFairClaim returns the database's plans for what a claim under
+// weights runs: the statement that counts running steps and finds the
+// namespaces with ready work, the query of one namespace's part (of
+// p.Namespaces[0]), then the question whether namespaces other than that
+// one have ready work (FairOthers), so tests and operators can check that
+// none reads the ready queue.
+func (s *claims) ExplainFairClaim(ctx context.Context, p store.ClaimParams) (string, error) {
+	readiness, err := s.explain(ctx, claim.FairReadiness, claim.MaxFairNamespaces)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
+	part, err := s.explain(ctx, claim.FairPart(q), args...)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	ns := ""
+	if len(p.Namespaces) > 0 {
+		ns = p.Namespaces[0]
+	}
+	others, err := s.explain(ctx, `SELECT `+claim.FairOthers, ns, ns)
+	if err != nil {
+		return "", fmt.Errorf("explain fair claim: %w", err)
+	}
+	return readiness + "--\n" + part + "--\n" + others, nil
+}
+
+// ListPolicies returns the policies set and the usage of the limits in force.
+func (s *claims) ListPolicies(ctx context.Context) (store.PolicyReport, error) {
+	rows, err := s.Read(ctx, `SELECT `+claim.PolicyColumns+` FROM policies ORDER BY target`)
+	if err != nil {
+		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
+	}
+	pols, err := sqldb.Collect(rows, claim.ScanPolicy)
+	if err != nil {
+		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
+	}
+	var names []any
+	for _, p := range pols {
+		if ns, name, err := store.ParseTarget(p.Target); err == nil && ns != "" && name == "" {
+			names = append(names, ns)
+		}
+	}
+	if len(names) > 0 {
+		rows, err := s.Read(ctx, `SELECT namespace, count(*) FROM steps WHERE state = 'running' AND namespace IN (`+sqltx.Placeholders(len(names))+`) GROUP BY namespace`, names...)
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
+		}
+		running, err := sqldb.Collect(rows, claim.ScanNamespaceRow)
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count running steps: %w", err)
+		}
+		for _, r := range running {
+			for i := range pols {
+				if pols[i].Target == r.Namespace {
+					pols[i].Running = int(r.N)
+				}
+			}
+		}
+	}
+	report := store.PolicyReport{Policies: pols, Limits: []store.LimitUsage{}}
+	if report.Policies == nil {
+		report.Policies = []store.Policy{}
+	}
+	// The limits templates define, for the keys that have work running.
+	for _, q := range []string{
+		`SELECT limit_key, max(limit_n), count(*) FROM steps WHERE state = 'running' AND limit_key != '' GROUP BY limit_key`,
+		// A task's limit is on its steps until it starts; a running task
+		// holds one place of it.
+		`SELECT limit_key, max(limit_n), count(*) FROM tasks WHERE state = 'running' AND limit_key != '' GROUP BY limit_key`,
+	} {
+		rows, err := s.Read(ctx, q)
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
+		}
+		used, err := sqldb.Collect(rows, func(r sqldb.Row) (store.LimitUsage, error) {
+			var u store.LimitUsage
+			var limit sql.NullInt64
+			err := r.Scan(&u.Key, &limit, &u.Running)
+			u.Limit = int(limit.Int64)
+			return u, err
+		})
+		if err != nil {
+			return store.PolicyReport{}, fmt.Errorf("count limit usage: %w", err)
+		}
+		report.Limits = append(report.Limits, used...)
+	}
+	sort.Slice(report.Limits, func(i, j int) bool { return report.Limits[i].Key < report.Limits[j].Key })
+	if err := s.reportRates(ctx, &report); err != nil {
+		return store.PolicyReport{}, err
+	}
+	if report.Breakers, err = s.ListBreakers(ctx); err != nil {
+		return store.PolicyReport{}, err
+	}
+	return report, nil
+}
+
+// PolicyChanges returns the most recent policy changes, newest first.
+func (s *claims) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.Read(ctx, `SELECT id, at, actor, target, change, reason FROM policy_changes ORDER BY id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list policy changes: %w", err)
+	}
+	out, err := sqldb.Collect(rows, func(r sqldb.Row) (store.PolicyChangeRecord, error) {
+		var c store.PolicyChangeRecord
+		var at int64
+		err := r.Scan(&c.ID, &at, &c.Actor, &c.Target, &c.Change, &c.Reason)
+		c.At = time.UnixMicro(at)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list policy changes: %w", err)
+	}
+	return out, nil
+}
+
+// SetPolicy applies a change to one target and audits it.
+func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Policy, error) {
+	if err := c.Validate(); err != nil {
+		return store.Policy{}, err
+	}
+	var out store.Policy
+	err := s.write(ctx, "", func(t *txn) error {
+		at := t.Now
+		if !c.At.IsZero() {
+			at = c.At.UnixMicro()
+		}
+		// The version row first: changes of policies are serialised by
+		// its lock, and every claim after this commit reads them again.
+		if err := t.movePolicyVersion(); err != nil {
+			return err
+		}
+		var paused, concurrency, weight, rateN, ratePer any
+		if c.Paused != nil {
+			p := 0
+			if *c.Paused {
+				p = 1
+			}
+			paused = p
+		}
+		if c.Concurrency != nil {
+			concurrency = *c.Concurrency
+		}
+		if c.Weight != nil {
+			weight = *c.Weight
+			if *c.Weight == 1 {
+				weight = 0 // the default, as if never set
+			}
+		}
+		if c.Rate != nil {
+			rateN, ratePer = c.Rate.Limit, c.Rate.Per.Microseconds()
+		}
+		// COALESCE keeps what the change leaves alone.
+		_, err := t.Exec(`INSERT INTO policies (target, paused, concurrency, weight, rate_n, rate_per, updated_at, updated_by)
+			VALUES (?, COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(?, 0), COALESCE(CAST(? AS BIGINT), 0), ?, ?)
+			ON CONFLICT (target) DO UPDATE SET paused = COALESCE(?, policies.paused), concurrency = COALESCE(?, policies.concurrency),
+			weight = COALESCE(?, policies.weight), rate_n = COALESCE(?, policies.rate_n), rate_per = COALESCE(CAST(? AS BIGINT), policies.rate_per),
+			updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+			c.Target, paused, concurrency, weight, rateN, ratePer, at, c.Actor, paused, concurrency, weight, rateN, ratePer)
+		if err != nil {
+			return fmt.Errorf("set policy of %s: %w", c.Target, err)
+		}
+		if err := t.recordPolicyChange(at, c.Actor, c.Target, c.Describe(), c.Reason); err != nil {
+			return err
+		}
+		// A target with nothing set is forgotten; its audit stays.
+		if _, err := t.Exec(`DELETE FROM policies WHERE target = ? AND paused = 0 AND concurrency = 0 AND weight = 0 AND rate_n = 0`, c.Target); err != nil {
+			return fmt.Errorf("set policy of %s: %w", c.Target, err)
+		}
+		if (c.Paused != nil && !*c.Paused) || c.Concurrency != nil || c.Weight != nil || c.Rate != nil {
+			// Work may be claimable now: wake the engines, here and (on
+			// PostgreSQL) elsewhere, as new ready steps would.
+			t.Readied++
+		}
+		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
+		if err != nil {
+			return err
+		}
+		if err := policyTokens(pols, t.Now, t.Query); err != nil {
+			return err
+		}
+		out = store.Policy{Target: c.Target, UpdatedAt: time.UnixMicro(at), UpdatedBy: c.Actor}
+		if len(pols) == 1 {
+			out = pols[0]
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Policy{}, err
+	}
+	return out, nil
+}
+
+// HeldPreemptible returns the preemptible steps among held that run under
+// engineID with exactly those fences: their id, task, name, namespace,
+// handler, priority, fence and workflow. A remote worker's heartbeat lists
+// its steps; this is the one read that finds which of them may be
+// preempted (by primary key, only for a worker that says it is full).
+func (s *claims) HeldPreemptible(ctx context.Context, engineID string, held []store.Fence) ([]store.ClaimedStep, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(held))
+	for i, f := range held {
+		ids[i] = f.StepID
+	}
+	in, inArgs := s.IDIn("s.id", ids)
+	rows, err := s.Read(ctx, `SELECT s.id, s.task_id, s.name, s.namespace, s.handler, s.priority, s.attempt, s.lease_id, t.workflow
+		FROM steps s JOIN tasks t ON t.id = s.task_id
+		WHERE s.engine_id = ? AND s.state = 'running' AND s.preemptible <> 0 AND `+in, append([]any{engineID}, inArgs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
+	}
+	steps, err := sqldb.Collect(rows, func(r sqldb.Row) (store.ClaimedStep, error) {
+		var c store.ClaimedStep
+		err := r.Scan(&c.ID, &c.TaskID, &c.Name, &c.Namespace, &c.Handler, &c.Priority, &c.Attempts, &c.Fence.LeaseID, &c.Workflow)
+		c.Fence.StepID, c.Fence.Attempt, c.Preemptible, c.State = c.ID, c.Attempts, true, state.StepRunning
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("preemptible steps of %s: %w", engineID, err)
+	}
+	return slices.DeleteFunc(steps, func(c store.ClaimedStep) bool { return !slices.Contains(held, c.Fence) }), nil
+}
+
+// PeekClaim returns the step a claim with p would take first, or nil.
+func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
+	var out *store.Step
+	err := s.write(ctx, p.EngineID, func(tx *txn) error {
+		t := tx.claimer()
+		var version int64
+		if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
+			return fmt.Errorf("peek claim: %w", err)
+		}
+		pol, err := t.Policies(version)
+		if err != nil {
+			return err
+		}
+		if pol.All {
+			return nil
+		}
+		keys := claim.NewKeyRoom(pol, p.Caps, 1)
+		// Open breakers hold their steps from a peek too; one that may
+		// probe offers one step, and the peek takes no probe.
+		if keys.Brk = claim.NewBreakerRoom(pol, t.Now); keys.Brk != nil {
+			keys.Brk.Peek = true
+		}
+		for round := range claim.ClaimRounds {
+			// round+1: a peek never waits for the locks of a limit; one
+			// held by a claim under way counts as full.
+			// No rate claim: a peek takes no token and defers nothing.
+			ids, more, err := t.Candidates(1, p, pol, keys, nil, round+1)
+			if errors.Is(err, claim.ErrPoliciesMoved) {
+				return nil // the next peek reads them again
+			}
+			if err != nil {
+				return fmt.Errorf("peek claim: %w", err)
+			}
+			if len(ids) > 0 {
+				st := store.Step{ID: ids[0]}
+				err := t.QueryRow(`SELECT task_id, name, namespace, handler, priority FROM steps WHERE id = ?`, ids[0]).
+					Scan(&st.TaskID, &st.Name, &st.Namespace, &st.Handler, &st.Priority)
+				if err != nil {
+					return fmt.Errorf("peek claim: read step %d: %w", ids[0], err)
+				}
+				out = &st
+				return nil
+			}
+			if !more {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// movePolicyVersion moves the policy version: every claim after this
+// transaction commits reads the policies again.
+func (t *operatorTx) movePolicyVersion() error {
+	if _, err := t.Exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("move the policy version: %w", err)
+	}
+	return nil
+}
+
+// readPolicies reads policies rows with a WHERE clause.
+func (t *operatorTx) readPolicies(where string, args ...any) ([]store.Policy, error) {
+	rows, err := t.Query(`SELECT `+claim.PolicyColumns+` FROM policies `+where+` ORDER BY target`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	pols, err := sqldb.Collect(rows, claim.ScanPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	return pols, nil
+}
+
+// recordPolicyChange writes one entry of the policy audit.
+func (t *operatorTx) recordPolicyChange(at int64, actor, target, change, reason string) error {
+	if _, err := t.Exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
+		at, actor, target, change, reason); err != nil {
+		return fmt.Errorf("audit policy change of %s: %w", target, err)
+	}
+	return nil
+}
