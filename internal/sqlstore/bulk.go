@@ -120,7 +120,7 @@ func (s *admin) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 // cannot deadlock one another or the engines, and read the tasks' states
 // as they are, not as they were before a concurrent action committed.
 func (t *operatorTx) lockTasks(ids []int64) error {
-	if t.s.D.ClaimLock() == "" || len(ids) == 0 {
+	if t.s.Dialect.ClaimLock() == "" || len(ids) == 0 {
 		return nil
 	}
 	steps, args := t.IDIn("task_id", ids)

@@ -240,13 +240,13 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	in, inArgs := t.IDIn("id", ids)
 	lock := ""
-	if t.s.D.ClaimLock() != "" {
+	if t.s.Dialect.ClaimLock() != "" {
 		lock = " FOR UPDATE"
 	}
 	// Where children of these steps may be claimed next in this
 	// transaction, the handlers' part of their tasks comes too
 	// (startTasks takes it from there).
-	withContext := !t.s.D.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
+	withContext := !t.s.Dialect.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
 		cols += `, ` + claim.ClaimedTaskColumns

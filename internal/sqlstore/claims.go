@@ -38,7 +38,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 		if !p.Now.IsZero() {
 			t.Now = p.Now.UnixMicro()
 		}
-		if !t.H.D.WithWrites() && t.Plan.Backlog.Load() {
+		if !t.H.Dialect.WithWrites() && t.Plan.Backlog.Load() {
 			// Under a backlog, SQLite claims in one statement where the
 			// claim needs no check of its own (ClaimGated). Where that
 			// claims nothing (no step was ready, or its gate shut), the
@@ -90,7 +90,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 				t.LimitsIn(predicted, room, keys)
 				t.BoundedIn(bounds, keys)
 			}
-			keys.Brk = claim.NewBreakerRoom(pol, t.Now)
+			keys.Breakers = claim.NewBreakerRoom(pol, t.Now)
 			rates = &claim.RateClaim{}
 			err = t.ClaimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
 			if !errors.Is(err, claim.ErrPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
@@ -139,7 +139,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 	case err != nil:
 		return nil, err
 	}
-	if !s.D.WithWrites() {
+	if !s.Dialect.WithWrites() {
 		s.plan.Backlog.Store(len(claimed) == p.Limit)
 	}
 	s.plan.Bounds.Saw(totals)
@@ -400,8 +400,8 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 		keys := claim.NewKeyRoom(pol, p.Caps, 1)
 		// Open breakers hold their steps from a peek too; one that may
 		// probe offers one step, and the peek takes no probe.
-		if keys.Brk = claim.NewBreakerRoom(pol, t.Now); keys.Brk != nil {
-			keys.Brk.Peek = true
+		if keys.Breakers = claim.NewBreakerRoom(pol, t.Now); keys.Breakers != nil {
+			keys.Breakers.Peek = true
 		}
 		for round := range claim.ClaimRounds {
 			// round+1: a peek never waits for the locks of a limit; one

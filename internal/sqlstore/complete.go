@@ -83,8 +83,8 @@ func (t *outcomeTx) record(outcomes []store.Outcome) ([]error, error) {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
-	if t.s.D.CompletePlan() != "" {
-		if err := t.Soon("steer the planner", `SELECT `+t.s.D.CompletePlan()); err != nil {
+	if t.s.Dialect.CompletePlan() != "" {
+		if err := t.Soon("steer the planner", `SELECT `+t.s.Dialect.CompletePlan()); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +260,7 @@ func (t *outcomeTx) finishMany(all []store.Outcome, at []int) ([]bool, error) {
 	// Where a statement's WITH may write, the same statement reads and
 	// locks the steps' tasks, in id order (stepsEnded's order): one round
 	// trip fewer.
-	withTasks := t.s.D.WithWrites() && t.s.D.ClaimLock() != ""
+	withTasks := t.s.Dialect.WithWrites() && t.s.Dialect.ClaimLock() != ""
 	if withTasks {
 		update = `WITH s AS (` + update + `)
 			SELECT s.*, ` + taskAccountOfTasks + ` FROM s JOIN tasks ON tasks.id = s.task_id

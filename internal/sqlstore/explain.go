@@ -33,9 +33,9 @@ func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string,
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
 func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
-	prefix := s.D.ExplainAnalyze()
+	prefix := s.Dialect.ExplainAnalyze()
 	if prefix == "" {
-		prefix, _ = s.D.Explain()
+		prefix, _ = s.Dialect.Explain()
 	}
 	tx, err := s.DB.Begin(ctx)
 	if err != nil {
@@ -47,20 +47,20 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	var version int64
 	var settings string
 	q, dest := `SELECT `+claim.PolicyVersion, []any{&version}
-	if s.D.ClaimPlan() != "" {
-		q, dest = q+`, `+s.D.ClaimPlan(), append(dest, &settings)
+	if s.Dialect.ClaimPlan() != "" {
+		q, dest = q+`, `+s.Dialect.ClaimPlan(), append(dest, &settings)
 	}
 	if err := tx.QueryRow(ctx, s.Bind(q)).Scan(dest...); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
-	if s.D.WithWrites() {
+	if s.Dialect.WithWrites() {
 		t := s.newTxn(ctx, tx, p.EngineID).claimer()
 		st, err := t.ClaimStatement(claim.ClaimFrom{Candidates: q, Args: args, Version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)
 		}
-		q, args = st.Q, st.Args
+		q, args = st.Query, st.Args
 	}
 	rows, err := tx.Query(ctx, s.Bind(prefix+" "+q), args...)
 	if err != nil {
@@ -75,7 +75,7 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 
 // explain returns the database's plan for a query, one line per row.
 func (s *claims) explain(ctx context.Context, q string, args ...any) (string, error) {
-	prefix, _ := s.D.Explain()
+	prefix, _ := s.Dialect.Explain()
 	rows, err := s.Read(ctx, prefix+" "+q, args...)
 	if err != nil {
 		return "", err
@@ -85,7 +85,7 @@ func (s *claims) explain(ctx context.Context, q string, args ...any) (string, er
 
 // planLines reads the rows of an EXPLAIN, the plan line last in each.
 func (s *claims) planLines(rows sqldb.Rows) (string, error) {
-	_, columns := s.D.Explain()
+	_, columns := s.Dialect.Explain()
 	vals := make([]any, max(columns, 1))
 	ptrs := make([]any, len(vals))
 	for i := range vals {

@@ -39,7 +39,7 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		where []string
 		args  []any
 	)
-	if s.D.TxHistory() {
+	if s.Dialect.TxHistory() {
 		// Below the oldest running transaction the log no longer changes:
 		// read only there, so that no row commits later before a cursor.
 		where = append(where, `(a.txid, a.id) `+from+` (?::xid8, ?)`, `a.txid < pg_snapshot_xmin(pg_current_snapshot())`)
@@ -69,7 +69,7 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		args = append(args, q.TaskID)
 	}
 	order, pos := `a.id`, `''`
-	if s.D.TxHistory() {
+	if s.Dialect.TxHistory() {
 		order, pos = `a.txid, a.id`, `a.txid::text`
 	}
 	rows, err := s.Read(ctx, `SELECT `+sqltx.Qualify("a", sqltx.AuditColumns)+`, `+pos+`, t.namespace, t.workflow
@@ -127,7 +127,7 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 // transactions that committed after it began, but before now, follow it.
 func (s *reads) HistoryEnd(ctx context.Context) (string, error) {
 	q := `SELECT coalesce(max(id), 0) || '.` + strconv.Itoa(sqltx.EntriesPerRow-1) + `' FROM audit`
-	if s.D.TxHistory() {
+	if s.Dialect.TxHistory() {
 		q = `SELECT pg_snapshot_xmin(pg_current_snapshot())::text || '.0'`
 	}
 	var end string
@@ -155,7 +155,7 @@ func (s *reads) parseCursor(c string) (historyCursor, error) {
 	}
 	bad := fmt.Errorf("history cursor %q: not one this database handed out: %w", c, store.ErrInvalid)
 	rest := c
-	if s.D.TxHistory() {
+	if s.Dialect.TxHistory() {
 		tx, after, ok := strings.Cut(rest, ".")
 		if !ok {
 			return h, bad

@@ -99,7 +99,7 @@ func New(c Config) *Store {
 		c.Aging = time.Minute
 	}
 	s := &Store{Handle: sqltx.NewHandle(c.DB, c.Dialect, c.Clock, c.Aging.Microseconds()),
-		plan: claim.Planner{D: c.Dialect, RateSet: claim.RateTakeSet(c.Dialect.Fence())}}
+		plan: claim.Planner{Dialect: c.Dialect, RateSet: claim.RateTakeSet(c.Dialect.Fence())}}
 	s.claims.Store, s.lifecycle.Store, s.maintenance.Store, s.reads.Store, s.admin.Store = s, s, s, s, s
 	return s
 }

@@ -151,7 +151,7 @@ func (t *submitTx) insertTasks(tasks []store.TaskInsert) ([]store.InsertResult, 
 	}
 	out := make([]store.InsertResult, len(tasks))
 	tpl := templates{}
-	if !t.s.D.Arrays() {
+	if !t.s.Dialect.Arrays() {
 		// Each run of tasks without keys goes in together (insertPlain);
 		// a task with a key takes the path of one task.
 		for i := 0; i < len(tasks); {
@@ -216,7 +216,7 @@ func (t *submitTx) insertOne(tpl templates, in store.TaskInsert, i, n int) (stor
 	var holder *store.Task // the task holding the key, where the insert looked it up first
 	insert := func() error {
 		holder = nil
-		if in.IdempotencyKey != "" && t.s.D.ClaimLock() == "" {
+		if in.IdempotencyKey != "" && t.s.Dialect.ClaimLock() == "" {
 			// One writer at a time: a key found here stays held until
 			// this transaction ends, and the insert it would refuse is
 			// not tried, so it uses up no id (AUTOINCREMENT counts the
@@ -328,7 +328,7 @@ func (t *submitTx) insertTaskSteps(tpl *template, id int64, in store.TaskInsert,
 	if len(tpl.steps) == 0 {
 		return nil
 	}
-	if t.s.D.Arrays() {
+	if t.s.Dialect.Arrays() {
 		if err := t.insertSteps(t.appendStepRows(make([][]any, 0, len(tpl.steps)), tpl, id, in, runAt)); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}

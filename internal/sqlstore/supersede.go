@@ -28,7 +28,7 @@ func (t *submitTx) releaseKey(namespace, key string) (*heldKey, error) {
 	if err := t.Lock("idempotency key " + namespace + "/" + key); err != nil {
 		return nil, err
 	}
-	if t.s.D.ClaimLock() != "" {
+	if t.s.Dialect.ClaimLock() != "" {
 		// Claims and completions lock a task's steps before the task:
 		// take the holder's steps first too, or a claim of one of them
 		// and this transaction wait for each other.

@@ -25,7 +25,7 @@ func (s *reads) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 	var parentStep string
 	var children []int64
 	err := s.ReadTogether(ctx,
-		sqltx.ARead{Q: `SELECT ` + sqltx.TaskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
+		sqltx.ARead{Query: `SELECT ` + sqltx.TaskColumns + `, COALESCE((SELECT s.name FROM steps s WHERE s.id = tasks.parent_step_id), '') FROM tasks WHERE id = ?`,
 			Args: []any{id}, Read: func(rows sqldb.Rows) error {
 				defer rows.Close()
 				if rows.Next() {
@@ -37,11 +37,11 @@ func (s *reads) GetTask(ctx context.Context, id int64) (*store.Task, error) {
 				}
 				return rows.Err()
 			}},
-		sqltx.ARead{Q: `SELECT ` + sqltx.StepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, Args: []any{id}, Read: func(rows sqldb.Rows) (err error) {
+		sqltx.ARead{Query: `SELECT ` + sqltx.StepColumns + ` FROM steps WHERE task_id = ? ORDER BY idx`, Args: []any{id}, Read: func(rows sqldb.Rows) (err error) {
 			steps, err = sqldb.Collect(rows, sqltx.ScanStep)
 			return err
 		}},
-		sqltx.ARead{Q: `SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, Args: []any{id}, Read: func(rows sqldb.Rows) (err error) {
+		sqltx.ARead{Query: `SELECT id FROM tasks WHERE parent_task_id = ? ORDER BY id`, Args: []any{id}, Read: func(rows sqldb.Rows) (err error) {
 			children, err = sqldb.Collect(rows, sqldb.Int64)
 			return err
 		}},

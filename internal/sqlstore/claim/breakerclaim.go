@@ -143,8 +143,8 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 // this claim take none (the next claim reads again).
 func (t breakerClaim) waryRoom(key string) (int, error) {
 	lock := ""
-	if t.H.D.ClaimLock() != "" {
-		lock = " " + t.H.D.ClaimLock()
+	if t.H.Dialect.ClaimLock() != "" {
+		lock = " " + t.H.Dialect.ClaimLock()
 	}
 	var st string
 	var failures, threshold int
@@ -249,8 +249,8 @@ func (t breakerClaim) takeProbe(c candidate) (bool, error) {
 	// A row another transaction holds is skipped, not waited for: that
 	// one is probing, or recording an outcome that moves the breaker.
 	lock := ""
-	if t.H.D.ClaimLock() != "" {
-		lock = " " + t.H.D.ClaimLock()
+	if t.H.Dialect.ClaimLock() != "" {
+		lock = " " + t.H.Dialect.ClaimLock()
 	}
 	res, err := t.Exec(`UPDATE breakers SET state = 'half-open', probe_step_id = ?, probe_at = ?, updated_at = ?
 		WHERE breaker_key = (SELECT breaker_key FROM breakers WHERE breaker_key = ?`+lock+`)
@@ -277,7 +277,7 @@ func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (
 	if keys == nil {
 		return q, args
 	}
-	return andIn(q, args, `breaker_key NOT IN`, keys.Brk.held())
+	return andIn(q, args, `breaker_key NOT IN`, keys.Breakers.held())
 }
 
 // BreakerHit is an outcome recorded for a step with a breaker, with the

@@ -95,7 +95,7 @@ func (t *ClaimTx) ClaimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom
 // with the COMMIT) or recorded breaker outcomes.
 func (t *ClaimTx) endsWithClaim() bool {
 	_, ok := t.X.(sqldb.Pipeliner)
-	return ok && t.Owned && t.H.D.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
+	return ok && t.Owned && t.H.Dialect.WithWrites() && t.rateTake == nil && len(t.limitHeld) == 0 &&
 		!t.Timed && !t.LeftReady() && len(t.Breakers.Hits) == 0 && !t.Breakers.Bump
 }
 
@@ -114,8 +114,8 @@ func (t *ClaimTx) endsWithClaim() bool {
 func (t *ClaimTx) ClaimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + PolicyVersion + `, `
 	args := []any{p.EngineID}
-	if t.H.D.ClaimPlan() != "" {
-		q += t.H.D.ClaimPlan()
+	if t.H.Dialect.ClaimPlan() != "" {
+		q += t.H.Dialect.ClaimPlan()
 	} else {
 		q += "NULL"
 	}
@@ -132,15 +132,15 @@ func (t *ClaimTx) ClaimStart(p store.ClaimParams, predicted []string, cached *po
 		q += ", " + FairOthers
 		args = append(args, alone, alone)
 		probe = true
-	case t.H.D.FairReadiness() != "" && weights:
-		q += ", " + t.H.D.FairReadiness()
+	case t.H.Dialect.FairReadiness() != "" && weights:
+		q += ", " + t.H.Dialect.FairReadiness()
 		args = append(args, fairLock, MaxFairNamespaces)
 		t.fairLocked, readiness = true, true
 	}
 	if len(predicted) > 0 {
 		// Taken before any other lock of the claim, waiting, in one order.
 		q += `, r.limit_kind, r.limit_name, r.limit_n FROM (SELECT 1) AS one LEFT JOIN LATERAL ` +
-			fmt.Sprintf(t.H.D.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
+			fmt.Sprintf(t.H.Dialect.LimitRoom(), "?", "true", "NULL") + ` AS r ON true`
 		args = append(args, predicted)
 		t.limitLocked = true
 	} else {
@@ -280,16 +280,16 @@ func (t *ClaimTx) Candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
-	if kept, err = (breakerClaim{t}).probes(kept, keys.Brk); err != nil {
+	if kept, err = (breakerClaim{t}).probes(kept, keys.Breakers); err != nil {
 		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
-	probing := keys.Brk != nil && len(keys.Brk.probed) > 0
+	probing := keys.Breakers != nil && len(keys.Breakers.probed) > 0
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
-	if err := (breakerClaim{t}).unprobed(kept, keys.Brk); err != nil {
+	if err := (breakerClaim{t}).unprobed(kept, keys.Breakers); err != nil {
 		return nil, false, err
 	}
 	if t.rateTake != nil {
@@ -357,9 +357,9 @@ func (pl *Planner) ClaimQuery(want int, p store.ClaimParams, pol *policySet, key
 	if p.Namespaces != nil && len(p.Namespaces) == 0 {
 		q += ` AND 1 = 0`
 	}
-	q += ` ORDER BY sort_key ` + pl.D.ClaimLimit()
-	if pl.D.ClaimLock() != "" {
-		q += " " + pl.D.ClaimLock()
+	q += ` ORDER BY sort_key ` + pl.Dialect.ClaimLimit()
+	if pl.Dialect.ClaimLock() != "" {
+		q += " " + pl.Dialect.ClaimLock()
 	}
 	return q, append(args, want)
 }

@@ -38,7 +38,7 @@ func (t *ClaimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]in
 		t.X.(sqldb.Pipeliner).EndWithNext()
 		t.committed = true
 	}
-	rows, err := t.Query(st.Q, st.Args...)
+	rows, err := t.Query(st.Query, st.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim steps: %w", err)
 	}
@@ -66,7 +66,7 @@ func (t *ClaimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 	var x sqltx.StepScan
 	var c claimedRow
 	dest := append(x.ClaimedDest(), &c.sortKey)
-	if t.H.D.WithWrites() {
+	if t.H.Dialect.WithWrites() {
 		dest = append(append(dest, c.task.Dest()...), &c.results, &c.started)
 	}
 	if st.totaling {
@@ -109,7 +109,7 @@ func (t *ClaimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 		if c.totals[0].Valid {
 			t.totaled(step.Namespace, c.started, LimitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
-		if t.H.D.WithWrites() {
+		if t.H.Dialect.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
 			if len(step.Deps) > 0 {
 				return t.readDepResults(step.ID, c.results)
@@ -148,7 +148,7 @@ func (c ClaimedTask) set(s *store.ClaimedStep) {
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
 func (t *ClaimTx) ClaimContext(claimed []store.ClaimedStep, deps [][]int) error {
-	if !t.H.D.WithWrites() {
+	if !t.H.Dialect.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err
 		}

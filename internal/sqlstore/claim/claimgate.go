@@ -164,7 +164,7 @@ func (t *ClaimTx) CandidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 		return nil
 	}
 	keys := NewKeyRoom(pol, p.Caps, p.Limit)
-	keys.Brk = NewBreakerRoom(pol, t.Now)
+	keys.Breakers = NewBreakerRoom(pol, t.Now)
 	q, args := t.Plan.ClaimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := sqldb.Statement{Query: t.H.Bind(q), Args: args}
@@ -172,7 +172,7 @@ func (t *ClaimTx) CandidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 	// limits of namespaces the claim bounds, and weights while one
 	// namespace is alone with ready work (FairOthers); other policies
 	// need the claim's own check (gated).
-	if !counting && t.H.D.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
+	if !counting && t.H.Dialect.WithWrites() && gated(p, pol) && (len(pol.caps) == 0 || len(bounds) > 0) {
 		from := ClaimFrom{Candidates: q, Args: args, Version: pol.Version}
 		if len(bounds) > 0 {
 			from.bounds, from.capped = gateBounds(bounds, pol, p.Limit), sqltx.SortedKeys(pol.caps)
@@ -188,7 +188,7 @@ func (t *ClaimTx) CandidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 		for _, b := range from.bounds {
 			a.bounded = append(a.bounded, b.ns)
 		}
-		st = sqldb.Statement{Query: t.H.Bind(c.Q), Args: c.Args, What: "claim steps"}
+		st = sqldb.Statement{Query: t.H.Bind(c.Query), Args: c.Args, What: "claim steps"}
 		// A claim that claims in this statement needs nothing after it
 		// (its dependencies' results come with it): its COMMIT goes with
 		// it, one round trip fewer, unless the last such claim found its
@@ -341,7 +341,7 @@ func (t *ClaimTx) ClaimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
-	counted := !t.H.D.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
+	counted := !t.H.Dialect.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
 	if !counted && (!unchecked(p, pol) || len(t.Plan.PredictedLimits()) > 0) {
 		return nil, nil
 	}
@@ -350,7 +350,7 @@ func (t *ClaimTx) ClaimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 	q, args := t.Plan.ClaimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
-	if t.H.D.WithWrites() || inOne {
+	if t.H.Dialect.WithWrites() || inOne {
 		from := ClaimFrom{Candidates: q, Args: args, Version: pol.Version}
 		if counted {
 			from.caps = pol.caps
@@ -359,7 +359,7 @@ func (t *ClaimTx) ClaimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 		if err != nil {
 			return nil, err
 		}
-		rows, err := t.Query(st.Q, st.Args...)
+		rows, err := t.Query(st.Query, st.Args...)
 		if err != nil {
 			return nil, fmt.Errorf("claim steps: %w", err)
 		}

@@ -17,7 +17,7 @@ func TestCandidatePolicies(t *testing.T) {
 	keys.ns = map[string]int{"full": 0, "room": 1}
 	keys.step = map[nsKey]int{{ns: "a", key: "k"}: 0, {ns: "a", key: "free"}: 2}
 	keys.task = map[nsKey]int{{ns: "a", key: "w"}: 0}
-	keys.Brk = NewBreakerRoom(pol, 100)
+	keys.Breakers = NewBreakerRoom(pol, 100)
 	for _, tc := range []struct {
 		name   string
 		policy candidatePolicy

@@ -42,7 +42,7 @@ type ClaimFrom struct {
 
 // claimStmt is a claim statement and what its rows carry.
 type claimStmt struct {
-	Q        string
+	Query    string
 	Args     []any
 	taking   bool // rate tokens granted (granted)
 	totaling bool // the totals of the namespaces' limits
@@ -54,8 +54,8 @@ type claimStmt struct {
 
 // ClaimStatement builds the statement that claims the steps of from.
 func (t *ClaimTx) ClaimStatement(from ClaimFrom, leaseID int64) (claimStmt, error) {
-	st := claimStmt{taking: t.H.D.WithWrites() && t.rateTake != nil, gated: from.Candidates != ""}
-	text := claimText{candidates: from.Candidates, where: from.where, withWrites: t.H.D.WithWrites(), taking: st.taking}
+	st := claimStmt{taking: t.H.Dialect.WithWrites() && t.rateTake != nil, gated: from.Candidates != ""}
+	text := claimText{candidates: from.Candidates, where: from.where, withWrites: t.H.Dialect.WithWrites(), taking: st.taking}
 	var args []any
 	held := t.limitHeld
 	switch {
@@ -104,17 +104,17 @@ func (t *ClaimTx) ClaimStatement(from ClaimFrom, leaseID int64) (claimStmt, erro
 	if err := t.FlushAudit(); err != nil {
 		return st, err
 	}
-	if !t.H.D.WithWrites() {
+	if !t.H.Dialect.WithWrites() {
 		// Where the gate is shut, it claims nothing and says no more.
-		st.Q, st.gated, st.Args = t.Plan.claimText(text), false, args
+		st.Query, st.gated, st.Args = t.Plan.claimText(text), false, args
 		return st, nil
 	}
-	st.totaling = t.H.D.LimitRoom() != "" && len(held) > 0
+	st.totaling = t.H.Dialect.LimitRoom() != "" && len(held) > 0
 	text.totaling = st.totaling
 	if err := state.CheckTask(state.TaskPending, state.TaskRunning); err != nil {
 		return st, err
 	}
-	st.Q = t.Plan.claimText(text)
+	st.Query = t.Plan.claimText(text)
 	args = append(args, t.Now, leaseID)
 	if st.totaling {
 		args = append(args, held)

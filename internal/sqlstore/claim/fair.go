@@ -149,10 +149,10 @@ func (t *ClaimTx) fairReadiness() ([]fairRow, error) {
 		t.fairRead = nil
 		return got, nil
 	}
-	if !t.fairLocked && t.H.D.FairReadiness() != "" {
+	if !t.fairLocked && t.H.Dialect.FairReadiness() != "" {
 		// The lock and the readiness in one round trip.
 		var got []string
-		if err := t.QueryRow(`SELECT `+t.H.D.FairReadiness(), fairLock, MaxFairNamespaces).Scan(&got); err != nil {
+		if err := t.QueryRow(`SELECT `+t.H.Dialect.FairReadiness(), fairLock, MaxFairNamespaces).Scan(&got); err != nil {
 			return nil, fmt.Errorf("read ready namespaces: %w", err)
 		}
 		t.fairLocked = true

@@ -78,7 +78,7 @@ func TestFairGiveOverClaims(t *testing.T) {
 // of steps_ready_namespace, which the ordinary claim query does not.
 func TestFairPartNamesTheIndex(t *testing.T) {
 	t.Parallel()
-	pl := Planner{D: unlocked{}}
+	pl := Planner{Dialect: unlocked{}}
 	q, _ := pl.ClaimQuery(3, store.ClaimParams{Namespaces: []string{"shop"}}, nil, nil)
 	require.NotContains(t, q, "namespace <> ''")
 	require.Contains(t, FairPart(q), "WHERE state = 'ready' AND namespace <> ''")

@@ -82,7 +82,7 @@ type KeyRoom struct {
 	bounded  map[nsKey]bool  // workflow keys their namespace's bound settled
 	pending  map[int64]bool  // tasks taken to start with their step: they need a place
 	admitted map[int64]bool  // tasks this claim started under their workflow limit
-	Brk      *breakerRoom    // the circuit breakers that are not closed
+	Breakers *breakerRoom    // the circuit breakers that are not closed
 	heldBack bool            // a candidate was left because its limit was full
 }
 
@@ -268,7 +268,7 @@ func (k *KeyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, miss
 // locks and counts first: those its last claim met limits in, where the
 // store has locks.
 func (s *Planner) PredictedLimits() []string {
-	if s.D.LimitRoom() == "" {
+	if s.Dialect.LimitRoom() == "" {
 		return nil
 	}
 	if p := s.limitNamespaces.Load(); p != nil {
@@ -280,7 +280,7 @@ func (s *Planner) PredictedLimits() []string {
 // PredictLimits keeps the namespaces a claim met limits in for the next
 // claim (only when they changed).
 func (s *Planner) PredictLimits(met map[string]bool) {
-	if s.D.LimitRoom() == "" {
+	if s.Dialect.LimitRoom() == "" {
 		return
 	}
 	last := s.PredictedLimits()
@@ -310,7 +310,7 @@ const namespaceCounts = `SELECT 0, namespace, count(*) FROM steps WHERE state = 
 func (t *ClaimTx) countNamespaces(namespaces []string, k *KeyRoom, wait bool) error {
 	var got []countRow
 	var err error
-	if t.H.D.LimitRoom() != "" {
+	if t.H.Dialect.LimitRoom() != "" {
 		// Rows of limit_claims are taken in the namespaces' order, by
 		// every claim, and a claim that bounds takes them without the
 		// namespace's lock: a namespace met after this claim added to the
@@ -329,7 +329,7 @@ func (t *ClaimTx) countNamespaces(namespaces []string, k *KeyRoom, wait bool) er
 		if len(namespaces) == 0 {
 			return nil
 		}
-		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.H.D.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
+		got, err = t.counts(`SELECT limit_kind, limit_name, limit_n FROM `+fmt.Sprintf(t.H.Dialect.LimitRoom(), "?", "?", "NULL"), namespaces, wait)
 		t.limitLocked = true
 	} else {
 		in, args := t.TextIn("namespace", namespaces)
@@ -347,7 +347,7 @@ func (t *ClaimTx) countNamespaces(namespaces []string, k *KeyRoom, wait bool) er
 // namespaces the claim holds, whose totals its claim statement adds to.
 func (t *ClaimTx) LimitsIn(namespaces []string, got []countRow, k *KeyRoom) {
 	k.countedIn(namespaces, got)
-	if t.H.D.LimitRoom() == "" {
+	if t.H.Dialect.LimitRoom() == "" {
 		return
 	}
 	t.Plan.Bounds.counted(namespaces, k.counted, k.version, t.Now)

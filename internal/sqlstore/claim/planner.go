@@ -22,7 +22,7 @@ import (
 // and their bounds, the rate tokens held ahead and the texts of the claim
 // statements built. A claim in a transaction (ClaimTx) reads and updates it.
 type Planner struct {
-	D sqltx.Dialect
+	Dialect sqltx.Dialect
 	// policyMu guards policyCache: the policies as of a policy version,
 	// read again by a claim that sees another version (policies.go).
 	policyMu    sync.Mutex

@@ -147,7 +147,7 @@ func (t *ClaimTx) rated(cs []candidate, pol *policySet, rc *RateClaim, round int
 	}
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
-	lockedOnly := round > 0 && t.H.D.Lock() != "" // several writers: bucket rows lock
+	lockedOnly := round > 0 && t.H.Dialect.Lock() != "" // several writers: bucket rows lock
 	var upsert []*BucketNeed
 	for _, n := range needs {
 		n.local = t.Plan.Reserves.take(n.Key, n.Rate, n.want, t.Now)
@@ -173,7 +173,7 @@ func (t *ClaimTx) rated(cs []candidate, pol *policySet, rc *RateClaim, round int
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
 	}
-	if round == 0 && t.H.D.WithWrites() && t.Plan.ratesGranted.Load() && !probing {
+	if round == 0 && t.H.Dialect.WithWrites() && t.Plan.ratesGranted.Load() && !probing {
 		// The last claim got every token it asked for: this one takes
 		// them in its claim statement, which claims only if every bucket
 		// grants all (claim; rateFallback otherwise).

@@ -109,7 +109,7 @@ func TestAuditSubmittedFoldsSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// Queued as a submission queues them: the task, then its steps.
-			tx := &Tx{H: &Handle{D: oneWriter{}}, Engine: "e1"}
+			tx := &Tx{H: &Handle{Dialect: oneWriter{}}, Engine: "e1"}
 			tx.Audit(7, "", "", "pending", 0, "submitted")
 			for i := range tc.steps {
 				tx.Audit(7, fmt.Sprintf("s%d", i), "", "ready", 0, "submitted")
@@ -141,7 +141,7 @@ func TestAuditRunEndsFitTheirRows(t *testing.T) {
 	for _, n := range []int{1, 2, EntriesPerRow / 2, EntriesPerRow} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
-			tx := &Tx{H: &Handle{D: oneWriter{}}, Engine: "e1"}
+			tx := &Tx{H: &Handle{Dialect: oneWriter{}}, Engine: "e1"}
 			for i := range n {
 				tx.AuditRunEnd(int64(i+1), 7, fmt.Sprintf("s%d", i), "completed", 1, "")
 				r := &tx.Audits[len(tx.Audits)-1]

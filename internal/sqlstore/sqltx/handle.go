@@ -23,9 +23,9 @@ import (
 // dialect, the clock, how engines are woken (notify.go) and the audit
 // queues kept between writes (audit.go).
 type Handle struct {
-	DB    sqldb.DB
-	D     Dialect
-	Clock func() time.Time
+	DB      sqldb.DB
+	Dialect Dialect
+	Clock   func() time.Time
 	// Aging is how many microseconds a ready step waits to gain one
 	// priority level.
 	Aging int64
@@ -52,7 +52,7 @@ type Handle struct {
 
 // NewHandle returns the Handle of db in dialect d, whose time is clock's.
 func NewHandle(db sqldb.DB, d Dialect, clock func() time.Time, aging int64) Handle {
-	return Handle{DB: db, D: d, Clock: clock, Aging: aging,
+	return Handle{DB: db, Dialect: d, Clock: clock, Aging: aging,
 		wake: make(chan struct{}, 1), due: make(chan struct{}, 1), origin: strconv.FormatUint(rand.Uint64(), 36),
 		binder: sqldb.NewBinder(d.Numbered()), Notice: d.Notification()}
 }
@@ -82,9 +82,9 @@ func (s *Handle) ReadRow(ctx context.Context, q string, args ...any) sqldb.Row {
 // ARead is one of the reads of ReadTogether: its query and arguments, and
 // what reads its rows.
 type ARead struct {
-	Q    string
-	Args []any
-	Read func(sqldb.Rows) error
+	Query string
+	Args  []any
+	Read  func(sqldb.Rows) error
 }
 
 // ReadTogether runs reads that do not depend on each other, in one round
@@ -94,12 +94,12 @@ func (s *Handle) ReadTogether(ctx context.Context, reads ...ARead) error {
 	if b, ok := s.DB.(sqldb.ReadBatcher); ok {
 		sts := make([]sqldb.Statement, len(reads))
 		for i, r := range reads {
-			sts[i] = sqldb.Statement{Query: s.Bind(r.Q), Args: r.Args}
+			sts[i] = sqldb.Statement{Query: s.Bind(r.Query), Args: r.Args}
 		}
 		return b.ReadBatch(ctx, sts, func(i int, rows sqldb.Rows) error { return reads[i].Read(rows) })
 	}
 	for _, r := range reads {
-		rows, err := s.Read(ctx, r.Q, r.Args...)
+		rows, err := s.Read(ctx, r.Query, r.Args...)
 		if err != nil {
 			return err
 		}
@@ -115,12 +115,12 @@ func (s *Handle) Bind(q string) string { return s.binder.Bind(q) }
 
 // WriteContext is the context a write runs under (Dialect.WriteContext).
 func (s *Handle) WriteContext(ctx context.Context) (context.Context, error) {
-	return s.D.WriteContext(ctx)
+	return s.Dialect.WriteContext(ctx)
 }
 
 // WriteErr marks an error of a write as the dialect classifies it
 // (sqldb.WriteErr).
-func (s *Handle) WriteErr(err error) error { return sqldb.WriteErr(s.D, err) }
+func (s *Handle) WriteErr(err error) error { return sqldb.WriteErr(s.Dialect, err) }
 
 // Close closes the database.
 func (s *Handle) Close() error {

@@ -63,7 +63,7 @@ func Rowset[R any](t *Tx, alias string, rows []R, cols ...col[R]) (string, []any
 			constArgs = append(constArgs, col.param(&rows[0]))
 		}
 	}
-	if t.H.D.Arrays() {
+	if t.H.Dialect.Arrays() {
 		var args []any
 		var types, names []string
 		for c, col := range cols {
@@ -158,7 +158,7 @@ func Rowset[R any](t *Tx, alias string, rows []R, cols ...col[R]) (string, []any
 // row of parameters (paramRow) 7.5 against 26 µs. In an UPDATE … FROM
 // SQLite materializes a row of parameters (120 µs), so updates of one row
 // are plain UPDATEs. PostgreSQL keeps its arrays, one plan a shape.
-func (t *Tx) ByParams(n int) bool { return n == 1 && !t.H.D.Arrays() }
+func (t *Tx) ByParams(n int) bool { return n == 1 && !t.H.Dialect.Arrays() }
 
 // paramRow is one row as a relation of its values as parameters, for an
 // INSERT … SELECT of a row that goes by parameters (ByParams). It returns
@@ -173,7 +173,7 @@ func paramRow[R any](alias string, row *R, cols ...col[R]) (string, []any) {
 
 // Scalar is the placeholder of one value of a rowset column.
 func (t *Tx) Scalar(typ colType) string {
-	if !t.H.D.Arrays() {
+	if !t.H.Dialect.Arrays() {
 		return "?"
 	}
 	if typ == ColInt {

@@ -54,7 +54,7 @@ func TestRowsetDocument(t *testing.T) {
 		{42, "ünïcödé ☃ <html> & \u2028", json.RawMessage(`"s"`)},
 		{7, "bad utf-8 \xff\xfe", json.RawMessage(`[1,2]`)},
 	}
-	tx := &Tx{H: &Handle{D: oneWriter{}}} // no arrays: the SQLite form
+	tx := &Tx{H: &Handle{Dialect: oneWriter{}}} // no arrays: the SQLite form
 	from, args := Rowset(tx, "x", rows, cellCols...)
 	require.Contains(t, from, "jsonb_each(?)")
 	require.Len(t, args, 1)
@@ -83,7 +83,7 @@ func BenchmarkRowsetAudit(b *testing.B) {
 		rows[i] = auditRow{taskID: int64(i + 1), step: "a", from: "running", to: "completed", Attempt: 1, engine: "e1",
 			taskFrom: "running", taskTo: "completed", steps: []string{"b", "completed", "c", "completed", "d", "completed", "e", "completed"}}
 	}
-	tx := &Tx{H: &Handle{D: oneWriter{}}}
+	tx := &Tx{H: &Handle{Dialect: oneWriter{}}}
 	for b.Loop() {
 		Rowset(tx, "u", rows, auditRowset...)
 	}

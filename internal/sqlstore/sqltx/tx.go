@@ -114,7 +114,7 @@ func (t *Tx) TextIn(col string, vals []string) (string, []any) {
 // valuesIn is the condition "col is one of vals" as one parameter: an array
 // of the SQL type pgType, or a JSON array (or, of one value, that value).
 func valuesIn[T int64 | string](s *Handle, col string, vals []T, pgType string) (string, []any) {
-	if s.D.Arrays() {
+	if s.Dialect.Arrays() {
 		return col + " = ANY(?::" + pgType + "[])", []any{vals}
 	}
 	if len(vals) == 1 {
@@ -210,7 +210,7 @@ func (t *Tx) MoveTask(id int64, from, to state.Task, reason, set string, args ..
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	if to == state.TaskRunning && t.H.D.LimitRoom() != "" {
+	if to == state.TaskRunning && t.H.Dialect.LimitRoom() != "" {
 		// Back to running under a workflow limit: its namespace's total of
 		// tasks grows, as a claim's start does (limitbounds.go).
 		if _, err := t.Exec(`INSERT INTO limit_claims AS l (namespace, steps, tasks)
@@ -226,10 +226,10 @@ func (t *Tx) MoveTask(id int64, from, to state.Task, reason, set string, args ..
 // Lock takes one transaction-scoped lock, waiting for it, where the
 // dialect has locks; with one writer at a time there is nothing to take.
 func (t *Tx) Lock(name string) error {
-	if t.H.D.Lock() == "" {
+	if t.H.Dialect.Lock() == "" {
 		return nil
 	}
-	if _, err := t.Exec(`SELECT `+t.H.D.Lock(), name); err != nil {
+	if _, err := t.Exec(`SELECT `+t.H.Dialect.Lock(), name); err != nil {
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
 	return nil
