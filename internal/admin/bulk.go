@@ -241,12 +241,17 @@ func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (s
 		if err != nil {
 			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
 		}
-		out.Matched += len(ids)
-		out.Done += len(res.Done)
-		out.Skipped += res.Skipped
+		out.add(len(ids), res)
 		a.log.Info("bulk batch", "done", len(res.Done), "skipped", res.Skipped, "actor", r.Actor)
 		f.BeforeID = ids[len(ids)-1]
 	}
+}
+
+// add counts a batch of matched tasks and what the action did to them.
+func (r *BulkResult) add(matched int, res store.BatchResult) {
+	r.Matched += matched
+	r.Done += len(res.Done)
+	r.Skipped += res.Skipped
 }
 
 // stopping reports whether an action that did batches must stop before
@@ -274,9 +279,7 @@ func (a *Admin) bulkIDs(ctx context.Context, r BulkRequest, do func(ids []int64)
 		if err != nil {
 			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
 		}
-		out.Matched += len(ids)
-		out.Done += len(res.Done)
-		out.Skipped += res.Skipped
+		out.add(len(ids), res)
 		batches++
 	}
 	out.Complete = true
