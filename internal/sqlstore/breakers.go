@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -35,14 +36,6 @@ import (
 // holds it, and once the first commits finds it half-open with a fresh
 // probe_at: either way it takes no probe. On SQLite the single writer does
 // the same.
-
-// breakerColumns returns the steps columns of a step's breaker.
-func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
-	if b == nil {
-		return "", 0, 0
-	}
-	return b.Key, b.Failures, b.Cooldown.Microseconds()
-}
 
 const breakerColumnsSQL = `breaker_key, state, failures, threshold, cooldown, opened_at, probe_at, probe_step_id, updated_at`
 
@@ -76,7 +69,7 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 		return store.Breaker{}, err
 	}
 	var out store.Breaker
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		at := t.Now
 		if !r.At.IsZero() {
 			at = r.At.UnixMicro()
@@ -88,8 +81,8 @@ func (s *claims) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.
 		if err != nil {
 			return fmt.Errorf("reset breaker %s: %w", r.Key, err)
 		}
-		t.breakers.Bump = true
-		if err := t.recordPolicyChange(at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
+		t.Breakers.Bump = true
+		if err := t.RecordPolicyChange(at, r.Actor, r.Key, "breaker reset (was "+b.State+")", r.Reason); err != nil {
 			return err
 		}
 		t.Readied++ // held steps may run

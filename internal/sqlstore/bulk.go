@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -56,13 +57,13 @@ func (s *admin) CancelTasks(ctx context.Context, ids []int64, engineID, reason s
 		reason = "cancelled"
 	}
 	var res store.BatchResult
-	err := s.writeRetry(ctx, engineID, func(t *txn) error {
+	err := s.writeRetry(ctx, engineID, func(t *transition.Tx) error {
 		res = store.BatchResult{}
-		if err := t.lockTasks(ids); err != nil {
+		if err := t.LockTasks(ids); err != nil {
 			return err
 		}
 		for _, id := range ids {
-			running, err := t.cancelTask(id, reason)
+			running, err := t.CancelTask(id, reason)
 			switch {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 				res.Skipped++
@@ -88,15 +89,15 @@ func (s *admin) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 		taskReason, stepReason = reason, "task retried: "+reason
 	}
 	var res store.BatchResult
-	err := s.writeRetry(ctx, engineID, func(t *txn) error {
+	err := s.writeRetry(ctx, engineID, func(t *transition.Tx) error {
 		res = store.BatchResult{}
-		if err := t.lockTasks(ids); err != nil {
+		if err := t.LockTasks(ids); err != nil {
 			return err
 		}
 		for _, id := range ids {
 			// A task gone or not failed is skipped: retryTask says so
 			// before it writes anything.
-			switch err := t.retryTask(id, taskReason, stepReason); {
+			switch err := t.RetryTask(id, taskReason, stepReason); {
 			case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 				res.Skipped++
 			case err != nil:
@@ -111,27 +112,6 @@ func (s *admin) RetryTasks(ctx context.Context, ids []int64, engineID, reason st
 		return store.BatchResult{}, fmt.Errorf("retry tasks: %w", err)
 	}
 	return res, nil
-}
-
-// lockTasks locks the rows of tasks ids and of all their steps, where
-// several writers may change them (PostgreSQL): every step first, then the
-// tasks, each in id order, the order claims and completions lock them in
-// (steps before their task). Bulk actions that lock their batches this way
-// cannot deadlock one another or the engines, and read the tasks' states
-// as they are, not as they were before a concurrent action committed.
-func (t *operatorTx) lockTasks(ids []int64) error {
-	if t.s.Dialect.ClaimLock() == "" || len(ids) == 0 {
-		return nil
-	}
-	steps, args := t.IDIn("task_id", ids)
-	if _, err := t.Exec(`SELECT id FROM steps WHERE `+steps+` ORDER BY id FOR UPDATE`, args...); err != nil {
-		return fmt.Errorf("lock the steps of %d tasks: %w", len(ids), err)
-	}
-	tasks, args := t.IDIn("id", ids)
-	if _, err := t.Exec(`SELECT id FROM tasks WHERE `+tasks+` ORDER BY id FOR UPDATE`, args...); err != nil {
-		return fmt.Errorf("lock %d tasks: %w", len(ids), err)
-	}
-	return nil
 }
 
 // finishedStates are the states a task may be deleted in.
@@ -150,12 +130,12 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		// transaction is not run again behind its back.
 		write = s.write
 	}
-	err := write(ctx, p.Actor, func(t *txn) error {
+	err := write(ctx, p.Actor, func(t *transition.Tx) error {
 		res = store.BatchResult{}
 		// The rows to delete are locked (PostgreSQL), so that a retry
 		// cannot bring one back to life between the archive and the
 		// delete.
-		if err := t.lockTasks(p.IDs); err != nil {
+		if err := t.LockTasks(p.IDs); err != nil {
 			return err
 		}
 		in := make([]any, len(p.IDs))
@@ -175,7 +155,7 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 			del[i] = id
 		}
 		if p.Archive != nil {
-			archived, err := t.archived(ids)
+			archived, err := t.Archived(ids)
 			if err != nil {
 				return err
 			}
@@ -195,7 +175,7 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		}
 		if p.Log {
 			for _, id := range ids {
-				if err := t.logOperator(p.Actor, "delete", fmt.Sprintf("task %d", id), p.Reason); err != nil {
+				if err := t.LogOperator(p.Actor, "delete", fmt.Sprintf("task %d", id), p.Reason); err != nil {
 					return err
 				}
 			}
@@ -207,51 +187,6 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		return store.BatchResult{}, fmt.Errorf("delete tasks: %w", err)
 	}
 	return res, nil
-}
-
-// archived loads tasks with their steps and audit trails, in id order.
-func (t *operatorTx) archived(ids []int64) ([]store.ArchivedTask, error) {
-	in := make([]any, len(ids))
-	for i, id := range ids {
-		in[i] = id
-	}
-	list := sqltx.Placeholders(len(in))
-	rows, err := t.Query(`SELECT `+sqltx.TaskColumns+` FROM tasks WHERE id IN (`+list+`) ORDER BY id`, in...)
-	if err != nil {
-		return nil, fmt.Errorf("archive tasks: %w", err)
-	}
-	tasks, err := sqldb.Collect(rows, sqltx.ScanTask)
-	if err != nil {
-		return nil, fmt.Errorf("archive tasks: %w", err)
-	}
-	out := make([]store.ArchivedTask, len(tasks))
-	at := make(map[int64]int, len(tasks))
-	for i, task := range tasks {
-		out[i].Task, at[task.ID] = task, i
-	}
-	if rows, err = t.Query(`SELECT `+sqltx.StepColumns+` FROM steps WHERE task_id IN (`+list+`) ORDER BY task_id, idx`, in...); err != nil {
-		return nil, fmt.Errorf("archive steps: %w", err)
-	}
-	steps, err := sqldb.Collect(rows, sqltx.ScanStep)
-	if err != nil {
-		return nil, fmt.Errorf("archive steps: %w", err)
-	}
-	for _, st := range steps {
-		task := &out[at[st.TaskID]].Task
-		task.Steps = append(task.Steps, st.Step)
-	}
-	if rows, err = t.Query(`SELECT `+sqltx.AuditColumns+` FROM audit WHERE task_id IN (`+list+`) ORDER BY task_id, id`, in...); err != nil {
-		return nil, fmt.Errorf("archive audit: %w", err)
-	}
-	trail, err := sqltx.AuditEntries(rows)
-	if err != nil {
-		return nil, fmt.Errorf("archive audit: %w", err)
-	}
-	for _, e := range trail {
-		a := &out[at[e.TaskID]]
-		a.Audit = append(a.Audit, e)
-	}
-	return out, nil
 }
 
 // FinishedTasks returns the ids of tasks in q.State finished before

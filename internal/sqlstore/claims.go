@@ -12,6 +12,7 @@ import (
 	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -32,8 +33,8 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 	var totals map[string]claim.LimitTotals // of limits, as the claim left them
 	held := false
 	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claimSteps := func(tx *txn) error {
-		t := tx.claimer()
+	claimSteps := func(tx *transition.Tx) error {
+		t := tx.Claimer()
 		claimed, held = nil, false
 		if !p.Now.IsZero() {
 			t.Now = p.Now.UnixMicro()
@@ -278,14 +279,14 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 		return store.Policy{}, err
 	}
 	var out store.Policy
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		at := t.Now
 		if !c.At.IsZero() {
 			at = c.At.UnixMicro()
 		}
 		// The version row first: changes of policies are serialised by
 		// its lock, and every claim after this commit reads them again.
-		if err := t.movePolicyVersion(); err != nil {
+		if err := t.MovePolicyVersion(); err != nil {
 			return err
 		}
 		var paused, concurrency, weight, rateN, ratePer any
@@ -318,7 +319,7 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 		if err != nil {
 			return fmt.Errorf("set policy of %s: %w", c.Target, err)
 		}
-		if err := t.recordPolicyChange(at, c.Actor, c.Target, c.Describe(), c.Reason); err != nil {
+		if err := t.RecordPolicyChange(at, c.Actor, c.Target, c.Describe(), c.Reason); err != nil {
 			return err
 		}
 		// A target with nothing set is forgotten; its audit stays.
@@ -330,7 +331,7 @@ func (s *claims) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Pol
 			// PostgreSQL) elsewhere, as new ready steps would.
 			t.Readied++
 		}
-		pols, err := t.readPolicies(`WHERE target = ?`, c.Target)
+		pols, err := t.ReadPolicies(`WHERE target = ?`, c.Target)
 		if err != nil {
 			return err
 		}
@@ -384,8 +385,8 @@ func (s *claims) HeldPreemptible(ctx context.Context, engineID string, held []st
 // PeekClaim returns the step a claim with p would take first, or nil.
 func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
 	var out *store.Step
-	err := s.write(ctx, p.EngineID, func(tx *txn) error {
-		t := tx.claimer()
+	err := s.write(ctx, p.EngineID, func(tx *transition.Tx) error {
+		t := tx.Claimer()
 		var version int64
 		if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
 			return fmt.Errorf("peek claim: %w", err)
@@ -434,35 +435,4 @@ func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Ste
 		return nil, err
 	}
 	return out, nil
-}
-
-// movePolicyVersion moves the policy version: every claim after this
-// transaction commits reads the policies again.
-func (t *operatorTx) movePolicyVersion() error {
-	if _, err := t.Exec(`UPDATE policy_version SET version = version + 1 WHERE id = 1`); err != nil {
-		return fmt.Errorf("move the policy version: %w", err)
-	}
-	return nil
-}
-
-// readPolicies reads policies rows with a WHERE clause.
-func (t *operatorTx) readPolicies(where string, args ...any) ([]store.Policy, error) {
-	rows, err := t.Query(`SELECT `+claim.PolicyColumns+` FROM policies `+where+` ORDER BY target`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read policies: %w", err)
-	}
-	pols, err := sqldb.Collect(rows, claim.ScanPolicy)
-	if err != nil {
-		return nil, fmt.Errorf("read policies: %w", err)
-	}
-	return pols, nil
-}
-
-// recordPolicyChange writes one entry of the policy audit.
-func (t *operatorTx) recordPolicyChange(at int64, actor, target, change, reason string) error {
-	if _, err := t.Exec(`INSERT INTO policy_changes (at, actor, target, change, reason) VALUES (?, ?, ?, ?, ?)`,
-		at, actor, target, change, reason); err != nil {
-		return fmt.Errorf("audit policy change of %s: %w", target, err)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -21,7 +22,7 @@ func (s *admin) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.ID == "" || len(k.Hash) == 0 {
 		return errors.New("api key needs an id and a hash")
 	}
-	return s.write(ctx, "", func(t *txn) error {
+	return s.write(ctx, "", func(t *transition.Tx) error {
 		created := k.CreatedAt
 		if created.IsZero() {
 			created = time.UnixMicro(t.Now)
@@ -66,7 +67,7 @@ func (s *admin) ListAPIKeys(ctx context.Context) ([]store.APIKey, error) {
 
 // RevokeAPIKey marks a key revoked.
 func (s *admin) RevokeAPIKey(ctx context.Context, id string) error {
-	return s.write(ctx, "", func(t *txn) error {
+	return s.write(ctx, "", func(t *transition.Tx) error {
 		var n int
 		if err := t.QueryRow(`SELECT count(*) FROM api_keys WHERE id = ?`, id).Scan(&n); err != nil {
 			return fmt.Errorf("look up api key %s: %w", id, err)

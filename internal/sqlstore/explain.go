@@ -55,7 +55,7 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	}
 	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
 	if s.Dialect.WithWrites() {
-		t := s.newTxn(ctx, tx, p.EngineID).claimer()
+		t := s.newTxn(ctx, tx, p.EngineID).Claimer()
 		st, err := t.ClaimStatement(claim.ClaimFrom{Candidates: q, Args: args, Version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)

@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -21,7 +21,7 @@ import (
 
 // RegisterEngine records a live engine.
 func (s *maintenance) RegisterEngine(ctx context.Context, e store.EngineInfo) error {
-	return s.write(ctx, e.ID, func(t *txn) error {
+	return s.write(ctx, e.ID, func(t *transition.Tx) error {
 		var owner sql.NullString
 		if e.Worker {
 			owner = sql.NullString{String: e.Owner, Valid: true}
@@ -31,13 +31,13 @@ func (s *maintenance) RegisterEngine(ctx context.Context, e store.EngineInfo) er
 		if err != nil {
 			return fmt.Errorf("register engine %s: %w", e.ID, err)
 		}
-		return t.setHandlers(e.ID, e.Handlers)
+		return t.SetHandlers(e.ID, e.Handlers)
 	})
 }
 
 // StopEngine marks an engine stopped.
 func (s *maintenance) StopEngine(ctx context.Context, engineID string) error {
-	return s.write(ctx, engineID, func(t *txn) error {
+	return s.write(ctx, engineID, func(t *transition.Tx) error {
 		_, err := t.Exec(`UPDATE engines SET state = 'stopped' WHERE id = ? AND state = 'live'`, engineID)
 		if err != nil {
 			return fmt.Errorf("stop engine %s: %w", engineID, err)
@@ -92,7 +92,7 @@ func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (s
 		return store.HeartbeatResult{}, s.renew(ctx, p.EngineID, now)
 	}
 	var res store.HeartbeatResult
-	err := s.write(ctx, p.EngineID, func(t *txn) error {
+	err := s.write(ctx, p.EngineID, func(t *transition.Tx) error {
 		if !p.Now.IsZero() {
 			t.Now = p.Now.UnixMicro()
 		}
@@ -103,14 +103,14 @@ func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (s
 		if n, _ := hb.RowsAffected(); n == 0 {
 			return fmt.Errorf("engine %s: %w", p.EngineID, store.ErrEngineLost)
 		}
-		if res.Lost, err = t.lostFences(p.Held); err != nil {
+		if res.Lost, err = t.LostFences(p.Held); err != nil {
 			return err
 		}
-		if err := t.auditHeldClaims(p.Held); err != nil {
+		if err := t.AuditHeldClaims(p.Held); err != nil {
 			return err
 		}
 		if p.Complete {
-			res.Released, err = t.releaseUnheld(p)
+			res.Released, err = t.ReleaseUnheld(p)
 		}
 		return err
 	})
@@ -132,113 +132,10 @@ func (s *maintenance) renew(ctx context.Context, engineID string, now time.Time)
 	return nil
 }
 
-// releaseUnheld releases the steps running under p.EngineID, claimed before
-// p.ClaimedBefore, whose fence p.Held does not list: their holder never
-// received them.
-func (t *operatorTx) releaseUnheld(p store.HeartbeatParams) (int, error) {
-	if p.ClaimedBefore.IsZero() {
-		return 0, nil
-	}
-	rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND started_at < ? ORDER BY id`,
-		p.EngineID, p.ClaimedBefore.UnixMicro())
-	if err != nil {
-		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
-	}
-	running, err := sqldb.Collect(rows, sqltx.ScanFence)
-	if err != nil {
-		return 0, fmt.Errorf("find steps of engine %s: %w", p.EngineID, err)
-	}
-	held := make(map[store.Fence]bool, len(p.Held))
-	for _, f := range p.Held {
-		held[f] = true
-	}
-	unheld := running[:0]
-	for _, f := range running {
-		if !held[f] {
-			unheld = append(unheld, f)
-		}
-	}
-	return t.release(unheld, p.EngineID, "released: not held by its worker")
-}
-
-// lostFences returns the fences of inflight under which their step no
-// longer runs: it was cancelled, finished or taken over.
-func (t *operatorTx) lostFences(inflight []store.Fence) ([]store.Fence, error) {
-	if len(inflight) == 0 {
-		return nil, nil
-	}
-	ids := make([]int64, len(inflight))
-	for i, f := range inflight {
-		ids[i] = f.StepID
-	}
-	in, inArgs := t.IDIn("id", ids)
-	rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND `+in, inArgs...)
-	if err != nil {
-		return nil, fmt.Errorf("check in-flight steps: %w", err)
-	}
-	running, err := sqldb.Collect(rows, sqltx.ScanFence)
-	if err != nil {
-		return nil, fmt.Errorf("check in-flight steps: %w", err)
-	}
-	held := make(map[store.Fence]bool, len(running))
-	for _, f := range running {
-		held[f] = true
-	}
-	var lost []store.Fence
-	for _, f := range inflight {
-		if !held[f] {
-			lost = append(lost, f)
-		}
-	}
-	return lost, nil
-}
-
-// auditHeldClaims writes the audit rows of the claims of held steps that
-// still run and that no row records yet: a claim is recorded by the row
-// that ends its run (claimOfRun), or here, within a heartbeat, for a run
-// that lasts, so that the history shows it while the step runs.
-func (t *operatorTx) auditHeldClaims(held []store.Fence) error {
-	if len(held) == 0 {
-		return nil
-	}
-	ids := make([]int64, len(held))
-	for i, f := range held {
-		ids[i] = f.StepID
-	}
-	in, inArgs := t.IDIn("id", ids)
-	rows, err := t.Query(`UPDATE steps SET claim_audited = 1 WHERE state = 'running' AND claim_audited = 0 AND `+in+`
-		RETURNING task_id, name, idx, attempt, engine_id, started_at,
-			(SELECT `+sqltx.ClaimStarts+` = 1 FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, inArgs...)
-	if err != nil {
-		return fmt.Errorf("audit the claims of held steps: %w", err)
-	}
-	type claimed struct {
-		sqltx.RunClaim
-		taskID, idx int64
-		name        string
-	}
-	got, err := sqldb.Collect(rows, func(r sqldb.Row) (claimed, error) {
-		var c claimed
-		err := r.Scan(&c.taskID, &c.name, &c.idx, &c.Attempt, &c.Engine, &c.At, &c.Starts)
-		return c, err
-	})
-	if err != nil {
-		return fmt.Errorf("audit the claims of held steps: %w", err)
-	}
-	sort.Slice(got, func(i, j int) bool {
-		a, b := got[i], got[j]
-		return a.At < b.At || (a.At == b.At && (a.taskID < b.taskID || (a.taskID == b.taskID && a.idx < b.idx)))
-	})
-	for _, c := range got {
-		t.AuditClaim(c.taskID, c.name, c.RunClaim)
-	}
-	return nil
-}
-
 // ReleaseLease returns the steps running under one claim's lease to ready.
 func (s *maintenance) ReleaseLease(ctx context.Context, engineID string, leaseID int64) (int, error) {
 	n := 0
-	err := s.write(ctx, engineID, func(t *txn) error {
+	err := s.write(ctx, engineID, func(t *transition.Tx) error {
 		rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND lease_id = ?`, engineID, leaseID)
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
@@ -247,26 +144,10 @@ func (s *maintenance) ReleaseLease(ctx context.Context, engineID string, leaseID
 		if err != nil {
 			return fmt.Errorf("find steps of lease %d: %w", leaseID, err)
 		}
-		n, err = t.release(fences, engineID, "released: the engine never learned that its claim succeeded")
+		n, err = t.Release(fences, engineID, "released: the engine never learned that its claim succeeded")
 		return err
 	})
 	return n, err
-}
-
-// release returns running steps to ready, giving their attempt back, and
-// counts those whose fence still held.
-func (t *operatorTx) release(fences []store.Fence, engineID, reason string) (int, error) {
-	n := 0
-	for _, f := range fences {
-		ok, err := t.finish(store.Outcome{Fence: f, EngineID: engineID, State: state.StepReady, Snooze: true, Reason: reason})
-		if err != nil {
-			return n, err
-		}
-		if ok {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // maintenanceRole is the leaders row of the engine that runs maintenance.
@@ -350,7 +231,7 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		return 0, nil
 	}
 	n := 0
-	err = s.write(ctx, engineID, func(t *txn) error {
+	err = s.write(ctx, engineID, func(t *transition.Tx) error {
 		t.Now = now.UnixMicro()
 		// Again in the transaction: an engine may have heartbeated since.
 		engines, err := t.Strings(q, args...)
@@ -389,14 +270,14 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		if err != nil {
 			return fmt.Errorf("find steps of lapsed engines: %w", err)
 		}
-		t.breakers.Lapsed = true // an engine's death is not its steps' failure
+		t.Breakers.Lapsed = true // an engine's death is not its steps' failure
 		for _, l := range steps {
 			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
 			o := store.Outcome{Fence: l.fence, EngineID: engineID, State: state.StepReady, Error: msg, Reason: msg}
 			if l.fence.Attempt >= l.max {
 				o.State = state.StepFailed
 			}
-			if _, err := t.finish(o); err != nil {
+			if _, err := t.Finish(o); err != nil {
 				return err
 			}
 			n++

@@ -8,6 +8,7 @@ import (
 	"github.com/weftrun/weft/internal/sqlstore/claim"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -135,7 +136,7 @@ func (s *claims) reportRates(ctx context.Context, report *store.PolicyReport) er
 // no tokens held reserved.
 func (s *claims) PruneRates(ctx context.Context, now time.Time) (int, error) {
 	n := 0
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		at := now.UnixMicro()
 		res, err := t.Exec(`DELETE FROM rate_buckets WHERE refilled_at + per_us <= ? AND deferred_to <= ? AND reserved_until + per_us <= ?`, at, at, at)
 		if err != nil {

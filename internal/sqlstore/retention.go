@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -14,7 +15,7 @@ import (
 
 // SetRetention sets or clears one namespace retention and logs the change.
 func (s *maintenance) SetRetention(ctx context.Context, r store.Retention) error {
-	return s.write(ctx, r.UpdatedBy, func(t *txn) error {
+	return s.write(ctx, r.UpdatedBy, func(t *transition.Tx) error {
 		if _, err := t.Exec(`DELETE FROM retention WHERE namespace = ? AND state = ?`, r.Namespace, string(r.State)); err != nil {
 			return fmt.Errorf("set retention: %w", err)
 		}
@@ -26,7 +27,7 @@ func (s *maintenance) SetRetention(ctx context.Context, r store.Retention) error
 			}
 			what = fmt.Sprintf("keep %s tasks %s", r.State, r.Keep)
 		}
-		return t.logOperator(r.UpdatedBy, "retention", "namespace "+r.Namespace, what)
+		return t.LogOperator(r.UpdatedBy, "retention", "namespace "+r.Namespace, what)
 	})
 }
 
@@ -48,15 +49,6 @@ func (s *maintenance) Retentions(ctx context.Context) ([]store.Retention, error)
 		return nil, fmt.Errorf("retentions: %w", err)
 	}
 	return out, nil
-}
-
-// logOperator appends one entry to the operator log.
-func (t *operatorTx) logOperator(actor, action, subject, reason string) error {
-	if _, err := t.Exec(`INSERT INTO operator_log (at, actor, action, subject, reason) VALUES (?, ?, ?, ?, ?)`,
-		t.Now, actor, action, subject, reason); err != nil {
-		return fmt.Errorf("operator log: %w", err)
-	}
-	return nil
 }
 
 // OperatorLog returns the newest entries of the operator log.

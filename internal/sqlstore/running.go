@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -58,7 +59,7 @@ func (s *lifecycle) SetDeferred(ctx context.Context, f store.Fence, engineID str
 // fenced applies set to a step still running under exactly f, or reports
 // ErrStaleLease.
 func (s *lifecycle) fenced(ctx context.Context, engineID string, f store.Fence, set string, args ...any) error {
-	return s.write(ctx, engineID, func(t *txn) error {
+	return s.write(ctx, engineID, func(t *transition.Tx) error {
 		res, err := t.Exec(`UPDATE steps SET `+set+` WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ?`,
 			append(args, f.StepID, f.Attempt, f.LeaseID)...)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -40,7 +41,7 @@ func scanSchedule(r sqldb.Row) (store.ScheduleRecord, error) {
 // newer version's are stored.
 func (s *maintenance) SyncSchedules(ctx context.Context, namespace, workflow, version string, scheds []store.ScheduleRecord) (bool, error) {
 	changed := false
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		rows, err := t.Query(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ?`, namespace, workflow)
 		if err != nil {
 			return fmt.Errorf("read schedules: %w", err)
@@ -145,7 +146,7 @@ func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([
 		return nil, fmt.Errorf("%w schedule fire: %d ticks but %d tasks", store.ErrInvalid, len(f.Ticks), len(f.Tasks))
 	}
 	var out []store.InsertResult
-	err := s.write(ctx, f.EngineID, func(t *txn) error {
+	err := s.write(ctx, f.EngineID, func(t *transition.Tx) error {
 		var last any
 		if len(f.Ticks) > 0 {
 			last = f.Ticks[len(f.Ticks)-1].UnixMicro()
@@ -161,7 +162,7 @@ func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([
 		} else if n == 0 {
 			return fmt.Errorf("schedule %s was fired, paused or changed meanwhile: %w", f.Key, store.ErrConflict)
 		}
-		if out, err = t.insertTasks(f.Tasks); err != nil {
+		if out, err = t.InsertTasks(f.Tasks); err != nil {
 			return err
 		}
 		for i, r := range out {
@@ -185,7 +186,7 @@ func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([
 // PauseSchedule pauses or resumes a schedule.
 func (s *maintenance) PauseSchedule(ctx context.Context, p store.SchedulePause) (store.ScheduleRecord, error) {
 	var rec store.ScheduleRecord
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		k := p.Key
 		var err error
 		rec, err = scanSchedule(t.QueryRow(`SELECT `+scheduleColumns+` FROM schedules WHERE namespace = ? AND workflow = ? AND name = ?`,

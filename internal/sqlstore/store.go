@@ -3,33 +3,30 @@
 // Dialect each supplies (package sqltx: placeholders, row locking in the
 // claim, arrays, notifications, how their errors read) and in the DB they
 // hand over (package sqldb: database/sql or native pgx). Everything that
-// decides state lives here once, so both backends behave the same.
+// decides state lives in this package and those below it once, so both
+// backends behave the same.
 //
-// Store's operations are grouped in types by family (store.go): claims,
-// lifecycle, maintenance, reads and admin; a write transaction's (txn,
-// write.go, on sqltx.Tx) in outcomeTx, submitTx and operatorTx, and a
-// claim's in claim.ClaimTx, with what claims keep between them in the
-// handle's claim.Planner.
+// The packages, from the top: sqlstore opens transactions and reads
+// (Store, whose operations are grouped in types by family: claims,
+// lifecycle, maintenance, reads and admin); transition holds the state
+// changes a write transaction makes (submissions, outcomes and their
+// cascade, signals, operator actions); claim takes steps under the
+// scheduling policies, keeping what claims share in the handle's
+// claim.Planner; sqltx holds what every operation shares (the handle, the
+// transaction's statements and audit, scanning rows into records, rowsets,
+// the notifications that wake engines); sqldb the drivers' plumbing.
 //
-// The files follow the operations: submit.go (inserting tasks; submitbulk.go
-// is the bulk path, submitrows.go the rows both build), claims.go (the
-// claim operations and the policies' writes; the claim itself is package
-// claim), explain.go (query plans), complete.go (recording outcomes),
-// cascade.go (what a step's end does to its task and children), running.go
-// (fenced writes and reads of running steps), leases.go (engines,
-// heartbeats, leader, release, reap), timers.go (expiry, promotion,
-// deadlines, the next wake), signals.go, dynamic.go (decisions and
-// batches), operator.go (operator actions), tasks.go (reads), history.go
-// (the audit log in commit order), credentials.go, workflows.go,
-// schedules.go (cron schedules and firing their ticks), children.go
-// (sub-workflows: child tasks and their links) and supersede.go (a
-// submission that takes an idempotency key from its holder); of the
-// scheduling policies, ratereport.go reads the rate buckets for operators
-// and breakers.go (with breakeroutcomes.go, in outcomes) the breakers.
-// write.go runs the write transactions; package sqltx holds what every
-// operation shares: the handle, the transaction's statements and audit,
-// the scanning of rows into records, rowsets and the notifications that
-// wake engines.
+// The files here follow the operations: write.go (running write
+// transactions), submit.go, complete.go, running.go (fenced writes and
+// reads of running steps), children.go, signals.go, claims.go (the claim
+// operations and the policies' writes), explain.go (query plans),
+// ratereport.go and breakers.go (rate buckets and breakers for operators),
+// leases.go (engines, heartbeats, leader, release, reap), timers.go
+// (expiry, promotion, deadlines, the next wake), workers.go, retention.go,
+// schedules.go (cron schedules and firing their ticks), operator.go and
+// bulk.go (operator actions), tasks.go, filter.go, history.go (the audit
+// log in commit order), stats.go, attention.go, credentials.go,
+// workflows.go, webhooks.go and migrate.go.
 package sqlstore
 
 import (
@@ -73,8 +70,7 @@ type Store struct {
 // the Store takes on (they are embedded, wired by New).
 type (
 	// claims claims steps and keeps the policies they are claimed under:
-	// claim.go, explain.go, fair.go, preemption.go, policies.go,
-	// ratereport.go, breakers.go.
+	// claims.go, explain.go, ratereport.go, breakers.go.
 	claims struct{ *Store }
 	// lifecycle submits tasks and records what their running steps do:
 	// submit.go, complete.go, running.go, children.go, signals.go.

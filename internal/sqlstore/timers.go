@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -20,14 +21,14 @@ import (
 // passed.
 func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string) (int, error) {
 	n := 0
-	err := s.write(ctx, engineID, func(t *txn) error {
+	err := s.write(ctx, engineID, func(t *transition.Tx) error {
 		t.Now = now.UnixMicro()
 		tasks, err := t.Int64s(`SELECT id FROM tasks WHERE state = 'pending' AND good_until IS NOT NULL AND good_until <= ?`, t.Now)
 		if err != nil {
 			return err
 		}
 		for _, id := range tasks {
-			if _, err := t.endTask(id, state.TaskPending, state.TaskExpired, state.StepExpired, "good_until passed before the task started"); err != nil {
+			if _, err := t.EndTask(id, state.TaskPending, state.TaskExpired, state.StepExpired, "good_until passed before the task started"); err != nil {
 				return err
 			}
 			n++
@@ -56,7 +57,7 @@ func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string
 				return err
 			}
 			if ok {
-				if err := t.stepEnded(e.task, e.name, e.children, state.StepExpired, "ttl passed before the step started"); err != nil {
+				if err := t.StepEnded(e.task, e.name, e.children, state.StepExpired, "ttl passed before the step started"); err != nil {
 					return err
 				}
 				n++
@@ -70,9 +71,9 @@ func (s *maintenance) Expire(ctx context.Context, now time.Time, engineID string
 // Promote makes waiting steps whose run_at came ready.
 func (s *maintenance) Promote(ctx context.Context, now time.Time, engineID string) (int, error) {
 	n := 0
-	err := s.write(ctx, engineID, func(t *txn) error {
+	err := s.write(ctx, engineID, func(t *transition.Tx) error {
 		t.Now = now.UnixMicro()
-		timedOut, err := t.timeOutWaits()
+		timedOut, err := t.TimeOutWaits()
 		if err != nil {
 			return err
 		}

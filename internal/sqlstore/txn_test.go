@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 )
 
 // TestWritePanicFreesTheWriter: a write whose function panics (a bug, which
@@ -22,14 +23,14 @@ func TestWritePanicFreesTheWriter(t *testing.T) {
 	ctx := context.Background()
 	d := heldDB(t)
 	s := New(Config{DB: d, Dialect: oneWriter{}})
-	insert := func(id int) func(t *txn) error {
-		return func(t *txn) error {
+	insert := func(id int) func(t *transition.Tx) error {
+		return func(t *transition.Tx) error {
 			_, err := t.X.Exec(ctx, "INSERT INTO parents (id) VALUES (?)", id)
 			return err
 		}
 	}
 	require.PanicsWithValue(t, "a bug", func() {
-		_ = s.write(ctx, "", func(t *txn) error {
+		_ = s.write(ctx, "", func(t *transition.Tx) error {
 			if err := insert(1)(t); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -31,7 +32,7 @@ func scanWebhook(r sqldb.Row) (store.Webhook, error) {
 
 // CreateWebhook stores a webhook.
 func (s *admin) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		w.CreatedAt = time.UnixMicro(t.Now)
 		if w.State == "" {
 			w.State = store.WebhookActive
@@ -62,7 +63,7 @@ func (s *admin) Webhooks(ctx context.Context) ([]store.Webhook, error) {
 // webhookWrite runs one UPDATE or DELETE of a webhook; no row matched is
 // ErrNotFound.
 func (s *admin) webhookWrite(ctx context.Context, id int64, what, q string, args ...any) error {
-	return s.write(ctx, "", func(t *txn) error {
+	return s.write(ctx, "", func(t *transition.Tx) error {
 		res, err := t.Exec(q, args...)
 		if err != nil {
 			return fmt.Errorf("%s webhook %d: %w", what, id, err)
@@ -87,7 +88,7 @@ func (s *admin) EnableWebhook(ctx context.Context, id int64) error {
 
 // WebhookDelivered moves a webhook's cursor with a compare-and-swap.
 func (s *admin) WebhookDelivered(ctx context.Context, id int64, from, to string, delivered int) error {
-	return s.write(ctx, "", func(t *txn) error {
+	return s.write(ctx, "", func(t *transition.Tx) error {
 		res, err := t.Exec(`UPDATE webhooks SET cursor_pos = ?, delivered = delivered + ?, failures = 0, last_error = '', next_attempt_at = 0
 			WHERE id = ? AND cursor_pos = ?`, to, delivered, id, from)
 		if err != nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -16,30 +16,7 @@ import (
 
 // SetHandlers replaces the handlers an engine or worker serves.
 func (s *maintenance) SetHandlers(ctx context.Context, engineID string, handlers []string) error {
-	return s.write(ctx, engineID, func(t *txn) error { return t.setHandlers(engineID, handlers) })
-}
-
-func (t *operatorTx) setHandlers(engineID string, handlers []string) error {
-	if _, err := t.Exec(`DELETE FROM engine_handlers WHERE engine_id = ?`, engineID); err != nil {
-		return fmt.Errorf("handlers of %s: %w", engineID, err)
-	}
-	seen := map[string]bool{}
-	var args []any
-	for _, h := range handlers {
-		if h == "" || seen[h] {
-			continue
-		}
-		seen[h] = true
-		args = append(args, engineID, h)
-	}
-	if len(args) == 0 {
-		return nil
-	}
-	q := `INSERT INTO engine_handlers (engine_id, handler) VALUES ` + strings.Repeat("(?, ?), ", len(args)/2-1) + `(?, ?)`
-	if _, err := t.Exec(q, args...); err != nil {
-		return fmt.Errorf("handlers of %s: %w", engineID, err)
-	}
-	return nil
+	return s.write(ctx, engineID, func(t *transition.Tx) error { return t.SetHandlers(engineID, handlers) })
 }
 
 // ListWorkers returns the live engines and workers with their handlers and

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // PutWorkflow registers a workflow version.
 func (s *admin) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.WorkflowRecord, bool, error) {
 	var created bool
-	err := s.write(ctx, "", func(t *txn) error {
+	err := s.write(ctx, "", func(t *transition.Tx) error {
 		existing, err := sqltx.ScanWorkflow(t.QueryRow(`SELECT `+sqltx.WorkflowColumns+` FROM workflows WHERE namespace = ? AND name = ? AND version = ?`,
 			w.Namespace, w.Name, w.Version))
 		switch {

@@ -1,4 +1,4 @@
-package sqlstore
+package transition
 
 import (
 	"encoding/json"
@@ -62,7 +62,7 @@ func (t *outcomeTx) decide(taskID int64, name, children string, branches []strin
 			return err
 		}
 		if moved {
-			if err := t.stepEnded(taskID, c.Name, c.Children, state.StepSkipped, ""); err != nil {
+			if err := t.StepEnded(taskID, c.Name, c.Children, state.StepSkipped, ""); err != nil {
 				return err
 			}
 		}

@@ -1,4 +1,4 @@
-package sqlstore
+package transition
 
 import (
 	"database/sql"
@@ -98,7 +98,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		for i, k := range order {
 			rows[i] = added{k.task, int64(k.idx), children[k].add}
 		}
-		from, args := sqltx.Rowset(&t.Tx, "p", rows,
+		from, args := sqltx.Rowset(t.SQL(), "p", rows,
 			sqltx.IntCol("p_task", func(r *added) int64 { return r.task }),
 			sqltx.IntCol("p_idx", func(r *added) int64 { return r.idx }),
 			sqltx.IntCol("p_ok", func(r *added) int64 { return int64(r.add.Succeeded) }),
@@ -191,7 +191,7 @@ func (t *outcomeTx) decideChild(taskID, id int64, name, children string, decisio
 		if err != nil || !moved {
 			return err
 		}
-		return t.stepEnded(taskID, name, children, state.StepSkipped, "")
+		return t.StepEnded(taskID, name, children, state.StepSkipped, "")
 	}
 	return nil
 }
@@ -205,8 +205,8 @@ type endedStep struct {
 	err            string
 }
 
-// stepEnded accounts for one step that reached a terminal state.
-func (t *outcomeTx) stepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
+// StepEnded accounts for one step that reached a terminal state.
+func (t *outcomeTx) StepEnded(taskID int64, name string, children string, st state.Step, errMsg string) error {
 	return t.stepsEnded([]endedStep{{taskID: taskID, name: name, children: children, st: st, err: errMsg}})
 }
 
@@ -240,13 +240,13 @@ func (t *outcomeTx) endedTasks(ended []endedStep) ([]taskAccount, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	in, inArgs := t.IDIn("id", ids)
 	lock := ""
-	if t.s.Dialect.ClaimLock() != "" {
+	if t.H.Dialect.ClaimLock() != "" {
 		lock = " FOR UPDATE"
 	}
 	// Where children of these steps may be claimed next in this
 	// transaction, the handlers' part of their tasks comes too
 	// (startTasks takes it from there).
-	withContext := !t.s.Dialect.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
+	withContext := !t.H.Dialect.WithWrites() && slices.ContainsFunc(ended, func(e endedStep) bool { return e.children != "" })
 	cols := taskAccountColumns
 	if withContext {
 		cols += `, ` + claim.ClaimedTaskColumns
@@ -373,7 +373,7 @@ func (t *outcomeTx) accountEnded(ended []endedStep, current []taskAccount) error
 			return err
 		}
 	} else {
-		from, args := sqltx.Rowset(&t.Tx, "a", updates,
+		from, args := sqltx.Rowset(t.SQL(), "a", updates,
 			sqltx.IntCol("a_id", func(u *update) int64 { return u.c.id }),
 			sqltx.IntCol("a_remaining", func(u *update) int64 { return u.c.remaining }),
 			sqltx.IntCol("a_failed", func(u *update) int64 { return u.c.failed }),
@@ -400,11 +400,11 @@ func (t *outcomeTx) accountEnded(ended []endedStep, current []taskAccount) error
 	return t.parentsEnded(ended)
 }
 
-// endTask moves a task to a terminal state and every non-terminal step of it
+// EndTask moves a task to a terminal state and every non-terminal step of it
 // to stepTo, cancels its unfinished children and tells the step of its
 // parent that waits for it, returning the fences of steps that were running
 // (its own and its children's).
-func (t *outcomeTx) endTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
+func (t *outcomeTx) EndTask(id int64, from, to state.Task, stepTo state.Step, reason string) ([]store.Fence, error) {
 	ok, err := t.MoveTask(id, from, to, reason, `finished_at = ?, remaining = 0`, t.Now)
 	if err != nil || !ok {
 		return nil, err

@@ -1,4 +1,4 @@
-package sqlstore
+package transition
 
 import (
 	"cmp"
@@ -18,7 +18,7 @@ import (
 // COPY), then one COPY or INSERT for all their steps, one INSERT for their
 // tags and one to look up the tasks that hold the keys of duplicates. Each
 // statement's text is the same for any count, so the database prepares it
-// once. Their audit rows go in with the transaction's (txn.FlushAudit).
+// once. Their audit rows go in with the transaction's (Tx.FlushAudit).
 
 // insertTasksBulk inserts the tasks of u (one array per column, in input
 // order) with ids taken from the tasks' sequence in that order, and

@@ -1,4 +1,4 @@
-package sqlstore
+package transition
 
 import (
 	"database/sql"
@@ -28,7 +28,7 @@ func (t *submitTx) releaseKey(namespace, key string) (*heldKey, error) {
 	if err := t.Lock("idempotency key " + namespace + "/" + key); err != nil {
 		return nil, err
 	}
-	if t.s.Dialect.ClaimLock() != "" {
+	if t.H.Dialect.ClaimLock() != "" {
 		// Claims and completions lock a task's steps before the task:
 		// take the holder's steps first too, or a claim of one of them
 		// and this transaction wait for each other.
@@ -61,6 +61,6 @@ func (t *submitTx) supersede(old heldKey, by int64, key string) error {
 		t.Audit(old.id, "", string(old.st), string(old.st), 0, reason)
 		return nil
 	}
-	_, err := t.endTask(old.id, old.st, state.TaskCancelled, state.StepCancelled, reason)
+	_, err := t.EndTask(old.id, old.st, state.TaskCancelled, state.StepCancelled, reason)
 	return err
 }

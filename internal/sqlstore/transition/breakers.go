@@ -1,4 +1,4 @@
-package sqlstore
+package transition
 
 import (
 	"fmt"
@@ -9,9 +9,38 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// This file records outcomes under circuit breakers (see breakers.go):
-// what an outcome's statement returns of its step's breaker, and the
-// counts and state changes written last in the transaction.
+// The circuit breakers of steps (see store.Breakers): counting in the
+// transaction that records an outcome (breakeroutcomes.go), the claim's
+// hold, its bound under the threshold and its one probe (breakerclaim.go),
+// and, in this file, the operator's view and reset.
+//
+// Nothing of this runs for a step without a breaker: its outcome's fenced
+// update returns breaker_key = '' and no statement follows; the claim adds
+// a predicate only while some breaker is open or has counted failures.
+//
+// Exactness of the threshold: once a closed breaker counted a failure, a
+// claim takes a step under it only while the failures counted, plus the
+// steps under it still running (whose failures may yet count), plus those
+// it takes, stay below the threshold (waryRoom). So the breaker opens at
+// exactly its threshold and no more steps fail on the way than it allows;
+// only steps already running when the first failure was counted may add
+// to it. The claim reads the count under the breaker's row lock.
+//
+// Exactness of the probe: the claim takes it with one conditional UPDATE
+// of the breaker's row (open and cooled down, or half-open with a probe
+// that no longer runs, one cooldown after it was claimed), in the claim's
+// transaction. On PostgreSQL a second claim skips that row while the first
+// holds it, and once the first commits finds it half-open with a fresh
+// probe_at: either way it takes no probe. On SQLite the single writer does
+// the same.
+
+// breakerColumns returns the steps columns of a step's breaker.
+func breakerColumns(b *store.BreakerSpec) (key string, n int, cooldown int64) {
+	if b == nil {
+		return "", 0, 0
+	}
+	return b.Key, b.Failures, b.Cooldown.Microseconds()
+}
 
 // breakerKind classifies an outcome recorded as to.
 func breakerKind(o store.Outcome, to state.Step) claim.HitKind {
@@ -34,10 +63,10 @@ func (t *outcomeTx) breakerHit(b claim.BreakerHit, stepID, taskID int64, name st
 		return
 	}
 	b.StepID, b.TaskID, b.Name, b.Attempt, b.Kind = stepID, taskID, name, o.Fence.Attempt, breakerKind(o, to)
-	if t.breakers.Lapsed {
+	if t.Breakers.Lapsed {
 		b.Kind = claim.HitNone
 	}
-	t.breakers.Hits = append(t.breakers.Hits, b)
+	t.Breakers.Hits = append(t.Breakers.Hits, b)
 }
 
 // flushBreakers applies the outcomes a transaction recorded to their
@@ -47,7 +76,7 @@ func (t *outcomeTx) breakerHit(b claim.BreakerHit, stepID, taskID int64, name st
 // none waits for another in a cycle. Claims never wait for a breaker row
 // (takeProbe skips a locked one).
 func (t *outcomeTx) flushBreakers() error {
-	w := &t.breakers
+	w := &t.Breakers
 	if len(w.Hits) > 0 {
 		// By key, and in step order under one key, as the outcomes are.
 		sort.SliceStable(w.Hits, func(a, b int) bool {
@@ -64,7 +93,7 @@ func (t *outcomeTx) flushBreakers() error {
 	}
 	if w.Bump {
 		w.Bump = false
-		return t.movePolicyVersion()
+		return t.MovePolicyVersion()
 	}
 	return nil
 }
@@ -94,7 +123,7 @@ func (t *outcomeTx) breakerOutcomes(hits []claim.BreakerHit) error {
 		case claim.HitSuccess:
 			err = t.breakerSucceeded(h, known)
 		default:
-			err = claim.BreakerProbeReturned(&t.Tx, &t.breakers, h)
+			err = claim.BreakerProbeReturned(t.SQL(), &t.Breakers, h)
 		}
 		if err != nil {
 			return err
@@ -119,7 +148,7 @@ func (t *outcomeTx) breakerFailed(h claim.BreakerHit, known map[string]claim.Kno
 	if st == store.BreakerClosed && failures == 1 {
 		// Its first failure: every claim reads the breaker again and
 		// holds its steps to the room left under the threshold.
-		t.breakers.Bump = true
+		t.Breakers.Bump = true
 	}
 	var reason string
 	switch {
@@ -137,7 +166,7 @@ func (t *outcomeTx) breakerFailed(h claim.BreakerHit, known map[string]claim.Kno
 	}
 	known[h.Key] = claim.KnownBreaker{State: store.BreakerOpen, Failures: failures}
 	t.Audit(h.TaskID, h.Name, claim.BreakerState(st), claim.BreakerState(store.BreakerOpen), h.Attempt, reason)
-	t.breakers.Bump = true
+	t.Breakers.Bump = true
 	return nil
 }
 
@@ -158,14 +187,14 @@ func (t *outcomeTx) breakerSucceeded(h claim.BreakerHit, known map[string]claim.
 		reason := fmt.Sprintf("breaker %s closed: the step succeeded", h.Key)
 		t.Audit(h.TaskID, h.Name, claim.BreakerState(k.State), claim.BreakerState(store.BreakerClosed), h.Attempt, reason)
 		t.Readied++ // the held steps may run: wake the engines
-		t.breakers.Bump = true
+		t.Breakers.Bump = true
 		return nil
 	case k.Failures > 0:
 		if _, err := t.Exec(`UPDATE breakers SET failures = 0, updated_at = ? WHERE breaker_key = ? AND state = 'closed'`, t.Now, h.Key); err != nil {
 			return fmt.Errorf("reset breaker %s: %w", h.Key, err)
 		}
 		known[h.Key] = claim.KnownBreaker{State: store.BreakerClosed}
-		t.breakers.Bump = true // its steps are claimed freely again
+		t.Breakers.Bump = true // its steps are claimed freely again
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package transition
 
 import (
 	"encoding/json"
