@@ -170,6 +170,11 @@ func (e *Engine) LoadGate() LoadGateState { return e.core.LoadGate() }
 // exit status 2 naming the flag.
 type FieldError = store.FieldError
 
+// ConflictError is an ErrConflict with its reason ("task 7 is completed
+// and cannot be cancelled"): find it with errors.As. REST answers it 409
+// conflict with the reason as its message.
+type ConflictError = store.ConflictError
+
 // Errors returned by the engine; test with errors.Is.
 var (
 	// ErrNotFound: no task, step or workflow with that identity.
@@ -200,7 +205,7 @@ type Engine struct {
 // store: close it after stopping the engine.
 func New(s store.Store, cfg Config) (*Engine, error) {
 	if s == nil {
-		return nil, errors.New("weft: nil store")
+		return nil, errors.New("nil store")
 	}
 	core, err := engine.New(s, engine.Config(cfg))
 	if err != nil {

@@ -133,7 +133,7 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 // transaction, is an error wrapping errors.ErrUnsupported.
 func (e *Engine) SubmitTx(ctx context.Context, tx *sql.Tx, subs ...Submission) ([]SubmitResult, error) {
 	if tx == nil {
-		return nil, fmt.Errorf("weft: SubmitTx: no transaction: %w", errors.ErrUnsupported)
+		return nil, fmt.Errorf("SubmitTx: no transaction: %w", errors.ErrUnsupported)
 	}
 	return results(e.core.SubmitTx(ctx, tx, submissions(subs)))
 }
@@ -151,7 +151,7 @@ type PgxTx interface {
 // error wrapping errors.ErrUnsupported.
 func (e *Engine) SubmitPgxTx(ctx context.Context, tx PgxTx, subs ...Submission) ([]SubmitResult, error) {
 	if tx == nil {
-		return nil, fmt.Errorf("weft: SubmitPgxTx: no transaction: %w", errors.ErrUnsupported)
+		return nil, fmt.Errorf("SubmitPgxTx: no transaction: %w", errors.ErrUnsupported)
 	}
 	return results(e.core.SubmitTx(ctx, tx, submissions(subs)))
 }

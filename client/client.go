@@ -56,15 +56,8 @@ type Error struct {
 // Problem is one problem of a template.
 type Problem = wire.Problem
 
-// Error returns the API's message; for a 404 whose message does not say
-// so (the API drops the engine's trailing "not found", which its code
-// carries), it adds it: "task 7: not found".
-func (e *Error) Error() string {
-	if e.Status == http.StatusNotFound && !strings.Contains(e.Message, store.ErrNotFound.Error()) {
-		return e.Message + ": " + store.ErrNotFound.Error()
-	}
-	return e.Message
-}
+// Error returns the API's message ("task 7: not found").
+func (e *Error) Error() string { return e.Message }
 
 // Unwrap maps the status to the engine's errors.
 func (e *Error) Unwrap() error {
@@ -72,6 +65,9 @@ func (e *Error) Unwrap() error {
 	case http.StatusNotFound:
 		return store.ErrNotFound
 	case http.StatusConflict:
+		if e.Code == wire.CodeConflict {
+			return &store.ConflictError{Reason: e.Message}
+		}
 		return store.ErrConflict
 	case http.StatusBadRequest:
 		return store.ErrInvalid

@@ -79,6 +79,7 @@ func inField(field string, err error) *apiError {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var fe *store.FieldError
+	var ce *store.ConflictError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -90,6 +91,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: CodeStaleLease, Message: err.Error(), cause: err}
 	case errors.Is(err, store.ErrEngineLost):
 		return &apiError{Status: http.StatusConflict, Code: CodeWorkerLost, Message: "the worker is not registered or was declared dead: register again", cause: err}
+	case errors.As(err, &ce):
+		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: ce.Reason, cause: err}
 	case errors.Is(err, store.ErrConflict):
 		return &apiError{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error(), cause: err}
 	case errors.Is(err, store.ErrInvalid):

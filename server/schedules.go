@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
 )
@@ -40,7 +41,7 @@ func (s *Server) getSchedule(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if len(list) == 0 {
-		return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "no schedule %s", k)
+		return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "schedule %s: %v", k, store.ErrNotFound)
 	}
 	audit, err := s.engine.ScheduleAudit(r.Context(), k)
 	if err != nil {

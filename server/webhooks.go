@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -62,5 +63,5 @@ func (s *Server) enableWebhook(r *http.Request) (int, any, error) {
 			return http.StatusOK, wire.WebhookOf(w), nil
 		}
 	}
-	return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "webhook %d: not found", id)
+	return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "webhook %d: %v", id, store.ErrNotFound)
 }

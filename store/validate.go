@@ -123,6 +123,26 @@ func (e *FieldError) Error() string { return ErrInvalid.Error() + " " + e.Field 
 // Is makes a FieldError an ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
+// ConflictError is an ErrConflict with its reason: the change does not
+// fit the current state ("task 7 is completed and cannot be cancelled").
+// The API answers it 409 conflict with the reason as its message, the CLI
+// prints the reason. Find it with errors.As; errors.Is(err, ErrConflict)
+// holds for it too.
+type ConflictError struct {
+	Reason string
+}
+
+// Conflictf returns a ConflictError, its reason formatted as fmt.Sprintf
+// does.
+func Conflictf(format string, args ...any) *ConflictError {
+	return &ConflictError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func (e *ConflictError) Error() string { return e.Reason + ": " + ErrConflict.Error() }
+
+// Is makes a ConflictError an ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
 // ErrRefused wraps an error by which the database refused a statement for
 // what it carries or does (a value it cannot store, a constraint, a limit):
 // the same write would be refused again, so it must not be retried as is.

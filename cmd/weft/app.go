@@ -137,8 +137,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	var xe *exitError
 	if errors.As(err, &xe) {
 		if xe.err != nil {
-			// Errors of the Go API begin with "weft: " already.
-			a.notice(slog.LevelError, strings.TrimPrefix(xe.err.Error(), "weft: "), "exit_status", xe.code)
+			a.notice(slog.LevelError, xe.err.Error(), "exit_status", xe.code)
 		}
 		return xe.code
 	}

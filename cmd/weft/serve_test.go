@@ -150,10 +150,14 @@ func TestServeAndClientMode(t *testing.T) {
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, "every step finished")
 
+	// A conflict reads the same through the server as on the database:
+	// the reason alone.
 	r = as("cancel", strconv.FormatInt(id, 10))
 	requireCode(t, 1, r)
-	require.Contains(t, r.stderr, "cannot be cancelled")
-	requireCode(t, 1, as("retry", strconv.FormatInt(id, 10)))
+	require.Equal(t, "weft: task "+strconv.FormatInt(id, 10)+" is completed and cannot be cancelled\n", r.stderr)
+	r = as("retry", strconv.FormatInt(id, 10))
+	requireCode(t, 1, r)
+	require.Equal(t, "weft: task "+strconv.FormatInt(id, 10)+" is completed, only failed tasks can be retried\n", r.stderr)
 	parked := writeFile(t, dir, "parked.yaml", "namespace: ops\nname: parked\nversion: \"1\"\nsteps:\n  - name: s\n    handler: nobody.serves.this\n")
 	r = as("submit", parked)
 	requireCode(t, 0, r)

@@ -405,14 +405,13 @@ func (a *app) change(ctx context.Context, arg, reason string, do func(backend, c
 	return nil
 }
 
-// conflictMessage returns the store's explanation of a conflict ("task 7 is
-// completed and cannot be cancelled"), without the engine's "weft: cancel
-// task 7: " prefix and the sentinel's ": conflict" suffix.
+// conflictMessage returns the reason of a conflict ("task 7 is completed
+// and cannot be cancelled"), local or from a server.
 func conflictMessage(err error) error {
-	for next := errors.Unwrap(err); next != nil && next != weft.ErrConflict; next = errors.Unwrap(err) {
-		err = next
+	if ce, ok := errors.AsType[*weft.ConflictError](err); ok {
+		return errors.New(ce.Reason)
 	}
-	return errors.New(strings.TrimSuffix(err.Error(), ": "+weft.ErrConflict.Error()))
+	return err
 }
 
 // taskIDs lists task ids, separated by commas.

@@ -19,11 +19,11 @@ func (a *Admin) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.B
 		r.Actor = a.id()
 	}
 	if err := r.Validate(); err != nil {
-		return store.Breaker{}, fmt.Errorf("weft: %w", err)
+		return store.Breaker{}, err
 	}
 	b, err := a.store.ResetBreaker(ctx, r)
 	if err != nil {
-		return store.Breaker{}, fmt.Errorf("weft: reset breaker %s: %w", r.Key, err)
+		return store.Breaker{}, fmt.Errorf("reset breaker %s: %w", r.Key, err)
 	}
 	a.log.Info("breaker reset", "breaker", r.Key, "actor", r.Actor)
 	return b, nil
@@ -34,7 +34,7 @@ func (a *Admin) ResetBreaker(ctx context.Context, r store.BreakerReset) (store.B
 func (a *Admin) Breakers(ctx context.Context) ([]store.Breaker, error) {
 	bs, err := a.store.ListBreakers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("weft: list breakers: %w", err)
+		return nil, fmt.Errorf("list breakers: %w", err)
 	}
 	return bs, nil
 }

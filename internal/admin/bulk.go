@@ -207,21 +207,21 @@ func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (s
 	if r.DryRun {
 		n, err := a.store.CountTasks(ctx, f)
 		if err != nil {
-			return BulkResult{}, fmt.Errorf("weft: count tasks: %w", err)
+			return BulkResult{}, fmt.Errorf("count tasks: %w", err)
 		}
 		return BulkResult{Matched: n, DryRun: true, Complete: true}, nil
 	}
 	var out BulkResult
 	for batches := 0; ; batches++ {
 		if err := ctx.Err(); err != nil {
-			return out, fmt.Errorf("weft: stopped after %d tasks: %w", out.Done, err)
+			return out, fmt.Errorf("stopped after %d tasks: %w", out.Done, err)
 		}
 		if batches > 0 && stopping(r, batches) {
 			// What is done is committed: say so, and what is left.
 			out.Next = f.BeforeID
 			n, err := a.store.CountTasks(context.WithoutCancel(ctx), f)
 			if err != nil {
-				return out, fmt.Errorf("weft: after %d tasks, count what remains: %w", out.Done, err)
+				return out, fmt.Errorf("after %d tasks, count what remains: %w", out.Done, err)
 			}
 			out.Remaining = n
 			if n == 0 {
@@ -231,7 +231,7 @@ func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (s
 		}
 		ids, err := a.store.MatchTasks(ctx, f, r.BatchSize)
 		if err != nil {
-			return out, fmt.Errorf("weft: select tasks: %w", err)
+			return out, fmt.Errorf("select tasks: %w", err)
 		}
 		if len(ids) == 0 {
 			out.Complete = true
@@ -239,7 +239,7 @@ func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (s
 		}
 		res, err := do(ids)
 		if err != nil {
-			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
+			return out, fmt.Errorf("after %d tasks: %w", out.Done, err)
 		}
 		out.add(len(ids), res)
 		a.log.Info("bulk batch", "done", len(res.Done), "skipped", res.Skipped, "actor", r.Actor)
@@ -269,7 +269,7 @@ func (a *Admin) bulkIDs(ctx context.Context, r BulkRequest, do func(ids []int64)
 	batches := 0
 	for ids := range slices.Chunk(r.IDs, r.BatchSize) {
 		if err := ctx.Err(); err != nil {
-			return out, fmt.Errorf("weft: stopped after %d tasks: %w", out.Done, err)
+			return out, fmt.Errorf("stopped after %d tasks: %w", out.Done, err)
 		}
 		if batches > 0 && stopping(r, batches) {
 			out.Remaining = len(r.IDs) - out.Matched
@@ -277,7 +277,7 @@ func (a *Admin) bulkIDs(ctx context.Context, r BulkRequest, do func(ids []int64)
 		}
 		res, err := do(ids)
 		if err != nil {
-			return out, fmt.Errorf("weft: after %d tasks: %w", out.Done, err)
+			return out, fmt.Errorf("after %d tasks: %w", out.Done, err)
 		}
 		out.add(len(ids), res)
 		batches++

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/weftrun/weft/store"
 )
@@ -11,7 +10,7 @@ import (
 func (a *Admin) History(ctx context.Context, q store.HistoryQuery) ([]store.HistoryEvent, error) {
 	events, err := a.store.History(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("weft: %w", err)
+		return nil, err
 	}
 	return events, nil
 }
@@ -20,7 +19,7 @@ func (a *Admin) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 func (a *Admin) HistoryEnd(ctx context.Context) (string, error) {
 	end, err := a.store.HistoryEnd(ctx)
 	if err != nil {
-		return "", fmt.Errorf("weft: %w", err)
+		return "", err
 	}
 	return end, nil
 }

@@ -17,14 +17,14 @@ func (a *Admin) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 		c.Actor = a.id()
 	}
 	if err := c.Validate(); err != nil {
-		return store.Policy{}, fmt.Errorf("weft: %w", err)
+		return store.Policy{}, err
 	}
 	if err := a.requireTarget(ctx, c.Target); err != nil {
 		return store.Policy{}, err
 	}
 	p, err := a.store.SetPolicy(ctx, c)
 	if err != nil {
-		return store.Policy{}, fmt.Errorf("weft: set policy of %s: %w", c.Target, err)
+		return store.Policy{}, fmt.Errorf("set policy of %s: %w", c.Target, err)
 	}
 	a.log.Info("policy changed", "target", c.Target, "change", c.Describe(), "actor", c.Actor)
 	return p, nil
@@ -34,7 +34,7 @@ func (a *Admin) SetPolicy(ctx context.Context, c store.PolicyChange) (store.Poli
 func (a *Admin) Policies(ctx context.Context) (store.PolicyReport, error) {
 	r, err := a.store.ListPolicies(ctx)
 	if err != nil {
-		return store.PolicyReport{}, fmt.Errorf("weft: list policies: %w", err)
+		return store.PolicyReport{}, fmt.Errorf("list policies: %w", err)
 	}
 	return r, nil
 }
@@ -43,7 +43,7 @@ func (a *Admin) Policies(ctx context.Context) (store.PolicyReport, error) {
 func (a *Admin) PolicyChanges(ctx context.Context, limit int) ([]store.PolicyChangeRecord, error) {
 	out, err := a.store.PolicyChanges(ctx, limit)
 	if err != nil {
-		return nil, fmt.Errorf("weft: list policy changes: %w", err)
+		return nil, fmt.Errorf("list policy changes: %w", err)
 	}
 	return out, nil
 }

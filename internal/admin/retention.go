@@ -36,7 +36,7 @@ func (a *Admin) SetRetention(ctx context.Context, namespace string, st state.Tas
 		actor = a.id()
 	}
 	if err := a.store.SetRetention(ctx, store.Retention{Namespace: namespace, State: st, Keep: keep, UpdatedBy: actor}); err != nil {
-		return fmt.Errorf("weft: set retention: %w", err)
+		return fmt.Errorf("set retention: %w", err)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ func (a *Admin) requireTarget(ctx context.Context, target string) error {
 	}
 	report, err := a.store.ListPolicies(ctx)
 	if err != nil {
-		return fmt.Errorf("weft: list policies: %w", err)
+		return fmt.Errorf("list policies: %w", err)
 	}
 	for _, p := range report.Policies {
 		if p.Target == target {
@@ -50,7 +50,7 @@ func (a *Admin) requireRetentionNamespace(ctx context.Context, namespace string)
 	}
 	rs, err := a.store.Retentions(ctx)
 	if err != nil {
-		return fmt.Errorf("weft: list retentions: %w", err)
+		return fmt.Errorf("list retentions: %w", err)
 	}
 	for _, r := range rs {
 		if r.Namespace == namespace {
@@ -66,18 +66,18 @@ func (a *Admin) requireWorkflow(ctx context.Context, namespace, name string) err
 	ok, err := a.store.WorkflowExists(ctx, namespace, name)
 	switch {
 	case err != nil:
-		return fmt.Errorf("weft: %w", err)
+		return err
 	case ok:
 		return nil
 	case name == "":
-		return fmt.Errorf("weft: namespace %s: %w: no workflow is registered in it", namespace, store.ErrNotFound)
+		return fmt.Errorf("namespace %s: %w: no workflow is registered in it", namespace, store.ErrNotFound)
 	case namespace == "":
-		return fmt.Errorf("weft: workflow %s: %w in any namespace", name, store.ErrNotFound)
+		return fmt.Errorf("workflow %s: %w in any namespace", name, store.ErrNotFound)
 	}
 	if known, kerr := a.store.WorkflowExists(ctx, namespace, ""); kerr == nil && !known {
-		return fmt.Errorf("weft: workflow %s/%s: %w: no workflow is registered in namespace %s", namespace, name, store.ErrNotFound, namespace)
+		return fmt.Errorf("workflow %s/%s: %w: no workflow is registered in namespace %s", namespace, name, store.ErrNotFound, namespace)
 	}
-	return fmt.Errorf("weft: workflow %s/%s: %w", namespace, name, store.ErrNotFound)
+	return fmt.Errorf("workflow %s/%s: %w", namespace, name, store.ErrNotFound)
 }
 
 // RequireFilter checks the namespace and workflow a task filter names.
@@ -95,7 +95,7 @@ func (a *Admin) requireTasks(ctx context.Context, ids []int64) error {
 	for chunk := range slices.Chunk(ids, DefaultBatchSize) {
 		states, err := a.store.TaskStates(ctx, chunk)
 		if err != nil {
-			return fmt.Errorf("weft: %w", err)
+			return err
 		}
 		for _, id := range chunk {
 			if _, ok := states[id]; !ok {
@@ -107,9 +107,9 @@ func (a *Admin) requireTasks(ctx context.Context, ids []int64) error {
 	case len(missing) == 0:
 		return nil
 	case len(missing) == 1:
-		return fmt.Errorf("weft: task %d: %w", missing[0], store.ErrNotFound)
+		return fmt.Errorf("task %d: %w", missing[0], store.ErrNotFound)
 	case len(missing) <= 10:
-		return fmt.Errorf("weft: tasks %v: %w", missing, store.ErrNotFound)
+		return fmt.Errorf("tasks %v: %w", missing, store.ErrNotFound)
 	}
-	return fmt.Errorf("weft: %d tasks (%v, …): %w", len(missing), missing[:10], store.ErrNotFound)
+	return fmt.Errorf("%d tasks (%v, …): %w", len(missing), missing[:10], store.ErrNotFound)
 }

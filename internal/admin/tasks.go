@@ -25,7 +25,7 @@ func (a *Admin) RetryStep(ctx context.Context, id int64, actor, reason string) e
 		actor = a.id()
 	}
 	if err := a.store.RetryStep(ctx, id, actor, reason); err != nil {
-		return fmt.Errorf("weft: retry step %d: %w", id, err)
+		return fmt.Errorf("retry step %d: %w", id, err)
 	}
 	return nil
 }
@@ -37,7 +37,7 @@ func (a *Admin) ResolveStep(ctx context.Context, r store.StepResolution) error {
 		r.EngineID = a.id()
 	}
 	if err := a.store.ResolveStep(ctx, r); err != nil {
-		return fmt.Errorf("weft: resolve step %d: %w", r.StepID, err)
+		return fmt.Errorf("resolve step %d: %w", r.StepID, err)
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func (a *Admin) Cancel(ctx context.Context, id int64, actor, reason string) erro
 	}
 	running, err := a.store.CancelTask(ctx, id, actor, reason)
 	if err != nil {
-		return fmt.Errorf("weft: cancel task %d: %w", id, err)
+		return fmt.Errorf("cancel task %d: %w", id, err)
 	}
 	a.cancelRunning(running)
 	return nil
@@ -96,7 +96,7 @@ func (a *Admin) Retry(ctx context.Context, id int64, actor, reason string) error
 		actor = a.id()
 	}
 	if err := a.store.RetryTask(ctx, id, actor, reason); err != nil {
-		return fmt.Errorf("weft: retry task %d: %w", id, err)
+		return fmt.Errorf("retry task %d: %w", id, err)
 	}
 	return nil
 }

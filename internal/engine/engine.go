@@ -77,11 +77,11 @@ func (c *Config) setDefaults() error {
 		c.Concurrency = DefaultConcurrency
 	}
 	if c.Concurrency < 0 {
-		return fmt.Errorf("weft: Concurrency must be positive, got %d", c.Concurrency)
+		return fmt.Errorf("Concurrency must be positive, got %d", c.Concurrency)
 	}
 	for ns, n := range c.NamespaceCaps {
 		if n <= 0 {
-			return fmt.Errorf("weft: cap for namespace %q must be positive, got %d", ns, n)
+			return fmt.Errorf("cap for namespace %q must be positive, got %d", ns, n)
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -97,10 +97,10 @@ func (c *Config) setDefaults() error {
 	def(&c.UpkeepInterval, time.Minute)
 	def(&c.StaleAfter, store.DefaultStaleAfter)
 	if c.LeaseTTL < 2*c.HeartbeatInterval {
-		return fmt.Errorf("weft: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
+		return fmt.Errorf("LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
 	}
 	if c.LeaderTTL < 3*c.PollInterval {
-		return fmt.Errorf("weft: LeaderTTL (%s) must be at least three times PollInterval (%s)", c.LeaderTTL, c.PollInterval)
+		return fmt.Errorf("LeaderTTL (%s) must be at least three times PollInterval (%s)", c.LeaderTTL, c.PollInterval)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -203,7 +203,7 @@ var (
 // store.
 func New(s store.Store, cfg Config) (*Engine, error) {
 	if s == nil {
-		return nil, errors.New("weft: nil store")
+		return nil, errors.New("nil store")
 	}
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -292,7 +292,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
 		e.mu.Unlock()
-		return errors.New("weft: engine already started")
+		return errors.New("engine already started")
 	}
 	e.started = true
 	id := e.engineID
@@ -301,7 +301,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Lock()
 		e.started = false
 		e.mu.Unlock()
-		return fmt.Errorf("weft: start engine: %w", err)
+		return fmt.Errorf("start engine: %w", err)
 	}
 	// Reclaim at once what dead engines on this host left behind.
 	e.maint.FirstRound(ctx)
@@ -442,7 +442,7 @@ func (e *Engine) RunTask(ctx context.Context, id int64) (*store.Task, error) {
 	started := e.started
 	e.mu.Unlock()
 	if started {
-		return nil, errors.New("weft: RunTask needs an engine that is not started")
+		return nil, errors.New("RunTask needs an engine that is not started")
 	}
 	e.onlyTask = id
 	if err := e.Start(ctx); err != nil {

@@ -64,11 +64,11 @@ func timedOut(d time.Duration) error { return fmt.Errorf("step timed out after %
 func (d *Definitions) claimedDefinition(ctx context.Context, c store.ClaimedStep) (*workflow.Workflow, *workflow.Step, error) {
 	w, err := d.get(ctx, c.Namespace, c.Workflow, c.Version)
 	if err != nil {
-		return nil, nil, fmt.Errorf("weft: definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
+		return nil, nil, fmt.Errorf("definition of %s/%s@%s: %w", c.Namespace, c.Workflow, c.Version, err)
 	}
 	def := stepDef(w, c.Step)
 	if def == nil {
-		return nil, nil, fmt.Errorf("weft: definition %s has no step %d (%q): %w", w.Ref(), c.Index, c.Name, store.ErrNotFound)
+		return nil, nil, fmt.Errorf("definition %s has no step %d (%q): %w", w.Ref(), c.Index, c.Name, store.ErrNotFound)
 	}
 	return w, def, nil
 }

@@ -68,7 +68,7 @@ func (r *Run) Progress(ctx context.Context, fraction float64, message string) er
 // ends.
 func (r *Run) DeferUntil(ctx context.Context, cond func(context.Context) (bool, error), interval time.Duration) error {
 	if interval <= 0 {
-		return errors.New("weft: DeferUntil interval must be positive")
+		return errors.New("DeferUntil interval must be positive")
 	}
 	if ok, err := cond(ctx); err != nil || ok {
 		return err

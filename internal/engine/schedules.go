@@ -39,7 +39,7 @@ func (e *Engine) syncSchedules(ctx context.Context, w *workflow.Workflow) error 
 	}
 	// The store tells the maintenance loop of new next ticks (DueWake).
 	if _, err := e.store.SyncSchedules(ctx, w.Namespace, w.Name, w.Version, recs); err != nil {
-		return fmt.Errorf("weft: register schedules of %s: %w", w.Ref(), err)
+		return fmt.Errorf("register schedules of %s: %w", w.Ref(), err)
 	}
 	return nil
 }

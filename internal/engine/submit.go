@@ -79,7 +79,7 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 func (e *Engine) SubmitTx(ctx context.Context, tx any, subs []Submission) ([]SubmitResult, error) {
 	s, ok := e.store.(store.TxInserter)
 	if !ok {
-		return nil, fmt.Errorf("weft: SubmitTx: %T does not take a caller's transaction: %w", e.store, errors.ErrUnsupported)
+		return nil, fmt.Errorf("SubmitTx: %T does not take a caller's transaction: %w", e.store, errors.ErrUnsupported)
 	}
 	return e.submit(ctx, subs, func(ctx context.Context, in []store.TaskInsert) ([]store.InsertResult, error) {
 		return s.InsertTasksInTx(ctx, tx, in)
@@ -96,7 +96,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	// A task written into a database file deleted or replaced under the
 	// engine would be lost: refuse it.
 	if err := e.monitor.DatabaseGone(); err != nil {
-		return nil, fmt.Errorf("weft: submit: %w", err)
+		return nil, fmt.Errorf("submit: %w", err)
 	}
 	inserts := make([]store.TaskInsert, len(subs))
 	resolved := map[string]*resolvedWorkflow{} // by reference, looked up once per call
@@ -118,7 +118,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	}
 	res, err := insert(ctx, inserts)
 	if err != nil {
-		return nil, fmt.Errorf("weft: submit: %w", err)
+		return nil, fmt.Errorf("submit: %w", err)
 	}
 	out = make([]SubmitResult, len(res))
 	for i, r := range res {
@@ -157,11 +157,11 @@ func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]
 		}
 		w, err := e.defs.get(ctx, ns, name, version)
 		if err != nil {
-			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
+			return store.TaskInsert{}, fmt.Errorf("submit %s: %w", s.Workflow, err)
 		}
 		r = &resolvedWorkflow{w: w, steps: stepInserts(w)}
 		if r.limits, err = compileLimitKeys(w); err != nil {
-			return store.TaskInsert{}, fmt.Errorf("weft: submit %s: %w", s.Workflow, err)
+			return store.TaskInsert{}, fmt.Errorf("submit %s: %w", s.Workflow, err)
 		}
 		resolved[s.Workflow] = r
 	}

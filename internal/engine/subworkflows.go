@@ -99,7 +99,7 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 	}
 	parent, err := e.defs.get(ctx, ns, wname, version)
 	if err != nil {
-		return 0, fmt.Errorf("weft: start child: definition of %s: %w", r.Workflow, err)
+		return 0, fmt.Errorf("start child: definition of %s: %w", r.Workflow, err)
 	}
 	key := "child:" + strconv.FormatInt(r.TaskID, 10) + "/" + r.Step + "/" + name
 	in, err := e.prepare(ctx, Submission{Workflow: ref, Input: input, Key: key, Priority: r.claimed.Priority,
@@ -110,7 +110,7 @@ func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int6
 	limits := parent.Limits.Resolve()
 	res, err := e.store.StartChild(ctx, r.fence, store.ChildStart{Task: in, MaxDepth: limits.MaxDepth, MaxChildren: limits.MaxChildren})
 	if err != nil {
-		return 0, fmt.Errorf("weft: start child %q of step %q: %w", name, r.Step, err)
+		return 0, fmt.Errorf("start child %q of step %q: %w", name, r.Step, err)
 	}
 	if !res.Duplicate {
 		e.events.Publish(event.Event{Kind: event.Submitted, Namespace: res.Task.Namespace, Workflow: res.Task.Workflow, TaskID: res.Task.ID})
@@ -131,7 +131,7 @@ func (r *Run) WaitChild(ctx context.Context, id int64, interval time.Duration) (
 	err := r.DeferUntil(ctx, func(ctx context.Context) (bool, error) {
 		t, err := e.store.GetTask(ctx, id)
 		if err != nil {
-			return false, fmt.Errorf("weft: wait for child task %d: %w", id, err)
+			return false, fmt.Errorf("wait for child task %d: %w", id, err)
 		}
 		if t.State.Terminal() {
 			ended = t

@@ -129,7 +129,7 @@ func (e *Engine) waitLoop() {
 		states, err := e.store.TaskStates(ctx, ids)
 		cancel()
 		if err != nil {
-			err = fmt.Errorf("weft: wait for tasks: %w", err)
+			err = fmt.Errorf("wait for tasks: %w", err)
 		}
 		e.waits.answer(ids, states, err)
 		select {
@@ -187,7 +187,7 @@ func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload 
 	}
 	delivered, err := e.store.Signal(ctx, taskID, name, raw, actor)
 	if err != nil {
-		return false, fmt.Errorf("weft: signal %q to task %d: %w", name, taskID, err)
+		return false, fmt.Errorf("signal %q to task %d: %w", name, taskID, err)
 	}
 	return delivered, nil
 }

@@ -35,11 +35,11 @@ func (d *Definitions) Register(ctx context.Context, w *workflow.Workflow) (store
 	}
 	def, err := json.Marshal(w)
 	if err != nil {
-		return store.WorkflowRecord{}, false, fmt.Errorf("weft: encode workflow %s: %w", w.Ref(), err)
+		return store.WorkflowRecord{}, false, fmt.Errorf("encode workflow %s: %w", w.Ref(), err)
 	}
 	rec, created, err := d.e.store.PutWorkflow(ctx, store.WorkflowRecord{Namespace: w.Namespace, Name: w.Name, Version: w.Version, Definition: def})
 	if err != nil {
-		return store.WorkflowRecord{}, false, fmt.Errorf("weft: register %s: %w", w.Ref(), err)
+		return store.WorkflowRecord{}, false, fmt.Errorf("register %s: %w", w.Ref(), err)
 	}
 	d.mu.Lock()
 	d.workflows[w.Ref()] = w
@@ -102,7 +102,7 @@ func (d *Definitions) get(ctx context.Context, namespace, name, version string) 
 	}
 	var w workflow.Workflow
 	if err := json.Unmarshal(rec.Definition, &w); err != nil {
-		return nil, fmt.Errorf("weft: decode stored workflow %s/%s@%s: %w", namespace, name, rec.Version, err)
+		return nil, fmt.Errorf("decode stored workflow %s/%s@%s: %w", namespace, name, rec.Version, err)
 	}
 	d.mu.Lock()
 	d.workflows[w.Ref()] = &w

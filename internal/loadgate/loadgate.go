@@ -93,10 +93,10 @@ func Validate(max map[string]float64) error {
 		switch r {
 		case CPU, IO, Memory:
 		default:
-			return fmt.Errorf("weft: MaxPressure: unknown resource %q (want cpu, io or memory)", r)
+			return fmt.Errorf("MaxPressure: unknown resource %q (want cpu, io or memory)", r)
 		}
 		if math.IsNaN(v) || v < 0 || v > 100 {
-			return fmt.Errorf("weft: MaxPressure: %s must be a percentage from 0 to 100, got %v", r, v)
+			return fmt.Errorf("MaxPressure: %s must be a percentage from 0 to 100, got %v", r, v)
 		}
 	}
 	return nil
@@ -154,7 +154,7 @@ func New(max map[string]float64, reader Reader, log *slog.Logger) (*Gate, error)
 	for _, r := range g.resources {
 		v, err := g.reader.ReadPressure(r)
 		if err != nil {
-			return nil, fmt.Errorf("weft: MaxPressure needs Linux pressure stall information (/proc/pressure/%s; Linux 4.20+ with PSI enabled): %w", r, err)
+			return nil, fmt.Errorf("MaxPressure needs Linux pressure stall information (/proc/pressure/%s; Linux 4.20+ with PSI enabled): %w", r, err)
 		}
 		g.pressure[r] = v
 	}

@@ -43,7 +43,7 @@ func (s *lifecycle) StartChild(ctx context.Context, f store.Fence, c store.Child
 			return err
 		}
 		if msg != "" {
-			return fmt.Errorf("%s: %w", msg, store.ErrConflict)
+			return store.Conflictf("%s", msg)
 		}
 		out, err = t.InsertChild(parent, f.StepID, depth, c.Task)
 		return err

@@ -34,7 +34,7 @@ func (s *admin) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 			return fmt.Errorf("insert api key %s: %w", k.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("api key %s exists: %w", k.ID, store.ErrConflict)
+			return store.Conflictf("api key %s exists", k.ID)
 		}
 		return nil
 	})

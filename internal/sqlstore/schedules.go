@@ -160,7 +160,7 @@ func (s *maintenance) FireSchedule(ctx context.Context, f store.ScheduleFire) ([
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("move schedule %s: %w", f.Key, err)
 		} else if n == 0 {
-			return fmt.Errorf("schedule %s was fired, paused or changed meanwhile: %w", f.Key, store.ErrConflict)
+			return store.Conflictf("schedule %s was fired, paused or changed meanwhile", f.Key)
 		}
 		if out, err = t.InsertTasks(f.Tasks); err != nil {
 			return err

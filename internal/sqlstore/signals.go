@@ -42,7 +42,7 @@ func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, paylo
 			return fmt.Errorf("signal task %d: %w", taskID, err)
 		}
 		if state.Task(st).Terminal() {
-			return fmt.Errorf("task %d is %s and takes no signals: %w", taskID, st, store.ErrConflict)
+			return store.Conflictf("task %d is %s and takes no signals", taskID, st)
 		}
 		var sigID int64
 		if err := t.QueryRow(`INSERT INTO signals (task_id, name, payload, created_at) VALUES (?, ?, ?, ?) RETURNING id`,

@@ -95,7 +95,7 @@ func (s *admin) WebhookDelivered(ctx context.Context, id int64, from, to string,
 			return fmt.Errorf("webhook %d delivered: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("webhook %d is gone or was moved past %q: %w", id, from, store.ErrConflict)
+			return store.Conflictf("webhook %d is gone or was moved past %q", id, from)
 		}
 		return nil
 	})

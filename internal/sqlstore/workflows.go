@@ -25,7 +25,7 @@ func (s *admin) PutWorkflow(ctx context.Context, w store.WorkflowRecord) (store.
 		switch {
 		case err == nil:
 			if !sameJSON(string(existing.Definition), w.Definition) {
-				return fmt.Errorf("workflow %s/%s@%s is already registered with a different definition: %w", w.Namespace, w.Name, w.Version, store.ErrConflict)
+				return store.Conflictf("workflow %s/%s@%s is already registered with a different definition", w.Namespace, w.Name, w.Version)
 			}
 			w = existing
 			return nil

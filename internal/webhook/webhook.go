@@ -128,16 +128,16 @@ func (d *Deliverer) Create(ctx context.Context, spec Spec) (store.Webhook, error
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
-		return store.Webhook{}, fmt.Errorf("weft: webhook secret: %w", err)
+		return store.Webhook{}, fmt.Errorf("webhook secret: %w", err)
 	}
 	end, err := d.store.HistoryEnd(ctx)
 	if err != nil {
-		return store.Webhook{}, fmt.Errorf("weft: create webhook: %w", err)
+		return store.Webhook{}, fmt.Errorf("create webhook: %w", err)
 	}
 	w, err := d.store.CreateWebhook(ctx, store.Webhook{URL: spec.URL, Secret: "whsec_" + hex.EncodeToString(secret),
 		Namespace: spec.Namespace, Workflow: spec.Workflow, Types: spec.Types, Cursor: end, CreatedBy: spec.Actor})
 	if err != nil {
-		return store.Webhook{}, fmt.Errorf("weft: %w", err)
+		return store.Webhook{}, err
 	}
 	d.log.Info("webhook created", "webhook_id", w.ID, "url", redactURL(w.URL), "actor", spec.Actor)
 	d.poke()
@@ -167,7 +167,7 @@ func validateWebhook(spec Spec) error {
 func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
 	ws, err := d.store.Webhooks(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("weft: %w", err)
+		return nil, err
 	}
 	for i := range ws {
 		ws[i].Secret = ""
@@ -178,7 +178,7 @@ func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
 // Delete removes a webhook.
 func (d *Deliverer) Delete(ctx context.Context, id int64, actor string) error {
 	if err := d.store.DeleteWebhook(ctx, id); err != nil {
-		return fmt.Errorf("weft: delete webhook %d: %w", id, err)
+		return fmt.Errorf("delete webhook %d: %w", id, err)
 	}
 	d.log.Info("webhook deleted", "webhook_id", id, "actor", actor)
 	return nil
@@ -187,7 +187,7 @@ func (d *Deliverer) Delete(ctx context.Context, id int64, actor string) error {
 // Enable makes a disabled webhook deliver again from where it stopped.
 func (d *Deliverer) Enable(ctx context.Context, id int64, actor string) error {
 	if err := d.store.EnableWebhook(ctx, id); err != nil {
-		return fmt.Errorf("weft: enable webhook %d: %w", id, err)
+		return fmt.Errorf("enable webhook %d: %w", id, err)
 	}
 	d.log.Info("webhook enabled", "webhook_id", id, "actor", actor)
 	d.poke()

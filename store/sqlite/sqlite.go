@@ -320,12 +320,16 @@ func checkSchema(ctx context.Context, db *sql.DB, opts Options) error {
 // schemaVersion reads the newest migration recorded; 0 for a file that has
 // none yet (being created by another process).
 func schemaVersion(ctx context.Context, db *sql.DB) (int, error) {
-	var v sql.NullInt64
-	err := db.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v)
-	switch {
-	case err != nil && strings.Contains(err.Error(), "no such table"):
+	var exists bool
+	err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'weft_schema')`).Scan(&exists)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !exists {
 		return 0, nil
-	case err != nil:
+	}
+	var v sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return int(v.Int64), nil

@@ -30,7 +30,7 @@ func (t *operatorTx) CancelTask(id int64, reason string) ([]store.Fence, error) 
 	}
 	from := state.Task(st)
 	if !state.CanTask(from, state.TaskCancelled) {
-		return nil, fmt.Errorf("task %d is %s and cannot be cancelled: %w", id, from, store.ErrConflict)
+		return nil, store.Conflictf("task %d is %s and cannot be cancelled", id, from)
 	}
 	return t.EndTask(id, from, state.TaskCancelled, state.StepCancelled, reason)
 }
@@ -46,7 +46,7 @@ func (t *operatorTx) RetryTask(id int64, taskReason, stepReason string) error {
 		return fmt.Errorf("retry task %d: %w", id, err)
 	}
 	if state.Task(st) != state.TaskFailed {
-		return fmt.Errorf("task %d is %s, only failed tasks can be retried: %w", id, st, store.ErrConflict)
+		return store.Conflictf("task %d is %s, only failed tasks can be retried", id, st)
 	}
 	rows, err := t.Query(`SELECT `+opStepColumns+` FROM steps WHERE task_id = ? ORDER BY idx`, id)
 	if err != nil {
@@ -68,7 +68,7 @@ func (t *operatorTx) RetryTask(id int64, taskReason, stepReason string) error {
 		return err
 	} else if !ok {
 		// Another transaction moved it since it was read.
-		return fmt.Errorf("task %d is no longer failed, only failed tasks can be retried: %w", id, store.ErrConflict)
+		return store.Conflictf("task %d is no longer failed, only failed tasks can be retried", id)
 	}
 	// Failed and expired steps start again; skipped ones wait for their
 	// dependencies anew, with counts recomputed from the new states.
@@ -222,7 +222,7 @@ func scanOpStep(r sqldb.Row) (opStep, error) {
 // completed when nothing is left to run).
 func (t *operatorTx) Reopen(taskID int64, ts state.Task, steps []opStep, target int, move func() error) error {
 	if ts != state.TaskFailed && ts != state.TaskRunning && ts != state.TaskPending {
-		return fmt.Errorf("task %d is %s: %w", taskID, ts, store.ErrConflict)
+		return store.Conflictf("task %d is %s", taskID, ts)
 	}
 	children := make([][]int, len(steps))
 	for i, s := range steps {
@@ -342,7 +342,7 @@ func (t *operatorTx) RetryStep(id int64, reason string) error {
 	}
 	o := steps[target]
 	if o.st != state.StepFailed && o.st != state.StepExpired {
-		return fmt.Errorf("step %q of task %d is %s, only failed or expired steps can be retried: %w", o.name, taskID, o.st, store.ErrConflict)
+		return store.Conflictf("step %q of task %d is %s, only failed or expired steps can be retried", o.name, taskID, o.st)
 	}
 	if err := t.Reopen(taskID, ts, steps, target, func() error {
 		_, err := t.Restart(taskID, o, reason)
@@ -374,7 +374,7 @@ func (t *operatorTx) ResolveStep(id int64, result json.RawMessage, reason string
 		})
 	case state.StepPending, state.StepReady, state.StepWaiting:
 		if ts.Terminal() {
-			return fmt.Errorf("task %d is %s: %w", taskID, ts, store.ErrConflict)
+			return store.Conflictf("task %d is %s", taskID, ts)
 		}
 		moved, err := t.MoveStep(o.id, taskID, o.name, o.st, state.StepResolved, 0, reason,
 			`result = ?, finished_at = ?, expires_at = NULL, run_at = NULL`, res, t.Now)
@@ -382,11 +382,11 @@ func (t *operatorTx) ResolveStep(id int64, result json.RawMessage, reason string
 			return err
 		}
 		if !moved {
-			return fmt.Errorf("step %q of task %d changed meanwhile: %w", o.name, taskID, store.ErrConflict)
+			return store.Conflictf("step %q of task %d changed meanwhile", o.name, taskID)
 		}
 		return t.StepEnded(taskID, o.name, o.children, state.StepResolved, "")
 	default:
-		return fmt.Errorf("step %q of task %d is %s and cannot be resolved: %w", o.name, taskID, o.st, store.ErrConflict)
+		return store.Conflictf("step %q of task %d is %s and cannot be resolved", o.name, taskID, o.st)
 	}
 }
 
