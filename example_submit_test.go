@@ -62,7 +62,7 @@ func ExampleEngine_SubmitMany() {
 	// completed "sent to ada@example.com"
 	// completed "sent to bob@example.com"
 	// completed "sent to cy@example.com"
-	// submission 2: weft: submit mail/goodbye: workflow mail/goodbye@any version: not found
+	// submission 2: submit mail/goodbye: workflow mail/goodbye@any version: not found
 }
 
 // With the identity strategy "strict", a task's idempotency key is derived

@@ -77,7 +77,7 @@ func (c *Config) setDefaults() error {
 		c.Concurrency = DefaultConcurrency
 	}
 	if c.Concurrency < 0 {
-		return fmt.Errorf("Concurrency must be positive, got %d", c.Concurrency)
+		return fmt.Errorf("config: Concurrency must be positive, got %d", c.Concurrency)
 	}
 	for ns, n := range c.NamespaceCaps {
 		if n <= 0 {
@@ -97,10 +97,10 @@ func (c *Config) setDefaults() error {
 	def(&c.UpkeepInterval, time.Minute)
 	def(&c.StaleAfter, store.DefaultStaleAfter)
 	if c.LeaseTTL < 2*c.HeartbeatInterval {
-		return fmt.Errorf("LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
+		return fmt.Errorf("config: LeaseTTL (%s) must be at least twice HeartbeatInterval (%s)", c.LeaseTTL, c.HeartbeatInterval)
 	}
 	if c.LeaderTTL < 3*c.PollInterval {
-		return fmt.Errorf("LeaderTTL (%s) must be at least three times PollInterval (%s)", c.LeaderTTL, c.PollInterval)
+		return fmt.Errorf("config: LeaderTTL (%s) must be at least three times PollInterval (%s)", c.LeaderTTL, c.PollInterval)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
