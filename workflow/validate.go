@@ -36,16 +36,6 @@ func ParseRef(ref string) (namespace, name, version string, err error) {
 	return namespace, name, version, nil
 }
 
-// ParseName splits "namespace/name", a workflow without a version (as
-// filters name one). Anything else is a store.FieldError of "workflow".
-func ParseName(ref string) (namespace, name string, err error) {
-	namespace, name, version, err := ParseRef(ref)
-	if err == nil && version == "" && !strings.Contains(ref, "@") {
-		return namespace, name, nil
-	}
-	return "", "", store.Invalidf("workflow", "%q: want namespace/name", ref)
-}
-
 // ParseFilter reads the workflow a filter selects (of tasks, events or
 // schedules) with the filter's namespace, the one reading every way in
 // shares (REST, the dashboard, the CLI, the Go API). The workflow is

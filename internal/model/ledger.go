@@ -118,13 +118,3 @@ func (c *OverlapChecker) Feed(lines []string) []Overlap {
 	return out
 }
 
-// Open lists the runs that started and have not ended.
-func (c *OverlapChecker) Open() []LedgerRun {
-	var out []LedgerRun
-	for _, runs := range c.open {
-		for _, o := range runs {
-			out = append(out, o.LedgerRun)
-		}
-	}
-	return out
-}

@@ -72,9 +72,6 @@ func (p *Proc) Start(bin string) error {
 	return nil
 }
 
-// Started reports whether Start was called.
-func (p *Proc) Started() bool { return p.cmd != nil }
-
 // Done is closed once the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
