@@ -117,4 +117,3 @@ func (c *OverlapChecker) Feed(lines []string) []Overlap {
 	}
 	return out
 }
-
