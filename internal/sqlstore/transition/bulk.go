@@ -8,9 +8,8 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// This file holds the actions on many tasks: counting and selecting them by
-// filter, and cancelling, retrying and deleting them one batch (one
-// transaction) at a time.
+// This file holds what a bulk action writes for one batch: locking its
+// tasks in id order, and archiving finished tasks before they are deleted.
 
 // LockTasks locks the rows of tasks ids and of all their steps, where
 // several writers may change them (PostgreSQL): every step first, then the

@@ -11,9 +11,9 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// This file holds the membership of engines and the leases on their work:
-// registration, heartbeats, the maintenance leader's lease, the release of
-// claims their engine never received, and the reaping of lapsed engines.
+// This file holds the writes on engines' leases: releasing claims their
+// engine never received or no longer holds, the audit of the claims an
+// engine still holds, and the handlers an engine serves.
 
 // ReleaseUnheld releases the steps running under p.EngineID, claimed before
 // p.ClaimedBefore, whose fence p.Held does not list: their holder never

@@ -15,8 +15,9 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// This file holds the submission of tasks: one transaction for any number
-// of tasks, in the store's own transaction or in the caller's.
+// This file holds the insertion of tasks and their steps in a transaction:
+// one statement per task, or per group of plain tasks (submitbulk.go writes
+// many at once where the database takes arrays).
 
 // taskRowValues is how many values newTask.row gives.
 var taskRowValues = len(newTask{}.row(store.TaskInsert{}))
