@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store/sqlite"
 )
@@ -57,7 +58,7 @@ func TestOrderApprovalExampleWaitsForSignal(t *testing.T) {
 			var m []string
 			require.Eventually(t, func() bool { m = hint.FindStringSubmatch(stdout.String()); return m != nil },
 				30*time.Second, 10*time.Millisecond, "no signal hint:\n%s\n%s", stdout.String(), stderr.String())
-			require.Equal(t, shellQuote(db), m[2])
+			require.Equal(t, taskview.ShellQuote(db), m[2])
 			r := weftCLI(t, "signal", m[1], "approval", "--payload", tt.payload, "--db", db)
 			requireCode(t, exitOK, r)
 			require.Equal(t, "signal approval delivered to task "+m[1]+"\n", r.stdout)

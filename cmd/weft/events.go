@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -179,7 +180,7 @@ func writeEvent(w io.Writer, ev wire.Event, jsonOut bool) error {
 		line += "  by " + ev.EngineID
 	}
 	if ev.Reason != "" {
-		line += "  " + abbrev(oneLine(ev.Reason), 100)
+		line += "  " + taskview.Abbrev(taskview.OneLine(ev.Reason), 100)
 	}
 	_, err := fmt.Fprintf(w, "%s  (id %s)\n", line, ev.Cursor)
 	return err

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
@@ -209,9 +210,9 @@ func writeAttention(w io.Writer, tasks []wire.Task) error {
 		t := &tasks[i]
 		for j, reason := range t.Attention {
 			if j == 0 {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), abbrev(tagList(t.Tags), 30), abbrev(reason, 120))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, taskview.Ref(t), t.State, fmtTime(&t.CreatedAt), taskview.Abbrev(tagList(t.Tags), 30), taskview.Abbrev(reason, 120))
 			} else {
-				fmt.Fprintf(tw, "\t\t\t\t\t%s\n", abbrev(reason, 120))
+				fmt.Fprintf(tw, "\t\t\t\t\t%s\n", taskview.Abbrev(reason, 120))
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/wire"
@@ -183,7 +184,7 @@ func (a *app) interrupted(ctx context.Context, e *weft.Engine, id int64, drain t
 func (a *app) follow(ctx context.Context, e *weft.Engine, id int64, w io.Writer, run *taskRun) {
 	width, height, live := terminal(w)
 	live = live && a.getenv("TERM") != "dumb"
-	p := newProgress(w, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height, db: a.dbFlag})
+	p := taskview.New(w, taskview.Options{Live: live, Color: live && a.getenv("NO_COLOR") == "", Width: width, Height: height, DB: a.dbFlag})
 	if _, _, tty := terminal(a.stderr); live && tty {
 		a.logOut.hold()
 		defer a.logOut.release()

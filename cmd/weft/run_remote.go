@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/wire"
@@ -49,7 +50,7 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	}
 	width, height, live := terminal(out)
 	live = live && a.getenv("TERM") != "dumb"
-	p := newProgress(out, progressOptions{live: live, color: live && a.getenv("NO_COLOR") == "", width: width, height: height, server: a.serverFlag})
+	p := taskview.New(out, taskview.Options{Live: live, Color: live && a.getenv("NO_COLOR") == "", Width: width, Height: height, Server: a.serverFlag})
 	if _, _, tty := terminal(a.stderr); live && tty {
 		a.logOut.hold()
 		defer a.logOut.release()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
@@ -254,7 +255,7 @@ func (a *app) scheduleShowCommand() *cobra.Command {
 			fmt.Fprintf(tw, "Cron:\t%s\n", s.Cron)
 			fmt.Fprintf(tw, "Time zone:\t%s\n", orDash(s.TimeZone))
 			fmt.Fprintf(tw, "Catch-up:\t%s\n", catchUpText(s))
-			fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(s.Input), 100))
+			fmt.Fprintf(tw, "Input:\t%s\n", taskview.Abbrev(string(s.Input), 100))
 			fmt.Fprintf(tw, "State:\t%s\n", scheduleState(s))
 			fmt.Fprintf(tw, "Last tick:\t%s\n", fmtTime(s.LastTick))
 			fmt.Fprintf(tw, "Next tick:\t%s\n", nextTickText(s))

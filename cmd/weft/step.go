@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -86,7 +87,7 @@ refused.`,
 			var res json.RawMessage
 			if cmd.Flags().Changed("result") {
 				if !json.Valid([]byte(result)) {
-					return usageErrorf("--result: not valid JSON: %s", abbrev(result, 80))
+					return usageErrorf("--result: not valid JSON: %s", taskview.Abbrev(result, 80))
 				}
 				res = json.RawMessage(result)
 			}
@@ -138,7 +139,7 @@ func writeStep(w io.Writer, s *wire.Step) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Step:\t%d (%s of task %d)\n", s.ID, s.Name, s.TaskID)
 	fmt.Fprintf(tw, "Handler:\t%s\n", orDash(s.Handler))
-	fmt.Fprintf(tw, "State:\t%s\n", stepStateText(s))
+	fmt.Fprintf(tw, "State:\t%s\n", taskview.StepState(s))
 	fmt.Fprintf(tw, "Attempts:\t%d/%d\n", s.Attempts, s.MaxAttempts)
 	if s.Signal != "" {
 		fmt.Fprintf(tw, "Signal:\t%s\n", s.Signal)
@@ -149,14 +150,14 @@ func writeStep(w io.Writer, s *wire.Step) error {
 	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(s.StartedAt))
 	fmt.Fprintf(tw, "Finished:\t%s\n", fmtTime(s.FinishedAt))
 	if s.Progress != nil {
-		fmt.Fprintf(tw, "Progress:\t%s\n", progressText(s))
+		fmt.Fprintf(tw, "Progress:\t%s\n", taskview.StepProgress(s))
 	}
 	if s.Error != "" {
 		fmt.Fprintf(tw, "Error:\t%s\n", s.Error)
 	}
 	if len(s.Checkpoint) > 0 {
-		fmt.Fprintf(tw, "Checkpoint:\t%s\n", abbrev(string(s.Checkpoint), 200))
+		fmt.Fprintf(tw, "Checkpoint:\t%s\n", taskview.Abbrev(string(s.Checkpoint), 200))
 	}
-	fmt.Fprintf(tw, "Result:\t%s\n", orDash(abbrev(string(s.Result), 200)))
+	fmt.Fprintf(tw, "Result:\t%s\n", orDash(taskview.Abbrev(string(s.Result), 200)))
 	return flushTable(tw)
 }

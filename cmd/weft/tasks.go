@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
@@ -111,9 +112,9 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 		t := &tasks[i]
 		tags := ""
 		if tagged {
-			tags = abbrev(tagList(t.Tags), 40) + "\t"
+			tags = taskview.Abbrev(tagList(t.Tags), 40) + "\t"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskRef(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, abbrev(t.Error, 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskview.Ref(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, taskview.Abbrev(t.Error, 60))
 	}
 	return flushTable(tw)
 }
@@ -208,13 +209,13 @@ func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error
 func writeTask(w io.Writer, t *wire.Task, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Task:\t%d\n", t.ID)
-	fmt.Fprintf(tw, "Workflow:\t%s\n", taskRef(t))
+	fmt.Fprintf(tw, "Workflow:\t%s\n", taskview.Ref(t))
 	fmt.Fprintf(tw, "State:\t%s\n", t.State)
 	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(&t.CreatedAt))
 	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(t.StartedAt))
 	finished := fmtTime(t.FinishedAt)
 	if t.FinishedAt != nil {
-		finished += " (" + fmtDuration(taskElapsed(t, now)) + ")"
+		finished += " (" + taskview.Duration(taskview.Elapsed(t, now)) + ")"
 	}
 	fmt.Fprintf(tw, "Finished:\t%s\n", finished)
 	if t.IdempotencyKey != "" {
@@ -235,9 +236,9 @@ func writeTask(w io.Writer, t *wire.Task, now time.Time) error {
 	if len(t.Tags) > 0 {
 		fmt.Fprintf(tw, "Tags:\t%s\n", tagList(t.Tags))
 	}
-	fmt.Fprintf(tw, "Input:\t%s\n", abbrev(string(t.Input), 100))
+	fmt.Fprintf(tw, "Input:\t%s\n", taskview.Abbrev(string(t.Input), 100))
 	if t.Error != "" {
-		fmt.Fprintf(tw, "Error:\t%s\n", abbrev(t.Error, 200))
+		fmt.Fprintf(tw, "Error:\t%s\n", taskview.Abbrev(t.Error, 200))
 	}
 	if err := flushTable(tw); err != nil {
 		return err
@@ -248,16 +249,16 @@ func writeTask(w io.Writer, t *wire.Task, now time.Time) error {
 	for i := range t.Steps {
 		s := &t.Steps[i]
 		attempts := fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
-		st := stepStateText(s)
+		st := taskview.StepState(s)
 		switch {
 		case s.State == state.StepRunning && s.Progress != nil:
-			st += " " + abbrev(progressText(s), 40)
+			st += " " + taskview.Abbrev(taskview.StepProgress(s), 40)
 		case s.State == state.StepWaiting && s.Signal != "":
 			st += " for signal " + s.Signal
 		case s.State == state.StepWaiting && s.ChildTaskID != 0:
 			st += fmt.Sprintf(" for child task %d", s.ChildTaskID)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, st, attempts, orDash(abbrev(s.Error, 50)), orDash(abbrev(string(s.Result), 50)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, st, attempts, orDash(taskview.Abbrev(s.Error, 50)), orDash(taskview.Abbrev(string(s.Result), 50)))
 	}
 	return flushTable(tw)
 }
@@ -273,7 +274,7 @@ func writeAudit(w io.Writer, trail []wire.AuditEntry) error {
 			attempt = strconv.Itoa(en.Attempt)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.At.Local().Format(timeLayout+".000"), orDash(en.Step), orDash(en.From), en.To,
-			attempt, orDash(en.EngineID), orDash(abbrev(en.Reason, 60)))
+			attempt, orDash(en.EngineID), orDash(taskview.Abbrev(en.Reason, 60)))
 	}
 	return flushTable(tw)
 }
@@ -296,7 +297,7 @@ completes the next step that begins to wait for it.`,
 			var body json.RawMessage
 			if cmd.Flags().Changed("payload") {
 				if !json.Valid([]byte(payload)) {
-					return usageErrorf("--payload: not valid JSON: %s", abbrev(payload, 80))
+					return usageErrorf("--payload: not valid JSON: %s", taskview.Abbrev(payload, 80))
 				}
 				body = json.RawMessage(payload)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -101,7 +102,7 @@ func (a *app) webhooksListCommand() *cobra.Command {
 			for _, w := range ws {
 				filter := strings.Join(append([]string{w.Namespace, w.Workflow}, w.Types...), " ")
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", w.ID, w.URL, orDash(strings.TrimSpace(filter)), w.State, w.Delivered,
-					w.Failures, orDash(abbrev(w.LastError, 80)))
+					w.Failures, orDash(taskview.Abbrev(w.LastError, 80)))
 			}
 			return flushTable(tw)
 		}),

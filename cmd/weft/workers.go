@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -75,8 +76,8 @@ StaleAfter (5m by default).`,
 				if w.Leader {
 					kind += " (leader)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s ago\n", w.ID, kind, w.Host, abbrev(orDash(strings.Join(w.Handlers, ",")), 60), w.Held,
-					fmtDuration(now.Sub(w.HeartbeatAt).Round(time.Second)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s ago\n", w.ID, kind, w.Host, taskview.Abbrev(orDash(strings.Join(w.Handlers, ",")), 60), w.Held,
+					taskview.Duration(now.Sub(w.HeartbeatAt).Round(time.Second)))
 			}
 			return flushTable(tw)
 		}),
@@ -136,7 +137,7 @@ retention are counted, not logged (see docs/monitoring.md).`,
 			tw := newTable(a.stdout)
 			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tSUBJECT\tREASON")
 			for _, e := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&e.At), e.Actor, e.Action, e.Subject, orDash(abbrev(e.Reason, 80)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&e.At), e.Actor, e.Action, e.Subject, orDash(taskview.Abbrev(e.Reason, 80)))
 			}
 			return flushTable(tw)
 		}),

@@ -1,4 +1,8 @@
-package main
+// Package taskview shows tasks and steps as text for the CLI: the view of
+// a running task that `weft run` draws (live in a terminal, one line per
+// change otherwise), a step's state, progress and the command that signals
+// it, and the durations and abbreviations the listings share.
+package taskview
 
 import (
 	"fmt"
@@ -13,40 +17,40 @@ import (
 	"github.com/weftrun/weft/wire"
 )
 
-// progressOptions configures a progress renderer.
-type progressOptions struct {
-	// live redraws one view in place with ANSI escapes (for a terminal);
+// Options configures a progress view.
+type Options struct {
+	// Live redraws one view in place with ANSI escapes (for a terminal);
 	// otherwise one plain line is written per step state change.
-	live bool
-	// color adds ANSI colours (live view only).
-	color bool
-	// width and height are the terminal's size in cells; 0 means 80x24
-	// for the width and unbounded for the height.
-	width, height int
-	// now returns the current time; default time.Now.
-	now func() time.Time
-	// loc is the zone of printed clock times; default time.Local.
-	loc *time.Location
-	// db is the --db flag given and server the --server flag, repeated in
+	Live bool
+	// Color adds ANSI colours (live view only).
+	Color bool
+	// Width and Height are the terminal's size in cells; 0 means 80 for
+	// the width and unbounded for the height.
+	Width, Height int
+	// Now returns the current time; default time.Now.
+	Now func() time.Time
+	// Loc is the zone of printed clock times; default time.Local.
+	Loc *time.Location
+	// DB is the --db flag given and Server the --server flag, repeated in
 	// the command printed for a step waiting for a signal; "" when not
 	// given.
-	db, server string
+	DB, Server string
 }
 
-// signalCommand is the command that sends the signal a step waits for.
-func signalCommand(s *wire.Step, opts progressOptions) string {
+// SignalCommand is the command that sends the signal a step waits for.
+func SignalCommand(s *wire.Step, opts Options) string {
 	cmd := fmt.Sprintf("weft signal %d %s --payload '{...}'", s.TaskID, s.Signal)
 	switch {
-	case opts.server != "":
-		cmd += " --server " + shellQuote(weftdb.Redact(opts.server))
-	case opts.db != "":
-		cmd += " --db " + shellQuote(weftdb.Redact(opts.db))
+	case opts.Server != "":
+		cmd += " --server " + ShellQuote(weftdb.Redact(opts.Server))
+	case opts.DB != "":
+		cmd += " --db " + ShellQuote(weftdb.Redact(opts.DB))
 	}
 	return cmd
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell when it needs it.
+func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
 	}) < 0 {
@@ -55,14 +59,14 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// progressText is a running step's reported progress: "60% row 6 of 10".
-func progressText(s *wire.Step) string {
+// StepProgress is a running step's reported progress: "60% row 6 of 10".
+func StepProgress(s *wire.Step) string {
 	if s.Progress == nil {
 		return ""
 	}
 	text := fmt.Sprintf("%.0f%%", *s.Progress*100)
 	if s.ProgressMessage != "" {
-		text += " " + oneLine(s.ProgressMessage)
+		text += " " + OneLine(s.ProgressMessage)
 	}
 	return text
 }
@@ -73,7 +77,7 @@ func progressText(s *wire.Step) string {
 // the previous snapshot. It is not safe for concurrent use.
 type progress struct {
 	w    io.Writer
-	opts progressOptions
+	opts Options
 
 	frame int // live: spinner frame
 	drawn int // live: lines of the view on screen
@@ -90,42 +94,42 @@ type stepMark struct {
 	ran     int // the last attempt whose "running" line was printed
 }
 
-// newProgress returns a renderer writing to w.
-func newProgress(w io.Writer, opts progressOptions) *progress {
-	if opts.width <= 0 {
-		opts.width = 80
+// New returns a renderer writing to w.
+func New(w io.Writer, opts Options) *progress {
+	if opts.Width <= 0 {
+		opts.Width = 80
 	}
-	if opts.now == nil {
-		opts.now = time.Now
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	if opts.loc == nil {
-		opts.loc = time.Local
+	if opts.Loc == nil {
+		opts.Loc = time.Local
 	}
 	return &progress{w: w, opts: opts, seen: map[string]stepMark{}}
 }
 
 // Update renders a new snapshot of the task.
 func (p *progress) Update(t *wire.Task) error {
-	if p.opts.live {
+	if p.opts.Live {
 		return p.draw(t, false)
 	}
 	return p.plain(t)
 }
 
-// Finish renders the last snapshot of the task and a summary line.
+// Finish renders the last snapshot of the task and a Summary line.
 func (p *progress) Finish(t *wire.Task) error {
-	if p.opts.live {
+	if p.opts.Live {
 		if err := p.draw(t, true); err != nil {
 			return err
 		}
 		sym, color := taskSymbol(t.State)
-		_, err := fmt.Fprintf(p.w, "%s %s\n", p.paint(color, sym), summary(t, p.opts.now()))
+		_, err := fmt.Fprintf(p.w, "%s %s\n", p.paint(color, sym), Summary(t, p.opts.Now()))
 		return err
 	}
 	if err := p.plain(t); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(p.w, "%s %s\n", p.clock(p.opts.now()), summary(t, p.opts.now()))
+	_, err := fmt.Fprintf(p.w, "%s %s\n", p.clock(p.opts.Now()), Summary(t, p.opts.Now()))
 	return err
 }
 
@@ -184,7 +188,7 @@ func taskSymbol(s state.Task) (sym, color string) {
 }
 
 func (p *progress) paint(color, s string) string {
-	if !p.opts.color || color == "" || s == "" {
+	if !p.opts.Color || color == "" || s == "" {
 		return s
 	}
 	return color + s + ansiReset
@@ -196,7 +200,7 @@ type seg struct{ text, color string }
 // line joins segments, cut to fit the terminal width so that no line wraps
 // (a wrapped line would break the redraw).
 func (p *progress) line(segs ...seg) string {
-	room := p.opts.width - 1
+	room := p.opts.Width - 1
 	var b strings.Builder
 	for _, s := range segs {
 		if room <= 0 {
@@ -214,7 +218,7 @@ func (p *progress) line(segs ...seg) string {
 
 // draw redraws the live view over the previous one.
 func (p *progress) draw(t *wire.Task, final bool) error {
-	now := p.opts.now()
+	now := p.opts.Now()
 	lines := p.view(t, now, final)
 	var b strings.Builder
 	if p.drawn > 0 {
@@ -238,9 +242,9 @@ func (p *progress) view(t *wire.Task, now time.Time, final bool) []string {
 	lines := []string{p.line(
 		seg{sym + " ", color},
 		seg{fmt.Sprintf("task %d", t.ID), ansiBold},
-		seg{"  " + taskRef(t) + "  ", ""},
+		seg{"  " + Ref(t) + "  ", ""},
 		seg{string(t.State), color},
-		seg{"  " + fmtDuration(taskElapsed(t, now)), ansiDim},
+		seg{"  " + Duration(Elapsed(t, now)), ansiDim},
 	)}
 
 	done, failed := 0, false
@@ -291,7 +295,7 @@ func (p *progress) view(t *wire.Task, now time.Time, final bool) []string {
 			seg{"  ", ""},
 			seg{sym, color},
 			seg{" " + padRight(cutRunes(s.Name, nameWidth), nameWidth) + "  ", ""},
-			seg{padRight(stepStateText(s), 9), color},
+			seg{padRight(StepState(s), 9), color},
 			seg{"  " + padRight(attempts, 5), ansiDim},
 			seg{"  " + detail, detailColor},
 		))
@@ -307,8 +311,8 @@ func (p *progress) view(t *wire.Task, now time.Time, final bool) []string {
 // the others.
 func (p *progress) visibleSteps(steps []wire.Step) (shown []int, hidden int) {
 	rows := len(steps)
-	if p.opts.height > 0 {
-		rows = max(p.opts.height-4, 1) // header, bar, "more" line and the cursor line
+	if p.opts.Height > 0 {
+		rows = max(p.opts.Height-4, 1) // header, bar, "more" line and the cursor line
 	}
 	if len(steps) <= rows {
 		shown = make([]int, len(steps))
@@ -341,9 +345,9 @@ func (p *progress) visibleSteps(steps []wire.Step) (shown []int, hidden int) {
 	return shown, len(steps) - rows
 }
 
-// stepStateText is the state column of a step: its state, or "deferred" for
+// StepState is the state column of a step: its state, or "deferred" for
 // a running step whose handler waits with its slot released.
-func stepStateText(s *wire.Step) string {
+func StepState(s *wire.Step) string {
 	if s.State == state.StepRunning && s.Sub != "" {
 		return s.Sub
 	}
@@ -352,7 +356,7 @@ func stepStateText(s *wire.Step) string {
 
 // stepDetail is the last column of a step in the live view: its duration,
 // what it waits for, or its error.
-func stepDetail(s *wire.Step, states map[string]state.Step, now time.Time, opts progressOptions) (text, color string) {
+func stepDetail(s *wire.Step, states map[string]state.Step, now time.Time, opts Options) (text, color string) {
 	switch s.State {
 	case state.StepPending:
 		var waiting []string
@@ -366,22 +370,22 @@ func stepDetail(s *wire.Step, states map[string]state.Step, now time.Time, opts 
 		}
 	case state.StepRunning:
 		if s.StartedAt != nil {
-			text := fmtDuration(now.Sub(*s.StartedAt))
-			if pt := progressText(s); pt != "" {
+			text := Duration(now.Sub(*s.StartedAt))
+			if pt := StepProgress(s); pt != "" {
 				text += " " + pt
 			}
 			return text, ansiDim
 		}
 	case state.StepCompleted, state.StepResolved:
 		if s.StartedAt != nil && s.FinishedAt != nil {
-			return fmtDuration(s.FinishedAt.Sub(*s.StartedAt)), ansiDim
+			return Duration(s.FinishedAt.Sub(*s.StartedAt)), ansiDim
 		}
 	case state.StepWaiting:
 		var b strings.Builder
 		if s.Signal != "" {
-			fmt.Fprintf(&b, "signal %q: %s", s.Signal, signalCommand(s, opts))
+			fmt.Fprintf(&b, "signal %q: %s", s.Signal, SignalCommand(s, opts))
 			if s.RunAt != nil {
-				fmt.Fprintf(&b, " (times out in %s)", fmtDuration(max(s.RunAt.Sub(now), 0)))
+				fmt.Fprintf(&b, " (times out in %s)", Duration(max(s.RunAt.Sub(now), 0)))
 			}
 			return b.String(), ansiYellow
 		}
@@ -391,7 +395,7 @@ func stepDetail(s *wire.Step, states map[string]state.Step, now time.Time, opts 
 				what = "retry"
 			}
 			if d := s.RunAt.Sub(now); d > 0 {
-				fmt.Fprintf(&b, "%s in %s", what, fmtDuration(d))
+				fmt.Fprintf(&b, "%s in %s", what, Duration(d))
 			} else {
 				fmt.Fprintf(&b, "%s due", what)
 			}
@@ -400,22 +404,22 @@ func stepDetail(s *wire.Step, states map[string]state.Step, now time.Time, opts 
 			if b.Len() > 0 {
 				b.WriteString(": ")
 			}
-			b.WriteString(oneLine(s.Error))
+			b.WriteString(OneLine(s.Error))
 		}
 		return b.String(), ansiYellow
 	default:
 		if s.Error != "" {
-			return oneLine(s.Error), ansiRed
+			return OneLine(s.Error), ansiRed
 		}
 	}
 	return "", ""
 }
 
-// taskRef returns "namespace/name@version" of a task's workflow.
-func taskRef(t *wire.Task) string { return t.Namespace + "/" + t.Workflow + "@" + t.Version }
+// Ref returns "namespace/name@version" of a task's workflow.
+func Ref(t *wire.Task) string { return t.Namespace + "/" + t.Workflow + "@" + t.Version }
 
-// taskElapsed is how long the task has existed, or took when it ended.
-func taskElapsed(t *wire.Task, now time.Time) time.Duration {
+// Elapsed is how long the task has existed, or took when it ended.
+func Elapsed(t *wire.Task, now time.Time) time.Duration {
 	end := now
 	if t.State.Terminal() && t.FinishedAt != nil {
 		end = *t.FinishedAt
@@ -423,9 +427,9 @@ func taskElapsed(t *wire.Task, now time.Time) time.Duration {
 	return max(end.Sub(t.CreatedAt), 0)
 }
 
-// fmtDuration rounds a duration for display: milliseconds under a second,
+// Duration rounds a duration for display: milliseconds under a second,
 // tenths of a second under a minute, seconds above.
-func fmtDuration(d time.Duration) string {
+func Duration(d time.Duration) string {
 	switch {
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
@@ -443,8 +447,8 @@ func timeOr(t *time.Time, def time.Time) time.Time {
 	return *t
 }
 
-// oneLine collapses runs of white space, newlines included, to one space.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// OneLine collapses runs of white space, newlines included, to one space.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // cutRunes shortens s to at most n runes.
 func cutRunes(s string, n int) string {
@@ -464,9 +468,9 @@ func cutRunes(s string, n int) string {
 	return s
 }
 
-// abbrev shortens s to one line of at most n runes, marking a cut with "…".
-func abbrev(s string, n int) string {
-	s = oneLine(s)
+// Abbrev shortens s to one line of at most n runes, marking a cut with "…".
+func Abbrev(s string, n int) string {
+	s = OneLine(s)
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

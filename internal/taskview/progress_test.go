@@ -1,4 +1,4 @@
-package main
+package taskview
 
 import (
 	"bytes"
@@ -44,7 +44,7 @@ func TestProgressPlain(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	now := t0
-	p := newProgress(&out, progressOptions{now: func() time.Time { return now }, loc: time.UTC})
+	p := New(&out, Options{Now: func() time.Time { return now }, Loc: time.UTC})
 
 	snaps := []struct {
 		now  int
@@ -126,7 +126,7 @@ func TestProgressPlainSummary(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, summary(tt.task, t0.Add(time.Hour)))
+			require.Equal(t, tt.want, Summary(tt.task, t0.Add(time.Hour)))
 		})
 	}
 }
@@ -155,8 +155,8 @@ func TestProgressLive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			p := newProgress(&out, progressOptions{live: true, color: tt.color, width: 100,
-				now: func() time.Time { return t0.Add(500 * time.Millisecond) }, loc: time.UTC})
+			p := New(&out, Options{Live: true, Color: tt.color, Width: 100,
+				Now: func() time.Time { return t0.Add(500 * time.Millisecond) }, Loc: time.UTC})
 
 			require.NoError(t, p.Update(running))
 			first := out.String()
@@ -197,7 +197,7 @@ func TestProgressLiveFitsTerminal(t *testing.T) {
 		task.Steps = append(task.Steps, s)
 	}
 	var out bytes.Buffer
-	p := newProgress(&out, progressOptions{live: true, color: true, width: 40, height: 8, now: func() time.Time { return t0 }})
+	p := New(&out, Options{Live: true, Color: true, Width: 40, Height: 8, Now: func() time.Time { return t0 }})
 	require.NoError(t, p.Update(task))
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\x1b[J"), "\n")
 	lines = lines[:len(lines)-1]
@@ -219,7 +219,7 @@ func TestProgressTaskJSONRoundTrip(t *testing.T) {
 	var back wire.Task
 	require.NoError(t, json.Unmarshal(b, &back))
 	var out bytes.Buffer
-	p := newProgress(&out, progressOptions{now: func() time.Time { return t0 }, loc: time.UTC})
+	p := New(&out, Options{Now: func() time.Time { return t0 }, Loc: time.UTC})
 	require.NoError(t, p.Update(&back))
 	require.Contains(t, out.String(), "12:00:01.000 step a running (attempt 1)\n")
 }
@@ -237,6 +237,6 @@ func TestAbbrev(t *testing.T) {
 		{"ééééé", 3, "éé…"},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.want, abbrev(tt.in, tt.n), tt.in)
+		require.Equal(t, tt.want, Abbrev(tt.in, tt.n), tt.in)
 	}
 }

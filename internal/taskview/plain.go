@@ -1,4 +1,4 @@
-package main
+package taskview
 
 import (
 	"fmt"
@@ -27,11 +27,11 @@ type plainEvent struct {
 // (it ran between two snapshots) gets its running line first, with the
 // time it started, so the output does not depend on the polling rate.
 func (p *progress) plain(t *wire.Task) error {
-	now := p.opts.now()
+	now := p.opts.Now()
 	var b strings.Builder
 	if !p.started {
 		p.started = true
-		fmt.Fprintf(&b, "%s task %d %s submitted (%d steps)\n", p.clock(t.CreatedAt), t.ID, taskRef(t), len(t.Steps))
+		fmt.Fprintf(&b, "%s task %d %s submitted (%d steps)\n", p.clock(t.CreatedAt), t.ID, Ref(t), len(t.Steps))
 	}
 	var events []plainEvent
 	for i := range t.Steps {
@@ -93,14 +93,14 @@ func (p *progress) plainEnd(s *wire.Step) string {
 	switch s.State {
 	case state.StepCompleted:
 		if s.StartedAt != nil && s.FinishedAt != nil {
-			text += " in " + fmtDuration(s.FinishedAt.Sub(*s.StartedAt))
+			text += " in " + Duration(s.FinishedAt.Sub(*s.StartedAt))
 		}
 		return text
 	case state.StepWaiting:
 		if s.Signal != "" {
-			text += fmt.Sprintf(" for signal %q; send it with: %s", s.Signal, signalCommand(s, p.opts))
+			text += fmt.Sprintf(" for signal %q; send it with: %s", s.Signal, SignalCommand(s, p.opts))
 			if s.RunAt != nil {
-				text += fmt.Sprintf(" (times out in %s)", fmtDuration(max(s.RunAt.Sub(p.opts.now()), 0)))
+				text += fmt.Sprintf(" (times out in %s)", Duration(max(s.RunAt.Sub(p.opts.Now()), 0)))
 			}
 			return text
 		}
@@ -113,22 +113,22 @@ func (p *progress) plainEnd(s *wire.Step) string {
 		}
 	}
 	if s.Error != "" {
-		text += ": " + cutRunes(oneLine(s.Error), 300)
+		text += ": " + cutRunes(OneLine(s.Error), 300)
 	}
 	return text
 }
 
-func (p *progress) clock(t time.Time) string { return t.In(p.opts.loc).Format("15:04:05.000") }
+func (p *progress) clock(t time.Time) string { return t.In(p.opts.Loc).Format("15:04:05.000") }
 
-// summary is the final line of a run: how the task ended, how long it took
+// Summary is the final line of a run: how the task ended, how long it took
 // and how its steps ended.
-func summary(t *wire.Task, now time.Time) string {
+func Summary(t *wire.Task, now time.Time) string {
 	counts := map[state.Step]int{}
 	for _, s := range t.Steps {
 		counts[s.State]++
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "task %d %s in %s (%d/%d steps completed", t.ID, t.State, fmtDuration(taskElapsed(t, now)),
+	fmt.Fprintf(&b, "task %d %s in %s (%d/%d steps completed", t.ID, t.State, Duration(Elapsed(t, now)),
 		counts[state.StepCompleted]+counts[state.StepResolved], len(t.Steps))
 	for _, st := range []state.Step{state.StepFailed, state.StepExpired, state.StepSkipped, state.StepCancelled,
 		state.StepRunning, state.StepWaiting, state.StepReady, state.StepPending} {
@@ -138,7 +138,7 @@ func summary(t *wire.Task, now time.Time) string {
 	}
 	b.WriteString(")")
 	if t.Error != "" {
-		b.WriteString(": " + cutRunes(oneLine(t.Error), 300))
+		b.WriteString(": " + cutRunes(OneLine(t.Error), 300))
 	}
 	return b.String()
 }
