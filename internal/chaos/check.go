@@ -27,6 +27,10 @@ type TaskObs struct {
 	// running); Starts those that start the task (pending to running).
 	Claims, RunEnds map[string]int
 	Starts          int
+	// StartedBy lists, for each start, the audit entry that records it
+	// and the claim it rode on ("entry ID at TIME by ENGINE, claiming
+	// STEP"), for the report of a task started more than once.
+	StartedBy []string
 	// Steps lists the task's steps; Ran marks the ones whose command the
 	// ledger must show (exec steps, not signal waits).
 	Steps []StepObs
@@ -210,7 +214,7 @@ func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
 				}
 			}
 			if t.Starts != 1 && (t.State == state.TaskCompleted || t.Starts > 1) {
-				why = append(why, fmt.Sprintf("started %d times", t.Starts))
+				why = append(why, fmt.Sprintf("started %d times (%s)", t.Starts, strings.Join(t.StartedBy, "; ")))
 			}
 			if len(why) > 0 {
 				r.Unaudited++

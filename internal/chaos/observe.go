@@ -49,10 +49,16 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		for _, s := range t.Steps {
 			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal})
 		}
-		for _, e := range audit {
+		for i, e := range audit {
 			switch {
 			case e.Step == "" && e.From == string(state.TaskPending) && e.To == string(state.TaskRunning):
 				o.Starts++
+				claiming := ""
+				if i > 0 {
+					claiming = audit[i-1].Step
+				}
+				o.StartedBy = append(o.StartedBy, fmt.Sprintf("entry %d at %s by %s, claiming %s attempt %d",
+					e.ID, e.At.UTC().Format("15:04:05.000000"), e.EngineID, claiming, audit[max(i-1, 0)].Attempt))
 			case e.Step == "":
 			case e.From == string(state.StepReady) && e.To == string(state.StepRunning):
 				o.Claims[e.Step]++
