@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/weftrun/weft"
@@ -41,7 +42,7 @@ func (s *Server) getSchedule(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if len(list) == 0 {
-		return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "schedule %s: %v", k, store.ErrNotFound)
+		return 0, nil, fmt.Errorf("schedule %s: %w", k, store.ErrNotFound)
 	}
 	audit, err := s.engine.ScheduleAudit(r.Context(), k)
 	if err != nil {

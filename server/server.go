@@ -151,7 +151,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
 	notFound := s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
-		return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "route %s %s: %v", r.Method, r.URL.Path, store.ErrNotFound)
+		return 0, nil, fmt.Errorf("route %s %s: %w", r.Method, r.URL.Path, store.ErrNotFound)
 	}})
 	if opts.UI != nil {
 		s.mux.Handle("/v1/", notFound)

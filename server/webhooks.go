@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/weftrun/weft"
@@ -63,5 +64,5 @@ func (s *Server) enableWebhook(r *http.Request) (int, any, error) {
 			return http.StatusOK, wire.WebhookOf(w), nil
 		}
 	}
-	return 0, nil, errorf(http.StatusNotFound, CodeNotFound, "webhook %d: %v", id, store.ErrNotFound)
+	return 0, nil, fmt.Errorf("webhook %d: %w", id, store.ErrNotFound)
 }
