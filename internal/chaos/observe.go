@@ -53,12 +53,12 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 			switch {
 			case e.Step == "" && e.From == string(state.TaskPending) && e.To == string(state.TaskRunning):
 				o.Starts++
-				claiming := ""
+				// A start is read back right after the claim it rode on.
+				by := fmt.Sprintf("entry %d at %s by %s", e.ID, e.At.UTC().Format("15:04:05.000000"), e.EngineID)
 				if i > 0 {
-					claiming = audit[i-1].Step
+					by += fmt.Sprintf(", claiming %s attempt %d", audit[i-1].Step, audit[i-1].Attempt)
 				}
-				o.StartedBy = append(o.StartedBy, fmt.Sprintf("entry %d at %s by %s, claiming %s attempt %d",
-					e.ID, e.At.UTC().Format("15:04:05.000000"), e.EngineID, claiming, audit[max(i-1, 0)].Attempt))
+				o.StartedBy = append(o.StartedBy, by)
 			case e.Step == "":
 			case e.From == string(state.StepReady) && e.To == string(state.StepRunning):
 				o.Claims[e.Step]++
