@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -23,135 +22,14 @@ import (
 
 // ClaimSteps claims up to p.Limit ready steps.
 func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.ClaimedStep, error) {
-	if p.Limit <= 0 {
-		return nil, nil
+	return s.plan.Claim(ctx, p, s.claimRun(p))
+}
+
+// claimRun runs a claim's transactions as engine p.EngineID.
+func (s *claims) claimRun(p store.ClaimParams) claim.Run {
+	return func(ctx context.Context, fn func(*claim.ClaimTx) error) error {
+		return s.write(ctx, p.EngineID, func(t *transition.Tx) error { return fn(t.Claimer()) })
 	}
-	var claimed []store.ClaimedStep
-	var deferred map[string]*store.RateDeferral
-	var granted []*claim.BucketNeed // reserved tokens, held once the claim commits
-	var now int64
-	var totals map[string]claim.LimitTotals // of limits, as the claim left them
-	held := false
-	keepOpen := false // a claim sent with its COMMIT found its gate shut: not again
-	claimSteps := func(tx *transition.Tx) error {
-		t := tx.Claimer()
-		claimed, held = nil, false
-		if !p.Now.IsZero() {
-			t.Now = p.Now.UnixMicro()
-		}
-		if !t.H.Dialect.WithWrites() && t.Plan.Backlog.Load() {
-			// Under a backlog, SQLite claims in one statement where the
-			// claim needs no check of its own (ClaimGated). Where that
-			// claims nothing (no step was ready, or its gate shut), the
-			// claim runs as below.
-			got, err := t.ClaimGated(p, true)
-			if err != nil || len(got) > 0 {
-				claimed = got
-				return err
-			}
-		}
-		// The namespaces the last claim met limits in: bounded from the
-		// handle's anchors, or locked and counted by the first statement.
-		cached := s.plan.CachedPolicies()
-		bounded := int64(-1)
-		if cached != nil {
-			bounded = cached.Version
-		}
-		bounds, predicted := s.plan.SplitBounds(s.plan.PredictedLimits(), bounded, t.Now, p.Limit, p.Caps, nil)
-		leaseID := claim.LeaseOf(p)
-		if err := t.CandidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, keepOpen); err != nil {
-			return err
-		}
-		version, room, err := t.ClaimStart(p, predicted, cached)
-		if err != nil {
-			return err
-		}
-		if version != bounded {
-			if err := t.DropAhead(); err != nil {
-				return err
-			}
-			// Bounds and counts made under other policies: the namespaces
-			// counted stay locked, and all are bounded or counted again
-			// when the claim meets them.
-			bounds, predicted, room = nil, nil, nil
-		}
-		var keys *claim.KeyRoom
-		var rates *claim.RateClaim
-		var deps [][]int
-		for attempt := 0; ; attempt++ {
-			pol, err := t.Policies(version)
-			if err != nil {
-				return err
-			}
-			if pol.All {
-				return nil // everything is paused
-			}
-			keys = claim.NewKeyRoom(pol, p.Caps, p.Limit)
-			if attempt == 0 {
-				t.LimitsIn(predicted, room, keys)
-				t.BoundedIn(bounds, keys)
-			}
-			keys.Breakers = claim.NewBreakerRoom(pol, t.Now)
-			rates = &claim.RateClaim{}
-			err = t.ClaimRounds(p, pol, keys, rates, leaseID, &claimed, &deps, &held)
-			if !errors.Is(err, claim.ErrPoliciesMoved) || len(claimed) > 0 || attempt == 2 {
-				if errors.Is(err, claim.ErrPoliciesMoved) {
-					err = nil // a later round: what was claimed stands
-				}
-				if err != nil {
-					return err
-				}
-				break
-			}
-			// Nothing claimed yet: read the policies as they are now.
-			if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
-				return fmt.Errorf("read the policy version: %w", err)
-			}
-		}
-		if !t.BoundsChecked {
-			if err := t.CheckBounds(keys); err != nil {
-				return err
-			}
-		}
-		deferred, granted, now, totals = rates.Deferred, rates.Granted, t.Now, t.LimitTotals
-		s.plan.PredictLimits(keys.Met)
-		s.plan.Bounds.Met(keys.Floor)
-		return t.ClaimContext(claimed, deps)
-	}
-	var err error
-	for range claim.BoundAttempts {
-		var miss *claim.BoundMiss
-		err = s.write(ctx, p.EngineID, claimSteps)
-		if errors.Is(err, claim.ErrShutAfterCommit) {
-			// Again, its gate checked in a transaction of its own that
-			// stays open whatever other claims of this handle found.
-			keepOpen = true
-			continue
-		}
-		if !errors.As(err, &miss) {
-			break
-		}
-		// Claims elsewhere took room the bounds counted on: count.
-		s.plan.Bounds.Forget(miss.Namespaces)
-	}
-	switch {
-	case errors.Is(err, claim.ErrBoundMissed):
-		return nil, nil // the next claim counts
-	case err != nil:
-		return nil, err
-	}
-	if !s.Dialect.WithWrites() {
-		s.plan.Backlog.Store(len(claimed) == p.Limit)
-	}
-	s.plan.Bounds.Saw(totals)
-	for _, n := range granted {
-		s.plan.Reserves.Add(n.Key, n.Rate, n.Granted, now)
-	}
-	claim.ReportDeferred(p, deferred)
-	if held && p.Held != nil {
-		p.Held()
-	}
-	return claimed, nil
 }
 
 // ExplainFairClaim returns the database's plans for what a claim under
@@ -384,55 +262,5 @@ func (s *claims) HeldPreemptible(ctx context.Context, engineID string, held []st
 
 // PeekClaim returns the step a claim with p would take first, or nil.
 func (s *claims) PeekClaim(ctx context.Context, p store.ClaimParams) (*store.Step, error) {
-	var out *store.Step
-	err := s.write(ctx, p.EngineID, func(tx *transition.Tx) error {
-		t := tx.Claimer()
-		var version int64
-		if err := t.QueryRow(`SELECT ` + claim.PolicyVersion).Scan(&version); err != nil {
-			return fmt.Errorf("peek claim: %w", err)
-		}
-		pol, err := t.Policies(version)
-		if err != nil {
-			return err
-		}
-		if pol.All {
-			return nil
-		}
-		keys := claim.NewKeyRoom(pol, p.Caps, 1)
-		// Open breakers hold their steps from a peek too; one that may
-		// probe offers one step, and the peek takes no probe.
-		if keys.Breakers = claim.NewBreakerRoom(pol, t.Now); keys.Breakers != nil {
-			keys.Breakers.Peek = true
-		}
-		for round := range claim.ClaimRounds {
-			// round+1: a peek never waits for the locks of a limit; one
-			// held by a claim under way counts as full.
-			// No rate claim: a peek takes no token and defers nothing.
-			ids, more, err := t.Candidates(1, p, pol, keys, nil, round+1)
-			if errors.Is(err, claim.ErrPoliciesMoved) {
-				return nil // the next peek reads them again
-			}
-			if err != nil {
-				return fmt.Errorf("peek claim: %w", err)
-			}
-			if len(ids) > 0 {
-				st := store.Step{ID: ids[0]}
-				err := t.QueryRow(`SELECT task_id, name, namespace, handler, priority FROM steps WHERE id = ?`, ids[0]).
-					Scan(&st.TaskID, &st.Name, &st.Namespace, &st.Handler, &st.Priority)
-				if err != nil {
-					return fmt.Errorf("peek claim: read step %d: %w", ids[0], err)
-				}
-				out = &st
-				return nil
-			}
-			if !more {
-				return nil
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.plan.Peek(ctx, p, s.claimRun(p))
 }

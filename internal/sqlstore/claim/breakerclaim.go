@@ -66,7 +66,7 @@ type breakerRoom struct {
 	until   map[string]int64
 	now     int64
 	decided map[string]bool
-	Peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
+	peek    bool                // PeekClaim: a step that may probe is offered, no probe is taken
 	probed  map[int64]candidate // the probes this claim took, by step id
 	// wary: the closed breakers with failures counted; room: how many
 	// more steps under each this claim may take (waryRoom).
@@ -74,7 +74,7 @@ type breakerRoom struct {
 	room map[string]int
 }
 
-func NewBreakerRoom(p *policySet, now int64) *breakerRoom {
+func newBreakerRoom(p *policySet, now int64) *breakerRoom {
 	if p == nil || len(p.breakers) == 0 && len(p.wary) == 0 {
 		return nil
 	}
@@ -115,7 +115,7 @@ func (t breakerClaim) takeWary(c candidate, b *breakerRoom) (bool, error) {
 	if b.decided[c.breakerKey] {
 		return false, nil
 	}
-	if b.Peek {
+	if b.peek {
 		return true, nil
 	}
 	room, known := b.room[c.breakerKey]
@@ -206,7 +206,7 @@ func (t breakerClaim) takeOpen(c candidate, b *breakerRoom) (bool, error) {
 		return false, nil
 	}
 	b.decide(c.breakerKey)
-	if b.Peek {
+	if b.peek {
 		return true, nil
 	}
 	ok, err := t.takeProbe(c)
@@ -277,7 +277,7 @@ func (breakerHolds) exclude(q string, args []any, _ *policySet, keys *KeyRoom) (
 	if keys == nil {
 		return q, args
 	}
-	return andIn(q, args, `breaker_key NOT IN`, keys.Breakers.held())
+	return andIn(q, args, `breaker_key NOT IN`, keys.breakers.held())
 }
 
 // BreakerHit is an outcome recorded for a step with a breaker, with the

@@ -30,32 +30,32 @@ import (
 // version with the engine's state, in one statement it made anyway, and a
 // candidate under no limit costs a map lookup and two string comparisons.
 
-// LeaseOf is the lease a claim under p takes: p's, or a new one.
-func LeaseOf(p store.ClaimParams) int64 {
+// leaseOf is the lease a claim under p takes: p's, or a new one.
+func leaseOf(p store.ClaimParams) int64 {
 	if p.LeaseID != 0 {
 		return p.LeaseID
 	}
 	return store.NewLeaseID()
 }
 
-// ClaimRounds bounds how many times one claim selects candidates: a limit
+// maxRounds bounds how many times one claim selects candidates: a limit
 // can fill up mid-batch, and the next round skips what is full.
-const ClaimRounds = 3
+const maxRounds = 3
 
 // PolicyVersion reads the version of the policies.
 const PolicyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1), 0)`
 
-// ErrPoliciesMoved: the policies changed while a claim applied them.
-var ErrPoliciesMoved = errors.New("the policies changed during the claim")
+// errPoliciesMoved: the policies changed while a claim applied them.
+var errPoliciesMoved = errors.New("the policies changed during the claim")
 
-// ClaimRounds selects and claims ready steps under pol, in up to
-// ClaimRounds rounds (a limit can fill up mid-batch, and the next round
+// claimRounds selects and claims ready steps under pol, in up to
+// claimRounds rounds (a limit can fill up mid-batch, and the next round
 // skips what is full), adding them to claimed and their dependencies to
-// deps. ErrPoliciesMoved ends it when a round's query saw the policies
+// deps. errPoliciesMoved ends it when a round's query saw the policies
 // moved since the claim read them.
-func (t *ClaimTx) ClaimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *RateClaim, leaseID int64,
+func (t *ClaimTx) claimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *rateClaim, leaseID int64,
 	claimed *[]store.ClaimedStep, deps *[][]int, held *bool) error {
-	for round := range ClaimRounds {
+	for round := range maxRounds {
 		want := p.Limit - len(*claimed)
 		if want <= 0 {
 			return nil
@@ -65,7 +65,7 @@ func (t *ClaimTx) ClaimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom
 				return err
 			}
 		}
-		ids, more, err := t.Candidates(want, p, pol, keys, rates, round)
+		ids, more, err := t.candidates(want, p, pol, keys, rates, round)
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func (t *ClaimTx) ClaimRounds(p store.ClaimParams, pol *policySet, keys *KeyRoom
 // round is left: nothing is checked or written after that statement. Not
 // where it takes rate tokens (a bucket that falls short is read after it:
 // rateFallback), holds limits (their bounds are checked after it:
-// CheckBounds), wrote a due time or readied steps (a notification goes
+// checkBounds), wrote a due time or readied steps (a notification goes
 // with the COMMIT) or recorded breaker outcomes.
 func (t *ClaimTx) endsWithClaim() bool {
 	_, ok := t.X.(sqldb.Pipeliner)
@@ -99,7 +99,7 @@ func (t *ClaimTx) endsWithClaim() bool {
 		!t.Timed && !t.LeftReady() && len(t.Breakers.Hits) == 0 && !t.Breakers.Bump
 }
 
-// ClaimStart runs a claim's first statement: it reads the engine's state
+// claimStart runs a claim's first statement: it reads the engine's state
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, steers the planner for the claim's next
 // statements (ClaimPlan), takes the fair shares' lock and reads their
@@ -111,7 +111,7 @@ func (t *ClaimTx) endsWithClaim() bool {
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
-func (t *ClaimTx) ClaimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
+func (t *ClaimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
 	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + PolicyVersion + `, `
 	args := []any{p.EngineID}
 	if t.H.Dialect.ClaimPlan() != "" {
@@ -223,11 +223,11 @@ type candidate struct {
 	ratePer    int64
 }
 
-// Candidates selects the best ready steps, skipping paused targets and
+// candidates selects the best ready steps, skipping paused targets and
 // full limits, and keeps only as many under a limit as it has room for.
 // more reports that another round may find more: a limit turned out full
 // and the query returned as many rows as it was asked for.
-func (t *ClaimTx) Candidates(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *RateClaim, round int) (ids []int64, more bool, err error) {
+func (t *ClaimTx) candidates(want int, p store.ClaimParams, pol *policySet, keys *KeyRoom, rates *rateClaim, round int) (ids []int64, more bool, err error) {
 	var q string
 	var args []any
 	fair := false
@@ -254,7 +254,7 @@ func (t *ClaimTx) Candidates(want int, p store.ClaimParams, pol *policySet, keys
 		// The policies moved between the claim's first statement and
 		// this one, which may see work made ready since under them (a
 		// pause, a breaker that opened): claim under the new ones.
-		return nil, false, ErrPoliciesMoved
+		return nil, false, errPoliciesMoved
 	}
 	limited := false
 	for _, c := range ready {
@@ -280,16 +280,16 @@ func (t *ClaimTx) Candidates(want int, p store.ClaimParams, pol *policySet, keys
 		}
 	}
 	// Under a breaker that may probe, one probe (breakers.go).
-	if kept, err = (breakerClaim{t}).probes(kept, keys.Breakers); err != nil {
+	if kept, err = (breakerClaim{t}).probes(kept, keys.breakers); err != nil {
 		return nil, false, err
 	}
 	// Rate limits last: tokens are taken only for what else may run. A
 	// probe its rate defers gives its place back.
-	probing := keys.Breakers != nil && len(keys.Breakers.probed) > 0
+	probing := keys.breakers != nil && len(keys.breakers.probed) > 0
 	if kept, err = t.rated(kept, pol, rates, round, probing); err != nil {
 		return nil, false, err
 	}
-	if err := (breakerClaim{t}).unprobed(kept, keys.Breakers); err != nil {
+	if err := (breakerClaim{t}).unprobed(kept, keys.breakers); err != nil {
 		return nil, false, err
 	}
 	if t.rateTake != nil {

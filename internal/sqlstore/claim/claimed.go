@@ -24,7 +24,7 @@ import (
 // dependencies. They are still ready: this transaction locked them (FOR
 // UPDATE) or is the only writer, so the update looks them up by primary key
 // alone. Where the database allows it, the same statement starts their
-// tasks and loads the task's part of what the handlers see (ClaimContext
+// tasks and loads the task's part of what the handlers see (claimContext
 // does the rest).
 func (t *ClaimTx) claim(ids []int64, leaseID int64) ([]store.ClaimedStep, [][]int, error) {
 	where, inArgs := t.IDIn("id", ids)
@@ -107,7 +107,7 @@ func (t *ClaimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 			ReadyAt: time.UnixMicro(c.sortKey + int64(step.Priority)*t.H.Aging)})
 		deps = append(deps, step.Deps)
 		if c.totals[0].Valid {
-			t.totaled(step.Namespace, c.started, LimitTotals{c.totals[0].Int64, c.totals[1].Int64})
+			t.totaled(step.Namespace, c.started, limitTotals{c.totals[0].Int64, c.totals[1].Int64})
 		}
 		if t.H.Dialect.WithWrites() {
 			c.task.set(&out[len(out)-1]) // the statement started the tasks
@@ -144,10 +144,10 @@ func (c ClaimedTask) set(s *store.ClaimedStep) {
 	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
 }
 
-// ClaimContext starts the claimed steps' tasks and loads what the handlers
+// claimContext starts the claimed steps' tasks and loads what the handlers
 // see: the task input (unless claim did both already) and the results of
 // dependencies by name.
-func (t *ClaimTx) ClaimContext(claimed []store.ClaimedStep, deps [][]int) error {
+func (t *ClaimTx) claimContext(claimed []store.ClaimedStep, deps [][]int) error {
 	if !t.H.Dialect.WithWrites() {
 		if err := t.startTasks(claimed, deps); err != nil {
 			return err

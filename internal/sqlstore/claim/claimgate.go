@@ -13,8 +13,8 @@ import (
 // This file holds the gated claim: one statement that selects the best
 // ready steps (ClaimQuery) and claims them, unless its gate shuts. A claim
 // under no policy that checks its candidates sends it with its first
-// statement on PostgreSQL (CandidatesAhead), and a batch of outcomes makes
-// it in its own transaction for the steps it made ready (ClaimGated,
+// statement on PostgreSQL (candidatesAhead), and a batch of outcomes makes
+// it in its own transaction for the steps it made ready (claimGated,
 // CompleteAndClaim).
 
 // gateShut is the condition under which a claim from its query of
@@ -94,7 +94,7 @@ type gateBound struct {
 }
 
 // gateBounds are the gate's bounds of a claim of claim steps under pol,
-// from bounds (SplitBounds), in the namespaces' order: the floor of each
+// from bounds (splitBounds), in the namespaces' order: the floor of each
 // is also at most the namespace's own limit.
 func gateBounds(bounds map[string]nsCount, pol *policySet, claim int) []gateBound {
 	out := make([]gateBound, 0, len(bounds))
@@ -138,12 +138,12 @@ type aheadQuery struct {
 	bounded []string
 }
 
-// ErrShutAfterCommit: a claim sent ahead with its COMMIT found its gate
+// errShutAfterCommit: a claim sent ahead with its COMMIT found its gate
 // shut; it claimed nothing, and the claim runs again in a transaction of
-// its own (ClaimSteps).
-var ErrShutAfterCommit = errors.New("the gate of a claim sent with its commit was shut")
+// its own (Claim).
+var errShutAfterCommit = errors.New("the gate of a claim sent with its commit was shut")
 
-// CandidatesAhead sends the first round's query of candidates with the
+// candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
 // pipelines (sqldb.Pipeliner): built from the policies last read (pol), as if no limit
 // were full and, under weights, the namespace last found alone still were
@@ -158,13 +158,13 @@ var ErrShutAfterCommit = errors.New("the gate of a claim sent with its commit wa
 // handle's anchors: gateBoundsShut), and under weights while one
 // namespace is alone with ready work (FairOthers in the gate). Its COMMIT
 // goes with it unless keepOpen.
-func (t *ClaimTx) CandidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
+func (t *ClaimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID int64, bounds map[string]nsCount, counting, keepOpen bool) error {
 	pl, ok := t.X.(sqldb.Pipeliner)
 	if !ok || pol == nil || pol.All || (pol.weights != nil && t.Plan.fair.lone() == "") {
 		return nil
 	}
-	keys := NewKeyRoom(pol, p.Caps, p.Limit)
-	keys.Breakers = NewBreakerRoom(pol, t.Now)
+	keys := newKeyRoom(pol, p.Caps, p.Limit)
+	keys.breakers = newBreakerRoom(pol, t.Now)
 	q, args := t.Plan.ClaimQuery(p.Limit, p, pol, keys)
 	a := &aheadQuery{q: q, args: args, limit: p.Limit}
 	st := sqldb.Statement{Query: t.H.Bind(q), Args: args}
@@ -212,19 +212,19 @@ func (t *ClaimTx) CandidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 // weights, rates, breakers not closed). What the steps carry themselves
 // (keys of limits and rates) the claim still checks (gateShut). Where a
 // statement's WITH may write, such a claim is sent with the claim's first
-// statement (CandidatesAhead).
+// statement (candidatesAhead).
 func unchecked(p store.ClaimParams, pol *policySet) bool {
 	return len(pol.caps) == 0 && pol.weights == nil && gated(p, pol)
 }
 
 // gated reports whether a claim under pol may be checked by its claim
-// statement's gate alone, given what that gate is told (CandidatesAhead):
+// statement's gate alone, given what that gate is told (candidatesAhead):
 // no engine's own caps, rates or breakers not closed.
 func gated(p store.ClaimParams, pol *policySet) bool {
 	return len(p.Caps) == 0 && len(pol.rates) == 0 && len(pol.breakers) == 0 && len(pol.wary) == 0
 }
 
-// claimedAhead reads the claim sent ahead (CandidatesAhead), if any, in the
+// claimedAhead reads the claim sent ahead (candidatesAhead), if any, in the
 // claim's first round: done, with what it claimed added to claimed and
 // deps, unless its gate was shut (gateShut), in which case nothing was
 // claimed and the round selects its candidates as usual. An open gate
@@ -246,7 +246,7 @@ func (t *ClaimTx) claimedAhead(leaseID int64, keys *KeyRoom, claimed *[]store.Cl
 	}
 	t.Plan.aheadShut.Store(shut)
 	if shut && a.last {
-		return false, ErrShutAfterCommit
+		return false, errShutAfterCommit
 	}
 	if shut {
 		return false, nil
@@ -254,9 +254,9 @@ func (t *ClaimTx) claimedAhead(leaseID int64, keys *KeyRoom, claimed *[]store.Cl
 	t.committed = a.last
 	for _, ns := range a.bounded {
 		t.hold(ns)
-		keys.Met[ns] = true
+		keys.met[ns] = true
 	}
-	t.BoundsChecked = len(a.bounded) > 0
+	t.boundsChecked = len(a.bounded) > 0
 	*claimed, *deps = appendClaimed(*claimed, got), appendClaimed(*deps, gotDeps)
 	return true, nil
 }
@@ -270,7 +270,7 @@ func appendClaimed[T any](to, more []T) []T {
 	return append(to, more...)
 }
 
-// aheadRows returns the rows of the query sent ahead (CandidatesAhead) if
+// aheadRows returns the rows of the query sent ahead (candidatesAhead) if
 // it is q with args, else nil, discarding them.
 func (t *ClaimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
 	a := t.ahead
@@ -281,19 +281,19 @@ func (t *ClaimTx) aheadRows(q string, args []any) (sqldb.Rows, error) {
 		t.ahead = nil
 		return a.rows, nil
 	}
-	return nil, t.DropAhead()
+	return nil, t.dropAhead()
 }
 
 // errClaimedAhead: a claim sent ahead claimed steps under policies that
 // moved; its transaction is rolled back.
 var errClaimedAhead = errors.New("a claim sent ahead claimed under policies that moved")
 
-// DropAhead discards the statement sent ahead: the policies it was built
+// dropAhead discards the statement sent ahead: the policies it was built
 // from moved. A claim sent ahead then found its gate shut (the policy
 // version it checks moved too, and versions only grow); had it claimed,
 // the transaction is rolled back rather than leave steps claimed under
 // policies the claim did not apply.
-func (t *ClaimTx) DropAhead() error {
+func (t *ClaimTx) dropAhead() error {
 	a := t.ahead
 	if a == nil {
 		return nil
@@ -313,18 +313,18 @@ func (t *ClaimTx) DropAhead() error {
 		// Its transaction has ended: the claim runs again in one of its
 		// own, which keeps it open.
 		t.Plan.aheadShut.Store(true)
-		return ErrShutAfterCommit
+		return errShutAfterCommit
 	}
 	return nil
 }
 
-// ClaimGated claims, in transaction t, up to p.Limit ready steps as
-// ClaimSteps would, where the claim needs no check of its own between
+// claimGated claims, in transaction t, up to p.Limit ready steps as
+// Claim would, where the claim needs no check of its own between
 // selecting its steps and claiming them: under the policies last read (it
 // claims nothing before a claim has read them), no namespace limit,
 // weight, rate or open breaker (unchecked), no limits met by the last
 // claim, and no step under a key of a limit or a rate among those it
-// selects (gateShut). Otherwise it claims nothing; the next ClaimSteps
+// selects (gateShut). Otherwise it claims nothing; the next Claim
 // claims as usual. It takes no lock but the claimed rows', so it may run
 // in a transaction that holds others (CompleteAndClaim, InsertAndClaim).
 //
@@ -334,19 +334,19 @@ func (t *ClaimTx) DropAhead() error {
 // UPDATE by rowid are quicker than the statement's materialized candidates
 // (SQLite dag7 p50 2.42 against 2.63 ms); for a full claim the statement
 // is quicker (fanout5 +7%).
-func (t *ClaimTx) ClaimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
-	pol := t.Plan.CachedPolicies()
+func (t *ClaimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedStep, error) {
+	pol := t.Plan.cachedPolicies()
 	if pol == nil || pol.All {
 		return nil, nil
 	}
 	// With one writer at a time, a claim in one statement counts what
 	// runs under limits in its gate (gateCounted).
 	counted := !t.H.Dialect.WithWrites() && inOne && pol.weights == nil && gated(p, pol)
-	if !counted && (!unchecked(p, pol) || len(t.Plan.PredictedLimits()) > 0) {
+	if !counted && (!unchecked(p, pol) || len(t.Plan.predictedLimits()) > 0) {
 		return nil, nil
 	}
-	leaseID := LeaseOf(p)
-	keys := NewKeyRoom(pol, p.Caps, p.Limit)
+	leaseID := leaseOf(p)
+	keys := newKeyRoom(pol, p.Caps, p.Limit)
 	q, args := t.Plan.ClaimQuery(p.Limit, p, pol, keys)
 	var claimed []store.ClaimedStep
 	var deps [][]int
@@ -394,11 +394,11 @@ func (t *ClaimTx) ClaimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	return claimed, t.ClaimContext(claimed, deps)
+	return claimed, t.claimContext(claimed, deps)
 }
 
 // ClaimMadeReady claims under p, in transaction t, the steps its write made
-// ready (ClaimGated), for the engine p names (its claims are the
+// ready (claimGated), for the engine p names (its claims are the
 // engine's, not the write's); nothing where the write made none ready or p
 // asks for none.
 func (t *ClaimTx) ClaimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, error) {
@@ -409,7 +409,7 @@ func (t *ClaimTx) ClaimMadeReady(p store.ClaimParams) ([]store.ClaimedStep, erro
 		return nil, nil
 	}
 	t.Engine = p.EngineID
-	return t.ClaimGated(p, false)
+	return t.claimGated(p, false)
 }
 
 // CountTaken counts the steps of claimed that mine reports to be among

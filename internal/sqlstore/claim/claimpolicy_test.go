@@ -13,11 +13,11 @@ func TestCandidatePolicies(t *testing.T) {
 	t.Parallel()
 	pol := &policySet{namespaces: []string{"off"}, workflows: [][2]string{{"ns", "wf"}},
 		breakers: map[string]int64{"open": 1 << 60}}
-	keys := NewKeyRoom(pol, nil, 5)
+	keys := newKeyRoom(pol, nil, 5)
 	keys.ns = map[string]int{"full": 0, "room": 1}
 	keys.step = map[nsKey]int{{ns: "a", key: "k"}: 0, {ns: "a", key: "free"}: 2}
 	keys.task = map[nsKey]int{{ns: "a", key: "w"}: 0}
-	keys.Breakers = NewBreakerRoom(pol, 100)
+	keys.breakers = newBreakerRoom(pol, 100)
 	for _, tc := range []struct {
 		name   string
 		policy candidatePolicy

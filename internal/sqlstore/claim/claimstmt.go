@@ -60,7 +60,7 @@ func (t *ClaimTx) ClaimStatement(from ClaimFrom, leaseID int64) (claimStmt, erro
 	held := t.limitHeld
 	switch {
 	case st.gated && len(from.bounds) > 0:
-		// A claim under limits it bounds (CandidatesAhead): the bounds
+		// A claim under limits it bounds (candidatesAhead): the bounds
 		// go first, then the gate's parameters.
 		bnd, bndArgs := boundsRowset(t.Tx, from.bounds)
 		text.bounds = bnd

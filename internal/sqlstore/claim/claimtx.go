@@ -23,12 +23,12 @@ type ClaimTx struct {
 	fairLocked bool
 	// limitHeld: the namespaces whose limits the claim counted (holding
 	// their locks) or bounded (limitbounds.go), whose totals its claim
-	// statements add to; LimitTotals: the totals they returned, and
+	// statements add to; limitTotals: the totals they returned, and
 	// limitOwn, what the claim added to them.
 	limitHeld             []string
-	LimitTotals, limitOwn map[string]LimitTotals
+	limitTotals, limitOwn map[string]limitTotals
 	// totalsMax: the last namespace, by name, whose row of limit_claims
-	// a claim statement of this claim took (once LimitTotals has any).
+	// a claim statement of this claim took (once limitTotals has any).
 	totalsMax string
 	// fairRead: what the claim's first statement read of FairReadiness,
 	// for its first round (fair.go).
@@ -36,9 +36,9 @@ type ClaimTx struct {
 	// fairAlone: the claim's first statement found that no namespace but
 	// the one last found alone with ready work has any (FairOthers).
 	fairAlone bool
-	// BoundsChecked: the claim's statement checked the bounds of the
+	// boundsChecked: the claim's statement checked the bounds of the
 	// limits it claimed under (gateBoundsShut), not the claim.
-	BoundsChecked bool
+	boundsChecked bool
 	// limitLocked: the claim holds locks of namespaces' limits
 	// (limits.go).
 	limitLocked bool
@@ -46,7 +46,7 @@ type ClaimTx struct {
 	// (rates.go).
 	rateTake *optimisticTake
 	// ahead: the first round's query of candidates, sent with the claim's
-	// first statement (CandidatesAhead).
+	// first statement (candidatesAhead).
 	ahead *aheadQuery
 	// depResults: the results of claimed steps' dependencies, by step,
 	// read with their claim statement (claimed.go).

@@ -31,7 +31,7 @@ import (
 // room for the whole claim under the smallest limit its last claim met
 // there takes neither the lock nor a count: it claims as if that many
 // ran, and checks, with the totals its claim statement returned, that the
-// bound is still within the smallest limit this claim met (CheckBounds);
+// bound is still within the smallest limit this claim met (checkBounds);
 // every limit of the namespace that it claimed under is at least that. A
 // claim that counted, under the lock, checks that nothing entered running
 // there between its count and its claim statement, or else the same bound.
@@ -42,7 +42,7 @@ import (
 // is named before one the claim already took waits for the next claim
 // (countNamespaces).
 // A claim whose policies its statement can check (limits, weights while
-// one namespace alone has ready work: CandidatesAhead) and that bounds
+// one namespace alone has ready work: candidatesAhead) and that bounds
 // every namespace its last claim met limits in selects and claims in one
 // statement, sent with its first and with its COMMIT: that statement
 // locks the namespaces' rows of limit_claims first, in their order, reads
@@ -60,14 +60,14 @@ import (
 // anchorLife is how long a handle bounds from one count.
 const anchorLife = 10 * time.Second
 
-// BoundAttempts is how many times a claim is made whose bounds fail their
-// check (ErrBoundMissed); after that it claims nothing this time.
-const BoundAttempts = 3
+// boundAttempts is how many times a claim is made whose bounds fail their
+// check (errBoundMissed); after that it claims nothing this time.
+const boundAttempts = 3
 
-// ErrBoundMissed: what entered running in a namespace since the claim's
+// errBoundMissed: what entered running in a namespace since the claim's
 // count or anchor leaves less room than it claimed; the claim is rolled
 // back and made again, counting.
-var ErrBoundMissed = errors.New("the limits' bound moved during the claim")
+var errBoundMissed = errors.New("the limits' bound moved during the claim")
 
 // limitAnchor is a count of what ran in a namespace and the totals read
 // with it.
@@ -77,14 +77,14 @@ type limitAnchor struct {
 	at                                   int64 // microseconds
 }
 
-// LimitTotals are a namespace's totals of claimed steps and started tasks.
-type LimitTotals struct{ steps, tasks int64 }
+// limitTotals are a namespace's totals of claimed steps and started tasks.
+type limitTotals struct{ steps, tasks int64 }
 
 // limitBounds is what a handle knows of the namespaces with limits.
 type limitBounds struct {
 	mu      sync.Mutex
 	anchors map[string]limitAnchor
-	seen    map[string]LimitTotals // the latest totals a claim read
+	seen    map[string]limitTotals // the latest totals a claim read
 	floors  map[string]int         // the smallest limit the last claim met in each
 }
 
@@ -130,24 +130,24 @@ func (b *limitBounds) counted(namespaces []string, counts map[string]nsCount, ve
 	}
 }
 
-// Saw keeps the totals a committed claim read.
-func (b *limitBounds) Saw(totals map[string]LimitTotals) {
+// saw keeps the totals a committed claim read.
+func (b *limitBounds) saw(totals map[string]limitTotals) {
 	if len(totals) == 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.seen == nil {
-		b.seen = map[string]LimitTotals{}
+		b.seen = map[string]limitTotals{}
 	}
 	for ns, t := range totals {
 		b.seen[ns] = t
 	}
 }
 
-// Forget drops the anchors of namespaces, so that the next claim counts
+// forget drops the anchors of namespaces, so that the next claim counts
 // them.
-func (b *limitBounds) Forget(namespaces []string) {
+func (b *limitBounds) forget(namespaces []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, ns := range namespaces {
@@ -155,8 +155,8 @@ func (b *limitBounds) Forget(namespaces []string) {
 	}
 }
 
-// Met keeps the smallest limit a claim met in each namespace.
-func (b *limitBounds) Met(floors map[string]int) {
+// met keeps the smallest limit a claim met in each namespace.
+func (b *limitBounds) met(floors map[string]int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.floors == nil {
@@ -167,35 +167,35 @@ func (b *limitBounds) Met(floors map[string]int) {
 	}
 }
 
-// BoundMiss is a namespace whose bound failed CheckBounds.
-type BoundMiss struct{ Namespaces []string }
+// boundMiss is a namespace whose bound failed checkBounds.
+type boundMiss struct{ namespaces []string }
 
-func (m *BoundMiss) Error() string {
-	return fmt.Sprintf("%v in namespaces %v", ErrBoundMissed, m.Namespaces)
+func (m *boundMiss) Error() string {
+	return fmt.Sprintf("%v in namespaces %v", errBoundMissed, m.namespaces)
 }
 
-func (m *BoundMiss) Unwrap() error { return ErrBoundMissed }
+func (m *boundMiss) Unwrap() error { return errBoundMissed }
 
-// CheckBounds checks, for each namespace this claim took steps in and
+// checkBounds checks, for each namespace this claim took steps in and
 // added to the totals of, that what runs there stays within the smallest
 // limit the claim met (keys.floor), by the totals its claim statements
 // returned: a claim that bounded (took no count) by its anchor; one that
 // counted by its count, unless nothing else entered running since.
-func (t *ClaimTx) CheckBounds(k *KeyRoom) error {
+func (t *ClaimTx) checkBounds(k *KeyRoom) error {
 	var missed []string
-	for ns, got := range t.LimitTotals {
+	for ns, got := range t.limitTotals {
 		n, own := k.counted[ns], t.limitOwn[ns]
-		others := LimitTotals{got.steps - own.steps - n.stepsTotal, got.tasks - own.tasks - n.tasksTotal}
+		others := limitTotals{got.steps - own.steps - n.stepsTotal, got.tasks - own.tasks - n.tasksTotal}
 		if n.exact && others.steps <= 0 && others.tasks <= 0 {
 			continue // counted, and nothing else entered running since
 		}
-		floor, met := k.Floor[ns]
+		floor, met := k.floor[ns]
 		if !met {
 			continue // it claimed under no limit there
 		}
-		base := LimitTotals{int64(n.steps), int64(n.tasks)}
+		base := limitTotals{int64(n.steps), int64(n.tasks)}
 		if n.bounded {
-			base = LimitTotals{n.anchorSteps, n.anchorTasks}
+			base = limitTotals{n.anchorSteps, n.anchorTasks}
 		}
 		if !(n.exact || n.bounded) ||
 			base.steps+got.steps-n.stepsTotal > int64(floor) || base.tasks+got.tasks-n.tasksTotal > int64(floor) {
@@ -203,7 +203,7 @@ func (t *ClaimTx) CheckBounds(k *KeyRoom) error {
 		}
 	}
 	if len(missed) > 0 {
-		return &BoundMiss{Namespaces: missed}
+		return &boundMiss{namespaces: missed}
 	}
 	return nil
 }
@@ -211,11 +211,11 @@ func (t *ClaimTx) CheckBounds(k *KeyRoom) error {
 // totaled notes a step the claim statement claimed in namespace ns, whose
 // totals it returned as got: one step claimed, and its task started if it
 // did.
-func (t *ClaimTx) totaled(ns string, started bool, got LimitTotals) {
-	if t.LimitTotals == nil {
-		t.LimitTotals, t.limitOwn = map[string]LimitTotals{}, map[string]LimitTotals{}
+func (t *ClaimTx) totaled(ns string, started bool, got limitTotals) {
+	if t.limitTotals == nil {
+		t.limitTotals, t.limitOwn = map[string]limitTotals{}, map[string]limitTotals{}
 	}
-	t.LimitTotals[ns] = got
+	t.limitTotals[ns] = got
 	t.totalsMax = max(t.totalsMax, ns)
 	own := t.limitOwn[ns]
 	own.steps++
@@ -225,12 +225,12 @@ func (t *ClaimTx) totaled(ns string, started bool, got LimitTotals) {
 	t.limitOwn[ns] = own
 }
 
-// SplitBounds returns which of namespaces a claim of claim steps under
+// splitBounds returns which of namespaces a claim of claim steps under
 // the policies of version bounds from the handle's anchors, with their
 // bounds, and which it counts.
-func (s *Planner) SplitBounds(namespaces []string, version, now int64, claim int, caps, floors map[string]int) (bounds map[string]nsCount, count []string) {
+func (s *Planner) splitBounds(namespaces []string, version, now int64, claim int, caps, floors map[string]int) (bounds map[string]nsCount, count []string) {
 	for _, ns := range namespaces {
-		n, ok := s.Bounds.bound(ns, version, now, claim, caps, floors)
+		n, ok := s.bounds.bound(ns, version, now, claim, caps, floors)
 		if !ok {
 			count = append(count, ns)
 			continue
@@ -243,9 +243,9 @@ func (s *Planner) SplitBounds(namespaces []string, version, now int64, claim int
 	return bounds, count
 }
 
-// BoundedIn takes the bounds of namespaces into k, as their counts, and
+// boundedIn takes the bounds of namespaces into k, as their counts, and
 // holds the namespaces.
-func (t *ClaimTx) BoundedIn(bounds map[string]nsCount, k *KeyRoom) {
+func (t *ClaimTx) boundedIn(bounds map[string]nsCount, k *KeyRoom) {
 	for ns, n := range bounds {
 		k.counted[ns] = n
 		t.hold(ns)

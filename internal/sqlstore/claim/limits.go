@@ -41,7 +41,7 @@ import (
 // namespace's counts are one round trip, a function whose counting query
 // takes its snapshot after the locks (LimitRoom). A claim takes the locks of the
 // namespaces its last claim met limits in with its first statement, in
-// one sorted order, waiting for them (PredictLimits); others, found among
+// one sorted order, waiting for them (predictLimits); others, found among
 // its candidates, it waits for only while it holds no lock yet, and
 // otherwise only tries, taking the namespace's limits as full for this
 // claim when another holds them, so no two claims wait for each other. A
@@ -74,23 +74,23 @@ type KeyRoom struct {
 	version  int64          // of the policies the claim applies
 	own      map[string]int // the engine's own namespace caps (in caps too)
 	counted  map[string]nsCount
-	Met      map[string]bool // namespaces of the limited candidates seen
-	Floor    map[string]int  // the smallest limit met in each of them
+	met      map[string]bool // namespaces of the limited candidates seen
+	floor    map[string]int  // the smallest limit met in each of them
 	ns       map[string]int  // room under a namespace limit
 	step     map[nsKey]int   // room under a step key
 	task     map[nsKey]int   // room under a workflow key
 	bounded  map[nsKey]bool  // workflow keys their namespace's bound settled
 	pending  map[int64]bool  // tasks taken to start with their step: they need a place
 	admitted map[int64]bool  // tasks this claim started under their workflow limit
-	Breakers *breakerRoom    // the circuit breakers that are not closed
+	breakers *breakerRoom    // the circuit breakers that are not closed
 	heldBack bool            // a candidate was left because its limit was full
 }
 
-// NewKeyRoom is the room of a claim of at most limit steps under the
+// newKeyRoom is the room of a claim of at most limit steps under the
 // policies pol and the engine's own namespace caps.
-func NewKeyRoom(pol *policySet, own map[string]int, limit int) *KeyRoom {
+func newKeyRoom(pol *policySet, own map[string]int, limit int) *KeyRoom {
 	return &KeyRoom{caps: pol.capsWith(own), limit: limit, version: pol.Version, own: own,
-		counted: map[string]nsCount{}, Met: map[string]bool{}, Floor: map[string]int{}, ns: map[string]int{},
+		counted: map[string]nsCount{}, met: map[string]bool{}, floor: map[string]int{}, ns: map[string]int{},
 		step: map[nsKey]int{}, task: map[nsKey]int{}, bounded: map[nsKey]bool{}, pending: map[int64]bool{}}
 }
 
@@ -162,8 +162,8 @@ func (k *KeyRoom) take(c candidate) bool {
 // lowest keeps the smallest limit of candidate c's namespace met so far.
 func (k *KeyRoom) lowest(c candidate) {
 	low := func(n int) {
-		if f, ok := k.Floor[c.namespace]; !ok || n < f {
-			k.Floor[c.namespace] = n
+		if f, ok := k.floor[c.namespace]; !ok || n < f {
+			k.floor[c.namespace] = n
 		}
 	}
 	if limit, capped := k.caps[c.namespace]; capped {
@@ -188,7 +188,7 @@ func (t *ClaimTx) countKeys(ready []candidate, k *KeyRoom, wait bool) error {
 		if !k.limited(c) {
 			continue
 		}
-		k.Met[c.namespace] = true
+		k.met[c.namespace] = true
 		k.lowest(c)
 		if _, ok := k.counted[c.namespace]; !ok && !slices.Contains(namespaces, c.namespace) {
 			namespaces = append(namespaces, c.namespace)
@@ -264,10 +264,10 @@ func (k *KeyRoom) settle(room map[nsKey]int, key nsKey, limit, running int, miss
 	return false
 }
 
-// PredictedLimits returns the namespaces whose limits the next claim
+// predictedLimits returns the namespaces whose limits the next claim
 // locks and counts first: those its last claim met limits in, where the
 // store has locks.
-func (s *Planner) PredictedLimits() []string {
+func (s *Planner) predictedLimits() []string {
 	if s.Dialect.LimitRoom() == "" {
 		return nil
 	}
@@ -277,13 +277,13 @@ func (s *Planner) PredictedLimits() []string {
 	return nil
 }
 
-// PredictLimits keeps the namespaces a claim met limits in for the next
+// predictLimits keeps the namespaces a claim met limits in for the next
 // claim (only when they changed).
-func (s *Planner) PredictLimits(met map[string]bool) {
+func (s *Planner) predictLimits(met map[string]bool) {
 	if s.Dialect.LimitRoom() == "" {
 		return
 	}
-	last := s.PredictedLimits()
+	last := s.predictedLimits()
 	if len(last) == len(met) {
 		same := true
 		for _, ns := range last {
@@ -317,15 +317,15 @@ func (t *ClaimTx) countNamespaces(namespaces []string, k *KeyRoom, wait bool) er
 		// totals of one named after it waits for the next claim, so that
 		// no two claims wait for each other's rows.
 		namespaces = slices.DeleteFunc(namespaces, func(ns string) bool {
-			if len(t.LimitTotals) == 0 || ns > t.totalsMax {
+			if len(t.limitTotals) == 0 || ns > t.totalsMax {
 				return false
 			}
 			k.counted[ns] = nsCount{missed: true}
 			return true
 		})
 		var bounds map[string]nsCount
-		bounds, namespaces = t.Plan.SplitBounds(namespaces, k.version, t.Now, k.limit, k.own, k.Floor)
-		t.BoundedIn(bounds, k)
+		bounds, namespaces = t.Plan.splitBounds(namespaces, k.version, t.Now, k.limit, k.own, k.floor)
+		t.boundedIn(bounds, k)
 		if len(namespaces) == 0 {
 			return nil
 		}
@@ -338,19 +338,19 @@ func (t *ClaimTx) countNamespaces(namespaces []string, k *KeyRoom, wait bool) er
 	if err != nil {
 		return fmt.Errorf("count running steps and tasks in namespaces with limits: %w", err)
 	}
-	t.LimitsIn(namespaces, got, k)
+	t.limitsIn(namespaces, got, k)
 	return nil
 }
 
-// LimitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
+// limitsIn takes what LimitRoom (or namespaceCounts) read of namespaces
 // into k, keeps its counts as the handle's anchors, and notes the
 // namespaces the claim holds, whose totals its claim statement adds to.
-func (t *ClaimTx) LimitsIn(namespaces []string, got []countRow, k *KeyRoom) {
+func (t *ClaimTx) limitsIn(namespaces []string, got []countRow, k *KeyRoom) {
 	k.countedIn(namespaces, got)
 	if t.H.Dialect.LimitRoom() == "" {
 		return
 	}
-	t.Plan.Bounds.counted(namespaces, k.counted, k.version, t.Now)
+	t.Plan.bounds.counted(namespaces, k.counted, k.version, t.Now)
 	for _, ns := range namespaces {
 		if !k.counted[ns].missed {
 			t.hold(ns)

@@ -40,20 +40,20 @@ type Planner struct {
 	// RateSet is the update of an existing bucket by a take of rate tokens
 	// (RateTakeSet), in the dialect.
 	RateSet string
-	// Reserves are the rate tokens this handle holds ahead (reserves.go).
-	Reserves reserves
-	// Bounds are the counts of namespaces with limits this handle bounds
+	// reserves are the rate tokens this handle holds ahead (reserves.go).
+	reserves reserves
+	// bounds are the counts of namespaces with limits this handle bounds
 	// from (limitbounds.go).
-	Bounds limitBounds
+	bounds limitBounds
 	// aheadShut: the last claim this handle sent with its query of
-	// candidates (CandidatesAhead) found its gate shut, so the next one
+	// candidates (candidatesAhead) found its gate shut, so the next one
 	// keeps its transaction open for the claim's rounds instead of
 	// sending its COMMIT with it.
 	aheadShut atomic.Bool
-	// Backlog: the last claim of ClaimSteps took every step it asked for,
+	// backlog: the last claim of Claim took every step it asked for,
 	// so the next one, on a store whose statements cannot write in their
-	// WITH (SQLite), tries first to claim in one statement (ClaimGated).
-	Backlog atomic.Bool
+	// WITH (SQLite), tries first to claim in one statement (claimGated).
+	backlog atomic.Bool
 	// claimTexts are the texts of claim statements (claimText -> string).
 	claimTexts sync.Map
 }

@@ -53,19 +53,19 @@ func (p *policySet) capsWith(own map[string]int) map[string]int {
 	return out
 }
 
-// CachedPolicies returns the policies last read, or nil. A claim reads
+// cachedPolicies returns the policies last read, or nil. A claim reads
 // them once, before its first statement: what it predicts from them
 // (bounds, weights, its query sent ahead) holds if that statement finds
 // their version still current.
-func (s *Planner) CachedPolicies() *policySet {
+func (s *Planner) cachedPolicies() *policySet {
 	s.policyMu.Lock()
 	defer s.policyMu.Unlock()
 	return s.policyCache
 }
 
-// Policies returns the policies as of version, from the cache when it holds
+// policies returns the policies as of version, from the cache when it holds
 // that version, else read in t (and cached).
-func (t *ClaimTx) Policies(version int64) (*policySet, error) {
+func (t *ClaimTx) policies(version int64) (*policySet, error) {
 	pl := t.Plan
 	pl.policyMu.Lock()
 	cached := pl.policyCache

@@ -74,17 +74,17 @@ import (
 // those of step rates come from the engine, "step:NS/WORKFLOW/STEP[=VALUE]".
 const BucketPrefixNamespace = "ns:"
 
-// RateClaim is what one claim knows of rate buckets across its rounds.
-type RateClaim struct {
+// rateClaim is what one claim knows of rate buckets across its rounds.
+type rateClaim struct {
 	locked   map[string]bool // buckets this claim upserted (locked on PostgreSQL)
-	Deferred map[string]*store.RateDeferral
-	Granted  []*BucketNeed // buckets that reserved tokens (reserves.go)
+	deferred map[string]*store.RateDeferral
+	granted  []*bucketNeed // buckets that reserved tokens (reserves.go)
 }
 
-// BucketNeed is one bucket the candidates of a round need tokens of.
-type BucketNeed struct {
-	Key  string
-	Rate store.Rate
+// bucketNeed is one bucket the candidates of a round need tokens of.
+type bucketNeed struct {
+	key  string
+	rate store.Rate
 	want int
 	// of want, the tokens taken from the handle's reserve (reserves.go);
 	// the rest are asked of the bucket
@@ -93,7 +93,7 @@ type BucketNeed struct {
 	// those it held that it used (reserves.go)
 	reserve, release int
 	// what the upsert returned
-	taken, Granted int
+	taken, granted int
 	deferredTo     int64
 	// the candidates that got a token, and how many deferred so far
 	used, deferredN int
@@ -119,23 +119,23 @@ func candidateRates(c candidate, pol *policySet, out []string) []string {
 // get none. It returns the candidates to claim, in their order.
 // probing is set while the round took a breaker's probe: its tokens are
 // then taken on their own (a probe the rate defers gives its place back).
-func (t *ClaimTx) rated(cs []candidate, pol *policySet, rc *RateClaim, round int, probing bool) ([]candidate, error) {
+func (t *ClaimTx) rated(cs []candidate, pol *policySet, rc *rateClaim, round int, probing bool) ([]candidate, error) {
 	if rc == nil {
 		return cs, nil // a peek: it takes no token and defers nothing
 	}
-	var needs map[string]*BucketNeed
+	var needs map[string]*bucketNeed
 	var keys []string
 	for _, c := range cs {
 		keys = candidateRates(c, pol, keys)
 		for _, key := range keys {
 			if needs == nil {
-				needs = map[string]*BucketNeed{}
+				needs = map[string]*bucketNeed{}
 			}
 			n := needs[key]
 			if n == nil {
-				n = &BucketNeed{Key: key, Rate: store.Rate{Limit: c.rateN, Per: time.Duration(c.ratePer) * time.Microsecond}}
+				n = &bucketNeed{key: key, rate: store.Rate{Limit: c.rateN, Per: time.Duration(c.ratePer) * time.Microsecond}}
 				if strings.HasPrefix(key, BucketPrefixNamespace) {
-					n.Rate = pol.rates[c.namespace]
+					n.rate = pol.rates[c.namespace]
 				}
 				needs[key] = n
 			}
@@ -148,27 +148,27 @@ func (t *ClaimTx) rated(cs []candidate, pol *policySet, rc *RateClaim, round int
 	// Later rounds on PostgreSQL use only the buckets the claim holds, and
 	// the tokens the handle reserved.
 	lockedOnly := round > 0 && t.H.Dialect.Lock() != "" // several writers: bucket rows lock
-	var upsert []*BucketNeed
+	var upsert []*bucketNeed
 	for _, n := range needs {
-		n.local = t.Plan.Reserves.take(n.Key, n.Rate, n.want, t.Now)
-		if n.local == n.want || lockedOnly && !rc.locked[n.Key] {
+		n.local = t.Plan.reserves.take(n.key, n.rate, n.want, t.Now)
+		if n.local == n.want || lockedOnly && !rc.locked[n.key] {
 			continue
 		}
-		n.reserve = reserveSize(n.Rate, n.ask())
-		n.release = t.Plan.Reserves.release(n.Key, n.Rate)
+		n.reserve = reserveSize(n.rate, n.ask())
+		n.release = t.Plan.reserves.release(n.key, n.rate)
 		upsert = append(upsert, n)
 	}
 	if len(upsert) > 0 && round == 0 {
 		// A claim that writes buckets anyway renews the reservations the
 		// handle would soon stop using, so that the next claims write none.
-		upsert = append(upsert, t.Plan.Reserves.expiring(t.Now, needs)...)
+		upsert = append(upsert, t.Plan.reserves.expiring(t.Now, needs)...)
 	}
-	sort.Slice(upsert, func(i, j int) bool { return upsert[i].Key < upsert[j].Key })
+	sort.Slice(upsert, func(i, j int) bool { return upsert[i].key < upsert[j].key })
 	if rc.locked == nil {
 		rc.locked = map[string]bool{}
 	}
 	for _, n := range upsert {
-		rc.locked[n.Key] = true
+		rc.locked[n.key] = true
 	}
 	if len(upsert) == 0 {
 		return t.assignTokens(cs, pol, rc, needs, nil, lockedOnly) // all reserved
@@ -197,17 +197,17 @@ type optimisticTake struct {
 	full   bool // the round's query returned all it was asked for
 	cs     []candidate
 	pol    *policySet
-	rc     *RateClaim
-	needs  map[string]*BucketNeed
-	upsert []*BucketNeed
+	rc     *rateClaim
+	needs  map[string]*bucketNeed
+	upsert []*bucketNeed
 }
 
 // readGrants reads the tokens the claim statement reserved, as "KEY N",
 // into the take's buckets.
 func (o *optimisticTake) readGrants(grants []string) error {
-	byKey := make(map[string]*BucketNeed, len(o.upsert))
+	byKey := make(map[string]*bucketNeed, len(o.upsert))
 	for _, n := range o.upsert {
-		byKey[n.Key] = n
+		byKey[n.key] = n
 	}
 	for _, g := range grants {
 		i := strings.LastIndexByte(g, ' ')
@@ -216,7 +216,7 @@ func (o *optimisticTake) readGrants(grants []string) error {
 			return fmt.Errorf("read reserved tokens %q: not KEY N", g)
 		}
 		if b := byKey[g[:i]]; b != nil {
-			b.Granted = n
+			b.granted = n
 		}
 	}
 	o.rc.reserved(o.upsert)
@@ -225,10 +225,10 @@ func (o *optimisticTake) readGrants(grants []string) error {
 
 // reserved notes the buckets of upsert that reserved tokens, for the
 // handle to hold once the claim commits.
-func (rc *RateClaim) reserved(upsert []*BucketNeed) {
+func (rc *rateClaim) reserved(upsert []*bucketNeed) {
 	for _, n := range upsert {
-		if n.Granted > 0 {
-			rc.Granted = append(rc.Granted, n)
+		if n.granted > 0 {
+			rc.granted = append(rc.granted, n)
 		}
 	}
 }
@@ -265,7 +265,7 @@ func (t *ClaimTx) claimTaken(ids []int64, leaseID int64) (got []store.ClaimedSte
 func (t *ClaimTx) rateFallback(o *optimisticTake) ([]int64, error) {
 	keys := make([]string, len(o.upsert))
 	for i, n := range o.upsert {
-		keys[i] = n.Key
+		keys[i] = n.key
 	}
 	in, args := t.TextIn("key", keys)
 	rows, err := t.Query(`SELECT key, taken, granted, deferred_to FROM rate_buckets WHERE `+in, args...)
@@ -282,7 +282,7 @@ func (t *ClaimTx) rateFallback(o *optimisticTake) ([]int64, error) {
 
 // assignTokens gives the tokens a take got (needs, upsert) to candidates
 // cs, defers those that get none and gives back what is left over.
-func (t *ClaimTx) assignTokens(cs []candidate, pol *policySet, rc *RateClaim, needs map[string]*BucketNeed, upsert []*BucketNeed, lockedOnly bool) ([]candidate, error) {
+func (t *ClaimTx) assignTokens(cs []candidate, pol *policySet, rc *rateClaim, needs map[string]*bucketNeed, upsert []*bucketNeed, lockedOnly bool) ([]candidate, error) {
 	var keys []string
 	// In claim order, a candidate is claimed when every bucket it needs
 	// has a token left for it; one that lacks a token of any is deferred
@@ -342,7 +342,7 @@ func (t *ClaimTx) assignTokens(cs []candidate, pol *policySet, rc *RateClaim, ne
 	var back []given
 	for _, n := range upsert {
 		if k := n.taken - max(n.used-n.local, 0); k > 0 {
-			back = append(back, given{n.Key, int64(k)})
+			back = append(back, given{n.key, int64(k)})
 		}
 	}
 	if len(back) > 0 {
@@ -390,18 +390,18 @@ func (t *ClaimTx) assignTokens(cs []candidate, pol *policySet, rc *RateClaim, ne
 	if err != nil {
 		return nil, fmt.Errorf("defer rate-limited steps: %w", err)
 	}
-	if rc.Deferred == nil {
-		rc.Deferred = map[string]*store.RateDeferral{}
+	if rc.deferred == nil {
+		rc.deferred = map[string]*store.RateDeferral{}
 	}
 	for _, d := range got {
 		key := why[d.id]
 		until := time.UnixMicro(d.runAt)
 		t.Audit(d.task, d.name, string(state.StepReady), string(state.StepWaiting), d.attempt,
 			fmt.Sprintf("rate limit %s: no token until %s", key, until.UTC().Format(time.RFC3339Nano)))
-		rd := rc.Deferred[key]
+		rd := rc.deferred[key]
 		if rd == nil {
 			rd = &store.RateDeferral{Key: key}
-			rc.Deferred[key] = rd
+			rc.deferred[key] = rd
 		}
 		rd.Steps++
 		if until.After(rd.Until) {
@@ -414,8 +414,8 @@ func (t *ClaimTx) assignTokens(cs []candidate, pol *policySet, rc *RateClaim, ne
 // slot returns the time the bucket queues its next deferred candidate at:
 // the upsert queued want - taken of them, the last at deferredTo, one
 // token interval apart.
-func (n *BucketNeed) slot() int64 {
-	interval := rateInterval(n.Rate)
+func (n *bucketNeed) slot() int64 {
+	interval := rateInterval(n.rate)
 	queued := int64(n.ask() - n.taken)
 	at := n.deferredTo - (queued-1-int64(n.deferredN))*interval
 	n.deferredN++
@@ -424,7 +424,7 @@ func (n *BucketNeed) slot() int64 {
 
 // ask is how many tokens the round asks of the bucket: those it wants
 // that the handle did not hold reserved.
-func (n *BucketNeed) ask() int { return n.want - n.local }
+func (n *bucketNeed) ask() int { return n.want - n.local }
 
 // rateInterval is the time between two tokens, in microseconds, rounded
 // up so that a token exists at the time it names.
@@ -485,7 +485,7 @@ func RateTakeSet(fence string) string {
 // takeTokens refills and takes the tokens of buckets, in one statement,
 // and records in each what it took, what is left and where its deferrals
 // queue.
-func (t *ClaimTx) takeTokens(needs []*BucketNeed) error {
+func (t *ClaimTx) takeTokens(needs []*bucketNeed) error {
 	if len(needs) == 0 {
 		return nil
 	}
@@ -498,7 +498,7 @@ func (t *ClaimTx) takeTokens(needs []*BucketNeed) error {
 }
 
 // took reads rows of (key, taken, granted, deferred_to) into needs.
-func took(rows sqldb.Rows, needs []*BucketNeed) error {
+func took(rows sqldb.Rows, needs []*bucketNeed) error {
 	type takeRow struct {
 		key            string
 		taken, granted int
@@ -512,13 +512,13 @@ func took(rows sqldb.Rows, needs []*BucketNeed) error {
 	if err != nil {
 		return fmt.Errorf("take rate tokens: %w", err)
 	}
-	byKey := make(map[string]*BucketNeed, len(needs))
+	byKey := make(map[string]*bucketNeed, len(needs))
 	for _, n := range needs {
-		byKey[n.Key] = n
+		byKey[n.key] = n
 	}
 	for _, x := range got {
 		if n := byKey[x.key]; n != nil {
-			n.taken, n.Granted, n.deferredTo = x.taken, x.granted, x.deferredTo
+			n.taken, n.granted, n.deferredTo = x.taken, x.granted, x.deferredTo
 		}
 	}
 	return nil
@@ -526,7 +526,7 @@ func took(rows sqldb.Rows, needs []*BucketNeed) error {
 
 // rateTakeQuery is the upsert that refills and takes the tokens of needs
 // (sorted by key), without its RETURNING, and its arguments.
-func (t *ClaimTx) rateTakeQuery(needs []*BucketNeed) (string, []any) {
+func (t *ClaimTx) rateTakeQuery(needs []*bucketNeed) (string, []any) {
 	type bucket struct {
 		key                                                          string
 		limit, per, credit, want, take, queued, reserve, until, rels int64
@@ -535,22 +535,22 @@ func (t *ClaimTx) rateTakeQuery(needs []*BucketNeed) (string, []any) {
 	for i, n := range needs {
 		// A new bucket starts full, and grants what it is asked to
 		// reserve (reserveSize asks only what a full bucket grants).
-		per := n.Rate.Per.Microseconds()
-		limit := int64(n.Rate.Limit)
+		per := n.rate.Per.Microseconds()
+		limit := int64(n.rate.Limit)
 		want, reserve := int64(n.ask()), int64(n.reserve)
 		take := min(want, limit)
 		credit := (limit - take - reserve) * per
 		var queued int64
 		if d := want - take; d > 0 {
-			interval := rateInterval(n.Rate)
+			interval := rateInterval(n.rate)
 			next := t.Now + (per-credit+limit-1)/limit
 			queued = next + (d-1)*interval
 		}
 		var until int64
 		if reserve > 0 {
-			until = t.Now + reserveHold(n.Rate)
+			until = t.Now + reserveHold(n.rate)
 		}
-		rows[i] = bucket{n.Key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
+		rows[i] = bucket{n.key, limit, per, credit, want, take, queued, reserve, until, int64(n.release)}
 	}
 	// One statement text whatever the number of buckets (a rowset), so
 	// that PostgreSQL plans it once per connection; in key order. The
@@ -572,9 +572,9 @@ func (t *ClaimTx) rateTakeQuery(needs []*BucketNeed) (string, []any) {
 		ON CONFLICT (key) DO UPDATE SET ` + t.Plan.RateSet, append([]any{t.Now}, args...)
 }
 
-// ReportDeferred tells the claimer what the claim deferred, once it
+// reportDeferred tells the claimer what the claim deferred, once it
 // committed.
-func ReportDeferred(p store.ClaimParams, deferred map[string]*store.RateDeferral) {
+func reportDeferred(p store.ClaimParams, deferred map[string]*store.RateDeferral) {
 	if p.Deferred == nil || len(deferred) == 0 {
 		return
 	}

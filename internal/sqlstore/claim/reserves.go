@@ -121,10 +121,10 @@ func (res *reserve) release() int {
 // at now, other than those of skip: a claim that writes buckets anyway
 // renews them with its own, releasing what the handle used of them. It
 // forgets the reservations that lapsed.
-func (r *reserves) expiring(now int64, skip map[string]*BucketNeed) []*BucketNeed {
+func (r *reserves) expiring(now int64, skip map[string]*bucketNeed) []*bucketNeed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*BucketNeed
+	var out []*bucketNeed
 	for key, res := range r.m {
 		if now >= res.until {
 			delete(r.m, key)
@@ -133,17 +133,17 @@ func (r *reserves) expiring(now int64, skip map[string]*BucketNeed) []*BucketNee
 		if now >= res.renew && skip[key] == nil {
 			// As many as last time: a grant under the same rate, so no
 			// more than a full bucket grants.
-			out = append(out, &BucketNeed{Key: key, Rate: res.rate, reserve: res.size, release: res.release()})
+			out = append(out, &bucketNeed{key: key, rate: res.rate, reserve: res.size, release: res.release()})
 			r.m[key] = res
 		}
 	}
 	return out
 }
 
-// Add adds tokens granted to key under rate at now, once the claim that
+// add adds tokens granted to key under rate at now, once the claim that
 // reserved them committed. The tokens the handle held already stay usable
 // as long: the bucket holds them all until the grant's time.
-func (r *reserves) Add(key string, rate store.Rate, granted int, now int64) {
+func (r *reserves) add(key string, rate store.Rate, granted int, now int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
