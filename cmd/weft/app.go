@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/telemetry"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -105,8 +106,8 @@ type app struct {
 	// notices, with --log-format json, writes the lines an operator must
 	// see whatever the level (notice); nil writes them as text.
 	notices *slog.Logger
-	// tracing holds the tracer provider built from OTEL_* (telemetry.go).
-	tracing tracing
+	// tracing holds the tracer provider built from OTEL_*; nil when off.
+	tracing *telemetry.Tracing
 
 	// refresh is how often `weft run` redraws its progress.
 	refresh time.Duration
@@ -130,7 +131,7 @@ func (a *app) execute(ctx context.Context, args []string) int {
 	root := a.rootCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
-	a.shutdownTracing()
+	a.tracing.Shutdown()
 	if err == nil {
 		return exitOK
 	}
@@ -173,10 +174,14 @@ The database is chosen by --db, else $WEFT_DB, else ./weft.db.`,
 			if err := a.setupLogging(cmd); err != nil {
 				return err
 			}
-			ctx, err := a.setupTracing(cmd.Context())
+			ctx, tracing, err := telemetry.Setup(cmd.Context(), a.config, weft.Version, a.logOut, a.log)
+			if _, ok := errors.AsType[*telemetry.SettingError](err); ok {
+				return &exitError{code: exitUsage, err: err}
+			}
 			if err != nil {
 				return err
 			}
+			a.tracing = tracing
 			cmd.SetContext(ctx)
 			return nil
 		},
@@ -344,7 +349,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 	if cfg.StaleAfter == 0 && a.config != nil {
 		// Commands without the flag (tasks --attention, ui) judge
 		// attention as the engines do.
-		if v := a.config.env("WEFT_STALE_AFTER"); v != "" {
+		if v := a.config.Env("WEFT_STALE_AFTER"); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
 				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.source("engine.stale_after"), v)
@@ -353,7 +358,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 		}
 	}
 	cfg.Logger = a.log
-	cfg.TracerProvider = a.tracerProvider()
+	cfg.TracerProvider = a.tracing.Provider()
 	cfg.Secrets = a.secretLookup
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {

@@ -113,10 +113,10 @@ type configuration struct {
 	getenv   func(string) string
 }
 
-// env returns the value the environment or the file gives the setting of
+// Env returns the value the environment or the file gives the setting of
 // environment variable name, and for a variable that is no setting, the
 // environment's: what the OTEL_* variables are read through.
-func (c *configuration) env(name string) string {
+func (c *configuration) Env(name string) string {
 	r, ok := c.byEnv[name]
 	switch {
 	case !ok:
@@ -157,9 +157,9 @@ func (c *configuration) describe(flag string) string {
 	return "--" + flag
 }
 
-// fromFile reports whether the setting of environment variable name came
+// FromFile reports whether the setting of environment variable name came
 // from the configuration file rather than the environment.
-func (c *configuration) fromFile(name string) bool {
+func (c *configuration) FromFile(name string) bool {
 	r := c.byEnv[name]
 	return r != nil && len(r.items) > 0 && !strings.HasPrefix(r.source, "env ")
 }
