@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/config"
 	"github.com/weftrun/weft/internal/telemetry"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
@@ -96,7 +97,7 @@ type app struct {
 	configFlag string
 	secretsDir string
 	// config is the effective configuration (config.go).
-	config *configuration
+	config *config.Layers
 	// serverFlag and tokenFlag make the task commands talk to a server.
 	serverFlag string
 	tokenFlag  string
@@ -275,7 +276,7 @@ func (a *app) refuseServer(cmd *cobra.Command) error {
 		// The server comes from --server, $WEFT_SERVER or the
 		// configuration file (config.go): the flag is a request to refuse,
 		// the other two are ambient, and serve and worker ignore them.
-		source := a.config.source("server")
+		source := a.config.Source("server")
 		switch {
 		case strings.HasPrefix(source, "flag "):
 			return usageErrorf("'%s' works on a database only and cannot go through --server: %s; drop --server and give --db", cmd.CommandPath(), why)
@@ -352,7 +353,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 		if v := a.config.Env("WEFT_STALE_AFTER"); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
-				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.source("engine.stale_after"), v)
+				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.Source("engine.stale_after"), v)
 			}
 			cfg.StaleAfter = d
 		}

@@ -87,7 +87,7 @@ func TestConfigDocsMatchSettings(t *testing.T) {
 	}
 	inTable := map[string]doc{}
 	for _, s := range settings {
-		inTable[s.key] = doc{flag: s.flag, env: s.env}
+		inTable[s.Key] = doc{flag: s.Flag, env: s.Env}
 	}
 	require.Equal(t, inTable, documented, "docs/configuration.md's settings table and the settings of config.go")
 }
@@ -102,32 +102,32 @@ func TestConfigDefaultsAreApplied(t *testing.T) {
 	root := newApp(nil, nil, nil, func(string) string { return "" }).rootCommand()
 	printed := map[string]string{}
 	for _, s := range settings {
-		value, source := configLine(t, r.stdout, s.key)
+		value, source := configLine(t, r.stdout, s.Key)
 		require.Equal(t, "default", source)
-		printed[s.key] = value
-		if s.flag == "" || s.key == "log.level" { // log.level: a default per command, printed as a sentence
+		printed[s.Key] = value
+		if s.Flag == "" || s.Key == "log.level" { // log.level: a default per command, printed as a sentence
 			continue
 		}
 		found := 0
 		for _, cmd := range root.Commands() {
-			f := cmd.Flags().Lookup(s.flag)
+			f := cmd.Flags().Lookup(s.Flag)
 			if f == nil {
-				f = cmd.InheritedFlags().Lookup(s.flag)
+				f = cmd.InheritedFlags().Lookup(s.Flag)
 			}
-			if f == nil || !s.appliesTo(cmd.Name()) {
+			if f == nil || !s.AppliesTo(cmd.Name()) {
 				continue
 			}
 			found++
 			want := flagDefault(f)
-			if s.key == "db" {
+			if s.Key == "db" {
 				want = weftdb.DefaultDB // the flag's "" means $WEFT_DB, else this
 			}
 			if want == "" {
 				want = "(unset)"
 			}
-			require.Equal(t, want, value, "%s: the default of %s --%s", s.key, cmd.Name(), s.flag)
+			require.Equal(t, want, value, "%s: the default of %s --%s", s.Key, cmd.Name(), s.Flag)
 		}
-		require.NotZero(t, found, "%s: no command has --%s", s.key, s.flag)
+		require.NotZero(t, found, "%s: no command has --%s", s.Key, s.Flag)
 	}
 	for key, want := range map[string]string{
 		"engine.concurrency":        strconv.Itoa(weft.DefaultConcurrency),
@@ -170,8 +170,8 @@ func TestConfigDocsNameRealFields(t *testing.T) {
 	requireCode(t, 0, r)
 	byFlag := map[string]string{}
 	for _, s := range settings {
-		if s.flag != "" {
-			byFlag[s.flag], _ = configLine(t, r.stdout, s.key)
+		if s.Flag != "" {
+			byFlag[s.Flag], _ = configLine(t, r.stdout, s.Key)
 		}
 	}
 	for _, row := range docTable(t, "configuration.md", "| `weft.Config` field | CLI | default | meaning |") {

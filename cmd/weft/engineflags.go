@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/config"
 )
 
 // engineFlags are the flags of the commands that run an engine.
@@ -40,31 +41,31 @@ func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 
 // config validates the flags and returns the engine configuration; c
 // (which may be nil) names where a refused value came from.
-func (f *engineFlags) config(c *configuration) (weft.Config, error) {
+func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
 	if f.concurrency < 1 {
-		return weft.Config{}, usageErrorf("%s must be at least 1, got %d", c.describe("concurrency"), f.concurrency)
+		return weft.Config{}, usageErrorf("%s must be at least 1, got %d", c.Describe("concurrency"), f.concurrency)
 	}
 	if f.drain < 0 {
-		return weft.Config{}, usageErrorf("%s must not be negative", c.describe("drain"))
+		return weft.Config{}, usageErrorf("%s must not be negative", c.Describe("drain"))
 	}
 	if len(f.caps) > 0 {
 		return weft.Config{}, usageErrorf("--cap was removed: %s", removedSettings["engine.caps"])
 	}
-	if c != nil && c.getenv("WEFT_CAPS") != "" {
+	if c != nil && c.Env("WEFT_CAPS") != "" {
 		return weft.Config{}, usageErrorf("WEFT_CAPS was removed: %s", removedSettings["engine.caps"])
 	}
 	if f.staleAfter <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("stale-after"), f.staleAfter)
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("stale-after"), f.staleAfter)
 	}
 	if f.leaseTTL <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("lease-ttl"), f.leaseTTL)
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("lease-ttl"), f.leaseTTL)
 	}
 	if f.heartbeat <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.describe("heartbeat-interval"), f.heartbeat)
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("heartbeat-interval"), f.heartbeat)
 	}
 	if f.leaseTTL < 2*f.heartbeat {
 		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
-			c.describe("lease-ttl"), f.leaseTTL, c.describe("heartbeat-interval"), f.heartbeat)
+			c.Describe("lease-ttl"), f.leaseTTL, c.Describe("heartbeat-interval"), f.heartbeat)
 	}
 	maxPressure, err := parseMaxPressure(f.maxPressure)
 	if err != nil {

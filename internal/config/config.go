@@ -7,9 +7,9 @@
 // newline; a relative PATH is relative to the configuration file) and $$
 // for a dollar sign.
 //
-// The command layers the values it reads here between its defaults and
-// the environment (see cmd/weft/config.go); this package knows nothing of
-// flags.
+// Resolve layers the settings (layers.go): defaults < the file < the
+// environment < flags. The command's table of settings, which flag of
+// which command each one sets, is in cmd/weft/config.go.
 package config
 
 import (

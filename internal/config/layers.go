@@ -1,0 +1,169 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Setting is one configurable value of the weft command: one key in the
+// file, one environment variable and, for most, one flag.
+type Setting struct {
+	Key    string // in the configuration file
+	Flag   string // the flag that sets it; "" for settings read from the environment only
+	Env    string // the environment variable that sets it
+	Kind   Kind
+	Secret bool // shown redacted
+	// Commands are the commands whose flag the setting sets; nil: every
+	// command that has the flag (the global flags). Another command may
+	// have a flag of the same name that means something else ('weft
+	// limit --concurrency').
+	Commands []string
+}
+
+// AppliesTo reports whether the setting sets the flag of the command
+// named name.
+func (s Setting) AppliesTo(name string) bool {
+	return s.Commands == nil || slices.Contains(s.Commands, name)
+}
+
+// Resolved is a setting's effective value and where it came from.
+type Resolved struct {
+	Setting
+	Items    []string // nil: not set (the default applies)
+	Source   string   // "default", "flag --x", "env X" or "FILE:LINE"
+	FromFile bool     // made by a ${file:} interpolation
+}
+
+// Layers are the settings resolved: defaults < the configuration file <
+// the environment < flags.
+type Layers struct {
+	File     string // the configuration file read, "" for none
+	Settings []Resolved
+	byEnv    map[string]*Resolved
+	getenv   func(string) string
+}
+
+// Resolve reads the configuration file at path (its absence is an error
+// only where explicit) and resolves every setting for the command named
+// command: its flag where the command line set it, else its environment
+// variable, else the file. It sets the flags of flags that the environment
+// or the file set and the command line did not. removed are keys the file
+// no longer takes, with what replaced each: a file that has one is
+// refused with that.
+func Resolve(path string, explicit bool, settings []Setting, removed map[string]string, flags *pflag.FlagSet, command string, getenv func(string) string) (*Layers, error) {
+	schema := map[string]Kind{}
+	for _, s := range settings {
+		schema[s.Key] = s.Kind
+	}
+	for key := range removed {
+		schema[key] = Map // read, to be refused with what replaced it
+	}
+	file := map[string]Value{}
+	c := &Layers{byEnv: map[string]*Resolved{}, getenv: getenv}
+	switch v, err := Load(path, schema, getenv); {
+	case err == nil:
+		file, c.File = v, path
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("configuration file %s does not exist", path)
+	default:
+		return nil, err
+	}
+	for key, instead := range removed {
+		if v, ok := file[key]; ok {
+			return nil, fmt.Errorf("%s: %s was removed: %s", v.Where(), key, instead)
+		}
+	}
+	c.Settings = make([]Resolved, len(settings))
+	for i, s := range settings {
+		r := &c.Settings[i]
+		r.Setting, r.Source = s, "default"
+		var f *pflag.Flag
+		if s.Flag != "" && s.AppliesTo(command) {
+			f = flags.Lookup(s.Flag)
+		}
+		switch v, inFile := file[s.Key]; {
+		case f != nil && f.Changed:
+			r.Source = "flag --" + s.Flag
+			r.Items = flagItems(f)
+		case getenv(s.Env) != "":
+			r.Source, r.Items = "env "+s.Env, []string{getenv(s.Env)}
+		case inFile:
+			r.Source, r.Items, r.FromFile = v.Where(), v.Items, v.FromFile
+		}
+		c.byEnv[s.Env] = r
+		if f == nil || f.Changed || r.Items == nil {
+			continue
+		}
+		for _, item := range r.Items {
+			if err := flags.Set(s.Flag, item); err != nil {
+				return nil, fmt.Errorf("%s (%s): %w", s.Key, r.Source, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// flagItems returns a flag's value as items.
+func flagItems(f *pflag.Flag) []string {
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		return sv.GetSlice()
+	}
+	return []string{f.Value.String()}
+}
+
+// Env returns the value the environment or the file gives the setting of
+// environment variable name, and for a variable that is no setting, the
+// environment's: what the OTEL_* variables are read through.
+func (c *Layers) Env(name string) string {
+	r, ok := c.byEnv[name]
+	switch {
+	case !ok:
+		return c.getenv(name)
+	case len(r.Items) > 0:
+		return strings.Join(r.Items, ",")
+	}
+	return ""
+}
+
+// FromFile reports whether the setting of environment variable name came
+// from the configuration file rather than the environment.
+func (c *Layers) FromFile(name string) bool {
+	r := c.byEnv[name]
+	return r != nil && len(r.Items) > 0 && !strings.HasPrefix(r.Source, "env ")
+}
+
+// Source returns where the setting of key came from: "flag --x", "env
+// X", "FILE:LINE", or "" when nothing set it.
+func (c *Layers) Source(key string) string {
+	for _, r := range c.Settings {
+		if r.Key == key && r.Items != nil {
+			return r.Source
+		}
+	}
+	return ""
+}
+
+// Describe names the flag for an error about its value: "--flag", with
+// the setting and where it came from when that was not the command line
+// ("--lease-ttl (engine.lease_ttl at weft.yaml:4)"). c may be nil.
+func (c *Layers) Describe(flag string) string {
+	if c == nil {
+		return "--" + flag
+	}
+	for _, r := range c.Settings {
+		if r.Flag != flag || r.Items == nil || strings.HasPrefix(r.Source, "flag ") {
+			continue
+		}
+		if strings.HasPrefix(r.Source, "env ") {
+			return fmt.Sprintf("--%s (%s, from %s)", flag, r.Key, r.Source)
+		}
+		return fmt.Sprintf("--%s (%s at %s)", flag, r.Key, r.Source)
+	}
+	return "--" + flag
+}
