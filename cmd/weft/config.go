@@ -19,9 +19,10 @@ import (
 	"github.com/weftrun/weft/weftdb"
 )
 
-// This file lists the CLI's settings, which internal/config layers: defaults < the configuration file
-// (weft.yaml in the working directory, --config FILE or $WEFT_CONFIG) <
-// the environment (WEFT_*, and the standard OTEL_* for telemetry) < flags.
+// This file lists the CLI's settings, which internal/config layers:
+// defaults < the configuration file (weft.yaml in the working directory,
+// --config FILE or $WEFT_CONFIG) < the environment (WEFT_*, and the
+// standard OTEL_* for telemetry) < flags.
 // Each setting has one key in the file, one environment variable and, for
 // most, one flag; "weft config" prints what is in effect and where each
 // value came from.
