@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/config"
 	"github.com/weftrun/weft/internal/telemetry"
 	"github.com/weftrun/weft/store"
@@ -360,7 +361,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 	}
 	cfg.Logger = a.log
 	cfg.TracerProvider = a.tracing.Provider()
-	cfg.Secrets = a.secretLookup
+	cfg.Secrets = builtin.EnvSecrets(a.getenv, a.secretsDir)
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
 		return nil, err // weftdb names the database and what failed

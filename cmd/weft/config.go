@@ -1,12 +1,8 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/config"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -100,35 +95,6 @@ func (a *app) loadConfig(cmd *cobra.Command) error {
 	}
 	a.config = c
 	return nil
-}
-
-// secretLookup resolves the secrets built-in steps name: from
-// WEFT_SECRET_<NAME>, else from the file NAME in the secrets directory.
-func (a *app) secretLookup(ctx context.Context, name string) (string, error) {
-	if v := a.getenv(builtin.SecretEnvPrefix + name); v != "" {
-		return v, nil
-	}
-	if a.secretsDir == "" {
-		return "", fmt.Errorf("not found: set %s%s in the engine's environment or use --secrets-dir", builtin.SecretEnvPrefix, name)
-	}
-	// The name is letters, digits and _ (checked by the caller): it stays
-	// in the directory.
-	f, err := os.Open(filepath.Join(a.secretsDir, name))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", builtin.SecretEnvPrefix, name, name, a.secretsDir)
-	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", f.Name(), err)
-	}
-	if len(b) > 64<<10 {
-		return "", fmt.Errorf("%s is larger than 64 KiB", f.Name())
-	}
-	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 }
 
 func (a *app) configCommand() *cobra.Command {

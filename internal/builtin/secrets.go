@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"text/template"
@@ -154,4 +157,36 @@ func (s *secrets) clean(res json.RawMessage, err error) (json.RawMessage, error)
 		return res, &outcome.RetryAfterError{Err: plain, Delay: after.Delay}
 	}
 	return res, plain
+}
+
+// EnvSecrets is the SecretLookup of the weft command: a secret NAME is
+// the environment variable WEFT_SECRET_<NAME>, else the file NAME in Dir
+// (at most 64 KiB, without its trailing newline).
+func EnvSecrets(getenv func(string) string, dir string) SecretLookup {
+	return func(ctx context.Context, name string) (string, error) {
+		if v := getenv(SecretEnvPrefix + name); v != "" {
+			return v, nil
+		}
+		if dir == "" {
+			return "", fmt.Errorf("not found: set %s%s in the engine's environment or use --secrets-dir", SecretEnvPrefix, name)
+		}
+		// The name is letters, digits and _ (checked by the caller): it
+		// stays in the directory.
+		f, err := os.Open(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", SecretEnvPrefix, name, name, dir)
+		}
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", f.Name(), err)
+		}
+		if len(b) > 64<<10 {
+			return "", fmt.Errorf("%s is larger than 64 KiB", f.Name())
+		}
+		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,4 +105,34 @@ func TestExecDoesNotInheritSecrets(t *testing.T) {
 		Config: json.RawMessage(`{"command": ["sh", "-c", "printf '%s' \"${WEFT_SECRET_HIDDEN-unset}\""]}`)})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"stdout": "unset"}`, string(res))
+}
+
+func TestEnvSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "TOKEN"), []byte("from-file\r\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "BIG"), []byte(strings.Repeat("x", 64<<10+1)), 0o600))
+	env := map[string]string{"WEFT_SECRET_API": "from-env", "WEFT_SECRET_TOKEN": ""}
+	getenv := func(k string) string { return env[k] }
+	tests := []struct {
+		name, dir, secret, want, wantErr string
+	}{
+		{name: "environment", dir: dir, secret: "API", want: "from-env"},
+		{name: "file without its newline", dir: dir, secret: "TOKEN", want: "from-file"},
+		{name: "neither", dir: dir, secret: "NONE", wantErr: "no WEFT_SECRET_NONE in the engine's environment and no file NONE in " + dir},
+		{name: "no directory", secret: "NONE", wantErr: "set WEFT_SECRET_NONE in the engine's environment or use --secrets-dir"},
+		{name: "too large", dir: dir, secret: "BIG", wantErr: "larger than 64 KiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := EnvSecrets(getenv, tt.dir)(context.Background(), tt.secret)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
 }
