@@ -13,6 +13,7 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/internal/taskview"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -92,7 +93,7 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 		if err := fn(ev); err != nil {
 			return err
 		}
-		if f.TaskID != 0 && ev.Step == "" && taskEnded(ev.To) {
+		if f.TaskID != 0 && ev.Step == "" && state.Task(ev.To).Terminal() {
 			return errTaskEnded
 		}
 		return nil
@@ -148,15 +149,6 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 		case <-tick.C:
 		}
 	}
-}
-
-// taskEnded reports whether a task state is final.
-func taskEnded(s string) bool {
-	switch s {
-	case "completed", "failed", "cancelled", "expired":
-		return true
-	}
-	return false
 }
 
 // writeEvent prints one event: a JSON line, or a text line.
