@@ -17,6 +17,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/dashboard"
+	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
@@ -111,7 +112,7 @@ func newEnv(t testing.TB, s store.Store, opts server.Options) *env {
 	opts.UI = dashboard.New
 	srv, err := server.New(e, opts)
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apicontract.Serve(t, srv))
 	// End the event streams first: Close waits for open connections.
 	t.Cleanup(func() { srv.Close(); hs.Close() })
 	en.url, en.handler = hs.URL, srv

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/store"
@@ -109,7 +110,7 @@ func newEnvWith(t *testing.T, s store.Store, opts server.Options, config func(*w
 	srv, err := server.New(e, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apicontract.Serve(t, srv))
 	t.Cleanup(hs.Close)
 	en := &env{t: t, e: e, st: s, srv: srv, url: hs.URL}
 	en.admin = en.key(server.PermAdmin)

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -423,6 +424,10 @@ func (s *Server) principal(r *http.Request) (Principal, *apiError) {
 
 //go:embed openapi.json
 var openAPIDoc []byte
+
+// OpenAPI returns the API's OpenAPI document, as GET /v1/openapi.json
+// serves it.
+func OpenAPI() []byte { return slices.Clone(openAPIDoc) }
 
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")

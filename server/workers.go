@@ -69,7 +69,7 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	s.log.Info("remote worker registered", "worker_id", id, "handlers", strings.Join(req.Handlers, ","), "namespaces", strings.Join(req.Namespaces, ","))
-	return http.StatusCreated, wire.WorkerRegistered{WorkerID: id, Namespaces: req.Namespaces, Handlers: req.Handlers,
+	return http.StatusCreated, wire.WorkerRegistered{WorkerID: id, Namespaces: append([]string{}, req.Namespaces...), Handlers: req.Handlers,
 		LeaseTTLMS: s.workers.LeaseTTL().Milliseconds(), HeartbeatIntervalMS: s.workers.HeartbeatInterval().Milliseconds(),
 		MaxWaitMS: s.opts.MaxPoll.Milliseconds()}, nil
 }

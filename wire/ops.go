@@ -67,12 +67,11 @@ type PruneRequest struct {
 	Cursor int64 `json:"cursor,omitempty"`
 }
 
-// Retention is a namespace retention (PUT /v1/retention/{namespace}, GET
-// /v1/retention): how long finished tasks of each final state are kept,
-// as durations ("7d", "12h"); an empty string clears one.
+// Retention is the body of PUT /v1/retention/{namespace}: how long
+// finished tasks of each final state are kept, as durations ("7d",
+// "12h"); an empty string clears one.
 type Retention struct {
-	Namespace string            `json:"namespace,omitempty"`
-	Keep      map[string]string `json:"keep"`
+	Keep map[string]string `json:"keep"`
 }
 
 // RetentionList is the body of GET /v1/retention.

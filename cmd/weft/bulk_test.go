@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/weftdb"
@@ -286,7 +287,7 @@ func TestBulkInStepsThroughServer(t *testing.T) {
 	require.NoError(t, err)
 	srv, err := server.New(e, server.Options{DisableAuth: true, Logger: slog.New(slog.DiscardHandler), BulkBatchSize: 4, BulkMaxBatches: 1})
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apicontract.Serve(t, srv))
 	t.Cleanup(hs.Close)
 	as := func(args ...string) result { return weftCLI(t, append([]string{"--server", hs.URL}, args...)...) }
 	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
@@ -38,7 +39,7 @@ func TestSubmitFieldErrors(t *testing.T) {
 	srv, err := server.New(e, server.Options{DisableAuth: true, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apicontract.Serve(t, srv))
 	t.Cleanup(hs.Close)
 
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -92,7 +93,7 @@ func TestRegisterAndSchedules(t *testing.T) {
 	require.NoError(t, err)
 	srv, err := server.New(e, server.Options{DisableAuth: true, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apicontract.Serve(t, srv))
 	t.Cleanup(hs.Close)
 	r = weftCLI(t, "--server", hs.URL, "register", file)
 	requireCode(t, 0, r)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
@@ -66,7 +67,7 @@ func TestUnknownTargetsAreNotFound(t *testing.T) {
 	srv, err := server.New(e, server.Options{DisableAuth: true, Logger: quiet})
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewServer(apicontract.Serve(t, srv))
 	t.Cleanup(hs.Close)
 	c, err := client.New(hs.URL, "")
 	require.NoError(t, err)
