@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/duration"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
-	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds the operator routes on many tasks (bulk cancel, retry,
@@ -106,11 +106,6 @@ func (s *Server) bulk(r *http.Request, do func(*weft.Engine, weft.BulkRequest) (
 		return 0, nil, err
 	}
 	res, err := do(s.engine, req)
-	var fe *store.FieldError
-	if errors.As(err, &fe) {
-		// The engine checks the filter (its state, workflow and tags).
-		return 0, nil, inField("filter."+fe.Field, err)
-	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -144,11 +139,11 @@ func parseAge(field, v string) (time.Duration, error) {
 
 // parseDuration reads a duration such as 7d, 12h or 90m (of any sign).
 func parseDuration(field, v string) (time.Duration, error) {
-	var d workflow.Duration
-	if err := d.UnmarshalJSON([]byte(`"` + v + `"`)); err != nil {
+	d, err := duration.Parse(v)
+	if err != nil {
 		return 0, fieldError(field, "%q: want a positive duration such as 7d, 12h or 90m", v)
 	}
-	return time.Duration(d), nil
+	return d, nil
 }
 
 func (s *Server) prune(r *http.Request) (int, any, error) {

@@ -118,6 +118,16 @@ func TestTagsAndBulkActions(t *testing.T) {
 		require.Equal(t, 0, pr.Matched)
 		r = en.do("POST", "/v1/tasks/prune", en.admin, map[string]any{"state": "running", "older_than": "1d"})
 		require.Equal(t, 400, r.status)
+
+		// An empty filter selects nothing unless all says every task: the
+		// error names the API's field.
+		for _, route := range []string{"/v1/tasks/cancel", "/v1/tasks/retry", "/v1/tasks/delete"} {
+			r = en.do("POST", route, en.admin, map[string]any{})
+			require.Equal(t, 400, r.status, "%s: %s", route, r.body)
+			code, field := r.errorCode(t)
+			require.Equal(t, "invalid_field", code, route)
+			require.Equal(t, "all", field, route)
+		}
 	})
 }
 
@@ -205,7 +215,7 @@ func TestRetentionAndWorkers(t *testing.T) {
 	rl, err := c.SetRetention(ctx, "shop", map[string]string{"completed": "7d", "failed": "12h"})
 	require.NoError(t, err)
 	require.Len(t, rl.Retention, 2)
-	require.Equal(t, 7*24*time.Hour, rl.Retention[0].Keep)
+	require.Equal(t, wire.Duration(7*24*time.Hour), rl.Retention[0].Keep)
 	r := en.do("PUT", "/v1/retention/shop", en.admin, map[string]any{"keep": map[string]string{"running": "1d"}})
 	require.Equal(t, 400, r.status)
 	rl, err = c.SetRetention(ctx, "shop", map[string]string{"failed": ""})

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
@@ -90,7 +91,7 @@ func TestOpenAPISchemasMatchWire(t *testing.T) {
 	requests := requestOnly(t)
 	var problems []string
 	for name := range doc.Components.Schemas {
-		if _, ok := wireSchemas[name]; !ok && name != "Readiness" {
+		if _, ok := wireSchemas[name]; !ok && name != "Readiness" && name != "Duration" {
 			problems = append(problems, fmt.Sprintf("component %s describes no wire type", name))
 		}
 	}
@@ -384,4 +385,21 @@ func errorCodes(t *testing.T) []string {
 	}
 	require.NotEmpty(t, codes)
 	return codes
+}
+
+// TestPermissionsDocumented: docs/api.md names every permission the server
+// checks, and no other.
+func TestPermissionsDocumented(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../docs/api.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(data), "Permissions are `resource:action`:")
+	require.True(t, ok, "docs/api.md lists the permissions after \"Permissions are `resource:action`:\"")
+	para, _, _ := strings.Cut(rest, "`resource:*`")
+	var documented []string
+	for _, m := range regexp.MustCompile("`([a-z]+:[a-z]+)`").FindAllStringSubmatch(para, -1) {
+		documented = append(documented, m[1])
+	}
+	want := slices.DeleteFunc(slices.Clone(server.Permissions), func(p string) bool { return p == server.PermAdmin })
+	require.ElementsMatch(t, want, documented)
 }

@@ -147,42 +147,55 @@ func EventOf(e store.HistoryEvent) Event {
 // Webhook is a webhook subscription; Secret is set only in the answer to
 // its creation.
 type Webhook struct {
-	ID            int64     `json:"id"`
-	URL           string    `json:"url"`
-	Secret        string    `json:"secret,omitempty"`
-	Namespace     string    `json:"namespace,omitempty"`
-	Workflow      string    `json:"workflow,omitempty"`
-	Types         []string  `json:"types,omitempty"`
-	Cursor        string    `json:"cursor"`
-	State         string    `json:"state"`
-	Failures      int       `json:"failures"`
-	LastError     string    `json:"last_error,omitempty"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-	Delivered     int64     `json:"delivered"`
-	CreatedAt     time.Time `json:"created_at"`
-	CreatedBy     string    `json:"created_by,omitempty"`
+	ID        int64    `json:"id"`
+	URL       string   `json:"url"`
+	Secret    string   `json:"secret,omitempty"`
+	Namespace string   `json:"namespace,omitempty"`
+	Workflow  string   `json:"workflow,omitempty"`
+	Types     []string `json:"types,omitempty"`
+	Cursor    string   `json:"cursor"`
+	State     string   `json:"state"`
+	Failures  int      `json:"failures"`
+	LastError string   `json:"last_error,omitempty"`
+	// NextAttemptAt is when a failing webhook is tried again; absent
+	// when it is not waiting to retry.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	Delivered     int64      `json:"delivered"`
+	CreatedAt     time.Time  `json:"created_at"`
+	CreatedBy     string     `json:"created_by,omitempty"`
 }
 
 // WebhookOf is the API's form of a stored webhook.
-func WebhookOf(w store.Webhook) Webhook { return Webhook(w) }
+func WebhookOf(w store.Webhook) Webhook {
+	out := Webhook{ID: w.ID, URL: w.URL, Secret: w.Secret, Namespace: w.Namespace, Workflow: w.Workflow, Types: w.Types,
+		Cursor: w.Cursor, State: w.State, Failures: w.Failures, LastError: w.LastError, Delivered: w.Delivered,
+		CreatedAt: w.CreatedAt, CreatedBy: w.CreatedBy}
+	if w.NextAttemptAt.UnixMicro() > 0 {
+		out.NextAttemptAt = &w.NextAttemptAt
+	}
+	return out
+}
 
 // Breaker is the state of one circuit breaker of a step, as listed in
 // PolicyReport.Breakers and returned by POST /v1/breakers/reset.
 type Breaker struct {
-	Key         string        `json:"key"`
-	State       string        `json:"state"`
-	Failures    int           `json:"failures"`
-	Threshold   int           `json:"threshold"`
-	Cooldown    time.Duration `json:"cooldown_ns"`
-	OpenedAt    *time.Time    `json:"opened_at,omitempty"`
-	ProbeAt     *time.Time    `json:"probe_at,omitempty"`
-	ProbeStepID int64         `json:"probe_step_id,omitempty"`
-	RetryAt     *time.Time    `json:"retry_at,omitempty"`
-	UpdatedAt   time.Time     `json:"updated_at"`
+	Key         string     `json:"key"`
+	State       string     `json:"state"`
+	Failures    int        `json:"failures"`
+	Threshold   int        `json:"threshold"`
+	Cooldown    Duration   `json:"cooldown"`
+	OpenedAt    *time.Time `json:"opened_at,omitempty"`
+	ProbeAt     *time.Time `json:"probe_at,omitempty"`
+	ProbeStepID int64      `json:"probe_step_id,omitempty"`
+	RetryAt     *time.Time `json:"retry_at,omitempty"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // BreakerOf is the API's form of a breaker.
-func BreakerOf(b store.Breaker) Breaker { return Breaker(b) }
+func BreakerOf(b store.Breaker) Breaker {
+	return Breaker{Key: b.Key, State: b.State, Failures: b.Failures, Threshold: b.Threshold, Cooldown: Duration(b.Cooldown),
+		OpenedAt: b.OpenedAt, ProbeAt: b.ProbeAt, ProbeStepID: b.ProbeStepID, RetryAt: b.RetryAt, UpdatedAt: b.UpdatedAt}
+}
 
 // ScheduleKey names a schedule: namespace/workflow and the schedule's name.
 type ScheduleKey struct {
@@ -316,15 +329,17 @@ func PolicyChangeRecordOf(c store.PolicyChangeRecord) PolicyChangeRecord {
 // RetentionSetting is how long the finished tasks of a namespace in one
 // state are kept (Keep in nanoseconds).
 type RetentionSetting struct {
-	Namespace string        `json:"namespace"`
-	State     state.Task    `json:"state"`
-	Keep      time.Duration `json:"keep"`
-	UpdatedAt time.Time     `json:"updated_at"`
-	UpdatedBy string        `json:"updated_by,omitempty"`
+	Namespace string     `json:"namespace"`
+	State     state.Task `json:"state"`
+	Keep      Duration   `json:"keep"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	UpdatedBy string     `json:"updated_by,omitempty"`
 }
 
 // RetentionSettingOf is the API's form of a retention.
-func RetentionSettingOf(r store.Retention) RetentionSetting { return RetentionSetting(r) }
+func RetentionSettingOf(r store.Retention) RetentionSetting {
+	return RetentionSetting{Namespace: r.Namespace, State: r.State, Keep: Duration(r.Keep), UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
+}
 
 // OperatorEntry is one entry of the operator log.
 type OperatorEntry struct {

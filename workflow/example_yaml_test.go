@@ -82,7 +82,7 @@ steps:
 		fmt.Println(strings.TrimPrefix(line, dir+string(filepath.Separator)))
 	}
 	// Output:
-	// release.yaml:7: step "push": timeout: invalid duration "30" (use Go syntax such as 10ms, 30s, 1m)
+	// release.yaml:7: step "push": timeout: invalid duration "30" (use Go syntax such as 10ms, 30s, 1m, or days such as 7d)
 	// release.yaml:11: step "rollback": trigger_rule: "on_failure" is not one of [all_success all_done one_success one_failed all_failed none_failed none_failed_min_one_success always]
 	// release.yaml:12: step "report": depends_on: depends on unknown step "rollbak"
 }

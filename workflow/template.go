@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftrun/weft/internal/duration"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -430,7 +431,7 @@ func tplNumber[N int | float64](lo, hi N) tplValue[N] {
 
 func (d *templateDecoder) duration(n *yaml.Node, at tplLoc) (Duration, bool) {
 	s, ok := d.str(n, at)
-	v, err := parseDuration(s)
+	v, err := duration.Parse(s)
 	if ok && err != nil {
 		d.errorf(n, at, "%v", err)
 	}

@@ -3,11 +3,10 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
+	"github.com/weftrun/weft/internal/duration"
 )
 
 // Workflow is a versioned definition namespace/name@version: a directed
@@ -296,41 +295,27 @@ func (w *Workflow) WithOnConflict(c OnConflict) *Workflow {
 	return w
 }
 
-// Duration is a time.Duration that reads and writes Go duration strings
-// ("10ms", "1m") in JSON and YAML.
+// Duration is a time.Duration that reads and writes its text in JSON and
+// YAML: Go's syntax ("10ms", "1m30s") or whole days ("7d").
 type Duration time.Duration
 
-// MarshalJSON writes the duration as a string such as "1m30s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON writes the duration in its shortest form ("2m", "7d").
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(duration.Format(time.Duration(d)))
+}
 
-// UnmarshalJSON reads a Go duration string.
+// UnmarshalJSON reads a duration string.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string such as \"10s\": %w", err)
 	}
-	v, err := parseDuration(s)
+	v, err := duration.Parse(s)
 	if err != nil {
 		return err
 	}
 	*d = Duration(v)
 	return nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100_000 {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (use Go syntax such as 10ms, 30s, 1m)", s)
-	}
-	if v < 0 {
-		return 0, fmt.Errorf("duration %q must not be negative", s)
-	}
-	return v, nil
 }
 
 // New starts a workflow definition. Add steps with Step.

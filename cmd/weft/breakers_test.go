@@ -54,7 +54,7 @@ func TestBreakerOpensAndResets(t *testing.T) {
 	b := rep.Breakers[0]
 	require.Equal(t, weft.BreakerOpen, b.State)
 	require.Equal(t, 2, b.Failures)
-	require.Equal(t, time.Hour, b.Cooldown)
+	require.Equal(t, wire.Duration(time.Hour), b.Cooldown)
 	require.Equal(t, b.OpenedAt.Add(time.Hour), *b.RetryAt)
 
 	r = weftCLI(t, "breaker", "reset", "shop/flaky/call", "--reason", "provider back", "--db", db)

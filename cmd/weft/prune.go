@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/duration"
 	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
@@ -180,7 +181,7 @@ change is recorded in the operator log.`,
 			tw := newTable(a.stdout)
 			fmt.Fprintln(tw, "NAMESPACE\tSTATE\tKEEP\tSET\tBY")
 			for _, r := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.State, fmtKeep(r.Keep), fmtTime(&r.UpdatedAt), orDash(r.UpdatedBy))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.State, duration.Format(time.Duration(r.Keep)), fmtTime(&r.UpdatedAt), orDash(r.UpdatedBy))
 			}
 			return flushTable(tw)
 		}),
@@ -192,14 +193,6 @@ change is recorded in the operator log.`,
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the retentions as JSON")
 	return cmd
-}
-
-// fmtKeep prints a retention in days when it is whole days.
-func fmtKeep(d time.Duration) string {
-	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	}
-	return d.String()
 }
 
 // writeAttention prints the attention list: each task with its reasons.

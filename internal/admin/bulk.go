@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -87,22 +88,22 @@ var (
 // filter on a state it cannot apply to and an empty filter without All.
 func scope(action string, r *BulkRequest, states []state.Task) error {
 	if !r.Filter.Selects() && !r.All && len(r.IDs) == 0 {
-		return fmt.Errorf("%w %s: the filter is empty, which selects every task; give a filter or set All", store.ErrInvalid, action)
+		return fmt.Errorf("%s: %w", action, store.Invalidf("all", "the filter is empty, which selects every task: give a filter, ids, or all to act on every task"))
 	}
 	if err := store.ValidateTags(r.Filter.Tags); err != nil {
-		return fmt.Errorf("%s: %w", action, err)
+		return inFilter(action, err)
 	}
 	f := &r.Filter
 	f.Limit, f.BeforeID = 0, 0
 	var err error
 	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
-		return fmt.Errorf("%s: %w", action, err)
+		return inFilter(action, err)
 	}
 	if f.State != "" && !f.State.Valid() {
-		return fmt.Errorf("%s: %w", action, store.Invalidf("state", "%q is not a task state", f.State))
+		return inFilter(action, store.Invalidf("state", "%q is not a task state", f.State))
 	}
 	if f.State != "" && !slices.Contains(states, f.State) {
-		return fmt.Errorf("%s: %w", action, store.Invalidf("state", "tasks that are %s cannot be %s (only %s)", f.State, past(action), joinStates(states)))
+		return inFilter(action, store.Invalidf("state", "tasks that are %s cannot be %s (only %s)", f.State, past(action), joinStates(states)))
 	}
 	if f.State == "" && len(f.States) == 0 {
 		f.States = states
@@ -111,6 +112,15 @@ func scope(action string, r *BulkRequest, states []state.Task) error {
 		r.BatchSize = DefaultBatchSize
 	}
 	return nil
+}
+
+// inFilter names a field of the request's filter as the API does
+// ("filter.state").
+func inFilter(action string, err error) error {
+	if fe, ok := errors.AsType[*store.FieldError](err); ok {
+		err = store.Invalidf("filter."+fe.Field, "%s", fe.Problem)
+	}
+	return fmt.Errorf("%s: %w", action, err)
 }
 
 func past(action string) string {
