@@ -170,6 +170,12 @@ func (e *Engine) LoadGate() LoadGateState { return e.core.LoadGate() }
 // exit status 2 naming the flag.
 type FieldError = store.FieldError
 
+// SubmissionError is the submission of a SubmitMany (or SubmitTx) that was
+// refused, by its index from 0, with why (often a *FieldError); none of
+// the call's tasks was submitted. REST answers the batch route's with the
+// field as tasks[INDEX].FIELD.
+type SubmissionError = engine.SubmissionError
+
 // ConflictError is an ErrConflict with its reason ("task 7 is completed
 // and cannot be cancelled"): find it with errors.As. REST answers it 409
 // conflict with the reason as its message.

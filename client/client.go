@@ -171,6 +171,22 @@ func (c *Client) Submit(ctx context.Context, req wire.SubmitRequest) (SubmitResu
 	return SubmitResult{Task: t.Task, Duplicate: status == http.StatusOK, Superseded: t.Superseded}, nil
 }
 
+// SubmitMany submits up to wire.MaxBatch tasks in one request and one
+// transaction: all of them or none (POST /v1/tasks/batch). The results are
+// in the order of reqs. A refused task fails the call with an *Error whose
+// Field names it by index: tasks[2].priority.
+func (c *Client) SubmitMany(ctx context.Context, reqs []wire.SubmitRequest) ([]SubmitResult, error) {
+	var out wire.SubmittedBatch
+	if _, err := c.do(ctx, "POST", "/v1/tasks/batch", wire.SubmitBatch{Tasks: reqs}, &out); err != nil {
+		return nil, err
+	}
+	res := make([]SubmitResult, len(out.Tasks))
+	for i, t := range out.Tasks {
+		res[i] = SubmitResult{Task: t.Task, Duplicate: t.Duplicate, Superseded: t.Superseded}
+	}
+	return res, nil
+}
+
 // Get returns a task with its steps.
 func (c *Client) Get(ctx context.Context, id int64) (*wire.Task, error) {
 	var t wire.Task

@@ -94,6 +94,7 @@ func TestIntegerBoundsEveryRequestField(t *testing.T) {
 	// number goes.
 	bodies := map[string]string{
 		"POST /v1/tasks priority":                         `{"workflow": "t/w", "priority": @N@}`,
+		"POST /v1/tasks/batch tasks[].priority":           `{"tasks": [{"workflow": "t/w", "priority": @N@}]}`,
 		"POST /v1/workers/{id}/claim max":                 `{"handlers": ["h"], "max": @N@}`,
 		"POST /v1/workers/{id}/claim wait_ms":             `{"handlers": ["h"], "wait_ms": @N@}`,
 		"POST /v1/workers/{id}/heartbeat steps[].step_id": `{"steps": [{"step_id": @N@, "attempt": 1, "lease_id": "1"}]}`,

@@ -61,7 +61,7 @@ func loadOpenAPI(t *testing.T) openAPIDoc {
 var wireSchemas = map[string]any{
 	"ErrorBody": wire.ErrorBody{}, "Error": wire.Error{}, "Problem": wire.Problem{},
 	"TemplateRequest": wire.TemplateRequest{}, "Validation": wire.Validation{}, "Workflow": wire.Workflow{},
-	"SubmitRequest": wire.SubmitRequest{}, "SubmitResponse": wire.SubmitResponse{},
+	"SubmitRequest": wire.SubmitRequest{}, "SubmitResponse": wire.SubmitResponse{}, "SubmitBatch": wire.SubmitBatch{}, "SubmittedBatch": wire.SubmittedBatch{},
 	"Task": wire.Task{}, "TaskList": wire.TaskList{}, "Step": wire.Step{}, "AuditEntry": wire.AuditEntry{},
 	"TaskAction": wire.TaskAction{}, "SignalRequest": wire.SignalRequest{}, "SignalResult": wire.SignalResult{},
 	"StepAction": wire.StepAction{}, "CompleteStep": wire.CompleteStep{},

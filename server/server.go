@@ -223,6 +223,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/resume", perm: PermWorkflowsWrite, h: s.resumeSchedule},
 
 		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, h: s.createTask},
+		{method: "POST", path: "/v1/tasks/batch", perm: PermTasksCreate, h: s.submitBatch},
 		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, query: []string{"namespace", "workflow", "state", "created_after", "created_before",
 			"limit", "cursor", "tag", "attention", "key", "schedule"}, h: s.listTasks},
 		{method: "GET", path: "/v1/tasks/{id}", perm: PermTasksRead, h: s.getTask},

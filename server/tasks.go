@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,14 +19,70 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	sub, err := submission(req, "")
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.submit(r, []weft.Submission{sub})
+	if err != nil {
+		return 0, nil, err
+	}
+	status := http.StatusCreated
+	if res[0].Duplicate {
+		status = http.StatusOK
+	}
+	return status, submitted(res[0]), nil
+}
+
+// submitBatch submits up to wire.MaxBatch tasks in one transaction: all of
+// them or none. A refused task is named by its index: tasks[2].priority.
+func (s *Server) submitBatch(r *http.Request) (int, any, error) {
+	var req wire.SubmitBatch
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if len(req.Tasks) == 0 || len(req.Tasks) > wire.MaxBatch {
+		return 0, nil, fieldError("tasks", "must hold 1 to %d tasks, got %d", wire.MaxBatch, len(req.Tasks))
+	}
+	subs := make([]weft.Submission, len(req.Tasks))
+	for i, t := range req.Tasks {
+		var err error
+		if subs[i], err = submission(t, "tasks["+strconv.Itoa(i)+"]."); err != nil {
+			return 0, nil, err
+		}
+	}
+	res, err := s.submit(r, subs)
+	if se, ok := errors.AsType[*weft.SubmissionError](err); ok {
+		if fe, ok := errors.AsType[*store.FieldError](se.Err); ok {
+			return 0, nil, inField("tasks["+strconv.Itoa(se.Index)+"]."+fe.Field, err)
+		}
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	out := wire.SubmittedBatch{Tasks: make([]wire.SubmitResponse, len(res))}
+	for i, r := range res {
+		out.Tasks[i] = submitted(r)
+	}
+	return http.StatusOK, out, nil
+}
+
+func submitted(r weft.SubmitResult) wire.SubmitResponse {
+	return wire.SubmitResponse{Task: wire.TaskOf(r.Task), Duplicate: r.Duplicate, Superseded: r.Superseded}
+}
+
+// submission checks what the engine does not (the workflow's reference,
+// the key's length, a deadline in the past) and makes the request a
+// submission. prefix names the request within its body ("tasks[2].").
+func submission(req wire.SubmitRequest, prefix string) (weft.Submission, error) {
 	if req.Workflow == "" {
-		return 0, nil, fieldError("workflow", "is required: namespace/name or namespace/name@version")
+		return weft.Submission{}, fieldError(prefix+"workflow", "is required: namespace/name or namespace/name@version")
 	}
 	if _, _, _, err := workflow.ParseRef(req.Workflow); err != nil {
-		return 0, nil, fieldError("workflow", "%q is not namespace/name or namespace/name@version", req.Workflow)
+		return weft.Submission{}, fieldError(prefix+"workflow", "%q is not namespace/name or namespace/name@version", req.Workflow)
 	}
 	if len(req.IdempotencyKey) > 255 {
-		return 0, nil, fieldError("idempotency_key", "must be at most 255 bytes")
+		return weft.Submission{}, fieldError(prefix+"idempotency_key", "must be at most 255 bytes")
 	}
 	sub := weft.Submission{Workflow: req.Workflow, Input: rawJSON(req.Input), Key: req.IdempotencyKey, Priority: req.Priority,
 		OnConflict: workflow.OnConflict(req.OnConflict), Tags: req.Tags}
@@ -39,8 +96,17 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 		sub.GoodUntil = *req.GoodUntil
 	}
 	if !sub.GoodUntil.IsZero() && !sub.GoodUntil.After(time.Now()) {
-		return 0, nil, fieldError("good_until", "is in the past")
+		return weft.Submission{}, fieldError(prefix+"good_until", "is in the past")
 	}
+	return sub, nil
+}
+
+// submit submits subs in one transaction, under the server's backlog
+// limit: a batch that would take the backlog past it is refused whole.
+// The tasks continue the caller's trace: a traceparent header (W3C Trace
+// Context; one that is not valid is ignored, as the standard says) is
+// stored with them.
+func (s *Server) submit(r *http.Request, subs []weft.Submission) ([]weft.SubmitResult, error) {
 	if n := s.opts.MaxBacklog; n > 0 {
 		// Count and submit under one admission slot, or concurrent
 		// requests all count below the limit and all submit. A slot in
@@ -49,35 +115,24 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 		// submit path (shared by the Go API, which has no backlog limit)
 		// stays as it is. With several servers on one database each holds
 		// the limit for its own requests, so the backlog can exceed it
-		// by at most one task per other server.
+		// by at most one request's tasks per other server.
 		select {
 		case s.admit <- struct{}{}:
 		case <-r.Context().Done():
-			return 0, nil, r.Context().Err()
+			return nil, r.Context().Err()
 		}
 		defer func() { <-s.admit }()
 		count, err := s.engine.Backlog(r.Context(), n)
 		if err != nil {
-			return 0, nil, err
+			return nil, err
 		}
-		if count >= n {
+		if count+len(subs) > n {
 			s.metrics.rejected.WithLabelValues("overloaded").Inc()
-			return 0, nil, errorf(http.StatusServiceUnavailable, CodeOverloaded, "the backlog holds %d unfinished tasks, the most this server accepts: retry later", n)
+			return nil, errorf(http.StatusServiceUnavailable, CodeOverloaded, "the backlog holds %d unfinished tasks and this server accepts at most %d: retry later", count, n)
 		}
 	}
-	// The task continues the caller's trace: a traceparent header (W3C
-	// Trace Context; one that is not valid is ignored, as the standard
-	// says) is stored with it.
 	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	res, err := s.engine.Submit(ctx, sub)
-	if err != nil {
-		return 0, nil, err
-	}
-	status := http.StatusCreated
-	if res.Duplicate {
-		status = http.StatusOK
-	}
-	return status, wire.SubmitResponse{Task: wire.TaskOf(res.Task), Superseded: res.Superseded}, nil
+	return s.engine.SubmitMany(ctx, subs)
 }
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {

@@ -99,8 +99,25 @@ type SubmitRequest struct {
 // supersede submission that took the key from another task, that task.
 type SubmitResponse struct {
 	Task
+	// Duplicate: a task with the idempotency key existed, and this is it.
+	Duplicate  bool  `json:"duplicate,omitempty"`
 	Superseded int64 `json:"superseded,omitempty"`
 }
+
+// SubmitBatch is the body of POST /v1/tasks/batch: up to MaxBatch tasks
+// submitted in one transaction, all of them or none.
+type SubmitBatch struct {
+	Tasks []SubmitRequest `json:"tasks"`
+}
+
+// SubmittedBatch is the answer of POST /v1/tasks/batch: each task in the
+// order of the request.
+type SubmittedBatch struct {
+	Tasks []SubmitResponse `json:"tasks"`
+}
+
+// MaxBatch is the most tasks POST /v1/tasks/batch takes at once.
+const MaxBatch = 1000
 
 // TaskList is the body of GET /v1/tasks: one page, newest first.
 type TaskList struct {

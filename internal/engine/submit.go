@@ -104,7 +104,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 		in, err := e.prepare(ctx, s, resolved)
 		if err != nil {
 			if len(subs) > 1 {
-				return nil, fmt.Errorf("submission %d: %w", i+1, err)
+				return nil, &SubmissionError{Index: i, Err: err}
 			}
 			return nil, err
 		}
@@ -301,3 +301,13 @@ func strictKey(w *workflow.Workflow, input json.RawMessage) (string, error) {
 	h.Write(canon)
 	return "strict:" + hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// SubmissionError is the submission of a SubmitMany that was refused, by
+// its index (from 0); none of the call's tasks was submitted.
+type SubmissionError struct {
+	Index int
+	Err   error
+}
+
+func (e *SubmissionError) Error() string { return fmt.Sprintf("submission %d: %v", e.Index+1, e.Err) }
+func (e *SubmissionError) Unwrap() error { return e.Err }

@@ -23,6 +23,28 @@ class SubmitTest(ServerTestCase):
         with self.assertRaises(TypeError):
             c.submit("sub/wf", tags={"n": 1})
 
+    def test_submit_many(self):
+        self.register('namespace: sub\nname: many\nversion: "1"\nsteps:\n  - name: a\n    handler: nobody.many\n')
+        c = Client(self.server.url, token=self.server.create_key("py-many", "tasks:*"))
+        first = c.submit("sub/many", key="m0")
+        tasks = c.submit_many([
+            {"workflow": "sub/many", "input": {"n": 1}},
+            {"workflow": "sub/many", "key": "m0"},
+            {"workflow": "sub/many", "priority": 3, "tags": {"env": "test"}},
+        ])
+        self.assertEqual(len(tasks), 3)
+        self.assertNotIn("duplicate", tasks[0])
+        self.assertTrue(tasks[1]["duplicate"])
+        self.assertEqual(tasks[1]["id"], first["id"])
+        self.assertEqual(tasks[2]["priority"], 3)
+        before = len(self.server.api("GET", "/v1/tasks?workflow=sub/many")["tasks"])
+        with self.assertRaises(APIError) as err:
+            c.submit_many([{"workflow": "sub/many"}, {"workflow": "sub/many", "priority": 10**9}])
+        self.assertEqual(err.exception.field, "tasks[1].priority")
+        self.assertEqual(len(self.server.api("GET", "/v1/tasks?workflow=sub/many")["tasks"]), before)
+        with self.assertRaises(ValueError):
+            c.submit_many([{"workflow": "sub/many", "kee": "typo"}])
+
     def test_worker_handlers_are_listed(self):
         w = self.start_worker("adv", {"py.adv": lambda step: {}})
         workers = self.server.api("GET", "/v1/workers")["workers"]

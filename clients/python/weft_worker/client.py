@@ -38,18 +38,25 @@ class Client:
         keys of ASCII letters, digits, _ . - / (up to 63 bytes, starting
         with a letter or digit), values of 1 to 255 bytes without control
         characters: the server refuses others (APIError, field "tags")."""
-        body = {"workflow": workflow}
-        if input is not None:
-            body["input"] = input
-        if key is not None:
-            body["idempotency_key"] = key
-        if priority is not None:
-            body["priority"] = priority
-        if tags:
-            if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
-                raise TypeError("tags must be a dict of str to str")
-            body["tags"] = tags
-        return self._t.request("POST", "/v1/tasks", body)
+        return self._t.request("POST", "/v1/tasks", _submission(workflow, input, key, priority, tags))
+
+    def submit_many(self, tasks):
+        """Create up to 1000 tasks in one request and one transaction: all
+        of them or none. tasks is a list of dicts with the arguments of
+        submit ({"workflow": "shop/checkout", "input": {...}, "key": ...,
+        "priority": ..., "tags": {...}}). Return the tasks in that order,
+        each with "duplicate": True where its key matched an earlier
+        submission. A refused task raises APIError naming it by index
+        (field "tasks[2].priority"), and none of the tasks is created."""
+        if not isinstance(tasks, (list, tuple)) or not tasks:
+            raise ValueError("tasks: want a non-empty list")
+        body = {"tasks": []}
+        for i, t in enumerate(tasks):
+            unknown = set(t) - {"workflow", "input", "key", "priority", "tags"}
+            if unknown:
+                raise ValueError("tasks[%d]: unknown keys %s" % (i, ", ".join(sorted(unknown))))
+            body["tasks"].append(_submission(t.get("workflow"), t.get("input"), t.get("key"), t.get("priority"), t.get("tags")))
+        return self._t.request("POST", "/v1/tasks/batch", body)["tasks"]
 
     def task(self, task_id):
         """Return the task with its steps."""
@@ -65,6 +72,21 @@ class Client:
         body = None if payload is None else {"payload": payload}
         path = "/v1/tasks/%d/signals/%s" % (_task_id(task_id), urllib.parse.quote(name, safe=""))
         return bool(self._t.request("POST", path, body)["delivered"])
+
+
+def _submission(workflow, input, key, priority, tags):
+    body = {"workflow": workflow}
+    if input is not None:
+        body["input"] = input
+    if key is not None:
+        body["idempotency_key"] = key
+    if priority is not None:
+        body["priority"] = priority
+    if tags:
+        if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+            raise TypeError("tags must be a dict of str to str")
+        body["tags"] = tags
+    return body
 
 
 def _task_id(task_id):
