@@ -1,5 +1,9 @@
 """A real weft server for the tests: built from this checkout, run on a
 throwaway SQLite database on a loopback port, killed and restarted at will.
+The tests reach it through the API contract proxy
+(internal/apicontract/proxy), which checks every answer against the
+server's OpenAPI document: a server closed with answers outside it fails
+the test.
 
 WEFT_BIN names a built weft binary to use instead of `go build`.
 """
@@ -22,32 +26,40 @@ import urllib.request
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 _build_lock = threading.Lock()
-_binary = None
+_built = {}
 _build_dir = None
 
 
-def weft_binary():
-    """Path of the weft binary, built once per test run."""
-    global _binary, _build_dir
+def _go_build(pkg, name):
+    """Path of the binary of pkg, built once per test run."""
+    global _build_dir
     with _build_lock:
-        if _binary:
-            return _binary
-        if os.environ.get("WEFT_BIN"):
-            _binary = os.environ["WEFT_BIN"]
-            return _binary
+        if name in _built:
+            return _built[name]
         go = shutil.which("go")
         if go is None:
             if os.environ.get("CI"):
                 raise RuntimeError("go is required in CI to build the weft server for the Python tests")
             raise unittest.SkipTest("go is not installed: cannot build the weft server")
-        _build_dir = tempfile.mkdtemp(prefix="weft-pytest-bin-")
-        atexit.register(shutil.rmtree, _build_dir, True)
-        path = os.path.join(_build_dir, "weft")
-        res = subprocess.run([go, "build", "-o", path, "./cmd/weft"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if _build_dir is None:
+            _build_dir = tempfile.mkdtemp(prefix="weft-pytest-bin-")
+            atexit.register(shutil.rmtree, _build_dir, True)
+        path = os.path.join(_build_dir, name)
+        res = subprocess.run([go, "build", "-o", path, pkg], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if res.returncode != 0:
-            raise RuntimeError("go build ./cmd/weft failed:\n" + res.stdout.decode(errors="replace"))
-        _binary = path
+            raise RuntimeError("go build %s failed:\n%s" % (pkg, res.stdout.decode(errors="replace")))
+        _built[name] = path
         return path
+
+
+def weft_binary():
+    """Path of the weft binary: $WEFT_BIN, else built from the checkout."""
+    return os.environ.get("WEFT_BIN") or _go_build("./cmd/weft", "weft")
+
+
+def proxy_binary():
+    """Path of the API contract proxy, built from the checkout."""
+    return _go_build("./internal/apicontract/proxy", "apicontract-proxy")
 
 
 def free_port():
@@ -82,10 +94,16 @@ class WeftServer:
         self.dir = tempfile.mkdtemp(prefix="weft-pytest-")
         self.db = os.path.join(self.dir, "weft.db")
         self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
         self.proc = None
         self.log_path = os.path.join(self.dir, "serve.log")
         self.admin_token = self.create_key("admin", "admin:*")
+        # The tests talk to the contract proxy, which forwards to the port.
+        self.report = os.path.join(self.dir, "contract-breaches")
+        proxy_port = free_port()
+        self.url = "http://127.0.0.1:%d" % proxy_port
+        self.proxy = subprocess.Popen([proxy_binary(), "--listen", "127.0.0.1:%d" % proxy_port,
+                                       "--upstream", "http://127.0.0.1:%d" % self.port, "--report", self.report],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
 
     def weft(self, *args):
         res = subprocess.run([self.bin, "--db", self.db] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
@@ -107,6 +125,8 @@ class WeftServer:
         def ready():
             if self.proc.poll() is not None:
                 raise RuntimeError("weft serve exited with %s:\n%s" % (self.proc.returncode, self.log()))
+            if self.proxy.poll() is not None:
+                raise RuntimeError("the API contract proxy exited with %s" % self.proxy.returncode)
             try:
                 with urllib.request.urlopen(self.url + "/health/ready", timeout=1) as r:
                     return r.status == 200
@@ -132,8 +152,22 @@ class WeftServer:
                 self.proc.wait(10)
 
     def close(self):
+        """Stop the server and the proxy; fail if the server answered
+        outside its OpenAPI document."""
         self.stop()
+        self.proxy.terminate()
+        self.proxy.wait(10)
+        breaches = self.breaches()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if breaches:
+            raise AssertionError("answers outside server/openapi.json:\n" + breaches)
+
+    def breaches(self):
+        try:
+            with open(self.report, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
 
     def log(self):
         try:
