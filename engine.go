@@ -124,7 +124,7 @@ type Config struct {
 	// Linux 4.20+ with PSI enabled), read at most once a second. New
 	// refuses an unknown resource, a value out of range, and a host
 	// without PSI. The state shows in LoadGate, the metrics
-	// weft_load_gate_closed and weft_load_pressure, and one log line per
+	// weft_load_gate_closed and weft_load_pressure_ratio, and one log line per
 	// change. Nil: no gate, at no cost.
 	MaxPressure map[string]float64
 	// PressureReader reads the pressures MaxPressure compares. Nil reads

@@ -28,7 +28,8 @@ func newMetrics(e *weft.Engine, log *slog.Logger) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"}),
 		reqDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "weft_http_request_duration_seconds",
-			Help: "API request latency by route.", Buckets: prometheus.DefBuckets}, []string{"route"}),
+			Help: "API request latency by route and status code; the event stream and the workers' long-poll claims are not timed.",
+			Buckets: prometheus.DefBuckets}, []string{"route", "code"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_http_rejected_total",
 			Help: "Requests refused before any work: overload (503), body too large (413)."}, []string{"reason"}),
 	}
@@ -36,9 +37,13 @@ func newMetrics(e *weft.Engine, log *slog.Logger) *metrics {
 	return m
 }
 
-func (m *metrics) request(route string, code int, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.reqDuration.WithLabelValues(route).Observe(d.Seconds())
+// request counts a request and, where timed, observes its duration.
+func (m *metrics) request(route string, code int, d time.Duration, timed bool) {
+	c := strconv.Itoa(code)
+	m.requests.WithLabelValues(route, c).Inc()
+	if timed {
+		m.reqDuration.WithLabelValues(route, c).Observe(d.Seconds())
+	}
 }
 
 func (m *metrics) handler() http.Handler { return m.engine.Handler() }

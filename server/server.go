@@ -33,6 +33,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/wire"
 )
 
 // Options configures a Server. The zero value serves with API keys only.
@@ -182,6 +183,9 @@ type route struct {
 	public bool
 	// poll marks a long poll: its own deadline instead of RequestTimeout.
 	poll bool
+	// stream marks a route that answers until the client leaves (the
+	// event stream).
+	stream bool
 	// query lists the query parameters the route takes; any other is
 	// refused (400 unknown_field) before the handler runs.
 	query []string
@@ -231,7 +235,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
 		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
 		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, h: s.signalTask},
-		{method: "GET", path: "/v1/events", perm: PermTasksRead, query: []string{"namespace", "workflow", "task", "after"}, raw: s.streamEvents},
+		{method: "GET", path: "/v1/events", perm: PermTasksRead, stream: true, query: []string{"namespace", "workflow", "task", "after"}, raw: s.streamEvents},
 		{method: "POST", path: "/v1/webhooks", perm: PermWebhooksWrite, h: s.createWebhook},
 		{method: "GET", path: "/v1/webhooks", perm: PermWebhooksRead, h: s.listWebhooks},
 		{method: "DELETE", path: "/v1/webhooks/{id}", perm: PermWebhooksWrite, h: s.deleteWebhook},
@@ -308,7 +312,9 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 			d := time.Since(start)
-			s.metrics.request(name, sw.status, d)
+			// A long poll or a stream lasts as long as it waits: counted,
+			// not timed.
+			s.metrics.request(name, sw.status, d, !rt.poll && !rt.stream)
 			s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "route", name, "status", sw.status,
 				"duration_ms", d.Milliseconds(), "principal", who)
 		}()
@@ -436,31 +442,39 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) live(*http.Request) (int, any, error) {
-	return http.StatusOK, map[string]string{"status": "ok"}, nil
+	return http.StatusOK, wire.Readiness{Status: "ok", Checks: map[string]string{}}, nil
 }
 
 func (s *Server) readyCheck(r *http.Request) (int, any, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	status, body := Readiness(r.Context(), s.engine, s.log)
+	return status, body, nil
+}
+
+// Readiness is an engine's answer to /health/ready, as weft serve and weft
+// worker --metrics-addr give it: 200 when its database answers, it runs
+// and its loops work, else 503 naming each failing check (database,
+// engine, a failing loop, database_file).
+func Readiness(ctx context.Context, e *weft.Engine, log *slog.Logger) (int, wire.Readiness) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	checks := map[string]string{"database": "ok", "engine": "ok"}
 	ok := true
-	if _, err := s.engine.Backlog(ctx, 1); err != nil {
+	if _, err := e.Backlog(ctx, 1); err != nil {
 		checks["database"], ok = "unreachable", false
-		s.log.Warn("readiness: database unreachable", "error", err)
+		log.Warn("readiness: database unreachable", "error", err)
 	}
-	if !s.engine.Running() {
+	if !e.Running() {
 		checks["engine"], ok = "not running", false
 	}
 	// The engine's own loops: a store that fails them (a full disk, a
 	// deleted file) is named here even when a read still works.
-	for name, problem := range s.engine.Health().Failing {
+	for name, problem := range e.Health().Failing {
 		checks[name], ok = problem, false
 	}
-	status, word := http.StatusOK, "ok"
 	if !ok {
-		status, word = http.StatusServiceUnavailable, "unavailable"
+		return http.StatusServiceUnavailable, wire.Readiness{Status: "unavailable", Checks: checks}
 	}
-	return status, map[string]any{"status": word, "checks": checks}, nil
+	return http.StatusOK, wire.Readiness{Status: "ok", Checks: checks}
 }
 
 // pathID reads a positive integer path parameter.

@@ -57,6 +57,14 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // the route exists for other methods
 )
 
+// Readiness is the body of /health/live and /health/ready: "ok" or
+// "unavailable", with each check ("database", "engine", a failing loop)
+// and its state.
+type Readiness struct {
+	Status string            `json:"status"`
+	Checks map[string]string `json:"checks"`
+}
+
 // ErrorBody is the body of every error response.
 type ErrorBody struct {
 	Error Error `json:"error"`

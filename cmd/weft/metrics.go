@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/metrics"
+	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/wire"
 )
 
 // serveMetrics serves an engine's metrics on addr (/metrics) with its
@@ -23,15 +26,18 @@ func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error)
 	m := metrics.New(e, a.log)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
+	// The answers of weft serve's health routes.
+	answer := func(w http.ResponseWriter, status int, body wire.Readiness) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(body)
+	}
 	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
+		answer(w, http.StatusOK, wire.Readiness{Status: "ok", Checks: map[string]string{}})
 	})
-	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if h := e.Health(); !e.Running() || h.Degraded {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
+	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, r *http.Request) {
+		status, body := server.Readiness(r.Context(), e, a.log)
+		answer(w, status, body)
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(ln) }()

@@ -96,8 +96,9 @@ func TestWorkerServesMetrics(t *testing.T) {
 	require.Regexp(t, `weft_step_duration_seconds_bucket\{[^}]*step="check"[^}]*\} 1 # \{trace_id="[0-9a-f]{32}"\}`, open,
 		"durations of sampled attempts carry their trace as an exemplar")
 
-	code, _ = get("/health/ready", "")
+	code, ready := get("/health/ready", "")
 	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"status": "ok", "checks": {"database": "ok", "engine": "ok"}}`, ready, "as weft serve answers")
 	stop()
 	require.Equal(t, 0, <-done, stderr.String())
 }

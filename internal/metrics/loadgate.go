@@ -13,10 +13,10 @@ type gateCollector struct{ e *weft.Engine }
 var (
 	gateClosedDesc = prometheus.NewDesc("weft_load_gate_closed",
 		"1 while the engine's load gate holds claims back (a host pressure is above its threshold), else 0; absent without --max-pressure.", nil, nil)
-	gatePressureDesc = prometheus.NewDesc("weft_load_pressure",
-		"The host's pressure of a resource last read by the load gate (Linux PSI some avg10, percent).", []string{"resource"}, nil)
-	gateThresholdDesc = prometheus.NewDesc("weft_load_pressure_threshold",
-		"The load gate's threshold of a resource, percent.", []string{"resource"}, nil)
+	gatePressureDesc = prometheus.NewDesc("weft_load_pressure_ratio",
+		"The host's pressure of a resource last read by the load gate (Linux PSI some avg10), from 0 to 1.", []string{"resource"}, nil)
+	gateThresholdDesc = prometheus.NewDesc("weft_load_pressure_threshold_ratio",
+		"The load gate's threshold of a resource, from 0 to 1.", []string{"resource"}, nil)
 )
 
 func (c gateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -35,10 +35,12 @@ func (c gateCollector) Collect(ch chan<- prometheus.Metric) {
 		closed = 1
 	}
 	ch <- prometheus.MustNewConstMetric(gateClosedDesc, prometheus.GaugeValue, closed)
+	// The gate speaks percent, as PSI and --max-pressure do; metrics
+	// speak ratios.
 	for r, v := range g.Pressure {
-		ch <- prometheus.MustNewConstMetric(gatePressureDesc, prometheus.GaugeValue, v, r)
+		ch <- prometheus.MustNewConstMetric(gatePressureDesc, prometheus.GaugeValue, v/100, r)
 	}
 	for r, v := range g.Max {
-		ch <- prometheus.MustNewConstMetric(gateThresholdDesc, prometheus.GaugeValue, v, r)
+		ch <- prometheus.MustNewConstMetric(gateThresholdDesc, prometheus.GaugeValue, v/100, r)
 	}
 }

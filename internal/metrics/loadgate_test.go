@@ -47,11 +47,11 @@ func TestLoadGateMetrics(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling a condition
 	}
 	require.Equal(t, map[string]float64{
-		"weft_load_gate_closed":                        1,
-		`weft_load_pressure{resource="cpu"}`:           12.5,
-		`weft_load_pressure{resource="io"}`:            60,
-		`weft_load_pressure_threshold{resource="cpu"}`: 80,
-		`weft_load_pressure_threshold{resource="io"}`:  50,
+		"weft_load_gate_closed":                              1,
+		`weft_load_pressure_ratio{resource="cpu"}`:           0.125,
+		`weft_load_pressure_ratio{resource="io"}`:            0.6,
+		`weft_load_pressure_threshold_ratio{resource="cpu"}`: 0.8,
+		`weft_load_pressure_threshold_ratio{resource="io"}`:  0.5,
 	}, gaugesOf(t, mg, "weft_load_"))
 }
 

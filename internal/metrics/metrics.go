@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
 )
 
 // Metrics are one engine's metrics, in a registry of their own to which a
@@ -161,14 +163,21 @@ func (m *Metrics) observe(ev weft.Event) {
 // queueCollector reports the number of unfinished steps by namespace and
 // state, read from the store when scraped: weft_queue_depth{state="ready"}
 // and {state="running"} are the ready and running steps of a namespace
-// across every engine on the database.
+// across every engine on the database. A namespace's series read 0 when
+// it has no such steps instead of vanishing: every namespace with a
+// registered workflow, or seen since the collector started, has all four.
 type queueCollector struct {
 	engine *weft.Engine
 	log    *slog.Logger
+	mu     sync.Mutex
+	seen   map[string]bool // namespaces reported; nil until the first scrape
 }
 
 var queueDepthDesc = prometheus.NewDesc("weft_queue_depth", "Unfinished steps by namespace and state (pending, ready, running, waiting), across every engine on the database.",
 	[]string{"namespace", "state"}, nil)
+
+// queueStates are the states weft_queue_depth counts.
+var queueStates = []state.Step{state.StepPending, state.StepReady, state.StepRunning, state.StepWaiting}
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }
 
@@ -181,8 +190,30 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(queueDepthDesc, err)
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+		wfs, err := c.engine.Workflows(ctx)
+		if err != nil {
+			c.log.Warn("metrics: queue depth: list namespaces", "error", err)
+		}
+		for _, w := range wfs {
+			c.seen[w.Namespace] = true
+		}
+	}
+	n := map[string]map[state.Step]int64{}
 	for _, q := range counts {
-		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(q.Count), q.Namespace, string(q.State))
+		c.seen[q.Namespace] = true
+		if n[q.Namespace] == nil {
+			n[q.Namespace] = map[state.Step]int64{}
+		}
+		n[q.Namespace][q.State] += int64(q.Count)
+	}
+	for ns := range c.seen {
+		for _, st := range queueStates {
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n[ns][st]), ns, string(st))
+		}
 	}
 }
 

@@ -1,9 +1,16 @@
 package metrics
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store/sqlite"
+	"github.com/weftrun/weft/workflow"
 )
 
 func TestStepLabel(t *testing.T) {
@@ -17,4 +24,37 @@ func TestStepLabel(t *testing.T) {
 	} {
 		require.Equal(t, tt.want, stepLabel(tt.name), tt.name)
 	}
+}
+
+// TestQueueDepthReadsZero: a namespace with a registered workflow has its
+// four series at 0 before any task, counts a task's steps while they wait,
+// and reads 0 again (not absent) once they are gone.
+func TestQueueDepthReadsZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := weft.New(s, weft.Config{Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(ctx, workflow.New("shop", "order", "1").Step("pay", "nobody.pay")))
+	m := New(e, log)
+	t.Cleanup(m.Close)
+	zero := map[string]float64{
+		`weft_queue_depth{namespace="shop"}{state="pending"}`: 0,
+		`weft_queue_depth{namespace="shop"}{state="ready"}`:   0,
+		`weft_queue_depth{namespace="shop"}{state="running"}`: 0,
+		`weft_queue_depth{namespace="shop"}{state="waiting"}`: 0,
+	}
+	require.Equal(t, zero, gaugesOf(t, m, "weft_queue_depth"))
+
+	res, err := e.Submit(ctx, weft.Submission{Workflow: "shop/order"})
+	require.NoError(t, err)
+	got := gaugesOf(t, m, "weft_queue_depth")
+	require.Equal(t, float64(1), got[`weft_queue_depth{namespace="shop"}{state="ready"}`])
+	require.Len(t, got, 4)
+
+	require.NoError(t, e.Cancel(ctx, res.Task.ID))
+	require.Equal(t, zero, gaugesOf(t, m, "weft_queue_depth"))
 }
