@@ -3,10 +3,13 @@ package weft_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -94,6 +97,14 @@ func TestOneTracePerTask(t *testing.T) {
 			require.Equal(t, traceID, sp.SpanContext.TraceID(), "span %q is in the task's trace", sp.Name)
 			system, _ := attr(sp, "messaging.system")
 			require.Equal(t, "weft", system)
+			// The conventions' types: the message id is a string; the
+			// instrumentation scope has weft's version.
+			for _, kv := range sp.Attributes {
+				if kv.Key == "messaging.message.id" {
+					require.Equal(t, attribute.STRING, kv.Value.Type(), "span %q", sp.Name)
+				}
+			}
+			require.Equal(t, weft.Version, sp.InstrumentationScope.Version, "span %q", sp.Name)
 			switch sp.SpanKind {
 			case trace.SpanKindProducer:
 				sends++
@@ -156,4 +167,48 @@ func TestTraceWithoutTracing(t *testing.T) {
 		require.Equal(t, root.SpanContext().TraceID(), sc.TraceID())
 		require.Equal(t, root.SpanContext().SpanID(), sc.SpanID(), "the stored traceparent is the caller's span")
 	})
+}
+
+// TestFailedSpansHaveErrorType: an attempt that fails carries error.type
+// (failed for good, or retry when another attempt follows) with an error
+// status, and so does a refused submission (not_found for an unknown
+// workflow, invalid for a bad one).
+func TestFailedSpansHaveErrorType(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tp, spans := tracer(t)
+	e := newEngine(t, backends()["sqlite"](t), weft.Config{TracerProvider: tp})
+	e.Handle("boom", func(ctx context.Context, at *weft.Attempt) (any, error) {
+		if at.Number == 1 {
+			return nil, errors.New("try again")
+		}
+		return nil, weft.Permanent(errors.New("no"))
+	})
+	register(t, e, workflow.New("test", "fails", "1").Step("s", "boom", workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 3, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})))
+	start(t, e)
+	res, err := e.Submit(ctx, weft.Submission{Workflow: "test/fails"})
+	require.NoError(t, err)
+	require.Equal(t, state.TaskFailed, wait(t, e, res.Task.ID).State)
+	_, err = e.Submit(ctx, weft.Submission{Workflow: "test/missing"})
+	require.ErrorIs(t, err, weft.ErrNotFound)
+	_, err = e.Submit(ctx, weft.Submission{Workflow: "test/fails", Priority: 1 << 30})
+	require.ErrorIs(t, err, weft.ErrInvalid)
+
+	got := map[string]string{}
+	for _, sp := range spans.GetSpans() {
+		errType, ok := attr(sp, "error.type")
+		if !ok {
+			require.NotEqual(t, codes.Error, sp.Status.Code, "span %q has an error status without error.type", sp.Name)
+			continue
+		}
+		require.Equal(t, codes.Error, sp.Status.Code, "span %q", sp.Name)
+		attempt, _ := attr(sp, "weft.attempt")
+		got[sp.Name+"#"+attempt] = errType
+	}
+	require.Equal(t, map[string]string{
+		"process test/fails s#1": "retry",
+		"process test/fails s#2": "failed",
+		"send test/missing#":     "not_found",
+		"send test/fails#":       "invalid",
+	}, got)
 }

@@ -6,10 +6,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/weftrun/weft/internal/version"
 )
 
 // Version is the version of this weft module.
-const Version = "0.1.0"
+const Version = version.Number
 
 // module is weft's module path.
 const module = "github.com/weftrun/weft"

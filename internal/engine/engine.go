@@ -38,6 +38,7 @@ import (
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/maintenance"
+	"github.com/weftrun/weft/internal/version"
 	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -238,7 +239,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	e.workers.e = e
 	e.completer.init(e)
 	if cfg.TracerProvider != nil {
-		e.tracer = cfg.TracerProvider.Tracer(instrumentation)
+		e.tracer = cfg.TracerProvider.Tracer(instrumentation, trace.WithInstrumentationVersion(version.Number))
 	}
 	e.registerBuiltins()
 	return e, nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -46,6 +48,7 @@ const (
 	attrQueueWait   = attribute.Key("weft.queue_wait_ms")
 	attrRemote      = attribute.Key("weft.worker.id")
 	attrDuplicate   = attribute.Key("weft.duplicate")
+	attrErrorType   = attribute.Key("error.type")
 )
 
 var systemWeft = attrSystem.String("weft")
@@ -138,8 +141,9 @@ func endSubmit(span trace.Span, res []SubmitResult, err error) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attrErrorType.String(submitErrorType(err)))
 	} else if len(res) == 1 {
-		span.SetAttributes(attrTaskID.Int64(res[0].Task.ID), attrMessageID.Int64(res[0].Task.ID), attrDuplicate.Bool(res[0].Duplicate))
+		span.SetAttributes(attrTaskID.Int64(res[0].Task.ID), attrMessageID.String(strconv.FormatInt(res[0].Task.ID, 10)), attrDuplicate.Bool(res[0].Duplicate))
 	}
 	span.End()
 }
@@ -154,7 +158,7 @@ func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, worke
 	}
 	ref := c.Namespace + "/" + c.Workflow
 	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("process"), attrOpType.String("process"),
-		attrDestination.String(ref), attrMessageID.Int64(c.ID), attrTaskID.Int64(c.TaskID),
+		attrDestination.String(ref), attrMessageID.String(strconv.FormatInt(c.ID, 10)), attrTaskID.Int64(c.TaskID),
 		attrWorkflow.String(ref + "@" + c.Version), attrStep.String(c.Name), attrHandler.String(c.Handler), attrAttempt.Int(c.Attempts)}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if c.StartedAt != nil {
@@ -180,9 +184,27 @@ func endAttempt(span trace.Span, o store.Outcome, recorded bool) {
 	}
 	span.SetAttributes(attrOutcome.String(name))
 	if name == event.OutcomeFailed || name == event.OutcomeRetry {
+		// error.type, low in cardinality as the conventions want: failed
+		// for good, or failed with a retry to come.
+		span.SetAttributes(attrErrorType.String(name))
 		span.SetStatus(codes.Error, o.Error)
 	}
 	span.End(trace.WithTimestamp(time.Now()))
+}
+
+// submitErrorType names why a submission was refused, for error.type.
+func submitErrorType(err error) string {
+	switch {
+	case errors.Is(err, store.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, store.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, store.ErrConflict):
+		return "conflict"
+	case errors.Is(err, store.ErrUnavailable):
+		return "unavailable"
+	}
+	return "_OTHER"
 }
 
 // traceID returns the trace id of a stored traceparent; zero when there is
