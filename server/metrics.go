@@ -28,7 +28,7 @@ func newMetrics(e *weft.Engine, log *slog.Logger) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"}),
 		reqDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "weft_http_request_duration_seconds",
-			Help: "API request latency by route and status code; the event stream and the workers' long-poll claims are not timed.",
+			Help:    "API request latency by route and status code; the event stream and the workers' long-poll claims are not timed.",
 			Buckets: prometheus.DefBuckets}, []string{"route", "code"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weft_http_rejected_total",
 			Help: "Requests refused before any work: overload (503), body too large (413)."}, []string{"reason"}),

@@ -157,6 +157,8 @@ func TestRemoteWorkerPreemption(t *testing.T) {
 		require.Equal(t, "alert", first[0].Step)
 		r = w.post("/fail", map[string]any{"fence": first[0].Fence, "error": "not mine", "preempted": true})
 		require.Equal(t, 400, r.status, "a step that is not preemptible: %s", r.body)
+		_, field := r.errorCode(t)
+		require.Equal(t, "preempted", field)
 		require.Equal(t, 200, w.post("/complete", map[string]any{"fence": first[0].Fence, "result": 1}).status)
 		second := claim()
 		require.Len(t, second, 1)

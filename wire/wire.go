@@ -14,7 +14,6 @@ package wire
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/weftrun/weft/internal/duration"
@@ -378,26 +377,7 @@ type PolicyChanges struct {
 }
 
 // Duration is a duration as the API writes and reads it: a string of
-// whole days ("7d") or Go's syntax ("90s", "1h30m"), the same both ways.
-// The worker protocol's fields named *_ms are integer milliseconds
-// instead.
-type Duration time.Duration
-
-// MarshalJSON writes the duration in its shortest form.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(duration.Format(time.Duration(d)))
-}
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"90s\" or \"7d\": %w", err)
-	}
-	v, err := duration.Parse(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// whole days ("7d") or Go's syntax ("90s", "1h30m"), the same both ways,
+// and the same as in workflow files (workflow.Duration is this type). The
+// worker protocol's fields named *_ms are integer milliseconds instead.
+type Duration = duration.Duration

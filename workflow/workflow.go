@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
@@ -296,27 +295,9 @@ func (w *Workflow) WithOnConflict(c OnConflict) *Workflow {
 }
 
 // Duration is a time.Duration that reads and writes its text in JSON and
-// YAML: Go's syntax ("10ms", "1m30s") or whole days ("7d").
-type Duration time.Duration
-
-// MarshalJSON writes the duration in its shortest form ("2m", "7d").
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(duration.Format(time.Duration(d)))
-}
-
-// UnmarshalJSON reads a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"10s\": %w", err)
-	}
-	v, err := duration.Parse(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// YAML: Go's syntax ("10ms", "1m30s") or whole days ("7d"); it writes the
+// shortest form ("2m", "7d"). The REST API's wire.Duration is this type.
+type Duration = duration.Duration
 
 // New starts a workflow definition. Add steps with Step.
 func New(namespace, name, version string) *Workflow {

@@ -4,6 +4,7 @@
 package duration
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,4 +48,25 @@ func Format(d time.Duration) string {
 		s = t + "h"
 	}
 	return s
+}
+
+// Duration is a time.Duration whose JSON is its text, as Format writes and
+// Parse reads it: workflow.Duration and wire.Duration are this type.
+type Duration time.Duration
+
+// MarshalJSON writes the duration in its shortest form ("2m", "7d").
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(Format(time.Duration(d))) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"10s\" or \"7d\": %w", err)
+	}
+	v, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
 }

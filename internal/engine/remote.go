@@ -397,7 +397,7 @@ func (ws *Workers) reportRemote(ctx context.Context, workerID, owner string, f s
 		o = ws.e.defs.undefined(o, log, err)
 	} else if errors.Is(failed, ErrPreempted) {
 		if !c.Preemptible {
-			return store.Outcome{}, fmt.Errorf("%w failure: step %q is not preemptible", store.ErrInvalid, c.Name)
+			return store.Outcome{}, fmt.Errorf("failure: %w", store.Invalidf("preempted", "step %q is not preemptible", c.Name))
 		}
 		o = preempted(o, log, failed)
 	} else {
