@@ -77,6 +77,8 @@ var wireSchemas = map[string]any{
 	"PruneRequest": wire.PruneRequest{}, "Retention": wire.Retention{}, "RetentionSetting": wire.RetentionSetting{}, "RetentionList": wire.RetentionList{},
 	"WorkerList": wire.WorkerList{}, "OperatorLog": wire.OperatorLog{}, "RateUsage": wire.RateUsage{},
 	"Breaker": wire.Breaker{}, "BreakerReset": wire.BreakerReset{}, "Preempt": wire.Preempt{},
+	"WorkflowList": wire.WorkflowList{}, "AuditList": wire.AuditList{}, "ClaimResponse": wire.ClaimResponse{},
+	"HeartbeatResponse": wire.HeartbeatResponse{}, "ScheduleList": wire.ScheduleList{},
 }
 
 // TestOpenAPISchemasMatchWire checks each component of openapi.json

@@ -1446,6 +1446,22 @@ export interface components {
             /** @description preempted by task N step "X" (priority P) */
             reason: string;
         };
+        WorkflowList: {
+            workflows: components["schemas"]["Workflow"][];
+        };
+        AuditList: {
+            audit: components["schemas"]["AuditEntry"][];
+        };
+        ClaimResponse: {
+            steps: components["schemas"]["ClaimedStep"][];
+        };
+        HeartbeatResponse: {
+            lost: components["schemas"]["Fence"][];
+            preempt?: components["schemas"]["Preempt"][];
+        };
+        ScheduleList: {
+            schedules: components["schemas"]["Schedule"][];
+        };
     };
     responses: {
         /** @description The body or a parameter is not valid (invalid_json, unknown_field, invalid_field) */
@@ -1681,9 +1697,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        workflows?: components["schemas"]["Workflow"][];
-                    };
+                    "application/json": components["schemas"]["WorkflowList"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2094,9 +2108,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        audit?: components["schemas"]["AuditEntry"][];
-                    };
+                    "application/json": components["schemas"]["AuditList"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2595,9 +2607,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        steps?: components["schemas"]["ClaimedStep"][];
-                    };
+                    "application/json": components["schemas"]["ClaimResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2640,10 +2650,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        lost?: components["schemas"]["Fence"][];
-                        preempt?: components["schemas"]["Preempt"][];
-                    };
+                    "application/json": components["schemas"]["HeartbeatResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2854,9 +2861,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        schedules?: components["schemas"]["Schedule"][];
-                    };
+                    "application/json": components["schemas"]["ScheduleList"];
                 };
             };
             400: components["responses"]["BadRequest"];
