@@ -351,3 +351,24 @@ func TestHealth(t *testing.T) {
 	r.json(t, &ready)
 	require.Equal(t, "not running", ready.Checks["engine"])
 }
+
+// TestUnknownRoutes: a path the API does not have is 404 not_found; a
+// path it has, asked with another method, is 405 method_not_allowed with
+// Allow listing the methods it takes.
+func TestUnknownRoutes(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, backends()["sqlite"](t), server.Options{})
+	r := en.do("GET", "/v1/nope", en.admin, nil)
+	require.Equal(t, 404, r.status)
+	code, _ := r.errorCode(t)
+	require.Equal(t, server.CodeNotFound, code)
+
+	r = en.do("PUT", "/v1/tasks", en.admin, nil)
+	require.Equal(t, 405, r.status, "%s", r.body)
+	code, _ = r.errorCode(t)
+	require.Equal(t, server.CodeMethodNotAllowed, code)
+	require.ElementsMatch(t, []string{"POST", "GET"}, strings.Split(r.header.Get("Allow"), ", "))
+	r = en.do("DELETE", "/v1/tasks/7", en.admin, nil)
+	require.Equal(t, 405, r.status)
+	require.Equal(t, "GET", r.header.Get("Allow"))
+}

@@ -45,7 +45,9 @@ type apiError struct {
 	Field   string
 	// Problems lists a template's problems one by one (invalid_workflow).
 	Problems []wire.Problem
-	cause    error
+	// header is sent with the answer (Allow with a 405).
+	header http.Header
+	cause  error
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -223,5 +225,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError writes an error response.
 func writeError(w http.ResponseWriter, e *apiError) {
+	for k, v := range e.header {
+		w.Header()[k] = v
+	}
 	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.Error{Code: e.Code, Message: e.Message, Field: e.Field, Problems: e.Problems}})
 }

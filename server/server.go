@@ -27,6 +27,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,10 +150,22 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 	s.metrics = newMetrics(e, s.log)
 	s.unsubscribe = s.metrics.close
 	s.routes = s.routeTable()
+	// paths finds the route of a request whatever its method, so that a
+	// known path asked with another method is answered 405 with Allow.
+	paths, allow := http.NewServeMux(), map[string][]string{}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+		if allow[rt.path] == nil {
+			paths.Handle(rt.path, http.NotFoundHandler())
+		}
+		allow[rt.path] = append(allow[rt.path], rt.method)
 	}
 	notFound := s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
+		if _, pattern := paths.Handler(r); pattern != "" {
+			return 0, nil, &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+				Message: fmt.Sprintf("%s %s: the route takes %s", r.Method, r.URL.Path, strings.Join(allow[pattern], ", ")),
+				header:  http.Header{"Allow": {strings.Join(allow[pattern], ", ")}}}
+		}
 		return 0, nil, fmt.Errorf("route %s %s: %w", r.Method, r.URL.Path, store.ErrNotFound)
 	}})
 	if opts.UI != nil {
