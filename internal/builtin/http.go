@@ -18,6 +18,7 @@ import (
 
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/internal/textsafe"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits of the http handler.
@@ -271,7 +272,13 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 		}
 		hreq.Header.Set(k, v)
 	}
-	for k, v := range traceContext(ctx) {
+	// A client span under the attempt's, when the attempt is traced: the
+	// callee continues it. Its url.full leaves out the query and any
+	// credentials, and has resolved secrets replaced by their names.
+	span := startClientSpan(hreq, s.redact(hreq.URL.Scheme+"://"+hreq.URL.Host+hreq.URL.Path))
+	defer span.End()
+	hreq = hreq.WithContext(trace.ContextWithSpan(hreq.Context(), span))
+	for k, v := range traceContext(hreq.Context()) {
 		hreq.Header.Set(k, v)
 	}
 	if len(body) > 0 && hreq.Header.Get("Content-Type") == "" && json.Valid(body) {
@@ -282,6 +289,7 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 		client = http.DefaultClient
 	}
 	resp, err := client.Do(hreq)
+	endClientSpan(span, resp, err)
 	if err != nil {
 		return nil, fmt.Errorf("http step %q: %w", req.Step, err)
 	}

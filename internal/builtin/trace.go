@@ -2,7 +2,12 @@ package builtin
 
 import (
 	"context"
+	"net/http"
+	"strconv"
 
+	"github.com/weftrun/weft/internal/version"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -21,3 +26,49 @@ func traceContext(ctx context.Context) propagation.MapCarrier {
 	propagation.TraceContext{}.Inject(ctx, c)
 	return c
 }
+
+// startClientSpan starts the client span of an http step's request, from
+// the provider of the attempt's span in its context, after the HTTP
+// semantic conventions; urlFull is the URL as the span may show it. Without a recording span there (tracing off) it
+// returns that span, which records nothing.
+func startClientSpan(r *http.Request, urlFull string) trace.Span {
+	parent := trace.SpanFromContext(r.Context())
+	if !parent.IsRecording() {
+		return parent
+	}
+	tracer := parent.TracerProvider().Tracer(instrumentation, trace.WithInstrumentationVersion(version.Number))
+	port := r.URL.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[r.URL.Scheme]
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("http.request.method", r.Method),
+		attribute.String("url.full", urlFull),
+		attribute.String("server.address", r.URL.Hostname()),
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, attribute.Int("server.port", n))
+	}
+	_, span := tracer.Start(r.Context(), r.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return span
+}
+
+// endClientSpan records the answer, or the failure to get one, on the
+// request's span: a status of 400 or more is an error, as the conventions
+// say for client spans.
+func endClientSpan(span trace.Span, resp *http.Response, err error) {
+	switch {
+	case err != nil:
+		span.SetAttributes(attribute.String("error.type", "_OTHER"))
+		span.SetStatus(codes.Error, err.Error())
+	case resp.StatusCode >= 400:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode), attribute.String("error.type", strconv.Itoa(resp.StatusCode)))
+		span.SetStatus(codes.Error, "")
+	default:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	}
+}
+
+// instrumentation names the tracer of the built-in handlers' spans, as the
+// engine's.
+const instrumentation = "github.com/weftrun/weft"
