@@ -140,7 +140,11 @@ func (en *env) key(name string, perms ...string) string {
 
 func (en *env) submit(wf string, input any, key string) int64 {
 	en.t.Helper()
-	res, err := en.e.Submit(context.Background(), weft.Submission{Workflow: wf, Input: input, Key: key})
+	sub := weft.Submission{Workflow: wf, Input: input, Key: key}
+	if key != "" {
+		sub.Tags = map[string]string{"order": key}
+	}
+	res, err := en.e.Submit(context.Background(), sub)
 	require.NoError(en.t, err)
 	return res.Task.ID
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"slices"
 	"strings"
 	"time"
 )
@@ -29,6 +30,8 @@ var funcs = template.FuncMap{
 	"ago":      func(t time.Time) string { return ago(time.Since(t)) },
 	"handlers": handlerList,
 	"dur":      func(d time.Duration) string { return short(d) },
+	"took":     took,
+	"tags":     sortedTags,
 	"json": func(raw json.RawMessage) string {
 		if len(raw) == 0 {
 			return ""
@@ -44,6 +47,31 @@ var funcs = template.FuncMap{
 	"clip":  clip,
 	"count": func(n, limit int) string { return countText(n, limit) },
 	"join":  strings.Join,
+}
+
+// took is how long something that started has run: until it finished, or
+// until now; "—" when it has not started.
+func took(started, finished *time.Time) string {
+	switch {
+	case started == nil:
+		return "—"
+	case finished == nil:
+		return short(time.Since(*started))
+	}
+	return short(finished.Sub(*started))
+}
+
+// tag is one label of a task.
+type tag struct{ Key, Value string }
+
+// sortedTags returns a task's tags by key.
+func sortedTags(m map[string]string) []tag {
+	out := make([]tag, 0, len(m))
+	for k, v := range m {
+		out = append(out, tag{Key: k, Value: v})
+	}
+	slices.SortFunc(out, func(a, b tag) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 func clip(s string, n int) string {
