@@ -158,7 +158,10 @@ func TestTraceWithoutTracing(t *testing.T) {
 		register(t, e, workflow.New("test", "plain", "1").Step("s", "h"))
 		start(t, e)
 		caller, _ := tracer(t)
+		state, err := trace.ParseTraceState("vendor=abc")
+		require.NoError(t, err)
 		ctx, root := caller.Tracer("test").Start(context.Background(), "caller")
+		ctx = trace.ContextWithSpanContext(ctx, root.SpanContext().WithTraceState(state))
 		res, err := e.Submit(ctx, weft.Submission{Workflow: "test/plain"})
 		root.End()
 		require.NoError(t, err)
@@ -166,6 +169,7 @@ func TestTraceWithoutTracing(t *testing.T) {
 		sc := <-seen
 		require.Equal(t, root.SpanContext().TraceID(), sc.TraceID())
 		require.Equal(t, root.SpanContext().SpanID(), sc.SpanID(), "the stored traceparent is the caller's span")
+		require.Equal(t, "vendor=abc", sc.TraceState().String(), "and its tracestate")
 	})
 }
 

@@ -132,7 +132,7 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 		j := wire.ClaimedStep{StepID: c.ID, TaskID: c.TaskID, Namespace: c.Namespace, Workflow: c.Workflow, Version: c.Version,
 			Step: c.Name, Handler: c.Handler, Attempt: c.Attempts, Input: c.Input, Deps: c.Deps, Config: rawJSON(c.Config),
 			Checkpoint: rawJSON(c.Checkpoint), Batch: rawJSON(c.Item), TimeoutMS: c.Timeout.Milliseconds(), Fence: toWireFence(c.Fence),
-			TraceParent: c.TraceParent}
+			TraceParent: c.TraceParent, TraceState: c.TraceState}
 		if j.Deps == nil {
 			j.Deps = map[string]json.RawMessage{}
 		}

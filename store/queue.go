@@ -59,8 +59,10 @@ type ClaimedStep struct {
 	Version  string
 	Input    json.RawMessage            // the task input
 	Deps     map[string]json.RawMessage // results of dependencies by name
-	// TraceParent is the W3C traceparent stored with the task ("": none).
+	// TraceParent is the W3C traceparent stored with the task ("": none),
+	// TraceState its tracestate ("": none).
 	TraceParent string
+	TraceState  string
 	// ReadyAt is when the step became ready to claim (zero when the store
 	// does not say); its claim time minus ReadyAt is its queue wait.
 	ReadyAt time.Time

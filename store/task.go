@@ -47,9 +47,10 @@ type TaskInsert struct {
 	// tasks with LimitKey run in the namespace. "" means no limit.
 	LimitKey string
 	Limit    int
-	// TraceParent is the W3C traceparent the task's steps continue; "":
-	// none.
+	// TraceParent is the W3C traceparent the task's steps continue, and
+	// TraceState its tracestate; "": none.
 	TraceParent string
+	TraceState  string
 }
 
 // StepInsert is one step of a task to submit, in definition order.

@@ -265,8 +265,10 @@ type ClaimedStep struct {
 	Deadline  *time.Time `json:"deadline,omitempty"`
 	Fence     Fence      `json:"fence"`
 	// TraceParent is the W3C traceparent of the task's trace (absent:
-	// none): a worker that traces continues it in its spans.
+	// none): a worker that traces continues it in its spans, with
+	// TraceState, the submitter's tracestate (absent: none).
 	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // Heartbeat is the body of POST /v1/workers/{id}/heartbeat. Steps must list

@@ -92,7 +92,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 	defer func() { endSubmit(span, out, err) }()
 	// The tasks continue the submission's trace (or the caller's, when
 	// tracing is off here).
-	tp := traceParent(ctx)
+	tp, ts := traceContext(ctx)
 	// A task written into a database file deleted or replaced under the
 	// engine would be lost: refuse it.
 	if err := e.monitor.DatabaseGone(); err != nil {
@@ -108,7 +108,7 @@ func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(cont
 			}
 			return nil, err
 		}
-		in.TraceParent = tp
+		in.TraceParent, in.TraceState = tp, ts
 		if tp == "" {
 			// No trace to continue: the task starts its own, so that its
 			// logs, its steps and what they call share an id.

@@ -53,23 +53,29 @@ const (
 
 var systemWeft = attrSystem.String("weft")
 
-// traceParent returns the W3C traceparent of the span in ctx, "" when ctx
-// carries none.
-func traceParent(ctx context.Context) string {
+// traceContext returns the W3C traceparent and tracestate of the span in
+// ctx, "" when ctx carries none.
+func traceContext(ctx context.Context) (parent, state string) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ""
+		return "", ""
 	}
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, c)
-	return c["traceparent"]
+	return c["traceparent"], c["tracestate"]
 }
 
-// withTraceParent returns ctx continuing the trace of a stored traceparent;
-// ctx itself when tp is empty or not a valid traceparent.
-func withTraceParent(ctx context.Context, tp string) context.Context {
+// withTraceParent returns ctx continuing the trace of a stored traceparent
+// and tracestate; ctx itself when tp is empty or not a valid traceparent.
+// A tracestate that is not valid is dropped, as the standard says.
+func withTraceParent(ctx context.Context, tp, ts string) context.Context {
 	sc, ok := parseTraceParent(tp)
 	if !ok {
 		return ctx
+	}
+	if ts != "" {
+		if state, err := trace.ParseTraceState(ts); err == nil {
+			sc = sc.WithTraceState(state)
+		}
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
@@ -152,7 +158,7 @@ func endSubmit(span trace.Span, res []SubmitResult, err error) {
 // of a claimed step, with the attempt's span when tracing is on (nil
 // otherwise). The span starts at the claim.
 func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, workerID string) (context.Context, trace.Span) {
-	ctx = withTraceParent(ctx, c.TraceParent)
+	ctx = withTraceParent(ctx, c.TraceParent, c.TraceState)
 	if e.tracer == nil {
 		return ctx, nil
 	}

@@ -34,10 +34,29 @@ func TestParseTraceParent(t *testing.T) {
 		// It reads as the standard propagator does.
 		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tt.tp}))
 		require.True(t, want.Equal(sc), tt.tp)
-		require.Equal(t, tt.tp, traceParent(trace.ContextWithSpanContext(context.Background(), sc)))
+		tp, ts := traceContext(trace.ContextWithSpanContext(context.Background(), sc))
+		require.Equal(t, tt.tp, tp)
+		require.Empty(t, ts)
 	}
 	for range 100 {
 		_, valid := parseTraceParent(newTraceParent())
 		require.True(t, valid)
+	}
+}
+
+// TestTraceStateRoundTrip: a tracestate stored with a task is what the
+// attempt's context carries; one that is not valid is dropped.
+func TestTraceStateRoundTrip(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tt := range []struct{ stored, want string }{
+		{"vendor=abc,other=1", "vendor=abc,other=1"},
+		{"", ""},
+		{"not a tracestate", ""},
+	} {
+		ctx := withTraceParent(context.Background(), tp, tt.stored)
+		parent, state := traceContext(ctx)
+		require.Equal(t, tp, parent)
+		require.Equal(t, tt.want, state, "stored %q", tt.stored)
 	}
 }

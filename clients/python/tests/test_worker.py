@@ -326,14 +326,15 @@ class TraceTest(ServerTestCase):
   - name: show
     handler: py.show
 """))
-        self.start_worker("traced", {"py.show": lambda step: {"traceparent": step.traceparent}})
+        self.start_worker("traced", {"py.show": lambda step: {"traceparent": step.traceparent, "tracestate": step.tracestate}})
         caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        traced = self.server.submit("traced/wf", {}, headers={"traceparent": caller})
+        traced = self.server.submit("traced/wf", {}, headers={"traceparent": caller, "tracestate": "vendor=abc"})
         plain = self.server.submit("traced/wf", {})
         task = self.server.wait_task(traced)
         self.assertEqual(task["state"], "completed", task)
-        # The server traces nothing here: the worker gets the caller's own span.
-        self.assertEqual(step_named(task, "show")["result"], {"traceparent": caller})
+        # The server traces nothing here: the worker gets the caller's own
+        # span, with its tracestate.
+        self.assertEqual(step_named(task, "show")["result"], {"traceparent": caller, "tracestate": "vendor=abc"})
         # A task submitted outside any trace starts its own.
         task = self.server.wait_task(plain)
         own = step_named(task, "show")["result"]["traceparent"]

@@ -36,8 +36,10 @@ class Step:
     started when it was submitted outside any trace; None for
     tasks submitted before weft stored traces. Pass it to
     your tracer, e.g. OpenTelemetry's TraceContextTextMapPropagator().extract(
-    {"traceparent": step.traceparent}), so that your spans join the task's
-    trace) and raw (the claim as received).
+    {"traceparent": step.traceparent, "tracestate": step.tracestate or ""}),
+    so that your spans join the task's trace), tracestate (its W3C
+    tracestate, None when the submitter had none) and raw (the claim as
+    received).
     """
 
     def __init__(self, worker, raw, worker_id, claimed_at=None):
@@ -58,6 +60,7 @@ class Step:
         self.saved_checkpoint = self.claimed_checkpoint
         self.fence = raw["fence"]
         self.traceparent = raw.get("traceparent") or None
+        self.tracestate = raw.get("tracestate") or None
         self.worker_id = worker_id
         timeout_ms = raw.get("timeout_ms") or 0
         self.timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None

@@ -1042,6 +1042,8 @@ export interface components {
             fence: components["schemas"]["Fence"];
             /** @description W3C traceparent of the task's trace (absent: none); a worker that traces continues it */
             traceparent?: string;
+            /** @description the W3C tracestate of the task's trace, with traceparent; absent: none */
+            tracestate?: string;
             /** @description The item an item step of a batch works on */
             batch?: unknown;
             /**

@@ -49,6 +49,8 @@ export class Step<Input = unknown> {
   savedCheckpoint: unknown;
   /** The W3C traceparent of the task's trace: make your spans its children. */
   readonly traceparent: string | null;
+  /** The W3C tracestate of the task's trace, when its submitter had one. */
+  readonly tracestate: string | null;
   /** The step's timeout in milliseconds, null if it has none. */
   readonly timeoutMs: number | null;
   /** The fencing token sent back with every report. */
@@ -86,6 +88,7 @@ export class Step<Input = unknown> {
     this.claimedCheckpoint = raw.checkpoint ?? null;
     this.savedCheckpoint = this.claimedCheckpoint;
     this.traceparent = raw.traceparent || null;
+    this.tracestate = raw.tracestate || null;
     this.timeoutMs = raw.timeout_ms && raw.timeout_ms > 0 ? raw.timeout_ms : null;
     this.fence = raw.fence;
     this.workerId = workerId;

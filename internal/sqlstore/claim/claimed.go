@@ -129,19 +129,20 @@ func (t *ClaimTx) readClaimed(rows sqldb.Rows, st claimStmt, n int, leaseID int6
 // ClaimedTask is the part of what a claimed step's handler sees that comes
 // from its task.
 type ClaimedTask struct {
-	input                          json.RawMessage
-	workflow, version, traceparent string
+	input                           json.RawMessage
+	workflow, version, traceContext string
 }
 
 // ClaimedTaskColumns are a task's columns of ClaimedTask, in the order of
 // its dest.
-const ClaimedTaskColumns = `input, workflow, version, traceparent`
+const ClaimedTaskColumns = `input, workflow, version, trace_context`
 
 // Dest returns the scan destinations of ClaimedTaskColumns.
-func (c *ClaimedTask) Dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceparent} }
+func (c *ClaimedTask) Dest() []any { return []any{&c.input, &c.workflow, &c.version, &c.traceContext} }
 
 func (c ClaimedTask) set(s *store.ClaimedStep) {
-	s.Input, s.Workflow, s.Version, s.TraceParent = c.input, c.workflow, c.version, c.traceparent
+	s.Input, s.Workflow, s.Version = c.input, c.workflow, c.version
+	s.TraceParent, s.TraceState = sqltx.UnpackTrace(c.traceContext)
 }
 
 // claimContext starts the claimed steps' tasks and loads what the handlers

@@ -213,15 +213,15 @@ func (k claimText) build() string {
 	// The claim writes no audit row: the row that ends each run records
 	// its claim (claimOfRun, or as the outcome reads it), with the task's
 	// start where it is the claim of start_step of a task it started.
-	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = %s.task_id OFFSET 0) t`
+	const taskOf = ` CROSS JOIN LATERAL (SELECT input, workflow, version, trace_context FROM tasks WHERE id = %s.task_id OFFSET 0) t`
 	// The results of each step's dependencies come with it (depResultsOf),
 	// not in a statement of their own.
 	q := `WITH ` + lead + take + `s AS (` + update + `),
 		started AS (UPDATE tasks SET state = 'running', started_at = ?, start_lease = ?,
 				start_step = (ARRAY(SELECT idx FROM s))[array_position(ARRAY(SELECT task_id FROM s), tasks.id)]
 			WHERE id = ANY(ARRAY(SELECT task_id FROM s)) AND (state || '') = 'pending'
-			RETURNING id, input, workflow, version, traceparent)` + totals + `
-		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.traceparent, t.traceparent),
+			RETURNING id, input, workflow, version, trace_context)` + totals + `
+		SELECT s.*, COALESCE(st.input, t.input), COALESCE(st.workflow, t.workflow), COALESCE(st.version, t.version), COALESCE(st.trace_context, t.trace_context),
 			` + depResultsOf + `, st.id IS NOT NULL` + totalsCols + granted
 	if gated {
 		q += `, true`
@@ -229,7 +229,7 @@ func (k claimText) build() string {
 	// A task the claim started comes back from its UPDATE; only the others
 	// are read again.
 	q += ` FROM s LEFT JOIN started st ON st.id = s.task_id
-		LEFT JOIN LATERAL (SELECT input, workflow, version, traceparent FROM tasks WHERE id = s.task_id AND st.id IS NULL OFFSET 0) t ON true` + totalsJoin
+		LEFT JOIN LATERAL (SELECT input, workflow, version, trace_context FROM tasks WHERE id = s.task_id AND st.id IS NULL OFFSET 0) t ON true` + totalsJoin
 	if gated {
 		// Where the gate is shut: one row of the first candidate, as it
 		// is, that says so.
@@ -240,7 +240,7 @@ func (k claimText) build() string {
 		if k.taking {
 			none += `, NULL`
 		}
-		q += ` UNION ALL SELECT ` + sqltx.Qualify("x", sqltx.ClaimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.traceparent, NULL, false` + none + `, false
+		q += ` UNION ALL SELECT ` + sqltx.Qualify("x", sqltx.ClaimedStepColumns) + `, x.sort_key, t.input, t.workflow, t.version, t.trace_context, NULL, false` + none + `, false
 			FROM steps x` + fmt.Sprintf(taskOf, "x") + ` WHERE x.id = (SELECT id FROM c LIMIT 1) AND NOT (SELECT open FROM g)`
 	}
 	return q

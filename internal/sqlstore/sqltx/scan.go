@@ -126,9 +126,9 @@ func stepFieldColumns(claimed bool) string {
 }
 
 // HeldStepSelect reads steps (as s) with StepColumns, then the lease, the
-// workflow, the version and the traceparent of their task (as t), for
+// workflow, the version and the trace context of their task (as t), for
 // ScanHeldStep.
-var HeldStepSelect = `SELECT ` + Qualify("s", StepColumns) + `, s.lease_id, t.workflow, t.version, t.traceparent FROM steps s JOIN tasks t ON t.id = s.task_id`
+var HeldStepSelect = `SELECT ` + Qualify("s", StepColumns) + `, s.lease_id, t.workflow, t.version, t.trace_context FROM steps s JOIN tasks t ON t.id = s.task_id`
 
 // Qualify prefixes each column of a comma-separated list with a table alias.
 func Qualify(alias, columns string) string {
@@ -240,12 +240,29 @@ func ScanStepRef(r sqldb.Row) (StepRef, error) {
 func ScanHeldStep(r sqldb.Row) (store.ClaimedStep, error) {
 	var x StepScan
 	var c store.ClaimedStep
-	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version, &c.TraceParent)...); err != nil {
+	var traceContext string
+	if err := r.Scan(append(x.dest(), &c.Fence.LeaseID, &c.Workflow, &c.Version, &traceContext)...); err != nil {
 		return c, err
 	}
 	c.Step = x.row().Step
 	c.Fence.StepID, c.Fence.Attempt = c.ID, c.Attempts
+	c.TraceParent, c.TraceState = UnpackTrace(traceContext)
 	return c, nil
+}
+
+// PackTrace is the trace context a task's row keeps (tasks.trace_context):
+// the W3C traceparent and, when there is one, a space and the tracestate.
+func PackTrace(parent, state string) string {
+	if state == "" || parent == "" {
+		return parent
+	}
+	return parent + " " + state
+}
+
+// UnpackTrace splits what PackTrace kept.
+func UnpackTrace(ctx string) (parent, state string) {
+	parent, state, _ = strings.Cut(ctx, " ")
+	return parent, state
 }
 
 const AuditColumns = `id, task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim`

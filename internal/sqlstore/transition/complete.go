@@ -321,7 +321,7 @@ func (t *outcomeTx) ranHere(task, idx int64, r claim.DepResult) {
 
 // readTask keeps the handlers' part of task id, started before and read in
 // this transaction, for the steps of it the transaction claims after
-// (startTasks): a task's input, workflow, version and traceparent never
+// (startTasks): a task's input, workflow, version and trace context never
 // change.
 func (t *outcomeTx) readTask(id int64, ct claim.ClaimedTask) {
 	if t.claim.Started == nil {

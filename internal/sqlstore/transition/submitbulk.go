@@ -30,10 +30,10 @@ import (
 // in a cycle.
 const insertTasksBulk = `WITH u AS MATERIALIZED (
 	SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) AS id, a.* FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::bigint[])
-		WITH ORDINALITY AS a(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, traceparent, lock_order, ord)
+		WITH ORDINALITY AS a(namespace, workflow, version, input, priority, idempotency_key, run_at, good_until, remaining, limit_key, limit_n, tags, trace_context, lock_order, ord)
 ), ins AS (
-	INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, traceparent)
-	SELECT id, namespace, workflow, version, 'pending', input, priority, idempotency_key, run_at, good_until, ?, remaining, limit_key, limit_n, tags, traceparent
+	INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, remaining, limit_key, limit_n, tags, trace_context)
+	SELECT id, namespace, workflow, version, 'pending', input, priority, idempotency_key, run_at, good_until, ?, remaining, limit_key, limit_n, tags, trace_context
 	FROM u ORDER BY lock_order
 	ON CONFLICT (namespace, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id
 )
@@ -172,7 +172,7 @@ type inserted struct {
 // taskCopyColumns are the columns a COPY of new tasks sets: the id, the
 // columns of newTask.row, the state and the time of creation.
 var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "input", "priority", "idempotency_key", "run_at",
-	"good_until", "remaining", "limit_key", "limit_n", "tags", "traceparent", "state", "created_at"}
+	"good_until", "remaining", "limit_key", "limit_n", "tags", "trace_context", "state", "created_at"}
 
 // writeTasks inserts rows (newTask.row) and returns, per row, its id and
 // whether it was inserted. Rows without keys cannot conflict: where the

@@ -49,11 +49,11 @@ func (t *submitTx) newTask(in store.TaskInsert) newTask {
 // row is the task's row for every statement that inserts tasks
 // (insertTask, taskRowsInsert, insertTasksBulk, the COPY of writeTasks):
 // namespace, workflow, version, input, priority, idempotency key, run_at,
-// good_until, remaining, limit_key, limit_n, tags and traceparent (see
+// good_until, remaining, limit_key, limit_n, tags and trace_context (see
 // columnArrays for the types).
 func (n newTask) row(in store.TaskInsert) []any {
 	return []any{in.Namespace, in.Workflow, in.Version, string(n.input), int64(in.Priority), n.key, n.runAt, n.goodUntil,
-		int64(len(in.Steps)), in.LimitKey, int64(in.Limit), n.tags, in.TraceParent}
+		int64(len(in.Steps)), in.LimitKey, int64(in.Limit), n.tags, sqltx.PackTrace(in.TraceParent, in.TraceState)}
 }
 
 // task is the record of the task inserted with id.
