@@ -228,11 +228,11 @@ func TestBatchFanOut(t *testing.T) {
 			Step("sum", "sum", workflow.DependsOn("split")))
 		start(t, e)
 		for _, count := range []int{n, 0} {
-			// 5,000 items run through the engine: a generous deadline, only
-			// to stop a hang, as the machine may be busy.
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			task, err := e.Wait(ctx, submit(t, e, weft.Submission{Workflow: "test/batch", Input: map[string]int{"n": count}}).Task.ID)
-			cancel()
+			// 5,000 items run through the engine, which on a busy 2-core
+			// machine under -race took longer than a 3-minute deadline
+			// once: no deadline of the test's own, so that a hang fails
+			// through go test's -timeout with every goroutine's stack.
+			task, err := e.Wait(t.Context(), submit(t, e, weft.Submission{Workflow: "test/batch", Input: map[string]int{"n": count}}).Task.ID)
 			require.NoError(t, err)
 			require.Equal(t, state.TaskCompleted, task.State, task.Error)
 			require.Len(t, task.Steps, count+2)
