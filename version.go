@@ -13,9 +13,6 @@ import (
 // Version is the version of this weft module.
 const Version = version.Number
 
-// module is weft's module path.
-const module = "github.com/weftrun/weft"
-
 // Build describes the running binary, from the build information the Go
 // toolchain embeds in it.
 type Build struct {
@@ -48,14 +45,14 @@ func buildFrom(bi *debug.BuildInfo) Build {
 	b := Build{Version: Version, GoVersion: bi.GoVersion}
 	mod := bi.Main
 	for _, dep := range bi.Deps {
-		if dep.Path == module { // weft as a dependency of another program
+		if dep.Path == version.Module { // weft as a dependency of another program
 			mod = *dep
 			if dep.Replace != nil {
 				mod = *dep.Replace
 			}
 		}
 	}
-	if mod.Path == module && mod.Version != "" && mod.Version != "(devel)" {
+	if mod.Path == version.Module && mod.Version != "" && mod.Version != "(devel)" {
 		b.Version = mod.Version
 	} else if mod.Version == "(devel)" {
 		b.Version = Version + " (devel)"

@@ -18,7 +18,6 @@ import (
 
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/internal/textsafe"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Limits of the http handler.
@@ -275,9 +274,8 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 	// A client span under the attempt's, when the attempt is traced: the
 	// callee continues it. Its url.full leaves out the query and any
 	// credentials, and has resolved secrets replaced by their names.
-	span := startClientSpan(hreq, s.redact(hreq.URL.Scheme+"://"+hreq.URL.Host+hreq.URL.Path))
+	hreq, span := startClientSpan(hreq, s.redact(hreq.URL.Scheme+"://"+hreq.URL.Host+hreq.URL.Path))
 	defer span.End()
-	hreq = hreq.WithContext(trace.ContextWithSpan(hreq.Context(), span))
 	for k, v := range traceContext(hreq.Context()) {
 		hreq.Header.Set(k, v)
 	}

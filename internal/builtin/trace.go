@@ -29,14 +29,15 @@ func traceContext(ctx context.Context) propagation.MapCarrier {
 
 // startClientSpan starts the client span of an http step's request, from
 // the provider of the attempt's span in its context, after the HTTP
-// semantic conventions; urlFull is the URL as the span may show it. Without a recording span there (tracing off) it
-// returns that span, which records nothing.
-func startClientSpan(r *http.Request, urlFull string) trace.Span {
+// semantic conventions, and returns r in the span's context; urlFull is
+// the URL as the span may show it. Without a recording span there
+// (tracing off) it returns r and that span, which records nothing.
+func startClientSpan(r *http.Request, urlFull string) (*http.Request, trace.Span) {
 	parent := trace.SpanFromContext(r.Context())
 	if !parent.IsRecording() {
-		return parent
+		return r, parent
 	}
-	tracer := parent.TracerProvider().Tracer(instrumentation, trace.WithInstrumentationVersion(version.Number))
+	tracer := version.Tracer(parent.TracerProvider())
 	port := r.URL.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[r.URL.Scheme]
@@ -49,8 +50,8 @@ func startClientSpan(r *http.Request, urlFull string) trace.Span {
 	if n, err := strconv.Atoi(port); err == nil {
 		attrs = append(attrs, attribute.Int("server.port", n))
 	}
-	_, span := tracer.Start(r.Context(), r.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	return span
+	ctx, span := tracer.Start(r.Context(), r.Method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return r.WithContext(ctx), span
 }
 
 // endClientSpan records the answer, or the failure to get one, on the
@@ -68,7 +69,3 @@ func endClientSpan(span trace.Span, resp *http.Response, err error) {
 		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
 	}
 }
-
-// instrumentation names the tracer of the built-in handlers' spans, as the
-// engine's.
-const instrumentation = "github.com/weftrun/weft"

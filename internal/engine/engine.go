@@ -239,7 +239,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	e.workers.e = e
 	e.completer.init(e)
 	if cfg.TracerProvider != nil {
-		e.tracer = cfg.TracerProvider.Tracer(instrumentation, trace.WithInstrumentationVersion(version.Number))
+		e.tracer = version.Tracer(cfg.TracerProvider)
 	}
 	e.registerBuiltins()
 	return e, nil

@@ -26,10 +26,6 @@ import (
 // With no TracerProvider configured the engine creates no span; a stored
 // traceparent still reaches handlers through their context.
 
-// instrumentation is the name of the tracer the engine asks its provider
-// for.
-const instrumentation = "github.com/weftrun/weft"
-
 // Span attribute keys: the messaging conventions' where they fit, weft's
 // own otherwise.
 const (

@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/weftrun/weft/internal/version"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -32,7 +33,7 @@ func BenchmarkAttemptTracing(b *testing.B) {
 	}{
 		{"off", &Engine{}, ""},
 		{"off-stored", &Engine{}, newTraceParent()},
-		{"on", &Engine{tracer: tp.Tracer(instrumentation)}, newTraceParent()},
+		{"on", &Engine{tracer: version.Tracer(tp)}, newTraceParent()},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			c := c
