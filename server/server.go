@@ -455,19 +455,37 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) live(*http.Request) (int, any, error) {
-	return http.StatusOK, wire.Readiness{Status: "ok", Checks: map[string]string{}}, nil
+	return http.StatusOK, alive(), nil
 }
 
 func (s *Server) readyCheck(r *http.Request) (int, any, error) {
-	status, body := Readiness(r.Context(), s.engine, s.log)
+	status, body := readiness(r.Context(), s.engine, s.log)
 	return status, body, nil
 }
 
-// Readiness is an engine's answer to /health/ready, as weft serve and weft
+// alive is the answer of /health/live: the process serves requests.
+func alive() wire.Readiness { return wire.Readiness{Status: "ok", Checks: map[string]string{}} }
+
+// Health serves an engine's /health/live and /health/ready as weft serve
+// answers them, for a process that runs an engine without the API (weft
+// worker --metrics-addr).
+func Health(e *weft.Engine, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, alive())
+	})
+	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, r *http.Request) {
+		status, body := readiness(r.Context(), e, log)
+		writeJSON(w, status, body)
+	})
+	return mux
+}
+
+// readiness is an engine's answer to /health/ready, as weft serve and weft
 // worker --metrics-addr give it: 200 when its database answers, it runs
 // and its loops work, else 503 naming each failing check (database,
 // engine, a failing loop, database_file).
-func Readiness(ctx context.Context, e *weft.Engine, log *slog.Logger) (int, wire.Readiness) {
+func readiness(ctx context.Context, e *weft.Engine, log *slog.Logger) (int, wire.Readiness) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	checks := map[string]string{"database": "ok", "engine": "ok"}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/metrics"
 	"github.com/weftrun/weft/server"
-	"github.com/weftrun/weft/wire"
 )
 
 // serveMetrics serves an engine's metrics on addr (/metrics) with its
@@ -26,19 +24,7 @@ func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error)
 	m := metrics.New(e, a.log)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	// The answers of weft serve's health routes.
-	answer := func(w http.ResponseWriter, status int, body wire.Readiness) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(body)
-	}
-	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
-		answer(w, http.StatusOK, wire.Readiness{Status: "ok", Checks: map[string]string{}})
-	})
-	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, r *http.Request) {
-		status, body := server.Readiness(r.Context(), e, a.log)
-		answer(w, status, body)
-	})
+	mux.Handle("GET /health/", server.Health(e, a.log))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
