@@ -128,7 +128,7 @@ func (s *Server) bulkDelete(r *http.Request) (int, any, error) {
 	})
 }
 
-// ParseAge reads an age or retention such as "7d", "12h" or "90m".
+// parseAge reads a retention such as "7d", "12h" or "90m": more than 0.
 func parseAge(field, v string) (time.Duration, error) {
 	d, err := parseDuration(field, v)
 	if err == nil && d <= 0 {
@@ -137,7 +137,8 @@ func parseAge(field, v string) (time.Duration, error) {
 	return d, err
 }
 
-// parseDuration reads a duration such as 7d, 12h or 90m (of any sign).
+// parseDuration reads a duration such as 7d, 12h or 90m, 0 included
+// (internal/duration refuses a negative one).
 func parseDuration(field, v string) (time.Duration, error) {
 	d, err := duration.Parse(v)
 	if err != nil {

@@ -61,8 +61,8 @@ func (s *Server) submitBatch(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	out := wire.SubmittedBatch{Tasks: make([]wire.SubmitResponse, len(res))}
-	for i, r := range res {
-		out.Tasks[i] = submitted(r)
+	for i, sr := range res {
+		out.Tasks[i] = submitted(sr)
 	}
 	return http.StatusOK, out, nil
 }

@@ -327,7 +327,7 @@ func PolicyChangeRecordOf(c store.PolicyChangeRecord) PolicyChangeRecord {
 }
 
 // RetentionSetting is how long the finished tasks of a namespace in one
-// state are kept (Keep in nanoseconds).
+// state are kept.
 type RetentionSetting struct {
 	Namespace string     `json:"namespace"`
 	State     state.Task `json:"state"`

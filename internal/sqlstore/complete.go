@@ -27,8 +27,9 @@ func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome)
 // CompleteAndClaim records outcomes as CompleteSteps does and, where they
 // made steps ready, claims up to p.Limit ready steps in the same
 // transaction, as ClaimSteps would, if the claim needs no check of its own
-// (claim.ClaimTx.ClaimMadeReady): an engine whose handlers' outcomes make their steps'
-// children ready runs the children without a transaction of their own.
+// (claim.ClaimTx.ClaimMadeReady): an engine whose handlers' outcomes make
+// their steps' children ready runs the children without a transaction of
+// their own.
 // claimed is empty where it claimed nothing.
 func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
 	err = s.write(ctx, transition.EngineOf(outcomes), func(t *transition.Tx) error {

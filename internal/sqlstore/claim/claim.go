@@ -49,7 +49,7 @@ const PolicyVersion = `COALESCE((SELECT version FROM policy_version WHERE id = 1
 var errPoliciesMoved = errors.New("the policies changed during the claim")
 
 // claimRounds selects and claims ready steps under pol, in up to
-// claimRounds rounds (a limit can fill up mid-batch, and the next round
+// maxRounds rounds (a limit can fill up mid-batch, and the next round
 // skips what is full), adding them to claimed and their dependencies to
 // deps. errPoliciesMoved ends it when a round's query saw the policies
 // moved since the claim read them.
