@@ -15,6 +15,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -176,8 +177,9 @@ type queueCollector struct {
 var queueDepthDesc = prometheus.NewDesc("weft_queue_depth", "Unfinished steps by namespace and state (pending, ready, running, waiting), across every engine on the database.",
 	[]string{"namespace", "state"}, nil)
 
-// queueStates are the states weft_queue_depth counts.
-var queueStates = []state.Step{state.StepPending, state.StepReady, state.StepRunning, state.StepWaiting}
+// queueStates are the states weft_queue_depth counts: a step's that has
+// not ended.
+var queueStates = slices.DeleteFunc(slices.Clone(state.Steps), state.Step.Terminal)
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }
 
