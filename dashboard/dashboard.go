@@ -40,13 +40,21 @@ type Page struct {
 	Nav, NavPath string
 	// Template is the page's file under templates/; it defines "content".
 	Template string
-	// Perm is the permission needed to see the page.
-	Perm string
+	// Route is the API route ("GET /v1/workers") whose data the page
+	// shows: the page needs the route's permission, so a key sees no more
+	// on the dashboard than the API gives it.
+	Route string
 	// Live, if set, returns the query of /v1/events whose events refresh
 	// the page ("" for none).
 	Live func(r *http.Request) string
 	// Load reads what the page shows.
 	Load func(r *http.Request) (title string, data any, err error)
+}
+
+// page is a Page with the permission of its route.
+type page struct {
+	Page
+	perm string
 }
 
 // Dashboard serves the pages.
@@ -55,7 +63,7 @@ type Dashboard struct {
 	engine *weft.Engine
 	log    *slog.Logger
 	mux    *http.ServeMux
-	pages  []Page
+	pages  []page
 	tmpl   map[string]*template.Template
 	now    func() time.Time
 }
@@ -73,7 +81,17 @@ func New(srv *server.Server) http.Handler {
 
 func build(srv *server.Server) (*Dashboard, error) {
 	d := &Dashboard{srv: srv, engine: srv.Engine(), log: srv.Logger(), mux: http.NewServeMux(), tmpl: map[string]*template.Template{}, now: time.Now}
-	d.pages = d.registry()
+	perms := map[string]string{}
+	for _, rt := range srv.Routes() {
+		perms[rt.Method+" "+rt.Path] = rt.Permission
+	}
+	for _, p := range d.registry() {
+		perm := perms[p.Route]
+		if perm == "" {
+			return nil, fmt.Errorf("dashboard page %s: %q is not an API route that needs a permission", p.Pattern, p.Route)
+		}
+		d.pages = append(d.pages, page{Page: p, perm: perm})
+	}
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard templates: %w", err)
@@ -109,7 +127,7 @@ func build(srv *server.Server) (*Dashboard, error) {
 	return d, nil
 }
 
-func pageTemplates(pages []Page) []string {
+func pageTemplates(pages []page) []string {
 	var out []string
 	for _, p := range pages {
 		out = append(out, p.Template)
@@ -152,7 +170,7 @@ type navItem struct {
 // an action only then.
 func (v *view) Can(perm string) bool { return server.Allowed(v.Principal.Permissions, perm) }
 
-func (d *Dashboard) page(p Page) http.Handler {
+func (d *Dashboard) page(p page) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pr, ok := d.who(w, r)
 		if !ok {
@@ -165,8 +183,8 @@ func (d *Dashboard) page(p Page) http.Handler {
 			d.render(w, r, "error.html", http.StatusBadRequest, withMessage(v, http.StatusBadRequest, err.Error()))
 			return
 		}
-		if !v.Can(p.Perm) {
-			d.render(w, r, "error.html", http.StatusForbidden, withMessage(v, http.StatusForbidden, "This key lacks the permission "+p.Perm+" that this page needs."))
+		if !v.Can(p.perm) {
+			d.render(w, r, "error.html", http.StatusForbidden, withMessage(v, http.StatusForbidden, "This key lacks the permission "+p.perm+" that this page needs."))
 			return
 		}
 		title, data, err := p.Load(r)
@@ -225,7 +243,7 @@ func (d *Dashboard) who(w http.ResponseWriter, r *http.Request) (server.Principa
 func (d *Dashboard) newView(r *http.Request, p server.Principal) *view {
 	v := &view{Principal: p, AuthDisabled: d.srv.AuthDisabled(), CSRF: server.CSRFToken(r), Path: r.URL.Path}
 	for _, pg := range d.pages {
-		if pg.Nav == "" || !server.Allowed(p.Permissions, pg.Perm) {
+		if pg.Nav == "" || !server.Allowed(p.Permissions, pg.perm) {
 			continue
 		}
 		active := r.URL.Path == pg.NavPath || (pg.NavPath != "/" && strings.HasPrefix(r.URL.Path, pg.NavPath+"/"))
@@ -326,9 +344,20 @@ func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect target on this site.
+// safeNext keeps a redirect target on this site: a path of this site, or
+// "/". Browsers drop tabs and newlines anywhere in a URL, trim control
+// characters and spaces at its ends and read a backslash as a slash, so
+// "/\t/evil.example" goes to //evil.example: a target with any of them,
+// or with any other control character, is refused outright, and what is
+// left must parse as a path with neither scheme nor host.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if next == "" || next[0] != '/' || strings.ContainsFunc(next, func(r rune) bool {
+		return r < 0x20 || r == 0x7f || r == ' ' || r == '\\'
+	}) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.HasPrefix(u.Path, "//") || strings.HasPrefix(next, "//") {
 		return "/"
 	}
 	return next

@@ -179,7 +179,12 @@ func (a *authenticator) authenticate(r *http.Request) (Principal, *apiError) {
 	}
 	p, err := a.jwt.verify(r.Context(), token)
 	if err != nil {
-		return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "token not accepted: %v", err)
+		// Why is the operator's to read in the log, not the caller's:
+		// the verifier's reasons say how the server is configured.
+		refused := errorf(http.StatusUnauthorized, CodeUnauthenticated, "token not accepted")
+		refused.cause = err
+		return Principal{}, refused
+
 	}
 	return p, nil
 }
@@ -202,7 +207,38 @@ func (a *authenticator) apiKey(ctx context.Context, token string) (Principal, *a
 	if subtle.ConstantTimeCompare(got[:], k.Hash) != 1 || k.RevokedAt != nil {
 		return Principal{}, refused
 	}
-	return Principal{Name: k.Name, ID: k.ID, Kind: "api_key", Permissions: k.Permissions}, nil
+	return keyPrincipal(k), nil
+}
+
+func keyPrincipal(k *store.APIKey) Principal {
+	return Principal{Name: k.Name, ID: k.ID, Kind: "api_key", Permissions: k.Permissions}
+}
+
+// session authenticates a browser session's secret: the session must be
+// recorded and unexpired, and its key not revoked.
+func (a *authenticator) session(ctx context.Context, secret string) (Principal, *apiError) {
+	refused := errorf(http.StatusUnauthorized, CodeUnauthenticated, "the session has ended: sign in again")
+	if !strings.HasPrefix(secret, sessionPrefix) {
+		return Principal{}, refused
+	}
+	ses, err := a.store.GetSession(ctx, sessionID(secret))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Principal{}, refused
+	case err != nil:
+		return Principal{}, toAPIError(fmt.Errorf("look up session: %w", err))
+	}
+	k, err := a.store.GetAPIKey(ctx, ses.KeyID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Principal{}, refused
+	case err != nil:
+		return Principal{}, toAPIError(fmt.Errorf("look up api key: %w", err))
+	}
+	if k.RevokedAt != nil {
+		return Principal{}, refused
+	}
+	return keyPrincipal(k), nil
 }
 
 // JWTConfig configures bearer tokens: RS256-signed JWTs whose issuer and

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/wire"
 )
 
 // concrete fills a route pattern's parameters.
@@ -205,6 +206,14 @@ func TestJWT(t *testing.T) {
 			for _, tt := range tests {
 				r := en.do("GET", "/v1/tasks", tt.token, nil)
 				require.Equal(t, tt.status, r.status, "%s: %s", tt.name, r.body)
+				if tt.status == http.StatusUnauthorized {
+					// The verifier's reasons (issuer, audience, keys) are
+					// the operator's, in the log; the caller learns only
+					// that the token was refused.
+					var body wire.ErrorBody
+					require.NoError(t, json.Unmarshal(r.body, &body))
+					require.Equal(t, "token not accepted", body.Error.Message, tt.name)
+				}
 			}
 		})
 	}

@@ -16,7 +16,9 @@ import (
 // Event streams (GET /v1/events) follow the engine's history as
 // Server-Sent Events. Each event's id is its history cursor, so a client
 // that reconnects with Last-Event-ID resumes exactly after the last event
-// it received.
+// it received. A stream checks its credential again every
+// Options.CredentialRecheck and ends, with an error event, once the
+// credential is no longer accepted.
 const (
 	// streamPoll is how often a stream looks for events written by other
 	// engines; this engine's own work wakes it at once.
@@ -67,6 +69,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 
 	poll := time.NewTicker(streamPoll)
 	defer poll.Stop()
+	recheck := time.NewTicker(s.opts.CredentialRecheck)
+	defer recheck.Stop()
 	lastWrite := time.Now()
 	for {
 		events, err := s.engine.History(ctx, q)
@@ -112,6 +116,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-wake:
 		case <-poll.C:
+		case <-recheck.C:
+			// A stream outlives the check its request passed: a revoked
+			// key, an ended session or an expired token ends it.
+			if _, aerr := s.principal(r); aerr != nil {
+				s.log.Info("event stream ended: its credential is no longer accepted", "error", aerr.Message)
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(wire.ErrorBody{Error: wire.Error{Code: aerr.Code, Message: aerr.Message}}))
+				_ = rc.Flush()
+				return
+			}
 		}
 	}
 }

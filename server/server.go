@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -73,6 +74,16 @@ type Options struct {
 	// UI, if set, makes the handler that serves every path outside the API
 	// (the dashboard, package dashboard); nil answers them 404.
 	UI func(*Server) http.Handler
+	// TrustedProxies lists the addresses of the reverse proxies whose
+	// X-Forwarded-Proto header is believed: a request from one of them
+	// with X-Forwarded-Proto: https arrived over TLS, so the session
+	// cookie it gets is Secure. Requests from anywhere else are judged by
+	// their own connection.
+	TrustedProxies []netip.Prefix
+	// CredentialRecheck is how often an open event stream checks its
+	// credential again, so that revoking a key, signing out or a token's
+	// expiry ends the streams it opened. Default 2s.
+	CredentialRecheck time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -88,6 +99,7 @@ func (o *Options) setDefaults() {
 	def(&o.RequestTimeout, 30*time.Second)
 	def(&o.MaxPoll, 30*time.Second)
 	def(&o.PollFallback, time.Second)
+	def(&o.CredentialRecheck, 2*time.Second)
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
@@ -348,6 +360,9 @@ func (s *Server) wrap(rt route) http.Handler {
 			if aerr != nil {
 				if aerr.Status == http.StatusUnauthorized {
 					sw.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
+					if aerr.cause != nil {
+						s.log.Info("credential refused", "route", name, "reason", aerr.cause.Error())
+					}
 				}
 				writeError(sw, aerr)
 				return
@@ -437,7 +452,7 @@ func (s *Server) principal(r *http.Request) (Principal, *apiError) {
 		if aerr := checkBrowser(r, token); aerr != nil {
 			return Principal{}, aerr
 		}
-		return s.auth.apiKey(r.Context(), token)
+		return s.auth.session(r.Context(), token)
 	}
 	return s.auth.authenticate(r)
 }

@@ -2,34 +2,46 @@ package server
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 )
 
 // Browser sessions. A person signs in to the dashboard with an API key; the
-// server keeps it in an HttpOnly, SameSite=Strict cookie (Secure over TLS)
-// and authenticates requests that carry no Authorization header by it, so
-// every check of an API key (permissions, revocation) holds for the session
-// too, and the audit trail names the key. Requests that change state with
-// the cookie must carry the session's CSRF token in the CSRFHeader header,
-// and must not come from another origin.
+// server records a session for that key and gives the browser the
+// session's random secret in an HttpOnly, SameSite=Strict cookie, Secure
+// when the request arrived over TLS (natively, or through a trusted proxy).
+// The store keeps only the secret's SHA-256. A request that carries no
+// Authorization header is authenticated by its session: the session must
+// exist and not have expired, and its key must not be revoked, so signing
+// out (which deletes the session) and revoking the key end it at once, on
+// every server of the database. The audit trail names the key. Requests
+// that change state with the cookie must carry the session's CSRF token in
+// the CSRFHeader header, and must not come from another origin.
 const (
-	// SessionCookie holds a signed-in browser's API key.
+	// SessionCookie holds a signed-in browser's session secret.
 	SessionCookie = "weft_session"
 	// CSRFHeader carries the session's CSRF token (CSRFToken) on every
 	// state-changing request authenticated by the session cookie.
 	CSRFHeader = "X-Weft-CSRF"
-	// SessionTTL is how long a browser keeps a session.
+	// SessionTTL is how long a session lasts.
 	SessionTTL = 12 * time.Hour
+	// sessionPrefix begins a session secret, so that it is never taken
+	// for an API key.
+	sessionPrefix = "wses_"
 )
 
 // Engine returns the engine the server serves.
@@ -60,7 +72,7 @@ func (s *Server) Logger() *slog.Logger { return s.log }
 func ErrorStatus(err error) int { return toAPIError(err).Status }
 
 // SignIn checks an API key and, when it is accepted, starts a browser
-// session with it: the session cookie is set on w.
+// session for it: the session is recorded and its cookie set on w.
 func (s *Server) SignIn(w http.ResponseWriter, r *http.Request, token string) (Principal, error) {
 	token = strings.TrimSpace(token)
 	if !strings.HasPrefix(token, keyPrefix) {
@@ -70,20 +82,67 @@ func (s *Server) SignIn(w http.ResponseWriter, r *http.Request, token string) (P
 	if aerr != nil {
 		return Principal{}, aerr
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", MaxAge: int(SessionTTL / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return Principal{}, fmt.Errorf("make a session secret: %w", err)
+	}
+	secret := sessionPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	ses := store.Session{ID: sessionID(secret), KeyID: p.ID, ExpiresAt: time.Now().Add(SessionTTL)}
+	if err := s.auth.store.CreateSession(r.Context(), ses); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			// Revoked between the check and the session.
+			return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "API key not accepted")
+		}
+		return Principal{}, fmt.Errorf("start a session: %w", err)
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(SessionTTL / time.Second),
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	return p, nil
 }
 
-// SignOut ends a browser session: the cookie is cleared.
+// SignOut ends a browser session: the session is deleted, so its cookie
+// signs nobody in even if a copy of it survives, and the cookie is cleared.
 func (s *Server) SignOut(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil && strings.HasPrefix(c.Value, sessionPrefix) {
+		if err := s.auth.store.DeleteSession(r.Context(), sessionID(c.Value)); err != nil {
+			s.log.Error("sign-out: delete session", "error", err)
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: s.overTLS(r), SameSite: http.SameSiteStrictMode})
+}
+
+// overTLS reports that the request reached the client's end over TLS: its
+// own connection is TLS, or a trusted proxy says the client used https.
+func (s *Server) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if len(s.opts.TrustedProxies) == 0 || !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range s.opts.TrustedProxies {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionID is the stored id of a session secret.
+func sessionID(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
 }
 
 // CSRFToken returns the CSRF token of the request's session, "" without
-// one. It is derived from the session's key, so it holds across restarts
-// and servers and changes with the key.
+// one. It is derived from the session's secret, so it holds across
+// restarts and servers and changes with each sign-in.
 func CSRFToken(r *http.Request) string {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
@@ -99,7 +158,7 @@ func csrfFor(token string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// sessionToken returns the API key of the request's session cookie, if the
+// sessionToken returns the secret of the request's session cookie, if the
 // request has no Authorization header of its own.
 func sessionToken(r *http.Request) (string, bool) {
 	if r.Header.Get("Authorization") != "" {

@@ -12,3 +12,12 @@ type APIKey struct {
 	CreatedAt   time.Time
 	RevokedAt   *time.Time
 }
+
+// Session is a signed-in browser's session. Its ID is the SHA-256 of the
+// cookie's secret, so the store never holds a value that signs anyone in.
+type Session struct {
+	ID        string
+	KeyID     string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}

@@ -331,7 +331,8 @@ type Admin interface {
 	CountUnfinishedTasks(ctx context.Context, limit int) (int, error)
 }
 
-// Credentials holds the API keys of the REST API.
+// Credentials holds the API keys of the REST API and the dashboard's
+// browser sessions, each of which stands for one key.
 type Credentials interface {
 	// CreateAPIKey records a new API key; only the hash of its secret is
 	// stored. A key whose id exists is ErrConflict.
@@ -340,7 +341,18 @@ type Credentials interface {
 	GetAPIKey(ctx context.Context, id string) (*APIKey, error)
 	// ListAPIKeys returns every key, revoked ones included, oldest first.
 	ListAPIKeys(ctx context.Context) ([]APIKey, error)
-	// RevokeAPIKey marks a key revoked; it then authenticates nothing.
-	// Revoking a revoked key is a no-op; an unknown id is ErrNotFound.
+	// RevokeAPIKey marks a key revoked; it then authenticates nothing, and
+	// its sessions are deleted. Revoking a revoked key is a no-op; an
+	// unknown id is ErrNotFound.
 	RevokeAPIKey(ctx context.Context, id string) error
+
+	// CreateSession records a browser session of a key that exists and is
+	// not revoked (else ErrNotFound), and deletes the sessions that have
+	// expired. A session whose id exists is ErrConflict.
+	CreateSession(ctx context.Context, s Session) error
+	// GetSession returns a session by id, or ErrNotFound when there is
+	// none or it has expired.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// DeleteSession ends a session; an unknown id is a no-op.
+	DeleteSession(ctx context.Context, id string) error
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +39,9 @@ type serveFlags struct {
 	maxBacklog     int
 	requestTimeout time.Duration
 	maxPoll        time.Duration
+	tlsCert        string
+	tlsKey         string
+	trustedProxies []string
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -71,7 +77,11 @@ the engine drains its running steps for up to --drain.`,
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), f.addr, cfg, opts, eng.drain, runSteps)
+			tc, err := f.tlsConfig()
+			if err != nil {
+				return err
+			}
+			return a.serve(cmd.Context(), listenOn{addr: f.addr, tls: tc}, cfg, opts, eng.drain, runSteps)
 		}),
 	}
 	fl := cmd.Flags()
@@ -86,6 +96,10 @@ the engine drains its running steps for up to --drain.`,
 	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "refuse new tasks (503) while this many are pending or running; 0: no limit")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", defaultRequestTimeout, "longest time a request may take (long polls excepted)")
 	fl.DurationVar(&f.maxPoll, "max-poll", defaultMaxPoll, "longest time a remote worker's claim waits for work")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve HTTPS (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM private key file of --tls-cert")
+	fl.StringSliceVar(&f.trustedProxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy whose X-Forwarded-Proto is believed (repeatable): "+
+		"the dashboard's session cookie is Secure behind it when the client used https")
 	return localOnlyCommand(cmd, "it runs an engine and the API on the database")
 }
 
@@ -103,6 +117,13 @@ func (f *serveFlags) options() (server.Options, error) {
 	}
 	if f.requestTimeout <= 0 || f.maxPoll <= 0 {
 		return o, usageErrorf("--request-timeout and --max-poll must be positive")
+	}
+	for _, p := range f.trustedProxies {
+		prefix, err := parsePrefix(p)
+		if err != nil {
+			return o, usageErrorf("--trusted-proxy %q: want an IP address or a CIDR such as 10.0.0.0/8", p)
+		}
+		o.TrustedProxies = append(o.TrustedProxies, prefix)
 	}
 	jwtSet := f.jwtIssuer != "" || f.jwtAudience != "" || f.jwtPublicKey != "" || f.jwtJWKS != ""
 	if !jwtSet {
@@ -126,6 +147,40 @@ func (f *serveFlags) options() (server.Options, error) {
 	return o, nil
 }
 
+// parsePrefix reads a CIDR or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+}
+
+// tlsConfig loads --tls-cert and --tls-key: nil without them.
+func (f *serveFlags) tlsConfig() (*tls.Config, error) {
+	if f.tlsCert == "" && f.tlsKey == "" {
+		return nil, nil
+	}
+	if f.tlsCert == "" || f.tlsKey == "" {
+		return nil, usageErrorf("HTTPS needs both --tls-cert and --tls-key")
+	}
+	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return nil, usageErrorf("--tls-cert %s, --tls-key %s: %v", f.tlsCert, f.tlsKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// listenOn is where the API listens: an address, and TLS when set.
+type listenOn struct {
+	addr string
+	tls  *tls.Config
+}
+
 // serveMode says whether a served engine runs steps.
 type serveMode int
 
@@ -143,7 +198,7 @@ const (
 // serve runs the API on an engine until ctx is done.
 // The dashboard is served at / (package dashboard). wrap, if given, wraps
 // the handler (weft ui guards its Host header with it).
-func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts server.Options, drain time.Duration, mode serveMode, wrap ...func(http.Handler) http.Handler) error {
+func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts server.Options, drain time.Duration, mode serveMode, wrap ...func(http.Handler) http.Handler) error {
 	if mode == runSteps {
 		a.runsEngine()
 	}
@@ -160,9 +215,13 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 		return usageErrorf("%v", err)
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", on.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("listen on %s: %w", on.addr, err)
+	}
+	scheme := "http"
+	if on.tls != nil {
+		ln, scheme = tls.NewListener(ln, on.tls), "https"
 	}
 	if mode == runSteps {
 		if err := e.Start(ctx); err != nil {
@@ -186,7 +245,8 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	// The address line lets scripts (and tests) find a port chosen by :0.
-	a.notice(slog.LevelInfo, fmt.Sprintf("serving on http://%s", ln.Addr()), "url", fmt.Sprintf("http://%s", ln.Addr()))
+	url := fmt.Sprintf("%s://%s", scheme, ln.Addr())
+	a.notice(slog.LevelInfo, "serving on "+url, "url", url)
 	if mode == runSteps {
 		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
 	} else {

@@ -2,8 +2,20 @@ package main
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -53,7 +65,7 @@ func startServing(t *testing.T, db, command string, args ...string) *serveProces
 	var logs syncBuffer
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`serving on (http://[^\s"]+)`)
+		re := regexp.MustCompile(`serving on (https?://[^\s"]+)`)
 		for sc.Scan() {
 			logs.Write([]byte(sc.Text() + "\n"))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
@@ -190,7 +202,64 @@ func TestServeRejects(t *testing.T) {
 		{"--jwt-issuer", "x"},
 		{"--jwt-issuer", "x", "--jwt-audience", "y"},
 		{"--max-backlog", "-1"},
+		{"--tls-cert", "cert.pem"},
+		{"--tls-key", "key.pem"},
+		{"--tls-cert", "missing.pem", "--tls-key", "missing-key.pem"},
+		{"--trusted-proxy", "not-an-address"},
+		{"--trusted-proxy", "10.0.0.0/33"},
 	} {
 		requireCode(t, 2, weftCLI(t, append([]string{"--db", db, "serve"}, args...)...))
 	}
+}
+
+// TestServeTLS: with --tls-cert and --tls-key weft serve answers HTTPS, and
+// the dashboard's session cookie is Secure.
+func TestServeTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	requireCode(t, 0, weftCLI(t, "--db", db, "migrate"))
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "tasks:read")
+	requireCode(t, 0, r)
+	token := regexp.MustCompile(`weft_[0-9a-f]{16}_[A-Za-z0-9_-]+`).FindString(r.stdout)
+	require.NotEmpty(t, token, r.stdout)
+
+	url, _ := startServe(t, db, "--tls-cert", certFile, "--tls-key", keyFile)
+	require.True(t, strings.HasPrefix(url, "https://"), url)
+	pool := x509.NewCertPool()
+	pool.AddCert(must(x509.ParseCertificate(der)))
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.PostForm(url+"/signin", neturl.Values{"key": {token}, "next": {"/tasks"}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	var secure bool
+	for _, ck := range res.Cookies() {
+		secure = secure || ck.Secure
+	}
+	require.True(t, secure, "the session cookie is Secure over HTTPS")
+	res, err = http.Get(strings.Replace(url, "https://", "http://", 1) + "/health/live")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusBadRequest, res.StatusCode, "plain HTTP is not served beside it")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -53,10 +53,10 @@ cross-site writes are refused.`,
 			// for what the API reports of the defaults.
 			cfg := weft.Config{}
 			if requireKeys {
-				return a.serve(cmd.Context(), addr, cfg, opts, uiShutdown, operateOnly)
+				return a.serve(cmd.Context(), listenOn{addr: addr}, cfg, opts, uiShutdown, operateOnly)
 			}
 			a.notice(slog.LevelWarn, "no sign-in: every request from this machine may act on the database")
-			return a.serve(cmd.Context(), addr, cfg, opts, uiShutdown, operateOnly, loopbackOnly)
+			return a.serve(cmd.Context(), listenOn{addr: addr}, cfg, opts, uiShutdown, operateOnly, loopbackOnly)
 		}),
 	}
 	fl := cmd.Flags()

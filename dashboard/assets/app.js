@@ -159,5 +159,10 @@
     es.onopen = () => { if (dot) dot.hidden = false; };
     es.onerror = () => { if (dot) dot.hidden = true; };
     for (const k of kinds) es.addEventListener(k, () => refresh(false));
+    // The server ends the stream when the session has ended (signed out,
+    // key revoked): reload, which leads to the sign-in page.
+    es.addEventListener("error", (ev) => {
+      if (ev.data && ev.data.includes('"unauthenticated"')) { es.close(); window.location.reload(); }
+    });
   }
 })();

@@ -78,6 +78,68 @@ func (s *admin) RevokeAPIKey(ctx context.Context, id string) error {
 		if _, err := t.Exec(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`, t.Now, id); err != nil {
 			return fmt.Errorf("revoke api key %s: %w", id, err)
 		}
+		if _, err := t.Exec(`DELETE FROM sessions WHERE key_id = ?`, id); err != nil {
+			return fmt.Errorf("end the sessions of api key %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// CreateSession records a browser session of a live key and drops the
+// expired ones.
+func (s *admin) CreateSession(ctx context.Context, ses store.Session) error {
+	if ses.ID == "" || ses.KeyID == "" || ses.ExpiresAt.IsZero() {
+		return errors.New("session needs an id, a key and an expiry")
+	}
+	return s.write(ctx, "", func(t *transition.Tx) error {
+		var n int
+		if err := t.QueryRow(`SELECT count(*) FROM api_keys WHERE id = ? AND revoked_at IS NULL`, ses.KeyID).Scan(&n); err != nil {
+			return fmt.Errorf("look up api key %s: %w", ses.KeyID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("api key %s: %w", ses.KeyID, store.ErrNotFound)
+		}
+		if _, err := t.Exec(`DELETE FROM sessions WHERE expires_at <= ?`, t.Now); err != nil {
+			return fmt.Errorf("delete expired sessions: %w", err)
+		}
+		created := ses.CreatedAt
+		if created.IsZero() {
+			created = time.UnixMicro(t.Now)
+		}
+		res, err := t.Exec(`INSERT INTO sessions (id, key_id, created_at, expires_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`, ses.ID, ses.KeyID, created.UnixMicro(), ses.ExpiresAt.UnixMicro())
+		if err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.Conflictf("session exists")
+		}
+		return nil
+	})
+}
+
+// GetSession returns a session that has not expired.
+func (s *admin) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	var ses store.Session
+	var created, expires int64
+	err := s.ReadRow(ctx, `SELECT id, key_id, created_at, expires_at FROM sessions WHERE id = ? AND expires_at > ?`,
+		id, s.Clock().UnixMicro()).Scan(&ses.ID, &ses.KeyID, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("session: %w", store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	ses.CreatedAt, ses.ExpiresAt = time.UnixMicro(created), time.UnixMicro(expires)
+	return &ses, nil
+}
+
+// DeleteSession ends a session.
+func (s *admin) DeleteSession(ctx context.Context, id string) error {
+	return s.write(ctx, "", func(t *transition.Tx) error {
+		if _, err := t.Exec(`DELETE FROM sessions WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
 		return nil
 	})
 }

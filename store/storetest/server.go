@@ -244,3 +244,47 @@ func testListTasksByTime(t *testing.T, h *harness) {
 	require.Len(t, before, 1)
 	require.Equal(t, early.ID, before[0].ID)
 }
+
+func testSessions(t *testing.T, h *harness) {
+	require.NoError(t, h.s.CreateAPIKey(h.ctx, store.APIKey{ID: "k1", Name: "ops", Hash: []byte{1}, Permissions: []string{"tasks:read"}}))
+	require.NoError(t, h.s.CreateAPIKey(h.ctx, store.APIKey{ID: "k2", Name: "ci", Hash: []byte{2}, Permissions: []string{"tasks:read"}}))
+	now := h.clock.Now()
+	ses := store.Session{ID: "s1", KeyID: "k1", ExpiresAt: now.Add(time.Hour)}
+	require.NoError(t, h.s.CreateSession(h.ctx, ses))
+	require.ErrorIs(t, h.s.CreateSession(h.ctx, ses), store.ErrConflict)
+	require.ErrorIs(t, h.s.CreateSession(h.ctx, store.Session{ID: "s9", KeyID: "nope", ExpiresAt: now.Add(time.Hour)}), store.ErrNotFound,
+		"a session stands for a key that exists")
+	got, err := h.s.GetSession(h.ctx, "s1")
+	require.NoError(t, err)
+	require.Equal(t, "k1", got.KeyID)
+	require.True(t, got.CreatedAt.Equal(now), "created at the store's time")
+	require.True(t, got.ExpiresAt.Equal(ses.ExpiresAt))
+	_, err = h.s.GetSession(h.ctx, "nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	t.Run("expiry", func(t *testing.T) {
+		require.NoError(t, h.s.CreateSession(h.ctx, store.Session{ID: "short", KeyID: "k2", ExpiresAt: h.clock.Now().Add(time.Minute)}))
+		h.clock.Advance(time.Minute)
+		_, err := h.s.GetSession(h.ctx, "short")
+		require.ErrorIs(t, err, store.ErrNotFound, "an expired session signs nobody in")
+		// The next sign-in deletes it: its id may be reused.
+		require.NoError(t, h.s.CreateSession(h.ctx, store.Session{ID: "short", KeyID: "k2", ExpiresAt: h.clock.Now().Add(time.Minute)}))
+	})
+	t.Run("sign-out", func(t *testing.T) {
+		require.NoError(t, h.s.CreateSession(h.ctx, store.Session{ID: "out", KeyID: "k2", ExpiresAt: h.clock.Now().Add(time.Hour)}))
+		require.NoError(t, h.s.DeleteSession(h.ctx, "out"))
+		require.NoError(t, h.s.DeleteSession(h.ctx, "out"), "deleting twice is a no-op")
+		_, err := h.s.GetSession(h.ctx, "out")
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+	t.Run("revocation", func(t *testing.T) {
+		require.NoError(t, h.s.CreateSession(h.ctx, store.Session{ID: "k2-a", KeyID: "k2", ExpiresAt: h.clock.Now().Add(time.Hour)}))
+		require.NoError(t, h.s.RevokeAPIKey(h.ctx, "k2"))
+		_, err := h.s.GetSession(h.ctx, "k2-a")
+		require.ErrorIs(t, err, store.ErrNotFound, "revoking a key ends its sessions")
+		_, err = h.s.GetSession(h.ctx, "s1")
+		require.NoError(t, err, "and no other key's")
+		require.ErrorIs(t, h.s.CreateSession(h.ctx, store.Session{ID: "k2-b", KeyID: "k2", ExpiresAt: h.clock.Now().Add(time.Hour)}), store.ErrNotFound,
+			"a revoked key starts no session")
+	})
+}

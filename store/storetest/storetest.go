@@ -77,6 +77,7 @@ func Run(t *testing.T, open Opener) {
 		{"AuditRecordsEveryTransition", testAudit},
 		{"AuditOfStepsClaimedTogether", testAuditClaimedTogether},
 		{"APIKeys", testAPIKeys},
+		{"Sessions", testSessions},
 		{"GetStep", testGetStep},
 		{"RetryStepReopensSkipped", testRetryStep},
 		{"RetryStepKeepsOtherFailures", testRetryStepOtherFailure},
