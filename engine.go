@@ -41,6 +41,11 @@ type Config struct {
 	// Concurrency is the number of handler slots: at most this many
 	// handlers run at once. Default 10.
 	Concurrency int
+	// Namespaces, if set, makes the engine a dedicated pool: it claims
+	// only the steps of tasks in these namespaces (as a remote worker
+	// registered with namespaces does). Its share of the cluster's
+	// maintenance is unchanged. Nil: every namespace.
+	Namespaces []string
 	// NamespaceCaps limits how many steps of a namespace run at once
 	// across every engine sharing the database, for the claims of this
 	// engine and of the remote workers it serves.

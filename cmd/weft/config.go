@@ -38,6 +38,7 @@ var settings = []config.Setting{
 	{Key: "log.format", Flag: "log-format", Env: "WEFT_LOG_FORMAT"},
 	{Key: "secrets.dir", Flag: "secrets-dir", Env: "WEFT_SECRETS_DIR"},
 	{Key: "engine.concurrency", Flag: "concurrency", Env: "WEFT_CONCURRENCY", Commands: engineCommands},
+	{Key: "engine.namespaces", Flag: "namespaces", Env: "WEFT_NAMESPACES", Kind: config.List, Commands: engineCommands},
 	{Key: "engine.drain", Flag: "drain", Env: "WEFT_DRAIN", Commands: engineCommands},
 	{Key: "engine.max_pressure", Flag: "max-pressure", Env: "WEFT_MAX_PRESSURE", Kind: config.Map, Commands: engineCommands},
 	{Key: "engine.lease_ttl", Flag: "lease-ttl", Env: "WEFT_LEASE_TTL", Commands: engineCommands},

@@ -7,11 +7,13 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/config"
+	"github.com/weftrun/weft/workflow"
 )
 
 // engineFlags are the flags of the commands that run an engine.
 type engineFlags struct {
 	concurrency int
+	namespaces  []string
 	caps        []string
 	drain       time.Duration
 	maxPressure []string
@@ -23,6 +25,7 @@ type engineFlags struct {
 // add declares the flags; drainHelp says when --drain applies.
 func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 	fs.IntVar(&f.concurrency, "concurrency", weft.DefaultConcurrency, "steps run at once")
+	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "run only the steps of tasks in these namespaces, as NS,... (a dedicated pool); default: every namespace")
 	// --cap NS=N was a per-process copy of a namespace limit; limits are
 	// held in the database now (weft limit). The flag stays, hidden, to
 	// say so.
@@ -67,10 +70,20 @@ func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
 		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
 			c.Describe("lease-ttl"), f.leaseTTL, c.Describe("heartbeat-interval"), f.heartbeat)
 	}
+	seen := map[string]bool{}
+	for _, ns := range f.namespaces {
+		if !workflow.ValidName(ns) {
+			return weft.Config{}, usageErrorf("%s: %q is not a namespace (letters, digits, '_', '.', '-')", c.Describe("namespaces"), ns)
+		}
+		if seen[ns] {
+			return weft.Config{}, usageErrorf("%s: %q is listed twice", c.Describe("namespaces"), ns)
+		}
+		seen[ns] = true
+	}
 	maxPressure, err := parseMaxPressure(f.maxPressure)
 	if err != nil {
 		return weft.Config{}, err
 	}
-	return weft.Config{Concurrency: f.concurrency, MaxPressure: maxPressure,
+	return weft.Config{Concurrency: f.concurrency, Namespaces: f.namespaces, MaxPressure: maxPressure,
 		LeaseTTL: f.leaseTTL, HeartbeatInterval: f.heartbeat, StaleAfter: f.staleAfter}, nil
 }

@@ -76,7 +76,7 @@ func (x *executor) run(ctx context.Context) {
 		}
 		if n > 0 {
 			id, lease := x.e.ID(), store.NewLeaseID()
-			p := x.e.claimParams(id, n, x.handlerNames(), nil, lease)
+			p := x.e.claimParams(id, n, x.handlerNames(), x.e.cfg.Namespaces, lease)
 			p.Deferred = func(ds []store.RateDeferral) {
 				deferred = true
 				x.e.rateDeferred(ds)

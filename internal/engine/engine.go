@@ -48,6 +48,7 @@ import (
 // converts to it, so the two stay field for field the same.
 type Config struct {
 	Concurrency       int
+	Namespaces        []string
 	NamespaceCaps     map[string]int
 	HeartbeatInterval time.Duration
 	LeaseTTL          time.Duration
@@ -79,6 +80,16 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Concurrency < 0 {
 		return fmt.Errorf("config: Concurrency must be positive, got %d", c.Concurrency)
+	}
+	seen := map[string]bool{}
+	for i, ns := range c.Namespaces {
+		if !workflow.ValidName(ns) {
+			return fmt.Errorf("config: Namespaces[%d]: %q is not a namespace (letters, digits, '_', '.', '-')", i, ns)
+		}
+		if seen[ns] {
+			return fmt.Errorf("config: Namespaces[%d]: %q is listed twice", i, ns)
+		}
+		seen[ns] = true
 	}
 	for ns, n := range c.NamespaceCaps {
 		if n <= 0 {
