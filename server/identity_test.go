@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
@@ -20,7 +21,9 @@ import (
 func TestWorkerIdentity(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		en := newEnv(t, open(t), server.Options{MaxPoll: 20 * time.Second})
+		// The worker sends no heartbeat while the other callers try its
+		// routes: a lease that outlasts a loaded machine's 28 requests.
+		en := newEnvWith(t, open(t), server.Options{MaxPoll: 20 * time.Second}, func(c *weft.Config) { c.LeaseTTL = time.Minute })
 		en.register(mixedTemplate)
 		mine := en.worker(t, "py.enrich")
 		var task wire.Task

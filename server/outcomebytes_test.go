@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -66,7 +67,9 @@ func TestBadBytesOutcomesEndEverywhere(t *testing.T) {
 			want{state.StepFailed, 1, nil, "x\uFFFDy"}},
 	}
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		en := newEnv(t, open(t), server.Options{})
+		// The test's worker sends no heartbeat: a lease that outlasts a
+		// loaded machine's pauses, so no step is reclaimed under it.
+		en := newEnvWith(t, open(t), server.Options{}, func(c *weft.Config) { c.LeaseTTL = time.Minute })
 		token := en.key(server.PermWorkersConnect)
 		r := en.do("POST", "/v1/workers", token, map[string]any{"name": "bytes", "handlers": []string{"remote.h"}, "namespaces": []string{"bytes"}})
 		require.Equal(t, 201, r.status, "%s", r.body)
