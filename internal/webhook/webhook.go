@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/jitter"
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
@@ -350,8 +351,11 @@ func (d *Deliverer) post(ctx context.Context, w store.Webhook, ev store.HistoryE
 }
 
 // webhookFailed records a failure with the backoff of the webhook's
-// failure count, or wait (a Retry-After) if longer.
+// failure count, or wait (a Retry-After) if longer. why is stored (the
+// webhook's last_error) and logged without the credentials of the
+// webhook's URL, which an error may quote (url.Parse's does, whole).
 func (d *Deliverer) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
+	why = redact.Text(why, w.URL)
 	backoff := d.poll
 	for i := 1; i < w.Failures && backoff < webhookBackoffMax; i++ {
 		backoff *= 2
