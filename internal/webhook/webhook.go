@@ -146,9 +146,14 @@ func (d *Deliverer) Create(ctx context.Context, spec Spec) (store.Webhook, error
 }
 
 func validateWebhook(spec Spec) error {
+	// The answer quotes the URL with its password hidden: an error may
+	// be logged, or shown to others than who sent it.
 	u, err := url.Parse(spec.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("webhook: %w", store.Invalidf("url", "%q: want an absolute http:// or https:// URL", spec.URL))
+	if err != nil {
+		return fmt.Errorf("webhook: %w", store.Invalidf("url", "is not a URL: want an absolute http:// or https:// URL"))
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook: %w", store.Invalidf("url", "%q: want an absolute http:// or https:// URL", redact.URL(spec.URL)))
 	}
 	if len(spec.URL) > 2048 {
 		return fmt.Errorf("webhook: %w", store.Invalidf("url", "longer than 2048 bytes"))
@@ -164,7 +169,8 @@ func validateWebhook(spec Spec) error {
 	return nil
 }
 
-// List lists the webhooks without their secrets.
+// List lists the webhooks without their secrets, and with the passwords
+// of their URLs hidden (redact.URL): only deliveries use them.
 func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
 	ws, err := d.store.Webhooks(ctx)
 	if err != nil {
@@ -172,6 +178,7 @@ func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
 	}
 	for i := range ws {
 		ws[i].Secret = ""
+		ws[i].URL = redact.URL(ws[i].URL)
 	}
 	return ws, nil
 }
