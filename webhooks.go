@@ -40,7 +40,9 @@ func (e *Engine) CreateWebhook(ctx context.Context, spec WebhookSpec, op Operato
 		Types: spec.Types, Actor: op.Actor})
 }
 
-// Webhooks lists the webhooks, without their secrets.
+// Webhooks lists the webhooks, without their secrets and with the
+// passwords of their URLs hidden (https://user:xxxxx@host/path): only
+// deliveries use them.
 func (e *Engine) Webhooks(ctx context.Context) ([]Webhook, error) { return e.core.Webhooks().List(ctx) }
 
 // DeleteWebhook removes a webhook.

@@ -199,3 +199,63 @@ func TestWebhookDelivery(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 }
+
+// TestWebhookURLHidesPassword: a webhook's URL keeps its user:password
+// for deliveries, but no answer shows the password: not the creation's,
+// not the list's, not the enabling's, nor the refusal of a URL that is not
+// one a webhook takes.
+func TestWebhookURLHidesPassword(t *testing.T) {
+	t.Parallel()
+	const password = "S3cretPw"
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		en := newEnv(t, open(t), server.Options{})
+		writer := en.key(server.PermWebhooksWrite, server.PermWebhooksRead)
+		url := "https://alice:" + password + "@hooks.example/weft?tenant=7"
+		r := en.do("POST", "/v1/webhooks", writer, wire.CreateWebhook{URL: url})
+		require.Equal(t, 201, r.status, "%s", r.body)
+		var created wire.Webhook
+		r.json(t, &created)
+		stored, err := en.st.Webhooks(t.Context())
+		require.NoError(t, err)
+		require.Len(t, stored, 1)
+		require.Equal(t, url, stored[0].URL, "the stored URL keeps its credentials for deliveries")
+
+		for _, tt := range []struct {
+			name   string
+			method string
+			path   string
+			body   any
+			status int
+		}{
+			{"create", "POST", "/v1/webhooks", wire.CreateWebhook{URL: url}, 201},
+			{"list", "GET", "/v1/webhooks", nil, 200},
+			{"enable", "POST", "/v1/webhooks/" + itoa(created.ID) + "/enable", nil, 200},
+			{"refused scheme", "POST", "/v1/webhooks", wire.CreateWebhook{URL: "ftp://alice:" + password + "@hooks.example/"}, 400},
+			{"refused parse", "POST", "/v1/webhooks", wire.CreateWebhook{URL: "https://alice:" + password + "@hooks.example:port/"}, 400},
+			{"refused types", "POST", "/v1/webhooks", wire.CreateWebhook{URL: url, Types: []string{"task.exploded"}}, 400},
+		} {
+			// In turn: the first row adds the second webhook counted below.
+			t.Run(tt.name, func(t *testing.T) {
+				r := en.do(tt.method, tt.path, writer, tt.body)
+				require.Equal(t, tt.status, r.status, "%s", r.body)
+				require.NotContains(t, string(r.body), password)
+				if tt.status < 300 {
+					require.Contains(t, string(r.body), "https://alice:xxxxx@hooks.example/weft?tenant=7",
+						"the URL shows who it is, not the password")
+				}
+			})
+		}
+		// Both creations are stored with their credentials; the Go API
+		// lists them as the API does.
+		stored, err = en.st.Webhooks(t.Context())
+		require.NoError(t, err)
+		require.Len(t, stored, 2)
+		listed, err := en.e.Webhooks(t.Context())
+		require.NoError(t, err)
+		require.Len(t, listed, 2)
+		for i, w := range stored {
+			require.Equal(t, url, w.URL)
+			require.Equal(t, "https://alice:xxxxx@hooks.example/weft?tenant=7", listed[i].URL)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
@@ -290,4 +291,64 @@ func TestMetricsMove(t *testing.T) {
 		}
 	}
 
+}
+
+// TestStaleLeaseHidesHolder: a worker whose step was taken over is told
+// that its fence no longer holds the step, never which worker holds it
+// now. Another credential's worker id is answered 404 on every worker
+// route; a stale_lease must not name it either.
+func TestStaleLeaseHidesHolder(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		// A lease that outlasts a slow machine: A sends no heartbeat
+		// before the routes below and must stay alive until then.
+		en := newEnvWith(t, open(t), server.Options{MaxPoll: 20 * time.Second}, func(c *weft.Config) { c.LeaseTTL = time.Minute })
+		en.register(mixedTemplate)
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/mixed", "input": map[string]int{"n": 1}}, nil)
+		a, b := en.worker(t, "py.enrich"), en.worker(t, "py.enrich") // each under a key of its own
+		stepsA := a.claim(t, 15000)
+		require.Len(t, stepsA, 1)
+		lost := stepsA[0].Fence
+
+		// A's lease is lost (as when the reply to its claim went astray),
+		// and B claims the step.
+		lease, err := strconv.ParseInt(lost["lease_id"].(string), 10, 64)
+		require.NoError(t, err)
+		n, err := en.st.ReleaseLease(t.Context(), a.id, lease)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		stepsB := b.claim(t, 15000)
+		require.Len(t, stepsB, 1)
+		require.Equal(t, stepsA[0].StepID, stepsB[0].StepID)
+
+		for _, tt := range []struct {
+			name   string
+			route  string
+			body   map[string]any
+			status int
+			code   string
+		}{
+			{"complete", "/complete", map[string]any{"fence": lost, "result": map[string]int{"n": 0}}, 409, server.CodeStaleLease},
+			{"fail", "/fail", map[string]any{"fence": lost, "error": "boom"}, 409, server.CodeStaleLease},
+			{"fail preempted", "/fail", map[string]any{"fence": lost, "error": "asked to stop", "preempted": true}, 409, server.CodeStaleLease},
+			{"checkpoint", "/checkpoint", map[string]any{"fence": lost, "checkpoint": map[string]int{"done": 1}}, 409, server.CodeStaleLease},
+			{"progress", "/progress", map[string]any{"fence": lost, "fraction": 0.5}, 409, server.CodeStaleLease},
+			// A heartbeat answers the lost fence in its body, not as an error.
+			{"heartbeat", "/heartbeat", map[string]any{"steps": []any{lost}}, 200, ""},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				r := a.post(tt.route, tt.body)
+				require.Equal(t, tt.status, r.status, "%s", r.body)
+				if tt.code != "" {
+					code, _ := r.errorCode(t)
+					require.Equal(t, tt.code, code)
+				}
+				if tt.code == "" {
+					require.Contains(t, string(r.body), `"lost":[{`, "the heartbeat tells A its step is lost")
+				}
+				require.NotContains(t, string(r.body), b.id, "the answer names the step's new holder")
+			})
+		}
+	})
 }

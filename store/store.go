@@ -137,7 +137,9 @@ type Queue interface {
 	// Workflow and Version; Input and Deps are not loaded, nor DependsOn. A
 	// step id that does not exist is ErrNotFound; a step that exists but is
 	// not running under that engine, attempt and lease is an error wrapping
-	// ErrStaleLease.
+	// ErrStaleLease, whose message never names the engine that holds the
+	// step now (it is shown to remote workers, which must not learn the
+	// ids of other credentials' workers).
 	HeldStep(ctx context.Context, engineID string, f Fence) (*ClaimedStep, error)
 	// OverdueSteps returns up to limit running steps whose deadline is
 	// before now, earliest deadline first, with Step, Fence, Workflow and

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -165,10 +166,12 @@ type Webhook struct {
 	CreatedBy     string     `json:"created_by,omitempty"`
 }
 
-// WebhookOf is the API's form of a stored webhook.
+// WebhookOf is the API's form of a stored webhook. The store keeps the
+// URL's credentials for deliveries; the API shows its password hidden
+// (https://user:xxxxx@host/path), in the URL and in the last error alike.
 func WebhookOf(w store.Webhook) Webhook {
-	out := Webhook{ID: w.ID, URL: w.URL, Secret: w.Secret, Namespace: w.Namespace, Workflow: w.Workflow, Types: w.Types,
-		Cursor: w.Cursor, State: w.State, Failures: w.Failures, LastError: w.LastError, Delivered: w.Delivered,
+	out := Webhook{ID: w.ID, URL: redact.URL(w.URL), Secret: w.Secret, Namespace: w.Namespace, Workflow: w.Workflow, Types: w.Types,
+		Cursor: w.Cursor, State: w.State, Failures: w.Failures, LastError: redact.Text(w.LastError, w.URL), Delivered: w.Delivered,
 		CreatedAt: w.CreatedAt, CreatedBy: w.CreatedBy}
 	if w.NextAttemptAt.UnixMicro() > 0 {
 		out.NextAttemptAt = &w.NextAttemptAt

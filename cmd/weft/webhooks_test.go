@@ -29,20 +29,24 @@ func TestWebhooksCLI(t *testing.T) {
 			return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
 		},
 	} {
-		r := run("webhooks", "create", "--url", "https://hooks.example/"+name, "--namespace", "shop", "--types", "task.failed,step.failed")
+		// The URL's password is kept for deliveries, never shown.
+		password := "pw-of-" + name
+		r := run("webhooks", "create", "--url", "https://alice:"+password+"@hooks.example/"+name, "--namespace", "shop", "--types", "task.failed,step.failed")
 		requireCode(t, 0, r)
 		secret := strings.TrimSpace(r.stdout)
 		require.Regexp(t, `^whsec_[0-9a-f]{64}$`, secret, name)
 		require.Contains(t, r.stderr, "shown only now")
+		require.NotContains(t, r.stdout+r.stderr, password, name)
 
 		r = run("webhooks", "list", "--json")
 		requireCode(t, 0, r)
 		require.NotContains(t, r.stdout, secret, "%s: the secret is never listed", name)
+		require.NotContains(t, r.stdout+r.stderr, password, "%s: nor the URL's password", name)
 		var ws []wire.Webhook
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &ws))
 		var id int64
 		for _, w := range ws {
-			if w.URL == "https://hooks.example/"+name {
+			if w.URL == "https://alice:xxxxx@hooks.example/"+name {
 				id = w.ID
 				require.Equal(t, []string{"task.failed", "step.failed"}, w.Types)
 				require.Equal(t, "active", w.State)
@@ -52,6 +56,8 @@ func TestWebhooksCLI(t *testing.T) {
 		r = run("webhooks", "list")
 		requireCode(t, 0, r)
 		require.Regexp(t, `(?m)^ID\s+URL\s+FILTER\s+STATE`, r.stdout)
+		require.Contains(t, r.stdout, "https://alice:xxxxx@hooks.example/"+name)
+		require.NotContains(t, r.stdout+r.stderr, password, name)
 
 		sid := strings.TrimSpace(strings.Split(strings.Split(r.stdout, "\n")[1], " ")[0])
 		require.NotEmpty(t, sid)
@@ -66,6 +72,7 @@ func TestWebhooksCLI(t *testing.T) {
 		}{
 			{[]string{"webhooks", "create"}, "url"},
 			{[]string{"webhooks", "create", "--url", "ftp://x"}, "url: "},
+			{[]string{"webhooks", "create", "--url", "ftp://alice:" + password + "@x"}, `url: "ftp://alice:xxxxx@x"`},
 			{[]string{"webhooks", "create", "--url", "http://x", "--types", "task.exploded"}, "types: "},
 			{[]string{"webhooks", "create", "--url", "http://x", "--workflow", "a/b/c"}, "workflow: "},
 			{[]string{"webhooks", "delete", "x"}, "x"},

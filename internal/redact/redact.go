@@ -1,7 +1,8 @@
-// Package redact hides the credentials of database URLs and DSNs in text
-// meant for people: log lines, error messages, printed commands. It is
-// weftdb.Redact's implementation, kept here so that store/postgres (which
-// weftdb imports) uses the same function for the errors it returns.
+// Package redact hides the credentials of database URLs and DSNs, and the
+// passwords of webhook URLs, in text meant for people: log lines, error
+// messages, API answers, printed commands. It is weftdb.Redact's
+// implementation, kept here so that store/postgres (which weftdb imports)
+// uses the same function for the errors it returns.
 package redact
 
 import (
@@ -90,6 +91,35 @@ func Secrets(dsn string) []string {
 	return out
 }
 
+// Text returns s with the credentials of dsn hidden, however s echoes
+// them: quoted in a URL (as String hides them), or alone, as written or
+// decoded (as Secrets finds them).
+func Text(s, dsn string) string {
+	s = String(s)
+	for _, secret := range Secrets(dsn) {
+		s = strings.ReplaceAll(s, secret, Mask)
+	}
+	return s
+}
+
+// URL returns raw, a URL kept with its credentials (a webhook's), in the
+// form it may be shown: the password of its userinfo replaced as
+// url.URL.Redacted replaces it (scheme://user:xxxxx@host/path), the rest
+// left as it is, so that people can still tell one URL from another. A URL
+// without an authority (scheme:opaque) shows only its scheme, and text that
+// does not parse as a URL is shown as Mask: what either holds cannot be
+// told apart from a credential.
+func URL(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return Mask
+	case u.Opaque != "":
+		return u.Scheme + ":" + Mask
+	}
+	return u.Redacted()
+}
+
 // Error returns err with the credentials of dsn hidden from its message,
 // however the message echoes them (a driver may quote the connection
 // string, or parts of it decoded). The result wraps err, so errors.Is and
@@ -98,10 +128,7 @@ func Error(err error, dsn string) error {
 	if err == nil {
 		return nil
 	}
-	msg := String(err.Error())
-	for _, s := range Secrets(dsn) {
-		msg = strings.ReplaceAll(msg, s, Mask)
-	}
+	msg := Text(err.Error(), dsn)
 	if msg == err.Error() {
 		return err
 	}

@@ -70,3 +70,45 @@ func TestError(t *testing.T) {
 	}
 	require.NoError(t, redact.Error(nil, "postgres://u:p@h/d"))
 }
+
+func TestURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"password", "https://alice:s3cret@hooks.example/weft?tenant=7", "https://alice:xxxxx@hooks.example/weft?tenant=7"},
+		{"encoded password", "https://alice:p%40ss@hooks.example/", "https://alice:xxxxx@hooks.example/"},
+		{"password holding @", "http://alice:p@ss@hooks.example/", "http://alice:xxxxx@hooks.example/"},
+		{"user only", "https://alice@hooks.example/", "https://alice@hooks.example/"},
+		{"no userinfo", "https://hooks.example/weft", "https://hooks.example/weft"},
+		{"shown already", "https://alice:xxxxx@hooks.example/", "https://alice:xxxxx@hooks.example/"},
+		{"opaque", "http:alice:s3cret@hooks.example", "http:***"},
+		{"does not parse", "https://alice:s3cret@hooks.example:port/", "***"},
+		{"relative", "weft/hook", "weft/hook"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, redact.URL(tt.in))
+		})
+	}
+}
+
+func TestText(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, url, in, want string
+	}{
+		{"quoted url", "http://alice:s3cret@h/%zz", `request: parse "http://alice:s3cret@h/%zz": invalid URL escape "%zz"`,
+			`request: parse "http://alice:***@h/%zz": invalid URL escape "%zz"`},
+		{"alone", "http://alice:s3cret@h/", "auth s3cret refused", "auth *** refused"},
+		{"decoded", "http://alice:p%40ss@h/", "auth p@ss refused", "auth *** refused"},
+		{"nothing to hide", "http://h/", "POST http://h/: 503 Service Unavailable", "POST http://h/: 503 Service Unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, redact.Text(tt.in, tt.url))
+		})
+	}
+}

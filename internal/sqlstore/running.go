@@ -28,8 +28,12 @@ func (s *lifecycle) HeldStep(ctx context.Context, engineID string, f store.Fence
 		return nil, fmt.Errorf("get step %d: %w", f.StepID, err)
 	}
 	if c.State != state.StepRunning || c.EngineID != engineID || c.Fence != f {
-		return nil, fmt.Errorf("step %d attempt %d lease %d is not running under engine %s (it is %s, attempt %d, engine %q): %w",
-			f.StepID, f.Attempt, f.LeaseID, engineID, c.State, c.Attempts, c.EngineID, store.ErrStaleLease)
+		// The message names the asker and its fence, never what the step
+		// is now nor who holds it: the asker may be a remote worker of
+		// another credential than the holder's, whose ids it must not
+		// learn (they are answered as not found everywhere else).
+		return nil, fmt.Errorf("step %d attempt %d lease %d of engine %s: %w",
+			f.StepID, f.Attempt, f.LeaseID, engineID, store.ErrStaleLease)
 	}
 	return &c, nil
 }

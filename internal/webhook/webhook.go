@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/jitter"
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
@@ -145,9 +146,14 @@ func (d *Deliverer) Create(ctx context.Context, spec Spec) (store.Webhook, error
 }
 
 func validateWebhook(spec Spec) error {
+	// The answer quotes the URL with its password hidden: an error may
+	// be logged, or shown to others than who sent it.
 	u, err := url.Parse(spec.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("webhook: %w", store.Invalidf("url", "%q: want an absolute http:// or https:// URL", spec.URL))
+	if err != nil {
+		return fmt.Errorf("webhook: %w", store.Invalidf("url", "is not a URL: want an absolute http:// or https:// URL"))
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook: %w", store.Invalidf("url", "%q: want an absolute http:// or https:// URL", redact.URL(spec.URL)))
 	}
 	if len(spec.URL) > 2048 {
 		return fmt.Errorf("webhook: %w", store.Invalidf("url", "longer than 2048 bytes"))
@@ -163,7 +169,8 @@ func validateWebhook(spec Spec) error {
 	return nil
 }
 
-// List lists the webhooks without their secrets.
+// List lists the webhooks without their secrets, and with the passwords
+// of their URLs hidden (redact.URL): only deliveries use them.
 func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
 	ws, err := d.store.Webhooks(ctx)
 	if err != nil {
@@ -171,6 +178,7 @@ func (d *Deliverer) List(ctx context.Context) ([]store.Webhook, error) {
 	}
 	for i := range ws {
 		ws[i].Secret = ""
+		ws[i].URL = redact.URL(ws[i].URL)
 	}
 	return ws, nil
 }
@@ -350,8 +358,11 @@ func (d *Deliverer) post(ctx context.Context, w store.Webhook, ev store.HistoryE
 }
 
 // webhookFailed records a failure with the backoff of the webhook's
-// failure count, or wait (a Retry-After) if longer.
+// failure count, or wait (a Retry-After) if longer. why is stored (the
+// webhook's last_error) and logged without the credentials of the
+// webhook's URL, which an error may quote (url.Parse's does, whole).
 func (d *Deliverer) webhookFailed(ctx context.Context, w *store.Webhook, why string, permanent bool, wait time.Duration) {
+	why = redact.Text(why, w.URL)
 	backoff := d.poll
 	for i := 1; i < w.Failures && backoff < webhookBackoffMax; i++ {
 		backoff *= 2

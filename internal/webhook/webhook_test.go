@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"log"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -67,6 +69,70 @@ func TestPost(t *testing.T) {
 			require.Equal(t, tc.permanent, permanent)
 			require.Equal(t, tc.wait, wait)
 			require.NotContains(t, why, "secret", "the URL's query is redacted")
+		})
+	}
+}
+
+// failures is a Store that hands out one event and records the failures
+// of deliveries (no other method is called).
+type failures struct {
+	Store
+	reasons []string
+}
+
+func (f *failures) History(context.Context, store.HistoryQuery) ([]store.HistoryEvent, error) {
+	return []store.HistoryEvent{{Cursor: "c1", Type: "task.completed"}}, nil
+}
+
+func (f *failures) WebhookFailed(_ context.Context, _ int64, reason string, _ time.Time, _ bool) error {
+	f.reasons = append(f.reasons, reason)
+	return nil
+}
+
+// TestDeliveryErrorHidesPassword: why a delivery failed is stored on the
+// webhook (and shown as its last_error) and logged, without the password
+// of the webhook's URL, however the failure quotes the URL.
+func TestDeliveryErrorHidesPassword(t *testing.T) {
+	t.Parallel()
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer refusing.Close()
+	untrusted := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // its handshake errors
+	untrusted.StartTLS()
+	defer untrusted.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := l.Addr().String() // nothing listens there any more
+	require.NoError(t, l.Close())
+
+	withUser := func(base, userinfo string) string { return strings.Replace(base, "://", "://"+userinfo+"@", 1) }
+	for _, tc := range []struct {
+		name     string
+		url      string
+		password []string // as written and decoded
+	}{
+		{"receiver fails", withUser(refusing.URL, "alice:S3cretPw") + "/hook", []string{"S3cretPw"}},
+		{"connection refused", withUser("http://"+closed, "alice:S3cretPw") + "/hook", []string{"S3cretPw"}},
+		{"untrusted certificate", withUser(untrusted.URL, "alice:S3cretPw") + "/hook", []string{"S3cretPw"}},
+		{"escaped password", withUser("http://"+closed, "alice:p%40ss%2Fw0rd") + "/hook", []string{"p%40ss%2Fw0rd", "p@ss/w0rd"}},
+		// A stored URL the request cannot be made of (one stored before
+		// URLs were checked): the error quotes it whole.
+		{"URL that does not parse", withUser("http://"+closed, "alice:S3cretPw") + "/%zz", []string{"S3cretPw"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logged strings.Builder
+			s := &failures{}
+			d := New(s, slog.New(slog.NewTextHandler(&logged, nil)), time.Second, nil)
+			d.deliver(context.Background(), store.Webhook{ID: 1, URL: tc.url, Secret: "whsec_x", State: store.WebhookActive})
+			require.Len(t, s.reasons, 1)
+			require.Contains(t, logged.String(), "reason=", "the failure is logged")
+			for _, pw := range tc.password {
+				require.NotContains(t, s.reasons[0], pw, "the stored failure")
+				require.NotContains(t, logged.String(), pw, "the log")
+			}
 		})
 	}
 }
