@@ -100,10 +100,13 @@ type Config struct {
 	// Default 5m.
 	StaleAfter time.Duration
 	// TracerProvider, when set, receives OpenTelemetry spans: one per
-	// submission ("send", a producer span) and one per step attempt
-	// ("process", a consumer span from claim to outcome, with the queue
-	// wait as weft.queue_wait_ms), named and attributed after the
-	// messaging semantic conventions. The traceparent of a submission (of
+	// submission ("send", a producer span), one per task ("task", from its
+	// submission to its end) with one per step under it ("step", with its
+	// waits and preemptions as events), and one per step attempt under its
+	// step ("process", a consumer span from claim to outcome, with the
+	// queue wait as weft.queue_wait_ms), named and attributed after the
+	// messaging semantic conventions. Task and step spans need the
+	// provider built with SpanIDs as its id generator. The traceparent of a submission (of
 	// its span, or of the caller's context when tracing is off) is stored
 	// with the task: every attempt of its steps, on any engine and after
 	// any crash, belongs to that trace. Handlers get the attempt's span in

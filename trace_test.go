@@ -216,3 +216,73 @@ func TestFailedSpansHaveErrorType(t *testing.T) {
 		"send test/fails#":       "invalid",
 	}, got)
 }
+
+// TestTaskAndStepSpans: with weft's span ids, a task's trace has the task's
+// span under the submission, a span per step under it, each attempt under
+// its step, and the waits between attempts and for a signal as events of
+// their step's span, on both stores.
+func TestTaskAndStepSpans(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithIDGenerator(weft.SpanIDs{}))
+		t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		e := newEngine(t, open(t), weft.Config{TracerProvider: tp})
+		e.Handle("flaky", func(ctx context.Context, at *weft.Attempt) (any, error) {
+			if at.Number == 1 {
+				return nil, errors.New("try again")
+			}
+			return "ok", nil
+		})
+		register(t, e, workflow.New("test", "shape", "1").
+			Step("flaky", "flaky", workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 3, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})).
+			Step("approve", "", workflow.DependsOn("flaky"), workflow.AwaitSignal("approve", 0)))
+		start(t, e)
+		res, err := e.Submit(ctx, weft.Submission{Workflow: "test/shape"})
+		require.NoError(t, err)
+		eventually(t, "the signal step waits", func() bool {
+			task, err := e.Get(ctx, res.Task.ID)
+			require.NoError(t, err)
+			return stepByName(t, task, "approve").State == state.StepWaiting
+		})
+		_, err = e.Signal(ctx, res.Task.ID, "approve", nil)
+		require.NoError(t, err)
+		require.Equal(t, state.TaskCompleted, wait(t, e, res.Task.ID).State)
+
+		byName := map[string][]tracetest.SpanStub{}
+		eventually(t, "the task's span is written", func() bool {
+			byName = map[string][]tracetest.SpanStub{}
+			for _, s := range exp.GetSpans() {
+				byName[s.Name] = append(byName[s.Name], s)
+			}
+			return len(byName["task test/shape"]) == 1
+		})
+		send, task := byName["send test/shape"], byName["task test/shape"][0]
+		require.Len(t, send, 1)
+		require.Equal(t, send[0].SpanContext.SpanID(), task.Parent.SpanID(), "the task hangs under its submission")
+		events := func(s tracetest.SpanStub) []string {
+			var out []string
+			for _, ev := range s.Events {
+				out = append(out, ev.Name)
+			}
+			return out
+		}
+		for _, name := range []string{"flaky", "approve"} {
+			require.Len(t, byName["step "+name], 1, name)
+			step := byName["step "+name][0]
+			require.Equal(t, task.SpanContext.SpanID(), step.Parent.SpanID(), "step %s hangs under the task", name)
+		}
+		// The retry waits out its backoff, or is ready at once when the
+		// backoff passed before its outcome was written.
+		require.Len(t, events(byName["step flaky"][0]), 1)
+		require.Contains(t, []string{"step.waiting", "step.retried"}, events(byName["step flaky"][0])[0])
+		require.Equal(t, []string{"step.waiting"}, events(byName["step approve"][0]), "the signal step waited")
+		flaky := byName["step flaky"][0]
+		attempts := byName["process test/shape flaky"]
+		require.Len(t, attempts, 2)
+		for _, a := range attempts {
+			require.Equal(t, flaky.SpanContext.SpanID(), a.Parent.SpanID(), "each attempt hangs under its step")
+		}
+	})
+}

@@ -132,6 +132,9 @@ type Task struct {
 	Children     []int64
 	// Tags are the labels the task was submitted with.
 	Tags map[string]string
+	// TraceParent and TraceState are the W3C trace context stored with the
+	// task, which its steps continue ("": none).
+	TraceParent, TraceState string
 	// Attention says why the task needs a person (ListTasks with
 	// TaskFilter.Attention only).
 	Attention []string

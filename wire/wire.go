@@ -264,9 +264,10 @@ type ClaimedStep struct {
 	TimeoutMS int64      `json:"timeout_ms,omitempty"`
 	Deadline  *time.Time `json:"deadline,omitempty"`
 	Fence     Fence      `json:"fence"`
-	// TraceParent is the W3C traceparent of the task's trace (absent:
-	// none): a worker that traces continues it in its spans, with
-	// TraceState, the submitter's tracestate (absent: none).
+	// TraceParent is the W3C traceparent of the step's attempt span in the
+	// task's trace (of the task's trace alone when the server does not
+	// trace; absent: none): a worker that traces makes its spans children
+	// of it, with TraceState, the submitter's tracestate (absent: none).
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/maintenance"
+	"github.com/weftrun/weft/internal/spans"
 	"github.com/weftrun/weft/internal/version"
 	"github.com/weftrun/weft/internal/webhook"
 	"github.com/weftrun/weft/store"
@@ -168,7 +169,10 @@ type Engine struct {
 	// admin runs the operator's operations.
 	admin *admin.Admin
 	// hooks delivers webhooks while this engine leads.
-	hooks    *webhook.Deliverer
+	hooks *webhook.Deliverer
+	// spans writes the task and step spans of tasks that ended, on the
+	// maintenance leader (package spans).
+	spans    *spans.Writer
 	onlyTask int64 // when set, claim only this task's steps (RunTask)
 	values   values
 	// events delivers the lifecycle events to subscribers.
@@ -241,17 +245,18 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 	e.admin = admin.New(s, e.log, e.ID, func(f []store.Fence) { e.exec.cancelFences(f, errTaskCancelled) },
 		func() time.Time { return e.clock() }, cfg.StaleAfter)
 	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.admin.RequireFilter)
+	if cfg.TracerProvider != nil {
+		e.tracer = version.Tracer(cfg.TracerProvider)
+	}
+	e.spans = spans.NewWriter(s, e.tracer, e.log, cfg.PollInterval)
 	e.maint = maintenance.New(s, maintenance.Config{ID: e.ID, Host: host, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
-		Health: e.monitor, Events: &e.events, Webhooks: e.hooks, Overdue: e.overdue,
+		Health: e.monitor, Events: &e.events, Followers: []interface{ Lead(bool) }{e.hooks, e.spans}, Overdue: e.overdue,
 		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
 	e.exec.init(e)
 	e.defs = Definitions{e: e, workflows: map[string]*workflow.Workflow{}}
 	e.workers.e = e
 	e.completer.init(e)
-	if cfg.TracerProvider != nil {
-		e.tracer = version.Tracer(cfg.TracerProvider)
-	}
 	e.registerBuiltins()
 	return e, nil
 }
@@ -315,6 +320,10 @@ func (e *Engine) Start(ctx context.Context) error {
 		e.mu.Unlock()
 		return fmt.Errorf("start engine: %w", err)
 	}
+	// Tasks that end from now on get their spans.
+	if err := e.spans.Start(ctx); err != nil {
+		e.log.Warn("task spans: read the history's end", "error", err)
+	}
 	// Reclaim at once what dead engines on this host left behind.
 	e.maint.FirstRound(ctx)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -323,8 +332,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.cancelBeat = cancelBeat
 	e.beating.Add(1)
 	go e.exec.heartbeat(beatCtx)
-	e.loops.Add(3)
+	e.loops.Add(4)
 	go e.exec.run(runCtx)
+	go func() {
+		defer e.loops.Done()
+		e.spans.Run(runCtx)
+	}()
 	go func() {
 		defer e.loops.Done()
 		e.maint.Run(runCtx)

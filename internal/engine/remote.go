@@ -280,6 +280,7 @@ func (ws *Workers) prepareRemote(ctx context.Context, workerID string, claimed [
 			o = skip
 		} else {
 			r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
+			r.TraceParent = ws.e.attemptTraceParent(&c)
 			if r.Timeout > 0 {
 				r.Deadline = now.Add(r.Timeout)
 			}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weftrun/weft/internal/event"
+	"github.com/weftrun/weft/internal/spans"
 	"github.com/weftrun/weft/store"
 )
 
@@ -105,18 +106,18 @@ func parseTraceParent(tp string) (trace.SpanContext, bool) {
 // It is marked sampled, as a root span of the default sampler would be, so
 // that engines that trace record the task's attempts; an engine's own
 // sampler (OTEL_TRACES_SAMPLER) still decides.
+//
+// Its span id is spans.Synthetic: no span has it, and the task's span
+// (package spans) starts the trace instead of hanging under it.
 func newTraceParent() string {
-	var b [24]byte
-	for i := 0; i < len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], rand.Uint64())
+	var tid trace.TraceID
+	binary.LittleEndian.PutUint64(tid[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(tid[8:], rand.Uint64())
+	if tid[0] == 0 {
+		tid[0] = 1 // an all-zero trace id is invalid
 	}
-	if b[0] == 0 {
-		b[0] = 1 // an all-zero trace id is invalid
-	}
-	if b[16] == 0 {
-		b[16] = 1 // so is an all-zero span id
-	}
-	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
+	sid := spans.Synthetic(tid)
+	return "00-" + hex.EncodeToString(tid[:]) + "-" + hex.EncodeToString(sid[:]) + "-01"
 }
 
 // startSubmit starts the span of a submission, when tracing is on.
@@ -152,11 +153,18 @@ func endSubmit(span trace.Span, res []SubmitResult, err error) {
 
 // attemptContext returns ctx continuing the task's trace for one attempt
 // of a claimed step, with the attempt's span when tracing is on (nil
-// otherwise). The span starts at the claim.
+// otherwise). The span starts at the claim, under its step's span (package
+// spans), with the id spans.AttemptID, which a remote worker was given at
+// the claim (attemptTraceParent).
 func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, workerID string) (context.Context, trace.Span) {
-	ctx = withTraceParent(ctx, c.TraceParent, c.TraceState)
 	if e.tracer == nil {
-		return ctx, nil
+		return withTraceParent(ctx, c.TraceParent, c.TraceState), nil
+	}
+	step, ok := stepSpanContext(c)
+	if !ok {
+		ctx = withTraceParent(ctx, c.TraceParent, c.TraceState)
+	} else {
+		ctx = spans.WithID(trace.ContextWithRemoteSpanContext(ctx, step), trace.TraceID{}, spans.AttemptID(step.TraceID(), c.ID, c.Attempts))
 	}
 	ref := c.Namespace + "/" + c.Workflow
 	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("process"), attrOpType.String("process"),
@@ -173,6 +181,35 @@ func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, worke
 		attrs = append(attrs, attrRemote.String(workerID))
 	}
 	return e.tracer.Start(ctx, "process "+ref+" "+c.Name, append(opts, trace.WithAttributes(attrs...))...)
+}
+
+// stepSpanContext is the span context of a claimed step's span: the task's
+// trace, the step's span id.
+func stepSpanContext(c *store.ClaimedStep) (trace.SpanContext, bool) {
+	sc, ok := parseTraceParent(c.TraceParent)
+	if !ok {
+		return sc, false
+	}
+	cfg := trace.SpanContextConfig{TraceID: sc.TraceID(), SpanID: spans.StepID(sc.TraceID(), c.ID), TraceFlags: sc.TraceFlags(), Remote: true}
+	if c.TraceState != "" {
+		if st, err := trace.ParseTraceState(c.TraceState); err == nil {
+			cfg.TraceState = st
+		}
+	}
+	return trace.NewSpanContext(cfg), true
+}
+
+// attemptTraceParent is the traceparent a remote worker gets with a claimed
+// step: its attempt's span, which the engine writes when the worker
+// reports, so that the worker's own spans nest under it. Without tracing,
+// the task's.
+func (e *Engine) attemptTraceParent(c *store.ClaimedStep) string {
+	step, ok := stepSpanContext(c)
+	if e.tracer == nil || !ok {
+		return c.TraceParent
+	}
+	sid := spans.AttemptID(step.TraceID(), c.ID, c.Attempts)
+	return "00-" + step.TraceID().String() + "-" + sid.String() + "-" + step.TraceFlags().String()
 }
 
 // endAttempt ends an attempt's span with its outcome.

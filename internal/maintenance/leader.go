@@ -45,8 +45,10 @@ type Config struct {
 	Logger                                                        *slog.Logger
 	Health                                                        *health.Monitor
 	Events                                                        *event.Bus
-	// Webhooks is told whether this engine leads.
-	Webhooks interface{ Lead(leader bool) }
+	// Followers are told, each round, whether this engine leads: the
+	// work that follows the history on the leader alone (webhooks, task
+	// spans).
+	Followers []interface{ Lead(leader bool) }
 	// Overdue fails the running steps whose deadline passed at now, and
 	// FireSchedules submits the tasks of the schedules due: the engine's
 	// work, which the leader does when something is due. Each returns its
@@ -140,7 +142,9 @@ func (l *Leader) Run(ctx context.Context) {
 		l.lead(ctx)
 		now := time.Now()
 		leader := l.leading(now)
-		l.cfg.Webhooks.Lead(leader)
+		for _, f := range l.cfg.Followers {
+			f.Lead(leader)
+		}
 		if leader {
 			l.timed(ctx)
 			l.upkeepRound(ctx)

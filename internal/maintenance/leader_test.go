@@ -33,7 +33,7 @@ func TestLeaderTakesTurns(t *testing.T) {
 	leader := func(id string) (*Leader, *health.Monitor) {
 		m := health.New(s, log, 10*time.Millisecond, func() string { return id })
 		return New(s, Config{ID: func() string { return id }, Host: "h", LeaseTTL: time.Second, PollInterval: 10 * time.Millisecond,
-			LeaderTTL: time.Minute, UpkeepInterval: time.Minute, Logger: log, Health: m, Events: &event.Bus{}, Webhooks: &webhooks{},
+			LeaderTTL: time.Minute, UpkeepInterval: time.Minute, Logger: log, Health: m, Events: &event.Bus{}, Followers: []interface{ Lead(bool) }{&webhooks{}},
 			Overdue:       func(context.Context, time.Time) error { return nil },
 			FireSchedules: func(context.Context) error { return nil }}), m
 	}

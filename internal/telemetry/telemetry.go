@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/spans"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -90,7 +91,7 @@ func Setup(ctx context.Context, env Settings, version string, console io.Writer,
 	if err != nil {
 		return ctx, nil, settingErrorf("OTEL_RESOURCE_ATTRIBUTES: %v", err)
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res)}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res), sdktrace.WithIDGenerator(spans.Generator{})}
 	if env.FromFile("OTEL_TRACES_SAMPLER") || env.FromFile("OTEL_TRACES_SAMPLER_ARG") {
 		s, err := sampler(env.Env("OTEL_TRACES_SAMPLER"), env.Env("OTEL_TRACES_SAMPLER_ARG"))
 		if err != nil {
@@ -135,7 +136,11 @@ func exporter(env Settings, console io.Writer) (sdktrace.SpanExporter, error) {
 		// endpoint and headers may come from the configuration file instead.
 		var opts []otlptracehttp.Option
 		if env.FromFile("OTEL_EXPORTER_OTLP_ENDPOINT") {
-			opts = append(opts, otlptracehttp.WithEndpointURL(env.Env("OTEL_EXPORTER_OTLP_ENDPOINT")))
+			// The endpoint is the collector's base URL, as
+			// OTEL_EXPORTER_OTLP_ENDPOINT is: traces go to /v1/traces
+			// under it (WithEndpointURL takes the full URL).
+			base := strings.TrimSuffix(env.Env("OTEL_EXPORTER_OTLP_ENDPOINT"), "/")
+			opts = append(opts, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
 		}
 		if env.FromFile("OTEL_EXPORTER_OTLP_HEADERS") {
 			h, err := parseHeaders(env.Env("OTEL_EXPORTER_OTLP_HEADERS"))

@@ -39,7 +39,7 @@ func ScanWorkflow(r sqldb.Row) (store.WorkflowRecord, error) {
 	return w, nil
 }
 
-const TaskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth, tags`
+const TaskColumns = `id, namespace, workflow, version, state, input, priority, idempotency_key, run_at, good_until, created_at, started_at, finished_at, error, schedule, schedule_tick, parent_task_id, depth, tags, trace_context`
 
 func ScanTask(r sqldb.Row) (store.Task, error) {
 	var t store.Task
@@ -47,9 +47,9 @@ func ScanTask(r sqldb.Row) (store.Task, error) {
 	var key sql.NullString
 	var runAt, created int64
 	var goodUntil, started, finished, tick, parent sql.NullInt64
-	var tags sql.NullString
+	var tags, traceContext sql.NullString
 	err := r.Scan(&t.ID, &t.Namespace, &t.Workflow, &t.Version, &st, &input, &t.Priority, &key, &runAt, &goodUntil, &created, &started, &finished, &t.Error,
-		&t.Schedule, &tick, &parent, &t.Depth, &tags)
+		&t.Schedule, &tick, &parent, &t.Depth, &tags, &traceContext)
 	if err != nil {
 		return t, err
 	}
@@ -66,6 +66,7 @@ func ScanTask(r sqldb.Row) (store.Task, error) {
 	t.FinishedAt = OptTime(finished)
 	t.ScheduleTick = OptTime(tick)
 	t.ParentTaskID = parent.Int64
+	t.TraceParent, t.TraceState = UnpackTrace(traceContext.String)
 	return t, nil
 }
 
