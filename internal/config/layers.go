@@ -73,6 +73,7 @@ type Layers struct {
 	Settings []Resolved
 	byEnv    map[string]*Resolved
 	getenv   func(string) string
+	command  string // the command resolved for
 }
 
 // Resolve reads the configuration file at path (its absence is an error
@@ -91,7 +92,7 @@ func Resolve(path string, explicit bool, settings []Setting, removed map[string]
 		schema[key] = Map // read, to be refused with what replaced it
 	}
 	file := map[string]Value{}
-	c := &Layers{byEnv: map[string]*Resolved{}, getenv: getenv}
+	c := &Layers{byEnv: map[string]*Resolved{}, getenv: getenv, command: command}
 	switch v, err := Load(path, schema, getenv); {
 	case err == nil:
 		file, c.File = v, path
@@ -191,15 +192,22 @@ func (c *Layers) FromFile(name string) bool {
 // environment variable) for an error message: see Resolved.Show. A name
 // that is no setting shows v as it is. c may be nil.
 func (c *Layers) Show(name, v string) string {
+	return c.lookup(name).Show(v)
+}
+
+// lookup returns the setting named name: its key, its environment
+// variable or, for the command resolved, its flag; nil for none.
+func (c *Layers) lookup(name string) *Resolved {
 	if c == nil {
-		return v
+		return nil
 	}
 	for i := range c.Settings {
-		if r := &c.Settings[i]; r.Key == name || r.Env == name || (r.Flag != "" && r.Flag == name) {
-			return r.Show(v)
+		r := &c.Settings[i]
+		if r.Key == name || r.Env == name || (r.Flag == name && r.Flag != "" && r.AppliesTo(c.command)) {
+			return r
 		}
 	}
-	return v
+	return nil
 }
 
 // Source returns where the setting of key came from: "flag --x", "env
@@ -217,17 +225,12 @@ func (c *Layers) Source(key string) string {
 // the setting and where it came from when that was not the command line
 // ("--lease-ttl (engine.lease_ttl at weft.yaml:4)"). c may be nil.
 func (c *Layers) Describe(flag string) string {
-	if c == nil {
+	switch r := c.lookup(flag); {
+	case r == nil || r.Flag != flag || r.Items == nil || strings.HasPrefix(r.Source, "flag "):
 		return "--" + flag
-	}
-	for _, r := range c.Settings {
-		if r.Flag != flag || r.Items == nil || strings.HasPrefix(r.Source, "flag ") {
-			continue
-		}
-		if strings.HasPrefix(r.Source, "env ") {
-			return fmt.Sprintf("--%s (%s, from %s)", flag, r.Key, r.Source)
-		}
+	case strings.HasPrefix(r.Source, "env "):
+		return fmt.Sprintf("--%s (%s, from %s)", flag, r.Key, r.Source)
+	default:
 		return fmt.Sprintf("--%s (%s at %s)", flag, r.Key, r.Source)
 	}
-	return "--" + flag
 }

@@ -21,6 +21,7 @@ var testSettings = []Setting{
 	{Key: "serve.insecure_no_auth", Flag: "insecure-no-auth", Env: "WEFT_INSECURE_NO_AUTH"},
 	{Key: "token", Flag: "token", Env: "WEFT_TOKEN", Secret: true},
 	{Key: "telemetry.sampler", Env: "OTEL_TRACES_SAMPLER"},
+	{Key: "serve.addr", Flag: "addr", Env: "WEFT_ADDR", Commands: []string{"serve"}},
 }
 
 // testFlags declares the flags of testSettings.
@@ -108,6 +109,8 @@ engine:
 token: ${file:{secret}}
 telemetry:
   sampler: $${literal}
+serve:
+  addr: ${file:{secret}}
 `, "{secret}", secret)), 0o600))
 	flags := testFlags()
 	require.NoError(t, flags.Parse([]string{"--drain", "3s"}))
@@ -134,6 +137,8 @@ telemetry:
 		{name: "from a flag", c: c, setting: "drain", v: "3s", want: "3s"},
 		{name: "the default", c: c, setting: "insecure-no-auth", v: "false", want: "false"},
 		{name: "no setting", c: c, setting: "TRACEPARENT", v: "00-x", want: "00-x"},
+		{name: "another command's setting, by key", c: c, setting: "serve.addr", v: content, want: "${file:" + secret + "}"},
+		{name: "another command's flag", c: c, setting: "addr", v: "127.0.0.1:1", want: "127.0.0.1:1"},
 		{name: "no configuration", setting: "log-level", v: "loud", want: "loud"},
 	}
 	for _, tt := range tests {
@@ -142,4 +147,6 @@ telemetry:
 			require.Equal(t, tt.want, tt.c.Show(tt.setting, tt.v))
 		})
 	}
+	require.Equal(t, "--log-level (log.level at "+path+":2)", c.Describe("log-level"))
+	require.Equal(t, "--addr", c.Describe("addr"), "the command's own --addr is not serve.addr")
 }
