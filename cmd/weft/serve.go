@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/dashboard"
+	"github.com/weftrun/weft/internal/config"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -67,7 +70,7 @@ the engine drains its running steps for up to --drain.`,
 			if err != nil {
 				return err
 			}
-			opts, err := f.options()
+			opts, err := f.options(a.config)
 			if err != nil {
 				return err
 			}
@@ -89,11 +92,13 @@ the engine drains its running steps for up to --drain.`,
 	return localOnlyCommand(cmd, "it runs an engine and the API on the database")
 }
 
-// options validates the flags and returns the server's options.
-func (f *serveFlags) options() (server.Options, error) {
+// options validates the flags and returns the server's options; c
+// (which may be nil) names where a refused value came from, and shows it
+// (config.Layers.Show).
+func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 	o := server.Options{DisableAuth: f.noAuth, MaxBodyBytes: f.maxBody, MaxBacklog: f.maxBacklog, RequestTimeout: f.requestTimeout, MaxPoll: f.maxPoll}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
-		return o, usageErrorf("--addr %q: want HOST:PORT", f.addr)
+		return o, usageErrorf("%s %q: want HOST:PORT", c.Describe("addr"), c.Show("addr", f.addr))
 	}
 	if f.maxBody < 1 {
 		return o, usageErrorf("--max-body must be at least 1")
@@ -118,12 +123,37 @@ func (f *serveFlags) options() (server.Options, error) {
 	if f.jwtPublicKey != "" {
 		pem, err := os.ReadFile(f.jwtPublicKey)
 		if err != nil {
-			return o, usageErrorf("--jwt-public-key: %v", err)
+			// The cause only: a PathError quotes the path as it is.
+			if pe, ok := errors.AsType[*fs.PathError](err); ok {
+				err = pe.Err
+			}
+			return o, usageErrorf("%s: read %q: %v", c.Describe("jwt-public-key"), c.Show("jwt-public-key", f.jwtPublicKey), err)
 		}
 		j.PublicKeyPEM = pem
 	}
+	if f.jwtJWKS != "" {
+		if u, err := url.Parse(f.jwtJWKS); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return o, usageErrorf("%s: %q is not an http or https URL", c.Describe("jwt-jwks-url"), c.Show("jwt-jwks-url", f.jwtJWKS))
+		}
+	}
 	o.JWT = j
 	return o, nil
+}
+
+// listenError is the error of a failure to listen on addr, the value of
+// flag: it quotes addr through config.Layers.Show, and of err only the
+// cause, as a net.OpError, a net.AddrError and a net.DNSError quote the
+// address or its host as they are.
+func (a *app) listenError(flag, addr string, err error) error {
+	cause := err.Error()
+	if e, ok := errors.AsType[*net.DNSError](err); ok {
+		cause = e.Err
+	} else if e, ok := errors.AsType[*net.AddrError](err); ok {
+		cause = e.Err
+	} else if e, ok := errors.AsType[*net.OpError](err); ok {
+		cause = e.Err.Error() // a system call's, as "bind: address already in use"
+	}
+	return fmt.Errorf("%s: listen on %q: %s", a.config.Describe(flag), a.config.Show(flag, addr), cause)
 }
 
 // serveMode says whether a served engine runs steps.
@@ -162,7 +192,7 @@ func (a *app) serve(ctx context.Context, addr string, cfg weft.Config, opts serv
 	defer srv.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return a.listenError("addr", addr, err)
 	}
 	if mode == runSteps {
 		if err := e.Start(ctx); err != nil {

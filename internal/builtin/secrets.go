@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -153,9 +154,14 @@ func (s *secrets) clean(res json.RawMessage, err error) (json.RawMessage, error)
 }
 
 // EnvSecrets is the SecretLookup of the weft command: a secret NAME is
-// the environment variable WEFT_SECRET_<NAME>, else the file NAME in Dir
-// (at most 64 KiB, without its trailing newline).
-func EnvSecrets(getenv func(string) string, dir string) SecretLookup {
+// the environment variable WEFT_SECRET_<NAME>, else the file NAME in dir
+// (at most 64 KiB, without its trailing newline). Errors name the
+// directory as shownDir (the configuration's ${...} reference when one
+// made dir), dir itself when shownDir is "".
+func EnvSecrets(getenv func(string) string, dir, shownDir string) SecretLookup {
+	if shownDir == "" {
+		shownDir = dir
+	}
 	return func(ctx context.Context, name string) (string, error) {
 		if v := getenv(SecretEnvPrefix + name); v != "" {
 			return v, nil
@@ -167,19 +173,27 @@ func EnvSecrets(getenv func(string) string, dir string) SecretLookup {
 		// stays in the directory.
 		f, err := os.Open(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", SecretEnvPrefix, name, name, dir)
+			return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", SecretEnvPrefix, name, name, shownDir)
 		}
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("open %s in %s: %w", name, shownDir, pathCause(err))
 		}
 		defer f.Close()
 		b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
 		if err != nil {
-			return "", fmt.Errorf("read %s: %w", f.Name(), err)
+			return "", fmt.Errorf("read %s in %s: %w", name, shownDir, pathCause(err))
 		}
 		if len(b) > 64<<10 {
-			return "", fmt.Errorf("%s is larger than 64 KiB", f.Name())
+			return "", fmt.Errorf("%s in %s is larger than 64 KiB", name, shownDir)
 		}
 		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 	}
+}
+
+// pathCause is the cause of err without the path a *fs.PathError names.
+func pathCause(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
