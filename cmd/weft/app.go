@@ -284,7 +284,7 @@ func (a *app) refuseServer(cmd *cobra.Command) error {
 		case source == "env WEFT_SERVER" && c.Name() != "serve" && c.Name() != "worker":
 			return usageErrorf("'%s' works on a database only and cannot go through $WEFT_SERVER (%s): %s; unset WEFT_SERVER and give --db", cmd.CommandPath(), weftdb.Redact(a.getenv("WEFT_SERVER")), why)
 		case source != "" && c.Name() != "serve" && c.Name() != "worker":
-			return usageErrorf("'%s' works on a database only and cannot go through the server set in %s (%s): %s; remove it there or give --db", cmd.CommandPath(), source, weftdb.Redact(a.serverURL()), why)
+			return usageErrorf("'%s' works on a database only and cannot go through the server set in %s (%s): %s; remove it there or give --db", cmd.CommandPath(), source, weftdb.Redact(a.config.Show("server", a.serverURL())), why)
 		}
 		return nil
 	}
@@ -344,7 +344,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 		// A URL that names no SQLite file is left for Open to report.
 		if path, err := weftdb.SQLitePath(url); err == nil {
 			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", path)
+				return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", a.config.Show("db", path))
 			}
 		}
 	}
@@ -354,14 +354,14 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 		if v := a.config.Env("WEFT_STALE_AFTER"); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
-				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.Source("engine.stale_after"), v)
+				return nil, usageErrorf("engine.stale_after (%s): want a positive duration such as 5m, got %q", a.config.Source("engine.stale_after"), a.config.Show("engine.stale_after", v))
 			}
 			cfg.StaleAfter = d
 		}
 	}
 	cfg.Logger = a.log
 	cfg.TracerProvider = a.tracing.Provider()
-	cfg.Secrets = builtin.EnvSecrets(a.getenv, a.secretsDir)
+	cfg.Secrets = builtin.EnvSecrets(a.getenv, a.secretsDir, a.config.Show("secrets-dir", a.secretsDir))
 	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
 	if err != nil {
 		return nil, err // weftdb names the database and what failed

@@ -223,13 +223,24 @@ func (a *app) token() string {
 	return a.getenv("WEFT_TOKEN")
 }
 
+// serverClient returns a client of the configured server (serverURL).
+func (a *app) serverClient() (*client.Client, error) {
+	url := a.serverURL()
+	c, err := client.New(url, a.token())
+	if err != nil {
+		// Not err, which quotes the URL as it is.
+		return nil, usageErrorf("%s: server URL %q: want http://HOST:PORT or https://HOST", a.config.Describe("server"), a.config.Show("server", url))
+	}
+	return c, nil
+}
+
 // backend opens the local database (see access) or, with a
 // server configured, a client of it.
 func (a *app) backend(ctx context.Context, how access) (backend, error) {
 	if url := a.serverURL(); url != "" {
-		c, err := client.New(url, a.token())
+		c, err := a.serverClient()
 		if err != nil {
-			return nil, usageErrorf("--server: %v", err)
+			return nil, err
 		}
 		return remoteBackend{Client: c, url: url}, nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -43,10 +44,11 @@ func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 }
 
 // config validates the flags and returns the engine configuration; c
-// (which may be nil) names where a refused value came from.
+// (which may be nil) names where a refused value came from, and shows it
+// (config.Layers.Show).
 func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
 	if f.concurrency < 1 {
-		return weft.Config{}, usageErrorf("%s must be at least 1, got %d", c.Describe("concurrency"), f.concurrency)
+		return weft.Config{}, usageErrorf("%s must be at least 1, got %s", c.Describe("concurrency"), c.Show("concurrency", strconv.Itoa(f.concurrency)))
 	}
 	if f.drain < 0 {
 		return weft.Config{}, usageErrorf("%s must not be negative", c.Describe("drain"))
@@ -58,29 +60,29 @@ func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
 		return weft.Config{}, usageErrorf("WEFT_CAPS was removed: %s", removedSettings["engine.caps"])
 	}
 	if f.staleAfter <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("stale-after"), f.staleAfter)
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("stale-after"), c.Show("stale-after", f.staleAfter.String()))
 	}
 	if f.leaseTTL <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("lease-ttl"), f.leaseTTL)
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("lease-ttl"), c.Show("lease-ttl", f.leaseTTL.String()))
 	}
 	if f.heartbeat <= 0 {
-		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("heartbeat-interval"), f.heartbeat)
+		return weft.Config{}, usageErrorf("%s must be more than 0, got %s", c.Describe("heartbeat-interval"), c.Show("heartbeat-interval", f.heartbeat.String()))
 	}
 	if f.leaseTTL < 2*f.heartbeat {
 		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
-			c.Describe("lease-ttl"), f.leaseTTL, c.Describe("heartbeat-interval"), f.heartbeat)
+			c.Describe("lease-ttl"), c.Show("lease-ttl", f.leaseTTL.String()), c.Describe("heartbeat-interval"), c.Show("heartbeat-interval", f.heartbeat.String()))
 	}
 	seen := map[string]bool{}
 	for _, ns := range f.namespaces {
 		if !workflow.ValidName(ns) {
-			return weft.Config{}, usageErrorf("%s: %q is not a namespace (letters, digits, '_', '.', '-')", c.Describe("namespaces"), ns)
+			return weft.Config{}, usageErrorf("%s: %q is not a namespace (letters, digits, '_', '.', '-')", c.Describe("namespaces"), c.Show("namespaces", ns))
 		}
 		if seen[ns] {
-			return weft.Config{}, usageErrorf("%s: %q is listed twice", c.Describe("namespaces"), ns)
+			return weft.Config{}, usageErrorf("%s: %q is listed twice", c.Describe("namespaces"), c.Show("namespaces", ns))
 		}
 		seen[ns] = true
 	}
-	maxPressure, err := parseMaxPressure(f.maxPressure)
+	maxPressure, err := parseMaxPressure(f.maxPressure, c)
 	if err != nil {
 		return weft.Config{}, err
 	}

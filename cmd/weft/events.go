@@ -98,10 +98,10 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 		}
 		return nil
 	}
-	if url := a.serverURL(); url != "" {
-		c, err := client.New(url, a.token())
+	if a.serverURL() != "" {
+		c, err := a.serverClient()
 		if err != nil {
-			return usageErrorf("--server: %v", err)
+			return err
 		}
 		err = c.Follow(ctx, f, handle)
 		if errors.Is(err, weft.ErrInvalid) {

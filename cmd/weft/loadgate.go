@@ -6,12 +6,14 @@ import (
 	"strings"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/config"
 )
 
 // parseMaxPressure reads the items of --max-pressure ("cpu=80", "io=50"):
 // the thresholds of the engine's load gate. Whether the host has PSI is
-// checked when the engine is made.
-func parseMaxPressure(items []string) (map[string]float64, error) {
+// checked when the engine is made. c (which may be nil) shows a refused
+// item (config.Layers.Show).
+func parseMaxPressure(items []string, c *config.Layers) (map[string]float64, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -20,7 +22,7 @@ func parseMaxPressure(items []string) (map[string]float64, error) {
 		name, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 		name = strings.TrimSpace(name)
 		if !ok || name == "" {
-			return nil, usageErrorf("--max-pressure: %q is not RESOURCE=PERCENT (e.g. cpu=80,io=50)", item)
+			return nil, usageErrorf("--max-pressure: %q is not RESOURCE=PERCENT (e.g. cpu=80,io=50)", c.Show("max-pressure", item))
 		}
 		switch name {
 		case weft.PressureCPU, weft.PressureIO, weft.PressureMemory:
@@ -32,7 +34,7 @@ func parseMaxPressure(items []string) (map[string]float64, error) {
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
 		if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
-			return nil, usageErrorf("--max-pressure: %s=%s: the threshold must be a percentage from 0 to 100", name, val)
+			return nil, usageErrorf("--max-pressure: %s: the threshold must be a percentage from 0 to 100", c.Show("max-pressure", item))
 		}
 		out[name] = v
 	}

@@ -37,7 +37,7 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 	case "error":
 		level = slog.LevelError
 	default:
-		return usageErrorf("--log-level: unknown level %q (want debug, info, warn or error)", name)
+		return usageErrorf("%s: unknown level %q (want debug, info, warn or error)", a.config.Describe("log-level"), a.config.Show("log-level", name))
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch strings.ToLower(a.logFormat) {
@@ -47,7 +47,7 @@ func (a *app) setupLogging(cmd *cobra.Command) error {
 		a.log = slog.New(slog.NewJSONHandler(a.logOut, opts))
 		a.notices = slog.New(slog.NewJSONHandler(a.logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	default:
-		return usageErrorf("--log-format: unknown format %q (want text or json)", a.logFormat)
+		return usageErrorf("%s: unknown format %q (want text or json)", a.config.Describe("log-format"), a.config.Show("log-format", a.logFormat))
 	}
 	return nil
 }

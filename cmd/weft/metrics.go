@@ -19,7 +19,7 @@ import (
 func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: listen on %s: %w", addr, err)
+		return nil, a.listenError("metrics-addr", addr, err)
 	}
 	m := metrics.New(e, a.log)
 	mux := http.NewServeMux()

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
@@ -101,9 +100,9 @@ func (r remotePolicies) policyChanges(ctx context.Context, limit int) ([]wire.Po
 // pause or a limit set before the first task is submitted is meant.
 func (a *app) policyBackend(ctx context.Context, how access) (policyBackend, error) {
 	if url := a.serverURL(); url != "" {
-		c, err := client.New(url, a.token())
+		c, err := a.serverClient()
 		if err != nil {
-			return nil, usageErrorf("--server: %v", err)
+			return nil, err
 		}
 		return remotePolicies{remoteBackend{Client: c, url: url}}, nil
 	}

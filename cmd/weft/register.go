@@ -77,9 +77,9 @@ func (a *app) registered(path, ref string, steps, schedules int) {
 // checks it: a template's problems are printed with file and line and end
 // the command with exit status 2.
 func (a *app) registerOnServer(ctx context.Context, paths []string) error {
-	c, err := client.New(a.serverURL(), a.token())
+	c, err := a.serverClient()
 	if err != nil {
-		return usageErrorf("--server: %v", err)
+		return err
 	}
 	for _, path := range paths {
 		data, err := os.ReadFile(path)

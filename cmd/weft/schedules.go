@@ -62,10 +62,10 @@ func (r remoteSchedules) Close() {}
 // schedules opens the local database (read-only when only reading) or a
 // client of the server.
 func (a *app) schedules(ctx context.Context, how access) (scheduleBackend, error) {
-	if url := a.serverURL(); url != "" {
-		c, err := client.New(url, a.token())
+	if a.serverURL() != "" {
+		c, err := a.serverClient()
 		if err != nil {
-			return nil, usageErrorf("--server: %v", err)
+			return nil, err
 		}
 		return remoteSchedules{c}, nil
 	}

@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/dashboard"
+	"github.com/weftrun/weft/internal/config"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -73,11 +76,11 @@ the engine drains its running steps for up to --drain.`,
 			if err != nil {
 				return err
 			}
-			opts, err := f.options()
+			opts, err := f.options(a.config)
 			if err != nil {
 				return err
 			}
-			tc, err := f.tlsConfig()
+			tc, err := f.tlsConfig(a.config)
 			if err != nil {
 				return err
 			}
@@ -103,11 +106,13 @@ the engine drains its running steps for up to --drain.`,
 	return localOnlyCommand(cmd, "it runs an engine and the API on the database")
 }
 
-// options validates the flags and returns the server's options.
-func (f *serveFlags) options() (server.Options, error) {
+// options validates the flags and returns the server's options; c
+// (which may be nil) names where a refused value came from, and shows it
+// (config.Layers.Show).
+func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 	o := server.Options{DisableAuth: f.noAuth, MaxBodyBytes: f.maxBody, MaxBacklog: f.maxBacklog, RequestTimeout: f.requestTimeout, MaxPoll: f.maxPoll}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
-		return o, usageErrorf("--addr %q: want HOST:PORT", f.addr)
+		return o, usageErrorf("%s %q: want HOST:PORT", c.Describe("addr"), c.Show("addr", f.addr))
 	}
 	if f.maxBody < 1 {
 		return o, usageErrorf("--max-body must be at least 1")
@@ -121,7 +126,7 @@ func (f *serveFlags) options() (server.Options, error) {
 	for _, p := range f.trustedProxies {
 		prefix, err := parsePrefix(p)
 		if err != nil {
-			return o, usageErrorf("--trusted-proxy %q: want an IP address or a CIDR such as 10.0.0.0/8", p)
+			return o, usageErrorf("%s %q: want an IP address or a CIDR such as 10.0.0.0/8", c.Describe("trusted-proxy"), c.Show("trusted-proxy", p))
 		}
 		o.TrustedProxies = append(o.TrustedProxies, prefix)
 	}
@@ -139,9 +144,18 @@ func (f *serveFlags) options() (server.Options, error) {
 	if f.jwtPublicKey != "" {
 		pem, err := os.ReadFile(f.jwtPublicKey)
 		if err != nil {
-			return o, usageErrorf("--jwt-public-key: %v", err)
+			// The cause only: a PathError quotes the path as it is.
+			if pe, ok := errors.AsType[*fs.PathError](err); ok {
+				err = pe.Err
+			}
+			return o, usageErrorf("%s: read %q: %v", c.Describe("jwt-public-key"), c.Show("jwt-public-key", f.jwtPublicKey), err)
 		}
 		j.PublicKeyPEM = pem
+	}
+	if f.jwtJWKS != "" {
+		if u, err := url.Parse(f.jwtJWKS); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return o, usageErrorf("%s: %q is not an http or https URL", c.Describe("jwt-jwks-url"), c.Show("jwt-jwks-url", f.jwtJWKS))
+		}
 	}
 	o.JWT = j
 	return o, nil
@@ -161,16 +175,22 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // tlsConfig loads --tls-cert and --tls-key: nil without them.
-func (f *serveFlags) tlsConfig() (*tls.Config, error) {
+func (f *serveFlags) tlsConfig(c *config.Layers) (*tls.Config, error) {
 	if f.tlsCert == "" && f.tlsKey == "" {
 		return nil, nil
 	}
 	if f.tlsCert == "" || f.tlsKey == "" {
-		return nil, usageErrorf("HTTPS needs both --tls-cert and --tls-key")
+		return nil, usageErrorf("HTTPS needs both %s and %s", c.Describe("tls-cert"), c.Describe("tls-key"))
 	}
 	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 	if err != nil {
-		return nil, usageErrorf("--tls-cert %s, --tls-key %s: %v", f.tlsCert, f.tlsKey, err)
+		// A file's error names the file as given: only its cause is kept,
+		// the files are named through Show.
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			err = pe.Err
+		}
+		return nil, usageErrorf("%s %q, %s %q: %v", c.Describe("tls-cert"), c.Show("tls-cert", f.tlsCert),
+			c.Describe("tls-key"), c.Show("tls-key", f.tlsKey), err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
@@ -179,6 +199,22 @@ func (f *serveFlags) tlsConfig() (*tls.Config, error) {
 type listenOn struct {
 	addr string
 	tls  *tls.Config
+}
+
+// listenError is the error of a failure to listen on addr, the value of
+// flag: it quotes addr through config.Layers.Show, and of err only the
+// cause, as a net.OpError, a net.AddrError and a net.DNSError quote the
+// address or its host as they are.
+func (a *app) listenError(flag, addr string, err error) error {
+	cause := err.Error()
+	if e, ok := errors.AsType[*net.DNSError](err); ok {
+		cause = e.Err
+	} else if e, ok := errors.AsType[*net.AddrError](err); ok {
+		cause = e.Err
+	} else if e, ok := errors.AsType[*net.OpError](err); ok {
+		cause = e.Err.Error() // a system call's, as "bind: address already in use"
+	}
+	return fmt.Errorf("%s: listen on %q: %s", a.config.Describe(flag), a.config.Show(flag, addr), cause)
 }
 
 // serveMode says whether a served engine runs steps.
@@ -217,7 +253,7 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 	defer srv.Close()
 	ln, err := net.Listen("tcp", on.addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", on.addr, err)
+		return a.listenError("addr", on.addr, err)
 	}
 	scheme := "http"
 	if on.tls != nil {

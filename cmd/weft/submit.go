@@ -209,7 +209,7 @@ same as weft serve's, without the API's), and /health/live and /health/ready.`,
 func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, metricsAddr string) error {
 	if metricsAddr != "" {
 		if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
-			return usageErrorf("--metrics-addr %q: want HOST:PORT", metricsAddr)
+			return usageErrorf("%s %q: want HOST:PORT", a.config.Describe("metrics-addr"), a.config.Show("metrics-addr", metricsAddr))
 		}
 	}
 	a.runsEngine()

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
@@ -107,9 +106,9 @@ stderr on its own line with file and line, and the exit status is 2.`,
 // validateOnServer is validate with --server: the server checks each
 // template, so a template is judged by the version of weft that will run it.
 func (a *app) validateOnServer(ctx context.Context, paths []string) error {
-	c, err := client.New(a.serverURL(), a.token())
+	c, err := a.serverClient()
 	if err != nil {
-		return usageErrorf("--server: %v", err)
+		return err
 	}
 	failed := false
 	for _, path := range paths {

@@ -45,7 +45,7 @@ cross-site writes are refused.`,
 				return usageErrorf("--addr %q is not a loopback address: 'weft ui' has no sign-in, so it listens on 127.0.0.1, ::1 or localhost only; add --require-keys to sign in with API keys, or use 'weft serve'", addr)
 			}
 			f := serveFlags{addr: addr, noAuth: !requireKeys, maxBody: 1 << 20, requestTimeout: defaultRequestTimeout, maxPoll: defaultMaxPoll}
-			opts, err := f.options()
+			opts, err := f.options(a.config)
 			if err != nil {
 				return err
 			}

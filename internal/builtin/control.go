@@ -31,17 +31,23 @@ type controlChannel struct {
 	err  error // the first problem, set before done closes
 }
 
-func openControl(ctx context.Context, rep Reporter) (*controlChannel, error) {
+// openControl opens the control channel of a command that reports to rep,
+// with red's secrets replaced in what it reports and in the errors that
+// quote a line.
+func openControl(ctx context.Context, rep Reporter, red *redactor) (*controlChannel, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("control channel: %w", err)
 	}
 	c := &controlChannel{r: r, w: w, done: make(chan struct{})}
-	go c.read(ctx, rep)
+	go c.read(ctx, rep, red)
 	return c, nil
 }
 
-func (c *controlChannel) read(ctx context.Context, rep Reporter) {
+func (c *controlChannel) read(ctx context.Context, rep Reporter, red *redactor) {
+	// quoted is the start of the line for an error, secrets replaced
+	// before it is cut.
+	quoted := func(line []byte) string { return excerpt([]byte(red.text(string(line))), maxQuotedLine, false) }
 	defer close(c.done)
 	sc := bufio.NewScanner(c.r)
 	sc.Buffer(make([]byte, 64<<10), maxControlLine)
@@ -58,17 +64,17 @@ func (c *controlChannel) read(ctx context.Context, rep Reporter) {
 		dec.DisallowUnknownFields()
 		switch err := dec.Decode(&msg); {
 		case err != nil:
-			c.err = &outcome.PermanentError{Err: fmt.Errorf("control channel: invalid line %q: %w", excerpt(sc.Bytes(), maxQuotedLine, false), err)}
+			c.err = &outcome.PermanentError{Err: fmt.Errorf("control channel: invalid line %q: %w", quoted(sc.Bytes()), err)}
 		case msg.Checkpoint != nil:
-			if err := rep.SaveCheckpoint(ctx, msg.Checkpoint); err != nil {
+			if err := rep.SaveCheckpoint(ctx, red.json(msg.Checkpoint)); err != nil {
 				c.err = err
 			}
 		case msg.Progress != nil:
-			if err := rep.Progress(ctx, *msg.Progress, msg.Message); err != nil {
+			if err := rep.Progress(ctx, *msg.Progress, red.text(msg.Message)); err != nil {
 				c.err = err
 			}
 		default:
-			c.err = &outcome.PermanentError{Err: fmt.Errorf(`control channel: line %q has neither "checkpoint" nor "progress"`, excerpt(sc.Bytes(), maxQuotedLine, false))}
+			c.err = &outcome.PermanentError{Err: fmt.Errorf(`control channel: line %q has neither "checkpoint" nor "progress"`, quoted(sc.Bytes()))}
 		}
 	}
 	if err := sc.Err(); err != nil && c.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) {

@@ -211,7 +211,7 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 	cmd.Stdin = bytes.NewReader(stdin)
 	var control *controlChannel
 	if req.Report != nil {
-		if control, err = openControl(ctx, req.Report); err != nil {
+		if control, err = openControl(ctx, req.Report, s.red); err != nil {
 			return nil, fmt.Errorf("exec %q: %w", cfg.Command[0], err)
 		}
 		defer control.close()
@@ -271,7 +271,13 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 	case waitErr == nil:
 	case errors.As(waitErr, &exitErr):
 		failure := waitErr
-		if tail := excerpt(stderr.Bytes(), execErrorStderr, true); tail != "" {
+		// Secrets are replaced before the excerpt is cut, so that it
+		// cannot cut one.
+		b := stderr.Bytes()
+		if stderr.cut {
+			b = s.red.tail(b)
+		}
+		if tail := excerpt([]byte(s.redact(string(b))), execErrorStderr, true); tail != "" {
 			failure = fmt.Errorf("%w: %s", waitErr, tail)
 		}
 		if code := exitErr.ExitCode(); code > 0 && containsInt(cfg.PermanentExitCodes, code) {
@@ -290,8 +296,10 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 		return nil, fmt.Errorf("exec %q: %w", cfg.Command[0], waitErr)
 	}
 
+	// Secrets are replaced in the text before it is quoted in JSON, which
+	// would escape their JSON forms once more.
 	if stdout.truncated {
-		res, err := json.Marshal(map[string]any{"stdout": textsafe.String(string(stdout.buf)), "stdout_truncated": true})
+		res, err := json.Marshal(map[string]any{"stdout": textsafe.String(s.redact(string(s.red.head(stdout.buf)))), "stdout_truncated": true})
 		if err != nil {
 			return nil, fmt.Errorf("exec %q: encode result: %w", cfg.Command[0], err)
 		}
@@ -300,7 +308,7 @@ func execCommand(ctx context.Context, req Request, lim execLimits, s *secrets) (
 	if res, ok := jsonResult(stdout.buf); ok {
 		return res, nil
 	}
-	res, err := json.Marshal(map[string]string{"stdout": textsafe.String(string(stdout.buf))})
+	res, err := json.Marshal(map[string]string{"stdout": textsafe.String(s.redact(string(stdout.buf)))})
 	if err != nil {
 		return nil, fmt.Errorf("exec %q: encode result: %w", cfg.Command[0], err)
 	}
@@ -338,15 +346,18 @@ func (w *headBuffer) Write(p []byte) (int, error) {
 type tailBuffer struct {
 	limit int
 	buf   []byte
+	cut   bool // bytes were dropped from the start
 }
 
 func (w *tailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	if n >= w.limit {
+		w.cut = w.cut || len(w.buf) > 0 || n > w.limit
 		w.buf = append(w.buf[:0], p[n-w.limit:]...)
 		return n, nil
 	}
 	if over := len(w.buf) + n - w.limit; over > 0 {
+		w.cut = true
 		w.buf = w.buf[:copy(w.buf, w.buf[over:])]
 	}
 	w.buf = append(w.buf, p...)

@@ -273,8 +273,14 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 	}
 	// A client span under the attempt's, when the attempt is traced: the
 	// callee continues it. Its url.full leaves out the query and any
-	// credentials, and has resolved secrets replaced by their names.
-	hreq, span := startClientSpan(hreq, s.redact(hreq.URL.Scheme+"://"+hreq.URL.Host+hreq.URL.Path))
+	// credentials, and has resolved secrets replaced by their names: in
+	// the URL as net/url writes it, before the query is cut, so that a
+	// secret with a '?' is not cut in two.
+	noUser := *hreq.URL
+	noUser.User = nil
+	urlFull, _, _ := strings.Cut(s.redact(noUser.String()), "?")
+	urlFull, _, _ = strings.Cut(urlFull, "#")
+	hreq, span := startClientSpan(hreq, urlFull)
 	defer span.End()
 	for k, v := range traceContext(hreq.Context()) {
 		hreq.Header.Set(k, v)
@@ -287,7 +293,7 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 		client = http.DefaultClient
 	}
 	resp, err := client.Do(hreq)
-	endClientSpan(span, resp, err)
+	endClientSpan(span, resp, err, s.redact)
 	if err != nil {
 		return nil, fmt.Errorf("http step %q: %w", req.Step, err)
 	}
@@ -308,7 +314,7 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 		res, err := json.Marshal(struct {
 			Status int    `json:"status"`
 			Body   string `json:"body"`
-		}{resp.StatusCode, textsafe.String(string(b))})
+		}{resp.StatusCode, textsafe.String(s.redact(string(b)))})
 		if err != nil {
 			return nil, fmt.Errorf("%s: encode result: %w", where, err)
 		}
@@ -316,7 +322,18 @@ func callHTTP(ctx context.Context, client *http.Client, req Request, s *secrets)
 	}
 
 	// The body only feeds the message, so a read error just shortens it.
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBody+utf8.UTFMax))
+	// Secrets are replaced before the excerpt is cut, so that it cannot
+	// cut one: read enough to find a whole one at its end.
+	limit := httpErrorBody + utf8.UTFMax + s.red.longest()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(limit)))
+	if len(b) == limit {
+		b = s.red.head(b)
+	}
+	if json.Valid(b) {
+		b = s.red.json(b)
+	} else {
+		b = []byte(s.redact(string(b)))
+	}
 	failure := fmt.Errorf("%s: %s", where, resp.Status)
 	if text := excerpt(b, httpErrorBody, false); text != "" {
 		failure = fmt.Errorf("%s: %s: %s", where, resp.Status, text)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,9 +20,10 @@ import (
 // ${secret:NAME}, in an http step's url, headers and body and in an exec
 // step's env. The config (stored with the workflow) holds only the
 // reference; the value is looked up when the attempt runs, used, and never
-// returned: an error or a result that quotes a resolved value has it
-// replaced with [secret:NAME] before it leaves the handler, so that it is
-// not stored, logged or served by the API.
+// returned: an error, a result, a checkpoint or a progress message that
+// quotes a resolved value, in any form it takes on the way (redact.go),
+// has it replaced with [secret:NAME] before it leaves the handler, so that
+// it is not stored, logged or served by the API.
 
 // SecretLookup returns the value of the secret name; an error fails the
 // step for good (a missing secret does not appear by retrying soon).
@@ -64,6 +66,10 @@ type secrets struct {
 	ctx    context.Context
 	lookup SecretLookup
 	values map[string]string // by name
+	// red replaces the forms of values; nil while there are none. Set
+	// only while the attempt resolves its config, before what it returns
+	// is read.
+	red *redactor
 }
 
 func newSecrets(ctx context.Context, lookup SecretLookup) *secrets {
@@ -89,6 +95,7 @@ func (s *secrets) get(name string) (string, error) {
 		s.values = map[string]string{}
 	}
 	s.values[name] = v
+	s.red = newRedactor(s.values)
 	return v, nil
 }
 
@@ -114,31 +121,18 @@ func (s *secrets) funcs() template.FuncMap {
 	return template.FuncMap{"secret": s.get}
 }
 
-// redact replaces every resolved value in text with [secret:NAME]. Values
-// are also looked for in their JSON-escaped form, as a result quotes them.
-func (s *secrets) redact(text string) string {
-	for name, v := range s.values {
-		if v == "" {
-			continue
-		}
-		text = strings.ReplaceAll(text, v, "[secret:"+name+"]")
-		if b, err := json.Marshal(v); err == nil {
-			if esc := string(b[1 : len(b)-1]); esc != v {
-				text = strings.ReplaceAll(text, esc, "[secret:"+name+"]")
-			}
-		}
-	}
-	return text
-}
+// redact replaces every resolved value in text, in any of its forms, with
+// [secret:NAME].
+func (s *secrets) redact(text string) string { return s.red.text(text) }
 
 // clean keeps the resolved secrets out of a handler's result and error,
 // keeping the error's kind (permanent, retry after).
 func (s *secrets) clean(res json.RawMessage, err error) (json.RawMessage, error) {
-	if len(s.values) == 0 {
+	if s.red == nil {
 		return res, err
 	}
 	if res != nil {
-		res = json.RawMessage(s.redact(string(res)))
+		res = s.red.json(res)
 	}
 	if err == nil {
 		return res, nil
@@ -160,9 +154,14 @@ func (s *secrets) clean(res json.RawMessage, err error) (json.RawMessage, error)
 }
 
 // EnvSecrets is the SecretLookup of the weft command: a secret NAME is
-// the environment variable WEFT_SECRET_<NAME>, else the file NAME in Dir
-// (at most 64 KiB, without its trailing newline).
-func EnvSecrets(getenv func(string) string, dir string) SecretLookup {
+// the environment variable WEFT_SECRET_<NAME>, else the file NAME in dir
+// (at most 64 KiB, without its trailing newline). Errors name the
+// directory as shownDir (the configuration's ${...} reference when one
+// made dir), dir itself when shownDir is "".
+func EnvSecrets(getenv func(string) string, dir, shownDir string) SecretLookup {
+	if shownDir == "" {
+		shownDir = dir
+	}
 	return func(ctx context.Context, name string) (string, error) {
 		if v := getenv(SecretEnvPrefix + name); v != "" {
 			return v, nil
@@ -174,19 +173,27 @@ func EnvSecrets(getenv func(string) string, dir string) SecretLookup {
 		// stays in the directory.
 		f, err := os.Open(filepath.Join(dir, name))
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", SecretEnvPrefix, name, name, dir)
+			return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", SecretEnvPrefix, name, name, shownDir)
 		}
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("open %s in %s: %w", name, shownDir, pathCause(err))
 		}
 		defer f.Close()
 		b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
 		if err != nil {
-			return "", fmt.Errorf("read %s: %w", f.Name(), err)
+			return "", fmt.Errorf("read %s in %s: %w", name, shownDir, pathCause(err))
 		}
 		if len(b) > 64<<10 {
-			return "", fmt.Errorf("%s is larger than 64 KiB", f.Name())
+			return "", fmt.Errorf("%s in %s is larger than 64 KiB", name, shownDir)
 		}
 		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 	}
+}
+
+// pathCause is the cause of err without the path a *fs.PathError names.
+func pathCause(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }

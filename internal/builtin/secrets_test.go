@@ -115,20 +115,25 @@ func TestEnvSecrets(t *testing.T) {
 	env := map[string]string{"WEFT_SECRET_API": "from-env", "WEFT_SECRET_TOKEN": ""}
 	getenv := func(k string) string { return env[k] }
 	tests := []struct {
-		name, dir, secret, want, wantErr string
+		name, dir, shownDir, secret, want, wantErr string
 	}{
 		{name: "environment", dir: dir, secret: "API", want: "from-env"},
 		{name: "file without its newline", dir: dir, secret: "TOKEN", want: "from-file"},
 		{name: "neither", dir: dir, secret: "NONE", wantErr: "no WEFT_SECRET_NONE in the engine's environment and no file NONE in " + dir},
+		{name: "neither, the directory named", dir: dir, shownDir: "${SECRETS}", secret: "NONE", wantErr: "no file NONE in ${SECRETS}"},
+		{name: "unreadable, the directory named", dir: filepath.Join(dir, "TOKEN"), shownDir: "${SECRETS}", secret: "NONE", wantErr: "open NONE in ${SECRETS}: not a directory"},
 		{name: "no directory", secret: "NONE", wantErr: "set WEFT_SECRET_NONE in the engine's environment or use --secrets-dir"},
 		{name: "too large", dir: dir, secret: "BIG", wantErr: "larger than 64 KiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := EnvSecrets(getenv, tt.dir)(context.Background(), tt.secret)
+			got, err := EnvSecrets(getenv, tt.dir, tt.shownDir)(context.Background(), tt.secret)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
+				if tt.shownDir != "" {
+					require.NotContains(t, err.Error(), dir, "the directory is named as shown")
+				}
 				return
 			}
 			require.NoError(t, err)

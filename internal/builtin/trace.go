@@ -56,12 +56,12 @@ func startClientSpan(r *http.Request, urlFull string) (*http.Request, trace.Span
 
 // endClientSpan records the answer, or the failure to get one, on the
 // request's span: a status of 400 or more is an error, as the conventions
-// say for client spans.
-func endClientSpan(span trace.Span, resp *http.Response, err error) {
+// say for client spans. redact keeps secrets out of the failure's message.
+func endClientSpan(span trace.Span, resp *http.Response, err error, redact func(string) string) {
 	switch {
 	case err != nil:
 		span.SetAttributes(attribute.String("error.type", "_OTHER"))
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, redact(err.Error()))
 	case resp.StatusCode >= 400:
 		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode), attribute.String("error.type", strconv.Itoa(resp.StatusCode)))
 		span.SetStatus(codes.Error, "")

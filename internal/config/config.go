@@ -42,6 +42,10 @@ const (
 type Value struct {
 	// Items holds the value: one item for a Scalar.
 	Items []string
+	// Text holds each item as the file writes it, before interpolation
+	// ("name=text" for a Map): what an error about an item quotes, so
+	// that it names a ${file:PATH} or ${VAR} and not what it held.
+	Text []string
 	// File and Line say where it was set.
 	File string
 	Line int
@@ -167,10 +171,12 @@ func (l *loader) value(key string, kind Kind, line int, n *yaml.Node) error {
 		if err != nil {
 			return l.errorf(item, "%s: %v", key, err)
 		}
+		written := item.Value
 		if name != "" {
-			text = name + "=" + text
+			text, written = name+"="+text, name+"="+written
 		}
 		v.Items = append(v.Items, text)
+		v.Text = append(v.Text, written)
 		v.FromFile = v.FromFile || fromFile
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -37,6 +38,32 @@ type Resolved struct {
 	Items    []string // nil: not set (the default applies)
 	Source   string   // "default", "flag --x", "env X" or "FILE:LINE"
 	FromFile bool     // made by a ${file:} interpolation
+	// Text holds the items as the configuration file writes them, before
+	// interpolation; nil when the file did not set the value.
+	Text []string
+}
+
+// Show renders the value v of the setting for an error message. A value
+// from the configuration file may be interpolated, from a file
+// (${file:PATH}) or a variable (${VAR}) that holds a secret: it shows as
+// the file writes it, naming the reference and never what that held
+// ("${file:/etc/shadow}"); the text of the item that is v, else of every
+// item. A secret setting shows as [redacted]. Any other value (a flag, an
+// environment variable, the default) shows as it is. Every error about a
+// setting's value quotes it through Show.
+func (r *Resolved) Show(v string) string {
+	switch {
+	case r == nil:
+		return v
+	case r.Secret && r.Items != nil:
+		return "[redacted]"
+	case r.Text == nil:
+		return v
+	}
+	if i := slices.Index(r.Items, v); i >= 0 {
+		return r.Text[i]
+	}
+	return strings.Join(r.Text, ",")
 }
 
 // Layers are the settings resolved: defaults < the configuration file <
@@ -46,6 +73,7 @@ type Layers struct {
 	Settings []Resolved
 	byEnv    map[string]*Resolved
 	getenv   func(string) string
+	command  string // the command resolved for
 }
 
 // Resolve reads the configuration file at path (its absence is an error
@@ -64,7 +92,7 @@ func Resolve(path string, explicit bool, settings []Setting, removed map[string]
 		schema[key] = Map // read, to be refused with what replaced it
 	}
 	file := map[string]Value{}
-	c := &Layers{byEnv: map[string]*Resolved{}, getenv: getenv}
+	c := &Layers{byEnv: map[string]*Resolved{}, getenv: getenv, command: command}
 	switch v, err := Load(path, schema, getenv); {
 	case err == nil:
 		file, c.File = v, path
@@ -94,7 +122,7 @@ func Resolve(path string, explicit bool, settings []Setting, removed map[string]
 		case getenv(s.Env) != "":
 			r.Source, r.Items = "env "+s.Env, []string{getenv(s.Env)}
 		case inFile:
-			r.Source, r.Items, r.FromFile = v.Where(), v.Items, v.FromFile
+			r.Source, r.Items, r.FromFile, r.Text = v.Where(), v.Items, v.FromFile, v.Text
 		}
 		c.byEnv[s.Env] = r
 		if f == nil || f.Changed || r.Items == nil {
@@ -102,11 +130,33 @@ func Resolve(path string, explicit bool, settings []Setting, removed map[string]
 		}
 		for _, item := range r.Items {
 			if err := flags.Set(s.Flag, item); err != nil {
-				return nil, fmt.Errorf("%s (%s): %w", s.Key, r.Source, err)
+				// Not err, which quotes the value.
+				return nil, fmt.Errorf("%s (%s): invalid argument %q for --%s: %s", s.Key, r.Source, r.Show(item), s.Flag, refusal(f.Value.Type(), err))
 			}
 		}
 	}
 	return c, nil
+}
+
+// refusal says why a flag of type typ refused a value with err, without
+// quoting the value.
+func refusal(typ string, err error) string {
+	if errors.Is(err, strconv.ErrRange) {
+		return "out of range"
+	}
+	switch typ {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "want an integer"
+	case "float32", "float64":
+		return "want a number"
+	case "duration":
+		return `want a duration such as "30s"`
+	case "bool":
+		return "want true or false"
+	case "stringSlice", "stringArray":
+		return "want a comma-separated list"
+	}
+	return "want a value of type " + typ
 }
 
 // flagItems returns a flag's value as items.
@@ -138,6 +188,28 @@ func (c *Layers) FromFile(name string) bool {
 	return r != nil && len(r.Items) > 0 && !strings.HasPrefix(r.Source, "env ")
 }
 
+// Show renders the value v of the setting named name (its key, flag or
+// environment variable) for an error message: see Resolved.Show. A name
+// that is no setting shows v as it is. c may be nil.
+func (c *Layers) Show(name, v string) string {
+	return c.lookup(name).Show(v)
+}
+
+// lookup returns the setting named name: its key, its environment
+// variable or, for the command resolved, its flag; nil for none.
+func (c *Layers) lookup(name string) *Resolved {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Settings {
+		r := &c.Settings[i]
+		if r.Key == name || r.Env == name || (r.Flag == name && r.Flag != "" && r.AppliesTo(c.command)) {
+			return r
+		}
+	}
+	return nil
+}
+
 // Source returns where the setting of key came from: "flag --x", "env
 // X", "FILE:LINE", or "" when nothing set it.
 func (c *Layers) Source(key string) string {
@@ -153,17 +225,12 @@ func (c *Layers) Source(key string) string {
 // the setting and where it came from when that was not the command line
 // ("--lease-ttl (engine.lease_ttl at weft.yaml:4)"). c may be nil.
 func (c *Layers) Describe(flag string) string {
-	if c == nil {
+	switch r := c.lookup(flag); {
+	case r == nil || r.Flag != flag || r.Items == nil || strings.HasPrefix(r.Source, "flag "):
 		return "--" + flag
-	}
-	for _, r := range c.Settings {
-		if r.Flag != flag || r.Items == nil || strings.HasPrefix(r.Source, "flag ") {
-			continue
-		}
-		if strings.HasPrefix(r.Source, "env ") {
-			return fmt.Sprintf("--%s (%s, from %s)", flag, r.Key, r.Source)
-		}
+	case strings.HasPrefix(r.Source, "env "):
+		return fmt.Sprintf("--%s (%s, from %s)", flag, r.Key, r.Source)
+	default:
 		return fmt.Sprintf("--%s (%s at %s)", flag, r.Key, r.Source)
 	}
-	return "--" + flag
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,10 @@ type Settings interface {
 	// environment, sets the variable: the SDK reads only the environment,
 	// so such a value is passed to it.
 	FromFile(name string) bool
+	// Show renders the value v of a variable for an error message: as
+	// the configuration file writes it when the file set it, so that an
+	// error names a ${file:PATH} or ${VAR} and not what it held.
+	Show(name, v string) string
 }
 
 // Tracing is the command's tracer provider; the zero value (and nil) is
@@ -73,7 +78,7 @@ func Setup(ctx context.Context, env Settings, version string, console io.Writer,
 		carrier := propagation.MapCarrier{"traceparent": tp, "tracestate": env.Env("TRACESTATE")}
 		next := propagation.TraceContext{}.Extract(ctx, carrier)
 		if !trace.SpanContextFromContext(next).IsValid() {
-			return ctx, nil, settingErrorf("TRACEPARENT %q is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)", tp)
+			return ctx, nil, settingErrorf("TRACEPARENT %q is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)", env.Show("TRACEPARENT", tp))
 		}
 		ctx = next
 	}
@@ -93,7 +98,7 @@ func Setup(ctx context.Context, env Settings, version string, console io.Writer,
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exporter), sdktrace.WithResource(res), sdktrace.WithIDGenerator(spans.Generator{})}
 	if env.FromFile("OTEL_TRACES_SAMPLER") || env.FromFile("OTEL_TRACES_SAMPLER_ARG") {
-		s, err := sampler(env.Env("OTEL_TRACES_SAMPLER"), env.Env("OTEL_TRACES_SAMPLER_ARG"))
+		s, err := sampler(env)
 		if err != nil {
 			return ctx, nil, settingErrorf("telemetry.sampler: %v", err)
 		}
@@ -129,18 +134,23 @@ func exporter(env Settings, console io.Writer) (sdktrace.SpanExporter, error) {
 			proto = env.Env("OTEL_EXPORTER_OTLP_PROTOCOL")
 		}
 		if proto != "" && proto != "http/protobuf" {
-			return nil, settingErrorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: weft exports OTLP over http/protobuf only", proto)
+			return nil, settingErrorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: weft exports OTLP over http/protobuf only", env.Show("OTEL_EXPORTER_OTLP_PROTOCOL", proto))
 		}
 		// The exporter reads OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS,
 		// _TIMEOUT and the TLS settings itself; it connects lazily. The
 		// endpoint and headers may come from the configuration file instead.
 		var opts []otlptracehttp.Option
 		if env.FromFile("OTEL_EXPORTER_OTLP_ENDPOINT") {
+			// Checked here: the exporter would log one it cannot parse,
+			// as it is, and go on without it.
+			endpoint := env.Env("OTEL_EXPORTER_OTLP_ENDPOINT")
+			if u, err := url.Parse(endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, settingErrorf("telemetry.otlp_endpoint: %q is not an http or https URL", env.Show("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint))
+			}
 			// The endpoint is the collector's base URL, as
 			// OTEL_EXPORTER_OTLP_ENDPOINT is: traces go to /v1/traces
 			// under it (WithEndpointURL takes the full URL).
-			base := strings.TrimSuffix(env.Env("OTEL_EXPORTER_OTLP_ENDPOINT"), "/")
-			opts = append(opts, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
+			opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimSuffix(endpoint, "/")+"/v1/traces"))
 		}
 		if env.FromFile("OTEL_EXPORTER_OTLP_HEADERS") {
 			h, err := parseHeaders(env.Env("OTEL_EXPORTER_OTLP_HEADERS"))
@@ -155,7 +165,7 @@ func exporter(env Settings, console io.Writer) (sdktrace.SpanExporter, error) {
 		}
 		return exp, nil
 	}
-	return nil, settingErrorf("OTEL_TRACES_EXPORTER %q: want otlp, console or none", name)
+	return nil, settingErrorf("OTEL_TRACES_EXPORTER %q: want otlp, console or none", env.Show("OTEL_TRACES_EXPORTER", name))
 }
 
 // Provider returns the provider engines get; nil when tracing is off.
@@ -194,15 +204,17 @@ func parseHeaders(s string) (map[string]string, error) {
 }
 
 // sampler builds the sampler the configuration file names, with the
-// values of OTEL_TRACES_SAMPLER (the SDK reads the environment itself).
-func sampler(name, arg string) (sdktrace.Sampler, error) {
+// values of OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (the SDK reads
+// the environment itself).
+func sampler(env Settings) (sdktrace.Sampler, error) {
+	name, arg := env.Env("OTEL_TRACES_SAMPLER"), env.Env("OTEL_TRACES_SAMPLER_ARG")
 	ratio := func() (float64, error) {
 		if arg == "" {
 			return 1, nil
 		}
 		r, err := strconv.ParseFloat(arg, 64)
 		if err != nil || r < 0 || r > 1 {
-			return 0, fmt.Errorf("sampler_arg %q: want a ratio from 0 to 1", arg)
+			return 0, fmt.Errorf("sampler_arg %q: want a ratio from 0 to 1", env.Show("OTEL_TRACES_SAMPLER_ARG", arg))
 		}
 		return r, nil
 	}
@@ -225,5 +237,5 @@ func sampler(name, arg string) (sdktrace.Sampler, error) {
 		}
 		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), nil
 	}
-	return nil, fmt.Errorf("%q: want always_on, always_off, traceidratio or their parentbased_ forms", name)
+	return nil, fmt.Errorf("%q: want always_on, always_off, traceidratio or their parentbased_ forms", env.Show("OTEL_TRACES_SAMPLER", name))
 }
