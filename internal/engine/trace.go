@@ -17,38 +17,14 @@ import (
 	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/spans"
 	"github.com/weftrun/weft/store"
+	// This file traces the engine's work with OpenTelemetry, after the
+	// messaging semantic conventions: a submission is a "send" (producer) span,
+	// each attempt of a step a "process" (consumer) span. The traceparent of
+	// the submission is stored with the task, so that every attempt of every
+	// step, on any engine and after any crash, continues the submitter's trace.
+	// With no TracerProvider configured the engine creates no span; a stored
+	// traceparent still reaches handlers through their context.
 )
-
-// This file traces the engine's work with OpenTelemetry, after the
-// messaging semantic conventions: a submission is a "send" (producer) span,
-// each attempt of a step a "process" (consumer) span. The traceparent of
-// the submission is stored with the task, so that every attempt of every
-// step, on any engine and after any crash, continues the submitter's trace.
-// With no TracerProvider configured the engine creates no span; a stored
-// traceparent still reaches handlers through their context.
-
-// Span attribute keys: the messaging conventions' where they fit, weft's
-// own otherwise.
-const (
-	attrSystem      = attribute.Key("messaging.system")
-	attrOpName      = attribute.Key("messaging.operation.name")
-	attrOpType      = attribute.Key("messaging.operation.type")
-	attrDestination = attribute.Key("messaging.destination.name")
-	attrMessageID   = attribute.Key("messaging.message.id")
-	attrBatchCount  = attribute.Key("messaging.batch.message_count")
-	attrTaskID      = attribute.Key("weft.task.id")
-	attrWorkflow    = attribute.Key("weft.workflow")
-	attrStep        = attribute.Key("weft.step")
-	attrHandler     = attribute.Key("weft.handler")
-	attrAttempt     = attribute.Key("weft.attempt")
-	attrOutcome     = attribute.Key("weft.outcome")
-	attrQueueWait   = attribute.Key("weft.queue_wait_ms")
-	attrRemote      = attribute.Key("weft.worker.id")
-	attrDuplicate   = attribute.Key("weft.duplicate")
-	attrErrorType   = attribute.Key("error.type")
-)
-
-var systemWeft = attrSystem.String("weft")
 
 // traceContext returns the W3C traceparent and tracestate of the span in
 // ctx, "" when ctx carries none.
@@ -65,7 +41,7 @@ func traceContext(ctx context.Context) (parent, state string) {
 // and tracestate; ctx itself when tp is empty or not a valid traceparent.
 // A tracestate that is not valid is dropped, as the standard says.
 func withTraceParent(ctx context.Context, tp, ts string) context.Context {
-	sc, ok := parseTraceParent(tp)
+	sc, ok := spans.ParseTraceParent(tp)
 	if !ok {
 		return ctx
 	}
@@ -75,29 +51,6 @@ func withTraceParent(ctx context.Context, tp, ts string) context.Context {
 		}
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
-}
-
-// parseTraceParent reads a version 00 W3C traceparent, as stored with a
-// task ("00-<32 hex>-<16 hex>-<2 hex>"), without the allocations of the
-// propagator: every attempt of a task reads it.
-func parseTraceParent(tp string) (trace.SpanContext, bool) {
-	if len(tp) != 55 || tp[0:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
-		return trace.SpanContext{}, false
-	}
-	var tid trace.TraceID
-	var sid trace.SpanID
-	var flags [1]byte
-	if _, err := hex.Decode(tid[:], []byte(tp[3:35])); err != nil {
-		return trace.SpanContext{}, false
-	}
-	if _, err := hex.Decode(sid[:], []byte(tp[36:52])); err != nil {
-		return trace.SpanContext{}, false
-	}
-	if _, err := hex.Decode(flags[:], []byte(tp[53:55])); err != nil {
-		return trace.SpanContext{}, false
-	}
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true})
-	return sc, sc.IsValid()
 }
 
 // newTraceParent returns the traceparent of a new trace for a task
@@ -126,12 +79,12 @@ func (e *Engine) startSubmit(ctx context.Context, subs []Submission) (context.Co
 		return ctx, nil
 	}
 	name := "send"
-	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("send"), attrOpType.String("send")}
+	attrs := []attribute.KeyValue{spans.SystemWeft, spans.AttrOpName.String("send"), spans.AttrOpType.String("send")}
 	if len(subs) == 1 {
 		name += " " + subs[0].Workflow
-		attrs = append(attrs, attrDestination.String(subs[0].Workflow))
+		attrs = append(attrs, spans.AttrDestination.String(subs[0].Workflow))
 	} else {
-		attrs = append(attrs, attrBatchCount.Int(len(subs)))
+		attrs = append(attrs, spans.AttrBatchCount.Int(len(subs)))
 	}
 	return e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 }
@@ -144,9 +97,9 @@ func endSubmit(span trace.Span, res []SubmitResult, err error) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(attrErrorType.String(submitErrorType(err)))
+		span.SetAttributes(spans.AttrErrorType.String(submitErrorType(err)))
 	} else if len(res) == 1 {
-		span.SetAttributes(attrTaskID.Int64(res[0].Task.ID), attrMessageID.String(strconv.FormatInt(res[0].Task.ID, 10)), attrDuplicate.Bool(res[0].Duplicate))
+		span.SetAttributes(spans.AttrTaskID.Int64(res[0].Task.ID), spans.AttrMessageID.String(strconv.FormatInt(res[0].Task.ID, 10)), spans.AttrDuplicate.Bool(res[0].Duplicate))
 	}
 	span.End()
 }
@@ -167,18 +120,18 @@ func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, worke
 		ctx = spans.WithID(trace.ContextWithRemoteSpanContext(ctx, step), trace.TraceID{}, spans.AttemptID(step.TraceID(), c.ID, c.Attempts))
 	}
 	ref := c.Namespace + "/" + c.Workflow
-	attrs := []attribute.KeyValue{systemWeft, attrOpName.String("process"), attrOpType.String("process"),
-		attrDestination.String(ref), attrMessageID.String(strconv.FormatInt(c.ID, 10)), attrTaskID.Int64(c.TaskID),
-		attrWorkflow.String(ref + "@" + c.Version), attrStep.String(c.Name), attrHandler.String(c.Handler), attrAttempt.Int(c.Attempts)}
+	attrs := []attribute.KeyValue{spans.SystemWeft, spans.AttrOpName.String("process"), spans.AttrOpType.String("process"),
+		spans.AttrDestination.String(ref), spans.AttrMessageID.String(strconv.FormatInt(c.ID, 10)), spans.AttrTaskID.Int64(c.TaskID),
+		spans.AttrWorkflow.String(ref + "@" + c.Version), spans.AttrStep.String(c.Name), spans.AttrHandler.String(c.Handler), spans.AttrAttempt.Int(c.Attempts)}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if c.StartedAt != nil {
 		opts = append(opts, trace.WithTimestamp(*c.StartedAt))
 		if !c.ReadyAt.IsZero() {
-			attrs = append(attrs, attrQueueWait.Int64(max(0, c.StartedAt.Sub(c.ReadyAt).Milliseconds())))
+			attrs = append(attrs, spans.AttrQueueWait.Int64(max(0, c.StartedAt.Sub(c.ReadyAt).Milliseconds())))
 		}
 	}
 	if workerID != "" {
-		attrs = append(attrs, attrRemote.String(workerID))
+		attrs = append(attrs, spans.AttrRemote.String(workerID))
 	}
 	return e.tracer.Start(ctx, "process "+ref+" "+c.Name, append(opts, trace.WithAttributes(attrs...))...)
 }
@@ -186,7 +139,7 @@ func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, worke
 // stepSpanContext is the span context of a claimed step's span: the task's
 // trace, the step's span id.
 func stepSpanContext(c *store.ClaimedStep) (trace.SpanContext, bool) {
-	sc, ok := parseTraceParent(c.TraceParent)
+	sc, ok := spans.ParseTraceParent(c.TraceParent)
 	if !ok {
 		return sc, false
 	}
@@ -221,11 +174,11 @@ func endAttempt(span trace.Span, o store.Outcome, recorded bool) {
 	if recorded {
 		name = outcomeName(o)
 	}
-	span.SetAttributes(attrOutcome.String(name))
+	span.SetAttributes(spans.AttrOutcome.String(name))
 	if name == event.OutcomeFailed || name == event.OutcomeRetry {
 		// error.type, low in cardinality as the conventions want: failed
 		// for good, or failed with a retry to come.
-		span.SetAttributes(attrErrorType.String(name))
+		span.SetAttributes(spans.AttrErrorType.String(name))
 		span.SetStatus(codes.Error, o.Error)
 	}
 	span.End(trace.WithTimestamp(time.Now()))
@@ -249,6 +202,6 @@ func submitErrorType(err error) string {
 // traceID returns the trace id of a stored traceparent; zero when there is
 // none.
 func traceID(tp string) trace.TraceID {
-	sc, _ := parseTraceParent(tp)
+	sc, _ := spans.ParseTraceParent(tp)
 	return sc.TraceID()
 }

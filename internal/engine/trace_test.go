@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/weftrun/weft/internal/spans"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -26,7 +27,7 @@ func TestParseTraceParent(t *testing.T) {
 		{"00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01", false},
 		{ok + "0", false},
 	} {
-		sc, valid := parseTraceParent(tt.tp)
+		sc, valid := spans.ParseTraceParent(tt.tp)
 		require.Equal(t, tt.valid, valid, tt.tp)
 		if !valid {
 			continue
@@ -39,7 +40,7 @@ func TestParseTraceParent(t *testing.T) {
 		require.Empty(t, ts)
 	}
 	for range 100 {
-		_, valid := parseTraceParent(newTraceParent())
+		_, valid := spans.ParseTraceParent(newTraceParent())
 		require.True(t, valid)
 	}
 }

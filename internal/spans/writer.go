@@ -2,11 +2,8 @@ package spans
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -153,20 +150,6 @@ func (w *Writer) round(ctx context.Context) {
 	}
 }
 
-// Span attribute keys, as the engine's attempt spans name them.
-const (
-	attrTaskID    = attribute.Key("weft.task.id")
-	attrWorkflow  = attribute.Key("weft.workflow")
-	attrStep      = attribute.Key("weft.step")
-	attrStepKind  = attribute.Key("weft.step.kind")
-	attrHandler   = attribute.Key("weft.handler")
-	attrAttempts  = attribute.Key("weft.attempts")
-	attrState     = attribute.Key("weft.state")
-	attrAttempt   = attribute.Key("weft.attempt")
-	attrReason    = attribute.Key("weft.reason")
-	attrErrorType = attribute.Key("error.type")
-)
-
 // write writes a task's span and its steps'.
 func (w *Writer) write(ctx context.Context, taskID int64) error {
 	t, err := w.store.GetTask(ctx, taskID)
@@ -193,7 +176,7 @@ func (w *Writer) write(ctx context.Context, taskID int64) error {
 		tctx = trace.ContextWithRemoteSpanContext(tctx, parent)
 	}
 	_, task := w.tracer.Start(tctx, "task "+ref, trace.WithTimestamp(t.CreatedAt), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrTaskID.Int64(t.ID), attrWorkflow.String(ref+"@"+t.Version), attrState.String(string(t.State))))
+		trace.WithAttributes(AttrTaskID.Int64(t.ID), AttrWorkflow.String(ref+"@"+t.Version), AttrState.String(string(t.State))))
 	if got := task.SpanContext().SpanID(); got != TaskID(tid, t.ID) && task.IsRecording() {
 		// The provider does not take the ids asked for: the steps'
 		// spans would hang under nothing. The span is left unended, so
@@ -204,7 +187,7 @@ func (w *Writer) write(ctx context.Context, taskID int64) error {
 	for _, a := range audit {
 		if a.Step == "" {
 			if store.EventType("", a.From, a.To) == "task.retried" {
-				task.AddEvent("task.retried", trace.WithTimestamp(a.At), trace.WithAttributes(attrReason.String(a.Reason)))
+				task.AddEvent("task.retried", trace.WithTimestamp(a.At), trace.WithAttributes(AttrReason.String(a.Reason)))
 			}
 			continue
 		}
@@ -233,12 +216,12 @@ func (w *Writer) writeStep(ctx context.Context, tid trace.TraceID, t *store.Task
 	if s.FinishedAt != nil {
 		end = *s.FinishedAt
 	}
-	attrs := []attribute.KeyValue{attrStep.String(s.Name), attrAttempts.Int(s.Attempts), attrState.String(string(s.State))}
+	attrs := []attribute.KeyValue{AttrStep.String(s.Name), AttrAttempts.Int(s.Attempts), AttrState.String(string(s.State))}
 	if s.Handler != "" {
-		attrs = append(attrs, attrHandler.String(s.Handler))
+		attrs = append(attrs, AttrHandler.String(s.Handler))
 	}
 	if s.Kind != "" {
-		attrs = append(attrs, attrStepKind.String(s.Kind))
+		attrs = append(attrs, AttrStepKind.String(s.Kind))
 	}
 	_, span := w.tracer.Start(WithID(ctx, trace.TraceID{}, StepID(tid, s.ID)), "step "+s.Name, trace.WithTimestamp(start),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
@@ -254,7 +237,7 @@ func (w *Writer) writeStep(ctx context.Context, tid trace.TraceID, t *store.Task
 		}
 		switch name {
 		case "step.waiting", "step.retried", "step.preempted", "step.resolved":
-			span.AddEvent(name, trace.WithTimestamp(a.At), trace.WithAttributes(attrAttempt.Int(a.Attempt), attrReason.String(a.Reason)))
+			span.AddEvent(name, trace.WithTimestamp(a.At), trace.WithAttributes(AttrAttempt.Int(a.Attempt), AttrReason.String(a.Reason)))
 		}
 	}
 	ended(span, string(s.State), s.Error, end)
@@ -264,7 +247,7 @@ func (w *Writer) writeStep(ctx context.Context, tid trace.TraceID, t *store.Task
 func ended(span trace.Span, st, msg string, at time.Time) {
 	switch st {
 	case string(state.TaskFailed), string(state.TaskExpired):
-		span.SetAttributes(attrErrorType.String(st))
+		span.SetAttributes(AttrErrorType.String(st))
 		span.SetStatus(codes.Error, msg)
 	}
 	span.End(trace.WithTimestamp(at))
@@ -273,30 +256,17 @@ func ended(span trace.Span, st, msg string, at time.Time) {
 // traceOf reads a stored traceparent: its trace id, and the span the
 // task's span goes under (none when weft started the trace, Synthetic).
 func traceOf(tp, ts string) (trace.TraceID, trace.SpanContext, bool) {
-	parts := strings.Split(tp, "-")
-	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
+	sc, ok := ParseTraceParent(tp)
+	if !ok {
 		return trace.TraceID{}, trace.SpanContext{}, false
 	}
-	var tid trace.TraceID
-	var sid trace.SpanID
-	if _, err := hex.Decode(tid[:], []byte(parts[1])); err != nil || !tid.IsValid() {
-		return trace.TraceID{}, trace.SpanContext{}, false
+	if sc.SpanID() == Synthetic(sc.TraceID()) {
+		return sc.TraceID(), trace.SpanContext{}, true
 	}
-	if _, err := hex.Decode(sid[:], []byte(parts[2])); err != nil {
-		return trace.TraceID{}, trace.SpanContext{}, false
-	}
-	flags, err := strconv.ParseUint(parts[3], 16, 8)
-	if err != nil {
-		return trace.TraceID{}, trace.SpanContext{}, false
-	}
-	if sid == Synthetic(tid) {
-		return tid, trace.SpanContext{}, true
-	}
-	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags) & trace.FlagsSampled, Remote: true}
 	if ts != "" {
 		if st, err := trace.ParseTraceState(ts); err == nil {
-			cfg.TraceState = st
+			sc = sc.WithTraceState(st)
 		}
 	}
-	return tid, trace.NewSpanContext(cfg), true
+	return sc.TraceID(), sc, true
 }
