@@ -225,6 +225,37 @@ func TestBrowserSignalUpdatesDAGLive(t *testing.T) {
 	}
 }
 
+// TestBrowserLiveRefreshKeepsPlace: a live update of the page keeps the
+// keyboard's focus where it was and the <details> a person opened, rather
+// than sending the focus back to the top of the page.
+func TestBrowserLiveRefreshKeepsPlace(t *testing.T) {
+	t.Parallel()
+	ctx := tab(t)
+	en := newEnv(t, stores["sqlite"](t), server.Options{})
+	task, err := en.e.Get(context.Background(), en.awaiting)
+	require.NoError(t, err)
+	var apply int64
+	for _, s := range task.Steps {
+		if s.Name == "apply" {
+			apply = s.ID
+		}
+	}
+	signInAs(t, ctx, en, en.admin, fmt.Sprintf("/tasks/%d", en.awaiting))
+	eventually(t, ctx, `!document.getElementById("live").hidden`, "the event stream is open")
+	link := fmt.Sprintf(`#dag-table a[href="#step-%d"]`, apply)
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("dag-table").open = true;
+		document.querySelector('`+link+`').focus(); document.activeElement.matches('`+link+`')`))
+	require.NoError(t, err)
+	_, err = en.e.Signal(context.Background(), en.awaiting, "approved", map[string]string{"by": "test"})
+	require.NoError(t, err)
+	en.waitTask(en.awaiting, func(t *weft.Task) bool { return t.State == state.TaskCompleted })
+	eventually(t, ctx, `document.querySelector('svg.dag g.node[data-step="apply"]').getAttribute("class") === "node st-completed"`, "the page refreshed")
+	kept, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]bool](`({open: document.getElementById("dag-table").open,
+		focused: document.activeElement.matches('`+link+`')})`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"open": true, "focused": true}, kept)
+}
+
 // TestScreenshots writes a screenshot of each page to $WEFT_SCREENSHOTS
 // (docs/img), for the documentation; skipped without it.
 func TestScreenshots(t *testing.T) {
