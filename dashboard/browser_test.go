@@ -54,8 +54,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// tab opens a page in a new browser context of the shared browser.
+// tab opens a page in a new browser context of the shared browser; the
+// test's actions in it must end within a minute.
 func tab(t *testing.T) context.Context {
+	t.Helper()
+	return tabWithin(t, 60*time.Second)
+}
+
+// tabWithin is tab with a deadline of the test's choosing, for a test that
+// walks many pages.
+func tabWithin(t *testing.T, limit time.Duration) context.Context {
 	t.Helper()
 	if browserPath == "" {
 		if os.Getenv("CI") != "" {
@@ -69,7 +77,7 @@ func tab(t *testing.T) context.Context {
 	// Open the tab before setting a deadline: the deadline then bounds the
 	// test's actions, not the tab's life.
 	require.NoError(t, chromedp.Do(ctx))
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
 	t.Cleanup(cancelTimeout)
 	return ctx
 }
