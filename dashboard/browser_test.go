@@ -54,8 +54,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// tab opens a page in a new browser context of the shared browser.
+// tab opens a page in a new browser context of the shared browser; the
+// test's actions in it must end within a minute.
 func tab(t *testing.T) context.Context {
+	t.Helper()
+	return tabWithin(t, 60*time.Second)
+}
+
+// tabWithin is tab with a deadline of the test's choosing, for a test that
+// walks many pages.
+func tabWithin(t *testing.T, limit time.Duration) context.Context {
 	t.Helper()
 	if browserPath == "" {
 		if os.Getenv("CI") != "" {
@@ -69,7 +77,7 @@ func tab(t *testing.T) context.Context {
 	// Open the tab before setting a deadline: the deadline then bounds the
 	// test's actions, not the tab's life.
 	require.NoError(t, chromedp.Do(ctx))
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, limit)
 	t.Cleanup(cancelTimeout)
 	return ctx
 }
@@ -223,6 +231,37 @@ func TestBrowserSignalUpdatesDAGLive(t *testing.T) {
 			require.JSONEq(t, `{"signal": "approved", "payload": {"by": "browser"}}`, string(s.Result))
 		}
 	}
+}
+
+// TestBrowserLiveRefreshKeepsPlace: a live update of the page keeps the
+// keyboard's focus where it was and the <details> a person opened, rather
+// than sending the focus back to the top of the page.
+func TestBrowserLiveRefreshKeepsPlace(t *testing.T) {
+	t.Parallel()
+	ctx := tab(t)
+	en := newEnv(t, stores["sqlite"](t), server.Options{})
+	task, err := en.e.Get(context.Background(), en.awaiting)
+	require.NoError(t, err)
+	var apply int64
+	for _, s := range task.Steps {
+		if s.Name == "apply" {
+			apply = s.ID
+		}
+	}
+	signInAs(t, ctx, en, en.admin, fmt.Sprintf("/tasks/%d", en.awaiting))
+	eventually(t, ctx, `!document.getElementById("live").hidden`, "the event stream is open")
+	link := fmt.Sprintf(`#dag-table a[href="#step-%d"]`, apply)
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("dag-table").open = true;
+		document.querySelector('`+link+`').focus(); document.activeElement.matches('`+link+`')`))
+	require.NoError(t, err)
+	_, err = en.e.Signal(context.Background(), en.awaiting, "approved", map[string]string{"by": "test"})
+	require.NoError(t, err)
+	en.waitTask(en.awaiting, func(t *weft.Task) bool { return t.State == state.TaskCompleted })
+	eventually(t, ctx, `document.querySelector('svg.dag g.node[data-step="apply"]').getAttribute("class") === "node st-completed"`, "the page refreshed")
+	kept, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]bool](`({open: document.getElementById("dag-table").open,
+		focused: document.activeElement.matches('`+link+`')})`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"open": true, "focused": true}, kept)
 }
 
 // TestScreenshots writes a screenshot of each page to $WEFT_SCREENSHOTS

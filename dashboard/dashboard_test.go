@@ -187,7 +187,7 @@ func TestPages(t *testing.T) {
 				absent []string
 			}{
 				{"/", 200, []string{"Overview", `href="/tasks?state=failed"`, "<svg class=\"chart\"", "Throughput", "Queue wait", "Failure rate", "shop"}, nil},
-				{"/?window=7d", 200, []string{`class="active">7d`}, nil},
+				{"/?window=7d", 200, []string{`class="active" aria-current="page">7d`}, nil},
 				{"/?window=2y", 400, []string{"window"}, nil},
 				{"/tasks", 200, []string{`href="/tasks/` + id(en.completed) + `"`, `href="/tasks/` + id(en.running) + `"`,
 					`<th>duration</th><th>tags</th>`, `<a class="tag" href="/tasks?tag=order%3Dorder-A-1"`}, nil},

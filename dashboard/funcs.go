@@ -47,6 +47,14 @@ var funcs = template.FuncMap{
 	"clip":  clip,
 	"count": func(n, limit int) string { return countText(n, limit) },
 	"join":  strings.Join,
+	// labelled gives a JSON document the name the page announces it by.
+	"labelled": func(label string, raw json.RawMessage) labelledJSON { return labelledJSON{Label: label, Raw: raw} },
+}
+
+// labelledJSON is a JSON document with its name, for the "json" template.
+type labelledJSON struct {
+	Label string
+	Raw   json.RawMessage
 }
 
 // took is how long something that started has run: until it finished, or

@@ -123,10 +123,13 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 		thr, wait, fail = append(thr, line{ns, t}), append(wait, line{ns, wt}), append(fail, line{ns, f})
 	}
 	axis := timeAxis{start: since, step: w.Interval, n: n}
+	mk := func(title, unit string, lines []line, format string) chart {
+		return chart{Title: title, Unit: unit, SVG: lineChart(axis, lines, format, title+" ("+unit+")")}
+	}
 	data.Charts = []chart{
-		{Title: "Throughput", Unit: "tasks finished per minute", SVG: lineChart(axis, thr, "%.1f")},
-		{Title: "Queue wait", Unit: "mean seconds from run_at to start, by finish time", SVG: lineChart(axis, wait, "%.2fs")},
-		{Title: "Failure rate", Unit: "% of finished tasks that failed or expired", SVG: lineChart(axis, fail, "%.0f%%")},
+		mk("Throughput", "tasks finished per minute", thr, "%.1f"),
+		mk("Queue wait", "mean seconds from run_at to start, by finish time", wait, "%.2fs"),
+		mk("Failure rate", "% of finished tasks that failed or expired", fail, "%.0f%%"),
 	}
 	return "Overview", data, nil
 }

@@ -23,9 +23,19 @@ type timeAxis struct {
 	n     int
 }
 
+// label names the time of the axis's bucket i, in UTC.
+func (ax timeAxis) label(i int) string {
+	t := ax.start.Add(time.Duration(i) * ax.step).UTC()
+	if ax.step*time.Duration(ax.n) > 24*time.Hour {
+		return t.Format("Jan 2 15:04")
+	}
+	return t.Format("15:04")
+}
+
 // lineChart draws one line per series over the buckets of the axis, with a
-// legend, as an inline SVG.
-func lineChart(ax timeAxis, lines []line, valueFormat string) template.HTML {
+// legend, as an inline SVG. Its accessible name says what it shows (name:
+// the measure and its unit), over which time, and when each series peaked.
+func lineChart(ax timeAxis, lines []line, valueFormat, name string) template.HTML {
 	const w, h, left, right, top, bottom = 640.0, 180.0, 48.0, 12.0, 12.0, 40.0
 	pw, ph := w-left-right, h-top-bottom
 	maxV := 0.0
@@ -38,7 +48,8 @@ func lineChart(ax timeAxis, lines []line, valueFormat string) template.HTML {
 		maxV = 1
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" xmlns="http://www.w3.org/2000/svg">`, w, h)
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`,
+		w, h, html.EscapeString(chartSummary(ax, lines, valueFormat, name)))
 	for i := 0; i <= 4; i++ {
 		y := top + ph*float64(i)/4
 		fmt.Fprintf(&b, `<line class="grid" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/>`, left, w-right, y, y)
@@ -51,12 +62,7 @@ func lineChart(ax timeAxis, lines []line, valueFormat string) template.HTML {
 		return left + pw*float64(i)/float64(ax.n-1)
 	}
 	for _, i := range []int{0, ax.n / 2, ax.n - 1} {
-		t := ax.start.Add(time.Duration(i) * ax.step).UTC()
-		label := t.Format("15:04")
-		if ax.step*time.Duration(ax.n) > 24*time.Hour {
-			label = t.Format("Jan 2 15:04")
-		}
-		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%s</text>`, x(i), top+ph+14, label)
+		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%.0f" text-anchor="middle">%s</text>`, x(i), top+ph+14, ax.label(i))
 	}
 	if len(lines) == 0 {
 		fmt.Fprintf(&b, `<text class="empty" x="%.0f" y="%.0f" text-anchor="middle">no task finished in this window</text>`, left+pw/2, top+ph/2)
@@ -75,4 +81,33 @@ func lineChart(ax timeAxis, lines []line, valueFormat string) template.HTML {
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
+}
+
+// chartSummary is a chart's text alternative: what it shows, over which
+// time, and when each series peaked.
+func chartSummary(ax timeAxis, lines []line, valueFormat, name string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s by namespace, %s to %s UTC", name, ax.label(0), ax.label(ax.n-1))
+	if len(lines) == 0 {
+		b.WriteString(": no task finished in this window")
+		return b.String()
+	}
+	for i, l := range lines {
+		peak := 0
+		for j, v := range l.Values {
+			if v > l.Values[peak] {
+				peak = j
+			}
+		}
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		if len(l.Values) == 0 || l.Values[peak] == 0 {
+			fmt.Fprintf(&b, "%s%s %s throughout", sep, l.Name, fmt.Sprintf(valueFormat, 0.0))
+			continue
+		}
+		fmt.Fprintf(&b, "%s%s peak %s at %s", sep, l.Name, fmt.Sprintf(valueFormat, l.Values[peak]), ax.label(peak))
+	}
+	return b.String()
 }

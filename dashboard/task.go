@@ -19,6 +19,8 @@ type taskData struct {
 	Audit []weft.AuditEntry
 	DAG   template.HTML
 	Gantt template.HTML
+	// Attempts are the timeline's bars, step by step, for its table.
+	Attempts []attemptRow
 	// Waiting lists the signals the task's steps wait for.
 	Waiting []string
 }
@@ -47,13 +49,58 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 			data.Waiting = append(data.Waiting, s.Signal)
 		}
 	}
-	data.DAG = dagSVG(nodes)
+	data.DAG = dagSVG(nodes, fmt.Sprintf("Graph of the %s of task %d by dependency, a column per depth, each coloured by its state: %s. The graph as a table, below, lists them.",
+		plural(len(nodes), "step"), t.ID, stateCounts(t.Steps)))
 	end := d.now()
 	if t.FinishedAt != nil {
 		end = *t.FinishedAt
 	}
-	data.Gantt = ganttSVG(t.Steps, audit, t.CreatedAt, end)
+	bars := attempts(audit, end)
+	for _, s := range t.Steps {
+		for _, b := range bars[s.Name] {
+			data.Attempts = append(data.Attempts, attemptRow{Step: s.Name, StepID: s.ID, Attempt: b.attempt, State: b.state,
+				Start: "+" + short(b.start.Sub(t.CreatedAt)), Took: short(b.end.Sub(b.start))})
+		}
+	}
+	data.Gantt = ganttSVG(t.Steps, bars, t.CreatedAt, end, fmt.Sprintf("Timeline of the %s of task %d's steps, from its creation over %s. The timeline as a table, below, lists them.",
+		plural(len(data.Attempts), "attempt"), t.ID, short(end.Sub(t.CreatedAt))))
 	return fmt.Sprintf("Task %d", t.ID), data, nil
+}
+
+// attemptRow is one attempt of the timeline's table.
+type attemptRow struct {
+	Step        string
+	StepID      int64
+	Attempt     int
+	State       string
+	Start, Took string
+}
+
+// stateCounts says how many steps are in each state, in the states' order:
+// "3 completed, 1 failed".
+func stateCounts(steps []weft.TaskStep) string {
+	n := map[state.Step]int{}
+	for _, s := range steps {
+		n[s.State]++
+	}
+	var parts []string
+	for _, st := range state.Steps {
+		if n[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[st], st))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// plural counts things: "1 step", "3 steps".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // node is one box of a DAG drawing.
@@ -63,8 +110,13 @@ type node struct {
 }
 
 // dagSVG lays a DAG out by dependency depth: a column per depth, the steps
-// of a column in definition order, edges from each dependency.
-func dagSVG(nodes []node) template.HTML {
+// of a column in definition order, edges from each dependency. It is named
+// label, which says where its text alternative is (a table of the steps).
+// Nodes with a link to their step make it a group of links, which screen
+// readers can follow but the Tab key skips (the table's links are the
+// same, without the fifty stops of a fan-out); without links it is an
+// image.
+func dagSVG(nodes []node, label string) template.HTML {
 	const colW, rowH, boxW, boxH, pad = 190.0, 64.0, 160.0, 44.0, 12.0
 	index := map[string]int{}
 	for i, n := range nodes {
@@ -100,7 +152,14 @@ func dagSVG(nodes []node) template.HTML {
 		w, h = 200, 40
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="dag" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, w, h, w, h)
+	role := "img"
+	for _, n := range nodes {
+		if n.Link != "" {
+			role = "group"
+		}
+	}
+	fmt.Fprintf(&b, `<svg class="dag" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="%s" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`,
+		w, h, w, h, role, html.EscapeString(label))
 	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>`)
 	for i, n := range nodes {
 		for _, dep := range n.Deps {
@@ -118,7 +177,7 @@ func dagSVG(nodes []node) template.HTML {
 		x, y := pos[i][0], pos[i][1]
 		open, closeTag := "", ""
 		if n.Link != "" {
-			open, closeTag = fmt.Sprintf(`<a href="%s">`, html.EscapeString(n.Link)), `</a>`
+			open, closeTag = fmt.Sprintf(`<a href="%s" tabindex="-1">`, html.EscapeString(n.Link)), `</a>`
 		}
 		fmt.Fprintf(&b, `%s<g class="node st-%s" data-step="%s"><title>%s: %s</title><rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" rx="6"/>`+
 			`<text class="name" x="%.1f" y="%.1f">%s</text><text class="sub" x="%.1f" y="%.1f">%s</text></g>%s`,
@@ -157,18 +216,19 @@ func attempts(audit []weft.AuditEntry, now time.Time) map[string][]bar {
 	return out
 }
 
-// ganttSVG draws each step's attempts on one time axis, from the task's
-// creation to its end (or now).
-func ganttSVG(steps []weft.TaskStep, audit []weft.AuditEntry, from, to time.Time) template.HTML {
+// ganttSVG draws each step's attempts (bars, from attempts) on one time
+// axis, from the task's creation to its end (or now), as an image named
+// label.
+func ganttSVG(steps []weft.TaskStep, bars map[string][]bar, from, to time.Time, label string) template.HTML {
 	const left, w, rowH, top = 170.0, 820.0, 22.0, 24.0
-	bars := attempts(audit, to)
 	span := to.Sub(from)
 	if span <= 0 {
 		span = time.Millisecond
 	}
 	h := top + float64(len(steps))*rowH + 8
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="gantt" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" xmlns="http://www.w3.org/2000/svg">`, w, h, w, h)
+	fmt.Fprintf(&b, `<svg class="gantt" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`,
+		w, h, w, h, html.EscapeString(label))
 	pw := w - left - 30
 	for i := 0; i <= 4; i++ {
 		x := left + pw*float64(i)/4

@@ -102,6 +102,7 @@ func (d *Dashboard) workflow(r *http.Request) (string, any, error) {
 		}
 		nodes[i] = node{Name: s.Name, Label: s.Name, Sub: sub, State: "definition", Deps: s.DependsOn}
 	}
-	data.DAG = dagSVG(nodes)
+	data.DAG = dagSVG(nodes, fmt.Sprintf("Graph of the %s of %s/%s@%s by dependency, a column per depth. The table of steps, below, lists them with their dependencies.",
+		plural(len(nodes), "step"), ns, name, data.Version))
 	return ns + "/" + name, data, nil
 }

@@ -144,9 +144,44 @@
       u.searchParams.set("fragment", "1");
       try {
         const res = await fetch(u, { credentials: "same-origin" });
-        if (res.ok) { main.innerHTML = await res.text(); main.dispatchEvent(new Event("refreshed")); }
+        if (res.ok) {
+          const kept = place();
+          main.innerHTML = await res.text();
+          restore(kept);
+          main.dispatchEvent(new Event("refreshed"));
+        }
       } catch (_) { /* the next event tries again */ }
     }, wait);
+  }
+
+  // What a refresh keeps of the page as a person left it: which <details>
+  // are open, and the element that has the keyboard's focus (found again by
+  // its id, by where it links, else by its place among the focusable
+  // elements), so that a live update does not send the focus back to the
+  // top of the page.
+  const focusable = "a[href], button, input, select, textarea, summary, [tabindex]";
+  function place() {
+    const details = [...main.querySelectorAll("details")].map((d) => ({ id: d.id, open: d.open }));
+    const el = document.activeElement;
+    if (!el || el === main || !main.contains(el)) return { details, focus: null };
+    return { details, focus: { id: el.id, href: el.getAttribute("href"), tag: el.tagName, index: [...main.querySelectorAll(focusable)].indexOf(el) } };
+  }
+  function restore(kept) {
+    const details = main.querySelectorAll("details");
+    details.forEach((d, i) => {
+      const was = d.id ? kept.details.find((k) => k.id === d.id) : details.length === kept.details.length ? kept.details[i] : null;
+      if (was) d.open = was.open;
+    });
+    const f = kept.focus;
+    if (!f) return;
+    const all = [...main.querySelectorAll(focusable)];
+    const at = all[f.index];
+    const same = (e) => e && e.tagName === f.tag && e.getAttribute("href") === f.href;
+    let el = f.id ? document.getElementById(f.id) : null;
+    if (!el && same(at)) el = at;
+    if (!el && f.href !== null) el = all.find((e) => same(e) && e.tabIndex >= 0);
+    if (!el && at && at.tagName === f.tag) el = at;
+    if (el && main.contains(el)) el.focus({ preventScroll: true });
   }
 
   const kinds = ["task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
