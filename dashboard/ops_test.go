@@ -52,6 +52,14 @@ func TestOperatorPages(t *testing.T) {
 			contains(t, body, `<code>ops</code>`, "paused", "cli:alice", "deploy", `data-body='{"target": "ops", "paused": false}'`, `id="policy-form"`,
 				`<code>heavy</code>`, `<td class="num">7</td>`, `name="weight"`,
 				`<tr class="rate"><td><code>mail</code></td><td>50/s</td><td class="num">50.0</td>`, `name="rate"`)
+			// Every namespace is listed, with its workflows and its
+			// unfinished steps: ops runs one step (slow's wait), waits on
+			// one (approval's signal) with one pending after it, and is
+			// paused.
+			contains(t, body, `<tr class="namespace" data-namespace="heavy"><td><a href="/tasks?namespace=heavy">heavy</a></td><td class="num">1</td>`,
+				`<tr class="namespace" data-namespace="mail">`,
+				`<tr class="namespace" data-namespace="ops"><td><a href="/tasks?namespace=ops">ops</a></td><td class="num">2</td><td class="num">1</td><td class="num">0</td><td class="num">1</td><td class="num">1</td><td><span class="badge">paused</span></td>`,
+				`<tr class="namespace" data-namespace="shop"><td><a href="/tasks?namespace=shop">shop</a></td><td class="num">3</td>`)
 			contains(t, body, `<code>shop/flaky/call</code>`, `<span class="badge">open</span>`, "1/1",
 				`data-api="POST /v1/breakers/reset" data-body='{"key": "shop/flaky/call"}'`)
 			status, body = get(t, admin, en.url+"/schedules")
