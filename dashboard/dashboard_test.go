@@ -190,7 +190,9 @@ func TestPages(t *testing.T) {
 				{"/?window=7d", 200, []string{`class="active" aria-current="page">7d`}, nil},
 				{"/?window=2y", 400, []string{"window"}, nil},
 				{"/tasks", 200, []string{`href="/tasks/` + id(en.completed) + `"`, `href="/tasks/` + id(en.running) + `"`,
-					`<th>duration</th><th>tags</th>`, `<a class="tag" href="/tasks?tag=order%3Dorder-A-1"`}, nil},
+					`<th>duration</th><th>tags</th>`, `<a class="tag" href="/tasks?tag=order%3Dorder-A-1"`,
+					// Where the unfinished tasks stand.
+					`">wait</a> running, attempt 1/`, `">approved</a> waits for signal <code>approved</code>`}, nil},
 				{"/tasks?tag=order%3Dorder-A-1", 200, []string{`href="/tasks/` + id(en.completed) + `"`}, []string{`href="/tasks/` + id(en.failed) + `"`}},
 				{"/tasks?state=failed", 200, []string{`href="/tasks/` + id(en.failed) + `"`, checkoutFailure}, []string{`href="/tasks/` + id(en.completed) + `"`}},
 				{"/tasks?namespace=ops", 200, []string{`href="/tasks/` + id(en.running) + `"`}, []string{`href="/tasks/` + id(en.failed) + `"`}},

@@ -21,7 +21,9 @@ import (
 const pageSize = 50
 
 type tasksData struct {
-	Tasks      []weft.Task
+	Tasks []weft.Task
+	// Now says where each unfinished task shown stands, by task id.
+	Now        map[int64]*standing
 	States     []state.Task
 	Namespaces []string
 	Workflows  []string
@@ -76,7 +78,7 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	q := taskQuery{State: v.Get("state"), Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), From: v.Get("from"), To: v.Get("to"),
 		Q: strings.TrimSpace(v.Get("q")), Tag: strings.TrimSpace(v.Get("tag")),
 		Schedule: strings.TrimSpace(v.Get("schedule"))}
-	f := weft.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: state.Task(q.State), Schedule: q.Schedule, Limit: pageSize}
+	f := weft.TaskFilter{Namespace: q.Namespace, Workflow: q.Workflow, State: state.Task(q.State), Schedule: q.Schedule, Limit: pageSize, Active: true}
 	if f.State != "" && !f.State.Valid() {
 		return "", nil, badInput("state: %q is not a task state", q.State)
 	}
@@ -175,6 +177,13 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 			}
 		}
 	}
+	data.Now = map[int64]*standing{}
+	for _, t := range data.Tasks {
+		if len(t.Active) > 0 {
+			s := standingOf(t.Active)
+			data.Now[t.ID] = &s
+		}
+	}
 	var cancel, retry []string
 	for _, t := range data.Tasks {
 		id := strconv.FormatInt(t.ID, 10)
@@ -188,4 +197,42 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	data.Cancellable, data.Retryable = len(cancel), len(retry)
 	data.CancelIDs, data.RetryIDs = strings.Join(cancel, ","), strings.Join(retry, ",")
 	return "Tasks", data, nil
+}
+
+// standing is where an unfinished task stands, for the list: its most
+// telling active step, and how many others are active.
+type standing struct {
+	Step  store.Step
+	More  int
+	Label string // "running", "retry", "signal", "waiting", "ready"
+}
+
+// standingOf picks the step to show of a task's active steps: a running
+// one, else a waiting one, else a ready one (the first of each kind).
+func standingOf(active []store.Step) standing {
+	rank := func(s store.Step) int {
+		switch s.State {
+		case state.StepRunning:
+			return 0
+		case state.StepWaiting:
+			return 1
+		}
+		return 2
+	}
+	best := active[0]
+	for _, s := range active[1:] {
+		if rank(s) < rank(best) {
+			best = s
+		}
+	}
+	out := standing{Step: best, More: len(active) - 1, Label: string(best.State)}
+	if best.State == state.StepWaiting {
+		switch {
+		case best.Kind == store.KindSignal:
+			out.Label = "signal"
+		case best.Attempts > 0:
+			out.Label = "retry"
+		}
+	}
+	return out
 }

@@ -39,6 +39,10 @@ type TaskFilter struct {
 	// then fills each task's Attention with the reasons.
 	Attention  bool
 	StaleAfter time.Duration
+	// Active makes ListTasks fill each task's Active with its steps that
+	// are ready, running or waiting: where an unfinished task stands. It
+	// selects nothing.
+	Active bool
 	// Key, if set, selects the tasks with this idempotency key (in any
 	// namespace unless Namespace is set).
 	Key string

@@ -138,7 +138,10 @@ type Task struct {
 	// Attention says why the task needs a person (ListTasks with
 	// TaskFilter.Attention only).
 	Attention []string
-	Steps     []Step
+	// Active lists the task's ready, running and waiting steps, in order
+	// (ListTasks with TaskFilter.Active only).
+	Active []Step
+	Steps  []Step
 }
 
 // Step is a stored step of a task.

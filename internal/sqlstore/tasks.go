@@ -92,7 +92,42 @@ func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 			return nil, err
 		}
 	}
+	if f.Active {
+		if err := s.activeSteps(ctx, tasks); err != nil {
+			return nil, err
+		}
+	}
 	return tasks, nil
+}
+
+// activeSteps fills each unfinished task's Active with its ready, running
+// and waiting steps, in one read.
+func (s *reads) activeSteps(ctx context.Context, tasks []store.Task) error {
+	var ids []int64
+	at := make(map[int64]int, len(tasks))
+	for i, t := range tasks {
+		if !t.State.Terminal() {
+			ids = append(ids, t.ID)
+			at[t.ID] = i
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	in, args := s.IDIn("task_id", ids)
+	rows, err := s.Read(ctx, `SELECT `+sqltx.StepColumns+` FROM steps WHERE `+in+` AND state IN ('ready', 'running', 'waiting') ORDER BY task_id, idx`, args...)
+	if err != nil {
+		return fmt.Errorf("active steps of %d tasks: %w", len(ids), err)
+	}
+	steps, err := sqldb.Collect(rows, sqltx.ScanStep)
+	if err != nil {
+		return fmt.Errorf("active steps of %d tasks: %w", len(ids), err)
+	}
+	for _, st := range steps {
+		t := &tasks[at[st.TaskID]]
+		t.Active = append(t.Active, st.Step)
+	}
+	return nil
 }
 
 // TaskStates returns the states of the tasks of ids that exist, by id.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/weftrun/weft/state"
@@ -155,6 +156,39 @@ func testListTasks(t *testing.T, h *harness) {
 	done, err := h.s.ListTasks(h.ctx, store.TaskFilter{State: state.TaskCompleted})
 	require.NoError(t, err)
 	require.Len(t, done, 1)
+}
+
+// testListActive: a list that asks for it tells where each unfinished
+// task stands: its ready, running and waiting steps, not its pending or
+// finished ones; a finished task has none.
+func testListActive(t *testing.T, h *harness) {
+	h.register("e1")
+	id := h.insert(store.TaskInsert{Steps: chain("a", "b", "c")})[0].Task.ID
+	active := func() []string {
+		t.Helper()
+		tasks, err := h.s.ListTasks(h.ctx, store.TaskFilter{Active: true})
+		require.NoError(t, err)
+		require.Len(t, tasks, 1)
+		var out []string
+		for _, s := range tasks[0].Active {
+			out = append(out, s.Name+":"+string(s.State))
+		}
+		return out
+	}
+	require.Equal(t, []string{"a:ready"}, active())
+	a := h.claim("e1", 1)[0]
+	require.Equal(t, []string{"a:running"}, active())
+	h.ok(a, `{}`)
+	require.Equal(t, []string{"b:ready"}, active())
+	b := h.claim("e1", 1)[0]
+	require.NoError(t, h.complete(store.Outcome{Fence: b.Fence, EngineID: "e1", State: state.StepWaiting, Error: "flaky", RunAt: h.clock.Now().Add(time.Hour)})[0])
+	require.Equal(t, []string{"b:waiting"}, active(), "a retry's backoff")
+	plain, err := h.s.ListTasks(h.ctx, store.TaskFilter{})
+	require.NoError(t, err)
+	require.Nil(t, plain[0].Active, "only a list that asks")
+	_, err = h.s.CancelTask(h.ctx, id, "e1", "done")
+	require.NoError(t, err)
+	require.Nil(t, active(), "a finished task stands nowhere")
 }
 
 func testAudit(t *testing.T, h *harness) {

@@ -74,6 +74,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunAtDelaysTask", testRunAt},
 		{"Workflows", testWorkflows},
 		{"ListTasks", testListTasks},
+		{"ListActive", testListActive},
 		{"AuditRecordsEveryTransition", testAudit},
 		{"AuditOfStepsClaimedTogether", testAuditClaimedTogether},
 		{"APIKeys", testAPIKeys},
