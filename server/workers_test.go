@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,6 +340,15 @@ func TestStaleLeaseHidesHolder(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
 				r := a.post(tt.route, tt.body)
+				if tt.route == "/heartbeat" && r.status == http.StatusConflict {
+					// Seen once under a fully loaded CI machine: A was
+					// declared lost before its heartbeat. What this test
+					// holds to is below: no answer names B.
+					code, _ := r.errorCode(t)
+					require.Equal(t, server.CodeWorkerLost, code)
+					require.NotContains(t, string(r.body), b.id)
+					return
+				}
 				require.Equal(t, tt.status, r.status, "%s", r.body)
 				if tt.code != "" {
 					code, _ := r.errorCode(t)
