@@ -177,7 +177,7 @@ func tabWalk(t *testing.T, ctx context.Context) []string {
 // with a key that may do everything (so every form and button is on the
 // page): the overview with its charts drawn, the task list, a task in each
 // state that matters (failed, running, waiting for a signal, a 50-leaf
-// fan-out, a 50-item batch), the workflows, workers, attention, schedules
+// fan-out, a 50-item batch, each grouped and drawn one by one), the workflows, workers, attention, schedules
 // and namespaces pages, the sign-in page and the error pages. Every page
 // of the registry must be among them.
 func TestAccessibility(t *testing.T) {
@@ -200,9 +200,11 @@ func TestAccessibility(t *testing.T) {
 		{"task, waiting for a signal", fmt.Sprintf("/tasks/%d", en.awaiting), "#signal-form"},
 		{"task, 50-leaf fan-out", fmt.Sprintf("/tasks/%d", fx.fanout), "svg.dag"},
 		{"task, 50-item batch", fmt.Sprintf("/tasks/%d", fx.batch), "svg.dag"},
+		{"task, 50-item batch drawn one by one", fmt.Sprintf("/tasks/%d?expand=split%%5B%%2A%%5D", fx.batch), "svg.dag"},
 		{"workflows", "/workflows", "#workflow-table"},
 		{"workflow", "/workflows/shop/checkout", "svg.dag"},
 		{"workflow, 50-leaf fan-out", "/workflows/a11y/fanout", "svg.dag"},
+		{"workflow, 50-leaf fan-out drawn one by one", "/workflows/a11y/fanout?expand=leaf-%2A", "svg.dag"},
 		{"workers", "/workers", "main h1"},
 		{"attention", "/attention", "main h1"},
 		{"schedules", "/schedules", "main h1"},

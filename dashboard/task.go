@@ -6,51 +6,177 @@ import (
 	"html"
 	"html/template"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 )
 
 type taskData struct {
 	Task  *weft.Task
 	Audit []weft.AuditEntry
 	DAG   template.HTML
-	Gantt template.HTML
+	// Nodes are the graph's nodes, as its table; Groups are its groups,
+	// with the links that expand or fold them.
+	Nodes  []nodeRow
+	Groups []groupLink
+	Gantt  template.HTML
 	// Attempts are the timeline's bars, step by step, for its table.
 	Attempts []attemptRow
 	// Waiting lists the signals the task's steps wait for.
 	Waiting []string
 }
 
-func (d *Dashboard) task(r *http.Request) (string, any, error) {
+// nodeRow is one node of the graph as a table.
+type nodeRow struct {
+	Label, Link string
+	// A step's state and sub-state; a group's states counted, and the
+	// link to the list of its steps.
+	State    state.Step
+	Sub      string
+	Group    bool
+	Counts   string
+	Deps     string
+	ListLink string
+}
+
+// groupLink is a group of the graph: Link expands it (or, Expanded,
+// folds it again).
+type groupLink struct {
+	Label, Link string
+	Expanded    bool
+}
+
+// taskView is what a task's page was asked for: which groups of the graph
+// are expanded.
+type taskView struct {
+	id     int64
+	expand []string
+}
+
+// url is the page with this view, then fragment ("#dag").
+func (v taskView) url(fragment string) string {
+	q := url.Values{}
+	for _, e := range v.expand {
+		q.Add("expand", e)
+	}
+	u := "/tasks/" + strconv.FormatInt(v.id, 10)
+	if enc := q.Encode(); enc != "" {
+		u += "?" + enc
+	}
+	return u + fragment
+}
+
+func (v taskView) expanding(key string, on bool) taskView {
+	v.expand = slices.DeleteFunc(slices.Clone(v.expand), func(e string) bool { return e == key })
+	if on {
+		v.expand = append(v.expand, key)
+	}
+	return v
+}
+
+func parseTaskView(r *http.Request) (taskView, error) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
-		return "", nil, badInput("%q is not a task id", r.PathValue("id"))
+		return taskView{}, badInput("%q is not a task id", r.PathValue("id"))
 	}
-	t, err := d.engine.Get(r.Context(), id)
+	v := taskView{id: id}
+	for _, e := range r.URL.Query()["expand"] {
+		if e != "" && !slices.Contains(v.expand, e) {
+			v.expand = append(v.expand, e)
+		}
+	}
+	return v, nil
+}
+
+func (d *Dashboard) task(r *http.Request) (string, any, error) {
+	v, err := parseTaskView(r)
 	if err != nil {
 		return "", nil, err
 	}
-	audit, err := d.engine.Audit(r.Context(), id)
+	t, err := d.engine.Get(r.Context(), v.id)
+	if err != nil {
+		return "", nil, err
+	}
+	audit, err := d.engine.Audit(r.Context(), v.id)
 	if err != nil {
 		return "", nil, err
 	}
 	data := taskData{Task: t, Audit: audit}
-	nodes := make([]node, len(t.Steps))
-	for i, s := range t.Steps {
-		nodes[i] = node{Name: s.Name, Label: s.Name, Sub: string(s.State), State: string(s.State), Deps: s.DependsOn, Link: "#step-" + strconv.FormatInt(s.ID, 10)}
-		if s.Sub != "" {
-			nodes[i].Sub += " · " + s.Sub
-		}
-		if s.Kind == "signal" && s.State == state.StepWaiting && s.Signal != "" {
+	stepLink := func(s *weft.TaskStep) string { return "#step-" + strconv.FormatInt(s.ID, 10) }
+	for _, s := range t.Steps {
+		if s.Kind == store.KindSignal && s.State == state.StepWaiting && s.Signal != "" && !slices.Contains(data.Waiting, s.Signal) {
 			data.Waiting = append(data.Waiting, s.Signal)
 		}
 	}
-	data.DAG = dagSVG(nodes, fmt.Sprintf("Graph of the %s of task %d by dependency, a column per depth, each coloured by its state: %s. The graph as a table, below, lists them.",
-		plural(len(nodes), "step"), t.ID, stateCounts(t.Steps)))
+
+	// The graph.
+	vs := taskVertices(t.Steps)
+	expanded := map[string]bool{}
+	for _, e := range v.expand {
+		expanded[e] = true
+	}
+	groups, edges, opened := drawnGraph(vs, expanded)
+	nodes := make([]node, len(groups))
+	labels := make([]string, len(groups))
+	for n, g := range groups {
+		s := &t.Steps[g.Steps[0]]
+		if !g.Group {
+			sub := string(s.State)
+			switch {
+			case s.Kind == store.KindSignal && s.State == state.StepWaiting && s.Signal != "":
+				sub = "waiting for " + s.Signal
+			case s.Sub != "":
+				sub += " · " + s.Sub
+			}
+			nodes[n] = node{Key: s.Name, Label: s.Name, Sub: sub, State: string(s.State), Link: stepLink(s)}
+			labels[n] = s.Name
+			data.Nodes = append(data.Nodes, nodeRow{Label: s.Name, Link: nodes[n].Link, State: s.State, Sub: s.Sub})
+			continue
+		}
+		states := make([]state.Step, len(g.Steps))
+		for k, i := range g.Steps {
+			states[k] = t.Steps[i].State
+		}
+		counts := countStates(states)
+		base, what := g.Key, "steps running "+s.Handler
+		if g.Batch != "" {
+			base, what = s.Template, fmt.Sprintf("items of batch %s, each running template %s", g.Batch, s.Template)
+		}
+		label := base + " ×" + thousands(len(g.Steps))
+		title := fmt.Sprintf("%s … %s: %s %s: %s.", s.Name, t.Steps[g.Steps[len(g.Steps)-1]].Name, thousands(len(g.Steps)), what, countsText(counts))
+		var link, list string
+		if g.Rest {
+			label = fmt.Sprintf("%s +%s more", base, thousands(len(g.Steps)))
+			title = fmt.Sprintf("%s more %s (only the first %d are drawn one by one): %s.", thousands(len(g.Steps)), what, expandShown, countsText(counts))
+			link = list
+		} else {
+			link = v.expanding(g.Key, true).url("#dag")
+			title += " Select to draw them one by one."
+			data.Groups = append(data.Groups, groupLink{Label: label, Link: link})
+		}
+		nodes[n] = node{Key: g.Key, Label: label, Sub: countsText(counts), State: groupState(counts), Title: title, Link: link, Counts: counts}
+		labels[n] = label
+		data.Nodes = append(data.Nodes, nodeRow{Label: label, Link: link, Group: true, Counts: countsText(counts), ListLink: list})
+	}
+	for _, e := range opened {
+		data.Groups = append(data.Groups, groupLink{Label: e, Link: v.expanding(e, false).url("#dag"), Expanded: true})
+	}
+	preds := make([][]string, len(groups))
+	for _, e := range edges {
+		preds[e[1]] = append(preds[e[1]], labels[e[0]])
+	}
+	for n := range data.Nodes {
+		data.Nodes[n].Deps = strings.Join(preds[n], ", ")
+	}
+	data.DAG = dagSVG(nodes, edges, fmt.Sprintf("Graph of the %s of task %d by dependency, a column per depth, each coloured by its state (%s), %s. The graph as a table, below, lists them.",
+		plural(len(t.Steps), "step"), t.ID, stateCounts(t.Steps), drawnAs(len(t.Steps), len(nodes))))
+
 	end := d.now()
 	if t.FinishedAt != nil {
 		end = *t.FinishedAt
@@ -67,6 +193,40 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 	return fmt.Sprintf("Task %d", t.ID), data, nil
 }
 
+// taskVertices are a task's steps as the graph sees them: what a step
+// does is its template (a batch item), its signal (a signal step) or its
+// handler.
+func taskVertices(steps []weft.TaskStep) []vertex {
+	vs := make([]vertex, len(steps))
+	for i, s := range steps {
+		vs[i] = vertex{Name: s.Name, Kind: s.Kind, Does: s.Handler, Deps: s.DependsOn, Batch: batchOf(s.Name, s.Kind)}
+		if s.Template != "" {
+			vs[i].Does = s.Template
+		}
+		if s.Kind == store.KindSignal {
+			vs[i].Does = s.Signal
+		}
+	}
+	return vs
+}
+
+// drawnAs says how the graph draws the steps: "each drawn as a node", or
+// "drawn as 5 nodes, similar steps grouped".
+func drawnAs(steps, nodes int) string {
+	if steps == nodes {
+		return "each drawn as a node"
+	}
+	return fmt.Sprintf("drawn as %s, similar steps grouped", plural(nodes, "node"))
+}
+
+func stepStates(steps []weft.TaskStep) []state.Step {
+	out := make([]state.Step, len(steps))
+	for i, s := range steps {
+		out[i] = s.State
+	}
+	return out
+}
+
 // attemptRow is one attempt of the timeline's table.
 type attemptRow struct {
 	Step        string
@@ -79,20 +239,7 @@ type attemptRow struct {
 // stateCounts says how many steps are in each state, in the states' order:
 // "3 completed, 1 failed".
 func stateCounts(steps []weft.TaskStep) string {
-	n := map[state.Step]int{}
-	for _, s := range steps {
-		n[s.State]++
-	}
-	var parts []string
-	for _, st := range state.Steps {
-		if n[st] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n[st], st))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
+	return countsText(countStates(stepStates(steps)))
 }
 
 // plural counts things: "1 step", "3 steps".
@@ -100,92 +247,7 @@ func plural(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing
 	}
-	return fmt.Sprintf("%d %ss", n, thing)
-}
-
-// node is one box of a DAG drawing.
-type node struct {
-	Name, Label, Sub, State, Link string
-	Deps                          []string
-}
-
-// dagSVG lays a DAG out by dependency depth: a column per depth, the steps
-// of a column in definition order, edges from each dependency. It is named
-// label, which says where its text alternative is (a table of the steps).
-// Nodes with a link to their step make it a group of links, which screen
-// readers can follow but the Tab key skips (the table's links are the
-// same, without the fifty stops of a fan-out); without links it is an
-// image.
-func dagSVG(nodes []node, label string) template.HTML {
-	const colW, rowH, boxW, boxH, pad = 190.0, 64.0, 160.0, 44.0, 12.0
-	index := map[string]int{}
-	for i, n := range nodes {
-		index[n.Name] = i
-	}
-	depth := make([]int, len(nodes))
-	done := make([]bool, len(nodes))
-	var visit func(i, guard int) int
-	visit = func(i, guard int) int {
-		if done[i] || guard > len(nodes) {
-			return depth[i]
-		}
-		dd := 0
-		for _, dep := range nodes[i].Deps {
-			if j, ok := index[dep]; ok && j != i {
-				dd = max(dd, visit(j, guard+1)+1)
-			}
-		}
-		depth[i], done[i] = dd, true
-		return dd
-	}
-	rows := map[int]int{}
-	pos := make([][2]float64, len(nodes))
-	maxRow, maxDepth := 0, 0
-	for i := range nodes {
-		dd := visit(i, 0)
-		pos[i] = [2]float64{pad + float64(dd)*colW, pad + float64(rows[dd])*rowH}
-		rows[dd]++
-		maxRow, maxDepth = max(maxRow, rows[dd]), max(maxDepth, dd)
-	}
-	w, h := pad*2+float64(maxDepth)*colW+boxW, pad*2+float64(maxRow-1)*rowH+boxH
-	if len(nodes) == 0 {
-		w, h = 200, 40
-	}
-	var b strings.Builder
-	role := "img"
-	for _, n := range nodes {
-		if n.Link != "" {
-			role = "group"
-		}
-	}
-	fmt.Fprintf(&b, `<svg class="dag" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="%s" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`,
-		w, h, w, h, role, html.EscapeString(label))
-	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>`)
-	for i, n := range nodes {
-		for _, dep := range n.Deps {
-			j, ok := index[dep]
-			if !ok {
-				continue
-			}
-			x1, y1 := pos[j][0]+boxW, pos[j][1]+boxH/2
-			x2, y2 := pos[i][0], pos[i][1]+boxH/2
-			mx := (x1 + x2) / 2
-			fmt.Fprintf(&b, `<path class="edge" d="M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f" marker-end="url(#arrow)"/>`, x1, y1, mx, y1, mx, y2, x2, y2)
-		}
-	}
-	for i, n := range nodes {
-		x, y := pos[i][0], pos[i][1]
-		open, closeTag := "", ""
-		if n.Link != "" {
-			open, closeTag = fmt.Sprintf(`<a href="%s" tabindex="-1">`, html.EscapeString(n.Link)), `</a>`
-		}
-		fmt.Fprintf(&b, `%s<g class="node st-%s" data-step="%s"><title>%s: %s</title><rect x="%.1f" y="%.1f" width="%.0f" height="%.0f" rx="6"/>`+
-			`<text class="name" x="%.1f" y="%.1f">%s</text><text class="sub" x="%.1f" y="%.1f">%s</text></g>%s`,
-			open, html.EscapeString(n.State), html.EscapeString(n.Name), html.EscapeString(n.Name), html.EscapeString(n.Sub),
-			x, y, boxW, boxH, x+10, y+18, html.EscapeString(clip(n.Label, 22)), x+10, y+35, html.EscapeString(clip(n.Sub, 26)), closeTag)
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // every text in it is escaped above
+	return fmt.Sprintf("%s %ss", thousands(n), thing)
 }
 
 // bar is one attempt of a step on the timeline.

@@ -37,7 +37,8 @@ func TestSignalStepPanel(t *testing.T) {
 		require.Positive(t, i)
 		return body, body[i : i+strings.Index(body[i:], "</article>")]
 	}
-	_, p := panel(en.awaiting)
+	body, p := panel(en.awaiting)
+	contains(t, body, "waiting for approved")
 	contains(t, p, "<dt>waits for</dt><dd>the signal <b>approved</b></dd>", "<dt>deadline</dt><dd>none: it waits until the signal comes</dd>")
 	require.NotContains(t, p, "attempts")
 	require.NotContains(t, p, "run at")
