@@ -38,7 +38,8 @@ func TestSignalStepPanel(t *testing.T) {
 		return body, body[i : i+strings.Index(body[i:], "</article>")]
 	}
 	body, p := panel(en.awaiting)
-	contains(t, body, "waiting for approved")
+	// Its node says what it waits for, and the timeline draws its wait.
+	contains(t, body, "waiting for approved", "approved wait for its signal: waiting", "<td class=\"num\">wait</td>")
 	contains(t, p, "<dt>waits for</dt><dd>the signal <b>approved</b></dd>", "<dt>deadline</dt><dd>none: it waits until the signal comes</dd>")
 	require.NotContains(t, p, "attempts")
 	require.NotContains(t, p, "run at")
