@@ -17,13 +17,27 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// ganttRows bounds the rows of the timeline.
-const ganttRows = 300
+// The step list of a big task is collapsed: beyond collapseOver steps it
+// shows the first summaryFirst and up to summaryUrgent failed, expired or
+// running ones, with links to page through every step (stepPage a page)
+// or filter them. The audit trail shows its latest auditShown entries, and
+// the timeline its first ganttRows rows.
+const (
+	collapseOver  = 40
+	summaryFirst  = 20
+	summaryUrgent = 30
+	stepPage      = 50
+	auditShown    = 100
+	ganttRows     = 300
+)
 
 type taskData struct {
-	Task  *weft.Task
-	Audit []weft.AuditEntry
-	DAG   template.HTML
+	Task *weft.Task
+	// Audit is the part of the audit trail shown, AuditTotal the entries
+	// it was taken from (those of the filtered steps, or all).
+	Audit      []weft.AuditEntry
+	AuditTotal int
+	DAG        template.HTML
 	// Nodes are the graph's nodes, as its table; Groups are its groups,
 	// with the links that expand or fold them.
 	Nodes  []nodeRow
@@ -36,6 +50,7 @@ type taskData struct {
 	GanttGroups bool
 	// Waiting lists the signals the task's steps wait for.
 	Waiting []string
+	Steps   stepList
 }
 
 // nodeRow is one node of the graph as a table.
@@ -58,24 +73,73 @@ type groupLink struct {
 	Expanded    bool
 }
 
-// taskView is what a task's page was asked for: which groups of the graph
-// are expanded.
-type taskView struct {
-	id     int64
-	expand []string
+// stepList is the part of the task's steps the page lists, and how to
+// reach the others.
+type stepList struct {
+	Shown []weft.TaskStep
+	// Total is the task's steps, Matching those the filter selects.
+	Total, Matching int
+	// Filter: a state, and text the name contains.
+	State, Name string
+	// Expand are the graph's expanded groups, kept by the filter's form.
+	Expand []string
+	// Summary: the list is collapsed (no filter, no page): the first
+	// First steps and the urgent ones; Urgent counts those shown past
+	// the first.
+	Summary bool
+	First   int
+	Urgent  int
+	// Page of Pages (1-based), with the links around it.
+	Page, Pages       int
+	Prev, Next, Clear string
+	All               string
+	// States are the task's steps by state (every state, perhaps none),
+	// each with its filter link.
+	States []stateLink
 }
 
-// url is the page with this view, then fragment ("#dag").
+type stateLink struct {
+	State  state.Step
+	N      int
+	Link   string
+	Active bool
+}
+
+// taskView is what a task's page was asked for: which groups of the graph
+// are expanded and which steps the list shows.
+type taskView struct {
+	id          int64
+	expand      []string
+	state, step string
+	page        int
+}
+
+// url is the page with this view, then fragment ("#steps").
 func (v taskView) url(fragment string) string {
 	q := url.Values{}
 	for _, e := range v.expand {
 		q.Add("expand", e)
+	}
+	if v.state != "" {
+		q.Set("state", v.state)
+	}
+	if v.step != "" {
+		q.Set("step", v.step)
+	}
+	if v.page > 0 {
+		q.Set("page", strconv.Itoa(v.page))
 	}
 	u := "/tasks/" + strconv.FormatInt(v.id, 10)
 	if enc := q.Encode(); enc != "" {
 		u += "?" + enc
 	}
 	return u + fragment
+}
+
+// filtered is the view with another step filter, on its first page.
+func (v taskView) filtered(st, name string) taskView {
+	v.state, v.step, v.page = st, name, 0
+	return v
 }
 
 func (v taskView) expanding(key string, on bool) taskView {
@@ -91,10 +155,19 @@ func parseTaskView(r *http.Request) (taskView, error) {
 	if err != nil || id < 1 {
 		return taskView{}, badInput("%q is not a task id", r.PathValue("id"))
 	}
-	v := taskView{id: id}
-	for _, e := range r.URL.Query()["expand"] {
+	q := r.URL.Query()
+	v := taskView{id: id, state: q.Get("state"), step: strings.TrimSpace(q.Get("step"))}
+	for _, e := range q["expand"] {
 		if e != "" && !slices.Contains(v.expand, e) {
 			v.expand = append(v.expand, e)
+		}
+	}
+	if v.state != "" && !state.Step(v.state).Valid() {
+		return v, badInput("state: %q is not a step state", v.state)
+	}
+	if p := q.Get("page"); p != "" {
+		if v.page, err = strconv.Atoi(p); err != nil || v.page < 1 {
+			return v, badInput("page: %q is not a page number", p)
 		}
 	}
 	return v, nil
@@ -113,8 +186,20 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	data := taskData{Task: t, Audit: audit}
-	stepLink := func(s *weft.TaskStep) string { return "#step-" + strconv.FormatInt(s.ID, 10) }
+	data := taskData{Task: t, Steps: listSteps(t.Steps, v)}
+	shown := make(map[int64]bool, len(data.Steps.Shown))
+	for _, s := range data.Steps.Shown {
+		shown[s.ID] = true
+	}
+	// A step's details are on this page, or on the list filtered by its
+	// name.
+	stepLink := func(s *weft.TaskStep) string {
+		frag := "#step-" + strconv.FormatInt(s.ID, 10)
+		if shown[s.ID] {
+			return frag
+		}
+		return v.filtered("", s.Name).url(frag)
+	}
 	for _, s := range t.Steps {
 		if s.Kind == store.KindSignal && s.State == state.StepWaiting && s.Signal != "" && !slices.Contains(data.Waiting, s.Signal) {
 			data.Waiting = append(data.Waiting, s.Signal)
@@ -157,6 +242,9 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 		label := base + " ×" + thousands(len(g.Steps))
 		title := fmt.Sprintf("%s … %s: %s %s: %s.", s.Name, t.Steps[g.Steps[len(g.Steps)-1]].Name, thousands(len(g.Steps)), what, countsText(counts))
 		var link, list string
+		if g.Prefix != "" {
+			list = v.filtered("", g.Prefix).url("#steps")
+		}
 		if g.Rest {
 			label = fmt.Sprintf("%s +%s more", base, thousands(len(g.Steps)))
 			title = fmt.Sprintf("%s more %s (only the first %d are drawn one by one): %s.", thousands(len(g.Steps)), what, expandShown, countsText(counts))
@@ -238,6 +326,13 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 	}
 	data.Gantt = ganttSVG(rows, t.CreatedAt, end, fmt.Sprintf("Timeline of the %s of task %d's steps, from its creation over %s, a row per node of the graph. The timeline as a table, below, lists them.",
 		plural(nAttempts, "attempt"), t.ID, short(end.Sub(t.CreatedAt))))
+
+	// The audit trail: the filtered steps' entries, the latest of them.
+	if v.step != "" {
+		audit = slices.DeleteFunc(audit, func(e weft.AuditEntry) bool { return !containsFold(e.Step, v.step) })
+	}
+	data.AuditTotal = len(audit)
+	data.Audit = audit[max(0, len(audit)-auditShown):]
 	return fmt.Sprintf("Task %d", t.ID), data, nil
 }
 
@@ -267,6 +362,10 @@ func drawnAs(steps, nodes int) string {
 	return fmt.Sprintf("drawn as %s, similar steps grouped", plural(nodes, "node"))
 }
 
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
@@ -279,6 +378,62 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// listSteps picks the steps the list shows: every one of a small task;
+// of a big one with no filter, the first summaryFirst and the failed,
+// expired or running ones; else a page of those the filter selects.
+func listSteps(steps []weft.TaskStep, v taskView) stepList {
+	l := stepList{Total: len(steps), First: summaryFirst, State: v.state, Name: v.step, Expand: v.expand, Page: v.page}
+	n := map[state.Step]int{}
+	for _, s := range steps {
+		n[s.State]++
+	}
+	for _, st := range state.Steps {
+		l.States = append(l.States, stateLink{State: st, N: n[st], Link: v.filtered(string(st), v.step).url("#steps"), Active: string(st) == v.state})
+	}
+	if v.state != "" || v.step != "" {
+		l.Clear = v.filtered("", "").url("#steps")
+	}
+	if len(steps) <= collapseOver && v.state == "" && v.step == "" {
+		l.Shown, l.Matching = steps, len(steps)
+		return l
+	}
+	if v.state == "" && v.step == "" && v.page == 0 {
+		l.Summary, l.Matching = true, len(steps)
+		l.Shown = slices.Clone(steps[:summaryFirst])
+		for _, s := range steps[summaryFirst:] {
+			if l.Urgent < summaryUrgent && (s.State == state.StepFailed || s.State == state.StepExpired || s.State == state.StepRunning) {
+				l.Shown = append(l.Shown, s)
+				l.Urgent++
+			}
+		}
+		pv := v
+		pv.page = 1
+		l.All = pv.url("#steps")
+		return l
+	}
+	var match []weft.TaskStep
+	for _, s := range steps {
+		if (v.state == "" || string(s.State) == v.state) && (v.step == "" || containsFold(s.Name, v.step)) {
+			match = append(match, s)
+		}
+	}
+	l.Matching = len(match)
+	l.Pages = max(1, (len(match)+stepPage-1)/stepPage)
+	l.Page = min(max(v.page, 1), l.Pages)
+	l.Shown = match[(l.Page-1)*stepPage : min(len(match), l.Page*stepPage)]
+	if l.Page > 1 {
+		pv := v
+		pv.page = l.Page - 1
+		l.Prev = pv.url("#steps")
+	}
+	if l.Page < l.Pages {
+		pv := v
+		pv.page = l.Page + 1
+		l.Next = pv.url("#steps")
+	}
+	return l
 }
 
 func stepStates(steps []weft.TaskStep) []state.Step {
@@ -455,5 +610,8 @@ func init() {
 		return false
 	}
 	funcs["retryable"] = func(s state.Step) bool { return s == state.StepFailed || s == state.StepExpired }
+	funcs["batchOf"] = batchOf
+	funcs["thousands"] = thousands
+	funcs["stepPage"] = func() int { return stepPage }
 	funcs["hasJSON"] = func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 }
