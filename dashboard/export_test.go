@@ -54,3 +54,11 @@ func GraphOf(steps []weft.TaskStep, expand ...string) (nodes, edges []string) {
 	}
 	return nodes, edges
 }
+
+// Layout places n nodes joined by edges (from, to) as the graphs do: each
+// node's top left corner, and the bends of each edge that crosses
+// columns.
+func Layout(n int, edges [][2]int) (pos [][2]float64, bends [][][2]float64) {
+	pos, bends, _, _ = layout(n, edges)
+	return pos, bends
+}

@@ -357,17 +357,22 @@ func groupState(counts []stateCount) string {
 // Box sizes of the DAG drawing.
 const colW, rowH, boxW, boxH, pad = 190.0, 64.0, 160.0, 44.0, 14.0
 
+// maxBends bounds the bends that edges crossing columns take (see
+// layout); past it they are drawn straight.
+const maxBends = 5000
+
 // layout places the nodes by dependency depth: a column per depth (the
 // longest path from a node without dependencies), each column ordered by
 // where its nodes' dependencies are (their mean row, definition order
-// breaking ties) and centred on the tallest. It returns each node's top
-// left corner and the drawing's size.
-func layout(n int, edges [][2]int) ([][2]float64, float64, float64) {
-	preds := make([][]int, n)
+// breaking ties) and centred on the tallest. An edge that crosses columns
+// takes a row in each column it crosses, a bend, so that it passes beside
+// the nodes there rather than behind them. It returns each node's top
+// left corner, each edge's bends (the top left corner of a box's place)
+// and the drawing's size.
+func layout(n int, edges [][2]int) (pos [][2]float64, bends [][][2]float64, w, h float64) {
 	succs := make([][]int, n)
 	indeg := make([]int, n)
 	for _, e := range edges {
-		preds[e[1]] = append(preds[e[1]], e[0])
 		succs[e[0]] = append(succs[e[0]], e[1])
 		indeg[e[1]]++
 	}
@@ -387,19 +392,38 @@ func layout(n int, edges [][2]int) ([][2]float64, float64, float64) {
 			}
 		}
 	}
+	// The places: the nodes, then the bends of each edge, each with the
+	// place before it on its edges.
+	total := n
+	for _, e := range edges {
+		total += max(depth[e[1]]-depth[e[0]]-1, 0)
+	}
+	straight := total-n > maxBends
+	preds := make([][]int, n, total)
+	chains := make([][]int, len(edges))
+	for k, e := range edges {
+		prev := e[0]
+		for d := depth[e[0]] + 1; !straight && d < depth[e[1]]; d++ {
+			depth = append(depth, d)
+			preds = append(preds, []int{prev})
+			prev = len(preds) - 1
+			chains[k] = append(chains[k], prev)
+		}
+		preds[e[1]] = append(preds[e[1]], prev)
+	}
 	maxDepth := 0
 	for _, d := range depth {
 		maxDepth = max(maxDepth, d)
 	}
 	cols := make([][]int, maxDepth+1)
-	for i := range n {
+	for i := range preds {
 		cols[depth[i]] = append(cols[depth[i]], i)
 	}
-	row := make([]float64, n)
 	maxRows := 0
 	for _, col := range cols {
 		maxRows = max(maxRows, len(col))
 	}
+	row := make([]float64, len(preds))
 	for d, col := range cols {
 		if d > 0 {
 			bary := make(map[int]float64, len(col))
@@ -419,15 +443,22 @@ func layout(n int, edges [][2]int) ([][2]float64, float64, float64) {
 			row[i] = off + float64(r)
 		}
 	}
-	pos := make([][2]float64, n)
+	at := func(i int) [2]float64 { return [2]float64{pad + float64(depth[i])*colW, pad + row[i]*rowH} }
+	pos = make([][2]float64, n)
 	for i := range n {
-		pos[i] = [2]float64{pad + float64(depth[i])*colW, pad + row[i]*rowH}
+		pos[i] = at(i)
 	}
-	w, h := pad*2+float64(maxDepth)*colW+boxW, pad*2+float64(max(maxRows, 1)-1)*rowH+boxH
+	bends = make([][][2]float64, len(edges))
+	for k, chain := range chains {
+		for _, i := range chain {
+			bends[k] = append(bends[k], at(i))
+		}
+	}
+	w, h = pad*2+float64(maxDepth)*colW+boxW, pad*2+float64(max(maxRows, 1)-1)*rowH+boxH
 	if n == 0 {
 		w, h = 200, 40
 	}
-	return pos, w, h
+	return pos, bends, w, h
 }
 
 // dagSVG draws a graph: nodes, and edges between their indexes from a
@@ -438,7 +469,7 @@ func layout(n int, edges [][2]int) ([][2]float64, float64, float64) {
 // without links it is an image. A group node is drawn as a stack, with a
 // bar of its steps' states.
 func dagSVG(nodes []node, edges [][2]int, label string) template.HTML {
-	pos, w, h := layout(len(nodes), edges)
+	pos, bends, w, h := layout(len(nodes), edges)
 	var b strings.Builder
 	role := "img"
 	for _, n := range nodes {
@@ -449,11 +480,22 @@ func dagSVG(nodes []node, edges [][2]int, label string) template.HTML {
 	fmt.Fprintf(&b, `<svg class="dag" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="%s" aria-label="%s" xmlns="http://www.w3.org/2000/svg">`,
 		w, h, w, h, role, html.EscapeString(label))
 	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>`)
-	for _, e := range edges {
+	for k, e := range edges {
+		// From the dependency's right side through each bend (straight
+		// across its box's place) to the dependent's left side.
 		x1, y1 := pos[e[0]][0]+boxW, pos[e[0]][1]+boxH/2
-		x2, y2 := pos[e[1]][0], pos[e[1]][1]+boxH/2
-		mx := (x1 + x2) / 2
-		fmt.Fprintf(&b, `<path class="edge" d="M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f" marker-end="url(#arrow)"/>`, x1, y1, mx, y1, mx, y2, x2, y2)
+		curve := func(x2, y2 float64) {
+			mx := (x1 + x2) / 2
+			fmt.Fprintf(&b, ` C%.1f,%.1f %.1f,%.1f %.1f,%.1f`, mx, y1, mx, y2, x2, y2)
+		}
+		fmt.Fprintf(&b, `<path class="edge" d="M%.1f,%.1f`, x1, y1)
+		for _, p := range bends[k] {
+			curve(p[0], p[1]+boxH/2)
+			x1, y1 = p[0]+boxW, p[1]+boxH/2
+			fmt.Fprintf(&b, ` L%.1f,%.1f`, x1, y1)
+		}
+		curve(pos[e[1]][0], pos[e[1]][1]+boxH/2)
+		b.WriteString(`" marker-end="url(#arrow)"/>`)
 	}
 	for i, n := range nodes {
 		x, y := pos[i][0], pos[i][1]

@@ -157,3 +157,17 @@ func TestGroupGraphManySmallFanOuts(t *testing.T) {
 	require.Len(t, edges, 80+80)
 	require.Contains(t, edges, "hub80 → hub80-*")
 }
+
+// TestLayoutBendsAroundNodes: a→b→c with a→c: the edge a→c crosses b's
+// column in a row of its own, beside b rather than behind it.
+func TestLayoutBendsAroundNodes(t *testing.T) {
+	t.Parallel()
+	pos, bends := dashboard.Layout(3, [][2]int{{0, 1}, {1, 2}, {0, 2}})
+	require.Less(t, pos[0][0], pos[1][0])
+	require.Less(t, pos[1][0], pos[2][0])
+	require.Empty(t, bends[0])
+	require.Empty(t, bends[1])
+	require.Len(t, bends[2], 1)
+	require.Equal(t, pos[1][0], bends[2][0][0], "the bend is in b's column")
+	require.NotEqual(t, pos[1][1], bends[2][0][1], "in another row")
+}
