@@ -177,9 +177,10 @@ func tabWalk(t *testing.T, ctx context.Context) []string {
 // with a key that may do everything (so every form and button is on the
 // page): the overview with its charts drawn, the task list, a task in each
 // state that matters (failed, running, waiting for a signal, a 50-leaf
-// fan-out, a 50-item batch), the workflows, workers, attention, schedules
-// and namespaces pages, the sign-in page and the error pages. Every page
-// of the registry must be among them.
+// fan-out, a 50-item batch, each grouped and drawn one by one, a task of
+// 1,000 steps, a filtered and a paged step list), the workflows, workers,
+// attention, schedules and namespaces pages, the sign-in page and the
+// error pages. Every page of the registry must be among them.
 func TestAccessibility(t *testing.T) {
 	t.Parallel()
 	src := axeSource(t)
@@ -200,9 +201,14 @@ func TestAccessibility(t *testing.T) {
 		{"task, waiting for a signal", fmt.Sprintf("/tasks/%d", en.awaiting), "#signal-form"},
 		{"task, 50-leaf fan-out", fmt.Sprintf("/tasks/%d", fx.fanout), "svg.dag"},
 		{"task, 50-item batch", fmt.Sprintf("/tasks/%d", fx.batch), "svg.dag"},
+		{"task, 50-item batch drawn one by one", fmt.Sprintf("/tasks/%d?expand=split%%5B%%2A%%5D", fx.batch), "svg.dag"},
+		{"task, 50-leaf fan-out, steps filtered", fmt.Sprintf("/tasks/%d?state=completed&step=leaf-1", fx.fanout), "#step-filter"},
+		{"task, 50-leaf fan-out, second page of steps", fmt.Sprintf("/tasks/%d?page=2", fx.fanout), "#s-prev"},
+		{"task, 1,000 steps, 3 failed", fmt.Sprintf("/tasks/%d", fx.big), "svg.dag"},
 		{"workflows", "/workflows", "#workflow-table"},
 		{"workflow", "/workflows/shop/checkout", "svg.dag"},
 		{"workflow, 50-leaf fan-out", "/workflows/a11y/fanout", "svg.dag"},
+		{"workflow, 50-leaf fan-out drawn one by one", "/workflows/a11y/fanout?expand=leaf-%2A", "svg.dag"},
 		{"workers", "/workers", "main h1"},
 		{"attention", "/attention", "main h1"},
 		{"schedules", "/schedules", "main h1"},
@@ -252,11 +258,12 @@ func TestAccessibility(t *testing.T) {
 }
 
 type fixture struct {
-	fanout, batch int64
+	fanout, batch, big int64
 }
 
 // a11yFixture adds what the pages should show at their fullest: a 50-leaf
-// fan-out and a 50-item batch, an open circuit breaker, a schedule, a
+// fan-out, a 50-item batch, a task of 1,000 steps (a batch of 997 items,
+// three of which fail), an open circuit breaker, a schedule, a
 // paused namespace and one with limits.
 func a11yFixture(t *testing.T, en *env) fixture {
 	t.Helper()
@@ -295,6 +302,7 @@ func a11yFixture(t *testing.T, en *env) fixture {
 		en.waitTask(id, func(t *weft.Task) bool { return t.State == state.TaskCompleted })
 	}
 	en.waitTask(tripped, func(t *weft.Task) bool { return t.State == state.TaskFailed })
+	fx.big = submitBatch(t, en, 997, 120, 480, 811)
 	_, err = en.e.Pause(ctx, "ops", op)
 	require.NoError(t, err)
 	return fx

@@ -137,3 +137,34 @@ func fillForBench(b *testing.B, s store.Store) (string, int64) {
 	b.Cleanup(func() { srv.Close(); hs.Close() })
 	return hs.URL, benchTasks / 3
 }
+
+// BenchmarkTaskPage measures a task's page for a batch of 50, 1,000 and
+// 10,000 items, and reports its size (bytes/page):
+//
+//	go test -run '^$' -bench BenchmarkTaskPage -benchtime 5x ./dashboard/
+func BenchmarkTaskPage(b *testing.B) {
+	for _, n := range []int{50, 1000, 10_000} {
+		b.Run(fmt.Sprintf("steps=%d", n+3), func(b *testing.B) {
+			en := newEnv(b, stores["sqlite"](b), server.Options{DisableAuth: true})
+			id := submitBatch(b, en, n, 7)
+			for _, q := range []string{"", "?fragment=1"} {
+				b.Run("page"+q, func(b *testing.B) {
+					size := 0
+					for b.Loop() {
+						res, err := http.Get(fmt.Sprintf("%s/tasks/%d%s", en.url, id, q))
+						if err != nil {
+							b.Fatal(err)
+						}
+						body, _ := io.ReadAll(res.Body)
+						res.Body.Close()
+						if res.StatusCode != http.StatusOK {
+							b.Fatalf("%s", res.Status)
+						}
+						size = len(body)
+					}
+					b.ReportMetric(float64(size), "bytes/page")
+				})
+			}
+		})
+	}
+}

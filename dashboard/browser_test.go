@@ -289,7 +289,55 @@ func TestScreenshots(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, en.e.Register(bg, workflow.New("shop", "nightly", "1").Step("report", "shop.ok").
 		Schedule("every-night", "30 2 * * *", workflow.InTimeZone("Europe/Paris"))))
+	// Big tasks: a fan-out of 50 between two steps, a batch of 50 items of
+	// which two fail, and a task of 1,000 steps: a batch of 955 items (three
+	// fail) beside a fan-out of 40 checks, joined at the end.
+	fan := workflow.New("media", "thumbnails", "1").Step("fetch", "shop.ok")
+	for i := range 50 {
+		fan.Step(fmt.Sprintf("resize-%02d", i+1), "shop.ok", workflow.DependsOn("fetch"))
+	}
+	fan.Step("publish", "shop.ok", workflow.DependsOn(func() []string {
+		var deps []string
+		for i := range 50 {
+			deps = append(deps, fmt.Sprintf("resize-%02d", i+1))
+		}
+		return deps
+	}()...))
+	require.NoError(t, en.e.Register(bg, fan))
+	fanout := en.submit("media/thumbnails", map[string]any{}, "")
+	en.waitTask(fanout, func(t *weft.Task) bool { return t.State == state.TaskCompleted })
+	batch := submitBatch(t, en, 50, 7, 31)
+	nightly := workflow.New("etl", "nightly", "1").Template("enrich", "big.enrich").
+		Step("ingest", "shop.ok").
+		Step("split", "big.split", workflow.AsBatch("enrich"), workflow.DependsOn("ingest")).
+		Step("merge", "shop.ok", workflow.DependsOn("split"))
+	var checks []string
+	for i := range 40 {
+		checks = append(checks, fmt.Sprintf("check-%02d", i+1))
+		nightly.Step(checks[i], "shop.ok", workflow.DependsOn("ingest"))
+	}
+	nightly.Step("report", "shop.ok", workflow.DependsOn(checks...)).
+		Step("publish", "shop.ok", workflow.DependsOn("merge", "report"))
+	require.NoError(t, en.e.Register(bg, nightly))
+	big := en.submit("etl/nightly", map[string]any{"n": 955, "fail": []int{120, 480, 811}}, "")
+	en.waitTask(big, func(t *weft.Task) bool { return t.State.Terminal() && len(t.Steps) == 1000 })
+
 	signInAs(t, ctx, en, en.admin, "/")
+	// The top of a big task's page: its graph, its timeline and the head
+	// of its step list.
+	for _, s := range []struct {
+		name string
+		id   int64
+	}{{"fanout", fanout}, {"batch", batch}, {"1000-steps", big}} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/tasks/%d", en.url, s.id)), chromedp.WaitVisible(chromedp.CSS("svg.dag"))))
+		top, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSS("header.top")))
+		require.NoError(t, err)
+		bottom, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.ID("steps-shown")))
+		require.NoError(t, err)
+		png, err := chromedp.Run(ctx, chromedp.ScreenshotNodes(append(top, bottom...), 1))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-task-"+s.name+".png"), png, 0o644))
+	}
 	shots := []struct{ name, path, wait string }{
 		{"overview", "/", "svg.chart"},
 		{"tasks", "/tasks", "#task-table"},

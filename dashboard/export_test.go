@@ -1,6 +1,11 @@
 package dashboard
 
-import "github.com/weftrun/weft/server"
+import (
+	"fmt"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/server"
+)
 
 // PagePatterns lists the ServeMux patterns of the dashboard's pages.
 func PagePatterns() []string {
@@ -22,4 +27,38 @@ func Pages(srv *server.Server) []Page {
 		out = append(out, p.Page)
 	}
 	return out
+}
+
+// GraphOf groups a task's steps as its page draws them, with the groups
+// named in expand drawn one by one: each node as its key ("split") or,
+// for a group, "key ×N" ("key +N" for what an expanded group leaves
+// grouped), and each edge as "from → to".
+func GraphOf(steps []weft.TaskStep, expand ...string) (nodes, edges []string) {
+	expanded := map[string]bool{}
+	for _, e := range expand {
+		expanded[e] = true
+	}
+	gs, es, _ := drawnGraph(taskVertices(steps), expanded)
+	for _, g := range gs {
+		switch {
+		case g.Rest:
+			nodes = append(nodes, fmt.Sprintf("%s +%d", g.Key, len(g.Steps)))
+		case g.Group:
+			nodes = append(nodes, fmt.Sprintf("%s ×%d", g.Key, len(g.Steps)))
+		default:
+			nodes = append(nodes, g.Key)
+		}
+	}
+	for _, e := range es {
+		edges = append(edges, gs[e[0]].Key+" → "+gs[e[1]].Key)
+	}
+	return nodes, edges
+}
+
+// Layout places n nodes joined by edges (from, to) as the graphs do: each
+// node's top left corner, and the bends of each edge that crosses
+// columns.
+func Layout(n int, edges [][2]int) (pos [][2]float64, bends [][][2]float64) {
+	pos, bends, _, _ = layout(n, edges)
+	return pos, bends
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 var funcs = template.FuncMap{
@@ -32,29 +33,71 @@ var funcs = template.FuncMap{
 	"dur":      func(d time.Duration) string { return short(d) },
 	"took":     took,
 	"tags":     sortedTags,
-	"json": func(raw json.RawMessage) string {
-		if len(raw) == 0 {
-			return ""
-		}
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
-			return string(raw)
-		}
-		return buf.String()
-	},
-	"pct":   func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
-	"num":   func(f *float64) float64 { return *f },
-	"clip":  clip,
-	"count": func(n, limit int) string { return countText(n, limit) },
-	"join":  strings.Join,
-	// labelled gives a JSON document the name the page announces it by.
+	"json":     jsonText,
+	"shownKB":  func() string { return byteSize(jsonShown) },
+	"pct":      func(f *float64) string { return fmt.Sprintf("%.0f%%", *f*100) },
+	"num":      func(f *float64) float64 { return *f },
+	"clip":     clip,
+	"count":    func(n, limit int) string { return countText(n, limit) },
+	"join":     strings.Join,
+	// labelled gives a JSON document the name the page announces it by;
+	// labelledAt also where the API serves it whole.
 	"labelled": func(label string, raw json.RawMessage) labelledJSON { return labelledJSON{Label: label, Raw: raw} },
+	"labelledAt": func(label string, raw json.RawMessage, whole string) labelledJSON {
+		return labelledJSON{Label: label, Raw: raw, Whole: whole}
+	},
 }
 
-// labelledJSON is a JSON document with its name, for the "json" template.
+// labelledJSON is a JSON document with its name, for the "json" template,
+// and the API's address of it ("": none).
 type labelledJSON struct {
 	Label string
 	Raw   json.RawMessage
+	Whole string
+}
+
+// jsonShown bounds the JSON a page shows of one document (indented): a
+// batch step's result of 10,000 items is 400 KB, which every live refresh
+// would fetch again.
+const jsonShown = 16 << 10
+
+// shownJSON is a JSON document as a page shows it: indented, and its first
+// jsonShown bytes when it is longer (Size says how long it is, indented).
+type shownJSON struct {
+	Text    string
+	Clipped bool
+	Size    string
+}
+
+func jsonText(raw json.RawMessage) shownJSON {
+	if len(raw) == 0 {
+		return shownJSON{}
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		buf.Reset()
+		buf.Write(raw)
+	}
+	out := shownJSON{Text: buf.String()}
+	if len(out.Text) > jsonShown {
+		cut := out.Text[:jsonShown]
+		for len(cut) > 0 && !utf8.ValidString(cut) {
+			cut = cut[:len(cut)-1]
+		}
+		out = shownJSON{Text: cut + "\n…", Clipped: true, Size: byteSize(len(out.Text))}
+	}
+	return out
+}
+
+// byteSize says how big something is: "980 bytes", "380 KB", "2.1 MB".
+func byteSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return plural(n, "byte")
+	case n < 1<<20:
+		return fmt.Sprintf("%d KB", n>>10)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }
 
 // took is how long something that started has run: until it finished, or

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
@@ -53,6 +54,9 @@ type workflowData struct {
 	Def                      *workflow.Workflow
 	DAG                      template.HTML
 	Definition               json.RawMessage
+	// Groups are the graph's groups of similar steps, with the links that
+	// expand or fold them.
+	Groups []groupLink
 }
 
 type versionRow struct {
@@ -94,15 +98,37 @@ func (d *Dashboard) workflow(r *http.Request) (string, any, error) {
 		return "", nil, err
 	}
 	data.Def = def
-	nodes := make([]node, len(def.Steps))
+	vs := make([]vertex, len(def.Steps))
 	for i, s := range def.Steps {
+		vs[i] = vertex{Name: s.Name, Kind: string(s.Type), Does: s.Handler + "\x00" + s.Worker, Deps: s.DependsOn}
+	}
+	expanded := map[string]bool{}
+	for _, e := range r.URL.Query()["expand"] {
+		expanded[e] = true
+	}
+	groups, edges, opened := drawnGraph(vs, expanded)
+	nodes := make([]node, len(groups))
+	for n, g := range groups {
+		s := def.Steps[g.Steps[0]]
 		sub := s.Handler
 		if s.Type != "" {
 			sub = string(s.Type) + " · " + sub
 		}
-		nodes[i] = node{Name: s.Name, Label: s.Name, Sub: sub, State: "definition", Deps: s.DependsOn}
+		if !g.Group {
+			nodes[n] = node{Key: s.Name, Label: s.Name, Sub: sub, State: "definition"}
+			continue
+		}
+		label := fmt.Sprintf("%s ×%s", g.Key, thousands(len(g.Steps)))
+		nodes[n] = node{Key: g.Key, Label: label, Sub: sub, State: "definition", Counts: []stateCount{},
+			Title: fmt.Sprintf("%s … %s: %s steps running %s", s.Name, def.Steps[g.Steps[len(g.Steps)-1]].Name, thousands(len(g.Steps)), s.Handler)}
+		if !g.Rest {
+			data.Groups = append(data.Groups, groupLink{Label: label, Link: "?" + url.Values{"version": {data.Version}, "expand": {g.Key}}.Encode() + "#dag"})
+		}
 	}
-	data.DAG = dagSVG(nodes, fmt.Sprintf("Graph of the %s of %s/%s@%s by dependency, a column per depth. The table of steps, below, lists them with their dependencies.",
-		plural(len(nodes), "step"), ns, name, data.Version))
+	for _, e := range opened {
+		data.Groups = append(data.Groups, groupLink{Label: e, Link: "?" + url.Values{"version": {data.Version}}.Encode() + "#dag", Expanded: true})
+	}
+	data.DAG = dagSVG(nodes, edges, fmt.Sprintf("Graph of the %s of %s/%s@%s by dependency, a column per depth, %s. The table of steps, below, lists them with their dependencies.",
+		plural(len(def.Steps), "step"), ns, name, data.Version, drawnAs(len(def.Steps), len(nodes))))
 	return ns + "/" + name, data, nil
 }
