@@ -259,7 +259,7 @@ export interface paths {
         };
         /**
          * Stream lifecycle events (Server-Sent Events)
-         * @description Every state transition of the tasks and steps that match the filters, as text/event-stream: each event has `id` (its cursor in the history), `event` (its type: task.submitted, task.started, task.retried, task.completed, task.failed, task.cancelled, task.expired, step.ready, step.pending, step.claimed, step.completed, step.failed, step.waiting, step.skipped, step.cancelled, step.expired, step.resolved, step.preempted; breaker.opened, breaker.probing, breaker.closed for a step's circuit breaker) and `data` (the Event as JSON). A step's claim (step.claimed, and task.started with a task's first) is sent when its run ends or at its engine's next heartbeat, whichever comes first, with the claim's time. A client that reconnects with Last-Event-ID resumes after that event and misses nothing still retained. Without Last-Event-ID or `after`, the stream starts from now. Idle streams get a comment every 15 s.
+         * @description Every state transition of the tasks and steps that match the filters, as text/event-stream: each event has `id` (its cursor in the history), `event` (its type: task.submitted, task.started, task.retried, task.completed, task.failed, task.cancelled, task.expired, step.ready, step.pending, step.claimed, step.completed, step.failed, step.waiting, step.skipped, step.cancelled, step.expired, step.resolved, step.preempted; breaker.opened, breaker.probing, breaker.closed for a step's circuit breaker) and `data` (the Event as JSON). A step's claim (step.claimed, and task.started with a task's first) is sent when its run ends or at its engine's next heartbeat, whichever comes first, with the claim's time. A client that reconnects with Last-Event-ID resumes after that event and misses nothing still retained. Without Last-Event-ID or `after`, the stream starts from now. Idle streams get a comment every 15 s. An `error` event (data: an ErrorBody) ends the stream: `unavailable` when reading the history failed (reconnect to resume), `unauthenticated` when the stream's credential is no longer accepted (revoked key, ended session, expired token), checked every 2 s.
          */
         get: operations["streamEvents"];
         put?: never;
@@ -1040,7 +1040,7 @@ export interface components {
             checkpoint?: unknown;
             timeout_ms?: number;
             fence: components["schemas"]["Fence"];
-            /** @description W3C traceparent of the task's trace (absent: none); a worker that traces continues it */
+            /** @description W3C traceparent of the step's attempt span in the task's trace (the task's trace alone when the server does not trace; absent: none); a worker that traces makes its spans children of it */
             traceparent?: string;
             /** @description the W3C tracestate of the task's trace, with traceparent; absent: none */
             tracestate?: string;
@@ -1123,6 +1123,7 @@ export interface components {
         };
         Webhook: {
             id: number;
+            /** @description The URL, with the password of its userinfo shown as xxxxx (https://user:xxxxx@host/path): deliveries use the stored URL whole */
             url: string;
             /** @description Only in the answer to the creation */
             secret?: string;
@@ -1134,6 +1135,7 @@ export interface components {
             /** @enum {string} */
             state: "active" | "disabled";
             failures: number;
+            /** @description Why the last delivery failed, the URL's password hidden */
             last_error?: string;
             /**
              * Format: date-time
