@@ -17,14 +17,16 @@ import (
 	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/spans"
 	"github.com/weftrun/weft/store"
-	// This file traces the engine's work with OpenTelemetry, after the
-	// messaging semantic conventions: a submission is a "send" (producer) span,
-	// each attempt of a step a "process" (consumer) span. The traceparent of
-	// the submission is stored with the task, so that every attempt of every
-	// step, on any engine and after any crash, continues the submitter's trace.
-	// With no TracerProvider configured the engine creates no span; a stored
-	// traceparent still reaches handlers through their context.
 )
+
+// This file traces the engine's work with OpenTelemetry, after the
+// messaging semantic conventions: a submission is a "send" (producer) span,
+// each attempt of a step a "process" (consumer) span under its step's span
+// (the task's and steps' spans are package spans' Writer's). The traceparent of
+// the submission is stored with the task, so that every attempt of every
+// step, on any engine and after any crash, continues the submitter's trace.
+// With no TracerProvider configured the engine creates no span; a stored
+// traceparent still reaches handlers through their context.
 
 // traceContext returns the W3C traceparent and tracestate of the span in
 // ctx, "" when ctx carries none.
@@ -41,14 +43,9 @@ func traceContext(ctx context.Context) (parent, state string) {
 // and tracestate; ctx itself when tp is empty or not a valid traceparent.
 // A tracestate that is not valid is dropped, as the standard says.
 func withTraceParent(ctx context.Context, tp, ts string) context.Context {
-	sc, ok := spans.ParseTraceParent(tp)
+	sc, ok := spans.ParseTraceContext(tp, ts)
 	if !ok {
 		return ctx
-	}
-	if ts != "" {
-		if state, err := trace.ParseTraceState(ts); err == nil {
-			sc = sc.WithTraceState(state)
-		}
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
@@ -139,17 +136,11 @@ func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, worke
 // stepSpanContext is the span context of a claimed step's span: the task's
 // trace, the step's span id.
 func stepSpanContext(c *store.ClaimedStep) (trace.SpanContext, bool) {
-	sc, ok := spans.ParseTraceParent(c.TraceParent)
+	sc, ok := spans.ParseTraceContext(c.TraceParent, c.TraceState)
 	if !ok {
 		return sc, false
 	}
-	cfg := trace.SpanContextConfig{TraceID: sc.TraceID(), SpanID: spans.StepID(sc.TraceID(), c.ID), TraceFlags: sc.TraceFlags(), Remote: true}
-	if c.TraceState != "" {
-		if st, err := trace.ParseTraceState(c.TraceState); err == nil {
-			cfg.TraceState = st
-		}
-	}
-	return trace.NewSpanContext(cfg), true
+	return sc.WithSpanID(spans.StepID(sc.TraceID(), c.ID)), true
 }
 
 // attemptTraceParent is the traceparent a remote worker gets with a claimed

@@ -128,3 +128,16 @@ func ParseTraceParent(tp string) (trace.SpanContext, bool) {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true})
 	return sc, sc.IsValid()
 }
+
+// ParseTraceContext reads a stored trace context: ParseTraceParent's, with
+// the tracestate ts when it is valid (one that is not is dropped, as the
+// standard says).
+func ParseTraceContext(tp, ts string) (trace.SpanContext, bool) {
+	sc, ok := ParseTraceParent(tp)
+	if ok && ts != "" {
+		if st, err := trace.ParseTraceState(ts); err == nil {
+			sc = sc.WithTraceState(st)
+		}
+	}
+	return sc, ok
+}

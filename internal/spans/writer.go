@@ -256,17 +256,12 @@ func ended(span trace.Span, st, msg string, at time.Time) {
 // traceOf reads a stored traceparent: its trace id, and the span the
 // task's span goes under (none when weft started the trace, Synthetic).
 func traceOf(tp, ts string) (trace.TraceID, trace.SpanContext, bool) {
-	sc, ok := ParseTraceParent(tp)
-	if !ok {
+	sc, ok := ParseTraceContext(tp, ts)
+	switch {
+	case !ok:
 		return trace.TraceID{}, trace.SpanContext{}, false
-	}
-	if sc.SpanID() == Synthetic(sc.TraceID()) {
+	case sc.SpanID() == Synthetic(sc.TraceID()):
 		return sc.TraceID(), trace.SpanContext{}, true
-	}
-	if ts != "" {
-		if st, err := trace.ParseTraceState(ts); err == nil {
-			sc = sc.WithTraceState(st)
-		}
 	}
 	return sc.TraceID(), sc, true
 }
