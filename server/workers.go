@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -10,11 +11,16 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // The remote-worker protocol is a transport: each route validates its
 // request, translates it into one call of the engine's Workers and writes
 // the answer. The lifecycle of the steps behind it is the engine's.
+
+// maxNameLen bounds a worker's, a handler's and a namespace's name in a
+// request.
+const maxNameLen = 128
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
 
@@ -25,15 +31,15 @@ func checkNames(field string, names []string, required bool) error {
 	if len(names) > 256 {
 		return fieldError(field, "must list at most 256 names")
 	}
-	seen := map[string]bool{}
 	for i, n := range names {
-		if !namePattern.MatchString(n) {
-			return fieldError(fmt.Sprintf("%s[%d]", field, i), "%q is not a valid name (letters, digits, '_', '.', '-')", n)
+		if len(n) > maxNameLen {
+			return fieldError(fmt.Sprintf("%s[%d]", field, i), "%q is not a valid name (letters, digits, '_', '.', '-'; at most %d)", n, maxNameLen)
 		}
-		if seen[n] {
-			return fieldError(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", n)
-		}
-		seen[n] = true
+	}
+	if err := workflow.CheckNames(names); err != nil {
+		var ne *workflow.NameError
+		errors.As(err, &ne)
+		return fieldError(fmt.Sprintf("%s[%d]", field, ne.Index), "%v", err)
 	}
 	return nil
 }

@@ -26,6 +26,37 @@ var builtinConfigCheck = map[string]func(json.RawMessage) error{
 // with a letter or digit.
 func ValidName(s string) bool { return identPattern.MatchString(s) }
 
+// NameError is the name of a list that CheckNames refuses: its index,
+// and why.
+type NameError struct {
+	Index int
+	Name  string
+	Twice bool // listed twice, else not a valid name
+}
+
+func (e *NameError) Error() string {
+	if e.Twice {
+		return fmt.Sprintf("%q is listed twice", e.Name)
+	}
+	return fmt.Sprintf("%q is not a valid name (letters, digits, '_', '.', '-')", e.Name)
+}
+
+// CheckNames checks a list of names (namespaces, handlers): each a
+// ValidName, none twice. It returns the first refused as a *NameError.
+func CheckNames(names []string) error {
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		if !ValidName(n) {
+			return &NameError{Index: i, Name: n}
+		}
+		if seen[n] {
+			return &NameError{Index: i, Name: n, Twice: true}
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
 // ParseRef splits "namespace/name[@version]".
 func ParseRef(ref string) (namespace, name, version string, err error) {
 	rest, version, _ := strings.Cut(ref, "@")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -72,15 +73,14 @@ func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
 		return weft.Config{}, usageErrorf("%s (%s) must be at least twice %s (%s): a lease must outlast a missed heartbeat",
 			c.Describe("lease-ttl"), c.Show("lease-ttl", f.leaseTTL.String()), c.Describe("heartbeat-interval"), c.Show("heartbeat-interval", f.heartbeat.String()))
 	}
-	seen := map[string]bool{}
-	for _, ns := range f.namespaces {
-		if !workflow.ValidName(ns) {
-			return weft.Config{}, usageErrorf("%s: %q is not a namespace (letters, digits, '_', '.', '-')", c.Describe("namespaces"), c.Show("namespaces", ns))
+	if err := workflow.CheckNames(f.namespaces); err != nil {
+		var ne *workflow.NameError
+		errors.As(err, &ne)
+		what := "is not a namespace (letters, digits, '_', '.', '-')"
+		if ne.Twice {
+			what = "is listed twice"
 		}
-		if seen[ns] {
-			return weft.Config{}, usageErrorf("%s: %q is listed twice", c.Describe("namespaces"), c.Show("namespaces", ns))
-		}
-		seen[ns] = true
+		return weft.Config{}, usageErrorf("%s: %q %s", c.Describe("namespaces"), c.Show("namespaces", ne.Name), what)
 	}
 	maxPressure, err := parseMaxPressure(f.maxPressure, c)
 	if err != nil {

@@ -82,15 +82,10 @@ func (c *Config) setDefaults() error {
 	if c.Concurrency < 0 {
 		return fmt.Errorf("config: Concurrency must be positive, got %d", c.Concurrency)
 	}
-	seen := map[string]bool{}
-	for i, ns := range c.Namespaces {
-		if !workflow.ValidName(ns) {
-			return fmt.Errorf("config: Namespaces[%d]: %q is not a namespace (letters, digits, '_', '.', '-')", i, ns)
-		}
-		if seen[ns] {
-			return fmt.Errorf("config: Namespaces[%d]: %q is listed twice", i, ns)
-		}
-		seen[ns] = true
+	if err := workflow.CheckNames(c.Namespaces); err != nil {
+		var ne *workflow.NameError
+		errors.As(err, &ne)
+		return fmt.Errorf("config: Namespaces[%d]: %w", ne.Index, err)
 	}
 	for ns, n := range c.NamespaceCaps {
 		if n <= 0 {
