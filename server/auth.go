@@ -184,7 +184,6 @@ func (a *authenticator) authenticate(r *http.Request) (Principal, *apiError) {
 		refused := errorf(http.StatusUnauthorized, CodeUnauthenticated, "token not accepted")
 		refused.cause = err
 		return Principal{}, refused
-
 	}
 	return p, nil
 }
@@ -215,7 +214,7 @@ func keyPrincipal(k *store.APIKey) Principal {
 }
 
 // session authenticates a browser session's secret: the session must be
-// recorded and unexpired, and its key not revoked.
+// recorded and unexpired, and its key not revoked (one read).
 func (a *authenticator) session(ctx context.Context, secret string) (Principal, *apiError) {
 	refused := errorf(http.StatusUnauthorized, CodeUnauthenticated, "the session has ended: sign in again")
 	if !strings.HasPrefix(secret, sessionPrefix) {
@@ -228,17 +227,10 @@ func (a *authenticator) session(ctx context.Context, secret string) (Principal, 
 	case err != nil:
 		return Principal{}, toAPIError(fmt.Errorf("look up session: %w", err))
 	}
-	k, err := a.store.GetAPIKey(ctx, ses.KeyID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return Principal{}, refused
-	case err != nil:
-		return Principal{}, toAPIError(fmt.Errorf("look up api key: %w", err))
-	}
-	if k.RevokedAt != nil {
+	if ses.Key.RevokedAt != nil {
 		return Principal{}, refused
 	}
-	return keyPrincipal(k), nil
+	return keyPrincipal(ses.Key), nil
 }
 
 // JWTConfig configures bearer tokens: RS256-signed JWTs whose issuer and

@@ -20,4 +20,6 @@ type Session struct {
 	KeyID     string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// Key is the key the session stands for (GetSession).
+	Key *APIKey
 }

@@ -352,8 +352,8 @@ type Credentials interface {
 	// not revoked (else ErrNotFound), and deletes the sessions that have
 	// expired. A session whose id exists is ErrConflict.
 	CreateSession(ctx context.Context, s Session) error
-	// GetSession returns a session by id, or ErrNotFound when there is
-	// none or it has expired.
+	// GetSession returns a session by id with its key, or ErrNotFound when
+	// there is none or it has expired.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// DeleteSession ends a session; an unknown id is a no-op.
 	DeleteSession(ctx context.Context, id string) error

@@ -118,20 +118,19 @@ func (s *admin) CreateSession(ctx context.Context, ses store.Session) error {
 	})
 }
 
-// GetSession returns a session that has not expired.
+// GetSession returns a session that has not expired, with its key, in one
+// read: every request of a signed-in browser makes it.
 func (s *admin) GetSession(ctx context.Context, id string) (*store.Session, error) {
-	var ses store.Session
 	var created, expires int64
-	err := s.ReadRow(ctx, `SELECT id, key_id, created_at, expires_at FROM sessions WHERE id = ? AND expires_at > ?`,
-		id, s.Clock().UnixMicro()).Scan(&ses.ID, &ses.KeyID, &created, &expires)
+	k, err := sqltx.ScanAPIKey(withDest{s.ReadRow(ctx, `SELECT `+sqltx.Qualify("k", sqltx.APIKeyColumns)+`, s.created_at, s.expires_at
+		FROM sessions s JOIN api_keys k ON k.id = s.key_id WHERE s.id = ? AND s.expires_at > ?`, id, s.Clock().UnixMicro()), []any{&created, &expires}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("session: %w", store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
-	ses.CreatedAt, ses.ExpiresAt = time.UnixMicro(created), time.UnixMicro(expires)
-	return &ses, nil
+	return &store.Session{ID: id, KeyID: k.ID, CreatedAt: time.UnixMicro(created), ExpiresAt: time.UnixMicro(expires), Key: &k}, nil
 }
 
 // DeleteSession ends a session.

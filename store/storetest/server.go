@@ -257,6 +257,8 @@ func testSessions(t *testing.T, h *harness) {
 	got, err := h.s.GetSession(h.ctx, "s1")
 	require.NoError(t, err)
 	require.Equal(t, "k1", got.KeyID)
+	require.Equal(t, "ops", got.Key.Name, "with the key it stands for")
+	require.Equal(t, []string{"tasks:read"}, got.Key.Permissions)
 	require.True(t, got.CreatedAt.Equal(now), "created at the store's time")
 	require.True(t, got.ExpiresAt.Equal(ses.ExpiresAt))
 	_, err = h.s.GetSession(h.ctx, "nope")
