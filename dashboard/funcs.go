@@ -9,9 +9,25 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/weftrun/weft/state"
 )
 
 var funcs = template.FuncMap{
+	"resolvable": func(s state.Step) bool {
+		switch s {
+		case state.StepPending, state.StepReady, state.StepWaiting, state.StepFailed, state.StepExpired:
+			return true
+		}
+		return false
+	},
+	"retryable":  func(s state.Step) bool { return s == state.StepFailed || s == state.StepExpired },
+	"batchOf":    batchOf,
+	"thousands":  thousands,
+	"stepPage":   func() int { return stepPage },
+	"hasJSON":    func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
+	"stateClass": stateClass,
+	"sprintf":    fmt.Sprintf,
 	"when": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:

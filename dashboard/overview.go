@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"errors"
-	"fmt"
 	"html/template"
 	"net/http"
 	"sort"
@@ -136,8 +135,3 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 
 // stateClass names a state's colour class.
 func stateClass(s string) string { return "st-" + s }
-
-func init() {
-	funcs["stateClass"] = stateClass
-	funcs["sprintf"] = fmt.Sprintf
-}
