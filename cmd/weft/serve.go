@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/dashboard"
 	"github.com/weftrun/weft/internal/config"
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/weftdb"
 )
@@ -144,10 +144,7 @@ func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 	if f.jwtPublicKey != "" {
 		pem, err := os.ReadFile(f.jwtPublicKey)
 		if err != nil {
-			// The cause only: a PathError quotes the path as it is.
-			if pe, ok := errors.AsType[*fs.PathError](err); ok {
-				err = pe.Err
-			}
+			err = redact.PathCause(err) // the path is named through Show
 			return o, usageErrorf("%s: read %q: %v", c.Describe("jwt-public-key"), c.Show("jwt-public-key", f.jwtPublicKey), err)
 		}
 		j.PublicKeyPEM = pem
@@ -184,11 +181,7 @@ func (f *serveFlags) tlsConfig(c *config.Layers) (*tls.Config, error) {
 	}
 	cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
 	if err != nil {
-		// A file's error names the file as given: only its cause is kept,
-		// the files are named through Show.
-		if pe, ok := errors.AsType[*fs.PathError](err); ok {
-			err = pe.Err
-		}
+		err = redact.PathCause(err) // the files are named through Show
 		return nil, usageErrorf("%s %q, %s %q: %v", c.Describe("tls-cert"), c.Show("tls-cert", f.tlsCert),
 			c.Describe("tls-key"), c.Show("tls-key", f.tlsKey), err)
 	}

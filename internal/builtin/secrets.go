@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"text/template"
 
 	"github.com/weftrun/weft/internal/outcome"
+	"github.com/weftrun/weft/internal/redact"
 )
 
 // This file resolves the secrets a built-in step's config names as
@@ -176,24 +176,16 @@ func EnvSecrets(getenv func(string) string, dir, shownDir string) SecretLookup {
 			return "", fmt.Errorf("not found: no %s%s in the engine's environment and no file %s in %s", SecretEnvPrefix, name, name, shownDir)
 		}
 		if err != nil {
-			return "", fmt.Errorf("open %s in %s: %w", name, shownDir, pathCause(err))
+			return "", fmt.Errorf("open %s in %s: %w", name, shownDir, redact.PathCause(err))
 		}
 		defer f.Close()
 		b, err := io.ReadAll(io.LimitReader(f, 64<<10+1))
 		if err != nil {
-			return "", fmt.Errorf("read %s in %s: %w", name, shownDir, pathCause(err))
+			return "", fmt.Errorf("read %s in %s: %w", name, shownDir, redact.PathCause(err))
 		}
 		if len(b) > 64<<10 {
 			return "", fmt.Errorf("%s in %s is larger than 64 KiB", name, shownDir)
 		}
 		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 	}
-}
-
-// pathCause is the cause of err without the path a *fs.PathError names.
-func pathCause(err error) error {
-	if pe, ok := errors.AsType[*fs.PathError](err); ok {
-		return pe.Err
-	}
-	return err
 }

@@ -6,6 +6,8 @@
 package redact
 
 import (
+	"errors"
+	"io/fs"
 	"net/url"
 	"regexp"
 	"strings"
@@ -142,3 +144,13 @@ type redacted struct {
 
 func (r *redacted) Error() string { return r.msg }
 func (r *redacted) Unwrap() error { return r.err }
+
+// PathCause is err without the path a *fs.PathError names, for an error
+// whose path came from a value that must not be shown (a ${file:...}
+// reference's, say): the caller names the file its own way.
+func PathCause(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
