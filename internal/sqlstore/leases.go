@@ -207,23 +207,37 @@ func (s *maintenance) Lead(ctx context.Context, engineID string, now time.Time, 
 	return true, nil
 }
 
-// Reap returns the steps of lapsed engines to the queue.
+// Reap returns the steps of lapsed engines to the queue, and those still
+// running under engines already declared dead.
+//
+// The second kind exists on PostgreSQL: a claim reads its engine live in
+// its first statement and again in the snapshot of its claim statement,
+// but a reap that commits while that statement runs sees neither the rows
+// it claims (not committed yet) nor stops it, so the claim commits its
+// steps running under an engine just declared dead. That engine drops its
+// in-flight work and registers anew, no heartbeat renews the dead
+// identity, and a reap of lapsed engines only would never look at it
+// again: the steps would stay running forever. SQLite's one writer orders
+// the claim and the reap, so there the second kind finds nothing.
 func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead []string, engineID string) (int, error) {
 	args := []any{staleBefore.UnixMicro()}
-	q := `SELECT id FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
+	q := `SELECT id, state FROM engines WHERE state != 'dead' AND (heartbeat_at < ? OR state = 'stopped'`
 	if len(dead) > 0 {
 		q += ` OR id IN (` + sqltx.Placeholders(len(dead)) + `)`
 		for _, d := range dead {
 			args = append(args, d)
 		}
 	}
-	q += `)`
+	// The running steps are few (at most every engine's slots), read from
+	// the partial index steps_running; the dead engines, never deleted,
+	// are looked up by key.
+	q += `) UNION SELECT e.id, e.state FROM engines e WHERE e.state = 'dead' AND e.id IN (SELECT engine_id FROM steps WHERE state = 'running')`
 	// Most reaps find nothing: a read answers them, without a transaction.
 	rows, err := s.Read(ctx, q, args...)
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
-	found, err := sqldb.Collect(rows, sqldb.String)
+	found, err := sqldb.Collect(rows, scanEngineState)
 	if err != nil {
 		return 0, fmt.Errorf("find lapsed engines: %w", err)
 	}
@@ -234,16 +248,22 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 	err = s.write(ctx, engineID, func(t *transition.Tx) error {
 		t.Now = now.UnixMicro()
 		// Again in the transaction: an engine may have heartbeated since.
-		engines, err := t.Strings(q, args...)
+		rows, err := t.Query(q, args...)
 		if err != nil {
-			return err
+			return fmt.Errorf("find lapsed engines: %w", err)
+		}
+		engines, err := sqldb.Collect(rows, scanEngineState)
+		if err != nil {
+			return fmt.Errorf("find lapsed engines: %w", err)
 		}
 		if len(engines) == 0 {
 			return nil
 		}
 		eargs := make([]any, len(engines))
+		wasDead := make(map[string]bool, len(engines))
 		for i, e := range engines {
-			eargs[i] = e
+			eargs[i] = e.id
+			wasDead[e.id] = e.state == "dead"
 		}
 		if _, err := t.Exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("mark engines dead: %w", err)
@@ -251,7 +271,7 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		if _, err := t.Exec(`DELETE FROM leaders WHERE engine_id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("end the leases of dead engines: %w", err)
 		}
-		rows, err := t.Query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
+		rows, err = t.Query(`SELECT id, task_id, name, attempt, max_attempts, lease_id, engine_id FROM steps
 			WHERE state = 'running' AND engine_id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...)
 		if err != nil {
 			return fmt.Errorf("find steps of lapsed engines: %w", err)
@@ -273,6 +293,11 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		t.Breakers.Lapsed = true // an engine's death is not its steps' failure
 		for _, l := range steps {
 			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
+			if wasDead[l.engine] {
+				// The claim committed after the reap that declared its
+				// engine dead (see above).
+				msg = fmt.Sprintf("lease lapsed: engine %s was declared dead before its claim of attempt %d committed", l.engine, l.fence.Attempt)
+			}
 			o := store.Outcome{Fence: l.fence, EngineID: engineID, State: state.StepReady, Error: msg, Reason: msg}
 			if l.fence.Attempt >= l.max {
 				o.State = state.StepFailed
@@ -285,4 +310,13 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		return nil
 	})
 	return n, err
+}
+
+// engineState is an engine's id and state, as Reap reads them.
+type engineState struct{ id, state string }
+
+func scanEngineState(r sqldb.Row) (engineState, error) {
+	var e engineState
+	err := r.Scan(&e.id, &e.state)
+	return e, err
 }

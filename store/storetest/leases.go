@@ -1,10 +1,14 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
@@ -170,4 +174,50 @@ func testWorkerOwner(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Len(t, live, 1)
 	require.False(t, live[0].Worker)
+}
+
+// testClaimBesideReap: claims of an engine race the reap that declares it
+// dead. Whatever the order, once the reaper has run again no step is left
+// running under the dead engine: a claim that committed after the reap
+// read the engine's steps must not leave them to no one.
+func testClaimBesideReap(t *testing.T, h *harness) {
+	const rounds, tasks, claimers = 40, 16, 3
+	for r := range rounds {
+		engine := fmt.Sprintf("race%d", r)
+		h.register(engine)
+		in := make([]store.TaskInsert, tasks)
+		for i := range in {
+			in[i] = store.TaskInsert{Namespace: "race"}
+		}
+		var ids []int64
+		for _, res := range h.insert(in...) {
+			ids = append(ids, res.Task.ID)
+		}
+		var wg sync.WaitGroup
+		var f faults
+		for range claimers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					got, err := h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: engine, Limit: 2, Namespaces: []string{"race"}, Now: h.clock.Now()})
+					if errors.Is(err, store.ErrEngineLost) || f.failed(err) || len(got) == 0 {
+						return
+					}
+				}
+			}()
+		}
+		_, err := h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now(), []string{engine}, "reaper")
+		f.failed(err)
+		wg.Wait()
+		f.check(t, true)
+		_, err = h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now(), nil, "reaper")
+		require.NoError(t, err)
+		for _, id := range ids {
+			for _, s := range h.task(id).Steps {
+				require.False(t, s.State == state.StepRunning && s.EngineID == engine,
+					"round %d: step %d left running under engine %s, declared dead", r, s.ID, engine)
+			}
+		}
+	}
 }

@@ -61,6 +61,7 @@ func Run(t *testing.T, open Opener) {
 		{"SnoozeGivesAttemptBack", testSnooze},
 		{"StaleCompletionRefused", testStaleCompletion},
 		{"ReapLapsedEngine", testReap},
+		{"ClaimBesideReap", testClaimBesideReap},
 		{"ReleaseLease", testReleaseLease},
 		{"LeaderElection", testLeaderElection},
 		{"WorkerOwner", testWorkerOwner},
