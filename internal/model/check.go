@@ -53,6 +53,9 @@ type Env struct {
 	Limited map[string]bool // namespaces with a concurrency limit
 	// RemoteServed: a remote worker serves remote.work now.
 	RemoteServed bool
+	// Live are the engines and remote workers live now (ListEngines); nil
+	// when unknown, and then no running step is checked for its holder.
+	Live map[string]bool
 }
 
 // TaskWait is why an open task waits, as Classify sees it: Reason names
@@ -62,7 +65,18 @@ type TaskWait struct {
 	Task   int64
 	Reason string
 	Ready  []ReadyStep
+	// Unheld lists the running steps whose holder is not live (declared
+	// dead, or stopped): the reaper must take them back within the bound.
+	Unheld []UnheldStep
 	Detail string // the steps' states, for reports
+}
+
+// UnheldStep is a running step whose holder is not live.
+type UnheldStep struct {
+	ID      int64
+	Name    string
+	Attempt int
+	Holder  string // the engine or worker it runs under
 }
 
 // ReadyStep is a ready step that nothing holds back.
@@ -108,6 +122,9 @@ func Classify(t *store.Task, env Env) TaskWait {
 		switch s.State {
 		case state.StepRunning:
 			w.Reason = "running"
+			if env.Live != nil && !env.Live[s.EngineID] {
+				w.Unheld = append(w.Unheld, UnheldStep{ID: s.ID, Name: s.Name, Attempt: s.Attempts, Holder: s.EngineID})
+			}
 		case state.StepWaiting:
 			switch s.Kind {
 			case store.KindSignal:
@@ -137,8 +154,9 @@ func Classify(t *store.Task, env Env) TaskWait {
 }
 
 // WaitTracker follows classified tasks over time: a task the model can
-// name no reason for, or a ready step nothing holds back, for longer than
-// Bound is a violation (reported once).
+// name no reason for, a ready step nothing holds back, or a running step
+// whose holder is not live, for longer than Bound is a violation
+// (reported once).
 type WaitTracker struct {
 	Bound       time.Duration
 	unexplained map[int64]time.Time
@@ -189,6 +207,18 @@ func (w *WaitTracker) observe(now time.Time, tasks []TaskWait, saturated bool) [
 					kind = "handler"
 				}
 				out = append(out, Violation{Invariant: InvUnclaimed, Detail: fmt.Sprintf("step %s (id %d, %s) ready and served for %s, never claimed: %s", s.Name, s.ID, kind, now.Sub(since).Round(time.Millisecond), t.Detail)})
+			}
+		}
+		for _, s := range t.Unheld {
+			// Not restarted by a saturated look: no slot frees it.
+			key := fmt.Sprintf("u %d %d", s.ID, s.Attempt)
+			seenS[key] = true
+			since, ok := w.ready[key]
+			if !ok {
+				w.ready[key] = now
+			} else if now.Sub(since) > w.Bound && !w.reported[key] {
+				w.reported[key] = true
+				out = append(out, Violation{Invariant: InvUnheld, Detail: fmt.Sprintf("step %s (id %d) attempt %d running for %s under %s, which is not live, never reclaimed: %s", s.Name, s.ID, s.Attempt, now.Sub(since).Round(time.Millisecond), s.Holder, t.Detail)})
 			}
 		}
 	}

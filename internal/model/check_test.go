@@ -83,16 +83,19 @@ func TestClassify(t *testing.T) {
 		env    Env
 		reason string
 		ready  int
+		unheld int
 	}{
-		{"running step", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepRunning, "")}}, Env{}, "running", 0},
-		{"waiting for a signal", store.Task{State: state.TaskRunning, Steps: []store.Step{step("w", state.StepWaiting, store.KindSignal)}}, Env{}, "signal", 0},
-		{"ready step, served", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepReady, "")}}, Env{}, "ready", 1},
-		{"a ready signal step must be taken up too", store.Task{State: state.TaskRunning, Steps: []store.Step{step("w", state.StepReady, store.KindSignal)}}, Env{}, "ready", 1},
-		{"ready, paused", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepReady, "")}}, Env{Paused: map[string]bool{"ma": true}}, "paused", 0},
-		{"ready, limited", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepReady, "")}}, Env{Limited: map[string]bool{"ma": true}}, "limited", 0},
-		{"ready later (backoff)", store.Task{State: state.TaskRunning, Steps: []store.Step{func() store.Step { s := step("a", state.StepReady, ""); s.RunAt = &later; return s }()}}, Env{Now: now}, "timer", 0},
-		{"remote handler, no remote worker", store.Task{State: state.TaskRunning, Steps: []store.Step{func() store.Step { s := step("r", state.StepReady, ""); s.Handler = "remote.work"; return s }()}}, Env{}, "unserved", 0},
-		{"nothing to wait for", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepFailed, ""), step("b", state.StepPending, "")}}, Env{}, "", 0},
+		{"running step", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepRunning, "")}}, Env{}, "running", 0, 0},
+		{"waiting for a signal", store.Task{State: state.TaskRunning, Steps: []store.Step{step("w", state.StepWaiting, store.KindSignal)}}, Env{}, "signal", 0, 0},
+		{"ready step, served", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepReady, "")}}, Env{}, "ready", 1, 0},
+		{"a ready signal step must be taken up too", store.Task{State: state.TaskRunning, Steps: []store.Step{step("w", state.StepReady, store.KindSignal)}}, Env{}, "ready", 1, 0},
+		{"ready, paused", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepReady, "")}}, Env{Paused: map[string]bool{"ma": true}}, "paused", 0, 0},
+		{"ready, limited", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepReady, "")}}, Env{Limited: map[string]bool{"ma": true}}, "limited", 0, 0},
+		{"ready later (backoff)", store.Task{State: state.TaskRunning, Steps: []store.Step{func() store.Step { s := step("a", state.StepReady, ""); s.RunAt = &later; return s }()}}, Env{Now: now}, "timer", 0, 0},
+		{"remote handler, no remote worker", store.Task{State: state.TaskRunning, Steps: []store.Step{func() store.Step { s := step("r", state.StepReady, ""); s.Handler = "remote.work"; return s }()}}, Env{}, "unserved", 0, 0},
+		{"running under a live engine", store.Task{State: state.TaskRunning, Steps: []store.Step{func() store.Step { s := step("a", state.StepRunning, ""); s.EngineID = "e1"; return s }()}}, Env{Live: map[string]bool{"e1": true}}, "running", 0, 0},
+		{"running under a dead engine", store.Task{State: state.TaskRunning, Steps: []store.Step{func() store.Step { s := step("a", state.StepRunning, ""); s.EngineID = "e0"; return s }()}}, Env{Live: map[string]bool{"e1": true}}, "running", 0, 1},
+		{"nothing to wait for", store.Task{State: state.TaskRunning, Steps: []store.Step{step("a", state.StepFailed, ""), step("b", state.StepPending, "")}}, Env{}, "", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +103,7 @@ func TestClassify(t *testing.T) {
 			w := Classify(&tt.task, tt.env)
 			require.Equal(t, tt.reason, w.Reason, w.Detail)
 			require.Len(t, w.Ready, tt.ready)
+			require.Len(t, w.Unheld, tt.unheld)
 		})
 	}
 }
@@ -134,6 +138,23 @@ func TestWaitTracker(t *testing.T) {
 	got = w3.Observe(t0.Add(20*time.Second), []TaskWait{ready})
 	require.Len(t, got, 1)
 	require.Equal(t, InvUnclaimed, got[0].Invariant)
+
+	// A running step whose holder is not live must be reclaimed within the
+	// bound; a busy look does not excuse it, and one reclaimed in between
+	// (gone from one observation) starts over.
+	unheld := TaskWait{Task: 3, Reason: "running", Unheld: []UnheldStep{{ID: 9, Name: "a", Attempt: 1, Holder: "e0"}}}
+	w4 := &WaitTracker{Bound: 10 * time.Second}
+	require.Empty(t, w4.Observe(t0, []TaskWait{unheld}))
+	require.Empty(t, w4.ObserveSaturated(t0.Add(9*time.Second), []TaskWait{unheld}))
+	got = w4.Observe(t0.Add(11*time.Second), []TaskWait{unheld})
+	require.Len(t, got, 1)
+	require.Equal(t, InvUnheld, got[0].Invariant)
+	require.Contains(t, got[0].Detail, "e0")
+	require.Empty(t, w4.Observe(t0.Add(12*time.Second), []TaskWait{unheld}), "reported once")
+	w5 := &WaitTracker{Bound: 10 * time.Second}
+	require.Empty(t, w5.Observe(t0, []TaskWait{unheld}))
+	require.Empty(t, w5.Observe(t0.Add(5*time.Second), []TaskWait{{Task: 3, Reason: "running"}}))
+	require.Empty(t, w5.Observe(t0.Add(11*time.Second), []TaskWait{unheld}))
 }
 
 func TestAuditAgrees(t *testing.T) {

@@ -52,6 +52,7 @@ const (
 	InvOverlap   = "overlap"    // no step runs in two places at once
 	InvStranded  = "stranded"   // every open task waits for a reason the model can name
 	InvUnclaimed = "unclaimed"  // a ready step a live engine serves is claimed within the bound
+	InvUnheld    = "unheld"     // a running step is held by a live engine or worker, or reclaimed within the bound
 	InvAudit     = "audit"      // the audit trail's last transitions equal the states
 	InvCounts    = "counts"     // the tasks REST lists agree with the model's
 	InvIDReuse   = "id-reuse"   // ids are never reused
@@ -62,7 +63,7 @@ const (
 )
 
 // Invariants lists them all.
-var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr, InvExit}
+var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvUnheld, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr, InvExit}
 
 // Violation is one broken invariant, at the op (index into the sequence)
 // after which it was seen.
@@ -334,6 +335,16 @@ func (r *runner) checkState(ctx context.Context) error {
 		return nil
 	}
 	env := Env{Now: time.Now(), Paused: r.paused, Limited: r.limited, RemoteServed: time.Now().After(r.remoteSilentUntil)}
+	// Read after the tasks: a holder that died between the two reads shows
+	// for this look only, as the next reads its step again.
+	if engines, err := r.c.st.ListEngines(ctx); err != nil {
+		r.cfg.logf("list engines: %v", err)
+	} else {
+		env.Live = make(map[string]bool, len(engines))
+		for _, e := range engines {
+			env.Live[e.ID] = true
+		}
+	}
 	r.open = r.open[:0]
 	r.waiting = r.waiting[:0]
 	var obs []TaskWait
