@@ -184,7 +184,8 @@ func TestBatchFanOut(t *testing.T) {
 	t.Parallel()
 	const n = 5000
 	eachBackend(t, func(t *testing.T, open storeFactory) {
-		e := newEngine(t, open(t), weft.Config{Concurrency: 32})
+		s := open(t)
+		e := newEngine(t, s, weft.Config{Concurrency: 32})
 		e.Handle("split", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			var in struct{ N int }
 			if err := a.Bind(&in); err != nil {
@@ -230,10 +231,11 @@ func TestBatchFanOut(t *testing.T) {
 		for _, count := range []int{n, 0} {
 			// 5,000 items run through the engine, which on a busy 2-core
 			// machine under -race took longer than a 3-minute deadline
-			// once: no deadline of the test's own, so that a hang fails
-			// through go test's -timeout with every goroutine's stack.
-			task, err := e.Wait(t.Context(), submit(t, e, weft.Submission{Workflow: "test/batch", Input: map[string]int{"n": count}}).Task.ID)
-			require.NoError(t, err)
+			// once: no deadline of the test's own. Shortly before go
+			// test's -timeout it fails with the steps' states and holders
+			// (a stall on PostgreSQL under load once left items running
+			// under an engine declared dead: see Reap).
+			task := waitExplained(t, e, s, submit(t, e, weft.Submission{Workflow: "test/batch", Input: map[string]int{"n": count}}).Task.ID)
 			require.Equal(t, state.TaskCompleted, task.State, task.Error)
 			require.Len(t, task.Steps, count+2)
 			require.JSONEq(t, fmt.Sprintf(`{"count":%d,"total":%d}`, count, count*(count-1)), string(stepByName(t, task, "sum").Result))

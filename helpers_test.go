@@ -2,9 +2,11 @@ package weft_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +137,61 @@ func completedBy(audit []weft.AuditEntry) []string {
 		}
 	}
 	return out
+}
+
+// waitExplained waits for task id to end, as wait does, but with no
+// deadline of its own: it gives up shortly before the test's (go test
+// -timeout) and then fails with what the store says of the task's steps
+// and of the engines, so that a stall is explainable from the test's
+// output and not only from the goroutines' stacks.
+func waitExplained(t *testing.T, e *weft.Engine, s store.Store, id int64) *weft.Task {
+	t.Helper()
+	ctx := t.Context()
+	if d, ok := t.Deadline(); ok {
+		margin := min(30*time.Second, time.Until(d)/4)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-margin))
+		defer cancel()
+	}
+	task, err := e.Wait(ctx, id)
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("task %d did not end before the test's deadline: %s", id, explainTask(context.Background(), s, id))
+	}
+	require.NoError(t, err)
+	return task
+}
+
+// explainTask describes a task that does not end: its steps counted by
+// state, the first of those not finished with their attempt, holder and
+// error, and the live engines with the age of their heartbeats.
+func explainTask(ctx context.Context, s store.Store, id int64) string {
+	task, err := s.GetTask(ctx, id)
+	if err != nil {
+		return fmt.Sprintf("get task %d: %v", id, err)
+	}
+	engines, err := s.ListEngines(ctx)
+	if err != nil {
+		return fmt.Sprintf("list engines: %v", err)
+	}
+	live := map[string]bool{}
+	var b strings.Builder
+	b.WriteString("live engines:")
+	for _, en := range engines {
+		live[en.ID] = true
+		fmt.Fprintf(&b, " %s (heartbeat %s ago, leader %t)", en.ID, time.Since(en.HeartbeatAt).Round(time.Millisecond), en.Leader)
+	}
+	counts := map[state.Step]int{}
+	var open []string
+	for _, st := range task.Steps {
+		counts[st.State]++
+		if !st.State.Terminal() && len(open) < 20 {
+			holder := ""
+			if st.State == state.StepRunning {
+				holder = fmt.Sprintf(" under %s (live %t)", st.EngineID, live[st.EngineID])
+			}
+			open = append(open, fmt.Sprintf("%s (id %d) %s attempt %d%s %q", st.Name, st.ID, st.State, st.Attempts, holder, st.Error))
+		}
+	}
+	fmt.Fprintf(&b, "; task %d %s, steps by state %v; not finished (first 20): %s", task.ID, task.State, counts, strings.Join(open, "; "))
+	return b.String()
 }
