@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
@@ -18,6 +19,10 @@ func (s *Server) listPolicies(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	rep.Policies = visible(r, rep.Policies, func(p store.Policy) string { return targetNamespace(p.Target) })
+	rep.Limits = visible(r, rep.Limits, func(l store.LimitUsage) string { return keyNamespace(l.Key) })
+	rep.Rates = visible(r, rep.Rates, func(u store.RateUsage) string { return keyNamespace(u.Key) })
+	rep.Breakers = visible(r, rep.Breakers, func(b store.Breaker) string { return targetNamespace(b.Key) })
 	return http.StatusOK, wire.PolicyReportOf(rep), nil
 }
 
@@ -47,6 +52,9 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if err := checkReason(req.Reason); err != nil {
+		return 0, nil, err
+	}
+	if err := checkScope(r, "target", targetNamespace(req.Target)); err != nil {
 		return 0, nil, err
 	}
 	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
@@ -82,6 +90,7 @@ func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	changes = visible(r, changes, func(c weft.PolicyChangeRecord) string { return targetNamespace(c.Target) })
 	if changes == nil {
 		changes = []weft.PolicyChangeRecord{}
 	}
@@ -98,4 +107,13 @@ func policyRate(v *string) (*weft.Rate, error) {
 		return nil, inField("rate", err)
 	}
 	return &rate, nil
+}
+
+// keyNamespace is the namespace of a limit's or a rate's key:
+// "step:NS/WORKFLOW/STEP", "workflow:NS/WORKFLOW" or "ns:NAMESPACE", each
+// perhaps followed by "=VALUE".
+func keyNamespace(key string) string {
+	_, rest, _ := strings.Cut(key, ":")
+	rest, _, _ = strings.Cut(rest, "=")
+	return targetNamespace(rest)
 }
