@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/weftrun/weft"
@@ -161,26 +160,7 @@ func checkScope(r *http.Request, field, ns string) error {
 	return outOfScope(field, ns, sc)
 }
 
-// targetNamespace is the namespace of "NAMESPACE[/...]" ("" for "*").
-func targetNamespace(target string) string {
-	if target == store.TargetAll {
-		return ""
-	}
-	ns, _, _ := strings.Cut(target, "/")
-	return ns
-}
-
 // visible keeps the items whose namespace the request's scope holds.
 func visible[T any](r *http.Request, items []T, namespace func(T) string) []T {
-	sc := requestScope(r)
-	if sc.All {
-		return items
-	}
-	out := items[:0:0]
-	for _, it := range items {
-		if sc.Has(namespace(it)) {
-			out = append(out, it)
-		}
-	}
-	return out
+	return Visible(requestScope(r), items, namespace)
 }

@@ -82,6 +82,11 @@ type Principal struct {
 // Scope returns where the principal may use permission perm.
 func (p Principal) Scope(perm string) Scope { return ScopeOf(p.Permissions, perm) }
 
+// Reach returns where the principal may use any of its permissions.
+func (p Principal) Reach() Scope {
+	return scopeWhere(p.Permissions, func(string) bool { return true })
+}
+
 // Owner is the principal as the owner of the remote workers it registers:
 // "api_key:<key id>", "jwt:<subject>" or "anonymous".
 func (p Principal) Owner() string {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -230,13 +229,8 @@ func (s *Server) listWorkers(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	// Engines and workers serve every namespace they are asked to: a
-	// credential bound to some namespaces sees only the workers it
-	// registered itself.
-	if sc := requestScope(r); !sc.All {
-		mine := owner(r)
-		ws = slices.DeleteFunc(ws, func(w weft.WorkerInfo) bool { return !w.Worker || w.Owner != mine })
-	}
+	p, _ := PrincipalFrom(r.Context())
+	ws = VisibleWorkers(requestScope(r), p, ws)
 	out := wire.WorkerList{Workers: make([]wire.Worker, 0, len(ws))}
 	for _, w := range ws {
 		kind := "engine"

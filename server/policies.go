@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
@@ -19,11 +18,7 @@ func (s *Server) listPolicies(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rep.Policies = visible(r, rep.Policies, func(p store.Policy) string { return targetNamespace(p.Target) })
-	rep.Limits = visible(r, rep.Limits, func(l store.LimitUsage) string { return keyNamespace(l.Key) })
-	rep.Rates = visible(r, rep.Rates, func(u store.RateUsage) string { return keyNamespace(u.Key) })
-	rep.Breakers = visible(r, rep.Breakers, func(b store.Breaker) string { return targetNamespace(b.Key) })
-	return http.StatusOK, wire.PolicyReportOf(rep), nil
+	return http.StatusOK, wire.PolicyReportOf(VisiblePolicies(requestScope(r), rep)), nil
 }
 
 func (s *Server) changePolicy(r *http.Request) (int, any, error) {
@@ -90,7 +85,7 @@ func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	changes = visible(r, changes, func(c weft.PolicyChangeRecord) string { return targetNamespace(c.Target) })
+	changes = VisiblePolicyChanges(requestScope(r), changes)
 	if changes == nil {
 		changes = []weft.PolicyChangeRecord{}
 	}
@@ -107,13 +102,4 @@ func policyRate(v *string) (*weft.Rate, error) {
 		return nil, inField("rate", err)
 	}
 	return &rate, nil
-}
-
-// keyNamespace is the namespace of a limit's or a rate's key:
-// "step:NS/WORKFLOW/STEP", "workflow:NS/WORKFLOW" or "ns:NAMESPACE", each
-// perhaps followed by "=VALUE".
-func keyNamespace(key string) string {
-	_, rest, _ := strings.Cut(key, ":")
-	rest, _, _ = strings.Cut(rest, "=")
-	return targetNamespace(rest)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -82,10 +83,16 @@ func ValidateGrant(g string) error {
 // that does not parse grants nothing.
 func ScopeOf(grants []string, need string) Scope {
 	res, _, _ := strings.Cut(need, ":")
+	return scopeWhere(grants, func(perm string) bool { return perm == need || perm == PermAdmin || perm == res+":*" })
+}
+
+// scopeWhere is the union of the scopes of the grants whose permission
+// keep keeps.
+func scopeWhere(grants []string, keep func(perm string) bool) Scope {
 	var s Scope
 	for _, g := range grants {
 		perm, nss, err := ParseGrant(g)
-		if err != nil || (perm != need && perm != PermAdmin && perm != res+":*") {
+		if err != nil || !keep(perm) {
 			continue
 		}
 		if nss == nil {
@@ -147,4 +154,64 @@ func SplitGrants(list string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Visible keeps the items whose namespace the scope holds.
+func Visible[T any](sc Scope, items []T, namespace func(T) string) []T {
+	if sc.All {
+		return items
+	}
+	out := items[:0:0]
+	for _, it := range items {
+		if sc.Has(namespace(it)) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// VisiblePolicies keeps the policies, limits, rates and breakers of a
+// report whose namespace the scope holds.
+func VisiblePolicies(sc Scope, rep store.PolicyReport) store.PolicyReport {
+	rep.Policies = Visible(sc, rep.Policies, func(p store.Policy) string { return targetNamespace(p.Target) })
+	rep.Limits = Visible(sc, rep.Limits, func(l store.LimitUsage) string { return keyNamespace(l.Key) })
+	rep.Rates = Visible(sc, rep.Rates, func(u store.RateUsage) string { return keyNamespace(u.Key) })
+	rep.Breakers = Visible(sc, rep.Breakers, func(b store.Breaker) string { return targetNamespace(b.Key) })
+	return rep
+}
+
+// VisiblePolicyChanges keeps the changes whose target's namespace the
+// scope holds.
+func VisiblePolicyChanges(sc Scope, changes []store.PolicyChangeRecord) []store.PolicyChangeRecord {
+	return Visible(sc, changes, func(c store.PolicyChangeRecord) string { return targetNamespace(c.Target) })
+}
+
+// VisibleWorkers keeps the engines and remote workers a principal may see
+// with scope sc: every one in every namespace; else, since engines and
+// workers serve whatever namespace they are asked to, only the remote
+// workers the principal registered itself.
+func VisibleWorkers(sc Scope, p Principal, ws []store.EngineInfo) []store.EngineInfo {
+	if sc.All {
+		return ws
+	}
+	mine := p.Owner()
+	return slices.DeleteFunc(ws, func(w store.EngineInfo) bool { return !w.Worker || w.Owner != mine })
+}
+
+// targetNamespace is the namespace of "NAMESPACE[/...]" ("" for "*").
+func targetNamespace(target string) string {
+	if target == store.TargetAll {
+		return ""
+	}
+	ns, _, _ := strings.Cut(target, "/")
+	return ns
+}
+
+// keyNamespace is the namespace of a limit's or a rate's key:
+// "step:NS/WORKFLOW/STEP", "workflow:NS/WORKFLOW" or "ns:NAMESPACE", each
+// perhaps followed by "=VALUE".
+func keyNamespace(key string) string {
+	_, rest, _ := strings.Cut(key, ":")
+	rest, _, _ = strings.Cut(rest, "=")
+	return targetNamespace(rest)
 }
