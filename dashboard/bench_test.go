@@ -40,7 +40,7 @@ func BenchmarkPages(b *testing.B) {
 			ctx := context.Background()
 			b.Run("store:CountTasksByState", func(b *testing.B) {
 				for b.Loop() {
-					_, err := s.CountTasksByState(ctx, 100_000)
+					_, err := s.CountTasksByState(ctx, 100_000, nil)
 					require.NoError(b, err)
 				}
 			})
@@ -115,7 +115,7 @@ func fillForBench(b *testing.B, s store.Store) (string, int64) {
 	require.NoError(b, en.Start(ctx))
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		counts, err := en.Stats().CountTasksByState(ctx, 1)
+		counts, err := en.Stats().CountTasksByState(ctx, 1, nil)
 		require.NoError(b, err)
 		busy := false
 		for _, c := range counts {

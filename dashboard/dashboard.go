@@ -187,6 +187,7 @@ func (d *Dashboard) page(p page) http.Handler {
 			d.render(w, r, "error.html", http.StatusForbidden, withMessage(v, http.StatusForbidden, "This key lacks the permission "+p.perm+" that this page needs."))
 			return
 		}
+		r = d.withScoped(r, pr, p.perm)
 		title, data, err := p.Load(r)
 		if err != nil && r.Context().Err() != nil {
 			// The browser went away (a page left while it loaded): no

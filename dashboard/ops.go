@@ -32,19 +32,19 @@ type policiesData struct {
 // the latest changes with who made them.
 func (d *Dashboard) policies(r *http.Request) (string, any, error) {
 	ctx := r.Context()
-	rep, err := d.engine.Policies(ctx)
+	rep, err := d.in(r).Policies(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	changes, err := d.engine.PolicyChanges(ctx, 20)
+	changes, err := d.in(r).PolicyChanges(ctx, 20)
 	if err != nil {
 		return "", nil, err
 	}
-	wfs, err := d.engine.Workflows(ctx)
+	wfs, err := d.in(r).Workflows(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	depth, err := d.engine.QueueDepth(ctx)
+	depth, err := d.in(r).QueueDepth(ctx)
 	if err != nil {
 		return "", nil, err
 	}
@@ -110,7 +110,7 @@ func namespaceRows(wfs []weft.WorkflowRecord, depth []store.QueueCount, policies
 
 // schedules lists every schedule with its last and next tick.
 func (d *Dashboard) schedules(r *http.Request) (string, any, error) {
-	list, err := d.engine.Schedules(r.Context(), weft.ScheduleFilter{})
+	list, err := d.in(r).Schedules(r.Context(), weft.ScheduleFilter{})
 	if err != nil {
 		return "", nil, err
 	}
@@ -125,7 +125,7 @@ type attentionData struct {
 
 // attention lists the tasks that need a person, with the reasons.
 func (d *Dashboard) attention(r *http.Request) (string, any, error) {
-	tasks, err := d.engine.List(r.Context(), weft.TaskFilter{Attention: true, Limit: pageSize + 1})
+	tasks, err := d.in(r).List(r.Context(), weft.TaskFilter{Attention: true, Limit: pageSize + 1})
 	if err != nil {
 		return "", nil, err
 	}

@@ -64,7 +64,7 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 	if idx < 0 {
 		return "", nil, badInput("window: %q is not one of %v", win, data.Windows)
 	}
-	st := d.engine.Stats()
+	st := d.in(r)
 	w := windows[idx]
 	now := d.now().Truncate(w.Interval)
 	since := now.Add(-w.Span + w.Interval)
@@ -76,7 +76,7 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 		countErr, depthErr, actErr error
 	)
 	wg.Go(func() { data.Counts, countErr = st.CountTasksByState(ctx, countLimit) })
-	wg.Go(func() { data.Depth, depthErr = d.engine.QueueDepth(ctx) })
+	wg.Go(func() { data.Depth, depthErr = st.QueueDepth(ctx) })
 	wg.Go(func() {
 		act, actErr = st.TaskActivity(ctx, store.ActivityQuery{Since: since, Bucket: w.Interval, MaxTasks: activityLimit})
 	})

@@ -143,11 +143,7 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	t, err := d.engine.Get(r.Context(), v.id)
-	if err != nil {
-		return "", nil, err
-	}
-	audit, err := d.engine.Audit(r.Context(), v.id)
+	t, audit, err := d.in(r).Get(r.Context(), v.id)
 	if err != nil {
 		return "", nil, err
 	}

@@ -125,7 +125,7 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 		}
 		data.Bulk = string(b)
 	}
-	if wfs, err := d.engine.Workflows(ctx); err == nil {
+	if wfs, err := d.in(r).Workflows(ctx); err == nil {
 		seenNS, seenWF := map[string]bool{}, map[string]bool{}
 		for _, w := range wfs {
 			if !seenNS[w.Namespace] {
@@ -145,7 +145,7 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 		// A search: a task id, else an idempotency key.
 		data.Searched = true
 		if id, perr := strconv.ParseInt(strings.TrimPrefix(q.Q, "#"), 10, 64); perr == nil && id > 0 {
-			t, err := d.engine.Get(ctx, id)
+			t, err := d.in(r).Task(ctx, id)
 			switch {
 			case errors.Is(err, weft.ErrNotFound):
 			case err != nil:
@@ -156,13 +156,13 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 			}
 		}
 		f.Key = q.Q
-		byKey, err := d.engine.List(ctx, f)
+		byKey, err := d.in(r).List(ctx, f)
 		if err != nil {
 			return "", nil, err
 		}
 		data.Tasks = append(data.Tasks, byKey...)
 	default:
-		if data.Tasks, err = d.engine.List(ctx, f); err != nil {
+		if data.Tasks, err = d.in(r).List(ctx, f); err != nil {
 			return "", nil, err
 		}
 		if len(data.Tasks) == pageSize {

@@ -20,11 +20,11 @@ type workerRow struct {
 
 func (d *Dashboard) workers(r *http.Request) (string, any, error) {
 	// ListWorkers fills each holder's handlers and held steps.
-	list, err := d.engine.ListWorkers(r.Context())
+	list, err := d.in(r).Workers(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
-	ttl := d.engine.Workers().LeaseTTL()
+	ttl := d.in(r).LeaseTTL()
 	data := workersData{LeaseTTL: ttl}
 	now := d.now()
 	for _, e := range list {

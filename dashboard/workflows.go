@@ -20,7 +20,7 @@ type workflowRow struct {
 }
 
 func (d *Dashboard) workflows(r *http.Request) (string, any, error) {
-	recs, err := d.engine.Workflows(r.Context())
+	recs, err := d.in(r).Workflows(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
@@ -66,7 +66,7 @@ type versionRow struct {
 
 func (d *Dashboard) workflow(r *http.Request) (string, any, error) {
 	ns, name, version := r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("version")
-	recs, err := d.engine.Workflows(r.Context())
+	recs, err := d.in(r).Workflows(r.Context())
 	if err != nil {
 		return "", nil, err
 	}
@@ -88,12 +88,12 @@ func (d *Dashboard) workflow(r *http.Request) (string, any, error) {
 		return "", nil, fmt.Errorf("workflow %s/%s: %w", ns, name, weft.ErrNotFound)
 	}
 	sort.Slice(data.Versions, func(i, j int) bool { return data.Versions[i].CreatedAt.After(data.Versions[j].CreatedAt) })
-	rec, err := d.engine.Registered(r.Context(), ns, name, data.Version)
+	rec, err := d.in(r).Registered(r.Context(), ns, name, data.Version)
 	if err != nil {
 		return "", nil, err
 	}
 	data.Definition = rec.Definition
-	def, err := d.engine.Workflow(r.Context(), ns, name, data.Version)
+	def, err := d.in(r).Workflow(r.Context(), ns, name, data.Version)
 	if err != nil {
 		return "", nil, err
 	}

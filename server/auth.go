@@ -64,17 +64,6 @@ func ValidatePermission(p string) error {
 	return fmt.Errorf("unknown permission %q (known: %s, or RESOURCE:*)", p, strings.Join(Permissions, ", "))
 }
 
-// Allowed reports whether the granted permissions include need.
-func Allowed(granted []string, need string) bool {
-	res, _, _ := strings.Cut(need, ":")
-	for _, g := range granted {
-		if g == need || g == PermAdmin || g == res+":*" {
-			return true
-		}
-	}
-	return false
-}
-
 // Principal is who made a request.
 type Principal struct {
 	// Name is the API key's name or the token's subject.
@@ -83,8 +72,19 @@ type Principal struct {
 	// subject. Remote workers belong to it.
 	ID string
 	// Kind is "api_key", "jwt" or "anonymous" (authentication disabled).
-	Kind        string
+	Kind string
+	// Permissions are the credential's grants: a permission, and after
+	// "@" the namespaces it holds in ("tasks:read@shop,billing"); without
+	// them, every namespace.
 	Permissions []string
+}
+
+// Scope returns where the principal may use permission perm.
+func (p Principal) Scope(perm string) Scope { return ScopeOf(p.Permissions, perm) }
+
+// Reach returns where the principal may use any of its permissions.
+func (p Principal) Reach() Scope {
+	return scopeWhere(p.Permissions, func(string) bool { return true })
 }
 
 // Owner is the principal as the owner of the remote workers it registers:
@@ -111,8 +111,10 @@ const (
 	keyIDLength = 16
 )
 
-// NewAPIKey makes a key with the given name and permissions: the record to
-// store and the secret token, which is shown once and never stored.
+// NewAPIKey makes a key with the given name and grants (permissions, each
+// with the namespaces it holds in or none for every namespace; see
+// ParseGrant): the record to store and the secret token, which is shown
+// once and never stored.
 func NewAPIKey(name string, permissions []string) (token string, k store.APIKey, err error) {
 	if strings.TrimSpace(name) == "" {
 		return "", k, errors.New("a key needs a name")
@@ -121,7 +123,7 @@ func NewAPIKey(name string, permissions []string) (token string, k store.APIKey,
 		return "", k, errors.New("a key needs at least one permission")
 	}
 	for _, p := range permissions {
-		if err := ValidatePermission(p); err != nil {
+		if err := ValidateGrant(p); err != nil {
 			return "", k, err
 		}
 	}
@@ -245,6 +247,12 @@ type JWTConfig struct {
 	HTTPClient *http.Client
 	// Leeway tolerates clock skew in exp and nbf; default 30s.
 	Leeway time.Duration
+	// NamespacesClaim, when set, names the claim (an array of strings, or
+	// one string of names separated by spaces or commas) that gives the
+	// namespaces where the token's grants without "@" hold; "*" is every
+	// namespace. A token without the claim is not accepted. Unset, such
+	// grants hold in every namespace.
+	NamespacesClaim string
 }
 
 type jwtVerifier struct {
@@ -295,7 +303,44 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Principal, erro
 		return Principal{}, err
 	}
 	sub, _ := claims["sub"].(string)
-	return Principal{Name: sub, ID: sub, Kind: "jwt", Permissions: claimPermissions(claims)}, nil
+	perms := claimPermissions(claims)
+	if name := v.cfg.NamespacesClaim; name != "" {
+		nss, err := claimNames(claims, name)
+		if err != nil {
+			return Principal{}, err
+		}
+		if perms, err = ScopeGrants(perms, nss); err != nil {
+			return Principal{}, fmt.Errorf("claim %q: %w", name, err)
+		}
+	}
+	return Principal{Name: sub, ID: sub, Kind: "jwt", Permissions: perms}, nil
+}
+
+// claimNames reads a claim of names: an array of strings, or one string
+// of names separated by spaces or commas. A missing or empty claim is an
+// error: it would scope nothing.
+func claimNames(c jwt.MapClaims, name string) ([]string, error) {
+	var out []string
+	switch v := c[name].(type) {
+	case nil:
+		return nil, fmt.Errorf("no claim %q (the namespaces of the token's permissions)", name)
+	case string:
+		out = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+	case []any:
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("claim %q: %v is not a string", name, e)
+			}
+			out = append(out, s)
+		}
+	default:
+		return nil, fmt.Errorf("claim %q: want an array of strings or a string, got %T", name, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("claim %q names no namespace", name)
+	}
+	return out, nil
 }
 
 // claimPermissions reads permissions from the "permissions" claim (an array

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -217,6 +218,42 @@ func TestJWT(t *testing.T) {
 			}
 		})
 	}
+	t.Run("namespaces claim", func(t *testing.T) {
+		t.Parallel()
+		cfg := server.JWTConfig{Issuer: "https://id.example", Audience: "weft", PublicKeyPEM: iss.publicPEM(t), NamespacesClaim: "weft_ns"}
+		en := newEnv(t, backends()["sqlite"](t), server.Options{JWT: &cfg})
+		en.register(scopeTemplate(inNS, "1"))
+		en.register(scopeTemplate(outNS, "1"))
+		var theirs wire.Task
+		en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": outNS + "/gate"}, &theirs)
+		claims := func(ns any, perms ...string) string {
+			c := jwt.MapClaims{"iss": "https://id.example", "aud": "weft", "sub": "alice", "exp": time.Now().Add(time.Hour).Unix(), "permissions": perms}
+			if ns != nil {
+				c["weft_ns"] = ns
+			}
+			return iss.sign(t, c)
+		}
+		path := fmt.Sprintf("/v1/tasks/%d", theirs.ID)
+		tests := []struct {
+			name   string
+			token  string
+			status int
+		}{
+			{"array in scope", claims([]string{outNS}, "tasks:read"), 200},
+			{"string of names", claims(inNS+" "+outNS, "tasks:read"), 200},
+			{"every namespace", claims("*", "tasks:read"), 200},
+			{"out of scope", claims([]string{inNS}, "tasks:read"), 404},
+			{"a grant's own scope wins", claims([]string{outNS}, "tasks:read@"+inNS), 404},
+			{"no claim", claims(nil, "tasks:read"), 401},
+			{"empty claim", claims([]string{}, "tasks:read"), 401},
+			{"not names", claims([]any{1}, "tasks:read"), 401},
+			{"a bad name", claims([]string{"sh op"}, "tasks:read"), 401},
+		}
+		for _, tt := range tests {
+			r := en.do("GET", path, tt.token, nil)
+			require.Equal(t, tt.status, r.status, "%s: %s", tt.name, r.body)
+		}
+	})
 	_, err := server.New(newEnv(t, backends()["sqlite"](t), server.Options{}).e, server.Options{JWT: &server.JWTConfig{Issuer: "x"}})
 	require.Error(t, err, "a JWT config without audience and key is refused")
 }

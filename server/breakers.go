@@ -22,6 +22,9 @@ func (s *Server) resetBreaker(r *http.Request) (int, any, error) {
 	if err := checkReason(req.Reason); err != nil {
 		return 0, nil, err
 	}
+	if err := checkScope(r, "key", targetNamespace(req.Key)); err != nil {
+		return 0, nil, err
+	}
 	b, err := s.engine.ResetBreaker(r.Context(), req.Key, weft.Operator{Actor: operator(r), Reason: req.Reason})
 	if err != nil {
 		return 0, nil, err

@@ -42,7 +42,7 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		return weft.BulkRequest{}, err
 	}
 	in := req.Filter
-	f := store.TaskFilter{Namespace: in.Namespace, Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
+	f := store.TaskFilter{Namespace: in.Namespace, Namespaces: scopeNamespaces(requestScope(r)), Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
 	for _, tf := range []struct {
 		src *time.Time
 		dst *time.Time
@@ -61,7 +61,7 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		if req.Cursor != 0 {
 			return weft.BulkRequest{}, fieldError("cursor", "continues an action by filter: with ids, send the ids that remain")
 		}
-		return s.paced(r, weft.BulkRequest{IDs: req.IDs, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}), nil
+		return s.paced(r, weft.BulkRequest{IDs: req.IDs, Filter: store.TaskFilter{Namespaces: f.Namespaces}, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}), nil
 	}
 	if f.Attention {
 		f.StaleAfter = s.engine.StaleAfter()
@@ -169,7 +169,7 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	if req.Cursor < 0 {
 		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)
 	}
-	res, err := s.engine.Prune(r.Context(), st, age, s.paced(r, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace}, All: true,
+	res, err := s.engine.Prune(r.Context(), st, age, s.paced(r, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace, Namespaces: scopeNamespaces(requestScope(r))}, All: true,
 		DryRun: req.DryRun, Actor: operator(r), Reason: "pruned: " + req.State + " older than " + req.OlderThan, Cursor: req.Cursor}))
 	if err != nil {
 		return 0, nil, err
@@ -182,6 +182,7 @@ func (s *Server) listRetention(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	rs = visible(r, rs, func(r store.Retention) string { return r.Namespace })
 	if rs == nil {
 		rs = []store.Retention{}
 	}
@@ -228,6 +229,8 @@ func (s *Server) listWorkers(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	p, _ := PrincipalFrom(r.Context())
+	ws = VisibleWorkers(requestScope(r), p, ws)
 	out := wire.WorkerList{Workers: make([]wire.Worker, 0, len(ws))}
 	for _, w := range ws {
 		kind := "engine"

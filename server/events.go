@@ -135,7 +135,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 // from now.
 func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	v := r.URL.Query()
-	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Limit: streamBatch}
+	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Namespaces: scopeNamespaces(requestScope(r)), Limit: streamBatch}
 	var err error
 	if q.Namespace, q.Workflow, err = workflow.ParseFilter(q.Namespace, q.Workflow); err != nil {
 		return q, err

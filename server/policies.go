@@ -18,7 +18,7 @@ func (s *Server) listPolicies(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, wire.PolicyReportOf(rep), nil
+	return http.StatusOK, wire.PolicyReportOf(VisiblePolicies(requestScope(r), rep)), nil
 }
 
 func (s *Server) changePolicy(r *http.Request) (int, any, error) {
@@ -47,6 +47,9 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if err := checkReason(req.Reason); err != nil {
+		return 0, nil, err
+	}
+	if err := checkScope(r, "target", targetNamespace(req.Target)); err != nil {
 		return 0, nil, err
 	}
 	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
@@ -82,6 +85,7 @@ func (s *Server) policyChanges(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	changes = VisiblePolicyChanges(requestScope(r), changes)
 	if changes == nil {
 		changes = []weft.PolicyChangeRecord{}
 	}

@@ -25,6 +25,7 @@ func (s *Server) listSchedules(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	list = visible(r, list, func(s weft.Schedule) string { return s.Namespace })
 	if list == nil {
 		list = []weft.Schedule{}
 	}

@@ -206,6 +206,9 @@ type route struct {
 	path   string // ServeMux pattern path; {name} segments as in OpenAPI
 	perm   string // permission needed; "" with public
 	public bool
+	// scope says where the route's namespace is known, so that the
+	// credential's scope of perm is checked there (access.go).
+	scope scopeBy
 	// poll marks a long poll: its own deadline instead of RequestTimeout.
 	poll bool
 	// stream marks a route that answers until the client leaves (the
@@ -224,13 +227,18 @@ type Route struct {
 	Method, Path, Permission string
 	// Query lists the query parameters the route takes.
 	Query []string
+	// Scope says where the namespace a credential's scope is checked
+	// against comes from: "path", "task", "step", "webhook", "worker",
+	// "handler" (the body or the filter) or "everywhere" (the permission
+	// must hold in every namespace); "" for a public route.
+	Scope string
 }
 
 // Routes lists the API's endpoints.
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
 	for i, r := range s.routes {
-		out[i] = Route{Method: r.method, Path: r.path, Permission: r.perm, Query: r.query}
+		out[i] = Route{Method: r.method, Path: r.path, Permission: r.perm, Query: r.query, Scope: r.scope.String()}
 	}
 	return out
 }
@@ -242,56 +250,56 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/metrics", public: true, raw: s.metrics.handler().ServeHTTP},
 		{method: "GET", path: "/v1/openapi.json", public: true, raw: serveOpenAPI},
 
-		{method: "POST", path: "/v1/workflows", perm: PermWorkflowsWrite, h: s.registerWorkflow},
-		{method: "GET", path: "/v1/workflows", perm: PermWorkflowsRead, h: s.listWorkflows},
-		{method: "POST", path: "/v1/workflows/validate", perm: PermWorkflowsRead, h: s.validateWorkflow},
-		{method: "GET", path: "/v1/workflows/{namespace}/{name}/versions/{version}", perm: PermWorkflowsRead, h: s.getWorkflow},
-		{method: "GET", path: "/v1/schedules", perm: PermWorkflowsRead, query: []string{"namespace", "workflow", "name"}, h: s.listSchedules},
-		{method: "GET", path: "/v1/schedules/{namespace}/{workflow}/{name}", perm: PermWorkflowsRead, h: s.getSchedule},
-		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/pause", perm: PermWorkflowsWrite, h: s.pauseSchedule},
-		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/resume", perm: PermWorkflowsWrite, h: s.resumeSchedule},
+		{method: "POST", path: "/v1/workflows", perm: PermWorkflowsWrite, scope: byHandler, h: s.registerWorkflow},
+		{method: "GET", path: "/v1/workflows", perm: PermWorkflowsRead, scope: byHandler, h: s.listWorkflows},
+		{method: "POST", path: "/v1/workflows/validate", perm: PermWorkflowsRead, scope: byHandler, h: s.validateWorkflow},
+		{method: "GET", path: "/v1/workflows/{namespace}/{name}/versions/{version}", perm: PermWorkflowsRead, scope: byPath, h: s.getWorkflow},
+		{method: "GET", path: "/v1/schedules", perm: PermWorkflowsRead, scope: byHandler, query: []string{"namespace", "workflow", "name"}, h: s.listSchedules},
+		{method: "GET", path: "/v1/schedules/{namespace}/{workflow}/{name}", perm: PermWorkflowsRead, scope: byPath, h: s.getSchedule},
+		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/pause", perm: PermWorkflowsWrite, scope: byPath, h: s.pauseSchedule},
+		{method: "POST", path: "/v1/schedules/{namespace}/{workflow}/{name}/resume", perm: PermWorkflowsWrite, scope: byPath, h: s.resumeSchedule},
 
-		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, h: s.createTask},
-		{method: "POST", path: "/v1/tasks/batch", perm: PermTasksCreate, h: s.submitBatch},
-		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, query: []string{"namespace", "workflow", "state", "created_after", "created_before",
+		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, scope: byHandler, h: s.createTask},
+		{method: "POST", path: "/v1/tasks/batch", perm: PermTasksCreate, scope: byHandler, h: s.submitBatch},
+		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, scope: byHandler, query: []string{"namespace", "workflow", "state", "created_after", "created_before",
 			"limit", "cursor", "tag", "attention", "key", "schedule"}, h: s.listTasks},
-		{method: "GET", path: "/v1/tasks/{id}", perm: PermTasksRead, h: s.getTask},
-		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, h: s.cancelTask},
-		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, h: s.retryTask},
-		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, h: s.taskAudit},
-		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, h: s.signalTask},
-		{method: "GET", path: "/v1/events", perm: PermTasksRead, stream: true, query: []string{"namespace", "workflow", "task", "after"}, raw: s.streamEvents},
-		{method: "POST", path: "/v1/webhooks", perm: PermWebhooksWrite, h: s.createWebhook},
-		{method: "GET", path: "/v1/webhooks", perm: PermWebhooksRead, h: s.listWebhooks},
-		{method: "DELETE", path: "/v1/webhooks/{id}", perm: PermWebhooksWrite, h: s.deleteWebhook},
-		{method: "POST", path: "/v1/webhooks/{id}/enable", perm: PermWebhooksWrite, h: s.enableWebhook},
-		{method: "POST", path: "/v1/tasks/cancel", perm: PermTasksCancel, h: s.bulkCancel},
-		{method: "POST", path: "/v1/tasks/retry", perm: PermTasksRetry, h: s.bulkRetry},
-		{method: "POST", path: "/v1/tasks/delete", perm: PermTasksDelete, h: s.bulkDelete},
-		{method: "POST", path: "/v1/tasks/prune", perm: PermTasksDelete, h: s.prune},
-		{method: "GET", path: "/v1/retention", perm: PermTasksRead, h: s.listRetention},
-		{method: "PUT", path: "/v1/retention/{namespace}", perm: PermTasksDelete, h: s.setRetention},
-		{method: "GET", path: "/v1/workers", perm: PermWorkersRead, h: s.listWorkers},
-		{method: "GET", path: "/v1/oplog", perm: PermTasksRead, query: []string{"limit"}, h: s.operatorLog},
+		{method: "GET", path: "/v1/tasks/{id}", perm: PermTasksRead, scope: byTask, h: s.getTask},
+		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, scope: byTask, h: s.cancelTask},
+		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, scope: byTask, h: s.retryTask},
+		{method: "GET", path: "/v1/tasks/{id}/audit", perm: PermTasksRead, scope: byTask, h: s.taskAudit},
+		{method: "POST", path: "/v1/tasks/{id}/signals/{name}", perm: PermTasksSignal, scope: byTask, h: s.signalTask},
+		{method: "GET", path: "/v1/events", perm: PermTasksRead, scope: byHandler, stream: true, query: []string{"namespace", "workflow", "task", "after"}, raw: s.streamEvents},
+		{method: "POST", path: "/v1/webhooks", perm: PermWebhooksWrite, scope: byHandler, h: s.createWebhook},
+		{method: "GET", path: "/v1/webhooks", perm: PermWebhooksRead, scope: byHandler, h: s.listWebhooks},
+		{method: "DELETE", path: "/v1/webhooks/{id}", perm: PermWebhooksWrite, scope: byWebhook, h: s.deleteWebhook},
+		{method: "POST", path: "/v1/webhooks/{id}/enable", perm: PermWebhooksWrite, scope: byWebhook, h: s.enableWebhook},
+		{method: "POST", path: "/v1/tasks/cancel", perm: PermTasksCancel, scope: byHandler, h: s.bulkCancel},
+		{method: "POST", path: "/v1/tasks/retry", perm: PermTasksRetry, scope: byHandler, h: s.bulkRetry},
+		{method: "POST", path: "/v1/tasks/delete", perm: PermTasksDelete, scope: byHandler, h: s.bulkDelete},
+		{method: "POST", path: "/v1/tasks/prune", perm: PermTasksDelete, scope: byHandler, h: s.prune},
+		{method: "GET", path: "/v1/retention", perm: PermTasksRead, scope: byHandler, h: s.listRetention},
+		{method: "PUT", path: "/v1/retention/{namespace}", perm: PermTasksDelete, scope: byPath, h: s.setRetention},
+		{method: "GET", path: "/v1/workers", perm: PermWorkersRead, scope: byHandler, h: s.listWorkers},
+		{method: "GET", path: "/v1/oplog", perm: PermTasksRead, scope: everywhere, query: []string{"limit"}, h: s.operatorLog},
 
-		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, h: s.getStep},
-		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, h: s.retryStep},
-		{method: "POST", path: "/v1/steps/{id}/resolve", perm: PermStepsResolve, h: s.resolveStep},
-		{method: "POST", path: "/v1/steps/{id}/complete", perm: PermStepsResolve, h: s.completeStep},
+		{method: "GET", path: "/v1/steps/{id}", perm: PermStepsRead, scope: byStep, h: s.getStep},
+		{method: "POST", path: "/v1/steps/{id}/retry", perm: PermStepsResolve, scope: byStep, h: s.retryStep},
+		{method: "POST", path: "/v1/steps/{id}/resolve", perm: PermStepsResolve, scope: byStep, h: s.resolveStep},
+		{method: "POST", path: "/v1/steps/{id}/complete", perm: PermStepsResolve, scope: byStep, h: s.completeStep},
 
-		{method: "POST", path: "/v1/workers", perm: PermWorkersConnect, h: s.registerWorker},
-		{method: "DELETE", path: "/v1/workers/{id}", perm: PermWorkersConnect, h: s.deregisterWorker},
-		{method: "POST", path: "/v1/workers/{id}/claim", perm: PermWorkersConnect, poll: true, h: s.claim},
-		{method: "POST", path: "/v1/workers/{id}/heartbeat", perm: PermWorkersConnect, h: s.heartbeat},
-		{method: "POST", path: "/v1/workers/{id}/complete", perm: PermWorkersConnect, h: s.workerComplete},
-		{method: "POST", path: "/v1/workers/{id}/fail", perm: PermWorkersConnect, h: s.workerFail},
-		{method: "POST", path: "/v1/workers/{id}/checkpoint", perm: PermWorkersConnect, h: s.workerCheckpoint},
-		{method: "POST", path: "/v1/workers/{id}/progress", perm: PermWorkersConnect, h: s.workerProgress},
+		{method: "POST", path: "/v1/workers", perm: PermWorkersConnect, scope: byHandler, h: s.registerWorker},
+		{method: "DELETE", path: "/v1/workers/{id}", perm: PermWorkersConnect, scope: byWorker, h: s.deregisterWorker},
+		{method: "POST", path: "/v1/workers/{id}/claim", perm: PermWorkersConnect, scope: byHandler, poll: true, h: s.claim},
+		{method: "POST", path: "/v1/workers/{id}/heartbeat", perm: PermWorkersConnect, scope: byWorker, h: s.heartbeat},
+		{method: "POST", path: "/v1/workers/{id}/complete", perm: PermWorkersConnect, scope: byWorker, h: s.workerComplete},
+		{method: "POST", path: "/v1/workers/{id}/fail", perm: PermWorkersConnect, scope: byWorker, h: s.workerFail},
+		{method: "POST", path: "/v1/workers/{id}/checkpoint", perm: PermWorkersConnect, scope: byWorker, h: s.workerCheckpoint},
+		{method: "POST", path: "/v1/workers/{id}/progress", perm: PermWorkersConnect, scope: byWorker, h: s.workerProgress},
 
-		{method: "GET", path: "/v1/policies", perm: PermPoliciesRead, h: s.listPolicies},
-		{method: "POST", path: "/v1/policies", perm: PermPoliciesWrite, h: s.changePolicy},
-		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, query: []string{"limit"}, h: s.policyChanges},
-		{method: "POST", path: "/v1/breakers/reset", perm: PermPoliciesWrite, h: s.resetBreaker},
+		{method: "GET", path: "/v1/policies", perm: PermPoliciesRead, scope: byHandler, h: s.listPolicies},
+		{method: "POST", path: "/v1/policies", perm: PermPoliciesWrite, scope: byHandler, h: s.changePolicy},
+		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, scope: byHandler, query: []string{"limit"}, h: s.policyChanges},
+		{method: "POST", path: "/v1/breakers/reset", perm: PermPoliciesWrite, scope: byHandler, h: s.resetBreaker},
 	}
 }
 
@@ -374,6 +382,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
+		var scope *scopeCheck
 		// The URL is checked here for every route, before any handler
 		// reads it: parameters the route does not take, and text no store
 		// can hold.
@@ -383,8 +392,19 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 		}
+		if !rt.public {
+			p, _ := PrincipalFrom(r.Context())
+			var err error
+			if r, scope, err = s.withScope(r, rt, p); err != nil {
+				writeError(sw, toAPIError(err))
+				return
+			}
+		}
 		if rt.raw != nil {
 			rt.raw(sw, r)
+			if rt.scope == byHandler && !scope.read.Load() {
+				s.log.Error("route answered without reading its scope", "route", name)
+			}
 			return
 		}
 		timeout := s.opts.RequestTimeout
@@ -394,6 +414,12 @@ func (s *Server) wrap(rt route) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		status, body, err := rt.h(r.WithContext(ctx))
+		if err == nil && scope != nil && rt.scope == byHandler && !scope.read.Load() {
+			// A route that says its handler bounds what it does by the
+			// scope, and did not read it: its answer may reach outside.
+			s.log.Error("route answered without reading its scope", "route", name)
+			err = errorf(http.StatusInternalServerError, CodeInternal, "internal error")
+		}
 		if err != nil && s.clientGone(sw, r, name, err) {
 			return
 		}

@@ -23,6 +23,9 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := checkScope(r, "workflow", targetNamespace(sub.Workflow)); err != nil {
+		return 0, nil, err
+	}
 	res, err := s.submit(r, []weft.Submission{sub})
 	if err != nil {
 		return 0, nil, err
@@ -48,6 +51,9 @@ func (s *Server) submitBatch(r *http.Request) (int, any, error) {
 	for i, t := range req.Tasks {
 		var err error
 		if subs[i], err = submission(t, "tasks["+strconv.Itoa(i)+"]."); err != nil {
+			return 0, nil, err
+		}
+		if err := checkScope(r, "tasks["+strconv.Itoa(i)+"].workflow", targetNamespace(subs[i].Workflow)); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -137,7 +143,8 @@ func (s *Server) submit(r *http.Request, subs []weft.Submission) ([]weft.SubmitR
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {
 	q := r.URL.Query()
-	f := store.TaskFilter{Namespace: q.Get("namespace"), Workflow: q.Get("workflow"), State: state.Task(q.Get("state")), Key: q.Get("key"), Schedule: q.Get("schedule"), Limit: 100}
+	f := store.TaskFilter{Namespace: q.Get("namespace"), Namespaces: scopeNamespaces(requestScope(r)), Workflow: q.Get("workflow"),
+		State: state.Task(q.Get("state")), Key: q.Get("key"), Schedule: q.Get("schedule"), Limit: 100}
 	if f.State != "" && !f.State.Valid() {
 		return 0, nil, fieldError("state", "%q is not a task state", f.State)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store"
@@ -17,6 +18,17 @@ func (s *Server) createWebhook(r *http.Request) (int, any, error) {
 	if req.URL == "" {
 		return 0, nil, fieldError("url", "is required: where the events are POSTed")
 	}
+	// A webhook follows only namespaces its creator may read: one bound
+	// to some names one of them.
+	if sc := requestScope(r); !sc.All {
+		ns := webhookNamespace(req.Namespace, req.Workflow)
+		if ns == "" {
+			return 0, nil, fieldError("namespace", "is required: this credential reads only in %s", sc)
+		}
+		if err := checkScope(r, "namespace", ns); err != nil {
+			return 0, nil, err
+		}
+	}
 	w, err := s.engine.CreateWebhook(r.Context(), weft.WebhookSpec{URL: req.URL, Namespace: req.Namespace, Workflow: req.Workflow, Types: req.Types},
 		weft.Operator{Actor: operator(r)})
 	if err != nil {
@@ -30,6 +42,7 @@ func (s *Server) listWebhooks(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	ws = visible(r, ws, func(w weft.Webhook) string { return webhookNamespace(w.Namespace, w.Workflow) })
 	if ws == nil {
 		ws = []weft.Webhook{}
 	}
@@ -65,4 +78,17 @@ func (s *Server) enableWebhook(r *http.Request) (int, any, error) {
 		}
 	}
 	return 0, nil, fmt.Errorf("webhook %d: %w", id, store.ErrNotFound)
+}
+
+// webhookNamespace is the namespace a webhook follows: its namespace
+// filter, else its workflow filter's; "" for every namespace.
+func webhookNamespace(namespace, workflow string) string {
+	if namespace != "" {
+		return namespace
+	}
+	ns, _, found := strings.Cut(workflow, "/")
+	if !found {
+		return ""
+	}
+	return ns
 }

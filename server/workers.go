@@ -64,7 +64,11 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 	if err := checkNames("handlers", req.Handlers, true); err != nil {
 		return 0, nil, err
 	}
-	if err := checkNames("namespaces", req.Namespaces, false); err != nil {
+	err := checkNames("namespaces", req.Namespaces, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	if req.Namespaces, err = scopedNamespaces(r, req.Namespaces); err != nil {
 		return 0, nil, err
 	}
 	if p, _ := PrincipalFrom(r.Context()); p.Kind == "jwt" && p.ID == "" {
@@ -124,9 +128,9 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 	if req.WaitMS < 0 || req.WaitMS > s.opts.MaxPoll.Milliseconds() {
 		return 0, nil, fieldError("wait_ms", "must be from 0 to %d, got %d", s.opts.MaxPoll.Milliseconds(), req.WaitMS)
 	}
-	var namespaces []string
-	if len(req.Namespaces) > 0 {
-		namespaces = req.Namespaces
+	namespaces, err := scopedNamespaces(r, req.Namespaces)
+	if err != nil {
+		return 0, nil, err
 	}
 	steps, err := s.workers.Claim(r.Context(), r.PathValue("id"), owner(r), weft.WorkerClaim{Handlers: req.Handlers, Namespaces: namespaces,
 		Max: req.Max, Wait: time.Duration(req.WaitMS) * time.Millisecond})
@@ -305,4 +309,20 @@ func heartbeatLoad(req *wire.Heartbeat) (weft.WorkerLoad, error) {
 		load = weft.WorkerLoad{Full: true, Handlers: req.Handlers, Namespaces: req.Namespaces}
 	}
 	return load, nil
+}
+
+// scopedNamespaces is where a worker asking for namespaces (none: every
+// one) may take steps: those it asks for, each within the credential's
+// scope, or, asking for none, the whole scope (nil: every namespace).
+func scopedNamespaces(r *http.Request, asked []string) ([]string, error) {
+	sc := requestScope(r)
+	if len(asked) == 0 {
+		return scopeNamespaces(sc), nil
+	}
+	for i, ns := range asked {
+		if !sc.Has(ns) {
+			return nil, outOfScope(fmt.Sprintf("namespaces[%d]", i), ns, sc)
+		}
+	}
+	return asked, nil
 }

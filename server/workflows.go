@@ -66,6 +66,9 @@ func (s *Server) registerWorkflow(r *http.Request) (int, any, error) {
 		return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidWorkflow, Field: "template",
 			Message: "the template is not valid: " + probs[0].Message, Problems: probs}
 	}
+	if err := checkScope(r, "template", w.Namespace); err != nil {
+		return 0, nil, err
+	}
 	// Registering the same definition again changes nothing and answers
 	// 200; a different definition under the version is refused.
 	rec, created, err := s.engine.RegisterVersion(r.Context(), w)
@@ -85,7 +88,11 @@ func (s *Server) validateWorkflow(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if probs != nil {
+		requestScope(r) // a template that does not parse names no namespace
 		return http.StatusOK, wire.Validation{Valid: false, Problems: probs}, nil
+	}
+	if err := checkScope(r, "template", w.Namespace); err != nil {
+		return 0, nil, err
 	}
 	return http.StatusOK, wire.Validation{Valid: true, Workflow: w.Ref(), Steps: len(w.Steps)}, nil
 }
@@ -95,6 +102,7 @@ func (s *Server) listWorkflows(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	ws = visible(r, ws, func(w store.WorkflowRecord) string { return w.Namespace })
 	out := wire.WorkflowList{Workflows: make([]wire.Workflow, len(ws))}
 	for i, w := range ws {
 		out.Workflows[i] = toWorkflowJSON(w)

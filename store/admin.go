@@ -10,6 +10,12 @@ import (
 // TaskFilter selects tasks for ListTasks. Zero fields do not filter.
 type TaskFilter struct {
 	Namespace string
+	// Namespaces, if not nil, selects the tasks in one of these namespaces
+	// (none when empty): where a credential may look (beside Namespace,
+	// which a caller chooses).
+	Namespaces []string
+	// IDs, if set, selects these tasks alone.
+	IDs []int64
 	// Workflow is "namespace/name", or a name (in Namespace, or in every
 	// namespace): the engine reads it with workflow.ParseFilter, and the
 	// store gets the bare name.

@@ -42,6 +42,9 @@ type HistoryQuery struct {
 	Namespace string
 	Workflow  string
 	TaskID    int64
+	// Namespaces, if not nil, keeps the events of these namespaces alone
+	// (none when empty): where a credential may look.
+	Namespaces []string
 	// Limit bounds the events returned; 0 means 100, at most 1000.
 	Limit int
 }

@@ -12,8 +12,9 @@ import (
 type Stats interface {
 	// CountTasksByState counts the tasks in each state, stopping at limit
 	// per state so that the cost stays bounded however many tasks there
-	// are (a count equal to limit means "at least limit").
-	CountTasksByState(ctx context.Context, limit int) ([]StateCount, error)
+	// are (a count equal to limit means "at least limit"). namespaces, if
+	// not nil, counts those namespaces' tasks alone.
+	CountTasksByState(ctx context.Context, limit int, namespaces []string) ([]StateCount, error)
 	// TaskActivity groups the tasks that finished at or after q.Since by
 	// namespace and by bucket of q.Bucket, reading at most q.MaxTasks of the
 	// most recently finished ones (Truncated then reports that older ones
@@ -36,6 +37,8 @@ type ActivityQuery struct {
 	Bucket time.Duration
 	// MaxTasks bounds the tasks read; 0 means 100,000.
 	MaxTasks int
+	// Namespaces, if not nil, reads those namespaces' tasks alone.
+	Namespaces []string
 }
 
 // Activity is what finished in a window, by namespace and bucket.

@@ -55,6 +55,7 @@ var settings = []config.Setting{
 	{Key: "serve.jwt.audience", Flag: "jwt-audience", Env: "WEFT_JWT_AUDIENCE", Commands: serveCommands},
 	{Key: "serve.jwt.public_key", Flag: "jwt-public-key", Env: "WEFT_JWT_PUBLIC_KEY", Commands: serveCommands},
 	{Key: "serve.jwt.jwks_url", Flag: "jwt-jwks-url", Env: "WEFT_JWT_JWKS_URL", Commands: serveCommands},
+	{Key: "serve.jwt.namespaces_claim", Flag: "jwt-namespaces-claim", Env: "WEFT_JWT_NAMESPACES_CLAIM", Commands: serveCommands},
 	{Key: "serve.tls.cert", Flag: "tls-cert", Env: "WEFT_TLS_CERT", Commands: serveCommands},
 	{Key: "serve.tls.key", Flag: "tls-key", Env: "WEFT_TLS_KEY", Commands: serveCommands},
 	{Key: "serve.trusted_proxies", Flag: "trusted-proxy", Env: "WEFT_TRUSTED_PROXIES", Kind: config.List, Commands: serveCommands},

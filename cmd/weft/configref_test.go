@@ -82,6 +82,8 @@ func TestConfigErrorsNameTheReference(t *testing.T) {
 		{key: "serve.jwt.audience", args: serve, unquoted: true},
 		{key: "serve.jwt.public_key", content: "/nonexistent/" + secret + ".pem", env: jwt, args: serve},
 		{key: "serve.jwt.jwks_url", content: secret + " is no URL", env: jwt, args: serve},
+		{key: "serve.jwt.namespaces_claim", content: secret + " claim", env: map[string]string{"WEFT_JWT_ISSUER": "https://issuer.example",
+			"WEFT_JWT_AUDIENCE": "weft", "WEFT_JWT_JWKS_URL": "https://issuer.example/jwks"}, args: serve},
 		{key: "serve.tls.cert", content: "/nonexistent/" + secret + ".pem", env: map[string]string{"WEFT_TLS_KEY": "/nonexistent/key.pem"}, args: serve},
 		{key: "serve.tls.key", content: "/nonexistent/" + secret + ".pem", env: map[string]string{"WEFT_TLS_CERT": "/nonexistent/cert.pem"}, args: serve},
 		{key: "serve.trusted_proxies", args: serve},

@@ -26,23 +26,33 @@ server on the database accepts them.`,
 
 func (a *app) keysCreateCommand() *cobra.Command {
 	var name, perms string
+	var namespaces []string
 	cmd := &cobra.Command{
-		Use:   "create --name NAME --permissions LIST",
+		Use:   "create --name NAME --permissions LIST [--namespaces LIST]",
 		Short: "Create an API key and print its secret, once, on the last line",
 		Long: `Create an API key. The key is printed once, on the last line of the output:
 store it now, it cannot be shown again.
 
 Permissions are resource:action, comma-separated: ` + strings.Join(server.Permissions, ", ") + `,
-or resource:* for every action on a resource. admin:* grants everything.`,
+or resource:* for every action on a resource. admin:* grants everything.
+
+A permission holds in every namespace, or in those named after '@'
+(tasks:read@shop,billing). --namespaces names them for every permission
+that names none. A key bound to namespaces finds nothing elsewhere: another
+namespace's tasks, workflows and events are not found, lists and the
+dashboard show them not, and its workers take no step there.`,
 		Example: `  weft keys create --name ci --permissions tasks:create,tasks:read
-  token=$(weft keys create --name py-worker --permissions workers:connect | tail -n1)`,
+  weft keys create --name shop-team --permissions 'tasks:*,workflows:read' --namespaces shop
+  weft keys create --name audit --permissions 'tasks:read@shop,billing,policies:read'
+  token=$(weft keys create --name py-worker --permissions workers:connect --namespaces shop | tail -n1)`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			var list []string
-			for p := range strings.SplitSeq(perms, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					list = append(list, p)
-				}
+			list, err := server.SplitGrants(perms)
+			if err != nil {
+				return usageErrorf("--permissions: %v", err)
+			}
+			if list, err = server.ScopeGrants(list, namespaces); err != nil {
+				return usageErrorf("--%v", err)
 			}
 			token, k, err := server.NewAPIKey(name, list)
 			if err != nil {
@@ -56,14 +66,15 @@ or resource:* for every action on a resource. admin:* grants everything.`,
 			if err := e.APIKeys().CreateAPIKey(cmd.Context(), k); err != nil {
 				return fmt.Errorf("create key: %w", err)
 			}
-			fmt.Fprintf(a.stdout, "created API key %s (%s) with %s\n", k.ID, k.Name, strings.Join(k.Permissions, ","))
+			fmt.Fprintf(a.stdout, "created API key %s (%s) with %s\n", k.ID, k.Name, strings.Join(k.Permissions, " "))
 			fmt.Fprintln(a.stdout, "the key is shown only now:")
 			fmt.Fprintln(a.stdout, token)
 			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "what the key is for (shown in listings and logs)")
-	cmd.Flags().StringVar(&perms, "permissions", "", "comma-separated permissions, e.g. tasks:create,tasks:read")
+	cmd.Flags().StringVar(&perms, "permissions", "", "comma-separated permissions, each perhaps with its namespaces: tasks:create,tasks:read@shop,billing")
+	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil, "namespaces where the permissions that name none hold (default: every namespace)")
 	return cmd
 }
 
@@ -93,7 +104,7 @@ func (a *app) keysListCommand() *cobra.Command {
 			tw := newTable(a.stdout)
 			fmt.Fprintln(tw, "ID\tNAME\tPERMISSIONS\tCREATED\tREVOKED")
 			for _, k := range keys {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Permissions, ","), fmtTime(&k.CreatedAt), fmtTime(k.RevokedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Permissions, " "), fmtTime(&k.CreatedAt), fmtTime(k.RevokedAt))
 			}
 			return flushTable(tw)
 		}),

@@ -38,6 +38,7 @@ type serveFlags struct {
 	jwtAudience    string
 	jwtPublicKey   string
 	jwtJWKS        string
+	jwtNamespaces  string
 	maxBody        int64
 	maxBacklog     int
 	requestTimeout time.Duration
@@ -95,6 +96,7 @@ the engine drains its running steps for up to --drain.`,
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "audience (aud) JWTs must name")
 	fl.StringVar(&f.jwtPublicKey, "jwt-public-key", "", "PEM file of the RSA public key that signs JWTs")
 	fl.StringVar(&f.jwtJWKS, "jwt-jwks-url", "", "URL of the JWKS with the keys that sign JWTs")
+	fl.StringVar(&f.jwtNamespaces, "jwt-namespaces-claim", "", "JWT claim that lists the namespaces where the token's permissions hold (a token without it is refused)")
 	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest request body accepted, in bytes")
 	fl.IntVar(&f.maxBacklog, "max-backlog", 0, "refuse new tasks (503) while this many are pending or running; 0: no limit")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", defaultRequestTimeout, "longest time a request may take (long polls excepted)")
@@ -130,7 +132,7 @@ func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 		}
 		o.TrustedProxies = append(o.TrustedProxies, prefix)
 	}
-	jwtSet := f.jwtIssuer != "" || f.jwtAudience != "" || f.jwtPublicKey != "" || f.jwtJWKS != ""
+	jwtSet := f.jwtIssuer != "" || f.jwtAudience != "" || f.jwtPublicKey != "" || f.jwtJWKS != "" || f.jwtNamespaces != ""
 	if !jwtSet {
 		return o, nil
 	}
@@ -140,7 +142,10 @@ func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 	if (f.jwtPublicKey == "") == (f.jwtJWKS == "") {
 		return o, usageErrorf("JWTs need exactly one of --jwt-public-key and --jwt-jwks-url")
 	}
-	j := &server.JWTConfig{Issuer: f.jwtIssuer, Audience: f.jwtAudience, JWKSURL: f.jwtJWKS}
+	if strings.TrimSpace(f.jwtNamespaces) != f.jwtNamespaces || strings.ContainsAny(f.jwtNamespaces, " \t\n\r") {
+		return o, usageErrorf("%s %q: a claim's name holds no spaces", c.Describe("jwt-namespaces-claim"), c.Show("jwt-namespaces-claim", f.jwtNamespaces))
+	}
+	j := &server.JWTConfig{Issuer: f.jwtIssuer, Audience: f.jwtAudience, JWKSURL: f.jwtJWKS, NamespacesClaim: f.jwtNamespaces}
 	if f.jwtPublicKey != "" {
 		pem, err := os.ReadFile(f.jwtPublicKey)
 		if err != nil {

@@ -263,3 +263,66 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestScopedKeys: `weft keys create --namespaces` makes a key that acts in
+// those namespaces alone through the server, `weft keys list` shows where
+// each permission holds, and a mistake in a grant is a usage error.
+func TestScopedKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	keyOf := func(r result) string {
+		requireCode(t, 0, r)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		return lines[len(lines)-1]
+	}
+	scoped := keyOf(weftCLI(t, "--db", db, "keys", "create", "--name", "examples-team", "--permissions", "tasks:*,workflows:*", "--namespaces", "examples"))
+	admin := keyOf(weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "admin:*"))
+	for _, bad := range []struct{ args []string }{
+		{[]string{"--permissions", "tasks:read", "--namespaces", "bad name"}},
+		{[]string{"--permissions", "tasks:read", "--namespaces", "*,shop"}},
+		{[]string{"--permissions", "tasks:read@"}},
+		{[]string{"--permissions", "shop,tasks:read"}},
+		{[]string{"--permissions", "tasks:read@shop,shop"}},
+	} {
+		r := weftCLI(t, append([]string{"--db", db, "keys", "create", "--name", "x"}, bad.args...)...)
+		requireCode(t, 2, r)
+		require.NotEmpty(t, r.stderr)
+	}
+	r := weftCLI(t, "--db", db, "keys", "list")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, "tasks:*@examples workflows:*@examples")
+	require.Contains(t, r.stdout, "admin:*")
+
+	url, stop := startServe(t, db)
+	as := func(token string, args ...string) result {
+		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
+	}
+	hello := filepath.Join("..", "..", "examples", "hello.yaml")
+	parked := writeFile(t, dir, "parked.yaml", "namespace: ops\nname: parked\nversion: \"1\"\nsteps:\n  - name: s\n    handler: nobody.serves.this\n")
+	r = as(scoped, "submit", hello, "--input", `{"name":"Ada"}`)
+	requireCode(t, 0, r)
+	mine := strings.TrimSpace(r.stdout)
+	r = as(scoped, "submit", parked)
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, `namespace "ops" is outside this credential's namespaces (examples)`)
+	r = as(admin, "submit", parked)
+	requireCode(t, 0, r)
+	theirs := strings.TrimSpace(r.stdout)
+
+	r = as(scoped, "task", theirs)
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "not found")
+	r = as(scoped, "cancel", theirs)
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "not found")
+	requireCode(t, 0, as(scoped, "task", mine))
+	r = as(scoped, "tasks", "--json")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, `"id": `+mine)
+	require.NotContains(t, r.stdout, `"namespace": "ops"`)
+	r = as(admin, "tasks", "--json")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, `"namespace": "ops"`)
+	require.NoError(t, stop())
+}

@@ -29,7 +29,9 @@ type BulkRequest struct {
 	// filter is refused unless All is set.
 	Filter store.TaskFilter
 	All    bool
-	// IDs, if set, are the tasks to act on instead of a filter's.
+	// IDs, if set, are the tasks to act on instead of a filter's; the
+	// filter's Namespaces, if set, still bound them (a task outside is not
+	// found).
 	IDs []int64
 	// DryRun counts the tasks the action would apply to and changes
 	// nothing.
@@ -204,7 +206,7 @@ func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (s
 		r.Actor = a.id()
 	}
 	if len(r.IDs) > 0 {
-		if err := a.requireTasks(ctx, r.IDs); err != nil {
+		if err := a.requireTasks(ctx, r.IDs, r.Filter.Namespaces); err != nil {
 			return BulkResult{}, err
 		}
 		return a.bulkIDs(ctx, r, do)

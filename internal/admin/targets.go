@@ -81,24 +81,55 @@ func (a *Admin) requireWorkflow(ctx context.Context, namespace, name string) err
 }
 
 // RequireFilter checks the namespace and workflow a task filter names.
+// A filter bound to Namespaces finds only what is there: a namespace or
+// workflow elsewhere is not found, as one that does not exist.
 func (a *Admin) RequireFilter(ctx context.Context, f store.TaskFilter) error {
-	if f.Namespace == "" && f.Workflow == "" {
+	switch {
+	case f.Namespace == "" && f.Workflow == "":
 		return nil
+	case f.Namespaces == nil:
+		return a.requireWorkflow(ctx, f.Namespace, f.Workflow)
+	case f.Namespace != "":
+		if !slices.Contains(f.Namespaces, f.Namespace) {
+			return fmt.Errorf("namespace %s: %w: no workflow is registered in it", f.Namespace, store.ErrNotFound)
+		}
+		return a.requireWorkflow(ctx, f.Namespace, f.Workflow)
 	}
-	return a.requireWorkflow(ctx, f.Namespace, f.Workflow)
+	for _, ns := range f.Namespaces {
+		ok, err := a.store.WorkflowExists(ctx, ns, f.Workflow)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("workflow %s: %w in any namespace", f.Workflow, store.ErrNotFound)
 }
 
 // requireTasks returns ErrNotFound naming the tasks of ids that do not
 // exist.
-func (a *Admin) requireTasks(ctx context.Context, ids []int64) error {
+func (a *Admin) requireTasks(ctx context.Context, ids []int64, namespaces []string) error {
 	var missing []int64
 	for chunk := range slices.Chunk(ids, DefaultBatchSize) {
-		states, err := a.store.TaskStates(ctx, chunk)
-		if err != nil {
-			return err
+		found := map[int64]bool{}
+		if namespaces == nil {
+			states, err := a.store.TaskStates(ctx, chunk)
+			if err != nil {
+				return err
+			}
+			for id := range states {
+				found[id] = true
+			}
+		} else {
+			// Where the caller may not look, a task is not found.
+			in, err := a.store.MatchTasks(ctx, store.TaskFilter{IDs: chunk, Namespaces: namespaces}, len(chunk))
+			if err != nil {
+				return err
+			}
+			for _, id := range in {
+				found[id] = true
+			}
 		}
 		for _, id := range chunk {
-			if _, ok := states[id]; !ok {
+			if !found[id] {
 				missing = append(missing, id)
 			}
 		}

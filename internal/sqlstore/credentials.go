@@ -29,7 +29,7 @@ func (s *admin) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 		}
 		res, err := t.Exec(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
-			k.ID, k.Name, hex.EncodeToString(k.Hash), strings.Join(k.Permissions, ","), created.UnixMicro())
+			k.ID, k.Name, hex.EncodeToString(k.Hash), strings.Join(k.Permissions, " "), created.UnixMicro())
 		if err != nil {
 			return fmt.Errorf("insert api key %s: %w", k.ID, err)
 		}

@@ -24,6 +24,14 @@ func (s *reads) taskWhere(f store.TaskFilter, now int64) (string, []any) {
 	if f.Namespace != "" {
 		add("namespace = ?", f.Namespace)
 	}
+	if f.Namespaces != nil {
+		in, a := s.TextIn("namespace", f.Namespaces)
+		add(in, a...)
+	}
+	if len(f.IDs) > 0 {
+		in, a := s.IDIn("id", f.IDs)
+		add(in, a...)
+	}
 	if f.Workflow != "" {
 		add("workflow = ?", f.Workflow)
 	}

@@ -64,6 +64,11 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 		where = append(where, `t.workflow = ?`)
 		args = append(args, name)
 	}
+	if q.Namespaces != nil {
+		in, a := s.TextIn("t.namespace", q.Namespaces)
+		where = append(where, in)
+		args = append(args, a...)
+	}
 	if q.TaskID != 0 {
 		where = append(where, `a.task_id = ?`)
 		args = append(args, q.TaskID)

@@ -13,15 +13,20 @@ import (
 
 // CountTasksByState counts tasks per state, at most limit each: one
 // bounded count per state over the (state, id) index, in one statement.
-func (s *reads) CountTasksByState(ctx context.Context, limit int) ([]store.StateCount, error) {
+func (s *reads) CountTasksByState(ctx context.Context, limit int, namespaces []string) ([]store.StateCount, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("count tasks by state: limit must be positive: %w", store.ErrInvalid)
 	}
 	parts := make([]string, len(state.Tasks))
-	args := make([]any, 0, 2*len(state.Tasks))
+	args := make([]any, 0, 3*len(state.Tasks))
 	for i, st := range state.Tasks {
-		parts[i] = fmt.Sprintf(`SELECT %d AS n, count(*) AS c FROM (SELECT 1 FROM tasks WHERE state = ? LIMIT ?) AS s%d`, i, i)
-		args = append(args, string(st), limit)
+		in, nsArgs := "", []any(nil)
+		if namespaces != nil {
+			in, nsArgs = s.TextIn("namespace", namespaces)
+			in = " AND " + in
+		}
+		parts[i] = fmt.Sprintf(`SELECT %d AS n, count(*) AS c FROM (SELECT 1 FROM tasks WHERE state = ?%s LIMIT ?) AS s%d`, i, in, i)
+		args = append(append(append(args, string(st)), nsArgs...), limit)
 	}
 	rows, err := s.Read(ctx, strings.Join(parts, " UNION ALL ")+" ORDER BY n", args...)
 	if err != nil {
@@ -57,13 +62,18 @@ func (s *reads) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.
 	if bucket < 1 {
 		bucket = 1
 	}
+	in, nsArgs := "", []any(nil)
+	if q.Namespaces != nil {
+		in, nsArgs = s.TextIn("namespace", q.Namespaces)
+		in = " AND " + in
+	}
 	rows, err := s.Read(ctx, `SELECT namespace, (finished_at - ?) / ? AS b, count(*),
 		CAST(sum(CASE WHEN state IN ('failed', 'expired') THEN 1 ELSE 0 END) AS BIGINT),
 		CAST(sum(CASE WHEN started_at IS NOT NULL THEN 1 ELSE 0 END) AS BIGINT),
 		CAST(sum(CASE WHEN started_at IS NOT NULL AND started_at > run_at THEN started_at - run_at ELSE 0 END) AS BIGINT)
 		FROM (SELECT namespace, state, finished_at, started_at, run_at FROM tasks
-			WHERE finished_at IS NOT NULL AND finished_at >= ? ORDER BY finished_at DESC LIMIT ?) AS recent
-		GROUP BY namespace, b ORDER BY namespace, b`, since, bucket, since, max+1)
+			WHERE finished_at IS NOT NULL AND finished_at >= ?`+in+` ORDER BY finished_at DESC LIMIT ?) AS recent
+		GROUP BY namespace, b ORDER BY namespace, b`, append(append([]any{since, bucket, since}, nsArgs...), max+1)...)
 	if err != nil {
 		return store.Activity{}, fmt.Errorf("task activity: %w", err)
 	}

@@ -208,3 +208,34 @@ func TestEveryIDIsAutoincrement(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.GreaterOrEqual(t, n, 8, "tasks, steps, audit, signals, webhooks and the logs")
 }
+
+// TestKeyScopesMigration opens a database written before keys' grants named
+// namespaces (schema 28): after migration 029 its keys hold in every
+// namespace, as they did, and say so.
+func TestKeyScopesMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	old := schemaBefore(t, 28, "029_key_scopes.sql")
+	old.exec(t,
+		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('a', 'ci', 'ab', 'tasks:create,tasks:read', 1700000000000000)`,
+		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('b', 'ops', 'ab', 'admin:*', 1700000000000001)`,
+		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('c', 'none', 'ab', '', 1700000000000002)`,
+	)
+	old.close(t)
+
+	s, err := Open(ctx, old.path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	keys, err := s.ListAPIKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, keys, 3)
+	require.Equal(t, []string{"tasks:create@*", "tasks:read@*"}, keys[0].Permissions)
+	require.Equal(t, []string{"admin:*@*"}, keys[1].Permissions)
+	require.Empty(t, keys[2].Permissions)
+
+	require.NoError(t, s.CreateAPIKey(ctx, store.APIKey{ID: "d", Name: "shop", Hash: []byte{1},
+		Permissions: []string{"tasks:read@shop,billing", "workers:connect@shop"}}))
+	k, err := s.GetAPIKey(ctx, "d")
+	require.NoError(t, err)
+	require.Equal(t, []string{"tasks:read@shop,billing", "workers:connect@shop"}, k.Permissions, "a grant's namespaces survive the store")
+}

@@ -105,6 +105,8 @@ func testHistory(t *testing.T, h *harness) {
 		{"workflow by name", store.HistoryQuery{After: start, Workflow: "checkout"}, a},
 		{"workflow by name in its namespace", store.HistoryQuery{After: start, Namespace: "shop", Workflow: "checkout"}, a},
 		{"task", store.HistoryQuery{After: start, TaskID: b}, b},
+		{"namespaces", store.HistoryQuery{After: start, Namespaces: []string{"mail", "other"}}, b},
+		{"namespaces and a workflow", store.HistoryQuery{After: start, Namespaces: []string{"shop"}, Workflow: "checkout"}, a},
 	} {
 		got := h.history(tc.q, h.auditCount(tc.task))
 		require.Len(t, got, h.auditCount(tc.task), tc.name)
@@ -112,6 +114,10 @@ func testHistory(t *testing.T, h *harness) {
 			require.Equal(t, tc.task, e.TaskID, tc.name)
 		}
 	}
+
+	none, err := h.s.History(h.ctx, store.HistoryQuery{After: start, Namespaces: []string{}})
+	require.NoError(t, err)
+	require.Empty(t, none, "no namespace reads nothing")
 
 	// The end is after everything so far; what comes later follows it.
 	end, err := h.s.HistoryEnd(h.ctx)

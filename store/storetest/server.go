@@ -15,7 +15,7 @@ import (
 // single steps, queue counts and claims restricted to namespaces.
 
 func testAPIKeys(t *testing.T, h *harness) {
-	k := store.APIKey{ID: "k1", Name: "ci", Hash: []byte{1, 2, 3, 255}, Permissions: []string{"tasks:read", "tasks:create"}}
+	k := store.APIKey{ID: "k1", Name: "ci", Hash: []byte{1, 2, 3, 255}, Permissions: []string{"tasks:read@shop,billing", "tasks:create"}}
 	require.NoError(t, h.s.CreateAPIKey(h.ctx, k))
 	require.ErrorIs(t, h.s.CreateAPIKey(h.ctx, k), store.ErrConflict)
 	got, err := h.s.GetAPIKey(h.ctx, "k1")

@@ -57,7 +57,7 @@ func minID(ids []int64, n int) int64 {
 
 func testCountTasksByState(t *testing.T, h *harness) {
 	h.finishFour()
-	counts, err := h.s.CountTasksByState(h.ctx, 10)
+	counts, err := h.s.CountTasksByState(h.ctx, 10, nil)
 	require.NoError(t, err)
 	got := map[state.Task]int{}
 	for _, c := range counts {
@@ -65,7 +65,7 @@ func testCountTasksByState(t *testing.T, h *harness) {
 	}
 	require.Equal(t, map[state.Task]int{state.TaskPending: 0, state.TaskRunning: 1, state.TaskCompleted: 2, state.TaskFailed: 1,
 		state.TaskCancelled: 0, state.TaskExpired: 0}, got)
-	capped, err := h.s.CountTasksByState(h.ctx, 1)
+	capped, err := h.s.CountTasksByState(h.ctx, 1, nil)
 	require.NoError(t, err)
 	for _, c := range capped {
 		require.LessOrEqual(t, c.Count, 1, "state %s counted past the limit", c.State)
@@ -73,8 +73,28 @@ func testCountTasksByState(t *testing.T, h *harness) {
 	held, err := h.s.CountHeld(h.ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"e1": 1}, held, "the running task's step is held by e1")
-	_, err = h.s.CountTasksByState(h.ctx, 0)
+	_, err = h.s.CountTasksByState(h.ctx, 0, nil)
 	require.ErrorIs(t, err, store.ErrInvalid)
+
+	// Bound to namespaces, the counts are theirs alone.
+	for _, tt := range []struct {
+		namespaces []string
+		want       map[state.Task]int
+	}{
+		{[]string{"b"}, map[state.Task]int{state.TaskCompleted: 1}},
+		{[]string{"a", "b"}, map[state.Task]int{state.TaskRunning: 1, state.TaskCompleted: 2, state.TaskFailed: 1}},
+		{[]string{}, map[state.Task]int{}},
+	} {
+		counts, err := h.s.CountTasksByState(h.ctx, 10, tt.namespaces)
+		require.NoError(t, err)
+		got := map[state.Task]int{}
+		for _, c := range counts {
+			if c.Count > 0 {
+				got[c.State] = c.Count
+			}
+		}
+		require.Equal(t, tt.want, got, "namespaces %v", tt.namespaces)
+	}
 }
 
 func testTaskActivity(t *testing.T, h *harness) {
@@ -106,6 +126,14 @@ func testTaskActivity(t *testing.T, h *harness) {
 
 	_, err = h.s.TaskActivity(h.ctx, store.ActivityQuery{Since: start})
 	require.ErrorIs(t, err, store.ErrInvalid)
+
+	// Bound to a namespace, the window reads its tasks alone: the others
+	// neither show nor count towards MaxTasks.
+	onlyB, err := h.s.TaskActivity(h.ctx, store.ActivityQuery{Since: start.Add(-time.Minute), Bucket: time.Minute, MaxTasks: 1, Namespaces: []string{"b"}})
+	require.NoError(t, err)
+	require.False(t, onlyB.Truncated)
+	require.Len(t, onlyB.Buckets, 1)
+	require.Equal(t, "b", onlyB.Buckets[0].Namespace)
 }
 
 func testListTasksByKey(t *testing.T, h *harness) {
@@ -118,4 +146,20 @@ func testListTasksByKey(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Len(t, one, 1)
 	require.Equal(t, "b", one[0].Namespace)
+
+	// Namespaces bound what any filter selects; IDs select those tasks.
+	bound, err := h.s.ListTasks(h.ctx, store.TaskFilter{Key: "order-1", Namespaces: []string{"b", "c"}})
+	require.NoError(t, err)
+	require.Len(t, bound, 1)
+	require.Equal(t, "b", bound[0].Namespace)
+	none, err := h.s.ListTasks(h.ctx, store.TaskFilter{Namespaces: []string{}})
+	require.NoError(t, err)
+	require.Empty(t, none, "no namespace selects nothing")
+	byID, err := h.s.ListTasks(h.ctx, store.TaskFilter{IDs: []int64{both[0].ID, both[1].ID}, Namespaces: []string{both[1].Namespace}})
+	require.NoError(t, err)
+	require.Len(t, byID, 1)
+	require.Equal(t, both[1].ID, byID[0].ID)
+	ids, err := h.s.MatchTasks(h.ctx, store.TaskFilter{IDs: []int64{both[0].ID}, Namespaces: []string{both[1].Namespace}}, 10)
+	require.NoError(t, err)
+	require.Empty(t, ids, "a task outside the namespaces is not matched")
 }

@@ -1486,7 +1486,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The credential lacks the permission (forbidden) */
+        /** @description The credential lacks the permission, or the request names a namespace outside the credential's (forbidden) */
         Forbidden: {
             headers: {
                 [name: string]: unknown;
@@ -1495,7 +1495,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description No such resource (not_found) */
+        /** @description No such resource, or none in the credential's namespaces (not_found) */
         NotFound: {
             headers: {
                 [name: string]: unknown;

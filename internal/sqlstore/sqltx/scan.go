@@ -468,9 +468,7 @@ func ScanAPIKey(r sqldb.Row) (store.APIKey, error) {
 		return k, fmt.Errorf("api key %s: stored hash is not hex: %w", k.ID, err)
 	}
 	k.Hash = h
-	if perms != "" {
-		k.Permissions = strings.Split(perms, ",")
-	}
+	k.Permissions = strings.Fields(perms) // grants hold commas (migration key_scopes)
 	k.CreatedAt = time.UnixMicro(created)
 	k.RevokedAt = OptTime(revoked)
 	return k, nil

@@ -111,6 +111,10 @@ func (t *Tx) TextIn(col string, vals []string) (string, []any) {
 	return valuesIn(t.H, col, vals, "text")
 }
 
+func (s *Handle) TextIn(col string, vals []string) (string, []any) {
+	return valuesIn(s, col, vals, "text")
+}
+
 // valuesIn is the condition "col is one of vals" as one parameter: an array
 // of the SQL type pgType, or a JSON array (or, of one value, that value).
 func valuesIn[T int64 | string](s *Handle, col string, vals []T, pgType string) (string, []any) {

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store/sqlite"
+)
+
+// TestRouteThatForgetsItsScope: a route whose handler says it bounds its
+// answer by the scope and did not read it is refused, for every key, and a
+// route that declares no scope acts for no key bound to namespaces.
+func TestRouteThatForgetsItsScope(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	e, err := weft.New(st, weft.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	s, err := New(e, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	key := func(perms ...string) string {
+		token, k, err := NewAPIKey("k", perms)
+		require.NoError(t, err)
+		require.NoError(t, st.CreateAPIKey(context.Background(), k))
+		return token
+	}
+	all, scoped := key(PermTasksRead), key(PermTasksRead+"@shop")
+	answer := func(rt route, token string) int {
+		req := httptest.NewRequest("GET", "/x", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		s.wrap(rt).ServeHTTP(w, req)
+		return w.Code
+	}
+	ok := func(*http.Request) (int, any, error) { return http.StatusOK, map[string]string{}, nil }
+	reads := func(r *http.Request) (int, any, error) {
+		requestScope(r)
+		return http.StatusOK, map[string]string{}, nil
+	}
+	tests := []struct {
+		name        string
+		rt          route
+		all, scoped int
+	}{
+		{"handler reads its scope", route{method: "GET", path: "/x", perm: PermTasksRead, scope: byHandler, h: reads}, 200, 200},
+		{"handler forgets its scope", route{method: "GET", path: "/x", perm: PermTasksRead, scope: byHandler, h: ok}, 500, 500},
+		{"no scope declared", route{method: "GET", path: "/x", perm: PermTasksRead, h: ok}, 200, 500},
+		{"everywhere", route{method: "GET", path: "/x", perm: PermTasksRead, scope: everywhere, h: ok}, 200, 403},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.all, answer(tt.rt, all), "%s, every namespace", tt.name)
+		require.Equal(t, tt.scoped, answer(tt.rt, scoped), "%s, in shop", tt.name)
+	}
+}
