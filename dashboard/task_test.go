@@ -31,7 +31,8 @@ func TestSignalStepPanel(t *testing.T) {
 	task, err := en.e.Get(context.Background(), timed)
 	require.NoError(t, err)
 	require.NotNil(t, task.Steps[0].RunAt)
-	deadline := task.Steps[0].RunAt.UTC().Format("2006-01-02 15:04:05")
+	at := task.Steps[0].RunAt.UTC()
+	deadline := `<time datetime="` + at.Format(time.RFC3339) + `"><span class="date">` + at.Format(time.DateOnly) + `</span> ` + at.Format(time.TimeOnly) + `</time>`
 
 	panel := func(id int64) (string, string) {
 		t.Helper()
