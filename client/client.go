@@ -196,7 +196,9 @@ func (c *Client) Get(ctx context.Context, id int64) (*wire.Task, error) {
 	return &t, nil
 }
 
-// List returns one page of tasks, newest first (BeforeID pages on).
+// List returns one page of tasks, newest first (BeforeID pages on). With
+// f.Active each unfinished task's Active lists its ready, running and
+// waiting steps.
 func (c *Client) List(ctx context.Context, f store.TaskFilter) ([]wire.Task, error) {
 	q := url.Values{}
 	set := func(k, v string) {
@@ -226,6 +228,9 @@ func (c *Client) List(ctx context.Context, f store.TaskFilter) ([]wire.Task, err
 	}
 	if f.Attention {
 		q.Set("attention", "true")
+	}
+	if f.Active {
+		q.Set("active", "true")
 	}
 	var page wire.TaskList
 	path := "/v1/tasks"

@@ -62,3 +62,15 @@ func Layout(n int, edges [][2]int) (pos [][2]float64, bends [][][2]float64) {
 	pos, bends, _, _ = layout(n, edges)
 	return pos, bends
 }
+
+// ChartTicks are the labels of a chart's gridlines, bottom to top, for
+// values up to maxV of a measure: "per-minute", "seconds" or "percent".
+func ChartTicks(maxV float64, kind string) []string {
+	m := map[string]measure{"per-minute": perMinute, "seconds": seconds, "percent": percent}[kind]
+	step, _ := ticks(maxV, m)
+	var out []string
+	for i := range 5 {
+		out = append(out, m.text(step*float64(i), step))
+	}
+	return out
+}

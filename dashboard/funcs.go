@@ -28,21 +28,8 @@ var funcs = template.FuncMap{
 	"hasJSON":    func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" },
 	"stateClass": stateClass,
 	"sprintf":    fmt.Sprintf,
-	"when": func(t any) string {
-		switch v := t.(type) {
-		case time.Time:
-			if v.IsZero() {
-				return "—"
-			}
-			return v.UTC().Format("2006-01-02 15:04:05")
-		case *time.Time:
-			if v == nil || v.IsZero() {
-				return "—"
-			}
-			return v.UTC().Format("2006-01-02 15:04:05")
-		}
-		return "—"
-	},
+	"when":       when,
+
 	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"ago":      func(t time.Time) string { return ago(time.Since(t)) },
 	"handlers": handlerList,
@@ -139,6 +126,26 @@ func sortedTags(m map[string]string) []tag {
 	}
 	slices.SortFunc(out, func(a, b tag) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// when writes a time in UTC, "2006-01-02 15:04:05", as a <time> that a
+// narrow column breaks between the date and the time, never inside the
+// date; "—" for no time.
+func when(t any) template.HTML {
+	var v time.Time
+	switch t := t.(type) {
+	case time.Time:
+		v = t
+	case *time.Time:
+		if t != nil {
+			v = *t
+		}
+	}
+	if v.IsZero() {
+		return "—"
+	}
+	v = v.UTC()
+	return template.HTML(`<time datetime="` + v.Format(time.RFC3339) + `"><span class="date">` + v.Format(time.DateOnly) + `</span> ` + v.Format(time.TimeOnly) + `</time>`) //nolint:gosec // digits only
 }
 
 func clip(s string, n int) string {

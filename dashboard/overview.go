@@ -40,6 +40,8 @@ type overviewData struct {
 	Truncated  bool
 	// ActivityLimit is how many finished tasks the charts read at most.
 	ActivityLimit int
+	// Legend names the colour of each namespace in the charts.
+	Legend []swatch
 }
 
 type chart struct {
@@ -122,14 +124,15 @@ func (d *Dashboard) overview(r *http.Request) (string, any, error) {
 		thr, wait, fail = append(thr, line{ns, t}), append(wait, line{ns, wt}), append(fail, line{ns, f})
 	}
 	axis := timeAxis{start: since, step: w.Interval, n: n}
-	mk := func(title, unit string, lines []line, format string) chart {
-		return chart{Title: title, Unit: unit, SVG: lineChart(axis, lines, format, title+" ("+unit+")")}
+	mk := func(title, unit string, lines []line, m measure) chart {
+		return chart{Title: title, Unit: unit, SVG: lineChart(axis, lines, m, title+" ("+unit+")")}
 	}
 	data.Charts = []chart{
-		mk("Throughput", "tasks finished per minute", thr, "%.1f"),
-		mk("Queue wait", "mean seconds from run_at to start, by finish time", wait, "%.2fs"),
-		mk("Failure rate", "% of finished tasks that failed or expired", fail, "%.0f%%"),
+		mk("Throughput", "tasks finished per minute", thr, perMinute),
+		mk("Queue wait", "mean time from run_at to start, by finish time", wait, seconds),
+		mk("Failure rate", "% of finished tasks that failed or expired", fail, percent),
 	}
+	data.Legend = legendOf(thr)
 	return "Overview", data, nil
 }
 

@@ -48,6 +48,10 @@ type taskData struct {
 	// Waiting lists the signals the task's steps wait for.
 	Waiting []string
 	Steps   stepList
+	// Signalled says whether the task has a step that waits for a signal
+	// (a task has every step its workflow's version defines from its
+	// submission on): only then does the page offer to send one.
+	Signalled bool
 }
 
 // nodeRow is one node of the graph as a table.
@@ -162,6 +166,7 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 		return v.filtered("", s.Name).url(frag)
 	}
 	for _, s := range t.Steps {
+		data.Signalled = data.Signalled || s.Kind == store.KindSignal
 		if s.Kind == store.KindSignal && s.State == state.StepWaiting && s.Signal != "" && !slices.Contains(data.Waiting, s.Signal) {
 			data.Waiting = append(data.Waiting, s.Signal)
 		}

@@ -31,7 +31,8 @@ func TestSignalStepPanel(t *testing.T) {
 	task, err := en.e.Get(context.Background(), timed)
 	require.NoError(t, err)
 	require.NotNil(t, task.Steps[0].RunAt)
-	deadline := task.Steps[0].RunAt.UTC().Format("2006-01-02 15:04:05")
+	at := task.Steps[0].RunAt.UTC()
+	deadline := `<time datetime="` + at.Format(time.RFC3339) + `"><span class="date">` + at.Format(time.DateOnly) + `</span> ` + at.Format(time.TimeOnly) + `</time>`
 
 	panel := func(id int64) (string, string) {
 		t.Helper()
@@ -191,4 +192,35 @@ func TestBigTaskPage(t *testing.T) {
 	require.NotContains(t, body, `data-step="split[200]"`)
 	// A drawn item not on the list links to the list filtered by its name.
 	contains(t, body, fmt.Sprintf(`href="/tasks/%d?expand=split%%5B%%2A%%5D&amp;step=split%%5B150%%5D#step-`, id))
+}
+
+// TestSignalFormOnlyWhereSignalsWait: a task's page offers to send a
+// signal only while the task is unfinished and has a step that waits for
+// one, whether or not that step waits yet.
+func TestSignalFormOnlyWhereSignalsWait(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, stores["sqlite"](t), server.Options{DisableAuth: true})
+	require.NoError(t, en.e.Register(context.Background(), workflow.New("ops", "later", "1").
+		Step("prepare", "shop.block").
+		Step("approved", "", workflow.DependsOn("prepare"), workflow.AwaitSignal("approved", 0))))
+	later := en.submit("ops/later", map[string]any{}, "")
+	en.waitStep(later, "prepare", state.StepRunning)
+	for _, c := range []struct {
+		name string
+		id   int64
+		form bool
+	}{
+		{"waiting for a signal", en.awaiting, true},
+		{"its signal step not reached yet", later, true},
+		{"no signal step", en.running, false},
+		{"finished", en.completed, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			status, body := get(t, client(), fmt.Sprintf("%s/tasks/%d", en.url, c.id))
+			require.Equal(t, http.StatusOK, status)
+			require.Equal(t, c.form, strings.Contains(body, `id="signal-form"`), "the signal form")
+			require.Equal(t, c.form, strings.Contains(body, "Send a signal"), "the signal panel")
+		})
+	}
 }

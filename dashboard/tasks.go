@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
@@ -23,7 +24,7 @@ const pageSize = 50
 type tasksData struct {
 	Tasks []weft.Task
 	// Now says where each unfinished task shown stands, by task id.
-	Now        map[int64]*standing
+	Now        map[int64]*taskview.Standing
 	States     []state.Task
 	Namespaces []string
 	Workflows  []string
@@ -177,10 +178,9 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 			}
 		}
 	}
-	data.Now = map[int64]*standing{}
+	data.Now = map[int64]*taskview.Standing{}
 	for _, t := range data.Tasks {
-		if len(t.Active) > 0 {
-			s := standingOf(t.Active)
+		if s, ok := taskview.StandingOf(wire.List(t.Active, wire.StepOf)); ok {
 			data.Now[t.ID] = &s
 		}
 	}
@@ -197,42 +197,4 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 	data.Cancellable, data.Retryable = len(cancel), len(retry)
 	data.CancelIDs, data.RetryIDs = strings.Join(cancel, ","), strings.Join(retry, ",")
 	return "Tasks", data, nil
-}
-
-// standing is where an unfinished task stands, for the list: its most
-// telling active step, and how many others are active.
-type standing struct {
-	Step  store.Step
-	More  int
-	Label string // "running", "retry", "signal", "waiting", "ready"
-}
-
-// standingOf picks the step to show of a task's active steps: a running
-// one, else a waiting one, else a ready one (the first of each kind).
-func standingOf(active []store.Step) standing {
-	rank := func(s store.Step) int {
-		switch s.State {
-		case state.StepRunning:
-			return 0
-		case state.StepWaiting:
-			return 1
-		}
-		return 2
-	}
-	best := active[0]
-	for _, s := range active[1:] {
-		if rank(s) < rank(best) {
-			best = s
-		}
-	}
-	out := standing{Step: best, More: len(active) - 1, Label: string(best.State)}
-	if best.State == state.StepWaiting {
-		switch {
-		case best.Kind == store.KindSignal:
-			out.Label = "signal"
-		case best.Attempts > 0:
-			out.Label = "retry"
-		}
-	}
-	return out
 }

@@ -262,7 +262,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/tasks", perm: PermTasksCreate, scope: byHandler, h: s.createTask},
 		{method: "POST", path: "/v1/tasks/batch", perm: PermTasksCreate, scope: byHandler, h: s.submitBatch},
 		{method: "GET", path: "/v1/tasks", perm: PermTasksRead, scope: byHandler, query: []string{"namespace", "workflow", "state", "created_after", "created_before",
-			"limit", "cursor", "tag", "attention", "key", "schedule"}, h: s.listTasks},
+			"limit", "cursor", "tag", "attention", "active", "key", "schedule"}, h: s.listTasks},
 		{method: "GET", path: "/v1/tasks/{id}", perm: PermTasksRead, scope: byTask, h: s.getTask},
 		{method: "POST", path: "/v1/tasks/{id}/cancel", perm: PermTasksCancel, scope: byTask, h: s.cancelTask},
 		{method: "POST", path: "/v1/tasks/{id}/retry", perm: PermTasksRetry, scope: byTask, h: s.retryTask},

@@ -174,6 +174,11 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 		}
 		f.Attention, f.StaleAfter = b, s.engine.StaleAfter()
 	}
+	if v := q.Get("active"); v != "" {
+		if f.Active, err = strconv.ParseBool(v); err != nil {
+			return 0, nil, fieldError("active", "must be true or false, got %q", v)
+		}
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {

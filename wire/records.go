@@ -60,7 +60,10 @@ type Task struct {
 	// Attention says why the task needs a person (lists filtered by
 	// attention only).
 	Attention []string `json:"attention,omitempty"`
-	Steps     []Step   `json:"steps,omitempty"`
+	// Active lists an unfinished task's ready, running and waiting steps,
+	// in order: where it stands (lists asked with active=true only).
+	Active []Step `json:"active,omitempty"`
+	Steps  []Step `json:"steps,omitempty"`
 }
 
 // TaskOf is the API's form of a stored task.
@@ -71,7 +74,7 @@ func TaskOf(t store.Task) Task {
 		GoodUntil: t.GoodUntil, CreatedAt: t.CreatedAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt,
 		Error: t.Error, Schedule: t.Schedule, ScheduleTick: t.ScheduleTick, ParentTaskID: t.ParentTaskID,
 		ParentStep: t.ParentStep, Depth: t.Depth, Children: t.Children, Tags: t.Tags, Attention: t.Attention,
-		Steps: List(t.Steps, StepOf),
+		Active: List(t.Active, StepOf), Steps: List(t.Steps, StepOf),
 	}
 }
 

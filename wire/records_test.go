@@ -120,9 +120,6 @@ var omitted = map[string]bool{
 	// readers.
 	"Task.TraceParent": true,
 	"Task.TraceState":  true,
-	// Where an unfinished task stands, for the dashboard's list; the
-	// API's list does not send it.
-	"Task.Active": true,
 }
 
 // TestRecordsCoverStorage fails when a storage record gains a field its

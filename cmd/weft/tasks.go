@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
@@ -33,6 +34,10 @@ func (a *app) tasksCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List tasks, newest first",
+		Long: `List tasks, newest first. The NOW column says where each unfinished task
+stands: its most telling ready, running or waiting step ("charge running 2/5",
+"approval waits for signal approve until 15:04"); --json gives all of them in
+"active".`,
 		Example: `  weft tasks --state failed
   weft tasks --workflow shop/checkout --tag env=staging --created-after 24h
   weft tasks --attention
@@ -80,7 +85,15 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 		return err
 	}
 	defer e.Close()
+	// Where each unfinished task stands, for the NOW column and the
+	// JSON's "active"; a server from before active=true refuses it, and
+	// the list goes without.
+	f.Active = !f.Attention
 	tasks, err := e.List(ctx, f)
+	if ae, ok := errors.AsType[*client.Error](err); ok && ae.Code == wire.CodeUnknownField && ae.Field == "active" {
+		f.Active = false
+		tasks, err = e.List(ctx, f)
+	}
 	if err != nil {
 		return fmt.Errorf("list tasks: %w", err)
 	}
@@ -104,17 +117,22 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 	}
 	tw := newTable(a.stdout)
 	if tagged {
-		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tTAGS\tERROR")
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tNOW\tCREATED\tFINISHED\tTAGS\tERROR")
 	} else {
-		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
+		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tNOW\tCREATED\tFINISHED\tERROR")
 	}
+	now := time.Now()
 	for i := range tasks {
 		t := &tasks[i]
 		tags := ""
 		if tagged {
 			tags = taskview.Abbrev(tagList(t.Tags), 40) + "\t"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskview.Ref(t), t.State, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, taskview.Abbrev(t.Error, 60))
+		stands := "-"
+		if s, ok := taskview.StandingOf(t.Active); ok {
+			stands = taskview.Abbrev(s.Text(now, time.Local), 60)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskview.Ref(t), t.State, stands, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, taskview.Abbrev(t.Error, 60))
 	}
 	return flushTable(tw)
 }

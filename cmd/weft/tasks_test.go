@@ -78,10 +78,10 @@ func TestTasksAndTask(t *testing.T) {
 		requireCode(t, 0, r)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 		require.Len(t, lines, 4)
-		require.Regexp(t, `^ID\s+WORKFLOW\s+STATE\s+CREATED\s+FINISHED\s+ERROR$`, lines[0])
-		require.Regexp(t, `^3\s+test/dag@1\s+pending\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+-`, lines[1])
-		require.Regexp(t, `^2\s+test/fail@1\s+failed\s+.*step "charge" failed: exit status 3: card declined`, lines[2])
-		require.Regexp(t, `^1\s+test/dag@1\s+completed\s+`, lines[3])
+		require.Regexp(t, `^ID\s+WORKFLOW\s+STATE\s+NOW\s+CREATED\s+FINISHED\s+ERROR$`, lines[0])
+		require.Regexp(t, `^3\s+test/dag@1\s+pending\s+a ready\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+-`, lines[1])
+		require.Regexp(t, `^2\s+test/fail@1\s+failed\s+-\s+.*step "charge" failed: exit status 3: card declined`, lines[2])
+		require.Regexp(t, `^1\s+test/dag@1\s+completed\s+-\s+`, lines[3])
 	})
 	tests := []struct {
 		name string

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/state"
-	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -42,9 +42,9 @@ func SignalCommand(s *wire.Step, opts Options) string {
 	cmd := fmt.Sprintf("weft signal %d %s --payload '{...}'", s.TaskID, s.Signal)
 	switch {
 	case opts.Server != "":
-		cmd += " --server " + ShellQuote(weftdb.Redact(opts.Server))
+		cmd += " --server " + ShellQuote(redact.String(opts.Server))
 	case opts.DB != "":
-		cmd += " --db " + ShellQuote(weftdb.Redact(opts.DB))
+		cmd += " --db " + ShellQuote(redact.String(opts.DB))
 	}
 	return cmd
 }

@@ -903,6 +903,8 @@ export interface components {
             depth?: number;
             /** @description The child tasks this task started, oldest first */
             children?: number[];
+            /** @description An unfinished task's ready, running and waiting steps, in order: where it stands (lists with active=true only) */
+            active?: components["schemas"]["Step"][];
             steps?: components["schemas"]["Step"][];
             tags?: {
                 [key: string]: string;
@@ -1837,6 +1839,8 @@ export interface operations {
                 tag?: string[];
                 /** @description Only tasks needing a person, each with its reasons in attention */
                 attention?: boolean;
+                /** @description With true, each unfinished task lists in active its ready, running and waiting steps: where it stands */
+                active?: boolean;
                 /** @description only tasks with this idempotency key */
                 key?: string;
                 /** @description Only tasks submitted by the schedule of this name (with namespace and workflow to name its workflow) */
