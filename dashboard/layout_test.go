@@ -66,6 +66,19 @@ const pageFit = `(() => {
 	return out;
 })()`
 
+// svgText lists the texts of every drawing on the page (charts, the
+// graph, the timeline) drawn smaller than 11 px on screen.
+const svgText = `(() => {
+	const out = [];
+	for (const t of document.querySelectorAll("svg text")) {
+		const r = t.getBoundingClientRect();
+		if (r.width === 0) continue; // not drawn (a folded details)
+		const size = parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a;
+		if (size < 11) out.push(t.closest("svg[class]").getAttribute("class") + ": " + t.textContent + " at " + size.toFixed(1) + " px");
+	}
+	return out;
+})()`
+
 type chartMeasure struct {
 	Texts []struct {
 		Text         string
@@ -121,6 +134,9 @@ func TestBrowserOverviewLegible(t *testing.T) {
 			misfits, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](pageFit))
 			require.NoError(t, err)
 			require.Empty(t, misfits, "%s at %d px", page.path, width)
+			small, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](svgText))
+			require.NoError(t, err)
+			require.Empty(t, small, "%s at %d px: text drawn too small", page.path, width)
 			if !strings.HasPrefix(page.name, "overview") {
 				continue
 			}

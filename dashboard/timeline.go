@@ -141,7 +141,9 @@ const ganttBuckets = 160
 // group's as a band from its first start to its last end, with how many
 // of its steps ran in each slice of time, by how each attempt ended.
 func ganttSVG(rows []ganttRow, from, to time.Time, label string) template.HTML {
-	const left, w, rowH, top, right = 200.0, 1200.0, 22.0, 24.0, 30.0
+	// Drawn at its size in CSS pixels, never scaled down: its text stays
+	// at 11 and 12 px; a narrow window scrolls the timeline's box.
+	const left, w, rowH, top, right = 180.0, 960.0, 22.0, 24.0, 30.0
 	span := to.Sub(from)
 	if span <= 0 {
 		span = time.Millisecond
@@ -159,7 +161,7 @@ func ganttSVG(rows []ganttRow, from, to time.Time, label string) template.HTML {
 	}
 	for i, r := range rows {
 		y := top + float64(i)*rowH
-		fmt.Fprintf(&b, `<text class="label" x="%.0f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+14, html.EscapeString(clip(r.Label, 26)))
+		fmt.Fprintf(&b, `<text class="label" x="%.0f" y="%.1f" text-anchor="end">%s</text>`, left-8, y+14, html.EscapeString(clip(r.Label, 24)))
 		if !r.Group {
 			for _, a := range r.Bars {
 				x1, x2 := xOf(a.start), xOf(a.end)
