@@ -360,3 +360,57 @@ func TestScreenshots(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard-signin.png"), png, 0o644))
 }
+
+// TestBrowserGraphZoomsAndPans: the graph of a task zooms with its buttons
+// and with + and - while it has the focus, fits its box, and pans when
+// dragged; a live update keeps the zoom.
+func TestBrowserGraphZoomsAndPans(t *testing.T) {
+	t.Parallel()
+	ctx := tab(t)
+	en := newEnv(t, stores["sqlite"](t), server.Options{})
+	signInAs(t, ctx, en, en.admin, fmt.Sprintf("/tasks/%d", en.awaiting))
+	width := func() float64 {
+		w, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector("#dag svg.dag").getBoundingClientRect().width`))
+		require.NoError(t, err)
+		return w
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.zoom [data-zoom="in"]`))))
+	natural := width()
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.zoom [data-zoom="in"]`))))
+	require.InDelta(t, natural*1.25, width(), 1)
+	in := chromedp.Click(chromedp.CSS(`.zoom [data-zoom="in"]`))
+	require.NoError(t, chromedp.Do(ctx, in, in, in, in, in))
+	zoomed := width()
+	require.InDelta(t, natural*1.25*1.25*1.25*1.25*1.25*1.25, zoomed, 2)
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(() => { const b = document.getElementById("dag"); return b.scrollWidth - b.clientWidth; })()`))
+	require.NoError(t, err)
+	require.Greater(t, overflow, 200.0, "zoomed in, the graph overflows its box")
+
+	// Dragged, the box scrolls.
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		const box = document.getElementById("dag"), r = box.getBoundingClientRect();
+		const at = (type, x) => document.dispatchEvent(new PointerEvent(type, {clientX: x, clientY: r.top + 20, button: 0, bubbles: true}));
+		box.querySelector("svg").dispatchEvent(new PointerEvent("pointerdown", {clientX: r.left + 300, clientY: r.top + 20, button: 0, bubbles: true}));
+		at("pointermove", r.left + 100); at("pointerup", r.left + 100);
+		return true;
+	})()`))
+	require.NoError(t, err)
+	left, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.getElementById("dag").scrollLeft`))
+	require.NoError(t, err)
+	require.InDelta(t, 200, left, 2, "dragging 200 px left scrolls the graph 200 px")
+
+	// The keyboard zooms the focused graph; Fit makes it fit its box.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Focus(chromedp.ID("dag")), chromedp.KeyEvent("-")))
+	require.InDelta(t, zoomed/1.25, width(), 1)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.zoom [data-zoom="fit"]`))))
+	box, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.getElementById("dag").clientWidth`))
+	require.NoError(t, err)
+	require.LessOrEqual(t, width(), box)
+
+	// A live update (the signal completes the wait) keeps the zoom.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.zoom [data-zoom="reset"]`)), chromedp.Click(chromedp.CSS(`.zoom [data-zoom="in"]`))))
+	_, err = en.e.Signal(context.Background(), en.awaiting, "approved", nil)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#dag .node.st-completed[data-step="approved"]`))))
+	require.InDelta(t, natural*1.25, width(), 1, "the zoom outlives the refresh")
+}

@@ -184,6 +184,63 @@
     if (el && main.contains(el)) el.focus({ preventScroll: true });
   }
 
+  // The graph zooms (the buttons above it, or + - 0 while it has the
+  // focus) and pans (drag it, or scroll its box), and keeps its zoom
+  // across live updates.
+  let zoom = 1;
+  function graph() {
+    const svg = document.querySelector("#dag svg.dag");
+    return svg && { svg, box: svg.parentElement, w: +svg.getAttribute("width"), h: +svg.getAttribute("height") };
+  }
+  function applyZoom(z) {
+    const g = graph();
+    if (!g) return;
+    zoom = Math.min(4, Math.max(0.1, z));
+    g.svg.style.width = (g.w * zoom).toFixed(0) + "px";
+    g.svg.style.height = (g.h * zoom).toFixed(0) + "px";
+    g.svg.style.maxWidth = "none";
+    const level = document.querySelector("[data-zoom-level]");
+    if (level) level.textContent = Math.round(zoom * 100) + "%";
+  }
+  function zoomTo(how) {
+    const g = graph();
+    if (!g) return;
+    if (how === "in") applyZoom(zoom * 1.25);
+    else if (how === "out") applyZoom(zoom / 1.25);
+    else if (how === "reset") applyZoom(1);
+    else if (how === "fit") applyZoom(Math.min((g.box.clientWidth - 4) / g.w, 1));
+  }
+  function zoomControls() {
+    const bar = document.querySelector(".zoom");
+    if (!bar || !graph()) return;
+    bar.hidden = false;
+    applyZoom(zoom);
+  }
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest("[data-zoom]");
+    if (b) zoomTo(b.getAttribute("data-zoom"));
+  });
+  document.addEventListener("keydown", (ev) => {
+    if (!ev.target.closest || !ev.target.closest("#dag") || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const how = { "+": "in", "=": "in", "-": "out", "0": "reset" }[ev.key];
+    if (how) { ev.preventDefault(); zoomTo(how); }
+  });
+  let drag = null;
+  document.addEventListener("pointerdown", (ev) => {
+    const box = ev.target.closest && ev.target.closest("#dag");
+    if (!box || ev.button !== 0 || ev.target.closest("a")) return;
+    drag = { box, x: ev.clientX, y: ev.clientY, left: box.scrollLeft, top: box.scrollTop };
+    box.classList.add("dragging");
+  });
+  document.addEventListener("pointermove", (ev) => {
+    if (!drag) return;
+    drag.box.scrollLeft = drag.left - (ev.clientX - drag.x);
+    drag.box.scrollTop = drag.top - (ev.clientY - drag.y);
+  });
+  document.addEventListener("pointerup", () => { if (drag) { drag.box.classList.remove("dragging"); drag = null; } });
+  zoomControls();
+  if (main) main.addEventListener("refreshed", zoomControls);
+
   const kinds = ["task.submitted", "task.started", "task.retried", "task.completed", "task.failed", "task.cancelled", "task.expired",
     "step.ready", "step.claimed", "step.completed", "step.failed", "step.waiting", "step.skipped", "step.cancelled", "step.expired",
     "step.resolved", "step.pending", "step.running", "step.preempted"];
