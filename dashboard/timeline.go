@@ -141,8 +141,9 @@ const ganttBuckets = 160
 // group's as a band from its first start to its last end, with how many
 // of its steps ran in each slice of time, by how each attempt ended.
 func ganttSVG(rows []ganttRow, from, to time.Time, label string) template.HTML {
-	// Drawn at its size in CSS pixels, never scaled down: its text stays
-	// at 11 and 12 px; a narrow window scrolls the timeline's box.
+	// Drawn across its box, never narrower than w CSS pixels (app.css), so
+	// its text is never below 11 and 12 px: a narrow window scrolls the
+	// timeline's box.
 	const left, w, rowH, top, right = 180.0, 960.0, 22.0, 24.0, 30.0
 	span := to.Sub(from)
 	if span <= 0 {
