@@ -147,7 +147,9 @@ func (s *Server) withScope(r *http.Request, rt route, p Principal) (*http.Reques
 // outOfScope is the refusal of a write into namespace ns that the caller
 // named (field) and may not act in.
 func outOfScope(field, ns string, sc Scope) error {
-	return errorf(http.StatusForbidden, CodeForbidden, "%s: namespace %q is outside this credential's namespaces (%s)", field, ns, sc)
+	e := errorf(http.StatusForbidden, CodeForbidden, "%s: namespace %q is outside this credential's namespaces (%s)", field, ns, sc)
+	e.Field = field
+	return e
 }
 
 // checkScope refuses namespace ns, named by the request's field, unless

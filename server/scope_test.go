@@ -336,8 +336,9 @@ func TestNamespaceScopeMatrix(t *testing.T) {
 					}
 				case write:
 					require.Equal(t, http.StatusForbidden, out.status, "out of scope: %s", out.body)
-					code, _ := out.errorCode(t)
+					code, field := out.errorCode(t)
 					require.Equal(t, server.CodeForbidden, code)
+					require.NotEmpty(t, field, "the refusal names the field that named the namespace")
 				case list:
 					require.Equal(t, in.status, out.status)
 					require.NotContains(t, string(in.body), outNS, "a list shows nothing of the other namespace")
