@@ -199,6 +199,7 @@ func TestPages(t *testing.T) {
 				{"/tasks?workflow=checkout&namespace=shop", 200, []string{`href="/tasks/` + id(en.failed) + `"`}, []string{`href="/tasks/` + id(en.running) + `"`}},
 				{"/tasks?q=order-A-1", 200, []string{`href="/tasks/` + id(en.completed) + `"`}, []string{`href="/tasks/` + id(en.failed) + `"`}},
 				{"/tasks?q=" + id(en.failed), 200, []string{`href="/tasks/` + id(en.failed) + `"`}, []string{`href="/tasks/` + id(en.completed) + `"`}},
+				{"/tasks?q=" + id(en.running), 200, []string{`href="/tasks/` + id(en.running) + `"`, `">wait</a> running, attempt 1/`}, nil},
 				{"/tasks?from=2000-01-01T00:00&to=2000-01-02T00:00", 200, []string{"No task matches"}, nil},
 				{"/tasks?cursor=" + id(en.failed), 200, []string{`href="/tasks/` + id(en.completed) + `"`, "Newest"}, []string{`href="/tasks/` + id(en.failed) + `"`}},
 				{"/tasks?state=bogus", 400, []string{"not a task state"}, nil},

@@ -70,23 +70,14 @@ func (s *scoped) List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, erro
 	return s.e.List(ctx, f)
 }
 
-// Task returns a task with its steps.
-func (s *scoped) Task(ctx context.Context, id int64) (*weft.Task, error) {
-	t, err := s.e.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !s.sc.Has(t.Namespace) {
-		return nil, fmt.Errorf("task %d: %w", id, weft.ErrNotFound)
-	}
-	return t, nil
-}
-
 // Get returns a task with its steps and audit trail.
 func (s *scoped) Get(ctx context.Context, id int64) (*weft.Task, []weft.AuditEntry, error) {
-	t, err := s.Task(ctx, id)
+	t, err := s.e.Get(ctx, id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if !s.sc.Has(t.Namespace) {
+		return nil, nil, fmt.Errorf("task %d: %w", id, weft.ErrNotFound)
 	}
 	audit, err := s.e.Audit(ctx, id)
 	return t, audit, err

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"sort"
@@ -146,15 +145,13 @@ func (d *Dashboard) tasks(r *http.Request) (string, any, error) {
 		// A search: a task id, else an idempotency key.
 		data.Searched = true
 		if id, perr := strconv.ParseInt(strings.TrimPrefix(q.Q, "#"), 10, 64); perr == nil && id > 0 {
-			t, err := d.in(r).Task(ctx, id)
-			switch {
-			case errors.Is(err, weft.ErrNotFound):
-			case err != nil:
+			// A list of one: the task without its steps, with where it
+			// stands, as the list shows every task.
+			byID, err := d.in(r).List(ctx, weft.TaskFilter{IDs: []int64{id}, Active: true, Limit: 1})
+			if err != nil {
 				return "", nil, err
-			default:
-				t.Steps = nil
-				data.Tasks = append(data.Tasks, *t)
 			}
+			data.Tasks = append(data.Tasks, byID...)
 		}
 		f.Key = q.Q
 		byKey, err := d.in(r).List(ctx, f)
