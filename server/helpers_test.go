@@ -57,7 +57,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // env is an engine with its API on a real loopback listener.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	e     *weft.Engine
 	st    store.Store // the engine's store
 	srv   *server.Server
@@ -67,7 +67,7 @@ type env struct {
 
 // newEnv starts an engine on s with the Go handler "go.add" (adds the
 // task input's "n" to the "n" of every dependency's result) and serves it.
-func newEnv(t *testing.T, s store.Store, opts server.Options) *env {
+func newEnv(t testing.TB, s store.Store, opts server.Options) *env {
 	t.Helper()
 	return newEnvWith(t, s, opts, nil)
 }
@@ -75,7 +75,7 @@ func newEnv(t *testing.T, s store.Store, opts server.Options) *env {
 // newEnvWith is newEnv with the engine's Config changed by config first,
 // for instance a lease that outlasts a slow machine where a test does
 // not wait for leases to lapse.
-func newEnvWith(t *testing.T, s store.Store, opts server.Options, config func(*weft.Config)) *env {
+func newEnvWith(t testing.TB, s store.Store, opts server.Options, config func(*weft.Config)) *env {
 	t.Helper()
 	cfg := weft.Config{Logger: quietLogger(), PollInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
 		LeaseTTL: time.Second, ShutdownTimeout: 5 * time.Second}
@@ -139,13 +139,13 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	require.NoError(t, json.Unmarshal(r.body, v), "body: %s", r.body)
 }
 
 // errorCode returns the error code and field of an error response.
-func (r response) errorCode(t *testing.T) (code, field string) {
+func (r response) errorCode(t testing.TB) (code, field string) {
 	t.Helper()
 	var e struct {
 		Error struct{ Code, Field, Message string }
