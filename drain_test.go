@@ -21,8 +21,8 @@ func drainConfig(id string) weft.Config {
 	return weft.Config{
 		ID:                id,
 		Concurrency:       1,
-		HeartbeatInterval: 50 * time.Millisecond,
-		LeaseTTL:          400 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		LeaseTTL:          1500 * time.Millisecond, // 15 heartbeats: a loaded machine misses a few
 		PollInterval:      50 * time.Millisecond,
 		LeaderTTL:         150 * time.Millisecond,
 	}
@@ -43,9 +43,9 @@ func TestStopKeepsLeasesWhileDraining(t *testing.T) {
 		started := make(chan struct{})
 		first.Handle("long", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			close(started)
-			// The work itself lasts five lease TTLs.
+			// The work itself lasts three lease TTLs.
 			select {
-			case <-time.After(5 * cfg.LeaseTTL):
+			case <-time.After(3 * cfg.LeaseTTL):
 				return "first", nil
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)

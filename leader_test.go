@@ -35,9 +35,11 @@ func TestMaintenanceLeader(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		ctx := context.Background()
 		s := open(t)
-		// A leader on another host that dies: its lease must lapse.
+		// A leader on another host that dies: its lease must lapse. It
+		// outlasts the engines' start on a loaded machine, so that they
+		// meet it live.
 		require.NoError(t, s.RegisterEngine(ctx, store.EngineInfo{ID: "ghost", Host: "elsewhere", PID: 1, StartedAt: time.Now()}))
-		ok, err := s.Lead(ctx, "ghost", time.Now(), 500*time.Millisecond)
+		ok, err := s.Lead(ctx, "ghost", time.Now(), 3*time.Second)
 		require.NoError(t, err)
 		require.True(t, ok)
 
