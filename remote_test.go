@@ -220,9 +220,14 @@ func TestRemoteStepTimesOut(t *testing.T) {
 		rw := newRemoteWorker(t, e)
 		id := submit(t, e, weft.Submission{Workflow: "test/slow"}).Task.ID
 
+		before := time.Now()
 		first := rw.one("work")
+		after := time.Now()
 		require.Equal(t, 200*time.Millisecond, first.Timeout)
-		require.WithinDuration(t, time.Now().Add(200*time.Millisecond), first.Deadline, 150*time.Millisecond)
+		// The deadline is the claim's time and the timeout, and the claim
+		// came between before and after (microseconds, as stored).
+		require.False(t, first.Deadline.Before(before.Add(200*time.Millisecond-time.Millisecond)), "deadline %v, claimed after %v", first.Deadline, before)
+		require.False(t, first.Deadline.After(after.Add(200*time.Millisecond+time.Millisecond)), "deadline %v, claimed before %v", first.Deadline, after)
 		// The worker ignores its deadline but keeps heartbeating, listing
 		// the step; the engine takes the attempt back and the heartbeat
 		// says so.
