@@ -115,6 +115,8 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	routes  []route
+	// procs are the gRPC procedures by name (grpc.go).
+	procs map[string]procedure
 	// admit serialises the backlog check with the submission it admits
 	// (MaxBacklog only).
 	admit chan struct{}
@@ -172,6 +174,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		}
 		allow[rt.path] = append(allow[rt.path], rt.method)
 	}
+	s.mountGRPC()
 	notFound := s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			return 0, nil, &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
