@@ -106,12 +106,29 @@ func (s *Server) mountGRPC() {
 			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 		}),
 	}
-	mount := func(path string, h http.Handler) { s.mux.Handle(path, streamDeadlines(h)) }
+	mount := func(path string, h http.Handler) { s.mux.Handle(path, s.guardBrowser(streamDeadlines(h))) }
 	mount(weftv1connect.NewTaskServiceHandler(&grpcTasks{s: s}, opts...))
 	mount(weftv1connect.NewWorkerServiceHandler(&grpcWorkers{s: s}, opts...))
 	reflector := grpcreflect.NewStaticReflector(GRPCServices...)
 	mount(grpcreflect.NewHandlerV1(reflector))
 	mount(grpcreflect.NewHandlerV1Alpha(reflector))
+}
+
+// guardBrowser refuses, with authentication disabled, the calls a browser
+// may send from another site without the user's intent, as REST does
+// (checkBrowser): the server acts for anyone then. With authentication a
+// call needs its bearer credential, which a browser never adds by itself.
+func (s *Server) guardBrowser(h http.Handler) http.Handler {
+	if !s.opts.DisableAuth {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aerr := checkBrowser(r, ""); aerr != nil {
+			http.Error(w, aerr.Message, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // streamDeadlines lifts the HTTP server's read and write deadlines from a

@@ -291,6 +291,19 @@ func TestGRPCScopeMatrix(t *testing.T) {
 				}
 			})
 		}
+		t.Run("a stream on another credential's worker", func(t *testing.T) {
+			reg, err := g.workers.Register(ctx, authed(&weftv1.RegisterRequest{Name: "theirs", Handlers: []string{"remote.work"}}, all))
+			require.NoError(t, err)
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stream := g.workers.Pull(sctx)
+			defer stream.CloseResponse()
+			stream.RequestHeader().Set("Authorization", "Bearer "+scoped)
+			_ = stream.Send(&weftv1.PullRequest{Msg: &weftv1.PullRequest_Open{Open: &weftv1.PullOpen{WorkerId: reg.Msg.GetWorkerId(),
+				Handlers: []string{"remote.work"}, Credit: 1}}})
+			_, err = stream.Receive()
+			require.Equal(t, connect.CodeNotFound, rpcCode(err), "%v", err)
+		})
 	})
 }
 

@@ -315,3 +315,27 @@ func TestGRPCStreamEndsWithItsCredential(t *testing.T) {
 	require.Equal(t, connect.CodeUnauthenticated, rpcCode(stream.Err()), "%v", stream.Err())
 	require.NoError(t, ctx.Err(), "the stream ended before the test's deadline")
 }
+
+// TestGRPCCrossSiteWithoutAuth: with authentication disabled, a call a
+// browser sends from another site is refused, as REST refuses it.
+func TestGRPCCrossSiteWithoutAuth(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, backends()["sqlite"](t), server.Options{DisableAuth: true})
+	g := serveGRPC(t, en)
+	en.register(grpcFlow)
+	tests := []struct {
+		name, origin string
+		code         connect.Code
+	}{
+		{"another site", "http://evil.example", connect.CodePermissionDenied},
+		{"no origin", "", 0},
+	}
+	for _, tt := range tests {
+		req := connect.NewRequest(&weftv1.SubmitRequest{Workflow: "shop/flow"})
+		if tt.origin != "" {
+			req.Header().Set("Origin", tt.origin)
+		}
+		_, err := g.tasks.Submit(t.Context(), req)
+		require.Equal(t, tt.code, rpcCode(err), "%s: %v", tt.name, err)
+	}
+}
