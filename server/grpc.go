@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -106,7 +107,7 @@ func (s *Server) mountGRPC() {
 			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
 		}),
 	}
-	mount := func(path string, h http.Handler) { s.mux.Handle(path, s.guardBrowser(streamDeadlines(h))) }
+	mount := func(path string, h http.Handler) { s.mux.Handle(path, s.guardBrowser(s.streamDeadlines(h))) }
 	mount(weftv1connect.NewTaskServiceHandler(&grpcTasks{s: s}, opts...))
 	mount(weftv1connect.NewWorkerServiceHandler(&grpcWorkers{s: s}, opts...))
 	reflector := grpcreflect.NewStaticReflector(GRPCServices...)
@@ -131,14 +132,17 @@ func (s *Server) guardBrowser(h http.Handler) http.Handler {
 	})
 }
 
-// streamDeadlines lifts the HTTP server's read and write deadlines from a
-// gRPC call: a stream lasts as long as its client holds it (the event
-// stream does the same), and a unary call is bounded by RequestTimeout.
-func streamDeadlines(h http.Handler) http.Handler {
+// streamDeadlines lifts the HTTP server's read and write deadlines from
+// a streaming call (a procedure marked stream, server reflection): a stream
+// lasts as long as its client holds it, as the event stream does. Unary
+// calls keep them, and RequestTimeout bounds their work.
+func (s *Server) streamDeadlines(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Time{})
-		_ = rc.SetWriteDeadline(time.Time{})
+		if p, ok := s.procs[r.URL.Path]; (ok && p.stream) || strings.HasPrefix(r.URL.Path, "/grpc.reflection.") {
+			rc := http.NewResponseController(w)
+			_ = rc.SetReadDeadline(time.Time{})
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
 		h.ServeHTTP(w, r)
 	})
 }
