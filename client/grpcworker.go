@@ -300,9 +300,12 @@ func (w *GRPCWorker) stream1(ctx, work context.Context, connected func()) error 
 // start runs a pushed step in its slot.
 func (w *GRPCWorker) start(work context.Context, st *weftv1.ClaimedStep) {
 	step := st.Wire()
-	ctx, cancel := context.WithCancel(work)
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if step.TimeoutMS > 0 {
 		ctx, cancel = context.WithTimeout(work, time.Duration(step.TimeoutMS)*time.Millisecond)
+	} else {
+		ctx, cancel = context.WithCancel(work)
 	}
 	w.mu.Lock()
 	w.held[step.StepID] = &heldStep{fence: st.GetFence(), cancel: cancel}
