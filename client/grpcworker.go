@@ -69,6 +69,7 @@ type GRPCWorker struct {
 
 	mu      sync.Mutex
 	id      string
+	every   time.Duration // the heartbeat interval the server asked for
 	held    map[int64]*heldStep // by step id
 	stream  *connect.BidiStreamForClient[weftv1.PullRequest, weftv1.PullResponse]
 	freed   chan struct{} // a slot freed
@@ -196,6 +197,7 @@ func (w *GRPCWorker) register(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.id = res.Msg.GetWorkerId()
+	w.every = time.Duration(res.Msg.GetHeartbeatIntervalMs()) * time.Millisecond
 	w.mu.Unlock()
 	w.log.Info("grpc worker registered", "worker_id", res.Msg.GetWorkerId(), "handlers", len(w.handlers))
 	return nil
@@ -382,11 +384,17 @@ func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1
 	}
 }
 
-// heartbeats renews the leases of the held steps, cancels those the
-// server says are lost, until hbCtx ends. run is Run's context: while it
+// heartbeats renews the leases of the held steps every interval the
+// server gave at registration, cancels those the server says are lost,
+// until hbCtx ends. run is Run's context: while it
 // lasts, the worker asks for no preemption.
 func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
-	const every = time.Second
+	w.mu.Lock()
+	every := w.every
+	w.mu.Unlock()
+	if every <= 0 {
+		every = time.Second
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
