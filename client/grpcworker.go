@@ -69,7 +69,7 @@ type GRPCWorker struct {
 
 	mu      sync.Mutex
 	id      string
-	every   time.Duration // the heartbeat interval the server asked for
+	every   time.Duration       // the heartbeat interval the server asked for
 	held    map[int64]*heldStep // by step id
 	stream  *connect.BidiStreamForClient[weftv1.PullRequest, weftv1.PullResponse]
 	freed   chan struct{} // a slot freed
