@@ -3,6 +3,9 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"slices"
 	"testing"
 	"time"
@@ -379,4 +382,17 @@ func msgOf[T any](res *connect.Response[T]) *T {
 		return nil
 	}
 	return res.Msg
+}
+
+// TestGRPCDocsNameEveryProcedure: docs/grpc.md names every procedure of
+// the procedure table.
+func TestGRPCDocsNameEveryProcedure(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "grpc.md"))
+	require.NoError(t, err)
+	en := newEnv(t, backends()["sqlite"](t), server.Options{})
+	for _, p := range en.srv.Procedures() {
+		name := p.Name[strings.LastIndexByte(p.Name, '/')+1:]
+		require.Contains(t, string(doc), "`"+name+"`", "docs/grpc.md names %s", p.Name)
+	}
 }
