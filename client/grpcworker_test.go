@@ -42,10 +42,10 @@ func startGRPCServer(t *testing.T) *grpcServer {
 	db, err := weftdb.Open(t.Context(), filepath.Join(t.TempDir(), "weft.db"), weftdb.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	e, err := weft.New(db, weft.Config{Logger: quiet})
+	e, err := weft.New(db, weft.Config{Logger: quiet, HeartbeatInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second})
 	require.NoError(t, err)
 	for _, wf := range []*workflow.Workflow{workflow.New("shop", "ok", "1").Step("s", "remote.ok"),
-		workflow.New("shop", "bad", "1").Step("s", "remote.bad")} {
+		workflow.New("shop", "bad", "1").Step("s", "remote.bad"), workflow.New("shop", "slow", "1").Step("s", "remote.slow")} {
 		require.NoError(t, e.Register(t.Context(), wf))
 	}
 	require.NoError(t, e.Start(t.Context()))
@@ -74,8 +74,9 @@ func startGRPCServer(t *testing.T) *grpcServer {
 	return g
 }
 
-// runWorker runs a worker of g until the test ends.
-func runWorker(t *testing.T, g *grpcServer, token string) <-chan error {
+// runWorker runs a worker of g until the test ends; its handler
+// remote.slow reports on slow that it started and waits for its context.
+func runWorker(t *testing.T, g *grpcServer, token string, slow chan<- context.Context) <-chan error {
 	t.Helper()
 	w, err := client.NewGRPCWorker(client.WorkerConfig{URL: g.hs.URL, Token: token, Slots: 2, MinBackoff: 10 * time.Millisecond,
 		MaxBackoff: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -85,6 +86,11 @@ func runWorker(t *testing.T, g *grpcServer, token string) <-chan error {
 	})
 	w.Handle("remote.bad", func(context.Context, wire.ClaimedStep) (json.RawMessage, error) {
 		return nil, client.Permanent(errors.New("no such card"))
+	})
+	w.Handle("remote.slow", func(ctx context.Context, _ wire.ClaimedStep) (json.RawMessage, error) {
+		slow <- ctx
+		<-ctx.Done()
+		return nil, ctx.Err()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -112,7 +118,8 @@ func (g *grpcServer) run(t *testing.T, workflow string, input any) *weft.Task {
 func TestGRPCWorker(t *testing.T) {
 	t.Parallel()
 	g := startGRPCServer(t)
-	runWorker(t, g, g.admin)
+	slow := make(chan context.Context, 1)
+	runWorker(t, g, g.admin, slow)
 	tests := []struct {
 		workflow string
 		state    state.Task
@@ -138,6 +145,25 @@ func TestGRPCWorker(t *testing.T) {
 	task := g.run(t, "shop/ok", map[string]int{"n": 2})
 	require.Equal(t, state.TaskCompleted, task.State)
 	require.Greater(t, g.pulls.Load(), before, "the worker opened its stream again")
+
+	// A step the server takes back (its task cancelled) is cancelled in
+	// the worker at its next heartbeat.
+	sub, err := g.e.Submit(t.Context(), weft.Submission{Workflow: "shop/slow"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var running context.Context
+	select {
+	case running = <-slow:
+	case <-ctx.Done():
+		t.Fatal("the slow step never started")
+	}
+	require.NoError(t, g.e.Cancel(ctx, sub.Task.ID))
+	select {
+	case <-running.Done():
+	case <-ctx.Done():
+		t.Fatal("the worker did not cancel the step it lost")
+	}
 }
 
 // TestGRPCWorkerRefused: a credential the server refuses ends Run with
