@@ -129,6 +129,15 @@ func fatal(err error) bool {
 	return false
 }
 
+// forgotten reports whether err says the server no longer knows the
+// worker (unknown, or declared dead: worker_lost): it must register again.
+func forgotten(err error) bool {
+	if ae, ok := errors.AsType[*Error](grpcError(err)); ok {
+		return ae.Status == http.StatusNotFound || ae.Code == wire.CodeWorkerLost
+	}
+	return false
+}
+
 // Run works until ctx ends, then lets running steps finish (for up to
 // Drain) and deregisters. It returns nil then, or the error that will not
 // pass by retrying (a credential refused, a configuration the server
@@ -242,7 +251,7 @@ func (w *GRPCWorker) pull(ctx, work context.Context) error {
 		switch {
 		case fatal(err):
 			return grpcError(err)
-		case connect.CodeOf(err) == connect.CodeNotFound:
+		case forgotten(err):
 			// The server forgot the worker (declared dead): again.
 			if rerr := w.register(ctx); rerr != nil && fatal(rerr) {
 				return rerr
@@ -412,7 +421,7 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 		w.mu.Unlock()
 		res, err := w.api.Heartbeat(hbCtx, request(hbCtx, &weftv1.HeartbeatRequest{WorkerId: id, Steps: fences}, w.cfg.Token))
 		if err != nil {
-			if connect.CodeOf(err) == connect.CodeNotFound && run.Err() == nil {
+			if forgotten(err) && run.Err() == nil {
 				// Declared dead: its steps are someone else's now.
 				w.cancelAll()
 				if rerr := w.register(run); rerr != nil {
