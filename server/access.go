@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -62,8 +63,13 @@ type scopeKey struct{}
 
 // requestScope returns where the request's credential may use the
 // route's permission.
-func requestScope(r *http.Request) Scope {
-	c, ok := r.Context().Value(scopeKey{}).(*scopeCheck)
+func requestScope(r *http.Request) Scope { return scopeFrom(r.Context()) }
+
+// scopeFrom returns where the credential of the request or call whose
+// context ctx is may use its route's or procedure's permission, and marks
+// the scope read.
+func scopeFrom(ctx context.Context) Scope {
+	c, ok := ctx.Value(scopeKey{}).(*scopeCheck)
 	if !ok {
 		// A route outside wrap (none today) acts nowhere.
 		return Scope{}
@@ -81,67 +87,98 @@ func scopeNamespaces(sc Scope) []string {
 	return sc.Namespaces
 }
 
+// target is what a request names where its route's namespace is known:
+// the namespace of a byPath route, the id of a byTask, byStep or byWebhook
+// one. Each transport reads it from its own request (the REST path, a
+// gRPC message).
+type target struct {
+	namespace string
+	id        int64
+}
+
 // withScope puts the principal's scope of the route's permission in the
 // request, and checks it where the route says its namespace is known.
 func (s *Server) withScope(r *http.Request, rt route, p Principal) (*http.Request, *scopeCheck, error) {
-	c := &scopeCheck{scope: p.Scope(rt.perm)}
-	r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, c))
-	if c.scope.All {
-		return r, c, nil
-	}
+	var t target
+	var err error
 	switch rt.scope {
 	case byPath:
-		ns := r.PathValue("namespace")
-		if !c.scope.Has(ns) {
-			return r, c, fmt.Errorf("namespace %s: %w", ns, store.ErrNotFound)
+		t.namespace = r.PathValue("namespace")
+	case byTask, byStep, byWebhook:
+		t.id, err = pathID(r, "id")
+	}
+	ctx, c := withScopeCheck(r.Context(), p.Scope(rt.perm))
+	r = r.WithContext(ctx)
+	if err != nil && !c.scope.All {
+		return r, c, err
+	}
+	if err := s.checkTarget(r.Context(), rt.perm, rt.scope, c.scope, t); err != nil {
+		if errors.Is(err, errNoScope) {
+			return r, c, fmt.Errorf("route %s %s: %w", rt.method, rt.path, err)
 		}
-	case byTask:
-		id, err := pathID(r, "id")
-		if err != nil {
-			return r, c, err
-		}
-		in, err := s.engine.List(r.Context(), weft.TaskFilter{IDs: []int64{id}, Namespaces: c.scope.Namespaces, Limit: 1})
-		if err != nil {
-			return r, c, err
-		}
-		if len(in) == 0 {
-			return r, c, fmt.Errorf("task %d: %w", id, store.ErrNotFound)
-		}
-	case byStep:
-		id, err := pathID(r, "id")
-		if err != nil {
-			return r, c, err
-		}
-		st, err := s.engine.Step(r.Context(), id)
-		if err != nil {
-			return r, c, err
-		}
-		if !c.scope.Has(st.Namespace) {
-			return r, c, fmt.Errorf("step %d: %w", id, store.ErrNotFound)
-		}
-	case byWebhook:
-		id, err := pathID(r, "id")
-		if err != nil {
-			return r, c, err
-		}
-		ws, err := s.engine.Webhooks(r.Context())
-		if err != nil {
-			return r, c, err
-		}
-		for _, w := range ws {
-			if ns := webhookNamespace(w.Namespace, w.Workflow); w.ID == id && ns != "" && c.scope.Has(ns) {
-				return r, c, nil
-			}
-		}
-		return r, c, fmt.Errorf("webhook %d: %w", id, store.ErrNotFound)
-	case everywhere:
-		return r, c, errorf(http.StatusForbidden, CodeForbidden, "permission %s is required in every namespace (this key holds it in %s)",
-			rt.perm, c.scope)
-	case byWorker, byHandler:
-	default:
-		return r, c, fmt.Errorf("route %s %s: no scope declared", rt.method, rt.path)
+		return r, c, err
 	}
 	return r, c, nil
+}
+
+// withScopeCheck puts scope sc in ctx, for scopeFrom.
+func withScopeCheck(ctx context.Context, sc Scope) (context.Context, *scopeCheck) {
+	c := &scopeCheck{scope: sc}
+	return context.WithValue(ctx, scopeKey{}, c), c
+}
+
+// errNoScope is the error of a route or procedure that declares no scope.
+var errNoScope = errors.New("no scope declared")
+
+// checkTarget checks scope sc, the credential's scope of permission perm,
+// at t where by says the namespace is known: the one scope check of every
+// transport. What lies outside is not found.
+func (s *Server) checkTarget(ctx context.Context, perm string, by scopeBy, sc Scope, t target) error {
+	if by == scopeUnset {
+		return errNoScope
+	}
+	if sc.All {
+		return nil
+	}
+	switch by {
+	case byPath:
+		if !sc.Has(t.namespace) {
+			return fmt.Errorf("namespace %s: %w", t.namespace, store.ErrNotFound)
+		}
+	case byTask:
+		in, err := s.engine.List(ctx, weft.TaskFilter{IDs: []int64{t.id}, Namespaces: sc.Namespaces, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(in) == 0 {
+			return fmt.Errorf("task %d: %w", t.id, store.ErrNotFound)
+		}
+	case byStep:
+		st, err := s.engine.Step(ctx, t.id)
+		if err != nil {
+			return err
+		}
+		if !sc.Has(st.Namespace) {
+			return fmt.Errorf("step %d: %w", t.id, store.ErrNotFound)
+		}
+	case byWebhook:
+		ws, err := s.engine.Webhooks(ctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if ns := webhookNamespace(w.Namespace, w.Workflow); w.ID == t.id && ns != "" && sc.Has(ns) {
+				return nil
+			}
+		}
+		return fmt.Errorf("webhook %d: %w", t.id, store.ErrNotFound)
+	case everywhere:
+		return errorf(http.StatusForbidden, CodeForbidden, "permission %s is required in every namespace (this key holds it in %s)", perm, sc)
+	case byWorker, byHandler:
+	default:
+		return errNoScope
+	}
+	return nil
 }
 
 // outOfScope is the refusal of a write into namespace ns that the caller
@@ -154,8 +191,8 @@ func outOfScope(field, ns string, sc Scope) error {
 
 // checkScope refuses namespace ns, named by the request's field, unless
 // the request's scope holds there.
-func checkScope(r *http.Request, field, ns string) error {
-	sc := requestScope(r)
+func checkScope(ctx context.Context, field, ns string) error {
+	sc := scopeFrom(ctx)
 	if sc.Has(ns) {
 		return nil
 	}

@@ -17,7 +17,7 @@ import (
 
 // TestRouteThatForgetsItsScope: a route whose handler says it bounds its
 // answer by the scope and did not read it is refused, for every key, and a
-// route that declares no scope acts for no key bound to namespaces.
+// route that declares no scope acts for no key, whatever its namespaces.
 func TestRouteThatForgetsItsScope(t *testing.T) {
 	t.Parallel()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
@@ -54,7 +54,7 @@ func TestRouteThatForgetsItsScope(t *testing.T) {
 	}{
 		{"handler reads its scope", route{method: "GET", path: "/x", perm: PermTasksRead, scope: byHandler, h: reads}, 200, 200},
 		{"handler forgets its scope", route{method: "GET", path: "/x", perm: PermTasksRead, scope: byHandler, h: ok}, 500, 500},
-		{"no scope declared", route{method: "GET", path: "/x", perm: PermTasksRead, h: ok}, 200, 500},
+		{"no scope declared", route{method: "GET", path: "/x", perm: PermTasksRead, h: ok}, 500, 500},
 		{"everywhere", route{method: "GET", path: "/x", perm: PermTasksRead, scope: everywhere, h: ok}, 200, 403},
 	}
 	for _, tt := range tests {

@@ -164,7 +164,12 @@ var errNoCredentials = errors.New("no credentials: send Authorization: Bearer wi
 var dummyHash = sha256.Sum256([]byte("weft: no such key"))
 
 func (a *authenticator) authenticate(r *http.Request) (Principal, *apiError) {
-	h := r.Header.Get("Authorization")
+	return a.bearer(r.Context(), r.Header.Get("Authorization"))
+}
+
+// bearer authenticates the value of an Authorization header (REST) or
+// authorization metadata (gRPC): "Bearer " and an API key or a JWT.
+func (a *authenticator) bearer(ctx context.Context, h string) (Principal, *apiError) {
 	scheme, token, _ := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
 	if h == "" {
@@ -174,12 +179,12 @@ func (a *authenticator) authenticate(r *http.Request) (Principal, *apiError) {
 		return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "the Authorization header must be \"Bearer <api key or token>\"")
 	}
 	if strings.HasPrefix(token, keyPrefix) {
-		return a.apiKey(r.Context(), token)
+		return a.apiKey(ctx, token)
 	}
 	if a.jwt == nil {
 		return Principal{}, errorf(http.StatusUnauthorized, CodeUnauthenticated, "the credential is not an API key, and this server accepts no tokens")
 	}
-	p, err := a.jwt.verify(r.Context(), token)
+	p, err := a.jwt.verify(ctx, token)
 	if err != nil {
 		// Why is the operator's to read in the log, not the caller's:
 		// the verifier's reasons say how the server is configured.

@@ -22,10 +22,10 @@ func (s *Server) resetBreaker(r *http.Request) (int, any, error) {
 	if err := checkReason(req.Reason); err != nil {
 		return 0, nil, err
 	}
-	if err := checkScope(r, "key", targetNamespace(req.Key)); err != nil {
+	if err := checkScope(r.Context(), "key", targetNamespace(req.Key)); err != nil {
 		return 0, nil, err
 	}
-	b, err := s.engine.ResetBreaker(r.Context(), req.Key, weft.Operator{Actor: operator(r), Reason: req.Reason})
+	b, err := s.engine.ResetBreaker(r.Context(), req.Key, weft.Operator{Actor: operator(r.Context()), Reason: req.Reason})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -61,12 +61,12 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		if req.Cursor != 0 {
 			return weft.BulkRequest{}, fieldError("cursor", "continues an action by filter: with ids, send the ids that remain")
 		}
-		return s.paced(r, weft.BulkRequest{IDs: req.IDs, Filter: store.TaskFilter{Namespaces: f.Namespaces}, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason}), nil
+		return s.paced(r, weft.BulkRequest{IDs: req.IDs, Filter: store.TaskFilter{Namespaces: f.Namespaces}, DryRun: req.DryRun, Force: req.Force, Actor: operator(r.Context()), Reason: req.Reason}), nil
 	}
 	if f.Attention {
 		f.StaleAfter = s.engine.StaleAfter()
 	}
-	return s.paced(r, weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r), Reason: req.Reason,
+	return s.paced(r, weft.BulkRequest{Filter: f, All: req.All, DryRun: req.DryRun, Force: req.Force, Actor: operator(r.Context()), Reason: req.Reason,
 		Cursor: req.Cursor}), nil
 }
 
@@ -170,7 +170,7 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)
 	}
 	res, err := s.engine.Prune(r.Context(), st, age, s.paced(r, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace, Namespaces: scopeNamespaces(requestScope(r))}, All: true,
-		DryRun: req.DryRun, Actor: operator(r), Reason: "pruned: " + req.State + " older than " + req.OlderThan, Cursor: req.Cursor}))
+		DryRun: req.DryRun, Actor: operator(r.Context()), Reason: "pruned: " + req.State + " older than " + req.OlderThan, Cursor: req.Cursor}))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -217,7 +217,7 @@ func (s *Server) setRetention(r *http.Request) (int, any, error) {
 		keep[st] = d
 	}
 	for st, d := range keep {
-		if err := s.engine.SetRetention(r.Context(), ns, st, d, weft.Operator{Actor: operator(r)}); err != nil {
+		if err := s.engine.SetRetention(r.Context(), ns, st, d, weft.Operator{Actor: operator(r.Context())}); err != nil {
 			return 0, nil, err
 		}
 	}

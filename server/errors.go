@@ -230,3 +230,30 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	writeJSON(w, e.Status, wire.ErrorBody{Error: wire.Error{Code: e.Code, Message: e.Message, Field: e.Field, Problems: e.Problems}})
 }
+
+// checkText refuses, as decode does for a JSON body, a request of another
+// transport (a gRPC message converted to its wire type) holding a string
+// that no store can keep, naming the field as the JSON body would (after
+// prefix, which names the request within its message: "tasks[2]."). Fields
+// of JSON (json.RawMessage) must hold JSON.
+func checkText(prefix string, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return errorf(http.StatusBadRequest, CodeInvalidJSON, "the request is not valid: %v", err)
+	}
+	if path, err := textsafe.Find(body); err != nil {
+		if path == "" {
+			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the request %v", err)
+		}
+		return fieldError(prefix+path, "%v", err)
+	}
+	return nil
+}
+
+// checkJSON refuses a field of JSON that does not hold JSON.
+func checkJSON(field string, v json.RawMessage) error {
+	if len(v) > 0 && !json.Valid(v) {
+		return fieldError(field, "must be JSON")
+	}
+	return nil
+}

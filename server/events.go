@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -134,8 +136,13 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 // parameter (a cursor, or "start" for the oldest event retained), else
 // from now.
 func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
-	v := r.URL.Query()
-	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Namespaces: scopeNamespaces(requestScope(r)), Limit: streamBatch}
+	return s.historyQueryOf(r.Context(), r.URL.Query(), r.Header.Get("Last-Event-ID"))
+}
+
+// historyQueryOf is historyQuery for any transport: the filters as query
+// parameters, and the cursor a reconnecting client resumes after.
+func (s *Server) historyQueryOf(ctx context.Context, v url.Values, lastEventID string) (weft.HistoryQuery, error) {
+	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Namespaces: scopeNamespaces(scopeFrom(ctx)), Limit: streamBatch}
 	var err error
 	if q.Namespace, q.Workflow, err = workflow.ParseFilter(q.Namespace, q.Workflow); err != nil {
 		return q, err
@@ -147,14 +154,14 @@ func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 		}
 		q.TaskID = id
 	}
-	after := r.Header.Get("Last-Event-ID")
+	after := lastEventID
 	field := "Last-Event-ID"
 	if after == "" {
 		after, field = v.Get("after"), "after"
 	}
 	switch after {
 	case "":
-		end, err := s.engine.HistoryEnd(r.Context())
+		end, err := s.engine.HistoryEnd(ctx)
 		if err != nil {
 			return q, err
 		}
@@ -167,7 +174,7 @@ func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 	// an error response.
 	probe := q
 	probe.Limit = 1
-	if _, err := s.engine.History(r.Context(), probe); err != nil {
+	if _, err := s.engine.History(ctx, probe); err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
 			return q, fieldError(field, "%q is not an event id this server handed out", after)
 		}

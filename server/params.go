@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -29,10 +30,19 @@ func checkURL(r *http.Request, pattern string, accepted []string, any bool) *api
 		}
 	}
 	q := r.URL.Query()
-	for k, vs := range q {
+	for k := range q {
 		if !any && !slices.Contains(accepted, k) {
 			return unknownParam(k)
 		}
+	}
+	return checkValues(q)
+}
+
+// checkValues refuses query parameters (a REST URL's, or a gRPC
+// message's passed as parameters) whose name or value holds a NUL
+// character or bytes that are not UTF-8.
+func checkValues(q url.Values) *apiError {
+	for k, vs := range q {
 		if err := textsafe.Check(k); err != nil {
 			return fieldError(textsafe.String(k), "the parameter's name %v", err)
 		}

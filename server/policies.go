@@ -49,10 +49,10 @@ func (s *Server) changePolicy(r *http.Request) (int, any, error) {
 	if err := checkReason(req.Reason); err != nil {
 		return 0, nil, err
 	}
-	if err := checkScope(r, "target", targetNamespace(req.Target)); err != nil {
+	if err := checkScope(r.Context(), "target", targetNamespace(req.Target)); err != nil {
 		return 0, nil, err
 	}
-	op := weft.Operator{Actor: operator(r), Reason: req.Reason}
+	op := weft.Operator{Actor: operator(r.Context()), Reason: req.Reason}
 	var p weft.Policy
 	if req.Concurrency != nil || req.Weight != nil || rate != nil {
 		if p, err = s.engine.SetLimits(r.Context(), req.Target, weft.Limits{Concurrency: req.Concurrency, Weight: req.Weight, Rate: rate}, op); err != nil {

@@ -1,7 +1,9 @@
 // Package server is weft's HTTP API: the REST endpoints under /v1 for
 // workflows, tasks and steps, the remote-worker protocol, health checks,
 // Prometheus metrics and the OpenAPI document, with API-key and JWT
-// authentication.
+// authentication; and beside them, on the same handler, the gRPC API
+// (grpc.go: gRPC, gRPC-Web and Connect, with reflection) for tasks and
+// remote workers, under the same authentication and scopes.
 //
 // It serves an engine that the caller opens, configures (with its own Go
 // handlers, if any) and starts:
@@ -12,6 +14,9 @@
 //	srv, _ := server.New(e, server.Options{})
 //	defer srv.Close()
 //	http.ListenAndServe(":8080", srv)
+//
+// (gRPC clients without TLS need HTTP/2 cleartext: set the http.Server's
+// Protocols to include UnencryptedHTTP2, as weft serve does.)
 //
 // `weft serve` is this with the built-in handlers.
 package server
@@ -115,6 +120,8 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	routes  []route
+	// procs are the gRPC procedures by name (grpc.go).
+	procs map[string]procedure
 	// admit serialises the backlog check with the submission it admits
 	// (MaxBacklog only).
 	admit chan struct{}
@@ -172,6 +179,7 @@ func New(e *weft.Engine, opts Options) (*Server, error) {
 		}
 		allow[rt.path] = append(allow[rt.path], rt.method)
 	}
+	s.mountGRPC()
 	notFound := s.wrap(route{path: "/", public: true, h: func(r *http.Request) (int, any, error) {
 		if _, pattern := paths.Handler(r); pattern != "" {
 			return 0, nil, &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,

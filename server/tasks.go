@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -19,22 +21,33 @@ func (s *Server) createTask(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	sub, err := submission(req, "")
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := checkScope(r, "workflow", targetNamespace(sub.Workflow)); err != nil {
-		return 0, nil, err
-	}
-	res, err := s.submit(r, []weft.Submission{sub})
+	res, err := s.submitOne(r.Context(), r.Header, req)
 	if err != nil {
 		return 0, nil, err
 	}
 	status := http.StatusCreated
-	if res[0].Duplicate {
+	if res.Duplicate {
 		status = http.StatusOK
 	}
-	return status, submitted(res[0]), nil
+	return status, res, nil
+}
+
+// submitOne validates a submission, checks its namespace against the
+// call's scope and submits it: POST /v1/tasks and its gRPC twin. hdr holds
+// the caller's traceparent, if any.
+func (s *Server) submitOne(ctx context.Context, hdr http.Header, req wire.SubmitRequest) (wire.SubmitResponse, error) {
+	sub, err := submission(req, "")
+	if err != nil {
+		return wire.SubmitResponse{}, err
+	}
+	if err := checkScope(ctx, "workflow", targetNamespace(sub.Workflow)); err != nil {
+		return wire.SubmitResponse{}, err
+	}
+	res, err := s.submit(ctx, hdr, []weft.Submission{sub})
+	if err != nil {
+		return wire.SubmitResponse{}, err
+	}
+	return submitted(res[0]), nil
 }
 
 // submitBatch submits up to wire.MaxBatch tasks in one transaction: all of
@@ -44,33 +57,42 @@ func (s *Server) submitBatch(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	out, err := s.submitMany(r.Context(), r.Header, req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
+}
+
+// submitMany is POST /v1/tasks/batch and its gRPC twin.
+func (s *Server) submitMany(ctx context.Context, hdr http.Header, req wire.SubmitBatch) (wire.SubmittedBatch, error) {
 	if len(req.Tasks) == 0 || len(req.Tasks) > wire.MaxBatch {
-		return 0, nil, fieldError("tasks", "must hold 1 to %d tasks, got %d", wire.MaxBatch, len(req.Tasks))
+		return wire.SubmittedBatch{}, fieldError("tasks", "must hold 1 to %d tasks, got %d", wire.MaxBatch, len(req.Tasks))
 	}
 	subs := make([]weft.Submission, len(req.Tasks))
 	for i, t := range req.Tasks {
 		var err error
 		if subs[i], err = submission(t, "tasks["+strconv.Itoa(i)+"]."); err != nil {
-			return 0, nil, err
+			return wire.SubmittedBatch{}, err
 		}
-		if err := checkScope(r, "tasks["+strconv.Itoa(i)+"].workflow", targetNamespace(subs[i].Workflow)); err != nil {
-			return 0, nil, err
+		if err := checkScope(ctx, "tasks["+strconv.Itoa(i)+"].workflow", targetNamespace(subs[i].Workflow)); err != nil {
+			return wire.SubmittedBatch{}, err
 		}
 	}
-	res, err := s.submit(r, subs)
+	res, err := s.submit(ctx, hdr, subs)
 	if se, ok := errors.AsType[*weft.SubmissionError](err); ok {
 		if fe, ok := errors.AsType[*store.FieldError](se.Err); ok {
-			return 0, nil, inField("tasks["+strconv.Itoa(se.Index)+"]."+fe.Field, err)
+			return wire.SubmittedBatch{}, inField("tasks["+strconv.Itoa(se.Index)+"]."+fe.Field, err)
 		}
 	}
 	if err != nil {
-		return 0, nil, err
+		return wire.SubmittedBatch{}, err
 	}
 	out := wire.SubmittedBatch{Tasks: make([]wire.SubmitResponse, len(res))}
 	for i, sr := range res {
 		out.Tasks[i] = submitted(sr)
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }
 
 func submitted(r weft.SubmitResult) wire.SubmitResponse {
@@ -112,7 +134,7 @@ func submission(req wire.SubmitRequest, prefix string) (weft.Submission, error) 
 // The tasks continue the caller's trace: a traceparent header (W3C Trace
 // Context; one that is not valid is ignored, as the standard says) is
 // stored with them.
-func (s *Server) submit(r *http.Request, subs []weft.Submission) ([]weft.SubmitResult, error) {
+func (s *Server) submit(ctx context.Context, hdr http.Header, subs []weft.Submission) ([]weft.SubmitResult, error) {
 	if n := s.opts.MaxBacklog; n > 0 {
 		// Count and submit under one admission slot, or concurrent
 		// requests all count below the limit and all submit. A slot in
@@ -124,11 +146,11 @@ func (s *Server) submit(r *http.Request, subs []weft.Submission) ([]weft.SubmitR
 		// by at most one request's tasks per other server.
 		select {
 		case s.admit <- struct{}{}:
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 		defer func() { <-s.admit }()
-		count, err := s.engine.Backlog(r.Context(), n)
+		count, err := s.engine.Backlog(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -137,20 +159,30 @@ func (s *Server) submit(r *http.Request, subs []weft.Submission) ([]weft.SubmitR
 			return nil, errorf(http.StatusServiceUnavailable, CodeOverloaded, "the backlog holds %d unfinished tasks and this server accepts at most %d: retry later", count, n)
 		}
 	}
-	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(hdr))
 	return s.engine.SubmitMany(ctx, subs)
 }
 
 func (s *Server) listTasks(r *http.Request) (int, any, error) {
-	q := r.URL.Query()
-	f := store.TaskFilter{Namespace: q.Get("namespace"), Namespaces: scopeNamespaces(requestScope(r)), Workflow: q.Get("workflow"),
+	out, err := s.taskList(r.Context(), r.URL.Query())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
+}
+
+// taskList is GET /v1/tasks and its gRPC twin, which passes its filter as
+// the same query parameters: one page of the tasks the filter and the
+// call's scope select.
+func (s *Server) taskList(ctx context.Context, q url.Values) (wire.TaskList, error) {
+	f := store.TaskFilter{Namespace: q.Get("namespace"), Namespaces: scopeNamespaces(scopeFrom(ctx)), Workflow: q.Get("workflow"),
 		State: state.Task(q.Get("state")), Key: q.Get("key"), Schedule: q.Get("schedule"), Limit: 100}
 	if f.State != "" && !f.State.Valid() {
-		return 0, nil, fieldError("state", "%q is not a task state", f.State)
+		return wire.TaskList{}, fieldError("state", "%q is not a task state", f.State)
 	}
 	var err error
 	if f.Namespace, f.Workflow, err = workflow.ParseFilter(f.Namespace, f.Workflow); err != nil {
-		return 0, nil, err
+		return wire.TaskList{}, err
 	}
 	for _, tf := range []struct {
 		name string
@@ -159,43 +191,43 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 		if v := q.Get(tf.name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return 0, nil, fieldError(tf.name, "must be an RFC 3339 time, got %q", v)
+				return wire.TaskList{}, fieldError(tf.name, "must be an RFC 3339 time, got %q", v)
 			}
 			*tf.dst = t
 		}
 	}
 	if err := queryTags(q["tag"], &f); err != nil {
-		return 0, nil, err
+		return wire.TaskList{}, err
 	}
 	if v := q.Get("attention"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return 0, nil, fieldError("attention", "must be true or false, got %q", v)
+			return wire.TaskList{}, fieldError("attention", "must be true or false, got %q", v)
 		}
 		f.Attention, f.StaleAfter = b, s.engine.StaleAfter()
 	}
 	if v := q.Get("active"); v != "" {
 		if f.Active, err = strconv.ParseBool(v); err != nil {
-			return 0, nil, fieldError("active", "must be true or false, got %q", v)
+			return wire.TaskList{}, fieldError("active", "must be true or false, got %q", v)
 		}
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return 0, nil, fieldError("limit", "must be an integer from 1 to 1000, got %q", v)
+			return wire.TaskList{}, fieldError("limit", "must be an integer from 1 to 1000, got %q", v)
 		}
 		f.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			return 0, nil, fieldError("cursor", "is not a cursor from an earlier page: %q", v)
+			return wire.TaskList{}, fieldError("cursor", "is not a cursor from an earlier page: %q", v)
 		}
 		f.BeforeID = n
 	}
-	tasks, err := s.engine.List(r.Context(), f)
+	tasks, err := s.engine.List(ctx, f)
 	if err != nil {
-		return 0, nil, err
+		return wire.TaskList{}, err
 	}
 	out := wire.TaskList{Tasks: wire.List(tasks, wire.TaskOf)}
 	if out.Tasks == nil {
@@ -204,7 +236,7 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 	if len(tasks) == f.Limit {
 		out.NextCursor = strconv.FormatInt(tasks[len(tasks)-1].ID, 10)
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }
 
 func (s *Server) getTask(r *http.Request) (int, any, error) {
@@ -212,26 +244,20 @@ func (s *Server) getTask(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	t, err := s.engine.Get(r.Context(), id)
+	t, err := s.task(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, wire.TaskOf(*t), nil
+	return http.StatusOK, t, nil
 }
 
-func (s *Server) taskAction(r *http.Request, do func(*weft.Engine, *http.Request, int64) error) (int, any, error) {
-	id, err := pathID(r, "id")
+// task reads a task with its steps.
+func (s *Server) task(ctx context.Context, id int64) (wire.Task, error) {
+	t, err := s.engine.Get(ctx, id)
 	if err != nil {
-		return 0, nil, err
+		return wire.Task{}, err
 	}
-	if err := do(s.engine, r, id); err != nil {
-		return 0, nil, err
-	}
-	t, err := s.engine.Get(r.Context(), id)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, wire.TaskOf(*t), nil
+	return wire.TaskOf(*t), nil
 }
 
 // maxReason bounds the reason an operator gives for an action.
@@ -244,8 +270,8 @@ func checkReason(reason string) error {
 	return nil
 }
 
-// taskOperator reads the optional {"reason"} body of a task action and
-// names who acts.
+// taskOperator reads the optional {"reason"} body of an action and names
+// who acts.
 func taskOperator(r *http.Request) (weft.Operator, error) {
 	var req wire.TaskAction
 	if err := decodeOptional(r, &req); err != nil {
@@ -254,23 +280,46 @@ func taskOperator(r *http.Request) (weft.Operator, error) {
 	if err := checkReason(req.Reason); err != nil {
 		return weft.Operator{}, err
 	}
-	return weft.Operator{Actor: operator(r), Reason: req.Reason}, nil
+	return weft.Operator{Actor: operator(r.Context()), Reason: req.Reason}, nil
+}
+
+// taskAction is what cancelling or retrying a task does, whatever the
+// transport: it checks the reason, acts as the call's credential and
+// answers the task as it now stands.
+func (s *Server) taskAction(ctx context.Context, id int64, req wire.TaskAction, do func(context.Context, int64, weft.Operator) error) (wire.Task, error) {
+	if err := checkReason(req.Reason); err != nil {
+		return wire.Task{}, err
+	}
+	if err := do(ctx, id, weft.Operator{Actor: operator(ctx), Reason: req.Reason}); err != nil {
+		return wire.Task{}, err
+	}
+	return s.task(ctx, id)
+}
+
+// taskActionRoute serves a task action's route: the optional {"reason"}
+// body.
+func (s *Server) taskActionRoute(r *http.Request, do func(context.Context, int64, weft.Operator) error) (int, any, error) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return 0, nil, err
+	}
+	var req wire.TaskAction
+	if err := decodeOptional(r, &req); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.taskAction(r.Context(), id, req, do)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, t, nil
 }
 
 func (s *Server) cancelTask(r *http.Request) (int, any, error) {
-	op, err := taskOperator(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.CancelAs(r.Context(), id, op) })
+	return s.taskActionRoute(r, s.engine.CancelAs)
 }
 
 func (s *Server) retryTask(r *http.Request) (int, any, error) {
-	op, err := taskOperator(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	return s.taskAction(r, func(e *weft.Engine, r *http.Request, id int64) error { return e.RetryAs(r.Context(), id, op) })
+	return s.taskActionRoute(r, s.engine.RetryAs)
 }
 
 // signalTask sends the signal named in the path, with the body's optional
@@ -284,15 +333,24 @@ func (s *Server) signalTask(r *http.Request) (int, any, error) {
 	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
+	res, err := s.signal(r.Context(), id, r.PathValue("name"), req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, res, nil
+}
+
+// signal sends signal name to task id as the call's credential.
+func (s *Server) signal(ctx context.Context, id int64, name string, req wire.SignalRequest) (wire.SignalResult, error) {
 	var payload any
 	if len(req.Payload) > 0 {
 		payload = req.Payload
 	}
-	delivered, err := s.engine.SignalAs(r.Context(), id, r.PathValue("name"), payload, weft.Operator{Actor: operator(r)})
+	delivered, err := s.engine.SignalAs(ctx, id, name, payload, weft.Operator{Actor: operator(ctx)})
 	if err != nil {
-		return 0, nil, err
+		return wire.SignalResult{}, err
 	}
-	return http.StatusOK, wire.SignalResult{Delivered: delivered}, nil
+	return wire.SignalResult{Delivered: delivered}, nil
 }
 
 func (s *Server) taskAudit(r *http.Request) (int, any, error) {
@@ -328,8 +386,8 @@ func (s *Server) getStep(r *http.Request) (int, any, error) {
 }
 
 // operator names who acted, for the audit log.
-func operator(r *http.Request) string {
-	if p, ok := PrincipalFrom(r.Context()); ok {
+func operator(ctx context.Context) string {
+	if p, ok := PrincipalFrom(ctx); ok {
 		return "api:" + p.Name
 	}
 	return "api"
@@ -367,7 +425,7 @@ func (s *Server) retryStep(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return s.stepAction(r, func(id int64) error {
-		return s.engine.RetryStep(r.Context(), id, weft.Operator{Actor: operator(r), Reason: req.Reason})
+		return s.engine.RetryStep(r.Context(), id, weft.Operator{Actor: operator(r.Context()), Reason: req.Reason})
 	})
 }
 
@@ -380,7 +438,7 @@ func (s *Server) resolveStep(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	return s.stepAction(r, func(id int64) error {
-		return s.engine.ResolveStep(r.Context(), weft.StepResolution{StepID: id, EngineID: operator(r), Reason: req.Reason})
+		return s.engine.ResolveStep(r.Context(), weft.StepResolution{StepID: id, EngineID: operator(r.Context()), Reason: req.Reason})
 	})
 }
 
@@ -400,6 +458,6 @@ func (s *Server) completeStep(r *http.Request) (int, any, error) {
 		reason = "completed by an operator with a result"
 	}
 	return s.stepAction(r, func(id int64) error {
-		return s.engine.ResolveStep(r.Context(), weft.StepResolution{StepID: id, EngineID: operator(r), Reason: reason, Result: req.Result})
+		return s.engine.ResolveStep(r.Context(), weft.StepResolution{StepID: id, EngineID: operator(r.Context()), Reason: reason, Result: req.Result})
 	})
 }

@@ -25,12 +25,12 @@ func (s *Server) createWebhook(r *http.Request) (int, any, error) {
 		if ns == "" {
 			return 0, nil, fieldError("namespace", "is required: this credential reads only in %s", sc)
 		}
-		if err := checkScope(r, "namespace", ns); err != nil {
+		if err := checkScope(r.Context(), "namespace", ns); err != nil {
 			return 0, nil, err
 		}
 	}
 	w, err := s.engine.CreateWebhook(r.Context(), weft.WebhookSpec{URL: req.URL, Namespace: req.Namespace, Workflow: req.Workflow, Types: req.Types},
-		weft.Operator{Actor: operator(r)})
+		weft.Operator{Actor: operator(r.Context())})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -54,7 +54,7 @@ func (s *Server) deleteWebhook(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.engine.DeleteWebhook(r.Context(), id, weft.Operator{Actor: operator(r)}); err != nil {
+	if err := s.engine.DeleteWebhook(r.Context(), id, weft.Operator{Actor: operator(r.Context())}); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -65,7 +65,7 @@ func (s *Server) enableWebhook(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.engine.EnableWebhook(r.Context(), id, weft.Operator{Actor: operator(r)}); err != nil {
+	if err := s.engine.EnableWebhook(r.Context(), id, weft.Operator{Actor: operator(r.Context())}); err != nil {
 		return 0, nil, err
 	}
 	ws, err := s.engine.Webhooks(r.Context())

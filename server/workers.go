@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,8 +49,8 @@ func checkNames(field string, names []string, required bool) error {
 // key's id, a token's subject), never its display name, which two keys may
 // share. With authentication disabled every request is "anonymous", so
 // workers work as before.
-func owner(r *http.Request) string {
-	p, _ := PrincipalFrom(r.Context())
+func owner(ctx context.Context) string {
+	p, _ := PrincipalFrom(ctx)
 	return p.Owner()
 }
 
@@ -58,37 +59,44 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	out, err := s.register(r.Context(), req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, out, nil
+}
+
+// register registers a remote worker owned by the call's credential:
+// POST /v1/workers and its gRPC twin.
+func (s *Server) register(ctx context.Context, req wire.RegisterWorker) (wire.WorkerRegistered, error) {
 	if !namePattern.MatchString(req.Name) {
-		return 0, nil, fieldError("name", "is required: letters, digits, '_', '.', '-' (at most 128)")
+		return wire.WorkerRegistered{}, fieldError("name", "is required: letters, digits, '_', '.', '-' (at most 128)")
 	}
 	if err := checkNames("handlers", req.Handlers, true); err != nil {
-		return 0, nil, err
+		return wire.WorkerRegistered{}, err
 	}
 	err := checkNames("namespaces", req.Namespaces, false)
 	if err != nil {
-		return 0, nil, err
+		return wire.WorkerRegistered{}, err
 	}
-	if req.Namespaces, err = scopedNamespaces(r, req.Namespaces); err != nil {
-		return 0, nil, err
+	if req.Namespaces, err = scopedNamespaces(ctx, req.Namespaces); err != nil {
+		return wire.WorkerRegistered{}, err
 	}
-	if p, _ := PrincipalFrom(r.Context()); p.Kind == "jwt" && p.ID == "" {
-		return 0, nil, errorf(http.StatusForbidden, CodeForbidden, "a token without a subject (sub) cannot own a worker")
+	if p, _ := PrincipalFrom(ctx); p.Kind == "jwt" && p.ID == "" {
+		return wire.WorkerRegistered{}, errorf(http.StatusForbidden, CodeForbidden, "a token without a subject (sub) cannot own a worker")
 	}
-	id, err := s.workers.Register(r.Context(), req.Name, owner(r), req.Handlers...)
+	id, err := s.workers.Register(ctx, req.Name, owner(ctx), req.Handlers...)
 	if err != nil {
-		return 0, nil, err
+		return wire.WorkerRegistered{}, err
 	}
 	s.log.Info("remote worker registered", "worker_id", id, "handlers", strings.Join(req.Handlers, ","), "namespaces", strings.Join(req.Namespaces, ","))
-	return http.StatusCreated, wire.WorkerRegistered{WorkerID: id, Namespaces: append([]string{}, req.Namespaces...), Handlers: req.Handlers,
+	return wire.WorkerRegistered{WorkerID: id, Namespaces: append([]string{}, req.Namespaces...), Handlers: req.Handlers,
 		LeaseTTLMS: s.workers.LeaseTTL().Milliseconds(), HeartbeatIntervalMS: s.workers.HeartbeatInterval().Milliseconds(),
 		MaxWaitMS: s.opts.MaxPoll.Milliseconds()}, nil
 }
 
 func (s *Server) deregisterWorker(r *http.Request) (int, any, error) {
-	if err := s.workers.Stop(r.Context(), r.PathValue("id"), owner(r)); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
+	return noContent(s.workers.Stop(r.Context(), r.PathValue("id"), owner(r.Context())))
 }
 
 // checkFence validates a fence a worker sends back.
@@ -111,48 +119,58 @@ func (s *Server) claim(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	if err := checkNames("handlers", req.Handlers, true); err != nil {
+	c, err := s.checkClaim(r.Context(), req)
+	if err != nil {
 		return 0, nil, err
 	}
-	if err := checkNames("namespaces", req.Namespaces, false); err != nil {
+	steps, err := s.workers.Claim(r.Context(), r.PathValue("id"), owner(r.Context()), c)
+	if err != nil {
 		return 0, nil, err
+	}
+	return http.StatusOK, wire.ClaimResponse{Steps: wire.List(steps, claimedStep)}, nil
+}
+
+// checkClaim validates a claim and bounds its namespaces by the call's
+// scope: the REST claim's and the gRPC stream's.
+func (s *Server) checkClaim(ctx context.Context, req wire.ClaimRequest) (weft.WorkerClaim, error) {
+	if err := checkNames("handlers", req.Handlers, true); err != nil {
+		return weft.WorkerClaim{}, err
+	}
+	if err := checkNames("namespaces", req.Namespaces, false); err != nil {
+		return weft.WorkerClaim{}, err
 	}
 	if req.Max == 0 {
 		req.Max = 1
 	}
 	if req.Max < 1 || req.Max > 100 {
-		return 0, nil, fieldError("max", "must be from 1 to 100, got %d", req.Max)
+		return weft.WorkerClaim{}, fieldError("max", "must be from 1 to 100, got %d", req.Max)
 	}
 	// Compared in milliseconds, before any multiplication: a huge wait_ms
 	// would overflow a time.Duration and wrap around to an accepted value.
 	if req.WaitMS < 0 || req.WaitMS > s.opts.MaxPoll.Milliseconds() {
-		return 0, nil, fieldError("wait_ms", "must be from 0 to %d, got %d", s.opts.MaxPoll.Milliseconds(), req.WaitMS)
+		return weft.WorkerClaim{}, fieldError("wait_ms", "must be from 0 to %d, got %d", s.opts.MaxPoll.Milliseconds(), req.WaitMS)
 	}
-	namespaces, err := scopedNamespaces(r, req.Namespaces)
+	namespaces, err := scopedNamespaces(ctx, req.Namespaces)
 	if err != nil {
-		return 0, nil, err
+		return weft.WorkerClaim{}, err
 	}
-	steps, err := s.workers.Claim(r.Context(), r.PathValue("id"), owner(r), weft.WorkerClaim{Handlers: req.Handlers, Namespaces: namespaces,
-		Max: req.Max, Wait: time.Duration(req.WaitMS) * time.Millisecond})
-	if err != nil {
-		return 0, nil, err
+	return weft.WorkerClaim{Handlers: req.Handlers, Namespaces: namespaces, Max: req.Max, Wait: time.Duration(req.WaitMS) * time.Millisecond}, nil
+}
+
+// claimedStep is a claimed step as a worker receives it.
+func claimedStep(c weft.RemoteStep) wire.ClaimedStep {
+	j := wire.ClaimedStep{StepID: c.ID, TaskID: c.TaskID, Namespace: c.Namespace, Workflow: c.Workflow, Version: c.Version,
+		Step: c.Name, Handler: c.Handler, Attempt: c.Attempts, Input: c.Input, Deps: c.Deps, Config: rawJSON(c.Config),
+		Checkpoint: rawJSON(c.Checkpoint), Batch: rawJSON(c.Item), TimeoutMS: c.Timeout.Milliseconds(), Fence: toWireFence(c.Fence),
+		TraceParent: c.TraceParent, TraceState: c.TraceState}
+	if j.Deps == nil {
+		j.Deps = map[string]json.RawMessage{}
 	}
-	out := wire.ClaimResponse{Steps: make([]wire.ClaimedStep, len(steps))}
-	for i, c := range steps {
-		j := wire.ClaimedStep{StepID: c.ID, TaskID: c.TaskID, Namespace: c.Namespace, Workflow: c.Workflow, Version: c.Version,
-			Step: c.Name, Handler: c.Handler, Attempt: c.Attempts, Input: c.Input, Deps: c.Deps, Config: rawJSON(c.Config),
-			Checkpoint: rawJSON(c.Checkpoint), Batch: rawJSON(c.Item), TimeoutMS: c.Timeout.Milliseconds(), Fence: toWireFence(c.Fence),
-			TraceParent: c.TraceParent, TraceState: c.TraceState}
-		if j.Deps == nil {
-			j.Deps = map[string]json.RawMessage{}
-		}
-		if !c.Deadline.IsZero() {
-			d := c.Deadline
-			j.Deadline = &d
-		}
-		out.Steps[i] = j
+	if !c.Deadline.IsZero() {
+		d := c.Deadline
+		j.Deadline = &d
 	}
-	return http.StatusOK, out, nil
+	return j
 }
 
 func (s *Server) heartbeat(r *http.Request) (int, any, error) {
@@ -160,24 +178,33 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	out, err := s.workerHeartbeat(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
+}
+
+// workerHeartbeat is a worker's heartbeat, whatever its transport.
+func (s *Server) workerHeartbeat(ctx context.Context, workerID string, req wire.Heartbeat) (wire.HeartbeatResponse, error) {
 	if len(req.Steps) > 10000 {
-		return 0, nil, fieldError("steps", "must list at most 10000 fences")
+		return wire.HeartbeatResponse{}, fieldError("steps", "must list at most 10000 fences")
 	}
 	held := make([]weft.Fence, len(req.Steps))
 	for i := range req.Steps {
 		f, err := checkFence(fmt.Sprintf("steps[%d]", i), &req.Steps[i])
 		if err != nil {
-			return 0, nil, err
+			return wire.HeartbeatResponse{}, err
 		}
 		held[i] = f
 	}
 	load, err := heartbeatLoad(&req)
 	if err != nil {
-		return 0, nil, err
+		return wire.HeartbeatResponse{}, err
 	}
-	lost, preempt, err := s.workers.HeartbeatLoad(r.Context(), r.PathValue("id"), owner(r), held, load)
+	lost, preempt, err := s.workers.HeartbeatLoad(ctx, workerID, owner(ctx), held, load)
 	if err != nil {
-		return 0, nil, err
+		return wire.HeartbeatResponse{}, err
 	}
 	out := wire.HeartbeatResponse{Lost: make([]wire.Fence, len(lost))}
 	for i, f := range lost {
@@ -186,17 +213,33 @@ func (s *Server) heartbeat(r *http.Request) (int, any, error) {
 	for _, p := range preempt {
 		out.Preempt = append(out.Preempt, wire.Preempt{Fence: toWireFence(p.Fence), Reason: p.Reason})
 	}
-	return http.StatusOK, out, nil
+	return out, nil
 }
 
 // reported is the answer to a worker's complete or fail.
-func reported(o weft.Recorded) (int, any, error) {
+func reported(o weft.Recorded) wire.Reported {
 	body := wire.Reported{State: string(o.State), Error: o.Error}
 	if !o.RunAt.IsZero() {
 		at := o.RunAt
 		body.RetryAt = &at
 	}
+	return body
+}
+
+// answer is a worker route's answer: body with 200, or err.
+func answer[T any](body T, err error) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
 	return http.StatusOK, body, nil
+}
+
+// noContent is a worker route's answer without a body.
+func noContent(err error) (int, any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
 }
 
 func (s *Server) workerComplete(r *http.Request) (int, any, error) {
@@ -204,18 +247,23 @@ func (s *Server) workerComplete(r *http.Request) (int, any, error) {
 	if err := decodeOutcome(r, &req); err != nil {
 		return 0, nil, err
 	}
+	return answer(s.complete(r.Context(), r.PathValue("id"), req))
+}
+
+// complete records a worker's result, whatever its transport.
+func (s *Server) complete(ctx context.Context, workerID string, req wire.Complete) (wire.Reported, error) {
 	f, err := checkFence("fence", req.Fence)
 	if err != nil {
-		return 0, nil, err
+		return wire.Reported{}, err
 	}
 	if len(req.Result) > 0 && !json.Valid(req.Result) {
-		return 0, nil, fieldError("result", "must be JSON")
+		return wire.Reported{}, fieldError("result", "must be JSON")
 	}
-	o, err := s.workers.Complete(r.Context(), r.PathValue("id"), owner(r), f, req.Result)
+	o, err := s.workers.Complete(ctx, workerID, owner(ctx), f, req.Result)
 	if err != nil {
-		return 0, nil, err
+		return wire.Reported{}, err
 	}
-	return reported(o)
+	return reported(o), nil
 }
 
 // maxFailureMessage bounds the error text a worker reports.
@@ -226,28 +274,33 @@ func (s *Server) workerFail(r *http.Request) (int, any, error) {
 	if err := decodeOutcome(r, &req); err != nil {
 		return 0, nil, err
 	}
+	return answer(s.fail(r.Context(), r.PathValue("id"), req))
+}
+
+// fail records a worker's failure, whatever its transport.
+func (s *Server) fail(ctx context.Context, workerID string, req wire.Fail) (wire.Reported, error) {
 	f, err := checkFence("fence", req.Fence)
 	if err != nil {
-		return 0, nil, err
+		return wire.Reported{}, err
 	}
 	if req.Error == "" {
-		return 0, nil, fieldError("error", "is required: what went wrong")
+		return wire.Reported{}, fieldError("error", "is required: what went wrong")
 	}
 	if len(req.Error) > maxFailureMessage {
 		req.Error = req.Error[:maxFailureMessage]
 	}
 	if req.RetryAfterMS < 0 || req.RetryAfterMS > int64(7*24*time.Hour/time.Millisecond) {
-		return 0, nil, fieldError("retry_after_ms", "must be from 0 to a week")
+		return wire.Reported{}, fieldError("retry_after_ms", "must be from 0 to a week")
 	}
 	if req.Preempted && (req.Permanent || req.RetryAfterMS > 0) {
-		return 0, nil, fieldError("preempted", "cannot be combined with permanent or retry_after_ms")
+		return wire.Reported{}, fieldError("preempted", "cannot be combined with permanent or retry_after_ms")
 	}
-	o, err := s.workers.Fail(r.Context(), r.PathValue("id"), owner(r), f, weft.Failure{Message: req.Error, Permanent: req.Permanent,
+	o, err := s.workers.Fail(ctx, workerID, owner(ctx), f, weft.Failure{Message: req.Error, Permanent: req.Permanent,
 		RetryAfter: time.Duration(req.RetryAfterMS) * time.Millisecond, Preempted: req.Preempted})
 	if err != nil {
-		return 0, nil, err
+		return wire.Reported{}, err
 	}
-	return reported(o)
+	return reported(o), nil
 }
 
 func (s *Server) workerCheckpoint(r *http.Request) (int, any, error) {
@@ -255,17 +308,19 @@ func (s *Server) workerCheckpoint(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	return noContent(s.checkpoint(r.Context(), r.PathValue("id"), req))
+}
+
+// checkpoint stores a worker's checkpoint, whatever its transport.
+func (s *Server) checkpoint(ctx context.Context, workerID string, req wire.Checkpoint) error {
 	f, err := checkFence("fence", req.Fence)
 	if err != nil {
-		return 0, nil, err
+		return err
 	}
 	if len(req.Checkpoint) == 0 {
-		return 0, nil, fieldError("checkpoint", "is required")
+		return fieldError("checkpoint", "is required")
 	}
-	if err := s.workers.Checkpoint(r.Context(), r.PathValue("id"), owner(r), f, req.Checkpoint); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
+	return s.workers.Checkpoint(ctx, workerID, owner(ctx), f, req.Checkpoint)
 }
 
 func (s *Server) workerProgress(r *http.Request) (int, any, error) {
@@ -273,23 +328,25 @@ func (s *Server) workerProgress(r *http.Request) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
+	return noContent(s.progress(r.Context(), r.PathValue("id"), req))
+}
+
+// progress records how far a worker's step got, whatever its transport.
+func (s *Server) progress(ctx context.Context, workerID string, req wire.Progress) error {
 	f, err := checkFence("fence", req.Fence)
 	if err != nil {
-		return 0, nil, err
+		return err
 	}
 	if req.Fraction == nil {
-		return 0, nil, fieldError("fraction", "is required: how far the step got, from 0 to 1")
+		return fieldError("fraction", "is required: how far the step got, from 0 to 1")
 	}
 	if *req.Fraction < 0 || *req.Fraction > 1 {
-		return 0, nil, fieldError("fraction", "must be from 0 to 1, got %v", *req.Fraction)
+		return fieldError("fraction", "must be from 0 to 1, got %v", *req.Fraction)
 	}
 	if len(req.Message) > 4096 {
-		return 0, nil, fieldError("message", "must be at most 4096 bytes")
+		return fieldError("message", "must be at most 4096 bytes")
 	}
-	if err := s.workers.Progress(r.Context(), r.PathValue("id"), owner(r), f, *req.Fraction, req.Message); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
+	return s.workers.Progress(ctx, workerID, owner(ctx), f, *req.Fraction, req.Message)
 }
 
 // heartbeatLoad validates what a heartbeat tells about the worker's slots
@@ -314,8 +371,8 @@ func heartbeatLoad(req *wire.Heartbeat) (weft.WorkerLoad, error) {
 // scopedNamespaces is where a worker asking for namespaces (none: every
 // one) may take steps: those it asks for, each within the credential's
 // scope, or, asking for none, the whole scope (nil: every namespace).
-func scopedNamespaces(r *http.Request, asked []string) ([]string, error) {
-	sc := requestScope(r)
+func scopedNamespaces(ctx context.Context, asked []string) ([]string, error) {
+	sc := scopeFrom(ctx)
 	if len(asked) == 0 {
 		return scopeNamespaces(sc), nil
 	}

@@ -66,7 +66,7 @@ func (s *Server) registerWorkflow(r *http.Request) (int, any, error) {
 		return 0, nil, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidWorkflow, Field: "template",
 			Message: "the template is not valid: " + probs[0].Message, Problems: probs}
 	}
-	if err := checkScope(r, "template", w.Namespace); err != nil {
+	if err := checkScope(r.Context(), "template", w.Namespace); err != nil {
 		return 0, nil, err
 	}
 	// Registering the same definition again changes nothing and answers
@@ -91,7 +91,7 @@ func (s *Server) validateWorkflow(r *http.Request) (int, any, error) {
 		requestScope(r) // a template that does not parse names no namespace
 		return http.StatusOK, wire.Validation{Valid: false, Problems: probs}, nil
 	}
-	if err := checkScope(r, "template", w.Namespace); err != nil {
+	if err := checkScope(r.Context(), "template", w.Namespace); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, wire.Validation{Valid: true, Workflow: w.Ref(), Steps: len(w.Steps)}, nil

@@ -60,6 +60,10 @@ func (a *app) serveCommand() *cobra.Command {
 remote-worker protocol, health checks (/health/live, /health/ready) and
 Prometheus metrics (/metrics), until SIGINT or SIGTERM.
 
+The same address serves the gRPC API (weft.v1.TaskService and
+weft.v1.WorkerService, with server reflection): gRPC over HTTP/2, cleartext
+or with --tls-cert, and gRPC-Web and Connect over HTTP/1.1; see docs/grpc.md.
+
 The dashboard is served at / (sign in with an API key; see docs/dashboard.md).
 
 The engine runs the built-in handlers (exec, http); steps whose handlers are
@@ -193,6 +197,16 @@ func (f *serveFlags) tlsConfig(c *config.Layers) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
+// serveProtocols are the protocols weft serve speaks: HTTP/1.1, HTTP/2
+// over TLS, and HTTP/2 cleartext for gRPC clients.
+func serveProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}
+
 // listenOn is where the API listens: an address, and TLS when set.
 type listenOn struct {
 	addr string
@@ -255,7 +269,10 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 	}
 	scheme := "http"
 	if on.tls != nil {
-		ln, scheme = tls.NewListener(ln, on.tls), "https"
+		// HTTP/2 for gRPC clients, offered first; HTTP/1.1 for the rest.
+		tc := on.tls.Clone()
+		tc.NextProtos = []string{"h2", "http/1.1"}
+		ln, scheme = tls.NewListener(ln, tc), "https"
 	}
 	if mode == runSteps {
 		if err := e.Start(ctx); err != nil {
@@ -274,6 +291,10 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 		WriteTimeout:      opts.RequestTimeout + opts.MaxPoll + 5*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          nil,
+		// HTTP/2 cleartext (prior knowledge, as gRPC clients speak it
+		// without TLS) beside HTTP/1.1 and, over TLS, HTTP/2: the gRPC
+		// API shares the port with REST.
+		Protocols: serveProtocols(),
 	}
 	hs.RegisterOnShutdown(srv.CloseStreams)
 	served := make(chan error, 1)
@@ -281,6 +302,8 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 	// The address line lets scripts (and tests) find a port chosen by :0.
 	url := fmt.Sprintf("%s://%s", scheme, ln.Addr())
 	a.notice(slog.LevelInfo, "serving on "+url, "url", url)
+	a.log.Info("serving gRPC on the same address: gRPC over HTTP/2 (cleartext or TLS), gRPC-Web and Connect, with reflection",
+		"services", strings.Join(server.GRPCServices, ","))
 	if mode == runSteps {
 		a.log.Info("serving", "addr", ln.Addr().String(), "db", weftdb.Redact(a.dbURL()), "engine_id", e.ID(), "auth", !opts.DisableAuth)
 	} else {

@@ -25,10 +25,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/wire/weftv1"
+	"github.com/weftrun/weft/wire/weftv1/weftv1connect"
 )
 
 // startServe runs `weft serve` as a real process on a free loopback port
@@ -255,6 +258,49 @@ func TestServeTLS(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Equal(t, http.StatusBadRequest, res.StatusCode, "plain HTTP is not served beside it")
+
+	// gRPC, which needs HTTP/2, is served over the same TLS port.
+	h2 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+	tasks := weftv1connect.NewTaskServiceClient(h2, url, connect.WithGRPC())
+	req := connect.NewRequest(&weftv1.ListTasksRequest{})
+	req.Header().Set("Authorization", "Bearer "+token)
+	_, err = tasks.ListTasks(t.Context(), req)
+	require.NoError(t, err, "gRPC over TLS")
+}
+
+// TestServeGRPC: weft serve answers gRPC over cleartext HTTP/2 on its
+// address, as grpcurl -plaintext speaks it, with a key's credential.
+func TestServeGRPC(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "weft.db")
+	requireCode(t, 0, weftCLI(t, "--db", db, "migrate"))
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "tasks:read")
+	requireCode(t, 0, r)
+	token := regexp.MustCompile(`weft_[0-9a-f]{16}_[A-Za-z0-9_-]+`).FindString(r.stdout)
+	url, _ := startServe(t, db)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tasks := weftv1connect.NewTaskServiceClient(&http.Client{Transport: &http.Transport{Protocols: &p}}, url, connect.WithGRPC())
+	tests := []struct {
+		name  string
+		token string
+		code  connect.Code
+	}{
+		{"with the key", token, 0},
+		{"without a credential", "", connect.CodeUnauthenticated},
+	}
+	for _, tt := range tests {
+		req := connect.NewRequest(&weftv1.ListTasksRequest{})
+		if tt.token != "" {
+			req.Header().Set("Authorization", "Bearer "+tt.token)
+		}
+		_, err := tasks.ListTasks(t.Context(), req)
+		if tt.code == 0 {
+			require.NoError(t, err, tt.name)
+		} else {
+			require.Equal(t, tt.code, connect.CodeOf(err), "%s: %v", tt.name, err)
+		}
+	}
 }
 
 func must[T any](v T, err error) T {
