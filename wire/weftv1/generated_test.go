@@ -2,7 +2,6 @@ package weftv1_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,36 +13,31 @@ import (
 )
 
 // TestGeneratedCodeIsCurrent generates the code of proto/ into a temporary
-// directory, with the plugins of proto/buf.gen.yaml, and requires the
-// committed files to be what it generates, and no more: a .proto changed
-// without `cd proto && buf generate` fails here. It needs buf,
-// protoc-gen-go and protoc-gen-connect-go on PATH or in $(go env
-// GOPATH)/bin (docs/grpc.md says which versions), and is skipped without
-// them.
+// directory with scripts/protogen and requires the committed files to be
+// what it generates, and no more: a .proto changed without
+// `scripts/protogen` fails here. It needs protoc (Debian's
+// protobuf-compiler and libprotobuf-dev), protoc-gen-go and
+// protoc-gen-connect-go (scripts/test installs them), and is skipped
+// without them outside CI.
 func TestGeneratedCodeIsCurrent(t *testing.T) {
 	t.Parallel()
 	path := os.Getenv("PATH")
 	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
 		path = filepath.Join(strings.TrimSpace(string(out)), "bin") + string(os.PathListSeparator) + path
 	}
-	for _, tool := range []string{"buf", "protoc-gen-go", "protoc-gen-connect-go"} {
+	for _, tool := range []string{"protoc", "protoc-gen-go", "protoc-gen-connect-go"} {
 		if _, err := lookPath(tool, path); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is required in CI to check the generated code (scripts/test installs it)", tool)
+			}
 			t.Skipf("%s is not installed: cannot check the generated code", tool)
 		}
 	}
-	buf, _ := lookPath("buf", path)
 	dir := t.TempDir()
-	opt := []string{"paths=import", "module=github.com/weftrun/weft/wire"}
-	tmpl, err := json.Marshal(map[string]any{"version": "v2", "plugins": []map[string]any{
-		{"local": "protoc-gen-go", "out": dir, "opt": opt},
-		{"local": "protoc-gen-connect-go", "out": dir, "opt": opt},
-	}})
-	require.NoError(t, err)
-	cmd := exec.Command(buf, "generate", "--template", string(tmpl))
-	cmd.Dir = filepath.Join("..", "..", "proto")
+	cmd := exec.Command(filepath.Join("..", "..", "scripts", "protogen"), dir)
 	cmd.Env = append(os.Environ(), "PATH="+path)
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "buf generate: %s", out)
+	require.NoError(t, err, "scripts/protogen: %s", out)
 
 	want := generatedFiles(t, filepath.Join(dir, "weftv1"))
 	got := generatedFiles(t, ".")
@@ -53,7 +47,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		require.True(t, ok, "%s is generated code no .proto file makes: delete it", name)
 	}
 	for name, w := range want {
-		require.True(t, bytes.Equal(w, got[name]), "%s is not what the .proto files generate: run `cd proto && buf generate`", name)
+		require.True(t, bytes.Equal(w, got[name]), "%s is not what the .proto files generate: run scripts/protogen", name)
 	}
 }
 
