@@ -78,7 +78,86 @@ type GRPCWorker struct {
 
 type heldStep struct {
 	fence  *weftv1.Fence
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
+}
+
+// ErrPreempted is the cause of a step's context that the server asked to
+// stop for a step of higher priority (a preemptible step, on a worker with
+// no free slot). A handler that returns an error then is reported
+// preempted: the step goes back to ready with its checkpoint, without using
+// an attempt; one that returns a result anyway completes.
+var ErrPreempted = errors.New("preempted by a step of higher priority")
+
+// attemptKey carries, in a handler's context, the attempt it runs, for
+// Checkpoint and Progress.
+type attemptKey struct{}
+
+type attemptRef struct {
+	w     *GRPCWorker
+	fence *weftv1.Fence
+}
+
+func attemptOf(ctx context.Context) (attemptRef, error) {
+	a, ok := ctx.Value(attemptKey{}).(attemptRef)
+	if !ok {
+		return a, errors.New("not a step's context: call it with the context a GRPCWorker handler was given")
+	}
+	return a, nil
+}
+
+// Checkpoint saves v, encoded as JSON, as the step's checkpoint: a later
+// attempt of the step is given it (wire.ClaimedStep.Checkpoint). Call it
+// with the context the handler was given. It is fenced: refused (with a
+// conflict) once this attempt no longer holds the step.
+func Checkpoint(ctx context.Context, v any) error {
+	a, err := attemptOf(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return a.w.retrying(ctx, func() error {
+		_, err := a.w.api.Checkpoint(ctx, request(ctx, &weftv1.CheckpointRequest{WorkerId: a.w.workerID(), Fence: a.fence, Checkpoint: b}, a.w.cfg.Token))
+		return err
+	})
+}
+
+// Progress reports how far the handler got: fraction from 0 to 1 and an
+// optional message, shown as the step's progress by the API and the
+// dashboard. Call it with the context the handler was given.
+func Progress(ctx context.Context, fraction float64, message string) error {
+	if !(fraction >= 0 && fraction <= 1) {
+		return fmt.Errorf("progress: fraction must be from 0 to 1, got %v", fraction)
+	}
+	a, err := attemptOf(ctx)
+	if err != nil {
+		return err
+	}
+	return a.w.retrying(ctx, func() error {
+		_, err := a.w.api.Progress(ctx, request(ctx, &weftv1.ProgressRequest{WorkerId: a.w.workerID(), Fence: a.fence, Fraction: &fraction,
+			Message: message}, a.w.cfg.Token))
+		return err
+	})
+}
+
+// retrying calls fn until it succeeds, fails for a reason that trying again
+// does not change, or three tries failed; it returns fn's last error as the
+// API's (*Error where the server answered).
+func (w *GRPCWorker) retrying(ctx context.Context, fn func() error) error {
+	backoff := w.cfg.MinBackoff
+	for try := 1; ; try++ {
+		err := fn()
+		switch connect.CodeOf(err) {
+		case connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeDeadlineExceeded, connect.CodeUnknown, connect.CodeInternal:
+			if err != nil && try < 3 && ctx.Err() == nil {
+				backoff = w.sleep(ctx, backoff)
+				continue
+			}
+		}
+		return grpcError(err)
+	}
 }
 
 // NewGRPCWorker returns a worker of cfg; register its handlers with
@@ -311,12 +390,12 @@ func (w *GRPCWorker) stream1(ctx, work context.Context, connected func()) error 
 // start runs a pushed step in its slot.
 func (w *GRPCWorker) start(work context.Context, st *weftv1.ClaimedStep) {
 	step := st.Wire()
-	var ctx context.Context
-	var cancel context.CancelFunc
+	ctx, cancel := context.WithCancelCause(context.WithValue(work, attemptKey{}, attemptRef{w: w, fence: st.GetFence()}))
 	if step.TimeoutMS > 0 {
-		ctx, cancel = context.WithTimeout(work, time.Duration(step.TimeoutMS)*time.Millisecond)
-	} else {
-		ctx, cancel = context.WithCancel(work)
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, time.Duration(step.TimeoutMS)*time.Millisecond)
+		cancelCause := cancel
+		cancel = func(cause error) { cancelCause(cause); stop() }
 	}
 	w.mu.Lock()
 	w.held[step.StepID] = &heldStep{fence: st.GetFence(), cancel: cancel}
@@ -324,10 +403,11 @@ func (w *GRPCWorker) start(work context.Context, st *weftv1.ClaimedStep) {
 	w.running.Add(1)
 	go func() {
 		defer w.running.Done()
-		defer cancel()
+		defer cancel(nil)
 		log := w.log.With("task_id", step.TaskID, "step", step.Step, "attempt", step.Attempt)
 		result, err := w.run(ctx, step)
-		w.report(work, log, st.GetFence(), result, err)
+		preempted := err != nil && errors.Is(context.Cause(ctx), ErrPreempted)
+		w.report(work, log, st.GetFence(), result, err, preempted)
 		w.mu.Lock()
 		delete(w.held, step.StepID)
 		s := w.stream
@@ -362,7 +442,7 @@ func (w *GRPCWorker) run(ctx context.Context, step wire.ClaimedStep) (result jso
 
 // report sends a step's outcome, again after a failure that may pass,
 // until the server answers or the fence is no longer the step's.
-func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1.Fence, result json.RawMessage, herr error) {
+func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1.Fence, result json.RawMessage, herr error, preempted bool) {
 	backoff := w.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
 		id := w.workerID()
@@ -375,7 +455,7 @@ func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1
 		} else {
 			var perm permanentError
 			_, err = w.api.Fail(ctx, request(ctx, &weftv1.FailRequest{WorkerId: id, Fence: fence, Error: herr.Error(),
-				Permanent: errors.As(herr, &perm)}, w.cfg.Token))
+				Permanent: errors.As(herr, &perm) && !preempted, Preempted: preempted}, w.cfg.Token))
 		}
 		code := connect.CodeOf(err)
 		switch {
@@ -417,9 +497,16 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 		for _, h := range w.held {
 			fences = append(fences, h.fence)
 		}
-		id := w.id
+		req := &weftv1.HeartbeatRequest{WorkerId: w.id, Steps: fences}
+		if run.Err() == nil {
+			// Its free slots, so that the server may ask a full worker
+			// to stop a preemptible step for one of higher priority; a
+			// draining worker takes nothing new and is not asked.
+			free := int32(w.cfg.Slots - len(w.held))
+			req.Free, req.Handlers, req.Namespaces = &free, w.handlerNames(), w.cfg.Namespaces
+		}
 		w.mu.Unlock()
-		res, err := w.api.Heartbeat(hbCtx, request(hbCtx, &weftv1.HeartbeatRequest{WorkerId: id, Steps: fences}, w.cfg.Token))
+		res, err := w.api.Heartbeat(hbCtx, request(hbCtx, req, w.cfg.Token))
 		if err != nil {
 			if forgotten(err) && run.Err() == nil {
 				// Declared dead: its steps are someone else's now.
@@ -435,17 +522,28 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 		w.mu.Lock()
 		for _, f := range res.Msg.GetLost() {
 			if h, ok := w.held[f.GetStepId()]; ok && h.fence.GetLeaseId() == f.GetLeaseId() {
-				h.cancel()
+				h.cancel(errStepLost)
+			}
+		}
+		for _, p := range res.Msg.GetPreempt() {
+			f := p.GetFence()
+			if h, ok := w.held[f.GetStepId()]; ok && h.fence.GetLeaseId() == f.GetLeaseId() {
+				w.log.Info("grpc worker: step preempted", "step_id", f.GetStepId(), "reason", p.GetReason())
+				h.cancel(ErrPreempted)
 			}
 		}
 		w.mu.Unlock()
 	}
 }
 
+// errStepLost is the cause of a step's context that the server took back
+// (cancelled, timed out, or the worker declared dead).
+var errStepLost = errors.New("the server took the step back")
+
 func (w *GRPCWorker) cancelAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, h := range w.held {
-		h.cancel()
+		h.cancel(errStepLost)
 	}
 }

@@ -45,7 +45,11 @@ func startGRPCServer(t *testing.T) *grpcServer {
 	e, err := weft.New(db, weft.Config{Logger: quiet, HeartbeatInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second})
 	require.NoError(t, err)
 	for _, wf := range []*workflow.Workflow{workflow.New("shop", "ok", "1").Step("s", "remote.ok"),
-		workflow.New("shop", "bad", "1").Step("s", "remote.bad"), workflow.New("shop", "slow", "1").Step("s", "remote.slow")} {
+		workflow.New("shop", "bad", "1").Step("s", "remote.bad"), workflow.New("shop", "slow", "1").Step("s", "remote.slow"),
+		workflow.New("shop", "resume", "1").Step("s", "remote.resume",
+			workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 2, Backoff: "fixed", Initial: workflow.Duration(time.Millisecond)})),
+		workflow.New("shop", "hold", "1").Step("s", "remote.hold", workflow.Preemptible()),
+		workflow.New("shop", "nul", "1").Step("s", "remote.nul")} {
 		require.NoError(t, e.Register(t.Context(), wf))
 	}
 	require.NoError(t, e.Start(t.Context()))
