@@ -48,6 +48,10 @@ type Options struct {
 	// Logger receives request and error logs. Default: slog.Default().
 	// Credentials never reach it.
 	Logger *slog.Logger
+	// MetricsElsewhere leaves /metrics out of the API: the program serves
+	// MetricsHandler on a listener of its own (weft serve --metrics-addr),
+	// so that the public port does not show every namespace's counts.
+	MetricsElsewhere bool
 	// DisableAuth serves every request without credentials, with every
 	// permission. Only for local development: New logs a warning.
 	DisableAuth bool
@@ -242,6 +246,11 @@ type Route struct {
 	Scope string
 }
 
+// MetricsHandler serves the server's Prometheus metrics (the engine's and
+// the API's), for a program that serves them on a listener of its own
+// (Options.MetricsElsewhere).
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
+
 // Routes lists the API's endpoints.
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
@@ -252,10 +261,9 @@ func (s *Server) Routes() []Route {
 }
 
 func (s *Server) routeTable() []route {
-	return []route{
+	routes := []route{
 		{method: "GET", path: "/health/live", public: true, h: s.live},
 		{method: "GET", path: "/health/ready", public: true, h: s.readyCheck},
-		{method: "GET", path: "/metrics", public: true, raw: s.metrics.handler().ServeHTTP},
 		{method: "GET", path: "/v1/openapi.json", public: true, raw: serveOpenAPI},
 
 		{method: "POST", path: "/v1/workflows", perm: PermWorkflowsWrite, scope: byHandler, h: s.registerWorkflow},
@@ -309,6 +317,10 @@ func (s *Server) routeTable() []route {
 		{method: "GET", path: "/v1/policies/changes", perm: PermPoliciesRead, scope: byHandler, query: []string{"limit"}, h: s.policyChanges},
 		{method: "POST", path: "/v1/breakers/reset", perm: PermPoliciesWrite, scope: byHandler, h: s.resetBreaker},
 	}
+	if !s.opts.MetricsElsewhere {
+		routes = append(routes, route{method: "GET", path: "/metrics", public: true, raw: s.metrics.handler().ServeHTTP})
+	}
+	return routes
 }
 
 // statusWriter records the status a handler wrote.

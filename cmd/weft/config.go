@@ -46,6 +46,7 @@ var settings = []config.Setting{
 	{Key: "engine.stale_after", Flag: "stale-after", Env: "WEFT_STALE_AFTER", Commands: engineCommands},
 	{Key: "worker.metrics_addr", Flag: "metrics-addr", Env: "WEFT_METRICS_ADDR", Commands: workerCommands},
 	{Key: "serve.addr", Flag: "addr", Env: "WEFT_ADDR", Commands: serveCommands},
+	{Key: "serve.metrics_addr", Flag: "metrics-addr", Env: "WEFT_SERVE_METRICS_ADDR", Commands: serveCommands},
 	{Key: "serve.insecure_no_auth", Flag: "insecure-no-auth", Env: "WEFT_INSECURE_NO_AUTH", Commands: serveCommands},
 	{Key: "serve.max_body", Flag: "max-body", Env: "WEFT_MAX_BODY", Commands: serveCommands},
 	{Key: "serve.max_backlog", Flag: "max-backlog", Env: "WEFT_MAX_BACKLOG", Commands: serveCommands},

@@ -73,6 +73,8 @@ func TestConfigErrorsNameTheReference(t *testing.T) {
 		{key: "worker.metrics_addr", content: "127.0.0.1:99999", args: engine, made: "99999"},
 		{key: "serve.addr", args: []string{"serve", "--db", "{dir}/weft.db"}},
 		{key: "serve.addr", content: "127.0.0.1:99999", args: []string{"serve", "--db", "{dir}/weft.db"}, made: "99999"},
+		{key: "serve.metrics_addr", args: []string{"serve", "--db", "{dir}/weft.db"}},
+		{key: "serve.metrics_addr", content: "127.0.0.1:99999", args: []string{"serve", "--db", "{dir}/weft.db", "--addr", "127.0.0.1:0"}, made: "99999"},
 		{key: "serve.insecure_no_auth", args: serve},
 		{key: "serve.max_body", args: serve},
 		{key: "serve.max_backlog", args: serve},

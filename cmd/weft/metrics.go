@@ -17,13 +17,24 @@ import (
 // liveness and readiness (/health/live, /health/ready), until stop is
 // called.
 func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error) {
+	m := metrics.New(e, a.log)
+	stopListening, err := a.listenMetrics(e, addr, m.Handler())
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return func() { stopListening(); m.Close() }, nil
+}
+
+// listenMetrics serves h on addr (/metrics) with the engine's liveness
+// and readiness, until stop is called.
+func (a *app) listenMetrics(e *weft.Engine, addr string, h http.Handler) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, a.listenError("metrics-addr", addr, err)
 	}
-	m := metrics.New(e, a.log)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
+	mux.Handle("GET /metrics", h)
 	mux.Handle("GET /health/", server.Health(e, a.log))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
@@ -33,6 +44,5 @@ func (a *app) serveMetrics(e *weft.Engine, addr string) (stop func(), err error)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
-		m.Close()
 	}, nil
 }

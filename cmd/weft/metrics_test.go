@@ -102,3 +102,39 @@ func TestWorkerServesMetrics(t *testing.T) {
 	stop()
 	require.Equal(t, 0, <-done, stderr.String())
 }
+
+// TestServeMetricsElsewhere: `weft serve --metrics-addr` serves /metrics
+// (the engine's and the API's) on that address alone: the API's address,
+// which every client reaches, answers 404 there.
+func TestServeMetricsElsewhere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	p := startServeProcess(t, db, "--metrics-addr", "127.0.0.1:0")
+	re := regexp.MustCompile(`metrics on (http://[^\s"]+)/metrics`)
+	var base string
+	require.Eventually(t, func() bool {
+		m := re.FindStringSubmatch(p.logs.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 5*time.Millisecond, "no metrics address: %s", p.logs.String())
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get(p.url + "/health/ready")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = get(p.url + "/metrics")
+	require.Equal(t, http.StatusNotFound, code, "the API's address does not show the metrics")
+	code, body := get(base + "/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "weft_build_info{")
+	require.Contains(t, body, `weft_http_requests_total{code="200",route="GET /health/ready"}`, "the API's own metrics are there too")
+	require.NoError(t, p.stop())
+}

@@ -39,6 +39,7 @@ type serveFlags struct {
 	jwtPublicKey   string
 	jwtJWKS        string
 	jwtNamespaces  string
+	metricsAddr    string
 	maxBody        int64
 	maxBacklog     int
 	requestTimeout time.Duration
@@ -89,12 +90,13 @@ the engine drains its running steps for up to --drain.`,
 			if err != nil {
 				return err
 			}
-			return a.serve(cmd.Context(), listenOn{addr: f.addr, tls: tc}, cfg, opts, eng.drain, runSteps)
+			return a.serve(cmd.Context(), listenOn{addr: f.addr, tls: tc, metrics: f.metricsAddr}, cfg, opts, eng.drain, runSteps)
 		}),
 	}
 	fl := cmd.Flags()
 	eng.add(fl, "on shutdown, how long to wait for running steps before stopping them")
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on, HOST:PORT")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics on this HOST:PORT instead of the API's address, where it shows every namespace's counts to anyone (default: on the API's address)")
 	fl.BoolVar(&f.noAuth, "insecure-no-auth", false, "serve without authentication: every request has every permission (development only)")
 	fl.StringVar(&f.jwtIssuer, "jwt-issuer", "", "accept RS256 JWTs from this issuer (iss)")
 	fl.StringVar(&f.jwtAudience, "jwt-audience", "", "audience (aud) JWTs must name")
@@ -119,6 +121,12 @@ func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 	o := server.Options{DisableAuth: f.noAuth, MaxBodyBytes: f.maxBody, MaxBacklog: f.maxBacklog, RequestTimeout: f.requestTimeout, MaxPoll: f.maxPoll}
 	if _, _, err := net.SplitHostPort(f.addr); err != nil {
 		return o, usageErrorf("%s %q: want HOST:PORT", c.Describe("addr"), c.Show("addr", f.addr))
+	}
+	if f.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(f.metricsAddr); err != nil {
+			return o, usageErrorf("%s %q: want HOST:PORT", c.Describe("metrics-addr"), c.Show("metrics-addr", f.metricsAddr))
+		}
+		o.MetricsElsewhere = true
 	}
 	if f.maxBody < 1 {
 		return o, usageErrorf("--max-body must be at least 1")
@@ -211,6 +219,8 @@ func serveProtocols() *http.Protocols {
 type listenOn struct {
 	addr string
 	tls  *tls.Config
+	// metrics, if set, is where /metrics is served instead of addr.
+	metrics string
 }
 
 // listenError is the error of a failure to listen on addr, the value of
@@ -273,6 +283,14 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 		tc := on.tls.Clone()
 		tc.NextProtos = []string{"h2", "http/1.1"}
 		ln, scheme = tls.NewListener(ln, tc), "https"
+	}
+	if on.metrics != "" {
+		stop, err := a.listenMetrics(e, on.metrics, srv.MetricsHandler())
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
 	}
 	if mode == runSteps {
 		if err := e.Start(ctx); err != nil {

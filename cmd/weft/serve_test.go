@@ -48,6 +48,7 @@ type serveProcess struct {
 	url  string
 	cmd  *exec.Cmd
 	stop func() error // SIGTERM, then the exit status
+	logs *syncBuffer  // its standard error so far
 }
 
 func startServeProcess(t *testing.T, db string, args ...string) *serveProcess {
@@ -65,7 +66,7 @@ func startServing(t *testing.T, db, command string, args ...string) *serveProces
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	found := make(chan string, 1)
-	var logs syncBuffer
+	logs := &syncBuffer{}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		re := regexp.MustCompile(`serving on (https?://[^\s"]+)`)
@@ -91,7 +92,7 @@ func startServing(t *testing.T, db, command string, args ...string) *serveProces
 		return waitErr
 	}
 	t.Cleanup(func() { _ = stop() })
-	p := &serveProcess{cmd: cmd, stop: stop}
+	p := &serveProcess{cmd: cmd, stop: stop, logs: logs}
 	select {
 	case p.url = <-found:
 	case <-exited:
