@@ -21,6 +21,9 @@ import (
 // and pushes each step as soon as it is claimed.
 type grpcWorkers struct{ s *Server }
 
+// closed is a channel always ready: a select's case that does not wait.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // maxCredit bounds the steps a Pull stream may owe its worker, as a
 // heartbeat bounds the fences it lists.
 const maxCredit = 10000
@@ -111,32 +114,23 @@ func (g *grpcWorkers) Pull(ctx context.Context, stream *connect.BidiStream[weftv
 		return nil
 	}
 	for {
-		// Take every grant that arrived, and wait for one when none is
-		// left.
-		for drained := false; !drained; {
-			select {
-			case n := <-credits:
-				if err := grant(n); err != nil {
-					return err
-				}
-			case err := <-refused:
-				return err
-			default:
-				drained = true
-			}
+		// Take the grants that arrived before claiming; with no credit
+		// left, wait for one.
+		var claimNow <-chan struct{}
+		if credit > 0 {
+			claimNow = closed
 		}
-		if credit == 0 {
-			select {
-			case n := <-credits:
-				if err := grant(n); err != nil {
-					return err
-				}
-			case err := <-refused:
+		select {
+		case n := <-credits:
+			if err := grant(n); err != nil {
 				return err
-			case <-ctx.Done():
-				return ctx.Err()
 			}
 			continue
+		case err := <-refused:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-claimNow:
 		}
 		claim.Max = min(credit, 100)
 		steps, err := s.workers.Claim(ctx, workerID, who, claim)
