@@ -49,7 +49,11 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.log.Debug("event stream: clear write deadline", "error", err)
 	}
-	ctx := r.Context()
+	// A stream outlives the check its request passed: a revoked key, an
+	// ended session or an expired token ends it (watchCredential).
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	go s.watchCredential(ctx, cancel, "GET /v1/events", func() *apiError { _, aerr := s.principal(r); return aerr })
 	wake := make(chan struct{}, 1)
 	unsubscribe := s.engine.Subscribe(func(weft.Event) {
 		select {
@@ -71,12 +75,21 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 
 	poll := time.NewTicker(streamPoll)
 	defer poll.Stop()
-	recheck := time.NewTicker(s.opts.CredentialRecheck)
-	defer recheck.Stop()
+	// ended says, when the stream ends because its credential was
+	// refused, why, so that a page signs in again; the server closing its
+	// streams, or the client gone, just end it (a client reconnects).
+	ended := func() {
+		var aerr *apiError
+		if cause := context.Cause(ctx); errors.As(cause, &aerr) && aerr.Status == http.StatusUnauthorized {
+			fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(wire.ErrorBody{Error: wire.Error{Code: aerr.Code, Message: aerr.Message}}))
+			_ = rc.Flush()
+		}
+	}
 	lastWrite := time.Now()
 	for {
 		events, err := s.engine.History(ctx, q)
 		if err != nil {
+			ended()
 			if ctx.Err() == nil {
 				s.log.Warn("event stream: read history", "error", err)
 				// The client reconnects with its Last-Event-ID.
@@ -113,20 +126,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-s.closing:
+			ended()
 			return
 		case <-wake:
 		case <-poll.C:
-		case <-recheck.C:
-			// A stream outlives the check its request passed: a revoked
-			// key, an ended session or an expired token ends it.
-			if _, aerr := s.principal(r); aerr != nil {
-				s.log.Info("event stream ended: its credential is no longer accepted", "error", aerr.Message)
-				fmt.Fprintf(w, "event: error\ndata: %s\n\n", mustJSON(wire.ErrorBody{Error: wire.Error{Code: aerr.Code, Message: aerr.Message}}))
-				_ = rc.Flush()
-				return
-			}
 		}
 	}
 }

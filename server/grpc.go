@@ -241,7 +241,8 @@ func (g *grpcAccess) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
-		go g.s.watchCredential(ctx, cancel, name, conn.RequestHeader())
+		hdr := conn.RequestHeader()
+		go g.s.watchCredential(ctx, cancel, name, func() *apiError { _, aerr := g.s.callPrincipal(ctx, hdr); return aerr })
 		err = next(ctx, conn)
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause
@@ -256,9 +257,11 @@ func (g *grpcAccess) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 }
 
 // watchCredential ends a stream (cancel) once its credential is no longer
-// accepted (a revoked key, an expired token) or the server closes its
-// streams, as the REST event stream does.
-func (s *Server) watchCredential(ctx context.Context, cancel context.CancelCauseFunc, name string, hdr http.Header) {
+// accepted (authenticate, every CredentialRecheck, answers 401: a revoked
+// key, an ended session, an expired token) or the server closes its
+// streams. The cause says which. Every stream, REST's and gRPC's, is
+// watched by it.
+func (s *Server) watchCredential(ctx context.Context, cancel context.CancelCauseFunc, name string, authenticate func() *apiError) {
 	t := time.NewTicker(s.opts.CredentialRecheck)
 	defer t.Stop()
 	for {
@@ -269,8 +272,8 @@ func (s *Server) watchCredential(ctx context.Context, cancel context.CancelCause
 			cancel(errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down: reconnect"))
 			return
 		case <-t.C:
-			if _, aerr := s.callPrincipal(ctx, hdr); aerr != nil && aerr.Status == http.StatusUnauthorized {
-				s.log.Info("stream ended: its credential is no longer accepted", "procedure", name, "error", aerr.Message)
+			if aerr := authenticate(); aerr != nil && aerr.Status == http.StatusUnauthorized {
+				s.log.Info("stream ended: its credential is no longer accepted", "stream", name, "error", aerr.Message)
 				cancel(aerr)
 				return
 			}
