@@ -63,19 +63,6 @@ func request[T any](ctx context.Context, msg *T, token string) *connect.Request[
 	return req
 }
 
-// grpcStatuses are the HTTP statuses of the gRPC codes the API answers.
-var grpcStatuses = map[connect.Code]int{
-	connect.CodeInvalidArgument:    http.StatusBadRequest,
-	connect.CodeUnauthenticated:    http.StatusUnauthorized,
-	connect.CodePermissionDenied:   http.StatusForbidden,
-	connect.CodeNotFound:           http.StatusNotFound,
-	connect.CodeFailedPrecondition: http.StatusConflict,
-	connect.CodeAborted:            http.StatusConflict,
-	connect.CodeResourceExhausted:  http.StatusServiceUnavailable,
-	connect.CodeUnavailable:        http.StatusServiceUnavailable,
-	connect.CodeDeadlineExceeded:   http.StatusServiceUnavailable,
-}
-
 // grpcError is err as an *Error, with the code and field of its detail;
 // an error that is not the server's (a broken connection, a cancelled
 // context) is returned as it is.
@@ -85,7 +72,7 @@ func grpcError(err error) error {
 		return err
 	}
 	e := &Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Message: ce.Message()}
-	if s, ok := grpcStatuses[ce.Code()]; ok {
+	if s, ok := weftv1.HTTPStatus(ce.Code()); ok {
 		e.Status = s
 	}
 	if ce.Code() == connect.CodeUnavailable && len(ce.Details()) == 0 {

@@ -344,21 +344,12 @@ func grpcStatus(err error) int {
 	if err == nil {
 		return http.StatusOK
 	}
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case connect.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case connect.CodePermissionDenied:
-		return http.StatusForbidden
-	case connect.CodeNotFound:
-		return http.StatusNotFound
-	case connect.CodeFailedPrecondition, connect.CodeAborted:
-		return http.StatusConflict
-	case connect.CodeResourceExhausted, connect.CodeUnavailable, connect.CodeDeadlineExceeded:
-		return http.StatusServiceUnavailable
-	case connect.CodeCanceled:
+	code := connect.CodeOf(err)
+	if code == connect.CodeCanceled {
 		return statusClientGone
+	}
+	if s, ok := weftv1.HTTPStatus(code); ok {
+		return s
 	}
 	return http.StatusInternalServerError
 }
