@@ -38,14 +38,6 @@ func (d *Dashboard) withScoped(r *http.Request, p server.Principal, perm string)
 	return r.WithContext(context.WithValue(r.Context(), scopedKey{}, &scoped{e: d.engine, sc: p.Scope(perm), p: p}))
 }
 
-// namespaces is the scope as a store filter's Namespaces (nil: every one).
-func (s *scoped) namespaces() []string {
-	if s.sc.All {
-		return nil
-	}
-	return s.sc.Namespaces
-}
-
 func (s *scoped) Workflows(ctx context.Context) ([]weft.WorkflowRecord, error) {
 	ws, err := s.e.Workflows(ctx)
 	return server.Visible(s.sc, ws, func(w weft.WorkflowRecord) string { return w.Namespace }), err
@@ -66,7 +58,7 @@ func (s *scoped) Workflow(ctx context.Context, ns, name, version string) (*workf
 }
 
 func (s *scoped) List(ctx context.Context, f weft.TaskFilter) ([]weft.Task, error) {
-	f.Namespaces = s.namespaces()
+	f.Namespaces = s.sc.Filter()
 	return s.e.List(ctx, f)
 }
 
@@ -89,11 +81,11 @@ func (s *scoped) QueueDepth(ctx context.Context) ([]weft.QueueCount, error) {
 }
 
 func (s *scoped) CountTasksByState(ctx context.Context, limit int) ([]store.StateCount, error) {
-	return s.e.Stats().CountTasksByState(ctx, limit, s.namespaces())
+	return s.e.Stats().CountTasksByState(ctx, limit, s.sc.Filter())
 }
 
 func (s *scoped) TaskActivity(ctx context.Context, q store.ActivityQuery) (store.Activity, error) {
-	q.Namespaces = s.namespaces()
+	q.Namespaces = s.sc.Filter()
 	return s.e.Stats().TaskActivity(ctx, q)
 }
 

@@ -78,15 +78,6 @@ func scopeFrom(ctx context.Context) Scope {
 	return c.scope
 }
 
-// scopeNamespaces is the scope as a store filter's Namespaces: nil for
-// every namespace.
-func scopeNamespaces(sc Scope) []string {
-	if sc.All {
-		return nil
-	}
-	return sc.Namespaces
-}
-
 // target is what a request names where its route's namespace is known:
 // the namespace of a byPath route, the id of a byTask, byStep or byWebhook
 // one. Each transport reads it from its own request (the REST path, a

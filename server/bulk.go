@@ -42,7 +42,7 @@ func (s *Server) bulkRequest(r *http.Request) (weft.BulkRequest, error) {
 		return weft.BulkRequest{}, err
 	}
 	in := req.Filter
-	f := store.TaskFilter{Namespace: in.Namespace, Namespaces: scopeNamespaces(requestScope(r)), Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
+	f := store.TaskFilter{Namespace: in.Namespace, Namespaces: requestScope(r).Filter(), Workflow: in.Workflow, State: state.Task(in.State), Tags: in.Tags, Schedule: in.Schedule, Attention: in.Attention}
 	for _, tf := range []struct {
 		src *time.Time
 		dst *time.Time
@@ -169,7 +169,7 @@ func (s *Server) prune(r *http.Request) (int, any, error) {
 	if req.Cursor < 0 {
 		return 0, nil, fieldError("cursor", "must be the \"next\" of an answer, a positive task id, got %d", req.Cursor)
 	}
-	res, err := s.engine.Prune(r.Context(), st, age, s.paced(r, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace, Namespaces: scopeNamespaces(requestScope(r))}, All: true,
+	res, err := s.engine.Prune(r.Context(), st, age, s.paced(r, weft.BulkRequest{Filter: store.TaskFilter{Namespace: req.Namespace, Namespaces: requestScope(r).Filter()}, All: true,
 		DryRun: req.DryRun, Actor: operator(r.Context()), Reason: "pruned: " + req.State + " older than " + req.OlderThan, Cursor: req.Cursor}))
 	if err != nil {
 		return 0, nil, err

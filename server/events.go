@@ -145,7 +145,7 @@ func (s *Server) historyQuery(r *http.Request) (weft.HistoryQuery, error) {
 // historyQueryOf is historyQuery for any transport: the filters as query
 // parameters, and the cursor a reconnecting client resumes after.
 func (s *Server) historyQueryOf(ctx context.Context, v url.Values, lastEventID string) (weft.HistoryQuery, error) {
-	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Namespaces: scopeNamespaces(scopeFrom(ctx)), Limit: streamBatch}
+	q := weft.HistoryQuery{Namespace: v.Get("namespace"), Workflow: v.Get("workflow"), Namespaces: scopeFrom(ctx).Filter(), Limit: streamBatch}
 	var err error
 	if q.Namespace, q.Workflow, err = workflow.ParseFilter(q.Namespace, q.Workflow); err != nil {
 		return q, err

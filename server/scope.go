@@ -39,6 +39,15 @@ func (s Scope) Has(ns string) bool {
 // granted at all.
 func (s Scope) None() bool { return !s.All && len(s.Namespaces) == 0 }
 
+// Filter is the scope as a store filter's Namespaces (TaskFilter,
+// HistoryQuery): nil for every namespace.
+func (s Scope) Filter() []string {
+	if s.All {
+		return nil
+	}
+	return s.Namespaces
+}
+
 // String is the scope as a grant writes it: "*" or "shop,billing".
 func (s Scope) String() string {
 	if s.All {

@@ -175,7 +175,7 @@ func (s *Server) listTasks(r *http.Request) (int, any, error) {
 // the same query parameters: one page of the tasks the filter and the
 // call's scope select.
 func (s *Server) taskList(ctx context.Context, q url.Values) (wire.TaskList, error) {
-	f := store.TaskFilter{Namespace: q.Get("namespace"), Namespaces: scopeNamespaces(scopeFrom(ctx)), Workflow: q.Get("workflow"),
+	f := store.TaskFilter{Namespace: q.Get("namespace"), Namespaces: scopeFrom(ctx).Filter(), Workflow: q.Get("workflow"),
 		State: state.Task(q.Get("state")), Key: q.Get("key"), Schedule: q.Get("schedule"), Limit: 100}
 	if f.State != "" && !f.State.Valid() {
 		return wire.TaskList{}, fieldError("state", "%q is not a task state", f.State)

@@ -374,7 +374,7 @@ func heartbeatLoad(req *wire.Heartbeat) (weft.WorkerLoad, error) {
 func scopedNamespaces(ctx context.Context, asked []string) ([]string, error) {
 	sc := scopeFrom(ctx)
 	if len(asked) == 0 {
-		return scopeNamespaces(sc), nil
+		return sc.Filter(), nil
 	}
 	for i, ns := range asked {
 		if !sc.Has(ns) {
