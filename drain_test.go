@@ -193,3 +193,55 @@ func TestSecondStopCutsDrainShort(t *testing.T) {
 		}
 	})
 }
+
+// TestStopLeavesAHandlerThatIgnoresCancellation: a handler that ignores
+// its context does not hold Stop forever. Stop returns
+// ErrHandlersAbandoned; another engine reruns the step at once (the first
+// is marked stopped); and what the abandoned handler returns later is not
+// recorded.
+func TestStopLeavesAHandlerThatIgnoresCancellation(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		first := newEngine(t, s, drainConfig("stubborn"))
+		started, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		first.Handle("h", func(context.Context, *weft.Attempt) (any, error) {
+			defer close(returned)
+			close(started)
+			<-release // ignores its context
+			return "abandoned", nil
+		})
+		register(t, first, workflow.New("test", "stubborn", "1").Step("s", "h"))
+		require.NoError(t, first.Start(ctx))
+		id := submit(t, first, weft.Submission{Workflow: "test/stubborn"}).Task.ID
+		<-started
+
+		stopped := make(chan error, 1)
+		go func() {
+			stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			stopped <- first.Stop(stopCtx)
+		}()
+		select {
+		case err := <-stopped:
+			require.ErrorIs(t, err, weft.ErrHandlersAbandoned)
+			require.ErrorContains(t, err, "1 handler(s)")
+		case <-time.After(time.Minute):
+			t.Fatal("Stop waited for a handler that ignores its cancellation")
+		}
+
+		second := newEngine(t, s, drainConfig("second"))
+		second.Handle("h", func(context.Context, *weft.Attempt) (any, error) { return "rerun", nil })
+		start(t, second)
+		task := wait(t, second, id)
+		require.Equal(t, state.TaskCompleted, task.State)
+		require.JSONEq(t, `"rerun"`, string(task.Steps[0].Result))
+
+		close(release)
+		<-returned
+		task, err := second.Get(ctx, id)
+		require.NoError(t, err)
+		require.JSONEq(t, `"rerun"`, string(task.Steps[0].Result), "the abandoned handler's late result was recorded")
+	})
+}

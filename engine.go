@@ -206,6 +206,11 @@ var (
 	// with its checkpoint and its attempt given back, unless the handler
 	// returns a result anyway, which completes it as usual.
 	ErrPreempted = engine.ErrPreempted
+	// ErrHandlersAbandoned: Stop returned without handlers that still ran
+	// a grace period after their context was cancelled (they ignore
+	// cancellation). Their steps are reclaimed and run again by another
+	// engine; what they return is not recorded.
+	ErrHandlersAbandoned = engine.ErrHandlersAbandoned
 )
 
 // Engine runs workflows: it claims ready steps from its store, runs their
@@ -252,6 +257,10 @@ func (e *Engine) Start(ctx context.Context) error { return e.core.Start(ctx) }
 // engine keeps heartbeating: its steps keep their leases however long they
 // run, and a task cancelled meanwhile, from any process, cancels its
 // handler's context.
+//
+// A handler that still runs four seconds after its context was
+// cancelled is left behind: Stop returns ErrHandlersAbandoned naming how
+// many, and another engine reruns their steps.
 //
 // A Stop called while another drains waits for that one to finish and
 // returns nil; if its ctx ends first, the drain ends there too: a second

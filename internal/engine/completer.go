@@ -95,8 +95,17 @@ func (c *completer) close() {
 // send hands an outcome to the completer, unless Stop gave up recording
 // (ctx): then the completer may be stuck on a database that is gone,
 // with its outbox full, and the step stays running under this engine, to
-// be reclaimed like any step of a stopped engine.
+// be reclaimed like any step of a stopped engine. A handler that returns
+// after the completer closed (Stop abandoned it: it ignored its
+// cancellation) records nothing either.
 func (c *completer) send(r report) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.running && c.sendLocked(r)
+}
+
+// sendLocked is send for a caller that holds mu (read) and saw running.
+func (c *completer) sendLocked(r report) bool {
 	select {
 	case c.outbox <- r:
 		return true
@@ -452,7 +461,7 @@ func (c *completer) record(ctx context.Context, o store.Outcome) error {
 	c.mu.RLock()
 	if c.running {
 		reply := make(chan error, 1)
-		sent := c.send(report{outcome: o, reply: reply})
+		sent := c.sendLocked(report{outcome: o, reply: reply})
 		c.mu.RUnlock()
 		if !sent {
 			return errStopping

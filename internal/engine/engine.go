@@ -17,6 +17,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -25,7 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-
+	"slices"
 	"sync"
 	"time"
 
@@ -325,6 +326,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.cancelRun = cancel
 	beatCtx, cancelBeat := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancelBeat = cancelBeat
+	// The completer takes outcomes before the first claim can make one.
+	e.completer.start()
 	e.beating.Add(1)
 	go e.exec.heartbeat(beatCtx)
 	e.loops.Add(4)
@@ -341,7 +344,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		defer e.loops.Done()
 		e.hooks.Run(runCtx)
 	}()
-	e.completer.start()
 	e.log.Info("engine started", "engine_id", id, "concurrency", e.cfg.Concurrency,
 		"lease_ttl_ms", e.cfg.LeaseTTL.Milliseconds(), "heartbeat_interval_ms", e.cfg.HeartbeatInterval.Milliseconds())
 	return nil
@@ -355,6 +357,10 @@ func (e *Engine) Start(ctx context.Context) error {
 // what it left is reclaimed at once. Until its outcomes are recorded the
 // engine keeps heartbeating: its steps keep their leases however long they
 // run, and a task cancelled meanwhile cancels its handler's context.
+//
+// A handler that still runs two stopGraces (four seconds) after its context was
+// cancelled is left behind: Stop returns ErrHandlersAbandoned naming how
+// many, and another engine reruns their steps.
 //
 // A Stop called while another drains waits for that one to finish and
 // returns nil; if its ctx ends first, the drain ends there too: a second
@@ -408,6 +414,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	drained := make(chan struct{})
 	go func() { e.exec.handlerWG.Wait(); close(drained) }()
+	var abandoned error // handlers that ignored their cancellation
 	select {
 	case <-drained:
 	case <-ctx.Done():
@@ -420,7 +427,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		case <-drained:
 		case <-time.After(stopGrace):
 			e.completer.giveUp()
-			<-drained
+			abandoned = e.abandonHandlers(drained)
 		}
 	}
 	e.completer.close()
@@ -446,8 +453,34 @@ func (e *Engine) Stop(ctx context.Context) error {
 	defer cancel()
 	err := e.store.StopEngine(stopCtx, e.ID())
 	e.log.Info("engine stopped", "engine_id", e.ID())
-	return err
+	return errors.Join(abandoned, err)
 }
+
+// abandonHandlers waits a last stopGrace for the handlers that were
+// cancelled to return, then leaves those that did not: a handler that
+// ignores its context's cancellation must not hold the process up
+// forever. Their steps stay under this engine, which Stop marks stopped,
+// so another engine reclaims and reruns them; whatever such a handler
+// returns later is not recorded (the completer is closed). The error
+// names them.
+func (e *Engine) abandonHandlers(drained <-chan struct{}) error {
+	select {
+	case <-drained:
+		return nil
+	case <-time.After(stopGrace):
+	}
+	left := e.exec.running()
+	for _, c := range left {
+		e.log.Error("handler ignored its cancellation: left running, its step is reclaimed by another engine",
+			"engine_id", e.ID(), "task_id", c.TaskID, "step", c.Name, "attempt", c.Attempts)
+	}
+	return fmt.Errorf("%w: %d handler(s) did not return after their context was cancelled; their steps are reclaimed by another engine", ErrHandlersAbandoned, len(left))
+}
+
+// ErrHandlersAbandoned is what Stop returns when handlers still ran after
+// their context was cancelled and a grace period passed: Stop returned
+// without them, and their steps are run again elsewhere.
+var ErrHandlersAbandoned = errors.New("handlers abandoned")
 
 // stopGrace is how long Stop, past its deadline, still lets the completer
 // record what handlers reported before it stops retrying.
@@ -479,6 +512,18 @@ func (x *executor) inflightCount() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.inflight)
+}
+
+// running returns the steps whose handlers run on this engine, by id.
+func (x *executor) running() []*store.ClaimedStep {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	steps := make([]*store.ClaimedStep, 0, len(x.inflight))
+	for _, r := range x.inflight {
+		steps = append(steps, r.step)
+	}
+	slices.SortFunc(steps, func(a, b *store.ClaimedStep) int { return cmp.Compare(a.ID, b.ID) })
+	return steps
 }
 
 // listenedPolls is how many poll intervals the claim loop waits for a
