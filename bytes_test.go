@@ -169,7 +169,10 @@ func TestRefusedOutcomeIsSplitOut(t *testing.T) {
 		started.Add(width)
 		e.Handle("h", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			started.Done()
-			<-release // all finish together, so their outcomes share batches
+			// All finish together, so their outcomes share batches.
+			if err := hold(ctx, release); err != nil {
+				return nil, err
+			}
 			if a.Step == "s7" {
 				return poison, nil
 			}

@@ -124,7 +124,9 @@ func TestFullDiskBacksOff(t *testing.T) {
 	started := make(chan struct{})
 	e.Handle("block", func(ctx context.Context, a *weft.Attempt) (any, error) {
 		close(started)
-		<-release
+		if err := hold(ctx, release); err != nil {
+			return nil, err
+		}
 		return "done", nil
 	})
 	var flakyRuns atomic.Int32

@@ -287,7 +287,9 @@ func TestCheckpointAndProgress(t *testing.T) {
 				}
 				if row == 6 && a.Number == 1 {
 					close(progressed)
-					<-release
+					if err := hold(ctx, release); err != nil {
+						return nil, err
+					}
 					return nil, errors.New("crashed mid-import")
 				}
 			}

@@ -170,7 +170,9 @@ func TestNamespaceCapHolds(t *testing.T) {
 			running[ns]++
 			peak[ns] = max(peak[ns], running[ns])
 			mu.Unlock()
-			<-release
+			if err := hold(ctx, release); err != nil {
+				return nil, err
+			}
 			mu.Lock()
 			running[ns]--
 			mu.Unlock()

@@ -87,6 +87,18 @@ func start(t *testing.T, e *weft.Engine) {
 	})
 }
 
+// hold blocks a handler until release is closed or its context ends (the
+// engine stops, the step is cancelled): a test that fails before it
+// releases its handlers still stops its engine.
+func hold(ctx context.Context, release <-chan struct{}) error {
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
 // wait waits for the task to end, failing the test after a deadline.
 func wait(t *testing.T, e *weft.Engine, id int64) *weft.Task {
 	t.Helper()

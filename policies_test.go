@@ -34,7 +34,9 @@ func TestConcurrencyKeysHold(t *testing.T) {
 			perCustomer[in.Customer]++
 			peakCustomer[in.Customer] = max(peakCustomer[in.Customer], perCustomer[in.Customer])
 			mu.Unlock()
-			<-release
+			if err := hold(ctx, release); err != nil {
+				return nil, err
+			}
 			mu.Lock()
 			perCustomer[in.Customer]--
 			mu.Unlock()
@@ -45,8 +47,7 @@ func TestConcurrencyKeysHold(t *testing.T) {
 			tasks[a.TaskID] = true
 			peakTasks = max(peakTasks, len(tasks))
 			mu.Unlock()
-			<-release
-			return nil, nil
+			return nil, hold(ctx, release)
 		})
 		e.Handle("last", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			mu.Lock()
@@ -101,7 +102,7 @@ func TestFreedLimitWakesTheClaim(t *testing.T) {
 		var ran atomic.Int64
 		e.Handle("call", func(ctx context.Context, a *weft.Attempt) (any, error) {
 			if ran.Add(1) == 1 {
-				<-release
+				return nil, hold(ctx, release)
 			}
 			return nil, nil
 		})
