@@ -100,6 +100,13 @@ type Outcome struct {
 	// ChildConsumed marks the outcome of an attempt that reported a child's
 	// failure (Step.ChildError): it clears the error.
 	ChildConsumed bool
+	// Calls, with State StepWaiting, makes a KindFunction step wait for new
+	// steps of its task, one per call its function made (KindCall,
+	// KindSignal or KindWorkflow, each with the function step as its only
+	// child), created in the same transaction. The function step gives its
+	// attempt back and runs again once every call it waits for has ended,
+	// however they ended.
+	Calls []StepInsert
 }
 
 // Spawn describes the items a batch step creates: one step per item, run

@@ -21,6 +21,13 @@ const (
 	// until a signal of its name arrives (completed, the payload as its
 	// result) or its timeout passes (failed).
 	KindSignal = "signal"
+	// KindFunction: the one step of a durable function's task, which runs
+	// the function; each call the function makes becomes a step of the
+	// task (Outcome.Calls) that the function step waits for.
+	KindFunction = "function"
+	// KindCall: a call of a durable function (a step of code or a durable
+	// sleep), run by the function's handler; Item describes it.
+	KindCall = "call"
 )
 
 // TaskInsert is one task to submit.
@@ -91,6 +98,11 @@ type StepInsert struct {
 	Rate    Rate
 	// Breaker is the step's circuit breaker (see Breakers); nil: none.
 	Breaker *BreakerSpec
+	// Item and RunAt are a call's (Outcome.Calls): what the call is, for
+	// the function's handler, and when a durable sleep ends (zero: the
+	// call is ready at once).
+	Item  json.RawMessage
+	RunAt time.Time
 }
 
 // InsertResult is the outcome of one TaskInsert.

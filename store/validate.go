@@ -85,7 +85,7 @@ func ValidateInsert(in TaskInsert) error {
 			}
 		}
 		switch s.Kind {
-		case "", KindDecision, KindBatch, KindSignal, KindWorkflow:
+		case "", KindDecision, KindBatch, KindSignal, KindWorkflow, KindFunction:
 		default:
 			return fmt.Errorf("task insert for %s/%s: step %q has unknown kind %q: %w", in.Namespace, in.Workflow, s.Name, s.Kind, ErrInvalidInsert)
 		}

@@ -282,12 +282,19 @@ func (w *Workflow) validateDynamic(s Step, add addFunc) {
 	case "", StepDecision, StepBatch, StepSignal:
 	case StepWorkflow:
 		w.validateSubWorkflow(s, add)
+	case StepFunction:
+		if len(w.Steps) != 1 {
+			add(s.Name, s.line, "type", "a function step is its workflow's only step: its calls become the task's other steps")
+		}
+		if s.TriggerRule != "" || len(s.DependsOn) > 0 || s.When != "" {
+			add(s.Name, s.line, "type", "a function step takes no depends_on, trigger_rule or when")
+		}
 	case StepConverge:
 		if s.TriggerRule != "" && s.TriggerRule != NoneFailedMinOneSuccess {
 			add(s.Name, s.line, "trigger_rule", "a converge step's rule is %s; leave trigger_rule out", NoneFailedMinOneSuccess)
 		}
 	default:
-		add(s.Name, s.line, "type", "unknown type %q (want decision, converge, batch, signal or workflow)", s.Type)
+		add(s.Name, s.line, "type", "unknown type %q (want decision, converge, batch, signal, workflow or function)", s.Type)
 	}
 	if !dag.ValidRule(dag.Rule(s.TriggerRule)) {
 		add(s.Name, s.line, "trigger_rule", "unknown rule %q (want all_success, all_done, one_success, one_failed, all_failed, none_failed, none_failed_min_one_success or always)", s.TriggerRule)

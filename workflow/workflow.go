@@ -130,6 +130,11 @@ const (
 	// child that fails fails the attempt under the step's retry policy
 	// (the next attempt starts a new child).
 	StepWorkflow StepType = "workflow"
+	// StepFunction: the step runs a durable function (weft.RegisterFunc),
+	// whose handler is the function's. Each call the function makes
+	// becomes a step of the task that this step waits for, holding no
+	// slot; a function's workflow has this one step.
+	StepFunction StepType = "function"
 )
 
 // SubWorkflowHandler is the engine's built-in handler that starts the

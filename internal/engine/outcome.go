@@ -79,6 +79,9 @@ func stepDef(w *workflow.Workflow, s store.Step) *workflow.Step {
 	if s.Kind == store.KindItem {
 		return w.StepTemplate(s.Template)
 	}
+	if s.Kind == store.KindCall || (s.Kind == store.KindWorkflow && len(s.Item) > 0) {
+		return callDefinition(s)
+	}
 	if s.Index < len(w.Steps) && w.Steps[s.Index].Name == s.Name {
 		return &w.Steps[s.Index]
 	}
@@ -163,10 +166,15 @@ func (d *Definitions) settleAttempt(o store.Outcome, log *stepLog, w *workflow.W
 	var after *outcome.RetryAfterError
 	var start *childStart
 	var childErr *childFailed
+	var calls *callsMade
 	if errors.As(err, &childErr) {
 		o.ChildConsumed = true
 	}
 	switch {
+	case errors.As(err, &calls):
+		settleCalls(&o, calls)
+		log.Debug("function waits for its calls", "calls", len(calls.calls))
+		return o
 	case errors.As(err, &start):
 		o.State, o.Child, o.Reason = state.StepWaiting, &start.child, "starting a child task"
 		log.Debug("step starts a child task")

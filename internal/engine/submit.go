@@ -238,6 +238,8 @@ func stepInserts(w *workflow.Workflow) []store.StepInsert {
 			steps[i].Kind = store.KindBatch
 		case workflow.StepWorkflow:
 			steps[i].Kind, steps[i].Handler = store.KindWorkflow, workflow.SubWorkflowHandler
+		case workflow.StepFunction:
+			steps[i].Kind = store.KindFunction
 		case workflow.StepSignal:
 			steps[i].Kind, steps[i].Signal = store.KindSignal, st.SignalName()
 			if st.Signal != nil {

@@ -61,7 +61,9 @@ func (e *Engine) subWorkflow(ctx context.Context, r *Run) (any, error) {
 		return nil, err
 	}
 	input := c.Input
-	if def.Input != "" {
+	if in, ok := callInput(c.Step); ok {
+		input = in // a durable function's child call
+	} else if def.Input != "" {
 		v, err := e.values.get(def.Input)
 		if err != nil {
 			return nil, failNow(fmt.Errorf("input: %w", err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/dag"
@@ -80,7 +81,10 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 	if len(order) == 0 {
 		return nil
 	}
-	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout`
+	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout, state`
+	// A pending child, or a durable function's step waiting for its calls
+	// (calls.go).
+	const waitsForParents = `(state = 'pending' OR (state = 'waiting' AND kind = '` + store.KindFunction + `'))`
 	var q sqldb.Rows
 	var err error
 	if len(order) == 1 {
@@ -88,7 +92,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		// than a rowset of one.
 		k, c := order[0], children[order[0]]
 		q, err = t.Query(`UPDATE steps SET deps_ok = deps_ok + ?, deps_failed = deps_failed + ?, deps_skipped = deps_skipped + ?
-			WHERE task_id = ? AND idx = ? AND state = 'pending'`+returning, c.add.Succeeded, c.add.Failed, c.add.Skipped, k.task, k.idx)
+			WHERE task_id = ? AND idx = ? AND `+waitsForParents+returning, c.add.Succeeded, c.add.Failed, c.add.Skipped, k.task, k.idx)
 	} else {
 		type added struct {
 			task, idx int64
@@ -105,7 +109,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 			sqltx.IntCol("p_failed", func(r *added) int64 { return int64(r.add.Failed) }),
 			sqltx.IntCol("p_skipped", func(r *added) int64 { return int64(r.add.Skipped) }))
 		q, err = t.Query(`UPDATE steps SET deps_ok = deps_ok + p.p_ok, deps_failed = deps_failed + p.p_failed, deps_skipped = deps_skipped + p.p_skipped
-			FROM `+from+` WHERE steps.task_id = p.p_task AND steps.idx = p.p_idx AND steps.state = 'pending'`+returning, args...)
+			FROM `+from+` WHERE steps.task_id = p.p_task AND steps.idx = p.p_idx AND `+strings.ReplaceAll(waitsForParents, "state", "steps.state")+returning, args...)
 	}
 	if err != nil {
 		return fmt.Errorf("update dependents: %w", err)
@@ -117,12 +121,13 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		priority, extra      int
 		ttl, waitTimeout     int64
 		rule, kind, signal   string
+		st                   state.Step
 	}
 	got := map[key]pending{}
 	var k key
 	var r pending
 	dest := []any{&k.task, &k.idx, &r.id, &r.name, &r.deps, &r.children, &r.c.Succeeded, &r.c.Failed, &r.c.Skipped, &r.priority, &r.ttl,
-		&r.rule, &r.extra, &r.kind, &r.signal, &r.waitTimeout}
+		&r.rule, &r.extra, &r.kind, &r.signal, &r.waitTimeout, &r.st}
 	if _, err := sqldb.Collect(q, func(row sqldb.Row) (struct{}, error) {
 		if err := row.Scan(dest...); err != nil {
 			return struct{}{}, err
@@ -143,13 +148,26 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		// The counts before this batch, then each parent's end in turn.
 		n := dag.Counts{Total: len(sqltx.ParseIdx(r.deps)) + r.extra, Succeeded: r.c.Succeeded - c.add.Succeeded,
 			Failed: r.c.Failed - c.add.Failed, Skipped: r.c.Skipped - c.add.Skipped}
+		rule := dag.Rule(r.rule)
+		if r.st == state.StepWaiting {
+			rule = dag.AllDone // a function step waits for every call, however it ended
+		}
 		decision, by := dag.Wait, parent{}
 		for _, p := range c.parents {
 			counted(&n, p.st)
-			if decision = dag.Decide(dag.Rule(r.rule), n); decision != dag.Wait {
+			if decision = dag.Decide(rule, n); decision != dag.Wait {
 				by = p
 				break
 			}
+		}
+		if r.st == state.StepWaiting {
+			// A function step whose calls all ended runs again.
+			if decision == dag.Run {
+				if err := t.eligible(r.id, k.task, r.name, state.StepWaiting, true, r.priority, 0, 0, "its calls ended"); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		if err := t.decideChild(k.task, r.id, r.name, r.children, decision, by.name, by.st, r.rule, r.kind, r.signal,
 			r.priority, r.ttl, r.waitTimeout); err != nil {

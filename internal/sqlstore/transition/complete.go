@@ -78,6 +78,12 @@ func (t *outcomeTx) Record(outcomes []store.Outcome) ([]error, error) {
 
 // Finish records one outcome guarded by its fence; false means stale.
 func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
+	if len(o.Calls) > 0 {
+		if o.State != state.StepWaiting {
+			return false, store.Refused(fmt.Errorf("an outcome with calls must wait for them, not be %q", o.State))
+		}
+		return t.waitForCalls(o)
+	}
 	var result any
 	if len(o.Result) > 0 {
 		result = string(o.Result)
@@ -165,7 +171,7 @@ func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
 // failed, with no decision to apply and no items to spawn. A batch of those
 // is recorded with a few set-based statements instead of a few per step.
 func plainOutcome(o *store.Outcome) bool {
-	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed
+	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed && len(o.Calls) == 0
 }
 
 // finishMany records the plain outcomes of all at indexes at in one fenced

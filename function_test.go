@@ -1,0 +1,176 @@
+package weft_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/workflow"
+)
+
+type order struct {
+	ID     string `json:"id"`
+	Amount int    `json:"amount"`
+}
+
+type receipt struct {
+	Charge string `json:"charge"`
+	Label  string `json:"label"`
+	Total  int    `json:"total"`
+}
+
+// ranCounter counts how many times each call's code ran.
+type ranCounter struct {
+	mu  sync.Mutex
+	ran map[string]int
+}
+
+func (c *ranCounter) add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ran == nil {
+		c.ran = map[string]int{}
+	}
+	c.ran[name]++
+}
+
+func (c *ranCounter) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.ran {
+		out[k] = v
+	}
+	return out
+}
+
+// TestFunctionRunsItsCallsOnce: a durable function with sequential steps,
+// parallel steps joined, a durable sleep and a signal completes with its
+// result, each call is a step of its task, and each call's code ran once.
+func TestFunctionRunsItsCallsOnce(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{Concurrency: 4})
+		var ran ranCounter
+		var function atomic.Int32
+		err := weft.RegisterFunc(ctx, e, "shop/checkout", func(ctx weft.FuncContext, in order) (receipt, error) {
+			function.Add(1)
+			charge, err := weft.Step(ctx, "charge", func(context.Context) (string, error) {
+				ran.add("charge")
+				return "ch_" + in.ID, nil
+			})
+			if err != nil {
+				return receipt{}, err
+			}
+			label := weft.Go(ctx, "label", func(context.Context) (string, error) { ran.add("label"); return "lb_" + in.ID, nil })
+			tax := weft.Go(ctx, "tax", func(context.Context) (int, error) { ran.add("tax"); return in.Amount / 10, nil })
+			l, err := label.Get()
+			if err != nil {
+				return receipt{}, err
+			}
+			tx, err := tax.Get()
+			if err != nil {
+				return receipt{}, err
+			}
+			if err := ctx.Sleep(50 * time.Millisecond); err != nil {
+				return receipt{}, err
+			}
+			payload, err := ctx.WaitSignal("approved", time.Minute)
+			if err != nil {
+				return receipt{}, err
+			}
+			var ok bool
+			if err := json.Unmarshal(payload, &ok); err != nil || !ok {
+				return receipt{}, weft.Permanent(fmt.Errorf("not approved: %s", payload))
+			}
+			return receipt{Charge: charge, Label: l, Total: in.Amount + tx}, nil
+		})
+		require.NoError(t, err)
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "shop/checkout", Input: order{ID: "o1", Amount: 100}}).Task.ID
+		_, err = e.Signal(ctx, id, "approved", true)
+		require.NoError(t, err)
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCompleted, task.State, "%+v", task.Steps)
+		var names []string
+		for _, s := range task.Steps {
+			names = append(names, s.Name)
+			require.Equal(t, state.StepCompleted, s.State, s.Name)
+		}
+		require.Equal(t, []string{"function", "charge", "label", "tax", "sleep", "approved"}, names)
+		require.JSONEq(t, `{"charge":"ch_o1","label":"lb_o1","total":110}`, string(task.Steps[0].Result))
+		require.Equal(t, map[string]int{"charge": 1, "label": 1, "tax": 1}, ran.get())
+		require.Equal(t, 1, task.Steps[0].Attempts, "waiting for calls gives the attempt back")
+	})
+}
+
+// TestFunctionNonDeterminism: a function whose calls differ from those
+// its task recorded fails the task, naming the call.
+func TestFunctionNonDeterminism(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		var runs atomic.Int32
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/drift", func(ctx weft.FuncContext, in struct{}) (string, error) {
+			name := "first"
+			if runs.Add(1) > 1 {
+				name = "second" // the code changed under a running task
+			}
+			_, err := weft.Step(ctx, name, func(context.Context) (int, error) { return 1, nil })
+			return name, err
+		}))
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "shop/drift"}).Task.ID
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Contains(t, task.Steps[0].Error, `non-determinism: call 1 is step "second", but the task recorded step "first" there`)
+	})
+}
+
+// TestFunctionCallFails: a call whose step fails for good returns a
+// *weft.CallError; a function that handles it goes on, and one that
+// returns it fails its task at once.
+func TestFunctionCallFails(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		var attempts atomic.Int32
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/refund", func(ctx weft.FuncContext, in struct{ Handle bool }) (string, error) {
+			_, err := weft.Step(ctx, "charge", func(context.Context) (int, error) {
+				attempts.Add(1)
+				return 0, errors.New("card declined")
+			}, workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 2, Initial: workflow.Duration(time.Millisecond)}))
+			var ce *weft.CallError
+			if !errors.As(err, &ce) {
+				return "", fmt.Errorf("want a CallError, got %v", err)
+			}
+			if in.Handle {
+				return weft.Step(ctx, "notify", func(context.Context) (string, error) { return "told the customer", nil })
+			}
+			return "", err
+		}))
+		start(t, e)
+		handled := submit(t, e, weft.Submission{Workflow: "shop/refund", Input: map[string]bool{"handle": true}}).Task.ID
+		passed := submit(t, e, weft.Submission{Workflow: "shop/refund", Input: map[string]bool{"handle": false}}).Task.ID
+		task := wait(t, e, handled)
+		require.Equal(t, state.TaskFailed, task.State, "a failed call fails its task, as any failed step does")
+		require.JSONEq(t, `"told the customer"`, string(task.Steps[0].Result))
+		task = wait(t, e, passed)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Contains(t, task.Steps[0].Error, `call "charge" failed: card declined (attempt 2 of 2)`)
+		require.Equal(t, 1, task.Steps[0].Attempts, "a failed call fails the function without retrying it")
+		require.EqualValues(t, 4, attempts.Load())
+	})
+}

@@ -1,0 +1,103 @@
+package transition
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/weftrun/weft/internal/sqlstore/sqltx"
+	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
+)
+
+// This file holds the calls of durable functions: a function step that
+// made calls its task has not recorded waits for them as for dependencies
+// (deps_extra), and each call becomes a step of the task with the function
+// step as its child. The cascade (parentsEnded) makes the function step
+// ready again once they have all ended.
+
+// waitForCalls records the outcome of a function step that made calls: it
+// waits, with its attempt given back and no run_at, for len(o.Calls) more
+// dependencies, which it creates. False means its fence was stale.
+func (t *outcomeTx) waitForCalls(o store.Outcome) (bool, error) {
+	var taskID int64
+	var name, namespace, wf string
+	var idx, prio int
+	err := t.QueryRow(`UPDATE steps SET state = 'waiting', sub = '', error = '', deadline = NULL, run_at = NULL, attempt = attempt - 1,
+		deps_extra = deps_extra + ? WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? AND kind = ?
+		RETURNING task_id, name, idx, namespace, workflow, (SELECT priority FROM tasks WHERE tasks.id = steps.task_id)`,
+		len(o.Calls), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID, store.KindFunction).
+		Scan(&taskID, &name, &idx, &namespace, &wf, &prio)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return false, fmt.Errorf("record the calls of function step %d: %w", o.Fence.StepID, err)
+	}
+	reason := o.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("waiting for %d call(s)", len(o.Calls))
+	}
+	t.AuditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt, reason)
+	return true, t.addCalls(taskID, idx, namespace, wf, prio, o.Calls)
+}
+
+// addCalls creates the steps of calls after the task's last step, each
+// with the function step (index fn) as its only child.
+func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio int, calls []store.StepInsert) error {
+	var next int
+	if err := t.QueryRow(`SELECT max(idx) + 1 FROM steps WHERE task_id = ?`, taskID).Scan(&next); err != nil {
+		return fmt.Errorf("calls of task %d: %w", taskID, err)
+	}
+	children := strconv.Itoa(fn)
+	type signalWait struct {
+		id      int64
+		name    string
+		c       store.StepInsert
+		timeout int64
+	}
+	var waits []signalWait
+	for i, c := range calls {
+		to, runAt := state.StepReady, any(nil)
+		switch {
+		case c.Kind == store.KindSignal:
+			to = state.StepPending
+		case !c.RunAt.IsZero() && c.RunAt.UnixMicro() > t.Now:
+			to, runAt = state.StepWaiting, c.RunAt.UnixMicro()
+		}
+		p := prio + c.Priority
+		var item any
+		if len(c.Item) > 0 {
+			item = string(c.Item)
+		}
+		var id int64
+		err := t.QueryRow(`INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts,
+			run_at, kind, item, signal, wait_timeout, run_timeout, preemptible, workflow)
+			VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			taskID, next+i, c.Name, c.Handler, namespace, string(to), children, p, t.Now-int64(p)*t.H.Aging, max(c.MaxAttempts, 1),
+			runAt, c.Kind, item, c.Signal, c.SignalTimeout.Microseconds(), max(c.Timeout.Microseconds(), 0), sqltx.BoolInt(c.Preemptible), wf).Scan(&id)
+		if err != nil {
+			return fmt.Errorf("create call %q of task %d: %w", c.Name, taskID, err)
+		}
+		t.Audit(taskID, c.Name, "", string(to), 0, "called by the function")
+		switch to {
+		case state.StepReady:
+			t.MadeReady(id)
+		case state.StepPending:
+			waits = append(waits, signalWait{id, c.Name, c, c.SignalTimeout.Microseconds()})
+		}
+	}
+	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, len(calls), taskID); err != nil {
+		return fmt.Errorf("count the calls of task %d: %w", taskID, err)
+	}
+	// Signal waits begin last: one whose signal the task kept ends at
+	// once, and may make the function step ready in this transaction.
+	for _, w := range waits {
+		if err := t.beginWait(w.id, taskID, w.name, children, w.c.Signal, time.Duration(w.timeout)*time.Microsecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
