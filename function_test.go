@@ -174,3 +174,68 @@ func TestFunctionCallFails(t *testing.T) {
 		require.EqualValues(t, 4, attempts.Load())
 	})
 }
+
+// TestFunctionChildAndResume: a function that starts a child task gets
+// its result; a function whose engine stops while it sleeps resumes on
+// another engine from its last finished call, and no finished call runs
+// again.
+func TestFunctionChildAndResume(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		s := open(t)
+		var ran ranCounter
+		slept := make(chan struct{}, 1)
+		register := func(e *weft.Engine) {
+			e.Handle("double", func(ctx context.Context, a *weft.Attempt) (any, error) {
+				var in struct{ N int }
+				if err := a.Bind(&in); err != nil {
+					return nil, err
+				}
+				return in.N * 2, nil
+			})
+			require.NoError(t, e.Register(ctx, workflow.New("math", "double", "1").Step("double", "double")))
+			require.NoError(t, weft.RegisterFunc(ctx, e, "math/pipeline", func(ctx weft.FuncContext, in struct{ N int }) (int, error) {
+				a, err := weft.Step(ctx, "add", func(context.Context) (int, error) { ran.add("add"); return in.N + 1, nil })
+				if err != nil {
+					return 0, err
+				}
+				select {
+				case slept <- struct{}{}:
+				default:
+				}
+				if err := ctx.Sleep(300 * time.Millisecond); err != nil {
+					return 0, err
+				}
+				child, err := weft.Child[map[string]int](ctx, "math/double", map[string]int{"n": a})
+				if err != nil {
+					return 0, err
+				}
+				return weft.Step(ctx, "square", func(context.Context) (int, error) {
+					ran.add("square")
+					return child["double"] * child["double"], nil
+				})
+			}))
+		}
+		first := newEngine(t, s, weft.Config{ID: "first"})
+		register(first)
+		require.NoError(t, first.Start(ctx))
+		id := submit(t, first, weft.Submission{Workflow: "math/pipeline", Input: map[string]int{"n": 2}}).Task.ID
+		<-slept
+		require.NoError(t, first.Stop(ctx))
+
+		second := newEngine(t, s, weft.Config{ID: "second"})
+		register(second)
+		start(t, second)
+		task := wait(t, second, id)
+		require.Equal(t, state.TaskCompleted, task.State, "%+v", task.Steps)
+		require.JSONEq(t, `36`, string(task.Steps[0].Result)) // ((2+1)*2)^2
+		require.Equal(t, map[string]int{"add": 1, "square": 1}, ran.get())
+		var names []string
+		for _, st := range task.Steps {
+			names = append(names, st.Name)
+		}
+		require.Equal(t, []string{"function", "add", "sleep", "double", "square"}, names)
+		require.NotZero(t, task.Steps[3].ChildTaskID)
+	})
+}
