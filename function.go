@@ -85,9 +85,10 @@ func (c *funcContext) WaitSignal(name string, timeout time.Duration) (json.RawMe
 type FuncOption func(*funcOptions)
 
 type funcOptions struct {
-	version string
-	retry   workflow.RetryPolicy
-	limits  *workflow.Concurrency
+	version     string
+	retry       workflow.RetryPolicy
+	limits      workflow.Limits
+	concurrency *workflow.Concurrency
 }
 
 // FuncVersion registers the function under version v (default "1"). A task
@@ -101,6 +102,18 @@ func FuncVersion(v string) FuncOption { return func(o *funcOptions) { o.version 
 // call that the function returns fails its task at once: running the
 // function again would replay the same failure.
 func FuncRetry(p workflow.RetryPolicy) FuncOption { return func(o *funcOptions) { o.retry = p } }
+
+// FuncLimits bounds the function's tasks: MaxSteps bounds its calls (the
+// task's steps are its function step and one per call; a call past it
+// fails the task), MaxDepth and MaxChildren its child tasks.
+func FuncLimits(l workflow.Limits) FuncOption { return func(o *funcOptions) { o.limits = l } }
+
+// FuncConcurrency lets at most limit tasks of the function run at once,
+// across every engine; with key, at most limit per value of the CEL
+// expression over the task input (see workflow.Workflow.WithConcurrency).
+func FuncConcurrency(limit int, key string) FuncOption {
+	return func(o *funcOptions) { o.concurrency = &workflow.Concurrency{Limit: limit, Key: key} }
+}
 
 // RegisterFunc registers fn as the durable function ref ("namespace/name")
 // on e: its workflow definition in the store, and its handler on e. Submit
@@ -119,7 +132,10 @@ func RegisterFunc[In, Out any](ctx context.Context, e *Engine, ref string, fn fu
 	if version != "" {
 		return fmt.Errorf("register function %q: give the version with FuncVersion, not in the name", ref)
 	}
-	w := workflow.New(ns, name, o.version)
+	w := workflow.New(ns, name, o.version).WithLimits(o.limits)
+	if c := o.concurrency; c != nil {
+		w = w.WithConcurrency(c.Limit, c.Key)
+	}
 	handler := w.Ref()
 	w.Step(FunctionStep, handler, workflow.WithRetry(o.retry), func(s *workflow.Step) { s.Type = workflow.StepFunction })
 	if err := e.Register(ctx, w); err != nil {

@@ -239,3 +239,51 @@ func TestFunctionChildAndResume(t *testing.T) {
 		require.NotZero(t, task.Steps[3].ChildTaskID)
 	})
 }
+
+// TestFunctionPolicies: a function's calls are bounded by its limits, and
+// its tasks by its concurrency limit.
+func TestFunctionPolicies(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{Concurrency: 8})
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/loop", func(ctx weft.FuncContext, in struct{}) (int, error) {
+			for i := 0; ; i++ {
+				if _, err := weft.Step(ctx, "poll", func(context.Context) (int, error) { return i, nil }); err != nil {
+					return 0, err
+				}
+			}
+		}, weft.FuncLimits(workflow.Limits{MaxSteps: 4})))
+		var running, peak atomic.Int32
+		release := make(chan struct{})
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/one-at-a-time", func(ctx weft.FuncContext, in struct{}) (int, error) {
+			return weft.Step(ctx, "work", func(ctx context.Context) (int, error) {
+				n := running.Add(1)
+				defer running.Add(-1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				return 1, hold(ctx, release)
+			})
+		}, weft.FuncConcurrency(1, "")))
+		start(t, e)
+		loop := submit(t, e, weft.Submission{Workflow: "shop/loop"}).Task.ID
+		task := wait(t, e, loop)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.Contains(t, task.Steps[0].Error, "the function made 4 calls: its task would have more than 4 steps (limits.max_steps)")
+		require.Len(t, task.Steps, 4)
+
+		ids := []int64{
+			submit(t, e, weft.Submission{Workflow: "shop/one-at-a-time"}).Task.ID,
+			submit(t, e, weft.Submission{Workflow: "shop/one-at-a-time"}).Task.ID,
+		}
+		eventually(t, "one call running", func() bool { return running.Load() == 1 })
+		rep, err := e.Policies(ctx)
+		require.NoError(t, err)
+		require.Contains(t, rep.Limits, weft.LimitUsage{Key: "workflow:shop/one-at-a-time", Limit: 1, Running: 1})
+		close(release)
+		for _, id := range ids {
+			require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+		}
+		require.EqualValues(t, 1, peak.Load(), "two tasks of a function limited to one ran at once")
+	})
+}

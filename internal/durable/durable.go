@@ -174,6 +174,10 @@ func (r *Replay) halt(err error) {
 type Outcome struct {
 	// Calls are the new calls to create; the function step waits for them.
 	Calls []Request
+	// Waiting: the function waits for a call its task recorded that has
+	// not ended (an operator retried it): the function step runs again
+	// later.
+	Waiting bool
 	// Otherwise the function returned Value or Err.
 	Value json.RawMessage
 	Err   error
@@ -194,7 +198,7 @@ func Drive(ctx context.Context, taskID int64, journal []Recorded, fn Func, input
 		// Waiting for a recorded call that has not ended: the function
 		// step ran early (an operator's retry); it runs again when the
 		// call ends.
-		return Outcome{Err: fmt.Errorf("the function waits for a call that has not ended")}
+		return Outcome{Waiting: true}
 	case r.err == nil && r.next < len(journal):
 		return Outcome{Err: permanent{&NonDeterminismError{Msg: fmt.Sprintf("the function returned after %d calls, but the task recorded %d (the next is %s %q)",
 			r.next, len(journal), journal[r.next].Call, journal[r.next].Name)}}}

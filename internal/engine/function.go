@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/weftrun/weft/internal/durable"
+	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -47,8 +49,21 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		return durable.RunCall(ctx, c.TaskID, journal, c.Name, fn, c.Input)
 	}
 	out := durable.Drive(ctx, c.TaskID, journal, fn, c.Input)
-	if len(out.Calls) > 0 {
+	switch {
+	case len(out.Calls) > 0:
+		w, err := e.defs.get(ctx, c.Namespace, c.Workflow, c.Version)
+		if err != nil {
+			return nil, err
+		}
+		if limit := w.Limits.Resolve().MaxSteps; 1+len(journal)+len(out.Calls) > limit {
+			return nil, failNow(fmt.Errorf("the function made %d calls: its task would have more than %d steps (limits.max_steps)",
+				len(journal)+len(out.Calls), limit))
+		}
 		return nil, &callsMade{calls: e.callInserts(c, out.Calls)}
+	case out.Waiting:
+		// An operator retried a call the function waits for: look again
+		// once it may have ended.
+		return nil, &outcome.SnoozeError{Delay: time.Second}
 	}
 	if out.Err != nil && durable.IsPermanent(out.Err) {
 		return nil, failNow(out.Err)
