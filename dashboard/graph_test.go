@@ -171,3 +171,18 @@ func TestLayoutBendsAroundNodes(t *testing.T) {
 	require.Equal(t, pos[1][0], bends[2][0][0], "the bend is in b's column")
 	require.NotEqual(t, pos[1][1], bends[2][0][1], "in another row")
 }
+
+// TestGraphOfAFunction: a durable function's calls hang from its function
+// step, which made them; many calls of one name are a group.
+func TestGraphOfAFunction(t *testing.T) {
+	t.Parallel()
+	steps := []weft.TaskStep{{Name: "function", Kind: store.KindFunction, Handler: "shop/checkout@1"},
+		{Name: "charge", Kind: store.KindCall, Handler: "shop/checkout@1"},
+		{Name: "approval", Kind: store.KindSignal, Signal: "approval"}}
+	for i := range 10 {
+		steps = append(steps, weft.TaskStep{Name: fmt.Sprintf("poll[%d]", i+2), Kind: store.KindCall, Handler: "shop/checkout@1"})
+	}
+	nodes, edges := dashboard.GraphOf(steps)
+	require.Equal(t, []string{"function", "charge", "approval", "poll[*] ×10"}, nodes)
+	require.Equal(t, []string{"function → charge", "function → approval", "function → poll[*]"}, edges)
+}

@@ -186,16 +186,30 @@ func (d *Dashboard) task(r *http.Request) (string, any, error) {
 
 // taskVertices are a task's steps as the graph sees them: what a step
 // does is its template (a batch item), its signal (a signal step) or its
-// handler.
+// handler. A durable function's calls hang from its function step, which
+// made them.
 func taskVertices(steps []weft.TaskStep) []vertex {
 	vs := make([]vertex, len(steps))
+	caller := ""
+	for _, s := range steps {
+		if s.Kind == store.KindFunction {
+			caller = s.Name
+		}
+	}
 	for i, s := range steps {
+		if caller != "" && s.Name != caller {
+			s.DependsOn = []string{caller}
+		}
 		vs[i] = vertex{Name: s.Name, Kind: s.Kind, Does: s.Handler, Deps: s.DependsOn, Batch: batchOf(s.Name, s.Kind)}
 		if s.Template != "" {
 			vs[i].Does = s.Template
 		}
 		if s.Kind == store.KindSignal {
 			vs[i].Does = s.Signal
+		}
+		if s.Kind == store.KindCall {
+			// A call does what its name says: "poll[3]" what "poll" does.
+			vs[i].Does, _, _ = strings.Cut(s.Name, "[")
 		}
 	}
 	return vs
