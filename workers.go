@@ -3,6 +3,7 @@ package weft
 import (
 	"context"
 	"encoding/json"
+	"github.com/weftrun/weft/internal/durable"
 	"time"
 
 	"github.com/weftrun/weft/internal/engine"
@@ -53,6 +54,9 @@ type RemoteStep struct {
 	// after if it has not heard by then.
 	Timeout  time.Duration
 	Deadline time.Time
+	// Calls, for a durable function's step (Kind store.KindFunction or
+	// store.KindCall), are the calls its task recorded, in order.
+	Calls []durable.Recorded
 }
 
 // Failure is how a remote worker reports a failed attempt.
@@ -141,6 +145,22 @@ func (w *Workers) Complete(ctx context.Context, workerID, owner string, f Fence,
 // Fail records a worker's failed attempt under the step's retry policy.
 func (w *Workers) Fail(ctx context.Context, workerID, owner string, f Fence, fl Failure) (Recorded, error) {
 	return w.core.Workers().FailRemote(ctx, workerID, owner, f, engine.Failure(fl))
+}
+
+// FunctionCall is a new call that a remote worker's run of a durable
+// function made; RecordedCall one its task recorded (RemoteStep.Calls).
+type (
+	FunctionCall = engine.FunctionCall
+	RecordedCall = durable.Recorded
+)
+
+// Calls records the new calls that a worker's run of a durable function's
+// function step made: the step waits for them, holding no slot, and is
+// claimed again once they have all ended. A call that is not valid is
+// refused with an error wrapping ErrInvalid that names its field
+// (calls[i].name, …).
+func (w *Workers) Calls(ctx context.Context, workerID, owner string, f Fence, calls []FunctionCall) (Recorded, error) {
+	return w.core.Workers().CallsRemote(ctx, workerID, owner, f, calls)
 }
 
 // Checkpoint saves a checkpoint for a step the worker holds.

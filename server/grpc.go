@@ -65,6 +65,7 @@ func (s *Server) procedureTable() []procedure {
 		{name: weftv1connect.WorkerServiceHeartbeatProcedure, perm: PermWorkersConnect, scope: byWorker},
 		{name: weftv1connect.WorkerServiceCompleteProcedure, perm: PermWorkersConnect, scope: byWorker},
 		{name: weftv1connect.WorkerServiceFailProcedure, perm: PermWorkersConnect, scope: byWorker},
+		{name: weftv1connect.WorkerServiceCallsProcedure, perm: PermWorkersConnect, scope: byWorker},
 		{name: weftv1connect.WorkerServiceCheckpointProcedure, perm: PermWorkersConnect, scope: byWorker},
 		{name: weftv1connect.WorkerServiceProgressProcedure, perm: PermWorkersConnect, scope: byWorker},
 		{name: weftv1connect.WorkerServiceDeregisterProcedure, perm: PermWorkersConnect, scope: byWorker},

@@ -235,6 +235,12 @@ func TestGRPCScopeMatrix(t *testing.T) {
 				_, err := g.workers.Fail(ctx, authed(&weftv1.FailRequest{WorkerId: id, Fence: fence, Error: "boom"}, token))
 				return nil, err
 			}},
+			"/weft.v1.WorkerService/Calls": {byWorkerKind, func(ctx context.Context, token string, f *scopeFixture) ([]string, error) {
+				id, fence := worker(f, 0)
+				_, err := g.workers.Calls(ctx, authed(&weftv1.CallsRequest{WorkerId: id, Fence: fence,
+					Calls: []*weftv1.Call{{Name: "nap", Kind: "sleep", SleepMs: 1}}}, token))
+				return nil, err
+			}},
 			"/weft.v1.WorkerService/Deregister": {byWorkerKind, func(ctx context.Context, token string, f *scopeFixture) ([]string, error) {
 				id, _ := worker(f, 0)
 				_, err := g.workers.Deregister(ctx, authed(&weftv1.DeregisterRequest{WorkerId: id}, token))

@@ -217,6 +217,17 @@ func (g *grpcWorkers) Fail(ctx context.Context, req *connect.Request[weftv1.Fail
 	return connect.NewResponse(&weftv1.FailResponse{Reported: weftv1.ReportedOf(out)}), nil
 }
 
+func (g *grpcWorkers) Calls(ctx context.Context, req *connect.Request[weftv1.CallsRequest]) (*connect.Response[weftv1.CallsResponse], error) {
+	if err := checkWorker(req.Msg.GetWorkerId()); err != nil {
+		return nil, err
+	}
+	out, err := g.s.calls(ctx, req.Msg.GetWorkerId(), req.Msg.Wire())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&weftv1.CallsResponse{Reported: weftv1.ReportedOf(out)}), nil
+}
+
 func (g *grpcWorkers) Checkpoint(ctx context.Context, req *connect.Request[weftv1.CheckpointRequest]) (*connect.Response[weftv1.CheckpointResponse], error) {
 	if err := checkWorker(req.Msg.GetWorkerId()); err != nil {
 		return nil, err

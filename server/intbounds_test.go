@@ -93,26 +93,31 @@ func TestIntegerBoundsEveryRequestField(t *testing.T) {
 	// The body each field is sent in: otherwise valid, with @N@ where the
 	// number goes.
 	bodies := map[string]string{
-		"POST /v1/tasks priority":                         `{"workflow": "t/w", "priority": @N@}`,
-		"POST /v1/tasks/batch tasks[].priority":           `{"tasks": [{"workflow": "t/w", "priority": @N@}]}`,
-		"POST /v1/workers/{id}/claim max":                 `{"handlers": ["h"], "max": @N@}`,
-		"POST /v1/workers/{id}/claim wait_ms":             `{"handlers": ["h"], "wait_ms": @N@}`,
-		"POST /v1/workers/{id}/heartbeat steps[].step_id": `{"steps": [{"step_id": @N@, "attempt": 1, "lease_id": "1"}]}`,
-		"POST /v1/workers/{id}/heartbeat steps[].attempt": `{"steps": [{"step_id": 1, "attempt": @N@, "lease_id": "1"}]}`,
-		"POST /v1/workers/{id}/heartbeat free":            `{"free": @N@}`,
-		"POST /v1/workers/{id}/fail retry_after_ms":       `{"fence": ` + fence + `, "error": "e", "retry_after_ms": @N@}`,
-		"POST /v1/policies concurrency":                   `{"target": "ns", "concurrency": @N@}`,
-		"POST /v1/policies weight":                        `{"target": "ns", "weight": @N@}`,
-		"POST /v1/tasks/cancel ids[]":                     `{"ids": [@N@]}`,
-		"POST /v1/tasks/retry ids[]":                      `{"ids": [@N@]}`,
-		"POST /v1/tasks/delete ids[]":                     `{"ids": [@N@]}`,
-		"POST /v1/tasks/cancel cursor":                    `{"filter": {"state": "failed"}, "cursor": @N@}`,
-		"POST /v1/tasks/retry cursor":                     `{"filter": {"state": "failed"}, "cursor": @N@}`,
-		"POST /v1/tasks/delete cursor":                    `{"filter": {"state": "failed"}, "cursor": @N@}`,
-		"POST /v1/tasks/prune cursor":                     `{"state": "failed", "older_than": "1h", "cursor": @N@}`,
+		"POST /v1/tasks priority":                          `{"workflow": "t/w", "priority": @N@}`,
+		"POST /v1/tasks/batch tasks[].priority":            `{"tasks": [{"workflow": "t/w", "priority": @N@}]}`,
+		"POST /v1/workers/{id}/claim max":                  `{"handlers": ["h"], "max": @N@}`,
+		"POST /v1/workers/{id}/claim wait_ms":              `{"handlers": ["h"], "wait_ms": @N@}`,
+		"POST /v1/workers/{id}/heartbeat steps[].step_id":  `{"steps": [{"step_id": @N@, "attempt": 1, "lease_id": "1"}]}`,
+		"POST /v1/workers/{id}/heartbeat steps[].attempt":  `{"steps": [{"step_id": 1, "attempt": @N@, "lease_id": "1"}]}`,
+		"POST /v1/workers/{id}/heartbeat free":             `{"free": @N@}`,
+		"POST /v1/workers/{id}/fail retry_after_ms":        `{"fence": ` + fence + `, "error": "e", "retry_after_ms": @N@}`,
+		"POST /v1/workers/{id}/calls calls[].sleep_ms":     `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "sleep", "sleep_ms": @N@}]}`,
+		"POST /v1/workers/{id}/calls calls[].timeout_ms":   `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "step", "timeout_ms": @N@}]}`,
+		"POST /v1/workers/{id}/calls calls[].max_attempts": `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "step", "max_attempts": @N@}]}`,
+		"POST /v1/workers/{id}/calls calls[].priority":     `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "step", "priority": @N@}]}`,
+		"POST /v1/policies concurrency":                    `{"target": "ns", "concurrency": @N@}`,
+		"POST /v1/policies weight":                         `{"target": "ns", "weight": @N@}`,
+		"POST /v1/tasks/cancel ids[]":                      `{"ids": [@N@]}`,
+		"POST /v1/tasks/retry ids[]":                       `{"ids": [@N@]}`,
+		"POST /v1/tasks/delete ids[]":                      `{"ids": [@N@]}`,
+		"POST /v1/tasks/cancel cursor":                     `{"filter": {"state": "failed"}, "cursor": @N@}`,
+		"POST /v1/tasks/retry cursor":                      `{"filter": {"state": "failed"}, "cursor": @N@}`,
+		"POST /v1/tasks/delete cursor":                     `{"filter": {"state": "failed"}, "cursor": @N@}`,
+		"POST /v1/tasks/prune cursor":                      `{"state": "failed", "older_than": "1h", "cursor": @N@}`,
 	}
-	for _, route := range []string{"complete", "fail", "checkpoint", "progress"} {
-		rest := map[string]string{"complete": `"result": {}`, "fail": `"error": "e"`, "checkpoint": `"checkpoint": {}`, "progress": `"fraction": 0.5`}[route]
+	for _, route := range []string{"complete", "fail", "checkpoint", "progress", "calls"} {
+		rest := map[string]string{"complete": `"result": {}`, "fail": `"error": "e"`, "checkpoint": `"checkpoint": {}`, "progress": `"fraction": 0.5`,
+			"calls": `"calls": [{"name": "s", "kind": "sleep", "sleep_ms": 1}]`}[route]
 		bodies["POST /v1/workers/{id}/"+route+" fence.step_id"] = `{"fence": {"step_id": @N@, "attempt": 1, "lease_id": "1"}, ` + rest + `}`
 		bodies["POST /v1/workers/{id}/"+route+" fence.attempt"] = `{"fence": {"step_id": 1, "attempt": @N@, "lease_id": "1"}, ` + rest + `}`
 	}

@@ -68,6 +68,7 @@ var wireSchemas = map[string]any{
 	"RegisterWorker": wire.RegisterWorker{}, "WorkerRegistered": wire.WorkerRegistered{},
 	"ClaimRequest": wire.ClaimRequest{}, "Fence": wire.Fence{}, "ClaimedStep": wire.ClaimedStep{},
 	"Heartbeat": wire.Heartbeat{}, "Complete": wire.Complete{}, "Fail": wire.Fail{},
+	"Calls": wire.Calls{}, "Call": wire.Call{}, "RecordedCall": wire.RecordedCall{},
 	"Checkpoint": wire.Checkpoint{}, "Reported": wire.Reported{}, "Progress": wire.Progress{},
 	"Event": wire.Event{}, "CreateWebhook": wire.CreateWebhook{}, "Webhook": wire.Webhook{}, "WebhookList": wire.WebhookList{},
 	"Schedule": wire.Schedule{}, "ScheduleAuditEntry": wire.ScheduleAuditEntry{}, "ScheduleDetail": wire.ScheduleDetail{},
@@ -318,7 +319,7 @@ func TestOpenAPIEnums(t *testing.T) {
 	doc := loadOpenAPI(t)
 	tasks := strs(state.Tasks)
 	final := slices.DeleteFunc(slices.Clone(tasks), func(s string) bool { return !state.Task(s).Terminal() })
-	kinds := []string{store.KindDecision, store.KindBatch, store.KindItem, store.KindSignal, store.KindWorkflow}
+	kinds := []string{store.KindDecision, store.KindBatch, store.KindItem, store.KindSignal, store.KindWorkflow, store.KindFunction, store.KindCall}
 	tests := []struct {
 		at   string // Component.property, [] for a list's items
 		want []string

@@ -297,7 +297,7 @@ func TestNamespaceScopeMatrix(t *testing.T) {
 		// takes only its namespace's steps (workerScope below).
 		workerRoutes := map[string]bool{"DELETE /v1/workers/{id}": true, "POST /v1/workers/{id}/claim": true,
 			"POST /v1/workers/{id}/heartbeat": true, "POST /v1/workers/{id}/complete": true, "POST /v1/workers/{id}/fail": true,
-			"POST /v1/workers/{id}/checkpoint": true, "POST /v1/workers/{id}/progress": true}
+			"POST /v1/workers/{id}/checkpoint": true, "POST /v1/workers/{id}/progress": true, "POST /v1/workers/{id}/calls": true}
 
 		for _, rt := range en.srv.Routes() {
 			name := rt.Method + " " + rt.Path

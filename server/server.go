@@ -309,6 +309,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", path: "/v1/workers/{id}/heartbeat", perm: PermWorkersConnect, scope: byWorker, h: s.heartbeat},
 		{method: "POST", path: "/v1/workers/{id}/complete", perm: PermWorkersConnect, scope: byWorker, h: s.workerComplete},
 		{method: "POST", path: "/v1/workers/{id}/fail", perm: PermWorkersConnect, scope: byWorker, h: s.workerFail},
+		{method: "POST", path: "/v1/workers/{id}/calls", perm: PermWorkersConnect, scope: byWorker, h: s.workerCalls},
 		{method: "POST", path: "/v1/workers/{id}/checkpoint", perm: PermWorkersConnect, scope: byWorker, h: s.workerCheckpoint},
 		{method: "POST", path: "/v1/workers/{id}/progress", perm: PermWorkersConnect, scope: byWorker, h: s.workerProgress},
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
 )
@@ -161,8 +162,21 @@ func (s *Server) checkClaim(ctx context.Context, req wire.ClaimRequest) (weft.Wo
 func claimedStep(c weft.RemoteStep) wire.ClaimedStep {
 	j := wire.ClaimedStep{StepID: c.ID, TaskID: c.TaskID, Namespace: c.Namespace, Workflow: c.Workflow, Version: c.Version,
 		Step: c.Name, Handler: c.Handler, Attempt: c.Attempts, Input: c.Input, Deps: c.Deps, Config: rawJSON(c.Config),
-		Checkpoint: rawJSON(c.Checkpoint), Batch: rawJSON(c.Item), TimeoutMS: c.Timeout.Milliseconds(), Fence: toWireFence(c.Fence),
+		Checkpoint: rawJSON(c.Checkpoint), TimeoutMS: c.Timeout.Milliseconds(), Fence: toWireFence(c.Fence),
 		TraceParent: c.TraceParent, TraceState: c.TraceState}
+	switch c.Kind {
+	case store.KindItem:
+		j.Batch = rawJSON(c.Item)
+	case store.KindFunction, store.KindCall:
+		j.Kind = c.Kind
+		j.Calls = make([]wire.RecordedCall, len(c.Calls))
+		for i, r := range c.Calls {
+			j.Calls[i] = wire.RecordedCall{Name: r.Name, Kind: r.Call, Ended: r.Ended, OK: r.Succeeded, Result: r.Result, Error: r.Error}
+			if string(r.Result) == "null" {
+				j.Calls[i].Result = nil // absent: null
+			}
+		}
+	}
 	if j.Deps == nil {
 		j.Deps = map[string]json.RawMessage{}
 	}
@@ -260,6 +274,55 @@ func (s *Server) complete(ctx context.Context, workerID string, req wire.Complet
 		return wire.Reported{}, fieldError("result", "must be JSON")
 	}
 	o, err := s.workers.Complete(ctx, workerID, owner(ctx), f, req.Result)
+	if err != nil {
+		return wire.Reported{}, err
+	}
+	return reported(o), nil
+}
+
+func (s *Server) workerCalls(r *http.Request) (int, any, error) {
+	var req wire.Calls
+	if err := decodeOutcome(r, &req); err != nil {
+		return 0, nil, err
+	}
+	return answer(s.calls(r.Context(), r.PathValue("id"), req))
+}
+
+// maxCalls bounds the new calls one report of a durable function makes.
+const maxCalls = 1000
+
+// calls records the new calls of a worker's durable function, whatever
+// its transport.
+func (s *Server) calls(ctx context.Context, workerID string, req wire.Calls) (wire.Reported, error) {
+	f, err := checkFence("fence", req.Fence)
+	if err != nil {
+		return wire.Reported{}, err
+	}
+	if len(req.Calls) > maxCalls {
+		return wire.Reported{}, fieldError("calls", "must list at most %d calls, got %d", maxCalls, len(req.Calls))
+	}
+	calls := make([]weft.FunctionCall, len(req.Calls))
+	for i, c := range req.Calls {
+		const week = int64(7 * 24 * time.Hour / time.Millisecond)
+		if c.SleepMS < 0 || c.SleepMS > 52*week {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].sleep_ms", i), "must be from 0 to 52 weeks, got %d", c.SleepMS)
+		}
+		if c.TimeoutMS < 0 || c.TimeoutMS > 52*week {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].timeout_ms", i), "must be from 0 to 52 weeks, got %d", c.TimeoutMS)
+		}
+		if c.MaxAttempts < 0 || c.MaxAttempts > 1000 {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].max_attempts", i), "must be from 0 (the default, 3) to 1000, got %d", c.MaxAttempts)
+		}
+		if c.Priority < -weft.MaxPriority || c.Priority > weft.MaxPriority {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].priority", i), "must be from %d to %d, got %d", -weft.MaxPriority, weft.MaxPriority, c.Priority)
+		}
+		if len(c.Input) > 0 && !json.Valid(c.Input) {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].input", i), "must be JSON")
+		}
+		calls[i] = weft.FunctionCall{Name: c.Name, Kind: c.Kind, Sleep: time.Duration(c.SleepMS) * time.Millisecond, Signal: c.Signal,
+			Timeout: time.Duration(c.TimeoutMS) * time.Millisecond, MaxAttempts: c.MaxAttempts, Priority: c.Priority, Workflow: c.Workflow, Input: c.Input}
+	}
+	o, err := s.workers.Calls(ctx, workerID, owner(ctx), f, calls)
 	if err != nil {
 		return wire.Reported{}, err
 	}

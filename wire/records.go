@@ -113,8 +113,26 @@ type Step struct {
 	Preemptible     bool            `json:"preemptible,omitempty"`
 }
 
-// StepOf is the API's form of a stored step.
-func StepOf(s store.Step) Step { return Step(s) }
+// StepOf is the API's form of a stored step: a result or checkpoint that
+// is JSON null is absent, as one the step does not have; a durable
+// function's call (a call, or a child started by one) keeps what it
+// records of itself.
+func StepOf(s store.Step) Step {
+	out := Step(s)
+	out.Result, out.Checkpoint = nonNull(out.Result), nonNull(out.Checkpoint)
+	if out.Kind == store.KindCall || out.Kind == store.KindWorkflow {
+		out.Item = nil
+	}
+	return out
+}
+
+// nonNull is v, or nil when v is JSON null.
+func nonNull(v json.RawMessage) json.RawMessage {
+	if string(v) == "null" {
+		return nil
+	}
+	return v
+}
 
 // AuditEntry is one transition of a task or step in its audit trail.
 type AuditEntry struct {

@@ -270,6 +270,56 @@ type ClaimedStep struct {
 	// of it, with TraceState, the submitter's tracestate (absent: none).
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+	// Kind is "function" for the step of a durable function's task that
+	// runs the function, "call" for a step call of one (whose code the
+	// worker reaches by running the function up to the call named Step);
+	// absent for other steps. Calls, for both, are the calls the task
+	// recorded, in the order the function made them.
+	Kind  string         `json:"kind,omitempty"`
+	Calls []RecordedCall `json:"calls,omitempty"`
+}
+
+// RecordedCall is one call of a durable function that its task recorded:
+// a step of the task.
+type RecordedCall struct {
+	Name string `json:"name"`
+	// Kind is step, sleep, signal or child.
+	Kind string `json:"kind"`
+	// Ended: the call's step ended, with OK and Result (a signal's
+	// payload, under "payload", for a signal), or Error.
+	Ended  bool            `json:"ended"`
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// Call is one new call a durable function made.
+type Call struct {
+	// Name is the call's step name, unique in its task: a name used
+	// again takes a count ("charge[2]").
+	Name string `json:"name"`
+	// Kind is step, sleep, signal or child.
+	Kind string `json:"kind"`
+	// SleepMS is how long a sleep lasts.
+	SleepMS int64 `json:"sleep_ms,omitempty"`
+	// Signal is the signal a signal call waits for; TimeoutMS bounds the
+	// wait (absent: forever), or, for a step, each attempt.
+	Signal    string `json:"signal,omitempty"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	// MaxAttempts (default 3) and Priority are a step's.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	Priority    int `json:"priority,omitempty"`
+	// Workflow ("namespace/name[@version]") and Input are a child's.
+	Workflow string          `json:"workflow,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+}
+
+// Calls is the body of POST /v1/workers/{id}/calls: the run of a function
+// step (Kind "function") made new calls. The step waits for them, holding
+// no slot, and is claimed again once they have all ended.
+type Calls struct {
+	Fence *Fence `json:"fence"`
+	Calls []Call `json:"calls"`
 }
 
 // Heartbeat is the body of POST /v1/workers/{id}/heartbeat. Steps must list

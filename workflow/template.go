@@ -174,7 +174,7 @@ var tplStepFields = map[string]tplFieldDecoder[Step]{
 	"retry": func(d *templateDecoder, n *yaml.Node, at tplLoc, s *Step) {
 		tplDecodeMapping(d, n, at, tplRetryFields, &s.Retry)
 	},
-	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal, StepWorkflow), func(s *Step) *StepType { return &s.Type }),
+	"type":         tplField(tplOneOf(StepDecision, StepConverge, StepBatch, StepSignal, StepWorkflow, StepFunction), func(s *Step) *StepType { return &s.Type }),
 	"workflow":     tplField((*templateDecoder).str, func(s *Step) *string { return &s.Workflow }),
 	"input":        tplField((*templateDecoder).str, func(s *Step) *string { return &s.Input }),
 	"trigger_rule": tplField(tplOneOf(AllSuccess, AllDone, OneSuccess, OneFailed, AllFailed, NoneFailed, NoneFailedMinOneSuccess, Always), func(s *Step) *TriggerRule { return &s.TriggerRule }),

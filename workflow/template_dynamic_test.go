@@ -70,7 +70,7 @@ func TestTemplateDynamicErrors(t *testing.T) {
 	tests := []struct {
 		name, replace, with, want string
 	}{
-		{"unknown type", "type: decision", "type: switch", `orders.yaml:15: step "route": type: "switch" is not one of [decision converge batch signal workflow]`},
+		{"unknown type", "type: decision", "type: switch", `orders.yaml:15: step "route": type: "switch" is not one of [decision converge batch signal workflow function]`},
 		{"unknown rule", "trigger_rule: all_done", "trigger_rule: most", `orders.yaml:33: step "cleanup": trigger_rule: "most" is not one of`},
 		{"bad condition", "when: input.amount > 1000", "when: input.amount >", `orders.yaml:18: step "big": when: invalid expression "input.amount >"`},
 		{"condition not boolean", "when: input.amount > 1000", "when: input.amount + 1", `step "big": when: expression "input.amount + 1" yields`},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,13 +31,13 @@ func (e *Engine) HandleFunction(name string, fn durable.Func) {
 // runFunction runs one step of a durable function's task.
 func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any, error) {
 	c := r.claimed
-	var item durable.Item
 	if c.Kind == store.KindCall {
+		var item durable.Item
 		if err := json.Unmarshal(c.Item, &item); err != nil {
 			return nil, failNow(fmt.Errorf("call %q: its item is not a call: %w", c.Name, err))
 		}
-		if item.Call == durable.CallSleep {
-			return nil, nil // its time came: the sleep ends
+		if sleepEnds(*c) {
+			return nil, nil
 		}
 	} else if c.Kind != store.KindFunction {
 		return nil, failNow(fmt.Errorf("step %q of kind %q is not a durable function's", c.Name, c.Kind))
@@ -51,15 +52,7 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 	out := durable.Drive(ctx, c.TaskID, journal, fn, c.Input)
 	switch {
 	case len(out.Calls) > 0:
-		w, err := e.defs.get(ctx, c.Namespace, c.Workflow, c.Version)
-		if err != nil {
-			return nil, err
-		}
-		if limit := w.Limits.Resolve().MaxSteps; 1+len(journal)+len(out.Calls) > limit {
-			return nil, failNow(fmt.Errorf("the function made %d calls: its task would have more than %d steps (limits.max_steps)",
-				len(journal)+len(out.Calls), limit))
-		}
-		return nil, &callsMade{calls: e.callInserts(c, out.Calls)}
+		return nil, e.madeCalls(ctx, c, len(journal), out.Calls)
 	case out.Waiting:
 		// An operator retried a call the function waits for: look again
 		// once it may have ended.
@@ -69,6 +62,131 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		return nil, failNow(out.Err)
 	}
 	return out.Value, out.Err
+}
+
+// sleepEnds reports whether c is a durable sleep, which ends when it is
+// claimed (its time has come) and runs no code.
+func sleepEnds(c store.ClaimedStep) bool {
+	if c.Kind != store.KindCall {
+		return false
+	}
+	var item durable.Item
+	return json.Unmarshal(c.Item, &item) == nil && item.Call == durable.CallSleep
+}
+
+// madeCalls is the error by which the function step c, whose task
+// recorded journaled calls, waits for its new calls: within its
+// workflow's step limit, or failing for good.
+func (e *Engine) madeCalls(ctx context.Context, c *store.ClaimedStep, journaled int, calls []durable.Request) error {
+	w, err := e.defs.get(ctx, c.Namespace, c.Workflow, c.Version)
+	if err != nil {
+		return err
+	}
+	if limit := w.Limits.Resolve().MaxSteps; 1+journaled+len(calls) > limit {
+		return failNow(fmt.Errorf("the function made %d calls: its task would have more than %d steps (limits.max_steps)",
+			journaled+len(calls), limit))
+	}
+	return &callsMade{calls: e.callInserts(c, calls)}
+}
+
+// FunctionCall is a new call that a remote worker's run of a durable
+// function made (see wire.Call).
+type FunctionCall struct {
+	Name string
+	// Kind is durable.CallStep, CallSleep, CallSignal or CallChild.
+	Kind        string
+	Sleep       time.Duration
+	Signal      string
+	Timeout     time.Duration
+	MaxAttempts int
+	Priority    int
+	Workflow    string
+	Input       json.RawMessage
+}
+
+// CallsRemote records the new calls a remote worker's run of the function
+// step f made: the step waits for them. Each is checked (field
+// calls[i].…) against the calls its task recorded: a name must be new.
+func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f store.Fence, calls []FunctionCall) (store.Outcome, error) {
+	c, err := ws.held(ctx, workerID, owner, f)
+	if err != nil {
+		return store.Outcome{}, err
+	}
+	if c.Kind != store.KindFunction {
+		return store.Outcome{}, store.Invalidf("calls", "step %q is not a durable function's function step", c.Name)
+	}
+	if len(calls) == 0 {
+		return store.Outcome{}, store.Invalidf("calls", "lists no call: report a function that returned with complete")
+	}
+	journal, err := ws.e.journal(ctx, c.TaskID)
+	if err != nil {
+		return store.Outcome{}, err
+	}
+	taken := make(map[string]bool, len(journal)+len(calls))
+	for _, r := range journal {
+		taken[r.Name] = true
+	}
+	reqs := make([]durable.Request, len(calls))
+	for i, fc := range calls {
+		field := func(name string) string { return fmt.Sprintf("calls[%d].%s", i, name) }
+		base, n, counted := strings.Cut(fc.Name, "[")
+		if !workflow.ValidName(base) || (counted && !validCount(n)) {
+			return store.Outcome{}, store.Invalidf(field("name"), "%q: use letters, digits, '_', '.' and '-', and a count in brackets for a name used again", fc.Name)
+		}
+		if taken[fc.Name] {
+			return store.Outcome{}, store.Invalidf(field("name"), "%q: the task has a call of that name", fc.Name)
+		}
+		taken[fc.Name] = true
+		if fc.MaxAttempts < 0 || fc.MaxAttempts > 1000 {
+			return store.Outcome{}, store.Invalidf(field("max_attempts"), "must be from 0 (the default, 3) to 1000, got %d", fc.MaxAttempts)
+		}
+		if fc.Priority < -MaxPriority || fc.Priority > MaxPriority {
+			return store.Outcome{}, store.Invalidf(field("priority"), "must be from %d to %d, got %d", -MaxPriority, MaxPriority, fc.Priority)
+		}
+		if fc.Timeout < 0 || fc.Sleep < 0 {
+			return store.Outcome{}, store.Invalidf(field("timeout_ms"), "a duration must not be negative")
+		}
+		req := durable.Request{Name: fc.Name, Item: durable.Item{Call: fc.Kind}}
+		switch fc.Kind {
+		case durable.CallStep:
+			req.Item.Step = &workflow.Step{Retry: workflow.RetryPolicy{MaxAttempts: fc.MaxAttempts}, Timeout: workflow.Duration(fc.Timeout), Priority: fc.Priority}
+		case durable.CallSleep:
+			if fc.Sleep <= 0 {
+				return store.Outcome{}, store.Invalidf(field("sleep_ms"), "a sleep lasts more than 0 ms")
+			}
+			req.Until = time.Now().Add(fc.Sleep)
+		case durable.CallSignal:
+			if !workflow.ValidName(fc.Signal) {
+				return store.Outcome{}, store.Invalidf(field("signal"), "%q: use letters, digits, '_', '.' and '-'", fc.Signal)
+			}
+			req.Signal, req.Timeout = fc.Signal, fc.Timeout
+		case durable.CallChild:
+			if _, _, _, err := workflow.ParseRef(fc.Workflow); err != nil {
+				return store.Outcome{}, store.Invalidf(field("workflow"), "%v", err)
+			}
+			input := fc.Input
+			if len(input) == 0 {
+				input = json.RawMessage(`{}`)
+			}
+			if !json.Valid(input) {
+				return store.Outcome{}, store.Invalidf(field("input"), "is not JSON")
+			}
+			req.Item.Step = &workflow.Step{Workflow: fc.Workflow, Retry: workflow.RetryPolicy{MaxAttempts: 1}}
+			req.Item.Input = input
+		default:
+			return store.Outcome{}, store.Invalidf(field("kind"), "%q is not step, sleep, signal or child", fc.Kind)
+		}
+		reqs[i] = req
+	}
+	made := ws.e.madeCalls(ctx, &c, len(journal), reqs)
+	return ws.reportRemote(ctx, workerID, owner, f, nil, made)
+}
+
+// validCount reports whether s is "N]" for a count N of 2 or more.
+func validCount(s string) bool {
+	digits, ok := strings.CutSuffix(s, "]")
+	n, err := strconv.Atoi(digits)
+	return ok && err == nil && n >= 2 && strconv.Itoa(n) == digits
 }
 
 // journal returns the calls the task recorded: its steps besides its

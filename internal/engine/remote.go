@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/weftrun/weft/internal/durable"
 	"slices"
 	"sync"
 	"time"
@@ -61,6 +62,9 @@ type RemoteStep struct {
 	// not heard by then.
 	Timeout  time.Duration
 	Deadline time.Time
+	// Calls, for a durable function's step (Kind store.KindFunction or
+	// store.KindCall), are the calls its task recorded, in order.
+	Calls []durable.Recorded
 }
 
 // Failure is how a remote worker reports a failed attempt.
@@ -278,8 +282,15 @@ func (ws *Workers) prepareRemote(ctx context.Context, workerID string, claimed [
 			o = ws.e.defs.undefined(o, log, err)
 		} else if skip, ok := ws.e.defs.gate(&o, log, def, c); !ok {
 			o = skip
+		} else if sleepEnds(c) {
+			o = ws.e.defs.settle(o, log, nil, def, c.Attempts, nil, nil)
 		} else {
 			r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
+			if c.Kind == store.KindFunction || c.Kind == store.KindCall {
+				if r.Calls, err = ws.e.journal(ctx, c.TaskID); err != nil {
+					return nil, err
+				}
+			}
 			r.TraceParent = ws.e.attemptTraceParent(&c)
 			if r.Timeout > 0 {
 				r.Deadline = now.Add(r.Timeout)

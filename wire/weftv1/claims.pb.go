@@ -101,15 +101,20 @@ type ClaimedStep struct {
 	Attempt   int32                  `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	Input     []byte                 `protobuf:"bytes,9,opt,name=input,proto3" json:"input,omitempty"`
 	// The results of the step's dependencies, by step name, each JSON.
-	Deps          map[string][]byte      `protobuf:"bytes,10,rep,name=deps,proto3" json:"deps,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Config        []byte                 `protobuf:"bytes,11,opt,name=config,proto3" json:"config,omitempty"`
-	Checkpoint    []byte                 `protobuf:"bytes,12,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
-	Batch         []byte                 `protobuf:"bytes,13,opt,name=batch,proto3" json:"batch,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,14,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	Fence         *Fence                 `protobuf:"bytes,16,opt,name=fence,proto3" json:"fence,omitempty"`
-	Traceparent   string                 `protobuf:"bytes,17,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string                 `protobuf:"bytes,18,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Deps        map[string][]byte      `protobuf:"bytes,10,rep,name=deps,proto3" json:"deps,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Config      []byte                 `protobuf:"bytes,11,opt,name=config,proto3" json:"config,omitempty"`
+	Checkpoint  []byte                 `protobuf:"bytes,12,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Batch       []byte                 `protobuf:"bytes,13,opt,name=batch,proto3" json:"batch,omitempty"`
+	TimeoutMs   int64                  `protobuf:"varint,14,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	Deadline    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Fence       *Fence                 `protobuf:"bytes,16,opt,name=fence,proto3" json:"fence,omitempty"`
+	Traceparent string                 `protobuf:"bytes,17,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string                 `protobuf:"bytes,18,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// "function" for the step of a durable function's task that runs the
+	// function, "call" for a step call of one; empty for other steps.
+	Kind string `protobuf:"bytes,19,opt,name=kind,proto3" json:"kind,omitempty"`
+	// For kind function or call: the calls the task recorded, in order.
+	Calls         []*RecordedCall `protobuf:"bytes,20,rep,name=calls,proto3" json:"calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +275,107 @@ func (x *ClaimedStep) GetTracestate() string {
 	return ""
 }
 
+func (x *ClaimedStep) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ClaimedStep) GetCalls() []*RecordedCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+// RecordedCall is one call of a durable function that its task recorded.
+type RecordedCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// step, sleep, signal or child.
+	Kind  string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Ended bool   `protobuf:"varint,3,opt,name=ended,proto3" json:"ended,omitempty"`
+	Ok    bool   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	// JSON; empty for none (or null).
+	Result        []byte `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordedCall) Reset() {
+	*x = RecordedCall{}
+	mi := &file_weft_v1_claims_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordedCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordedCall) ProtoMessage() {}
+
+func (x *RecordedCall) ProtoReflect() protoreflect.Message {
+	mi := &file_weft_v1_claims_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordedCall.ProtoReflect.Descriptor instead.
+func (*RecordedCall) Descriptor() ([]byte, []int) {
+	return file_weft_v1_claims_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RecordedCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecordedCall) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RecordedCall) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+func (x *RecordedCall) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *RecordedCall) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *RecordedCall) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type Preempt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fence         *Fence                 `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
@@ -280,7 +386,7 @@ type Preempt struct {
 
 func (x *Preempt) Reset() {
 	*x = Preempt{}
-	mi := &file_weft_v1_claims_proto_msgTypes[2]
+	mi := &file_weft_v1_claims_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +398,7 @@ func (x *Preempt) String() string {
 func (*Preempt) ProtoMessage() {}
 
 func (x *Preempt) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_claims_proto_msgTypes[2]
+	mi := &file_weft_v1_claims_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +411,7 @@ func (x *Preempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preempt.ProtoReflect.Descriptor instead.
 func (*Preempt) Descriptor() ([]byte, []int) {
-	return file_weft_v1_claims_proto_rawDescGZIP(), []int{2}
+	return file_weft_v1_claims_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Preempt) GetFence() *Fence {
@@ -335,7 +441,7 @@ type Reported struct {
 
 func (x *Reported) Reset() {
 	*x = Reported{}
-	mi := &file_weft_v1_claims_proto_msgTypes[3]
+	mi := &file_weft_v1_claims_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +453,7 @@ func (x *Reported) String() string {
 func (*Reported) ProtoMessage() {}
 
 func (x *Reported) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_claims_proto_msgTypes[3]
+	mi := &file_weft_v1_claims_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +466,7 @@ func (x *Reported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reported.ProtoReflect.Descriptor instead.
 func (*Reported) Descriptor() ([]byte, []int) {
-	return file_weft_v1_claims_proto_rawDescGZIP(), []int{3}
+	return file_weft_v1_claims_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Reported) GetState() string {
@@ -392,7 +498,7 @@ const file_weft_v1_claims_proto_rawDesc = "" +
 	"\x05Fence\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\x03R\x06stepId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x19\n" +
-	"\blease_id\x18\x03 \x01(\x03R\aleaseId\"\xeb\x04\n" +
+	"\blease_id\x18\x03 \x01(\x03R\aleaseId\"\xac\x05\n" +
 	"\vClaimedStep\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\x03R\x06stepId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12\x1c\n" +
@@ -417,10 +523,19 @@ const file_weft_v1_claims_proto_rawDesc = "" +
 	"\vtraceparent\x18\x11 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\x12 \x01(\tR\n" +
-	"tracestate\x1a7\n" +
+	"tracestate\x12\x12\n" +
+	"\x04kind\x18\x13 \x01(\tR\x04kind\x12+\n" +
+	"\x05calls\x18\x14 \x03(\v2\x15.weft.v1.RecordedCallR\x05calls\x1a7\n" +
 	"\tDepsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"G\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x8a\x01\n" +
+	"\fRecordedCall\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05ended\x18\x03 \x01(\bR\x05ended\x12\x0e\n" +
+	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06result\x18\x05 \x01(\fR\x06result\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"G\n" +
 	"\aPreempt\x12$\n" +
 	"\x05fence\x18\x01 \x01(\v2\x0e.weft.v1.FenceR\x05fence\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"m\n" +
@@ -441,26 +556,28 @@ func file_weft_v1_claims_proto_rawDescGZIP() []byte {
 	return file_weft_v1_claims_proto_rawDescData
 }
 
-var file_weft_v1_claims_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_weft_v1_claims_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_weft_v1_claims_proto_goTypes = []any{
 	(*Fence)(nil),                 // 0: weft.v1.Fence
 	(*ClaimedStep)(nil),           // 1: weft.v1.ClaimedStep
-	(*Preempt)(nil),               // 2: weft.v1.Preempt
-	(*Reported)(nil),              // 3: weft.v1.Reported
-	nil,                           // 4: weft.v1.ClaimedStep.DepsEntry
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*RecordedCall)(nil),          // 2: weft.v1.RecordedCall
+	(*Preempt)(nil),               // 3: weft.v1.Preempt
+	(*Reported)(nil),              // 4: weft.v1.Reported
+	nil,                           // 5: weft.v1.ClaimedStep.DepsEntry
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_weft_v1_claims_proto_depIdxs = []int32{
-	4, // 0: weft.v1.ClaimedStep.deps:type_name -> weft.v1.ClaimedStep.DepsEntry
-	5, // 1: weft.v1.ClaimedStep.deadline:type_name -> google.protobuf.Timestamp
+	5, // 0: weft.v1.ClaimedStep.deps:type_name -> weft.v1.ClaimedStep.DepsEntry
+	6, // 1: weft.v1.ClaimedStep.deadline:type_name -> google.protobuf.Timestamp
 	0, // 2: weft.v1.ClaimedStep.fence:type_name -> weft.v1.Fence
-	0, // 3: weft.v1.Preempt.fence:type_name -> weft.v1.Fence
-	5, // 4: weft.v1.Reported.retry_at:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 3: weft.v1.ClaimedStep.calls:type_name -> weft.v1.RecordedCall
+	0, // 4: weft.v1.Preempt.fence:type_name -> weft.v1.Fence
+	6, // 5: weft.v1.Reported.retry_at:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_weft_v1_claims_proto_init() }
@@ -474,7 +591,7 @@ func file_weft_v1_claims_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weft_v1_claims_proto_rawDesc), len(file_weft_v1_claims_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -175,9 +175,13 @@ func ClaimedStepOf(c wire.ClaimedStep) *ClaimedStep {
 	for k, v := range c.Deps {
 		deps[k] = v
 	}
-	return &ClaimedStep{StepId: c.StepID, TaskId: c.TaskID, Namespace: c.Namespace, Workflow: c.Workflow, Version: c.Version, Step: c.Step,
+	out := &ClaimedStep{StepId: c.StepID, TaskId: c.TaskID, Namespace: c.Namespace, Workflow: c.Workflow, Version: c.Version, Step: c.Step,
 		Handler: c.Handler, Attempt: int32(c.Attempt), Input: c.Input, Deps: deps, Config: c.Config, Checkpoint: c.Checkpoint, Batch: c.Batch,
-		TimeoutMs: c.TimeoutMS, Deadline: tsp(c.Deadline), Fence: FenceOf(c.Fence), Traceparent: c.TraceParent, Tracestate: c.TraceState}
+		TimeoutMs: c.TimeoutMS, Deadline: tsp(c.Deadline), Fence: FenceOf(c.Fence), Traceparent: c.TraceParent, Tracestate: c.TraceState, Kind: c.Kind}
+	for _, r := range c.Calls {
+		out.Calls = append(out.Calls, &RecordedCall{Name: r.Name, Kind: r.Kind, Ended: r.Ended, Ok: r.OK, Result: r.Result, Error: r.Error})
+	}
+	return out
 }
 
 // Wire is the claimed step as the REST claim gives it.
@@ -189,9 +193,12 @@ func (x *ClaimedStep) Wire() wire.ClaimedStep {
 	c := wire.ClaimedStep{StepID: x.GetStepId(), TaskID: x.GetTaskId(), Namespace: x.GetNamespace(), Workflow: x.GetWorkflow(),
 		Version: x.GetVersion(), Step: x.GetStep(), Handler: x.GetHandler(), Attempt: int(x.GetAttempt()), Input: raw(x.GetInput()), Deps: deps,
 		Config: raw(x.GetConfig()), Checkpoint: raw(x.GetCheckpoint()), Batch: raw(x.GetBatch()), TimeoutMS: x.GetTimeoutMs(),
-		Deadline: timePtr(x.GetDeadline()), TraceParent: x.GetTraceparent(), TraceState: x.GetTracestate()}
+		Deadline: timePtr(x.GetDeadline()), TraceParent: x.GetTraceparent(), TraceState: x.GetTracestate(), Kind: x.GetKind()}
 	if f := x.GetFence().Wire(); f != nil {
 		c.Fence = *f
+	}
+	for _, r := range x.GetCalls() {
+		c.Calls = append(c.Calls, wire.RecordedCall{Name: r.GetName(), Kind: r.GetKind(), Ended: r.GetEnded(), OK: r.GetOk(), Result: raw(r.GetResult()), Error: r.GetError()})
 	}
 	return c
 }
@@ -239,6 +246,16 @@ func (x *CompleteRequest) Wire() wire.Complete {
 func (x *FailRequest) Wire() wire.Fail {
 	return wire.Fail{Fence: x.GetFence().Wire(), Error: x.GetError(), Permanent: x.GetPermanent(), RetryAfterMS: x.GetRetryAfterMs(),
 		Preempted: x.GetPreempted()}
+}
+
+// Wire is the calls as POST /v1/workers/{id}/calls takes them.
+func (x *CallsRequest) Wire() wire.Calls {
+	out := wire.Calls{Fence: x.GetFence().Wire(), Calls: make([]wire.Call, len(x.GetCalls()))}
+	for i, c := range x.GetCalls() {
+		out.Calls[i] = wire.Call{Name: c.GetName(), Kind: c.GetKind(), SleepMS: c.GetSleepMs(), Signal: c.GetSignal(), TimeoutMS: c.GetTimeoutMs(),
+			MaxAttempts: int(c.GetMaxAttempts()), Priority: int(c.GetPriority()), Workflow: c.GetWorkflow(), Input: raw(c.GetInput())}
+	}
+	return out
 }
 
 // Wire is the checkpoint as POST /v1/workers/{id}/checkpoint takes it.

@@ -392,13 +392,14 @@ const file_weft_v1_workers_proto_rawDesc = "" +
 	"namespaces\x12\x16\n" +
 	"\x06credit\x18\x04 \x01(\x05R\x06credit\":\n" +
 	"\fPullResponse\x12*\n" +
-	"\x05steps\x18\x01 \x03(\v2\x14.weft.v1.ClaimedStepR\x05steps2\x92\x04\n" +
+	"\x05steps\x18\x01 \x03(\v2\x14.weft.v1.ClaimedStepR\x05steps2\xca\x04\n" +
 	"\rWorkerService\x12?\n" +
 	"\bRegister\x12\x18.weft.v1.RegisterRequest\x1a\x19.weft.v1.RegisterResponse\x127\n" +
 	"\x04Pull\x12\x14.weft.v1.PullRequest\x1a\x15.weft.v1.PullResponse(\x010\x01\x12B\n" +
 	"\tHeartbeat\x12\x19.weft.v1.HeartbeatRequest\x1a\x1a.weft.v1.HeartbeatResponse\x12?\n" +
 	"\bComplete\x12\x18.weft.v1.CompleteRequest\x1a\x19.weft.v1.CompleteResponse\x123\n" +
-	"\x04Fail\x12\x14.weft.v1.FailRequest\x1a\x15.weft.v1.FailResponse\x12E\n" +
+	"\x04Fail\x12\x14.weft.v1.FailRequest\x1a\x15.weft.v1.FailResponse\x126\n" +
+	"\x05Calls\x12\x15.weft.v1.CallsRequest\x1a\x16.weft.v1.CallsResponse\x12E\n" +
 	"\n" +
 	"Checkpoint\x12\x1a.weft.v1.CheckpointRequest\x1a\x1b.weft.v1.CheckpointResponse\x12?\n" +
 	"\bProgress\x12\x18.weft.v1.ProgressRequest\x1a\x19.weft.v1.ProgressResponse\x12E\n" +
@@ -428,15 +429,17 @@ var file_weft_v1_workers_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),   // 6: weft.v1.HeartbeatRequest
 	(*CompleteRequest)(nil),    // 7: weft.v1.CompleteRequest
 	(*FailRequest)(nil),        // 8: weft.v1.FailRequest
-	(*CheckpointRequest)(nil),  // 9: weft.v1.CheckpointRequest
-	(*ProgressRequest)(nil),    // 10: weft.v1.ProgressRequest
-	(*DeregisterRequest)(nil),  // 11: weft.v1.DeregisterRequest
-	(*HeartbeatResponse)(nil),  // 12: weft.v1.HeartbeatResponse
-	(*CompleteResponse)(nil),   // 13: weft.v1.CompleteResponse
-	(*FailResponse)(nil),       // 14: weft.v1.FailResponse
-	(*CheckpointResponse)(nil), // 15: weft.v1.CheckpointResponse
-	(*ProgressResponse)(nil),   // 16: weft.v1.ProgressResponse
-	(*DeregisterResponse)(nil), // 17: weft.v1.DeregisterResponse
+	(*CallsRequest)(nil),       // 9: weft.v1.CallsRequest
+	(*CheckpointRequest)(nil),  // 10: weft.v1.CheckpointRequest
+	(*ProgressRequest)(nil),    // 11: weft.v1.ProgressRequest
+	(*DeregisterRequest)(nil),  // 12: weft.v1.DeregisterRequest
+	(*HeartbeatResponse)(nil),  // 13: weft.v1.HeartbeatResponse
+	(*CompleteResponse)(nil),   // 14: weft.v1.CompleteResponse
+	(*FailResponse)(nil),       // 15: weft.v1.FailResponse
+	(*CallsResponse)(nil),      // 16: weft.v1.CallsResponse
+	(*CheckpointResponse)(nil), // 17: weft.v1.CheckpointResponse
+	(*ProgressResponse)(nil),   // 18: weft.v1.ProgressResponse
+	(*DeregisterResponse)(nil), // 19: weft.v1.DeregisterResponse
 }
 var file_weft_v1_workers_proto_depIdxs = []int32{
 	3,  // 0: weft.v1.PullRequest.open:type_name -> weft.v1.PullOpen
@@ -446,19 +449,21 @@ var file_weft_v1_workers_proto_depIdxs = []int32{
 	6,  // 4: weft.v1.WorkerService.Heartbeat:input_type -> weft.v1.HeartbeatRequest
 	7,  // 5: weft.v1.WorkerService.Complete:input_type -> weft.v1.CompleteRequest
 	8,  // 6: weft.v1.WorkerService.Fail:input_type -> weft.v1.FailRequest
-	9,  // 7: weft.v1.WorkerService.Checkpoint:input_type -> weft.v1.CheckpointRequest
-	10, // 8: weft.v1.WorkerService.Progress:input_type -> weft.v1.ProgressRequest
-	11, // 9: weft.v1.WorkerService.Deregister:input_type -> weft.v1.DeregisterRequest
-	1,  // 10: weft.v1.WorkerService.Register:output_type -> weft.v1.RegisterResponse
-	4,  // 11: weft.v1.WorkerService.Pull:output_type -> weft.v1.PullResponse
-	12, // 12: weft.v1.WorkerService.Heartbeat:output_type -> weft.v1.HeartbeatResponse
-	13, // 13: weft.v1.WorkerService.Complete:output_type -> weft.v1.CompleteResponse
-	14, // 14: weft.v1.WorkerService.Fail:output_type -> weft.v1.FailResponse
-	15, // 15: weft.v1.WorkerService.Checkpoint:output_type -> weft.v1.CheckpointResponse
-	16, // 16: weft.v1.WorkerService.Progress:output_type -> weft.v1.ProgressResponse
-	17, // 17: weft.v1.WorkerService.Deregister:output_type -> weft.v1.DeregisterResponse
-	10, // [10:18] is the sub-list for method output_type
-	2,  // [2:10] is the sub-list for method input_type
+	9,  // 7: weft.v1.WorkerService.Calls:input_type -> weft.v1.CallsRequest
+	10, // 8: weft.v1.WorkerService.Checkpoint:input_type -> weft.v1.CheckpointRequest
+	11, // 9: weft.v1.WorkerService.Progress:input_type -> weft.v1.ProgressRequest
+	12, // 10: weft.v1.WorkerService.Deregister:input_type -> weft.v1.DeregisterRequest
+	1,  // 11: weft.v1.WorkerService.Register:output_type -> weft.v1.RegisterResponse
+	4,  // 12: weft.v1.WorkerService.Pull:output_type -> weft.v1.PullResponse
+	13, // 13: weft.v1.WorkerService.Heartbeat:output_type -> weft.v1.HeartbeatResponse
+	14, // 14: weft.v1.WorkerService.Complete:output_type -> weft.v1.CompleteResponse
+	15, // 15: weft.v1.WorkerService.Fail:output_type -> weft.v1.FailResponse
+	16, // 16: weft.v1.WorkerService.Calls:output_type -> weft.v1.CallsResponse
+	17, // 17: weft.v1.WorkerService.Checkpoint:output_type -> weft.v1.CheckpointResponse
+	18, // 18: weft.v1.WorkerService.Progress:output_type -> weft.v1.ProgressResponse
+	19, // 19: weft.v1.WorkerService.Deregister:output_type -> weft.v1.DeregisterResponse
+	11, // [11:20] is the sub-list for method output_type
+	2,  // [2:11] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name

@@ -50,14 +50,17 @@ class ServerTestCase(unittest.TestCase):
             print("\n--- weft_worker log of %s ---\n%s" % (self.id(), "\n".join(logs.messages())))
         return out
 
-    def start_worker(self, namespace, handlers, **kw):
-        """Run a Worker serving handlers ({name: fn}) in namespace on a thread
-        until the test ends; return it once registered."""
+    def start_worker(self, namespace, handlers, functions=None, **kw):
+        """Run a Worker serving handlers ({name: fn}) and durable functions
+        ({name: fn}) in namespace on a thread until the test ends; return it
+        once registered."""
         opts = dict(name=namespace, namespaces=[namespace], heartbeat_interval=0.5, drain_timeout=5.0, concurrency=4)
         opts.update(kw)
         w = Worker(self.server.url, token=self.worker_token, **opts)
         for name, fn in handlers.items():
             w.handler(name)(fn)
+        for name, fn in (functions or {}).items():
+            w.function(name)(fn)
         w.run_errors = []
 
         def run():

@@ -23,6 +23,15 @@ is set (step.wait() wakes); the handler saves a checkpoint and raises
 (step.raise_if_preempted() raises Preempted), and the step goes back to the
 queue without using an attempt.
 
+A durable function is a workflow written as plain Python, whose calls are
+steps of its task (function.py):
+
+    @worker.function("shop.checkout")
+    def checkout(fn, order):
+        charge = fn.step("charge", lambda: charge_card(order))
+        fn.sleep(3600)
+        return {"charge": charge}
+
 Client submits, reads and signals tasks (client.py).
 
 The protocol is described in docs/remote-workers.md.
@@ -30,10 +39,11 @@ The protocol is described in docs/remote-workers.md.
 
 from .client import Client
 from .errors import APIError, Permanent, Preempted, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
+from .function import CallError, Function, Future, NonDeterminism
 from .step import Step
 from .worker import Worker, format_duration
 
 __version__ = "0.2.0"
 
-__all__ = ["Worker", "Step", "Client", "Permanent", "Preempted", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
+__all__ = ["Worker", "Step", "Client", "Function", "Future", "CallError", "NonDeterminism", "Permanent", "Preempted", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
            "ServerUnavailable", "format_duration", "__version__"]

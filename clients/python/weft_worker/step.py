@@ -59,6 +59,8 @@ class Step:
         self.claimed_checkpoint = raw.get("checkpoint")
         self.saved_checkpoint = self.claimed_checkpoint
         self.fence = raw["fence"]
+        self.kind = raw.get("kind")  # "function" or "call" for a durable function's steps
+        self.calls = raw.get("calls") or []  # the calls its task recorded, for those
         self.traceparent = raw.get("traceparent") or None
         self.tracestate = raw.get("tracestate") or None
         self.worker_id = worker_id

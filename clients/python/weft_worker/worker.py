@@ -30,6 +30,7 @@ import signal
 import threading
 import time
 
+from . import function
 from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
 from .step import REPORTING, RUNNING, SETTLED, Step
 from .transport import Interrupted, Transport
@@ -37,6 +38,28 @@ from .transport import Interrupted, Transport
 __all__ = ["Worker", "format_duration"]
 
 _WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+class _FunctionHandler:
+    """A durable function as a handler: its function step replays it and
+    reports new calls or its result; a step call runs its code."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def run(self, step):
+        if step.kind == "call":
+            result = function.run_call(self.fn, step)
+        elif step.kind == "function":
+            what, value = function.drive(self.fn, step)
+            if what == "calls":
+                return ("/calls", {"calls": value})
+            result = value
+        else:
+            raise Permanent("step %r is not a durable function's (kind %r): its workflow's step must be of type function"
+                            % (step.name, step.kind))
+        json.dumps(result, allow_nan=False)
+        return ("/complete", {"result": result})
 
 
 def format_duration(seconds):
@@ -109,6 +132,19 @@ class Worker:
 
         def register(fn):
             self.handlers[name] = fn
+            return fn
+
+        return register
+
+    def function(self, name):
+        """Decorator: serve the durable function whose workflow's function
+        step has handler `name` (a workflow with one step of type
+        function): fn(f, input) -> JSON result, where f is a
+        weft_worker.Function whose calls (f.step, f.go, f.sleep,
+        f.wait_signal, f.child) are recorded as steps of the task."""
+
+        def register(fn):
+            self.handlers[name] = _FunctionHandler(fn)
             return fn
 
         return register
@@ -203,9 +239,12 @@ class Worker:
             fn = self.handlers.get(step.handler)
             if fn is None:
                 raise LookupError("this worker has no handler %r" % step.handler)
-            result = fn(step)
-            json.dumps(result, allow_nan=False)  # not JSON: a failure of the attempt, reported as such
-            outcome = ("/complete", {"result": result})
+            if isinstance(fn, _FunctionHandler):
+                outcome = fn.run(step)
+            else:
+                result = fn(step)
+                json.dumps(result, allow_nan=False)  # not JSON: a failure of the attempt, reported as such
+                outcome = ("/complete", {"result": result})
         except BaseException as e:  # noqa: BLE001 - a handler's failure is reported, never fatal to the worker
             if not step.preempted.is_set():
                 outcome = self._failure(step, e)

@@ -508,6 +508,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workers/{id}/calls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record the new calls a durable function made; its function step waits for them
+         * @description For a claimed step of kind function: the worker ran the function over the recorded calls (the claim's calls) and it made new ones. Each becomes a step of the task; the function step gives its attempt back, holds no slot, and is claimed again once every call it waits for has ended. A name the task already has, an unknown kind or a bad field is 400 naming calls[i].field; a step that is not a function step is 400 (calls).
+         */
+        post: operations["workerCalls"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workers/{id}/checkpoint": {
         parameters: {
             query?: never;
@@ -930,6 +950,7 @@ export interface components {
             attempts: number;
             max_attempts: number;
             priority: number;
+            /** @description The step's result; absent when it has none, or when it is null */
             result?: unknown;
             error?: string;
             checkpoint?: unknown;
@@ -947,10 +968,10 @@ export interface components {
             /** @description An engine may stop the step for a ready step of higher priority: it returns to ready with its checkpoint, without using an attempt */
             preemptible?: boolean;
             /**
-             * @description absent for a step that runs its handler; decision (its outcome picks which children run), batch (its outcome makes one item step per item), item (one item of a batch), signal (waits for a signal, holding no slot) or workflow (starts a child task and waits for it)
+             * @description absent for a step that runs its handler; decision (its outcome picks which children run), batch (its outcome makes one item step per item), item (one item of a batch), signal (waits for a signal, holding no slot), workflow (starts a child task and waits for it), function (runs a durable function; its calls are the task's other steps) or call (a step call or a sleep of a durable function)
              * @enum {string}
              */
-            kind?: "decision" | "batch" | "item" | "signal" | "workflow";
+            kind?: "decision" | "batch" | "item" | "signal" | "workflow" | "function" | "call";
             /** @description the step template an item of a batch runs */
             template?: string;
             /** @description an item step's batch item (any JSON) */
@@ -1053,6 +1074,13 @@ export interface components {
              * @description When the step's timeout passes; the server fails the step under its retry policy soon after if the worker has not reported
              */
             deadline?: string;
+            /**
+             * @description function: the step of a durable function's task that runs the function; call: a step call of one, whose code the worker reaches by running the function up to the call named step. Absent for other steps
+             * @enum {string}
+             */
+            kind?: "function" | "call";
+            /** @description For kind function or call: the calls the task recorded, in the order the function made them */
+            calls?: components["schemas"]["RecordedCall"][];
         };
         /** @description Every step the worker holds: a held step that is not listed (claimed more than a heartbeat interval ago) is released for another claim */
         Heartbeat: {
@@ -1467,6 +1495,40 @@ export interface components {
         };
         ScheduleList: {
             schedules: components["schemas"]["Schedule"][];
+        };
+        RecordedCall: {
+            name: string;
+            /** @enum {string} */
+            kind: "step" | "sleep" | "signal" | "child";
+            /** @description The call's step ended: ok with result, or error */
+            ended: boolean;
+            ok: boolean;
+            /** @description The call's result (absent: null); a signal's is {"signal": name, "payload": ...} */
+            result?: unknown;
+            error?: string;
+        };
+        Call: {
+            /** @description The call's step name, new in its task: letters, digits, '_', '.' and '-', with a count in brackets for a name used again (charge[2]) */
+            name: string;
+            /** @enum {string} */
+            kind: "step" | "sleep" | "signal" | "child";
+            /** @description How long a sleep lasts (above 0) */
+            sleep_ms?: number;
+            /** @description The signal a signal call waits for */
+            signal?: string;
+            /** @description A signal call's bound on its wait (absent: forever), or a step's on each attempt */
+            timeout_ms?: number;
+            /** @description A step's attempts (0: the default, 3) */
+            max_attempts?: number;
+            priority?: number;
+            /** @description A child's workflow: namespace/name[@version] */
+            workflow?: string;
+            /** @description A child's input (absent: {}) */
+            input?: unknown;
+        };
+        Calls: {
+            fence: components["schemas"]["Fence"];
+            calls: components["schemas"]["Call"][];
         };
     };
     responses: {
@@ -2735,6 +2797,49 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["Fail"];
+            };
+        };
+        responses: {
+            /** @description Recorded */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reported"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description stale_lease: the fence no longer holds the step; worker_lost: register again */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            413: components["responses"]["BodyTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    workerCalls: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Worker id from registration */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Calls"];
             };
         };
         responses: {

@@ -47,6 +47,8 @@ const (
 	WorkerServiceCompleteProcedure = "/weft.v1.WorkerService/Complete"
 	// WorkerServiceFailProcedure is the fully-qualified name of the WorkerService's Fail RPC.
 	WorkerServiceFailProcedure = "/weft.v1.WorkerService/Fail"
+	// WorkerServiceCallsProcedure is the fully-qualified name of the WorkerService's Calls RPC.
+	WorkerServiceCallsProcedure = "/weft.v1.WorkerService/Calls"
 	// WorkerServiceCheckpointProcedure is the fully-qualified name of the WorkerService's Checkpoint
 	// RPC.
 	WorkerServiceCheckpointProcedure = "/weft.v1.WorkerService/Checkpoint"
@@ -73,6 +75,9 @@ type WorkerServiceClient interface {
 	Complete(context.Context, *connect.Request[weftv1.CompleteRequest]) (*connect.Response[weftv1.CompleteResponse], error)
 	// Fail records a step's failure (POST /v1/workers/{id}/fail).
 	Fail(context.Context, *connect.Request[weftv1.FailRequest]) (*connect.Response[weftv1.FailResponse], error)
+	// Calls records the new calls a durable function's run made: its
+	// function step waits for them (POST /v1/workers/{id}/calls).
+	Calls(context.Context, *connect.Request[weftv1.CallsRequest]) (*connect.Response[weftv1.CallsResponse], error)
 	// Checkpoint stores a step's checkpoint (POST /v1/workers/{id}/checkpoint).
 	Checkpoint(context.Context, *connect.Request[weftv1.CheckpointRequest]) (*connect.Response[weftv1.CheckpointResponse], error)
 	// Progress reports how far a step got (POST /v1/workers/{id}/progress).
@@ -123,6 +128,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("Fail")),
 			connect.WithClientOptions(opts...),
 		),
+		calls: connect.NewClient[weftv1.CallsRequest, weftv1.CallsResponse](
+			httpClient,
+			baseURL+WorkerServiceCallsProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("Calls")),
+			connect.WithClientOptions(opts...),
+		),
 		checkpoint: connect.NewClient[weftv1.CheckpointRequest, weftv1.CheckpointResponse](
 			httpClient,
 			baseURL+WorkerServiceCheckpointProcedure,
@@ -151,6 +162,7 @@ type workerServiceClient struct {
 	heartbeat  *connect.Client[weftv1.HeartbeatRequest, weftv1.HeartbeatResponse]
 	complete   *connect.Client[weftv1.CompleteRequest, weftv1.CompleteResponse]
 	fail       *connect.Client[weftv1.FailRequest, weftv1.FailResponse]
+	calls      *connect.Client[weftv1.CallsRequest, weftv1.CallsResponse]
 	checkpoint *connect.Client[weftv1.CheckpointRequest, weftv1.CheckpointResponse]
 	progress   *connect.Client[weftv1.ProgressRequest, weftv1.ProgressResponse]
 	deregister *connect.Client[weftv1.DeregisterRequest, weftv1.DeregisterResponse]
@@ -179,6 +191,11 @@ func (c *workerServiceClient) Complete(ctx context.Context, req *connect.Request
 // Fail calls weft.v1.WorkerService.Fail.
 func (c *workerServiceClient) Fail(ctx context.Context, req *connect.Request[weftv1.FailRequest]) (*connect.Response[weftv1.FailResponse], error) {
 	return c.fail.CallUnary(ctx, req)
+}
+
+// Calls calls weft.v1.WorkerService.Calls.
+func (c *workerServiceClient) Calls(ctx context.Context, req *connect.Request[weftv1.CallsRequest]) (*connect.Response[weftv1.CallsResponse], error) {
+	return c.calls.CallUnary(ctx, req)
 }
 
 // Checkpoint calls weft.v1.WorkerService.Checkpoint.
@@ -212,6 +229,9 @@ type WorkerServiceHandler interface {
 	Complete(context.Context, *connect.Request[weftv1.CompleteRequest]) (*connect.Response[weftv1.CompleteResponse], error)
 	// Fail records a step's failure (POST /v1/workers/{id}/fail).
 	Fail(context.Context, *connect.Request[weftv1.FailRequest]) (*connect.Response[weftv1.FailResponse], error)
+	// Calls records the new calls a durable function's run made: its
+	// function step waits for them (POST /v1/workers/{id}/calls).
+	Calls(context.Context, *connect.Request[weftv1.CallsRequest]) (*connect.Response[weftv1.CallsResponse], error)
 	// Checkpoint stores a step's checkpoint (POST /v1/workers/{id}/checkpoint).
 	Checkpoint(context.Context, *connect.Request[weftv1.CheckpointRequest]) (*connect.Response[weftv1.CheckpointResponse], error)
 	// Progress reports how far a step got (POST /v1/workers/{id}/progress).
@@ -258,6 +278,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("Fail")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceCallsHandler := connect.NewUnaryHandler(
+		WorkerServiceCallsProcedure,
+		svc.Calls,
+		connect.WithSchema(workerServiceMethods.ByName("Calls")),
+		connect.WithHandlerOptions(opts...),
+	)
 	workerServiceCheckpointHandler := connect.NewUnaryHandler(
 		WorkerServiceCheckpointProcedure,
 		svc.Checkpoint,
@@ -288,6 +314,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceCompleteHandler.ServeHTTP(w, r)
 		case WorkerServiceFailProcedure:
 			workerServiceFailHandler.ServeHTTP(w, r)
+		case WorkerServiceCallsProcedure:
+			workerServiceCallsHandler.ServeHTTP(w, r)
 		case WorkerServiceCheckpointProcedure:
 			workerServiceCheckpointHandler.ServeHTTP(w, r)
 		case WorkerServiceProgressProcedure:
@@ -321,6 +349,10 @@ func (UnimplementedWorkerServiceHandler) Complete(context.Context, *connect.Requ
 
 func (UnimplementedWorkerServiceHandler) Fail(context.Context, *connect.Request[weftv1.FailRequest]) (*connect.Response[weftv1.FailResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("weft.v1.WorkerService.Fail is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) Calls(context.Context, *connect.Request[weftv1.CallsRequest]) (*connect.Response[weftv1.CallsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("weft.v1.WorkerService.Calls is not implemented"))
 }
 
 func (UnimplementedWorkerServiceHandler) Checkpoint(context.Context, *connect.Request[weftv1.CheckpointRequest]) (*connect.Response[weftv1.CheckpointResponse], error) {
