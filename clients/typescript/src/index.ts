@@ -21,6 +21,7 @@ export {
   type APIErrorCode,
 } from "./errors.js";
 export { defaultLogger, type Logger } from "./log.js";
+export { CallError, FunctionContext, Future, type CallOptions, type DurableFunction } from "./function.js";
 export { formatDuration } from "./outcomes.js";
 export { Step } from "./step.js";
 export { Worker, type Handler, type WorkerOptions } from "./worker.js";

@@ -2,10 +2,13 @@
 // instead when the server refuses that.
 
 import { APIError, Permanent, RetryAfter, Unauthorized } from "./errors.js";
-import type { Complete, Fail } from "./types.js";
+import type { Calls, Complete, Fail } from "./types.js";
 
 /** A step's outcome, without its fence. */
-export type Outcome = { kind: "complete"; body: Omit<Complete, "fence"> } | { kind: "fail"; body: Omit<Fail, "fence"> };
+export type Outcome =
+  | { kind: "complete"; body: Omit<Complete, "fence"> }
+  | { kind: "fail"; body: Omit<Fail, "fence"> }
+  | { kind: "calls"; body: Omit<Calls, "fence"> };
 
 const WEEK_MS = 7 * 24 * 3600 * 1000;
 
@@ -42,6 +45,9 @@ export function refusedOutcome(outcome: Outcome, err: APIError): Omit<Fail, "fen
   const refusal = storable(err.toString());
   if (outcome.kind === "complete") {
     return { error: `the server refused the result: ${refusal.slice(0, 4096)}`, permanent: true };
+  }
+  if (outcome.kind === "calls") {
+    return { error: `the server refused the function's calls: ${refusal.slice(0, 4096)}`, permanent: true };
   }
   const text = storable(outcome.body.error || "failed").slice(0, 60000);
   const out: Omit<Fail, "fence"> = { error: `${text} (the server refused the report: ${refusal.slice(0, 1024)})` };

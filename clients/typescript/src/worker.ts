@@ -16,7 +16,8 @@
 // - stop() stops claiming, waits for running handlers up to the drain
 //   timeout, and deregisters.
 
-import { APIError, Interrupted, ServerUnavailable, StaleLease, Unauthorized, WorkerLost, authError, describe } from "./errors.js";
+import { APIError, Interrupted, Permanent, ServerUnavailable, StaleLease, Unauthorized, WorkerLost, authError, describe } from "./errors.js";
+import { drive, runCall, type DurableFunction } from "./function.js";
 import { Heartbeats } from "./heartbeats.js";
 import { HeldSteps } from "./held.js";
 import { defaultLogger, type Logger } from "./log.js";
@@ -59,6 +60,7 @@ export class Worker {
   readonly namespaces: string[];
   readonly concurrency: number;
   readonly handlers = new Map<string, Handler>();
+  private readonly functions = new Map<string, DurableFunction>();
   /** The id of the current registration, undefined before the first. */
   workerId: string | undefined;
   /** The lease period, from the registration (30 s until then). */
@@ -118,6 +120,19 @@ export class Worker {
         this.log.error(`${this.fatal.message}: stopping`);
         this.stop();
       },
+    });
+  }
+
+  /**
+   * Serve the durable function whose workflow's function step (type
+   * function) has handler `name`: fn(f, input) => JSON result, whose calls
+   * through f (step, go, sleep, waitSignal, child) are steps of the task,
+   * recorded by the server. Returns the worker, to chain.
+   */
+  function<I = unknown, R = unknown>(name: string, fn: DurableFunction<I, R>): this {
+    this.functions.set(name, fn as DurableFunction);
+    return this.handle(name, () => {
+      throw new Error("a durable function runs through its function step");
     });
   }
 
@@ -268,9 +283,14 @@ export class Worker {
   private async execute(step: Step): Promise<void> {
     let outcome: Outcome;
     try {
+      const durable = this.functions.get(step.handler);
       const fn = this.handlers.get(step.handler);
       if (fn === undefined) throw new Error(`this worker has no handler ${JSON.stringify(step.handler)}`);
-      outcome = completion(await fn(step));
+      if (durable !== undefined) {
+        outcome = await functionOutcome(durable, step);
+      } else {
+        outcome = completion(await fn(step));
+      }
     } catch (err) {
       if (step.preempted) {
         // Stopped as asked (whatever it threw): back to the queue.
@@ -379,4 +399,15 @@ export class Worker {
   private handlerNames(): string[] {
     return [...this.handlers.keys()].sort();
   }
+}
+
+/** The outcome of a durable function's step: new calls, or a result. */
+async function functionOutcome(fn: DurableFunction, step: Step): Promise<Outcome> {
+  if (step.raw.kind === "call") return completion(await runCall(fn, step));
+  if (step.raw.kind !== "function") {
+    throw new Permanent(`step "${step.name}" is not a durable function's (its workflow's step must be of type function)`);
+  }
+  const driven = await drive(fn, step);
+  if (driven.kind === "calls") return { kind: "calls", body: { calls: driven.calls } };
+  return completion(driven.value);
 }

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before } from "node:test";
 
-import { Worker, type AuditEntry, type Handler, type Logger, type WorkerOptions } from "../src/index.js";
+import { Worker, type AuditEntry, type DurableFunction, type Handler, type Logger, type WorkerOptions } from "../src/index.js";
 import { checkingFetch } from "./schema.js";
 import { WeftServer, waitFor } from "./weftserver.js";
 
@@ -43,8 +43,13 @@ export interface Ctx {
   logs: LogCapture;
   /** A fetch that checks requests and responses against openapi.json: the test fails on a disagreement. */
   fetch: typeof fetch;
-  /** Run a Worker serving handlers in namespace until the test ends; resolves once it registered. */
-  startWorker(namespace: string, handlers: Record<string, Handler>, options?: WorkerOptions): Promise<RunningWorker>;
+  /** Run a Worker serving handlers (and durable functions) in namespace until the test ends; resolves once it registered. */
+  startWorker(
+    namespace: string,
+    handlers: Record<string, Handler>,
+    options?: WorkerOptions,
+    functions?: Record<string, DurableFunction>,
+  ): Promise<RunningWorker>;
   /** Run fn when the test ends (last registered first). */
   cleanup(fn: () => unknown): void;
   /** The (from, to, reason, engine_id) of a step's audit entries. */
@@ -87,7 +92,7 @@ export function serverEnv(): Env {
         logs,
         fetch: checkingFetch(problems),
         cleanup: (fn) => cleanups.push(fn),
-        startWorker: (namespace, handlers, options = {}) => startWorker(ctx, namespace, handlers, options),
+        startWorker: (namespace, handlers, options = {}, functions = {}) => startWorker(ctx, namespace, handlers, options, functions),
         auditOf: async (taskId, step) =>
           (await env.server.audit(taskId))
             .filter((e) => e.step === step)
@@ -118,7 +123,13 @@ export function serverEnv(): Env {
   return env;
 }
 
-async function startWorker(ctx: Ctx, namespace: string, handlers: Record<string, Handler>, options: WorkerOptions): Promise<RunningWorker> {
+async function startWorker(
+  ctx: Ctx,
+  namespace: string,
+  handlers: Record<string, Handler>,
+  options: WorkerOptions,
+  functions: Record<string, DurableFunction>,
+): Promise<RunningWorker> {
   const worker = new Worker(ctx.server.url, {
     token: ctx.workerToken,
     name: namespace,
@@ -130,6 +141,7 @@ async function startWorker(ctx: Ctx, namespace: string, handlers: Record<string,
     ...options,
   });
   for (const [name, fn] of Object.entries(handlers)) worker.handle(name, fn);
+  for (const [name, fn] of Object.entries(functions)) worker.function(name, fn);
   const errors: unknown[] = [];
   const done = worker.run({ signals: false }).catch((err: unknown) => void errors.push(err));
   ctx.cleanup(async () => {
