@@ -131,6 +131,8 @@ func Classify(t *store.Task, env Env) TaskWait {
 				w.Reason = "signal"
 			case store.KindWorkflow:
 				w.Reason = "child"
+			case store.KindFunction:
+				w.Reason = "calls" // its calls, which are classified in turn
 			default:
 				w.Reason = "timer"
 			}

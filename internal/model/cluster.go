@@ -171,7 +171,7 @@ func startCluster(ctx context.Context, cfg Config, bin string) (_ *cluster, err 
 	}
 	c.runs = &remoteRuns{ledger: c.ledger, active: map[string]bool{}}
 	c.remote = &wireworker.Worker{Base: c.base, Token: c.token, Name: "model", Handler: "remote.work",
-		Client: &http.Client{Timeout: 10 * time.Second}, Work: c.runs.work}
+		Client: &http.Client{Timeout: 10 * time.Second}, Work: c.runs.work, Function: c.runs.drive}
 	rctx, cancel := context.WithCancel(context.Background())
 	c.rcancel, c.rdone = cancel, make(chan struct{})
 	go func() { c.remote.Run(rctx); close(c.rdone) }()

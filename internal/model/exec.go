@@ -100,7 +100,7 @@ func (r *runner) act(ctx context.Context, op Op, args []string, path string, bod
 func (r *runner) do(ctx context.Context, op Op) error {
 	switch op.Kind {
 	case OpSubmitPlain, OpSubmitDAG, OpSubmitFlaky, OpSubmitSignal, OpSubmitSignalTO, OpSubmitChild,
-		OpSubmitBatch, OpSubmitKeyed, OpSubmitSupersede, OpSubmitRemote, OpSubmitLong:
+		OpSubmitBatch, OpSubmitKeyed, OpSubmitSupersede, OpSubmitRemote, OpSubmitLong, OpSubmitFunction:
 		_, err := r.submit(ctx, op)
 		return err
 	case OpCancel:
@@ -304,7 +304,7 @@ func (r *runner) signal(ctx context.Context, op Op) error {
 		var cands []int64
 		for _, tid := range r.order {
 			m := r.tasks[tid]
-			if !m.signalled && !m.gone && (m.workflow == "mb/sig" || m.workflow == "mb/sigto") {
+			if !m.signalled && !m.gone && (m.workflow == "mb/sig" || m.workflow == "mb/sigto" || m.workflow == "mb/fn") {
 				cands = append(cands, tid)
 			}
 		}

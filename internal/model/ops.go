@@ -41,6 +41,7 @@ const (
 	OpSubmitSupersede = "submit-supersede" // keyed, on_conflict: supersede
 	OpSubmitRemote    = "submit-remote"    // a remote.work step (remote worker), then exec
 	OpSubmitLong      = "submit-long"      // one exec step longer than the lease
+	OpSubmitFunction  = "submit-function"  // a durable function on the remote worker: a step, a sleep, a signal wait, a step
 	OpCancel          = "cancel"           // REST or CLI cancel of a task
 	OpRetryTask       = "retry-task"       // retry a failed or cancelled task
 	OpRetryStep       = "retry-step"       // retry a failed step
@@ -66,7 +67,7 @@ var weights = []struct {
 }{
 	{OpSubmitPlain, 60}, {OpSubmitDAG, 40}, {OpSubmitFlaky, 25}, {OpSubmitSignal, 30},
 	{OpSubmitSignalTO, 15}, {OpSubmitChild, 20}, {OpSubmitBatch, 20}, {OpSubmitKeyed, 20},
-	{OpSubmitSupersede, 20}, {OpSubmitRemote, 25}, {OpSubmitLong, 10},
+	{OpSubmitSupersede, 20}, {OpSubmitRemote, 25}, {OpSubmitLong, 10}, {OpSubmitFunction, 20},
 	{OpCancel, 30}, {OpRetryTask, 30}, {OpRetryStep, 25}, {OpResolveStep, 15}, {OpSignal, 45},
 	{OpPause, 10}, {OpResume, 14}, {OpPauseUnknown, 4}, {OpLimit, 8}, {OpUnlimit, 10},
 	{OpDelete, 15}, {OpPrune, 5}, {OpSchedule, 4},

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/durable"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -40,8 +41,22 @@ func (w *remoteRuns) record(line string) {
 	_ = f.Close()
 }
 
-// work runs a claimed step: 80 ms, between its start and end lines.
+// work runs a claimed step: 80 ms, between its start and end lines. A
+// step call of the model's durable function runs the function up to it,
+// whose code is that work.
 func (w *remoteRuns) work(ctx context.Context, s wire.ClaimedStep) json.RawMessage {
+	if s.Kind == "call" {
+		result, err := durable.RunCall(ctx, s.TaskID, journalOf(s), s.Step, w.function(s), s.Input)
+		if err != nil {
+			return json.RawMessage(fmt.Sprintf(`{"error": %q}`, err.Error()))
+		}
+		return result
+	}
+	return w.run(ctx, s)
+}
+
+// run is the work of a step: 80 ms, between its start and end lines.
+func (w *remoteRuns) run(ctx context.Context, s wire.ClaimedStep) json.RawMessage {
 	w.mu.Lock()
 	w.n++
 	runner := fmt.Sprintf("r%d", w.n)
@@ -62,4 +77,57 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// function is the model's durable function (workflow mb/fn, handler
+// remote.work): a step, a durable sleep, a wait for the signal "go" (which
+// OpSignal sends), and a step. Its steps' code is the remote worker's work,
+// in the ledger under their names.
+func (w *remoteRuns) function(s wire.ClaimedStep) durable.Func {
+	return func(r *durable.Replay, input json.RawMessage) (json.RawMessage, error) {
+		step := func(name string) (json.RawMessage, error) {
+			return r.Call(name, durable.Request{Item: durable.Item{Call: durable.CallStep}}, func(ctx context.Context) (json.RawMessage, error) {
+				return w.run(ctx, wire.ClaimedStep{TaskID: s.TaskID, Step: name, Attempt: s.Attempt}), nil
+			}).Wait()
+		}
+		if _, err := step("a"); err != nil {
+			return nil, err
+		}
+		if _, err := r.Call("nap", durable.Request{Item: durable.Item{Call: durable.CallSleep}, Until: time.Now().Add(100 * time.Millisecond)}, nil).Wait(); err != nil {
+			return nil, err
+		}
+		if _, err := r.Call("go", durable.Request{Item: durable.Item{Call: durable.CallSignal}, Signal: "go", Timeout: time.Hour}, nil).Wait(); err != nil {
+			return nil, err
+		}
+		return step("b")
+	}
+}
+
+// drive runs the function step of the model's durable function: the calls
+// to record, or its result.
+func (w *remoteRuns) drive(ctx context.Context, s wire.ClaimedStep) ([]wire.Call, json.RawMessage, error) {
+	out := durable.Drive(ctx, s.TaskID, journalOf(s), w.function(s), s.Input)
+	if out.Err != nil || out.Waiting {
+		return nil, nil, fmt.Errorf("the model's function: %v (waiting %v)", out.Err, out.Waiting)
+	}
+	calls := make([]wire.Call, len(out.Calls))
+	for i, c := range out.Calls {
+		calls[i] = wire.Call{Name: c.Name, Kind: c.Item.Call, Signal: c.Signal, TimeoutMS: c.Timeout.Milliseconds()}
+		if c.Item.Call == durable.CallSleep {
+			calls[i].SleepMS = max(1, time.Until(c.Until).Milliseconds())
+		}
+	}
+	return calls, out.Value, nil
+}
+
+// journalOf is the journal a claimed step carries.
+func journalOf(s wire.ClaimedStep) []durable.Recorded {
+	out := make([]durable.Recorded, len(s.Calls))
+	for i, c := range s.Calls {
+		out[i] = durable.Recorded{Name: c.Name, Call: c.Kind, Ended: c.Ended, Succeeded: c.OK, Result: c.Result, Error: c.Error}
+		if c.Ended && c.OK && len(c.Result) == 0 {
+			out[i].Result = json.RawMessage("null")
+		}
+	}
+	return out
 }

@@ -39,6 +39,7 @@ var submitWorkflow = map[string]string{
 	OpSubmitChild:     "mb/child",
 	OpSubmitBatch:     "mb/batch",
 	OpSubmitRemote:    "mb/remote",
+	OpSubmitFunction:  "mb/fn",
 }
 
 // templates returns the model's workflow templates by file name.
@@ -74,6 +75,7 @@ func templates(script, ledger string, lease time.Duration) map[string]string {
 		"remote": workflow("mb", "remote", "",
 			step("r", "handler: remote.work", "retry: {max_attempts: 10, backoff: fixed, initial: 100ms}"),
 			exec("z", "0.05", "", "depends_on: [r]")),
+		"fn":   workflow("mb", "fn", "", step("function", "type: function", "handler: remote.work")),
 		"tick": workflow("mb", "tick", "schedules:\n"+step("every", `cron: "@every 3s"`), exec("s", "0.02", "")),
 	}
 }

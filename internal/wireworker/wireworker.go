@@ -29,6 +29,11 @@ type Worker struct {
 	Client  *http.Client
 	// Work runs a claimed step and returns its result.
 	Work func(ctx context.Context, s wire.ClaimedStep) json.RawMessage
+	// Function, if set, runs the function step of a durable function
+	// (kind "function"): it returns the new calls the function made, or
+	// its result, or an error that fails the step for good. A durable
+	// function's step calls (kind "call") go to Work.
+	Function func(ctx context.Context, s wire.ClaimedStep) ([]wire.Call, json.RawMessage, error)
 
 	mu      sync.Mutex
 	abandon bool
@@ -169,6 +174,19 @@ func (w *Worker) Run(ctx context.Context) {
 			continue
 		}
 		for _, s := range cr.Steps {
+			if s.Kind == "function" && w.Function != nil {
+				calls, result, err := w.Function(ctx, s)
+				switch {
+				case w.abandoned():
+				case err != nil:
+					w.report(ctx, "fail", wire.Fail{Fence: &s.Fence, Error: err.Error(), Permanent: true})
+				case len(calls) > 0:
+					w.report(ctx, "calls", wire.Calls{Fence: &s.Fence, Calls: calls})
+				default:
+					w.complete(ctx, s.Fence, result)
+				}
+				continue
+			}
 			result := w.Work(ctx, s)
 			if w.abandoned() {
 				continue // dropped: the server takes it back when the lease lapses
@@ -194,6 +212,23 @@ func (w *Worker) complete(ctx context.Context, fence wire.Fence, result json.Raw
 		}
 		if ctx.Err() != nil {
 			return // stopped: a call cut short is not a retry
+		}
+		w.mu.Lock()
+		w.retries++
+		w.mu.Unlock()
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// report sends a report (fail, calls) for up to a minute while the server
+// does not answer; a refusal (4xx) ends it: the step runs again, or fails
+// under its lease.
+func (w *Worker) report(ctx context.Context, kind string, body any) {
+	deadline := time.Now().Add(time.Minute)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		st, err := w.call(ctx, "POST", "/v1/workers/"+w.id+"/"+kind, body, nil)
+		if err == nil || (st >= 400 && st < 500) || ctx.Err() != nil {
+			return
 		}
 		w.mu.Lock()
 		w.retries++
