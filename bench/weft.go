@@ -52,9 +52,11 @@ func openWeft(ctx context.Context, e *env, wf *workflow.Workflow, h weft.Handler
 	if h != nil {
 		eng.Handle("noop", h)
 	}
-	if err := eng.Register(ctx, wf); err != nil {
-		r.close()
-		return nil, err
+	if wf != nil {
+		if err := eng.Register(ctx, wf); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -241,12 +243,43 @@ func weftSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) {
 }
 
 func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
-	n = max(n, 200) // percentiles up to p99 need a few hundred runs
 	r, err := openWeft(ctx, e, dag7(), noop)
 	if err != nil {
 		return sample{}, err
 	}
 	defer r.close()
+	return latencies(ctx, r, "bench/dag7", n, "dag")
+}
+
+// weftFunc5 is dag7's measure for a durable function of five sequential
+// steps: each step a call, recorded as a step of the task.
+func weftFunc5(ctx context.Context, e *env, n int, _ options) (sample, error) {
+	r, err := openWeft(ctx, e, nil, nil)
+	if err != nil {
+		return sample{}, err
+	}
+	defer r.close()
+	err = weft.RegisterFunc(ctx, r.engine, "bench/func5", func(ctx weft.FuncContext, _ struct{}) (int, error) {
+		total := 0
+		for _, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
+			v, err := weft.Step(ctx, name, func(context.Context) (int, error) { return 1, nil })
+			if err != nil {
+				return 0, err
+			}
+			total += v
+		}
+		return total, nil
+	})
+	if err != nil {
+		return sample{}, err
+	}
+	return latencies(ctx, r, "bench/func5", n, "function")
+}
+
+// latencies submits n tasks of ref one at a time on the idle engine and
+// times each from submission to completion.
+func latencies(ctx context.Context, r *weftRun, ref string, n int, unit string) (sample, error) {
+	n = max(n, 200) // percentiles up to p99 need a few hundred runs
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
 	}
@@ -257,7 +290,7 @@ func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	lat := make([]float64, 0, n)
 	for range n {
 		start := time.Now()
-		res, err := r.engine.Submit(ctx, weft.Submission{Workflow: "bench/dag7"})
+		res, err := r.engine.Submit(ctx, weft.Submission{Workflow: ref})
 		if err != nil {
 			return sample{}, err
 		}
@@ -274,7 +307,7 @@ func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	s := sample{value: percentile(lat, 0.50), latencies: lat, metrics: map[string]float64{
 		"p50_ms": percentile(lat, 0.50), "p95_ms": percentile(lat, 0.95), "p99_ms": percentile(lat, 0.99), "max_ms": lat[len(lat)-1],
 	}}
-	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, "dag"); err != nil {
+	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, unit); err != nil {
 		return sample{}, err
 	}
 	s.top, err = r.count.topStatements(ctx, 16)
