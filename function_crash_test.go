@@ -155,11 +155,12 @@ func crashWorker() int {
 // kill runs again.
 func TestFunctionCrashAtEveryBoundary(t *testing.T) {
 	t.Parallel()
-	// "run N": the Nth time the function's code starts in the process,
-	// to make its calls (a boundary between calls) or to reach the code
-	// of one (a step's); eleven in all.
+	// "run N": the Nth time the function's code starts in the process:
+	// the function step's runs, each a boundary between calls, seven in
+	// all (a step's code runs without a run of the function where the
+	// function made it).
 	points := []string{"step a", "step b", "step c", "step d"}
-	for n := 1; n <= 11; n++ {
+	for n := 1; n <= 7; n++ {
 		points = append(points, fmt.Sprintf("run %d", n))
 	}
 	exe, err := os.Executable()

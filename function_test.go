@@ -287,3 +287,76 @@ func TestFunctionPolicies(t *testing.T) {
 		require.EqualValues(t, 1, peak.Load(), "two tasks of a function limited to one ran at once")
 	})
 }
+
+// TestFunctionVersionsCancelAndRetry: a task stays on the version of the
+// function it was submitted to; cancelling a task stops its running call
+// and its function; an operator's retry of a failed task runs its failed
+// call again, and the function goes on from there.
+func TestFunctionVersionsCancelAndRetry(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		v1 := func(ctx weft.FuncContext, _ struct{}) (string, error) {
+			return weft.Step(ctx, "old", func(context.Context) (string, error) { return "v1", nil })
+		}
+		v2 := func(ctx weft.FuncContext, _ struct{}) (string, error) {
+			return weft.Step(ctx, "new", func(context.Context) (string, error) { return "v2", nil })
+		}
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/versioned", v1))
+		old := submit(t, e, weft.Submission{Workflow: "shop/versioned"}).Task.ID
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/versioned", v2, weft.FuncVersion("2")))
+		cur := submit(t, e, weft.Submission{Workflow: "shop/versioned"}).Task.ID
+
+		started, stopped := make(chan struct{}), make(chan error, 1)
+		var after atomic.Bool
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/cancelled", func(ctx weft.FuncContext, _ struct{}) (int, error) {
+			_, err := weft.Step(ctx, "block", func(ctx context.Context) (int, error) {
+				close(started)
+				<-ctx.Done()
+				stopped <- context.Cause(ctx)
+				return 0, ctx.Err()
+			})
+			after.Store(true)
+			return 0, err
+		}))
+		var tries atomic.Int32
+		require.NoError(t, weft.RegisterFunc(ctx, e, "shop/retried", func(ctx weft.FuncContext, _ struct{}) (string, error) {
+			v, err := weft.Step(ctx, "flaky", func(context.Context) (string, error) {
+				if tries.Add(1) == 1 {
+					return "", errors.New("down")
+				}
+				return "up", nil
+			}, workflow.WithRetry(workflow.RetryPolicy{MaxAttempts: 1}))
+			if err != nil {
+				return "", err
+			}
+			return weft.Step(ctx, "then", func(context.Context) (string, error) { return "after " + v, nil })
+		}))
+		start(t, e)
+
+		require.JSONEq(t, `"v1"`, string(wait(t, e, old).Steps[0].Result))
+		require.JSONEq(t, `"v2"`, string(wait(t, e, cur).Steps[0].Result))
+
+		cancelled := submit(t, e, weft.Submission{Workflow: "shop/cancelled"}).Task.ID
+		<-started
+		require.NoError(t, e.Cancel(ctx, cancelled))
+		select {
+		case err := <-stopped:
+			require.Error(t, err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the cancelled task's call kept running")
+		}
+		task := wait(t, e, cancelled)
+		require.Equal(t, state.TaskCancelled, task.State)
+		require.False(t, after.Load(), "the function went on after its task was cancelled")
+
+		retried := submit(t, e, weft.Submission{Workflow: "shop/retried"}).Task.ID
+		task = wait(t, e, retried)
+		require.Equal(t, state.TaskFailed, task.State)
+		require.NoError(t, e.Retry(ctx, retried))
+		task = wait(t, e, retried)
+		require.Equal(t, state.TaskCompleted, task.State, "%+v", task.Steps)
+		require.JSONEq(t, `"after up"`, string(task.Steps[0].Result))
+	})
+}

@@ -61,6 +61,9 @@ type Request struct {
 	// Signal and Timeout are what a signal call waits for.
 	Signal  string
 	Timeout time.Duration
+	// Run is a step call's code, as this run made it: the process that
+	// claims the call's step may run it without replaying the function.
+	Run func(context.Context) (json.RawMessage, error)
 }
 
 // CallError is the error of a call that failed: its step failed, or a
@@ -128,7 +131,7 @@ func (r *Replay) Call(name string, req Request, fn func(context.Context) (json.R
 	if n > 0 {
 		name = fmt.Sprintf("%s[%d]", name, n+1)
 	}
-	req.Name = name
+	req.Name, req.Run = name, fn
 	pos := r.next
 	r.next++
 	if pos >= len(r.journal) {

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weftrun/weft/internal/durable"
@@ -19,8 +21,9 @@ import (
 // function step of a task replays the function over the calls its task
 // recorded, and the calls it makes anew become steps of the task
 // (store.Outcome.Calls) that the function step waits for. A step call runs
-// its code by replaying the function up to it; a sleep is a call step that
-// waits until its time and then completes.
+// the code this engine's run of the function made (pendingCalls), or
+// replays the function up to it; a sleep is a call step that waits until
+// its time and then completes.
 
 // HandleFunction registers the handler of a durable function: its task's
 // function step and its step and sleep calls all run it.
@@ -36,8 +39,11 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		if err := json.Unmarshal(c.Item, &item); err != nil {
 			return nil, failNow(fmt.Errorf("call %q: its item is not a call: %w", c.Name, err))
 		}
-		if sleepEnds(*c) {
-			return nil, nil
+		if item.Call == durable.CallSleep {
+			return nil, nil // its time has come
+		}
+		if run := e.calls.take(c.TaskID, c.Name); run != nil {
+			return run(ctx) // made by this engine's run of the function
 		}
 	} else if c.Kind != store.KindFunction {
 		return nil, failNow(fmt.Errorf("step %q of kind %q is not a durable function's", c.Name, c.Kind))
@@ -52,7 +58,16 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 	out := durable.Drive(ctx, c.TaskID, journal, fn, c.Input)
 	switch {
 	case len(out.Calls) > 0:
-		return nil, e.madeCalls(ctx, c, len(journal), out.Calls)
+		err := e.madeCalls(ctx, c, len(journal), out.Calls)
+		var made *callsMade
+		if errors.As(err, &made) {
+			for _, req := range out.Calls {
+				if req.Run != nil {
+					e.calls.put(c.TaskID, req.Name, req.Run)
+				}
+			}
+		}
+		return nil, err
 	case out.Waiting:
 		// An operator retried a call the function waits for: look again
 		// once it may have ended.
@@ -290,4 +305,59 @@ func callInput(s store.Step) (json.RawMessage, bool) {
 // settleCalls sets o to the outcome of a function step that made calls.
 func settleCalls(o *store.Outcome, made *callsMade) {
 	o.State, o.Calls, o.Snooze, o.Reason = state.StepWaiting, made.calls, true, made.Error()
+}
+
+// pendingCalls keeps the code of the step calls that this engine's runs
+// of durable functions made, until their steps are claimed: a call claimed
+// here runs it without reading its task and replaying the function. It
+// holds at most maxPendingCalls, the oldest dropped first (their calls
+// replay, as a call claimed elsewhere does).
+type pendingCalls struct {
+	mu    sync.Mutex
+	runs  map[pendingCall]func(context.Context) (json.RawMessage, error)
+	order []pendingCall
+}
+
+type pendingCall struct {
+	task int64
+	name string
+}
+
+const maxPendingCalls = 4096
+
+func (p *pendingCalls) put(task int64, name string, run func(context.Context) (json.RawMessage, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runs == nil {
+		p.runs = map[pendingCall]func(context.Context) (json.RawMessage, error){}
+	}
+	k := pendingCall{task, name}
+	if _, ok := p.runs[k]; !ok {
+		p.order = append(p.order, k)
+	}
+	p.runs[k] = run
+	for len(p.runs) > maxPendingCalls && len(p.order) > 0 {
+		delete(p.runs, p.order[0])
+		p.order = p.order[1:]
+	}
+	if len(p.order) > 2*maxPendingCalls {
+		// Taken calls leave their keys behind: keep only the live ones.
+		live := p.order[:0]
+		for _, k := range p.order {
+			if _, ok := p.runs[k]; ok {
+				live = append(live, k)
+			}
+		}
+		p.order = live
+	}
+}
+
+// take returns and forgets the code of a call, if this engine has it.
+func (p *pendingCalls) take(task int64, name string) func(context.Context) (json.RawMessage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := pendingCall{task, name}
+	run := p.runs[k]
+	delete(p.runs, k)
+	return run
 }
