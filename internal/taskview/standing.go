@@ -22,16 +22,20 @@ type Standing struct {
 
 // StandingOf picks the step to show of a task's active steps (its ready,
 // running and waiting ones): a running one, else a waiting one, else a
-// ready one, the first of each. ok is false when none is active.
+// ready one, the first of each. A durable function's step waiting for its
+// calls comes last: the calls say what it waits for. ok is false when none
+// is active.
 func StandingOf(active []wire.Step) (s Standing, ok bool) {
 	if len(active) == 0 {
 		return Standing{}, false
 	}
 	rank := func(s wire.Step) int {
-		switch s.State {
-		case state.StepRunning:
+		switch {
+		case s.Kind == store.KindFunction && s.State == state.StepWaiting:
+			return 3
+		case s.State == state.StepRunning:
 			return 0
-		case state.StepWaiting:
+		case s.State == state.StepWaiting:
 			return 1
 		}
 		return 2

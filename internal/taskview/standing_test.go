@@ -44,6 +44,8 @@ func TestStanding(t *testing.T) {
 		{"a signal wait, days away", []wire.Step{signal}, time.UTC, "approval", "signal", "approval waits for signal approve until Jan 5 03:04"},
 		{"a signal wait with no deadline", []wire.Step{forever}, time.UTC, "approval", "signal", "approval waits for signal approve"},
 		{"a timer", []wire.Step{timer}, time.UTC, "cool-off", "waiting", "cool-off waits until 04:04"},
+		{"a function's call", []wire.Step{{Name: "function", State: state.StepWaiting, Kind: store.KindFunction}, signal}, time.UTC,
+			"approval", "signal", "approval waits for signal approve until Jan 5 03:04 +1 more"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
