@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/durable"
+	"github.com/weftrun/weft/internal/engine"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -190,7 +191,7 @@ func Go[T any](ctx FuncContext, name string, fn func(context.Context) (T, error)
 	for _, opt := range opts {
 		opt(&st)
 	}
-	item := durable.Item{Call: durable.CallStep, Step: &workflow.Step{Retry: st.Retry, Timeout: st.Timeout, Priority: st.Priority, Preemptible: st.Preemptible}}
+	item := durable.Item{Call: durable.CallStep, Step: engine.CallStep(workflow.Step{Retry: st.Retry, Timeout: st.Timeout, Priority: st.Priority, Preemptible: st.Preemptible})}
 	h := ctx.replay().Call(name, durable.Request{Item: item}, func(ctx context.Context) (json.RawMessage, error) {
 		v, err := fn(ctx)
 		if err != nil {
@@ -233,7 +234,7 @@ func Child[T any](ctx FuncContext, ref string, input any) (T, error) {
 	if err != nil {
 		return v, Permanent(fmt.Errorf("input of child %q: %w", ref, err))
 	}
-	item := durable.Item{Call: durable.CallChild, Step: &workflow.Step{Workflow: ref, Retry: workflow.RetryPolicy{MaxAttempts: 1}}, Input: in}
+	item := durable.Item{Call: durable.CallChild, Step: engine.CallStep(workflow.Step{Workflow: ref, Retry: workflow.RetryPolicy{MaxAttempts: 1}}), Input: in}
 	raw, err := ctx.replay().Call(name, durable.Request{Item: item}, nil).Wait()
 	if err != nil {
 		return v, wrapCallError(err)

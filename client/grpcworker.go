@@ -447,12 +447,22 @@ func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1
 	for attempt := 0; ; attempt++ {
 		id := w.workerID()
 		var err error
-		if herr == nil {
+		var made callsMade
+		switch {
+		case herr == nil:
 			if len(result) == 0 {
 				result = json.RawMessage("null")
 			}
 			_, err = w.api.Complete(ctx, request(ctx, &weftv1.CompleteRequest{WorkerId: id, Fence: fence, Result: result}, w.cfg.Token))
-		} else {
+		case errors.As(herr, &made):
+			_, err = w.api.Calls(ctx, request(ctx, callsRequest(id, fence, made.calls), w.cfg.Token))
+			if connect.CodeOf(err) == connect.CodeInvalidArgument {
+				// Refused: the function's calls cannot be recorded; fail
+				// the step rather than run it again and again.
+				herr = Permanent(fmt.Errorf("the server refused the function's calls: %w", err))
+				continue
+			}
+		default:
 			var perm permanentError
 			_, err = w.api.Fail(ctx, request(ctx, &weftv1.FailRequest{WorkerId: id, Fence: fence, Error: herr.Error(),
 				Permanent: errors.As(herr, &perm) && !preempted, Preempted: preempted}, w.cfg.Token))

@@ -14,11 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"time"
-
-	"github.com/weftrun/weft/workflow"
 )
 
 // Kinds of call, as an item of a call step records them.
@@ -33,8 +32,9 @@ const (
 type Item struct {
 	Call string `json:"call"`
 	// Step holds a step call's options (retry, timeout, priority,
-	// preemptible) and a child's workflow.
-	Step *workflow.Step `json:"step,omitempty"`
+	// preemptible) and a child's workflow: a workflow.Step as JSON, which
+	// the engine reads.
+	Step json.RawMessage `json:"step,omitempty"`
 	// Input is a child's input.
 	Input json.RawMessage `json:"input,omitempty"`
 }
@@ -82,6 +82,11 @@ type NonDeterminismError struct{ Msg string }
 
 func (e *NonDeterminismError) Error() string { return "non-determinism: " + e.Msg }
 
+// validName is what a call's name may hold, as a step's
+// (workflow.ValidName; this package stays free of the workflow package,
+// for the remote workers of package client).
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
 // Func is a durable function as the engine runs it: its input as JSON,
 // its result as JSON.
 type Func func(r *Replay, input json.RawMessage) (json.RawMessage, error)
@@ -123,7 +128,7 @@ func (h *Handle) Name() string { return h.name }
 // and the replay ends. reserved names the function step, which no call
 // may take.
 func (r *Replay) Call(name string, req Request, fn func(context.Context) (json.RawMessage, error)) *Handle {
-	if !workflow.ValidName(name) {
+	if !validName.MatchString(name) {
 		r.halt(fmt.Errorf("call name %q: use letters, digits, '_', '.' and '-'", name))
 	}
 	n := r.used[name]

@@ -164,7 +164,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 		req := durable.Request{Name: fc.Name, Item: durable.Item{Call: fc.Kind}}
 		switch fc.Kind {
 		case durable.CallStep:
-			req.Item.Step = &workflow.Step{Retry: workflow.RetryPolicy{MaxAttempts: fc.MaxAttempts}, Timeout: workflow.Duration(fc.Timeout), Priority: fc.Priority}
+			req.Item.Step = CallStep(workflow.Step{Retry: workflow.RetryPolicy{MaxAttempts: fc.MaxAttempts}, Timeout: workflow.Duration(fc.Timeout), Priority: fc.Priority})
 		case durable.CallSleep:
 			if fc.Sleep <= 0 {
 				return store.Outcome{}, store.Invalidf(field("sleep_ms"), "a sleep lasts more than 0 ms")
@@ -186,7 +186,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 			if !json.Valid(input) {
 				return store.Outcome{}, store.Invalidf(field("input"), "is not JSON")
 			}
-			req.Item.Step = &workflow.Step{Workflow: fc.Workflow, Retry: workflow.RetryPolicy{MaxAttempts: 1}}
+			req.Item.Step = CallStep(workflow.Step{Workflow: fc.Workflow, Retry: workflow.RetryPolicy{MaxAttempts: 1}})
 			req.Item.Input = input
 		default:
 			return store.Outcome{}, store.Invalidf(field("kind"), "%q is not step, sleep, signal or child", fc.Kind)
@@ -242,7 +242,7 @@ func (e *Engine) callInserts(c *store.ClaimedStep, calls []durable.Request) []st
 	inserts := make([]store.StepInsert, len(calls))
 	for i, req := range calls {
 		in := store.StepInsert{Name: req.Name, Handler: c.Handler, Kind: store.KindCall, MaxAttempts: 1}
-		if st := req.Item.Step; st != nil {
+		if st := callOptions(req.Item); st != nil {
 			in.MaxAttempts, in.Priority, in.Timeout, in.Preemptible = retryPolicy(st.Retry).MaxAttempts, st.Priority, storeTimeout(st.Timeout), st.Preemptible
 		}
 		switch req.Item.Call {
@@ -280,14 +280,33 @@ func callDefinition(s store.Step) *workflow.Step {
 		return nil
 	}
 	def := workflow.Step{Name: s.Name, Handler: s.Handler}
-	if item.Step != nil {
-		def = *item.Step
+	if st := callOptions(item); st != nil {
+		def = *st
 		def.Name, def.Handler = s.Name, s.Handler
 	}
 	if item.Call == durable.CallChild {
 		def.Type = workflow.StepWorkflow
 	}
 	return &def
+}
+
+// CallStep is a call's options (or a child's workflow) as its item
+// records them.
+func CallStep(st workflow.Step) json.RawMessage {
+	b, _ := json.Marshal(st) // a workflow.Step always encodes
+	return b
+}
+
+// callOptions are the options an item records, nil for none.
+func callOptions(item durable.Item) *workflow.Step {
+	if len(item.Step) == 0 {
+		return nil
+	}
+	var st workflow.Step
+	if json.Unmarshal(item.Step, &st) != nil {
+		return nil
+	}
+	return &st
 }
 
 // callInput is the input of a child call, if s is one.

@@ -1,0 +1,204 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weftrun/weft/internal/durable"
+	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/wire/weftv1"
+)
+
+// Function is a durable function as a remote worker runs it: ordinary Go
+// whose calls through f are steps of its task, recorded by the server.
+// The task's function step runs it from the top each time: a call that has
+// ended returns its recorded result without running again, and the first
+// new calls become steps of the task, which the function step waits for,
+// holding no slot. Its result is encoded as JSON. See docs/workflows.md
+// (durable functions) and docs/remote-workers.md (the protocol).
+type Function func(f *FunctionRun, input json.RawMessage) (any, error)
+
+// HandleFunction serves the durable function whose workflow's function
+// step (type function) has handler name. Call it before Run.
+func (w *GRPCWorker) HandleFunction(name string, fn Function) { w.handlers[name] = functionHandler(fn) }
+
+// FunctionRun is one run of a durable function: its calls. Make them from
+// the function's goroutine; run calls in parallel with Go.
+type FunctionRun struct {
+	r *durable.Replay
+}
+
+// Context is the context of the run's step.
+func (f *FunctionRun) Context() context.Context { return f.r.Context() }
+
+// TaskID is the function's task.
+func (f *FunctionRun) TaskID() int64 { return f.r.TaskID }
+
+// CallOptions are a step call's: its attempts (0: the default, 3), its
+// timeout per attempt and its priority.
+type CallOptions struct {
+	MaxAttempts int
+	Timeout     time.Duration
+	Priority    int
+}
+
+// Step runs fn as a step of the task named name and returns its result as
+// JSON: recorded once fn succeeded, it is returned without running fn
+// again. A call whose step failed for good returns a *CallError.
+func (f *FunctionRun) Step(name string, fn func(ctx context.Context) (any, error), opts ...CallOptions) (json.RawMessage, error) {
+	return f.Go(name, fn, opts...).Wait()
+}
+
+// Call is a call made with Go.
+type Call struct{ h *durable.Handle }
+
+// Wait returns the call's result, once it has ended.
+func (c *Call) Wait() (json.RawMessage, error) { return c.h.Wait() }
+
+// Go is Step without waiting: calls made with Go run in parallel.
+func (f *FunctionRun) Go(name string, fn func(ctx context.Context) (any, error), opts ...CallOptions) *Call {
+	var o CallOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	// The worker's own note of the options, for wireCall.
+	step, _ := json.Marshal(wire.Call{MaxAttempts: o.MaxAttempts, TimeoutMS: o.Timeout.Milliseconds(), Priority: o.Priority})
+	h := f.r.Call(name, durable.Request{Item: durable.Item{Call: durable.CallStep, Step: step}}, func(ctx context.Context) (json.RawMessage, error) {
+		v, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("result of call %q is not JSON-encodable: %w", name, err))
+		}
+		return b, nil
+	})
+	return &Call{h: h}
+}
+
+// Sleep waits durably for d, holding no slot.
+func (f *FunctionRun) Sleep(d time.Duration) error {
+	_, err := f.r.Call("sleep", durable.Request{Item: durable.Item{Call: durable.CallSleep}, Until: time.Now().Add(d)}, nil).Wait()
+	return err
+}
+
+// WaitSignal waits durably for the signal name and returns its payload; a
+// timeout above zero bounds the wait (past it, a *CallError).
+func (f *FunctionRun) WaitSignal(name string, timeout time.Duration) (json.RawMessage, error) {
+	raw, err := f.r.Call(name, durable.Request{Item: durable.Item{Call: durable.CallSignal}, Signal: name, Timeout: timeout}, nil).Wait()
+	if err != nil {
+		return nil, err
+	}
+	var got struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return nil, fmt.Errorf("signal %q: %w", name, err)
+	}
+	return got.Payload, nil
+}
+
+// Child starts a child task of the workflow ref ("namespace/name", or
+// with "@version") with input and returns its result.
+func (f *FunctionRun) Child(ref string, input any) (json.RawMessage, error) {
+	in, err := json.Marshal(input)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("input of child %q: %w", ref, err))
+	}
+	name := ref[strings.LastIndexByte(ref, '/')+1:]
+	name, _, _ = strings.Cut(name, "@")
+	step, _ := json.Marshal(wire.Call{Workflow: ref})
+	return f.r.Call(name, durable.Request{Item: durable.Item{Call: durable.CallChild, Step: step, Input: in}}, nil).Wait()
+}
+
+// CallError is the error of a call that failed for good. A function that
+// returns it fails its task at once.
+type CallError = durable.CallError
+
+// callsMade is the outcome of a function step that made new calls: the
+// worker reports them (Calls) instead of a result.
+type callsMade struct{ calls []wire.Call }
+
+func (c callsMade) Error() string { return fmt.Sprintf("made %d call(s)", len(c.calls)) }
+
+// functionHandler runs a durable function's steps: the function step
+// replays it over the recorded calls; a call's step replays it up to the
+// call and runs the call's code.
+func functionHandler(fn Function) StepHandler {
+	run := func(r *durable.Replay, input json.RawMessage) (json.RawMessage, error) {
+		v, err := fn(&FunctionRun{r: r}, input)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("result is not JSON-encodable: %w", err))
+		}
+		return b, nil
+	}
+	return func(ctx context.Context, step wire.ClaimedStep) (json.RawMessage, error) {
+		journal := make([]durable.Recorded, len(step.Calls))
+		for i, c := range step.Calls {
+			journal[i] = durable.Recorded{Name: c.Name, Call: c.Kind, Ended: c.Ended, Succeeded: c.OK, Result: c.Result, Error: c.Error}
+			if c.Ended && c.OK && len(c.Result) == 0 {
+				journal[i].Result = json.RawMessage("null")
+			}
+		}
+		switch step.Kind {
+		case "call":
+			result, err := durable.RunCall(ctx, step.TaskID, journal, step.Step, run, step.Input)
+			if err != nil && durable.IsPermanent(err) {
+				err = Permanent(err)
+			}
+			return result, err
+		case "function":
+			out := durable.Drive(ctx, step.TaskID, journal, run, step.Input)
+			switch {
+			case len(out.Calls) > 0:
+				calls := make([]wire.Call, len(out.Calls))
+				for i, c := range out.Calls {
+					calls[i] = wireCall(c)
+				}
+				return nil, callsMade{calls: calls}
+			case out.Waiting:
+				return nil, errors.New("the function waits for a call that has not ended")
+			case out.Err != nil && durable.IsPermanent(out.Err):
+				return nil, Permanent(out.Err)
+			}
+			return out.Value, out.Err
+		}
+		return nil, Permanent(fmt.Errorf("step %q is not a durable function's (its workflow's step must be of type function)", step.Step))
+	}
+}
+
+// wireCall is a new call as the server takes it: the options the run
+// noted in its item (Go, Child), its name, kind and times.
+func wireCall(c durable.Request) wire.Call {
+	var out wire.Call
+	if len(c.Item.Step) > 0 {
+		_ = json.Unmarshal(c.Item.Step, &out) // noted by Go or Child
+	}
+	out.Name, out.Kind, out.Input = c.Name, c.Item.Call, c.Item.Input
+	switch c.Item.Call {
+	case durable.CallSleep:
+		out.SleepMS = max(1, time.Until(c.Until).Milliseconds())
+	case durable.CallSignal:
+		out.Signal, out.TimeoutMS = c.Signal, c.Timeout.Milliseconds()
+	}
+	return out
+}
+
+// callsRequest is the report of a function step's new calls.
+func callsRequest(workerID string, fence *weftv1.Fence, calls []wire.Call) *weftv1.CallsRequest {
+	out := &weftv1.CallsRequest{WorkerId: workerID, Fence: fence}
+	for _, c := range calls {
+		out.Calls = append(out.Calls, &weftv1.Call{Name: c.Name, Kind: c.Kind, SleepMs: c.SleepMS, Signal: c.Signal, TimeoutMs: c.TimeoutMS,
+			MaxAttempts: int32(c.MaxAttempts), Priority: int32(c.Priority), Workflow: c.Workflow, Input: c.Input})
+	}
+	return out
+}
