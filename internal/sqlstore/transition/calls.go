@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/state"
@@ -53,10 +52,8 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 	}
 	children := strconv.Itoa(fn)
 	type signalWait struct {
-		id      int64
-		name    string
-		c       store.StepInsert
-		timeout int64
+		id int64
+		c  store.StepInsert
 	}
 	var waits []signalWait
 	for i, c := range calls {
@@ -86,7 +83,7 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 		case state.StepReady:
 			t.MadeReady(id)
 		case state.StepPending:
-			waits = append(waits, signalWait{id, c.Name, c, c.SignalTimeout.Microseconds()})
+			waits = append(waits, signalWait{id, c})
 		}
 	}
 	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, len(calls), taskID); err != nil {
@@ -95,7 +92,7 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 	// Signal waits begin last: one whose signal the task kept ends at
 	// once, and may make the function step ready in this transaction.
 	for _, w := range waits {
-		if err := t.beginWait(w.id, taskID, w.name, children, w.c.Signal, time.Duration(w.timeout)*time.Microsecond); err != nil {
+		if err := t.beginWait(w.id, taskID, w.c.Name, children, w.c.Signal, w.c.SignalTimeout); err != nil {
 			return err
 		}
 	}
