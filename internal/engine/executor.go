@@ -107,6 +107,9 @@ func (x *executor) launch(claimed []store.ClaimedStep) *launchGroup {
 		c := &claimed[i]
 		ctx, cancel := context.WithCancelCause(context.Background())
 		runs[i] = started{ctx, cancel}
+		if old := x.inflight[c.ID]; old != nil && old.step.Preemptible {
+			x.preemptible-- // an earlier attempt, taken back, still returning
+		}
 		x.inflight[c.ID] = &running{fence: c.Fence, cancel: cancel, step: c}
 		if c.Preemptible {
 			x.preemptible++
@@ -127,9 +130,13 @@ func (x *executor) launch(claimed []store.ClaimedStep) *launchGroup {
 			endAttempt(span, o, record)
 			x.e.publishEnded(*c, o, record, time.Since(start), false, span)
 			x.mu.Lock()
-			delete(x.inflight, c.ID)
-			if c.Preemptible {
-				x.preemptible--
+			// A later attempt of the step, claimed here after this one
+			// was taken back, holds the entry: leave it.
+			if r := x.inflight[c.ID]; r != nil && r.fence == c.Fence {
+				delete(x.inflight, c.ID)
+				if c.Preemptible {
+					x.preemptible--
+				}
 			}
 			x.mu.Unlock()
 			group.returned()
