@@ -289,93 +289,6 @@ func (x *ClaimedStep) GetCalls() []*RecordedCall {
 	return nil
 }
 
-// RecordedCall is one call of a durable function that its task recorded.
-type RecordedCall struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// step, sleep, signal or child.
-	Kind  string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Ended bool   `protobuf:"varint,3,opt,name=ended,proto3" json:"ended,omitempty"`
-	Ok    bool   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
-	// JSON; empty for none (or null).
-	Result        []byte `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
-	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RecordedCall) Reset() {
-	*x = RecordedCall{}
-	mi := &file_weft_v1_claims_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RecordedCall) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RecordedCall) ProtoMessage() {}
-
-func (x *RecordedCall) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_claims_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RecordedCall.ProtoReflect.Descriptor instead.
-func (*RecordedCall) Descriptor() ([]byte, []int) {
-	return file_weft_v1_claims_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *RecordedCall) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *RecordedCall) GetKind() string {
-	if x != nil {
-		return x.Kind
-	}
-	return ""
-}
-
-func (x *RecordedCall) GetEnded() bool {
-	if x != nil {
-		return x.Ended
-	}
-	return false
-}
-
-func (x *RecordedCall) GetOk() bool {
-	if x != nil {
-		return x.Ok
-	}
-	return false
-}
-
-func (x *RecordedCall) GetResult() []byte {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-func (x *RecordedCall) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
 type Preempt struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fence         *Fence                 `protobuf:"bytes,1,opt,name=fence,proto3" json:"fence,omitempty"`
@@ -386,7 +299,7 @@ type Preempt struct {
 
 func (x *Preempt) Reset() {
 	*x = Preempt{}
-	mi := &file_weft_v1_claims_proto_msgTypes[3]
+	mi := &file_weft_v1_claims_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +311,7 @@ func (x *Preempt) String() string {
 func (*Preempt) ProtoMessage() {}
 
 func (x *Preempt) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_claims_proto_msgTypes[3]
+	mi := &file_weft_v1_claims_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +324,7 @@ func (x *Preempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Preempt.ProtoReflect.Descriptor instead.
 func (*Preempt) Descriptor() ([]byte, []int) {
-	return file_weft_v1_claims_proto_rawDescGZIP(), []int{3}
+	return file_weft_v1_claims_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Preempt) GetFence() *Fence {
@@ -441,7 +354,7 @@ type Reported struct {
 
 func (x *Reported) Reset() {
 	*x = Reported{}
-	mi := &file_weft_v1_claims_proto_msgTypes[4]
+	mi := &file_weft_v1_claims_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +366,7 @@ func (x *Reported) String() string {
 func (*Reported) ProtoMessage() {}
 
 func (x *Reported) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_claims_proto_msgTypes[4]
+	mi := &file_weft_v1_claims_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +379,7 @@ func (x *Reported) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reported.ProtoReflect.Descriptor instead.
 func (*Reported) Descriptor() ([]byte, []int) {
-	return file_weft_v1_claims_proto_rawDescGZIP(), []int{4}
+	return file_weft_v1_claims_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Reported) GetState() string {
@@ -494,7 +407,7 @@ var File_weft_v1_claims_proto protoreflect.FileDescriptor
 
 const file_weft_v1_claims_proto_rawDesc = "" +
 	"\n" +
-	"\x14weft/v1/claims.proto\x12\aweft.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"U\n" +
+	"\x14weft/v1/claims.proto\x12\aweft.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13weft/v1/calls.proto\"U\n" +
 	"\x05Fence\x12\x17\n" +
 	"\astep_id\x18\x01 \x01(\x03R\x06stepId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x19\n" +
@@ -528,14 +441,7 @@ const file_weft_v1_claims_proto_rawDesc = "" +
 	"\x05calls\x18\x14 \x03(\v2\x15.weft.v1.RecordedCallR\x05calls\x1a7\n" +
 	"\tDepsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x8a\x01\n" +
-	"\fRecordedCall\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
-	"\x05ended\x18\x03 \x01(\bR\x05ended\x12\x0e\n" +
-	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x16\n" +
-	"\x06result\x18\x05 \x01(\fR\x06result\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"G\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"G\n" +
 	"\aPreempt\x12$\n" +
 	"\x05fence\x18\x01 \x01(\v2\x0e.weft.v1.FenceR\x05fence\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"m\n" +
@@ -556,23 +462,23 @@ func file_weft_v1_claims_proto_rawDescGZIP() []byte {
 	return file_weft_v1_claims_proto_rawDescData
 }
 
-var file_weft_v1_claims_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_weft_v1_claims_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_weft_v1_claims_proto_goTypes = []any{
 	(*Fence)(nil),                 // 0: weft.v1.Fence
 	(*ClaimedStep)(nil),           // 1: weft.v1.ClaimedStep
-	(*RecordedCall)(nil),          // 2: weft.v1.RecordedCall
-	(*Preempt)(nil),               // 3: weft.v1.Preempt
-	(*Reported)(nil),              // 4: weft.v1.Reported
-	nil,                           // 5: weft.v1.ClaimedStep.DepsEntry
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Preempt)(nil),               // 2: weft.v1.Preempt
+	(*Reported)(nil),              // 3: weft.v1.Reported
+	nil,                           // 4: weft.v1.ClaimedStep.DepsEntry
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*RecordedCall)(nil),          // 6: weft.v1.RecordedCall
 }
 var file_weft_v1_claims_proto_depIdxs = []int32{
-	5, // 0: weft.v1.ClaimedStep.deps:type_name -> weft.v1.ClaimedStep.DepsEntry
-	6, // 1: weft.v1.ClaimedStep.deadline:type_name -> google.protobuf.Timestamp
+	4, // 0: weft.v1.ClaimedStep.deps:type_name -> weft.v1.ClaimedStep.DepsEntry
+	5, // 1: weft.v1.ClaimedStep.deadline:type_name -> google.protobuf.Timestamp
 	0, // 2: weft.v1.ClaimedStep.fence:type_name -> weft.v1.Fence
-	2, // 3: weft.v1.ClaimedStep.calls:type_name -> weft.v1.RecordedCall
+	6, // 3: weft.v1.ClaimedStep.calls:type_name -> weft.v1.RecordedCall
 	0, // 4: weft.v1.Preempt.fence:type_name -> weft.v1.Fence
-	6, // 5: weft.v1.Reported.retry_at:type_name -> google.protobuf.Timestamp
+	5, // 5: weft.v1.Reported.retry_at:type_name -> google.protobuf.Timestamp
 	6, // [6:6] is the sub-list for method output_type
 	6, // [6:6] is the sub-list for method input_type
 	6, // [6:6] is the sub-list for extension type_name
@@ -585,13 +491,14 @@ func file_weft_v1_claims_proto_init() {
 	if File_weft_v1_claims_proto != nil {
 		return
 	}
+	file_weft_v1_calls_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weft_v1_claims_proto_rawDesc), len(file_weft_v1_claims_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

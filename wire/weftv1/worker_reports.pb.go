@@ -388,221 +388,6 @@ func (x *FailResponse) GetReported() *Reported {
 	return nil
 }
 
-// Call is one new call a durable function made (wire.Call).
-type Call struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// step, sleep, signal or child.
-	Kind        string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	SleepMs     int64  `protobuf:"varint,3,opt,name=sleep_ms,json=sleepMs,proto3" json:"sleep_ms,omitempty"`
-	Signal      string `protobuf:"bytes,4,opt,name=signal,proto3" json:"signal,omitempty"`
-	TimeoutMs   int64  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	MaxAttempts int32  `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
-	Priority    int32  `protobuf:"varint,7,opt,name=priority,proto3" json:"priority,omitempty"`
-	Workflow    string `protobuf:"bytes,8,opt,name=workflow,proto3" json:"workflow,omitempty"`
-	// JSON; empty for {}.
-	Input         []byte `protobuf:"bytes,9,opt,name=input,proto3" json:"input,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Call) Reset() {
-	*x = Call{}
-	mi := &file_weft_v1_worker_reports_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Call) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Call) ProtoMessage() {}
-
-func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_worker_reports_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Call.ProtoReflect.Descriptor instead.
-func (*Call) Descriptor() ([]byte, []int) {
-	return file_weft_v1_worker_reports_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *Call) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *Call) GetKind() string {
-	if x != nil {
-		return x.Kind
-	}
-	return ""
-}
-
-func (x *Call) GetSleepMs() int64 {
-	if x != nil {
-		return x.SleepMs
-	}
-	return 0
-}
-
-func (x *Call) GetSignal() string {
-	if x != nil {
-		return x.Signal
-	}
-	return ""
-}
-
-func (x *Call) GetTimeoutMs() int64 {
-	if x != nil {
-		return x.TimeoutMs
-	}
-	return 0
-}
-
-func (x *Call) GetMaxAttempts() int32 {
-	if x != nil {
-		return x.MaxAttempts
-	}
-	return 0
-}
-
-func (x *Call) GetPriority() int32 {
-	if x != nil {
-		return x.Priority
-	}
-	return 0
-}
-
-func (x *Call) GetWorkflow() string {
-	if x != nil {
-		return x.Workflow
-	}
-	return ""
-}
-
-func (x *Call) GetInput() []byte {
-	if x != nil {
-		return x.Input
-	}
-	return nil
-}
-
-type CallsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Fence         *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
-	Calls         []*Call                `protobuf:"bytes,3,rep,name=calls,proto3" json:"calls,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CallsRequest) Reset() {
-	*x = CallsRequest{}
-	mi := &file_weft_v1_worker_reports_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CallsRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CallsRequest) ProtoMessage() {}
-
-func (x *CallsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_worker_reports_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
-func (*CallsRequest) Descriptor() ([]byte, []int) {
-	return file_weft_v1_worker_reports_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *CallsRequest) GetWorkerId() string {
-	if x != nil {
-		return x.WorkerId
-	}
-	return ""
-}
-
-func (x *CallsRequest) GetFence() *Fence {
-	if x != nil {
-		return x.Fence
-	}
-	return nil
-}
-
-func (x *CallsRequest) GetCalls() []*Call {
-	if x != nil {
-		return x.Calls
-	}
-	return nil
-}
-
-type CallsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reported      *Reported              `protobuf:"bytes,1,opt,name=reported,proto3" json:"reported,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CallsResponse) Reset() {
-	*x = CallsResponse{}
-	mi := &file_weft_v1_worker_reports_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CallsResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CallsResponse) ProtoMessage() {}
-
-func (x *CallsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_weft_v1_worker_reports_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
-func (*CallsResponse) Descriptor() ([]byte, []int) {
-	return file_weft_v1_worker_reports_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *CallsResponse) GetReported() *Reported {
-	if x != nil {
-		return x.Reported
-	}
-	return nil
-}
-
 var File_weft_v1_worker_reports_proto protoreflect.FileDescriptor
 
 const file_weft_v1_worker_reports_proto_rawDesc = "" +
@@ -634,23 +419,6 @@ const file_weft_v1_worker_reports_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1c\n" +
 	"\tpreempted\x18\x06 \x01(\bR\tpreempted\"=\n" +
 	"\fFailResponse\x12-\n" +
-	"\breported\x18\x01 \x01(\v2\x11.weft.v1.ReportedR\breported\"\xf1\x01\n" +
-	"\x04Call\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
-	"\bsleep_ms\x18\x03 \x01(\x03R\asleepMs\x12\x16\n" +
-	"\x06signal\x18\x04 \x01(\tR\x06signal\x12\x1d\n" +
-	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12!\n" +
-	"\fmax_attempts\x18\x06 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
-	"\bpriority\x18\a \x01(\x05R\bpriority\x12\x1a\n" +
-	"\bworkflow\x18\b \x01(\tR\bworkflow\x12\x14\n" +
-	"\x05input\x18\t \x01(\fR\x05input\"v\n" +
-	"\fCallsRequest\x12\x1b\n" +
-	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12$\n" +
-	"\x05fence\x18\x02 \x01(\v2\x0e.weft.v1.FenceR\x05fence\x12#\n" +
-	"\x05calls\x18\x03 \x03(\v2\r.weft.v1.CallR\x05calls\">\n" +
-	"\rCallsResponse\x12-\n" +
 	"\breported\x18\x01 \x01(\v2\x11.weft.v1.ReportedR\breportedB,Z*github.com/weftrun/weft/wire/weftv1;weftv1b\x06proto3"
 
 var (
@@ -665,7 +433,7 @@ func file_weft_v1_worker_reports_proto_rawDescGZIP() []byte {
 	return file_weft_v1_worker_reports_proto_rawDescData
 }
 
-var file_weft_v1_worker_reports_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_weft_v1_worker_reports_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_weft_v1_worker_reports_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),  // 0: weft.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil), // 1: weft.v1.HeartbeatResponse
@@ -673,29 +441,23 @@ var file_weft_v1_worker_reports_proto_goTypes = []any{
 	(*CompleteResponse)(nil),  // 3: weft.v1.CompleteResponse
 	(*FailRequest)(nil),       // 4: weft.v1.FailRequest
 	(*FailResponse)(nil),      // 5: weft.v1.FailResponse
-	(*Call)(nil),              // 6: weft.v1.Call
-	(*CallsRequest)(nil),      // 7: weft.v1.CallsRequest
-	(*CallsResponse)(nil),     // 8: weft.v1.CallsResponse
-	(*Fence)(nil),             // 9: weft.v1.Fence
-	(*Preempt)(nil),           // 10: weft.v1.Preempt
-	(*Reported)(nil),          // 11: weft.v1.Reported
+	(*Fence)(nil),             // 6: weft.v1.Fence
+	(*Preempt)(nil),           // 7: weft.v1.Preempt
+	(*Reported)(nil),          // 8: weft.v1.Reported
 }
 var file_weft_v1_worker_reports_proto_depIdxs = []int32{
-	9,  // 0: weft.v1.HeartbeatRequest.steps:type_name -> weft.v1.Fence
-	9,  // 1: weft.v1.HeartbeatResponse.lost:type_name -> weft.v1.Fence
-	10, // 2: weft.v1.HeartbeatResponse.preempt:type_name -> weft.v1.Preempt
-	9,  // 3: weft.v1.CompleteRequest.fence:type_name -> weft.v1.Fence
-	11, // 4: weft.v1.CompleteResponse.reported:type_name -> weft.v1.Reported
-	9,  // 5: weft.v1.FailRequest.fence:type_name -> weft.v1.Fence
-	11, // 6: weft.v1.FailResponse.reported:type_name -> weft.v1.Reported
-	9,  // 7: weft.v1.CallsRequest.fence:type_name -> weft.v1.Fence
-	6,  // 8: weft.v1.CallsRequest.calls:type_name -> weft.v1.Call
-	11, // 9: weft.v1.CallsResponse.reported:type_name -> weft.v1.Reported
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6, // 0: weft.v1.HeartbeatRequest.steps:type_name -> weft.v1.Fence
+	6, // 1: weft.v1.HeartbeatResponse.lost:type_name -> weft.v1.Fence
+	7, // 2: weft.v1.HeartbeatResponse.preempt:type_name -> weft.v1.Preempt
+	6, // 3: weft.v1.CompleteRequest.fence:type_name -> weft.v1.Fence
+	8, // 4: weft.v1.CompleteResponse.reported:type_name -> weft.v1.Reported
+	6, // 5: weft.v1.FailRequest.fence:type_name -> weft.v1.Fence
+	8, // 6: weft.v1.FailResponse.reported:type_name -> weft.v1.Reported
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_weft_v1_worker_reports_proto_init() }
@@ -711,7 +473,7 @@ func file_weft_v1_worker_reports_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weft_v1_worker_reports_proto_rawDesc), len(file_weft_v1_worker_reports_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

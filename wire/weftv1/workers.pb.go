@@ -364,7 +364,7 @@ var File_weft_v1_workers_proto protoreflect.FileDescriptor
 
 const file_weft_v1_workers_proto_rawDesc = "" +
 	"\n" +
-	"\x15weft/v1/workers.proto\x12\aweft.v1\x1a\x14weft/v1/claims.proto\x1a\x1cweft/v1/worker_reports.proto\x1a\x1aweft/v1/worker_steps.proto\"a\n" +
+	"\x15weft/v1/workers.proto\x12\aweft.v1\x1a\x14weft/v1/claims.proto\x1a\x1aweft/v1/worker_calls.proto\x1a\x1cweft/v1/worker_reports.proto\x1a\x1aweft/v1/worker_steps.proto\"a\n" +
 	"\x0fRegisterRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -475,6 +475,7 @@ func file_weft_v1_workers_proto_init() {
 		return
 	}
 	file_weft_v1_claims_proto_init()
+	file_weft_v1_worker_calls_proto_init()
 	file_weft_v1_worker_reports_proto_init()
 	file_weft_v1_worker_steps_proto_init()
 	file_weft_v1_workers_proto_msgTypes[2].OneofWrappers = []any{
