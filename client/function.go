@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -142,55 +141,15 @@ func functionHandler(fn Function) StepHandler {
 		return b, nil
 	}
 	return func(ctx context.Context, step wire.ClaimedStep) (json.RawMessage, error) {
-		journal := make([]durable.Recorded, len(step.Calls))
-		for i, c := range step.Calls {
-			journal[i] = durable.Recorded{Name: c.Name, Call: c.Kind, Ended: c.Ended, Succeeded: c.OK, Result: c.Result, Error: c.Error}
-			if c.Ended && c.OK && len(c.Result) == 0 {
-				journal[i].Result = json.RawMessage("null")
-			}
+		calls, result, err := durable.RunRemote(ctx, step, run)
+		switch {
+		case len(calls) > 0:
+			return nil, callsMade{calls: calls}
+		case err != nil && durable.IsPermanent(err):
+			return nil, Permanent(err)
 		}
-		switch step.Kind {
-		case "call":
-			result, err := durable.RunCall(ctx, step.TaskID, journal, step.Step, run, step.Input)
-			if err != nil && durable.IsPermanent(err) {
-				err = Permanent(err)
-			}
-			return result, err
-		case "function":
-			out := durable.Drive(ctx, step.TaskID, journal, run, step.Input)
-			switch {
-			case len(out.Calls) > 0:
-				calls := make([]wire.Call, len(out.Calls))
-				for i, c := range out.Calls {
-					calls[i] = wireCall(c)
-				}
-				return nil, callsMade{calls: calls}
-			case out.Waiting:
-				return nil, errors.New("the function waits for a call that has not ended")
-			case out.Err != nil && durable.IsPermanent(out.Err):
-				return nil, Permanent(out.Err)
-			}
-			return out.Value, out.Err
-		}
-		return nil, Permanent(fmt.Errorf("step %q is not a durable function's (its workflow's step must be of type function)", step.Step))
+		return result, err
 	}
-}
-
-// wireCall is a new call as the server takes it: the options the run
-// noted in its item (Go, Child), its name, kind and times.
-func wireCall(c durable.Request) wire.Call {
-	var out wire.Call
-	if len(c.Item.Step) > 0 {
-		_ = json.Unmarshal(c.Item.Step, &out) // noted by Go or Child
-	}
-	out.Name, out.Kind, out.Input = c.Name, c.Item.Call, c.Item.Input
-	switch c.Item.Call {
-	case durable.CallSleep:
-		out.SleepMS = max(1, time.Until(c.Until).Milliseconds())
-	case durable.CallSignal:
-		out.Signal, out.TimeoutMS = c.Signal, c.Timeout.Milliseconds()
-	}
-	return out
 }
 
 // callsRequest is the report of a function step's new calls.

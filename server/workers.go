@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/durable"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/workflow"
@@ -171,10 +172,7 @@ func claimedStep(c weft.RemoteStep) wire.ClaimedStep {
 		j.Kind = c.Kind
 		j.Calls = make([]wire.RecordedCall, len(c.Calls))
 		for i, r := range c.Calls {
-			j.Calls[i] = wire.RecordedCall{Name: r.Name, Kind: r.Call, Ended: r.Ended, OK: r.Succeeded, Result: r.Result, Error: r.Error}
-			if string(r.Result) == "null" {
-				j.Calls[i].Result = nil // absent: null
-			}
+			j.Calls[i] = durable.WireRecorded(r)
 		}
 	}
 	if j.Deps == nil {

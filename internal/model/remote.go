@@ -46,7 +46,7 @@ func (w *remoteRuns) record(line string) {
 // whose code is that work.
 func (w *remoteRuns) work(ctx context.Context, s wire.ClaimedStep) json.RawMessage {
 	if s.Kind == "call" {
-		result, err := durable.RunCall(ctx, s.TaskID, journalOf(s), s.Step, w.function(s), s.Input)
+		_, result, err := durable.RunRemote(ctx, s, w.function(s))
 		if err != nil {
 			return json.RawMessage(fmt.Sprintf(`{"error": %q}`, err.Error()))
 		}
@@ -106,28 +106,9 @@ func (w *remoteRuns) function(s wire.ClaimedStep) durable.Func {
 // drive runs the function step of the model's durable function: the calls
 // to record, or its result.
 func (w *remoteRuns) drive(ctx context.Context, s wire.ClaimedStep) ([]wire.Call, json.RawMessage, error) {
-	out := durable.Drive(ctx, s.TaskID, journalOf(s), w.function(s), s.Input)
-	if out.Err != nil || out.Waiting {
-		return nil, nil, fmt.Errorf("the model's function: %v (waiting %v)", out.Err, out.Waiting)
+	calls, result, err := durable.RunRemote(ctx, s, w.function(s))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the model's function: %w", err)
 	}
-	calls := make([]wire.Call, len(out.Calls))
-	for i, c := range out.Calls {
-		calls[i] = wire.Call{Name: c.Name, Kind: c.Item.Call, Signal: c.Signal, TimeoutMS: c.Timeout.Milliseconds()}
-		if c.Item.Call == durable.CallSleep {
-			calls[i].SleepMS = max(1, time.Until(c.Until).Milliseconds())
-		}
-	}
-	return calls, out.Value, nil
-}
-
-// journalOf is the journal a claimed step carries.
-func journalOf(s wire.ClaimedStep) []durable.Recorded {
-	out := make([]durable.Recorded, len(s.Calls))
-	for i, c := range s.Calls {
-		out[i] = durable.Recorded{Name: c.Name, Call: c.Kind, Ended: c.Ended, Succeeded: c.OK, Result: c.Result, Error: c.Error}
-		if c.Ended && c.OK && len(c.Result) == 0 {
-			out[i].Result = json.RawMessage("null")
-		}
-	}
-	return out
+	return calls, result, nil
 }
