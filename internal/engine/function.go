@@ -194,7 +194,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 		reqs[i] = req
 	}
 	made := ws.e.madeCalls(ctx, &c, len(journal), reqs)
-	return ws.reportRemote(ctx, workerID, owner, f, nil, made)
+	return ws.reportHeld(ctx, workerID, c, nil, made)
 }
 
 // validCount reports whether s is "N]" for a count N of 2 or more.

@@ -394,6 +394,12 @@ func (ws *Workers) reportRemote(ctx context.Context, workerID, owner string, f s
 	if err != nil {
 		return store.Outcome{}, err
 	}
+	return ws.reportHeld(ctx, workerID, c, result, failed)
+}
+
+// reportHeld records the outcome of held step c's attempt on a remote
+// worker.
+func (ws *Workers) reportHeld(ctx context.Context, workerID string, c store.ClaimedStep, result json.RawMessage, failed error) (store.Outcome, error) {
 	log := &stepLog{logger: ws.e.log, c: &c, took: -1, remote: workerID, trace: traceID(c.TraceParent)}
 	var took time.Duration
 	if c.StartedAt != nil {
