@@ -17,8 +17,8 @@ import (
 // The task's function step runs it from the top each time: a call that has
 // ended returns its recorded result without running again, and the first
 // new calls become steps of the task, which the function step waits for,
-// holding no slot. Its result is encoded as JSON. See docs/workflows.md
-// (durable functions) and docs/remote-workers.md (the protocol).
+// holding no slot. Its result is encoded as JSON. See docs/functions.md
+// and docs/remote-workers.md (the protocol).
 type Function func(f *FunctionRun, input json.RawMessage) (any, error)
 
 // HandleFunction serves the durable function whose workflow's function

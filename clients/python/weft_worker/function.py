@@ -15,7 +15,7 @@ the first new calls become steps of the task, which the function step waits
 for (holding no slot and no thread). A step call's code runs where its step
 is claimed, by running the function up to the call. The function must make
 the same calls in the same order each time; anything that varies belongs
-inside a step. See docs/workflows.md.
+inside a step. See docs/functions.md.
 """
 
 import re

@@ -1,5 +1,5 @@
 // Durable functions: a workflow written as plain TypeScript whose calls are
-// steps of its task, recorded by the server (docs/workflows.md).
+// steps of its task, recorded by the server (docs/functions.md).
 //
 //   worker.function("shop.checkout", async (fn, order) => {
 //     const charge = await fn.step("charge", () => chargeCard(order), { maxAttempts: 5 });
