@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ var outcomeClaimTests = []struct {
 	{"CompleteAndClaimTakesTheChildren", testCompleteAndClaim},
 	{"InsertAndClaimTakesTheFirstSteps", testInsertAndClaim},
 	{"ChildClaimedWithItsParentsSeesTheirResults", testClaimedWithParentsResults},
+	{"ReadiedAndClaimedAgainRecordsEachClaim", testReadiedAndClaimedAgain},
 }
 
 // testClaimedWithParentsResults: a child claimed in the transaction that
@@ -248,4 +250,38 @@ func testInsertAndClaim(t *testing.T, h *harness) {
 	_, claimed = insert(keyed)
 	require.Empty(t, claimed, "a step under a key of a limit is left to the claim")
 	require.Equal(t, []string{"a"}, names(h.claim("e1", 10)))
+}
+
+// testReadiedAndClaimedAgain: a run that ends ready (preempted, its
+// attempt given back) and whose step the same transaction claims again
+// records its own claim, the one that started the task, not the next.
+func testReadiedAndClaimedAgain(t *testing.T, h *harness) {
+	oc, ok := h.s.(store.OutcomeClaimer)
+	if !ok {
+		t.Skip("the store does not claim with outcomes")
+	}
+	id := h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 3}}})[0].Task.ID
+	first := h.claim("e1", 1)[0]
+	h.drainWake()
+	h.clock.Advance(time.Second)
+	_, claimed, err := oc.CompleteAndClaim(h.ctx, []store.Outcome{{Fence: first.Fence, EngineID: "e1", State: state.StepReady, Snooze: true,
+		Reason: "preempted"}}, store.ClaimParams{EngineID: "e1", Limit: 1, LeaseID: 78, Now: h.clock.Now()})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1, "the step made ready is claimed again")
+	h.ok(claimed[0], `{}`)
+	trail, err := h.s.Audit(h.ctx, id)
+	require.NoError(t, err)
+	var claims []string
+	starts := 0
+	for _, e := range trail {
+		switch {
+		case e.Step == "" && e.To == string(state.TaskRunning):
+			starts++
+		case e.Step == "a" && e.To == string(state.StepRunning):
+			claims = append(claims, e.At.UTC().Format(time.RFC3339))
+		}
+	}
+	require.Equal(t, 1, starts, "the task started once: %v", trail)
+	require.Len(t, claims, 2)
+	require.NotEqual(t, claims[0], claims[1], "each run records its own claim: %v", trail)
 }

@@ -84,14 +84,21 @@ func (t *operatorTx) AuditHeldClaims(held []store.Fence) error {
 	if len(held) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(held))
-	for i, f := range held {
-		ids[i] = f.StepID
-	}
-	in, inArgs := t.IDIn("id", ids)
-	rows, err := t.Query(`UPDATE steps SET claim_audited = 1 WHERE state = 'running' AND claim_audited = 0 AND `+in+`
-		RETURNING task_id, name, idx, attempt, engine_id, started_at,
-			(SELECT `+sqltx.ClaimStarts+` = 1 FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, inArgs...)
+	// By fence, not by id: a held fence can be stale (its run ended and
+	// the step was claimed again since), and the later claim is not the
+	// holder's to audit. On PostgreSQL the update rechecks a row that
+	// changed under it against its newest version while the subquery
+	// reads the statement's snapshot: matched by id, a later claim was
+	// audited with the earlier one's task start.
+	from, args := sqltx.Rowset(t.SQL(), "h", held,
+		sqltx.IntCol("h_id", func(f *store.Fence) int64 { return f.StepID }),
+		sqltx.IntCol("h_attempt", func(f *store.Fence) int64 { return int64(f.Attempt) }),
+		sqltx.IntCol("h_lease", func(f *store.Fence) int64 { return f.LeaseID }))
+	rows, err := t.Query(`UPDATE steps SET claim_audited = 1 FROM `+from+`
+		WHERE steps.id = h.h_id AND steps.attempt = h.h_attempt AND steps.lease_id = h.h_lease
+			AND steps.state = 'running' AND steps.claim_audited = 0
+		RETURNING steps.task_id, steps.name, steps.idx, steps.attempt, steps.engine_id, steps.started_at,
+			(SELECT `+sqltx.ClaimStarts+` = 1 FROM steps s JOIN tasks t ON t.id = s.task_id WHERE s.id = steps.id)`, args...)
 	if err != nil {
 		return fmt.Errorf("audit the claims of held steps: %w", err)
 	}
