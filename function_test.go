@@ -360,3 +360,55 @@ func TestFunctionVersionsCancelAndRetry(t *testing.T) {
 		require.JSONEq(t, `"after up"`, string(task.Steps[0].Result))
 	})
 }
+
+// TestFunctionResumesInTheCallsWrite: on the engine that runs its calls, a
+// function of sequential calls goes on to its next call in the write that
+// records the last one's end: its step is claimed only to start and to
+// return, and the trail says why it waits at each call.
+func TestFunctionResumesInTheCallsWrite(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{Concurrency: 2})
+		var ran ranCounter
+		err := weft.RegisterFunc(ctx, e, "shop/chain", func(ctx weft.FuncContext, in order) (int, error) {
+			total := in.Amount
+			for _, name := range []string{"one", "two", "three"} {
+				v, err := weft.Step(ctx, name, func(context.Context) (int, error) { ran.add(name); return total + 1, nil })
+				if err != nil {
+					return 0, err
+				}
+				total = v
+			}
+			if err := ctx.Sleep(10 * time.Millisecond); err != nil {
+				return 0, err
+			}
+			return weft.Step(ctx, "last", func(context.Context) (int, error) { ran.add("last"); return total * 2, nil })
+		})
+		require.NoError(t, err)
+		start(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "shop/chain", Input: order{ID: "o1", Amount: 1}}).Task.ID
+		task := wait(t, e, id)
+		require.Equal(t, state.TaskCompleted, task.State, "%+v", task.Steps)
+		require.JSONEq(t, `8`, string(task.Steps[0].Result))
+		require.Equal(t, map[string]int{"one": 1, "two": 1, "three": 1, "last": 1}, ran.get())
+		trail, err := e.Audit(ctx, id)
+		require.NoError(t, err)
+		var claims int
+		var waits []string
+		for _, a := range trail {
+			if a.Step != "function" {
+				continue
+			}
+			if a.To == string(state.StepRunning) {
+				claims++
+			}
+			if a.To == string(state.StepWaiting) {
+				waits = append(waits, a.Reason)
+			}
+		}
+		require.Equal(t, 2, claims, "the function step runs to start and to return: %+v", trail)
+		require.Equal(t, []string{"waiting for call(s) one", "waiting for call(s) two", "waiting for call(s) three",
+			"waiting for call(s) sleep", "waiting for call(s) last"}, waits)
+	})
+}

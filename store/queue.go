@@ -107,6 +107,25 @@ type Outcome struct {
 	// attempt back and runs again once every call it waits for has ended,
 	// however they ended.
 	Calls []StepInsert
+	// Resume, with State StepCompleted on a call's step, records in the
+	// same transaction what its durable function did next, where the
+	// call's end makes the function step ready: the step waits for the
+	// new calls (as Calls does) instead of being claimed and run again.
+	Resume *Resume
+}
+
+// Resume is what a durable function did next after the call whose
+// outcome carries it, replayed by the engine that ran the call over the
+// calls it knows its task recorded. It is ignored, and the function step
+// made ready as usual, unless the task still holds exactly those calls:
+// Recorded steps besides its function step, Succeeded of them succeeded
+// (the call included), and the call's end makes the function step ready.
+type Resume struct {
+	StepID    int64 // the function step
+	Calls     []StepInsert
+	Reason    string
+	Recorded  int
+	Succeeded int
 }
 
 // Spawn describes the items a batch step creates: one step per item, run

@@ -193,7 +193,8 @@ type Engine struct {
 	execGuard *builtin.Guard
 	// calls keeps the code of the step calls of durable functions this
 	// engine made, for their steps claimed here (function.go).
-	calls pendingCalls
+	calls   pendingCalls
+	resumes resumables
 }
 
 // running is one handler in flight.

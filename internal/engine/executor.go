@@ -235,7 +235,11 @@ func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.O
 	if err == nil {
 		raw, err = encodeResult(result)
 	}
-	return x.e.defs.settle(o, log, w, def, c.Attempts, raw, err), true, nil
+	o = x.e.defs.settle(o, log, w, def, c.Attempts, raw, err)
+	if c.Kind == store.KindCall && o.State == state.StepCompleted {
+		x.e.resumes.after(ctx, x.e, c, &o)
+	}
+	return o, true, nil
 }
 
 // encodeResult encodes a handler's result; an error fails the step for good.

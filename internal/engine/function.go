@@ -42,7 +42,7 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		if item.Call == durable.CallSleep {
 			return nil, nil // its time has come
 		}
-		if run := e.calls.take(c.TaskID, c.Name); run != nil {
+		if run, ok := e.calls.take(pendingCall{c.TaskID, c.Name}); ok {
 			return run(ctx) // made by this engine's run of the function
 		}
 	} else if c.Kind != store.KindFunction {
@@ -63,9 +63,10 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		if errors.As(err, &made) {
 			for _, req := range out.Calls {
 				if req.Run != nil {
-					e.calls.put(c.TaskID, req.Name, req.Run)
+					e.calls.put(pendingCall{c.TaskID, req.Name}, req.Run)
 				}
 			}
+			e.resumes.keep(fn, *c, journal, out.Calls)
 		}
 		return nil, err
 	case out.Waiting:
@@ -247,7 +248,10 @@ func (e *Engine) callInserts(c *store.ClaimedStep, calls []durable.Request) []st
 		}
 		switch req.Item.Call {
 		case durable.CallSleep:
-			in.RunAt = req.Until
+			// No code runs, but the function's next calls may be replayed
+			// in its attempt (resume.go): a claim lost with its engine is
+			// claimed again.
+			in.RunAt, in.MaxAttempts = req.Until, defaultMaxAttempts
 		case durable.CallSignal:
 			in.Kind, in.Handler, in.Signal, in.SignalTimeout = store.KindSignal, "", req.Signal, req.Timeout
 		case durable.CallChild:
@@ -329,54 +333,57 @@ func settleCalls(o *store.Outcome, made *callsMade) {
 // pendingCalls keeps the code of the step calls that this engine's runs
 // of durable functions made, until their steps are claimed: a call claimed
 // here runs it without reading its task and replaying the function. It
-// holds at most maxPendingCalls, the oldest dropped first (their calls
-// replay, as a call claimed elsewhere does).
-type pendingCalls struct {
-	mu    sync.Mutex
-	runs  map[pendingCall]func(context.Context) (json.RawMessage, error)
-	order []pendingCall
-}
+// holds at most maxPending, the oldest dropped first (their calls replay,
+// as a call claimed elsewhere does).
+type pendingCalls = bounded[pendingCall, func(context.Context) (json.RawMessage, error)]
 
 type pendingCall struct {
 	task int64
 	name string
 }
 
-const maxPendingCalls = 4096
+// maxPending bounds each of the engine's caches of durable functions.
+const maxPending = 4096
 
-func (p *pendingCalls) put(task int64, name string, run func(context.Context) (json.RawMessage, error)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.runs == nil {
-		p.runs = map[pendingCall]func(context.Context) (json.RawMessage, error){}
+// bounded is a map of at most maxPending entries, the oldest dropped
+// first, whose entries are taken once.
+type bounded[K comparable, V any] struct {
+	mu    sync.Mutex
+	m     map[K]V
+	order []K
+}
+
+func (b *bounded[K, V]) put(k K, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[K]V{}
 	}
-	k := pendingCall{task, name}
-	if _, ok := p.runs[k]; !ok {
-		p.order = append(p.order, k)
+	if _, ok := b.m[k]; !ok {
+		b.order = append(b.order, k)
 	}
-	p.runs[k] = run
-	for len(p.runs) > maxPendingCalls && len(p.order) > 0 {
-		delete(p.runs, p.order[0])
-		p.order = p.order[1:]
+	b.m[k] = v
+	for len(b.m) > maxPending && len(b.order) > 0 {
+		delete(b.m, b.order[0])
+		b.order = b.order[1:]
 	}
-	if len(p.order) > 2*maxPendingCalls {
-		// Taken calls leave their keys behind: keep only the live ones.
-		live := p.order[:0]
-		for _, k := range p.order {
-			if _, ok := p.runs[k]; ok {
+	if len(b.order) > 2*maxPending {
+		// Taken entries leave their keys behind: keep only the live ones.
+		live := b.order[:0]
+		for _, k := range b.order {
+			if _, ok := b.m[k]; ok {
 				live = append(live, k)
 			}
 		}
-		p.order = live
+		b.order = live
 	}
 }
 
-// take returns and forgets the code of a call, if this engine has it.
-func (p *pendingCalls) take(task int64, name string) func(context.Context) (json.RawMessage, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	k := pendingCall{task, name}
-	run := p.runs[k]
-	delete(p.runs, k)
-	return run
+// take returns and forgets the entry of k, if there is one.
+func (b *bounded[K, V]) take(k K) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[k]
+	delete(b.m, k)
+	return v, ok
 }

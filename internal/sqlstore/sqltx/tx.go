@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -147,6 +148,15 @@ func (t *Tx) MadeReady(id int64) {
 	t.Readied++
 	if t.TrackReady {
 		t.ReadyIDs = append(t.ReadyIDs, id)
+	}
+}
+
+// Unready takes back MadeReady for a step this transaction made ready and
+// then moved on (a durable function's step that resumed).
+func (t *Tx) Unready(id int64) {
+	t.Readied--
+	if i := slices.Index(t.ReadyIDs, id); i >= 0 {
+		t.ReadyIDs = slices.Delete(t.ReadyIDs, i, i+1)
 	}
 }
 

@@ -98,3 +98,37 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 	}
 	return nil
 }
+
+// resume records what the function of task taskID did next after a call
+// whose end this transaction recorded (store.Resume): where that end made
+// its function step ready and the task holds the calls the engine replayed
+// over, the step waits again, for the new calls, without a run of its
+// own. Otherwise it stays ready and runs as usual.
+func (t *outcomeTx) resume(taskID int64, r *store.Resume) error {
+	if len(r.Calls) == 0 {
+		return nil
+	}
+	var name, namespace, wf string
+	var idx, prio int
+	err := t.QueryRow(`UPDATE steps SET state = 'waiting', run_at = NULL, deps_extra = deps_extra + ?
+		WHERE id = ? AND task_id = ? AND state = 'ready' AND kind = ?
+			AND (SELECT count(*) FROM steps c WHERE c.task_id = steps.task_id AND c.kind <> ?) = ?
+			AND (SELECT count(*) FROM steps c WHERE c.task_id = steps.task_id AND c.kind <> ? AND c.state IN (?, ?)) = ?
+		RETURNING name, idx, namespace, workflow, (SELECT priority FROM tasks WHERE tasks.id = steps.task_id)`,
+		len(r.Calls), r.StepID, taskID, store.KindFunction, store.KindFunction, r.Recorded,
+		store.KindFunction, string(state.StepCompleted), string(state.StepResolved), r.Succeeded).
+		Scan(&name, &idx, &namespace, &wf, &prio)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("resume the function of task %d: %w", taskID, err)
+	}
+	t.Unready(r.StepID)
+	reason := r.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("waiting for %d call(s)", len(r.Calls))
+	}
+	t.Audit(taskID, name, string(state.StepReady), string(state.StepWaiting), 0, reason)
+	return t.addCalls(taskID, idx, namespace, wf, prio, r.Calls)
+}

@@ -162,7 +162,13 @@ func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
 		if err := t.dynamicOutcome(o, taskID, name, children, to); err != nil {
 			return false, err
 		}
-		return true, t.StepEnded(taskID, name, children, to, o.Error)
+		if err := t.StepEnded(taskID, name, children, to, o.Error); err != nil {
+			return false, err
+		}
+		if o.Resume != nil && to == state.StepCompleted {
+			return true, t.resume(taskID, o.Resume)
+		}
+		return true, nil
 	}
 	return true, nil
 }
@@ -171,7 +177,8 @@ func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
 // failed, with no decision to apply and no items to spawn. A batch of those
 // is recorded with a few set-based statements instead of a few per step.
 func plainOutcome(o *store.Outcome) bool {
-	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed && len(o.Calls) == 0
+	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed &&
+		len(o.Calls) == 0 && o.Resume == nil
 }
 
 // finishMany records the plain outcomes of all at indexes at in one fenced

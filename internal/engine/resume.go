@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/weftrun/weft/internal/durable"
+	"github.com/weftrun/weft/store"
+)
+
+// This file folds a durable function's next step into the write of the
+// call it waited for. A function that waits for one call this engine runs
+// (a step's code or a sleep) is kept here with what its run knew; when the
+// call completes, the engine replays the function over that and the call's
+// result in-process, and the call's outcome carries the calls the function
+// made next (store.Resume): one write instead of two (the call's end, then
+// a claim and a run of the function step), and no read of the task. The
+// store applies it only where the task still holds the calls replayed
+// over; otherwise the function step runs as usual.
+
+// resumable is what a run of a function step knew when it made one call
+// that runs on this engine: the calls its task recorded, then that call.
+type resumable struct {
+	fn      durable.Func
+	step    store.ClaimedStep // the function step, as claimed
+	journal []durable.Recorded
+}
+
+// resumables keeps, by task, the functions that wait for one call.
+type resumables struct {
+	bounded[int64, *resumable]
+}
+
+// keep remembers the function of step, which replayed over journal and
+// made calls, if it made one call that runs on an engine.
+func (rs *resumables) keep(fn durable.Func, step store.ClaimedStep, journal []durable.Recorded, calls []durable.Request) {
+	if len(calls) != 1 || (calls[0].Item.Call != durable.CallStep && calls[0].Item.Call != durable.CallSleep) {
+		return
+	}
+	journal = append(journal, durable.Recorded{Name: calls[0].Name, Call: calls[0].Item.Call})
+	rs.put(step.TaskID, &resumable{fn: fn, step: step, journal: journal})
+}
+
+// after sets o.Resume, for call c that completed with outcome o, to what
+// its function did next, where this engine kept the function waiting for
+// c and it made new calls.
+func (rs *resumables) after(ctx context.Context, e *Engine, c *store.ClaimedStep, o *store.Outcome) {
+	r, ok := rs.take(c.TaskID)
+	if !ok {
+		return
+	}
+	last := len(r.journal) - 1
+	if r.journal[last].Name != c.Name {
+		return
+	}
+	journal := r.journal
+	journal[last].Ended, journal[last].Succeeded, journal[last].Result = true, true, o.Result
+	// The function's code between calls is not the call's: not bounded
+	// by the call's timeout, nor stopped with it.
+	out := durable.Drive(context.WithoutCancel(ctx), c.TaskID, journal, r.fn, r.step.Input)
+	if len(out.Calls) == 0 {
+		return // it returned, failed or waits: its step runs as usual
+	}
+	var made *callsMade
+	if err := e.madeCalls(ctx, &r.step, len(journal), out.Calls); !errors.As(err, &made) {
+		return // past its step limit: its step runs and fails as usual
+	}
+	succeeded := 0
+	for _, rec := range journal {
+		if rec.Ended && rec.Succeeded {
+			succeeded++
+		}
+	}
+	o.Resume = &store.Resume{StepID: r.step.ID, Calls: made.calls, Reason: made.Error(), Recorded: len(journal), Succeeded: succeeded}
+	for _, req := range out.Calls {
+		if req.Run != nil {
+			e.calls.put(pendingCall{c.TaskID, req.Name}, req.Run)
+		}
+	}
+	rs.keep(r.fn, r.step, journal, out.Calls)
+}
