@@ -73,6 +73,10 @@ type Failure struct {
 	// names the step that preempted it. Message is the reason the reply
 	// gave. Only a preemptible step may be reported so.
 	Preempted bool
+	// Snooze runs the step again after this delay with its attempt given
+	// back (as Snooze does for a local handler): it is not done yet, and
+	// that is no failure. Message says why.
+	Snooze time.Duration
 }
 
 // WorkerLoad is what a worker's heartbeat tells about its slots: Full says

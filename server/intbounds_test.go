@@ -101,6 +101,7 @@ func TestIntegerBoundsEveryRequestField(t *testing.T) {
 		"POST /v1/workers/{id}/heartbeat steps[].attempt":  `{"steps": [{"step_id": 1, "attempt": @N@, "lease_id": "1"}]}`,
 		"POST /v1/workers/{id}/heartbeat free":             `{"free": @N@}`,
 		"POST /v1/workers/{id}/fail retry_after_ms":        `{"fence": ` + fence + `, "error": "e", "retry_after_ms": @N@}`,
+		"POST /v1/workers/{id}/fail snooze_ms":             `{"fence": ` + fence + `, "error": "e", "snooze_ms": @N@}`,
 		"POST /v1/workers/{id}/calls calls[].sleep_ms":     `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "sleep", "sleep_ms": @N@}]}`,
 		"POST /v1/workers/{id}/calls calls[].timeout_ms":   `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "step", "timeout_ms": @N@}]}`,
 		"POST /v1/workers/{id}/calls calls[].max_attempts": `{"fence": ` + fence + `, "calls": [{"name": "s", "kind": "step", "max_attempts": @N@}]}`,

@@ -356,8 +356,15 @@ func (s *Server) fail(ctx context.Context, workerID string, req wire.Fail) (wire
 	if req.Preempted && (req.Permanent || req.RetryAfterMS > 0) {
 		return wire.Reported{}, fieldError("preempted", "cannot be combined with permanent or retry_after_ms")
 	}
+	if req.SnoozeMS < 0 || req.SnoozeMS > int64(7*24*time.Hour/time.Millisecond) {
+		return wire.Reported{}, fieldError("snooze_ms", "must be from 0 to a week")
+	}
+	if req.SnoozeMS > 0 && (req.Permanent || req.RetryAfterMS > 0 || req.Preempted) {
+		return wire.Reported{}, fieldError("snooze_ms", "cannot be combined with permanent, retry_after_ms or preempted")
+	}
 	o, err := s.workers.Fail(ctx, workerID, owner(ctx), f, weft.Failure{Message: req.Error, Permanent: req.Permanent,
-		RetryAfter: time.Duration(req.RetryAfterMS) * time.Millisecond, Preempted: req.Preempted})
+		RetryAfter: time.Duration(req.RetryAfterMS) * time.Millisecond, Preempted: req.Preempted,
+		Snooze: time.Duration(req.SnoozeMS) * time.Millisecond})
 	if err != nil {
 		return wire.Reported{}, err
 	}

@@ -118,6 +118,23 @@ func TestRemoteWorkerProtocol(t *testing.T) {
 		_, field := r.errorCode(t)
 		require.Equal(t, "fence", field)
 
+		// Not done yet: a snooze is no failure, and gives the attempt back;
+		// it does not mix with a failure's options.
+		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": "not yet", "snooze_ms": 1, "permanent": true})
+		require.Equal(t, 400, r.status, "%s", r.body)
+		_, field = r.errorCode(t)
+		require.Equal(t, "snooze_ms", field)
+		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": "not yet", "snooze_ms": 1})
+		require.Equal(t, 200, r.status, "%s", r.body)
+		require.Contains(t, string(r.body), `"state":"waiting"`)
+		var snoozed []claimed
+		for deadline := time.Now().Add(15 * time.Second); len(snoozed) == 0 && time.Now().Before(deadline); {
+			snoozed = w.claim(t, 1000)
+		}
+		require.Len(t, snoozed, 1)
+		require.Equal(t, 1, snoozed[0].Attempt, "a snooze gives the attempt back")
+		c = snoozed[0]
+
 		// The first attempt fails and is retried by the step's policy.
 		r = w.post("/fail", map[string]any{"fence": c.Fence, "error": "flaky", "retry_after_ms": 1})
 		require.Equal(t, 200, r.status, "%s", r.body)

@@ -370,6 +370,10 @@ type Fail struct {
 	// asked it to; Error is the reason it gave. The step returns to ready,
 	// its checkpoint kept and its attempt given back.
 	Preempted bool `json:"preempted,omitempty"`
+	// SnoozeMS: the step is not done yet, and that is no failure: it runs
+	// again after this many milliseconds, its attempt given back. Error
+	// says why.
+	SnoozeMS int64 `json:"snooze_ms,omitempty"`
 }
 
 // Reported answers complete and fail: the state the step moved to and, for

@@ -80,6 +80,9 @@ type Failure struct {
 	// to ready with its checkpoint, its attempt given back. Message is the
 	// reason the reply gave.
 	Preempted bool
+	// Snooze runs the step again after this delay with its attempt given
+	// back: it is not done yet, and that is no failure.
+	Snooze time.Duration
 }
 
 // err returns the failure as the error a handler would have returned.
@@ -90,6 +93,8 @@ func (f Failure) err() error {
 		return &outcome.PermanentError{Err: err}
 	case f.RetryAfter > 0:
 		return &outcome.RetryAfterError{Err: err, Delay: f.RetryAfter}
+	case f.Snooze > 0:
+		return &outcome.SnoozeError{Delay: f.Snooze, Reason: f.Message}
 	}
 	return err
 }

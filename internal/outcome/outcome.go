@@ -30,9 +30,17 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // SnoozeError ends the attempt without failing it: the step waits durably
 // for Delay and then runs again with the same attempt number.
-type SnoozeError struct{ Delay time.Duration }
+type SnoozeError struct {
+	Delay  time.Duration
+	Reason string // why, where the handler said (a remote worker's report)
+}
 
-func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.Delay) }
+func (e *SnoozeError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("%s (snoozed for %s)", e.Reason, e.Delay)
+	}
+	return fmt.Sprintf("snoozed for %s", e.Delay)
+}
 
 func errString(err error) string {
 	if err == nil {

@@ -245,7 +245,7 @@ func (x *CompleteRequest) Wire() wire.Complete {
 // Wire is the fail as POST /v1/workers/{id}/fail takes it.
 func (x *FailRequest) Wire() wire.Fail {
 	return wire.Fail{Fence: x.GetFence().Wire(), Error: x.GetError(), Permanent: x.GetPermanent(), RetryAfterMS: x.GetRetryAfterMs(),
-		Preempted: x.GetPreempted()}
+		Preempted: x.GetPreempted(), SnoozeMS: x.GetSnoozeMs()}
 }
 
 // Wire is the calls as POST /v1/workers/{id}/calls takes them.

@@ -261,13 +261,17 @@ func (x *CompleteResponse) GetReported() *Reported {
 }
 
 type FailRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Fence         *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Permanent     bool                   `protobuf:"varint,4,opt,name=permanent,proto3" json:"permanent,omitempty"`
-	RetryAfterMs  int64                  `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
-	Preempted     bool                   `protobuf:"varint,6,opt,name=preempted,proto3" json:"preempted,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId     string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Fence        *Fence                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	Error        string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Permanent    bool                   `protobuf:"varint,4,opt,name=permanent,proto3" json:"permanent,omitempty"`
+	RetryAfterMs int64                  `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	Preempted    bool                   `protobuf:"varint,6,opt,name=preempted,proto3" json:"preempted,omitempty"`
+	// The step runs again after snooze_ms, its attempt given back: it is
+	// not done yet, and that is no failure (not with permanent,
+	// retry_after_ms or preempted).
+	SnoozeMs      int64 `protobuf:"varint,7,opt,name=snooze_ms,json=snoozeMs,proto3" json:"snooze_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -344,6 +348,13 @@ func (x *FailRequest) GetPreempted() bool {
 	return false
 }
 
+func (x *FailRequest) GetSnoozeMs() int64 {
+	if x != nil {
+		return x.SnoozeMs
+	}
+	return 0
+}
+
 type FailResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reported      *Reported              `protobuf:"bytes,1,opt,name=reported,proto3" json:"reported,omitempty"`
@@ -410,14 +421,15 @@ const file_weft_v1_worker_reports_proto_rawDesc = "" +
 	"\x05fence\x18\x02 \x01(\v2\x0e.weft.v1.FenceR\x05fence\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"A\n" +
 	"\x10CompleteResponse\x12-\n" +
-	"\breported\x18\x01 \x01(\v2\x11.weft.v1.ReportedR\breported\"\xc8\x01\n" +
+	"\breported\x18\x01 \x01(\v2\x11.weft.v1.ReportedR\breported\"\xe5\x01\n" +
 	"\vFailRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12$\n" +
 	"\x05fence\x18\x02 \x01(\v2\x0e.weft.v1.FenceR\x05fence\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1c\n" +
 	"\tpermanent\x18\x04 \x01(\bR\tpermanent\x12$\n" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12\x1c\n" +
-	"\tpreempted\x18\x06 \x01(\bR\tpreempted\"=\n" +
+	"\tpreempted\x18\x06 \x01(\bR\tpreempted\x12\x1b\n" +
+	"\tsnooze_ms\x18\a \x01(\x03R\bsnoozeMs\"=\n" +
 	"\fFailResponse\x12-\n" +
 	"\breported\x18\x01 \x01(\v2\x11.weft.v1.ReportedR\breportedB,Z*github.com/weftrun/weft/wire/weftv1;weftv1b\x06proto3"
 
