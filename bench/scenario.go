@@ -49,6 +49,7 @@ var scenarios = []scenario{
 	{name: "submit", what: "bulk submission of %d one-step tasks, 1000 per call", unit: "tasks/s", defaultN: 20000, weft: weftSubmit, river: riverSubmit},
 	{name: "dag7", what: "%d 7-step DAGs (fan-out 3, join, chain of 2, final) one at a time on an idle engine, submit to completed", unit: "ms", defaultN: 200, weft: weftDAG7},
 	{name: "func5", what: "%d durable functions of five sequential steps one at a time on an idle engine, submit to completed (dag7's measure)", unit: "ms", defaultN: 200, weft: weftFunc5},
+	{name: "chain7", what: "%d DAGs of seven steps in a chain one at a time on an idle engine, submit to completed: as many steps in sequence as func5's calls and its function's two runs", unit: "ms", defaultN: 200, weft: weftChain7},
 	{name: "fanout5", what: "%d five-step parallel workflows submitted 100 per call while the engine runs, start to last completion", unit: "workflows/s", defaultN: 2000, weft: weftFanout5},
 	{name: "depth", what: "time per ClaimSteps of 100 with 1k up to %d steps queued", unit: "ms", defaultN: 100000, once: true, weft: weftDepth},
 	{name: "policies", what: "burn-down of %d one-step tasks without policies and with each kind of policy configured but not binding, then all, alternating; value: with all", unit: "tasks/s", defaultN: 10000, once: true, weft: weftPolicies},
@@ -319,7 +320,7 @@ func (r *result) resultLine() string {
 	fmt.Fprintf(&b, " unit=%s", r.Unit)
 	if r.Weft != nil {
 		switch r.Scenario {
-		case "dag7", "func5":
+		case "dag7", "func5", "chain7":
 			for _, k := range []string{"p50", "p95", "p99"} {
 				fmt.Fprintf(&b, " %s=%s", k, fmtNum(r.Weft.Metrics[k+"_ms"]))
 			}

@@ -112,6 +112,15 @@ func dag7() *workflow.Workflow {
 		Step("final", "noop", workflow.DependsOn("e"))
 }
 
+// chain7 is seven steps, each depending on the one before.
+func chain7() *workflow.Workflow {
+	w := workflow.New("bench", "chain7", "1").Step("s1", "noop")
+	for i := 2; i <= 7; i++ {
+		w.Step(fmt.Sprintf("s%d", i), "noop", workflow.DependsOn(fmt.Sprintf("s%d", i-1)))
+	}
+	return w
+}
+
 // fanout5 is five independent steps.
 func fanout5() *workflow.Workflow {
 	w := workflow.New("bench", "fanout5", "1")
@@ -249,6 +258,15 @@ func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	}
 	defer r.close()
 	return latencies(ctx, r, "bench/dag7", n, "dag")
+}
+
+func weftChain7(ctx context.Context, e *env, n int, _ options) (sample, error) {
+	r, err := openWeft(ctx, e, chain7(), noop)
+	if err != nil {
+		return sample{}, err
+	}
+	defer r.close()
+	return latencies(ctx, r, "bench/chain7", n, "dag")
 }
 
 // weftFunc5 is dag7's measure for a durable function of five sequential
