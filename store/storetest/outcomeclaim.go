@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ var outcomeClaimTests = []struct {
 	{"InsertAndClaimTakesTheFirstSteps", testInsertAndClaim},
 	{"ChildClaimedWithItsParentsSeesTheirResults", testClaimedWithParentsResults},
 	{"ReadiedAndClaimedAgainRecordsEachClaim", testReadiedAndClaimedAgain},
+	{"ResumeFunctionInTheCallsWrite", testResumeFunction},
 }
 
 // testClaimedWithParentsResults: a child claimed in the transaction that
@@ -284,4 +286,64 @@ func testReadiedAndClaimedAgain(t *testing.T, h *harness) {
 	require.Equal(t, 1, starts, "the task started once: %v", trail)
 	require.Len(t, claims, 2)
 	require.NotEqual(t, claims[0], claims[1], "each run records its own claim: %v", trail)
+}
+
+// testResumeFunction: a call's outcome that carries what its function did
+// next (store.Resume) makes the function step wait for the new call in the
+// same transaction, which claims it; where the counts the engine replayed
+// over are not the task's, the function step is left ready to run as
+// usual.
+func testResumeFunction(t *testing.T, h *harness) {
+	oc, ok := h.s.(store.OutcomeClaimer)
+	if !ok {
+		t.Skip("the store does not claim with outcomes")
+	}
+	call := func(name string) store.StepInsert {
+		return store.StepInsert{Name: name, Handler: "fn", Kind: store.KindCall, MaxAttempts: 1, Item: json.RawMessage(`{"call":"step"}`)}
+	}
+	for _, tc := range []struct {
+		name      string
+		recorded  int
+		succeeded int
+		resumed   bool
+	}{
+		{"as replayed", 1, 1, true},
+		{"a call the engine did not know of", 2, 1, false},
+		{"a call that did not succeed", 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := h.in(t)
+			ns := "resume-" + strings.ReplaceAll(tc.name, " ", "-")
+			id := h.insert(store.TaskInsert{Namespace: ns, Steps: []store.StepInsert{{Name: "function", Handler: "fn", Kind: store.KindFunction, MaxAttempts: 3}}})[0].Task.ID
+			claim := func() store.ClaimedStep {
+				got := h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 1, Namespaces: []string{ns}})
+				require.Len(t, got, 1)
+				return got[0]
+			}
+			fn := claim()
+			require.Equal(t, "function", fn.Name)
+			require.Equal(t, []error{nil}, h.complete(store.Outcome{Fence: fn.Fence, EngineID: "e1", State: state.StepWaiting, Snooze: true,
+				Calls: []store.StepInsert{call("one")}}))
+			one := claim()
+			require.Equal(t, "one", one.Name)
+			h.drainWake()
+			results, claimed, err := oc.CompleteAndClaim(h.ctx, []store.Outcome{{Fence: one.Fence, EngineID: "e1", State: state.StepCompleted,
+				Result: json.RawMessage(`1`), Resume: &store.Resume{StepID: fn.ID, Calls: []store.StepInsert{call("two")}, Reason: "waiting for call(s) two",
+					Recorded: tc.recorded, Succeeded: tc.succeeded}}}, store.ClaimParams{EngineID: "e1", Limit: 5, LeaseID: 79, Namespaces: []string{ns}})
+			require.NoError(t, err)
+			require.Equal(t, []error{nil}, results)
+			task := h.task(id)
+			if !tc.resumed {
+				require.Equal(t, []string{"function"}, names(claimed), "the function step runs as usual")
+				require.Len(t, task.Steps, 2, "no call was made")
+				return
+			}
+			require.Equal(t, []string{"two"}, names(claimed), "the next call is claimed in the same transaction")
+			require.Len(t, task.Steps, 3)
+			require.Equal(t, state.StepWaiting, task.Steps[0].State)
+			require.Equal(t, state.TaskRunning, task.State)
+			h.ok(claimed[0], `2`)
+			require.Equal(t, state.StepReady, h.task(id).Steps[0].State, "the function step runs once its new call ended")
+		})
+	}
 }

@@ -110,13 +110,13 @@ func (t *outcomeTx) resume(taskID int64, r *store.Resume) error {
 	}
 	var name, namespace, wf string
 	var idx, prio int
+	// The function step counts its calls (deps_extra) and, as the
+	// cascade ends them, those that succeeded (deps_ok): the check reads
+	// its row alone, however many calls the task made.
 	err := t.QueryRow(`UPDATE steps SET state = 'waiting', run_at = NULL, deps_extra = deps_extra + ?
-		WHERE id = ? AND task_id = ? AND state = 'ready' AND kind = ?
-			AND (SELECT count(*) FROM steps c WHERE c.task_id = steps.task_id AND c.kind <> ?) = ?
-			AND (SELECT count(*) FROM steps c WHERE c.task_id = steps.task_id AND c.kind <> ? AND c.state IN (?, ?)) = ?
+		WHERE id = ? AND task_id = ? AND state = 'ready' AND kind = ? AND deps_extra = ? AND deps_ok = ?
 		RETURNING name, idx, namespace, workflow, (SELECT priority FROM tasks WHERE tasks.id = steps.task_id)`,
-		len(r.Calls), r.StepID, taskID, store.KindFunction, store.KindFunction, r.Recorded,
-		store.KindFunction, string(state.StepCompleted), string(state.StepResolved), r.Succeeded).
+		len(r.Calls), r.StepID, taskID, store.KindFunction, r.Recorded, r.Succeeded).
 		Scan(&name, &idx, &namespace, &wf, &prio)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
