@@ -2,6 +2,7 @@
 records the calls, the worker replays the function over them."""
 
 import threading
+import time
 
 from weft_worker import CallError, Permanent
 
@@ -47,6 +48,38 @@ class FunctionTest(ServerTestCase):
         self.assertEqual(step_named(task, "function")["result"], {"charge": "ch_A1", "total": 111, "by": "ada", "label": "A1"})
         self.assertEqual([s["name"] for s in task["steps"]], ["function", "charge", "tax", "fee", "sleep", "approval", "label"])
         self.assertEqual(ran, {"charge": 1, "tax": 1, "fee": 1})
+
+    def test_snoozes_without_an_attempt_while_a_retried_call_has_not_ended(self):
+        ns = "pyfnsnooze"
+        # One attempt for the function step: a wait that used it would fail the task.
+        self.server.register_workflow("namespace: %s\nname: fn\nversion: \"1\"\nsteps:\n  - name: function\n    type: function\n"
+                                      "    handler: %s.flaky\n    retry: {max_attempts: 1}\n" % (ns, ns))
+        tries = []
+
+        def call():
+            tries.append(1)
+            if len(tries) == 1:
+                raise ValueError("down")
+            time.sleep(1.5)
+            return "up"
+
+        def flaky(fn, inp):
+            return "after " + fn.step("flaky", call, max_attempts=1)
+
+        self.start_worker(ns, {}, functions={"%s.flaky" % ns: flaky})
+        tid = self.server.submit("%s/fn" % ns)
+        self.assertEqual(self.server.wait_task(tid)["state"], "failed")
+        self.server.api("POST", "/v1/tasks/%d/retry" % tid)
+        task = self.server.wait_task(tid)
+        self.assertEqual(task["state"], "completed", task)
+        self.assertEqual(step_named(task, "function")["result"], "after up")
+        self.assertEqual(step_named(task, "function")["attempts"], 1)
+        audit = self.audit_reasons(tid, "function")
+        retried = [i for i, a in enumerate(audit) if a[2] == "task retried"]
+        self.assertTrue(retried, audit)
+        self.assertTrue(any(a[1] == "waiting" and "the function waits for a call that has not ended" in a[2]
+                            for a in audit[retried[0]:]), audit)
+        self.assertEqual({a[4] for a in audit if a[4] is not None}, {1}, audit)
 
     def test_failed_call_and_non_determinism(self):
         ns = "pyfnfail"

@@ -1,10 +1,10 @@
 """The Python worker against a real `weft serve`: outcomes, retries,
-checkpoints, progress, timeouts, heartbeats, re-registration and stop."""
+snoozes, checkpoints, progress, timeouts, heartbeats, re-registration and stop."""
 
 import threading
 import time
 
-from weft_worker import Permanent, StaleLease
+from weft_worker import Permanent, Snooze, StaleLease
 
 from .base import ServerTestCase
 from .weftserver import step_named, wait_for
@@ -84,6 +84,35 @@ class WorkerTest(ServerTestCase):
         self.assertEqual(step["state"], "failed")
         self.assertEqual(step["attempts"], 1, "no retry after Permanent")
         self.assertIn("input is not valid", step["error"])
+
+    def test_snoozed_step_runs_again_with_the_same_attempt_and_completes(self):
+        # One attempt only: a snooze that used it would fail the step.
+        self.register(workflow("snooze", """
+  - name: notyet
+    handler: py.notyet
+    retry: {max_attempts: 1}
+"""))
+        attempts = []
+
+        def notyet(step):
+            attempts.append(step.attempt)
+            if len(attempts) == 1:
+                raise Snooze(0.3, "the export is not ready yet")
+            return {"runs": len(attempts), "attempt": step.attempt}
+
+        self.start_worker("snooze", {"py.notyet": notyet})
+        tid = self.server.submit("snooze/wf")
+        task = self.server.wait_task(tid)
+        self.assertEqual(task["state"], "completed", task)
+        step = step_named(task, "notyet")
+        self.assertEqual((step["result"], step["attempts"]), ({"runs": 2, "attempt": 1}, 1))
+        self.assertEqual(attempts, [1, 1], "run again with the same attempt number")
+        audit = [e for e in self.server.audit(tid) if e.get("step") == "notyet"]
+        snoozed = [e for e in audit if e.get("from") == "running" and "the export is not ready yet" in e.get("reason", "")]
+        again = [e for e in audit if e.get("to") == "running"]
+        self.assertTrue(snoozed and again and snoozed[0]["to"] != "failed", audit)
+        self.assertEqual(again[-1]["attempt"], 1, audit)
+        self.assertTrue(any("snoozed for 300ms: the export is not ready yet" in m for m in self.logs.messages()), self.logs.messages())
 
     def test_checkpoint_of_attempt_one_is_seen_by_attempt_two(self):
         self.register(workflow("ckpt", """

@@ -14,7 +14,9 @@
 A handler gets a Step (input, deps, config, attempt, claimed_checkpoint, ...)
 and returns a JSON-encodable result. Raising an exception fails the attempt
 and the step's retry policy decides what follows; raise Permanent to fail
-without retrying, or RetryAfter(seconds) to choose the delay.
+without retrying, or RetryAfter(seconds) to choose the delay. Raising
+Snooze(seconds, why) is no failure: the step is not done yet and runs again
+after that long with the same attempt number.
 step.checkpoint(value) saves progress that a later attempt starts from,
 step.progress(fraction, message) shows how far it got, and step.cancelled()
 says when to give up (timeout passed, step taken over, worker stopping).
@@ -38,12 +40,12 @@ The protocol is described in docs/remote-workers.md.
 """
 
 from .client import Client
-from .errors import APIError, Permanent, Preempted, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
+from .errors import APIError, Permanent, Preempted, RetryAfter, ServerUnavailable, Snooze, StaleLease, Unauthorized, WorkerLost
 from .function import CallError, Function, Future, NonDeterminism
 from .step import Step
 from .worker import Worker, format_duration
 
 __version__ = "0.2.0"
 
-__all__ = ["Worker", "Step", "Client", "Function", "Future", "CallError", "NonDeterminism", "Permanent", "Preempted", "RetryAfter", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
+__all__ = ["Worker", "Step", "Client", "Function", "Future", "CallError", "NonDeterminism", "Permanent", "Preempted", "RetryAfter", "Snooze", "APIError", "StaleLease", "WorkerLost", "Unauthorized",
            "ServerUnavailable", "format_duration", "__version__"]

@@ -1,11 +1,12 @@
 """The exceptions of weft_worker.
 
-Handlers raise Permanent or RetryAfter to say how their attempt failed. The
-client raises APIError (and its subclasses) for error responses of the
-server and ServerUnavailable when it gave up retrying a request.
+Handlers raise Permanent or RetryAfter to say how their attempt failed, and
+Snooze to say the step is not done yet (no failure). The client raises
+APIError (and its subclasses) for error responses of the server and
+ServerUnavailable when it gave up retrying a request.
 """
 
-__all__ = ["APIError", "StaleLease", "WorkerLost", "Unauthorized", "ServerUnavailable", "Permanent", "RetryAfter", "Preempted"]
+__all__ = ["APIError", "StaleLease", "WorkerLost", "Unauthorized", "ServerUnavailable", "Permanent", "RetryAfter", "Snooze", "Preempted"]
 
 
 class APIError(Exception):
@@ -53,6 +54,17 @@ class RetryAfter(Exception):
     (instead of the retry policy's backoff; its max attempts still apply)."""
 
     def __init__(self, seconds, message="retry requested"):
+        super().__init__(message)
+        self.seconds = seconds
+
+
+class Snooze(Exception):
+    """Raise from a handler to say the step is not done yet, and that is no
+    failure: it runs again after `seconds` (up to a week) with the same
+    attempt number (the attempt is given back; the retry policy is not
+    used). The message says why."""
+
+    def __init__(self, seconds, message="snoozed"):
         super().__init__(message)
         self.seconds = seconds
 

@@ -177,8 +177,8 @@ def drive(fn, step):
     if f.issued:
         return "calls", f.issued
     if not returned:
-        from .errors import RetryAfter
-        raise RetryAfter(1, "the function waits for a call that has not ended")
+        from .errors import Snooze
+        raise Snooze(1, "the function waits for a call that has not ended")
     if f._next < len(f._journal):
         rec = f._journal[f._next]
         raise Permanent('non-determinism: the function returned after %d calls, but the task recorded %d (the next is %s "%s")'

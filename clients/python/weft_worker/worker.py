@@ -31,7 +31,7 @@ import threading
 import time
 
 from . import function
-from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, StaleLease, Unauthorized, WorkerLost
+from .errors import APIError, Permanent, RetryAfter, ServerUnavailable, Snooze, StaleLease, Unauthorized, WorkerLost
 from .step import REPORTING, RUNNING, SETTLED, Step
 from .transport import Interrupted, Transport
 
@@ -270,6 +270,14 @@ class Worker:
         if isinstance(e, RetryAfter):
             ms = int(max(0, min(float(e.seconds) * 1000, _WEEK_MS)))
             return ("/fail", {"error": str(e) or "retry requested", "retry_after_ms": ms})
+        if isinstance(e, Snooze):
+            # Not done yet, and no failure. At least 1 ms: a snooze_ms of 0
+            # would be a plain failure.
+            ms = int(max(1, min(float(e.seconds) * 1000, _WEEK_MS)))
+            if not step.cancelled():
+                self.log.info("step %d (%s) attempt %d snoozed for %s: %s", step.step_id, step.name, step.attempt,
+                              format_duration(ms / 1000), e)
+            return ("/fail", {"error": str(e) or "snoozed", "snooze_ms": ms})
         # A handler's failure is reported, never fatal to the worker.
         if not step.cancelled():
             self.log.warning("step %d (%s) attempt %d: handler raised %s: %s", step.step_id, step.name, step.attempt,
@@ -603,7 +611,7 @@ def _refused_outcome(kind, body, err):
     """The failure to report in place of an outcome the server refused with
     err (a 4xx): a refused result fails the step for good, naming the
     refusal; a refused failure is sent again with its error text alone (a
-    refused preemption becomes a plain failure)."""
+    refused preemption or snooze becomes a plain failure)."""
     if kind == "complete":
         return {"error": "the server refused the result: %s" % _storable(str(err))[:4096], "permanent": True}
     text = _storable(str(body.get("error") or "failed"))[:60000]

@@ -1103,6 +1103,8 @@ export interface components {
             retry_after_ms?: number;
             /** @description The worker stopped the step because a heartbeat's reply asked it to (preempt); error is the reason it was given. The step returns to ready, keeping its checkpoint, its attempt given back. Only for a preemptible step; not with permanent or retry_after_ms */
             preempted?: boolean;
+            /** @description The step is not done yet, and that is no failure: it runs again after this many milliseconds, its attempt given back; error says why. Not with permanent, retry_after_ms or preempted */
+            snooze_ms?: number;
         };
         Checkpoint: {
             fence: components["schemas"]["Fence"];

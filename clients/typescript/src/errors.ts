@@ -1,9 +1,10 @@
 // The errors of @weft/client.
 //
-// Handlers throw Permanent or RetryAfter to say how their attempt failed. The
-// client throws APIError (and its subclasses) for error responses of the
-// server, TransportError when no usable response came, and ServerUnavailable
-// when it gave up retrying a request.
+// Handlers throw Permanent or RetryAfter to say how their attempt failed, and
+// Snooze to say the step is not done yet (no failure). The client throws
+// APIError (and its subclasses) for error responses of the server,
+// TransportError when no usable response came, and ServerUnavailable when it
+// gave up retrying a request.
 
 import type { ErrorCode } from "./types.js";
 
@@ -100,6 +101,23 @@ export class RetryAfter extends Error {
   constructor(
     readonly delayMs: number,
     message = "retry requested",
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Throw from a handler to say the step is not done yet, and that is no
+ * failure: it runs again after ms (up to a week) with the same attempt number
+ * (the attempt is given back; the retry policy is not used). The message says
+ * why.
+ */
+export class Snooze extends Error {
+  override name = "Snooze";
+
+  constructor(
+    readonly ms: number,
+    message = "snoozed",
   ) {
     super(message);
   }

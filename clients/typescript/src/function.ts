@@ -16,7 +16,7 @@
 // claimed, by running the function up to the call. The function must make
 // the same calls in the same order each time.
 
-import { Permanent, RetryAfter } from "./errors.js";
+import { Permanent, Snooze } from "./errors.js";
 import type { Step } from "./step.js";
 import type { Call, RecordedCall } from "./types.js";
 
@@ -199,7 +199,7 @@ export async function drive(fn: DurableFunction, step: Step): Promise<Driven> {
       throw end.error;
   }
   if (f.issued.length > 0) return { kind: "calls", calls: f.issued };
-  if (end.kind === "suspended") throw new RetryAfter(1000, "the function waits for a call that has not ended");
+  if (end.kind === "suspended") throw new Snooze(1000, "the function waits for a call that has not ended");
   const journal = step.raw.calls ?? [];
   const made = f.made;
   if (end.kind === "returned" && made < journal.length) {

@@ -14,6 +14,7 @@ export {
   Preempted,
   RetryAfter,
   ServerUnavailable,
+  Snooze,
   StaleLease,
   TransportError,
   Unauthorized,

@@ -1,7 +1,7 @@
 // What a worker reports for a handler's result or error, and what it reports
 // instead when the server refuses that.
 
-import { APIError, Permanent, RetryAfter, Unauthorized } from "./errors.js";
+import { APIError, Permanent, RetryAfter, Snooze, Unauthorized } from "./errors.js";
 import type { Calls, Complete, Fail } from "./types.js";
 
 /** A step's outcome, without its fence. */
@@ -26,6 +26,11 @@ export function failure(err: unknown): Outcome {
     const ms = Math.round(Math.max(0, Math.min(Number(err.delayMs) || 0, WEEK_MS)));
     return { kind: "fail", body: { error: err.message || "retry requested", retry_after_ms: ms } };
   }
+  if (err instanceof Snooze) {
+    // At least 1 ms: a snooze_ms of 0 would be a plain failure.
+    const ms = Math.round(Math.max(1, Math.min(Number(err.ms) || 0, WEEK_MS)));
+    return { kind: "fail", body: { error: err.message || "snoozed", snooze_ms: ms } };
+  }
   return { kind: "fail", body: { error: errorText(err) } };
 }
 
@@ -39,7 +44,7 @@ export function errorText(err: unknown): string {
  * The failure to report in place of an outcome the server refused with err
  * (a 4xx): a refused result fails the step for good, naming the refusal; a
  * refused failure is sent again with its error text alone (a refused
- * preemption becomes a plain failure).
+ * preemption or snooze becomes a plain failure).
  */
 export function refusedOutcome(outcome: Outcome, err: APIError): Omit<Fail, "fence"> {
   const refusal = storable(err.toString());

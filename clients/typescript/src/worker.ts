@@ -16,7 +16,7 @@
 // - stop() stops claiming, waits for running handlers up to the drain
 //   timeout, and deregisters.
 
-import { APIError, Interrupted, Permanent, ServerUnavailable, StaleLease, Unauthorized, WorkerLost, authError, describe } from "./errors.js";
+import { APIError, Interrupted, Permanent, ServerUnavailable, Snooze, StaleLease, Unauthorized, WorkerLost, authError, describe } from "./errors.js";
 import { drive, runCall, type DurableFunction } from "./function.js";
 import { Heartbeats } from "./heartbeats.js";
 import { HeldSteps } from "./held.js";
@@ -296,6 +296,11 @@ export class Worker {
         // Stopped as asked (whatever it threw): back to the queue.
         this.log.info(`step ${step.stepId} (${step.name}) attempt ${step.attempt} stopped: ${step.preemptReason}`);
         outcome = { kind: "fail", body: { error: step.preemptReason ?? "preempted", preempted: true } };
+      } else if (err instanceof Snooze && !step.cancelled) {
+        // Not done yet, and no failure: logged as such, without a stack.
+        outcome = failure(err);
+        const ms = outcome.kind === "fail" ? (outcome.body.snooze_ms ?? 0) : 0;
+        this.log.info(`step ${step.stepId} (${step.name}) attempt ${step.attempt} snoozed for ${formatDuration(ms)}: ${err.message}`);
       } else {
         if (!step.cancelled) {
           const stack = err instanceof Error && err.stack ? err.stack : describe(err);

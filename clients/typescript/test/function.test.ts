@@ -51,6 +51,44 @@ describe("durable functions", () => {
   );
 
   it(
+    "snoozes, without using an attempt, while a call an operator retried has not ended",
+    env.run(async (ctx) => {
+      const ns = "tsfnsnooze";
+      // One attempt for the function step: a wait that used it would fail the task.
+      await ctx.server.registerWorkflow(
+        `namespace: ${ns}\nname: fn\nversion: "1"\nsteps:\n  - name: function\n    type: function\n    handler: ${ns}.flaky\n    retry: {max_attempts: 1}\n`,
+      );
+      let tries = 0;
+      const flaky = async (fn: FunctionContext) => {
+        const v = await fn.step(
+          "flaky",
+          async () => {
+            if (++tries === 1) throw new Error("down");
+            await new Promise((r) => setTimeout(r, 1500));
+            return "up";
+          },
+          { maxAttempts: 1 },
+        );
+        return `after ${v as string}`;
+      };
+      await ctx.startWorker(ns, {}, {}, { [`${ns}.flaky`]: flaky as never });
+      const id = await ctx.server.submit(`${ns}/fn`);
+      const failed = await ctx.server.waitTask(id);
+      assert.equal(failed.state, "failed", JSON.stringify(failed));
+      await ctx.server.api("POST", `/v1/tasks/${id}/retry`);
+      const task = await ctx.server.waitTask(id);
+      assert.equal(task.state, "completed", JSON.stringify(task));
+      assert.equal(stepNamed(task, "function").result, "after up");
+      const audit = await ctx.auditOf(id, "function");
+      const retried = audit.findIndex((a) => a.reason === "task retried");
+      const snoozed = audit.slice(retried).filter((a) => a.to === "waiting" && a.reason?.includes("the function waits for a call that has not ended"));
+      assert.ok(retried >= 0 && snoozed.length > 0, JSON.stringify(audit));
+      assert.deepEqual([...new Set(audit.filter((a) => a.attempt !== undefined).map((a) => a.attempt))], [1], JSON.stringify(audit));
+      assert.equal(stepNamed(task, "function").attempts, 1);
+    }),
+  );
+
+  it(
     "fails on a failed call it passes on, and on non-determinism",
     env.run(async (ctx) => {
       const ns = "tsfnfail";

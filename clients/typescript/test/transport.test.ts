@@ -6,8 +6,8 @@ import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { describe, it, type TestContext } from "node:test";
 
-import { APIError, Interrupted, Preempted, ServerUnavailable, StaleLease, Step, Unauthorized, WorkerLost, formatDuration } from "../src/index.js";
-import { refusedOutcome, storable } from "../src/outcomes.js";
+import { APIError, Interrupted, Preempted, ServerUnavailable, Snooze, StaleLease, Step, Unauthorized, WorkerLost, formatDuration } from "../src/index.js";
+import { failure, refusedOutcome, storable } from "../src/outcomes.js";
 import { readEvents } from "../src/sse.js";
 import { Transport } from "../src/transport.js";
 import { checkSchema } from "../testing/schema.js";
@@ -221,6 +221,12 @@ describe("outcomes", () => {
       [300, 1000, 1500, 90_000, 3_600_000].map(formatDuration),
       ["300ms", "1s", "1.5s", "1m30s", "1h0m0s"],
     );
+  });
+
+  it("reports a Snooze as a fail with snooze_ms, from 1 ms to a week", () => {
+    assert.deepEqual(failure(new Snooze(1500, "not yet")), { kind: "fail", body: { error: "not yet", snooze_ms: 1500 } });
+    assert.deepEqual(failure(new Snooze(0)), { kind: "fail", body: { error: "snoozed", snooze_ms: 1 } });
+    assert.deepEqual(failure(new Snooze(1e12)), { kind: "fail", body: { error: "snoozed", snooze_ms: 604_800_000 } });
   });
 
   it("replaces NULs and lone surrogates in refused reports", () => {

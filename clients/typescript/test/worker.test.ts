@@ -1,11 +1,11 @@
 // The worker against a real `weft serve`: results, failures, retries,
-// checkpoints, progress, timeouts, lost steps, heartbeats, re-registration,
+// snoozes, checkpoints, progress, timeouts, lost steps, heartbeats, re-registration,
 // stop and tracing.
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { Permanent, RetryAfter, StaleLease, type Step } from "../src/index.js";
+import { Permanent, RetryAfter, Snooze, StaleLease, type Step } from "../src/index.js";
 import { serverEnv, within } from "../testing/harness.js";
 import { HTTPError, stepNamed, waitFor, workflow } from "../testing/weftserver.js";
 
@@ -114,6 +114,35 @@ describe("Worker", () => {
       const second = audit.find((e) => e.to === "running" && e.attempt === 2);
       assert.ok(failed && second, JSON.stringify(audit));
       assert.ok(Date.parse(second.at) - Date.parse(failed.at) >= 1400, JSON.stringify([failed, second]));
+    }),
+  );
+
+  it(
+    "runs a snoozed step again with the same attempt, which then completes",
+    env.run(async (ctx) => {
+      // One attempt only: a snooze that used it would fail the step.
+      await ctx.server.registerWorkflow(one("snooze", "ts.notyet", "    retry: {max_attempts: 1}\n"));
+      const attempts: number[] = [];
+      await ctx.startWorker("snooze", {
+        "ts.notyet": (step) => {
+          attempts.push(step.attempt);
+          if (attempts.length === 1) throw new Snooze(300, "the export is not ready yet");
+          return { runs: attempts.length, attempt: step.attempt };
+        },
+      });
+      const id = await ctx.server.submit("snooze/wf");
+      const task = await ctx.server.waitTask(id);
+      assert.equal(task.state, "completed", JSON.stringify(task));
+      const step = stepNamed(task, "s");
+      assert.deepEqual([step.result, step.attempts], [{ runs: 2, attempt: 1 }, 1]);
+      assert.deepEqual(attempts, [1, 1], "run again with the same attempt number");
+      const audit = (await ctx.server.audit(id)).filter((e) => e.step === "s");
+      const snoozed = audit.find((e) => e.from === "running" && e.reason?.includes("the export is not ready yet"));
+      const again = audit.filter((e) => e.to === "running").at(-1);
+      assert.ok(snoozed && again && snoozed.to !== "failed", JSON.stringify(audit));
+      assert.equal(again.attempt, 1, JSON.stringify(audit));
+      assert.ok(Date.parse(again.at) - Date.parse(snoozed.at) >= 250, JSON.stringify([snoozed, again]));
+      assert.ok(ctx.logs.find("snoozed for 300ms", "the export is not ready yet"), ctx.logs.lines.join("\n"));
     }),
   );
 
