@@ -55,10 +55,11 @@ func (rs *resumables) after(ctx context.Context, e *Engine, c *store.ClaimedStep
 	}
 	journal := r.journal
 	journal[last].Ended, journal[last].Succeeded, journal[last].Result = true, true, o.Result
-	// The function's code between calls is not the call's: not bounded
-	// by the call's timeout, nor stopped with it.
-	out := durable.Drive(context.WithoutCancel(ctx), c.TaskID, journal, r.fn, r.step.Input)
-	if len(out.Calls) == 0 {
+	// Under the call's context, so that a cancel or a shutdown stops the
+	// function's code too: a run cut short makes no calls, and its step
+	// runs as usual.
+	out := durable.Drive(ctx, c.TaskID, journal, r.fn, r.step.Input)
+	if len(out.Calls) == 0 || ctx.Err() != nil {
 		return // it returned, failed or waits: its step runs as usual
 	}
 	var made *callsMade
