@@ -132,11 +132,15 @@ func testHeartbeatLost(t *testing.T, h *harness) {
 	h.register("e1")
 	h.insert(store.TaskInsert{}, store.TaskInsert{})
 	got := h.claim("e1", 2)
-	_, err := h.s.CancelTask(h.ctx, got[0].TaskID, "", "test")
+	// Fences of one claim (one lease, one attempt): both held, nothing lost.
+	res, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{got[0].Fence, got[1].Fence}})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost)
+	_, err = h.s.CancelTask(h.ctx, got[0].TaskID, "", "test")
 	require.NoError(t, err)
 	stale := got[1].Fence
 	stale.LeaseID++
-	res, err := h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{got[0].Fence, got[1].Fence, stale}})
+	res, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{got[0].Fence, got[1].Fence, stale}})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []store.Fence{got[0].Fence, stale}, res.Lost)
 	require.Zero(t, res.Released, "an incomplete list releases nothing")
