@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -145,6 +146,8 @@ func functionHandler(fn Function) StepHandler {
 		switch {
 		case len(calls) > 0:
 			return nil, callsMade{calls: calls}
+		case errors.Is(err, durable.ErrWaiting):
+			return nil, Snooze(time.Second, err.Error())
 		case err != nil && durable.IsPermanent(err):
 			return nil, Permanent(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/wire/weftv1"
@@ -32,6 +33,32 @@ func (e permanentError) Unwrap() error { return e.err }
 // Permanent marks a handler's error as permanent: the step fails without
 // another attempt.
 func Permanent(err error) error { return permanentError{err} }
+
+// retryAfterError is a failure to retry after a delay of its own.
+type retryAfterError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e retryAfterError) Error() string { return e.err.Error() }
+func (e retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter marks a handler's error as one to retry after d instead of
+// the step's backoff (its max attempts still apply).
+func RetryAfter(d time.Duration, err error) error { return retryAfterError{err, d} }
+
+// snoozeError says the step is not done yet.
+type snoozeError struct {
+	reason string
+	delay  time.Duration
+}
+
+func (e snoozeError) Error() string { return e.reason }
+
+// Snooze is what a handler returns when its step is not done yet, and that
+// is no failure: the step runs again after d (up to a week) with the same
+// attempt number. reason says why.
+func Snooze(d time.Duration, reason string) error { return snoozeError{reason, d} }
 
 // WorkerConfig configures a GRPCWorker.
 type WorkerConfig struct {
@@ -67,19 +94,37 @@ type GRPCWorker struct {
 	handlers map[string]StepHandler
 	log      *slog.Logger
 
+	regMu   sync.Mutex // one registration again at a time (rejoin)
 	mu      sync.Mutex
 	id      string
-	every   time.Duration       // the heartbeat interval the server asked for
-	held    map[int64]*heldStep // by step id
+	every   time.Duration          // the heartbeat interval the server asked for
+	held    map[fenceKey]*heldStep // by fence
 	stream  *connect.BidiStreamForClient[weftv1.PullRequest, weftv1.PullResponse]
 	freed   chan struct{} // a slot freed
 	running sync.WaitGroup
 }
 
+// fenceKey identifies one attempt's hold on a step. Two attempts of a
+// step may run here at once: one the server took back (timed out, or the
+// worker declared dead) whose handler has not returned, and the next.
+type fenceKey struct {
+	step    int64
+	attempt int32
+	lease   int64
+}
+
+func keyOf(f *weftv1.Fence) fenceKey { return fenceKey{f.GetStepId(), f.GetAttempt(), f.GetLeaseId()} }
+
 type heldStep struct {
 	fence  *weftv1.Fence
+	worker string // the registration the step was pushed to
 	cancel context.CancelCauseFunc
 }
+
+// stepTimedOut is the cause of a step's context whose timeout passed.
+type stepTimedOut time.Duration
+
+func (d stepTimedOut) Error() string { return fmt.Sprintf("step timed out after %s", time.Duration(d)) }
 
 // ErrPreempted is the cause of a step's context that the server asked to
 // stop for a step of higher priority (a preemptible step, on a worker with
@@ -93,8 +138,9 @@ var ErrPreempted = errors.New("preempted by a step of higher priority")
 type attemptKey struct{}
 
 type attemptRef struct {
-	w     *GRPCWorker
-	fence *weftv1.Fence
+	w      *GRPCWorker
+	fence  *weftv1.Fence
+	worker string // the registration the step was pushed to
 }
 
 func attemptOf(ctx context.Context) (attemptRef, error) {
@@ -105,10 +151,29 @@ func attemptOf(ctx context.Context) (attemptRef, error) {
 	return a, nil
 }
 
+// ended refuses, without a request, a call of an attempt whose context
+// ended. A step whose timeout passed or that the server took back is no
+// longer the attempt's: a conflict (stale_lease), as the server's answer
+// would be.
+func (a attemptRef) ended(ctx context.Context, what string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(ctx)
+	var timedOut stepTimedOut
+	if errors.As(cause, &timedOut) || errors.Is(cause, errStepLost) {
+		return &Error{Status: http.StatusConflict, Code: wire.CodeStaleLease,
+			Message: fmt.Sprintf("%s of step %d attempt %d not sent: %v", what, a.fence.GetStepId(), a.fence.GetAttempt(), cause)}
+	}
+	return fmt.Errorf("%s of step %d attempt %d not sent: %w", what, a.fence.GetStepId(), a.fence.GetAttempt(), cause)
+}
+
 // Checkpoint saves v, encoded as JSON, as the step's checkpoint: a later
 // attempt of the step is given it (wire.ClaimedStep.Checkpoint). Call it
 // with the context the handler was given. It is fenced: refused (with a
-// conflict) once this attempt no longer holds the step.
+// conflict) once this attempt no longer holds the step, by the worker
+// itself once the handler's context ended (the step's timeout passed, or
+// the server took the step back).
 func Checkpoint(ctx context.Context, v any) error {
 	a, err := attemptOf(ctx)
 	if err != nil {
@@ -118,8 +183,11 @@ func Checkpoint(ctx context.Context, v any) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	if err := a.ended(ctx, "checkpoint"); err != nil {
+		return err
+	}
 	return a.w.retrying(ctx, func() error {
-		_, err := a.w.api.Checkpoint(ctx, request(ctx, &weftv1.CheckpointRequest{WorkerId: a.w.workerID(), Fence: a.fence, Checkpoint: b}, a.w.cfg.Token))
+		_, err := a.w.api.Checkpoint(ctx, request(ctx, &weftv1.CheckpointRequest{WorkerId: a.worker, Fence: a.fence, Checkpoint: b}, a.w.cfg.Token))
 		return err
 	})
 }
@@ -135,8 +203,11 @@ func Progress(ctx context.Context, fraction float64, message string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.ended(ctx, "progress"); err != nil {
+		return err
+	}
 	return a.w.retrying(ctx, func() error {
-		_, err := a.w.api.Progress(ctx, request(ctx, &weftv1.ProgressRequest{WorkerId: a.w.workerID(), Fence: a.fence, Fraction: &fraction,
+		_, err := a.w.api.Progress(ctx, request(ctx, &weftv1.ProgressRequest{WorkerId: a.worker, Fence: a.fence, Fraction: &fraction,
 			Message: message}, a.w.cfg.Token))
 		return err
 	})
@@ -189,7 +260,7 @@ func NewGRPCWorker(cfg WorkerConfig) (*GRPCWorker, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &GRPCWorker{cfg: cfg, api: weftv1connect.NewWorkerServiceClient(hc, base, connect.WithGRPC()), handlers: map[string]StepHandler{},
-		log: cfg.Logger, held: map[int64]*heldStep{}, freed: make(chan struct{}, 1)}, nil
+		log: cfg.Logger, held: map[fenceKey]*heldStep{}, freed: make(chan struct{}, 1)}, nil
 }
 
 // Handle registers the handler of the steps whose handler is name. Call
@@ -291,6 +362,27 @@ func (w *GRPCWorker) register(ctx context.Context) error {
 	return nil
 }
 
+// rejoin follows the server's word that registration dead is unknown or
+// declared dead: the steps pushed to it were reclaimed, so their handlers
+// are stopped, and the worker registers again, unless the stream or the
+// heartbeats, which may both hear it, did already.
+func (w *GRPCWorker) rejoin(ctx context.Context, dead string) error {
+	w.regMu.Lock()
+	defer w.regMu.Unlock()
+	w.mu.Lock()
+	for _, h := range w.held {
+		if h.worker == dead {
+			h.cancel(errStepLost)
+		}
+	}
+	again := w.id == dead
+	w.mu.Unlock()
+	if !again {
+		return nil
+	}
+	return w.register(ctx)
+}
+
 // sleep waits about d (or until ctx ends) and returns the next backoff.
 func (w *GRPCWorker) sleep(ctx context.Context, d time.Duration) time.Duration {
 	t := time.NewTimer(d/2 + rand.N(d/2+1))
@@ -323,7 +415,8 @@ func (w *GRPCWorker) pull(ctx, work context.Context) error {
 				return nil
 			}
 		}
-		err := w.stream1(ctx, work, func() { backoff = w.cfg.MinBackoff })
+		id := w.workerID()
+		err := w.stream1(ctx, work, id, func() { backoff = w.cfg.MinBackoff })
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -332,7 +425,7 @@ func (w *GRPCWorker) pull(ctx, work context.Context) error {
 			return grpcError(err)
 		case forgotten(err):
 			// The server forgot the worker (declared dead): again.
-			if rerr := w.register(ctx); rerr != nil && fatal(rerr) {
+			if rerr := w.rejoin(ctx, id); rerr != nil && fatal(rerr) {
 				return rerr
 			}
 		}
@@ -342,9 +435,10 @@ func (w *GRPCWorker) pull(ctx, work context.Context) error {
 	return nil
 }
 
-// stream1 runs one Pull stream until it fails or ctx ends; connected is
-// called once the server pushed a first step or accepted the stream.
-func (w *GRPCWorker) stream1(ctx, work context.Context, connected func()) error {
+// stream1 runs one Pull stream of registration id until it fails or ctx
+// ends; connected is called once the server pushed a first step or
+// accepted the stream.
+func (w *GRPCWorker) stream1(ctx, work context.Context, id string, connected func()) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s := w.api.Pull(sctx)
@@ -354,7 +448,7 @@ func (w *GRPCWorker) stream1(ctx, work context.Context, connected func()) error 
 	defer context.AfterFunc(sctx, func() { _ = s.CloseResponse() })()
 	defer s.CloseResponse()
 	w.mu.Lock()
-	open := &weftv1.PullOpen{WorkerId: w.id, Handlers: w.handlerNames(), Namespaces: w.cfg.Namespaces, Credit: int32(w.cfg.Slots - len(w.held))}
+	open := &weftv1.PullOpen{WorkerId: id, Handlers: w.handlerNames(), Namespaces: w.cfg.Namespaces, Credit: int32(w.cfg.Slots - len(w.held))}
 	err := s.Send(&weftv1.PullRequest{Msg: &weftv1.PullRequest_Open{Open: open}})
 	if err == nil {
 		w.stream = s
@@ -382,23 +476,29 @@ func (w *GRPCWorker) stream1(ctx, work context.Context, connected func()) error 
 			first = false
 		}
 		for _, st := range res.GetSteps() {
-			w.start(work, st)
+			w.start(work, st, id)
 		}
 	}
 }
 
-// start runs a pushed step in its slot.
-func (w *GRPCWorker) start(work context.Context, st *weftv1.ClaimedStep) {
+// start runs a step pushed to registration worker in its slot.
+func (w *GRPCWorker) start(work context.Context, st *weftv1.ClaimedStep, worker string) {
 	step := st.Wire()
-	ctx, cancel := context.WithCancelCause(context.WithValue(work, attemptKey{}, attemptRef{w: w, fence: st.GetFence()}))
+	ctx := context.WithValue(work, attemptKey{}, attemptRef{w: w, fence: st.GetFence(), worker: worker})
+	// The handler's context continues the task's trace, as an engine's
+	// handlers' do.
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": step.TraceParent, "tracestate": step.TraceState})
+	ctx, cancel := context.WithCancelCause(ctx)
 	if step.TimeoutMS > 0 {
+		d := time.Duration(step.TimeoutMS) * time.Millisecond
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeout(ctx, time.Duration(step.TimeoutMS)*time.Millisecond)
+		ctx, stop = context.WithTimeoutCause(ctx, d, stepTimedOut(d))
 		cancelCause := cancel
 		cancel = func(cause error) { cancelCause(cause); stop() }
 	}
+	key := keyOf(st.GetFence())
 	w.mu.Lock()
-	w.held[step.StepID] = &heldStep{fence: st.GetFence(), cancel: cancel}
+	w.held[key] = &heldStep{fence: st.GetFence(), worker: worker, cancel: cancel}
 	w.mu.Unlock()
 	w.running.Add(1)
 	go func() {
@@ -406,10 +506,17 @@ func (w *GRPCWorker) start(work context.Context, st *weftv1.ClaimedStep) {
 		defer cancel(nil)
 		log := w.log.With("task_id", step.TaskID, "step", step.Step, "attempt", step.Attempt)
 		result, err := w.run(ctx, step)
-		preempted := err != nil && errors.Is(context.Cause(ctx), ErrPreempted)
-		w.report(work, log, st.GetFence(), result, err, preempted)
+		cause := context.Cause(ctx)
+		preempted := err != nil && errors.Is(cause, ErrPreempted)
+		var timedOut stepTimedOut
+		if err != nil && errors.As(cause, &timedOut) && !errors.Is(err, cause) {
+			// The failure says that the step timed out, as an engine's
+			// handler's does.
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		w.report(work, log, st.GetFence(), worker, result, err, preempted)
 		w.mu.Lock()
-		delete(w.held, step.StepID)
+		delete(w.held, key)
 		s := w.stream
 		if s != nil {
 			// The slot is free: one more step. A stream that broke is
@@ -440,12 +547,12 @@ func (w *GRPCWorker) run(ctx context.Context, step wire.ClaimedStep) (result jso
 	return h(ctx, step)
 }
 
-// report sends a step's outcome, again after a failure that may pass,
-// until the server answers or the fence is no longer the step's.
-func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1.Fence, result json.RawMessage, herr error, preempted bool) {
+// report sends the outcome of a step pushed to registration id, again
+// after a failure that may pass, until the server answers or the fence is
+// no longer the step's.
+func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1.Fence, id string, result json.RawMessage, herr error, preempted bool) {
 	backoff := w.cfg.MinBackoff
 	for attempt := 0; ; attempt++ {
-		id := w.workerID()
 		var err error
 		var made callsMade
 		switch {
@@ -463,9 +570,7 @@ func (w *GRPCWorker) report(ctx context.Context, log *slog.Logger, fence *weftv1
 				continue
 			}
 		default:
-			var perm permanentError
-			_, err = w.api.Fail(ctx, request(ctx, &weftv1.FailRequest{WorkerId: id, Fence: fence, Error: herr.Error(),
-				Permanent: errors.As(herr, &perm) && !preempted, Preempted: preempted}, w.cfg.Token))
+			_, err = w.api.Fail(ctx, request(ctx, failRequest(id, fence, herr, preempted), w.cfg.Token))
 		}
 		code := connect.CodeOf(err)
 		switch {
@@ -507,7 +612,8 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 		for _, h := range w.held {
 			fences = append(fences, h.fence)
 		}
-		req := &weftv1.HeartbeatRequest{WorkerId: w.id, Steps: fences}
+		sent := w.id
+		req := &weftv1.HeartbeatRequest{WorkerId: sent, Steps: fences}
 		if run.Err() == nil {
 			// Its free slots, so that the server may ask a full worker
 			// to stop a preemptible step for one of higher priority; a
@@ -520,8 +626,7 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 		if err != nil {
 			if forgotten(err) && run.Err() == nil {
 				// Declared dead: its steps are someone else's now.
-				w.cancelAll()
-				if rerr := w.register(run); rerr != nil {
+				if rerr := w.rejoin(run, sent); rerr != nil {
 					w.log.Warn("grpc worker: register again", "error", rerr)
 				}
 			} else if hbCtx.Err() == nil {
@@ -531,13 +636,13 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 		}
 		w.mu.Lock()
 		for _, f := range res.Msg.GetLost() {
-			if h, ok := w.held[f.GetStepId()]; ok && h.fence.GetLeaseId() == f.GetLeaseId() {
+			if h, ok := w.held[keyOf(f)]; ok {
 				h.cancel(errStepLost)
 			}
 		}
 		for _, p := range res.Msg.GetPreempt() {
 			f := p.GetFence()
-			if h, ok := w.held[f.GetStepId()]; ok && h.fence.GetLeaseId() == f.GetLeaseId() {
+			if h, ok := w.held[keyOf(f)]; ok {
 				w.log.Info("grpc worker: step preempted", "step_id", f.GetStepId(), "reason", p.GetReason())
 				h.cancel(ErrPreempted)
 			}
@@ -550,10 +655,28 @@ func (w *GRPCWorker) heartbeats(hbCtx, run context.Context) {
 // (cancelled, timed out, or the worker declared dead).
 var errStepLost = errors.New("the server took the step back")
 
-func (w *GRPCWorker) cancelAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, h := range w.held {
-		h.cancel(errStepLost)
+// failRequest is the report of a handler's error: permanent, retried after
+// a delay of its own, snoozed, or retried under the step's policy.
+func failRequest(id string, fence *weftv1.Fence, herr error, preempted bool) *weftv1.FailRequest {
+	req := &weftv1.FailRequest{WorkerId: id, Fence: fence, Error: herr.Error(), Preempted: preempted}
+	if preempted {
+		return req
 	}
+	var perm permanentError
+	var after retryAfterError
+	var snooze snoozeError
+	const week = 7 * 24 * time.Hour
+	switch {
+	case errors.As(herr, &perm):
+		req.Permanent = true
+	case errors.As(herr, &after):
+		req.RetryAfterMs = min(max(after.delay, 0), week).Milliseconds()
+	case errors.As(herr, &snooze):
+		// At least 1 ms: a snooze_ms of 0 would be a plain failure.
+		req.SnoozeMs = min(max(snooze.delay, time.Millisecond), week).Milliseconds()
+		if req.Error == "" {
+			req.Error = "snoozed"
+		}
+	}
+	return req
 }

@@ -158,3 +158,42 @@ func TestGRPCWorkerResultThatCannotBeStored(t *testing.T) {
 	require.Equal(t, 1, task.Steps[0].Attempts)
 	require.Contains(t, task.Steps[0].Error, "result cannot be stored")
 }
+
+// TestGRPCWorkerSnoozeAndRetryAfter: a handler's Snooze runs the step
+// again with the same attempt, and its RetryAfter retries it under the
+// step's attempts (two here): snoozed, retried, then completed on its
+// second attempt.
+func TestGRPCWorkerSnoozeAndRetryAfter(t *testing.T) {
+	t.Parallel()
+	g := startGRPCServer(t)
+	var runs atomic.Int32
+	attempts := make(chan int, 3)
+	startWorker(t, g, 1, map[string]client.StepHandler{"remote.resume": func(ctx context.Context, step wire.ClaimedStep) (json.RawMessage, error) {
+		attempts <- step.Attempt
+		switch runs.Add(1) {
+		case 1:
+			return nil, client.Snooze(20*time.Millisecond, "not yet")
+		case 2:
+			return nil, client.RetryAfter(20*time.Millisecond, errors.New("flaky"))
+		}
+		return json.RawMessage(`"done"`), nil
+	}})
+	sub, err := g.e.Submit(t.Context(), weft.Submission{Workflow: "shop/resume"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	task, err := g.e.Wait(ctx, sub.Task.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.TaskCompleted, task.State, "%+v", task.Steps)
+	require.Equal(t, []int{1, 1, 2}, []int{<-attempts, <-attempts, <-attempts})
+	trail, err := g.e.Audit(t.Context(), sub.Task.ID)
+	require.NoError(t, err)
+	var reasons []string
+	for _, a := range trail {
+		if a.Step == "s" && a.From == string(state.StepRunning) {
+			reasons = append(reasons, a.Reason)
+		}
+	}
+	require.Equal(t, "not yet (snoozed for 20ms)", reasons[0])
+	require.Contains(t, reasons[1], "flaky")
+}

@@ -34,6 +34,9 @@ type grpcServer struct {
 	pulls atomic.Int64
 	admin string // workers:connect
 	tasks string // tasks:*
+	// wrap, when set, serves each request in the server's place, given
+	// the server: a test's way to watch or break the worker's calls.
+	wrap atomic.Pointer[func(w http.ResponseWriter, r *http.Request, srv http.Handler)]
 }
 
 func startGRPCServer(t *testing.T) *grpcServer {
@@ -67,6 +70,10 @@ func startGRPCServer(t *testing.T) *grpcServer {
 	g.hs = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/Pull") {
 			g.pulls.Add(1)
+		}
+		if wrap := g.wrap.Load(); wrap != nil {
+			(*wrap)(w, r, srv)
+			return
 		}
 		srv.ServeHTTP(w, r)
 	}))

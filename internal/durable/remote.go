@@ -55,6 +55,11 @@ func WireCall(c Request) wire.Call {
 	return out
 }
 
+// ErrWaiting is RunRemote's error for a function step that ran while a
+// call it waits for has not ended (an operator reopened it): the worker
+// snoozes the step (fail with snooze_ms), which uses no attempt.
+var ErrWaiting = errors.New("the function waits for a call that has not ended")
+
 // RunRemote runs a durable function's claimed step on a remote worker: a
 // function step (kind "function") replays fn over the claim's journal and
 // returns the new calls to report or the function's result; a call's step
@@ -76,7 +81,7 @@ func RunRemote(ctx context.Context, step wire.ClaimedStep, fn Func) (calls []wir
 			}
 			return calls, nil, nil
 		case out.Waiting:
-			return nil, nil, errors.New("the function waits for a call that has not ended")
+			return nil, nil, ErrWaiting
 		}
 		return nil, out.Value, out.Err
 	}
