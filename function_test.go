@@ -362,9 +362,10 @@ func TestFunctionVersionsCancelAndRetry(t *testing.T) {
 }
 
 // TestFunctionResumesInTheCallsWrite: on the engine that runs its calls, a
-// function of sequential calls goes on to its next call in the write that
-// records the last one's end: its step is claimed only to start and to
-// return, and the trail says why it waits at each call.
+// function of sequential calls goes on to its next call, and at the end
+// returns, in the write that records the last call's end: its step is
+// claimed only to start and to return, and the trail says why it waits at
+// each call.
 func TestFunctionResumesInTheCallsWrite(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
@@ -394,20 +395,27 @@ func TestFunctionResumesInTheCallsWrite(t *testing.T) {
 		require.Equal(t, map[string]int{"one": 1, "two": 1, "three": 1, "last": 1}, ran.get())
 		trail, err := e.Audit(ctx, id)
 		require.NoError(t, err)
-		var claims int
+		var claims, ends int
 		var waits []string
 		for _, a := range trail {
 			if a.Step != "function" {
 				continue
 			}
-			if a.To == string(state.StepRunning) {
+			switch {
+			case a.To == string(state.StepRunning):
 				claims++
+			case a.From == string(state.StepRunning):
+				ends++
 			}
 			if a.To == string(state.StepWaiting) {
 				waits = append(waits, a.Reason)
 			}
 		}
 		require.Equal(t, 2, claims, "the function step runs to start and to return: %+v", trail)
+		require.Equal(t, claims, ends, "each run of the function step is claimed and ends: %+v", trail)
+		last := trail[len(trail)-2]
+		require.Equal(t, []string{"function", string(state.StepCompleted), "the function returned"}, []string{last.Step, last.To, last.Reason},
+			"it returned in the last call's write: %+v", trail)
 		require.Equal(t, []string{"waiting for call(s) one", "waiting for call(s) two", "waiting for call(s) three",
 			"waiting for call(s) sleep", "waiting for call(s) last"}, waits)
 	})

@@ -116,8 +116,10 @@ type Outcome struct {
 
 // Resume is what a durable function did next after the call whose
 // outcome carries it, replayed by the engine that ran the call over the
-// calls it knows its task recorded. It is ignored, and the function step
-// made ready as usual, unless the task still holds exactly those calls:
+// calls it knows its task recorded: new calls, which its step waits for,
+// or, with Returned, its result, with which its step completes (a run of
+// it under the call's claim). It is ignored, and the function step made
+// ready as usual, unless the task still holds exactly those calls:
 // Recorded steps besides its function step, Succeeded of them succeeded
 // (the call included), and the call's end makes the function step ready.
 type Resume struct {
@@ -126,6 +128,8 @@ type Resume struct {
 	Reason    string
 	Recorded  int
 	Succeeded int
+	Returned  bool
+	Result    json.RawMessage
 }
 
 // Spawn describes the items a batch step creates: one step per item, run

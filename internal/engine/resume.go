@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/weftrun/weft/internal/durable"
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 )
 
@@ -59,24 +61,47 @@ func (rs *resumables) after(ctx context.Context, e *Engine, c *store.ClaimedStep
 	// function's code too: a run cut short makes no calls, and its step
 	// runs as usual.
 	out := durable.Drive(ctx, c.TaskID, journal, r.fn, r.step.Input)
-	if len(out.Calls) == 0 || ctx.Err() != nil {
-		return // it returned, failed or waits: its step runs as usual
+	if ctx.Err() != nil {
+		return
+	}
+	if len(out.Calls) == 0 {
+		// It returned: its step completes with the result in the call's
+		// write, a result that can be stored; a failure, or a wait for a
+		// call an operator reopened, runs its step as usual.
+		if out.Waiting || out.Err != nil {
+			return
+		}
+		result := out.Value
+		if len(result) == 0 {
+			result = json.RawMessage(`null`)
+		}
+		result = textsafe.ValidJSON(result)
+		if _, err := textsafe.Find(result); err != nil {
+			return
+		}
+		o.Resume = &store.Resume{StepID: r.step.ID, Returned: true, Result: result, Recorded: len(journal), Succeeded: succeededIn(journal)}
+		return
 	}
 	var made *callsMade
 	if err := e.madeCalls(ctx, &r.step, len(journal), out.Calls); !errors.As(err, &made) {
 		return // past its step limit: its step runs and fails as usual
 	}
-	succeeded := 0
-	for _, rec := range journal {
-		if rec.Ended && rec.Succeeded {
-			succeeded++
-		}
-	}
-	o.Resume = &store.Resume{StepID: r.step.ID, Calls: made.calls, Reason: made.Error(), Recorded: len(journal), Succeeded: succeeded}
+	o.Resume = &store.Resume{StepID: r.step.ID, Calls: made.calls, Reason: made.Error(), Recorded: len(journal), Succeeded: succeededIn(journal)}
 	for _, req := range out.Calls {
 		if req.Run != nil {
 			e.calls.put(pendingCall{c.TaskID, req.Name}, req.Run)
 		}
 	}
 	rs.keep(r.fn, r.step, journal, out.Calls)
+}
+
+// succeededIn counts the calls of journal that succeeded.
+func succeededIn(journal []durable.Recorded) int {
+	n := 0
+	for _, rec := range journal {
+		if rec.Ended && rec.Succeeded {
+			n++
+		}
+	}
+	return n
 }

@@ -305,11 +305,14 @@ func testResumeFunction(t *testing.T, h *harness) {
 		name      string
 		recorded  int
 		succeeded int
+		returns   bool
 		resumed   bool
 	}{
-		{"as replayed", 1, 1, true},
-		{"a call the engine did not know of", 2, 1, false},
-		{"a call that did not succeed", 1, 0, false},
+		{"as replayed", 1, 1, false, true},
+		{"a call the engine did not know of", 2, 1, false, false},
+		{"a call that did not succeed", 1, 0, false, false},
+		{"returned", 1, 1, true, true},
+		{"returned over a call the engine did not know of", 2, 1, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := h.in(t)
@@ -327,15 +330,40 @@ func testResumeFunction(t *testing.T, h *harness) {
 			one := claim()
 			require.Equal(t, "one", one.Name)
 			h.drainWake()
+			resume := &store.Resume{StepID: fn.ID, Calls: []store.StepInsert{call("two")}, Reason: "waiting for call(s) two",
+				Recorded: tc.recorded, Succeeded: tc.succeeded}
+			if tc.returns {
+				resume = &store.Resume{StepID: fn.ID, Returned: true, Result: json.RawMessage(`{"total": 1}`), Recorded: tc.recorded, Succeeded: tc.succeeded}
+			}
 			results, claimed, err := oc.CompleteAndClaim(h.ctx, []store.Outcome{{Fence: one.Fence, EngineID: "e1", State: state.StepCompleted,
-				Result: json.RawMessage(`1`), Resume: &store.Resume{StepID: fn.ID, Calls: []store.StepInsert{call("two")}, Reason: "waiting for call(s) two",
-					Recorded: tc.recorded, Succeeded: tc.succeeded}}}, store.ClaimParams{EngineID: "e1", Limit: 5, LeaseID: 79, Namespaces: []string{ns}})
+				Result: json.RawMessage(`1`), Resume: resume}}, store.ClaimParams{EngineID: "e1", Limit: 5, LeaseID: 79, Namespaces: []string{ns}})
 			require.NoError(t, err)
 			require.Equal(t, []error{nil}, results)
 			task := h.task(id)
 			if !tc.resumed {
 				require.Equal(t, []string{"function"}, names(claimed), "the function step runs as usual")
 				require.Len(t, task.Steps, 2, "no call was made")
+				return
+			}
+			if tc.returns {
+				require.Empty(t, claimed)
+				require.Equal(t, state.TaskCompleted, task.State)
+				require.Equal(t, state.StepCompleted, task.Steps[0].State)
+				require.JSONEq(t, `{"total": 1}`, string(task.Steps[0].Result))
+				require.Equal(t, 1, task.Steps[0].Attempts, "the run that returned is its first, under the call's claim")
+				trail, err := h.s.Audit(h.ctx, id)
+				require.NoError(t, err)
+				var claims, ends int
+				for _, e := range trail {
+					switch {
+					case e.Step == "function" && e.To == string(state.StepRunning):
+						claims++
+					case e.Step == "function" && e.From == string(state.StepRunning):
+						ends++
+					}
+				}
+				require.Equal(t, 2, claims, "%+v", trail)
+				require.Equal(t, 2, ends, "%+v", trail)
 				return
 			}
 			require.Equal(t, []string{"two"}, names(claimed), "the next call is claimed in the same transaction")

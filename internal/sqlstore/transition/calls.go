@@ -104,7 +104,10 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 // its function step ready and the task holds the calls the engine replayed
 // over, the step waits again, for the new calls, without a run of its
 // own. Otherwise it stays ready and runs as usual.
-func (t *outcomeTx) resume(taskID int64, r *store.Resume) error {
+func (t *outcomeTx) resume(taskID, lease int64, r *store.Resume) error {
+	if r.Returned {
+		return t.functionReturned(taskID, lease, r)
+	}
 	if len(r.Calls) == 0 {
 		return nil
 	}
@@ -131,4 +134,35 @@ func (t *outcomeTx) resume(taskID int64, r *store.Resume) error {
 	}
 	t.Audit(taskID, name, string(state.StepReady), string(state.StepWaiting), 0, reason)
 	return t.addCalls(taskID, idx, namespace, wf, prio, r.Calls)
+}
+
+// functionReturned completes the function step of task taskID, made ready
+// by the call whose end this transaction recorded, with the result its
+// function returned when the engine replayed it (store.Resume.Returned):
+// a run of the step under the call's claim (its lease, its engine, now),
+// claimed and ended in one. Where the task does not hold the calls
+// replayed over, the step stays ready and runs as usual.
+func (t *outcomeTx) functionReturned(taskID, lease int64, r *store.Resume) error {
+	var result any
+	if len(r.Result) > 0 {
+		result = string(r.Result)
+	}
+	var name, children string
+	var attempt int
+	err := t.QueryRow(`UPDATE steps SET state = 'completed', sub = '', attempt = attempt + 1, lease_id = ?, engine_id = ?, claim_audited = 0,
+			started_at = ?, finished_at = ?, deadline = NULL, run_at = NULL, error = '', result = ?
+		WHERE id = ? AND task_id = ? AND state = 'ready' AND kind = ? AND deps_extra = ? AND deps_ok = ?
+		RETURNING name, children, attempt`,
+		lease, t.Engine, t.Now, t.Now, result, r.StepID, taskID, store.KindFunction, r.Recorded, r.Succeeded).Scan(&name, &children, &attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("complete the function of task %d: %w", taskID, err)
+	}
+	t.Unready(r.StepID)
+	// The run's claim is read from the step's row as the audit is
+	// written (claimOfRun): now, this attempt, this engine.
+	t.AuditRunEnd(r.StepID, taskID, name, state.StepCompleted, attempt, "the function returned")
+	return t.StepEnded(taskID, name, children, state.StepCompleted, "")
 }

@@ -166,7 +166,7 @@ func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
 			return false, err
 		}
 		if o.Resume != nil && to == state.StepCompleted {
-			return true, t.resume(taskID, o.Resume)
+			return true, t.resume(taskID, o.Fence.LeaseID, o.Resume)
 		}
 		return true, nil
 	}
