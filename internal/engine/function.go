@@ -48,9 +48,12 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 	} else if c.Kind != store.KindFunction {
 		return nil, failNow(fmt.Errorf("step %q of kind %q is not a durable function's", c.Name, c.Kind))
 	}
-	journal, err := e.journal(ctx, c.TaskID)
-	if err != nil {
-		return nil, err
+	var journal []durable.Recorded
+	if c.Kind == store.KindCall || !e.resumes.isNew(c) {
+		var err error
+		if journal, err = e.journal(ctx, c.TaskID); err != nil {
+			return nil, err
+		}
 	}
 	if c.Kind == store.KindCall {
 		return durable.RunCall(ctx, c.TaskID, journal, c.Name, fn, c.Input)

@@ -28,9 +28,25 @@ type resumable struct {
 	journal []durable.Recorded
 }
 
-// resumables keeps, by task, the functions that wait for one call.
+// resumables keeps, by task, the functions that wait for one call, and
+// the tasks whose function step this engine claimed in the transaction
+// that inserted them (new: their function has made no call yet).
 type resumables struct {
 	bounded[int64, *resumable]
+	new bounded[int64, store.Fence]
+}
+
+// inserted notes that the function step of task id was claimed under f in
+// the transaction that inserted the task.
+func (rs *resumables) inserted(id int64, f store.Fence) { rs.new.put(id, f) }
+
+// isNew reports, once, whether step c is a function step claimed in the
+// transaction that inserted its task: its task recorded no call. By
+// fence: should that claim be released unrun, a later claim of the step
+// may come after calls another engine's run made.
+func (rs *resumables) isNew(c *store.ClaimedStep) bool {
+	f, ok := rs.new.take(c.TaskID)
+	return ok && f == c.Fence
 }
 
 // keep remembers the function of step, which replayed over journal and

@@ -58,6 +58,11 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 			var claimed func()
 			claimed, tried, err = e.exec.claimInWrite(func(p store.ClaimParams) (steps []store.ClaimedStep, err error) {
 				res, steps, err = sc.InsertAndClaim(ctx, in, p)
+				for i := range steps {
+					if steps[i].Kind == store.KindFunction {
+						e.resumes.inserted(steps[i].TaskID, steps[i].Fence)
+					}
+				}
 				return steps, err
 			})
 			if err == nil && tried {
