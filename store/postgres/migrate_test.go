@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"os"
 	"testing"
@@ -17,12 +18,12 @@ import (
 	"github.com/weftrun/weft/store"
 )
 
-// TestStepTimeoutsMigration opens a schema written before step timeouts
-// (schema 4) with a running and a ready step: after migration 005 both are
-// valid, without a timeout or a deadline. (internal/pgtesting imports this
-// package, so the test reads the server's URL itself.)
-func TestStepTimeoutsMigration(t *testing.T) {
-	t.Parallel()
+// schemaBefore creates a schema of its own migrated up to, not including,
+// migration number version (named name), and returns the server's URL,
+// the schema, a connection in it and the migrations. (internal/pgtesting
+// imports this package, so the test reads the server's URL itself.)
+func schemaBefore(t *testing.T, version int, name string) (string, string, *sql.Conn, []sqlstore.Migration) {
+	t.Helper()
 	url := os.Getenv("WEFT_TEST_POSTGRES_URL")
 	if url == "" {
 		if os.Getenv("CI") != "" {
@@ -38,16 +39,28 @@ func TestStepTimeoutsMigration(t *testing.T) {
 	require.NoError(t, err)
 	cfg.RuntimeParams["search_path"] = schema
 	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	_, err = db.ExecContext(ctx, `CREATE SCHEMA `+schema)
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	require.NoError(t, err)
-	require.Equal(t, "005_step_timeouts.sql", ms[4].Name)
+	require.Equal(t, name, ms[version-1].Name)
 	conn, err := db.Conn(ctx)
 	require.NoError(t, err)
-	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:4], `INSERT INTO weft_schema (version) VALUES ($1)`))
+	t.Cleanup(func() { conn.Close() })
+	require.NoError(t, sqlstore.Migrate(ctx, conn, ms[:version-1], `INSERT INTO weft_schema (version) VALUES ($1)`))
+	return url, schema, conn, ms
+}
+
+// TestStepTimeoutsMigration opens a schema written before step timeouts
+// (schema 4) with a running and a ready step: after migration 005 both are
+// valid, without a timeout or a deadline.
+func TestStepTimeoutsMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema, conn, _ := schemaBefore(t, 5, "005_step_timeouts.sql")
+
 	for _, q := range []string{
 		`INSERT INTO engines (id, host, pid, started_at, heartbeat_at, state) VALUES ('old', 'h', 1, 1700000000000000, 1700000000000000, 'live')`,
 		`INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, started_at, remaining)
@@ -91,4 +104,38 @@ func TestStepTimeoutsMigration(t *testing.T) {
 	task, err := s.GetTask(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, state.TaskCompleted, task.State)
+}
+
+// TestKeyScopesMigration: keys made before namespace scopes hold in every
+// namespace, as they did, and say so (031); a key made after keeps its
+// grants' namespaces.
+func TestKeyScopesMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema, conn, _ := schemaBefore(t, 31, "031_key_scopes.sql")
+	for _, q := range []string{
+		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('a', 'ci', 'ab', 'tasks:create,tasks:read', 1700000000000000)`,
+		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('b', 'ops', 'ab', 'admin:*', 1700000000000001)`,
+		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('c', 'none', 'ab', '', 1700000000000002)`,
+	} {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	require.NoError(t, conn.Close())
+
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	keys, err := s.ListAPIKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, keys, 3)
+	require.Equal(t, []string{"tasks:create@*", "tasks:read@*"}, keys[0].Permissions)
+	require.Equal(t, []string{"admin:*@*"}, keys[1].Permissions)
+	require.Empty(t, keys[2].Permissions)
+
+	require.NoError(t, s.CreateAPIKey(ctx, store.APIKey{ID: "d", Name: "shop", Hash: []byte{1},
+		Permissions: []string{"tasks:read@shop,billing", "workers:connect@shop"}}))
+	k, err := s.GetAPIKey(ctx, "d")
+	require.NoError(t, err)
+	require.Equal(t, []string{"tasks:read@shop,billing", "workers:connect@shop"}, k.Permissions, "a grant's namespaces survive the store")
 }
