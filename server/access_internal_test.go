@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store/sqlite"
+	"github.com/weftrun/weft/wire/weftv1"
 )
 
 // TestRouteThatForgetsItsScope: a route whose handler says it bounds its
@@ -61,4 +63,43 @@ func TestRouteThatForgetsItsScope(t *testing.T) {
 		require.Equal(t, tt.all, answer(tt.rt, all), "%s, every namespace", tt.name)
 		require.Equal(t, tt.scoped, answer(tt.rt, scoped), "%s, in shop", tt.name)
 	}
+}
+
+// TestProcedureThatForgetsItsScope: a unary gRPC procedure whose scope its
+// handler checks (byHandler) is refused as an internal error when the
+// handler answered without reading the scope, as a REST route is
+// (TestRouteThatForgetsItsScope): a procedure added later cannot forget
+// it.
+func TestProcedureThatForgetsItsScope(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	e, err := weft.New(st, weft.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	s, err := New(e, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	token, k, err := NewAPIKey("k", []string{PermTasksRead + "@shop"})
+	require.NoError(t, err)
+	require.NoError(t, st.CreateAPIKey(context.Background(), k))
+	// A request built here names no procedure: the table gets one for it.
+	s.procs[""] = procedure{perm: PermTasksRead, scope: byHandler}
+	wrap := (&grpcAccess{s}).WrapUnary
+	call := func(next connect.UnaryFunc) error {
+		req := connect.NewRequest(&weftv1.ListTasksRequest{})
+		req.Header().Set("Authorization", "Bearer "+token)
+		_, err := wrap(next)(context.Background(), req)
+		return err
+	}
+	answer := func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
+		return connect.NewResponse(&weftv1.ListTasksResponse{}), nil
+	}
+	reads := func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		scopeFrom(ctx)
+		return answer(ctx, req)
+	}
+	require.NoError(t, call(reads), "a handler that reads its scope answers")
+	err = call(answer)
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(err), "a handler that forgot its scope: %v", err)
 }
