@@ -51,6 +51,7 @@ type options struct {
 	policies   string
 
 	riverCooldown time.Duration
+	clusterEngine string
 }
 
 func main() {
@@ -70,8 +71,16 @@ func main() {
 	flag.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to this file at the end")
 	flag.BoolVar(&o.pgStats, "pgstat", true, "on a throwaway cluster, load pg_stat_statements (one restart) to count statements")
 	flag.DurationVar(&o.riverCooldown, "river-fetch-cooldown", time.Millisecond, "River's FetchCooldown: its minimum, 1ms, by default (its own default, 100ms, caps a queue at MaxWorkers per 100ms)")
+	flag.StringVar(&o.clusterEngine, "cluster-engine", "", "run one engine process of the cluster scenario on this database URL (the scenario starts these itself)")
 	flag.Parse()
 
+	if o.clusterEngine != "" {
+		if err := clusterEngine(o.clusterEngine); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: cluster engine:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
