@@ -97,7 +97,7 @@ func clusterRun(ctx context.Context, e *env, k int, kind string, units int) (map
 		return nil, err
 	}
 	sampling, stopSampling := context.WithCancel(ctx)
-	waits := make(chan [2]int, 1)
+	waits := make(chan lockWaits, 1)
 	go func() { waits <- sampleLockWaits(sampling, e, r.db.name) }()
 	start := time.Now()
 	if err := engines.start(); err != nil {
@@ -122,9 +122,10 @@ func clusterRun(ctx context.Context, e *env, k int, kind string, units int) (map
 		return nil, err
 	}
 	m := map[string]float64{"per_s": float64(units) / elapsed, "db_cores": (cpu1 - cpu0) / elapsed}
-	if w[1] > 0 {
-		m["lock_waits"] = float64(w[0]) / float64(w[1])
+	if w.samples > 0 {
+		m["lock_waits"] = float64(w.sum) / float64(w.samples)
 	}
+	fmt.Fprintf(os.Stderr, "bench: cluster %d engine(s), %s: most lock waits: %s\n", k, kind, w.top())
 	if e.pgss {
 		var mean, longest float64
 		err := e.admin.QueryRow(ctx, `SELECT COALESCE(sum(total_exec_time) / NULLIF(sum(calls), 0), 0), COALESCE(max(max_exec_time), 0)
@@ -165,22 +166,55 @@ func waitCompleted(ctx context.Context, url string, units int) error {
 	}
 }
 
-// sampleLockWaits counts, every 20 ms until ctx ends, the sessions on
-// database name that wait for a lock: the sum of the counts and the
-// number of samples.
-func sampleLockWaits(ctx context.Context, e *env, name string) [2]int {
-	var sum, samples int
+// lockWaits is what sampleLockWaits saw: the sessions waiting on a lock,
+// summed over the samples, and how often each statement waited (by its
+// wait event and the start of its text).
+type lockWaits struct {
+	sum, samples int
+	by           map[string]int
+}
+
+// sampleLockWaits samples, every 20 ms until ctx ends, the sessions on
+// database name that wait for a lock.
+func sampleLockWaits(ctx context.Context, e *env, name string) lockWaits {
+	w := lockWaits{by: map[string]int{}}
 	for ctx.Err() == nil {
-		var n int
-		if err := e.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`, name).Scan(&n); err == nil {
-			sum, samples = sum+n, samples+1
+		rows, err := e.admin.Query(ctx, `SELECT wait_event, left(regexp_replace(query, '\s+', ' ', 'g'), 90) FROM pg_stat_activity
+			WHERE datname = $1 AND wait_event_type = 'Lock'`, name)
+		if err == nil {
+			for rows.Next() {
+				var event, query string
+				if rows.Scan(&event, &query) == nil {
+					w.sum++
+					w.by[event+": "+query]++
+				}
+			}
+			rows.Close()
+			if rows.Err() == nil {
+				w.samples++
+			}
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return [2]int{sum, samples}
+	return w
+}
+
+// top is the statement that waited most often, with its share of the
+// waits.
+func (w lockWaits) top() string {
+	best, n := "", 0
+	for k, v := range w.by {
+		if v > n {
+			best, n = k, v
+		}
+	}
+	if n == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d%% %s", 100*n/w.sum, best)
 }
 
 // postgresCPU is the CPU time, in seconds, of this machine's PostgreSQL
