@@ -40,6 +40,7 @@ type scenario struct {
 	unit     string
 	defaultN int
 	once     bool // one run per system whatever -runs says (the scenario repeats inside)
+	named    bool // runs only when named, not in all (cluster: PostgreSQL only, minutes long)
 	weft     runFunc
 	river    runFunc // nil: weft only
 }
@@ -50,7 +51,7 @@ var scenarios = []scenario{
 	{name: "dag7", what: "%d 7-step DAGs (fan-out 3, join, chain of 2, final) one at a time on an idle engine, submit to completed", unit: "ms", defaultN: 200, weft: weftDAG7},
 	{name: "func5", what: "%d durable functions of five sequential steps one at a time on an idle engine, submit to completed (dag7's measure)", unit: "ms", defaultN: 200, weft: weftFunc5},
 	{name: "chain7", what: "%d DAGs of seven steps in a chain one at a time on an idle engine, submit to completed: as many steps in sequence as func5's calls and its function's two runs", unit: "ms", defaultN: 200, weft: weftChain7},
-	{name: "cluster", what: "1, 2, 4 and 8 engine processes on one PostgreSQL database: burn-down of %d one-step tasks, then a fifth as many fanout5 workflows submitted while they run; value: the best burn-down", unit: "tasks/s", defaultN: 20000, once: true, weft: weftCluster},
+	{name: "cluster", what: "1, 2, 4 and 8 engine processes on one PostgreSQL database: burn-down of %d one-step tasks, then a fifth as many fanout5 workflows submitted while they run; value: the best burn-down", unit: "tasks/s", defaultN: 20000, once: true, named: true, weft: weftCluster},
 	{name: "fanout5", what: "%d five-step parallel workflows submitted 100 per call while the engine runs, start to last completion", unit: "workflows/s", defaultN: 2000, weft: weftFanout5},
 	{name: "depth", what: "time per ClaimSteps of 100 with 1k up to %d steps queued", unit: "ms", defaultN: 100000, once: true, weft: weftDepth},
 	{name: "policies", what: "burn-down of %d one-step tasks without policies and with each kind of policy configured but not binding, then all, alternating; value: with all", unit: "tasks/s", defaultN: 10000, once: true, weft: weftPolicies},
@@ -67,7 +68,13 @@ func scenarioNames() []string {
 
 func selectScenarios(name string) ([]scenario, error) {
 	if name == "all" {
-		return scenarios, nil
+		var all []scenario
+		for _, s := range scenarios {
+			if !s.named {
+				all = append(all, s)
+			}
+		}
+		return all, nil
 	}
 	for _, s := range scenarios {
 		if s.name == name {
