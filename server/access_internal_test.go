@@ -22,20 +22,7 @@ import (
 // route that declares no scope acts for no key, whatever its namespaces.
 func TestRouteThatForgetsItsScope(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	e, err := weft.New(st, weft.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	s, err := New(e, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	key := func(perms ...string) string {
-		token, k, err := NewAPIKey("k", perms)
-		require.NoError(t, err)
-		require.NoError(t, st.CreateAPIKey(context.Background(), k))
-		return token
-	}
+	s, key := accessServer(t)
 	all, scoped := key(PermTasksRead), key(PermTasksRead+"@shop")
 	answer := func(rt route, token string) int {
 		req := httptest.NewRequest("GET", "/x", nil)
@@ -72,17 +59,8 @@ func TestRouteThatForgetsItsScope(t *testing.T) {
 // it.
 func TestProcedureThatForgetsItsScope(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	e, err := weft.New(st, weft.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	s, err := New(e, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	token, k, err := NewAPIKey("k", []string{PermTasksRead + "@shop"})
-	require.NoError(t, err)
-	require.NoError(t, st.CreateAPIKey(context.Background(), k))
+	s, key := accessServer(t)
+	token := key(PermTasksRead + "@shop")
 	// A request built here names no procedure: the table gets one for it.
 	s.procs[""] = procedure{perm: PermTasksRead, scope: byHandler}
 	wrap := (&grpcAccess{s}).WrapUnary
@@ -100,6 +78,26 @@ func TestProcedureThatForgetsItsScope(t *testing.T) {
 		return answer(ctx, req)
 	}
 	require.NoError(t, call(reads), "a handler that reads its scope answers")
-	err = call(answer)
+	err := call(answer)
 	require.Equal(t, connect.CodeInternal, connect.CodeOf(err), "a handler that forgot its scope: %v", err)
+}
+
+// accessServer is a server on a fresh SQLite store, and key, which makes
+// an API key with perms and returns its token.
+func accessServer(t *testing.T) (*Server, func(perms ...string) string) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	e, err := weft.New(st, weft.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	s, err := New(e, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, func(perms ...string) string {
+		token, k, err := NewAPIKey("k", perms)
+		require.NoError(t, err)
+		require.NoError(t, st.CreateAPIKey(context.Background(), k))
+		return token
+	}
 }

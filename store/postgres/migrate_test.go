@@ -16,6 +16,7 @@ import (
 	"github.com/weftrun/weft/internal/sqlstore"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/storetest"
 )
 
 // schemaBefore creates a schema of its own migrated up to, not including,
@@ -113,29 +114,14 @@ func TestKeyScopesMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, schema, conn, _ := schemaBefore(t, 31, "031_key_scopes.sql")
-	for _, q := range []string{
-		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('a', 'ci', 'ab', 'tasks:create,tasks:read', 1700000000000000)`,
-		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('b', 'ops', 'ab', 'admin:*', 1700000000000001)`,
-		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('c', 'none', 'ab', '', 1700000000000002)`,
-	} {
-		_, err := conn.ExecContext(ctx, q)
+	for i, k := range storetest.OldKeys {
+		_, err := conn.ExecContext(ctx, `INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ($1, $2, 'ab', $3, $4)`,
+			k[0], k[1], k[2], 1700000000000000+i)
 		require.NoError(t, err)
 	}
 	require.NoError(t, conn.Close())
-
 	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
 	require.NoError(t, err)
 	defer s.Close()
-	keys, err := s.ListAPIKeys(ctx)
-	require.NoError(t, err)
-	require.Len(t, keys, 3)
-	require.Equal(t, []string{"tasks:create@*", "tasks:read@*"}, keys[0].Permissions)
-	require.Equal(t, []string{"admin:*@*"}, keys[1].Permissions)
-	require.Empty(t, keys[2].Permissions)
-
-	require.NoError(t, s.CreateAPIKey(ctx, store.APIKey{ID: "d", Name: "shop", Hash: []byte{1},
-		Permissions: []string{"tasks:read@shop,billing", "workers:connect@shop"}}))
-	k, err := s.GetAPIKey(ctx, "d")
-	require.NoError(t, err)
-	require.Equal(t, []string{"tasks:read@shop,billing", "workers:connect@shop"}, k.Permissions, "a grant's namespaces survive the store")
+	storetest.KeyScopesMigrated(t, s)
 }

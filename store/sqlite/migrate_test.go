@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/weftrun/weft/internal/sqlstore"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/storetest"
 )
 
 // oldFile is a database file whose schema stops before a migration, as an
@@ -214,28 +216,14 @@ func TestEveryIDIsAutoincrement(t *testing.T) {
 // namespace, as they did, and say so.
 func TestKeyScopesMigration(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	old := schemaBefore(t, 28, "029_key_scopes.sql")
-	old.exec(t,
-		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('a', 'ci', 'ab', 'tasks:create,tasks:read', 1700000000000000)`,
-		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('b', 'ops', 'ab', 'admin:*', 1700000000000001)`,
-		`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('c', 'none', 'ab', '', 1700000000000002)`,
-	)
+	for i, k := range storetest.OldKeys {
+		old.exec(t, fmt.Sprintf(`INSERT INTO api_keys (id, name, hash, permissions, created_at) VALUES ('%s', '%s', 'ab', '%s', %d)`,
+			k[0], k[1], k[2], 1700000000000000+i))
+	}
 	old.close(t)
-
-	s, err := Open(ctx, old.path, Options{})
+	s, err := Open(context.Background(), old.path, Options{})
 	require.NoError(t, err)
 	defer s.Close()
-	keys, err := s.ListAPIKeys(ctx)
-	require.NoError(t, err)
-	require.Len(t, keys, 3)
-	require.Equal(t, []string{"tasks:create@*", "tasks:read@*"}, keys[0].Permissions)
-	require.Equal(t, []string{"admin:*@*"}, keys[1].Permissions)
-	require.Empty(t, keys[2].Permissions)
-
-	require.NoError(t, s.CreateAPIKey(ctx, store.APIKey{ID: "d", Name: "shop", Hash: []byte{1},
-		Permissions: []string{"tasks:read@shop,billing", "workers:connect@shop"}}))
-	k, err := s.GetAPIKey(ctx, "d")
-	require.NoError(t, err)
-	require.Equal(t, []string{"tasks:read@shop,billing", "workers:connect@shop"}, k.Permissions, "a grant's namespaces survive the store")
+	storetest.KeyScopesMigrated(t, s)
 }
