@@ -14,11 +14,12 @@ import (
 // call it waited for. A function that waits for one call this engine runs
 // (a step's code or a sleep) is kept here with what its run knew; when the
 // call completes, the engine replays the function over that and the call's
-// result in-process, and the call's outcome carries the calls the function
-// made next (store.Resume): one write instead of two (the call's end, then
-// a claim and a run of the function step), and no read of the task. The
-// store applies it only where the task still holds the calls replayed
-// over; otherwise the function step runs as usual.
+// result in-process, and the call's outcome carries what the function did
+// next (store.Resume): the calls it made, or the result it returned. One
+// write instead of two (the call's end, then a claim and a run of the
+// function step), and no read of the task. The store applies it only where
+// the function step's counts are those replayed over; otherwise the
+// function step runs as usual.
 
 // resumable is what a run of a function step knew when it made one call
 // that runs on this engine: the calls its task recorded, then that call.
@@ -61,7 +62,7 @@ func (rs *resumables) keep(fn durable.Func, step store.ClaimedStep, journal []du
 
 // after sets o.Resume, for call c that completed with outcome o, to what
 // its function did next, where this engine kept the function waiting for
-// c and it made new calls.
+// c: the calls it made, or the result it returned.
 func (rs *resumables) after(ctx context.Context, e *Engine, c *store.ClaimedStep, o *store.Outcome) {
 	r, ok := rs.take(c.TaskID)
 	if !ok {
