@@ -121,3 +121,13 @@ func TestOverlapsTellsRerunsFromDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerOf: the ledger of one step, with the processes gone between
+// its first and last lines, for a report of runs that overlapped.
+func TestLedgerOf(t *testing.T) {
+	t.Parallel()
+	text := []byte("gone 1\n5 long 1 10\n6 a 1 10\ngone 10\n5 long 2 11\n5 long 1 10 end\ngone 12\n5 long 2 11 end\ngone 11\n")
+	require.Equal(t, "5 long 1 10; gone 10; 5 long 2 11; 5 long 1 10 end; gone 12; 5 long 2 11 end", ledgerOf(text, "5 long"))
+	require.Equal(t, "(none)", ledgerOf(text, "7 long"))
+	require.Equal(t, "6 a 1 10", ledgerOf(text, "6 a"))
+}

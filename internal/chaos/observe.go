@@ -87,6 +87,11 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		return Report{}, err
 	}
 	for key, n := range overlaps {
+		if n > 0 {
+			r.logf("ledger of %s, with the processes gone meanwhile: %s", key, ledgerOf(text, key))
+		}
+	}
+	for key, n := range overlaps {
 		id, name, _ := strings.Cut(key, " ")
 		tid, err := strconv.ParseInt(id, 10, 64)
 		if err != nil {
@@ -101,4 +106,31 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		}
 	}
 	return Check(submitted, obs, l), nil
+}
+
+// ledgerOf is the ledger's lines of step key ("TASK STEP") and the lines
+// of processes gone between its first and its last, in order: what a
+// report of runs that overlapped is read against.
+func ledgerOf(text []byte, key string) string {
+	var lines []string
+	first, last := -1, -1
+	for i, line := range strings.Split(string(text), "\n") {
+		lines = append(lines, line)
+		if strings.HasPrefix(line, key+" ") {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return "(none)"
+	}
+	var out []string
+	for _, line := range lines[first : last+1] {
+		if strings.HasPrefix(line, key+" ") || strings.HasPrefix(line, "gone ") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -8,12 +8,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,7 +33,7 @@ func main() {
 	flag.IntVar(&cfg.TasksPerCycle, "tasks", 4, "tasks submitted per cycle")
 	flag.DurationVar(&cfg.Deadline, "deadline", 2*time.Minute, "for every task to end after the last cycle")
 	flag.BoolVar(&cfg.Serve, "serve", true, "also run `weft serve` with a remote worker (wire protocol) for a share of the work, and kill it as a fault")
-	quiet := flag.Bool("quiet", false, "print only the final line (and problems)")
+	quiet := flag.Bool("quiet", false, "print only the final line (and problems, with the run's log if it fails)")
 	flag.Parse()
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
@@ -46,14 +48,21 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.Root = root
-	if !*quiet {
-		cfg.Log = os.Stderr
+	// Quiet, the run's log is kept and printed only if the run fails: the
+	// faults, the workers' stderr and the ledger of what went wrong.
+	var kept keptLog
+	cfg.Log = os.Stderr
+	if *quiet {
+		cfg.Log = &kept
 	}
 	fmt.Fprintf(os.Stderr, "chaos: store=%s seed=%d cycles=%d\n", cfg.Store, cfg.Seed, cfg.Cycles)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
+		if *quiet {
+			fmt.Fprintf(os.Stderr, "chaos: the run's log:\n%s", kept.bytes())
+		}
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
@@ -71,6 +80,9 @@ func main() {
 	fmt.Printf("chaos: cycles=%d tasks=%d lost=%d stuck=%d duplicated=%d unaudited=%d recovery_p50=%s recovery_max=%s\n",
 		res.Cycles, res.Tasks, res.Lost, res.Stuck, res.Duplicated, res.Unaudited, pct(res.Recovery, 50), pct(res.Recovery, 100))
 	if !res.OK() {
+		if *quiet {
+			fmt.Fprintf(os.Stderr, "chaos: the run's log:\n%s", kept.bytes())
+		}
 		os.Exit(1)
 	}
 }
@@ -85,4 +97,22 @@ func pct(ds []time.Duration, p int) time.Duration {
 	i := (p*len(s)+99)/100 - 1
 	i = max(0, min(i, len(s)-1))
 	return s[i].Round(time.Millisecond)
+}
+
+// keptLog keeps what the run logs, from any goroutine.
+type keptLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (k *keptLog) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.buf.Write(p)
+}
+
+func (k *keptLog) bytes() []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.buf.Bytes()
 }
