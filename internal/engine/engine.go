@@ -191,10 +191,9 @@ type Engine struct {
 	// execGuard kills what exec steps started when this process dies;
 	// Stop closes it once the handlers returned.
 	execGuard *builtin.Guard
-	// calls keeps the code of the step calls of durable functions this
-	// engine made, for their steps claimed here (function.go).
-	calls   pendingCalls
-	resumes resumables
+	// funcs keeps what this engine's runs of durable functions made, for
+	// their calls run here (resume.go).
+	funcs functionCache
 }
 
 // running is one handler in flight.

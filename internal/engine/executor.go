@@ -237,7 +237,7 @@ func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.O
 	}
 	o = x.e.defs.settle(o, log, w, def, c.Attempts, raw, err)
 	if c.Kind == store.KindCall && o.State == state.StepCompleted {
-		x.e.resumes.after(ctx, x.e, c, &o)
+		x.e.funcs.after(ctx, x.e, c, &o)
 	}
 	return o, true, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weftrun/weft/internal/durable"
@@ -21,7 +20,7 @@ import (
 // function step of a task replays the function over the calls its task
 // recorded, and the calls it makes anew become steps of the task
 // (store.Outcome.Calls) that the function step waits for. A step call runs
-// the code this engine's run of the function made (pendingCalls), or
+// the code this engine's run of the function made (functionCache), or
 // replays the function up to it; a sleep is a call step that waits until
 // its time and then completes.
 
@@ -42,14 +41,14 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		if item.Call == durable.CallSleep {
 			return nil, nil // its time has come
 		}
-		if run, ok := e.calls.take(pendingCall{c.TaskID, c.Name}); ok {
+		if run, ok := e.funcs.calls.take(pendingCall{c.TaskID, c.Name}); ok {
 			return run(ctx) // made by this engine's run of the function
 		}
 	} else if c.Kind != store.KindFunction {
 		return nil, failNow(fmt.Errorf("step %q of kind %q is not a durable function's", c.Name, c.Kind))
 	}
 	var journal []durable.Recorded
-	if c.Kind == store.KindCall || !e.resumes.isNew(c) {
+	if c.Kind == store.KindCall || !e.funcs.isNew(c) {
 		var err error
 		if journal, err = e.journal(ctx, c.TaskID); err != nil {
 			return nil, err
@@ -64,12 +63,7 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		err := e.madeCalls(ctx, c, len(journal), out.Calls)
 		var made *callsMade
 		if errors.As(err, &made) {
-			for _, req := range out.Calls {
-				if req.Run != nil {
-					e.calls.put(pendingCall{c.TaskID, req.Name}, req.Run)
-				}
-			}
-			e.resumes.keep(fn, *c, journal, out.Calls)
+			e.funcs.made(fn, *c, journal, out.Calls)
 		}
 		return nil, err
 	case out.Waiting:
@@ -331,62 +325,4 @@ func callInput(s store.Step) (json.RawMessage, bool) {
 // settleCalls sets o to the outcome of a function step that made calls.
 func settleCalls(o *store.Outcome, made *callsMade) {
 	o.State, o.Calls, o.Snooze, o.Reason = state.StepWaiting, made.calls, true, made.Error()
-}
-
-// pendingCalls keeps the code of the step calls that this engine's runs
-// of durable functions made, until their steps are claimed: a call claimed
-// here runs it without reading its task and replaying the function. It
-// holds at most maxPending, the oldest dropped first (their calls replay,
-// as a call claimed elsewhere does).
-type pendingCalls = bounded[pendingCall, func(context.Context) (json.RawMessage, error)]
-
-type pendingCall struct {
-	task int64
-	name string
-}
-
-// maxPending bounds each of the engine's caches of durable functions.
-const maxPending = 4096
-
-// bounded is a map of at most maxPending entries, the oldest dropped
-// first, whose entries are taken once.
-type bounded[K comparable, V any] struct {
-	mu    sync.Mutex
-	m     map[K]V
-	order []K
-}
-
-func (b *bounded[K, V]) put(k K, v V) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.m == nil {
-		b.m = map[K]V{}
-	}
-	if _, ok := b.m[k]; !ok {
-		b.order = append(b.order, k)
-	}
-	b.m[k] = v
-	for len(b.m) > maxPending && len(b.order) > 0 {
-		delete(b.m, b.order[0])
-		b.order = b.order[1:]
-	}
-	if len(b.order) > 2*maxPending {
-		// Taken entries leave their keys behind: keep only the live ones.
-		live := b.order[:0]
-		for _, k := range b.order {
-			if _, ok := b.m[k]; ok {
-				live = append(live, k)
-			}
-		}
-		b.order = live
-	}
-}
-
-// take returns and forgets the entry of k, if there is one.
-func (b *bounded[K, V]) take(k K) (V, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	v, ok := b.m[k]
-	delete(b.m, k)
-	return v, ok
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 
 	"github.com/weftrun/weft/internal/durable"
 	"github.com/weftrun/weft/internal/textsafe"
@@ -29,42 +30,51 @@ type resumable struct {
 	journal []durable.Recorded
 }
 
-// resumables keeps, by task, the functions that wait for one call, and
-// the tasks whose function step this engine claimed in the transaction
-// that inserted them (new: their function has made no call yet).
-type resumables struct {
-	bounded[int64, *resumable]
-	new bounded[int64, store.Fence]
+// functionCache is what an engine keeps of its runs of durable functions:
+// the code of the step calls they made (calls), the functions that wait
+// for one call, by task (waiting), and the tasks whose function step it
+// claimed in the transaction that inserted them (new: their function has
+// made no call yet).
+type functionCache struct {
+	calls   pendingCalls
+	waiting bounded[int64, *resumable]
+	new     bounded[int64, store.Fence]
 }
 
 // inserted notes that the function step of task id was claimed under f in
 // the transaction that inserted the task.
-func (rs *resumables) inserted(id int64, f store.Fence) { rs.new.put(id, f) }
+func (fc *functionCache) inserted(id int64, f store.Fence) { fc.new.put(id, f) }
 
 // isNew reports, once, whether step c is a function step claimed in the
 // transaction that inserted its task: its task recorded no call. By
 // fence: should that claim be released unrun, a later claim of the step
 // may come after calls another engine's run made.
-func (rs *resumables) isNew(c *store.ClaimedStep) bool {
-	f, ok := rs.new.take(c.TaskID)
+func (fc *functionCache) isNew(c *store.ClaimedStep) bool {
+	f, ok := fc.new.take(c.TaskID)
 	return ok && f == c.Fence
 }
 
-// keep remembers the function of step, which replayed over journal and
-// made calls, if it made one call that runs on an engine.
-func (rs *resumables) keep(fn durable.Func, step store.ClaimedStep, journal []durable.Recorded, calls []durable.Request) {
+// made keeps what the run of function step step, over journal, made: the
+// code of its step calls and, if it made one call that runs on an engine,
+// the function, to resume after it.
+func (fc *functionCache) made(fn durable.Func, step store.ClaimedStep, journal []durable.Recorded, calls []durable.Request) {
+	for _, req := range calls {
+		if req.Run != nil {
+			fc.calls.put(pendingCall{step.TaskID, req.Name}, req.Run)
+		}
+	}
 	if len(calls) != 1 || (calls[0].Item.Call != durable.CallStep && calls[0].Item.Call != durable.CallSleep) {
 		return
 	}
 	journal = append(journal, durable.Recorded{Name: calls[0].Name, Call: calls[0].Item.Call})
-	rs.put(step.TaskID, &resumable{fn: fn, step: step, journal: journal})
+	fc.waiting.put(step.TaskID, &resumable{fn: fn, step: step, journal: journal})
 }
 
 // after sets o.Resume, for call c that completed with outcome o, to what
 // its function did next, where this engine kept the function waiting for
 // c: the calls it made, or the result it returned.
-func (rs *resumables) after(ctx context.Context, e *Engine, c *store.ClaimedStep, o *store.Outcome) {
-	r, ok := rs.take(c.TaskID)
+func (fc *functionCache) after(ctx context.Context, e *Engine, c *store.ClaimedStep, o *store.Outcome) {
+	r, ok := fc.waiting.take(c.TaskID)
 	if !ok {
 		return
 	}
@@ -104,12 +114,7 @@ func (rs *resumables) after(ctx context.Context, e *Engine, c *store.ClaimedStep
 		return // past its step limit: its step runs and fails as usual
 	}
 	o.Resume = &store.Resume{StepID: r.step.ID, Calls: made.calls, Reason: made.Error(), Recorded: len(journal), Succeeded: succeededIn(journal)}
-	for _, req := range out.Calls {
-		if req.Run != nil {
-			e.calls.put(pendingCall{c.TaskID, req.Name}, req.Run)
-		}
-	}
-	rs.keep(r.fn, r.step, journal, out.Calls)
+	fc.made(r.fn, r.step, journal, out.Calls)
 }
 
 // succeededIn counts the calls of journal that succeeded.
@@ -121,4 +126,62 @@ func succeededIn(journal []durable.Recorded) int {
 		}
 	}
 	return n
+}
+
+// pendingCalls keeps the code of the step calls that this engine's runs
+// of durable functions made, until their steps are claimed: a call claimed
+// here runs it without reading its task and replaying the function. It
+// holds at most maxPending, the oldest dropped first (their calls replay,
+// as a call claimed elsewhere does).
+type pendingCalls = bounded[pendingCall, func(context.Context) (json.RawMessage, error)]
+
+type pendingCall struct {
+	task int64
+	name string
+}
+
+// maxPending bounds each of the engine's caches of durable functions.
+const maxPending = 4096
+
+// bounded is a map of at most maxPending entries, the oldest dropped
+// first, whose entries are taken once.
+type bounded[K comparable, V any] struct {
+	mu    sync.Mutex
+	m     map[K]V
+	order []K
+}
+
+func (b *bounded[K, V]) put(k K, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[K]V{}
+	}
+	if _, ok := b.m[k]; !ok {
+		b.order = append(b.order, k)
+	}
+	b.m[k] = v
+	for len(b.m) > maxPending && len(b.order) > 0 {
+		delete(b.m, b.order[0])
+		b.order = b.order[1:]
+	}
+	if len(b.order) > 2*maxPending {
+		// Taken entries leave their keys behind: keep only the live ones.
+		live := b.order[:0]
+		for _, k := range b.order {
+			if _, ok := b.m[k]; ok {
+				live = append(live, k)
+			}
+		}
+		b.order = live
+	}
+}
+
+// take returns and forgets the entry of k, if there is one.
+func (b *bounded[K, V]) take(k K) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[k]
+	delete(b.m, k)
+	return v, ok
 }

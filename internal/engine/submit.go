@@ -60,7 +60,7 @@ func (e *Engine) SubmitMany(ctx context.Context, subs []Submission) ([]SubmitRes
 				res, steps, err = sc.InsertAndClaim(ctx, in, p)
 				for i := range steps {
 					if steps[i].Kind == store.KindFunction {
-						e.resumes.inserted(steps[i].TaskID, steps[i].Fence)
+						e.funcs.inserted(steps[i].TaskID, steps[i].Fence)
 					}
 				}
 				return steps, err
