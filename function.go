@@ -192,17 +192,7 @@ func Go[T any](ctx FuncContext, name string, fn func(context.Context) (T, error)
 		opt(&st)
 	}
 	item := durable.Item{Call: durable.CallStep, Step: engine.CallStep(workflow.Step{Retry: st.Retry, Timeout: st.Timeout, Priority: st.Priority, Preemptible: st.Preemptible})}
-	h := ctx.replay().Call(name, durable.Request{Item: item}, func(ctx context.Context) (json.RawMessage, error) {
-		v, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, Permanent(fmt.Errorf("result of call %q is not JSON-encodable: %w", name, err))
-		}
-		return b, nil
-	})
+	h := ctx.replay().Call(name, durable.Request{Item: item}, durable.Encoded(name, fn, Permanent))
 	return &Future[T]{h: h}
 }
 

@@ -67,17 +67,7 @@ func (f *FunctionRun) Go(name string, fn func(ctx context.Context) (any, error),
 	}
 	// The worker's own note of the options, for wireCall.
 	step, _ := json.Marshal(wire.Call{MaxAttempts: o.MaxAttempts, TimeoutMS: o.Timeout.Milliseconds(), Priority: o.Priority})
-	h := f.r.Call(name, durable.Request{Item: durable.Item{Call: durable.CallStep, Step: step}}, func(ctx context.Context) (json.RawMessage, error) {
-		v, err := fn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, Permanent(fmt.Errorf("result of call %q is not JSON-encodable: %w", name, err))
-		}
-		return b, nil
-	})
+	h := f.r.Call(name, durable.Request{Item: durable.Item{Call: durable.CallStep, Step: step}}, durable.Encoded(name, fn, Permanent))
 	return &Call{h: h}
 }
 

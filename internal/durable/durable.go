@@ -263,3 +263,21 @@ func IsPermanent(err error) bool {
 	var c *CallError
 	return errors.As(err, &p) || errors.As(err, &c)
 }
+
+// Encoded is the code of a step call whose result is a Go value: the value
+// as JSON. A value that cannot be encoded fails the call through
+// permanent, the caller's mark of a failure that running again cannot
+// change.
+func Encoded[T any](name string, fn func(context.Context) (T, error), permanent func(error) error) func(context.Context) (json.RawMessage, error) {
+	return func(ctx context.Context) (json.RawMessage, error) {
+		v, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, permanent(fmt.Errorf("result of call %q is not JSON-encodable: %w", name, err))
+		}
+		return b, nil
+	}
+}

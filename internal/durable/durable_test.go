@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -113,4 +114,22 @@ func TestRunCall(t *testing.T) {
 	require.ErrorContains(t, out.Err, `call name "no spaces"`)
 	var ce *durable.CallError
 	require.False(t, errors.As(out.Err, &ce))
+}
+
+// TestEncoded: a call's Go result as JSON; one that cannot be encoded
+// fails through the caller's mark of a permanent failure.
+func TestEncoded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	marked := errors.New("permanent")
+	mark := func(err error) error { return fmt.Errorf("%w: %w", marked, err) }
+	got, err := durable.Encoded("a", func(context.Context) (map[string]int, error) { return map[string]int{"n": 1}, nil }, mark)(ctx)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n": 1}`, string(got))
+	_, err = durable.Encoded("a", func(context.Context) (chan int, error) { return make(chan int), nil }, mark)(ctx)
+	require.ErrorIs(t, err, marked)
+	require.ErrorContains(t, err, `result of call "a" is not JSON-encodable`)
+	failed := errors.New("declined")
+	_, err = durable.Encoded("a", func(context.Context) (int, error) { return 0, failed }, mark)(ctx)
+	require.Equal(t, failed, err, "the code's own error as it is")
 }
