@@ -21,36 +21,51 @@ import (
 // waits, with its attempt given back and no run_at, for len(o.Calls) more
 // dependencies, which it creates. False means its fence was stale.
 func (t *outcomeTx) waitForCalls(o store.Outcome) (bool, error) {
-	var taskID int64
-	var name, namespace, wf string
-	var idx, prio int
+	var fn callingStep
 	err := t.QueryRow(`UPDATE steps SET state = 'waiting', sub = '', error = '', deadline = NULL, run_at = NULL, attempt = attempt - 1,
-		deps_extra = deps_extra + ? WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? AND kind = ?
-		RETURNING task_id, name, idx, namespace, workflow, (SELECT priority FROM tasks WHERE tasks.id = steps.task_id)`,
-		len(o.Calls), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID, store.KindFunction).
-		Scan(&taskID, &name, &idx, &namespace, &wf, &prio)
+		deps_extra = deps_extra + ? WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? AND kind = ? `+callingStepReturning,
+		len(o.Calls), o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID, store.KindFunction).Scan(fn.dest()...)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
 		return false, fmt.Errorf("record the calls of function step %d: %w", o.Fence.StepID, err)
 	}
-	reason := o.Reason
+	t.AuditRunEnd(o.Fence.StepID, fn.taskID, fn.name, state.StepWaiting, o.Fence.Attempt, waitingFor(o.Reason, len(o.Calls)))
+	return true, t.addCalls(fn, o.Calls)
+}
+
+// callingStep is what addCalls needs of the function step that makes
+// calls, as an update of its row returns it (callingStepReturning).
+type callingStep struct {
+	taskID              int64
+	name, namespace, wf string
+	idx, prio           int
+}
+
+const callingStepReturning = `RETURNING task_id, name, idx, namespace, workflow, (SELECT priority FROM tasks WHERE tasks.id = steps.task_id)`
+
+func (c *callingStep) dest() []any {
+	return []any{&c.taskID, &c.name, &c.idx, &c.namespace, &c.wf, &c.prio}
+}
+
+// waitingFor is the reason a function step waits for n calls: the one
+// given, or their count.
+func waitingFor(reason string, n int) string {
 	if reason == "" {
-		reason = fmt.Sprintf("waiting for %d call(s)", len(o.Calls))
+		return fmt.Sprintf("waiting for %d call(s)", n)
 	}
-	t.AuditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt, reason)
-	return true, t.addCalls(taskID, idx, namespace, wf, prio, o.Calls)
+	return reason
 }
 
 // addCalls creates the steps of calls after the task's last step, each
-// with the function step (index fn) as its only child.
-func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio int, calls []store.StepInsert) error {
+// with the function step fn as its only child.
+func (t *outcomeTx) addCalls(fn callingStep, calls []store.StepInsert) error {
 	var next int
-	if err := t.QueryRow(`SELECT max(idx) + 1 FROM steps WHERE task_id = ?`, taskID).Scan(&next); err != nil {
-		return fmt.Errorf("calls of task %d: %w", taskID, err)
+	if err := t.QueryRow(`SELECT max(idx) + 1 FROM steps WHERE task_id = ?`, fn.taskID).Scan(&next); err != nil {
+		return fmt.Errorf("calls of task %d: %w", fn.taskID, err)
 	}
-	children := strconv.Itoa(fn)
+	children := strconv.Itoa(fn.idx)
 	type signalWait struct {
 		id int64
 		c  store.StepInsert
@@ -64,7 +79,7 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 		case !c.RunAt.IsZero() && c.RunAt.UnixMicro() > t.Now:
 			to, runAt = state.StepWaiting, c.RunAt.UnixMicro()
 		}
-		p := prio + c.Priority
+		p := fn.prio + c.Priority
 		var item any
 		if len(c.Item) > 0 {
 			item = string(c.Item)
@@ -73,12 +88,12 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 		err := t.QueryRow(`INSERT INTO steps (task_id, idx, name, handler, namespace, state, deps, children, priority, sort_key, max_attempts,
 			run_at, kind, item, signal, wait_timeout, run_timeout, preemptible, workflow)
 			VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			taskID, next+i, c.Name, c.Handler, namespace, string(to), children, p, t.Now-int64(p)*t.H.Aging, max(c.MaxAttempts, 1),
-			runAt, c.Kind, item, c.Signal, c.SignalTimeout.Microseconds(), max(c.Timeout.Microseconds(), 0), sqltx.BoolInt(c.Preemptible), wf).Scan(&id)
+			fn.taskID, next+i, c.Name, c.Handler, fn.namespace, string(to), children, p, t.Now-int64(p)*t.H.Aging, max(c.MaxAttempts, 1),
+			runAt, c.Kind, item, c.Signal, c.SignalTimeout.Microseconds(), max(c.Timeout.Microseconds(), 0), sqltx.BoolInt(c.Preemptible), fn.wf).Scan(&id)
 		if err != nil {
-			return fmt.Errorf("create call %q of task %d: %w", c.Name, taskID, err)
+			return fmt.Errorf("create call %q of task %d: %w", c.Name, fn.taskID, err)
 		}
-		t.Audit(taskID, c.Name, "", string(to), 0, "called by the function")
+		t.Audit(fn.taskID, c.Name, "", string(to), 0, "called by the function")
 		switch to {
 		case state.StepReady:
 			t.MadeReady(id)
@@ -86,13 +101,13 @@ func (t *outcomeTx) addCalls(taskID int64, fn int, namespace, wf string, prio in
 			waits = append(waits, signalWait{id, c})
 		}
 	}
-	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, len(calls), taskID); err != nil {
-		return fmt.Errorf("count the calls of task %d: %w", taskID, err)
+	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining + ? WHERE id = ?`, len(calls), fn.taskID); err != nil {
+		return fmt.Errorf("count the calls of task %d: %w", fn.taskID, err)
 	}
 	// Signal waits begin last: one whose signal the task kept ends at
 	// once, and may make the function step ready in this transaction.
 	for _, w := range waits {
-		if err := t.beginWait(w.id, taskID, w.c.Name, children, w.c.Signal, w.c.SignalTimeout); err != nil {
+		if err := t.beginWait(w.id, fn.taskID, w.c.Name, children, w.c.Signal, w.c.SignalTimeout); err != nil {
 			return err
 		}
 	}
@@ -111,16 +126,13 @@ func (t *outcomeTx) resume(taskID, lease int64, r *store.Resume) error {
 	if len(r.Calls) == 0 {
 		return nil
 	}
-	var name, namespace, wf string
-	var idx, prio int
+	var fn callingStep
 	// The function step counts its calls (deps_extra) and, as the
 	// cascade ends them, those that succeeded (deps_ok): the check reads
 	// its row alone, however many calls the task made.
 	err := t.QueryRow(`UPDATE steps SET state = 'waiting', run_at = NULL, deps_extra = deps_extra + ?
-		WHERE id = ? AND task_id = ? AND state = 'ready' AND kind = ? AND deps_extra = ? AND deps_ok = ?
-		RETURNING name, idx, namespace, workflow, (SELECT priority FROM tasks WHERE tasks.id = steps.task_id)`,
-		len(r.Calls), r.StepID, taskID, store.KindFunction, r.Recorded, r.Succeeded).
-		Scan(&name, &idx, &namespace, &wf, &prio)
+		WHERE id = ? AND task_id = ? AND state = 'ready' AND kind = ? AND deps_extra = ? AND deps_ok = ? `+callingStepReturning,
+		len(r.Calls), r.StepID, taskID, store.KindFunction, r.Recorded, r.Succeeded).Scan(fn.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -128,12 +140,8 @@ func (t *outcomeTx) resume(taskID, lease int64, r *store.Resume) error {
 		return fmt.Errorf("resume the function of task %d: %w", taskID, err)
 	}
 	t.Unready(r.StepID)
-	reason := r.Reason
-	if reason == "" {
-		reason = fmt.Sprintf("waiting for %d call(s)", len(r.Calls))
-	}
-	t.Audit(taskID, name, string(state.StepReady), string(state.StepWaiting), 0, reason)
-	return t.addCalls(taskID, idx, namespace, wf, prio, r.Calls)
+	t.Audit(taskID, fn.name, string(state.StepReady), string(state.StepWaiting), 0, waitingFor(r.Reason, len(r.Calls)))
+	return t.addCalls(fn, r.Calls)
 }
 
 // functionReturned completes the function step of task taskID, made ready
