@@ -90,8 +90,6 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		if n > 0 {
 			r.logf("ledger of %s, with the processes gone meanwhile: %s", key, ledgerOf(text, key))
 		}
-	}
-	for key, n := range overlaps {
 		id, name, _ := strings.Cut(key, " ")
 		tid, err := strconv.ParseInt(id, 10, 64)
 		if err != nil {
@@ -112,10 +110,9 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 // of processes gone between its first and its last, in order: what a
 // report of runs that overlapped is read against.
 func ledgerOf(text []byte, key string) string {
-	var lines []string
+	lines := strings.Split(string(text), "\n")
 	first, last := -1, -1
-	for i, line := range strings.Split(string(text), "\n") {
-		lines = append(lines, line)
+	for i, line := range lines {
 		if strings.HasPrefix(line, key+" ") {
 			if first < 0 {
 				first = i

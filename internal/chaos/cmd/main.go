@@ -55,14 +55,17 @@ func main() {
 	if *quiet {
 		cfg.Log = &kept
 	}
+	printKept := func() {
+		if *quiet {
+			fmt.Fprintf(os.Stderr, "chaos: the run's log:\n%s", kept.bytes())
+		}
+	}
 	fmt.Fprintf(os.Stderr, "chaos: store=%s seed=%d cycles=%d\n", cfg.Store, cfg.Seed, cfg.Cycles)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := chaos.Run(ctx, cfg)
 	if err != nil {
-		if *quiet {
-			fmt.Fprintf(os.Stderr, "chaos: the run's log:\n%s", kept.bytes())
-		}
+		printKept()
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
@@ -80,9 +83,7 @@ func main() {
 	fmt.Printf("chaos: cycles=%d tasks=%d lost=%d stuck=%d duplicated=%d unaudited=%d recovery_p50=%s recovery_max=%s\n",
 		res.Cycles, res.Tasks, res.Lost, res.Stuck, res.Duplicated, res.Unaudited, pct(res.Recovery, 50), pct(res.Recovery, 100))
 	if !res.OK() {
-		if *quiet {
-			fmt.Fprintf(os.Stderr, "chaos: the run's log:\n%s", kept.bytes())
-		}
+		printKept()
 		os.Exit(1)
 	}
 }
