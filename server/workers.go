@@ -350,14 +350,16 @@ func (s *Server) fail(ctx context.Context, workerID string, req wire.Fail) (wire
 	if len(req.Error) > maxFailureMessage {
 		req.Error = req.Error[:maxFailureMessage]
 	}
-	if req.RetryAfterMS < 0 || req.RetryAfterMS > int64(7*24*time.Hour/time.Millisecond) {
-		return wire.Reported{}, fieldError("retry_after_ms", "must be from 0 to a week")
+	for _, d := range []struct {
+		field string
+		ms    int64
+	}{{"retry_after_ms", req.RetryAfterMS}, {"snooze_ms", req.SnoozeMS}} {
+		if d.ms < 0 || d.ms > int64(7*24*time.Hour/time.Millisecond) {
+			return wire.Reported{}, fieldError(d.field, "must be from 0 to a week")
+		}
 	}
 	if req.Preempted && (req.Permanent || req.RetryAfterMS > 0) {
 		return wire.Reported{}, fieldError("preempted", "cannot be combined with permanent or retry_after_ms")
-	}
-	if req.SnoozeMS < 0 || req.SnoozeMS > int64(7*24*time.Hour/time.Millisecond) {
-		return wire.Reported{}, fieldError("snooze_ms", "must be from 0 to a week")
 	}
 	if req.SnoozeMS > 0 && (req.Permanent || req.RetryAfterMS > 0 || req.Preempted) {
 		return wire.Reported{}, fieldError("snooze_ms", "cannot be combined with permanent, retry_after_ms or preempted")
