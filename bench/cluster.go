@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -255,7 +254,6 @@ func postgresCPU() (float64, error) {
 type engineProcs struct {
 	cmds []*exec.Cmd
 	ins  []io.WriteCloser
-	once sync.Once
 }
 
 // startEngines runs k engine processes on url and waits until each is
@@ -301,21 +299,19 @@ func (p *engineProcs) start() error {
 
 // stop tells every engine to stop (its stdin closes) and waits for it.
 func (p *engineProcs) stop() {
-	p.once.Do(func() {
-		for _, in := range p.ins {
-			in.Close()
+	for _, in := range p.ins {
+		in.Close()
+	}
+	for _, cmd := range p.cmds {
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
 		}
-		for _, cmd := range p.cmds {
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-		}
-	})
+	}
 }
 
 // clusterEngine is one engine process of the cluster scenario: it opens
