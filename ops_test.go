@@ -60,6 +60,12 @@ func TestRetentionByMaintenance(t *testing.T) {
 		task, err := e.Get(ctx, c)
 		require.NoError(t, err, "another namespace keeps its tasks")
 		require.Equal(t, state.TaskFailed, task.State)
+		// The pruned events follow the deletions they report.
+		eventually(t, "the pruned events", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return pruned["shop/"] > 0
+		})
 		mu.Lock()
 		require.Equal(t, map[string]int{"shop/short": 1, "shop/": 1}, pruned)
 		mu.Unlock()
