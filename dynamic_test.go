@@ -375,6 +375,51 @@ func TestSignals(t *testing.T) {
 	})
 }
 
+// TestSignalWaitFirst: a task whose first step waits for a signal runs
+// from the wait's start, as one whose wait follows a step does; under a
+// workflow concurrency limit of 1 the second such task stays pending, its
+// signal step ready and its early signal kept, until the first ends.
+func TestSignalWaitFirst(t *testing.T) {
+	t.Parallel()
+	w := workflow.New("test", "signal-first", "1").
+		Step("approval", "", workflow.AwaitSignal("approve", time.Hour)).
+		Step("ship", "echo", workflow.DependsOn("approval")).
+		WithConcurrency(1, "")
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		e := newEngine(t, open(t), weft.Config{})
+		e.Handle("echo", echo)
+		register(t, e, w)
+		start(t, e)
+		first := submit(t, e, weft.Submission{Workflow: "test/signal-first"}).Task.ID
+		second := submit(t, e, weft.Submission{Workflow: "test/signal-first"}).Task.ID
+		eventually(t, "the first task's step waits", func() bool {
+			task, err := e.Get(ctx, first)
+			require.NoError(t, err)
+			return stepByName(t, task, "approval").State == state.StepWaiting
+		})
+		// Read again: a task's row is read before its steps.
+		task, err := e.Get(ctx, first)
+		require.NoError(t, err)
+		require.Equal(t, state.TaskRunning, task.State, "a task waiting for a signal runs, first step or not")
+		delivered, err := e.Signal(ctx, second, "approve", "early")
+		require.NoError(t, err)
+		require.False(t, delivered, "the second task waits its turn: its wait has not begun")
+		task, err = e.Get(ctx, second)
+		require.NoError(t, err)
+		require.Equal(t, state.TaskPending, task.State)
+		require.Equal(t, state.StepReady, stepByName(t, task, "approval").State)
+
+		delivered, err = e.Signal(ctx, first, "approve", "go")
+		require.NoError(t, err)
+		require.True(t, delivered)
+		require.Equal(t, state.TaskCompleted, wait(t, e, first).State)
+		task = wait(t, e, second)
+		require.Equal(t, state.TaskCompleted, task.State, task.Error)
+		require.JSONEq(t, `{"signal":"approve","payload":"early"}`, string(stepByName(t, task, "approval").Result))
+	})
+}
+
 func TestSignalTimeout(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {

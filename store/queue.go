@@ -100,6 +100,11 @@ type Outcome struct {
 	// ChildConsumed marks the outcome of an attempt that reported a child's
 	// failure (Step.ChildError): it clears the error.
 	ChildConsumed bool
+	// BeginWait, with State StepWaiting, begins a KindSignal step's wait
+	// for its signal: the step holds no claim and gets its attempt back,
+	// its deadline is its signal timeout from now, and a signal its task
+	// kept completes it at once.
+	BeginWait bool
 	// Calls, with State StepWaiting, makes a KindFunction step wait for new
 	// steps of its task, one per call its function made (KindCall,
 	// KindSignal or KindWorkflow, each with the function step as its only

@@ -17,9 +17,11 @@ const (
 	KindBatch = "batch"
 	// KindItem: one item of a batch, created by the store.
 	KindItem = "item"
-	// KindSignal: the step runs no handler; it waits, holding no slot,
-	// until a signal of its name arrives (completed, the payload as its
-	// result) or its timeout passes (failed).
+	// KindSignal: the step runs no code. An engine claims it like any
+	// step, with SignalHandler, and its outcome (Outcome.BeginWait) begins
+	// the wait: the step then waits, holding no slot, until a signal of
+	// its name arrives (completed, the payload as its result) or its
+	// timeout passes (failed).
 	KindSignal = "signal"
 	// KindFunction: the one step of a durable function's task, which runs
 	// the function; each call the function makes becomes a step of the
@@ -29,6 +31,10 @@ const (
 	// sleep), run by the function's handler; Item describes it.
 	KindCall = "call"
 )
+
+// SignalHandler is the engine's built-in handler of KindSignal steps,
+// which begins their wait. The store gives it to every signal step.
+const SignalHandler = "weft.signal"
 
 // TaskInsert is one task to submit.
 type TaskInsert struct {

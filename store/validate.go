@@ -64,6 +64,9 @@ func ValidateInsert(in TaskInsert) error {
 		if s.Name == "" || (s.Handler == "" && s.Kind != KindSignal) {
 			return fmt.Errorf("task insert for %s/%s: step %d needs a name and a handler: %w", in.Namespace, in.Workflow, i, ErrInvalidInsert)
 		}
+		if (s.Handler == SignalHandler) != (s.Kind == KindSignal) && s.Handler != "" {
+			return fmt.Errorf("task insert for %s/%s: step %q: handler %q is the engine's, for signal steps alone: %w", in.Namespace, in.Workflow, s.Name, s.Handler, ErrInvalidInsert)
+		}
 		if !dag.ValidRule(dag.Rule(s.TriggerRule)) {
 			return fmt.Errorf("task insert for %s/%s: step %q has unknown trigger rule %q: %w", in.Namespace, in.Workflow, s.Name, s.TriggerRule, ErrInvalidInsert)
 		}

@@ -84,6 +84,9 @@ func (e *Engine) registerBuiltins() {
 		return builtin.HTTP(ctx, e.cfg.HTTPClient, r.builtinRequest())
 	})
 	e.Handle(workflow.SubWorkflowHandler, e.subWorkflow)
+	e.Handle(store.SignalHandler, func(ctx context.Context, r *Run) (any, error) {
+		return nil, &signalWait{signal: r.claimed.Signal}
+	})
 }
 
 func (r *Run) builtinRequest() builtin.Request {

@@ -165,6 +165,7 @@ func (d *Definitions) settleAttempt(o store.Outcome, log *stepLog, w *workflow.W
 	var snooze *outcome.SnoozeError
 	var after *outcome.RetryAfterError
 	var start *childStart
+	var wait *signalWait
 	var childErr *childFailed
 	var calls *callsMade
 	if errors.As(err, &childErr) {
@@ -174,6 +175,10 @@ func (d *Definitions) settleAttempt(o store.Outcome, log *stepLog, w *workflow.W
 	case errors.As(err, &calls):
 		settleCalls(&o, calls)
 		log.Debug("function waits for its calls", "calls", len(calls.calls))
+		return o
+	case errors.As(err, &wait):
+		o.State, o.BeginWait, o.Reason = state.StepWaiting, true, wait.Error()
+		log.Debug("step waits for its signal")
 		return o
 	case errors.As(err, &start):
 		o.State, o.Child, o.Reason = state.StepWaiting, &start.child, "starting a child task"

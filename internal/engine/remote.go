@@ -192,6 +192,10 @@ func (ws *Workers) StopWorker(ctx context.Context, workerID, owner string) error
 	return nil
 }
 
+// enginesOwn reports whether h is a built-in handler that only the engine
+// runs: store.SignalHandler or workflow.SubWorkflowHandler.
+func enginesOwn(h string) bool { return h == workflow.SubWorkflowHandler || h == store.SignalHandler }
+
 // ClaimRemote claims up to req.Max ready steps for a remote worker, waiting
 // up to req.Wait for work when none is ready. The claim goes through the
 // engine's claim path, so namespace caps and every claim policy hold for
@@ -199,9 +203,10 @@ func (ws *Workers) StopWorker(ctx context.Context, workerID, owner string) error
 // skipped here and never handed out. The claim renews the worker's lease,
 // and a worker declared dead gets store.ErrEngineLost.
 func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req WorkerClaim) ([]RemoteStep, error) {
-	if slices.Contains(req.Handlers, workflow.SubWorkflowHandler) {
-		// The engine's own: it starts child tasks, which no worker can.
-		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow steps", store.ErrInvalid, workflow.SubWorkflowHandler)
+	if i := slices.IndexFunc(req.Handlers, enginesOwn); i >= 0 {
+		// The engine's own: they start child tasks and signal waits,
+		// which no worker can.
+		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow and signal steps", store.ErrInvalid, req.Handlers[i])
 	}
 	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 		return nil, err

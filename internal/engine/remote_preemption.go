@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/store"
-	"github.com/weftrun/weft/workflow"
 )
 
 // This file preempts the steps of remote workers. A worker says in its
@@ -153,8 +152,8 @@ func (ws *Workers) preemptRemote(ctx context.Context, workerID string, held, los
 			handlers = append(handlers, c.Handler) // it runs them, so it claims them
 		}
 	}
-	// Never the engine's own sub-workflow handler (ClaimRemote refuses it).
-	handlers = slices.DeleteFunc(handlers, func(h string) bool { return h == workflow.SubWorkflowHandler })
+	// Never the engine's own handlers (ClaimRemote refuses them).
+	handlers = slices.DeleteFunc(handlers, enginesOwn)
 	if victim == nil || len(handlers) == 0 {
 		return nil
 	}

@@ -163,6 +163,14 @@ func (e *Engine) Wait(ctx context.Context, id int64) (*store.Task, error) {
 	}
 }
 
+// signalWait is how the built-in handler of signal steps
+// (store.SignalHandler) asks settle for the outcome that begins the step's
+// wait: the wait begins under a claim, so that the task starts as it does
+// with any step, under the policies of the one claim path.
+type signalWait struct{ signal string }
+
+func (w *signalWait) Error() string { return fmt.Sprintf("waiting for signal %q", w.signal) }
+
 // Signal sends a named signal with a payload (encoded as JSON; nil means
 // null) to a task. The task's first step waiting for that name completes
 // with {"signal": name, "payload": payload} as its result; if none waits

@@ -79,6 +79,22 @@ type UnheldStep struct {
 	Holder  string // the engine or worker it runs under
 }
 
+// TaskStateAgrees returns what is wrong when task t's state disagrees with
+// its steps (empty when it agrees): a pending task has no step that began
+// (running, or waiting for a signal), so that a task waiting for a signal
+// reads running wherever the wait is, first step or not.
+func TaskStateAgrees(t *store.Task) string {
+	if t.State != state.TaskPending {
+		return ""
+	}
+	for _, s := range t.Steps {
+		if s.State == state.StepRunning || (s.State == state.StepWaiting && s.Kind == store.KindSignal) {
+			return fmt.Sprintf("task %d (%s/%s) is pending, though its step %s is %s", t.ID, t.Namespace, t.Workflow, s.Name, s.State)
+		}
+	}
+	return ""
+}
+
 // ReadyStep is a ready step that nothing holds back.
 type ReadyStep struct {
 	ID      int64

@@ -70,6 +70,28 @@ func TestIDTracker(t *testing.T) {
 	require.ErrorContains(t, ids.Step(10, 3, "a"), "step id 10 reused")
 }
 
+func TestTaskStateAgrees(t *testing.T) {
+	t.Parallel()
+	step := func(st state.Step, kind string) store.Step { return store.Step{Name: "s", State: st, Kind: kind} }
+	tests := []struct {
+		name  string
+		task  store.Task
+		wrong bool
+	}{
+		{"pending, its first step ready", store.Task{State: state.TaskPending, Steps: []store.Step{step(state.StepReady, store.KindSignal)}}, false},
+		{"pending, its first step due later", store.Task{State: state.TaskPending, Steps: []store.Step{step(state.StepWaiting, "")}}, false},
+		{"pending, its first step waits for a signal", store.Task{State: state.TaskPending, Steps: []store.Step{step(state.StepWaiting, store.KindSignal)}}, true},
+		{"pending, a step runs", store.Task{State: state.TaskPending, Steps: []store.Step{step(state.StepRunning, "")}}, true},
+		{"running, waiting for a signal", store.Task{State: state.TaskRunning, Steps: []store.Step{step(state.StepWaiting, store.KindSignal)}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.wrong, TaskStateAgrees(&tt.task) != "")
+		})
+	}
+}
+
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -60,10 +60,11 @@ const (
 	InvRefused   = "refused"    // an action on something that does not exist is refused
 	InvServerErr = "server-err" // no 500 answers
 	InvExit      = "exit"       // no weft process exits unasked
+	InvTaskState = "task-state" // a task is pending until a step of it begins, and running while one runs or waits for a signal
 )
 
 // Invariants lists them all.
-var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvUnheld, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr, InvExit}
+var Invariants = []string{InvOverlap, InvStranded, InvUnclaimed, InvUnheld, InvAudit, InvCounts, InvIDReuse, InvEffect, InvRefused, InvServerErr, InvExit, InvTaskState}
 
 // Violation is one broken invariant, at the op (index into the sequence)
 // after which it was seen.
@@ -379,6 +380,15 @@ func (r *runner) checkState(ctx context.Context) error {
 			if s.Kind == store.KindSignal && s.State == state.StepWaiting {
 				r.waiting = append(r.waiting, t.ID)
 				break
+			}
+		}
+		if TaskStateAgrees(t) != "" {
+			// GetTask reads the task's row before its steps: a task whose
+			// step began between the two reads is read again.
+			if again, err := r.c.st.GetTask(ctx, t.ID); err == nil {
+				if msg := TaskStateAgrees(again); msg != "" {
+					r.violate(InvTaskState, "%s", msg)
+				}
 			}
 		}
 		obs = append(obs, Classify(t, env))

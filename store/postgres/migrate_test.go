@@ -125,3 +125,20 @@ func TestKeyScopesMigration(t *testing.T) {
 	defer s.Close()
 	storetest.KeyScopesMigrated(t, s)
 }
+
+// TestSignalHandlerMigration: signal steps written before they had a
+// handler get the engine's, so that an engine claims their waits (032).
+func TestSignalHandlerMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema, conn, _ := schemaBefore(t, 32, "032_signal_handler.sql")
+	for _, q := range storetest.OldSignalTask {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, conn.Close())
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	storetest.SignalHandlerMigrated(t, s)
+}

@@ -227,3 +227,17 @@ func TestKeyScopesMigration(t *testing.T) {
 	defer s.Close()
 	storetest.KeyScopesMigrated(t, s)
 }
+
+// TestSignalHandlerMigration opens a database written before signal steps
+// had a handler (schema 29): after migration 030 an engine claims their
+// waits.
+func TestSignalHandlerMigration(t *testing.T) {
+	t.Parallel()
+	old := schemaBefore(t, 29, "030_signal_handler.sql")
+	old.exec(t, storetest.OldSignalTask...)
+	old.close(t)
+	s, err := Open(context.Background(), old.path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	storetest.SignalHandlerMigrated(t, s)
+}

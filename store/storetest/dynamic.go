@@ -28,10 +28,6 @@ var dynamicTests = []struct {
 	{"BatchStepLimit", testBatchLimit},
 	{"BatchRetryTask", testBatchRetryTask},
 	{"SkipsUseNoAttempt", testSkipsUseNoAttempt},
-	{"SignalAfterWait", testSignalAfterWait},
-	{"SignalBeforeWait", testSignalBeforeWait},
-	{"SignalWaitTimesOut", testSignalTimeout},
-	{"SignalRefused", testSignalRefused},
 	{"ProgressIsFenced", testProgress},
 	{"CheckpointSurvivesReap", testCheckpointReap},
 }
@@ -308,88 +304,6 @@ func testBatchRetryTask(t *testing.T, h *harness) {
 	agg := h.claim("e1", 10)
 	require.Equal(t, []string{"agg"}, names(agg))
 	require.JSONEq(t, `[{"from":"split[0]"},{"from":"split[1]"},{"from":"split[2]"}]`, string(agg[0].Deps["split"]))
-}
-
-func signalTask(h *harness, timeout time.Duration) int64 {
-	return h.insert(store.TaskInsert{Steps: []store.StepInsert{
-		{Name: "before", Handler: "h", MaxAttempts: 1},
-		{Name: "approval", Kind: store.KindSignal, Signal: "approve", SignalTimeout: timeout, MaxAttempts: 1, Deps: []int{0}},
-		{Name: "after", Handler: "h", MaxAttempts: 1, Deps: []int{1}},
-	}})[0].Task.ID
-}
-
-func testSignalAfterWait(t *testing.T, h *harness) {
-	id := signalTask(h, 0)
-	h.ok(h.claim("e1", 10)[0], `{}`)
-	task := h.task(id)
-	approval := task.Steps[1]
-	require.Equal(t, state.StepWaiting, approval.State)
-	require.Equal(t, "approve", approval.Signal)
-	require.Nil(t, approval.RunAt, "no timeout, no deadline")
-	require.Empty(t, h.claim("e1", 10), "a waiting signal step is never claimed")
-	delivered, err := h.s.Signal(h.ctx, id, "approve", json.RawMessage(`{"by":"ada"}`), "")
-	require.NoError(t, err)
-	require.True(t, delivered)
-	task = h.task(id)
-	require.Equal(t, state.StepCompleted, task.Steps[1].State)
-	require.JSONEq(t, `{"signal":"approve","payload":{"by":"ada"}}`, string(task.Steps[1].Result))
-	after := h.claim("e1", 10)
-	require.Equal(t, []string{"after"}, names(after))
-	require.JSONEq(t, `{"signal":"approve","payload":{"by":"ada"}}`, string(after[0].Deps["approval"]))
-	// A second signal of the same name finds no wait: it is kept.
-	delivered, err = h.s.Signal(h.ctx, id, "approve", nil, "")
-	require.NoError(t, err)
-	require.False(t, delivered)
-}
-
-func testSignalBeforeWait(t *testing.T, h *harness) {
-	id := signalTask(h, time.Hour)
-	delivered, err := h.s.Signal(h.ctx, id, "approve", json.RawMessage(`"early"`), "")
-	require.NoError(t, err)
-	require.False(t, delivered, "nothing waits yet")
-	_, err = h.s.Signal(h.ctx, id, "other", json.RawMessage(`1`), "")
-	require.NoError(t, err)
-	h.ok(h.claim("e1", 10)[0], `{}`)
-	task := h.task(id)
-	require.Equal(t, state.StepCompleted, task.Steps[1].State, "the kept signal completes the wait as it begins")
-	require.JSONEq(t, `{"signal":"approve","payload":"early"}`, string(task.Steps[1].Result))
-	require.Equal(t, []string{"after"}, names(h.claim("e1", 10)))
-}
-
-func testSignalTimeout(t *testing.T, h *harness) {
-	id := signalTask(h, time.Minute)
-	h.ok(h.claim("e1", 10)[0], `{}`)
-	task := h.task(id)
-	require.NotNil(t, task.Steps[1].RunAt)
-	require.Equal(t, h.clock.Now().Add(time.Minute).UnixMicro(), task.Steps[1].RunAt.UnixMicro())
-	next, ok, err := h.s.NextWake(h.ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, task.Steps[1].RunAt.UnixMicro(), next.UnixMicro(), "the engine wakes for the deadline")
-	n, err := h.s.Promote(h.ctx, h.clock.Now(), "e1")
-	require.NoError(t, err)
-	require.Zero(t, n, "not yet")
-	h.clock.Advance(time.Minute)
-	n, err = h.s.Promote(h.ctx, h.clock.Now(), "e1")
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	task = h.task(id)
-	require.Equal(t, state.StepFailed, task.Steps[1].State)
-	require.Contains(t, task.Steps[1].Error, `timed out waiting for signal "approve"`)
-	require.Equal(t, state.StepSkipped, task.Steps[2].State)
-	require.Equal(t, state.TaskFailed, task.State)
-	_, err = h.s.Signal(h.ctx, id, "approve", nil, "")
-	require.ErrorIs(t, err, store.ErrConflict, "a task that ended takes no signals")
-}
-
-func testSignalRefused(t *testing.T, h *harness) {
-	_, err := h.s.Signal(h.ctx, 424242, "x", nil, "")
-	require.ErrorIs(t, err, store.ErrNotFound)
-	id := signalTask(h, 0)
-	_, err = h.s.Signal(h.ctx, id, "x", json.RawMessage(`{bad`), "")
-	require.Error(t, err)
-	_, err = h.s.Signal(h.ctx, id, "", nil, "")
-	require.Error(t, err)
 }
 
 func testProgress(t *testing.T, h *harness) {

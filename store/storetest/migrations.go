@@ -3,9 +3,11 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -33,4 +35,44 @@ func KeyScopesMigrated(t *testing.T, s store.Store) {
 	k, err := s.GetAPIKey(ctx, "d")
 	require.NoError(t, err)
 	require.Equal(t, []string{"tasks:read@shop,billing", "workers:connect@shop"}, k.Permissions, "a grant's namespaces survive the store")
+}
+
+// OldSignalTask writes, into a schema from before signal steps had a
+// handler, a task whose step "a" is ready and whose signal step "wait"
+// waits for it; SignalHandlerMigrated checks what the migration made of
+// it. The statements bind nothing, so that every store runs them as they
+// are.
+var OldSignalTask = []string{
+	`INSERT INTO tasks (id, namespace, workflow, version, state, input, priority, run_at, created_at, remaining)
+		VALUES (1, 'old', 'wf', '1', 'pending', '{}', 0, 1700000000000000, 1700000000000000, 2)`,
+	`INSERT INTO steps (task_id, idx, name, handler, namespace, workflow, state, priority, max_attempts, deps, children, kind, signal)
+		VALUES (1, 0, 'a', 'h', 'old', 'wf', 'ready', 0, 1, '', '1', '', ''), (1, 1, 'wait', '', 'old', 'wf', 'pending', 0, 1, '0', '', 'signal', 'go')`,
+}
+
+// SignalHandlerMigrated checks, on store s opened over OldSignalTask, that
+// the signal step got the engine's signal handler, so that an engine
+// claims it and begins its wait once step "a" ends.
+func SignalHandlerMigrated(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	claim := func() []store.ClaimedStep {
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e1", Limit: 10, Now: time.Now()})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		return got
+	}
+	a := claim()[0]
+	require.Equal(t, "a", a.Name)
+	_, err := s.CompleteSteps(ctx, []store.Outcome{{Fence: a.Fence, EngineID: "e1", State: state.StepCompleted}})
+	require.NoError(t, err)
+	wait := claim()[0]
+	require.Equal(t, "wait", wait.Name)
+	require.Equal(t, store.SignalHandler, wait.Handler)
+	res, err := s.CompleteSteps(ctx, []store.Outcome{waitOutcome(wait)})
+	require.NoError(t, err)
+	require.NoError(t, res[0])
+	task, err := s.GetTask(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, state.TaskRunning, task.State)
+	require.Equal(t, state.StepWaiting, task.Steps[1].State)
 }

@@ -197,6 +197,7 @@ func testOpsDeleteTasks(t *testing.T, h *harness) {
 	done := h.insert(store.TaskInsert{Tags: map[string]string{"env": "x"},
 		Steps: []store.StepInsert{{Name: "a", Handler: "h", MaxAttempts: 1}, {Name: "wait", Kind: store.KindSignal, Signal: "go", Deps: []int{0}}}})[0].Task.ID
 	h.ok(h.claim("e1", 1)[0], `{"r":1}`)
+	h.beginWait(done, "wait")
 	_, err := h.s.Signal(h.ctx, done, "go", json.RawMessage(`{"ok":true}`), "e1")
 	require.NoError(t, err)
 	require.Equal(t, state.TaskCompleted, h.task(done).State)
@@ -299,6 +300,7 @@ func testOpsAttention(t *testing.T, h *harness) {
 	orphan := h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "charge", Handler: "nobody", MaxAttempts: 1}}})[0].Task.ID
 	served := h.insert(store.TaskInsert{})[0].Task.ID
 	waiting := h.insert(store.TaskInsert{Steps: []store.StepInsert{{Name: "approve", Kind: store.KindSignal, Signal: "ok", SignalTimeout: time.Minute}}})[0].Task.ID
+	h.beginWait(waiting, "approve")
 	cancelled := h.insert(store.TaskInsert{})[0].Task.ID
 	_, err := h.s.CancelTasks(h.ctx, []int64{cancelled}, "x", "")
 	require.NoError(t, err)

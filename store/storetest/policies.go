@@ -190,6 +190,7 @@ func testLimitsAfterFullClaim(t *testing.T, h *harness) {
 	require.Len(t, started, 2)
 	for _, c := range started {
 		h.ok(c, `{}`)
+		h.beginWait(c.TaskID, "wait")
 	}
 	h.insert(limited(), limited(), store.TaskInsert{Namespace: "free"}, store.TaskInsert{Namespace: "free"})
 	require.Len(t, h.claimWith(store.ClaimParams{EngineID: "e1", Limit: 2, Namespaces: []string{"free"}}), 2)

@@ -111,6 +111,7 @@ var retryKinds = []struct {
 		{Name: "approval", Kind: store.KindSignal, Signal: "approve", SignalTimeout: time.Minute, MaxAttempts: 1},
 		{Name: "after", Handler: "h", MaxAttempts: 1, Deps: []int{0}},
 	}, fail: func(h *harness, id int64) {
+		h.beginWait(id, "approval")
 		h.clock.Advance(time.Minute)
 		h.promote()
 	}},
@@ -159,6 +160,7 @@ func testRetriedSignalTakesKept(t *testing.T, h *harness) {
 				{Name: "approval", Kind: store.KindSignal, Signal: "approve", SignalTimeout: time.Minute, MaxAttempts: 1},
 				{Name: "slow", Handler: "h", MaxAttempts: 1},
 			}})[0].Task.ID
+			h.beginWait(id, "approval")
 			slow := h.claimNext(id, "slow")
 			h.clock.Advance(time.Minute)
 			h.promote()
@@ -236,6 +238,8 @@ func (h *harness) drive(id int64) *store.Task {
 				}
 			case store.KindBatch:
 				o.Spawn = spawn(2)
+			case store.KindSignal:
+				o = waitOutcome(c)
 			case store.KindWorkflow:
 				o.State, o.Result = state.StepWaiting, nil
 				o.Child = &store.ChildStart{Task: childInsert(fmt.Sprintf("child:%d/%d/%d", c.ID, c.Fence.Attempt, c.Fence.LeaseID))}

@@ -93,6 +93,7 @@ func Run(t *testing.T, open Opener) {
 		{"TraceParentAndReadyAt", testTraceParentAndReadyAt},
 	}
 	tests = append(tests, dynamicTests...)
+	tests = append(tests, signalTests...)
 	tests = append(tests, runningTests...)
 	tests = append(tests, opsTests...)
 	tests = append(tests, historyTests...)
@@ -189,6 +190,22 @@ func (h *harness) ok(c store.ClaimedStep, result string) {
 	h.t.Helper()
 	res := h.complete(store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepCompleted, Result: json.RawMessage(result)})
 	require.NoError(h.t, res[0])
+}
+
+// beginWait claims the ready signal step named name of task id and records
+// the outcome with which an engine begins its wait.
+func (h *harness) beginWait(id int64, name string) {
+	h.t.Helper()
+	c := h.claimNext(id, name)
+	require.Equal(h.t, store.KindSignal, c.Kind)
+	require.Equal(h.t, store.SignalHandler, c.Handler)
+	require.NoError(h.t, h.complete(waitOutcome(c))[0])
+}
+
+// waitOutcome is the outcome with which an engine begins the wait of the
+// claimed signal step c.
+func waitOutcome(c store.ClaimedStep) store.Outcome {
+	return store.Outcome{Fence: c.Fence, EngineID: "e1", State: state.StepWaiting, BeginWait: true}
 }
 
 func (h *harness) task(id int64) *store.Task {

@@ -337,7 +337,8 @@ func OddSteps() []store.StepInsert {
 		}
 		steps = append(steps, st)
 	}
-	return append(steps, store.StepInsert{Name: "wait " + OddStepTexts[0], Kind: store.KindSignal, Signal: "signal " + OddStepTexts[4]})
+	return append(steps, store.StepInsert{Name: "wait " + OddStepTexts[0], Kind: store.KindSignal, Handler: store.SignalHandler, Signal: "signal " + OddStepTexts[4],
+		Deps: []int{len(steps) - 1}})
 }
 
 // The texts of steps are stored as given, whichever way a submission takes

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/internal/sqlstore/claim"
@@ -81,7 +80,7 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 	if len(order) == 0 {
 		return nil
 	}
-	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, kind, signal, wait_timeout, state`
+	const returning = ` RETURNING task_id, idx, id, name, deps, children, deps_ok, deps_failed, deps_skipped, priority, ttl, trigger_rule, deps_extra, state`
 	// A pending child, or a durable function's step waiting for its calls
 	// (calls.go).
 	const waitsForParents = `(state = 'pending' OR (state = 'waiting' AND kind = '` + store.KindFunction + `'))`
@@ -119,15 +118,15 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 		name, deps, children string
 		c                    dag.Counts
 		priority, extra      int
-		ttl, waitTimeout     int64
-		rule, kind, signal   string
+		ttl                  int64
+		rule                 string
 		st                   state.Step
 	}
 	got := map[key]pending{}
 	var k key
 	var r pending
 	dest := []any{&k.task, &k.idx, &r.id, &r.name, &r.deps, &r.children, &r.c.Succeeded, &r.c.Failed, &r.c.Skipped, &r.priority, &r.ttl,
-		&r.rule, &r.extra, &r.kind, &r.signal, &r.waitTimeout, &r.st}
+		&r.rule, &r.extra, &r.st}
 	if _, err := sqldb.Collect(q, func(row sqldb.Row) (struct{}, error) {
 		if err := row.Scan(dest...); err != nil {
 			return struct{}{}, err
@@ -169,8 +168,8 @@ func (t *outcomeTx) parentsEnded(ended []endedStep) error {
 			}
 			continue
 		}
-		if err := t.decideChild(k.task, r.id, r.name, r.children, decision, by.name, by.st, r.rule, r.kind, r.signal,
-			r.priority, r.ttl, r.waitTimeout); err != nil {
+		if err := t.decideChild(k.task, r.id, r.name, r.children, decision, by.name, by.st, r.rule,
+			r.priority, r.ttl); err != nil {
 			return err
 		}
 	}
@@ -192,13 +191,11 @@ func counted(c *dag.Counts, st state.Step) {
 // decideChild applies decision to a pending child whose parent parentName
 // ended parentState and decided it.
 func (t *outcomeTx) decideChild(taskID, id int64, name, children string, decision dag.Decision, parentName string, parentState state.Step,
-	rule, kind, signal string, priority int, ttl, waitTimeout int64) error {
+	rule string, priority int, ttl int64) error {
 	switch decision {
 	case dag.Run:
-		if kind == store.KindSignal {
-			return t.beginWait(id, taskID, name, children, signal, time.Duration(waitTimeout)*time.Microsecond)
-		}
-		// Its row, locked by the update above, is pending.
+		// Its row, locked by the update above, is pending. A signal step
+		// too: its claim begins its wait.
 		return t.eligible(id, taskID, name, state.StepPending, true, priority, ttl, 0, "dependencies satisfied")
 	case dag.Skip:
 		reason := fmt.Sprintf("dependency %q %s", parentName, parentState)

@@ -84,6 +84,12 @@ func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
 		}
 		return t.waitForCalls(o)
 	}
+	if o.BeginWait {
+		if o.State != state.StepWaiting {
+			return false, store.Refused(fmt.Errorf("an outcome that begins a signal wait must wait, not be %q", o.State))
+		}
+		return t.waitClaimed(o)
+	}
 	var result any
 	if len(o.Result) > 0 {
 		result = string(o.Result)
@@ -178,7 +184,7 @@ func (t *outcomeTx) Finish(o store.Outcome) (bool, error) {
 // is recorded with a few set-based statements instead of a few per step.
 func plainOutcome(o *store.Outcome) bool {
 	return (o.State == state.StepCompleted || o.State == state.StepFailed) && !o.Decide && o.Spawn == nil && o.Child == nil && !o.ChildConsumed &&
-		len(o.Calls) == 0 && o.Resume == nil
+		len(o.Calls) == 0 && o.Resume == nil && !o.BeginWait
 }
 
 // finishMany records the plain outcomes of all at indexes at in one fenced

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 )
 
 // This file holds durable waits for signals. A signal step waits in state
@@ -32,6 +33,29 @@ func signalResult(name string, payload string) (string, error) {
 		Payload json.RawMessage `json:"payload"`
 	}{name, json.RawMessage(payload)})
 	return string(b), err
+}
+
+// waitClaimed records the outcome of a claimed signal step
+// (Outcome.BeginWait): the step waits for its signal, with its attempt
+// given back and its signal timeout from now as its deadline, and a signal
+// its task kept completes it at once. It reports false if the fence is
+// stale.
+func (t *outcomeTx) waitClaimed(o store.Outcome) (bool, error) {
+	var taskID int64
+	var name, children, signal string
+	err := t.QueryRow(`UPDATE steps SET state = 'waiting', deadline = NULL, sub = '', error = '', attempt = attempt - 1,
+		run_at = CASE WHEN wait_timeout > 0 THEN ? + wait_timeout END
+		WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? AND kind = 'signal'
+		RETURNING task_id, name, children, signal`, t.Now, o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID).
+		Scan(&taskID, &name, &children, &signal)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("begin the signal wait of step %d: %w", o.Fence.StepID, err)
+	}
+	t.AuditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt, fmt.Sprintf("waiting for signal %q", signal))
+	return true, t.takeSignal(o.Fence.StepID, taskID, name, children, signal)
 }
 
 // beginWait moves a pending signal step whose dependencies allow it to

@@ -78,8 +78,8 @@ type stepTemplate struct {
 	limitN, rateN, ratePer, breakerN, breakerCooldown int64
 	preemptible                                       int64
 	// root: no dependencies, so the step starts ready or waiting for its
-	// run_at; waits: a signal step, which waits for its signal instead.
-	root, waits bool
+	// run_at (a signal step too: its claim begins its wait).
+	root bool
 }
 
 // templates holds the step templates of the workflows of one submission,
@@ -122,12 +122,16 @@ func (m templates) of(steps []store.StepInsert) *template {
 			maxAttempts = 1
 		}
 		bk, bn, bc := breakerColumns(st.Breaker)
-		tpl[j] = stepTemplate{name: st.Name, handler: st.Handler, deps: sqltx.FormatIdx(st.Deps), children: sqltx.FormatIdx(children[j]),
+		handler := st.Handler
+		if st.Kind == store.KindSignal {
+			handler = store.SignalHandler
+		}
+		tpl[j] = stepTemplate{name: st.Name, handler: handler, deps: sqltx.FormatIdx(st.Deps), children: sqltx.FormatIdx(children[j]),
 			kind: st.Kind, rule: st.TriggerRule, signal: st.Signal, limitKey: st.LimitKey, rateKey: st.RateKey, breakerKey: bk,
 			priority: st.Priority, maxAttempts: int64(maxAttempts), ttl: st.TTL.Microseconds(), waitTimeout: st.SignalTimeout.Microseconds(),
 			runTimeout: st.Timeout.Microseconds(), limitN: int64(st.Limit), rateN: int64(st.Rate.Limit), ratePer: st.Rate.Per.Microseconds(),
 			breakerN: int64(bn), breakerCooldown: bc, preemptible: sqltx.BoolInt(st.Preemptible),
-			root: len(st.Deps) == 0, waits: st.Kind == store.KindSignal}
+			root: len(st.Deps) == 0}
 	}
 	t := &template{steps: tpl}
 	m[k] = t
@@ -149,26 +153,19 @@ type stepStart struct {
 func (t *submitTx) start(tp *stepTemplate, prio int, runAt int64) stepStart {
 	p := int64(prio + tp.priority)
 	s := stepStart{state: state.StepPending, priority: p}
-	switch {
-	case !tp.root:
-	case tp.waits:
-		// A new task has no signals yet: the step waits.
-		s.state = state.StepWaiting
-		if at, ok := signalDeadline(max(runAt, t.Now), time.Duration(tp.waitTimeout)*time.Microsecond).(int64); ok {
-			s.runAt = &at
-		}
-	default:
-		if runAt > t.Now {
-			at := runAt
-			s.state, s.runAt = state.StepWaiting, &at
-		} else {
-			s.state, s.sortKey = state.StepReady, t.Now-p*t.H.Aging
-			t.Readied++
-		}
-		if tp.ttl > 0 {
-			exp := max(runAt, t.Now) + tp.ttl
-			s.expires = &exp
-		}
+	if !tp.root {
+		return s
+	}
+	if runAt > t.Now {
+		at := runAt
+		s.state, s.runAt = state.StepWaiting, &at
+	} else {
+		s.state, s.sortKey = state.StepReady, t.Now-p*t.H.Aging
+		t.Readied++
+	}
+	if tp.ttl > 0 {
+		exp := max(runAt, t.Now) + tp.ttl
+		s.expires = &exp
 	}
 	if s.runAt != nil || s.expires != nil {
 		t.Timed = true
