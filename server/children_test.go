@@ -54,8 +54,11 @@ steps:
 			require.Equal(t, 1, child.Depth)
 
 			w := en.worker(t, "py.enrich")
-			r := w.post("/claim", map[string]any{"handlers": []string{"weft.workflow"}})
-			require.Equal(t, 400, r.status, "%s", r.body)
+			for _, own := range []string{"weft.workflow", "weft.signal"} {
+				r := w.post("/claim", map[string]any{"handlers": []string{"py.enrich", own}})
+				require.Equal(t, 400, r.status, "%s", r.body)
+				require.Contains(t, r.body, own, "the engine's own handler is named")
+			}
 		})
 	}
 }

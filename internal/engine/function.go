@@ -250,7 +250,7 @@ func (e *Engine) callInserts(c *store.ClaimedStep, calls []durable.Request) []st
 			// claimed again.
 			in.RunAt, in.MaxAttempts = req.Until, defaultMaxAttempts
 		case durable.CallSignal:
-			in.Kind, in.Handler, in.Signal, in.SignalTimeout = store.KindSignal, "", req.Signal, req.Timeout
+			in.Kind, in.Handler, in.Signal, in.SignalTimeout = store.KindSignal, store.SignalHandler, req.Signal, req.Timeout
 		case durable.CallChild:
 			in.Kind, in.Handler = store.KindWorkflow, workflow.SubWorkflowHandler
 		}
