@@ -57,7 +57,7 @@ steps:
 			for _, own := range []string{"weft.workflow", "weft.signal"} {
 				r := w.post("/claim", map[string]any{"handlers": []string{"py.enrich", own}})
 				require.Equal(t, 400, r.status, "%s", r.body)
-				require.Contains(t, r.body, own, "the engine's own handler is named")
+				require.Contains(t, string(r.body), own, "the engine's own handler is named")
 			}
 		})
 	}

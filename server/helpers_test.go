@@ -23,6 +23,7 @@ import (
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -219,6 +220,23 @@ func (en *env) waitTask(id int64) wire.Task {
 		}
 		if time.Now().After(deadline) {
 			en.t.Fatalf("task %d still %s", id, task.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStep polls a task until its step at index i is in state st.
+func (en *env) waitStep(id int64, i int, st state.Step) wire.Task {
+	en.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var task wire.Task
+		en.ok(200, "GET", "/v1/tasks/"+itoa(id), nil, &task)
+		if task.Steps[i].State == st {
+			return task
+		}
+		if time.Now().After(deadline) {
+			en.t.Fatalf("task %d: step %d still %s", id, i, task.Steps[i].State)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

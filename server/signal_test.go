@@ -118,7 +118,10 @@ steps:
 		for _, rt := range routes {
 			var task wire.Task
 			en.ok(201, "POST", "/v1/tasks", map[string]any{"workflow": "demo/timed_gate"}, &task)
-			// The wait times out: maintenance an hour and a minute later.
+			// The engine begins the wait, which times out: maintenance an
+			// hour and a minute later.
+			task = en.waitStep(task.ID, 0, state.StepWaiting)
+			require.Equal(t, state.TaskRunning, task.State)
 			_, err := en.st.Promote(t.Context(), time.Now().Add(61*time.Minute), "test")
 			require.NoError(t, err)
 			task = en.waitTask(task.ID)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weftrun/weft/internal/taskview"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/sqlite"
 )
 
@@ -270,9 +271,15 @@ steps:
 			r := weftCLI(t, "submit", tpl, "--db", db)
 			requireCode(t, exitOK, r)
 			id := strings.TrimSpace(r.stdout)
-			// The wait times out: maintenance an hour and a minute later.
+			// An engine begins the wait, which times out: maintenance an
+			// hour and a minute later.
 			ctx := t.Context()
 			s, err := sqlite.Open(ctx, db, sqlite.Options{})
+			require.NoError(t, err)
+			claimed, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "test", Limit: 10, Handlers: []string{store.SignalHandler}, Now: time.Now()})
+			require.NoError(t, err)
+			require.Len(t, claimed, 1)
+			_, err = s.CompleteSteps(ctx, []store.Outcome{{Fence: claimed[0].Fence, EngineID: "test", State: state.StepWaiting, BeginWait: true}})
 			require.NoError(t, err)
 			n, err := s.Promote(ctx, time.Now().Add(61*time.Minute), "test")
 			require.NoError(t, err)

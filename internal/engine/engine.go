@@ -182,18 +182,19 @@ type Engine struct {
 	workers Workers
 	// clock is the time schedules are planned by; tests replace it.
 	clock func() time.Time
-	// tracer makes the spans of submissions and attempts (trace.go); nil
-	// when tracing is off.
-	tracer trace.Tracer
+	// tracer makes the spans of submissions and attempts (trace.go).
+	tracer tracer
 	// loadGate holds claims back while the host is under pressure; nil when
 	// no threshold is set.
 	loadGate *loadgate.Gate
 	// execGuard kills what exec steps started when this process dies;
 	// Stop closes it once the handlers returned.
 	execGuard *builtin.Guard
-	// funcs keeps what this engine's runs of durable functions made, for
-	// their calls run here (resume.go).
-	funcs functionCache
+	// schedules registers and fires cron schedules (schedules.go).
+	schedules scheduler
+	// funcs runs durable functions' steps, with what this engine's runs of
+	// them made (function.go, resume.go).
+	funcs functions
 }
 
 // running is one handler in flight.
@@ -245,15 +246,22 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		func() time.Time { return e.clock() }, cfg.StaleAfter)
 	e.hooks = webhook.New(s, e.log, cfg.PollInterval, e.admin.RequireFilter)
 	if cfg.TracerProvider != nil {
-		e.tracer = version.Tracer(cfg.TracerProvider)
+		e.tracer = tracer{version.Tracer(cfg.TracerProvider)}
 	}
-	e.spans = spans.NewWriter(s, e.tracer, e.log, cfg.PollInterval)
+	e.spans = spans.NewWriter(s, e.tracer.t, e.log, cfg.PollInterval)
 	e.maint = maintenance.New(s, maintenance.Config{ID: e.ID, Host: host, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		LeaderTTL: cfg.LeaderTTL, UpkeepInterval: cfg.UpkeepInterval, StaleAfter: cfg.StaleAfter, Logger: e.log,
 		Health: e.monitor, Events: &e.events, Followers: []interface{ Lead(bool) }{e.hooks, e.spans}, Overdue: e.overdue,
-		FireSchedules: func(ctx context.Context) error { return e.fireSchedules(ctx, e.clock()) }})
+		FireSchedules: func(ctx context.Context) error {
+			if e.onlyTask != 0 {
+				return nil // weft run drives one task and fires nothing else
+			}
+			return e.schedules.fire(ctx, e.clock())
+		}})
+	e.schedules = scheduler{store: s, log: e.log, events: &e.events, prepare: e.prepare, engineID: e.ID, nudge: e.maint.Nudge}
 	e.exec.init(e)
 	e.defs = Definitions{e: e, workflows: map[string]*workflow.Workflow{}}
+	e.funcs.store, e.funcs.defs = s, &e.defs
 	e.workers.e = e
 	e.completer.init(e)
 	e.registerBuiltins()

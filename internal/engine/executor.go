@@ -128,7 +128,7 @@ func (x *executor) launch(claimed []store.ClaimedStep) *launchGroup {
 			defer x.handlerWG.Done()
 			defer cancel(nil)
 			start := time.Now()
-			ctx, span := x.e.attemptContext(ctx, c, "")
+			ctx, span := x.e.tracer.attemptContext(ctx, c, "")
 			o, record, slot := x.execute(ctx, c)
 			endAttempt(span, o, record)
 			x.e.publishEnded(*c, o, record, time.Since(start), false, span)
@@ -240,7 +240,7 @@ func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.O
 	}
 	o = x.e.defs.settle(o, log, w, def, c.Attempts, raw, err)
 	if c.Kind == store.KindCall && o.State == state.StepCompleted {
-		x.e.funcs.after(ctx, x.e, c, &o)
+		x.e.funcs.after(ctx, c, &o)
 	}
 	return o, true, nil
 }

@@ -27,11 +27,21 @@ import (
 // HandleFunction registers the handler of a durable function: its task's
 // function step and its step and sleep calls all run it.
 func (e *Engine) HandleFunction(name string, fn durable.Func) {
-	e.Handle(name, func(ctx context.Context, r *Run) (any, error) { return e.runFunction(ctx, r, fn) })
+	e.Handle(name, func(ctx context.Context, r *Run) (any, error) { return e.funcs.run(ctx, r, fn) })
 }
 
-// runFunction runs one step of a durable function's task.
-func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any, error) {
+// functions runs the steps of durable functions' tasks on this engine,
+// with what its runs of them made (functionCache): a function step replays
+// its function over the calls its task recorded (journal); a call runs the
+// code a run made, or replays the function up to it.
+type functions struct {
+	functionCache
+	store store.Store
+	defs  *Definitions
+}
+
+// run runs one step of a durable function's task.
+func (f *functions) run(ctx context.Context, r *Run, fn durable.Func) (any, error) {
 	c := r.claimed
 	if c.Kind == store.KindCall {
 		var item durable.Item
@@ -41,16 +51,16 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 		if item.Call == durable.CallSleep {
 			return nil, nil // its time has come
 		}
-		if run, ok := e.funcs.calls.take(pendingCall{c.TaskID, c.Name}); ok {
+		if run, ok := f.calls.take(pendingCall{c.TaskID, c.Name}); ok {
 			return run(ctx) // made by this engine's run of the function
 		}
 	} else if c.Kind != store.KindFunction {
 		return nil, failNow(fmt.Errorf("step %q of kind %q is not a durable function's", c.Name, c.Kind))
 	}
 	var journal []durable.Recorded
-	if c.Kind == store.KindCall || !e.funcs.isNew(c) {
+	if c.Kind == store.KindCall || !f.isNew(c) {
 		var err error
-		if journal, err = e.journal(ctx, c.TaskID); err != nil {
+		if journal, err = f.journal(ctx, c.TaskID); err != nil {
 			return nil, err
 		}
 	}
@@ -60,10 +70,10 @@ func (e *Engine) runFunction(ctx context.Context, r *Run, fn durable.Func) (any,
 	out := durable.Drive(ctx, c.TaskID, journal, fn, c.Input)
 	switch {
 	case len(out.Calls) > 0:
-		err := e.madeCalls(ctx, c, len(journal), out.Calls)
+		err := f.madeCalls(ctx, c, len(journal), out.Calls)
 		var made *callsMade
 		if errors.As(err, &made) {
-			e.funcs.made(fn, *c, journal, out.Calls)
+			f.made(fn, *c, journal, out.Calls)
 		}
 		return nil, err
 	case out.Waiting:
@@ -90,8 +100,8 @@ func sleepEnds(c store.ClaimedStep) bool {
 // madeCalls is the error by which the function step c, whose task
 // recorded journaled calls, waits for its new calls: within its
 // workflow's step limit, or failing for good.
-func (e *Engine) madeCalls(ctx context.Context, c *store.ClaimedStep, journaled int, calls []durable.Request) error {
-	w, err := e.defs.get(ctx, c.Namespace, c.Workflow, c.Version)
+func (f *functions) madeCalls(ctx context.Context, c *store.ClaimedStep, journaled int, calls []durable.Request) error {
+	w, err := f.defs.get(ctx, c.Namespace, c.Workflow, c.Version)
 	if err != nil {
 		return err
 	}
@@ -99,7 +109,7 @@ func (e *Engine) madeCalls(ctx context.Context, c *store.ClaimedStep, journaled 
 		return failNow(fmt.Errorf("the function made %d calls: its task would have more than %d steps (limits.max_steps)",
 			journaled+len(calls), limit))
 	}
-	return &callsMade{calls: e.callInserts(c, calls)}
+	return &callsMade{calls: callInserts(c, calls)}
 }
 
 // FunctionCall is a new call that a remote worker's run of a durable
@@ -131,7 +141,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 	if len(calls) == 0 {
 		return store.Outcome{}, store.Invalidf("calls", "lists no call: report a function that returned with complete")
 	}
-	journal, err := ws.e.journal(ctx, c.TaskID)
+	journal, err := ws.e.funcs.journal(ctx, c.TaskID)
 	if err != nil {
 		return store.Outcome{}, err
 	}
@@ -191,7 +201,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 		}
 		reqs[i] = req
 	}
-	made := ws.e.madeCalls(ctx, &c, len(journal), reqs)
+	made := ws.e.funcs.madeCalls(ctx, &c, len(journal), reqs)
 	return ws.reportHeld(ctx, workerID, c, nil, made)
 }
 
@@ -204,8 +214,8 @@ func validCount(s string) bool {
 
 // journal returns the calls the task recorded: its steps besides its
 // function step, in the order they were made.
-func (e *Engine) journal(ctx context.Context, taskID int64) ([]durable.Recorded, error) {
-	t, err := e.store.GetTask(ctx, taskID)
+func (f *functions) journal(ctx context.Context, taskID int64) ([]durable.Recorded, error) {
+	t, err := f.store.GetTask(ctx, taskID)
 	if err != nil {
 		return nil, fmt.Errorf("read the calls of task %d: %w", taskID, err)
 	}
@@ -236,7 +246,7 @@ func (e *Engine) journal(ctx context.Context, taskID int64) ([]durable.Recorded,
 }
 
 // callInserts turns a function's new calls into the steps to create.
-func (e *Engine) callInserts(c *store.ClaimedStep, calls []durable.Request) []store.StepInsert {
+func callInserts(c *store.ClaimedStep, calls []durable.Request) []store.StepInsert {
 	inserts := make([]store.StepInsert, len(calls))
 	for i, req := range calls {
 		in := store.StepInsert{Name: req.Name, Handler: c.Handler, Kind: store.KindCall, MaxAttempts: 1}

@@ -297,11 +297,11 @@ func (ws *Workers) prepareRemote(ctx context.Context, workerID string, claimed [
 		} else {
 			r := RemoteStep{ClaimedStep: c, Config: def.Config, Timeout: time.Duration(def.Timeout)}
 			if c.Kind == store.KindFunction || c.Kind == store.KindCall {
-				if r.Calls, err = ws.e.journal(ctx, c.TaskID); err != nil {
+				if r.Calls, err = ws.e.funcs.journal(ctx, c.TaskID); err != nil {
 					return nil, err
 				}
 			}
-			r.TraceParent = ws.e.attemptTraceParent(&c)
+			r.TraceParent = ws.e.tracer.attemptTraceParent(&c)
 			if r.Timeout > 0 {
 				r.Deadline = now.Add(r.Timeout)
 			}
@@ -433,7 +433,7 @@ func (ws *Workers) reportHeld(ctx context.Context, workerID string, c store.Clai
 	}
 	// The attempt's span runs from the claim to now: the engine keeps
 	// nothing about a remote step between the worker's calls.
-	_, span := ws.e.attemptContext(ctx, &c, workerID)
+	_, span := ws.e.tracer.attemptContext(ctx, &c, workerID)
 	if err := ws.e.completer.record(ctx, o); err != nil {
 		if span != nil {
 			span.End()

@@ -73,8 +73,8 @@ func (fc *functionCache) made(fn durable.Func, step store.ClaimedStep, journal [
 // after sets o.Resume, for call c that completed with outcome o, to what
 // its function did next, where this engine kept the function waiting for
 // c: the calls it made, or the result it returned.
-func (fc *functionCache) after(ctx context.Context, e *Engine, c *store.ClaimedStep, o *store.Outcome) {
-	r, ok := fc.waiting.take(c.TaskID)
+func (f *functions) after(ctx context.Context, c *store.ClaimedStep, o *store.Outcome) {
+	r, ok := f.waiting.take(c.TaskID)
 	if !ok {
 		return
 	}
@@ -110,11 +110,11 @@ func (fc *functionCache) after(ctx context.Context, e *Engine, c *store.ClaimedS
 		return
 	}
 	var made *callsMade
-	if err := e.madeCalls(ctx, &r.step, len(journal), out.Calls); !errors.As(err, &made) {
+	if err := f.madeCalls(ctx, &r.step, len(journal), out.Calls); !errors.As(err, &made) {
 		return // past its step limit: its step runs and fails as usual
 	}
 	o.Resume = &store.Resume{StepID: r.step.ID, Calls: made.calls, Reason: made.Error(), Recorded: len(journal), Succeeded: succeededIn(journal)}
-	fc.made(r.fn, r.step, journal, out.Calls)
+	f.made(r.fn, r.step, journal, out.Calls)
 }
 
 // succeededIn counts the calls of journal that succeeded.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/weftrun/weft/internal/event"
@@ -16,10 +17,24 @@ import (
 // version, firing due ticks (the maintenance leader's work, woken by the
 // store's next due time rather than by polling), and pausing them.
 
-// syncSchedules records w's schedules as the workflow's, each with its
-// first tick after now.
-func (e *Engine) syncSchedules(ctx context.Context, w *workflow.Workflow) error {
-	now := e.clock()
+// scheduler registers workflows' cron schedules and fires the due ones
+// (the maintenance leader's work).
+type scheduler struct {
+	store store.Store
+	log   *slog.Logger
+	// events is told of the tasks schedules submit.
+	events *event.Bus
+	// prepare resolves a submission into a task insert (Engine.prepare).
+	prepare func(ctx context.Context, s Submission, resolved map[string]*resolvedWorkflow) (store.TaskInsert, error)
+	// engineID names the engine in the schedules it fires.
+	engineID func() string
+	// nudge asks the maintenance leader for another round at once.
+	nudge func()
+}
+
+// sync records w's schedules as the workflow's, each with its first tick
+// after now.
+func (sc *scheduler) sync(ctx context.Context, w *workflow.Workflow, now time.Time) error {
 	recs := make([]store.ScheduleRecord, len(w.Schedules))
 	for i, s := range w.Schedules {
 		c, err := schedule.Parse(s.Cron, s.TimeZone)
@@ -38,7 +53,7 @@ func (e *Engine) syncSchedules(ctx context.Context, w *workflow.Workflow) error 
 			NextTick: c.Next(now)}
 	}
 	// The store tells the maintenance loop of new next ticks (DueWake).
-	if _, err := e.store.SyncSchedules(ctx, w.Namespace, w.Name, w.Version, recs); err != nil {
+	if _, err := sc.store.SyncSchedules(ctx, w.Namespace, w.Name, w.Version, recs); err != nil {
 		return fmt.Errorf("register schedules of %s: %w", w.Ref(), err)
 	}
 	return nil
@@ -48,34 +63,31 @@ func (e *Engine) syncSchedules(ctx context.Context, w *workflow.Workflow) error 
 // make the round nudge itself.
 const scheduleBatch = 100
 
-// fireSchedules submits the tasks of the schedules due at now, under each
+// fire submits the tasks of the schedules due at now, under each
 // one's catch-up policy. A schedule another engine fired meanwhile is left
 // alone; one whose workflow or definition cannot be used is logged and
 // moved past its due ticks so that it does not block the others. The
 // maintenance leader calls it when something is due; it returns the first
 // failure, the round's.
-func (e *Engine) fireSchedules(ctx context.Context, now time.Time) error {
-	if e.onlyTask != 0 {
-		return nil // weft run drives one task and fires nothing else
-	}
-	due, err := e.store.DueSchedules(ctx, now, scheduleBatch)
+func (sc *scheduler) fire(ctx context.Context, now time.Time) error {
+	due, err := sc.store.DueSchedules(ctx, now, scheduleBatch)
 	if err != nil {
 		return fmt.Errorf("due schedules: %w", err)
 	}
 	var first error
 	for _, s := range due {
-		if err := e.fireSchedule(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) && first == nil {
+		if err := sc.fireOne(ctx, s, now); err != nil && !errors.Is(err, store.ErrConflict) && first == nil {
 			first = fmt.Errorf("fire schedule %s: %w", s, err)
 		}
 	}
 	if len(due) == scheduleBatch {
-		e.maint.Nudge()
+		sc.nudge()
 	}
 	return first
 }
 
-// fireSchedule handles one due schedule.
-func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now time.Time) error {
+// fireOne handles one due schedule.
+func (sc *scheduler) fireOne(ctx context.Context, s store.ScheduleRecord, now time.Time) error {
 	c, err := schedule.Parse(s.Cron, s.TimeZone)
 	if err != nil {
 		// Validated at registration: only a time zone database that lost
@@ -83,7 +95,7 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 		return fmt.Errorf("%w schedule %s: %w", store.ErrInvalid, s, err)
 	}
 	plan := c.Decide(s.NextTick, now, s.CatchUp, s.MaxCatchUp)
-	fire := store.ScheduleFire{Key: s.ScheduleKey, Expect: s.NextTick, Next: plan.Next, Ticks: plan.Fire, EngineID: e.ID()}
+	fire := store.ScheduleFire{Key: s.ScheduleKey, Expect: s.NextTick, Next: plan.Next, Ticks: plan.Fire, EngineID: sc.engineID()}
 	if len(plan.Fire) > 0 {
 		subs := make([]Submission, len(plan.Fire))
 		for i, tick := range plan.Fire {
@@ -92,11 +104,11 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 		}
 		resolved := map[string]*resolvedWorkflow{}
 		for _, sub := range subs {
-			in, err := e.prepare(ctx, sub, resolved)
+			in, err := sc.prepare(ctx, sub, resolved)
 			if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) {
 				// Trying again cannot help: the ticks pass without a task,
 				// said loudly, rather than holding up maintenance.
-				e.log.Error("schedule cannot submit its task; its due ticks are dropped", "schedule", s.String(), "error", err)
+				sc.log.Error("schedule cannot submit its task; its due ticks are dropped", "schedule", s.String(), "error", err)
 				fire.Ticks, fire.Tasks = nil, nil
 				break
 			}
@@ -106,17 +118,17 @@ func (e *Engine) fireSchedule(ctx context.Context, s store.ScheduleRecord, now t
 			fire.Tasks = append(fire.Tasks, in)
 		}
 	}
-	res, err := e.store.FireSchedule(ctx, fire)
+	res, err := sc.store.FireSchedule(ctx, fire)
 	if err != nil {
 		return err
 	}
 	if plan.Missed > 0 {
-		e.log.Warn("schedule missed ticks", "schedule", s.String(), "missed", plan.Missed, "catch_up", s.CatchUp)
+		sc.log.Warn("schedule missed ticks", "schedule", s.String(), "missed", plan.Missed, "catch_up", s.CatchUp)
 	}
 	for _, r := range res {
 		if !r.Duplicate {
-			e.log.Info("schedule fired", "schedule", s.String(), "task_id", r.Task.ID, "tick", r.Task.ScheduleTick)
-			e.events.Publish(event.Event{Kind: event.Submitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
+			sc.log.Info("schedule fired", "schedule", s.String(), "task_id", r.Task.ID, "tick", r.Task.ScheduleTick)
+			sc.events.Publish(event.Event{Kind: event.Submitted, Namespace: r.Task.Namespace, Workflow: r.Task.Workflow, TaskID: r.Task.ID})
 		}
 	}
 	return nil

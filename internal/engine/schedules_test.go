@@ -55,7 +55,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			now := t0.Add(5*time.Hour + 30*time.Minute)
 			later := open(now)
 			for range 2 { // the second round finds nothing due
-				require.NoError(t, later.fireSchedules(ctx, now))
+				require.NoError(t, later.schedules.fire(ctx, now))
 			}
 			tasks, err := s.ListTasks(ctx, store.TaskFilter{})
 			require.NoError(t, err)
@@ -97,11 +97,11 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rec.Paused)
 	now = t0.Add(3*time.Hour + 10*time.Minute)
-	require.NoError(t, e.fireSchedules(ctx, now))
+	require.NoError(t, e.schedules.fire(ctx, now))
 	rec, err = e.admin.PauseSchedule(ctx, k, false, "test", "")
 	require.NoError(t, err)
 	require.True(t, t0.Add(4*time.Hour).Equal(rec.NextTick))
-	require.NoError(t, e.fireSchedules(ctx, now))
+	require.NoError(t, e.schedules.fire(ctx, now))
 	tasks, err := s.ListTasks(ctx, store.TaskFilter{})
 	require.NoError(t, err)
 	require.Empty(t, tasks)
@@ -134,7 +134,7 @@ func TestScheduleWithoutWorkflow(t *testing.T) {
 	_, err = s.SyncSchedules(ctx, "ops", "ghost", "1", []store.ScheduleRecord{{ScheduleKey: store.ScheduleKey{Name: "hourly"},
 		Cron: "@hourly", CatchUp: "all", MaxCatchUp: 10, NextTick: t0}})
 	require.NoError(t, err)
-	require.NoError(t, e.fireSchedules(ctx, t0.Add(90*time.Minute)))
+	require.NoError(t, e.schedules.fire(ctx, t0.Add(90*time.Minute)))
 	list, err := s.ListSchedules(ctx, store.ScheduleFilter{})
 	require.NoError(t, err)
 	require.True(t, t0.Add(2*time.Hour).Equal(list[0].NextTick), "moved past its due ticks")

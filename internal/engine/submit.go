@@ -93,7 +93,7 @@ func (e *Engine) SubmitTx(ctx context.Context, tx any, subs []Submission) ([]Sub
 
 // submit resolves and validates submissions and hands them to insert.
 func (e *Engine) submit(ctx context.Context, subs []Submission, insert func(context.Context, []store.TaskInsert) ([]store.InsertResult, error)) (out []SubmitResult, err error) {
-	ctx, span := e.startSubmit(ctx, subs)
+	ctx, span := e.tracer.startSubmit(ctx, subs)
 	defer func() { endSubmit(span, out, err) }()
 	// The tasks continue the submission's trace (or the caller's, when
 	// tracing is off here).

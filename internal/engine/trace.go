@@ -70,9 +70,13 @@ func newTraceParent() string {
 	return "00-" + hex.EncodeToString(tid[:]) + "-" + hex.EncodeToString(sid[:]) + "-01"
 }
 
+// tracer makes the spans of submissions and attempts; with a nil
+// trace.Tracer (no TracerProvider configured) it makes none.
+type tracer struct{ t trace.Tracer }
+
 // startSubmit starts the span of a submission, when tracing is on.
-func (e *Engine) startSubmit(ctx context.Context, subs []Submission) (context.Context, trace.Span) {
-	if e.tracer == nil {
+func (tr tracer) startSubmit(ctx context.Context, subs []Submission) (context.Context, trace.Span) {
+	if tr.t == nil {
 		return ctx, nil
 	}
 	name := "send"
@@ -83,7 +87,7 @@ func (e *Engine) startSubmit(ctx context.Context, subs []Submission) (context.Co
 	} else {
 		attrs = append(attrs, spans.AttrBatchCount.Int(len(subs)))
 	}
-	return e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return tr.t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 }
 
 // endSubmit ends the span of a submission.
@@ -106,8 +110,8 @@ func endSubmit(span trace.Span, res []SubmitResult, err error) {
 // otherwise). The span starts at the claim, under its step's span (package
 // spans), with the id spans.AttemptID, which a remote worker was given at
 // the claim (attemptTraceParent).
-func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, workerID string) (context.Context, trace.Span) {
-	if e.tracer == nil {
+func (tr tracer) attemptContext(ctx context.Context, c *store.ClaimedStep, workerID string) (context.Context, trace.Span) {
+	if tr.t == nil {
 		return withTraceParent(ctx, c.TraceParent, c.TraceState), nil
 	}
 	step, ok := stepSpanContext(c)
@@ -130,7 +134,7 @@ func (e *Engine) attemptContext(ctx context.Context, c *store.ClaimedStep, worke
 	if workerID != "" {
 		attrs = append(attrs, spans.AttrRemote.String(workerID))
 	}
-	return e.tracer.Start(ctx, "process "+ref+" "+c.Name, append(opts, trace.WithAttributes(attrs...))...)
+	return tr.t.Start(ctx, "process "+ref+" "+c.Name, append(opts, trace.WithAttributes(attrs...))...)
 }
 
 // stepSpanContext is the span context of a claimed step's span: the task's
@@ -147,9 +151,9 @@ func stepSpanContext(c *store.ClaimedStep) (trace.SpanContext, bool) {
 // step: its attempt's span, which the engine writes when the worker
 // reports, so that the worker's own spans nest under it. Without tracing,
 // the task's.
-func (e *Engine) attemptTraceParent(c *store.ClaimedStep) string {
+func (tr tracer) attemptTraceParent(c *store.ClaimedStep) string {
 	step, ok := stepSpanContext(c)
-	if e.tracer == nil || !ok {
+	if tr.t == nil || !ok {
 		return c.TraceParent
 	}
 	sid := spans.AttemptID(step.TraceID(), c.ID, c.Attempts)

@@ -33,14 +33,14 @@ func BenchmarkAttemptTracing(b *testing.B) {
 	}{
 		{"off", &Engine{}, ""},
 		{"off-stored", &Engine{}, newTraceParent()},
-		{"on", &Engine{tracer: version.Tracer(tp)}, newTraceParent()},
+		{"on", &Engine{tracer: tracer{version.Tracer(tp)}}, newTraceParent()},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			c := c
 			c.TraceParent = bb.parent
 			b.ReportAllocs()
 			for b.Loop() {
-				ctx, span := bb.engine.attemptContext(context.Background(), &c, "")
+				ctx, span := bb.engine.tracer.attemptContext(context.Background(), &c, "")
 				_ = ctx
 				endAttempt(span, o, true)
 			}

@@ -44,7 +44,7 @@ func (d *Definitions) Register(ctx context.Context, w *workflow.Workflow) (store
 	d.mu.Lock()
 	d.workflows[w.Ref()] = w
 	d.mu.Unlock()
-	if err := d.e.syncSchedules(ctx, w); err != nil {
+	if err := d.e.schedules.sync(ctx, w, d.e.clock()); err != nil {
 		return store.WorkflowRecord{}, false, err
 	}
 	return rec, created, nil
