@@ -20,10 +20,10 @@ import (
 	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/sqlite"
-	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
 

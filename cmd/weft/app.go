@@ -457,6 +457,22 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
+// writeList writes a list: as a JSON array (never null) with --json, else
+// in its text view, or the message none on stderr when it is empty.
+func writeList[T any](a *app, list []T, jsonOut bool, none string, view func(io.Writer, []T) error) error {
+	if jsonOut {
+		if list == nil {
+			list = []T{}
+		}
+		return writeJSON(a.stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(a.stderr, none)
+		return nil
+	}
+	return view(a.stdout, list)
+}
+
 // terminal reports whether w is a terminal and its size.
 func terminal(w io.Writer) (width, height int, ok bool) {
 	f, isFile := w.(*os.File)

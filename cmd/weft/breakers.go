@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -70,23 +67,4 @@ and --reason; 'weft policies --history' lists it.`,
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the change")
 	return cmd
-}
-
-// printBreakers lists the circuit breakers of a policy report.
-func printBreakers(w io.Writer, bs []wire.Breaker) {
-	if len(bs) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "BREAKER\tSTATE\tFAILURES\tOPENED\tPROBE FROM")
-	when := func(t *time.Time) string {
-		if t == nil {
-			return "-"
-		}
-		return t.Local().Format(timeLayout)
-	}
-	for _, b := range bs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", b.Key, b.State, strconv.Itoa(b.Failures)+"/"+strconv.Itoa(b.Threshold),
-			when(b.OpenedAt), when(b.RetryAt))
-	}
 }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -395,21 +393,4 @@ func (a *app) bulkOrOne(cmd *cobra.Command, args []string, bf *bulkFlags, reason
 		return err
 	}
 	return a.runBulk(cmd.Context(), bulkCall{action: act, req: req})
-}
-
-// tagList prints tags as k=v, sorted.
-func tagList(tags map[string]string) string {
-	if len(tags) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + tags[k]
-	}
-	return strings.Join(parts, ",")
 }

@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
-	"github.com/weftrun/weft/internal/taskview"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
@@ -67,7 +64,7 @@ next heartbeat, whichever is first, with the time of the claim.`,
 					return err
 				}
 			}
-			print := func(ev wire.Event) error { return writeEvent(a.stdout, ev, jsonOut) }
+			print := func(ev wire.Event) error { return cliview.Event(a.stdout, ev, jsonOut) }
 			err = a.followEvents(cmd.Context(), f, print)
 			if errors.Is(err, errTaskEnded) || cmd.Context().Err() != nil {
 				return nil
@@ -149,31 +146,4 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 		case <-tick.C:
 		}
 	}
-}
-
-// writeEvent prints one event: a JSON line, or a text line.
-func writeEvent(w io.Writer, ev wire.Event, jsonOut bool) error {
-	if jsonOut {
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("encode event: %w", err)
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	}
-	line := fmt.Sprintf("%s  %-15s %s  task %d", ev.At.Local().Format(timeLayout+".000"), ev.Type, ev.Workflow, ev.TaskID)
-	if ev.Step != "" {
-		line += "  " + ev.Step
-	}
-	if ev.Attempt > 0 {
-		line += fmt.Sprintf("  attempt %d", ev.Attempt)
-	}
-	if ev.EngineID != "" {
-		line += "  by " + ev.EngineID
-	}
-	if ev.Reason != "" {
-		line += "  " + taskview.Abbrev(taskview.OneLine(ev.Reason), 100)
-	}
-	_, err := fmt.Fprintf(w, "%s  (id %s)\n", line, ev.Cursor)
-	return err
 }

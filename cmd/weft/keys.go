@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/wire"
 )
@@ -94,19 +95,15 @@ func (a *app) keysListCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list keys: %w", err)
 			}
+			list := wire.List(keys, wire.APIKeyOf)
 			if jsonOut {
-				return writeJSON(a.stdout, wire.List(keys, wire.APIKeyOf))
+				return writeJSON(a.stdout, list)
 			}
-			if len(keys) == 0 {
+			if len(list) == 0 {
 				fmt.Fprintln(a.stderr, "no keys")
 				return nil
 			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "ID\tNAME\tPERMISSIONS\tCREATED\tREVOKED")
-			for _, k := range keys {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Permissions, " "), fmtTime(&k.CreatedAt), fmtTime(k.RevokedAt))
-			}
-			return flushTable(tw)
+			return cliview.Keys(a.stdout, list)
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
@@ -259,21 +256,7 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 			if err != nil {
 				return policyError(err)
 			}
-			switch {
-			case ch.Concurrency == nil:
-			case p.Concurrency == 0:
-				fmt.Fprintf(a.stdout, "%s: no concurrency limit\n", args[0])
-			default:
-				fmt.Fprintf(a.stdout, "%s: at most %d steps at once (%d running)\n", args[0], p.Concurrency, p.Running)
-			}
-			printRateChange(a.stdout, args[0], ch.Rate != nil, p)
-			switch {
-			case ch.Weight == nil:
-			case p.Weight == 0:
-				fmt.Fprintf(a.stdout, "%s: weight 1 (the default)\n", args[0])
-			default:
-				fmt.Fprintf(a.stdout, "%s: weight %d in the fair shares (%d running)\n", args[0], p.Weight, p.Running)
-			}
+			cliview.Limits(a.stdout, ch, p)
 			return nil
 		}),
 	}
@@ -319,7 +302,7 @@ made them.`,
 				if jsonOut {
 					return writeJSON(a.stdout, changes)
 				}
-				return printPolicyChanges(a.stdout, changes)
+				return cliview.PolicyChanges(a.stdout, changes)
 			}
 			rep, err := b.policies(cmd.Context())
 			if err != nil {
@@ -328,7 +311,7 @@ made them.`,
 			if jsonOut {
 				return writeJSON(a.stdout, rep)
 			}
-			return printPolicies(a.stdout, rep)
+			return cliview.Policies(a.stdout, rep)
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print JSON")
@@ -343,46 +326,4 @@ func policyError(err error) error {
 		return usageErrorf("%v", err)
 	}
 	return err
-}
-
-func printPolicies(w io.Writer, rep wire.PolicyReport) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	if len(rep.Policies) == 0 {
-		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits, rates or weights")
-	} else {
-		fmt.Fprintln(tw, "TARGET\tPAUSED\tCONCURRENCY\tWEIGHT\tRUNNING\tCHANGED\tBY")
-		for _, p := range rep.Policies {
-			paused, conc, weight, running := "no", "-", "-", "-"
-			if p.Paused {
-				paused = "yes"
-			}
-			if p.Concurrency > 0 {
-				conc = strconv.Itoa(p.Concurrency)
-			}
-			if p.Target != weft.AllTargets && !strings.Contains(p.Target, "/") {
-				running = strconv.Itoa(p.Running)
-				weight = strconv.Itoa(max(p.Weight, 1))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Target, paused, conc, weight, running, p.UpdatedAt.Local().Format(timeLayout), p.UpdatedBy)
-		}
-	}
-	if len(rep.Limits) > 0 {
-		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "TEMPLATE LIMIT\tLIMIT\tRUNNING")
-		for _, l := range rep.Limits {
-			fmt.Fprintf(tw, "%s\t%d\t%d\n", l.Key, l.Limit, l.Running)
-		}
-	}
-	printRates(tw, rep)
-	printBreakers(tw, rep.Breakers)
-	return tw.Flush()
-}
-
-func printPolicyChanges(w io.Writer, changes []wire.PolicyChangeRecord) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tTARGET\tCHANGE\tBY\tREASON")
-	for _, c := range changes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.At.Local().Format(timeLayout), c.Target, c.Change, c.Actor, c.Reason)
-	}
-	return tw.Flush()
 }

@@ -3,20 +3,18 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/internal/duration"
-	"github.com/weftrun/weft/internal/taskview"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
 
-// This file holds prune (delete old finished tasks on demand), retention
-// (how long a namespace keeps them) and the attention list's table.
+// This file holds prune (delete old finished tasks on demand) and retention
+// (how long a namespace keeps them).
 
 func (a *app) pruneCommand() *cobra.Command {
 	var (
@@ -168,22 +166,7 @@ change is recorded in the operator log.`,
 			default:
 				return fmt.Errorf("internal error: unknown backend %T", b)
 			}
-			if jsonOut {
-				if list == nil {
-					list = []wire.RetentionSetting{}
-				}
-				return writeJSON(a.stdout, list)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(a.stderr, "no namespace retention set")
-				return nil
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "NAMESPACE\tSTATE\tKEEP\tSET\tBY")
-			for _, r := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.State, duration.Format(time.Duration(r.Keep)), fmtTime(&r.UpdatedAt), orDash(r.UpdatedBy))
-			}
-			return flushTable(tw)
+			return writeList(a, list, jsonOut, "no namespace retention set", cliview.Retentions)
 		}),
 	}
 	for _, st := range []state.Task{state.TaskCompleted, state.TaskFailed, state.TaskCancelled, state.TaskExpired} {
@@ -193,21 +176,4 @@ change is recorded in the operator log.`,
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the retentions as JSON")
 	return cmd
-}
-
-// writeAttention prints the attention list: each task with its reasons.
-func writeAttention(w io.Writer, tasks []wire.Task) error {
-	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tTAGS\tNEEDS ATTENTION")
-	for i := range tasks {
-		t := &tasks[i]
-		for j, reason := range t.Attention {
-			if j == 0 {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, taskview.Ref(t), t.State, fmtTime(&t.CreatedAt), taskview.Abbrev(tagList(t.Tags), 30), taskview.Abbrev(reason, 120))
-			} else {
-				fmt.Fprintf(tw, "\t\t\t\t\t%s\n", taskview.Abbrev(reason, 120))
-			}
-		}
-	}
-	return flushTable(tw)
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
-	"github.com/weftrun/weft/internal/taskview"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
@@ -129,23 +129,7 @@ schedule of that name.`,
 			if err != nil {
 				return fmt.Errorf("list schedules: %w", err)
 			}
-			if jsonOut {
-				if list == nil {
-					list = []wire.Schedule{}
-				}
-				return writeJSON(a.stdout, list)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(a.stderr, "no schedules (register a template with a schedules: section)")
-				return nil
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "SCHEDULE\tCRON\tTIME ZONE\tCATCH-UP\tSTATE\tLAST TICK\tNEXT TICK")
-			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.String(), s.Cron, orDash(s.TimeZone), catchUpText(s), scheduleState(s),
-					fmtTime(s.LastTick), nextTickText(s))
-			}
-			return flushTable(tw)
+			return writeList(a, list, jsonOut, "no schedules (register a template with a schedules: section)", cliview.Schedules)
 		}),
 	}
 	cmd.Flags().StringVar(&f.Namespace, "namespace", "", "only schedules of this namespace")
@@ -153,27 +137,6 @@ schedule of that name.`,
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the schedules as a JSON array")
 	cmd.AddCommand(a.schedulePauseCommand(true), a.schedulePauseCommand(false), a.scheduleShowCommand())
 	return cmd
-}
-
-func catchUpText(s wire.Schedule) string {
-	if s.CatchUp == "all" {
-		return fmt.Sprintf("all (max %d)", s.MaxCatchUp)
-	}
-	return s.CatchUp
-}
-
-func scheduleState(s wire.Schedule) string {
-	if s.Paused {
-		return "paused"
-	}
-	return "active"
-}
-
-func nextTickText(s wire.Schedule) string {
-	if s.Paused {
-		return "-"
-	}
-	return fmtTime(&s.NextTick)
 }
 
 func (a *app) schedulePauseCommand(pause bool) *cobra.Command {
@@ -210,7 +173,7 @@ was paused are not caught up. The schedule's audit records who resumed it and
 			if pause {
 				fmt.Fprintf(a.stdout, "schedule %s %s\n", s.ScheduleKey, done)
 			} else {
-				fmt.Fprintf(a.stdout, "schedule %s %s: next tick %s\n", s.ScheduleKey, done, fmtTime(&s.NextTick))
+				fmt.Fprintf(a.stdout, "schedule %s %s: next tick %s\n", s.ScheduleKey, done, cliview.Time(&s.NextTick))
 			}
 			return nil
 		}),
@@ -249,25 +212,7 @@ func (a *app) scheduleShowCommand() *cobra.Command {
 					Audit []wire.ScheduleAuditEntry `json:"audit"`
 				}{s, audit})
 			}
-			tw := newTable(a.stdout)
-			fmt.Fprintf(tw, "Schedule:\t%s\n", s.ScheduleKey)
-			fmt.Fprintf(tw, "Workflow:\t%s/%s@%s\n", s.Namespace, s.Workflow, s.Version)
-			fmt.Fprintf(tw, "Cron:\t%s\n", s.Cron)
-			fmt.Fprintf(tw, "Time zone:\t%s\n", orDash(s.TimeZone))
-			fmt.Fprintf(tw, "Catch-up:\t%s\n", catchUpText(s))
-			fmt.Fprintf(tw, "Input:\t%s\n", taskview.Abbrev(string(s.Input), 100))
-			fmt.Fprintf(tw, "State:\t%s\n", scheduleState(s))
-			fmt.Fprintf(tw, "Last tick:\t%s\n", fmtTime(s.LastTick))
-			fmt.Fprintf(tw, "Next tick:\t%s\n", nextTickText(s))
-			for _, e := range audit {
-				at := e.At
-				line := fmt.Sprintf("%s %s by %s", fmtTime(&at), e.Action, e.Actor)
-				if e.Reason != "" {
-					line += ": " + e.Reason
-				}
-				fmt.Fprintf(tw, "History:\t%s\n", line)
-			}
-			return flushTable(tw)
+			return cliview.Schedule(a.stdout, s, audit)
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the schedule and its audit as JSON")

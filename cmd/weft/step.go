@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/internal/taskview"
-	"github.com/weftrun/weft/wire"
 )
 
 // stepCommand shows one step; its subcommands retry and resolve it. Step
@@ -47,7 +46,7 @@ user>, or api:<key name> through --server) and --reason.`,
 			if jsonOut {
 				return writeJSON(a.stdout, st)
 			}
-			return writeStep(a.stdout, st)
+			return cliview.Step(a.stdout, st)
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the step as JSON")
@@ -132,32 +131,4 @@ func stepError(id int64, err error) error {
 		return usageErrorf("%v", err)
 	}
 	return err
-}
-
-// writeStep prints a step's fields.
-func writeStep(w io.Writer, s *wire.Step) error {
-	tw := newTable(w)
-	fmt.Fprintf(tw, "Step:\t%d (%s of task %d)\n", s.ID, s.Name, s.TaskID)
-	fmt.Fprintf(tw, "Handler:\t%s\n", orDash(s.Handler))
-	fmt.Fprintf(tw, "State:\t%s\n", taskview.StepState(s))
-	fmt.Fprintf(tw, "Attempts:\t%d/%d\n", s.Attempts, s.MaxAttempts)
-	if s.Signal != "" {
-		fmt.Fprintf(tw, "Signal:\t%s\n", s.Signal)
-	}
-	if s.EngineID != "" {
-		fmt.Fprintf(tw, "Engine:\t%s\n", s.EngineID)
-	}
-	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(s.StartedAt))
-	fmt.Fprintf(tw, "Finished:\t%s\n", fmtTime(s.FinishedAt))
-	if s.Progress != nil {
-		fmt.Fprintf(tw, "Progress:\t%s\n", taskview.StepProgress(s))
-	}
-	if s.Error != "" {
-		fmt.Fprintf(tw, "Error:\t%s\n", s.Error)
-	}
-	if len(s.Checkpoint) > 0 {
-		fmt.Fprintf(tw, "Checkpoint:\t%s\n", taskview.Abbrev(string(s.Checkpoint), 200))
-	}
-	fmt.Fprintf(tw, "Result:\t%s\n", orDash(taskview.Abbrev(string(s.Result), 200)))
-	return flushTable(tw)
 }

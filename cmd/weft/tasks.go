@@ -6,22 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/client"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/internal/taskview"
-	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 )
-
-// timeLayout is how tables print times, in the local zone.
-const timeLayout = "2006-01-02 15:04:05"
 
 func (a *app) tasksCommand() *cobra.Command {
 	var (
@@ -97,67 +92,12 @@ func (a *app) listTasks(ctx context.Context, f weft.TaskFilter, jsonOut bool) er
 	if err != nil {
 		return fmt.Errorf("list tasks: %w", err)
 	}
-	if jsonOut {
-		if tasks == nil {
-			tasks = []wire.Task{}
+	return writeList(a, tasks, jsonOut, "no tasks", func(w io.Writer, tasks []wire.Task) error {
+		if f.Attention {
+			return cliview.Attention(w, tasks)
 		}
-		return writeJSON(a.stdout, tasks)
-	}
-	if len(tasks) == 0 {
-		fmt.Fprintln(a.stderr, "no tasks")
-		return nil
-	}
-	if f.Attention {
-		return writeAttention(a.stdout, tasks)
-	}
-	// A TAGS column only when a listed task has tags.
-	tagged := false
-	for i := range tasks {
-		tagged = tagged || len(tasks[i].Tags) > 0
-	}
-	tw := newTable(a.stdout)
-	if tagged {
-		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tNOW\tCREATED\tFINISHED\tTAGS\tERROR")
-	} else {
-		fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tNOW\tCREATED\tFINISHED\tERROR")
-	}
-	now := time.Now()
-	for i := range tasks {
-		t := &tasks[i]
-		tags := ""
-		if tagged {
-			tags = taskview.Abbrev(tagList(t.Tags), 40) + "\t"
-		}
-		stands := "-"
-		if s, ok := taskview.StandingOf(t.Active); ok {
-			stands = taskview.Abbrev(s.Text(now, time.Local), 60)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s%s\n", t.ID, taskview.Ref(t), t.State, stands, fmtTime(&t.CreatedAt), fmtTime(t.FinishedAt), tags, taskview.Abbrev(t.Error, 60))
-	}
-	return flushTable(tw)
-}
-
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
-
-func flushTable(tw *tabwriter.Writer) error {
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write table: %w", err)
-	}
-	return nil
-}
-
-func fmtTime(t *time.Time) string {
-	if t == nil || t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format(timeLayout)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+		return cliview.Tasks(w, tasks, time.Now())
+	})
 }
 
 func (a *app) taskCommand() *cobra.Command {
@@ -214,87 +154,13 @@ func (a *app) showTask(ctx context.Context, id int64, jsonOut, audit bool) error
 		}
 		return writeJSON(a.stdout, t)
 	}
-	if err := writeTask(a.stdout, t, time.Now()); err != nil {
+	if err := cliview.Task(a.stdout, t, time.Now()); err != nil {
 		return err
 	}
 	if audit {
-		return writeAudit(a.stdout, trail)
+		return cliview.Audit(a.stdout, trail)
 	}
 	return nil
-}
-
-// writeTask prints a task's fields and a table of its steps.
-func writeTask(w io.Writer, t *wire.Task, now time.Time) error {
-	tw := newTable(w)
-	fmt.Fprintf(tw, "Task:\t%d\n", t.ID)
-	fmt.Fprintf(tw, "Workflow:\t%s\n", taskview.Ref(t))
-	fmt.Fprintf(tw, "State:\t%s\n", t.State)
-	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(&t.CreatedAt))
-	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(t.StartedAt))
-	finished := fmtTime(t.FinishedAt)
-	if t.FinishedAt != nil {
-		finished += " (" + taskview.Duration(taskview.Elapsed(t, now)) + ")"
-	}
-	fmt.Fprintf(tw, "Finished:\t%s\n", finished)
-	if t.IdempotencyKey != "" {
-		fmt.Fprintf(tw, "Key:\t%s\n", t.IdempotencyKey)
-	}
-	if t.Priority != 0 {
-		fmt.Fprintf(tw, "Priority:\t%d\n", t.Priority)
-	}
-	if t.ParentTaskID != 0 {
-		fmt.Fprintf(tw, "Parent:\ttask %d, step %s\n", t.ParentTaskID, orDash(t.ParentStep))
-	}
-	if len(t.Children) > 0 {
-		fmt.Fprintf(tw, "Children:\t%s\n", taskIDs(t.Children))
-	}
-	if t.Schedule != "" {
-		fmt.Fprintf(tw, "Schedule:\t%s/%s/%s, tick %s\n", t.Namespace, t.Workflow, t.Schedule, fmtTime(t.ScheduleTick))
-	}
-	if len(t.Tags) > 0 {
-		fmt.Fprintf(tw, "Tags:\t%s\n", tagList(t.Tags))
-	}
-	fmt.Fprintf(tw, "Input:\t%s\n", taskview.Abbrev(string(t.Input), 100))
-	if t.Error != "" {
-		fmt.Fprintf(tw, "Error:\t%s\n", taskview.Abbrev(t.Error, 200))
-	}
-	if err := flushTable(tw); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	tw = newTable(w)
-	fmt.Fprintln(tw, "ID\tSTEP\tSTATE\tATTEMPTS\tERROR\tRESULT")
-	for i := range t.Steps {
-		s := &t.Steps[i]
-		attempts := fmt.Sprintf("%d/%d", s.Attempts, s.MaxAttempts)
-		st := taskview.StepState(s)
-		switch {
-		case s.State == state.StepRunning && s.Progress != nil:
-			st += " " + taskview.Abbrev(taskview.StepProgress(s), 40)
-		case s.State == state.StepWaiting && s.Signal != "":
-			st += " for signal " + s.Signal
-		case s.State == state.StepWaiting && s.ChildTaskID != 0:
-			st += fmt.Sprintf(" for child task %d", s.ChildTaskID)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, st, attempts, orDash(taskview.Abbrev(s.Error, 50)), orDash(taskview.Abbrev(string(s.Result), 50)))
-	}
-	return flushTable(tw)
-}
-
-// writeAudit prints an audit trail as a table.
-func writeAudit(w io.Writer, trail []wire.AuditEntry) error {
-	fmt.Fprintln(w)
-	tw := newTable(w)
-	fmt.Fprintln(tw, "TIME\tSTEP\tFROM\tTO\tATTEMPT\tENGINE\tREASON")
-	for _, en := range trail {
-		attempt := "-"
-		if en.Attempt > 0 {
-			attempt = strconv.Itoa(en.Attempt)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.At.Local().Format(timeLayout+".000"), orDash(en.Step), orDash(en.From), en.To,
-			attempt, orDash(en.EngineID), orDash(taskview.Abbrev(en.Reason, 60)))
-	}
-	return flushTable(tw)
 }
 
 func (a *app) signalCommand() *cobra.Command {
@@ -431,13 +297,4 @@ func conflictMessage(err error) error {
 		return errors.New(ce.Reason)
 	}
 	return err
-}
-
-// taskIDs lists task ids, separated by commas.
-func taskIDs(ids []int64) string {
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = strconv.FormatInt(id, 10)
-	}
-	return strings.Join(parts, ", ")
 }

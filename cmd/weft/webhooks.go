@@ -9,8 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/internal/taskview"
-	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/internal/cliview"
 )
 
 func (a *app) webhooksCommand() *cobra.Command {
@@ -87,24 +86,7 @@ func (a *app) webhooksListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if jsonOut {
-				if ws == nil {
-					ws = []wire.Webhook{}
-				}
-				return writeJSON(a.stdout, ws)
-			}
-			if len(ws) == 0 {
-				fmt.Fprintln(a.stderr, "no webhooks")
-				return nil
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "ID\tURL\tFILTER\tSTATE\tDELIVERED\tFAILURES\tLAST ERROR")
-			for _, w := range ws {
-				filter := strings.Join(append([]string{w.Namespace, w.Workflow}, w.Types...), " ")
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", w.ID, w.URL, orDash(strings.TrimSpace(filter)), w.State, w.Delivered,
-					w.Failures, orDash(taskview.Abbrev(w.LastError, 80)))
-			}
-			return flushTable(tw)
+			return writeList(a, ws, jsonOut, "no webhooks", cliview.Webhooks)
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")

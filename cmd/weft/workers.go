@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"strings"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/internal/taskview"
+	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -58,28 +58,9 @@ StaleAfter (5m by default).`,
 			default:
 				return fmt.Errorf("internal error: unknown backend %T", b)
 			}
-			if jsonOut {
-				if list == nil {
-					list = []wire.Worker{}
-				}
-				return writeJSON(a.stdout, list)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(a.stderr, "no live engines or workers")
-				return nil
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "ID\tKIND\tHOST\tHANDLERS\tHELD\tHEARTBEAT")
-			now := time.Now()
-			for _, w := range list {
-				kind := w.Kind
-				if w.Leader {
-					kind += " (leader)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s ago\n", w.ID, kind, w.Host, taskview.Abbrev(orDash(strings.Join(w.Handlers, ",")), 60), w.Held,
-					taskview.Duration(now.Sub(w.HeartbeatAt).Round(time.Second)))
-			}
-			return flushTable(tw)
+			return writeList(a, list, jsonOut, "no live engines or workers", func(w io.Writer, list []wire.Worker) error {
+				return cliview.Workers(w, list, time.Now())
+			})
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")
@@ -124,22 +105,7 @@ retention are counted, not logged (see docs/monitoring.md).`,
 			if err != nil {
 				return err
 			}
-			if jsonOut {
-				if entries == nil {
-					entries = []wire.OperatorEntry{}
-				}
-				return writeJSON(a.stdout, entries)
-			}
-			if len(entries) == 0 {
-				fmt.Fprintln(a.stderr, "the operator log is empty")
-				return nil
-			}
-			tw := newTable(a.stdout)
-			fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tSUBJECT\tREASON")
-			for _, e := range entries {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", fmtTime(&e.At), e.Actor, e.Action, e.Subject, orDash(taskview.Abbrev(e.Reason, 80)))
-			}
-			return flushTable(tw)
+			return writeList(a, entries, jsonOut, "the operator log is empty", cliview.OperatorLog)
 		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many entries")
