@@ -81,13 +81,13 @@ func run(url string, duration time.Duration, rate int, keep, every, warmup time.
 		return err
 	}
 	defer e.Stop(ctx)
-	size, err := sizer(ctx, url)
+	measure, err := sizer(ctx, url)
 	if err != nil {
 		return err
 	}
 	type point struct {
 		tasks int
-		bytes int64
+		size
 	}
 	var points []point
 	take := func(label string) error {
@@ -95,12 +95,12 @@ func run(url string, duration time.Duration, rate int, keep, every, warmup time.
 		if err != nil {
 			return err
 		}
-		b, err := size(ctx)
+		sz, err := measure(ctx)
 		if err != nil {
 			return err
 		}
-		points = append(points, point{n.Matched, b})
-		fmt.Printf("%s tasks_rows=%d bytes=%d deleted=%d\n", label, n.Matched, b, deleted.Load())
+		points = append(points, point{n.Matched, sz})
+		fmt.Printf("%s tasks_rows=%d bytes=%d index_bytes=%d dead_rows=%d deleted=%d\n", label, n.Matched, sz.bytes, sz.indexBytes, sz.dead, deleted.Load())
 		return nil
 	}
 	if err := take("t=0s"); err != nil {
@@ -142,39 +142,46 @@ func run(url string, duration time.Duration, rate int, keep, every, warmup time.
 	}
 	last, maxP := points[len(points)-1], points[0]
 	for _, p := range points {
-		maxP.tasks, maxP.bytes = max(maxP.tasks, p.tasks), max(maxP.bytes, p.bytes)
+		maxP.tasks, maxP.bytes, maxP.dead = max(maxP.tasks, p.tasks), max(maxP.bytes, p.bytes), max(maxP.dead, p.dead)
 	}
 	store := "sqlite"
 	if strings.HasPrefix(url, "postgres") {
 		store = "postgres"
 	}
-	fmt.Printf("soak: store=%s duration=%s rate=%d/s retention=%s submitted=%d deleted=%d tasks_rows ref=%d last=%d max=%d bytes ref=%d last=%d max=%d\n",
-		store, duration, rate, keep, submitted, deleted.Load(), ref.tasks, last.tasks, maxP.tasks, ref.bytes, last.bytes, maxP.bytes)
+	fmt.Printf("soak: store=%s duration=%s rate=%d/s retention=%s submitted=%d deleted=%d tasks_rows ref=%d last=%d max=%d bytes ref=%d last=%d max=%d dead_rows ref=%d last=%d max=%d\n",
+		store, duration, rate, keep, submitted, deleted.Load(), ref.tasks, last.tasks, maxP.tasks, ref.bytes, last.bytes, maxP.bytes, ref.dead, last.dead, maxP.dead)
 	if last.bytes > 2*ref.bytes {
 		return fmt.Errorf("the tables grew from %d to %d bytes", ref.bytes, last.bytes)
 	}
 	return nil
 }
 
-// sizer returns a function that measures the bytes the tables hold: on
-// PostgreSQL the total relation size (indexes and TOAST included) of every
-// weft table that holds tasks' data; on SQLite the pages in use (the
-// file's pages less its free list) times the page size.
-func sizer(ctx context.Context, url string) (func(context.Context) (int64, error), error) {
+// size is what the tables that hold tasks' data take: bytes, indexes and
+// TOAST included; of those, the indexes' bytes; and the dead rows
+// VACUUM has yet to reclaim (PostgreSQL's n_dead_tup; 0 on SQLite, which
+// reuses a deleted row's page at once).
+type size struct {
+	bytes, indexBytes, dead int64
+}
+
+// sizer returns a function that measures the tables that hold tasks'
+// data: on PostgreSQL from the catalog and pg_stat_user_tables, on SQLite
+// the pages in use (the file's pages less its free list) times the page
+// size.
+func sizer(ctx context.Context, url string) (func(context.Context) (size, error), error) {
 	tables := []string{"tasks", "steps", "audit", "signals", "task_tags"}
 	if strings.HasPrefix(url, "postgres") {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			return nil, err
 		}
-		q := "SELECT " + strings.Repeat("pg_total_relation_size(?) + ", len(tables)-1) + "pg_total_relation_size(?)"
-		for i := range tables {
-			q = strings.Replace(q, "?", fmt.Sprintf("'%s'", tables[i]), 1)
-		}
-		return func(ctx context.Context) (int64, error) {
-			var n int64
-			err := conn.QueryRow(ctx, q).Scan(&n)
-			return n, err
+		const q = `SELECT sum(pg_total_relation_size(c.oid))::bigint, sum(pg_indexes_size(c.oid))::bigint, sum(COALESCE(s.n_dead_tup, 0))::bigint
+			FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+			WHERE c.oid = ANY(SELECT to_regclass(t) FROM unnest($1::text[]) AS t)`
+		return func(ctx context.Context) (size, error) {
+			var sz size
+			err := conn.QueryRow(ctx, q, tables).Scan(&sz.bytes, &sz.indexBytes, &sz.dead)
+			return sz, err
 		}, nil
 	}
 	path := strings.TrimPrefix(url, "sqlite://")
@@ -182,17 +189,17 @@ func sizer(ctx context.Context, url string) (func(context.Context) (int64, error
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (int64, error) {
-		var pages, free, size int64
+	return func(ctx context.Context) (size, error) {
+		var pages, free, pageSize int64
 		if err := db.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
-			return 0, err
+			return size{}, err
 		}
 		if err := db.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
-			return 0, err
+			return size{}, err
 		}
-		if err := db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&size); err != nil {
-			return 0, err
+		if err := db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+			return size{}, err
 		}
-		return (pages - free) * size, nil
+		return size{bytes: (pages - free) * pageSize}, nil
 	}, nil
 }
