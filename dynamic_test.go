@@ -393,14 +393,13 @@ func TestSignalWaitFirst(t *testing.T) {
 		start(t, e)
 		first := submit(t, e, weft.Submission{Workflow: "test/signal-first"}).Task.ID
 		second := submit(t, e, weft.Submission{Workflow: "test/signal-first"}).Task.ID
+		var task *weft.Task
 		eventually(t, "the first task's step waits", func() bool {
-			task, err := e.Get(ctx, first)
+			var err error
+			task, err = e.Get(ctx, first)
 			require.NoError(t, err)
 			return stepByName(t, task, "approval").State == state.StepWaiting
 		})
-		// Read again: a task's row is read before its steps.
-		task, err := e.Get(ctx, first)
-		require.NoError(t, err)
 		require.Equal(t, state.TaskRunning, task.State, "a task waiting for a signal runs, first step or not")
 		delivered, err := e.Signal(ctx, second, "approve", "early")
 		require.NoError(t, err)

@@ -47,7 +47,7 @@ func (s *reads) attentionWhere(staleAfter time.Duration, now int64) (string, []a
 
 // attentionReasons fills the Attention of tasks with what needs a person,
 // one line per step.
-func (s *reads) attentionReasons(ctx context.Context, tasks []store.Task, staleAfter time.Duration, now int64) error {
+func (s *reads) attentionReasons(ctx context.Context, read sqltx.Reader, tasks []store.Task, staleAfter time.Duration, now int64) error {
 	if len(tasks) == 0 {
 		return nil
 	}
@@ -57,7 +57,7 @@ func (s *reads) attentionReasons(ctx context.Context, tasks []store.Task, staleA
 		ids[i], at[t.ID] = t.ID, i
 	}
 	args := append(s.attentionArgs(staleAfter, now), ids...)
-	rows, err := s.Read(ctx, `SELECT s.task_id, s.name, s.handler, s.state, s.error, s.signal, s.sort_key + s.priority * `+fmt.Sprint(s.Aging)+`, s.run_at
+	rows, err := read(ctx, `SELECT s.task_id, s.name, s.handler, s.state, s.error, s.signal, s.sort_key + s.priority * `+fmt.Sprint(s.Aging)+`, s.run_at
 		FROM steps s WHERE `+attentionSteps+` AND s.task_id IN (`+sqltx.Placeholders(len(ids))+`) ORDER BY s.task_id, s.idx`, args...)
 	if err != nil {
 		return fmt.Errorf("attention: %w", err)

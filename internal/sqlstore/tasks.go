@@ -75,11 +75,25 @@ type withDest struct {
 
 func (r withDest) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.dest...)...) }
 
-// ListTasks returns tasks newest first.
+// ListTasks returns tasks newest first. With their attention reasons or
+// active steps, it reads the tasks and their steps in one snapshot, so
+// that a task's state and its steps agree.
 func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+	if !f.Attention && !f.Active {
+		return s.listTasks(ctx, s.Read, f)
+	}
+	var tasks []store.Task
+	err := s.InSnapshot(ctx, func(read sqltx.Reader) (err error) {
+		tasks, err = s.listTasks(ctx, read, f)
+		return err
+	})
+	return tasks, err
+}
+
+func (s *reads) listTasks(ctx context.Context, read sqltx.Reader, f store.TaskFilter) ([]store.Task, error) {
 	now := s.Clock().UnixMicro()
 	q, args := s.listQuery(f, now)
-	rows, err := s.Read(ctx, q, args...)
+	rows, err := read(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
@@ -88,12 +102,12 @@ func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	if f.Attention {
-		if err := s.attentionReasons(ctx, tasks, f.StaleAfter, now); err != nil {
+		if err := s.attentionReasons(ctx, read, tasks, f.StaleAfter, now); err != nil {
 			return nil, err
 		}
 	}
 	if f.Active {
-		if err := s.activeSteps(ctx, tasks); err != nil {
+		if err := s.activeSteps(ctx, read, tasks); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +116,7 @@ func (s *reads) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 
 // activeSteps fills each unfinished task's Active with its ready, running
 // and waiting steps, in one read.
-func (s *reads) activeSteps(ctx context.Context, tasks []store.Task) error {
+func (s *reads) activeSteps(ctx context.Context, read sqltx.Reader, tasks []store.Task) error {
 	var ids []int64
 	at := make(map[int64]int, len(tasks))
 	for i, t := range tasks {
@@ -115,7 +129,7 @@ func (s *reads) activeSteps(ctx context.Context, tasks []store.Task) error {
 		return nil
 	}
 	in, args := s.IDIn("task_id", ids)
-	rows, err := s.Read(ctx, `SELECT `+sqltx.StepColumns+` FROM steps WHERE `+in+` AND state IN ('ready', 'running', 'waiting') ORDER BY task_id, idx`, args...)
+	rows, err := read(ctx, `SELECT `+sqltx.StepColumns+` FROM steps WHERE `+in+` AND state IN ('ready', 'running', 'waiting') ORDER BY task_id, idx`, args...)
 	if err != nil {
 		return fmt.Errorf("active steps of %d tasks: %w", len(ids), err)
 	}

@@ -85,14 +85,21 @@ func (d poolDB) Begin(ctx context.Context) (sqldb.Tx, error) {
 	return &poolTx{conn: c}, nil
 }
 
-// ReadBatch sends reads in one batch, one round trip, and gives each one's
-// rows to read in turn.
+// ReadBatch sends reads in one batch, one round trip, in one read-only
+// REPEATABLE READ transaction, so that they see one snapshot, and gives
+// each one's rows to read in turn. A connection left in the transaction
+// by a failed read is not idle, so the pool destroys it.
 func (d poolDB) ReadBatch(ctx context.Context, sts []sqldb.Statement, read func(i int, rows sqldb.Rows) error) error {
 	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 	for _, st := range sts {
 		b.Queue(st.Query, st.Args...)
 	}
+	b.Queue("COMMIT")
 	br := d.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		return closing(br, err)
+	}
 	for i := range sts {
 		rows, err := br.Query()
 		if err != nil {
@@ -107,10 +114,29 @@ func (d poolDB) ReadBatch(ctx context.Context, sts []sqldb.Statement, read func(
 			return closing(br, err)
 		}
 	}
-	return closing(br, nil)
+	_, err := br.Exec()
+	return closing(br, err)
 }
 
-var _ sqldb.ReadBatcher = poolDB{}
+// Snapshot runs fn's reads in one read-only REPEATABLE READ transaction:
+// one snapshot.
+func (d poolDB) Snapshot(ctx context.Context, fn func(q sqldb.Querier) error) error {
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return unavailable(err)
+	}
+	// After Commit, or undoing nothing: the transaction only read.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(querier{tx}); err != nil {
+		return err
+	}
+	return unavailable(tx.Commit(ctx))
+}
+
+var (
+	_ sqldb.ReadBatcher = poolDB{}
+	_ sqldb.Snapshotter = poolDB{}
+)
 
 func (d poolDB) Close() error {
 	d.pool.Close()

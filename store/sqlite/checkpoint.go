@@ -129,6 +129,24 @@ func (d checkpointedDB) Exec(ctx context.Context, q string, args ...any) (sqldb.
 	return res, err
 }
 
+// ReadBatch reads in one snapshot (sqldb.ReadBatcher).
+func (d checkpointedDB) ReadBatch(ctx context.Context, sts []sqldb.Statement, read func(i int, rows sqldb.Rows) error) error {
+	b, ok := d.DB.(sqldb.ReadBatcher)
+	if !ok {
+		return errors.New("the database cannot read in one snapshot")
+	}
+	return b.ReadBatch(ctx, sts, read)
+}
+
+// Snapshot reads in one snapshot (sqldb.Snapshotter).
+func (d checkpointedDB) Snapshot(ctx context.Context, fn func(q sqldb.Querier) error) error {
+	sn, ok := d.DB.(sqldb.Snapshotter)
+	if !ok {
+		return errors.New("the database cannot read in one snapshot")
+	}
+	return sn.Snapshot(ctx, fn)
+}
+
 func (d checkpointedDB) Close() error {
 	return errors.Join(d.ck.close(), d.DB.Close())
 }

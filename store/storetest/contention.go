@@ -24,6 +24,7 @@ var contentionTests = []struct {
 	{"ConcurrentSupersede", testConcurrentSupersede},
 	{"DeleteBesideRetry", testDeleteBesideRetry},
 	{"ConcurrentBulkRetries", testConcurrentBulkRetries},
+	{"TaskReadAgreesWhileItMoves", testTaskReadAgrees},
 }
 
 // faults gathers, from many goroutines, the errors other than
@@ -259,4 +260,53 @@ func testConcurrentBulkRetries(t *testing.T, h *harness) {
 	f.check(t, false)
 	require.Equal(t, n, done[0]+done[1]+done[2], "the counts add up: %v", done)
 	require.Equal(t, n, h.retriedOnce(ids))
+}
+
+// testTaskReadAgrees: GetTask, and ListTasks with the active steps, read a
+// task and its steps in one snapshot, so the task they return agrees with
+// its steps while claims and outcomes move them: never pending with a step
+// that began, never ended with one still running.
+func testTaskReadAgrees(t *testing.T, h *harness) {
+	const tasks = 40
+	for range tasks {
+		id := h.insert(store.TaskInsert{Namespace: "agree", Steps: chain("a", "b")})[0].Task.ID
+		moved := make(chan struct{})
+		go func() {
+			defer close(moved)
+			for _, name := range []string{"a", "b"} {
+				got, err := h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: "e1", Limit: 1, TaskID: id, Now: h.clock.Now()})
+				if err != nil || len(got) != 1 || got[0].Name != name {
+					t.Errorf("claim %s of task %d: %v %v", name, id, names(got), err)
+					return
+				}
+				if _, err := h.s.CompleteSteps(h.ctx, []store.Outcome{{Fence: got[0].Fence, EngineID: "e1", State: state.StepCompleted}}); err != nil {
+					t.Errorf("complete %s of task %d: %v", name, id, err)
+					return
+				}
+			}
+		}()
+		for done := false; !done; {
+			select {
+			case <-moved:
+				done = true
+			default:
+			}
+			task, err := h.s.GetTask(h.ctx, id)
+			require.NoError(t, err)
+			listed, err := h.s.ListTasks(h.ctx, store.TaskFilter{IDs: []int64{id}, Active: true})
+			require.NoError(t, err)
+			require.Len(t, listed, 1)
+			for _, read := range []struct {
+				how   string
+				state state.Task
+				steps []store.Step
+			}{{"GetTask", task.State, task.Steps}, {"ListTasks", listed[0].State, listed[0].Active}} {
+				for _, s := range read.steps {
+					began := s.State != state.StepPending && s.State != state.StepReady
+					require.False(t, read.state == state.TaskPending && began, "%s: task %d pending with step %s %s", read.how, id, s.Name, s.State)
+					require.False(t, read.state.Terminal() && s.State == state.StepRunning, "%s: task %d %s with step %s running", read.how, id, read.state, s.Name)
+				}
+			}
+		}
+	}
 }

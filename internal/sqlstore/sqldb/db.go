@@ -86,11 +86,19 @@ type Pipeliner interface {
 	EndWithNext()
 }
 
-// ReadBatcher is a DB that sends reads that do not depend on each other in
-// one round trip (PostgreSQL); read gets each one's rows in turn, which it
-// reads (and may close) before the next is given.
+// ReadBatcher is a DB that runs reads that do not depend on each other in
+// one snapshot of the database (and, on PostgreSQL, in one round trip), so
+// that a record and its parts read together agree; read gets each one's
+// rows in turn, which it reads (and may close) before the next is given.
 type ReadBatcher interface {
 	ReadBatch(ctx context.Context, sts []Statement, read func(i int, rows Rows) error) error
+}
+
+// Snapshotter is a DB that runs reads in one snapshot: the statements fn
+// runs on q see the database as of one moment, so that reads that depend
+// on each other (a list of tasks, then their steps) agree.
+type Snapshotter interface {
+	Snapshot(ctx context.Context, fn func(q Querier) error) error
 }
 
 // Statement is a statement, in the database's placeholders, and its
@@ -175,6 +183,60 @@ func (d *SQLDB) Query(ctx context.Context, q string, args ...any) (Rows, error) 
 func (d *SQLDB) QueryRow(ctx context.Context, q string, args ...any) Row {
 	return d.r.QueryRowContext(ctx, q, args...)
 }
+
+// ReadBatch runs reads in one read transaction on the readers: one
+// snapshot (SQLite's deferred BEGIN takes it at the first read).
+func (d *SQLDB) ReadBatch(ctx context.Context, sts []Statement, read func(i int, rows Rows) error) (err error) {
+	tx, err := d.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := tx.Rollback(); err == nil && !errors.Is(rerr, sql.ErrTxDone) {
+			err = rerr
+		}
+	}()
+	for i, st := range sts {
+		rows, err := tx.QueryContext(ctx, st.Query, st.Args...)
+		if err != nil {
+			return err
+		}
+		err = read(i, rows)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Snapshot runs fn's reads in one read transaction on the readers (see
+// ReadBatch).
+func (d *SQLDB) Snapshot(ctx context.Context, fn func(q Querier) error) (err error) {
+	tx, err := d.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := tx.Rollback(); err == nil && !errors.Is(rerr, sql.ErrTxDone) {
+			err = rerr
+		}
+	}()
+	if err := fn(&SQLQuerier{Tx: tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+var (
+	_ ReadBatcher = (*SQLDB)(nil)
+	_ Snapshotter = (*SQLDB)(nil)
+)
 
 // Close gives back the held connection and closes both handles.
 func (d *SQLDB) Close() error {

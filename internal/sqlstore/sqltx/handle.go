@@ -87,9 +87,28 @@ type ARead struct {
 	Read  func(sqldb.Rows) error
 }
 
-// ReadTogether runs reads that do not depend on each other, in one round
-// trip where the database takes them so (sqldb.ReadBatcher), else one after the
-// other; each read's function reads its rows.
+// Reader runs a read: on the handle's database (Handle.Read), or in a
+// snapshot of it (InSnapshot).
+type Reader func(ctx context.Context, q string, args ...any) (sqldb.Rows, error)
+
+// InSnapshot runs fn, whose reads see one snapshot of the database where
+// it takes them so (sqldb.Snapshotter: both stores), else the database as
+// each read finds it.
+func (s *Handle) InSnapshot(ctx context.Context, fn func(read Reader) error) error {
+	sn, ok := s.DB.(sqldb.Snapshotter)
+	if !ok {
+		return fn(s.Read)
+	}
+	return sn.Snapshot(ctx, func(q sqldb.Querier) error {
+		return fn(func(ctx context.Context, query string, args ...any) (sqldb.Rows, error) {
+			return q.Query(ctx, s.Bind(query), args...)
+		})
+	})
+}
+
+// ReadTogether runs reads that do not depend on each other in one snapshot
+// where the database takes them so (sqldb.ReadBatcher: both stores), else
+// one after the other; each read's function reads its rows.
 func (s *Handle) ReadTogether(ctx context.Context, reads ...ARead) error {
 	if b, ok := s.DB.(sqldb.ReadBatcher); ok {
 		sts := make([]sqldb.Statement, len(reads))
