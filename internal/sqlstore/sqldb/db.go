@@ -184,39 +184,31 @@ func (d *SQLDB) QueryRow(ctx context.Context, q string, args ...any) Row {
 	return d.r.QueryRowContext(ctx, q, args...)
 }
 
-// ReadBatch runs reads in one read transaction on the readers: one
-// snapshot (SQLite's deferred BEGIN takes it at the first read).
-func (d *SQLDB) ReadBatch(ctx context.Context, sts []Statement, read func(i int, rows Rows) error) (err error) {
-	tx, err := d.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if rerr := tx.Rollback(); err == nil && !errors.Is(rerr, sql.ErrTxDone) {
-			err = rerr
+// ReadBatch runs reads in one read transaction on the readers (Snapshot).
+func (d *SQLDB) ReadBatch(ctx context.Context, sts []Statement, read func(i int, rows Rows) error) error {
+	return d.Snapshot(ctx, func(q Querier) error {
+		for i, st := range sts {
+			rows, err := q.Query(ctx, st.Query, st.Args...)
+			if err != nil {
+				return err
+			}
+			err = read(i, rows)
+			if cerr := rows.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = rows.Err()
+			}
+			if err != nil {
+				return err
+			}
 		}
-	}()
-	for i, st := range sts {
-		rows, err := tx.QueryContext(ctx, st.Query, st.Args...)
-		if err != nil {
-			return err
-		}
-		err = read(i, rows)
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = rows.Err()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+		return nil
+	})
 }
 
-// Snapshot runs fn's reads in one read transaction on the readers (see
-// ReadBatch).
+// Snapshot runs fn's reads in one read transaction on the readers: one
+// snapshot (SQLite's deferred BEGIN takes it at the first read).
 func (d *SQLDB) Snapshot(ctx context.Context, fn func(q Querier) error) (err error) {
 	tx, err := d.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
