@@ -20,7 +20,9 @@ func outcomeName(o store.Outcome) string {
 		return event.OutcomeSkipped
 	case o.State == state.StepReady:
 		return event.OutcomePreempted
-	case o.State == state.StepWaiting && o.Snooze:
+	case o.State == state.StepWaiting && (o.Snooze || o.BeginWait || o.Child != nil):
+		// It waits without failing: a snooze, the function's calls, a
+		// signal wait's start, a child task's start.
 		return event.OutcomeSnoozed
 	case o.State == state.StepWaiting:
 		return event.OutcomeRetry
