@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"encoding/json"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ var signalTests = []struct {
 	{"SignalWaitTimesOut", testSignalTimeout},
 	{"SignalRefused", testSignalRefused},
 	{"SignalWaitStartsItsTask", testSignalWaitStartsTask},
+	{"SignalBesideWaitStart", testSignalBesideWaitStart},
 }
 
 func signalTask(h *harness, timeout time.Duration) int64 {
@@ -163,4 +166,34 @@ func testSignalWaitStartsTask(t *testing.T, h *harness) {
 	require.ErrorIs(t, err, store.ErrRefused, "an outcome that begins a wait and completes")
 	require.NoError(t, h.complete(waitOutcome(c))[0])
 	require.Equal(t, state.TaskRunning, h.task(second).State)
+}
+
+// testSignalBesideWaitStart: a signal sent while the outcome that begins
+// its step's wait is being written is never lost between them: either the
+// wait takes it as it begins, or the signal finds the step waiting.
+func testSignalBesideWaitStart(t *testing.T, h *harness) {
+	const tasks = 30
+	for i := range tasks {
+		id := h.insert(store.TaskInsert{Namespace: "beside", Steps: []store.StepInsert{
+			{Name: "wait", Kind: store.KindSignal, Signal: "go", MaxAttempts: 1}}})[0].Task.ID
+		c := h.claimNext(id, "wait")
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := h.s.CompleteSteps(h.ctx, []store.Outcome{waitOutcome(c)}); err != nil {
+				t.Errorf("begin the wait of task %d: %v", id, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := h.s.Signal(h.ctx, id, "go", json.RawMessage(strconv.Itoa(i)), "op"); err != nil {
+				t.Errorf("signal task %d: %v", id, err)
+			}
+		}()
+		wg.Wait()
+		task := h.task(id)
+		require.Equal(t, state.StepCompleted, task.Steps[0].State, "task %d: the signal and the wait met", id)
+		require.Equal(t, state.TaskCompleted, task.State)
+	}
 }

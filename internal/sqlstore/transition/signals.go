@@ -55,6 +55,13 @@ func (t *outcomeTx) waitClaimed(o store.Outcome) (bool, error) {
 		return false, fmt.Errorf("begin the signal wait of step %d: %w", o.Fence.StepID, err)
 	}
 	t.AuditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt, fmt.Sprintf("waiting for signal %q", signal))
+	// Writing the task's row serialises this wait's start with a signal
+	// sent meanwhile (Store.Signal writes it first): the later of the two
+	// sees the other, so the signal is neither kept while the step waits
+	// nor missed.
+	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining WHERE id = ?`, taskID); err != nil {
+		return false, fmt.Errorf("begin the signal wait of step %d: %w", o.Fence.StepID, err)
+	}
 	return true, t.takeSignal(o.Fence.StepID, taskID, name, children, signal)
 }
 
