@@ -57,8 +57,10 @@ func TestSignalRoute(t *testing.T) {
 			require.Equal(t, tc.code, code, tc.name)
 		}
 
-		// Through the Go client: the step waits (or the signal is kept), and
-		// the payload reaches the step's result.
+		// Through the Go client, once the engine began the step's wait: the
+		// signal completes it, as the signalling key, and the payload
+		// reaches the step's result.
+		en.waitStep(task.ID, 0, state.StepWaiting)
 		c, err := client.New(en.url, signaller)
 		require.NoError(t, err)
 		_, err = c.Signal(t.Context(), task.ID, "go_live", json.RawMessage(`{"approved_by":"ops"}`))
