@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/sqltx"
 	"github.com/weftrun/weft/internal/sqlstore/transition"
-	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 )
 
@@ -30,18 +28,13 @@ func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, paylo
 	}
 	delivered := false
 	err := s.write(ctx, engineID, func(t *transition.Tx) error {
-		// Writing the task row first serialises this signal with the
-		// transactions that begin waits of the task (they update the row
-		// before their children are decided), so none misses the other.
-		var st string
-		err := t.QueryRow(`UPDATE tasks SET remaining = remaining WHERE id = ? RETURNING state`, taskID).Scan(&st)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("task %d: %w", taskID, store.ErrNotFound)
-		}
+		// Written first: a wait of the task that begins meanwhile sees
+		// this signal, or this signal sees it (TouchTask).
+		st, err := t.TouchTask(taskID)
 		if err != nil {
-			return fmt.Errorf("signal task %d: %w", taskID, err)
+			return err
 		}
-		if state.Task(st).Terminal() {
+		if st.Terminal() {
 			return store.Conflictf("task %d is %s and takes no signals", taskID, st)
 		}
 		var sigID int64

@@ -107,7 +107,7 @@ func (t *outcomeTx) addCalls(fn callingStep, calls []store.StepInsert) error {
 	// Signal waits begin last: one whose signal the task kept ends at
 	// once, and may make the function step ready in this transaction.
 	for _, w := range waits {
-		if err := t.beginWait(w.id, fn.taskID, w.c.Name, children, w.c.Signal, w.c.SignalTimeout); err != nil {
+		if err := t.beginWait(w.id, fn.taskID, w.c.Name, children, w.c.Signal); err != nil {
 			return err
 		}
 	}

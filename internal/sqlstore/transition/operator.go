@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
@@ -127,7 +126,7 @@ func (t *operatorTx) Restart(taskID int64, s opStep, reason string) (state.Step,
 	const clear = `attempt = 0, error = '', result = NULL, finished_at = NULL, `
 	if s.kind == store.KindSignal {
 		_, err := t.MoveStep(s.id, taskID, s.name, s.st, state.StepWaiting, 0, fmt.Sprintf("%s: waiting for signal %q", reason, s.signal),
-			clear+`expires_at = NULL, run_at = ?`, signalDeadline(t.Now, time.Duration(s.waitTimeout)*time.Microsecond))
+			clear+`expires_at = NULL, run_at = `+signalDeadline, t.Now)
 		return state.StepWaiting, err
 	}
 	var expires any
@@ -153,22 +152,21 @@ func (t *operatorTx) TakeKeptSignal(taskID int64, s opStep) error {
 
 // opStep is what an operator action needs to know of each step of a task.
 type opStep struct {
-	id          int64
-	name        string
-	st          state.Step
-	deps        []int
-	children    string
-	priority    int
-	ttl         int64
-	rule        dag.Rule
-	batchOf     int // for a batch item, its batch step's index; else -1
-	kind        string
-	signal      string
-	waitTimeout int64 // microseconds
+	id       int64
+	name     string
+	st       state.Step
+	deps     []int
+	children string
+	priority int
+	ttl      int64
+	rule     dag.Rule
+	batchOf  int // for a batch item, its batch step's index; else -1
+	kind     string
+	signal   string
 }
 
 // opStepColumns are the columns scanOpStep reads.
-const opStepColumns = `id, name, state, deps, children, priority, ttl, trigger_rule, batch_of, kind, signal, wait_timeout`
+const opStepColumns = `id, name, state, deps, children, priority, ttl, trigger_rule, batch_of, kind, signal`
 
 // OperandTask loads the task of a step and every step of it, in index
 // order, and returns the index of the step.
@@ -202,7 +200,7 @@ func scanOpStep(r sqldb.Row) (opStep, error) {
 	var o opStep
 	var sst, deps, rule string
 	var batchOf sql.NullInt64
-	if err := r.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf, &o.kind, &o.signal, &o.waitTimeout); err != nil {
+	if err := r.Scan(&o.id, &o.name, &sst, &deps, &o.children, &o.priority, &o.ttl, &rule, &batchOf, &o.kind, &o.signal); err != nil {
 		return o, err
 	}
 	o.st, o.deps, o.rule, o.batchOf = state.Step(sst), sqltx.ParseIdx(deps), dag.Rule(rule), -1

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
@@ -18,12 +17,26 @@ import (
 // are rows of the signals table; one that arrives before its wait begins is
 // kept (step_id NULL) until a wait takes it.
 
-// signalDeadline returns the run_at of a wait beginning at from, or nil.
-func signalDeadline(from int64, timeout time.Duration) any {
-	if timeout <= 0 {
-		return nil
+// signalDeadline is the run_at of a signal step's wait that begins at
+// its parameter (the transaction's time): its wait_timeout later, or NULL
+// for none.
+const signalDeadline = `CASE WHEN wait_timeout > 0 THEN ? + wait_timeout END`
+
+// TouchTask writes the row of task id and returns its state (ErrNotFound
+// if there is none). Every transaction that begins a wait of a task or
+// sends a signal to it writes the row before it looks for the other, so
+// that the later of two such sees the earlier: a signal is never kept
+// while a step waits for it.
+func (t *operatorTx) TouchTask(id int64) (state.Task, error) {
+	var st string
+	err := t.QueryRow(`UPDATE tasks SET remaining = remaining WHERE id = ? RETURNING state`, id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("task %d: %w", id, store.ErrNotFound)
 	}
-	return from + timeout.Microseconds()
+	if err != nil {
+		return "", fmt.Errorf("write task %d: %w", id, err)
+	}
+	return state.Task(st), nil
 }
 
 // signalResult is the result of a step completed by a signal.
@@ -44,7 +57,7 @@ func (t *outcomeTx) waitClaimed(o store.Outcome) (bool, error) {
 	var taskID int64
 	var name, children, signal string
 	err := t.QueryRow(`UPDATE steps SET state = 'waiting', deadline = NULL, sub = '', error = '', attempt = attempt - 1,
-		run_at = CASE WHEN wait_timeout > 0 THEN ? + wait_timeout END
+		run_at = `+signalDeadline+`
 		WHERE id = ? AND state = 'running' AND attempt = ? AND lease_id = ? AND kind = 'signal'
 		RETURNING task_id, name, children, signal`, t.Now, o.Fence.StepID, o.Fence.Attempt, o.Fence.LeaseID).
 		Scan(&taskID, &name, &children, &signal)
@@ -55,22 +68,19 @@ func (t *outcomeTx) waitClaimed(o store.Outcome) (bool, error) {
 		return false, fmt.Errorf("begin the signal wait of step %d: %w", o.Fence.StepID, err)
 	}
 	t.AuditRunEnd(o.Fence.StepID, taskID, name, state.StepWaiting, o.Fence.Attempt, fmt.Sprintf("waiting for signal %q", signal))
-	// Writing the task's row serialises this wait's start with a signal
-	// sent meanwhile (Store.Signal writes it first): the later of the two
-	// sees the other, so the signal is neither kept while the step waits
-	// nor missed.
-	if _, err := t.Exec(`UPDATE tasks SET remaining = remaining WHERE id = ?`, taskID); err != nil {
-		return false, fmt.Errorf("begin the signal wait of step %d: %w", o.Fence.StepID, err)
+	if _, err := t.TouchTask(taskID); err != nil {
+		return false, err
 	}
 	return true, t.takeSignal(o.Fence.StepID, taskID, name, children, signal)
 }
 
-// beginWait moves a pending signal step whose dependencies allow it to
+// beginWait moves a pending signal step, a durable function's call, to
 // waiting and, if a signal of its name is kept for the task, completes it
-// with that signal at once.
-func (t *operatorTx) beginWait(id, taskID int64, name, children, signal string, timeout time.Duration) error {
+// with that signal at once. Its transaction wrote the task's row (the
+// call's count).
+func (t *operatorTx) beginWait(id, taskID int64, name, children, signal string) error {
 	moved, err := t.MoveStep(id, taskID, name, state.StepPending, state.StepWaiting, 0, fmt.Sprintf("waiting for signal %q", signal),
-		`run_at = ?`, signalDeadline(t.Now, timeout))
+		`run_at = `+signalDeadline, t.Now)
 	if err != nil || !moved {
 		return err
 	}
