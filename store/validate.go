@@ -64,7 +64,10 @@ func ValidateInsert(in TaskInsert) error {
 		if s.Name == "" || (s.Handler == "" && s.Kind != KindSignal) {
 			return fmt.Errorf("task insert for %s/%s: step %d needs a name and a handler: %w", in.Namespace, in.Workflow, i, ErrInvalidInsert)
 		}
-		if (s.Handler == SignalHandler) != (s.Kind == KindSignal) && s.Handler != "" {
+		switch {
+		case s.Kind == KindSignal && s.Handler != "" && s.Handler != SignalHandler:
+			return fmt.Errorf("task insert for %s/%s: signal step %q has handler %q: it takes %q or none: %w", in.Namespace, in.Workflow, s.Name, s.Handler, SignalHandler, ErrInvalidInsert)
+		case s.Kind != KindSignal && s.Handler == SignalHandler:
 			return fmt.Errorf("task insert for %s/%s: step %q: handler %q is the engine's, for signal steps alone: %w", in.Namespace, in.Workflow, s.Name, s.Handler, ErrInvalidInsert)
 		}
 		if !dag.ValidRule(dag.Rule(s.TriggerRule)) {

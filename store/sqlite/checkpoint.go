@@ -107,14 +107,14 @@ func (c *checkpointer) close() error {
 }
 
 // checkpointedDB is the store's DB: each write that commits tells the
-// checkpointer.
+// checkpointer. Its reads, snapshots included, are the SQLDB's.
 type checkpointedDB struct {
-	sqldb.DB
+	*sqldb.SQLDB
 	ck *checkpointer
 }
 
 func (d checkpointedDB) Begin(ctx context.Context) (sqldb.Tx, error) {
-	tx, err := d.DB.Begin(ctx)
+	tx, err := d.SQLDB.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -122,33 +122,15 @@ func (d checkpointedDB) Begin(ctx context.Context) (sqldb.Tx, error) {
 }
 
 func (d checkpointedDB) Exec(ctx context.Context, q string, args ...any) (sqldb.Result, error) {
-	res, err := d.DB.Exec(ctx, q, args...)
+	res, err := d.SQLDB.Exec(ctx, q, args...)
 	if err == nil {
 		d.ck.wrote()
 	}
 	return res, err
 }
 
-// ReadBatch reads in one snapshot (sqldb.ReadBatcher).
-func (d checkpointedDB) ReadBatch(ctx context.Context, sts []sqldb.Statement, read func(i int, rows sqldb.Rows) error) error {
-	b, ok := d.DB.(sqldb.ReadBatcher)
-	if !ok {
-		return errors.New("the database cannot read in one snapshot")
-	}
-	return b.ReadBatch(ctx, sts, read)
-}
-
-// Snapshot reads in one snapshot (sqldb.Snapshotter).
-func (d checkpointedDB) Snapshot(ctx context.Context, fn func(q sqldb.Querier) error) error {
-	sn, ok := d.DB.(sqldb.Snapshotter)
-	if !ok {
-		return errors.New("the database cannot read in one snapshot")
-	}
-	return sn.Snapshot(ctx, fn)
-}
-
 func (d checkpointedDB) Close() error {
-	return errors.Join(d.ck.close(), d.DB.Close())
+	return errors.Join(d.ck.close(), d.SQLDB.Close())
 }
 
 // checkpointedTx is a write transaction that tells the checkpointer when
