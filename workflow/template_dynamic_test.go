@@ -78,6 +78,8 @@ func TestTemplateDynamicErrors(t *testing.T) {
 		{"unknown worker", "worker: item", "worker: nothing", `step "split": worker: no template named "nothing"`},
 		{"worker on a plain step", "    when: input.amount > 1000", "    worker: item", `step "big": worker: only batch steps have a worker`},
 		{"signal step with handler", "    signal: {name: approve, timeout: 1h}", "    signal: {name: approve}\n    handler: x", `step "approval": handler: a signal step runs no handler`},
+		{"the engine's signal handler", "handler: shop.big", "handler: weft.signal", `orders.yaml:18: step "big": handler: "weft.signal" is the engine's own: use type: signal`},
+		{"the engine's workflow handler", "handler: shop.item", "handler: weft.workflow", `step "item": templates.handler: "weft.workflow" is the engine's own: use type: workflow`},
 		{"signal on a plain step", "    trigger_rule: all_done", "    signal: {name: x}", `step "cleanup": signal: only signal steps wait for a signal`},
 		{"unknown signal key", "signal: {name: approve, timeout: 1h}", "signal: {name: approve, after: 1h}", `orders.yaml:25: step "approval": signal: unknown key "after"`},
 		{"bad signal timeout", "timeout: 1h}", "timeout: soon}", `step "approval": signal.timeout: invalid duration "soon"`},

@@ -194,6 +194,9 @@ func (w *Workflow) Validate() error {
 		if s.Handler == "" && s.Type != StepSignal && s.Type != StepWorkflow {
 			add(s.Name, s.line, "handler", "is required")
 		}
+		if msg := enginesOwn(s.Handler); msg != "" {
+			add(s.Name, s.line, "handler", "%s", msg)
+		}
 		if len(s.Config) > 0 && !json.Valid(s.Config) {
 			add(s.Name, s.line, "config", "is not valid JSON")
 		}
@@ -327,6 +330,18 @@ func (w *Workflow) validateDynamic(s Step, add addFunc) {
 	}
 }
 
+// enginesOwn says why handler, if it is one of the engine's built-ins that
+// a step's type stands for, cannot be named; "" otherwise.
+func enginesOwn(handler string) string {
+	switch handler {
+	case SubWorkflowHandler:
+		return fmt.Sprintf("%q is the engine's own: use type: workflow", handler)
+	case store.SignalHandler:
+		return fmt.Sprintf("%q is the engine's own: use type: signal", handler)
+	}
+	return ""
+}
+
 // validateTemplates checks the step templates batch items run.
 func (w *Workflow) validateTemplates(add addFunc) {
 	seen := map[string]bool{}
@@ -343,6 +358,9 @@ func (w *Workflow) validateTemplates(add addFunc) {
 		seen[t.Name] = true
 		if t.Handler == "" {
 			add(t.Name, t.line, field("handler"), "is required")
+		}
+		if msg := enginesOwn(t.Handler); msg != "" {
+			add(t.Name, t.line, field("handler"), "%s", msg)
 		}
 		if len(t.DependsOn) > 0 || t.Type != "" || t.TriggerRule != "" || t.When != "" || t.Worker != "" || t.Signal != nil || t.Concurrency != nil || t.Preemptible || t.RateLimit != nil || t.CircuitBreaker != nil {
 			add(t.Name, t.line, "templates", "a template has only handler, config, retry, timeout, priority and ttl")
