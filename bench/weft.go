@@ -248,7 +248,11 @@ func weftSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) {
 		return sample{}, err
 	}
 	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{}}
-	return s, statementsPerUnit(ctx, r.count, &s, s0, x0, n, "task")
+	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, "task"); err != nil {
+		return sample{}, err
+	}
+	s.top, err = r.count.topStatements(ctx, 12)
+	return s, err
 }
 
 func weftDAG7(ctx context.Context, e *env, n int, _ options) (sample, error) {
