@@ -42,7 +42,9 @@ type Attempt struct {
 }
 
 // Handle registers the Go handler for a handler name used by workflow steps.
-// Registering a name twice replaces the earlier handler.
+// Registering a name twice replaces the earlier handler. It panics for the
+// names of the engine's own handlers, weft.signal and weft.workflow, which
+// signal and sub-workflow steps run.
 func (e *Engine) Handle(name string, h Handler) {
 	e.core.Handle(name, func(ctx context.Context, r *engine.Run) (any, error) {
 		return h(ctx, &Attempt{TaskID: r.TaskID, Workflow: r.Workflow, Step: r.Step, Number: r.Number, Input: r.Input, Deps: r.Deps,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -476,4 +477,19 @@ func TestSkippedStepsShowNoAttempts(t *testing.T) {
 		require.Equal(t, state.StepCompleted, chosen.State)
 		require.Equal(t, 1, chosen.Attempts, "%+v", chosen)
 	})
+}
+
+// TestHandleRefusesTheEnginesOwn: a Go handler registered under a name the
+// engine runs itself would run signal and sub-workflow steps as plain ones;
+// Handle panics instead, as the YAML, a remote worker's claim and the store
+// refuse those names.
+func TestHandleRefusesTheEnginesOwn(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, backends()["sqlite"](t), weft.Config{})
+	noop := func(context.Context, *weft.Attempt) (any, error) { return nil, nil }
+	for _, name := range []string{store.SignalHandler, workflow.SubWorkflowHandler} {
+		require.PanicsWithValue(t, `weft: Handle("`+name+`"): the engine's own handler, which no other may replace`,
+			func() { e.Handle(name, noop) }, name)
+	}
+	require.NotPanics(t, func() { e.Handle("weft.signals", noop) })
 }

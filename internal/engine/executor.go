@@ -54,8 +54,18 @@ func (x *executor) init(e *Engine) {
 }
 
 // Handle registers the handler for a handler name used by workflow steps.
-// Registering a name twice replaces the earlier handler.
+// Registering a name twice replaces the earlier handler. It panics for a
+// name the engine runs itself (weft.signal, weft.workflow): a handler of
+// that name would run signal and sub-workflow steps as plain ones.
 func (e *Engine) Handle(name string, h Handler) {
+	if enginesOwn(name) {
+		panic(fmt.Sprintf("weft: Handle(%q): the engine's own handler, which no other may replace", name))
+	}
+	e.handle(name, h)
+}
+
+// handle registers h for name, built-in or not.
+func (e *Engine) handle(name string, h Handler) {
 	x := &e.exec
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -77,14 +87,14 @@ func (x *executor) handlerNames() []string {
 }
 
 func (e *Engine) registerBuiltins() {
-	e.Handle("exec", func(ctx context.Context, r *Run) (any, error) {
+	e.handle("exec", func(ctx context.Context, r *Run) (any, error) {
 		return builtin.Exec(ctx, r.builtinRequest())
 	})
-	e.Handle("http", func(ctx context.Context, r *Run) (any, error) {
+	e.handle("http", func(ctx context.Context, r *Run) (any, error) {
 		return builtin.HTTP(ctx, e.cfg.HTTPClient, r.builtinRequest())
 	})
-	e.Handle(workflow.SubWorkflowHandler, e.subWorkflow)
-	e.Handle(store.SignalHandler, func(ctx context.Context, r *Run) (any, error) {
+	e.handle(workflow.SubWorkflowHandler, e.subWorkflow)
+	e.handle(store.SignalHandler, func(ctx context.Context, r *Run) (any, error) {
 		return nil, &signalWait{signal: r.claimed.Signal}
 	})
 }
