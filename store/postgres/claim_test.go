@@ -208,6 +208,7 @@ type statements struct {
 	mu    sync.Mutex
 	sent  []string
 	trips []int
+	pids  []uint32 // the server process of each statement
 	trip  int
 	// at is each connection's round trip under way: a statement on another
 	// connection (a notification sent when its window ends) may come
@@ -225,6 +226,21 @@ func (s *statements) add(c *pgx.Conn, q string, batch bool) {
 	}
 	s.sent = append(s.sent, q)
 	s.trips = append(s.trips, s.at[c])
+	s.pids = append(s.pids, c.PgConn().PID())
+}
+
+// processes returns the server processes of the statements sent that
+// contain part.
+func (s *statements) processes(part string) map[uint32]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[uint32]bool{}
+	for i, q := range s.sent {
+		if strings.Contains(q, part) {
+			out[s.pids[i]] = true
+		}
+	}
+	return out
 }
 
 // newTrip starts a round trip on c; the caller holds mu.
@@ -239,7 +255,7 @@ func (s *statements) newTrip(c *pgx.Conn) {
 func (s *statements) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sent, s.trips = nil, nil
+	s.sent, s.trips, s.pids = nil, nil, nil
 }
 
 // check checks the statements sent since the last reset: claims
