@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -448,6 +449,9 @@ func notFound(id int64) error { return fmt.Errorf("task %d: not found", id) }
 
 // writeJSON writes v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
+	if r := reflect.ValueOf(v); r.Kind() == reflect.Slice && r.IsNil() {
+		v = []any{} // a list is an array, never null, however it was made
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
@@ -461,9 +465,6 @@ func writeJSON(w io.Writer, v any) error {
 // in its text view, or the message none on stderr when it is empty.
 func writeList[T any](a *app, list []T, jsonOut bool, none string, view func(io.Writer, []T) error) error {
 	if jsonOut {
-		if list == nil {
-			list = []T{}
-		}
 		return writeJSON(a.stdout, list)
 	}
 	if len(list) == 0 {

@@ -95,15 +95,7 @@ func (a *app) keysListCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list keys: %w", err)
 			}
-			list := wire.List(keys, wire.APIKeyOf)
-			if jsonOut {
-				return writeJSON(a.stdout, list)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(a.stderr, "no keys")
-				return nil
-			}
-			return cliview.Keys(a.stdout, list)
+			return writeList(a, wire.List(keys, wire.APIKeyOf), jsonOut, "no keys", cliview.Keys)
 		}),
 	}
 	cmd.Flags().BoolVar(&jsonOut, "json", false, "print a JSON array")

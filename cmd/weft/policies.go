@@ -299,10 +299,7 @@ made them.`,
 				if err != nil {
 					return err
 				}
-				if jsonOut {
-					return writeJSON(a.stdout, changes)
-				}
-				return cliview.PolicyChanges(a.stdout, changes)
+				return writeList(a, changes, jsonOut, "no policy changes", cliview.PolicyChanges)
 			}
 			rep, err := b.policies(cmd.Context())
 			if err != nil {
