@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
 )
 
 // TestMigrationsOnTheirOwnConnection: the store never writes on the server
@@ -17,7 +19,7 @@ func TestMigrationsOnTheirOwnConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, tr, _ := traced(t, "migconn")
-	migrated := tr.processes("weft_schema")
+	migrated := tr.processes("INSERT INTO weft_schema")
 	require.NotEmpty(t, migrated, "the migrations' statements were traced")
 	for range 3 {
 		_, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
@@ -29,4 +31,24 @@ func TestMigrationsOnTheirOwnConnection(t *testing.T) {
 	for pid := range writers {
 		require.False(t, migrated[pid], "server process %d ran the migrations and then the store's writes", pid)
 	}
+}
+
+// TestCurrentSchemaLeftAlone: a store that opens on a current schema reads
+// its version, on a connection of its pool, and nothing more: no migration
+// lock, no DDL, so no connection of its own for the migrations.
+func TestCurrentSchemaLeftAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, first, schema := traced(t, "current")
+	require.NotEmpty(t, first.processes("pg_advisory_lock"), "the first open migrates")
+	tr := &statements{}
+	s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
+		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
+	require.NoError(t, err)
+	require.Empty(t, tr.processes("pg_advisory_lock"), "%q", tr.sent)
+	require.Empty(t, tr.processes("CREATE"), "%q", tr.sent)
+	require.Len(t, tr.processes("SELECT max(version) FROM weft_schema"), 1, "%q", tr.sent)
 }

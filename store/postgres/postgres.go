@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -149,22 +150,13 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	if err != nil {
 		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
-	// Migrations run on a connection of their own, closed once they are
-	// done, never one the engine writes on later: a server process that
-	// had run them (even an UPDATE of no rows of api_keys) then wrote the
-	// engine's bulk submissions 15 to 20% slower, as measured with the
-	// bench's submit scenario; why, inside PostgreSQL, is not known.
-	mdb := stdlib.OpenDB(*cfg.ConnConfig.Copy())
-	err = migrate(ctx, mdb, opts.Schema)
-	if cerr := mdb.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	// database/sql on the same pool, for the schema's version and for tools.
+	db := stdlib.OpenDBFromPool(pool)
+	if err := upgrade(ctx, db, cfg, opts.Schema); err != nil {
+		db.Close()
 		pool.Close()
 		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
-	// database/sql on the same pool, for tools.
-	db := stdlib.OpenDBFromPool(pool)
 	// Engines are woken through a channel per schema, so installations
 	// sharing a database do not wake each other.
 	channel := "weft_ready_" + opts.Schema
@@ -185,12 +177,38 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	return st, nil
 }
 
-// migrate applies the schema under an advisory lock.
-func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
+// upgrade brings the schema up to date. A current schema costs one read on
+// a connection of the pool, and is left alone. Otherwise the migrations run
+// on a connection of their own, closed once they are done, never one the
+// engine writes on later: a server process that had run them (even an
+// UPDATE of no rows of api_keys) then wrote the engine's bulk submissions
+// 15 to 20% slower, as measured with the bench's submit scenario; why,
+// inside PostgreSQL, is not known.
+func upgrade(ctx context.Context, db *sql.DB, cfg *pgxpool.Config, schemaName string) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	if err != nil {
 		return err
 	}
+	var v sql.NullInt64
+	err = db.QueryRowContext(ctx, `SELECT max(version) FROM weft_schema`).Scan(&v)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table: no schema yet
+	case err != nil:
+		return fmt.Errorf("read the schema's version: %w", unavailable(err))
+	case int(v.Int64) == len(ms):
+		return nil
+	}
+	mdb := stdlib.OpenDB(*cfg.ConnConfig.Copy())
+	err = migrate(ctx, mdb, ms, schemaName)
+	if cerr := mdb.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// migrate applies the schema under an advisory lock.
+func migrate(ctx context.Context, db *sql.DB, ms []sqlstore.Migration, schemaName string) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -203,8 +221,9 @@ func migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 	if _, err := conn.ExecContext(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schemaName}.Sanitize()); err != nil {
 		return fmt.Errorf("create schema %s: %w", schemaName, err)
 	}
-	// A current schema is left alone: even CREATE INDEX IF NOT EXISTS takes
-	// table locks, which would queue behind, or deadlock with, the engines
-	// already working on this database.
+	// Another process may have brought the schema up to date meanwhile: a
+	// current schema is left alone, as even CREATE INDEX IF NOT EXISTS
+	// takes table locks, which would queue behind, or deadlock with, the
+	// engines already working on this database.
 	return sqlstore.Migrate(ctx, conn, ms, `INSERT INTO weft_schema (version) VALUES ($1)`)
 }
