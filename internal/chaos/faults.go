@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 )
 
 // The faults the run injects, and how it tells that the work recovered.
@@ -132,11 +133,14 @@ func (r *runner) recovered(ctx context.Context, held []string, completedBefore i
 			return false
 		}
 		id, name, _ := strings.Cut(k, " ")
-		var st string
-		if err := r.db.QueryRowContext(ctx, `SELECT s.state FROM steps s WHERE s.task_id = `+id+` AND s.name = `+placeholder(r.cfg.Store), name).Scan(&st); err != nil {
+		var st, kind string
+		if err := r.db.QueryRowContext(ctx, `SELECT s.state, s.kind FROM steps s WHERE s.task_id = `+id+` AND s.name = `+placeholder(r.cfg.Store), name).Scan(&st, &kind); err != nil {
 			return false
 		}
-		if !state.Step(st).Terminal() {
+		// A signal step runs only while its wait begins: waiting, it has
+		// moved on (its signal comes with the next cycle).
+		moved := state.Step(st).Terminal() || (kind == store.KindSignal && state.Step(st) == state.StepWaiting)
+		if !moved {
 			return false
 		}
 	}

@@ -97,7 +97,8 @@ func (r *runner) rollingRestart(ctx context.Context) error {
 		}
 		held := r.runsLong(ctx, pid)
 		if err := w.Signal(syscall.SIGTERM); err != nil {
-			return err
+			// Gone before its turn: what it printed says why.
+			return fmt.Errorf("worker %d, to stop with SIGTERM: %w\n%s", pid, err, w.Tail(20))
 		}
 		select {
 		case <-w.Done():
@@ -117,7 +118,7 @@ func (r *runner) rollingRestart(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.waitLive(ctx, len(r.live()))
+	return r.waitLive(ctx, r.pids())
 }
 
 // runsLong counts the long steps running under the engine of process pid.

@@ -216,11 +216,11 @@ func (r *runner) startWorkers(ctx context.Context) error {
 		}
 	}
 	r.onClose(r.stopWorkers)
-	engines := r.cfg.Workers
+	pids := r.pids()
 	if r.cfg.Serve {
-		engines++ // the server's own engine
+		pids = append(pids, r.srv.PID()) // the server's own engine
 	}
-	if err := r.waitLive(ctx, engines); err != nil {
+	if err := r.waitLive(ctx, pids); err != nil {
 		for _, w := range r.workers {
 			w.Kill()
 			r.logf("worker stderr:\n%s", w.Tail(10))

@@ -49,17 +49,49 @@ func (r *runner) stopWorkers() {
 	}
 }
 
-func (r *runner) waitLive(ctx context.Context, n int) error {
+// waitLive waits until the engine of each of the processes pids is live:
+// the next fault must not hit one still starting (counting live engines
+// would count the run's own and the server's).
+func (r *runner) waitLive(ctx context.Context, pids []int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var live int
-		err := r.db.QueryRowContext(ctx, `SELECT count(*) FROM engines WHERE state = 'live'`).Scan(&live)
-		if err == nil && live >= n {
+		missing, err := r.notLive(ctx, pids)
+		if err == nil && len(missing) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d workers registered (%v)", live, n, err)
+			return fmt.Errorf("the engines of processes %v are not live (%v)", missing, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// notLive returns those of pids whose engine is not live.
+func (r *runner) notLive(ctx context.Context, pids []int) ([]int, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT pid FROM engines WHERE state = 'live'`)
+	if err != nil {
+		return pids, err
+	}
+	defer rows.Close()
+	live := map[int]bool{}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return pids, err
+		}
+		live[pid] = true
+	}
+	if err := rows.Err(); err != nil {
+		return pids, err
+	}
+	return slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return live[pid] }), nil
+}
+
+// pids returns the process ids of the workers the run has not stopped.
+func (r *runner) pids() []int {
+	out := make([]int, 0, len(r.workers))
+	for _, w := range r.workers {
+		out = append(out, w.PID())
+	}
+	return out
 }
