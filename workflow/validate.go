@@ -331,13 +331,10 @@ func (w *Workflow) validateDynamic(s Step, add addFunc) {
 }
 
 // enginesOwn says why handler, if it is one of the engine's built-ins that
-// a step's type stands for, cannot be named; "" otherwise.
+// a step's type stands for (EngineStepType), cannot be named; "" otherwise.
 func enginesOwn(handler string) string {
-	switch handler {
-	case SubWorkflowHandler:
-		return fmt.Sprintf("%q is the engine's own: use type: workflow", handler)
-	case store.SignalHandler:
-		return fmt.Sprintf("%q is the engine's own: use type: signal", handler)
+	if typ, ok := EngineStepType(handler); ok {
+		return fmt.Sprintf("%q is the engine's own: use type: %s", handler, typ)
 	}
 	return ""
 }

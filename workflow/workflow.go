@@ -6,6 +6,7 @@ import (
 
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/internal/duration"
+	"github.com/weftrun/weft/store"
 )
 
 // Workflow is a versioned definition namespace/name@version: a directed
@@ -140,6 +141,19 @@ const (
 // SubWorkflowHandler is the engine's built-in handler that starts the
 // child task of a StepWorkflow step; the step names no handler itself.
 const SubWorkflowHandler = "weft.workflow"
+
+// EngineStepType returns the type of the steps the engine runs with
+// handler, when handler is one of its own (SubWorkflowHandler,
+// store.SignalHandler): no step, Go handler or remote worker may name those.
+func EngineStepType(handler string) (StepType, bool) {
+	switch handler {
+	case SubWorkflowHandler:
+		return StepWorkflow, true
+	case store.SignalHandler:
+		return StepSignal, true
+	}
+	return "", false
+}
 
 // TriggerRule decides, from the outcomes of a step's dependencies, whether
 // it runs or is skipped, with Airflow's semantics (see docs/workflows.md).

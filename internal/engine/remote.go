@@ -193,8 +193,11 @@ func (ws *Workers) StopWorker(ctx context.Context, workerID, owner string) error
 }
 
 // enginesOwn reports whether h is a built-in handler that only the engine
-// runs: store.SignalHandler or workflow.SubWorkflowHandler.
-func enginesOwn(h string) bool { return h == workflow.SubWorkflowHandler || h == store.SignalHandler }
+// runs (workflow.EngineStepType).
+func enginesOwn(h string) bool {
+	_, ok := workflow.EngineStepType(h)
+	return ok
+}
 
 // ClaimRemote claims up to req.Max ready steps for a remote worker, waiting
 // up to req.Wait for work when none is ready. The claim goes through the
