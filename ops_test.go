@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
+	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
+	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -186,4 +188,35 @@ func TestBulkInBatches(t *testing.T) {
 		_, err = e.Submit(ctx, weft.Submission{Workflow: "shop/parked", Tags: map[string]string{"bad key": "x"}})
 		require.ErrorIs(t, err, store.ErrInvalid)
 	})
+}
+
+// TestHistoryPartitionsByMaintenance: on PostgreSQL the maintenance leader
+// creates the audit trail's time partitions, so that a task's rows go to
+// the partition of the time they were written, not to audit_default.
+func TestHistoryPartitionsByMaintenance(t *testing.T) {
+	t.Parallel()
+	s := pgtesting.Open(t, postgres.Options{MaxConns: 8})
+	e := newEngine(t, s, weft.Config{UpkeepInterval: 20 * time.Millisecond})
+	ctx := context.Background()
+	e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return "done", nil })
+	require.NoError(t, e.Register(ctx, workflow.New("shop", "job", "1").Step("s", "ok")))
+	start(t, e)
+	eventually(t, "the partitions ahead", func() bool {
+		var n int
+		require.NoError(t, s.DB().QueryRowContext(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'audit'::regclass`).Scan(&n))
+		return n == 5 // audit_kept, audit_default and three of time
+	})
+	id := submit(t, e, weft.Submission{Workflow: "shop/job"}).Task.ID
+	wait(t, e, id)
+	rows, err := s.DB().QueryContext(ctx, `SELECT tableoid::regclass::text FROM audit WHERE task_id = $1`, id)
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var p string
+		require.NoError(t, rows.Scan(&p))
+		require.Regexp(t, `^audit_p\d{8}t\d{6}_\d{8}t\d{6}$`, p)
+	}
+	require.NoError(t, rows.Err())
+	require.Positive(t, n)
 }

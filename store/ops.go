@@ -72,6 +72,10 @@ type DeleteParams struct {
 	// deleted. Retention deletes without (its counts are its record).
 	Actor, Reason string
 	Log           bool
+	// Retention marks retention's deletes. On a store that keeps the audit
+	// trail in time partitions (HistoryRoller), the tasks' rows there are
+	// left to go with their partition; other deletes remove every row.
+	Retention bool
 	// Archive, if set, receives every task to delete, with its steps and
 	// audit trail, before the delete, inside its transaction: an error
 	// from it rolls the delete back. It must make the archive durable

@@ -186,6 +186,24 @@ type Listener interface {
 	Listening() bool
 }
 
+// HistoryRoller is a store that keeps the audit trail in time partitions
+// (PostgreSQL), so that retention drops a partition instead of deleting
+// rows. RollHistory creates the partitions ahead of the database's clock
+// and drops each that ended more than window ago, once the rows in it of
+// tasks still kept have moved to the partition that keeps rows by task
+// (audit_kept). The maintenance leader calls it every upkeep round with
+// the longest retention; it is safe to call from several processes.
+type HistoryRoller interface {
+	RollHistory(ctx context.Context, window time.Duration) (HistoryRoll, error)
+}
+
+// HistoryRoll is what one RollHistory did: the partitions it created and
+// dropped, by name, and how many rows it moved to audit_kept.
+type HistoryRoll struct {
+	Created, Dropped []string
+	Moved            int64
+}
+
 // DueWaker is a store that tells its engine when a time something falls
 // due was written (a delayed step, a ttl, a good_until, a schedule's next
 // tick): through it, or, on a store that hears other processes

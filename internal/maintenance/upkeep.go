@@ -40,8 +40,14 @@ func (l *Leader) upkeepRound(ctx context.Context) {
 		return
 	}
 	l.upkeep.last = now
-	if _, err := l.ApplyRetention(ctx, now); err != nil {
+	rules, err := l.retentionRules(ctx)
+	if err != nil {
 		l.logErr(ctx, "retention", err)
+	} else {
+		if _, err := l.applyRetention(ctx, now, rules); err != nil {
+			l.logErr(ctx, "retention", err)
+		}
+		l.rollHistory(ctx, rules)
 	}
 	if _, err := l.store.PruneRates(ctx, now); err != nil {
 		l.logErr(ctx, "prune rate buckets", err)
@@ -120,6 +126,10 @@ func (l *Leader) ApplyRetention(ctx context.Context, now time.Time) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	return l.applyRetention(ctx, now, rules)
+}
+
+func (l *Leader) applyRetention(ctx context.Context, now time.Time, rules []retentionRule) (int, error) {
 	total := 0
 	for _, r := range rules {
 		q := store.FinishedQuery{State: r.state, FinishedBefore: now.Add(-r.keep), Namespace: r.namespace, Workflow: r.workflow,
@@ -133,7 +143,7 @@ func (l *Leader) ApplyRetention(ctx context.Context, now time.Time) (int, error)
 			if len(ids) == 0 {
 				break
 			}
-			res, err := l.store.DeleteTasks(ctx, store.DeleteParams{IDs: ids, Actor: l.cfg.ID()})
+			res, err := l.store.DeleteTasks(ctx, store.DeleteParams{IDs: ids, Actor: l.cfg.ID(), Retention: true})
 			if err != nil {
 				return total, err
 			}
@@ -149,4 +159,33 @@ func (l *Leader) ApplyRetention(ctx context.Context, now time.Time) (int, error)
 		}
 	}
 	return total, nil
+}
+
+// historyWindow is how long the audit trail stays in its time partitions
+// with no retention longer: a partition that ended longer ago is dropped,
+// the rows of tasks still kept moved out of it first.
+const historyWindow = 30 * 24 * time.Hour
+
+// rollHistory, on a store that keeps the audit trail in time partitions,
+// creates those ahead and drops those past the longest retention (at most
+// historyWindow): by then retention has deleted most of their tasks.
+func (l *Leader) rollHistory(ctx context.Context, rules []retentionRule) {
+	r, ok := l.store.(store.HistoryRoller)
+	if !ok {
+		return
+	}
+	window := time.Duration(0)
+	for _, rule := range rules {
+		window = max(window, rule.keep)
+	}
+	if window == 0 || window > historyWindow {
+		window = historyWindow
+	}
+	roll, err := r.RollHistory(ctx, window)
+	if len(roll.Created) > 0 || len(roll.Dropped) > 0 {
+		l.log.Info("history partitions rolled", "created", roll.Created, "dropped", roll.Dropped, "moved_rows", roll.Moved, "window", window)
+	}
+	if err != nil {
+		l.logErr(ctx, "roll history partitions", err)
+	}
 }

@@ -100,7 +100,8 @@ func run(url string, duration time.Duration, rate int, keep, every, warmup time.
 			return err
 		}
 		points = append(points, point{n.Matched, sz})
-		fmt.Printf("%s tasks_rows=%d bytes=%d index_bytes=%d dead_rows=%d deleted=%d\n", label, n.Matched, sz.bytes, sz.indexBytes, sz.dead, deleted.Load())
+		fmt.Printf("%s tasks_rows=%d bytes=%d index_bytes=%d dead_rows=%d audit_bytes=%d audit_dead_rows=%d audit_partitions=%d deleted=%d\n",
+			label, n.Matched, sz.bytes, sz.indexBytes, sz.dead, sz.auditBytes, sz.auditDead, sz.auditParts, deleted.Load())
 		return nil
 	}
 	if err := take("t=0s"); err != nil {
@@ -162,6 +163,9 @@ func run(url string, duration time.Duration, rate int, keep, every, warmup time.
 // reuses a deleted row's page at once).
 type size struct {
 	bytes, indexBytes, dead int64
+	// Of those, the audit trail's, and how many partitions it has
+	// (PostgreSQL).
+	auditBytes, auditDead, auditParts int64
 }
 
 // sizer returns a function that measures the tables that hold tasks'
@@ -175,12 +179,18 @@ func sizer(ctx context.Context, url string) (func(context.Context) (size, error)
 		if err != nil {
 			return nil, err
 		}
-		const q = `SELECT sum(pg_total_relation_size(c.oid))::bigint, sum(pg_indexes_size(c.oid))::bigint, sum(COALESCE(s.n_dead_tup, 0))::bigint
-			FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-			WHERE c.oid = ANY(SELECT to_regclass(t) FROM unnest($1::text[]) AS t)`
+		// A partitioned table's size is its partitions' (the audit trail's
+		// time partitions, audit_kept and audit_default).
+		const q = `SELECT sum(pg_total_relation_size(c.oid))::bigint, sum(pg_indexes_size(c.oid))::bigint, sum(COALESCE(s.n_dead_tup, 0))::bigint,
+				coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE p.t = 'audit'), 0)::bigint,
+				coalesce(sum(COALESCE(s.n_dead_tup, 0)) FILTER (WHERE p.t = 'audit'), 0)::bigint,
+				count(*) FILTER (WHERE p.t = 'audit' AND p.level > 0)
+			FROM unnest($1::text[]) AS p0(t), LATERAL (SELECT p0.t, to_regclass(p0.t) AS relid, 0 AS level
+				UNION SELECT p0.t, relid, level FROM pg_partition_tree(to_regclass(p0.t))) AS p
+			JOIN pg_class c ON c.oid = p.relid LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid`
 		return func(ctx context.Context) (size, error) {
 			var sz size
-			err := conn.QueryRow(ctx, q, tables).Scan(&sz.bytes, &sz.indexBytes, &sz.dead)
+			err := conn.QueryRow(ctx, q, tables).Scan(&sz.bytes, &sz.indexBytes, &sz.dead, &sz.auditBytes, &sz.auditDead, &sz.auditParts)
 			return sz, err
 		}, nil
 	}

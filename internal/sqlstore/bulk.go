@@ -165,7 +165,11 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 		}
 		list := sqltx.Placeholders(len(del))
 		// Every table that refers to a task (see the migrations).
-		for _, table := range []string{"steps", "audit", "signals", "task_tags"} {
+		tables := []string{"steps", "audit", "signals", "task_tags"}
+		if p.Retention {
+			tables = append([]string{"steps", "signals", "task_tags"}, s.Dialect.ExpiredAudit()...)
+		}
+		for _, table := range tables {
 			if _, err := t.Exec(`DELETE FROM `+table+` WHERE task_id IN (`+list+`)`, del...); err != nil {
 				return fmt.Errorf("delete %s of tasks: %w", table, err)
 			}

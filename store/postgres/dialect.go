@@ -35,13 +35,14 @@ func (dialect) Unavailable(error) bool { return false }
 
 func (dialect) WriteContext(ctx context.Context) (context.Context, error) { return ctx, nil }
 
-func (dialect) Numbered() bool     { return true }
-func (dialect) Arrays() bool       { return true }
-func (dialect) WithWrites() bool   { return true }
-func (dialect) TxHistory() bool    { return true }
-func (dialect) ClaimLock() string  { return "FOR UPDATE SKIP LOCKED" }
-func (dialect) ClaimLimit() string { return "LIMIT ?" }
-func (dialect) Fence() string      { return " OFFSET 0" }
+func (dialect) Numbered() bool         { return true }
+func (dialect) Arrays() bool           { return true }
+func (dialect) WithWrites() bool       { return true }
+func (dialect) TxHistory() bool        { return true }
+func (dialect) ExpiredAudit() []string { return []string{"audit_kept", "audit_default"} }
+func (dialect) ClaimLock() string      { return "FOR UPDATE SKIP LOCKED" }
+func (dialect) ClaimLimit() string     { return "LIMIT ?" }
+func (dialect) Fence() string          { return " OFFSET 0" }
 
 // ClaimPlan reads the ready index in order whatever the statistics say (a
 // fresh queue's lag behind it). It never JIT-compiles the claim's small

@@ -11,6 +11,9 @@ import (
 // Refused exposes refused to the tests.
 var Refused = refused
 
+// HistorySpan exposes historySpan to the tests.
+var HistorySpan = historySpan
+
 // NewPoolDB exposes the store's transactions on a pool to the tests.
 func NewPoolDB(p *pgxpool.Pool) sqldb.DB { return newPoolDB(p) }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -141,4 +142,48 @@ func TestSignalHandlerMigration(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	storetest.SignalHandlerMigrated(t, s)
+}
+
+// TestAuditPartitionsMigration opens a schema from before the audit trail's
+// time partitions with a task and its audit rows, the newest row deleted:
+// the rows become audit_kept, the task's trail reads the same, and new
+// rows take ids past every one handed out before (the identity's, not the
+// rows' highest), in the partition of the clock.
+func TestAuditPartitionsMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema, conn, _ := schemaBefore(t, 33, "033_audit_partitions.sql")
+	for _, q := range append(storetest.OldSignalTask[:1:1],
+		`INSERT INTO audit (task_id, step, from_state, to_state, at, steps) VALUES (1, '', '', 'pending', 1700000000000000, '["a","ready","wait","pending"]')`,
+		`INSERT INTO audit (task_id, step, from_state, to_state, at) VALUES (1, 'a', 'ready', 'running', 1700000000000001)`,
+		`DELETE FROM audit WHERE id = 2`,
+	) {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	require.NoError(t, conn.Close())
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	trail, err := s.Audit(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, trail, 3, "the task's entry and its two steps'")
+	_, err = s.CancelTask(ctx, 1, "e1", "migrated")
+	require.NoError(t, err)
+	rows, err := s.DB().QueryContext(ctx, `SELECT id, tableoid::regclass::text FROM audit ORDER BY id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var id int64
+		var part string
+		require.NoError(t, rows.Scan(&id, &part))
+		got = append(got, fmt.Sprint(id, " ", part))
+	}
+	require.NoError(t, rows.Err())
+	require.Greater(t, len(got), 1)
+	require.Equal(t, "1 audit_kept", got[0])
+	for _, r := range got[1:] {
+		require.Regexp(t, `^([3-9]|\d\d+) audit_default$`, r, "new rows: ids after 2, the partition of no time yet")
+	}
 }

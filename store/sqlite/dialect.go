@@ -34,11 +34,12 @@ func (dialect) WriteContext(ctx context.Context) (context.Context, error) {
 	return context.WithoutCancel(ctx), nil
 }
 
-func (dialect) Numbered() bool    { return false }
-func (dialect) Arrays() bool      { return false }
-func (dialect) WithWrites() bool  { return false }
-func (dialect) TxHistory() bool   { return false }
-func (dialect) ClaimLock() string { return "" }
+func (dialect) Numbered() bool         { return false }
+func (dialect) Arrays() bool           { return false }
+func (dialect) WithWrites() bool       { return false }
+func (dialect) TxHistory() bool        { return false }
+func (dialect) ExpiredAudit() []string { return []string{"audit"} }
+func (dialect) ClaimLock() string      { return "" }
 
 // ClaimLimit: a bare parameter would have SQLite prepare the claim's query
 // again at every claim.

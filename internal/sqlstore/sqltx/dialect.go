@@ -42,6 +42,11 @@ type Dialect interface {
 	// Without it ids are handed out in commit order (one writer at a
 	// time) and the history is read in id order.
 	TxHistory() bool
+	// ExpiredAudit lists the tables from which retention deletes its
+	// tasks' audit rows: SQLite's audit; PostgreSQL's partitions that keep
+	// rows by task (audit_kept, audit_default), its time partitions being
+	// dropped whole (store.HistoryRoller).
+	ExpiredAudit() []string
 
 	// ClaimLock is appended to the query that selects the steps to claim,
 	// so that concurrent engines skip each other's rows ("FOR UPDATE SKIP
