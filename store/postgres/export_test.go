@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,6 +15,18 @@ var Refused = refused
 
 // HistorySpan exposes historySpan to the tests.
 var HistorySpan = historySpan
+
+// Partitions returns the database's clock and the audit trail's time
+// partitions, oldest first: their names and where each begins.
+func Partitions(ctx context.Context, db *sql.DB) (time.Time, []string, []time.Time, error) {
+	now, parts, err := partitions(ctx, db)
+	var names []string
+	var starts []time.Time
+	for _, p := range parts {
+		names, starts = append(names, p.name), append(starts, p.lo)
+	}
+	return now, names, starts, err
+}
 
 // NewPoolDB exposes the store's transactions on a pool to the tests.
 func NewPoolDB(p *pgxpool.Pool) sqldb.DB { return newPoolDB(p) }

@@ -148,7 +148,7 @@ func TestSignalHandlerMigration(t *testing.T) {
 // time partitions with a task and its audit rows, the newest row deleted:
 // the rows become audit_kept, the task's trail reads the same, and new
 // rows take ids past every one handed out before (the identity's, not the
-// rows' highest), in the partition of the clock.
+// rows' highest), in the partition of the clock, which the migration made.
 func TestAuditPartitionsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -184,6 +184,6 @@ func TestAuditPartitionsMigration(t *testing.T) {
 	require.Greater(t, len(got), 1)
 	require.Equal(t, "1 audit_kept", got[0])
 	for _, r := range got[1:] {
-		require.Regexp(t, `^([3-9]|\d\d+) audit_default$`, r, "new rows: ids after 2, the partition of no time yet")
+		require.Regexp(t, `^([3-9]|\d\d+) audit_p\d{8}t\d{6}_\d{8}t\d{6}$`, r, "new rows: ids after 2, in the partition of the clock")
 	}
 }

@@ -78,12 +78,12 @@ func bound(t time.Time) string { return "'" + t.UTC().Format(time.RFC3339) + "'"
 func (s Store) RollHistory(ctx context.Context, window time.Duration) (store.HistoryRoll, error) {
 	var roll store.HistoryRoll
 	span := historySpan(window)
-	now, parts, err := s.partitions(ctx, s.db)
+	now, parts, err := partitions(ctx, s.db)
 	if err != nil {
 		return roll, err
 	}
 	if next := nextPartition(now, span, parts); next.lo.Before(now.Add(partitionsAhead * span)) {
-		if roll.Created, err = s.createPartitions(ctx, span); err != nil {
+		if roll.Created, err = createPartitions(ctx, s.db, span); err != nil {
 			return roll, err
 		}
 	}
@@ -91,12 +91,12 @@ func (s Store) RollHistory(ctx context.Context, window time.Duration) (store.His
 		if p.hi.Add(window + span).After(now) {
 			break
 		}
-		moved, err := s.moveKept(ctx, p)
+		moved, err := moveKept(ctx, s.db, p)
 		roll.Moved += moved
 		if err != nil {
 			return roll, err
 		}
-		if err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := rollTx(ctx, s.db, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `DROP TABLE IF EXISTS `+p.name)
 			return err
 		}); err != nil {
@@ -124,8 +124,9 @@ func nextPartition(now time.Time, span time.Duration, parts []partition) partiti
 
 // partitions reads the database's clock and the time partitions, oldest
 // first.
-func (s Store) partitions(ctx context.Context, q interface {
+func partitions(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
 }) (time.Time, []partition, error) {
 	rows, err := q.QueryContext(ctx, `SELECT clock_timestamp(), c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		WHERE i.inhparent = 'audit'::regclass`)
@@ -150,7 +151,7 @@ func (s Store) partitions(ctx context.Context, q interface {
 		return now, nil, fmt.Errorf("list history partitions: %w", err)
 	}
 	if now.IsZero() { // no partition at all: the clock alone
-		if err := s.db.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		if err := q.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
 			return now, nil, fmt.Errorf("read the database's clock: %w", err)
 		}
 	}
@@ -162,9 +163,9 @@ func (s Store) partitions(ctx context.Context, q interface {
 // partitionsAhead spans past the clock, in one transaction under the roll's
 // lock. Rows of audit_default that a new partition covers (written while
 // none did) move into it.
-func (s Store) createPartitions(ctx context.Context, span time.Duration) ([]string, error) {
+func createPartitions(ctx context.Context, db *sql.DB, span time.Duration) ([]string, error) {
 	var created []string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := rollTx(ctx, db, func(tx *sql.Tx) error {
 		created = created[:0]
 		// A partition attached under a weaker lock leaves a concurrent
 		// write that routed its row to audit_default before the attach to
@@ -172,7 +173,7 @@ func (s Store) createPartitions(ctx context.Context, span time.Duration) ([]stri
 		if _, err := tx.ExecContext(ctx, `LOCK TABLE audit IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("lock the audit trail: %w", err)
 		}
-		now, parts, err := s.partitions(ctx, tx)
+		now, parts, err := partitions(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -203,14 +204,14 @@ func (s Store) createPartitions(ctx context.Context, span time.Duration) ([]stri
 // locked (FOR KEY SHARE) while its rows move, so that a delete of it either
 // goes first (its rows stay, and go with p) or sees them moved (and
 // deletes them there).
-func (s Store) moveKept(ctx context.Context, p partition) (int64, error) {
+func moveKept(ctx context.Context, db *sql.DB, p partition) (int64, error) {
 	var total int64
 	for after := int64(0); ; {
 		var (
 			last  sql.NullInt64
 			moved int64
 		)
-		err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := rollTx(ctx, db, func(tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx, `WITH batch AS (SELECT DISTINCT task_id FROM `+p.name+` WHERE task_id > $1 ORDER BY task_id LIMIT `+fmt.Sprint(moveBatch)+`),
 				live AS (SELECT id FROM tasks WHERE id IN (SELECT task_id FROM batch) FOR KEY SHARE),
 				moved AS (UPDATE audit SET part = '-infinity' WHERE part >= `+bound(p.lo)+` AND part < `+bound(p.hi)+`
@@ -228,10 +229,10 @@ func (s Store) moveKept(ctx context.Context, p partition) (int64, error) {
 	}
 }
 
-// tx runs fn in a transaction under the roll's lock, its waits for other
-// locks bounded by partitionLockWait.
-func (s Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// rollTx runs fn in a transaction under the roll's lock, its waits for
+// other locks bounded by partitionLockWait.
+func rollTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(err)
 	}

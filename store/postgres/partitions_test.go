@@ -51,7 +51,22 @@ func TestHistoryPartitions(t *testing.T) {
 	s := pgtesting.Open(t, postgres.Options{})
 	db := s.DB()
 
-	// No time partition yet: the row goes to audit_default.
+	// The store's first open made the partitions of the next quarter hour.
+	first := insertOne(t, s)
+	require.Regexp(t, `^audit_p\d{8}t\d{6}_\d{8}t\d{6}$`, partitionsOf(t, db, first)[0])
+	_, err := db.Exec(`DELETE FROM audit`)
+	require.NoError(t, err)
+	now, names, starts, err := postgres.Partitions(ctx, db)
+	require.NoError(t, err)
+	require.Len(t, starts, 3)
+	require.False(t, starts[0].After(now), "the first covers the clock")
+	require.True(t, starts[2].After(now.Add(5*time.Minute)), "two more ahead")
+	for _, p := range names {
+		_, err := db.Exec(`DROP TABLE ` + p)
+		require.NoError(t, err)
+	}
+
+	// No time partition covers the clock: the row goes to audit_default.
 	early := insertOne(t, s)
 	require.Equal(t, []string{"audit_default"}, partitionsOf(t, db, early))
 
@@ -87,7 +102,6 @@ func TestHistoryPartitions(t *testing.T) {
 
 	// Move the rows into a partition of two days ago, which a window of an
 	// hour has passed.
-	var now time.Time
 	require.NoError(t, db.QueryRow(`SELECT clock_timestamp()`).Scan(&now))
 	lo := now.Add(-48 * time.Hour).UTC().Truncate(time.Hour)
 	old := fmt.Sprintf("audit_p%s_%s", lo.Format("20060102t150405"), lo.Add(time.Hour).Format("20060102t150405"))

@@ -201,6 +201,13 @@ func upgrade(ctx context.Context, db *sql.DB, cfg *pgxpool.Config, schemaName st
 	}
 	mdb := stdlib.OpenDB(*cfg.ConnConfig.Copy())
 	err = migrate(ctx, mdb, ms, schemaName)
+	if err == nil {
+		// The audit trail's first partitions, so that what is written
+		// before the maintenance leader's first round has a partition of
+		// its own, not audit_default, which that round would then move
+		// out of under the lock that makes writers wait.
+		_, err = createPartitions(ctx, mdb, historySpan(0))
+	}
 	if cerr := mdb.Close(); err == nil {
 		err = cerr
 	}
