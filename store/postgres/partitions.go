@@ -203,7 +203,8 @@ func createPartitions(ctx context.Context, db *sql.DB, span time.Duration) ([]st
 // batch of tasks a transaction, and returns how many it moved. A task is
 // locked (FOR KEY SHARE) while its rows move, so that a delete of it either
 // goes first (its rows stay, and go with p) or sees them moved (and
-// deletes them there).
+// deletes them there); in id order, as outcomes lock tasks, so that the
+// two never deadlock.
 func moveKept(ctx context.Context, db *sql.DB, p partition) (int64, error) {
 	var total int64
 	for after := int64(0); ; {
@@ -213,7 +214,7 @@ func moveKept(ctx context.Context, db *sql.DB, p partition) (int64, error) {
 		)
 		err := rollTx(ctx, db, func(tx *sql.Tx) error {
 			return tx.QueryRowContext(ctx, `WITH batch AS (SELECT DISTINCT task_id FROM `+p.name+` WHERE task_id > $1 ORDER BY task_id LIMIT `+fmt.Sprint(moveBatch)+`),
-				live AS (SELECT id FROM tasks WHERE id IN (SELECT task_id FROM batch) FOR KEY SHARE),
+				live AS (SELECT id FROM tasks WHERE id IN (SELECT task_id FROM batch) ORDER BY id FOR KEY SHARE),
 				moved AS (UPDATE audit SET part = '-infinity' WHERE part >= `+bound(p.lo)+` AND part < `+bound(p.hi)+`
 					AND task_id IN (SELECT id FROM live) RETURNING 1)
 				SELECT (SELECT max(task_id) FROM batch), (SELECT count(*) FROM moved)`, after).Scan(&last, &moved)
