@@ -84,6 +84,7 @@ func (oneWriter) Numbered() bool                   { return false }
 func (oneWriter) Arrays() bool                     { return false }
 func (oneWriter) WithWrites() bool                 { return false }
 func (oneWriter) TxHistory() bool                  { return false }
+func (oneWriter) ExpiredAudit() []string           { return []string{"audit"} }
 func (oneWriter) ClaimLock() string                { return "" }
 func (oneWriter) ClaimLimit() string               { return "LIMIT ?" }
 func (oneWriter) Fence() string                    { return "" }
