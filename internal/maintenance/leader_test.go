@@ -56,3 +56,25 @@ func TestLeaderTakesTurns(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// TestHistoryWindow: the history partitions' window is the longest
+// retention, of a workflow's or a namespace's, at most 30 days, which is
+// also the window without retention.
+func TestHistoryWindow(t *testing.T) {
+	t.Parallel()
+	day := 24 * time.Hour
+	for _, c := range []struct {
+		keeps []time.Duration
+		want  time.Duration
+	}{
+		{nil, 30 * day},
+		{[]time.Duration{time.Hour, 7 * day, time.Minute}, 7 * day},
+		{[]time.Duration{time.Hour, 90 * day}, 30 * day},
+	} {
+		var rules []retentionRule
+		for _, k := range c.keeps {
+			rules = append(rules, retentionRule{keep: k})
+		}
+		require.Equal(t, c.want, windowOf(rules), "%v", c.keeps)
+	}
+}

@@ -174,13 +174,7 @@ func (l *Leader) rollHistory(ctx context.Context, rules []retentionRule) {
 	if !ok {
 		return
 	}
-	window := time.Duration(0)
-	for _, rule := range rules {
-		window = max(window, rule.keep)
-	}
-	if window == 0 || window > historyWindow {
-		window = historyWindow
-	}
+	window := windowOf(rules)
 	roll, err := r.RollHistory(ctx, window)
 	if len(roll.Created) > 0 || len(roll.Dropped) > 0 {
 		l.log.Info("history partitions rolled", "created", roll.Created, "dropped", roll.Dropped, "moved_rows", roll.Moved, "window", window)
@@ -188,4 +182,18 @@ func (l *Leader) rollHistory(ctx context.Context, rules []retentionRule) {
 	if err != nil {
 		l.logErr(ctx, "roll history partitions", err)
 	}
+}
+
+// windowOf is the window of the history partitions under rules: the
+// longest retention, at most historyWindow, which is also the window
+// without any.
+func windowOf(rules []retentionRule) time.Duration {
+	window := time.Duration(0)
+	for _, rule := range rules {
+		window = max(window, rule.keep)
+	}
+	if window == 0 || window > historyWindow {
+		return historyWindow
+	}
+	return window
 }
