@@ -190,10 +190,10 @@ type Listener interface {
 // (PostgreSQL), so that retention drops a partition instead of deleting
 // rows. RollHistory creates the partitions ahead of the database's clock
 // and drops each that ended more than window (and a partition's span) ago,
-// once the rows in it of
-// tasks still kept have moved to the partition that keeps rows by task
-// (audit_kept). The maintenance leader calls it every upkeep round with
-// the longest retention; it is safe to call from several processes.
+// once the rows in it of tasks still kept have moved to the partition that
+// keeps rows by task (audit_kept). The maintenance leader calls it every
+// upkeep round with the longest retention; it is safe to call from several
+// processes.
 type HistoryRoller interface {
 	RollHistory(ctx context.Context, window time.Duration) (HistoryRoll, error)
 }
