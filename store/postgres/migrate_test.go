@@ -131,17 +131,25 @@ func TestKeyScopesMigration(t *testing.T) {
 // handler get the engine's, so that an engine claims their waits (032).
 func TestSignalHandlerMigration(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	url, schema, conn, _ := schemaBefore(t, 32, "032_signal_handler.sql")
-	for _, q := range storetest.OldSignalTask {
+	storetest.SignalHandlerMigrated(t, openAfter(t, url, schema, conn, storetest.OldSignalTask...))
+}
+
+// openAfter runs statements on conn, in a schema schemaBefore made, closes
+// it and opens the store there, which migrates the schema the rest of the
+// way; the store is closed when the test ends.
+func openAfter(t *testing.T, url, schema string, conn *sql.Conn, statements ...string) Store {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range statements {
 		_, err := conn.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
 	require.NoError(t, conn.Close())
 	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
 	require.NoError(t, err)
-	defer s.Close()
-	storetest.SignalHandlerMigrated(t, s)
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // TestAuditPartitionsMigration opens a schema from before the audit trail's
@@ -153,18 +161,10 @@ func TestAuditPartitionsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url, schema, conn, _ := schemaBefore(t, 33, "033_audit_partitions.sql")
-	for _, q := range append(storetest.OldSignalTask[:1:1],
+	s := openAfter(t, url, schema, conn, storetest.OldSignalTask[0],
 		`INSERT INTO audit (task_id, step, from_state, to_state, at, steps) VALUES (1, '', '', 'pending', 1700000000000000, '["a","ready","wait","pending"]')`,
 		`INSERT INTO audit (task_id, step, from_state, to_state, at) VALUES (1, 'a', 'ready', 'running', 1700000000000001)`,
-		`DELETE FROM audit WHERE id = 2`,
-	) {
-		_, err := conn.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
-	require.NoError(t, conn.Close())
-	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
-	require.NoError(t, err)
-	defer s.Close()
+		`DELETE FROM audit WHERE id = 2`)
 	trail, err := s.Audit(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, trail, 3, "the task's entry and its two steps'")
