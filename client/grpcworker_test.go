@@ -41,11 +41,20 @@ type grpcServer struct {
 
 func startGRPCServer(t *testing.T) *grpcServer {
 	t.Helper()
+	return startGRPCServerLease(t, 2*time.Second)
+}
+
+// startGRPCServerLease is startGRPCServer with the engine's LeaseTTL: the
+// 2 s of startGRPCServer lets a test see a lease lapse; a test that counts
+// runs of a step's code takes a lease that no stall of a loaded machine
+// outlasts, since a lapsed lease runs the step again (at least once).
+func startGRPCServerLease(t *testing.T, lease time.Duration) *grpcServer {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := weftdb.Open(t.Context(), filepath.Join(t.TempDir(), "weft.db"), weftdb.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	e, err := weft.New(db, weft.Config{Logger: quiet, HeartbeatInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second})
+	e, err := weft.New(db, weft.Config{Logger: quiet, HeartbeatInterval: 100 * time.Millisecond, LeaseTTL: lease})
 	require.NoError(t, err)
 	for _, wf := range []*workflow.Workflow{workflow.New("shop", "ok", "1").Step("s", "remote.ok"),
 		workflow.New("shop", "bad", "1").Step("s", "remote.bad"), workflow.New("shop", "slow", "1").Step("s", "remote.slow"),
