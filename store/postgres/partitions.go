@@ -82,10 +82,8 @@ func (s Store) RollHistory(ctx context.Context, window time.Duration) (store.His
 	if err != nil {
 		return roll, err
 	}
-	if next := nextPartition(now, span, parts); next.lo.Before(now.Add(partitionsAhead * span)) {
-		if roll.Created, err = createPartitions(ctx, s.db, span); err != nil {
-			return roll, err
-		}
+	if roll.Created, err = createPartitions(ctx, s.db, span, now, parts); err != nil {
+		return roll, err
 	}
 	for _, p := range parts {
 		if p.hi.Add(window + span).After(now) {
@@ -123,47 +121,45 @@ func nextPartition(now time.Time, span time.Duration, parts []partition) partiti
 }
 
 // partitions reads the database's clock and the time partitions, oldest
-// first.
+// first, in one statement.
 func partitions(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }) (time.Time, []partition, error) {
-	rows, err := q.QueryContext(ctx, `SELECT clock_timestamp(), c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'audit'::regclass`)
-	if err != nil {
-		return time.Time{}, nil, fmt.Errorf("list history partitions: %w", err)
-	}
-	defer rows.Close()
 	var (
 		now   time.Time
-		parts []partition
+		names string
 	)
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&now, &name); err != nil {
-			return now, nil, fmt.Errorf("list history partitions: %w", err)
-		}
-		if p, ok := parsePartition(name); ok {
-			parts = append(parts, p)
-		}
-	}
-	if err := rows.Err(); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT clock_timestamp(), coalesce((SELECT string_agg(c.relname, ' ')
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'audit'::regclass), '')`).Scan(&now, &names); err != nil {
 		return now, nil, fmt.Errorf("list history partitions: %w", err)
 	}
-	if now.IsZero() { // no partition at all: the clock alone
-		if err := q.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-			return now, nil, fmt.Errorf("read the database's clock: %w", err)
+	var parts []partition
+	for _, name := range strings.Fields(names) {
+		if p, ok := parsePartition(name); ok {
+			parts = append(parts, p)
 		}
 	}
 	slices.SortFunc(parts, func(a, b partition) int { return a.lo.Compare(b.lo) })
 	return now, parts, nil
 }
 
+// missing reports whether the partitions parts leave some of the clock now
+// and the partitionsAhead spans after it uncovered, and which is next.
+func missing(now time.Time, span time.Duration, parts []partition) (partition, bool) {
+	p := nextPartition(now, span, parts)
+	return p, p.lo.Before(now.Add(partitionsAhead * span))
+}
+
 // createPartitions creates the partitions from the end of the last one to
 // partitionsAhead spans past the clock, in one transaction under the roll's
-// lock. Rows of audit_default that a new partition covers (written while
-// none did) move into it.
-func createPartitions(ctx context.Context, db *sql.DB, span time.Duration) ([]string, error) {
+// lock, where the clock and partitions the caller read (now, seen) show
+// one missing: a roll with none to make takes no lock. Rows of
+// audit_default that a new partition covers (written while none did) move
+// into it.
+func createPartitions(ctx context.Context, db *sql.DB, span time.Duration, now time.Time, seen []partition) ([]string, error) {
+	if _, ok := missing(now, span, seen); !ok {
+		return nil, nil
+	}
 	var created []string
 	err := rollTx(ctx, db, func(tx *sql.Tx) error {
 		created = created[:0]
@@ -178,8 +174,8 @@ func createPartitions(ctx context.Context, db *sql.DB, span time.Duration) ([]st
 			return err
 		}
 		for {
-			p := nextPartition(now, span, parts)
-			if !p.lo.Before(now.Add(partitionsAhead * span)) {
+			p, ok := missing(now, span, parts)
+			if !ok {
 				return nil
 			}
 			for _, q := range []string{

@@ -51,7 +51,8 @@ type Options struct {
 	MaxConns int
 	// Clock returns the current time; tests set it. Default time.Now.
 	Clock func() time.Time
-	// Logger receives the listener's reconnection warnings. Default
+	// Logger receives the listener's reconnection warnings, and a
+	// migration's about the audit trail's partitions. Default
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -152,7 +153,10 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	}
 	// database/sql on the same pool, for the schema's version and for tools.
 	db := stdlib.OpenDBFromPool(pool)
-	if err := upgrade(ctx, db, cfg, opts.Schema); err != nil {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := upgrade(ctx, db, cfg, opts.Schema, opts.Logger); err != nil {
 		db.Close()
 		pool.Close()
 		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
@@ -165,9 +169,6 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: dialect{channel: channel},
 	}), db: db, listening: make(chan struct{}), heard: new(atomic.Bool)}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	listenCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	st.stopListener = stop
 	go func() {
@@ -184,7 +185,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 // UPDATE of no rows of api_keys) then wrote the engine's bulk submissions
 // 15 to 20% slower, as measured with the bench's submit scenario; why,
 // inside PostgreSQL, is not known.
-func upgrade(ctx context.Context, db *sql.DB, cfg *pgxpool.Config, schemaName string) error {
+func upgrade(ctx context.Context, db *sql.DB, cfg *pgxpool.Config, schemaName string, log *slog.Logger) error {
 	ms, err := sqlstore.LoadMigrations(migrations, "migrations")
 	if err != nil {
 		return err
@@ -200,18 +201,24 @@ func upgrade(ctx context.Context, db *sql.DB, cfg *pgxpool.Config, schemaName st
 		return nil
 	}
 	mdb := stdlib.OpenDB(*cfg.ConnConfig.Copy())
-	err = migrate(ctx, mdb, ms, schemaName)
+	defer mdb.Close()
+	if err := migrate(ctx, mdb, ms, schemaName); err != nil {
+		return err
+	}
+	// The audit trail's first partitions, where the clock has none, so
+	// that what is written before the maintenance leader's first round has
+	// a partition of its own, not audit_default, which that round would
+	// then move out of under the lock that makes writers wait. Writes do
+	// not need them: a failure (the table too busy to lock) is the
+	// leader's to mend.
+	now, parts, err := partitions(ctx, mdb)
 	if err == nil {
-		// The audit trail's first partitions, so that what is written
-		// before the maintenance leader's first round has a partition of
-		// its own, not audit_default, which that round would then move
-		// out of under the lock that makes writers wait.
-		_, err = createPartitions(ctx, mdb, historySpan(0))
+		_, err = createPartitions(ctx, mdb, historySpan(0), now, parts)
 	}
-	if cerr := mdb.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		log.Warn("postgres: the audit trail's first partitions were not made; the maintenance leader makes them", "err", err)
 	}
-	return err
+	return nil
 }
 
 // migrate applies the schema under an advisory lock.
