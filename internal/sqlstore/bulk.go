@@ -164,12 +164,13 @@ func (s *admin) DeleteTasks(ctx context.Context, p store.DeleteParams) (store.Ba
 			}
 		}
 		list := sqltx.Placeholders(len(del))
-		// Every table that refers to a task (see the migrations).
-		tables := []string{"steps", "audit", "signals", "task_tags"}
+		// Every table that refers to a task (see the migrations); of the
+		// audit trail, retention's deletes leave what goes whole.
+		audit := []string{"audit"}
 		if p.Retention {
-			tables = append([]string{"steps", "signals", "task_tags"}, s.Dialect.ExpiredAudit()...)
+			audit = s.Dialect.ExpiredAudit()
 		}
-		for _, table := range tables {
+		for _, table := range append([]string{"steps", "signals", "task_tags"}, audit...) {
 			if _, err := t.Exec(`DELETE FROM `+table+` WHERE task_id IN (`+list+`)`, del...); err != nil {
 				return fmt.Errorf("delete %s of tasks: %w", table, err)
 			}
