@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/internal/pgtesting"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 )
 
@@ -17,14 +16,11 @@ import (
 // the pool kept handing it out.
 func TestMigrationsOnTheirOwnConnection(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	s, tr, _ := traced(t, "migconn")
 	migrated := tr.processes("INSERT INTO weft_schema")
 	require.NotEmpty(t, migrated, "the migrations' statements were traced")
 	for range 3 {
-		_, err := s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
-			Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
-		require.NoError(t, err)
+		submitNow(t, s)
 	}
 	writers := tr.processes("INSERT INTO tasks")
 	require.NotEmpty(t, writers, "the inserts were traced")
@@ -45,9 +41,7 @@ func TestCurrentSchemaLeftAlone(t *testing.T) {
 	s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
-		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
-	require.NoError(t, err)
+	submitNow(t, s)
 	require.Empty(t, tr.processes("pg_advisory_lock"), "%q", tr.sent)
 	require.Empty(t, tr.processes("CREATE"), "%q", tr.sent)
 	require.Len(t, tr.processes("SELECT max(version) FROM weft_schema"), 1, "%q", tr.sent)

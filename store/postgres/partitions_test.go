@@ -30,14 +30,6 @@ func partitionsOf(t *testing.T, db *sql.DB, taskID int64) []string {
 	return out
 }
 
-func insertOne(t *testing.T, s postgres.Store) int64 {
-	t.Helper()
-	res, err := s.InsertTasks(context.Background(), []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1",
-		Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}})
-	require.NoError(t, err)
-	return res[0].Task.ID
-}
-
 // TestHistoryPartitions: the audit trail is written to the time partition
 // of the database's clock; a roll creates the partitions ahead (taking in
 // the rows that audit_default caught while none covered the clock) and
@@ -52,7 +44,7 @@ func TestHistoryPartitions(t *testing.T) {
 	db := s.DB()
 
 	// The store's first open made the partitions of the next quarter hour.
-	first := insertOne(t, s)
+	first := submitNow(t, s)
 	require.Regexp(t, `^audit_p\d{8}t\d{6}_\d{8}t\d{6}$`, partitionsOf(t, db, first)[0])
 	_, err := db.Exec(`DELETE FROM audit`)
 	require.NoError(t, err)
@@ -67,7 +59,7 @@ func TestHistoryPartitions(t *testing.T) {
 	}
 
 	// No time partition covers the clock: the row goes to audit_default.
-	early := insertOne(t, s)
+	early := submitNow(t, s)
 	require.Equal(t, []string{"audit_default"}, partitionsOf(t, db, early))
 
 	roll, err := s.RollHistory(ctx, time.Hour)
@@ -80,7 +72,7 @@ func TestHistoryPartitions(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, again.Created, "the partitions ahead are there")
 
-	kept, gone, retained, deleted := insertOne(t, s), insertOne(t, s), insertOne(t, s), insertOne(t, s)
+	kept, gone, retained, deleted := submitNow(t, s), submitNow(t, s), submitNow(t, s), submitNow(t, s)
 	for _, id := range []int64{kept, gone, retained, deleted} {
 		require.Equal(t, []string{current}, partitionsOf(t, db, id))
 	}
