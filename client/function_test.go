@@ -24,7 +24,7 @@ import (
 // code runs once; a failed call the function passes on fails its task.
 func TestGRPCWorkerFunction(t *testing.T) {
 	t.Parallel()
-	g := startGRPCServerLease(t, time.Minute)
+	g := startGRPCServer(t)
 	ctx := t.Context()
 	fnStep := func(s *workflow.Step) { s.Type = workflow.StepFunction }
 	require.NoError(t, g.e.Register(ctx, workflow.New("shop", "checkout", "1").Step("function", "go.checkout", fnStep)))

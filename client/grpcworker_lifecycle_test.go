@@ -563,7 +563,7 @@ func TestGRPCWorkerCheckpointAfterTimeout(t *testing.T) {
 // In-process, the other server is a second listener of the same engine.
 func TestGRPCWorkerServerGone(t *testing.T) {
 	t.Parallel()
-	g := startGRPCServer(t)
+	g := startGRPCServerLease(t, 2*time.Second) // a lease that lapses soon
 	g.define(t, workflow.New("life", "gone", "1").Step("s", "remote.gone", fastRetry))
 	other := httptest.NewUnstartedServer(g.hs.Config.Handler)
 	other.Config.Protocols = new(http.Protocols)

@@ -41,13 +41,14 @@ type grpcServer struct {
 
 func startGRPCServer(t *testing.T) *grpcServer {
 	t.Helper()
-	return startGRPCServerLease(t, 2*time.Second)
+	return startGRPCServerLease(t, time.Minute)
 }
 
-// startGRPCServerLease is startGRPCServer with the engine's LeaseTTL: the
-// 2 s of startGRPCServer lets a test see a lease lapse; a test that counts
-// runs of a step's code takes a lease that no stall of a loaded machine
-// outlasts, since a lapsed lease runs the step again (at least once).
+// startGRPCServerLease is startGRPCServer with the engine's LeaseTTL. The
+// minute of startGRPCServer is one that no stall of a loaded machine
+// outlasts: a lapsed lease runs the step again (at least once), which the
+// tests that count a step's runs, or read what its handler saw, would take
+// for a fault. A test of a lapse asks for a short one.
 func startGRPCServerLease(t *testing.T, lease time.Duration) *grpcServer {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
