@@ -365,7 +365,7 @@ func TestPostgresLostClaimCommit(t *testing.T) {
 	ctx := context.Background()
 	schema := pgtesting.SchemaName("fault")
 	logs := &countingLog{}
-	direct, err := postgres.Open(ctx, raw, postgres.Options{Schema: schema, MaxConns: 2, Logger: slog.New(logs)})
+	direct, err := postgres.Open(ctx, raw, postgres.Options{Schema: schema, MaxConns: 3, Logger: slog.New(logs)})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_, _ = direct.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)

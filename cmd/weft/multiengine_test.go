@@ -240,7 +240,7 @@ func TestMultiEngineKill(t *testing.T) {
 	// deadlock with them (see the report of this test). The workers start
 	// first and wait, idle, for the tasks.
 	const tasks = 500
-	byOption, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2})
+	byOption, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 3})
 	require.NoError(t, err)
 	defer byOption.Close()
 	subDB, err := weftdb.Open(ctx, url, weftdb.Options{})

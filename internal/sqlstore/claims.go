@@ -28,7 +28,7 @@ func (s *claims) ClaimSteps(ctx context.Context, p store.ClaimParams) ([]store.C
 // claimRun runs a claim's transactions as engine p.EngineID.
 func (s *claims) claimRun(p store.ClaimParams) claim.Run {
 	return func(ctx context.Context, fn func(*claim.ClaimTx) error) error {
-		return s.write(ctx, p.EngineID, func(t *transition.Tx) error { return fn(t.Claimer()) })
+		return s.workWrite(ctx, sqldb.Claims, p.EngineID, func(t *transition.Tx) error { return fn(t.Claimer()) })
 	}
 }
 

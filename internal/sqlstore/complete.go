@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/weftrun/weft/internal/sqlstore/claim"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/internal/sqlstore/transition"
 	"github.com/weftrun/weft/store"
 )
@@ -14,7 +15,7 @@ import (
 // CompleteSteps records outcomes in one transaction.
 func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome) ([]error, error) {
 	var results []error
-	err := s.write(ctx, transition.EngineOf(outcomes), func(t *transition.Tx) (err error) {
+	err := s.workWrite(ctx, sqldb.Outcomes, transition.EngineOf(outcomes), func(t *transition.Tx) (err error) {
 		results, err = t.Record(outcomes)
 		return err
 	})
@@ -32,7 +33,7 @@ func (s *lifecycle) CompleteSteps(ctx context.Context, outcomes []store.Outcome)
 // their own.
 // claimed is empty where it claimed nothing.
 func (s *lifecycle) CompleteAndClaim(ctx context.Context, outcomes []store.Outcome, p store.ClaimParams) (results []error, claimed []store.ClaimedStep, err error) {
-	err = s.write(ctx, transition.EngineOf(outcomes), func(t *transition.Tx) error {
+	err = s.workWrite(ctx, sqldb.Outcomes, transition.EngineOf(outcomes), func(t *transition.Tx) error {
 		claimed, t.TrackReady = nil, true
 		var err error
 		if results, err = t.Record(outcomes); err != nil {

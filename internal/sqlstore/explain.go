@@ -37,20 +37,15 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	if prefix == "" {
 		prefix, _ = s.Dialect.Explain()
 	}
-	tx, err := s.DB.Begin(ctx)
+	// On a connection of the claims', under their planner settings.
+	tx, err := s.beginWork(ctx, sqldb.Claims)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	// The policy version (for the claim statement's gate) and, in the same
-	// statement, the claim's planner settings.
+	// The policy version, for the claim statement's gate.
 	var version int64
-	var settings string
-	q, dest := `SELECT `+claim.PolicyVersion, []any{&version}
-	if s.Dialect.ClaimPlan() != "" {
-		q, dest = q+`, `+s.Dialect.ClaimPlan(), append(dest, &settings)
-	}
-	if err := tx.QueryRow(ctx, s.Bind(q)).Scan(dest...); err != nil {
+	if err := tx.QueryRow(ctx, s.Bind(`SELECT `+claim.PolicyVersion)).Scan(&version); err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
 	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)

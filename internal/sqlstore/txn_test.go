@@ -88,8 +88,6 @@ func (oneWriter) ExpiredAudit() []string           { return []string{"audit"} }
 func (oneWriter) ClaimLock() string                { return "" }
 func (oneWriter) ClaimLimit() string               { return "LIMIT ?" }
 func (oneWriter) Fence() string                    { return "" }
-func (oneWriter) ClaimPlan() string                { return "" }
-func (oneWriter) CompletePlan() string             { return "" }
 func (oneWriter) Lock() string                     { return "" }
 func (oneWriter) LimitRoom() string                { return "" }
 func (oneWriter) FairReadiness() string            { return "" }

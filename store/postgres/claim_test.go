@@ -187,13 +187,76 @@ func TestClaimEndsWithItsStatement(t *testing.T) {
 	require.Len(t, trips, 2, "two round trips: %q %v", tr.sent, tr.trips)
 }
 
+// TestClaimUnderABacklogGoesAlone shows that under a backlog (the last
+// claim took all it asked for) a claim is its transaction's only
+// statement, sent with its BEGIN and COMMIT in one round trip, and that
+// once the backlog has gone a claim reads the engine's state first again.
+func TestClaimUnderABacklogGoesAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, tr, _ := traced(t, "alone")
+	tasks := make([]store.TaskInsert, 5)
+	for i := range tasks {
+		tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}
+	}
+	_, err := s.InsertTasks(ctx, tasks)
+	require.NoError(t, err)
+	claim := func(want int) (sent []string, trips int) {
+		t.Helper()
+		tr.reset()
+		got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, got, want)
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		seen := map[int]bool{}
+		for i, q := range tr.sent {
+			if !strings.Contains(q, "pg_notify") {
+				sent = append(sent, q)
+				seen[tr.trips[i]] = true
+			}
+		}
+		return sent, len(seen)
+	}
+	claim(2) // the policies read, a backlog
+	sent, trips := claim(2)
+	require.Equal(t, 1, trips, "one round trip: %q", sent)
+	require.Len(t, sent, 3, "%q", sent)
+	require.Equal(t, "BEGIN", sent[0])
+	require.Contains(t, sent[1], "UPDATE steps SET state = 'running'")
+	require.Equal(t, "COMMIT", sent[2])
+	// The last step: the claim, alone, takes it. The next claims nothing
+	// and reads the engine's state first.
+	claim(1)
+	sent, _ = claim(0)
+	require.Contains(t, sent[1], "FROM engines WHERE id", "%q", sent)
+	// Neither claims nor outcomes set the planner: their connections'
+	// sessions carry its settings.
+	tr.reset()
+	got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+	require.NoError(t, err)
+	require.Empty(t, got)
+	_, err = s.InsertTasks(ctx, tasks[:1])
+	require.NoError(t, err)
+	got, err = s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = s.CompleteSteps(ctx, []store.Outcome{{Fence: got[0].Fence, EngineID: "e", State: state.StepCompleted}})
+	require.NoError(t, err)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, q := range tr.sent {
+		require.NotContains(t, q, "set_config", "%q", tr.sent)
+	}
+}
+
 // traced opens a store on a new schema (named from prefix) whose
 // statements tr records.
 func traced(t *testing.T, prefix string) (s postgres.Store, tr *statements, schema string) {
 	t.Helper()
 	tr = &statements{}
 	schema = pgtesting.SchemaName(prefix)
-	s, err := postgres.OpenTraced(context.Background(), pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
+	s, err := postgres.OpenTraced(context.Background(), pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 3}, tr)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)

@@ -38,7 +38,7 @@ func TestCurrentSchemaLeftAlone(t *testing.T) {
 	_, first, schema := traced(t, "current")
 	require.NotEmpty(t, first.processes("pg_advisory_lock"), "the first open migrates")
 	tr := &statements{}
-	s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 2}, tr)
+	s, err := postgres.OpenTraced(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, MaxConns: 3}, tr)
 	require.NoError(t, err)
 	defer s.Close()
 	submitNow(t, s)

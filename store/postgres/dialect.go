@@ -22,10 +22,6 @@ var _ sqltx.Dialect = dialect{}
 // store: transactions within it share one, sent when it ends.
 const notifyEvery = 5 * time.Millisecond
 
-// planOnce makes a transaction's statements run on plans made once per
-// connection that read every table by index (see ClaimPlan).
-const planOnce = "set_config('enable_seqscan', 'off', true) || set_config('plan_cache_mode', 'force_generic_plan', true)"
-
 func (dialect) Refused(err error) bool   { return refused(err) }
 func (dialect) Contended(err error) bool { return contended(err) }
 
@@ -43,23 +39,6 @@ func (dialect) ExpiredAudit() []string { return []string{"audit_kept", "audit_de
 func (dialect) ClaimLock() string      { return "FOR UPDATE SKIP LOCKED" }
 func (dialect) ClaimLimit() string     { return "LIMIT ?" }
 func (dialect) Fence() string          { return " OFFSET 0" }
-
-// ClaimPlan reads the ready index in order whatever the statistics say (a
-// fresh queue's lag behind it). It never JIT-compiles the claim's small
-// statements: a plan whose cost the disabled sort inflates would cost half
-// a second. It plans each statement once per connection: the custom plan
-// of a statement of arrays (which knows their sizes) always looks cheaper
-// than the generic one, so PostgreSQL would plan the claim statement at
-// every call, 0.25 ms against 0.1 ms of running it. Without sequential
-// scans, a plan made while the tables were small reads them by index once
-// they have grown.
-func (dialect) ClaimPlan() string {
-	return "set_config('enable_sort', 'off', true) || set_config('enable_bitmapscan', 'off', true) || set_config('jit', 'off', true) || " + planOnce
-}
-
-// CompletePlan: a batch of outcomes plans once too; its lock of the tasks
-// was planned at every call.
-func (dialect) CompletePlan() string { return planOnce }
 
 // Lock takes one named lock (the fair shares'); LimitRoom locks namespaces'
 // limits and counts or bounds what runs in them: the function of

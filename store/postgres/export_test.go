@@ -28,8 +28,9 @@ func Partitions(ctx context.Context, db *sql.DB) (time.Time, []string, []time.Ti
 	return now, names, starts, err
 }
 
-// NewPoolDB exposes the store's transactions on a pool to the tests.
-func NewPoolDB(p *pgxpool.Pool) sqldb.DB { return newPoolDB(p) }
+// NewPoolDB exposes the store's transactions on a pool to the tests,
+// claims and outcomes on the same pool.
+func NewPoolDB(p *pgxpool.Pool) sqldb.DB { return newPoolDB(p, p, p) }
 
 // OpenTraced is Open with a tracer of every statement the store sends,
 // alone or in batches.

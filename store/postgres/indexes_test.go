@@ -16,7 +16,7 @@ import (
 // (migration 026: it reads tasks_activity).
 func TestIndexRoom(t *testing.T) {
 	t.Parallel()
-	s := pgtesting.Open(t, postgres.Options{MaxConns: 2})
+	s := pgtesting.Open(t, postgres.Options{MaxConns: 3})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		index   string

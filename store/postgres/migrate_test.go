@@ -78,7 +78,7 @@ func TestStepTimeoutsMigration(t *testing.T) {
 	require.NoError(t, conn.Close())
 
 	now := time.UnixMicro(1_700_000_000_000_000).Add(time.Minute)
-	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2, Clock: func() time.Time { return now }})
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 3, Clock: func() time.Time { return now }})
 	require.NoError(t, err)
 	defer s.Close()
 	fence := store.Fence{StepID: 1, Attempt: 1, LeaseID: 77}
@@ -121,7 +121,7 @@ func TestKeyScopesMigration(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, conn.Close())
-	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 3})
 	require.NoError(t, err)
 	defer s.Close()
 	storetest.KeyScopesMigrated(t, s)
@@ -146,7 +146,7 @@ func openAfter(t *testing.T, url, schema string, conn *sql.Conn, statements ...s
 		require.NoError(t, err, q)
 	}
 	require.NoError(t, conn.Close())
-	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 2})
+	s, err := Open(ctx, url, Options{Schema: schema, MaxConns: 3})
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s

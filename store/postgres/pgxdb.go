@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,19 +67,78 @@ func (r pgxRows) Err() error { return unavailable(r.Rows.Err()) }
 
 func (r pgxRows) Scan(dest ...any) error { return unavailable(r.Rows.Scan(dest...)) }
 
-// poolDB is a sqldb.DB on a pgx pool.
+// poolDB is a sqldb.DB on a pgx pool, with pools of their own for claims
+// and outcomes (BeginWork).
 type poolDB struct {
 	querier
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	claims   *pgxpool.Pool
+	outcomes *pgxpool.Pool
 }
 
-func newPoolDB(pool *pgxpool.Pool) poolDB { return poolDB{querier{pool}, pool} }
+func newPoolDB(pool, claims, outcomes *pgxpool.Pool) poolDB {
+	return poolDB{querier{pool}, pool, claims, outcomes}
+}
+
+// outcomeSettings are the planner settings of the sessions that record
+// outcomes, and claimSettings those of the sessions that claim. Both plan
+// each statement once per connection: the custom plan of a statement of
+// arrays (which knows their sizes) always looks cheaper than the generic
+// one, so PostgreSQL would plan the claim statement at every call, 0.25 ms
+// against 0.1 ms of running it, and a batch of outcomes' lock of its
+// tasks too. Without sequential scans, a plan made while the tables were
+// small reads them by index once they have grown.
+//
+// A claim also reads the ready index in order whatever the statistics
+// say (a fresh queue's lag behind it), and never JIT-compiles its small
+// statements: a plan whose cost the disabled sort inflates would cost half
+// a second. Outcomes keep their sort: without it, their lock of the tasks
+// in order read the whole tasks index, a second a batch.
+//
+// Set when a connection starts (in its startup message), they cost a
+// transaction no statement; its own set_config would cost one.
+var (
+	outcomeSettings = map[string]string{
+		"enable_seqscan":  "off",
+		"plan_cache_mode": "force_generic_plan",
+	}
+	claimSettings = map[string]string{
+		"enable_seqscan":    "off",
+		"plan_cache_mode":   "force_generic_plan",
+		"enable_sort":       "off",
+		"enable_bitmapscan": "off",
+		"jit":               "off",
+	}
+)
+
+// workConfig is cfg for a pool of conns connections whose sessions carry
+// settings.
+func workConfig(cfg *pgxpool.Config, conns int, settings map[string]string) *pgxpool.Config {
+	c := cfg.Copy()
+	c.MaxConns = int32(conns)
+	maps.Copy(c.ConnConfig.RuntimeParams, settings)
+	return c
+}
 
 // Begin takes a connection for a write transaction whose BEGIN goes to
 // the server with its first statement, in one round trip (a pgx batch):
 // a claim or a completion makes one round trip fewer.
 func (d poolDB) Begin(ctx context.Context) (sqldb.Tx, error) {
 	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return &poolTx{conn: c}, nil
+}
+
+// BeginWork is Begin on a connection of the pool of work w, whose
+// session carries its planner settings.
+func (d poolDB) BeginWork(ctx context.Context, w sqldb.Work) (sqldb.Tx, error) {
+	pool := d.outcomes
+	if w == sqldb.Claims {
+		pool = d.claims
+	}
+	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -134,12 +194,15 @@ func (d poolDB) Snapshot(ctx context.Context, fn func(q sqldb.Querier) error) er
 }
 
 var (
-	_ sqldb.ReadBatcher = poolDB{}
-	_ sqldb.Snapshotter = poolDB{}
+	_ sqldb.ReadBatcher  = poolDB{}
+	_ sqldb.Snapshotter  = poolDB{}
+	_ sqldb.WorkBeginner = poolDB{}
 )
 
 func (d poolDB) Close() error {
 	d.pool.Close()
+	d.claims.Close()
+	d.outcomes.Close()
 	return nil
 }
 

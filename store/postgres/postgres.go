@@ -47,7 +47,9 @@ type Options struct {
 	// Aging is how long a ready step waits to gain one priority level.
 	// Default one minute.
 	Aging time.Duration
-	// MaxConns bounds the connection pool. Default 20.
+	// MaxConns bounds the store's connections: a quarter of them (at
+	// least one) claim steps, an eighth (at least one) record outcomes,
+	// the rest serve everything else. Default 20; at least 3.
 	MaxConns int
 	// Clock returns the current time; tests set it. Default time.Now.
 	Clock func() time.Time
@@ -142,15 +144,31 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	if _, set := params["jit"]; !set {
 		params["jit"] = "off"
 	}
-	if opts.MaxConns <= 0 {
+	switch {
+	case opts.MaxConns == 0:
 		opts.MaxConns = 20
+	case opts.MaxConns < 3:
+		return Store{}, fmt.Errorf("postgres: MaxConns %d: at least 3 (claims and outcomes have connections of their own)", opts.MaxConns)
 	}
-	cfg.MaxConns = int32(opts.MaxConns)
 	cfg.MaxConnIdleTime = 5 * time.Minute
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
+	claimCfg := workConfig(cfg, max(1, opts.MaxConns/4), claimSettings)
+	outcomeCfg := workConfig(cfg, max(1, opts.MaxConns/8), outcomeSettings)
+	cfg.MaxConns = int32(opts.MaxConns) - claimCfg.MaxConns - outcomeCfg.MaxConns
+	var pools []*pgxpool.Pool
+	closePools := func() {
+		for _, p := range pools {
+			p.Close()
+		}
 	}
+	for _, c := range []*pgxpool.Config{cfg, claimCfg, outcomeCfg} {
+		p, err := pgxpool.NewWithConfig(ctx, c)
+		if err != nil {
+			closePools()
+			return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
+		}
+		pools = append(pools, p)
+	}
+	pool := pools[0]
 	// database/sql on the same pool, for the schema's version and for tools.
 	db := stdlib.OpenDBFromPool(pool)
 	if opts.Logger == nil {
@@ -158,7 +176,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	}
 	if err := upgrade(ctx, db, cfg, opts.Schema, opts.Logger); err != nil {
 		db.Close()
-		pool.Close()
+		closePools()
 		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
 	// Engines are woken through a channel per schema, so installations
@@ -166,7 +184,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	channel := "weft_ready_" + opts.Schema
 	channel = channel[:min(len(channel), 63)] // PostgreSQL's identifier limit
 	st := Store{Store: sqlstore.New(sqlstore.Config{
-		DB: newPoolDB(pool), Aging: opts.Aging, Clock: opts.Clock,
+		DB: newPoolDB(pool, pools[1], pools[2]), Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: dialect{channel: channel},
 	}), db: db, listening: make(chan struct{}), heard: new(atomic.Bool)}
 	listenCtx, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -17,7 +17,7 @@ import (
 
 // openIsolated opens a store in a schema of its own, dropped after the test.
 func openIsolated(t *testing.T, clock func() time.Time, aging time.Duration) store.Store {
-	return pgtesting.Open(t, postgres.Options{Clock: clock, Aging: aging, MaxConns: 4})
+	return pgtesting.Open(t, postgres.Options{Clock: clock, Aging: aging, MaxConns: 6})
 }
 
 func TestConformance(t *testing.T) {
@@ -34,6 +34,8 @@ func TestOpenErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: "bad-name;drop"})
 	require.ErrorContains(t, err, "schema")
+	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{MaxConns: 2})
+	require.ErrorContains(t, err, "MaxConns 2: at least 3")
 }
 
 // TestClaimReadsReadyIndex shows that the claim reads the partial ready

@@ -46,8 +46,6 @@ func (dialect) ClaimLock() string      { return "" }
 func (dialect) ClaimLimit() string { return "LIMIT (SELECT ?)" }
 
 func (dialect) Fence() string                    { return "" }
-func (dialect) ClaimPlan() string                { return "" }
-func (dialect) CompletePlan() string             { return "" }
 func (dialect) Lock() string                     { return "" }
 func (dialect) LimitRoom() string                { return "" }
 func (dialect) FairReadiness() string            { return "" }

@@ -115,6 +115,15 @@ func testReap(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, state.StepReady, h.task(c.TaskID).Steps[0].State)
+	// The dead engine claims nothing under a backlog either (the last
+	// claim took all it asked for), where a claim may go in one
+	// statement whose gate checks the engine: with a step ready, and with
+	// none.
+	for _, ready := range []string{"a step ready", "none ready"} {
+		require.Len(t, h.claim("e3", 1), 1)
+		_, err = h.s.ClaimSteps(h.ctx, store.ClaimParams{EngineID: "e1", Limit: 1, Now: h.clock.Now()})
+		require.ErrorIs(t, err, store.ErrEngineLost, ready)
+	}
 }
 
 func testReapExhausted(t *testing.T, h *harness) {

@@ -27,8 +27,9 @@ import (
 //     token will exist.
 //
 // Nothing of this runs while no policy is set: the claim reads the policy
-// version with the engine's state, in one statement it made anyway, and a
-// candidate under no limit costs a map lookup and two string comparisons.
+// version with the engine's state, in one statement it makes anyway (and
+// under a backlog not even that: candidatesAhead), and a candidate under
+// no limit costs a map lookup and two string comparisons.
 
 // leaseOf is the lease a claim under p takes: p's, or a new one.
 func leaseOf(p store.ClaimParams) int64 {
@@ -101,10 +102,9 @@ func (t *ClaimTx) endsWithClaim() bool {
 
 // claimStart runs a claim's first statement: it reads the engine's state
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
-// version of the policies, steers the planner for the claim's next
-// statements (ClaimPlan), takes the fair shares' lock and reads their
-// readiness while the policies last read (cached) hold weights (FairReadiness does
-// when they were set since) or, while the last read found one namespace
+// version of the policies, takes the fair shares' lock and reads their
+// readiness while the policies last read (cached) hold weights
+// (FairReadiness does when they were set since) or, while the last read found one namespace
 // alone with ready work, only asks whether another has any (FairOthers),
 // and locks and counts the namespaces in predicted, those the last claim
 // met limits in (limits.go), returning their counts.
@@ -112,13 +112,8 @@ func (t *ClaimTx) endsWithClaim() bool {
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
 func (t *ClaimTx) claimStart(p store.ClaimParams, predicted []string, cached *policySet) (version int64, room []countRow, err error) {
-	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + PolicyVersion + `, `
+	q := `SELECT (SELECT state FROM engines WHERE id = ?), ` + PolicyVersion
 	args := []any{p.EngineID}
-	if t.H.Dialect.ClaimPlan() != "" {
-		q += t.H.Dialect.ClaimPlan()
-	} else {
-		q += "NULL"
-	}
 	readiness, probe := false, false
 	weights := cached != nil && len(cached.weights) > 0
 	alone := ""
@@ -152,16 +147,16 @@ func (t *ClaimTx) claimStart(p store.ClaimParams, predicted []string, cached *po
 	}
 	// One row, or one per count of the predicted namespaces.
 	type first struct {
-		state, plan sql.NullString
-		version     int64
-		ready       []string
-		others      sql.NullBool
-		kind, n     sql.NullInt64
-		name        sql.NullString
+		state   sql.NullString
+		version int64
+		ready   []string
+		others  sql.NullBool
+		kind, n sql.NullInt64
+		name    sql.NullString
 	}
 	got, err := sqldb.Collect(rows, func(r sqldb.Row) (first, error) {
 		var f first
-		dest := []any{&f.state, &f.version, &f.plan}
+		dest := []any{&f.state, &f.version}
 		switch {
 		case readiness:
 			dest = append(dest, &f.ready)

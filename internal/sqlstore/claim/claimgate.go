@@ -136,6 +136,8 @@ type aheadQuery struct {
 	// bounded: the namespaces whose limits the claim bounds, checked by
 	// the claim statement (gateBoundsShut).
 	bounded []string
+	// alone: the claim is its transaction's only statement.
+	alone bool
 }
 
 // errShutAfterCommit: a claim sent ahead with its COMMIT found its gate
@@ -197,9 +199,25 @@ func (t *ClaimTx) candidatesAhead(p store.ClaimParams, pol *policySet, leaseID i
 		// gate was shut so (keepOpen).
 		a.last = !keepOpen && !t.Plan.aheadShut.Load()
 	}
-	if a.last {
+	switch {
+	case a.last && !counting && pol.weights == nil && t.Plan.backlog.Load():
+		// Under a backlog, the claim is its transaction's only
+		// statement: its BEGIN, it and its COMMIT in one round trip,
+		// without the claim's first statement (claimStart). Its gate
+		// checks the policies last read; its query of candidates finds
+		// none for an engine not live (ClaimQuery). Where it claims
+		// nothing, the claim runs again with its first statement
+		// (claimedAhead), which tells a lost engine so.
+		a.alone = true
+		pl.EndWithNext()
+		rows, err := t.X.Query(t.Ctx, st.Query, st.Args...)
+		if err != nil {
+			return fmt.Errorf("claim steps: %w", err)
+		}
+		a.rows = rows
+	case a.last:
 		a.rows = pl.FollowLast(st)
-	} else {
+	default:
 		a.rows = pl.Follow(st)
 	}
 	t.ahead = a
@@ -245,7 +263,9 @@ func (t *ClaimTx) claimedAhead(leaseID int64, keys *KeyRoom, claimed *[]store.Cl
 		return false, err
 	}
 	t.Plan.aheadShut.Store(shut)
-	if shut && a.last {
+	if (shut && a.last) || (a.alone && len(got) == 0) {
+		// Claimed nothing, and the transaction has ended: again, in
+		// one that stays open; one sent alone read no engine's state.
 		return false, errShutAfterCommit
 	}
 	if shut {

@@ -50,9 +50,11 @@ type Planner struct {
 	// keeps its transaction open for the claim's rounds instead of
 	// sending its COMMIT with it.
 	aheadShut atomic.Bool
-	// backlog: the last claim of Claim took every step it asked for,
-	// so the next one, on a store whose statements cannot write in their
-	// WITH (SQLite), tries first to claim in one statement (claimGated).
+	// backlog: the last claim of Claim took every step it asked for, so
+	// the next one most likely claims too. On a store whose statements
+	// cannot write in their WITH (SQLite), it tries first to claim in one
+	// statement (claimGated); elsewhere, a claim sent ahead with its
+	// COMMIT is its transaction's only statement (candidatesAhead).
 	backlog atomic.Bool
 	// claimTexts are the texts of claim statements (claimText -> string).
 	claimTexts sync.Map

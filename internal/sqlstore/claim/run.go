@@ -44,9 +44,7 @@ func (pl *Planner) Claim(ctx context.Context, p store.ClaimParams, run Run) ([]s
 	case err != nil:
 		return nil, err
 	}
-	if !pl.Dialect.WithWrites() {
-		pl.backlog.Store(len(c.claimed) == p.Limit)
-	}
+	pl.backlog.Store(len(c.claimed) == p.Limit)
 	pl.bounds.saw(c.totals)
 	for _, n := range c.granted {
 		pl.reserves.add(n.key, n.rate, n.granted, c.now)
@@ -100,9 +98,12 @@ func (c *claimRun) claim(t *ClaimTx, p store.ClaimParams) error {
 	if err := t.candidatesAhead(p, cached, leaseID, bounds, len(predicted) > 0, c.keepOpen); err != nil {
 		return err
 	}
-	version, room, err := t.claimStart(p, predicted, cached)
-	if err != nil {
-		return err
+	version, room := bounded, []countRow(nil)
+	if t.ahead == nil || !t.ahead.alone {
+		var err error
+		if version, room, err = t.claimStart(p, predicted, cached); err != nil {
+			return err
+		}
 	}
 	if version != bounded {
 		if err := t.dropAhead(); err != nil {

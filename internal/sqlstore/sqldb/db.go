@@ -52,6 +52,26 @@ type CopySource interface {
 	Err() error
 }
 
+// Work is what a write transaction does, where a DB plans its statements
+// under settings of their own (WorkBeginner).
+type Work int
+
+const (
+	// Claims: a claim of ready steps.
+	Claims Work = iota + 1
+	// Outcomes: a batch of outcomes, and a claim of the steps they made
+	// ready.
+	Outcomes
+)
+
+// WorkBeginner is a DB that runs claims and outcomes on connections of
+// their own (BeginWork), whose sessions carry the planner settings of
+// that work, so that no statement of theirs sets them (PostgreSQL's
+// pools).
+type WorkBeginner interface {
+	BeginWork(ctx context.Context, w Work) (Tx, error)
+}
+
 // Tx is a write transaction begun by the store.
 type Tx interface {
 	Querier

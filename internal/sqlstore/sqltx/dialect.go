@@ -64,17 +64,6 @@ type Dialect interface {
 	// copy its expressions into every use of its columns (PostgreSQL:
 	// " OFFSET 0").
 	Fence() string
-	// ClaimPlan, if not empty, is an expression that the first statement
-	// of each claim transaction evaluates for its effect: it steers the
-	// planner for the claim's next statements (PostgreSQL's statistics
-	// lag behind a freshly filled queue, and with them the claim turns
-	// into a scan and sort of every ready step).
-	ClaimPlan() string
-	// CompletePlan, if not empty, is an expression that the first
-	// statement of each batch of outcomes evaluates, in the batch's
-	// transaction: its planner settings (PostgreSQL's set_config(...,
-	// true)).
-	CompletePlan() string
 	// Lock, if not empty, is an expression that takes a
 	// transaction-scoped lock on the name it is given (one argument) and
 	// yields a value.

@@ -38,11 +38,6 @@ func (t *outcomeTx) Record(outcomes []store.Outcome) ([]error, error) {
 		order[i] = i
 	}
 	sort.Slice(order, func(a, b int) bool { return outcomes[order[a]].Fence.StepID < outcomes[order[b]].Fence.StepID })
-	if t.H.Dialect.CompletePlan() != "" {
-		if err := t.Soon("steer the planner", `SELECT `+t.H.Dialect.CompletePlan()); err != nil {
-			return nil, err
-		}
-	}
 	// Plain outcomes of one engine go together; the rest one by one.
 	plainAt := make([]int, 0, len(outcomes))
 	var rest []int
