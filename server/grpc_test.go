@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
 	"github.com/weftrun/weft/wire/weftv1"
 	"github.com/weftrun/weft/wire/weftv1/weftv1connect"
@@ -174,6 +175,9 @@ func TestGRPCTasksAndWorker(t *testing.T) {
 		require.NoError(t, err)
 		defer events.Close()
 
+		// Once the engine has begun the wait, the signal is delivered
+		// (before, it is kept for the wait).
+		en.waitStep(task.GetId(), 0, state.StepWaiting)
 		sig, err := g.tasks.SendSignal(ctx, authed(&weftv1.SendSignalRequest{Id: task.GetId(), Name: "go_live", Payload: []byte(`"yes"`)}, key))
 		require.NoError(t, err)
 		require.True(t, sig.Msg.GetDelivered())

@@ -112,10 +112,13 @@ var (
 )
 
 // workConfig is cfg for a pool of conns connections whose sessions carry
-// settings.
+// settings. It keeps one open, so that a claim or an outcome does not wait
+// for a connection to start (a new engine's first claim, or the first
+// after a pause).
 func workConfig(cfg *pgxpool.Config, conns int, settings map[string]string) *pgxpool.Config {
 	c := cfg.Copy()
 	c.MaxConns = int32(conns)
+	c.MinConns = 1
 	maps.Copy(c.ConnConfig.RuntimeParams, settings)
 	return c
 }
