@@ -104,10 +104,10 @@ func (t *ClaimTx) endsWithClaim() bool {
 // (a claim of an engine not live fails with store.ErrEngineLost) and the
 // version of the policies, takes the fair shares' lock and reads their
 // readiness while the policies last read (cached) hold weights
-// (FairReadiness does when they were set since) or, while the last read found one namespace
-// alone with ready work, only asks whether another has any (FairOthers),
-// and locks and counts the namespaces in predicted, those the last claim
-// met limits in (limits.go), returning their counts.
+// (FairReadiness does when they were set since) or, while the last read
+// found one namespace alone with ready work, only asks whether another has
+// any (FairOthers), and locks and counts the namespaces in predicted, those
+// the last claim met limits in (limits.go), returning their counts.
 //
 // It returns the policy version it read: the counts of the predicted
 // namespaces hold only under the policies the claim expected.
