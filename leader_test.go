@@ -60,10 +60,20 @@ func TestMaintenanceLeader(t *testing.T) {
 		delayed := submit(t, a, weft.Submission{Workflow: "lead/wf", RunAt: time.Now().Add(100 * time.Millisecond)})
 		require.Equal(t, "completed", string(wait(t, a, delayed.Task.ID).State))
 
-		leader, other := a, b
-		if leaders(t, s)[0] == b.ID() {
-			leader, other = b, a
-		}
+		// The leader now: with a 300 ms lease, a slow machine may let it
+		// lapse for a moment between two renewals.
+		var leader, other *weft.Engine
+		eventually(t, "one of the engines to lead", func() bool {
+			switch l := leaders(t, s); {
+			case len(l) != 1:
+				return false
+			case l[0] == a.ID():
+				leader, other = a, b
+			case l[0] == b.ID():
+				leader, other = b, a
+			}
+			return leader != nil
+		})
 		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		require.NoError(t, leader.Stop(stopCtx))
