@@ -162,7 +162,9 @@ func TestRefusedOutcomeIsSplitOut(t *testing.T) {
 	t.Parallel()
 	eachBackend(t, func(t *testing.T, open storeFactory) {
 		s := &refusingStore{Store: open(t), transient: 2}
-		e := newEngine(t, s, weft.Config{Concurrency: 64})
+		// A lease that outlasts a loaded machine: the handlers hold until
+		// all 24 have started, and no lease may lapse meanwhile.
+		e := newEngine(t, s, weft.Config{Concurrency: 64, LeaseTTL: time.Minute})
 		release := make(chan struct{})
 		var started sync.WaitGroup
 		const width = 24
@@ -197,7 +199,7 @@ func TestRefusedOutcomeIsSplitOut(t *testing.T) {
 				require.Contains(t, got.Error, "22021")
 				continue
 			}
-			require.Equal(t, state.StepCompleted, got.State, got.Name)
+			require.Equal(t, state.StepCompleted, got.State, "%s: %s", got.Name, got.Error)
 		}
 		// A wedged completer would hold Stop until its deadline.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
