@@ -111,6 +111,33 @@ var (
 	}
 )
 
+// openPoolDB opens the store's pools on cfg, maxConns connections in all:
+// a quarter (at least one) claim and an eighth (at least one) record
+// outcomes, each on sessions with their planner settings, and the rest
+// serve everything else.
+func openPoolDB(ctx context.Context, cfg *pgxpool.Config, maxConns int) (poolDB, error) {
+	claimCfg := workConfig(cfg, max(1, maxConns/4), claimSettings)
+	outcomeCfg := workConfig(cfg, max(1, maxConns/8), outcomeSettings)
+	mainCfg := cfg.Copy()
+	mainCfg.MaxConns = int32(maxConns) - claimCfg.MaxConns - outcomeCfg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, mainCfg)
+	if err != nil {
+		return poolDB{}, err
+	}
+	claims, err := pgxpool.NewWithConfig(ctx, claimCfg)
+	if err != nil {
+		pool.Close()
+		return poolDB{}, err
+	}
+	outcomes, err := pgxpool.NewWithConfig(ctx, outcomeCfg)
+	if err != nil {
+		pool.Close()
+		claims.Close()
+		return poolDB{}, err
+	}
+	return newPoolDB(pool, claims, outcomes), nil
+}
+
 // workConfig is cfg for a pool of conns connections whose sessions carry
 // settings. It keeps one open, so that a claim or an outcome does not wait
 // for a connection to start (a new engine's first claim, or the first
@@ -126,21 +153,22 @@ func workConfig(cfg *pgxpool.Config, conns int, settings map[string]string) *pgx
 // Begin takes a connection for a write transaction whose BEGIN goes to
 // the server with its first statement, in one round trip (a pgx batch):
 // a claim or a completion makes one round trip fewer.
-func (d poolDB) Begin(ctx context.Context) (sqldb.Tx, error) {
-	c, err := d.pool.Acquire(ctx)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return &poolTx{conn: c}, nil
-}
+func (d poolDB) Begin(ctx context.Context) (sqldb.Tx, error) { return begin(ctx, d.pool) }
 
 // BeginWork is Begin on a connection of the pool of work w, whose
 // session carries its planner settings.
 func (d poolDB) BeginWork(ctx context.Context, w sqldb.Work) (sqldb.Tx, error) {
-	pool := d.outcomes
-	if w == sqldb.Claims {
-		pool = d.claims
+	switch w {
+	case sqldb.Claims:
+		return begin(ctx, d.claims)
+	case sqldb.Outcomes:
+		return begin(ctx, d.outcomes)
 	}
+	return d.Begin(ctx)
+}
+
+// begin takes a connection of pool for a write transaction (Begin).
+func begin(ctx context.Context, pool *pgxpool.Pool) (sqldb.Tx, error) {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, unavailable(err)

@@ -151,32 +151,19 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 		return Store{}, fmt.Errorf("postgres: MaxConns %d: at least 3 (claims and outcomes have connections of their own)", opts.MaxConns)
 	}
 	cfg.MaxConnIdleTime = 5 * time.Minute
-	claimCfg := workConfig(cfg, max(1, opts.MaxConns/4), claimSettings)
-	outcomeCfg := workConfig(cfg, max(1, opts.MaxConns/8), outcomeSettings)
-	cfg.MaxConns = int32(opts.MaxConns) - claimCfg.MaxConns - outcomeCfg.MaxConns
-	var pools []*pgxpool.Pool
-	closePools := func() {
-		for _, p := range pools {
-			p.Close()
-		}
+	pdb, err := openPoolDB(ctx, cfg, opts.MaxConns)
+	if err != nil {
+		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
-	for _, c := range []*pgxpool.Config{cfg, claimCfg, outcomeCfg} {
-		p, err := pgxpool.NewWithConfig(ctx, c)
-		if err != nil {
-			closePools()
-			return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
-		}
-		pools = append(pools, p)
-	}
-	pool := pools[0]
-	// database/sql on the same pool, for the schema's version and for tools.
-	db := stdlib.OpenDBFromPool(pool)
+	// database/sql on the general pool, for the schema's version and for
+	// tools.
+	db := stdlib.OpenDBFromPool(pdb.pool)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	if err := upgrade(ctx, db, cfg, opts.Schema, opts.Logger); err != nil {
 		db.Close()
-		closePools()
+		pdb.Close()
 		return Store{}, fmt.Errorf("postgres: %w", redact.Error(err, url))
 	}
 	// Engines are woken through a channel per schema, so installations
@@ -184,7 +171,7 @@ func open(ctx context.Context, cfg *pgxpool.Config, url string, opts Options) (S
 	channel := "weft_ready_" + opts.Schema
 	channel = channel[:min(len(channel), 63)] // PostgreSQL's identifier limit
 	st := Store{Store: sqlstore.New(sqlstore.Config{
-		DB: newPoolDB(pool, pools[1], pools[2]), Aging: opts.Aging, Clock: opts.Clock,
+		DB: pdb, Aging: opts.Aging, Clock: opts.Clock,
 		Dialect: dialect{channel: channel},
 	}), db: db, listening: make(chan struct{}), heard: new(atomic.Bool)}
 	listenCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -234,7 +221,7 @@ func upgrade(ctx context.Context, db *sql.DB, cfg *pgxpool.Config, schemaName st
 		_, err = createPartitions(ctx, mdb, historySpan(0), now, parts)
 	}
 	if err != nil {
-		log.Warn("postgres: the audit trail's first partitions were not made; the maintenance leader makes them", "err", err)
+		log.Warn("postgres: the audit trail's first partitions were not made; the maintenance leader makes them", "error", err)
 	}
 	return nil
 }
