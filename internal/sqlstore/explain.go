@@ -38,7 +38,7 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 		prefix, _ = s.Dialect.Explain()
 	}
 	// On a connection of the claims', under their planner settings.
-	tx, err := s.beginWork(ctx, sqldb.Claims)
+	tx, err := s.begin(ctx, sqldb.Claims)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}

@@ -19,30 +19,17 @@ func (s *Store) newTxn(ctx context.Context, x sqldb.Querier, engine string) *tra
 
 // write runs fn in one write transaction (IMMEDIATE on SQLite).
 func (s *Store) write(ctx context.Context, engineID string, fn func(t *transition.Tx) error) error {
-	return s.writeOn(ctx, s.DB.Begin, engineID, fn)
+	return s.workWrite(ctx, sqldb.Other, engineID, fn)
 }
 
-// workWrite is write for claims and outcomes (w): on the connections the
-// DB keeps for w, where it does (sqldb.WorkBeginner).
+// workWrite is write for work w: claims and outcomes run on the
+// connections the DB keeps for them, where it does (begin).
 func (s *Store) workWrite(ctx context.Context, w sqldb.Work, engineID string, fn func(t *transition.Tx) error) error {
-	return s.writeOn(ctx, func(ctx context.Context) (sqldb.Tx, error) { return s.beginWork(ctx, w) }, engineID, fn)
-}
-
-// beginWork begins a transaction of work w.
-func (s *Store) beginWork(ctx context.Context, w sqldb.Work) (sqldb.Tx, error) {
-	if b, ok := s.DB.(sqldb.WorkBeginner); ok {
-		return b.BeginWork(ctx, w)
-	}
-	return s.DB.Begin(ctx)
-}
-
-// writeOn is write in a transaction begun by begin.
-func (s *Store) writeOn(ctx context.Context, begin func(context.Context) (sqldb.Tx, error), engineID string, fn func(t *transition.Tx) error) error {
 	ctx, err := s.WriteContext(ctx)
 	if err != nil {
 		return err
 	}
-	tx, err := begin(ctx)
+	tx, err := s.begin(ctx, w)
 	if err != nil {
 		return fmt.Errorf("begin: %w", s.WriteErr(err))
 	}
@@ -81,6 +68,15 @@ func (s *Store) writeOn(ctx context.Context, begin func(context.Context) (sqldb.
 		s.ScheduleNotify()
 	}
 	return nil
+}
+
+// begin begins a write transaction of work w: on the DB's connections
+// for w where it keeps some (sqldb.WorkBeginner).
+func (s *Store) begin(ctx context.Context, w sqldb.Work) (sqldb.Tx, error) {
+	if b, ok := s.DB.(sqldb.WorkBeginner); ok {
+		return b.BeginWork(ctx, w)
+	}
+	return s.DB.Begin(ctx)
 }
 
 // contendedTries is how many times writeRetry runs a transaction that the

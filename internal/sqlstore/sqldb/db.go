@@ -57,8 +57,10 @@ type CopySource interface {
 type Work int
 
 const (
+	// Other: any write but these.
+	Other Work = iota
 	// Claims: a claim of ready steps.
-	Claims Work = iota + 1
+	Claims
 	// Outcomes: a batch of outcomes, and a claim of the steps they made
 	// ready.
 	Outcomes
