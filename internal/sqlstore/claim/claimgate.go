@@ -140,10 +140,11 @@ type aheadQuery struct {
 	alone bool
 }
 
-// errShutAfterCommit: a claim sent ahead with its COMMIT found its gate
-// shut; it claimed nothing, and the claim runs again in a transaction of
-// its own (Claim).
-var errShutAfterCommit = errors.New("the gate of a claim sent with its commit was shut")
+// errClaimAgain: a claim sent ahead with its COMMIT claimed nothing that
+// stands (its gate was shut, or, sent alone, it took nothing and read no
+// engine's state); the claim runs again in a transaction that stays open
+// (Claim).
+var errClaimAgain = errors.New("a claim sent with its commit claimed nothing")
 
 // candidatesAhead sends the first round's query of candidates with the
 // claim's first statement, in its round trip, where the transaction
@@ -266,7 +267,7 @@ func (t *ClaimTx) claimedAhead(leaseID int64, keys *KeyRoom, claimed *[]store.Cl
 	if (shut && a.last) || (a.alone && len(got) == 0) {
 		// Claimed nothing, and the transaction has ended: again, in
 		// one that stays open; one sent alone read no engine's state.
-		return false, errShutAfterCommit
+		return false, errClaimAgain
 	}
 	if shut {
 		return false, nil
@@ -333,7 +334,7 @@ func (t *ClaimTx) dropAhead() error {
 		// Its transaction has ended: the claim runs again in one of its
 		// own, which keeps it open.
 		t.Plan.aheadShut.Store(true)
-		return errShutAfterCommit
+		return errClaimAgain
 	}
 	return nil
 }

@@ -26,9 +26,9 @@ func (pl *Planner) Claim(ctx context.Context, p store.ClaimParams, run Run) ([]s
 	for range boundAttempts {
 		var miss *boundMiss
 		err = run(ctx, func(t *ClaimTx) error { return c.claim(t, p) })
-		if errors.Is(err, errShutAfterCommit) {
-			// Again, its gate checked in a transaction of its own that
-			// stays open whatever other claims of this handle found.
+		if errors.Is(err, errClaimAgain) {
+			// Again, in a transaction of its own that stays open
+			// whatever other claims of this handle found.
 			c.keepOpen = true
 			continue
 		}
