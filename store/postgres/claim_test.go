@@ -195,12 +195,9 @@ func TestClaimUnderABacklogGoesAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, tr, _ := traced(t, "alone")
-	tasks := make([]store.TaskInsert, 5)
-	for i := range tasks {
-		tasks[i] = store.TaskInsert{Namespace: "ns", Workflow: "wf", Version: "1", Steps: []store.StepInsert{{Name: "s", Handler: "h", MaxAttempts: 1}}}
+	for range 5 {
+		submitNow(t, s)
 	}
-	_, err := s.InsertTasks(ctx, tasks)
-	require.NoError(t, err)
 	claim := func(want int) (sent []string, trips int) {
 		t.Helper()
 		tr.reset()
@@ -236,8 +233,7 @@ func TestClaimUnderABacklogGoesAlone(t *testing.T) {
 	got, err := s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
 	require.NoError(t, err)
 	require.Empty(t, got)
-	_, err = s.InsertTasks(ctx, tasks[:1])
-	require.NoError(t, err)
+	submitNow(t, s)
 	got, err = s.ClaimSteps(ctx, store.ClaimParams{EngineID: "e", Limit: 5})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
