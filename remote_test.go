@@ -277,3 +277,49 @@ func TestRemoteStopReclaimsAtOnce(t *testing.T) {
 		require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
 	})
 }
+
+// A heartbeat that leaves out a step its worker claimed less than two
+// heartbeat intervals ago keeps it: the claim's reply may still be on its
+// way, and a heartbeat that crosses it must not run the step again. A
+// step left out for longer is released with its attempt given back.
+func TestRemoteHeartbeatKeepsAYoungClaim(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, func(t *testing.T, open storeFactory) {
+		ctx := context.Background()
+		const interval = 300 * time.Millisecond
+		e := newEngine(t, open(t), weft.Config{LeaseTTL: time.Minute, HeartbeatInterval: interval})
+		register(t, e, workflow.New("test", "young", "1").Step("work", "work"))
+		start(t, e)
+		rw := newRemoteWorker(t, e)
+		id := submit(t, e, weft.Submission{Workflow: "test/young"}).Task.ID
+		before := time.Now()
+		held := rw.one("work")
+		claimed := time.Now()
+
+		// More than one interval after the claim, less than two: the
+		// heartbeat that does not list the step yet must not release it.
+		<-time.After(time.Until(claimed.Add(interval + interval/4)))
+		_, err := rw.w.Heartbeat(ctx, rw.id, "test-owner", nil)
+		require.NoError(t, err)
+		if time.Since(before) < 2*interval {
+			lost, err := rw.w.Heartbeat(ctx, rw.id, "test-owner", []weft.Fence{held.Fence})
+			require.NoError(t, err)
+			require.Empty(t, lost, "a heartbeat released a claim younger than two heartbeat intervals")
+		} else {
+			t.Logf("the heartbeat came %s after the claim: too late to check the young claim", time.Since(before))
+		}
+
+		// Left out past two intervals, it is released: another claim gets
+		// it with the same attempt, and the first holder's fence is lost.
+		<-time.After(time.Until(claimed.Add(2*interval + interval/4)))
+		_, err = rw.w.Heartbeat(ctx, rw.id, "test-owner", nil)
+		require.NoError(t, err)
+		again := rw.one("work")
+		require.Equal(t, held.ID, again.ID)
+		require.Equal(t, held.Attempts, again.Attempts, "the released claim gave its attempt back")
+		_, err = rw.w.Complete(ctx, rw.id, "test-owner", held.Fence, json.RawMessage(`"late"`))
+		require.ErrorIs(t, err, weft.ErrStaleLease)
+		rw.complete(again, `"done"`)
+		require.Equal(t, state.TaskCompleted, wait(t, e, id).State)
+	})
+}

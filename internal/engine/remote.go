@@ -331,10 +331,17 @@ func (ws *Workers) release(workerID string, lease int64) {
 	}
 }
 
+// releasePeriods is how many heartbeat intervals a worker's claim is
+// given to reach it before a heartbeat that leaves it out releases it.
+const releasePeriods = 2
+
 // WorkerHeartbeat renews a worker's lease. held must list every step the
 // worker holds: a step it holds in the store but does not list, claimed
-// more than a heartbeat interval ago, never reached it (the reply to its
-// claim was lost) and is released for another claim. It returns the listed
+// more than two heartbeat intervals ago, never reached it (the reply to
+// its claim was lost) or was forgotten, and is released for another
+// claim. A younger claim may still be on its way: the claim's reply and
+// the heartbeat that crosses it may each take most of an interval on a
+// loaded host (releasePeriods). It returns the listed
 // fences that are no longer valid (cancelled or taken over): the worker
 // must stop them.
 func (ws *Workers) WorkerHeartbeat(ctx context.Context, workerID, owner string, held []store.Fence) ([]store.Fence, error) {
@@ -351,7 +358,7 @@ func (ws *Workers) WorkerHeartbeatLoad(ctx context.Context, workerID, owner stri
 	}
 	now := time.Now()
 	res, err := ws.e.store.Heartbeat(ctx, store.HeartbeatParams{EngineID: workerID, Now: now, Held: held,
-		Complete: true, ClaimedBefore: now.Add(-ws.e.cfg.HeartbeatInterval)})
+		Complete: true, ClaimedBefore: now.Add(-releasePeriods * ws.e.cfg.HeartbeatInterval)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("heartbeat of worker %s: %w", workerID, err)
 	}

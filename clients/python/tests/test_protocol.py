@@ -36,10 +36,10 @@ class ProtocolTest(ServerTestCase):
         step = self.claim_one(t, wid, "rel", "raw.rel")
         beat = t.request("POST", "/v1/workers/%s/heartbeat" % wid, {"steps": [step["fence"]]})
         self.assertEqual(beat["lost"], [])
-        # The server releases only steps claimed more than one heartbeat
-        # interval ago (so that a heartbeat racing a claim does not release
+        # The server releases only steps claimed more than two heartbeat
+        # intervals ago (so that a heartbeat racing a claim does not release
         # it): let that time pass.
-        time.sleep(reg["heartbeat_interval_ms"] / 1000.0 + 0.5)
+        time.sleep(2 * reg["heartbeat_interval_ms"] / 1000.0 + 0.5)
         t.request("POST", "/v1/workers/%s/heartbeat" % wid, {"steps": []})
         wait_for(lambda: self.step_state(step["step_id"]) != "running", 3,
                  what="the server to release the step the heartbeat did not list")

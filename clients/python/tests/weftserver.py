@@ -118,7 +118,8 @@ class WeftServer:
     def start(self, timeout=20.0):
         """Start (or restart) `weft serve` on the same database and port."""
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([self.bin, "--db", self.db, "serve", "--addr", "127.0.0.1:%d" % self.port, "--drain", "2s"],
+        self.proc = subprocess.Popen([self.bin, "--db", self.db, "serve", "--addr", "127.0.0.1:%d" % self.port, "--drain", "2s",
+                                      "--heartbeat-interval", "1s"],
                                      stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
 

@@ -1082,7 +1082,7 @@ export interface components {
             /** @description For kind function or call: the calls the task recorded, in the order the function made them */
             calls?: components["schemas"]["RecordedCall"][];
         };
-        /** @description Every step the worker holds: a held step that is not listed (claimed more than a heartbeat interval ago) is released for another claim */
+        /** @description Every step the worker holds: a held step that is not listed (claimed more than two heartbeat intervals ago) is released for another claim */
         Heartbeat: {
             steps?: components["schemas"]["Fence"][];
             /** @description How many more steps the worker could run now. 0 (full) lets the server ask it to stop a preemptible step for a more urgent one it would claim; a worker that never sends it is never preempted */

@@ -36,8 +36,8 @@ describe("worker protocol", () => {
       const step = await claimOne(t, wid, "rel", "raw.rel");
       const beat = await t.request<HeartbeatReply>("POST", `/v1/workers/${wid}/heartbeat`, { steps: [step.fence] });
       assert.deepEqual(beat.lost, []);
-      // Only steps claimed more than one heartbeat interval ago are released: let that time pass.
-      await new Promise((r) => setTimeout(r, reg.heartbeat_interval_ms + 500));
+      // Only steps claimed more than two heartbeat intervals ago are released: let that time pass.
+      await new Promise((r) => setTimeout(r, 2 * reg.heartbeat_interval_ms + 500));
       await t.request("POST", `/v1/workers/${wid}/heartbeat`, { steps: [] });
       await waitFor(
         async () => (await ctx.server.api<{ state: string }>("GET", `/v1/steps/${step.step_id}`)).state !== "running",

@@ -111,7 +111,7 @@ export class WeftServer {
   /** Start (or restart) `weft serve` on the same database and port. */
   async restart(timeoutMs = 20_000): Promise<void> {
     const log = openSync(this.logPath, "a");
-    const proc = spawn(this.bin, ["--db", this.db, "serve", "--addr", `127.0.0.1:${this.port}`, "--drain", "2s"], {
+    const proc = spawn(this.bin, ["--db", this.db, "serve", "--addr", `127.0.0.1:${this.port}`, "--drain", "2s", "--heartbeat-interval", "1s"], {
       stdio: ["ignore", log, log],
     });
     closeSync(log);
