@@ -10,6 +10,9 @@ import (
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 )
 
+// MaxConnsInURL exposes maxConnsInURL to the tests.
+var MaxConnsInURL = maxConnsInURL
+
 // Refused exposes refused to the tests.
 var Refused = refused
 

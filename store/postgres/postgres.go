@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -49,7 +50,8 @@ type Options struct {
 	Aging time.Duration
 	// MaxConns bounds the store's connections: a quarter of them (at
 	// least one) claim steps, an eighth (at least one) record outcomes,
-	// the rest serve everything else. Default 20; at least 3.
+	// the rest serve everything else. Default: the URL's pool_max_conns,
+	// else 20; at least 3.
 	MaxConns int
 	// Clock returns the current time; tests set it. Default time.Now.
 	Clock func() time.Time
@@ -113,12 +115,29 @@ var (
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
+// maxConnsInURL reports whether url, a postgres:// URL or a key=value
+// string, sets pgx's pool_max_conns.
+func maxConnsInURL(url string) bool {
+	if u, err := neturl.Parse(url); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return u.Query().Has("pool_max_conns")
+	}
+	return dsnMaxConns.MatchString(url)
+}
+
+var dsnMaxConns = regexp.MustCompile(`(^|\s)pool_max_conns\s*=`)
+
 // Open connects to the database a postgres:// URL names and brings weft's
 // schema up to date.
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return Store{}, fmt.Errorf("postgres: parse URL: %w", redact.Error(err, url))
+	}
+	if opts.MaxConns == 0 && maxConnsInURL(url) {
+		if cfg.MaxConns < 3 {
+			return Store{}, fmt.Errorf("postgres: pool_max_conns=%d in the URL: at least 3 (claims and outcomes have connections of their own)", cfg.MaxConns)
+		}
+		opts.MaxConns = int(cfg.MaxConns)
 	}
 	return open(ctx, cfg, url, opts)
 }

@@ -36,6 +36,37 @@ func TestOpenErrors(t *testing.T) {
 	require.ErrorContains(t, err, "schema")
 	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{MaxConns: 2})
 	require.ErrorContains(t, err, "MaxConns 2: at least 3")
+	_, err = postgres.Open(ctx, withParam(pgtesting.URL(t), "pool_max_conns=2"), postgres.Options{})
+	require.ErrorContains(t, err, "pool_max_conns=2 in the URL: at least 3")
+	s, err := postgres.Open(ctx, withParam(pgtesting.URL(t), "pool_max_conns=3"), postgres.Options{})
+	require.NoError(t, err, "the fewest connections a store works with")
+	require.NoError(t, s.Close())
+}
+
+// withParam adds a query parameter to a postgres:// URL.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
+}
+
+// TestMaxConnsInURL: the URL's pool_max_conns sizes the store when
+// Options.MaxConns is not set, in either form of connection string.
+func TestMaxConnsInURL(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]bool{
+		"postgres://u@h/db?pool_max_conns=8":                   true,
+		"postgresql://u@h/db?sslmode=disable&pool_max_conns=8": true,
+		"postgres://u@h/db?sslmode=disable":                    false,
+		"postgres://u:pool_max_conns=1@h/db":                   false,
+		"host=h dbname=db pool_max_conns=8":                    true,
+		"host=h pool_max_conns = 8":                            true,
+		"host=h dbname=db":                                     false,
+		"host=h application_name=my_pool_max_conns=x":          false,
+	} {
+		require.Equal(t, want, postgres.MaxConnsInURL(url), url)
+	}
 }
 
 // TestClaimReadsReadyIndex shows that the claim reads the partial ready
