@@ -85,8 +85,10 @@ var policyVariants = func() []policyVariant {
 	}
 }()
 
-// policyRun burns down n tasks under variant v and returns the throughput.
-func policyRun(ctx context.Context, e *env, n int, v policyVariant) (float64, error) {
+// policyRun burns down n tasks under variant v and returns the throughput
+// and the burn-down's statements per task (on PostgreSQL with
+// pg_stat_statements; else -1).
+func policyRun(ctx context.Context, e *env, n int, v policyVariant) (tps, stmts float64, err error) {
 	done := newCountdown(n)
 	w := workflow.New("bench", "one", "1")
 	if v.flow != nil {
@@ -94,17 +96,17 @@ func policyRun(ctx context.Context, e *env, n int, v policyVariant) (float64, er
 	}
 	r, err := openWeft(ctx, e, w.Step("s", "noop", v.options...), done.handle)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer r.close()
 	if v.set != nil {
 		// The policies name a second namespace, with no ready work: it
 		// exists once a workflow is registered in it.
 		if err := r.engine.Register(ctx, workflow.New("elsewhere", "idle", "1").Step("s", "noop")); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := v.set(ctx, r.engine, weft.Operator{Actor: "bench"}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	for left := n; left > 0; left -= submitBatch {
@@ -113,24 +115,47 @@ func policyRun(ctx context.Context, e *env, n int, v policyVariant) (float64, er
 			subs[i] = weft.Submission{Workflow: "bench/one", Input: map[string]int{"c": (left + i) % 100}}
 		}
 		if _, err := r.engine.SubmitMany(ctx, subs); err != nil {
-			return 0, fmt.Errorf("submit: %w", err)
+			return 0, 0, fmt.Errorf("submit: %w", err)
 		}
+	}
+	s0, _, err := r.count.counts(ctx, true)
+	if err != nil {
+		return 0, 0, err
 	}
 	start := time.Now()
 	if err := r.engine.Start(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := done.wait(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := r.engine.Stop(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	elapsed := time.Since(start)
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(n) / elapsed.Seconds(), nil
+	stmts = -1
+	if s0 >= 0 && e.backend == "postgres" {
+		s1, _, err := r.count.counts(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		stmts = (s1 - s0) / float64(n)
+		if os.Getenv("WEFT_BENCH_TOP") != "" {
+			// What the statements were, for finding where a policy's
+			// cost goes.
+			top, err := r.count.topStatements(ctx, 15)
+			if err != nil {
+				return 0, 0, err
+			}
+			for _, t := range top {
+				fmt.Fprintf(os.Stderr, "bench: policies %s: %8d calls %9.1f ms  %.150s\n", v.name, t.Calls, t.TotalMS, t.Query)
+			}
+		}
+	}
+	return float64(n) / elapsed.Seconds(), stmts, nil
 }
 
 // weftPolicies runs every variant in turn, o.runs times, and reports the
@@ -152,16 +177,19 @@ func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error)
 			variants = append([]policyVariant{policyVariants[0]}, variants...)
 		}
 	}
-	got := map[string][]float64{}
+	got, stmts := map[string][]float64{}, map[string][]float64{}
 	for run := 1; run <= max(o.runs, 1); run++ {
 		for _, v := range variants {
-			tps, err := policyRun(ctx, e, n, v)
+			tps, perTask, err := policyRun(ctx, e, n, v)
 			if err != nil {
 				return sample{}, fmt.Errorf("policies %s: %w", v.name, err)
 			}
 			// Each run's figure, for the spread the medians hide.
-			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d: %.0f tasks/s\n", v.name, run, o.runs, tps)
+			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d: %.0f tasks/s, %.4f statements/task\n", v.name, run, o.runs, tps, perTask)
 			got[v.name] = append(got[v.name], tps)
+			if perTask >= 0 {
+				stmts[v.name] = append(stmts[v.name], perTask)
+			}
 		}
 	}
 	none := median(got["none"])
@@ -169,6 +197,9 @@ func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error)
 	for _, v := range variants {
 		m := median(got[v.name])
 		metrics[v.name+"_tasks_per_s"] = m
+		if len(stmts[v.name]) > 0 {
+			metrics[v.name+"_statements_per_task"] = median(stmts[v.name])
+		}
 		if v.name != "none" {
 			metrics[v.name+"/none"] = m / none
 		}
