@@ -288,7 +288,7 @@ func TestBadBodies(t *testing.T) {
 		{"missing workflow", `{}`, 400, server.CodeInvalidField, "workflow"},
 		{"bad reference", `{"workflow":"nochain"}`, 400, server.CodeInvalidField, "workflow"},
 		{"priority out of range", `{"workflow":"api/chain","priority":99999999}`, 400, server.CodeInvalidField, "priority"},
-		{"bad time", `{"workflow":"api/chain","run_at":"tomorrow"}`, 400, server.CodeInvalidJSON, ""},
+		{"bad time", `{"workflow":"api/chain","run_at":"tomorrow"}`, 400, server.CodeInvalidField, "run_at"},
 		{"too large", `{"workflow":"api/chain","input":"` + strings.Repeat("x", 600) + `"}`, 413, server.CodeBodyTooLarge, ""},
 	}
 	for _, tt := range tests {
@@ -306,6 +306,41 @@ func TestBadBodies(t *testing.T) {
 	require.Equal(t, 404, r.status)
 	code, _ := r.errorCode(t)
 	require.Equal(t, server.CodeNotFound, code)
+}
+
+// TestBadValuesNameTheirPath: a value that does not decode into its field
+// is refused naming the field by its whole path, with the array's index,
+// on every route and at any depth, whatever the kind of the value's type
+// (a time, an integer written as a string, an object).
+func TestBadValuesNameTheirPath(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, backends()["sqlite"](t), server.Options{})
+	en.register(chainTemplate)
+	tests := []struct {
+		route, body, code, field, says string
+	}{
+		{"/v1/tasks/batch", `{"tasks":[{"workflow":"api/chain"},{"workflow":"api/chain","priority":"high"}]}`, server.CodeInvalidField, "tasks[1].priority", "must be an integer, got string"},
+		{"/v1/tasks/batch", `{"tasks":[{"workflow":"api/chain"},{"workflow":"api/chain","bogus":1}]}`, server.CodeUnknownField, "tasks[1].bogus", "unknown field"},
+		{"/v1/tasks/batch", `{"tasks":[{"workflow":"api/chain","run_at":"x"}]}`, server.CodeInvalidField, "tasks[0].run_at", "RFC 3339"},
+		{"/v1/tasks/batch", `{"tasks":[{"workflow":"api/chain","tags":["a"]}]}`, server.CodeInvalidField, "tasks[0].tags", "must be an object, got array"},
+		{"/v1/tasks/batch", `{"tasks":{"workflow":"api/chain"}}`, server.CodeInvalidField, "tasks", "must be an array, got object"},
+		{"/v1/tasks", `{"workflow":"api/chain","good_until":17}`, server.CodeInvalidField, "good_until", "RFC 3339"},
+		{"/v1/tasks", `{"workflow":"api/chain","priority":1.5}`, server.CodeInvalidField, "priority", "must be an integer from"},
+		{"/v1/tasks", `{"workflow":"api/chain","priority":99999999999999999999}`, server.CodeInvalidField, "priority", "must be an integer from"},
+		{"/v1/tasks", `[]`, server.CodeInvalidJSON, "", "the body must be an object, got array"},
+		{"/v1/tasks/cancel", `{"filter":{"created_after":"x"}}`, server.CodeInvalidField, "filter.created_after", "RFC 3339"},
+		{"/v1/tasks/cancel", `{"ids":[1,"2"]}`, server.CodeInvalidField, "ids[1]", "must be an integer, got string"},
+		{"/v1/workers/w/complete", `{"fence":{"step_id":1,"attempt":1,"lease_id":"abc"}}`, server.CodeInvalidField, "fence.lease_id", "must be a string holding an integer"},
+		{"/v1/workers/w/complete", `{"fence":{"step_id":1,"attempt":1,"lease_id":7}}`, server.CodeInvalidField, "fence.lease_id", "must be a string holding an integer, got number"},
+	}
+	for _, tt := range tests {
+		r := en.do("POST", tt.route, en.admin, tt.body)
+		require.Equal(t, 400, r.status, "%s %s: %s", tt.route, tt.body, r.body)
+		code, field := r.errorCode(t)
+		require.Equal(t, tt.code, code, "%s %s: %s", tt.route, tt.body, r.body)
+		require.Equal(t, tt.field, field, "%s %s: %s", tt.route, tt.body, r.body)
+		require.Contains(t, string(r.body), tt.says, "%s %s", tt.route, tt.body)
+	}
 }
 
 func TestBacklogRefusesWithRetryAfter(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/weftrun/weft/internal/textsafe"
@@ -140,6 +141,15 @@ func decodeBody(r *http.Request, v any, checkText bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return decodeError(err)
+		}
+		// Which value, by its whole path: encoding/json's errors name
+		// no array index, and none at all for some.
+		if f, ok := locateFault(body, reflect.TypeOf(v)); ok {
+			return f.apiError()
+		}
 		return decodeError(err)
 	}
 	if dec.More() {
@@ -177,7 +187,7 @@ func decodeError(err error) error {
 	case errors.As(err, &typ):
 		field := typ.Field
 		if field == "" {
-			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body must be a JSON %s", typeName(typ))
+			return errorf(http.StatusBadRequest, CodeInvalidJSON, "the body must be %s", typeName(typ))
 		}
 		e := fieldError(field, "must be %s, got %s", typeName(typ), typ.Value)
 		return e
