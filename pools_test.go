@@ -65,3 +65,17 @@ func TestDedicatedPoolsRefuseBadNamespaces(t *testing.T) {
 		require.ErrorContains(t, err, "Namespaces[", "%q", ns)
 	}
 }
+
+// TestRunTaskOutsideThePool: RunTask of a task in a namespace the engine
+// does not serve is refused at once, rather than waiting for a claim that
+// never comes.
+func TestRunTaskOutsideThePool(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, backends()["sqlite"](t), weft.Config{Namespaces: []string{"shop"}})
+	e.Handle("go.work", func(context.Context, *weft.Attempt) (any, error) { return nil, nil })
+	register(t, e, workflow.New("billing", "job", "1").Step("work", "go.work"))
+	sub := submit(t, e, weft.Submission{Workflow: "billing/job"})
+	_, err := e.RunTask(context.Background(), sub.Task.ID)
+	require.ErrorIs(t, err, weft.ErrInvalid)
+	require.ErrorContains(t, err, `namespace "billing" is not among the engine's Namespaces ["shop"]`)
+}

@@ -408,6 +408,9 @@ func (a *app) readInput(v string) (json.RawMessage, error) {
 			return nil, usageErrorf("--input: %w", err)
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return nil, usageErrorf("--input: %s is a directory: name a file of JSON", v[1:])
+		}
 		b, err := readCapped(f, v[1:])
 		if err != nil {
 			return nil, err

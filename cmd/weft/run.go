@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,6 +77,10 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	w, err := a.loadTemplate(path)
 	if err != nil {
 		return err
+	}
+	if len(cfg.Namespaces) > 0 && !slices.Contains(cfg.Namespaces, w.Namespace) {
+		return usageErrorf("%s: the template's namespace %q is not among them: this run's engine would never claim its task",
+			a.config.Describe("namespaces"), w.Namespace)
 	}
 	// RunTask stops the engine within ShutdownTimeout, which Config reads
 	// as "the default" when zero; --drain 0 means not to wait at all.

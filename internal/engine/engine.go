@@ -524,6 +524,16 @@ func (e *Engine) RunTask(ctx context.Context, id int64) (*store.Task, error) {
 	if started {
 		return nil, errors.New("RunTask needs an engine that is not started")
 	}
+	if len(e.cfg.Namespaces) > 0 {
+		t, err := e.store.GetTask(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("run task %d: %w", id, err)
+		}
+		if !slices.Contains(e.cfg.Namespaces, t.Namespace) {
+			return nil, fmt.Errorf("%w: run task %d: its namespace %q is not among the engine's Namespaces %q, so the engine would never claim it",
+				store.ErrInvalid, id, t.Namespace, e.cfg.Namespaces)
+		}
+	}
 	e.onlyTask = id
 	if err := e.Start(ctx); err != nil {
 		return nil, err
