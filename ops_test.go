@@ -27,7 +27,7 @@ func TestRetentionByMaintenance(t *testing.T) {
 		e.Handle("ok", func(ctx context.Context, a *weft.Attempt) (any, error) { return "done", nil })
 		e.Handle("boom", func(ctx context.Context, a *weft.Attempt) (any, error) { return nil, weft.Permanent(context.Canceled) })
 		short := workflow.New("shop", "short", "1").Step("s", "ok")
-		short.Retention = &workflow.Retention{Completed: workflow.Duration(time.Millisecond)}
+		short.Retention = &workflow.Retention{Completed: workflow.Duration(time.Second)}
 		require.NoError(t, e.Register(ctx, short))
 		require.NoError(t, e.Register(ctx, workflow.New("shop", "plain", "1").Step("s", "boom")))
 		require.NoError(t, e.Register(ctx, workflow.New("other", "plain", "1").Step("s", "boom")))
@@ -54,7 +54,7 @@ func TestRetentionByMaintenance(t *testing.T) {
 		})
 		_, err := e.Get(ctx, a)
 		require.ErrorIs(t, err, weft.ErrNotFound)
-		require.NoError(t, e.SetRetention(ctx, "shop", state.TaskFailed, time.Millisecond, weft.Operator{Actor: "test"}))
+		require.NoError(t, e.SetRetention(ctx, "shop", state.TaskFailed, time.Second, weft.Operator{Actor: "test"}))
 		eventually(t, "the namespace retention to delete shop/plain's task", func() bool {
 			_, err := e.Get(ctx, b)
 			return err != nil

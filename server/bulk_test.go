@@ -218,6 +218,12 @@ func TestRetentionAndWorkers(t *testing.T) {
 	require.Equal(t, wire.Duration(7*24*time.Hour), rl.Retention[0].Keep)
 	r := en.do("PUT", "/v1/retention/shop", en.admin, map[string]any{"keep": map[string]string{"running": "1d"}})
 	require.Equal(t, 400, r.status)
+	// A retention that would keep nothing is refused, not stored as 0s.
+	r = en.do("PUT", "/v1/retention/shop", en.admin, map[string]any{"keep": map[string]string{"completed": "1ns"}})
+	require.Equal(t, 400, r.status, "%s", r.body)
+	_, field := r.errorCode(t)
+	require.Equal(t, "keep.completed", field)
+	require.Contains(t, string(r.body), "must be at least 1s, got 1ns")
 	rl, err = c.SetRetention(ctx, "shop", map[string]string{"failed": ""})
 	require.NoError(t, err)
 	require.Len(t, rl.Retention, 1)

@@ -1,6 +1,22 @@
 package workflow
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
+
+// MinRetention is the shortest retention: one that rounds to nothing in
+// the store (which keeps microseconds) would delete each task as it ends.
+const MinRetention = time.Second
+
+// CheckRetention checks a retention's duration: 0 (none) or at least
+// MinRetention.
+func CheckRetention(keep time.Duration) error {
+	if keep < 0 || keep > 0 && keep < MinRetention {
+		return fmt.Errorf("must be at least %s, got %s", MinRetention, keep)
+	}
+	return nil
+}
 
 // Retention says how long a workflow's finished tasks are kept, per final
 // state; zero keeps them forever. The maintenance leader deletes older
@@ -30,6 +46,21 @@ func (r *Retention) ByState() map[string]time.Duration {
 		}
 	}
 	return out
+}
+
+// validate adds a problem for each retention too short to keep anything.
+func (r *Retention) validate(add func(step string, line int, field, format string, args ...any)) {
+	if r == nil {
+		return
+	}
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"completed", r.Completed}, {"failed", r.Failed}, {"cancelled", r.Cancelled}, {"expired", r.Expired}} {
+		if err := CheckRetention(time.Duration(f.d)); err != nil {
+			add("", 0, "retention."+f.name, "%v (leave it out to keep the tasks)", err)
+		}
+	}
 }
 
 var tplRetentionFields = map[string]tplFieldDecoder[Retention]{

@@ -78,6 +78,8 @@ func TestScheduleAndSubWorkflowErrors(t *testing.T) {
 		{"workflow on a plain step", "    handler: shop.quote\n", "    handler: shop.quote\n    workflow: a/b\n", "only workflow steps start a child workflow"},
 		{"bad limit", "max_depth: 3", "max_depth: 0", "limits.max_depth: must be at least 1"},
 		{"supersede", "version: \"1\"\n", "version: \"1\"\non_conflict: supersede\n", ""},
+		{"retention", "version: \"1\"\n", "version: \"1\"\nretention: {completed: 1s, failed: 7d}\n", ""},
+		{"retention too short", "version: \"1\"\n", "version: \"1\"\nretention: {completed: 1ms}\n", "retention.completed: must be at least 1s, got 1ms"},
 		{"bad on_conflict", "version: \"1\"\n", "version: \"1\"\non_conflict: replace\n", `on_conflict: "replace" is not one of [return supersede]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

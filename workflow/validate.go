@@ -181,6 +181,7 @@ func (w *Workflow) Validate() error {
 		add("", 0, "steps", "%d steps are more than limits.max_steps (%d)", len(w.Steps), limits.MaxSteps)
 	}
 	w.Concurrency.validate("", 0, "concurrency", add)
+	w.Retention.validate(add)
 	w.validateTemplates(add)
 	w.validateSchedules(add)
 	nodes := make([]dag.Node, 0, len(w.Steps))

@@ -144,6 +144,7 @@ func TestPruneRetentionAttentionCLI(t *testing.T) {
 		{"retention", "shop"},
 		{"retention", "--completed", "7d"},
 		{"retention", "shop", "--completed", "-1h"},
+		{"retention", "shop", "--completed", "1ns"},
 	} {
 		requireCode(t, exitUsage, weftCLI(t, append(args, "--db", db)...))
 	}

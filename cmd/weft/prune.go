@@ -11,6 +11,7 @@ import (
 	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/wire"
+	"github.com/weftrun/weft/workflow"
 )
 
 // This file holds prune (delete old finished tasks on demand) and retention
@@ -115,6 +116,9 @@ change is recorded in the operator log.`,
 				d, err := parseAge(*v)
 				if err != nil {
 					return usageErrorf("--%s %q: want a duration such as 7d, 12h or 90m, or 0 to clear", st, *v)
+				}
+				if err := workflow.CheckRetention(d); err != nil {
+					return usageErrorf("--%s %q: %v, or 0 to clear", st, *v, err)
 				}
 				set[st] = d
 			}

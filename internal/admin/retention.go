@@ -26,8 +26,8 @@ func (a *Admin) SetRetention(ctx context.Context, namespace string, st state.Tas
 	default:
 		return fmt.Errorf("%w retention: %q is not a final task state (completed, failed, cancelled, expired)", store.ErrInvalid, st)
 	}
-	if keep < 0 {
-		return fmt.Errorf("%w retention: a duration cannot be negative", store.ErrInvalid)
+	if err := workflow.CheckRetention(keep); err != nil {
+		return store.Invalidf("keep."+string(st), "%v (0 clears it)", err)
 	}
 	if err := a.requireRetentionNamespace(ctx, namespace); err != nil {
 		return err
