@@ -70,6 +70,9 @@ func (e *Error) Unwrap() error {
 		}
 		return store.ErrConflict
 	case http.StatusBadRequest:
+		if e.Field != "" {
+			return &store.FieldError{Field: e.Field, Problem: strings.TrimPrefix(e.Message, e.Field+": ")}
+		}
 		return store.ErrInvalid
 	}
 	return nil

@@ -260,12 +260,11 @@ func (s *Server) task(ctx context.Context, id int64) (wire.Task, error) {
 	return wire.TaskOf(*t), nil
 }
 
-// maxReason bounds the reason an operator gives for an action.
-const maxReason = 4096
-
+// checkReason refuses a reason no action takes (store.CheckReason) before
+// the action starts.
 func checkReason(reason string) error {
-	if len(reason) > maxReason {
-		return fieldError("reason", "must be at most %d bytes", maxReason)
+	if err := store.CheckReason(reason); err != nil {
+		return inField("reason", err)
 	}
 	return nil
 }

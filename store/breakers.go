@@ -121,8 +121,5 @@ func (r BreakerReset) Validate() error {
 	if r.Actor == "" {
 		return Invalidf("actor", "the reset of breaker %q needs one for the audit", r.Key)
 	}
-	if len(r.Reason) > 4096 {
-		return Invalidf("reason", "is longer than 4096 bytes")
-	}
-	return nil
+	return CheckReason(r.Reason)
 }

@@ -124,10 +124,7 @@ func (c PolicyChange) Validate() error {
 	if c.Actor == "" {
 		return Invalidf("actor", "the policy change of %q needs one for the audit", c.Target)
 	}
-	if len(c.Reason) > 4096 {
-		return Invalidf("reason", "is longer than 4096 bytes")
-	}
-	return nil
+	return CheckReason(c.Reason)
 }
 
 // MaxWeight is the largest namespace weight.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/weftrun/weft/internal/dag"
 )
@@ -128,6 +129,26 @@ func (e *FieldError) Error() string { return ErrInvalid.Error() + " " + e.Field 
 
 // Is makes a FieldError an ErrInvalid.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// MaxReason is the longest reason an operator may give for an action, in
+// bytes.
+const MaxReason = 4096
+
+// CheckReason checks the reason an operator gives for an action (a
+// cancel, a retry, a pause): at most MaxReason bytes of UTF-8 text without
+// a NUL character, which no store keeps. Every action checks it, however
+// it is reached.
+func CheckReason(reason string) error {
+	switch {
+	case len(reason) > MaxReason:
+		return Invalidf("reason", "must be at most %d bytes, got %d", MaxReason, len(reason))
+	case !utf8.ValidString(reason):
+		return Invalidf("reason", "must be UTF-8 text")
+	case strings.ContainsRune(reason, 0):
+		return Invalidf("reason", "must not hold a NUL character")
+	}
+	return nil
+}
 
 // ConflictError is an ErrConflict with its reason: the change does not
 // fit the current state ("task 7 is completed and cannot be cancelled").

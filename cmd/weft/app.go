@@ -76,9 +76,12 @@ func invalidError(err error) error {
 	if !errors.As(err, &fe) {
 		return &exitError{code: exitUsage, err: err}
 	}
-	flag, ok := fieldFlags[fe.Field]
+	// A filter's fields and a retention's states are flags of their own
+	// ("filter.state": --state, "keep.completed": --completed).
+	field := strings.TrimPrefix(strings.TrimPrefix(fe.Field, "filter."), "keep.")
+	flag, ok := fieldFlags[field]
 	if !ok {
-		flag = "--" + strings.ReplaceAll(fe.Field, "_", "-")
+		flag = "--" + strings.ReplaceAll(field, "_", "-")
 	}
 	return flagError(flag, fe)
 }
@@ -298,10 +301,16 @@ func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command
 	return func(cmd *cobra.Command, args []string) error {
 		err := f(cmd, args)
 		var xe *exitError
-		if err != nil && !errors.As(err, &xe) {
-			return &exitError{code: exitFailed, err: err}
+		switch {
+		case err == nil || errors.As(err, &xe):
+			return err
+		case errors.Is(err, store.ErrInvalid):
+			// What the command was given is not valid, whether the
+			// engine or a server found it: a usage error naming its
+			// flag.
+			return invalidError(err)
 		}
-		return err
+		return &exitError{code: exitFailed, err: err}
 	}
 }
 

@@ -234,7 +234,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 		return fmt.Errorf("internal error: unknown backend %T", b)
 	}
 	if errors.Is(err, weft.ErrInvalid) {
-		return usageErrorf("%v", err)
+		return invalidError(err)
 	}
 	if err != nil {
 		return a.bulkFailed(c.action.past(), res, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/server"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/wire"
 )
@@ -319,4 +320,28 @@ func TestBulkInStepsThroughServer(t *testing.T) {
 	requireCode(t, 0, r)
 	require.Equal(t, fmt.Sprintf("%d tasks deleted\n", n-6), r.stdout)
 	require.Zero(t, count("cancelled"))
+}
+
+// TestReasonRefusedAlike: a reason no action takes is refused with exit
+// status 2 naming --reason, on a database and through a server alike,
+// whatever the action.
+func TestReasonRefusedAlike(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "weft.db")
+	requireCode(t, 0, weftCLI(t, "--db", db, "submit", "../../examples/hello.yaml"))
+	long := strings.Repeat("x", store.MaxReason+1)
+	for _, args := range [][]string{
+		{"cancel", "1", "--reason", long},
+		{"cancel", "1", "--reason", "a\xffb"},
+		{"retry", "1", "--reason", long},
+		{"cancel", "--all", "--reason", long},
+		{"pause", "examples", "--reason", long},
+	} {
+		r := weftCLI(t, append(args, "--db", db)...)
+		requireCode(t, exitUsage, r)
+		require.Contains(t, r.stderr, "--reason: must", args[:2])
+	}
+	r := weftCLI(t, "--db", db, "tasks", "--json")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stdout, `"state": "pending"`, "nothing was cancelled")
 }

@@ -102,7 +102,7 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 		}
 		err = c.Follow(ctx, f, handle)
 		if errors.Is(err, weft.ErrInvalid) {
-			return usageErrorf("%v", err)
+			return invalidError(err)
 		}
 		return err
 	}

@@ -87,7 +87,7 @@ func TestSubmitFieldErrors(t *testing.T) {
 			require.Contains(t, r.stderr, tc.flag+": ", "CLI")
 			r = weftCLI(t, append([]string{"--server", hs.URL, "submit", "examples/hello"}, tc.cli...)...)
 			requireCode(t, exitUsage, r)
-			require.Contains(t, r.stderr, tc.field+": ", "CLI through a server")
+			require.Contains(t, r.stderr, tc.flag+": ", "CLI through a server names the flag too")
 		})
 	}
 	tasks, err := e.List(ctx, weft.TaskFilter{})

@@ -320,7 +320,7 @@ made them.`,
 // policyError passes an invalid target or change on as a usage error.
 func policyError(err error) error {
 	if errors.Is(err, store.ErrInvalid) {
-		return usageErrorf("%v", err)
+		return invalidError(err)
 	}
 	return err
 }

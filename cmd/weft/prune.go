@@ -139,7 +139,7 @@ change is recorded in the operator log.`,
 				for st, d := range set {
 					if err := be.SetRetention(ctx, args[0], st, d, weft.Operator{Actor: cliActor()}); err != nil {
 						if errors.Is(err, weft.ErrInvalid) {
-							return usageErrorf("%v", err)
+							return invalidError(err)
 						}
 						return err
 					}

@@ -128,7 +128,7 @@ func stepError(id int64, err error) error {
 	case errors.Is(err, weft.ErrConflict):
 		return conflictMessage(err)
 	case errors.Is(err, weft.ErrInvalid):
-		return usageErrorf("%v", err)
+		return invalidError(err)
 	}
 	return err
 }

@@ -198,7 +198,7 @@ completes the next step that begins to wait for it.`,
 			case errors.Is(err, weft.ErrConflict):
 				return conflictMessage(err)
 			case errors.Is(err, weft.ErrInvalid):
-				return usageErrorf("%v", err)
+				return invalidError(err)
 			case err != nil:
 				return err
 			case delivered:

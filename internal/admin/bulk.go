@@ -202,6 +202,9 @@ func (a *Admin) DeleteTasks(ctx context.Context, r BulkRequest) (BulkResult, err
 // applying do to each, until the selection ends or r says to stop
 // (stopping).
 func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (store.BatchResult, error)) (BulkResult, error) {
+	if err := store.CheckReason(r.Reason); err != nil {
+		return BulkResult{}, err
+	}
 	if r.Actor == "" {
 		r.Actor = a.id()
 	}

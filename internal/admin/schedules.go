@@ -42,6 +42,9 @@ func (a *Admin) FindSchedule(ctx context.Context, ref string) (store.ScheduleRec
 // is its first after now: ticks that passed while it was paused are not
 // caught up.
 func (a *Admin) PauseSchedule(ctx context.Context, k store.ScheduleKey, paused bool, actor, reason string) (store.ScheduleRecord, error) {
+	if err := store.CheckReason(reason); err != nil {
+		return store.ScheduleRecord{}, err
+	}
 	if actor == "" {
 		actor = a.id()
 	}

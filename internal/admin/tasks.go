@@ -21,6 +21,9 @@ func (a *Admin) Step(ctx context.Context, id int64) (*store.Step, error) {
 // RetryStep makes a failed or expired step ready again (see
 // store.Admin.RetryStep), recorded as actor's action.
 func (a *Admin) RetryStep(ctx context.Context, id int64, actor, reason string) error {
+	if err := store.CheckReason(reason); err != nil {
+		return err
+	}
 	if actor == "" {
 		actor = a.id()
 	}
@@ -33,6 +36,9 @@ func (a *Admin) RetryStep(ctx context.Context, id int64, actor, reason string) e
 // ResolveStep ends a step by an operator's hand (see
 // store.Admin.ResolveStep).
 func (a *Admin) ResolveStep(ctx context.Context, r store.StepResolution) error {
+	if err := store.CheckReason(r.Reason); err != nil {
+		return err
+	}
 	if r.EngineID == "" {
 		r.EngineID = a.id()
 	}
@@ -75,6 +81,9 @@ func (a *Admin) Audit(ctx context.Context, taskID int64) ([]store.AuditEntry, er
 // means this engine) and reason ("" means "cancelled by user") are
 // recorded in the audit trail.
 func (a *Admin) Cancel(ctx context.Context, id int64, actor, reason string) error {
+	if err := store.CheckReason(reason); err != nil {
+		return err
+	}
 	if actor == "" {
 		actor = a.id()
 	}
@@ -92,6 +101,9 @@ func (a *Admin) Cancel(ctx context.Context, id int64, actor, reason string) erro
 // Retry runs a failed task again from its failed steps, recording actor
 // ("" means this engine) and reason in the audit trail.
 func (a *Admin) Retry(ctx context.Context, id int64, actor, reason string) error {
+	if err := store.CheckReason(reason); err != nil {
+		return err
+	}
 	if actor == "" {
 		actor = a.id()
 	}
