@@ -13,6 +13,7 @@ import (
 	"github.com/weftrun/weft/internal/pgtesting"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
+	"github.com/weftrun/weft/store/sqlite"
 	"github.com/weftrun/weft/workflow"
 )
 
@@ -128,4 +129,29 @@ func TestScheduleTwoEngines(t *testing.T) {
 		firedBy[audit[0].EngineID] = true
 	}
 	require.Len(t, firedBy, 2, "fired by %v", firedBy)
+}
+
+// TestScheduleThatNeverFires: a schedule whose cron names no time (as a
+// database written before such were refused may hold, its next tick
+// zero) is paused by the engine, which goes on firing its other
+// schedules rather than spinning on it.
+func TestScheduleThatNeverFires(t *testing.T) {
+	t.Parallel()
+	s := backends()["sqlite"](t)
+	e := newEngine(t, s, weft.Config{})
+	e.Handle("tick", func(ctx context.Context, a *weft.Attempt) (any, error) { return "ok", nil })
+	register(t, e, workflow.New("cron", "beat", "1").Step("s", "tick").
+		Schedule("every-second", "@every 1s").Schedule("never", "@daily"))
+	_, err := s.(sqlite.Store).DB().ExecContext(context.Background(),
+		`UPDATE schedules SET cron = '0 0 30 2 *', next_tick = 0 WHERE name = 'never'`)
+	require.NoError(t, err)
+	start(t, e)
+	eventually(t, "the schedule that never fires to be paused", func() bool {
+		list, err := e.Schedules(context.Background(), weft.ScheduleFilter{Name: "never"})
+		require.NoError(t, err)
+		return len(list) == 1 && list[0].Paused
+	})
+	eventually(t, "the other schedule to fire twice", func() bool {
+		return len(scheduledTicks(t, e, "every-second")) >= 2
+	})
 }

@@ -89,6 +89,14 @@ func (sc *scheduler) fire(ctx context.Context, now time.Time) error {
 // fireOne handles one due schedule.
 func (sc *scheduler) fireOne(ctx context.Context, s store.ScheduleRecord, now time.Time) error {
 	c, err := schedule.Parse(s.Cron, s.TimeZone)
+	if errors.Is(err, schedule.ErrNeverFires) {
+		// Registered before such expressions were refused: it would be
+		// due at every round, and never fire. Paused, with why.
+		sc.log.Error("schedule never fires; it is paused", "schedule", s.String(), "cron", s.Cron)
+		_, err := sc.store.PauseSchedule(ctx, store.SchedulePause{Key: s.ScheduleKey, Paused: true, Actor: sc.engineID(),
+			Reason: "paused by the engine: its cron expression names no time in the next five years"})
+		return err
+	}
 	if err != nil {
 		// Validated at registration: only a time zone database that lost
 		// the zone gets here. Say so, and try again at the next round.

@@ -47,6 +47,9 @@ const Grace = time.Minute
 // descriptors (@hourly, @daily, @every 30s, ...).
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// ErrNeverFires: a cron expression names no time in the next five years.
+var ErrNeverFires = errors.New("it names no time in the next five years (a date that never comes?)")
+
 // Cron is a parsed schedule expression in its time zone.
 type Cron struct {
 	s   cron.Schedule
@@ -69,6 +72,11 @@ func Parse(expr, tz string) (*Cron, error) {
 	s, err := parser.Parse(expr)
 	if err != nil {
 		return nil, fmt.Errorf("cron expression %q: %w", expr, err)
+	}
+	if s.Next(time.Now().In(loc)).IsZero() {
+		// A date that never comes (30 February): the parser looks five
+		// years ahead and gives up.
+		return nil, fmt.Errorf("cron expression %q: %w", expr, ErrNeverFires)
 	}
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(expr), "@every "); ok {
 		// The parser rounds sub-second parts away; say so instead.
@@ -94,7 +102,8 @@ func Location(tz string) (*time.Location, error) {
 	return loc, nil
 }
 
-// Next returns the first tick strictly after t. Ticks are whole seconds.
+// Next returns the first tick strictly after t, or the zero time if there
+// is none in the five years after t. Ticks are whole seconds.
 // Daylight-saving transitions follow the parser's rules: a wall-clock time
 // skipped by a spring-forward transition does not occur that day, and one
 // repeated by a fall-back transition occurs twice (at each of its two
@@ -132,7 +141,8 @@ func (c *Cron) Decide(next, now time.Time, policy string, maxCatchUp int) Plan {
 	ring := make([]time.Time, 0, keep)
 	due, kept, walked := 0, 0, 0
 	t := next
-	for !t.After(now) {
+	// A zero tick is none: no time comes (Next).
+	for !t.IsZero() && !t.After(now) {
 		if len(ring) < keep {
 			ring = append(ring, t)
 		} else {

@@ -24,6 +24,9 @@ func TestParse(t *testing.T) {
 		{"CRON_TZ=UTC * * * * *", "", false},
 		{"@daily", "Mars/Olympus", false},
 		{"@daily", "Local", false},
+		{"0 0 29 2 *", "", true},    // every leap year
+		{"0 0 30 2 *", "", false},   // never
+		{"0 0 31 4,6 *", "", false}, // never
 	} {
 		_, err := Parse(tc.expr, tc.tz)
 		require.Equal(t, tc.ok, err == nil, "%q in %q: %v", tc.expr, tc.tz, err)
@@ -35,6 +38,20 @@ func TestParse(t *testing.T) {
 // fall back on November 1 (02:00 becomes 01:00 again). The parser skips a
 // wall time that does not exist and fires one that occurs twice at both
 // instants.
+// TestNeverFires: an expression that names no time is refused by name,
+// and a plan from a zero tick (one stored before that) ends at once,
+// firing nothing.
+func TestNeverFires(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("0 0 30 2 *", "")
+	require.ErrorIs(t, err, ErrNeverFires)
+	c, err := Parse("@hourly", "")
+	require.NoError(t, err)
+	p := c.Decide(time.Time{}, time.Now(), All, 3)
+	require.Empty(t, p.Fire)
+	require.True(t, p.Next.IsZero())
+}
+
 func TestDaylightSaving(t *testing.T) {
 	t.Parallel()
 	ny, err := time.LoadLocation("America/New_York")
