@@ -119,7 +119,9 @@ func TestFullDiskBacksOff(t *testing.T) {
 	disk := &fullDisk{Store: s}
 	logs := &countingLog{}
 	const poll = 10 * time.Millisecond
-	e := newEngine(t, disk, weft.Config{PollInterval: poll, HeartbeatInterval: poll, LeaseTTL: 10 * time.Second, Logger: slog.New(logs)})
+	// The heartbeat tries again every half interval while it fails (so
+	// that an outage costs no lease): 20 a second at 100 ms.
+	e := newEngine(t, disk, weft.Config{PollInterval: poll, HeartbeatInterval: 100 * time.Millisecond, LeaseTTL: 10 * time.Second, Logger: slog.New(logs)})
 	release := make(chan struct{})
 	started := make(chan struct{})
 	e.Handle("block", func(ctx context.Context, a *weft.Attempt) (any, error) {
@@ -213,4 +215,69 @@ func scrape(t *testing.T, base string) string {
 	b, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// failingHeartbeats is a store whose heartbeats fail while down is set,
+// as during a database restart; beats counts those that passed.
+type failingHeartbeats struct {
+	store.Store
+	down  atomic.Bool
+	beats atomic.Int64
+}
+
+func (f *failingHeartbeats) Heartbeat(ctx context.Context, p store.HeartbeatParams) (store.HeartbeatResult, error) {
+	if f.down.Load() {
+		return store.HeartbeatResult{}, store.ErrUnavailable
+	}
+	res, err := f.Store.Heartbeat(ctx, p)
+	if err == nil {
+		f.beats.Add(1)
+	}
+	return res, err
+}
+
+// TestOutageShorterThanTheLease: an engine whose heartbeats fail for most
+// of its lease (the database restarting) renews it as soon as they pass
+// again, before the lease lapses: another engine, reaping, never takes its
+// running step, which runs once. Before, a heartbeat that failed tried
+// again only at a tick after its backoff (here at 4.5 s), and lost the
+// lease.
+func TestOutageShorterThanTheLease(t *testing.T) {
+	t.Parallel()
+	s := backends()["sqlite"](t)
+	flaky := &failingHeartbeats{Store: s}
+	const every, lease, outage = 900 * time.Millisecond, 4 * time.Second, 2900 * time.Millisecond
+	held := newEngine(t, flaky, weft.Config{HeartbeatInterval: every, LeaseTTL: lease, PollInterval: time.Second})
+	var runs atomic.Int32
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	held.Handle("long", func(ctx context.Context, a *weft.Attempt) (any, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		return "done", hold(ctx, release)
+	})
+	register(t, held, workflow.New("outage", "long", "1").Step("s", "long"))
+	start(t, held)
+	sub := submit(t, held, weft.Submission{Workflow: "outage/long"})
+	<-started
+	reaper := newEngine(t, s, weft.Config{HeartbeatInterval: every, LeaseTTL: lease, PollInterval: 50 * time.Millisecond, LeaderTTL: 300 * time.Millisecond})
+	reaper.Handle("long", func(ctx context.Context, a *weft.Attempt) (any, error) {
+		runs.Add(1)
+		return "again", nil
+	})
+	start(t, reaper)
+
+	// Down from just after a renewal, for most of the lease.
+	beats := flaky.beats.Load()
+	eventually(t, "a heartbeat", func() bool { return flaky.beats.Load() > beats })
+	flaky.down.Store(true)
+	<-time.After(outage)
+	flaky.down.Store(false)
+	// Past the lease from the outage's start: a lapsed lease is reaped by
+	// now.
+	<-time.After(lease - outage + 2*every)
+	close(release)
+	task := wait(t, held, sub.Task.ID)
+	require.Equal(t, state.TaskCompleted, task.State)
+	require.Equal(t, int32(1), runs.Load(), "the step ran again elsewhere: the outage cost the lease")
+	require.Equal(t, 1, task.Steps[0].Attempts)
 }

@@ -18,18 +18,16 @@ import (
 // the engine, not only while it claims.
 func (x *executor) heartbeat(ctx context.Context) {
 	defer x.e.beating.Done()
-	t := time.NewTicker(x.e.cfg.HeartbeatInterval)
+	every := x.e.cfg.HeartbeatInterval
+	t := time.NewTimer(every)
 	defer t.Stop()
-	var retryAt time.Time // backing off after failures until then
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if time.Now().Before(retryAt) {
-			continue
-		}
+		next := every
 		x.mu.Lock()
 		inflight := make([]store.Fence, 0, len(x.inflight))
 		for _, r := range x.inflight {
@@ -42,16 +40,17 @@ func (x *executor) heartbeat(ctx context.Context) {
 		case errors.Is(err, store.ErrEngineLost):
 			x.e.declaredDead(ctx, id)
 		case err != nil:
-			wait := x.e.monitor.Failed(ctx, health.LoopHeartbeat, "heartbeat", err)
-			retryAt = time.Now().Add(heartbeatBackoff(wait, x.e.cfg.LeaseTTL))
+			if wait := x.e.monitor.FailedWithin(ctx, health.LoopHeartbeat, "heartbeat", err, heartbeatRetry(every)); wait > 0 {
+				next = wait
+			}
 		default:
-			retryAt = time.Time{}
 			x.e.monitor.Succeeded(health.LoopHeartbeat)
 			x.advertise(ctx, id)
 			if len(res.Lost) > 0 {
 				x.cancelFences(res.Lost, errLeaseLost)
 			}
 		}
+		t.Reset(next)
 	}
 }
 
@@ -85,11 +84,14 @@ func (e *Engine) declaredDead(ctx context.Context, lost string) {
 	e.mu.Unlock()
 }
 
-// heartbeatBackoff caps the wait after failed heartbeats at a quarter of
-// the lease: the other loops back off up to 30 s from a database that
-// fails, but a heartbeat put off that long lets the engine's leases lapse
-// over an outage shorter than the lease (a PostgreSQL restart), and another
-// engine then runs its steps while it still does.
-func heartbeatBackoff(wait, leaseTTL time.Duration) time.Duration {
-	return min(wait, leaseTTL/4)
+// heartbeatRetry is the longest wait after a failed heartbeat: half a
+// heartbeat interval. The other loops back off up to 30 s from a database
+// that fails, but the heartbeat must renew the lease as soon as the
+// database answers again: put off longer (or only tried at the next tick
+// after a backoff), it let the engine's leases lapse over an outage
+// shorter than the lease (a PostgreSQL restart), and another engine ran
+// its steps while it still did. An outage shorter than the lease less
+// half an interval costs no lease.
+func heartbeatRetry(every time.Duration) time.Duration {
+	return max(every/2, time.Millisecond)
 }

@@ -5,26 +5,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/weftrun/weft/internal/health"
 )
 
-// TestHeartbeatBackoffKeepsTheLease: however many heartbeats failed in a
-// row, and whatever the poll interval, the next try comes within a quarter
-// of the lease, so that an outage shorter than the lease costs no lease.
-func TestHeartbeatBackoffKeepsTheLease(t *testing.T) {
+// TestHeartbeatRetryKeepsTheLease: after a failed heartbeat the next try
+// comes within half an interval, whatever the interval, so that an outage
+// shorter than the lease less half an interval costs no lease (the lease
+// is at least two intervals: Config.validate).
+func TestHeartbeatRetryKeepsTheLease(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		poll, lease time.Duration
-	}{
-		{time.Second, 5 * time.Second},
-		{time.Second, 30 * time.Second},
-		{10 * time.Millisecond, 10 * time.Second},
-		{500 * time.Millisecond, time.Second},
-	} {
-		for failures := 1; failures <= 12; failures++ {
-			wait := heartbeatBackoff(health.Backoff(tt.poll, failures), tt.lease)
-			require.LessOrEqual(t, wait, tt.lease/4, "poll %s, lease %s, %d failures", tt.poll, tt.lease, failures)
-			require.Positive(t, wait)
-		}
+	for _, every := range []time.Duration{time.Nanosecond, time.Millisecond, 100 * time.Millisecond, 5 * time.Second, time.Minute} {
+		wait := heartbeatRetry(every)
+		require.Positive(t, wait)
+		require.LessOrEqual(t, wait, max(every/2, time.Millisecond), "interval %s", every)
 	}
 }

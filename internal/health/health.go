@@ -104,6 +104,12 @@ func (m *Monitor) Health() Health {
 // whenever the count of consecutive failures doubles, so a database that
 // stays down costs a few log lines, not one per attempt.
 func (m *Monitor) Failed(ctx context.Context, loop, what string, err error) time.Duration {
+	return m.FailedWithin(ctx, loop, what, err, 0)
+}
+
+// FailedWithin is Failed for a loop that waits at most limit (0: no limit
+// of its own) after a failure: the wait it returns and logs is capped.
+func (m *Monitor) FailedWithin(ctx context.Context, loop, what string, err error, limit time.Duration) time.Duration {
 	if ctx.Err() != nil {
 		return 0
 	}
@@ -125,6 +131,9 @@ func (m *Monitor) Failed(ctx context.Context, loop, what string, err error) time
 	n := st.failures
 	m.mu.Unlock()
 	wait := Backoff(m.poll, n)
+	if limit > 0 {
+		wait = min(wait, limit)
+	}
 	if n&(n-1) == 0 { // 1, 2, 4, 8, …
 		m.log.Error(what+" failed", "engine_id", m.id(), "loop", loop, "failures", n, "retry_in", wait.Round(time.Millisecond), "error", err)
 	}
