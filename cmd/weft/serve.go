@@ -335,10 +335,15 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 	a.log.Info("shutting down", "drain", drain)
 	stopCtx, cancel := a.stopContext(ctx, drain)
 	defer cancel()
+	// The engine stops claiming at once, its remote workers' waiting
+	// claims end empty, and its running steps drain while the requests in
+	// flight end: neither waits for the other to begin.
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(stopCtx) }()
 	if err := hs.Shutdown(stopCtx); err != nil {
 		a.log.Warn("requests still in flight at the deadline were cut", "error", err)
 	}
-	if err := e.Stop(stopCtx); err != nil {
+	if err := <-stopped; err != nil {
 		return fmt.Errorf("stop engine: %w", err)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -176,4 +177,55 @@ func TestServeKilledAfterClaim(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, released, "the audit trail says why the step went back to ready")
+}
+
+// TestServeStopsClaimingOnSignal: on SIGTERM `weft serve` claims nothing
+// more and a remote worker's waiting claim ends at once (empty), so the
+// server exits without waiting out its drain. Before, the engine stopped
+// claiming only once the HTTP server had shut down, which a waiting claim
+// held open to the drain deadline while the engine claimed and ran new
+// work.
+func TestServeStopsClaimingOnSignal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", "worker", "--permissions", "workers:connect")
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	token := lines[len(lines)-1]
+	srv := startServeProcess(t, db, "--drain", "60s")
+	w := &wireWorker{t: t, base: srv.url, token: token}
+	reg := w.register()
+	body, err := json.Marshal(wire.ClaimRequest{Handlers: []string{"remote.work"}, Max: 1, WaitMS: reg.MaxWaitMS})
+	require.NoError(t, err)
+	wrote := make(chan struct{})
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }})
+	req, err := http.NewRequestWithContext(ctx, "POST", srv.url+"/v1/workers/"+w.id+"/claim", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	waited := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("claim: %d %s", resp.StatusCode, data)
+			}
+		}
+		waited <- err
+	}()
+	<-wrote // the claim is in flight: it would hold the shutdown open
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+	begun := time.Now()
+	exited := make(chan error, 1)
+	go func() { exited <- srv.stop() }()
+	select {
+	case err := <-exited:
+		require.NoError(t, err, srv.logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("weft serve was still draining 30 s after SIGTERM, with nothing running:\n%s", srv.logs.String())
+	}
+	t.Logf("weft serve exited %s after SIGTERM", time.Since(begun).Round(time.Millisecond))
+	require.NoError(t, <-waited, "the waiting claim ends empty")
 }

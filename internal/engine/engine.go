@@ -142,8 +142,11 @@ type Engine struct {
 	mu       sync.Mutex
 	started  bool
 	stopping bool
-	// stopped is closed when the first Stop returns; hurry, closed once
-	// (hurryOnce), ends its drain for a later Stop whose ctx ended.
+	// draining is closed when the first Stop begins: nothing more is
+	// claimed, for this engine or its remote workers. stopped is closed
+	// when that Stop returns; hurry, closed once (hurryOnce), ends its
+	// drain for a later Stop whose ctx ended.
+	draining  chan struct{}
 	stopped   chan struct{}
 	hurry     chan struct{}
 	hurryOnce sync.Once
@@ -235,6 +238,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		store:     s,
 		log:       cfg.Logger,
 		host:      host,
+		draining:  make(chan struct{}),
 		stopped:   make(chan struct{}),
 		hurry:     make(chan struct{}),
 		engineID:  cfg.ID,
@@ -393,6 +397,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		return nil
 	}
 	e.stopping = true
+	close(e.draining)
 	e.mu.Unlock()
 	defer close(e.stopped)
 	if _, ok := ctx.Deadline(); !ok {
@@ -542,6 +547,16 @@ func (e *Engine) RunTask(ctx context.Context, id int64) (*store.Task, error) {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
 	defer cancel()
 	return task, errors.Join(err, e.Stop(stopCtx))
+}
+
+// isDraining reports whether Stop has begun.
+func (e *Engine) isDraining() bool {
+	select {
+	case <-e.draining:
+		return true
+	default:
+		return false
+	}
 }
 
 // inflightCount returns how many handlers run on this engine.

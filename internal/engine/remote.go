@@ -211,6 +211,9 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 		// which no worker can.
 		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow and signal steps", store.ErrInvalid, req.Handlers[i])
 	}
+	if ws.e.isDraining() {
+		return nil, nil
+	}
 	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
 		return nil, err
 	}
@@ -222,6 +225,11 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 	defer fallback.Stop()
 	beat := time.Now()
 	for {
+		if ws.e.isDraining() {
+			// The server is shutting down: no new work, and no wait
+			// that would hold its shutdown open.
+			return nil, nil
+		}
 		// A worker waiting in a claim is alive: renew its lease while it
 		// waits, as its own heartbeats would.
 		if time.Since(beat) >= ws.e.cfg.HeartbeatInterval {
@@ -263,6 +271,7 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-ws.e.draining:
 		case <-woken:
 		case <-fallback.C:
 		}
