@@ -308,12 +308,6 @@ func (s *Server) calls(ctx context.Context, workerID string, req wire.Calls) (wi
 		if c.TimeoutMS < 0 || c.TimeoutMS > 52*week {
 			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].timeout_ms", i), "must be from 0 to 52 weeks, got %d", c.TimeoutMS)
 		}
-		if c.MaxAttempts < 0 || c.MaxAttempts > 1000 {
-			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].max_attempts", i), "must be from 0 (the default, 3) to 1000, got %d", c.MaxAttempts)
-		}
-		if c.Priority < -weft.MaxPriority || c.Priority > weft.MaxPriority {
-			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].priority", i), "must be from %d to %d, got %d", -weft.MaxPriority, weft.MaxPriority, c.Priority)
-		}
 		if len(c.Input) > 0 && !json.Valid(c.Input) {
 			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].input", i), "must be JSON")
 		}

@@ -79,6 +79,9 @@ func TestScheduleAndSubWorkflowErrors(t *testing.T) {
 		{"bad limit", "max_depth: 3", "max_depth: 0", "limits.max_depth: must be at least 1"},
 		{"supersede", "version: \"1\"\n", "version: \"1\"\non_conflict: supersede\n", ""},
 		{"retention", "version: \"1\"\n", "version: \"1\"\nretention: {completed: 1s, failed: 7d}\n", ""},
+		{"step priority", "    handler: shop.quote\n", "    handler: shop.quote\n    priority: 1000000\n", ""},
+		{"step priority too high", "    handler: shop.quote\n", "    handler: shop.quote\n    priority: 9223372036854775807\n", "priority: must be from -1000000 to 1000000"},
+		{"too many attempts", "    handler: shop.quote\n", "    handler: shop.quote\n    retry: {max_attempts: 1001}\n", "max_attempts must be from 1 to 1000"},
 		{"retention too short", "version: \"1\"\n", "version: \"1\"\nretention: {completed: 1ms}\n", "retention.completed: must be at least 1s, got 1ms"},
 		{"bad on_conflict", "version: \"1\"\n", "version: \"1\"\non_conflict: replace\n", `on_conflict: "replace" is not one of [return supersede]`},
 	} {

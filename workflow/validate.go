@@ -204,6 +204,9 @@ func (w *Workflow) Validate() error {
 		if err := s.Retry.validate(); err != nil {
 			add(s.Name, s.line, "retry", "%v", err)
 		}
+		if err := CheckPriority(s.Priority); err != nil {
+			add(s.Name, s.line, "priority", "%v", err)
+		}
 		if s.Type == StepSignal && s.Concurrency != nil {
 			add(s.Name, s.Concurrency.line, "concurrency", "a signal step runs nothing to limit")
 		}
@@ -237,9 +240,24 @@ func (w *Workflow) Validate() error {
 	return errors.Join(errs...)
 }
 
+// MaxPriority bounds a priority either way, a task's as a step's, so
+// that the claim order's aging arithmetic cannot overflow.
+const MaxPriority = 1_000_000
+
+// MaxAttempts bounds the attempts of a retry policy.
+const MaxAttempts = 1000
+
+// CheckPriority checks a priority against MaxPriority.
+func CheckPriority(p int) error {
+	if p < -MaxPriority || p > MaxPriority {
+		return fmt.Errorf("must be from %d to %d, got %d", -MaxPriority, MaxPriority, p)
+	}
+	return nil
+}
+
 func (p RetryPolicy) validate() error {
-	if p.MaxAttempts < 0 {
-		return fmt.Errorf("max_attempts must be at least 1, got %d", p.MaxAttempts)
+	if p.MaxAttempts < 0 || p.MaxAttempts > MaxAttempts {
+		return fmt.Errorf("max_attempts must be from 1 to %d (0: the default, 3), got %d", MaxAttempts, p.MaxAttempts)
 	}
 	switch p.Backoff {
 	case "", "exponential", "fixed", "linear":
@@ -368,6 +386,9 @@ func (w *Workflow) validateTemplates(add addFunc) {
 		}
 		if err := t.Retry.validate(); err != nil {
 			add(t.Name, t.line, field("retry"), "%v", err)
+		}
+		if err := CheckPriority(t.Priority); err != nil {
+			add(t.Name, t.line, field("priority"), "%v", err)
 		}
 		if check := builtinConfigCheck[t.Handler]; check != nil && (len(t.Config) == 0 || json.Valid(t.Config)) {
 			if err := check(t.Config); err != nil {

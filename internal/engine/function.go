@@ -160,11 +160,11 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 			return store.Outcome{}, store.Invalidf(field("name"), "%q: the task has a call of that name", fc.Name)
 		}
 		taken[fc.Name] = true
-		if fc.MaxAttempts < 0 || fc.MaxAttempts > 1000 {
-			return store.Outcome{}, store.Invalidf(field("max_attempts"), "must be from 0 (the default, 3) to 1000, got %d", fc.MaxAttempts)
+		if fc.MaxAttempts < 0 || fc.MaxAttempts > workflow.MaxAttempts {
+			return store.Outcome{}, store.Invalidf(field("max_attempts"), "must be from 0 (the default, 3) to %d, got %d", workflow.MaxAttempts, fc.MaxAttempts)
 		}
-		if fc.Priority < -MaxPriority || fc.Priority > MaxPriority {
-			return store.Outcome{}, store.Invalidf(field("priority"), "must be from %d to %d, got %d", -MaxPriority, MaxPriority, fc.Priority)
+		if err := workflow.CheckPriority(fc.Priority); err != nil {
+			return store.Outcome{}, store.Invalidf(field("priority"), "%v", err)
 		}
 		if fc.Timeout < 0 || fc.Sleep < 0 {
 			return store.Outcome{}, store.Invalidf(field("timeout_ms"), "a duration must not be negative")

@@ -17,9 +17,8 @@ import (
 	"github.com/weftrun/weft/workflow"
 )
 
-// MaxPriority bounds a task's priority either way, so that the aging
-// arithmetic of the claim order cannot overflow.
-const MaxPriority = 1_000_000
+// MaxPriority bounds a task's priority either way (workflow.MaxPriority).
+const MaxPriority = workflow.MaxPriority
 
 // Submission is one task to submit (see weft.Submission).
 type Submission struct {
@@ -151,8 +150,8 @@ type resolvedWorkflow struct {
 
 // prepare resolves a submission's workflow and builds its insert.
 func (e *Engine) prepare(ctx context.Context, s Submission, resolved map[string]*resolvedWorkflow) (store.TaskInsert, error) {
-	if s.Priority < -MaxPriority || s.Priority > MaxPriority {
-		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("priority", "must be from %d to %d, got %d", -MaxPriority, MaxPriority, s.Priority))
+	if err := workflow.CheckPriority(s.Priority); err != nil {
+		return store.TaskInsert{}, fmt.Errorf("submission for %s: %w", s.Workflow, store.Invalidf("priority", "%v", err))
 	}
 	r := resolved[s.Workflow]
 	if r == nil {
