@@ -143,6 +143,7 @@ type Config struct {
 // The defaults of Config's fields, applied where a field is zero.
 const (
 	DefaultConcurrency       = engine.DefaultConcurrency
+	MaxConcurrency           = engine.MaxConcurrency
 	DefaultHeartbeatInterval = engine.DefaultHeartbeatInterval
 	DefaultLeaseTTL          = engine.DefaultLeaseTTL
 	DefaultShutdownTimeout   = engine.DefaultShutdownTimeout

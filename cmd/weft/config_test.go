@@ -96,7 +96,7 @@ func TestConfigApplies(t *testing.T) {
 
 	r := weftCLI(t, "--config", cfg, "run", tpl)
 	requireCode(t, 2, r)
-	require.Contains(t, r.stderr, "--concurrency (engine.concurrency at "+cfg+":6) must be at least 1", "the file's concurrency is the command's")
+	require.Contains(t, r.stderr, "--concurrency (engine.concurrency at "+cfg+":6) must be from 1 to 100000", "the file's concurrency is the command's")
 
 	r = weftCLI(t, "--config", cfg, "run", tpl, "--concurrency", "2")
 	requireCode(t, 0, r)

@@ -48,8 +48,8 @@ func (f *engineFlags) add(fs *pflag.FlagSet, drainHelp string) {
 // (which may be nil) names where a refused value came from, and shows it
 // (config.Layers.Show).
 func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
-	if f.concurrency < 1 {
-		return weft.Config{}, usageErrorf("%s must be at least 1, got %s", c.Describe("concurrency"), c.Show("concurrency", strconv.Itoa(f.concurrency)))
+	if f.concurrency < 1 || f.concurrency > weft.MaxConcurrency {
+		return weft.Config{}, usageErrorf("%s must be from 1 to %d, got %s", c.Describe("concurrency"), weft.MaxConcurrency, c.Show("concurrency", strconv.Itoa(f.concurrency)))
 	}
 	if f.drain < 0 {
 		return weft.Config{}, usageErrorf("%s must not be negative", c.Describe("drain"))

@@ -235,7 +235,8 @@ func TestRunRejects(t *testing.T) {
 		{"input not JSON", []string{"run", dag, "--input", "{base: 1"}, 2, []string{"--input: not valid JSON"}},
 		{"input file missing", []string{"run", dag, "--input", "@" + filepath.Join(dir, "none.json")}, 2, []string{"--input: open"}},
 		{"input file a directory", []string{"run", dag, "--input", "@" + dir}, 2, []string{"--input: " + dir + " is a directory"}},
-		{"zero concurrency", []string{"run", dag, "--concurrency", "0"}, 2, []string{"--concurrency must be at least 1, got 0"}},
+		{"zero concurrency", []string{"run", dag, "--concurrency", "0"}, 2, []string{"--concurrency must be from 1 to 100000, got 0"}},
+		{"huge concurrency", []string{"run", dag, "--concurrency", "100000000"}, 2, []string{"--concurrency must be from 1 to 100000, got 100000000"}},
 		{"namespace not served", []string{"run", dag, "--namespaces", "zzz"}, 2, []string{`--namespaces: the template's namespace "`, `is not among them`}},
 		{"cap removed", []string{"run", dag, "--cap", "shop=1"}, 2, []string{`--cap was removed`, `weft limit NAMESPACE --concurrency N`}},
 		{"no file", []string{"run"}, 2, []string{"accepts 1 arg(s), received 0", "Run 'weft run --help' for usage."}},
@@ -434,7 +435,7 @@ func TestWorkerRejects(t *testing.T) {
 		args   []string
 		stderr string
 	}{
-		{[]string{"--concurrency", "-1"}, "--concurrency must be at least 1"},
+		{[]string{"--concurrency", "-1"}, "--concurrency must be from 1 to"},
 		{[]string{"--cap", "a=1"}, "--cap was removed"},
 		{[]string{"--drain", "-1s"}, "--drain must not be negative"},
 		{[]string{"--max-pressure", "cpu"}, `--max-pressure: "cpu" is not RESOURCE=PERCENT`},

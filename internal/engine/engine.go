@@ -70,7 +70,11 @@ type Config struct {
 
 // The defaults of Config's fields, applied where a field is zero.
 const (
-	DefaultConcurrency       = 10
+	DefaultConcurrency = 10
+	// MaxConcurrency bounds Concurrency: the engine keeps room for the
+	// outcomes of as many steps, and a typo of a few zeros must not take
+	// the machine's memory.
+	MaxConcurrency           = 100_000
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultLeaseTTL          = 30 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
@@ -80,8 +84,8 @@ func (c *Config) setDefaults() error {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Concurrency < 0 {
-		return fmt.Errorf("config: Concurrency must be positive, got %d", c.Concurrency)
+	if c.Concurrency < 0 || c.Concurrency > MaxConcurrency {
+		return fmt.Errorf("config: Concurrency must be from 1 to %d, got %d", MaxConcurrency, c.Concurrency)
 	}
 	if err := workflow.CheckNames(c.Namespaces); err != nil {
 		var ne *workflow.NameError
