@@ -99,9 +99,12 @@ func New(e *weft.Engine, log *slog.Logger) *Metrics {
 func (m *Metrics) Close() { m.unsubscribe() }
 
 // Handler serves the metrics in the Prometheus text format, or OpenMetrics
-// (with exemplars) when the scraper asks for it.
+// (with exemplars) when the scraper asks for it. A metric read from the
+// database that cannot be read is left out (and logged by its collector),
+// not the whole answer: while the database is down, the metrics that say
+// so (weft_engine_degraded, weft_engine_errors_total) are the ones wanted.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError})
 }
 
 // stepLabel is the label of a step: an item of a batch, named

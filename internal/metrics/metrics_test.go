@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
@@ -57,4 +59,26 @@ func TestQueueDepthReadsZero(t *testing.T) {
 
 	require.NoError(t, e.Cancel(ctx, res.Task.ID))
 	require.Equal(t, zero, gaugesOf(t, m, "weft_queue_depth"))
+}
+
+// TestScrapeWithTheDatabaseDown: a scrape while the database cannot be
+// read answers 200 with every metric that does not need it, rather than
+// 500 with none.
+func TestScrapeWithTheDatabaseDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := weft.New(s, weft.Config{Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(ctx, workflow.New("shop", "order", "1").Step("s", "h")))
+	m := New(e, log)
+	t.Cleanup(m.Close)
+	require.NoError(t, s.Close()) // every read fails from now on
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "weft_lease_expiries_total")
+	require.NotContains(t, rec.Body.String(), "weft_queue_depth{")
 }
