@@ -18,6 +18,9 @@ func TestRedact(t *testing.T) {
 		{"host=db user=weft password=s3cret dbname=weft", "host=db user=weft password=*** dbname=weft"},
 		{"host=db password='s 3'", "host=db password=***"},
 		{"./weft.db", "./weft.db"},
+		{"postgres://weft:wr ong@db/weft", "postgres://weft:***@db/weft"},
+		{`postgres://weft:p"ss@db/weft`, "postgres://weft:***@db/weft"},
+		{"postgres://weft:a@b c@db/weft", "postgres://weft:***@db/weft"},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, weftdb.Redact(tt.in), tt.in)

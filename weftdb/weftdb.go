@@ -109,6 +109,6 @@ func IsPostgres(url string) bool {
 // Redact hides the credentials of a database URL or DSN, for logs and
 // messages: the password of a URL's userinfo (postgres://user:PASSWORD@…),
 // a password query parameter (?password=…) and a password keyword of a DSN
-// (password=… or password='…'). Everything weft prints about a database
-// goes through it.
-func Redact(url string) string { return redact.String(url) }
+// (password=… or password='…'), whatever the password holds (a space, a
+// quote, an '@'). Everything weft prints about a database goes through it.
+func Redact(url string) string { return redact.Text(url, url) }

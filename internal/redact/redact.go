@@ -97,11 +97,12 @@ func Secrets(dsn string) []string {
 // them: quoted in a URL (as String hides them), or alone, as written or
 // decoded (as Secrets finds them).
 func Text(s, dsn string) string {
-	s = String(s)
+	// The secrets first: String finds a URL's password only up to a
+	// space or a quote, and would leave the rest of one that holds them.
 	for _, secret := range Secrets(dsn) {
 		s = strings.ReplaceAll(s, secret, Mask)
 	}
-	return s
+	return String(s)
 }
 
 // URL returns raw, a URL kept with its credentials (a webhook's), in the
