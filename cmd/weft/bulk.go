@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -172,6 +173,15 @@ type bulkCall struct {
 	archive string // delete: an archive file (local only)
 }
 
+// archiveGiven refuses an --archive given an empty name: the tasks would
+// be deleted without being archived.
+func archiveGiven(cmd *cobra.Command, archive string) error {
+	if cmd.Flags().Changed("archive") && strings.TrimSpace(archive) == "" {
+		return usageErrorf("--archive needs a file name: with none, the tasks would be deleted without an archive")
+	}
+	return nil
+}
+
 // runBulk applies a bulk action and prints its counts.
 func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 	if c.archive != "" && a.serverURL() != "" {
@@ -186,7 +196,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 	switch be := b.(type) {
 	case localBackend:
 		c.req.Actor = cliActor()
-		if c.archive != "" {
+		if c.archive != "" && !c.req.DryRun {
 			f, err := os.OpenFile(c.archive, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 			if err != nil {
 				return usageErrorf("--archive: %v", err)
@@ -348,6 +358,9 @@ with its steps, and its audit trail), written and synced before it is deleted.`,
   weft delete --workflow shop/checkout --state cancelled --tag env=staging --dry-run
   weft delete --state failed --created-before 30d --archive failed.jsonl --reason "quarterly cleanup"`,
 		RunE: action(func(cmd *cobra.Command, args []string) error {
+			if err := archiveGiven(cmd, archive); err != nil {
+				return err
+			}
 			c := bulkCall{action: bulkDelete, archive: archive}
 			if len(args) > 0 {
 				if bf.given(cmd) {

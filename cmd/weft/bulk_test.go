@@ -146,6 +146,8 @@ func TestPruneRetentionAttentionCLI(t *testing.T) {
 		{"retention", "--completed", "7d"},
 		{"retention", "shop", "--completed", "-1h"},
 		{"retention", "shop", "--completed", "1ns"},
+		{"prune", "--state", "failed", "--older-than", "1ns", "--archive", ""},
+		{"delete", "1", "--archive", " "},
 	} {
 		requireCode(t, exitUsage, weftCLI(t, append(args, "--db", db)...))
 	}

@@ -51,6 +51,9 @@ commits.`,
 			if err != nil {
 				return usageErrorf("--older-than %q: want an age such as 7d, 12h or 90m", olderThan)
 			}
+			if err := archiveGiven(cmd, archive); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			reason := fmt.Sprintf("pruned: %s older than %s", st, olderThan)
 			if a.serverURL() != "" {
