@@ -331,6 +331,10 @@ type access int
 const (
 	// createDB creates the database (a SQLite file) if it does not exist.
 	createDB access = iota
+	// createSaidDB is createDB for commands that change what a database
+	// in use holds (its keys, its policies), and says when it creates
+	// one: more likely a mistyped --db than a first step.
+	createSaidDB
 	// existingDB refuses a SQLite file that does not exist, so that
 	// acting from the wrong directory does not leave an empty database
 	// behind.
@@ -350,10 +354,15 @@ type dbEngine struct {
 // open opens an engine on the database without starting it.
 func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine, error) {
 	url := a.dbURL()
-	if how != createDB {
-		// A URL that names no SQLite file is left for Open to report.
-		if path, err := weftdb.SQLitePath(url); err == nil {
-			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	created := "" // a SQLite file this open creates
+	// A URL that names no SQLite file is left for Open to report.
+	if path, err := weftdb.SQLitePath(url); err == nil {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			switch how {
+			case createDB:
+			case createSaidDB:
+				created = path
+			default:
 				return nil, fmt.Errorf("no database at %s (choose one with --db or WEFT_DB)", a.config.Show("db", path))
 			}
 		}
@@ -380,6 +389,10 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	if created != "" {
+		// Said, so that a mistyped --db is seen at once.
+		a.notice(slog.LevelWarn, "created a new, empty database at "+a.config.Show("db", created)+" (check --db if you meant another)", "db", created)
 	}
 	return &dbEngine{Engine: e, db: db}, nil
 }

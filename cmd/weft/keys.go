@@ -59,7 +59,7 @@ dashboard show them not, and its workers take no step there.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			e, err := a.open(cmd.Context(), weft.Config{}, createDB)
+			e, err := a.open(cmd.Context(), weft.Config{}, createSaidDB)
 			if err != nil {
 				return err
 			}

@@ -160,7 +160,7 @@ through --server) and --reason; 'weft policies' lists what is paused.`
 			if err != nil {
 				return err
 			}
-			b, err := a.policyBackend(cmd.Context(), createDB)
+			b, err := a.policyBackend(cmd.Context(), createSaidDB)
 			if err != nil {
 				return err
 			}
@@ -247,7 +247,7 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 			if ch.Concurrency == nil && ch.Rate == nil && ch.Weight == nil {
 				return usageErrorf("give --concurrency N (0 removes the limit), --rate LIMIT/PER (0 or off removes it), --weight W (1 is the default) or several")
 			}
-			b, err := a.policyBackend(cmd.Context(), createDB)
+			b, err := a.policyBackend(cmd.Context(), createSaidDB)
 			if err != nil {
 				return err
 			}

@@ -260,7 +260,11 @@ func (a *app) serve(ctx context.Context, on listenOn, cfg weft.Config, opts serv
 	if mode == runSteps {
 		a.runsEngine()
 	}
-	de, err := a.open(ctx, cfg, createDB)
+	how := createDB
+	if mode == operateOnly {
+		how = existingDB // the dashboard of a database that is not there shows nothing
+	}
+	de, err := a.open(ctx, cfg, how)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -196,11 +195,23 @@ func TestServeStopsClaimingOnSignal(t *testing.T) {
 	srv := startServeProcess(t, db, "--drain", "60s")
 	w := &wireWorker{t: t, base: srv.url, token: token}
 	reg := w.register()
+	s, err := sqlite.Open(t.Context(), db, sqlite.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer s.Close()
+	beat := func() time.Time {
+		ws, err := s.ListWorkers(t.Context())
+		require.NoError(t, err)
+		for _, x := range ws {
+			if x.ID == w.id {
+				return x.HeartbeatAt
+			}
+		}
+		return time.Time{}
+	}
+	registered := beat()
 	body, err := json.Marshal(wire.ClaimRequest{Handlers: []string{"remote.work"}, Max: 1, WaitMS: reg.MaxWaitMS})
 	require.NoError(t, err)
-	wrote := make(chan struct{})
-	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { close(wrote) }})
-	req, err := http.NewRequestWithContext(ctx, "POST", srv.url+"/v1/workers/"+w.id+"/claim", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), "POST", srv.url+"/v1/workers/"+w.id+"/claim", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	waited := make(chan error, 1)
@@ -215,7 +226,13 @@ func TestServeStopsClaimingOnSignal(t *testing.T) {
 		}
 		waited <- err
 	}()
-	<-wrote // the claim is in flight: it would hold the shutdown open
+	// The claim renews the worker's lease as it starts: it is in the
+	// server's hands, and would hold its shutdown open.
+	deadline := time.Now().Add(30 * time.Second)
+	for !beat().After(registered) {
+		require.True(t, time.Now().Before(deadline), "the claim never reached the server")
+		time.Sleep(5 * time.Millisecond) // polling the database file, not waiting for the server's work
+	}
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
 	begun := time.Now()
 	exited := make(chan error, 1)

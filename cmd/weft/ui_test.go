@@ -42,7 +42,16 @@ func TestUIRefusesNonLoopbackAddress(t *testing.T) {
 // cross-site writes.
 func TestUIServesTheDashboard(t *testing.T) {
 	t.Parallel()
-	p := startServing(t, filepath.Join(t.TempDir(), "weft.db"), "ui")
+	db := filepath.Join(t.TempDir(), "weft.db")
+	// The dashboard of a database that is not there is refused, not
+	// served empty; a key created on one says it created it.
+	r := weftCLI(t, "--db", db, "ui")
+	requireCode(t, 1, r)
+	require.Contains(t, r.stderr, "no database at")
+	r = weftCLI(t, "--db", db, "keys", "create", "--name", "x", "--permissions", "tasks:read")
+	requireCode(t, 0, r)
+	require.Contains(t, r.stderr, "created a new, empty database at "+db)
+	p := startServing(t, db, "ui")
 	res, err := http.Get(p.url + "/")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(res.Body)
