@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -111,6 +113,20 @@ const (
 	keyIDLength = 16
 )
 
+// maxKeyName bounds a key's name, in bytes.
+const maxKeyName = 128
+
+// checkKeyName refuses a key name that is not short printable text: the
+// name is the actor of everything done with the key ("api:NAME"), printed
+// in audit trails and terminals, where a newline or an escape sequence
+// would forge rows or colours.
+func checkKeyName(name string) error {
+	if len(name) > maxKeyName || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return fmt.Errorf("key name %q: use at most %d bytes of printable text (no control characters)", name, maxKeyName)
+	}
+	return nil
+}
+
 // NewAPIKey makes a key with the given name and grants (permissions, each
 // with the namespaces it holds in or none for every namespace; see
 // ParseGrant): the record to store and the secret token, which is shown
@@ -118,6 +134,9 @@ const (
 func NewAPIKey(name string, permissions []string) (token string, k store.APIKey, err error) {
 	if strings.TrimSpace(name) == "" {
 		return "", k, errors.New("a key needs a name")
+	}
+	if err := checkKeyName(name); err != nil {
+		return "", k, err
 	}
 	if len(permissions) == 0 {
 		return "", k, errors.New("a key needs at least one permission")

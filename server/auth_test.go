@@ -285,3 +285,23 @@ func (en *env) streamStatus(t *testing.T, path, token string) int {
 	defer resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestKeyNames: a key's name is the actor of all it does, printed in
+// audit trails and terminals: short printable text only.
+func TestKeyNames(t *testing.T) {
+	t.Parallel()
+	for name, ok := range map[string]bool{
+		"ops":                    true,
+		"alice smith":            true,
+		"équipe-paiements":       true,
+		"":                       false,
+		"  ":                     false,
+		"evil\nname":             false,
+		"red\x1b[31m":            false,
+		"bad\xffutf8":            false,
+		strings.Repeat("k", 129): false,
+	} {
+		_, _, err := server.NewAPIKey(name, []string{"tasks:read"})
+		require.Equal(t, ok, err == nil, "%q: %v", name, err)
+	}
+}
