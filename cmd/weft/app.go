@@ -79,9 +79,18 @@ func invalidError(err error) error {
 	// A filter's fields and a retention's states are flags of their own
 	// ("filter.state": --state, "keep.completed": --completed).
 	field := strings.TrimPrefix(strings.TrimPrefix(fe.Field, "filter."), "keep.")
+	// A value's path inside the flag's JSON is said after the flag
+	// ("result.a": --result: a: …).
+	var inside string
+	if i := strings.IndexAny(field, ".["); i > 0 {
+		field, inside = field[:i], strings.TrimPrefix(field[i:], ".")
+	}
 	flag, ok := fieldFlags[field]
 	if !ok {
 		flag = "--" + strings.ReplaceAll(field, "_", "-")
+	}
+	if inside != "" {
+		return usageErrorf("%s: %s: %s", flag, inside, fe.Problem)
 	}
 	return flagError(flag, fe)
 }

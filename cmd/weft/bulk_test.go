@@ -347,3 +347,21 @@ func TestReasonRefusedAlike(t *testing.T) {
 	requireCode(t, 0, r)
 	require.Contains(t, r.stdout, `"state": "pending"`, "nothing was cancelled")
 }
+
+// TestResolveResultRefusedAlike: a result no store keeps is refused by
+// 'weft step resolve' on a database as over the API, naming where in
+// --result it is.
+func TestResolveResultRefusedAlike(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "weft.db")
+	requireCode(t, 0, weftCLI(t, "--db", db, "submit", "../../examples/hello.yaml"))
+	for result, says := range map[string]string{
+		`{"a":"\u0000"}`:       "--result: a: contains a NUL character",
+		`{"a":{"b":"\ud800"}}`: "--result: a.b: ",
+		`["\u0000"]`:           "--result: [0]: ",
+	} {
+		r := weftCLI(t, "--db", db, "step", "resolve", "1", "--result", result)
+		requireCode(t, exitUsage, r)
+		require.Contains(t, r.stderr, says, result)
+	}
+}

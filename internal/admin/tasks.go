@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -38,6 +40,15 @@ func (a *Admin) RetryStep(ctx context.Context, id int64, actor, reason string) e
 func (a *Admin) ResolveStep(ctx context.Context, r store.StepResolution) error {
 	if err := store.CheckReason(r.Reason); err != nil {
 		return err
+	}
+	if len(r.Result) > 0 {
+		// What no store keeps is refused, as over the API.
+		if !json.Valid(r.Result) {
+			return store.Invalidf("result", "must be JSON")
+		}
+		if path, err := textsafe.Find(r.Result); err != nil {
+			return store.Invalidf(textsafe.Join("result", path), "%v", err)
+		}
 	}
 	if r.EngineID == "" {
 		r.EngineID = a.id()

@@ -134,7 +134,7 @@ func (d *Definitions) settle(o store.Outcome, log *stepLog, w *workflow.Workflow
 		// good, before it becomes a decision or a batch.
 		result = textsafe.ValidJSON(result)
 		if path, perr := textsafe.Find(result); perr != nil && err == nil {
-			result, err = nil, failNow(fmt.Errorf("result cannot be stored: %s %v", join("result", path), perr))
+			result, err = nil, failNow(fmt.Errorf("result cannot be stored: %s %v", textsafe.Join("result", path), perr))
 		}
 	}
 	return storable(d.settleAttempt(o, log, w, def, attempt, result, err))
@@ -148,17 +148,6 @@ func (d *Definitions) settle(o store.Outcome, log *stepLog, w *workflow.Workflow
 func storable(o store.Outcome) store.Outcome {
 	o.Error, o.Reason = textsafe.String(o.Error), textsafe.String(o.Reason)
 	return o
-}
-
-// join adds a path from textsafe.Find to the name of a JSON value.
-func join(name, path string) string {
-	switch {
-	case path == "":
-		return name
-	case path[0] == '[':
-		return name + path
-	}
-	return name + "." + path
 }
 
 func (d *Definitions) settleAttempt(o store.Outcome, log *stepLog, w *workflow.Workflow, def *workflow.Step, attempt int, result json.RawMessage, err error) store.Outcome {

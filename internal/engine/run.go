@@ -132,7 +132,7 @@ func (e *Engine) checkpoint(ctx context.Context, f store.Fence, cp json.RawMessa
 		return fmt.Errorf("%w checkpoint: not valid JSON", store.ErrInvalid)
 	}
 	if path, err := textsafe.Find(cp); err != nil {
-		return fmt.Errorf("%w %s: %w", store.ErrInvalid, join("checkpoint", path), err)
+		return fmt.Errorf("%w %s: %w", store.ErrInvalid, textsafe.Join("checkpoint", path), err)
 	}
 	return e.store.SaveCheckpoint(ctx, f, cp)
 }

@@ -63,6 +63,19 @@ func ValidJSON(b []byte) []byte {
 	return bytes.ToValidUTF8(b, []byte("\uFFFD"))
 }
 
+// Join adds a path from Find to the name of the JSON value it is in:
+// ("result", "items[2]") is "result.items[2]", ("result", "[0]") is
+// "result[0]", ("result", "") is "result".
+func Join(name, path string) string {
+	switch {
+	case path == "":
+		return name
+	case path[0] == '[':
+		return name + path
+	}
+	return name + "." + path
+}
+
 // Find looks through the valid JSON document b for a string, key or value,
 // that cannot be stored: one with bytes that are not UTF-8 (ErrNotUTF8), a
 // \u0000 escape (ErrNUL) or an escape of a lone surrogate (ErrSurrogate).
