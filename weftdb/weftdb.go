@@ -8,6 +8,7 @@ package weftdb
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ type Options struct {
 	// as usual: grant a read-only role SELECT and run migrations with
 	// another.
 	ReadOnly bool
+	// Logger receives the store's own warnings (a PostgreSQL listener
+	// reconnecting, a migration's notes). Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Open opens the store a URL names: a file path, "sqlite://PATH" or
@@ -43,7 +47,7 @@ func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
 		opts.PriorityAging = time.Minute
 	}
 	if IsPostgres(url) {
-		s, err := postgres.Open(ctx, url, postgres.Options{Aging: opts.PriorityAging})
+		s, err := postgres.Open(ctx, url, postgres.Options{Aging: opts.PriorityAging, Logger: opts.Logger})
 		if err != nil {
 			// The driver's error may echo the connection string, or parts
 			// of it: hide the credentials wherever they appear.

@@ -390,7 +390,7 @@ func (a *app) open(ctx context.Context, cfg weft.Config, how access) (*dbEngine,
 	cfg.Logger = a.log
 	cfg.TracerProvider = a.tracing.Provider()
 	cfg.Secrets = builtin.EnvSecrets(a.getenv, a.secretsDir, a.config.Show("secrets-dir", a.secretsDir))
-	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB})
+	db, err := weftdb.Open(ctx, url, weftdb.Options{ReadOnly: how == readOnlyDB, Logger: a.log})
 	if err != nil {
 		return nil, err // weftdb names the database and what failed
 	}
