@@ -134,22 +134,28 @@ type Server struct {
 	// closing is closed by CloseStreams: event streams end.
 	closing   chan struct{}
 	closeOnce sync.Once
-	// unavailableAt is when the last "database unavailable" was logged
-	// (unix nanoseconds): an outage is logged every unavailableLogEvery,
-	// not once per request.
-	unavailableAt atomic.Int64
+	// unavailable logs an outage every unavailableLogEvery, not once per
+	// request.
+	unavailable outageLog
 }
 
 // unavailableLogEvery is how often a database outage is logged while
 // requests keep failing on it.
 const unavailableLogEvery = 10 * time.Second
 
-func (s *Server) logUnavailable(err error) {
-	now, last := time.Now().UnixNano(), s.unavailableAt.Load()
-	if now-last < int64(unavailableLogEvery) || !s.unavailableAt.CompareAndSwap(last, now) {
+func (s *Server) logUnavailable(err error) { s.unavailable.warn(s.log, err) }
+
+// outageLog logs a database outage at most every unavailableLogEvery.
+type outageLog struct {
+	at atomic.Int64 // when it last logged, unix nanoseconds
+}
+
+func (o *outageLog) warn(log *slog.Logger, err error) {
+	now, last := time.Now().UnixNano(), o.at.Load()
+	if now-last < int64(unavailableLogEvery) || !o.at.CompareAndSwap(last, now) {
 		return
 	}
-	s.log.Warn("database unavailable: answering 503 with Retry-After", "error", err)
+	log.Warn("database unavailable: answering 503 with Retry-After", "error", err)
 }
 
 // New returns the API of an engine. Call Close when done with it.
@@ -521,7 +527,7 @@ func (s *Server) live(*http.Request) (int, any, error) {
 }
 
 func (s *Server) readyCheck(r *http.Request) (int, any, error) {
-	status, body := readiness(r.Context(), s.engine, s.log)
+	status, body := readiness(r.Context(), s.engine, s.logUnavailable)
 	return status, body, nil
 }
 
@@ -536,8 +542,9 @@ func Health(e *weft.Engine, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, alive())
 	})
+	var outage outageLog
 	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, r *http.Request) {
-		status, body := readiness(r.Context(), e, log)
+		status, body := readiness(r.Context(), e, func(err error) { outage.warn(log, err) })
 		writeJSON(w, status, body)
 	})
 	return mux
@@ -546,15 +553,16 @@ func Health(e *weft.Engine, log *slog.Logger) http.Handler {
 // readiness is an engine's answer to /health/ready, as weft serve and weft
 // worker --metrics-addr give it: 200 when its database answers, it runs
 // and its loops work, else 503 naming each failing check (database,
-// engine, a failing loop, database_file).
-func readiness(ctx context.Context, e *weft.Engine, log *slog.Logger) (int, wire.Readiness) {
+// engine, a failing loop, database_file). A database that does not answer
+// is told to unreachable, which logs it at most every unavailableLogEvery.
+func readiness(ctx context.Context, e *weft.Engine, unreachable func(error)) (int, wire.Readiness) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	checks := map[string]string{"database": "ok", "engine": "ok"}
 	ok := true
 	if _, err := e.Backlog(ctx, 1); err != nil {
 		checks["database"], ok = "unreachable", false
-		log.Warn("readiness: database unreachable", "error", err)
+		unreachable(err)
 	}
 	if !e.Running() {
 		checks["engine"], ok = "not running", false

@@ -308,6 +308,14 @@ func (s *Server) calls(ctx context.Context, workerID string, req wire.Calls) (wi
 		if c.TimeoutMS < 0 || c.TimeoutMS > 52*week {
 			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].timeout_ms", i), "must be from 0 to 52 weeks, got %d", c.TimeoutMS)
 		}
+		// The bounds openapi.json gives, checked before the worker is
+		// looked up (the engine checks them again as it records calls).
+		if c.MaxAttempts < 0 || c.MaxAttempts > workflow.MaxAttempts {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].max_attempts", i), "must be from 0 (the default, 3) to %d, got %d", workflow.MaxAttempts, c.MaxAttempts)
+		}
+		if err := workflow.CheckPriority(c.Priority); err != nil {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].priority", i), "%v", err)
+		}
 		if len(c.Input) > 0 && !json.Valid(c.Input) {
 			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].input", i), "must be JSON")
 		}
