@@ -29,9 +29,11 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
 
-// isCantOpen reports SQLite's "unable to open database file", which a file
-// in WAL mode gives when its shared-memory file cannot be created.
+// isCantOpen reports what a file in WAL mode gives when its shared-memory
+// file cannot be created: "unable to open database file", or, in a
+// directory the process cannot write, "attempt to write a readonly
+// database".
 func isCantOpen(err error) bool {
 	var se sqlite3.Error
-	return errors.As(err, &se) && se.Code == sqlite3.ErrCantOpen
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrCantOpen || se.Code == sqlite3.ErrReadonly)
 }
