@@ -11,6 +11,7 @@ import (
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/state"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -123,13 +124,31 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 	}
 	tick := time.NewTicker(localEventPoll)
 	defer tick.Stop()
+	down := false // the database did not answer the last read
 	for {
 		events, err := e.History(ctx, q)
 		if errors.Is(err, weft.ErrInvalid) {
 			return usageErrorf("--after %q: not an event id of %s", f.After, a.dbURL())
 		}
+		if errors.Is(err, store.ErrUnavailable) {
+			// A database restarting: follow on once it answers.
+			if !down {
+				a.log.Warn("events: the database is unavailable; following on once it answers", "error", err)
+				down = true
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+			continue
+		}
 		if err != nil {
 			return err
+		}
+		if down {
+			a.log.Info("events: the database answers again")
+			down = false
 		}
 		for _, ev := range events {
 			if err := handle(wire.EventOf(ev)); err != nil {
