@@ -161,7 +161,7 @@ func leaf(raw []byte, t reflect.Type, path string, quoted bool) (decodeFault, bo
 	case errors.As(err, &typ):
 		return decodeFault{path: path, problem: fmt.Sprintf("must be %s, got %s", typeOf(t), typ.Value)}, true
 	}
-	return decodeFault{path: path, problem: strings.TrimPrefix(err.Error(), "json: ")}, true
+	return decodeFault{path: path, problem: err.Error()}, true
 }
 
 // fieldNamed returns the field of struct t that the JSON member key
