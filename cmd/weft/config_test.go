@@ -97,6 +97,11 @@ func TestConfigApplies(t *testing.T) {
 	r := weftCLI(t, "--config", cfg, "run", tpl)
 	requireCode(t, 2, r)
 	require.Contains(t, r.stderr, "--concurrency (engine.concurrency at "+cfg+":6) must be from 1 to 100000", "the file's concurrency is the command's")
+	// The server's settings name their source too.
+	srvCfg := writeFile(t, dir, "serve.yaml", "db: "+db+"\nserve:\n  max_body: 0\n")
+	r = weftCLI(t, "--config", srvCfg, "serve")
+	requireCode(t, 2, r)
+	require.Contains(t, r.stderr, "--max-body (serve.max_body at "+srvCfg+":3) must be at least 1, got 0")
 
 	r = weftCLI(t, "--config", cfg, "run", tpl, "--concurrency", "2")
 	requireCode(t, 0, r)

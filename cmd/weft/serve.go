@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,13 +130,18 @@ func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 		o.MetricsElsewhere = true
 	}
 	if f.maxBody < 1 {
-		return o, usageErrorf("--max-body must be at least 1")
+		return o, usageErrorf("%s must be at least 1, got %s", c.Describe("max-body"), c.Show("max-body", strconv.FormatInt(f.maxBody, 10)))
 	}
 	if f.maxBacklog < 0 {
-		return o, usageErrorf("--max-backlog must not be negative")
+		return o, usageErrorf("%s must not be negative, got %s", c.Describe("max-backlog"), c.Show("max-backlog", strconv.Itoa(f.maxBacklog)))
 	}
-	if f.requestTimeout <= 0 || f.maxPoll <= 0 {
-		return o, usageErrorf("--request-timeout and --max-poll must be positive")
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"request-timeout", f.requestTimeout}, {"max-poll", f.maxPoll}} {
+		if d.v <= 0 {
+			return o, usageErrorf("%s must be more than 0, got %s", c.Describe(d.flag), c.Show(d.flag, d.v.String()))
+		}
 	}
 	for _, p := range f.trustedProxies {
 		prefix, err := parsePrefix(p)
