@@ -6,6 +6,7 @@
 package cliview
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // timeLayout is how views print times, in the local zone.
@@ -25,6 +28,37 @@ func Time(t *time.Time) string {
 	}
 	return t.Local().Format(timeLayout)
 }
+
+// printable is w for a view: the control characters of recorded text (an
+// escape sequence a terminal would obey, a carriage return that would
+// overwrite the line, in a reason or a name) are written escaped, as
+// \x1b, so that nothing a view prints can drive the terminal; the tabs and
+// newlines that shape the view pass. Every view writes through it.
+type printable struct{ w io.Writer }
+
+func (p printable) Write(b []byte) (int, error) {
+	if !bytes.ContainsFunc(b, unsafeControl) {
+		return p.w.Write(b)
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if unsafeControl(r) {
+			out = fmt.Appendf(out, `\x%02x`, r)
+		} else {
+			out = append(out, b[i:i+size]...)
+		}
+		i += size
+	}
+	if _, err := p.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// unsafeControl reports a control character other than the newline and
+// the tab.
+func unsafeControl(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }
 
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
 

@@ -107,3 +107,39 @@ Result:    -
 		})
 	}
 }
+
+// TestViewsEscapeControlCharacters: recorded text that holds control
+// characters (a reason or an actor with an escape sequence, a carriage
+// return, a bell) is printed escaped by every view, so that it cannot
+// drive the terminal or forge a row; the views' own layout is kept.
+func TestViewsEscapeControlCharacters(t *testing.T) {
+	t.Parallel()
+	const evil = "red\x1b[31m\rover\x07"
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	step := wire.Step{ID: 1, Name: "s", State: state.StepFailed, EngineID: evil, Error: evil, Attempts: 1, MaxAttempts: 1}
+	task := wire.Task{ID: 1, Namespace: "ns", Workflow: "wf", Version: "1", State: state.TaskFailed, CreatedAt: at, Error: evil, Steps: []wire.Step{step}}
+	for name, view := range map[string]func(w io.Writer) error{
+		"tasks": func(w io.Writer) error { return cliview.Tasks(w, []wire.Task{task}, at) },
+		"task":  func(w io.Writer) error { return cliview.Task(w, &task, at) },
+		"step":  func(w io.Writer) error { return cliview.Step(w, &step) },
+		"audit": func(w io.Writer) error {
+			return cliview.Audit(w, []wire.AuditEntry{{TaskID: 1, Step: "s", From: "running", To: "failed", At: at, EngineID: evil, Reason: evil}})
+		},
+		"event": func(w io.Writer) error {
+			return cliview.Event(w, wire.Event{Type: "step.failed", Cursor: "1",
+				AuditEntry: wire.AuditEntry{At: at, TaskID: 1, Step: "s", EngineID: evil, Reason: evil}}, false)
+		},
+		"keys": func(w io.Writer) error { return cliview.Keys(w, []wire.APIKey{{ID: "k", Name: evil, CreatedAt: at}}) },
+		"operator log": func(w io.Writer) error {
+			return cliview.OperatorLog(w, []wire.OperatorEntry{{At: at, Actor: evil, Action: "delete", Subject: "task 1", Reason: evil}})
+		},
+	} {
+		var b bytes.Buffer
+		require.NoError(t, view(&b), name)
+		out := b.String()
+		require.NotContains(t, out, "\x1b", name)
+		require.NotContains(t, out, "\r", name)
+		require.NotContains(t, out, "\x07", name)
+		require.Contains(t, out, `red\x1b[31m`, "%s: the text is shown, escaped:\n%s", name, out)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 // Schedules writes the schedule list of `weft schedules`.
 func Schedules(w io.Writer, list []wire.Schedule) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "SCHEDULE\tCRON\tTIME ZONE\tCATCH-UP\tSTATE\tLAST TICK\tNEXT TICK")
 	for _, s := range list {
@@ -25,6 +26,7 @@ func Schedules(w io.Writer, list []wire.Schedule) error {
 // Schedule writes a schedule's fields and its audit (pauses and
 // resumptions) as its history.
 func Schedule(w io.Writer, s wire.Schedule, audit []wire.ScheduleAuditEntry) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Schedule:\t%s\n", s.ScheduleKey)
 	fmt.Fprintf(tw, "Workflow:\t%s/%s@%s\n", s.Namespace, s.Workflow, s.Version)
@@ -69,6 +71,7 @@ func nextTickText(s wire.Schedule) string {
 // Workers writes the live engines and remote workers of `weft workers`,
 // with how long ago, at now, each last heartbeated.
 func Workers(w io.Writer, list []wire.Worker, now time.Time) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tKIND\tHOST\tHANDLERS\tHELD\tHEARTBEAT")
 	for _, wk := range list {
@@ -84,6 +87,7 @@ func Workers(w io.Writer, list []wire.Worker, now time.Time) error {
 
 // OperatorLog writes the entries of the operator log, in the order given.
 func OperatorLog(w io.Writer, entries []wire.OperatorEntry) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "TIME\tACTOR\tACTION\tSUBJECT\tREASON")
 	for _, e := range entries {
@@ -94,6 +98,7 @@ func OperatorLog(w io.Writer, entries []wire.OperatorEntry) error {
 
 // Retentions writes the retention set on each namespace, by state.
 func Retentions(w io.Writer, list []wire.RetentionSetting) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "NAMESPACE\tSTATE\tKEEP\tSET\tBY")
 	for _, r := range list {
@@ -105,6 +110,7 @@ func Retentions(w io.Writer, list []wire.RetentionSetting) error {
 // Keys writes the API keys of `weft keys list`: never their secrets,
 // which the records do not hold.
 func Keys(w io.Writer, keys []wire.APIKey) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tNAME\tPERMISSIONS\tCREATED\tREVOKED")
 	for _, k := range keys {
@@ -116,6 +122,7 @@ func Keys(w io.Writer, keys []wire.APIKey) error {
 // Webhooks writes the webhooks of `weft webhooks list` with their filter,
 // state and last error. A webhook's secret is not shown.
 func Webhooks(w io.Writer, ws []wire.Webhook) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tURL\tFILTER\tSTATE\tDELIVERED\tFAILURES\tLAST ERROR")
 	for _, wh := range ws {

@@ -17,6 +17,7 @@ import (
 // concurrency limits, the rates in force and the circuit breakers, each
 // table only when it has rows.
 func Policies(w io.Writer, rep wire.PolicyReport) error {
+	w = printable{w}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(rep.Policies) == 0 {
 		fmt.Fprintln(tw, "no policies set: nothing paused, no namespace limits, rates or weights")
@@ -52,6 +53,7 @@ func Policies(w io.Writer, rep wire.PolicyReport) error {
 // PolicyChanges writes the changes of policies of `weft policies
 // --history`, in the order given.
 func PolicyChanges(w io.Writer, changes []wire.PolicyChangeRecord) error {
+	w = printable{w}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tTARGET\tCHANGE\tBY\tREASON")
 	for _, c := range changes {
@@ -64,6 +66,7 @@ func PolicyChanges(w io.Writer, changes []wire.PolicyChangeRecord) error {
 // the concurrency limit, rate and weight the change ch gave, as the
 // namespace's policy p holds them now.
 func Limits(w io.Writer, ch wire.PolicyChange, p wire.Policy) {
+	w = printable{w}
 	namespace := ch.Target
 	switch {
 	case ch.Concurrency == nil:

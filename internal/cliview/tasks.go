@@ -16,6 +16,7 @@ import (
 // column only when a listed task has tags. The NOW column says where each
 // unfinished task stands at now.
 func Tasks(w io.Writer, tasks []wire.Task, now time.Time) error {
+	w = printable{w}
 	tagged := false
 	for i := range tasks {
 		tagged = tagged || len(tasks[i].Tags) > 0
@@ -44,6 +45,7 @@ func Tasks(w io.Writer, tasks []wire.Task, now time.Time) error {
 // Attention writes the attention list of `weft tasks --attention`: each
 // task with its reasons, one line each.
 func Attention(w io.Writer, tasks []wire.Task) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tTAGS\tNEEDS ATTENTION")
 	for i := range tasks {
@@ -62,6 +64,7 @@ func Attention(w io.Writer, tasks []wire.Task) error {
 // Task writes a task's fields and a table of its steps; a finished task's
 // duration is taken at now.
 func Task(w io.Writer, t *wire.Task, now time.Time) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Task:\t%d\n", t.ID)
 	fmt.Fprintf(tw, "Workflow:\t%s\n", taskview.Ref(t))
@@ -120,6 +123,7 @@ func Task(w io.Writer, t *wire.Task, now time.Time) error {
 
 // Audit writes an audit trail as a table, after an empty line.
 func Audit(w io.Writer, trail []wire.AuditEntry) error {
+	w = printable{w}
 	fmt.Fprintln(w)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "TIME\tSTEP\tFROM\tTO\tATTEMPT\tENGINE\tREASON")
@@ -136,6 +140,7 @@ func Audit(w io.Writer, trail []wire.AuditEntry) error {
 
 // Step writes a step's fields.
 func Step(w io.Writer, s *wire.Step) error {
+	w = printable{w}
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Step:\t%d (%s of task %d)\n", s.ID, s.Name, s.TaskID)
 	fmt.Fprintf(tw, "Handler:\t%s\n", orDash(s.Handler))
@@ -165,6 +170,7 @@ func Step(w io.Writer, s *wire.Step) error {
 // Event writes one lifecycle event as a line of `weft events`: a JSON
 // object when jsonOut, else text ending with the event's id.
 func Event(w io.Writer, ev wire.Event, jsonOut bool) error {
+	w = printable{w}
 	if jsonOut {
 		b, err := json.Marshal(ev)
 		if err != nil {
