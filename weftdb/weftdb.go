@@ -29,8 +29,9 @@ type Options struct {
 	// ReadOnly opens an existing SQLite file for reading only (no
 	// migration; the schema must be current), so that inspecting works on
 	// a file or a mount the process may not write. PostgreSQL stores open
-	// as usual: grant a read-only role SELECT and run migrations with
-	// another.
+	// as usual (grant a read-only role SELECT and run migrations with
+	// another), except that a schema without weft's tables is refused
+	// rather than created.
 	ReadOnly bool
 	// Logger receives the store's own warnings (a PostgreSQL listener
 	// reconnecting, a migration's notes). Default slog.Default().
@@ -47,7 +48,7 @@ func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
 		opts.PriorityAging = time.Minute
 	}
 	if IsPostgres(url) {
-		s, err := postgres.Open(ctx, url, postgres.Options{Aging: opts.PriorityAging, Logger: opts.Logger})
+		s, err := postgres.Open(ctx, url, postgres.Options{Aging: opts.PriorityAging, Logger: opts.Logger, Existing: opts.ReadOnly})
 		if err != nil {
 			// The driver's error may echo the connection string, or parts
 			// of it: hide the credentials wherever they appear.

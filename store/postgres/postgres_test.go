@@ -41,6 +41,22 @@ func TestOpenErrors(t *testing.T) {
 	s, err := postgres.Open(ctx, withParam(pgtesting.URL(t), "pool_max_conns=3"), postgres.Options{})
 	require.NoError(t, err, "the fewest connections a store works with")
 	require.NoError(t, s.Close())
+
+	// A reader refuses a schema weft never made (a mistyped search_path)
+	// rather than creating it, and opens it once it exists.
+	schema := pgtesting.SchemaName("nosuch")
+	_, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, Existing: true})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorContains(t, err, `no weft tables in schema "`+schema+`"`)
+	s, err = postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = s.DB().ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		_ = s.Close()
+	})
+	r, err := postgres.Open(ctx, pgtesting.URL(t), postgres.Options{Schema: schema, Existing: true})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
 }
 
 // withParam adds a query parameter to a postgres:// URL.
