@@ -59,7 +59,7 @@ and --reason; 'weft policies --history' lists it.`,
 			}
 			defer b.Close()
 			if _, err := b.resetBreaker(cmd.Context(), args[0], reason); err != nil {
-				return policyError(err)
+				return err
 			}
 			fmt.Fprintf(a.stdout, "reset breaker %s: closed; its steps are claimed again\n", args[0])
 			return nil

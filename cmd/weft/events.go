@@ -101,11 +101,7 @@ func (a *app) followEvents(ctx context.Context, f client.EventFilter, fn func(wi
 		if err != nil {
 			return err
 		}
-		err = c.Follow(ctx, f, handle)
-		if errors.Is(err, weft.ErrInvalid) {
-			return invalidError(err)
-		}
-		return err
+		return c.Follow(ctx, f, handle)
 	}
 	e, err := a.open(ctx, weft.Config{}, readOnlyDB)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -166,7 +165,7 @@ through --server) and --reason; 'weft policies' lists what is paused.`
 			}
 			defer b.Close()
 			if _, err := b.changePolicy(cmd.Context(), wire.PolicyChange{Target: target, Paused: &pause, Reason: reason}); err != nil {
-				return policyError(err)
+				return err
 			}
 			name := target
 			if target == weft.AllTargets {
@@ -254,7 +253,7 @@ per: 1s, key: ...}). The change is recorded with who made it and --reason.`,
 			defer b.Close()
 			p, err := b.changePolicy(cmd.Context(), ch)
 			if err != nil {
-				return policyError(err)
+				return err
 			}
 			cliview.Limits(a.stdout, ch, p)
 			return nil
@@ -315,12 +314,4 @@ made them.`,
 	cmd.Flags().BoolVar(&history, "history", false, "list the changes of policies, newest first")
 	cmd.Flags().IntVar(&limit, "limit", 100, "with --history: at most this many changes")
 	return cmd
-}
-
-// policyError passes an invalid target or change on as a usage error.
-func policyError(err error) error {
-	if errors.Is(err, store.ErrInvalid) {
-		return invalidError(err)
-	}
-	return err
 }

@@ -141,9 +141,6 @@ change is recorded in the operator log.`,
 			case localBackend:
 				for st, d := range set {
 					if err := be.SetRetention(ctx, args[0], st, d, weft.Operator{Actor: cliActor()}); err != nil {
-						if errors.Is(err, weft.ErrInvalid) {
-							return invalidError(err)
-						}
 						return err
 					}
 				}

@@ -127,8 +127,6 @@ func stepError(id int64, err error) error {
 		return fmt.Errorf("step %d: not found", id)
 	case errors.Is(err, weft.ErrConflict):
 		return conflictMessage(err)
-	case errors.Is(err, weft.ErrInvalid):
-		return invalidError(err)
 	}
-	return err
+	return err // an ErrInvalid is a usage error naming its flag (action)
 }

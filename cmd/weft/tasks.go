@@ -197,8 +197,6 @@ completes the next step that begins to wait for it.`,
 				return notFound(id)
 			case errors.Is(err, weft.ErrConflict):
 				return conflictMessage(err)
-			case errors.Is(err, weft.ErrInvalid):
-				return invalidError(err)
 			case err != nil:
 				return err
 			case delivered:

@@ -49,9 +49,6 @@ func (a *app) webhooksCreateCommand() *cobra.Command {
 			}
 			defer b.Close()
 			w, err := b.AddWebhook(ctx, spec)
-			if errors.Is(err, weft.ErrInvalid) {
-				return invalidError(err)
-			}
 			if err != nil {
 				return err
 			}
