@@ -310,8 +310,8 @@ func (s *Server) calls(ctx context.Context, workerID string, req wire.Calls) (wi
 		}
 		// The bounds openapi.json gives, checked before the worker is
 		// looked up (the engine checks them again as it records calls).
-		if c.MaxAttempts < 0 || c.MaxAttempts > workflow.MaxAttempts {
-			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].max_attempts", i), "must be from 0 (the default, 3) to %d, got %d", workflow.MaxAttempts, c.MaxAttempts)
+		if err := workflow.CheckAttempts(c.MaxAttempts); err != nil {
+			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].max_attempts", i), "%v", err)
 		}
 		if err := workflow.CheckPriority(c.Priority); err != nil {
 			return wire.Reported{}, fieldError(fmt.Sprintf("calls[%d].priority", i), "%v", err)

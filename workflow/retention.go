@@ -49,7 +49,7 @@ func (r *Retention) ByState() map[string]time.Duration {
 }
 
 // validate adds a problem for each retention too short to keep anything.
-func (r *Retention) validate(add func(step string, line int, field, format string, args ...any)) {
+func (r *Retention) validate(add addFunc) {
 	if r == nil {
 		return
 	}

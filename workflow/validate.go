@@ -247,6 +247,15 @@ const MaxPriority = 1_000_000
 // MaxAttempts bounds the attempts of a retry policy.
 const MaxAttempts = 1000
 
+// CheckAttempts checks the attempts a durable-function call may take: 0
+// (the default, 3) to MaxAttempts.
+func CheckAttempts(n int) error {
+	if n < 0 || n > MaxAttempts {
+		return fmt.Errorf("must be from 0 (the default, 3) to %d, got %d", MaxAttempts, n)
+	}
+	return nil
+}
+
 // CheckPriority checks a priority against MaxPriority.
 func CheckPriority(p int) error {
 	if p < -MaxPriority || p > MaxPriority {

@@ -160,8 +160,8 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 			return store.Outcome{}, store.Invalidf(field("name"), "%q: the task has a call of that name", fc.Name)
 		}
 		taken[fc.Name] = true
-		if fc.MaxAttempts < 0 || fc.MaxAttempts > workflow.MaxAttempts {
-			return store.Outcome{}, store.Invalidf(field("max_attempts"), "must be from 0 (the default, 3) to %d, got %d", workflow.MaxAttempts, fc.MaxAttempts)
+		if err := workflow.CheckAttempts(fc.MaxAttempts); err != nil {
+			return store.Outcome{}, store.Invalidf(field("max_attempts"), "%v", err)
 		}
 		if err := workflow.CheckPriority(fc.Priority); err != nil {
 			return store.Outcome{}, store.Invalidf(field("priority"), "%v", err)

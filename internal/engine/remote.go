@@ -212,6 +212,8 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow and signal steps", store.ErrInvalid, req.Handlers[i])
 	}
 	if ws.e.isDraining() {
+		// The server is shutting down: no new work, and no wait that
+		// would hold its shutdown open.
 		return nil, nil
 	}
 	if err := ws.checkWorker(ctx, workerID, owner); err != nil {
@@ -225,11 +227,6 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 	defer fallback.Stop()
 	beat := time.Now()
 	for {
-		if ws.e.isDraining() {
-			// The server is shutting down: no new work, and no wait
-			// that would hold its shutdown open.
-			return nil, nil
-		}
 		// A worker waiting in a claim is alive: renew its lease while it
 		// waits, as its own heartbeats would.
 		if time.Since(beat) >= ws.e.cfg.HeartbeatInterval {
@@ -272,6 +269,7 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-ws.e.draining:
+			return nil, nil
 		case <-woken:
 		case <-fallback.C:
 		}

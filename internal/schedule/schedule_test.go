@@ -33,11 +33,6 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// TestDaylightSaving pins the parser's rules at America/New_York's
-// transitions of 2026: spring forward on March 8 (02:00 becomes 03:00),
-// fall back on November 1 (02:00 becomes 01:00 again). The parser skips a
-// wall time that does not exist and fires one that occurs twice at both
-// instants.
 // TestNeverFires: an expression that names no time is refused by name,
 // and a plan from a zero tick (one stored before that) ends at once,
 // firing nothing.
@@ -52,6 +47,11 @@ func TestNeverFires(t *testing.T) {
 	require.True(t, p.Next.IsZero())
 }
 
+// TestDaylightSaving pins the parser's rules at America/New_York's
+// transitions of 2026: spring forward on March 8 (02:00 becomes 03:00),
+// fall back on November 1 (02:00 becomes 01:00 again). The parser skips a
+// wall time that does not exist and fires one that occurs twice at both
+// instants.
 func TestDaylightSaving(t *testing.T) {
 	t.Parallel()
 	ny, err := time.LoadLocation("America/New_York")
