@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -316,4 +318,65 @@ func call(ctx context.Context, h Handler, r *Run, log *stepLog) (result any, err
 		}
 	}()
 	return h(ctx, r)
+}
+
+// inflightCount returns how many handlers run on this engine.
+func (x *executor) inflightCount() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.inflight)
+}
+
+// running returns the steps whose handlers run on this engine, by id.
+func (x *executor) running() []*store.ClaimedStep {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	steps := make([]*store.ClaimedStep, 0, len(x.inflight))
+	for _, r := range x.inflight {
+		steps = append(steps, r.step)
+	}
+	slices.SortFunc(steps, func(a, b *store.ClaimedStep) int { return cmp.Compare(a.ID, b.ID) })
+	return steps
+}
+
+// listenedPolls is how many poll intervals the claim loop waits for a
+// wake-up while its store hears other processes' work.
+const listenedPolls = 5
+
+// claimPoll is how long the claim loop waits for a wake-up before it looks
+// for ready work anyway: the poll interval, or listenedPolls of them while
+// the store hears the steps other processes make ready (store.Listener).
+// Polling then finds only what no notification announces: a breaker's
+// cooldown that ended, a notification lost with the listener's connection
+// (the store wakes the engine when it listens again). While its last claim
+// left steps because a concurrency limit was full (heldBack), it polls every
+// interval: room an outcome frees in another process is announced by
+// nothing.
+func (x *executor) claimPoll() time.Duration {
+	if l, ok := x.e.store.(store.Listener); ok && l.Listening() && !x.heldBack.Load() {
+		return listenedPolls * x.e.cfg.PollInterval
+	}
+	return x.e.cfg.PollInterval
+}
+
+// wakeWaiters wakes every remote claim waiting for work (e.ready).
+func (e *Engine) wakeWaiters() { e.ready.Fire() }
+
+func (x *executor) cancelAll(cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, r := range x.inflight {
+		r.cancel(cause)
+	}
+}
+
+// cancelFences stops the handlers holding the given fences.
+func (x *executor) cancelFences(fences []store.Fence, cause error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, f := range fences {
+		if r, ok := x.inflight[f.StepID]; ok && r.fence == f {
+			r.cancel(cause)
+		}
+	}
 }
