@@ -192,10 +192,7 @@ func TestBulkThroughServer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "admin:*")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
+	token := createKey(t, db, "ops", "admin:*")
 	url, stop := startServe(t, db)
 	defer stop()
 	as := func(args ...string) result {
@@ -204,7 +201,7 @@ func TestBulkThroughServer(t *testing.T) {
 	file := writeFile(t, dir, "checkout.yaml", parkedCheckoutYAML)
 	requireCode(t, 0, as("submit", file, "--tag", "env=staging"))
 	requireCode(t, 0, as("submit", file, "--tag", "env=prod"))
-	r = as("tasks", "--tag", "env=staging", "--json")
+	r := as("tasks", "--tag", "env=staging", "--json")
 	requireCode(t, 0, r)
 	var tasks []wire.Task
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tasks))

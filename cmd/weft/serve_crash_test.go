@@ -120,11 +120,8 @@ func TestServeKilledAfterClaim(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
 	tpl := writeFile(t, dir, "remote.yaml", "namespace: crash\nname: remote\nversion: \"1\"\nsteps:\n  - name: work\n    handler: remote.work\n")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "worker", "--permissions", "workers:connect")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
-	r = weftCLI(t, "--db", db, "submit", tpl)
+	token := createKey(t, db, "worker", "workers:connect")
+	r := weftCLI(t, "--db", db, "submit", tpl)
 	requireCode(t, 0, r)
 
 	first := startServeProcess(t, db)
@@ -188,10 +185,7 @@ func TestServeStopsClaimingOnSignal(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "worker", "--permissions", "workers:connect")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
+	token := createKey(t, db, "worker", "workers:connect")
 	srv := startServeProcess(t, db, "--drain", "60s")
 	w := &wireWorker{t: t, base: srv.url, token: token}
 	reg := w.register()

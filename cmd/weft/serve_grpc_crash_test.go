@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,11 +32,8 @@ func TestServeKilledUnderGRPCWorker(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
 	tpl := writeFile(t, dir, "remote.yaml", "namespace: crash\nname: grpc\nversion: \"1\"\nsteps:\n  - name: work\n    handler: remote.work\n")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "worker", "--permissions", "workers:connect")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
-	r = weftCLI(t, "--db", db, "submit", tpl)
+	token := createKey(t, db, "worker", "workers:connect")
+	r := weftCLI(t, "--db", db, "submit", tpl)
 	requireCode(t, 0, r)
 
 	first := startServeProcess(t, db)

@@ -103,6 +103,16 @@ func startServing(t *testing.T, db, command string, args ...string) *serveProces
 	return p
 }
 
+// createKey makes an API key on db with `weft keys create` and returns
+// its token, which the command prints on its last line.
+func createKey(t *testing.T, db, name, permissions string) string {
+	t.Helper()
+	r := weftCLI(t, "--db", db, "keys", "create", "--name", name, "--permissions", permissions)
+	requireCode(t, 0, r)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	return lines[len(lines)-1]
+}
+
 // TestServeAndClientMode runs `weft serve` and drives it with the CLI in
 // client mode: validate, submit, tasks, task, cancel and retry go through
 // the API, authenticated with a key made by `weft keys create`.

@@ -150,10 +150,7 @@ func TestServerSignalAndSteps(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "ops", "--permissions", "tasks:*,workflows:*,steps:*")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
+	token := createKey(t, db, "ops", "tasks:*,workflows:*,steps:*")
 	url, _ := startServe(t, db)
 	as := func(args ...string) result {
 		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
@@ -177,7 +174,7 @@ steps:
     config:
       command: [cat]
 `)
-	r = as("submit", gate)
+	r := as("submit", gate)
 	requireCode(t, 0, r)
 	id := strings.TrimSpace(r.stdout)
 
@@ -251,17 +248,14 @@ func TestRunAndEventsThroughServer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "runner", "--permissions", "tasks:*,workflows:*")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
+	token := createKey(t, db, "runner", "tasks:*,workflows:*")
 	url, _ := startServe(t, db)
 	as := func(args ...string) result {
 		return weftCLI(t, append([]string{"--server", url, "--token", token}, args...)...)
 	}
 	hello := filepath.Join("..", "..", "examples", "hello.yaml")
 
-	r = as("run", hello, "--input", `{"name":"Ada"}`, "--json")
+	r := as("run", hello, "--input", `{"name":"Ada"}`, "--json")
 	requireCode(t, 0, r)
 	task := decodeTask(t, r.stdout)
 	require.Equal(t, state.TaskCompleted, task.State)

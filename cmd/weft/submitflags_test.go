@@ -17,10 +17,7 @@ func TestSubmitScheduleFlags(t *testing.T) {
 	hello := filepath.Join("..", "..", "examples", "hello.yaml")
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "cli", "--permissions", "tasks:*,workflows:*")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
+	token := createKey(t, db, "cli", "tasks:*,workflows:*")
 	url, _ := startServe(t, db)
 
 	for _, via := range []struct {

@@ -17,10 +17,7 @@ func TestWebhooksCLI(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "weft.db")
 	registerWorkflows(t, db, "shop")
-	r := weftCLI(t, "--db", db, "keys", "create", "--name", "hooks", "--permissions", "webhooks:*")
-	requireCode(t, 0, r)
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	token := lines[len(lines)-1]
+	token := createKey(t, db, "hooks", "webhooks:*")
 	url, _ := startServe(t, db)
 
 	for name, run := range map[string]func(...string) result{
@@ -82,7 +79,7 @@ func TestWebhooksCLI(t *testing.T) {
 			require.Contains(t, r.stderr, bad.names, "%v", bad.args)
 		}
 	}
-	r = weftCLI(t, "--db", db, "webhooks", "list", "--json")
+	r := weftCLI(t, "--db", db, "webhooks", "list", "--json")
 	requireCode(t, 0, r)
 	var ws []wire.Webhook
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ws))
