@@ -34,15 +34,8 @@ func TestStepLabel(t *testing.T) {
 func TestQueueDepthReadsZero(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
+	s, e, m := shopMetrics(t)
 	t.Cleanup(func() { s.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := weft.New(s, weft.Config{Logger: log})
-	require.NoError(t, err)
-	require.NoError(t, e.Register(ctx, workflow.New("shop", "order", "1").Step("pay", "nobody.pay")))
-	m := New(e, log)
-	t.Cleanup(m.Close)
 	zero := map[string]float64{
 		`weft_queue_depth{namespace="shop"}{state="pending"}`: 0,
 		`weft_queue_depth{namespace="shop"}{state="ready"}`:   0,
@@ -66,19 +59,28 @@ func TestQueueDepthReadsZero(t *testing.T) {
 // 500 with none.
 func TestScrapeWithTheDatabaseDown(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
-	require.NoError(t, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e, err := weft.New(s, weft.Config{Logger: log})
-	require.NoError(t, err)
-	require.NoError(t, e.Register(ctx, workflow.New("shop", "order", "1").Step("s", "h")))
-	m := New(e, log)
-	t.Cleanup(m.Close)
+	s, _, m := shopMetrics(t)
 	require.NoError(t, s.Close()) // every read fails from now on
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	require.Contains(t, rec.Body.String(), "weft_lease_expiries_total")
 	require.NotContains(t, rec.Body.String(), "weft_queue_depth{")
+}
+
+// shopMetrics returns a SQLite store, for the caller to close, an engine
+// on it (not started) with the workflow shop/order registered, and the
+// engine's metrics.
+func shopMetrics(t *testing.T) (sqlite.Store, *weft.Engine, *Metrics) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weft.db"), sqlite.Options{})
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := weft.New(s, weft.Config{Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, e.Register(ctx, workflow.New("shop", "order", "1").Step("pay", "nobody.pay")))
+	m := New(e, log)
+	t.Cleanup(m.Close)
+	return s, e, m
 }
