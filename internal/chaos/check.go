@@ -44,6 +44,10 @@ type StepObs struct {
 	Name  string
 	State state.Step
 	Ran   bool // an exec step: it must appear in the ledger
+	// Where says, for a step that has not ended, what holds it: its
+	// attempts, the engine that runs it, when it may run, its last error
+	// (observe.go). It is how a stuck task is read.
+	Where string
 }
 
 // Report is the outcome of Check: counts of tasks, and a line per problem.
@@ -166,7 +170,13 @@ func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
 			continue
 		case !t.State.Terminal():
 			r.Stuck++
-			r.Details = append(r.Details, fmt.Sprintf("task %d: stuck in %s", id, t.State))
+			var open []string
+			for _, s := range t.Steps {
+				if !s.State.Terminal() {
+					open = append(open, fmt.Sprintf("step %s %s (%s)", s.Name, s.State, s.Where))
+				}
+			}
+			r.Details = append(r.Details, fmt.Sprintf("task %d: stuck in %s: %s", id, t.State, strings.Join(open, "; ")))
 		case t.State != state.TaskCompleted:
 			r.Lost++
 			r.Details = append(r.Details, fmt.Sprintf("task %d: lost: ended %s", id, t.State))

@@ -47,7 +47,7 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		}
 		o := TaskObs{State: t.State, Completions: map[string]int{}, Claims: map[string]int{}, RunEnds: map[string]int{}}
 		for _, s := range t.Steps {
-			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal})
+			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal, Where: where(s)})
 		}
 		for i, e := range audit {
 			switch {
@@ -104,6 +104,28 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		}
 	}
 	return Check(submitted, obs, l), nil
+}
+
+// where describes what holds a step: its attempts, the engine running it,
+// when it may run next, its last error.
+func where(s store.Step) string {
+	parts := []string{fmt.Sprintf("attempt %d of %d", s.Attempts, s.MaxAttempts)}
+	if s.EngineID != "" {
+		parts = append(parts, "engine "+s.EngineID)
+	}
+	if s.RunAt != nil {
+		parts = append(parts, "run at "+s.RunAt.UTC().Format("15:04:05.000"))
+	}
+	if s.StartedAt != nil {
+		parts = append(parts, "started "+s.StartedAt.UTC().Format("15:04:05.000"))
+	}
+	if s.Sub != "" {
+		parts = append(parts, s.Sub)
+	}
+	if s.Error != "" {
+		parts = append(parts, fmt.Sprintf("error %q", s.Error))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ledgerOf is the ledger's lines of step key ("TASK STEP") and the lines

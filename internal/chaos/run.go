@@ -171,10 +171,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	res.Report = report
-	for _, d := range res.Report.Details {
-		r.logf("%s", d)
-	}
 	if !res.OK() {
+		// The processes' logs first, the findings last: a log that is cut
+		// to its tail (CI's) still shows what was found.
 		for _, w := range r.workers {
 			if !w.Exited() {
 				_ = w.Signal(syscall.SIGTERM)
@@ -184,6 +183,12 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		for _, w := range append(r.retired, r.workers...) {
 			r.logf("worker %d stderr (tail):\n%s", w.PID(), w.Tail(20))
 		}
+		if r.srv != nil {
+			r.logf("serve %d stderr (tail):\n%s", r.srv.PID(), r.srv.Tail(30))
+		}
+	}
+	for _, d := range res.Report.Details {
+		r.logf("%s", d)
 	}
 	return res, nil
 }

@@ -69,6 +69,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
+	if !res.OK() {
+		printKept() // before the findings: a log cut to its tail still shows them
+	}
 	if *quiet {
 		for _, d := range res.Details {
 			fmt.Fprintln(os.Stderr, "chaos:", d)
@@ -83,7 +86,6 @@ func main() {
 	fmt.Printf("chaos: cycles=%d tasks=%d lost=%d stuck=%d duplicated=%d unaudited=%d recovery_p50=%s recovery_max=%s\n",
 		res.Cycles, res.Tasks, res.Lost, res.Stuck, res.Duplicated, res.Unaudited, pct(res.Recovery, 50), pct(res.Recovery, 100))
 	if !res.OK() {
-		printKept()
 		os.Exit(1)
 	}
 }
