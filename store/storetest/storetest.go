@@ -45,6 +45,7 @@ func Run(t *testing.T, open Opener) {
 		fn   func(t *testing.T, h *harness)
 	}{
 		{"InsertAndGet", testInsertAndGet},
+		{"CloseTwice", testCloseTwice},
 		{"ManySteps", testManySteps},
 		{"Idempotency", testIdempotency},
 		{"BulkInsertIsAtomic", testBulkInsertAtomic},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -206,4 +207,20 @@ func testNamespaceCaps(t *testing.T, h *harness) {
 		}
 	}
 	require.Len(t, h.claimWith(store.ClaimParams{EngineID: "e2", Limit: 10, Caps: caps}), 1)
+}
+
+// testCloseTwice: Close may be called again (a deferred Close after an
+// explicit one), and a store that is closed answers with an error, reads
+// and writes alike, rather than hanging or panicking.
+func testCloseTwice(t *testing.T, h *harness) {
+	id := h.insert(store.TaskInsert{Steps: chain("x")})[0].Task.ID
+	require.NoError(t, h.s.Close())
+	require.NoError(t, h.s.Close(), "a second Close")
+	ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	_, err := h.s.GetTask(ctx, id)
+	require.Error(t, err, "a read of a closed store")
+	_, err = h.s.InsertTasks(ctx, []store.TaskInsert{{Namespace: "ns", Workflow: "wf", Version: "1", Steps: chain("x")}})
+	require.Error(t, err, "a write to a closed store")
+	require.NoError(t, ctx.Err(), "the closed store answered at once")
 }

@@ -28,8 +28,10 @@ import (
 // given back. Statements run under contexts that cannot be cancelled (the
 // store's writes are, sqlstore.Dialect.WriteContext), so nothing watches them.
 type heldConn struct {
-	// turn is held by the write under way.
-	turn chan struct{}
+	// turn is held by the write under way; closed is closed once close
+	// has taken turn for good.
+	turn   chan struct{}
+	closed chan struct{}
 	// conn is the handle's connection, given back at close; dc is its
 	// driver connection, used by the write that holds turn.
 	conn *sql.Conn
@@ -60,7 +62,7 @@ func holdConn(ctx context.Context, writer *sql.DB) (*heldConn, error) {
 		c.Close()
 		return nil, err
 	}
-	return &heldConn{turn: make(chan struct{}, 1), conn: c, dc: dc, stmts: map[string]heldStmt{}}, nil
+	return &heldConn{turn: make(chan struct{}, 1), closed: make(chan struct{}), conn: c, dc: dc, stmts: map[string]heldStmt{}}, nil
 }
 
 // heldStmt is a statement prepared on the held connection: it runs with a
@@ -82,6 +84,8 @@ const maxCachedStatements = 256
 func (h *heldConn) take(ctx context.Context) error {
 	select {
 	case h.turn <- struct{}{}:
+	case <-h.closed:
+		return sql.ErrConnDone
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -173,6 +177,7 @@ func (h *heldConn) query(ctx context.Context, q string, args []any) (Rows, error
 
 func (h *heldConn) close() error {
 	h.turn <- struct{}{} // no write is under way, nor begins
+	close(h.closed)
 	for _, st := range h.stmts {
 		st.Close()
 	}

@@ -46,6 +46,11 @@ type Handle struct {
 	notifyLater  *time.Timer // armed while a notification waits for its window
 	notifyClosed bool
 
+	// closeOnce makes Close safe to call again: the first call's error is
+	// every call's.
+	closeOnce sync.Once
+	closeErr  error
+
 	// auditScratch keeps audit queues between writes (audit.go).
 	auditScratch auditScratch
 }
@@ -141,13 +146,17 @@ func (s *Handle) WriteContext(ctx context.Context) (context.Context, error) {
 // (sqldb.WriteErr).
 func (s *Handle) WriteErr(err error) error { return sqldb.WriteErr(s.Dialect, err) }
 
-// Close closes the database.
+// Close closes the database. Calls after the first return its error and
+// do nothing else.
 func (s *Handle) Close() error {
-	s.notifyMu.Lock()
-	s.notifyClosed = true
-	if s.notifyLater != nil {
-		s.notifyLater.Stop()
-	}
-	s.notifyMu.Unlock()
-	return s.DB.Close()
+	s.closeOnce.Do(func() {
+		s.notifyMu.Lock()
+		s.notifyClosed = true
+		if s.notifyLater != nil {
+			s.notifyLater.Stop()
+		}
+		s.notifyMu.Unlock()
+		s.closeErr = s.DB.Close()
+	})
+	return s.closeErr
 }
