@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func TestSignalRoute(t *testing.T) {
 		}{
 			{"no permission", path, reader, nil, 403, "forbidden"},
 			{"bad name", "/v1/tasks/" + itoa(task.ID) + "/signals/no%20spaces", signaller, nil, 400, "invalid_field"},
+			{"long name", "/v1/tasks/" + itoa(task.ID) + "/signals/" + strings.Repeat("g", 129), signaller, nil, 400, "invalid_field"},
 			{"unknown task", "/v1/tasks/999999/signals/go_live", signaller, nil, 404, "not_found"},
 			{"unknown field", path, signaller, `{"payload": 1, "extra": 2}`, 400, "unknown_field"},
 			{"bad json", path, signaller, `{"payload": `, 400, "invalid_json"},

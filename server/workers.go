@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/weftrun/weft/internal/ident"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/durable"
@@ -21,23 +22,12 @@ import (
 // request, translates it into one call of the engine's Workers and writes
 // the answer. The lifecycle of the steps behind it is the engine's.
 
-// maxNameLen bounds a worker's, a handler's and a namespace's name in a
-// request.
-const maxNameLen = 128
-
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$`)
-
 func checkNames(field string, names []string, required bool) error {
 	if required && len(names) == 0 {
 		return fieldError(field, "must list at least one name")
 	}
 	if len(names) > 256 {
 		return fieldError(field, "must list at most 256 names")
-	}
-	for i, n := range names {
-		if len(n) > maxNameLen {
-			return fieldError(fmt.Sprintf("%s[%d]", field, i), "%q is not a valid name (letters, digits, '_', '.', '-'; at most %d)", n, maxNameLen)
-		}
 	}
 	if err := workflow.CheckNames(names); err != nil {
 		var ne *workflow.NameError
@@ -71,8 +61,8 @@ func (s *Server) registerWorker(r *http.Request) (int, any, error) {
 // register registers a remote worker owned by the call's credential:
 // POST /v1/workers and its gRPC twin.
 func (s *Server) register(ctx context.Context, req wire.RegisterWorker) (wire.WorkerRegistered, error) {
-	if !namePattern.MatchString(req.Name) {
-		return wire.WorkerRegistered{}, fieldError("name", "is required: letters, digits, '_', '.', '-' (at most 128)")
+	if !workflow.ValidName(req.Name) {
+		return wire.WorkerRegistered{}, fieldError("name", "is required: %s", ident.Rule)
 	}
 	if err := checkNames("handlers", req.Handlers, true); err != nil {
 		return wire.WorkerRegistered{}, err

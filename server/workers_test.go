@@ -206,6 +206,8 @@ func TestRemoteWorkerBadInput(t *testing.T) {
 		{map[string]any{"name": "w"}, "handlers"},
 		{map[string]any{"handlers": []string{"x"}}, "name"},
 		{map[string]any{"name": "w", "handlers": []string{"bad name"}}, "handlers[0]"},
+		{map[string]any{"name": strings.Repeat("w", 129), "handlers": []string{"x"}}, "name"},
+		{map[string]any{"name": "w", "handlers": []string{strings.Repeat("h", 129)}}, "handlers[0]"},
 		{map[string]any{"name": "w", "handlers": []string{"x", "x"}}, "handlers[1]"},
 		{map[string]any{"name": "w", "handlers": []string{"x"}, "namespaces": []string{""}}, "namespaces[0]"},
 	} {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/weftrun/weft/internal/ident"
 )
 
 // Policies holds the scheduling policies an operator sets at run time:
@@ -34,10 +35,6 @@ type Policies interface {
 	PruneRates(ctx context.Context, now time.Time) (int, error)
 }
 
-// targetName is what a namespace or workflow name may be (as
-// workflow.ValidName).
-var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
-
 // TargetAll is the target that stands for all work.
 const TargetAll = "*"
 
@@ -56,8 +53,8 @@ func ParseTarget(target string) (namespace, name string, err error) {
 		return "", "", Invalidf("target", "%q: want NAMESPACE, NAMESPACE/WORKFLOW or %q (no version)", target, TargetAll)
 	case len(target) > 200:
 		return "", "", Invalidf("target", "%q: longer than 200 bytes", target[:40]+"…")
-	case !targetName.MatchString(ns) || (hasName && !targetName.MatchString(name)):
-		return "", "", Invalidf("target", "%q: names hold only letters, digits, '_', '.' and '-'", target)
+	case !ident.Valid(ns) || (hasName && !ident.Valid(name)):
+		return "", "", Invalidf("target", "%q: a name holds %s", target, ident.Rule)
 	}
 	return ns, name, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weftrun/weft/internal/ident"
 	"github.com/weftrun/weft/internal/schedule"
 	"github.com/weftrun/weft/internal/textsafe"
 )
@@ -89,14 +90,14 @@ func (w *Workflow) validateSchedules(add addFunc) {
 	seen := map[string]bool{}
 	for i, s := range w.Schedules {
 		field := func(f string) string { return fmt.Sprintf("schedules[%d].%s", i, f) }
-		if s.Name != "" {
+		if ident.Valid(s.Name) {
 			field = func(f string) string { return fmt.Sprintf("schedules.%s.%s", s.Name, f) }
 		}
 		switch {
 		case s.Name == "":
 			add("", s.line, field("name"), "every schedule needs a name")
-		case !identPattern.MatchString(s.Name):
-			add("", s.line, field("name"), "%q may hold only letters, digits, '_', '.' and '-'", s.Name)
+		case !ident.Valid(s.Name):
+			add("", s.line, field("name"), "%q: want %s", s.Name, ident.Rule)
 		case seen[s.Name]:
 			add("", s.line, field("name"), "duplicate schedule %q", s.Name)
 		}

@@ -343,7 +343,7 @@ func TestParseTemplateErrors(t *testing.T) {
 			want: []string{
 				`checkout.yaml:6: step "a": unknown key "hander"`,
 				`checkout.yaml:7: step "a": timeout: invalid duration "soon" (use Go syntax such as 10ms, 30s, 1m, or days such as 7d)`,
-				`checkout.yaml: name: "bad name" may hold only letters, digits, '_', '.' and '-'`,
+				`checkout.yaml: name: "bad name": want letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes`,
 				`checkout.yaml:5: step "a": handler: is required`,
 			},
 		},
@@ -434,5 +434,41 @@ func TestParseLargeTemplate(t *testing.T) {
 			require.NotContains(t, err.Error(), "aliases")
 			require.Contains(t, err.Error(), tc.want)
 		})
+	}
+}
+
+// TestNamesAreBounded: every name a template gives (namespace, workflow,
+// version, step, signal, template, schedule) is at most MaxNameLen bytes,
+// and the error names the field.
+func TestNamesAreBounded(t *testing.T) {
+	t.Parallel()
+	long, ok := strings.Repeat("n", MaxNameLen+1), strings.Repeat("n", MaxNameLen)
+	tpl := func(ns, name, version, step, signal, template, schedule string) string {
+		return fmt.Sprintf(`namespace: %s
+name: %s
+version: %s
+templates:
+  - {name: %s, handler: h}
+schedules:
+  - {name: %s, cron: "* * * * *"}
+steps:
+  - {name: %s, handler: h}
+  - {name: w, type: signal, signal: {name: %s}}
+`, ns, name, version, template, schedule, step, signal)
+	}
+	_, err := Parse("ok.yaml", []byte(tpl(ok, ok, ok, ok, ok, ok, ok)))
+	require.NoError(t, err, "names of MaxNameLen bytes")
+	for _, tt := range []struct{ field, yaml string }{
+		{"namespace", tpl(long, "a", "1", "s", "g", "t", "c")},
+		{"name", tpl("a", long, "1", "s", "g", "t", "c")},
+		{"version", tpl("a", "a", long, "s", "g", "t", "c")},
+		{"name", tpl("a", "a", "1", long, "g", "t", "c")},
+		{"signal.name", tpl("a", "a", "1", "s", long, "t", "c")},
+		{"templates.name", tpl("a", "a", "1", "s", "g", long, "c")},
+		{"schedules[0].name", tpl("a", "a", "1", "s", "g", "t", long)},
+	} {
+		_, err := Parse("long.yaml", []byte(tt.yaml))
+		require.ErrorContains(t, err, tt.field+": ", tt.field)
+		require.ErrorContains(t, err, "at most 128 bytes", tt.field)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/weftrun/weft/internal/builtin"
 	"github.com/weftrun/weft/internal/dag"
 	"github.com/weftrun/weft/internal/expr"
+	"github.com/weftrun/weft/internal/ident"
 	"github.com/weftrun/weft/store"
 )
 
@@ -23,8 +23,11 @@ var builtinConfigCheck = map[string]func(json.RawMessage) error{
 
 // ValidName reports whether s is a valid name for a namespace, workflow,
 // version, step or signal: letters, digits, '_', '.' and '-', starting
-// with a letter or digit.
-func ValidName(s string) bool { return identPattern.MatchString(s) }
+// with a letter or digit, at most MaxNameLen bytes.
+func ValidName(s string) bool { return ident.Valid(s) }
+
+// MaxNameLen bounds a name, in bytes.
+const MaxNameLen = ident.MaxLen
 
 // NameError is the name of a list that CheckNames refuses: its index,
 // and why.
@@ -38,7 +41,7 @@ func (e *NameError) Error() string {
 	if e.Twice {
 		return fmt.Sprintf("%q is listed twice", e.Name)
 	}
-	return fmt.Sprintf("%q is not a valid name (letters, digits, '_', '.', '-')", e.Name)
+	return fmt.Sprintf("%q is not a valid name (%s)", e.Name, ident.Rule)
 }
 
 // CheckNames checks a list of names (namespaces, handlers): each a
@@ -101,8 +104,6 @@ func ParseFilter(namespace, wf string) (ns, name string, err error) {
 	return ns, name, nil
 }
 
-var identPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
-
 // DefinitionError describes what is wrong with a workflow definition and
 // where: the file and line when it came from a template, and the step.
 type DefinitionError struct {
@@ -143,8 +144,8 @@ func (w *Workflow) Validate() error {
 	for _, f := range []struct{ name, v string }{{"namespace", w.Namespace}, {"name", w.Name}, {"version", w.Version}} {
 		if f.v == "" {
 			add("", 0, f.name, "is required")
-		} else if !identPattern.MatchString(f.v) {
-			add("", 0, f.name, "%q may hold only letters, digits, '_', '.' and '-'", f.v)
+		} else if !ident.Valid(f.v) {
+			add("", 0, f.name, "%q: want %s", f.v, ident.Rule)
 		}
 	}
 	switch w.Identity {
@@ -188,8 +189,8 @@ func (w *Workflow) Validate() error {
 	for _, s := range w.Steps {
 		if s.Name == "" {
 			add("", s.line, "name", "every step needs a name")
-		} else if !identPattern.MatchString(s.Name) {
-			add(s.Name, s.line, "name", "may hold only letters, digits, '_', '.' and '-'")
+		} else if !ident.Valid(s.Name) {
+			add(s.Name, s.line, "name", "want %s", ident.Rule)
 		}
 		w.validateDynamic(s, add)
 		if s.Handler == "" && s.Type != StepSignal && s.Type != StepWorkflow {
@@ -351,8 +352,8 @@ func (w *Workflow) validateDynamic(s Step, add addFunc) {
 	switch {
 	case s.Type == StepSignal && s.Handler != "":
 		add(s.Name, s.line, "handler", "a signal step runs no handler")
-	case s.Type == StepSignal && s.SignalName() != "" && !identPattern.MatchString(s.SignalName()):
-		add(s.Name, s.line, "signal.name", "may hold only letters, digits, '_', '.' and '-'")
+	case s.Type == StepSignal && s.SignalName() != "" && !ident.Valid(s.SignalName()):
+		add(s.Name, s.line, "signal.name", "%q: want %s", s.SignalName(), ident.Rule)
 	case s.Type != StepSignal && s.Signal != nil:
 		add(s.Name, s.line, "signal", "only signal steps wait for a signal")
 	}
@@ -375,8 +376,8 @@ func (w *Workflow) validateTemplates(add addFunc) {
 		switch {
 		case t.Name == "":
 			add("", t.line, field("name"), "every template needs a name")
-		case !identPattern.MatchString(t.Name):
-			add(t.Name, t.line, field("name"), "may hold only letters, digits, '_', '.' and '-'")
+		case !ident.Valid(t.Name):
+			add(t.Name, t.line, field("name"), "want %s", ident.Rule)
 		case seen[t.Name]:
 			add(t.Name, t.line, field("name"), "duplicate template name")
 		}

@@ -112,6 +112,7 @@ steps:
 	}{
 		{[]string{"signal", id, "gate", "--payload", "{bad"}, exitUsage, "--payload: not valid JSON"},
 		{[]string{"signal", id, "bad name"}, exitUsage, "signal name"},
+		{[]string{"signal", id, strings.Repeat("g", 129)}, exitUsage, "at most 128 bytes"},
 		{[]string{"signal", "999", "gate"}, exitFailed, "task 999"},
 		{[]string{"signal", id}, exitUsage, "accepts 2 arg(s)"},
 	} {

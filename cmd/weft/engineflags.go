@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/weftrun/weft/internal/ident"
+
 	"github.com/spf13/pflag"
 
 	"github.com/weftrun/weft"
@@ -76,7 +78,7 @@ func (f *engineFlags) config(c *config.Layers) (weft.Config, error) {
 	if err := workflow.CheckNames(f.namespaces); err != nil {
 		var ne *workflow.NameError
 		errors.As(err, &ne)
-		what := "is not a namespace (letters, digits, '_', '.', '-')"
+		what := "is not a namespace (" + ident.Rule + ")"
 		if ne.Twice {
 			what = "is listed twice"
 		}

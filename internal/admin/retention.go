@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftrun/weft/internal/ident"
+
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -19,7 +21,7 @@ import (
 // as actor's change.
 func (a *Admin) SetRetention(ctx context.Context, namespace string, st state.Task, keep time.Duration, actor string) error {
 	if !workflow.ValidName(namespace) {
-		return fmt.Errorf("%w retention: namespace %q: use letters, digits, '_', '.' and '-'", store.ErrInvalid, namespace)
+		return fmt.Errorf("%w retention: namespace %q: use %s", store.ErrInvalid, namespace, ident.Rule)
 	}
 	switch st {
 	case state.TaskCompleted, state.TaskFailed, state.TaskCancelled, state.TaskExpired:

@@ -14,10 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"time"
+
+	"github.com/weftrun/weft/internal/ident"
 )
 
 // Kinds of call, as an item of a call step records them.
@@ -82,11 +83,6 @@ type NonDeterminismError struct{ Msg string }
 
 func (e *NonDeterminismError) Error() string { return "non-determinism: " + e.Msg }
 
-// validName is what a call's name may hold, as a step's
-// (workflow.ValidName; this package stays free of the workflow package,
-// for the remote workers of package client).
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
-
 // Func is a durable function as the engine runs it: its input as JSON,
 // its result as JSON.
 type Func func(r *Replay, input json.RawMessage) (json.RawMessage, error)
@@ -128,8 +124,8 @@ func (h *Handle) Name() string { return h.name }
 // and the replay ends. reserved names the function step, which no call
 // may take.
 func (r *Replay) Call(name string, req Request, fn func(context.Context) (json.RawMessage, error)) *Handle {
-	if !validName.MatchString(name) {
-		r.halt(fmt.Errorf("call name %q: use letters, digits, '_', '.' and '-'", name))
+	if !ident.Valid(name) {
+		r.halt(fmt.Errorf("call name %q: use %s", name, ident.Rule))
 	}
 	n := r.used[name]
 	r.used[name] = n + 1

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/ident"
+
 	"github.com/weftrun/weft/internal/durable"
 	"github.com/weftrun/weft/internal/outcome"
 	"github.com/weftrun/weft/state"
@@ -154,7 +156,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 		field := func(name string) string { return fmt.Sprintf("calls[%d].%s", i, name) }
 		base, n, counted := strings.Cut(fc.Name, "[")
 		if !workflow.ValidName(base) || (counted && !validCount(n)) {
-			return store.Outcome{}, store.Invalidf(field("name"), "%q: use letters, digits, '_', '.' and '-', and a count in brackets for a name used again", fc.Name)
+			return store.Outcome{}, store.Invalidf(field("name"), "%q: use %s, and a count in brackets for a name used again", fc.Name, ident.Rule)
 		}
 		if taken[fc.Name] {
 			return store.Outcome{}, store.Invalidf(field("name"), "%q: the task has a call of that name", fc.Name)
@@ -180,7 +182,7 @@ func (ws *Workers) CallsRemote(ctx context.Context, workerID, owner string, f st
 			req.Until = time.Now().Add(fc.Sleep)
 		case durable.CallSignal:
 			if !workflow.ValidName(fc.Signal) {
-				return store.Outcome{}, store.Invalidf(field("signal"), "%q: use letters, digits, '_', '.' and '-'", fc.Signal)
+				return store.Outcome{}, store.Invalidf(field("signal"), "%q: use %s", fc.Signal, ident.Rule)
 			}
 			req.Signal, req.Timeout = fc.Signal, fc.Timeout
 		case durable.CallChild:

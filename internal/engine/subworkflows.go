@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/ident"
+
 	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/expr"
 	"github.com/weftrun/weft/state"
@@ -93,7 +95,7 @@ func (e *Engine) subWorkflow(ctx context.Context, r *Run) (any, error) {
 func (r *Run) StartChild(ctx context.Context, name, ref string, input any) (int64, error) {
 	e := r.engine
 	if !workflow.ValidName(name) {
-		return 0, fmt.Errorf("%w child name %q: letters, digits, '_', '.' and '-'", store.ErrInvalid, name)
+		return 0, fmt.Errorf("%w child name %q: use %s", store.ErrInvalid, name, ident.Rule)
 	}
 	ns, wname, version, err := workflow.ParseRef(r.Workflow)
 	if err != nil {

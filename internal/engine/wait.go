@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftrun/weft/internal/ident"
+
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
@@ -182,7 +184,7 @@ func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload 
 		actor = e.ID()
 	}
 	if !workflow.ValidName(name) {
-		return false, fmt.Errorf("%w signal name %q: use letters, digits, '_', '.' and '-'", store.ErrInvalid, name)
+		return false, fmt.Errorf("%w signal name %q: use %s", store.ErrInvalid, name, ident.Rule)
 	}
 	var raw json.RawMessage
 	if payload == nil {

@@ -24,7 +24,7 @@ from .errors import Permanent
 
 __all__ = ["Function", "Future", "CallError", "NonDeterminism"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}\Z")
 
 
 class CallError(Exception):
@@ -134,7 +134,7 @@ class Function:
 
     def _call(self, name, kind, run, fields):
         if not isinstance(name, str) or not _NAME.match(name):
-            raise _Stop(Permanent("call name %r: use letters, digits, '_', '.' and '-'" % (name,)))
+            raise _Stop(Permanent("call name %r: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes" % (name,)))
         n = self._used.get(name, 0)
         self._used[name] = n + 1
         if n:

@@ -1510,7 +1510,7 @@ export interface components {
             error?: string;
         };
         Call: {
-            /** @description The call's step name, new in its task: letters, digits, '_', '.' and '-', with a count in brackets for a name used again (charge[2]) */
+            /** @description The call's step name, new in its task: letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes, with a count in brackets for a name used again (charge[2]) */
             name: string;
             /** @enum {string} */
             kind: "step" | "sleep" | "signal" | "child";
@@ -2199,7 +2199,7 @@ export interface operations {
             path: {
                 /** @description Task id */
                 id: number;
-                /** @description Signal name: letters, digits, '_', '.' and '-' */
+                /** @description Signal name: letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes */
                 name: string;
             };
             cookie?: never;

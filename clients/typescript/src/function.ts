@@ -42,7 +42,7 @@ export interface CallOptions {
   priority?: number;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /** How a run ended early. */
 type Stop = { kind: "suspended" } | { kind: "failed"; error: unknown } | { kind: "reached"; value?: unknown; error?: unknown; threw: boolean };
@@ -125,7 +125,7 @@ export class FunctionContext {
   private call(call: Call, run?: () => unknown): () => Promise<unknown> {
     const never = () => new Promise<never>(() => {});
     if (!NAME.test(call.name)) {
-      this.stop({ kind: "failed", error: new Permanent(`call name ${JSON.stringify(call.name)}: use letters, digits, '_', '.' and '-'`) });
+      this.stop({ kind: "failed", error: new Permanent(`call name ${JSON.stringify(call.name)}: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes`) });
       return never;
     }
     const n = this.used.get(call.name) ?? 0;
