@@ -250,6 +250,19 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 		return a.bulkFailed(c.action.past(), res, err)
 	}
 	a.printBulk(c.action, res)
+	if len(c.req.IDs) > 0 && !res.DryRun && res.Skipped > 0 {
+		// Tasks named one by one that were left are a failure of the
+		// command, as the same action on one task is; a filter's are not.
+		hint := ""
+		if c.action == bulkDelete && !c.req.Force {
+			hint = " (unfinished tasks are deleted only with --force, which cancels them first)"
+		}
+		were := "were"
+		if res.Skipped == 1 {
+			were = "was"
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d of the tasks given %s not %s%s", res.Skipped, were, c.action.past(), hint)}
+	}
 	return nil
 }
 
@@ -348,7 +361,8 @@ func (a *app) deleteCommand() *cobra.Command {
 		Long: `Delete tasks with their steps, results, audit trail, signals and tags. Give
 task ids, or a filter. Only finished tasks (completed, failed, cancelled,
 expired) are deleted: unfinished ones are left, unless --force cancels them
-first. Tasks are deleted in batches of 500, one transaction each: an
+first; a task given by id that is left makes the command exit with status
+1. Tasks are deleted in batches of 500, one transaction each: an
 interrupted delete is continued by running it again. Each deletion is
 recorded in the operator log with who deleted it and --reason.
 

@@ -101,8 +101,9 @@ func TestTagsAndBulkCLI(t *testing.T) {
 
 	// By id: an unfinished task is left unless forced.
 	r = weftCLI(t, "delete", "3", "--db", db)
-	requireCode(t, 0, r)
+	requireCode(t, exitFailed, r)
 	require.Equal(t, "0 tasks deleted, 1 skipped (not in a state the action applies to, or changed meanwhile)\n", r.stdout)
+	require.Contains(t, r.stderr, "1 of the tasks given was not deleted (unfinished tasks are deleted only with --force")
 	r = weftCLI(t, "delete", "3", "--db", db, "--force")
 	requireCode(t, 0, r)
 	require.Equal(t, "1 tasks deleted\n", r.stdout)
@@ -213,7 +214,7 @@ func TestBulkThroughServer(t *testing.T) {
 	requireCode(t, 0, r)
 	require.Equal(t, "1 tasks deleted\n", r.stdout)
 	r = as("delete", "2")
-	requireCode(t, 0, r)
+	requireCode(t, exitFailed, r)
 	require.Equal(t, "0 tasks deleted, 1 skipped (not in a state the action applies to, or changed meanwhile)\n", r.stdout, "task 2 is pending")
 	r = as("delete", "2", "--force", "--reason", "by id")
 	requireCode(t, 0, r)
