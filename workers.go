@@ -122,6 +122,11 @@ func (w *Workers) Claim(ctx context.Context, workerID, owner string, req WorkerC
 	return out, nil
 }
 
+// Stopping reports whether the engine's Stop has begun: from then on Claim
+// returns no steps, at once. A transport that holds a worker's stream open
+// ends it then, so that the worker goes to another server.
+func (w *Workers) Stopping() bool { return w.core.Workers().Stopping() }
+
 // Heartbeat renews a worker's lease. held must list every step the worker
 // holds: a step it holds in the store but does not list, claimed more than a
 // heartbeat interval ago, never reached it and is released for another

@@ -343,3 +343,32 @@ func TestGRPCCrossSiteWithoutAuth(t *testing.T) {
 		require.Equal(t, tt.code, rpcCode(err), "%s: %v", tt.name, err)
 	}
 }
+
+// TestGRPCPullEndsWhenTheEngineStops: once the engine's Stop has begun,
+// claims answer at once with nothing; a worker's pull stream then ends
+// with Unavailable (go to another server) instead of claiming again
+// without pause.
+func TestGRPCPullEndsWhenTheEngineStops(t *testing.T) {
+	t.Parallel()
+	en := newEnv(t, backends()["sqlite"](t), server.Options{MaxPoll: 5 * time.Second})
+	g := serveGRPC(t, en)
+	key := en.key("workers:connect")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	reg, err := g.workers.Register(ctx, authed(&weftv1.RegisterRequest{Name: "w", Handlers: []string{"remote.work"}}, key))
+	require.NoError(t, err)
+	stream := g.workers.Pull(ctx)
+	defer stream.CloseResponse()
+	stream.RequestHeader().Set("Authorization", "Bearer "+key)
+	require.NoError(t, stream.Send(&weftv1.PullRequest{Msg: &weftv1.PullRequest_Open{Open: &weftv1.PullOpen{WorkerId: reg.Msg.GetWorkerId(),
+		Handlers: []string{"remote.work"}, Credit: 1}}}))
+	require.NoError(t, en.e.Stop(ctx))
+	for {
+		if _, err = stream.Receive(); err != nil {
+			break
+		}
+	}
+	require.Equal(t, connect.CodeUnavailable, rpcCode(err), "%v", err)
+	require.Contains(t, err.Error(), "shutting down")
+	require.NoError(t, ctx.Err(), "the stream ended before the test's deadline")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -138,6 +139,11 @@ func (g *grpcWorkers) Pull(ctx context.Context, stream *connect.BidiStream[weftv
 			return err
 		}
 		if len(steps) == 0 {
+			if s.workers.Stopping() {
+				// Claims answer at once from now on: end the stream
+				// rather than claim again without pause.
+				return errorf(http.StatusServiceUnavailable, CodeUnavailable, "the server is shutting down: connect again")
+			}
 			continue
 		}
 		out := &weftv1.PullResponse{Steps: make([]*weftv1.ClaimedStep, len(steps))}

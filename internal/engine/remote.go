@@ -199,6 +199,10 @@ func enginesOwn(h string) bool {
 	return ok
 }
 
+// Stopping reports whether the engine's Stop has begun (ClaimRemote then
+// hands out nothing).
+func (ws *Workers) Stopping() bool { return ws.e.isDraining() }
+
 // ClaimRemote claims up to req.Max ready steps for a remote worker, waiting
 // up to req.Wait for work when none is ready. The claim goes through the
 // engine's claim path, so namespace caps and every claim policy hold for
