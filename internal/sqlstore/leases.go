@@ -260,10 +260,10 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 			return nil
 		}
 		eargs := make([]any, len(engines))
-		wasDead := make(map[string]bool, len(engines))
+		was := make(map[string]string, len(engines))
 		for i, e := range engines {
 			eargs[i] = e.id
-			wasDead[e.id] = e.state == "dead"
+			was[e.id] = e.state
 		}
 		if _, err := t.Exec(`UPDATE engines SET state = 'dead' WHERE id IN (`+sqltx.Placeholders(len(eargs))+`)`, eargs...); err != nil {
 			return fmt.Errorf("mark engines dead: %w", err)
@@ -293,7 +293,12 @@ func (s *maintenance) Reap(ctx context.Context, now, staleBefore time.Time, dead
 		t.Breakers.Lapsed = true // an engine's death is not its steps' failure
 		for _, l := range steps {
 			msg := fmt.Sprintf("lease lapsed: engine %s stopped heartbeating during attempt %d", l.engine, l.fence.Attempt)
-			if wasDead[l.engine] {
+			switch was[l.engine] {
+			case "stopped":
+				// It shut down with the step still running: its drain
+				// ended before the handler did.
+				msg = fmt.Sprintf("interrupted: engine %s stopped during attempt %d (its shutdown cut the attempt short)", l.engine, l.fence.Attempt)
+			case "dead":
 				// The claim committed after the reap that declared its
 				// engine dead (see above).
 				msg = fmt.Sprintf("lease lapsed: engine %s was declared dead before its claim of attempt %d committed", l.engine, l.fence.Attempt)

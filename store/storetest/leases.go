@@ -114,7 +114,9 @@ func testReap(t *testing.T, h *harness) {
 	n, err = h.s.Reap(h.ctx, h.clock.Now(), h.clock.Now().Add(-time.Hour), nil, "e3")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Equal(t, state.StepReady, h.task(c.TaskID).Steps[0].State)
+	stopped := h.task(c.TaskID).Steps[0]
+	require.Equal(t, state.StepReady, stopped.State)
+	require.Contains(t, stopped.Error, "interrupted: engine e2 stopped during attempt", "a shutdown cut it short: no lease lapsed")
 	// The dead engine claims nothing under a backlog either (the last
 	// claim took all it asked for), where a claim may go in one
 	// statement whose gate checks the engine: with a step ready, and with
