@@ -27,6 +27,7 @@ type RateLimit struct {
 	line        int // lines in the source template, for errors
 	keyLine     int
 	perReported bool // per did not decode, and the decoder said so
+	perGiven    bool // the template gave per (0s is then a bad value, not a missing one)
 }
 
 // Rate returns the limit and period as a store.Rate.
@@ -55,7 +56,7 @@ func (r *RateLimit) validate(step string, line int, add addFunc) {
 	}
 	switch per := time.Duration(r.Per); {
 	case r.perReported:
-	case per <= 0:
+	case per == 0 && !r.perGiven:
 		add(step, line, "rate_limit.per", "is required: a duration such as 1s or 1m")
 	case per < store.MinRatePer || per > store.MaxRatePer:
 		add(step, line, "rate_limit.per", "must be from %s to %s, got %s", store.MinRatePer, store.MaxRatePer, per)

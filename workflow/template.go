@@ -71,10 +71,23 @@ func Parse(filename string, data []byte) (*Workflow, error) {
 	tplDecodeMapping(d, root, tplLoc{}, tplWorkflowFields, w)
 	errs := d.errs
 	if err := w.Validate(); err != nil {
+		// A field the YAML could not give a value is left at its zero,
+		// which validation would refuse again: say it once.
+		undecoded := map[[2]string]bool{}
+		for _, e := range d.errs {
+			if de, ok := e.(*DefinitionError); ok && de.Field != "" {
+				undecoded[[2]string{de.Step, de.Field}] = true
+			}
+		}
+		vs := []error{err}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = append(errs, j.Unwrap()...)
-		} else {
-			errs = append(errs, err)
+			vs = j.Unwrap()
+		}
+		for _, e := range vs {
+			if de, ok := e.(*DefinitionError); ok && undecoded[[2]string{de.Step, de.Field}] {
+				continue
+			}
+			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
@@ -208,7 +221,7 @@ var tplRateLimitFields = map[string]tplFieldDecoder[RateLimit]{
 	"limit": tplField(tplNumber(math.MinInt32, math.MaxInt32), func(r *RateLimit) *int { return &r.Limit }),
 	"per": func(d *templateDecoder, n *yaml.Node, at tplLoc, r *RateLimit) {
 		v, ok := d.duration(n, at)
-		r.Per, r.perReported = v, !ok // a bad value is reported once, here
+		r.Per, r.perReported, r.perGiven = v, !ok, ok // a bad value is reported once, here
 	},
 	"key": func(d *templateDecoder, n *yaml.Node, at tplLoc, r *RateLimit) {
 		r.keyLine = n.Line

@@ -27,7 +27,7 @@ steps:
       per: 1m
 `))
 	require.NoError(t, err)
-	require.Equal(t, &RateLimit{Limit: 50, Per: Duration(time.Second), Key: "input.customer", line: 7, keyLine: 7}, w.Steps[0].RateLimit)
+	require.Equal(t, &RateLimit{Limit: 50, Per: Duration(time.Second), Key: "input.customer", line: 7, keyLine: 7, perGiven: true}, w.Steps[0].RateLimit)
 	require.Equal(t, store.Rate{Limit: 100, Per: time.Minute}, w.Steps[1].RateLimit.Rate())
 	require.Empty(t, w.Steps[1].RateLimit.Key)
 }
@@ -44,6 +44,7 @@ func TestTemplateRateLimitErrors(t *testing.T) {
 		{"limit too large", step + "{ limit: 2000000, per: 1s }\n", `rate_limit.limit: must be from 1 to 1000000, got 2000000`},
 		{"per missing", step + "{ limit: 5 }\n", `x.yaml:7: step "a": rate_limit.per: is required`},
 		{"per negative", step + "{ limit: 5, per: -1s }\n", `x.yaml:7: step "a": rate_limit.per: duration "-1s" must not be negative`},
+		{"per zero", step + "{ limit: 5, per: 0s }\n", `x.yaml:7: step "a": rate_limit.per: must be from 1ms to 24h0m0s, got 0s`},
 		{"per too short", step + "{ limit: 5, per: 10us }\n", `rate_limit.per: must be from 1ms to 24h0m0s, got 10µs`},
 		{"per too long", step + "{ limit: 5, per: 48h }\n", `rate_limit.per: must be from 1ms to 24h0m0s, got 48h0m0s`},
 		{"per not a duration", step + "{ limit: 5, per: often }\n", `x.yaml:7: step "a": rate_limit.per:`},

@@ -188,10 +188,12 @@ func TestParseTemplateErrors(t *testing.T) {
 		{
 			name: "steps not a list",
 			yaml: tplHeader + "steps: {name: a}\n",
-			want: []string{
-				`checkout.yaml:4: steps: must be a list, got a mapping`,
-				`checkout.yaml: steps: a workflow needs at least one step`,
-			},
+			want: []string{`checkout.yaml:4: steps: must be a list, got a mapping`}, // not again as "needs at least one step"
+		},
+		{
+			name: "a limit out of range is said once",
+			yaml: tplHeader + "steps:\n  - name: a\n    handler: h\n    concurrency: {limit: 99999999999}\n",
+			want: []string{`checkout.yaml:7: step "a": concurrency.limit: must be at most 2147483647, got 99999999999`},
 		},
 		{
 			name: "step not a mapping",
@@ -201,10 +203,7 @@ func TestParseTemplateErrors(t *testing.T) {
 		{
 			name: "name not a string",
 			yaml: "namespace: shop\nname: [a]\nversion: 1\nsteps: [{name: a, handler: h}]\n",
-			want: []string{
-				`checkout.yaml:2: name: must be a string, got a list`,
-				`checkout.yaml: name: is required`,
-			},
+			want: []string{`checkout.yaml:2: name: must be a string, got a list`}, // not again as "is required"
 		},
 		{
 			name: "non-integer max_attempts",
