@@ -301,6 +301,11 @@ func (a *app) refuseServer(cmd *cobra.Command) error {
 		}
 		return nil
 	}
+	// A command that goes through the server never opens a database: a
+	// --db given with it names a second place, which would be ignored.
+	if a.serverURL() != "" && strings.HasPrefix(a.config.Source("db"), "flag ") {
+		return usageErrorf("'%s' goes through the server given by %s, so it would not open the database that --db names: give one of the two", cmd.CommandPath(), a.config.Describe("server"))
+	}
 	return nil
 }
 
@@ -470,10 +475,13 @@ func readCapped(r io.Reader, name string) ([]byte, error) {
 }
 
 // parseID reads a task id argument.
-func parseID(s string) (int64, error) {
+func parseID(s string) (int64, error) { return parseIDOf("task", s) }
+
+// parseIDOf parses the id of a what ("task", "step").
+func parseIDOf(what, s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id < 1 {
-		return 0, usageErrorf("invalid task id %q: must be a positive integer", s)
+		return 0, usageErrorf("invalid %s id %q: must be a positive integer", what, s)
 	}
 	return id, nil
 }

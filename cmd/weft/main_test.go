@@ -446,6 +446,7 @@ func TestWorkerRejects(t *testing.T) {
 		{[]string{"--max-pressure", "io=lots"}, "--max-pressure: io=lots: the threshold must be"},
 		{[]string{"--max-pressure", "cpu=80,cpu=90"}, "--max-pressure: cpu is given twice"},
 		{[]string{"--metrics-addr", "nope"}, `--metrics-addr "nope": want HOST:PORT`},
+		{[]string{"--metrics-addr", ":99999"}, `--metrics-addr ":99999": want HOST:PORT, with a port from 0 to 65535`},
 		{[]string{"extra"}, `unknown command "extra" for "weft worker"`},
 	}
 	for _, tt := range tests {

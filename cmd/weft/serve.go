@@ -120,12 +120,12 @@ the engine drains its running steps for up to --drain.`,
 // (config.Layers.Show).
 func (f *serveFlags) options(c *config.Layers) (server.Options, error) {
 	o := server.Options{DisableAuth: f.noAuth, MaxBodyBytes: f.maxBody, MaxBacklog: f.maxBacklog, RequestTimeout: f.requestTimeout, MaxPoll: f.maxPoll}
-	if _, _, err := net.SplitHostPort(f.addr); err != nil {
-		return o, usageErrorf("%s %q: want HOST:PORT", c.Describe("addr"), c.Show("addr", f.addr))
+	if err := checkHostPort(c, "addr", f.addr); err != nil {
+		return o, err
 	}
 	if f.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(f.metricsAddr); err != nil {
-			return o, usageErrorf("%s %q: want HOST:PORT", c.Describe("metrics-addr"), c.Show("metrics-addr", f.metricsAddr))
+		if err := checkHostPort(c, "metrics-addr", f.metricsAddr); err != nil {
+			return o, err
 		}
 		o.MetricsElsewhere = true
 	}
@@ -227,6 +227,20 @@ type listenOn struct {
 	tls  *tls.Config
 	// metrics, if set, is where /metrics is served instead of addr.
 	metrics string
+}
+
+// checkHostPort checks addr, the value of flag, as an address to listen
+// on: HOST:PORT with a port from 0 to 65535 (or a service's name). c (which
+// may be nil) names where the value came from.
+func checkHostPort(c *config.Layers, flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return usageErrorf("%s %q: want HOST:PORT, with a port from 0 to 65535", c.Describe(flag), c.Show(flag, addr))
+	}
+	return nil
 }
 
 // listenError is the error of a failure to listen on addr, the value of

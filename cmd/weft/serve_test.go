@@ -213,6 +213,8 @@ func TestServeRejects(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "weft.db")
 	for _, args := range [][]string{
 		{"--addr", "nowhere"},
+		{"--addr", ":99999"},
+		{"--metrics-addr", "127.0.0.1:65536"},
 		{"--jwt-issuer", "x"},
 		{"--jwt-issuer", "x", "--jwt-audience", "y"},
 		{"--max-backlog", "-1"},

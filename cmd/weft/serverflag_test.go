@@ -114,12 +114,25 @@ func TestServerFlagEveryCommand(t *testing.T) {
 				}
 				args = append(args, a)
 			}
-			r := weftCLI(t, append([]string{"--db", db, "--server", nowhere}, args...)...)
+			// The database comes from the environment, as a shell's
+			// does: --db with --server names two places (below).
+			env := func(k string) string {
+				if k == "WEFT_DB" {
+					return db
+				}
+				return ""
+			}
+			var stdout, stderr syncBuffer
+			code := newApp(strings.NewReader(""), &stdout, &stderr, env).execute(t.Context(), append([]string{"--server", nowhere}, args...))
+			r := result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 			if tc.offline {
 				requireCode(t, 0, r)
 			} else if tc.remote {
 				require.NotEqual(t, 0, r.code, "nothing listens at %s", nowhere)
 				require.Contains(t, r.stderr, "127.0.0.1:1", "the error names the server")
+				r = weftCLI(t, append([]string{"--db", db, "--server", nowhere}, args...)...)
+				requireCode(t, 2, r)
+				require.Contains(t, r.stderr, "would not open the database that --db names")
 			} else {
 				requireCode(t, 2, r)
 				require.Contains(t, r.stderr, "cannot go through --server")

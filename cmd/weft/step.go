@@ -29,7 +29,7 @@ user>, or api:<key name> through --server) and --reason.`,
   weft step resolve 17 --result '{"charged": true}' --reason "charged by hand"`,
 		Args: cobra.ExactArgs(1),
 		RunE: action(func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
+			id, err := parseIDOf("step", args[0])
 			if err != nil {
 				return err
 			}
@@ -103,7 +103,7 @@ refused.`,
 // stepChange applies retry or resolve to a step and prints the
 // confirmation.
 func (a *app) stepChange(ctx context.Context, arg string, do func(backend, context.Context, int64) error, confirm string) error {
-	id, err := parseID(arg)
+	id, err := parseIDOf("step", arg)
 	if err != nil {
 		return err
 	}

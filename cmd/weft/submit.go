@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -208,8 +207,8 @@ same as weft serve's, without the API's), and /health/live and /health/ready.`,
 // work runs an engine until ctx is done, then stops it within drain.
 func (a *app) work(ctx context.Context, cfg weft.Config, drain time.Duration, metricsAddr string) error {
 	if metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
-			return usageErrorf("%s %q: want HOST:PORT", a.config.Describe("metrics-addr"), a.config.Show("metrics-addr", metricsAddr))
+		if err := checkHostPort(a.config, "metrics-addr", metricsAddr); err != nil {
+			return err
 		}
 	}
 	a.runsEngine()

@@ -233,6 +233,8 @@ func TestCancelRetry(t *testing.T) {
 		{"cancel missing", []string{"cancel", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"retry missing", []string{"retry", "42"}, 1, "", "weft: task 42: not found\n"},
 		{"bad id", []string{"cancel", "0"}, 2, "", "weft: invalid task id \"0\": must be a positive integer\n"},
+		{"bad step id", []string{"step", "x"}, 2, "", "weft: invalid step id \"x\": must be a positive integer\n"},
+		{"bad step id to retry", []string{"step", "retry", "0"}, 2, "", "weft: invalid step id \"0\": must be a positive integer\n"},
 		{"no id", []string{"retry"}, 2, "", "weft: give a task ID or a filter (--state, --namespace, --workflow, --tag, --created-after, --created-before, --attention), or --all to act on every task\n"},
 	}
 	// In order: each step depends on the ones before.

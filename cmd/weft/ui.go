@@ -37,10 +37,10 @@ cross-site writes are refused.`,
   weft ui --addr 0.0.0.0:8080 --require-keys --db postgres://weft@db/weft`,
 		Args: cobra.NoArgs,
 		RunE: action(func(cmd *cobra.Command, _ []string) error {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				return usageErrorf("--addr %q: want HOST:PORT", addr)
+			if err := checkHostPort(nil, "addr", addr); err != nil {
+				return err
 			}
+			host, _, _ := net.SplitHostPort(addr)
 			if !requireKeys && !loopbackHost(host) {
 				return usageErrorf("--addr %q is not a loopback address: 'weft ui' has no sign-in, so it listens on 127.0.0.1, ::1 or localhost only; add --require-keys to sign in with API keys, or use 'weft serve'", addr)
 			}
