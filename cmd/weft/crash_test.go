@@ -23,6 +23,18 @@ import (
 	"github.com/weftrun/weft/store/sqlite"
 )
 
+// weftBinDir is the directory buildWeft built the CLI in ("" until it
+// did), removed by TestMain after the tests.
+var weftBinDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if weftBinDir != "" {
+		os.RemoveAll(weftBinDir)
+	}
+	os.Exit(code)
+}
+
 // buildWeft compiles the CLI once per test binary run, stamped with the
 // VCS revision when it is built from a checkout (whatever GOFLAGS says).
 var buildWeft = sync.OnceValues(func() (string, error) {
@@ -30,6 +42,7 @@ var buildWeft = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	weftBinDir = dir
 	bin := filepath.Join(dir, "weft")
 	out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput()
 	if err != nil {
