@@ -55,7 +55,15 @@ func TestBulkReportsProgress(t *testing.T) {
 		en.ok(200, "POST", "/v1/tasks/delete", map[string]any{"ids": ids[6:7]}, &res)
 		require.Equal(t, wire.BulkResult{Matched: 1, Done: 1, Complete: true}, res)
 
-		r := en.do("POST", "/v1/tasks/cancel", en.admin, map[string]any{"ids": ids[7:], "cursor": 3})
+		// A task listed twice is counted and acted on once.
+		res = wire.BulkResult{}
+		en.ok(200, "POST", "/v1/tasks/delete", map[string]any{"ids": []int64{ids[7], ids[8], ids[7]}, "dry_run": true}, &res)
+		require.Equal(t, 2, res.Matched, "%+v", res)
+		res = wire.BulkResult{}
+		en.ok(200, "POST", "/v1/tasks/delete", map[string]any{"ids": []int64{ids[7], ids[7]}}, &res)
+		require.Equal(t, wire.BulkResult{Matched: 1, Done: 1, Complete: true}, res)
+
+		r := en.do("POST", "/v1/tasks/cancel", en.admin, map[string]any{"ids": ids[8:], "cursor": 3})
 		require.Equal(t, 400, r.status, "%s", r.body)
 		_, field := r.errorCode(t)
 		require.Equal(t, "cursor", field)

@@ -209,6 +209,13 @@ func (a *Admin) bulk(ctx context.Context, r BulkRequest, do func(ids []int64) (s
 		r.Actor = a.id()
 	}
 	if len(r.IDs) > 0 {
+		// A task listed twice is one task: counted and acted on once.
+		seen := make(map[int64]bool, len(r.IDs))
+		r.IDs = slices.DeleteFunc(slices.Clone(r.IDs), func(id int64) bool {
+			dup := seen[id]
+			seen[id] = true
+			return dup
+		})
 		if err := a.requireTasks(ctx, r.IDs, r.Filter.Namespaces); err != nil {
 			return BulkResult{}, err
 		}
