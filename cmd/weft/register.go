@@ -28,9 +28,11 @@ definition under a registered version is refused (give it a new version).
 The newest registered version's schedules are the workflow's: a version
 that drops a schedule removes it.
 
-Locally every file is checked before any is registered, so a bad file
-registers nothing. With --server the server checks and registers each file
-in turn.`,
+Locally every file is checked before any is registered, so a file with
+problems registers nothing. With --server the server checks and registers
+each file in turn. Either way, a version already registered with a
+different definition stops the command at its file: the files before it,
+each printed, stay registered.`,
 		Example: `  weft register examples/nightly-report.yaml
   weft register --server http://weft:8080 workflows/*.yaml`,
 		Args: cobra.MinimumNArgs(1),
