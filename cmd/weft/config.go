@@ -155,7 +155,38 @@ func (a *app) printConfig(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write configuration: %w", err)
 	}
+	if bad := a.invalidSettings(); len(bad) > 0 {
+		for _, msg := range bad {
+			fmt.Fprintf(a.stderr, "weft: %s\n", msg)
+		}
+		return exitWith(exitUsage)
+	}
 	return nil
+}
+
+// invalidSettings resolves the settings for every command, as each does
+// when it runs, and returns what they refuse: a value the command that
+// takes it could not parse. Each is said once.
+func (a *app) invalidSettings() []string {
+	root := newApp(nil, io.Discard, io.Discard, a.getenv).rootCommand()
+	path, explicit := a.configFile()
+	seen := map[string]bool{}
+	var out []string
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		if cmd.Runnable() {
+			_, err := config.Resolve(path, explicit, settings, removedSettings, cmd.Flags(), cmd.Name(), a.getenv)
+			if err != nil && !seen[err.Error()] {
+				seen[err.Error()] = true
+				out = append(out, err.Error())
+			}
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return out
 }
 
 // defaults returns the default of every setting that has a flag, as the

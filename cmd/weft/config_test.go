@@ -132,11 +132,15 @@ func TestConfigErrors(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			var stdout, stderr syncBuffer
-			code := newApp(strings.NewReader(""), &stdout, &stderr, func(k string) string { return env[k] }).
-				execute(t.Context(), []string{"serve", "--addr", "127.0.0.1:0"})
-			require.Equal(t, exitUsage, code)
-			require.Contains(t, stderr.String(), tt.want)
+			for _, args := range [][]string{{"serve", "--addr", "127.0.0.1:0"}, {"config"}} {
+				// The command that takes the value refuses it, and so does
+				// 'weft config', after it printed the settings.
+				var stdout, stderr syncBuffer
+				code := newApp(strings.NewReader(""), &stdout, &stderr, func(k string) string { return env[k] }).
+					execute(t.Context(), args)
+				require.Equal(t, exitUsage, code, "%v", args)
+				require.Contains(t, stderr.String(), tt.want, "%v", args)
+			}
 		})
 	}
 	r := weftCLI(t, "--config", filepath.Join(dir, "absent.yaml"), "config")
@@ -170,6 +174,9 @@ func TestConfigServerIsAmbient(t *testing.T) {
 	requireCode(t, 2, r)
 	require.Contains(t, r.stderr, "cannot go through the server set in "+file+":1")
 	r = weftCLI(t, "--config", file, "--db", db, "tasks")
+	requireCode(t, 2, r)
+	require.Contains(t, r.stderr, "goes through the server given by --server (server at "+file+":1), so it would not open the database that --db names")
+	r = weftCLI(t, "--config", file, "tasks")
 	require.NotEqual(t, 0, r.code)
 	require.Contains(t, r.stderr, "127.0.0.1:1", "tasks goes to the file's server")
 	require.NoFileExists(t, db)
