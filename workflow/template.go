@@ -84,8 +84,13 @@ func Parse(filename string, data []byte) (*Workflow, error) {
 			vs = j.Unwrap()
 		}
 		for _, e := range vs {
-			if de, ok := e.(*DefinitionError); ok && undecoded[[2]string{de.Step, de.Field}] {
+			de, ok := e.(*DefinitionError)
+			if ok && undecoded[[2]string{de.Step, de.Field}] {
 				continue
+			}
+			if ok && de.Line == 0 && de.Step == "" {
+				// Validation knows the field; the decoder saw its line.
+				de.Line = d.lines[de.Field]
 			}
 			errs = append(errs, e)
 		}
@@ -250,6 +255,15 @@ func tplDecodeMapping[T any](d *templateDecoder, n *yaml.Node, at tplLoc, fields
 	}
 	for _, kv := range d.pairs(n, at) {
 		key, val := kv[0].Value, tplResolve(kv[1])
+		if at.step == "" {
+			// The workflow's own keys: its steps know their lines.
+			if d.lines == nil {
+				d.lines = map[string]int{}
+			}
+			if f := at.sub(key).field; d.lines[f] == 0 {
+				d.lines[f] = kv[0].Line
+			}
+		}
 		if dec, ok := fields[key]; !ok {
 			d.errorf(kv[0], at, "unknown key %q", key)
 		} else if val.Kind != yaml.ScalarNode || val.ShortTag() != "!!null" {
@@ -291,6 +305,9 @@ type templateDecoder struct {
 	// aliased counts the aliases the walk is inside: their nodes spend
 	// the budget.
 	aliased int
+	// lines has the line of each key of the workflow's own decoded, by
+	// field path: where a validation error of the field points.
+	lines map[string]int
 }
 
 func (d *templateDecoder) errorf(n *yaml.Node, at tplLoc, format string, args ...any) {

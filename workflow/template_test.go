@@ -342,7 +342,7 @@ func TestParseTemplateErrors(t *testing.T) {
 			want: []string{
 				`checkout.yaml:6: step "a": unknown key "hander"`,
 				`checkout.yaml:7: step "a": timeout: invalid duration "soon" (use Go syntax such as 10ms, 30s, 1m, or days such as 7d)`,
-				`checkout.yaml: name: "bad name": want letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes`,
+				`checkout.yaml:2: name: "bad name": want letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 bytes`,
 				`checkout.yaml:5: step "a": handler: is required`,
 			},
 		},
@@ -419,7 +419,7 @@ func TestParseLargeTemplate(t *testing.T) {
 	}{
 		{name: "within the default limit"},
 		{name: "past its limit", limits: "limits: {max_steps: 20000}\n",
-			want: `checkout.yaml: steps: 25000 steps are more than limits.max_steps (20000)`},
+			want: `checkout.yaml:5: steps: 25000 steps are more than limits.max_steps (20000)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
