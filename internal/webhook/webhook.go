@@ -205,10 +205,14 @@ func (d *Deliverer) Enable(ctx context.Context, id int64, actor string) error {
 // Run delivers webhooks while this engine leads, until ctx ends.
 func (d *Deliverer) Run(ctx context.Context) {
 	var (
-		hooks     []store.Webhook
-		readAt    time.Time
-		busy      = map[int64]bool{} // webhooks with a delivery in flight
+		hooks  []store.Webhook
+		readAt time.Time
+		// busy holds the webhooks with a delivery in flight, until the
+		// loop has taken what it left (ended): a round that began from
+		// the list as it was before would send its events again.
+		busy      = map[int64]bool{}
 		mu        sync.Mutex
+		ended     = map[int64]delivered{} // under mu: deliveries over, and what each left
 		inflight  sync.WaitGroup
 		sleep     = jitter.Of(d.poll)
 		lastError time.Time
@@ -225,6 +229,16 @@ func (d *Deliverer) Run(ctx context.Context) {
 		case <-timer.C:
 		}
 		sleep = jitter.Of(d.poll)
+		mu.Lock()
+		over := ended
+		ended = map[int64]delivered{}
+		mu.Unlock()
+		for id, o := range over {
+			delete(busy, id)
+			if o.reread {
+				readAt = time.Time{}
+			}
+		}
 		if d.leading.Load() {
 			if time.Since(readAt) >= webhookRefresh {
 				ws, err := d.store.Webhooks(ctx)
@@ -239,25 +253,25 @@ func (d *Deliverer) Run(ctx context.Context) {
 			}
 			now := time.Now()
 			for i := range hooks {
-				w := hooks[i]
-				mu.Lock()
-				skip := busy[w.ID] || w.State != store.WebhookActive || w.NextAttemptAt.After(now)
-				if !skip {
-					busy[w.ID] = true
+				if w := over[hooks[i].ID].updated; w != nil {
+					// As its delivery left it: no older than the list,
+					// which a delivery in flight could not change.
+					hooks[i] = *w
 				}
-				mu.Unlock()
-				if skip {
+				w := hooks[i]
+				if busy[w.ID] || w.State != store.WebhookActive || w.NextAttemptAt.After(now) {
 					continue
 				}
+				busy[w.ID] = true
 				inflight.Add(1)
 				go func() {
 					defer inflight.Done()
-					updated := d.deliver(ctx, w)
+					o := d.deliver(ctx, w)
 					mu.Lock()
-					delete(busy, w.ID)
+					ended[w.ID] = o
 					mu.Unlock()
-					if updated != nil {
-						d.poke() // read the webhooks again for the new cursor
+					if o.updated != nil || o.reread {
+						d.poke()
 					}
 				}()
 			}
@@ -266,22 +280,29 @@ func (d *Deliverer) Run(ctx context.Context) {
 	}
 }
 
+// delivered is what a round of deliveries left: the webhook as it changed
+// it (nil: unchanged), or that the stored webhook must be read again.
+type delivered struct {
+	updated *store.Webhook
+	reread  bool
+}
+
 // deliver sends one round of a webhook's events and records how far it
-// got. It returns the webhook as changed, or nil when nothing changed.
-func (d *Deliverer) deliver(ctx context.Context, w store.Webhook) *store.Webhook {
+// got.
+func (d *Deliverer) deliver(ctx context.Context, w store.Webhook) delivered {
 	events, err := d.store.History(ctx, store.HistoryQuery{After: w.Cursor, Namespace: w.Namespace, Workflow: w.Workflow, Limit: webhookBatch})
 	if err != nil {
 		if errors.Is(err, store.ErrInvalid) {
 			// A cursor this database did not hand out (a database restored
 			// under the webhook): stop rather than loop on it.
 			d.webhookFailed(ctx, &w, fmt.Sprintf("its cursor %q is not one of this database: recreate the webhook", w.Cursor), true, 0)
-			return &w
+			return delivered{updated: &w}
 		}
 		d.log.Warn("webhooks: read history", "webhook_id", w.ID, "error", err)
-		return nil
+		return delivered{}
 	}
 	if len(events) == 0 {
-		return nil
+		return delivered{}
 	}
 	from, to, sent := w.Cursor, w.Cursor, 0
 	var failure string
@@ -298,8 +319,10 @@ func (d *Deliverer) deliver(ctx context.Context, w store.Webhook) *store.Webhook
 	}
 	if to != from {
 		if err := d.store.WebhookDelivered(ctx, w.ID, from, to, sent); err != nil {
+			// Changed meanwhile (reset, deleted) or not recorded: the
+			// stored webhook says where to go on from.
 			d.log.Warn("webhooks: record delivery", "webhook_id", w.ID, "error", err)
-			return &w
+			return delivered{reread: true}
 		}
 		w.Cursor, w.Failures = to, 0
 	}
@@ -307,7 +330,7 @@ func (d *Deliverer) deliver(ctx context.Context, w store.Webhook) *store.Webhook
 		w.Failures++
 		d.webhookFailed(ctx, &w, failure, permanent, retryAfter)
 	}
-	return &w
+	return delivered{updated: &w}
 }
 
 // post delivers one event. It returns "" on success, else why it failed,
