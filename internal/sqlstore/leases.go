@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -103,10 +104,14 @@ func (s *maintenance) Heartbeat(ctx context.Context, p store.HeartbeatParams) (s
 		if n, _ := hb.RowsAffected(); n == 0 {
 			return fmt.Errorf("engine %s: %w", p.EngineID, store.ErrEngineLost)
 		}
-		if res.Lost, err = t.LostFences(p.Held); err != nil {
+		if res.Lost, err = t.LostFences(p.Held, p.EngineID); err != nil {
 			return err
 		}
-		if err := t.AuditHeldClaims(p.Held); err != nil {
+		held := p.Held
+		if len(res.Lost) > 0 {
+			held = slices.DeleteFunc(slices.Clone(held), func(f store.Fence) bool { return slices.Contains(res.Lost, f) })
+		}
+		if err := t.AuditHeldClaims(held); err != nil {
 			return err
 		}
 		if p.Complete {

@@ -155,6 +155,15 @@ func testHeartbeatLost(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []store.Fence{got[0].Fence, stale}, res.Lost)
 	require.Zero(t, res.Released, "an incomplete list releases nothing")
+	// Another engine's fence is not held by this one: lost to it, and
+	// the step runs on under its holder.
+	h.register("e2")
+	res, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e2", Now: h.clock.Now(), Held: []store.Fence{got[1].Fence}})
+	require.NoError(t, err)
+	require.Equal(t, []store.Fence{got[1].Fence}, res.Lost)
+	res, err = h.s.Heartbeat(h.ctx, store.HeartbeatParams{EngineID: "e1", Now: h.clock.Now(), Held: []store.Fence{got[1].Fence}})
+	require.NoError(t, err)
+	require.Empty(t, res.Lost, "its holder still holds it")
 }
 
 // testWorkerOwner: a remote worker's row keeps the principal that

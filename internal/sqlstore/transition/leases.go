@@ -45,8 +45,9 @@ func (t *operatorTx) ReleaseUnheld(p store.HeartbeatParams) (int, error) {
 }
 
 // LostFences returns the fences of inflight under which their step no
-// longer runs: it was cancelled, finished or taken over.
-func (t *operatorTx) LostFences(inflight []store.Fence) ([]store.Fence, error) {
+// longer runs for engineID: it was cancelled, finished or taken over, or
+// it never ran there (another engine's or worker's fence).
+func (t *operatorTx) LostFences(inflight []store.Fence, engineID string) ([]store.Fence, error) {
 	if len(inflight) == 0 {
 		return nil, nil
 	}
@@ -55,7 +56,7 @@ func (t *operatorTx) LostFences(inflight []store.Fence) ([]store.Fence, error) {
 		ids[i] = f.StepID
 	}
 	in, inArgs := t.IDIn("id", ids)
-	rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND `+in, inArgs...)
+	rows, err := t.Query(`SELECT id, attempt, lease_id FROM steps WHERE state = 'running' AND engine_id = ? AND `+in, append([]any{engineID}, inArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("check in-flight steps: %w", err)
 	}
