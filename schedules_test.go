@@ -155,3 +155,27 @@ func TestScheduleThatNeverFires(t *testing.T) {
 		return len(scheduledTicks(t, e, "every-second")) >= 2
 	})
 }
+
+// TestScheduleThatCannotSubmit: a schedule whose task cannot be submitted
+// (its stored input lacks the key the workflow's concurrency limit is
+// computed from, as one registered before such were refused may) is
+// paused by the engine with why, not left active dropping every tick.
+func TestScheduleThatCannotSubmit(t *testing.T) {
+	t.Parallel()
+	s := backends()["sqlite"](t)
+	e := newEngine(t, s, weft.Config{})
+	e.Handle("tick", func(ctx context.Context, a *weft.Attempt) (any, error) { return "ok", nil })
+	register(t, e, workflow.New("cron", "keyed", "1").Step("s", "tick").WithConcurrency(1, "input.customer").
+		Schedule("every-second", "@every 1s", workflow.ScheduleInput(map[string]string{"customer": "a"})))
+	_, err := s.(sqlite.Store).DB().ExecContext(context.Background(), `UPDATE schedules SET input = '{}' WHERE name = 'every-second'`)
+	require.NoError(t, err)
+	start(t, e)
+	eventually(t, "the schedule to be paused", func() bool {
+		list, err := e.Schedules(context.Background(), weft.ScheduleFilter{Name: "every-second"})
+		require.NoError(t, err)
+		return len(list) == 1 && list[0].Paused
+	})
+	tasks, err := e.List(context.Background(), weft.TaskFilter{})
+	require.NoError(t, err)
+	require.Empty(t, tasks, "no task was submitted")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/weftrun/weft/internal/expr"
 	"github.com/weftrun/weft/internal/ident"
 	"github.com/weftrun/weft/internal/schedule"
 	"github.com/weftrun/weft/internal/textsafe"
@@ -109,12 +110,29 @@ func (w *Workflow) validateSchedules(add addFunc) {
 			}
 			add("", s.line, field(f), "%v", err)
 		}
-		if len(s.Input) > 0 {
+		input := s.Input
+		if len(input) > 0 {
 			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(s.Input, &obj); err != nil || obj == nil {
+			if err := json.Unmarshal(input, &obj); err != nil || obj == nil {
 				add("", s.line, field("input"), "must be a JSON object")
-			} else if path, err := textsafe.Find(s.Input); err != nil {
+				input = nil
+			} else if path, err := textsafe.Find(input); err != nil {
 				add("", s.line, field("input"), "%s %v", path, err)
+			}
+		} else {
+			input = json.RawMessage(`{}`)
+		}
+		if input != nil {
+			// Every task of the schedule has this input: a key that
+			// cannot be computed from it would drop every tick.
+			for _, k := range w.inputKeys() {
+				key, err := expr.CompileKey(k.src)
+				if err != nil {
+					continue // said where the key is
+				}
+				if _, err := key.Eval(input); err != nil {
+					add("", s.line, field("input"), "%s cannot be computed from it: %v", k.field, err)
+				}
 			}
 		}
 		if s.CatchUp != "" && !slices.Contains(schedule.Policies, string(s.CatchUp)) {
@@ -124,4 +142,25 @@ func (w *Workflow) validateSchedules(add addFunc) {
 			add("", s.line, field("max_catch_up"), "must be from 1 to %d, got %d", schedule.MaxMaxCatchUp, s.MaxCatchUp)
 		}
 	}
+}
+
+// inputKey is a key expression a submission computes from its input: a
+// concurrency or rate limit's key.
+type inputKey struct{ field, src string }
+
+// inputKeys lists the workflow's key expressions, each with where it is.
+func (w *Workflow) inputKeys() []inputKey {
+	var out []inputKey
+	if c := w.Concurrency; c != nil && c.Key != "" {
+		out = append(out, inputKey{"concurrency.key", c.Key})
+	}
+	for _, st := range w.Steps {
+		if c := st.Concurrency; c != nil && c.Key != "" {
+			out = append(out, inputKey{fmt.Sprintf("step %q concurrency.key", st.Name), c.Key})
+		}
+		if r := st.RateLimit; r != nil && r.Key != "" {
+			out = append(out, inputKey{fmt.Sprintf("step %q rate_limit.key", st.Name), r.Key})
+		}
+	}
+	return out
 }

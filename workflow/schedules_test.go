@@ -83,6 +83,11 @@ func TestScheduleAndSubWorkflowErrors(t *testing.T) {
 		{"step priority too high", "    handler: shop.quote\n", "    handler: shop.quote\n    priority: 9223372036854775807\n", "priority: must be from -1000000 to 1000000"},
 		{"too many attempts", "    handler: shop.quote\n", "    handler: shop.quote\n    retry: {max_attempts: 1001}\n", "max_attempts must be from 1 to 1000"},
 		{"retention too short", "version: \"1\"\n", "version: \"1\"\nretention: {completed: 1ms}\n", "retention.completed: must be at least 1s, got 1ms"},
+		{"a key the input has", "version: \"1\"\n", "version: \"1\"\nconcurrency: {limit: 1, key: input.scope}\n", ""},
+		{"a key the input lacks", "version: \"1\"\n", "version: \"1\"\nconcurrency: {limit: 1, key: input.customer}\n",
+			`report.yaml:7: schedules.nightly.input: concurrency.key cannot be computed from it: evaluate key "input.customer": no such key: customer`},
+		{"a step's rate key the input lacks", "    handler: shop.quote\n", "    handler: shop.quote\n    rate_limit: {limit: 5, per: 1s, key: input.region}\n",
+			`schedules.nightly.input: step "quote" rate_limit.key cannot be computed from it`},
 		{"bad on_conflict", "version: \"1\"\n", "version: \"1\"\non_conflict: replace\n", `on_conflict: "replace" is not one of [return supersede]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/weftrun/weft/internal/event"
 	"github.com/weftrun/weft/internal/schedule"
+	"github.com/weftrun/weft/internal/textsafe"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/workflow"
 )
@@ -114,11 +116,17 @@ func (sc *scheduler) fireOne(ctx context.Context, s store.ScheduleRecord, now ti
 		for _, sub := range subs {
 			in, err := sc.prepare(ctx, sub, resolved)
 			if errors.Is(err, store.ErrInvalid) || errors.Is(err, store.ErrNotFound) {
-				// Trying again cannot help: the ticks pass without a task,
-				// said loudly, rather than holding up maintenance.
-				sc.log.Error("schedule cannot submit its task; its due ticks are dropped", "schedule", s.String(), "error", err)
-				fire.Ticks, fire.Tasks = nil, nil
-				break
+				// Trying again cannot help, and every tick would be
+				// dropped: paused, with why, where operators look
+				// (weft schedules, the history), until one resumes it.
+				sc.log.Error("schedule cannot submit its task; it is paused", "schedule", s.String(), "error", err)
+				reason := "paused by the engine: its task cannot be submitted: " + err.Error()
+				if len(reason) > store.MaxReason {
+					reason = strings.ToValidUTF8(reason[:store.MaxReason], "")
+				}
+				_, perr := sc.store.PauseSchedule(ctx, store.SchedulePause{Key: s.ScheduleKey, Paused: true, Actor: sc.engineID(),
+					Reason: textsafe.String(reason)})
+				return perr
 			}
 			if err != nil {
 				return fmt.Errorf("schedule %s: %w", s, err)
