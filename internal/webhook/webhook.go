@@ -361,7 +361,7 @@ func (d *Deliverer) post(ctx context.Context, w store.Webhook, ev store.HistoryE
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return fmt.Sprintf("POST %s: %v", redactURL(w.URL), err), false, 0
+		return fmt.Sprintf("POST %s: %v (event %s)", redactURL(w.URL), err, ev.Cursor), false, 0
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -371,13 +371,21 @@ func (d *Deliverer) post(ctx context.Context, w store.Webhook, ev store.HistoryE
 	why := fmt.Sprintf("POST %s: %s (event %s)", redactURL(w.URL), resp.Status, ev.Cursor)
 	switch {
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
-		var wait time.Duration
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return why, false, wait
+		return why, false, retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return why, true, 0
+}
+
+// retryAfter is how long a Retry-After header asks to wait: seconds, or
+// an HTTP date (RFC 9110); 0 when it says nothing usable.
+func retryAfter(h string, now time.Time) time.Duration {
+	if s, err := strconv.Atoi(h); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if at, err := http.ParseTime(h); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 // webhookFailed records a failure with the backoff of the webhook's
