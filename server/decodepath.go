@@ -156,6 +156,8 @@ func leaf(raw []byte, t reflect.Type, path string, quoted bool) (decodeFault, bo
 		return decodeFault{path: path, problem: fmt.Sprintf("must be a string holding %s, got %s", typeOf(t), raw)}, true
 	case t == timeType:
 		return decodeFault{path: path, problem: `must be a time in RFC 3339 form, such as "2026-01-02T15:04:05Z", got ` + string(raw)}, true
+	case errors.As(err, &typ) && strings.HasPrefix(typ.Value, "number") && isInteger(t) && bytes.ContainsAny(raw, ".eE"):
+		return decodeFault{path: path, problem: fmt.Sprintf("must be %s, a whole number in digits, got %s", typeOf(t), raw)}, true
 	case errors.As(err, &typ) && strings.HasPrefix(typ.Value, "number") && isInteger(t):
 		return decodeFault{path: path, problem: fmt.Sprintf("must be %s from %d to %d, got %s", typeOf(t), minOf(t), maxOf(t), raw)}, true
 	case errors.As(err, &typ):
