@@ -49,6 +49,7 @@ func TestSignalRoute(t *testing.T) {
 			{"bad name", "/v1/tasks/" + itoa(task.ID) + "/signals/no%20spaces", signaller, nil, 400, "invalid_field"},
 			{"long name", "/v1/tasks/" + itoa(task.ID) + "/signals/" + strings.Repeat("g", 129), signaller, nil, 400, "invalid_field"},
 			{"unknown task", "/v1/tasks/999999/signals/go_live", signaller, nil, 404, "not_found"},
+			{"no step waits for it", "/v1/tasks/" + itoa(task.ID) + "/signals/go_lvie", signaller, nil, 409, "conflict"},
 			{"unknown field", path, signaller, `{"payload": 1, "extra": 2}`, 400, "unknown_field"},
 			{"bad json", path, signaller, `{"payload": `, 400, "invalid_json"},
 		}

@@ -37,6 +37,18 @@ func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, paylo
 		if st.Terminal() {
 			return store.Conflictf("task %d is %s and takes no signals", taskID, st)
 		}
+		// A signal no step of the task can ever wait for would be kept
+		// for nothing (a mistyped name, while the real wait goes on): a
+		// signal step of its name, or a durable function or a batch,
+		// whose waits come as they run, must exist.
+		var listeners int
+		if err := t.QueryRow(`SELECT count(*) FROM steps WHERE task_id = ? AND (signal = ? OR kind IN ('function', 'batch'))`,
+			taskID, name).Scan(&listeners); err != nil {
+			return fmt.Errorf("find the steps of task %d that may wait for signal %q: %w", taskID, name, err)
+		}
+		if listeners == 0 {
+			return store.Conflictf("task %d has no step that waits for signal %q", taskID, name)
+		}
 		var sigID int64
 		if err := t.QueryRow(`INSERT INTO signals (task_id, name, payload, created_at) VALUES (?, ?, ?, ?) RETURNING id`,
 			taskID, name, string(payload), t.Now).Scan(&sigID); err != nil {

@@ -68,8 +68,11 @@ func testSignalBeforeWait(t *testing.T, h *harness) {
 	delivered, err := h.s.Signal(h.ctx, id, "approve", json.RawMessage(`"early"`), "")
 	require.NoError(t, err)
 	require.False(t, delivered, "nothing waits yet")
+	// A name no step of the task waits for is refused, not kept for
+	// nothing.
 	_, err = h.s.Signal(h.ctx, id, "other", json.RawMessage(`1`), "")
-	require.NoError(t, err)
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorContains(t, err, `task `+strconv.FormatInt(id, 10)+` has no step that waits for signal "other"`)
 	h.ok(h.claim("e1", 10)[0], `{}`)
 	h.beginWait(id, "approval")
 	task := h.task(id)

@@ -241,7 +241,7 @@ export interface paths {
         put?: never;
         /**
          * Send a signal to a task
-         * @description The task's first step waiting for a signal of this name completes with {"signal": NAME, "payload": PAYLOAD} as its result. If no step waits for it yet, the signal is kept and completes the next step that begins to wait for it. The acting credential is recorded in the audit trail.
+         * @description The task's first step waiting for a signal of this name completes with {"signal": NAME, "payload": PAYLOAD} as its result. If no step waits for it yet, the signal is kept and completes the next step that begins to wait for it. A task with no step that can wait for the name (no signal step of that name, no durable function or batch step) refuses it with 409. The acting credential is recorded in the audit trail.
          */
         post: operations["signalTask"];
         delete?: never;
@@ -2223,7 +2223,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
-            /** @description The task has ended */
+            /** @description The task has ended, or no step of it can wait for this signal */
             409: {
                 headers: {
                     [name: string]: unknown;
