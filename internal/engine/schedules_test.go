@@ -120,8 +120,8 @@ func TestSchedulePauseSkipsTicks(t *testing.T) {
 }
 
 // TestScheduleWithoutWorkflow: a schedule whose workflow version cannot be
-// found drops its due ticks with an error in the log instead of failing
-// every maintenance round.
+// found is paused, with why, instead of failing every maintenance round
+// or dropping every tick while it reads active.
 func TestScheduleWithoutWorkflow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -137,8 +137,9 @@ func TestScheduleWithoutWorkflow(t *testing.T) {
 	require.NoError(t, e.schedules.fire(ctx, t0.Add(90*time.Minute)))
 	list, err := s.ListSchedules(ctx, store.ScheduleFilter{})
 	require.NoError(t, err)
-	require.True(t, t0.Add(2*time.Hour).Equal(list[0].NextTick), "moved past its due ticks")
+	require.True(t, list[0].Paused, "paused")
 	require.Nil(t, list[0].LastTick)
+	require.NoError(t, e.schedules.fire(ctx, t0.Add(3*time.Hour)), "a paused schedule is not due")
 	tasks, err := s.ListTasks(ctx, store.TaskFilter{})
 	require.NoError(t, err)
 	require.Empty(t, tasks)
