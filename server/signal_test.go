@@ -56,8 +56,11 @@ func TestSignalRoute(t *testing.T) {
 		for _, tc := range tests {
 			r := en.do("POST", tc.path, tc.token, tc.body)
 			require.Equal(t, tc.status, r.status, "%s: %s", tc.name, r.body)
-			code, _ := r.errorCode(t)
+			code, field := r.errorCode(t)
 			require.Equal(t, tc.code, code, tc.name)
+			if code == "invalid_field" {
+				require.Equal(t, "name", field, tc.name)
+			}
 		}
 
 		// Through the Go client, once the engine began the step's wait: the

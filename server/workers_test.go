@@ -224,6 +224,7 @@ func TestRemoteWorkerBadInput(t *testing.T) {
 		{map[string]any{"handlers": []string{"py.enrich"}, "wait_ms": 5000}, "wait_ms"},
 		{map[string]any{"handlers": []string{"py.enrich"}, "max": 1000}, "max"},
 		{map[string]any{"handlers": []string{"py.enrich"}, "max": "two"}, "max"},
+		{map[string]any{"handlers": []string{"py.enrich", "weft.signal"}}, "handlers[1]"},
 	} {
 		r := w.post("/claim", tt.body)
 		require.Equal(t, 400, r.status, "%v: %s", tt.body, r.body)

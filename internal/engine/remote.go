@@ -213,7 +213,7 @@ func (ws *Workers) ClaimRemote(ctx context.Context, workerID, owner string, req 
 	if i := slices.IndexFunc(req.Handlers, enginesOwn); i >= 0 {
 		// The engine's own: they start child tasks and signal waits,
 		// which no worker can.
-		return nil, fmt.Errorf("%w claim: handler %q is the engine's, for workflow and signal steps", store.ErrInvalid, req.Handlers[i])
+		return nil, fmt.Errorf("claim: %w", store.Invalidf(fmt.Sprintf("handlers[%d]", i), "%q is the engine's, for workflow and signal steps", req.Handlers[i]))
 	}
 	if ws.e.isDraining() {
 		// The server is shutting down: no new work, and no wait that
