@@ -240,6 +240,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 			}
 		}
 		if d.leading.Load() {
+			reread := false
 			if time.Since(readAt) >= webhookRefresh {
 				ws, err := d.store.Webhooks(ctx)
 				if err != nil {
@@ -248,14 +249,15 @@ func (d *Deliverer) Run(ctx context.Context) {
 						lastError = time.Now()
 					}
 				} else {
-					hooks, readAt = ws, time.Now()
+					hooks, readAt, reread = ws, time.Now(), true
 				}
 			}
 			now := time.Now()
 			for i := range hooks {
-				if w := over[hooks[i].ID].updated; w != nil {
-					// As its delivery left it: no older than the list,
-					// which a delivery in flight could not change.
+				if w := over[hooks[i].ID].updated; w != nil && !reread {
+					// As its delivery left it: newer than the list read
+					// before (a list read now has it, and what an
+					// operator changed since).
 					hooks[i] = *w
 				}
 				w := hooks[i]
