@@ -19,6 +19,10 @@ import (
 // TaskObs is what the database says about one task at the end of a run.
 type TaskObs struct {
 	State state.Task
+	// Trail is the end of the task's audit trail, oldest first ("TIME
+	// STEP FROM->TO by ENGINE: REASON"): what a stuck task's report shows
+	// of how it got there.
+	Trail []string
 	// Completions counts, by step name, the audit rows that move the step
 	// to completed.
 	Completions map[string]int
@@ -176,7 +180,7 @@ func Check(submitted []int64, obs map[int64]TaskObs, ledger Ledger) Report {
 					open = append(open, fmt.Sprintf("step %s %s (%s)", s.Name, s.State, s.Where))
 				}
 			}
-			r.Details = append(r.Details, fmt.Sprintf("task %d: stuck in %s: %s", id, t.State, strings.Join(open, "; ")))
+			r.Details = append(r.Details, fmt.Sprintf("task %d: stuck in %s: %s; its history ends: %s", id, t.State, strings.Join(open, "; "), strings.Join(t.Trail, " | ")))
 		case t.State != state.TaskCompleted:
 			r.Lost++
 			r.Details = append(r.Details, fmt.Sprintf("task %d: lost: ended %s", id, t.State))

@@ -49,6 +49,9 @@ func (r *runner) check(ctx context.Context, submitted []int64) (Report, error) {
 		for _, s := range t.Steps {
 			o.Steps = append(o.Steps, StepObs{Name: s.Name, State: s.State, Ran: s.Kind != store.KindSignal, Where: where(s)})
 		}
+		for _, e := range audit[max(0, len(audit)-6):] {
+			o.Trail = append(o.Trail, fmt.Sprintf("%s %s %s->%s by %s: %s", e.At.UTC().Format("15:04:05.000"), e.Step, e.From, e.To, e.EngineID, e.Reason))
+		}
 		for i, e := range audit {
 			switch {
 			case e.Step == "" && e.From == string(state.TaskPending) && e.To == string(state.TaskRunning):
