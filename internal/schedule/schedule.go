@@ -92,8 +92,13 @@ func Location(tz string) (*time.Location, error) {
 	if tz == "" {
 		return time.UTC, nil
 	}
-	if tz == "Local" {
-		return nil, errors.New(`time zone "Local" depends on the machine: name an IANA zone such as Europe/Paris`)
+	switch {
+	case tz == "Local", tz == "localtime", tz == "posixrules":
+		// Local is the process's zone; the others are files of the zone
+		// database that name the machine's default zone.
+		return nil, fmt.Errorf("time zone %q depends on the machine: name an IANA zone such as Europe/Paris", tz)
+	case strings.HasPrefix(tz, "right/"):
+		return nil, fmt.Errorf("time zone %q counts leap seconds, which schedules do not: name the zone without right/", tz)
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {

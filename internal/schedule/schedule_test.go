@@ -24,6 +24,9 @@ func TestParse(t *testing.T) {
 		{"CRON_TZ=UTC * * * * *", "", false},
 		{"@daily", "Mars/Olympus", false},
 		{"@daily", "Local", false},
+		{"@daily", "localtime", false},
+		{"@daily", "posixrules", false},
+		{"@daily", "right/Europe/Paris", false},
 		{"0 0 29 2 *", "", true},    // every leap year
 		{"0 0 30 2 *", "", false},   // never
 		{"0 0 31 4,6 *", "", false}, // never
