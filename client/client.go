@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,8 +39,8 @@ type Client struct {
 // authenticating with token (an API key or a JWT; "" sends none).
 func New(baseURL, token string) (*Client, error) {
 	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("server URL %q: want http://HOST:PORT or https://HOST", baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("server URL %q: want http://HOST:PORT or https://HOST (a path is kept; a query or fragment is not)", baseURL)
 	}
 	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Timeout: time.Minute}}, nil
 }
@@ -61,6 +62,11 @@ func (e *Error) Error() string { return e.Message }
 
 // Unwrap maps the status to the engine's errors.
 func (e *Error) Unwrap() error {
+	if e.Code == codeNotWeft {
+		// Not weft's answer (a proxy's page, a wrong base path): a 404
+		// says nothing of the task.
+		return nil
+	}
 	switch e.Status {
 	case http.StatusNotFound:
 		return store.ErrNotFound
@@ -116,7 +122,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	if resp.StatusCode >= 400 {
 		return resp.StatusCode, responseError(resp.StatusCode, method, path, data)
 	}
-	if out != nil && len(data) > 0 {
+	if err := c.checkAnswer(resp, method, path, data, out != nil); err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("decode response of %s %s: %w", method, path, err)
 		}
@@ -124,11 +133,38 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	return resp.StatusCode, nil
 }
 
+// checkAnswer refuses a successful answer that is not weft's: weft answers
+// JSON (or 204 with nothing, where no value is due). A proxy's page, an
+// empty 200 or a server that is not weft would otherwise read as success.
+func (c *Client) checkAnswer(resp *http.Response, method, path string, data []byte, want bool) error {
+	notWeft := func(what string) error {
+		return &Error{Status: resp.StatusCode, Code: codeNotWeft,
+			Message: fmt.Sprintf("%s %s: the server answered %d with %s, not weft's JSON: is %s a weft server?", method, path, resp.StatusCode, what, c.base)}
+	}
+	if resp.StatusCode == http.StatusNoContent && !want {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		ct := resp.Header.Get("Content-Type")
+		if ct == "" {
+			ct = "no content type"
+		}
+		return notWeft(fmt.Sprintf("%q", ct))
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return notWeft("an empty body")
+	}
+	return nil
+}
+
+// codeNotWeft is the Code of an *Error for an answer that is not weft's.
+const codeNotWeft = "not_weft"
+
 // responseError is the *Error of an error response with the given body.
 func responseError(status int, method, path string, body []byte) *Error {
 	var e wire.ErrorBody
 	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
-		return &Error{Status: status, Code: "http", Message: fmt.Sprintf("%s %s: status %d", method, path, status)}
+		return &Error{Status: status, Code: codeNotWeft, Message: fmt.Sprintf("%s %s: status %d", method, path, status)}
 	}
 	return &Error{Status: status, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field, Problems: e.Error.Problems}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -39,9 +40,11 @@ const (
 // Follow streams events (GET /v1/events) to fn, in the history's order,
 // until ctx is done or fn returns an error, which Follow returns. A
 // dropped connection is re-established with the last event's cursor, so no
-// event still retained is missed or repeated. Errors the server answers
-// with (a bad filter, a refused credential), and a first connection that
-// fails, end Follow at once.
+// event still retained is missed or repeated, and so is one the server or
+// a proxy in front of it answers with 503, 429, 502 or 504 (restarting).
+// Other errors the server answers with (a bad filter, a refused
+// credential), an answer that is not an event stream, and a first
+// connection that fails end Follow at once.
 func (c *Client) Follow(ctx context.Context, f EventFilter, fn func(Event) error) error {
 	q := url.Values{}
 	if f.Namespace != "" {
@@ -60,8 +63,13 @@ func (c *Client) Follow(ctx context.Context, f EventFilter, fn func(Event) error
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	// Streams last: no overall timeout, only the transport's.
-	hc := &http.Client{Transport: c.http.Transport, CheckRedirect: c.http.CheckRedirect}
+	// Streams last: no overall timeout, only one for the answer's headers,
+	// which the server sends at once (a server that never answers is not
+	// waited for without end).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = time.Minute
+	hc := &http.Client{Transport: tr, CheckRedirect: c.http.CheckRedirect}
+	defer tr.CloseIdleConnections()
 	last := ""
 	delay := reconnectMin
 	for connected := false; ; {
@@ -76,7 +84,7 @@ func (c *Client) Follow(ctx context.Context, f EventFilter, fn func(Event) error
 			return ctx.Err()
 		case errors.As(err, &fnErr):
 			return fnErr.err
-		case errors.As(err, &apiErr) && apiErr.Status != http.StatusServiceUnavailable && apiErr.Status != http.StatusTooManyRequests:
+		case errors.As(err, &apiErr) && !reconnects(apiErr):
 			return err
 		case !connected:
 			return err
@@ -121,6 +129,10 @@ func (c *Client) stream(ctx context.Context, hc *http.Client, path, last string,
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return false, responseError(resp.StatusCode, "GET", path, data)
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "text/event-stream" {
+		return false, &Error{Status: resp.StatusCode, Code: codeNotWeft,
+			Message: fmt.Sprintf("GET %s: the server answered with %q, not an event stream: is %s a weft server?", path, resp.Header.Get("Content-Type"), c.base)}
 	}
 	*connected = true
 	got := false
@@ -168,4 +180,15 @@ func abbrev(s string) string {
 		return s[:80] + "…"
 	}
 	return s
+}
+
+// reconnects reports whether Follow connects again after the error answer
+// e: the server is busy or restarting (503, 429), or a proxy in front of it
+// could not reach it (502, 504).
+func reconnects(e *Error) bool {
+	switch e.Status {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
