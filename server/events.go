@@ -199,10 +199,10 @@ func (s *Server) historyQueryOf(ctx context.Context, v url.Values, lastEventID s
 	// Check the filters and the cursor now, while an error can still be
 	// an error response.
 	probe := q
-	probe.Limit = 1
+	probe.Limit, probe.CheckAfter = 1, true
 	if _, err := s.engine.History(ctx, probe); err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return q, fieldError(field, "%q is not an event id this server handed out", after)
+			return q, fieldError(field, "%q is not an event id this server handed out (from before the database was restored or replaced?): reconnect without it, or with after=start", after)
 		}
 		return q, err
 	}

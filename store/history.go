@@ -47,6 +47,11 @@ type HistoryQuery struct {
 	Namespaces []string
 	// Limit bounds the events returned; 0 means 100, at most 1000.
 	Limit int
+	// CheckAfter refuses (ErrInvalid) an After that lies beyond the newest
+	// event, which no store of this database handed out (a database
+	// restored or replaced under a client): one more read when no event
+	// follows After. A stream checks it once, where it starts.
+	CheckAfter bool
 }
 
 // HistoryEvent is one transition of a task or step, where it sits in the

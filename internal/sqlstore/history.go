@@ -124,6 +124,23 @@ func (s *reads) History(ctx context.Context, q store.HistoryQuery) ([]store.Hist
 	if len(events) > q.Limit {
 		events = events[:q.Limit]
 	}
+	if len(events) == 0 && q.CheckAfter && q.After != "" {
+		// Nothing follows the cursor: is it beyond every event (a
+		// transaction id not yet assigned; a row id not yet used, ids
+		// never being reused)?
+		past := `SELECT ? > coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0)`
+		arg := any(c.id)
+		if s.Dialect.TxHistory() {
+			past, arg = `SELECT ?::xid8 > pg_snapshot_xmax(pg_current_snapshot())`, strconv.FormatUint(c.txid, 10)
+		}
+		var beyond bool
+		if err := s.ReadRow(ctx, past, arg).Scan(&beyond); err != nil {
+			return nil, fmt.Errorf("history: check cursor %q: %w", q.After, err)
+		}
+		if beyond {
+			return nil, fmt.Errorf("history cursor %q: after the newest event of this database (restored or replaced since?): %w", q.After, store.ErrInvalid)
+		}
+	}
 	return events, nil
 }
 

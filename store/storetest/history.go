@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,33 @@ var historyTests = []struct {
 	{"HistoryMissesNothingUnderConcurrentWrites", testHistoryConcurrent},
 	{"HistoryResumesAfterEveryEntry", testHistoryResume},
 	{"ClaimRecordedWithItsRun", testClaimRecorded},
+	{"HistoryRefusesACursorBeyondItsEnd", testHistoryBeyondEnd},
+}
+
+// testHistoryBeyondEnd: with CheckAfter, a cursor no event follows is
+// accepted where the history has reached it (its end, the last event's),
+// and refused beyond the newest event, as one from a database since
+// restored or replaced is; without CheckAfter nothing more is read.
+func testHistoryBeyondEnd(t *testing.T, h *harness) {
+	h.insert(store.TaskInsert{Namespace: "beyond"})
+	events := h.history(store.HistoryQuery{Namespace: "beyond"}, 2)
+	last := events[len(events)-1].Cursor
+	end, err := h.s.HistoryEnd(h.ctx)
+	require.NoError(t, err)
+	for _, c := range []string{last, end} {
+		_, err := h.s.History(h.ctx, store.HistoryQuery{After: c, CheckAfter: true})
+		require.NoError(t, err, "cursor %q", c)
+	}
+	// The cursor's leading number pushed far ahead: a transaction id (on
+	// PostgreSQL) or a row id no one used.
+	head, rest, _ := strings.Cut(end, ".")
+	n, err := strconv.ParseInt(head, 10, 64)
+	require.NoError(t, err)
+	future := strconv.FormatInt(n+1_000_000, 10) + "." + rest
+	_, err = h.s.History(h.ctx, store.HistoryQuery{After: future, CheckAfter: true})
+	require.ErrorIs(t, err, store.ErrInvalid, "cursor %q", future)
+	_, err = h.s.History(h.ctx, store.HistoryQuery{After: future})
+	require.NoError(t, err, "unchecked, it reads nothing")
 }
 
 // history reads the events after q.After, page by page, until there are
