@@ -314,11 +314,9 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	if o := r.Header.Get("Origin"); o != "" {
-		if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, r.Host) {
-			d.render(w, r, "signin.html", http.StatusForbidden, &view{Title: "Sign in", Data: signInData{Next: next, Error: "Sign-in from another site is refused."}})
-			return
-		}
+	if server.CrossSite(r) != nil {
+		d.render(w, r, "signin.html", http.StatusForbidden, &view{Title: "Sign in", Data: signInData{Next: next, Error: "Sign-in from another site is refused."}})
+		return
 	}
 	p, err := d.srv.SignIn(w, r, r.PostForm.Get("key"))
 	if err != nil {
@@ -335,11 +333,9 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request) {
-	if o := r.Header.Get("Origin"); o != "" {
-		if u, err := url.Parse(o); err != nil || !strings.EqualFold(u.Host, r.Host) {
-			http.Error(w, "cross-site sign-out refused", http.StatusForbidden)
-			return
-		}
+	if server.CrossSite(r) != nil {
+		http.Error(w, "cross-site sign-out refused", http.StatusForbidden)
+		return
 	}
 	d.srv.SignOut(w, r)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)

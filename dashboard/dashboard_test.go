@@ -83,6 +83,23 @@ func TestSignIn(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, "/", res.Header.Get("Location"))
 
+	// Sign-in and sign-out from another site are refused, by its Origin
+	// or by Sec-Fetch-Site alone, as every state-changing request is.
+	for _, path := range []string{"/signin", "/signout"} {
+		for _, hdr := range []map[string]string{{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}} {
+			req, err := http.NewRequest("POST", en.url+path, strings.NewReader("key="+en.admin))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			res, err := c.Do(req)
+			require.NoError(t, err)
+			res.Body.Close()
+			require.Equal(t, http.StatusForbidden, res.StatusCode, "%s %v", path, hdr)
+		}
+	}
+
 	res, err = c.PostForm(en.url+"/signout", nil)
 	require.NoError(t, err)
 	res.Body.Close()

@@ -173,6 +173,30 @@ func sessionToken(r *http.Request) (string, bool) {
 
 var errCrossSite = errors.New("cross-site request refused")
 
+// CrossSite refuses a request a browser sent from another site (its
+// Sec-Fetch-Site, or its Origin naming another host): the one check of
+// every state-changing request a page may make, the dashboard's sign-in
+// and sign-out included.
+func CrossSite(r *http.Request) error {
+	if aerr := crossSite(r); aerr != nil {
+		return aerr
+	}
+	return nil
+}
+
+func crossSite(r *http.Request) *apiError {
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		return errorf(http.StatusForbidden, CodeForbidden, "%v (Sec-Fetch-Site: %s)", errCrossSite, site)
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return errorf(http.StatusForbidden, CodeForbidden, "%v: origin %q is not this server", errCrossSite, o)
+		}
+	}
+	return nil
+}
+
 // checkBrowser guards requests a browser may send without the user's
 // intent: a state-changing request authenticated by the session cookie (or
 // by nothing, when authentication is disabled) must come from this origin
@@ -182,14 +206,8 @@ func checkBrowser(r *http.Request, session string) *apiError {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return nil
 	}
-	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
-		return errorf(http.StatusForbidden, CodeForbidden, "%v (Sec-Fetch-Site: %s)", errCrossSite, site)
-	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return errorf(http.StatusForbidden, CodeForbidden, "%v: origin %q is not this server", errCrossSite, o)
-		}
+	if aerr := crossSite(r); aerr != nil {
+		return aerr
 	}
 	if session == "" {
 		return nil
