@@ -158,6 +158,8 @@ func TestEventStreamFilters(t *testing.T) {
 			{"/v1/events?after=nonsense", reader, 400, "after"},
 			{"/v1/events?after=9223372036854775807", reader, 400, "after"}, // beyond the newest event
 			{"/v1/events?after=999999999.5", reader, 400, "after"},
+			{"/v1/events?after=%2B2", reader, 400, "after"}, // "+2": not as handed out
+			{"/v1/events?after=02", reader, 400, "after"},
 			{"/v1/events?task=x", reader, 400, "task"},
 			{"/v1/events?workflow=a/b/c", reader, 400, "workflow"},
 			{"/v1/events?colour=red", reader, 400, "colour"},

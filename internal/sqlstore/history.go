@@ -183,7 +183,7 @@ func (s *reads) parseCursor(c string) (historyCursor, error) {
 			return h, bad
 		}
 		var err error
-		if h.txid, err = strconv.ParseUint(tx, 10, 64); err != nil {
+		if h.txid, err = strconv.ParseUint(tx, 10, 64); err != nil || tx != strconv.FormatUint(h.txid, 10) {
 			return h, bad
 		}
 		rest = after
@@ -197,8 +197,8 @@ func (s *reads) parseCursor(c string) (historyCursor, error) {
 		h.after = n
 	}
 	id, err := strconv.ParseInt(idText, 10, 64)
-	if err != nil || id < 0 {
-		return h, bad
+	if err != nil || id < 0 || idText != strconv.FormatInt(id, 10) {
+		return h, bad // as handed out: digits alone, no sign, no leading zeros
 	}
 	h.id = id
 	return h, nil
