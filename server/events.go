@@ -32,12 +32,6 @@ const (
 	streamBatch = 500
 	// streamRetry is the reconnection delay the stream asks clients for.
 	streamRetry = 2 * time.Second
-	// streamWriteTimeout bounds each write of a stream: a client that
-	// stops reading is cut rather than holding the stream (and a graceful
-	// shutdown) for ever; streamEndGrace is what the last words of an
-	// ended stream get.
-	streamWriteTimeout = 30 * time.Second
-	streamEndGrace     = time.Second
 )
 
 // streamEvents serves GET /v1/events.
@@ -50,29 +44,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toAPIError(err))
 		return
 	}
-	rc := http.NewResponseController(w)
-	// A stream outlives the server's write timeout: each write gets its
-	// own instead (writeSoon).
-	writeSoon := func(d time.Duration) {
-		if err := rc.SetWriteDeadline(time.Now().Add(d)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			s.log.Debug("event stream: set write deadline", "error", err)
-		}
-	}
-	writeSoon(streamWriteTimeout)
 	// A stream outlives the check its request passed: a revoked key, an
 	// ended session or an expired token ends it (watchCredential).
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	go s.watchCredential(ctx, cancel, "GET /v1/events", func() *apiError { _, aerr := s.principal(r); return aerr })
-	// A write blocked on a client that reads nothing does not see ctx:
-	// once the stream ends, what it still writes gets a moment.
-	cut := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { defer close(cut); writeSoon(streamEndGrace) })
-	defer func() {
-		if !stop() {
-			<-cut // w is not to be used once the handler returned
-		}
-	}()
+	// Writes to a client that stops reading end (streamWrites).
+	w, release := streamWrites(w, ctx.Done())
+	defer release()
+	rc := http.NewResponseController(w)
 	wake := make(chan struct{}, 1)
 	unsubscribe := s.engine.Subscribe(func(weft.Event) {
 		select {
@@ -117,9 +97,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if len(events) > 0 && ctx.Err() == nil {
-			writeSoon(streamWriteTimeout)
-		}
 		for _, ev := range events {
 			data, err := json.Marshal(wire.EventOf(ev))
 			if err != nil {
@@ -141,7 +118,6 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if time.Since(lastWrite) >= streamKeepAlive {
-			writeSoon(streamWriteTimeout)
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}

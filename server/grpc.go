@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -136,67 +135,20 @@ func (s *Server) guardBrowser(h http.Handler) http.Handler {
 
 // streamDeadlines lifts the HTTP server's read and write deadlines from
 // a streaming call (a procedure marked stream, server reflection): a stream
-// lasts as long as its client holds it, as the event stream does. Unary
-// calls keep them, and RequestTimeout bounds their work.
-//
-// Each write of a stream still gets streamWriteTimeout, and once the
-// server closes its streams a write gets streamEndGrace: a client that
-// stops reading is cut rather than holding its stream, and the server's
-// shutdown, for ever (as the event stream's are).
+// lasts as long as its client holds it, as the event stream does, each of
+// its writes bounded (streamWrites) until the server closes its streams.
+// Unary calls keep them, and RequestTimeout bounds their work.
 func (s *Server) streamDeadlines(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p, ok := s.procs[r.URL.Path]; (ok && p.stream) || strings.HasPrefix(r.URL.Path, "/grpc.reflection.") {
-			rc := http.NewResponseController(w)
-			_ = rc.SetReadDeadline(time.Time{})
-			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-			dw := &deadlineWriter{ResponseWriter: w, rc: rc}
-			done := make(chan struct{})
-			cut := make(chan struct{})
-			go func() {
-				defer close(cut)
-				select {
-				case <-s.closing:
-					dw.soon(streamEndGrace)
-				case <-done:
-				}
-			}()
-			defer func() { close(done); <-cut }() // w is not to be used once the handler returned
-			w = dw
+			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+			var release func()
+			w, release = streamWrites(w, s.closing)
+			defer release()
 		}
 		h.ServeHTTP(w, r)
 	})
 }
-
-// deadlineWriter gives each write of a stream streamWriteTimeout, or less
-// once soon shortened it.
-type deadlineWriter struct {
-	http.ResponseWriter
-	rc    *http.ResponseController
-	mu    sync.Mutex
-	until time.Time // set by soon: no write deadline later than it
-}
-
-func (d *deadlineWriter) soon(grace time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.until = time.Now().Add(grace)
-	_ = d.rc.SetWriteDeadline(d.until)
-}
-
-func (d *deadlineWriter) Write(p []byte) (int, error) {
-	d.mu.Lock()
-	at := time.Now().Add(streamWriteTimeout)
-	if !d.until.IsZero() && d.until.Before(at) {
-		at = d.until
-	}
-	_ = d.rc.SetWriteDeadline(at)
-	d.mu.Unlock()
-	return d.ResponseWriter.Write(p)
-}
-
-func (d *deadlineWriter) Flush() { _ = d.rc.Flush() }
-
-func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // grpcAccess is the gRPC API's wrap: authentication, permission, scope,
 // deadline, metrics and the mapping of errors to gRPC codes.
