@@ -137,24 +137,37 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 // JSON (or 204 with nothing, where no value is due). A proxy's page, an
 // empty 200 or a server that is not weft would otherwise read as success.
 func (c *Client) checkAnswer(resp *http.Response, method, path string, data []byte, want bool) error {
-	notWeft := func(what string) error {
-		return &Error{Status: resp.StatusCode, Code: codeNotWeft,
-			Message: fmt.Sprintf("%s %s: the server answered %d with %s, not weft's JSON: is %s a weft server?", method, path, resp.StatusCode, what, c.base)}
-	}
 	if resp.StatusCode == http.StatusNoContent && !want {
 		return nil
 	}
-	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		ct := resp.Header.Get("Content-Type")
-		if ct == "" {
-			ct = "no content type"
-		}
-		return notWeft(fmt.Sprintf("%q", ct))
+	if err := c.notOfType(resp, method, path, "application/json"); err != nil {
+		return err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return notWeft("an empty body")
+		return c.notWeft(resp, method, path, "an empty body", "JSON")
 	}
 	return nil
+}
+
+// notOfType is the error of an answer whose media type is not want, nil
+// for one that is.
+func (c *Client) notOfType(resp *http.Response, method, path, want string) error {
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == want {
+		return nil
+	}
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "no content type"
+	}
+	kind := map[string]string{"application/json": "JSON", "text/event-stream": "event stream"}[want]
+	return c.notWeft(resp, method, path, fmt.Sprintf("%q", ct), kind)
+}
+
+// notWeft is the error of an answer (what it held) that is not weft's
+// (kind: what weft answers there).
+func (c *Client) notWeft(resp *http.Response, method, path, what, kind string) *Error {
+	return &Error{Status: resp.StatusCode, Code: codeNotWeft,
+		Message: fmt.Sprintf("%s %s: the server answered %d with %s, not weft's %s: is %s a weft server?", method, path, resp.StatusCode, what, kind, c.base)}
 }
 
 // codeNotWeft is the Code of an *Error for an answer that is not weft's.

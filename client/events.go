@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -130,9 +129,8 @@ func (c *Client) stream(ctx context.Context, hc *http.Client, path, last string,
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return false, responseError(resp.StatusCode, "GET", path, data)
 	}
-	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "text/event-stream" {
-		return false, &Error{Status: resp.StatusCode, Code: codeNotWeft,
-			Message: fmt.Sprintf("GET %s: the server answered with %q, not an event stream: is %s a weft server?", path, resp.Header.Get("Content-Type"), c.base)}
+	if err := c.notOfType(resp, "GET", path, "text/event-stream"); err != nil {
+		return false, err
 	}
 	*connected = true
 	got := false
