@@ -41,12 +41,12 @@ func (s *lifecycle) Signal(ctx context.Context, taskID int64, name string, paylo
 		// for nothing (a mistyped name, while the real wait goes on): a
 		// signal step of its name, or a durable function or a batch,
 		// whose waits come as they run, must exist.
-		var listeners int
-		if err := t.QueryRow(`SELECT count(*) FROM steps WHERE task_id = ? AND (signal = ? OR kind IN ('function', 'batch'))`,
-			taskID, name).Scan(&listeners); err != nil {
+		var listens bool
+		if err := t.QueryRow(`SELECT EXISTS (SELECT 1 FROM steps WHERE task_id = ? AND (signal = ? OR kind IN ('function', 'batch')))`,
+			taskID, name).Scan(&listens); err != nil {
 			return fmt.Errorf("find the steps of task %d that may wait for signal %q: %w", taskID, name, err)
 		}
-		if listeners == 0 {
+		if !listens {
 			return store.Conflictf("task %d has no step that waits for signal %q", taskID, name)
 		}
 		var sigID int64
