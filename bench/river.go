@@ -177,11 +177,18 @@ func riverSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err != nil {
 		return sample{}, err
 	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return sample{}, err
+	}
 	start := time.Now()
 	if err := insertNoops(ctx, r.ops, n); err != nil {
 		return sample{}, err
 	}
 	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{}}
+	if err := meter.record(s.metrics, n, "task"); err != nil {
+		return sample{}, err
+	}
 	return s, statementsPerUnit(ctx, r.count, &s, s0, x0, n, "task")
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -327,6 +328,15 @@ func (r *result) resultLine() string {
 	}
 	fmt.Fprintf(&b, " unit=%s", r.Unit)
 	if r.Weft != nil {
+		// What a unit of work cost in CPU: steadier than a rate on a
+		// shared machine, so that bench-compare can tell a change of a
+		// few percent in the work from the machine's noise.
+		for _, k := range slices.Sorted(maps.Keys(r.Weft.Metrics)) {
+			if unit, ok := strings.CutPrefix(k, "machine_cpu_us_per_"); ok {
+				fmt.Fprintf(&b, " machine_cpu_us=%s process_cpu_us=%s cpu_unit=%s",
+					fmtNum(r.Weft.Metrics[k]), fmtNum(r.Weft.Metrics["process_cpu_us_per_"+unit]), unit)
+			}
+		}
 		switch r.Scenario {
 		case "dag7", "func5", "chain7":
 			for _, k := range []string{"p50", "p95", "p99"} {

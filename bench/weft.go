@@ -243,11 +243,18 @@ func weftSubmit(ctx context.Context, e *env, n int, _ options) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return sample{}, err
+	}
 	start := time.Now()
 	if err := submitMany(ctx, r.engine, "bench/one", n, submitBatch); err != nil {
 		return sample{}, err
 	}
 	s := sample{value: float64(n) / time.Since(start).Seconds(), metrics: map[string]float64{}}
+	if err := meter.record(s.metrics, n, "task"); err != nil {
+		return sample{}, err
+	}
 	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, "task"); err != nil {
 		return sample{}, err
 	}
@@ -309,6 +316,10 @@ func latencies(ctx context.Context, r *weftRun, ref string, n int, unit string) 
 	if err != nil {
 		return sample{}, err
 	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return sample{}, err
+	}
 	lat := make([]float64, 0, n)
 	for range n {
 		start := time.Now()
@@ -329,6 +340,9 @@ func latencies(ctx context.Context, r *weftRun, ref string, n int, unit string) 
 	s := sample{value: percentile(lat, 0.50), latencies: lat, metrics: map[string]float64{
 		"p50_ms": percentile(lat, 0.50), "p95_ms": percentile(lat, 0.95), "p99_ms": percentile(lat, 0.99), "max_ms": lat[len(lat)-1],
 	}}
+	if err := meter.record(s.metrics, n, unit); err != nil {
+		return sample{}, err
+	}
 	if err := statementsPerUnit(ctx, r.count, &s, s0, x0, n, unit); err != nil {
 		return sample{}, err
 	}
@@ -347,6 +361,10 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	if err != nil {
 		return sample{}, err
 	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return sample{}, err
+	}
 	start := time.Now()
 	if err := r.engine.Start(ctx); err != nil {
 		return sample{}, err
@@ -362,6 +380,9 @@ func weftFanout5(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	}
 	elapsed := time.Since(start).Seconds()
 	s := sample{value: float64(n) / elapsed, metrics: map[string]float64{"steps_per_s": 5 * float64(n) / elapsed}}
+	if err := meter.record(s.metrics, n, "workflow"); err != nil {
+		return sample{}, err
+	}
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
 		return sample{}, err
 	}
