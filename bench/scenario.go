@@ -328,9 +328,8 @@ func (r *result) resultLine() string {
 	}
 	fmt.Fprintf(&b, " unit=%s", r.Unit)
 	if r.Weft != nil {
-		// What a unit of work cost in CPU: steadier than a rate on a
-		// shared machine, so that bench-compare can tell a change of a
-		// few percent in the work from the machine's noise.
+		// What a unit of work cost in CPU, so that bench-compare can
+		// tell a change that saves work from one that saves waiting.
 		for _, k := range slices.Sorted(maps.Keys(r.Weft.Metrics)) {
 			if unit, ok := strings.CutPrefix(k, "machine_cpu_us_per_"); ok {
 				fmt.Fprintf(&b, " machine_cpu_us=%s process_cpu_us=%s cpu_unit=%s",
