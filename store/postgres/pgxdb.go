@@ -40,7 +40,16 @@ func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqldb.Ro
 }
 
 func (q querier) CopyFrom(ctx context.Context, table string, columns []string, rows sqldb.CopySource) (int64, error) {
-	n, err := q.r.CopyFrom(ctx, pgx.Identifier{table}, columns, rows)
+	var n int64
+	var err error
+	switch r := q.r.(type) {
+	case *pgxpool.Conn:
+		n, err = copyRows(ctx, r.Conn(), table, columns, rows)
+	case pgx.Tx:
+		n, err = copyRows(ctx, r.Conn(), table, columns, rows)
+	default:
+		n, err = q.r.CopyFrom(ctx, pgx.Identifier{table}, columns, rows)
+	}
 	return n, unavailable(err)
 }
 
