@@ -263,7 +263,8 @@ func (t *submitTx) insertTaskSteps(tpl *template, id int64, in store.TaskInsert,
 		return nil
 	}
 	if t.H.Dialect.Arrays() {
-		if err := t.insertSteps(t.appendStepRows(make([][]any, 0, len(tpl.steps)), tpl, id, in, runAt)); err != nil {
+		rows, _ := t.appendStepRows(make([][]any, 0, len(tpl.steps)), make([]any, 0, len(tpl.steps)*len(stepInsertColumns)), tpl, id, in, runAt)
+		if err := t.insertSteps(rows); err != nil {
 			return fmt.Errorf("insert the steps of task %d: %w", id, err)
 		}
 		return nil
@@ -289,16 +290,21 @@ func (t *submitTx) insertTaskSteps(tpl *template, id int64, in store.TaskInsert,
 }
 
 // appendStepRows appends to rows the rows of the steps of task id (in, its
-// insert, due at runAt) of templates tpl (newStepRow), and queues their
-// audit entries.
-func (t *submitTx) appendStepRows(rows [][]any, tpl *template, id int64, in store.TaskInsert, runAt int64) [][]any {
+// insert, due at runAt) of templates tpl (as newStepRow builds them), and
+// queues their audit entries. The rows' values go into all, whose room the
+// caller made for them: one allocation for a call's rows, not one a row,
+// with the task's values boxed once and the template's once per call.
+func (t *submitTx) appendStepRows(rows [][]any, all []any, tpl *template, id int64, in store.TaskInsert, runAt int64) ([][]any, []any) {
+	task := appendStepTask(make([]any, 0, len(stepTaskColumns)), id, in)
 	for j := range tpl.steps {
 		tp := &tpl.steps[j]
 		st := t.start(tp, in.Priority, runAt)
-		rows = append(rows, newStepRow(id, j, tp, in, st))
+		start := len(all)
+		all = append(st.appendTo(append(all, task...)), tp.values...)
+		rows = append(rows, all[start:len(all):len(all)])
 		t.Audit(id, tp.name, "", string(st.state), 0, "submitted")
 	}
-	return rows
+	return rows, all
 }
 
 // insert returns the statement that inserts steps from to to (at most

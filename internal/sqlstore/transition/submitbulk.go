@@ -98,6 +98,7 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 		return fmt.Errorf("insert %d tasks: %w", len(rows), err)
 	}
 	steps := make([][]any, 0, nSteps)
+	values := make([]any, 0, nSteps*len(stepInsertColumns))
 	t.AuditRoom(len(rows) + nSteps)
 	var tags tagColumnArrays
 	var dupNS, dupKeys []string
@@ -111,7 +112,7 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 		done[i] = true
 		t.Audit(id, "", "", string(state.TaskPending), 0, "submitted")
 		tags.add(id, in.Tags)
-		steps = t.appendStepRows(steps, tpl.of(in.Steps), id, in, news[i].runAt)
+		steps, values = t.appendStepRows(steps, values, tpl.of(in.Steps), id, in, news[i].runAt)
 		out[i] = store.InsertResult{Task: news[i].task(in, id, t.Now)}
 	}
 	for i, in := range tasks {
@@ -174,6 +175,9 @@ type inserted struct {
 var taskCopyColumns = []string{"id", "namespace", "workflow", "version", "input", "priority", "idempotency_key", "run_at",
 	"good_until", "remaining", "limit_key", "limit_n", "tags", "trace_context", "state", "created_at"}
 
+// taskPending is the state of a task inserted, as a COPY's value.
+var taskPending any = string(state.TaskPending)
+
 // writeTasks inserts rows (newTask.row) and returns, per row, its id and
 // whether it was inserted. Rows without keys cannot conflict: where the
 // sqldb.Querier can COPY and they are many, their ids are taken from the
@@ -190,11 +194,18 @@ func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 			return nil, fmt.Errorf("take %d ids: %d came back", n, len(ids))
 		}
 		slices.Sort(ids)
+		// Each row in one array of them all; the id by pointer, and the
+		// time boxed once: no allocation a value.
 		copied := make([][]any, n)
+		cols := len(taskCopyColumns)
+		all := make([]any, 0, n*cols)
+		now := any(t.Now)
 		got := make([]inserted, n)
-		for i, id := range ids {
-			copied[i] = append(append([]any{id}, rows[i]...), string(state.TaskPending), t.Now)
-			got[i] = inserted{id, true}
+		for i := range ids {
+			start := len(all)
+			all = append(append(append(all, &ids[i]), rows[i]...), taskPending, now)
+			copied[i] = all[start:len(all):len(all)]
+			got[i] = inserted{ids[i], true}
 		}
 		if _, err := cp.CopyFrom(t.Ctx, "tasks", taskCopyColumns, &rowSource{rows: copied}); err != nil {
 			return nil, err

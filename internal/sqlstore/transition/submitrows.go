@@ -80,6 +80,9 @@ type stepTemplate struct {
 	// root: no dependencies, so the step starts ready or waiting for its
 	// run_at (a signal step too: its claim begins its wait).
 	root bool
+	// values are those of stepTemplateColumns, boxed once for every task's
+	// row (appendTo).
+	values []any
 }
 
 // templates holds the step templates of the workflows of one submission,
@@ -132,6 +135,7 @@ func (m templates) of(steps []store.StepInsert) *template {
 			runTimeout: st.Timeout.Microseconds(), limitN: int64(st.Limit), rateN: int64(st.Rate.Limit), ratePer: st.Rate.Per.Microseconds(),
 			breakerN: int64(bn), breakerCooldown: bc, preemptible: sqltx.BoolInt(st.Preemptible),
 			root: len(st.Deps) == 0}
+		tpl[j].values = tpl[j].appendTo(make([]any, 0, len(stepTemplateColumns)), j)
 	}
 	t := &template{steps: tpl}
 	m[k] = t
