@@ -85,10 +85,11 @@ var policyVariants = func() []policyVariant {
 	}
 }()
 
-// policyRun burns down n tasks under variant v and returns the throughput
-// and the burn-down's statements per task (on PostgreSQL with
-// pg_stat_statements; else -1).
-func policyRun(ctx context.Context, e *env, n int, v policyVariant) (tps, stmts float64, err error) {
+// policyRun burns down n tasks under variant v and returns the throughput,
+// the machine's CPU time per task (microseconds, every process's) and the
+// burn-down's statements per task (on PostgreSQL with pg_stat_statements;
+// else -1).
+func policyRun(ctx context.Context, e *env, n int, v policyVariant) (tps, cpu, stmts float64, err error) {
 	done := newCountdown(n)
 	w := workflow.New("bench", "one", "1")
 	if v.flow != nil {
@@ -96,17 +97,17 @@ func policyRun(ctx context.Context, e *env, n int, v policyVariant) (tps, stmts 
 	}
 	r, err := openWeft(ctx, e, w.Step("s", "noop", v.options...), done.handle)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer r.close()
 	if v.set != nil {
 		// The policies name a second namespace, with no ready work: it
 		// exists once a workflow is registered in it.
 		if err := r.engine.Register(ctx, workflow.New("elsewhere", "idle", "1").Step("s", "noop")); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		if err := v.set(ctx, r.engine, weft.Operator{Actor: "bench"}); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
 	for left := n; left > 0; left -= submitBatch {
@@ -115,32 +116,41 @@ func policyRun(ctx context.Context, e *env, n int, v policyVariant) (tps, stmts 
 			subs[i] = weft.Submission{Workflow: "bench/one", Input: map[string]int{"c": (left + i) % 100}}
 		}
 		if _, err := r.engine.SubmitMany(ctx, subs); err != nil {
-			return 0, 0, fmt.Errorf("submit: %w", err)
+			return 0, 0, 0, fmt.Errorf("submit: %w", err)
 		}
 	}
 	s0, _, err := r.count.counts(ctx, true)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
+	}
+	meter, err := startCPUMeter()
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	start := time.Now()
 	if err := r.engine.Start(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := done.wait(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := r.engine.Stop(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	elapsed := time.Since(start)
+	used := map[string]float64{}
+	if err := meter.record(used, n, "task"); err != nil {
+		return 0, 0, 0, err
+	}
+	cpu = used["machine_cpu_us_per_task"]
 	if err := checkCompleted(ctx, r.engine, n); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	stmts = -1
 	if s0 >= 0 && e.backend == "postgres" {
 		s1, _, err := r.count.counts(ctx)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		stmts = (s1 - s0) / float64(n)
 		if os.Getenv("WEFT_BENCH_TOP") != "" {
@@ -148,14 +158,14 @@ func policyRun(ctx context.Context, e *env, n int, v policyVariant) (tps, stmts 
 			// cost goes.
 			top, err := r.count.topStatements(ctx, 15)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			for _, t := range top {
 				fmt.Fprintf(os.Stderr, "bench: policies %s: %8d calls %9.1f ms  %.150s\n", v.name, t.Calls, t.TotalMS, t.Query)
 			}
 		}
 	}
-	return float64(n) / elapsed.Seconds(), stmts, nil
+	return float64(n) / elapsed.Seconds(), cpu, stmts, nil
 }
 
 // weftPolicies runs every variant in turn, o.runs times, and reports the
@@ -177,31 +187,37 @@ func weftPolicies(ctx context.Context, e *env, n int, o options) (sample, error)
 			variants = append([]policyVariant{policyVariants[0]}, variants...)
 		}
 	}
-	got, stmts := map[string][]float64{}, map[string][]float64{}
+	got, cpus, stmts := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for run := 1; run <= max(o.runs, 1); run++ {
 		for _, v := range variants {
-			tps, perTask, err := policyRun(ctx, e, n, v)
+			tps, cpu, perTask, err := policyRun(ctx, e, n, v)
 			if err != nil {
 				return sample{}, fmt.Errorf("policies %s: %w", v.name, err)
 			}
 			// Each run's figure, for the spread the medians hide.
-			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d: %.0f tasks/s, %.4f statements/task\n", v.name, run, o.runs, tps, perTask)
+			fmt.Fprintf(os.Stderr, "bench: policies %s run %d/%d: %.0f tasks/s, %.1f us of the machine's CPU a task, %.4f statements/task\n",
+				v.name, run, o.runs, tps, cpu, perTask)
 			got[v.name] = append(got[v.name], tps)
+			cpus[v.name] = append(cpus[v.name], cpu)
 			if perTask >= 0 {
 				stmts[v.name] = append(stmts[v.name], perTask)
 			}
 		}
 	}
-	none := median(got["none"])
+	none, noneCPU := median(got["none"]), median(cpus["none"])
 	metrics := map[string]float64{}
 	for _, v := range variants {
-		m := median(got[v.name])
+		m, c := median(got[v.name]), median(cpus[v.name])
 		metrics[v.name+"_tasks_per_s"] = m
+		metrics[v.name+"_cpu_us_per_task"] = c
 		if len(stmts[v.name]) > 0 {
 			metrics[v.name+"_statements_per_task"] = median(stmts[v.name])
 		}
 		if v.name != "none" {
 			metrics[v.name+"/none"] = m / none
+			// What the policy costs in work: the machine's CPU a task,
+			// against the run without (above 1: it costs more).
+			metrics[v.name+"/none_cpu"] = c / noneCPU
 		}
 	}
 	return sample{value: median(got[variants[len(variants)-1].name]), metrics: metrics, variants: got}, nil
