@@ -85,7 +85,8 @@ type Config struct {
 	// Logger receives the engine's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// HTTPClient is used by the built-in http handler. Default: a client
-	// with a 5 minute timeout.
+	// with a 5 minute timeout and connections of its own (nothing else in
+	// the process closes them under a request).
 	HTTPClient *http.Client
 	// ID names this engine in leases and the audit log. Default: host,
 	// process id and a random suffix.

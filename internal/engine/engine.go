@@ -38,6 +38,7 @@ import (
 	"github.com/weftrun/weft/internal/health"
 	"github.com/weftrun/weft/internal/loadgate"
 	"github.com/weftrun/weft/internal/maintenance"
+	"github.com/weftrun/weft/internal/outbound"
 	"github.com/weftrun/weft/internal/spans"
 	"github.com/weftrun/weft/internal/version"
 	"github.com/weftrun/weft/internal/webhook"
@@ -118,7 +119,7 @@ func (c *Config) setDefaults() error {
 		c.Logger = slog.Default()
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: 5 * time.Minute}
+		c.HTTPClient = &http.Client{Timeout: 5 * time.Minute, Transport: outbound.Transport()}
 	}
 	if c.ID == "" {
 		host, _ := os.Hostname()

@@ -96,6 +96,22 @@ func TestRoundsNeverResend(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
+	// What else runs in the process may close http.DefaultTransport's
+	// idle connections (every httptest.Server.Close does): the
+	// deliverer's are its own.
+	stopClosing := make(chan struct{})
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for {
+			select {
+			case <-stopClosing:
+				return
+			case <-time.After(100 * time.Microsecond):
+				http.DefaultTransport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+			}
+		}
+	}()
 	const total = 600
 	for range total / 3 {
 		m.add(3) // rounds of a few events, each ending while the poll fires
@@ -113,6 +129,9 @@ func TestRoundsNeverResend(t *testing.T) {
 	}
 	cancel()
 	<-done
+	close(stopClosing)
+	<-closed
+	require.NotContains(t, logs.String(), "CloseIdleConnections", "a delivery broken by another's CloseIdleConnections")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, got, total, "every event delivered; the deliverer logged:\n%s", logs.String())

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/weftrun/weft/internal/jitter"
+	"github.com/weftrun/weft/internal/outbound"
 	"github.com/weftrun/weft/internal/redact"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
@@ -84,6 +85,7 @@ type Deliverer struct {
 // webhook to create names what exists.
 func New(s Store, log *slog.Logger, poll time.Duration, requireFilter func(context.Context, store.TaskFilter) error) *Deliverer {
 	return &Deliverer{store: s, log: log, poll: poll, requireFilter: requireFilter, wake: make(chan struct{}, 1), client: &http.Client{Timeout: webhookTimeout,
+		Transport: outbound.Transport(),
 		// Deliveries do not follow redirects: a 3xx is the receiver's
 		// answer, and refuses the event for good.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
