@@ -38,11 +38,19 @@ type Client struct {
 // New returns a client of the server at baseURL ("http://host:port"),
 // authenticating with token (an API key or a JWT; "" sends none).
 func New(baseURL, token string) (*Client, error) {
+	if _, err := serverURL(baseURL); err != nil {
+		return nil, err
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Timeout: time.Minute}}, nil
+}
+
+// serverURL parses the base URL of a server, for REST and gRPC alike.
+func serverURL(baseURL string) (*url.URL, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, fmt.Errorf("server URL %q: want http://HOST:PORT or https://HOST (a path is kept; a query or fragment is not)", baseURL)
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: &http.Client{Timeout: time.Minute}}, nil
+	return u, nil
 }
 
 // Error is an error response of the API, with its HTTP status.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftrun/weft/internal/outbound"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -65,7 +66,7 @@ func (c *Client) Follow(ctx context.Context, f EventFilter, fn func(Event) error
 	// Streams last: no overall timeout, only one for the answer's headers,
 	// which the server sends at once (a server that never answers is not
 	// waited for without end).
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := outbound.Transport()
 	tr.ResponseHeaderTimeout = time.Minute
 	hc := &http.Client{Transport: tr, CheckRedirect: c.http.CheckRedirect}
 	defer tr.CloseIdleConnections()

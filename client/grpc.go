@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -39,9 +37,9 @@ func NewGRPC(baseURL, token string) (*GRPCClient, error) {
 // grpcHTTP is the HTTP client gRPC needs for baseURL: HTTP/2, cleartext
 // for http://.
 func grpcHTTP(baseURL string) (*http.Client, string, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, "", fmt.Errorf("server URL %q: want http://HOST:PORT or https://HOST", baseURL)
+	u, err := serverURL(baseURL)
+	if err != nil {
+		return nil, "", err
 	}
 	var p http.Protocols
 	if u.Scheme == "http" {

@@ -66,5 +66,7 @@ func TestAnswersThatAreNotWeft(t *testing.T) {
 	for _, base := range []string{"http://h:1?x=1", "http://h:1#frag", "http://h:1?"} {
 		_, err := client.New(base, "")
 		require.ErrorContains(t, err, "a query or fragment is not", base)
+		_, err = client.NewGRPC(base, "")
+		require.ErrorContains(t, err, "a query or fragment is not", "gRPC: %s", base)
 	}
 }

@@ -11,7 +11,7 @@ import "net/http"
 // it: a webhook's event or an http step's POST would then go again. Where
 // http.DefaultTransport was replaced with another kind, a transport that
 // uses the environment's proxy.
-func Transport() http.RoundTripper {
+func Transport() *http.Transport {
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		return t.Clone()
 	}

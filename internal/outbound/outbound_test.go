@@ -16,5 +16,5 @@ func TestTransportIsItsOwn(t *testing.T) {
 	a, b := outbound.Transport(), outbound.Transport()
 	require.NotSame(t, http.DefaultTransport, a)
 	require.NotSame(t, a, b)
-	require.NotNil(t, a.(*http.Transport).Proxy)
+	require.NotNil(t, a.Proxy)
 }
