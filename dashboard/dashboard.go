@@ -314,7 +314,7 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))
-	if server.CrossSite(r) != nil {
+	if server.CrossSite(r) {
 		d.render(w, r, "signin.html", http.StatusForbidden, &view{Title: "Sign in", Data: signInData{Next: next, Error: "Sign-in from another site is refused."}})
 		return
 	}
@@ -333,7 +333,7 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request) {
-	if server.CrossSite(r) != nil {
+	if server.CrossSite(r) {
 		http.Error(w, "cross-site sign-out refused", http.StatusForbidden)
 		return
 	}

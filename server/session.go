@@ -173,17 +173,14 @@ func sessionToken(r *http.Request) (string, bool) {
 
 var errCrossSite = errors.New("cross-site request refused")
 
-// CrossSite refuses a request a browser sent from another site (its
+// CrossSite reports whether a browser sent r from another site (its
 // Sec-Fetch-Site, or its Origin naming another host): the one check of
 // every state-changing request a page may make, the dashboard's sign-in
 // and sign-out included.
-func CrossSite(r *http.Request) error {
-	if aerr := crossSite(r); aerr != nil {
-		return aerr
-	}
-	return nil
-}
+func CrossSite(r *http.Request) bool { return crossSite(r) != nil }
 
+// crossSite is the answer that refuses r, sent from another site; nil
+// for a request of this site.
 func crossSite(r *http.Request) *apiError {
 	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
 		return errorf(http.StatusForbidden, CodeForbidden, "%v (Sec-Fetch-Site: %s)", errCrossSite, site)
