@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/weftrun/weft"
-	"github.com/weftrun/weft/internal/ident"
 	"github.com/weftrun/weft/state"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
@@ -342,9 +341,6 @@ func (s *Server) signalTask(r *http.Request) (int, any, error) {
 
 // signal sends signal name to task id as the call's credential.
 func (s *Server) signal(ctx context.Context, id int64, name string, req wire.SignalRequest) (wire.SignalResult, error) {
-	if !workflow.ValidName(name) {
-		return wire.SignalResult{}, fieldError("name", "%q: use %s", name, ident.Rule)
-	}
 	var payload any
 	if len(req.Payload) > 0 {
 		payload = req.Payload

@@ -184,7 +184,7 @@ func (e *Engine) Signal(ctx context.Context, taskID int64, name string, payload 
 		actor = e.ID()
 	}
 	if !workflow.ValidName(name) {
-		return false, fmt.Errorf("%w signal name %q: use %s", store.ErrInvalid, name, ident.Rule)
+		return false, fmt.Errorf("signal: %w", store.Invalidf("name", "%q: use %s", name, ident.Rule))
 	}
 	var raw json.RawMessage
 	if payload == nil {
