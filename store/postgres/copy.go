@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -50,17 +51,17 @@ func copyRows(ctx context.Context, conn *pgx.Conn, table string, columns []strin
 	for i, f := range sd.Fields {
 		oids[i] = f.DataTypeOID
 	}
-	if !rows.Next() {
-		return 0, rows.Err()
+	r := &copyReader{oids: oids, rows: rows, buf: append(make([]byte, 0, copyChunk+4096), copyHeader...)}
+	if r.next(); r.err != nil || r.row == nil {
+		return 0, r.err
 	}
-	first, err := rows.Values()
-	if err != nil {
+	if err := r.encode(r.row); errors.Is(err, errUnencodable) {
+		// A kind of value or a column type encoded here by no one: pgx's.
+		return conn.CopyFrom(ctx, pgx.Identifier{table}, columns, &peeked{first: r.row, rest: rows})
+	} else if err != nil {
 		return 0, err
 	}
-	if !encodable(oids, first) {
-		return conn.CopyFrom(ctx, pgx.Identifier{table}, columns, &peeked{first: first, rest: rows})
-	}
-	r := &copyReader{oids: oids, rows: rows, row: first, buf: append(make([]byte, 0, copyChunk+4096), copyHeader...)}
+	r.next()
 	tag, err := conn.PgConn().CopyFrom(ctx, r, "COPY "+name+" ("+cols+") FROM STDIN BINARY")
 	if r.err != nil {
 		return 0, r.err
@@ -71,32 +72,9 @@ func copyRows(ctx context.Context, conn *pgx.Conn, table string, columns []strin
 	return tag.RowsAffected(), nil
 }
 
-// encodable reports whether copyReader encodes row into columns of oids:
-// every value of a kind it knows for its column's type.
-func encodable(oids []uint32, row []any) bool {
-	if len(row) != len(oids) {
-		return false
-	}
-	for i, v := range row {
-		switch oids[i] {
-		case pgtype.Int8OID, pgtype.Int4OID:
-			switch v.(type) {
-			case int64, *int64, nil:
-			default:
-				return false
-			}
-		case pgtype.TextOID, pgtype.VarcharOID, pgtype.JSONOID, pgtype.JSONBOID:
-			switch v.(type) {
-			case string, *string, nil:
-			default:
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
+// errUnencodable: a value of a kind the store's COPY does not encode, or
+// one its column's type does not take.
+var errUnencodable = errors.New("copy: a row's values do not match its columns' types")
 
 // copyReader yields the binary COPY data of its rows, encoding them as
 // they are read.
@@ -132,7 +110,7 @@ func (r *copyReader) fill() {
 		r.buf = r.buf[:copy(r.buf, r.buf[r.off:])]
 		r.off = 0
 	}
-	for len(r.buf) < copyChunk {
+	for len(r.buf) < copyChunk && !r.done {
 		if r.row == nil {
 			r.buf = binary.BigEndian.AppendUint16(r.buf, math.MaxUint16) // the trailer: -1
 			r.done = true
@@ -142,28 +120,35 @@ func (r *copyReader) fill() {
 			r.err, r.done = err, true
 			return
 		}
-		r.row = nil
-		if r.rows.Next() {
-			row, err := r.rows.Values()
-			if err != nil {
-				r.err, r.done = err, true
-				return
-			}
-			r.row = row
-		} else if err := r.rows.Err(); err != nil {
-			r.err, r.done = err, true
-			return
-		}
+		r.next()
 	}
 }
 
-// encode appends one row.
+// next reads the source's next row into row: nil once none is left; err,
+// ending the data, where the source failed.
+func (r *copyReader) next() {
+	r.row = nil
+	if r.rows.Next() {
+		row, err := r.rows.Values()
+		if err != nil {
+			r.err, r.done = err, true
+			return
+		}
+		r.row = row
+	} else if err := r.rows.Err(); err != nil {
+		r.err, r.done = err, true
+	}
+}
+
+// encode appends one row: errUnencodable where a value is of a kind, or
+// its column of a type, that it does not encode.
 func (r *copyReader) encode(row []any) error {
-	if !encodable(r.oids, row) {
-		return fmt.Errorf("copy: a row's values do not match its columns' types")
+	if len(row) != len(r.oids) {
+		return errUnencodable
 	}
 	r.buf = binary.BigEndian.AppendUint16(r.buf, uint16(len(row)))
 	for i, v := range row {
+		var err error
 		switch v := v.(type) {
 		case nil:
 			r.null()
@@ -172,21 +157,22 @@ func (r *copyReader) encode(row []any) error {
 				r.null()
 				continue
 			}
-			if err := r.int(r.oids[i], *v); err != nil {
-				return err
-			}
+			err = r.int(r.oids[i], *v)
 		case int64:
-			if err := r.int(r.oids[i], v); err != nil {
-				return err
-			}
+			err = r.int(r.oids[i], v)
 		case *string:
 			if v == nil {
 				r.null()
 				continue
 			}
-			r.text(r.oids[i], *v)
+			err = r.text(r.oids[i], *v)
 		case string:
-			r.text(r.oids[i], v)
+			err = r.text(r.oids[i], v)
+		default:
+			err = errUnencodable
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -195,28 +181,35 @@ func (r *copyReader) encode(row []any) error {
 func (r *copyReader) null() { r.buf = binary.BigEndian.AppendUint32(r.buf, math.MaxUint32) } // length -1
 
 func (r *copyReader) int(oid uint32, v int64) error {
-	if oid == pgtype.Int4OID {
+	switch oid {
+	case pgtype.Int8OID:
+		r.buf = binary.BigEndian.AppendUint32(r.buf, 8)
+		r.buf = binary.BigEndian.AppendUint64(r.buf, uint64(v))
+	case pgtype.Int4OID:
 		if v < math.MinInt32 || v > math.MaxInt32 {
 			return fmt.Errorf("copy: %d does not fit an integer column", v)
 		}
 		r.buf = binary.BigEndian.AppendUint32(r.buf, 4)
 		r.buf = binary.BigEndian.AppendUint32(r.buf, uint32(int32(v)))
-		return nil
+	default:
+		return errUnencodable
 	}
-	r.buf = binary.BigEndian.AppendUint32(r.buf, 8)
-	r.buf = binary.BigEndian.AppendUint64(r.buf, uint64(v))
 	return nil
 }
 
-func (r *copyReader) text(oid uint32, s string) {
-	if oid == pgtype.JSONBOID {
+func (r *copyReader) text(oid uint32, s string) error {
+	switch oid {
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.JSONOID:
+		r.buf = binary.BigEndian.AppendUint32(r.buf, uint32(len(s)))
+	case pgtype.JSONBOID:
 		// jsonb's binary form: its version, 1, then the text.
 		r.buf = binary.BigEndian.AppendUint32(r.buf, uint32(len(s)+1))
 		r.buf = append(r.buf, 1)
-	} else {
-		r.buf = binary.BigEndian.AppendUint32(r.buf, uint32(len(s)))
+	default:
+		return errUnencodable
 	}
 	r.buf = append(r.buf, s...)
+	return nil
 }
 
 // peeked is a CopySource whose first row was read already.
