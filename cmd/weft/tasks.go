@@ -15,6 +15,7 @@ import (
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/internal/taskview"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -192,7 +193,11 @@ completes the next step that begins to wait for it.`,
 			}
 			defer e.Close()
 			delivered, err := e.Signal(ctx, id, args[1], body)
+			var fe *store.FieldError
 			switch {
+			case errors.As(err, &fe) && fe.Field == "name":
+				// The name is the command's argument, not a flag.
+				return usageErrorf("signal name %s", fe.Problem)
 			case errors.Is(err, weft.ErrNotFound):
 				return notFound(id)
 			case errors.Is(err, weft.ErrConflict):
