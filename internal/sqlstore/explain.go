@@ -33,12 +33,19 @@ func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string,
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
 func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
+	return s.ExplainClaimRunAs(ctx, sqldb.Claims, p)
+}
+
+// ExplainClaimRunAs is ExplainClaimRun in a transaction of work w, which
+// claims (w.Claiming): the claim loop's, or a batch of outcomes' that
+// claims the steps it made ready.
+func (s *claims) ExplainClaimRunAs(ctx context.Context, w sqldb.Work, p store.ClaimParams) (string, error) {
 	prefix := s.Dialect.ExplainAnalyze()
 	if prefix == "" {
 		prefix, _ = s.Dialect.Explain()
 	}
-	// On a connection of the claims', under their planner settings.
-	tx, err := s.begin(ctx, sqldb.Claims)
+	// On a connection of work w, under its planner settings.
+	tx, err := s.begin(ctx, w)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
@@ -50,7 +57,9 @@ func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (stri
 	}
 	q, args := s.plan.ClaimQuery(max(p.Limit, 1), p, nil, nil)
 	if s.Dialect.WithWrites() {
-		t := s.newTxn(ctx, tx, p.EngineID).Claimer()
+		x := s.newTxn(ctx, tx, p.EngineID)
+		x.Work = w
+		t := x.Claimer()
 		st, err := t.ClaimStatement(claim.ClaimFrom{Candidates: q, Args: args, Version: version}, 1)
 		if err != nil {
 			return "", fmt.Errorf("explain claim: %w", err)

@@ -32,7 +32,7 @@ func (s *lifecycle) InsertTasks(ctx context.Context, tasks []store.TaskInsert) (
 // transaction, as CompleteAndClaim does for the steps outcomes make ready.
 // claimed is empty where it claimed nothing.
 func (s *lifecycle) InsertAndClaim(ctx context.Context, tasks []store.TaskInsert, p store.ClaimParams) (out []store.InsertResult, claimed []store.ClaimedStep, err error) {
-	err = s.writeRetry(ctx, "", func(t *transition.Tx) error {
+	err = s.workWriteRetry(ctx, sqldb.Claims, "", func(t *transition.Tx) error {
 		claimed = nil
 		var err error
 		if out, err = t.InsertTasks(tasks); err != nil {

@@ -34,7 +34,7 @@ func (s *Store) workWrite(ctx context.Context, w sqldb.Work, engineID string, fn
 		return fmt.Errorf("begin: %w", s.WriteErr(err))
 	}
 	t := s.newTxn(ctx, tx, engineID)
-	t.Owned = true
+	t.Owned, t.Work = true, w
 	ran := false
 	defer func() {
 		if !ran {
@@ -90,8 +90,13 @@ const contendedTries = 5
 // times in all, after a short pause with jitter; then it is
 // store.ErrContended.
 func (s *Store) writeRetry(ctx context.Context, engineID string, fn func(t *transition.Tx) error) error {
+	return s.workWriteRetry(ctx, sqldb.Other, engineID, fn)
+}
+
+// workWriteRetry is writeRetry for work w (workWrite).
+func (s *Store) workWriteRetry(ctx context.Context, w sqldb.Work, engineID string, fn func(t *transition.Tx) error) error {
 	for try := 1; ; try++ {
-		err := s.write(ctx, engineID, fn)
+		err := s.workWrite(ctx, w, engineID, fn)
 		if err == nil || !errors.Is(err, store.ErrContended) || try == contendedTries {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/internal/pgtesting"
+	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
 	"github.com/weftrun/weft/store/storetest"
@@ -103,23 +104,31 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 		require.NotContains(t, plan, "Sort", "depth %d: the claim must not sort the backlog:\n%s", depth, plan)
 		require.NotContains(t, plan, "Seq Scan", "depth %d:\n%s", depth, plan)
 		t.Logf("claim plan with %d ready steps:\n%s", depth, plan)
-		// Run as a claim runs it (its planner settings), with what it did:
-		// in the statement that claims what it selects (c), which reads
-		// the claimed steps and their tasks by primary key. Only the
-		// claimed rows are sorted (for their audit rows).
-		ran, err := s.ExplainClaimRun(ctx, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
-		require.NoError(t, err)
-		require.Contains(t, ran, "actual time=", "depth %d:\n%s", depth, ran)
-		require.NotContains(t, ran, "Seq Scan", "depth %d:\n%s", depth, ran)
-		_, candidates, ok := strings.Cut(ran, "CTE c\n")
-		require.True(t, ok, "depth %d:\n%s", depth, ran)
-		candidates, rest, ok := strings.Cut(candidates, "CTE g\n")
-		require.True(t, ok, "depth %d:\n%s", depth, ran)
-		require.Contains(t, candidates, "Index Scan using steps_ready", "depth %d:\n%s", depth, ran)
-		require.NotContains(t, candidates, "Sort", "depth %d:\n%s", depth, ran)
-		require.Contains(t, rest, "Index Scan using steps_pkey", "depth %d:\n%s", depth, ran)
-		require.Contains(t, rest, "Index Cond: (id = ANY", "depth %d:\n%s", depth, ran)
+		// Run as a claim runs it (its planner settings), in each kind of
+		// transaction that claims (a claim's, and an outcome's or a
+		// submission's claim of the steps it made ready), with what it
+		// did: in the statement that claims what it selects (c), which
+		// reads the claimed steps and their tasks by primary key. Only
+		// the claimed rows are sorted (for their audit rows).
+		for _, w := range []sqldb.Work{sqldb.Claims, sqldb.Outcomes} {
+			ran, err := s.ExplainClaimRunAs(ctx, w, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+			require.NoError(t, err)
+			require.Contains(t, ran, "actual time=", "depth %d, work %d:\n%s", depth, w, ran)
+			require.NotContains(t, ran, "Seq Scan", "depth %d, work %d:\n%s", depth, w, ran)
+			_, candidates, ok := strings.Cut(ran, "CTE c\n")
+			require.True(t, ok, "depth %d, work %d:\n%s", depth, w, ran)
+			candidates, rest, ok := strings.Cut(candidates, "CTE g\n")
+			require.True(t, ok, "depth %d, work %d:\n%s", depth, w, ran)
+			require.Contains(t, candidates, "Index Scan using steps_ready", "depth %d, work %d:\n%s", depth, w, ran)
+			require.NotContains(t, candidates, "Sort", "depth %d, work %d:\n%s", depth, w, ran)
+			require.Contains(t, rest, "Index Scan using steps_pkey", "depth %d, work %d:\n%s", depth, w, ran)
+			require.Contains(t, rest, "Index Cond: (id = ANY", "depth %d, work %d:\n%s", depth, w, ran)
+		}
 	}
+	// Work of any other kind claims nothing: its sessions plan from the
+	// statistics, which read tasks in full while they are stale.
+	_, err := s.ExplainClaimRunAs(ctx, sqldb.Other, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+	require.ErrorContains(t, err, "not begun for claims")
 }
 
 // TestFairClaimReadsNamespaceIndex shows that a claim under weights finds

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -54,6 +55,12 @@ type claimStmt struct {
 
 // ClaimStatement builds the statement that claims the steps of from.
 func (t *ClaimTx) ClaimStatement(from ClaimFrom, leaseID int64) (claimStmt, error) {
+	if !t.Work.Claiming() {
+		// On sessions of other work, PostgreSQL plans the statement from
+		// the tables' statistics: a sequential scan of steps and tasks
+		// once they are stale.
+		return claimStmt{}, errors.New("claim steps: in a transaction not begun for claims (sqldb.Work)")
+	}
 	st := claimStmt{taking: t.H.Dialect.WithWrites() && t.rateTake != nil, gated: from.Candidates != ""}
 	text := claimText{candidates: from.Candidates, where: from.where, withWrites: t.H.Dialect.WithWrites(), taking: st.taking}
 	var args []any

@@ -66,6 +66,11 @@ const (
 	Outcomes
 )
 
+// Claiming reports whether a transaction of work w may claim steps: its
+// sessions plan a claim's statement to read the ready index and the
+// claimed rows by key, whatever the tables' statistics say.
+func (w Work) Claiming() bool { return w == Claims || w == Outcomes }
+
 // WorkBeginner is a DB that runs claims and outcomes on connections of
 // their own (BeginWork), whose sessions carry the planner settings of
 // that work, so that no statement of theirs sets them (PostgreSQL's

@@ -19,9 +19,13 @@ import (
 // its statements, the audit log, the steps it made ready and the guarded
 // state changes of tasks and steps.
 type Tx struct {
-	Ctx     context.Context
-	X       sqldb.Querier
-	Owned   bool // the store began the transaction (not the caller)
+	Ctx   context.Context
+	X     sqldb.Querier
+	Owned bool // the store began the transaction (not the caller)
+	// Work is what the store began the transaction for, which a DB that
+	// plans work under settings of its own (sqldb.WorkBeginner) began it
+	// on connections of: a claim runs only where claims plan.
+	Work    sqldb.Work
 	H       *Handle
 	Now     int64
 	Engine  string
