@@ -33,13 +33,15 @@ func (s *claims) ExplainClaim(ctx context.Context, p store.ClaimParams) (string,
 // under no policies claims in the statement that selects its steps
 // (unchecked), that statement is the one run.
 func (s *claims) ExplainClaimRun(ctx context.Context, p store.ClaimParams) (string, error) {
-	return s.ExplainClaimRunAs(ctx, sqldb.Claims, p)
+	return ExplainClaimRunAs(ctx, s.Store, sqldb.Claims, p)
 }
 
-// ExplainClaimRunAs is ExplainClaimRun in a transaction of work w, which
-// claims (w.Claiming): the claim loop's, or a batch of outcomes' that
-// claims the steps it made ready.
-func (s *claims) ExplainClaimRunAs(ctx context.Context, w sqldb.Work, p store.ClaimParams) (string, error) {
+// ExplainClaimRunAs is s's ExplainClaimRun in a transaction of work w,
+// for tests to check the plan in each kind of transaction that claims
+// (w.Claiming): the claim loop's, and a batch of outcomes' that claims the
+// steps it made ready. A function, not a method: the stores' API does not
+// name sqldb.Work.
+func ExplainClaimRunAs(ctx context.Context, s *Store, w sqldb.Work, p store.ClaimParams) (string, error) {
 	prefix := s.Dialect.ExplainAnalyze()
 	if prefix == "" {
 		prefix, _ = s.Dialect.Explain()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft/internal/pgtesting"
+	"github.com/weftrun/weft/internal/sqlstore"
 	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/store/postgres"
@@ -111,7 +112,7 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 		// reads the claimed steps and their tasks by primary key. Only
 		// the claimed rows are sorted (for their audit rows).
 		for _, w := range []sqldb.Work{sqldb.Claims, sqldb.Outcomes} {
-			ran, err := s.ExplainClaimRunAs(ctx, w, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+			ran, err := sqlstore.ExplainClaimRunAs(ctx, s.Store, w, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
 			require.NoError(t, err)
 			require.Contains(t, ran, "actual time=", "depth %d, work %d:\n%s", depth, w, ran)
 			require.NotContains(t, ran, "Seq Scan", "depth %d, work %d:\n%s", depth, w, ran)
@@ -127,7 +128,7 @@ func TestClaimReadsReadyIndex(t *testing.T) {
 	}
 	// Work of any other kind claims nothing: its sessions plan from the
 	// statistics, which read tasks in full while they are stale.
-	_, err := s.ExplainClaimRunAs(ctx, sqldb.Other, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
+	_, err := sqlstore.ExplainClaimRunAs(ctx, s.Store, sqldb.Other, store.ClaimParams{Limit: 10, Handlers: []string{"h"}})
 	require.ErrorContains(t, err, "not begun for claims")
 }
 
