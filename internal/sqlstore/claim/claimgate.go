@@ -385,7 +385,15 @@ func (t *ClaimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 			return nil, fmt.Errorf("claim steps: %w", err)
 		}
 		var shut bool
-		if claimed, deps, shut, err = t.readClaimed(rows, st, p.Limit, leaseID); err != nil || shut {
+		// Room for what it will likely claim: under a backlog, its
+		// slots; after a write, about the steps the write made ready
+		// (room for a hundred slots, 450 bytes each, was half of what an
+		// engine allocated in dag7).
+		expect := p.Limit
+		if !inOne {
+			expect = min(expect, max(t.Readied, 1))
+		}
+		if claimed, deps, shut, err = t.readClaimed(rows, st, expect, leaseID); err != nil || shut {
 			return nil, err
 		}
 	} else {
