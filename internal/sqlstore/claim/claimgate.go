@@ -386,11 +386,11 @@ func (t *ClaimTx) claimGated(p store.ClaimParams, inOne bool) ([]store.ClaimedSt
 		}
 		var shut bool
 		// Room for what it will likely claim: under a backlog, its
-		// slots; after a write, about the steps the write made ready
-		// (room for a hundred slots, 450 bytes each, was half of what an
-		// engine allocated in dag7).
+		// slots; otherwise, after a write, about the steps the write
+		// made ready (room for a hundred slots, 450 bytes each, was half
+		// of what an engine allocated in dag7).
 		expect := p.Limit
-		if !inOne {
+		if !inOne && !t.Plan.backlog.Load() {
 			expect = min(expect, max(t.Readied, 1))
 		}
 		if claimed, deps, shut, err = t.readClaimed(rows, st, expect, leaseID); err != nil || shut {
