@@ -263,6 +263,11 @@ upgrade the schema before starting workers.`,
 	}, "it changes the database's schema; run it where the database is reachable")
 }
 
+// argField marks a field that a command takes as an argument, not a flag:
+// the annotation argField+FIELD says the argument ("signal name"), which
+// a usage error about the field names (action).
+const argField = "weft.arg."
+
 // localOnly marks a command that works on a database only: its
 // annotation says why, and the command refuses a configured server rather
 // than silently opening a local database.
@@ -321,7 +326,13 @@ func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command
 		case errors.Is(err, store.ErrInvalid):
 			// What the command was given is not valid, whether the
 			// engine or a server found it: a usage error naming its
-			// flag.
+			// argument or flag.
+			var fe *store.FieldError
+			if errors.As(err, &fe) {
+				if arg, ok := cmd.Annotations[argField+fe.Field]; ok {
+					return usageErrorf("%s %s", arg, fe.Problem)
+				}
+			}
 			return invalidError(err)
 		}
 		return &exitError{code: exitFailed, err: err}

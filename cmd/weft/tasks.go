@@ -15,7 +15,6 @@ import (
 	"github.com/weftrun/weft/client"
 	"github.com/weftrun/weft/internal/cliview"
 	"github.com/weftrun/weft/internal/taskview"
-	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/wire"
 )
 
@@ -174,6 +173,8 @@ name completes with {"signal": NAME, "payload": PAYLOAD} as its result, and
 the steps after it run. If no step waits for it yet, the signal is kept and
 completes the next step that begins to wait for it.`,
 		Args: cobra.ExactArgs(2),
+		// A name the engine or the server refuses is said as NAME.
+		Annotations: map[string]string{argField + "name": "signal name"},
 		RunE: action(func(cmd *cobra.Command, args []string) error {
 			id, err := parseID(args[0])
 			if err != nil {
@@ -193,11 +194,7 @@ completes the next step that begins to wait for it.`,
 			}
 			defer e.Close()
 			delivered, err := e.Signal(ctx, id, args[1], body)
-			var fe *store.FieldError
 			switch {
-			case errors.As(err, &fe) && fe.Field == "name":
-				// The name is the command's argument, not a flag.
-				return usageErrorf("signal name %s", fe.Problem)
 			case errors.Is(err, weft.ErrNotFound):
 				return notFound(id)
 			case errors.Is(err, weft.ErrConflict):
