@@ -22,9 +22,9 @@ type Tx struct {
 	Ctx   context.Context
 	X     sqldb.Querier
 	Owned bool // the store began the transaction (not the caller)
-	// Work is what the store began the transaction for, which a DB that
-	// plans work under settings of its own (sqldb.WorkBeginner) began it
-	// on connections of: a claim runs only where claims plan.
+	// Work is what the store began the transaction for: a DB with
+	// connections for each work (sqldb.WorkBeginner) began it on those,
+	// and a claim runs only in work that claims (sqldb.Work.Claiming).
 	Work    sqldb.Work
 	H       *Handle
 	Now     int64
