@@ -14,40 +14,58 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/store/postgres"
 )
 
-// The cluster scenario: 1, 2, 4 and 8 engine processes on one PostgreSQL
-// database, each this program run again with -cluster-engine (a process
-// of its own, as engines are deployed), burning down one-step tasks
-// queued before they start, then running fanout5 workflows submitted
-// while they run. At each size it measures the throughput, the database's
-// CPU (its processes on this machine), how many of the database's
-// sessions wait on a lock (sampled), and the claim statement's mean and
-// longest time (pg_stat_statements, where loaded).
-
-// clusterSizes are the engine counts the scenario runs.
-var clusterSizes = []int{1, 2, 4, 8}
+// The cluster scenario: engine processes (1, 2, 4 and 8, or -engines)
+// on one PostgreSQL database, each this program run again with
+// -cluster-engine (a process of its own, as engines are deployed),
+// burning down one-step tasks queued before they start, then (weft)
+// running fanout5 workflows submitted while they run. River's clients,
+// in processes of their own too, burn down the same count of no-op jobs.
+// At each size it measures the throughput; the CPU a unit of the
+// database's processes (on this machine) and of the engines'; how many
+// of the database's sessions wait on a lock (sampled); and, where
+// pg_stat_statements is loaded, the claim statement's mean and longest
+// time, the statements and buffers a unit, and the statements that took
+// the most time.
 
 // clusterConns is each engine's connection pool: eight engines stay
 // within a default max_connections of 100.
 const clusterConns = 8
 
-func weftCluster(ctx context.Context, e *env, n int, _ options) (sample, error) {
+func weftCluster(ctx context.Context, e *env, n int, o options) (sample, error) {
+	return cluster(ctx, e, n, o, "weft", []string{"single", "fanout5"})
+}
+
+// riverCluster is the cluster scenario's burn-down with River's clients:
+// River has no workflows.
+func riverCluster(ctx context.Context, e *env, n int, o options) (sample, error) {
+	return cluster(ctx, e, n, o, "river", []string{"single"})
+}
+
+// cluster runs each kind of work with each engine count of -engines,
+// engines of system.
+func cluster(ctx context.Context, e *env, n int, o options, system string, kinds []string) (sample, error) {
 	if e.backend != "postgres" {
 		return sample{}, errors.New("cluster runs engines on one PostgreSQL database: use -backend postgres")
 	}
+	sizes, err := parseEngines(o.engines)
+	if err != nil {
+		return sample{}, err
+	}
 	s := sample{metrics: map[string]float64{}}
-	for _, k := range clusterSizes {
-		for _, kind := range []string{"single", "fanout5"} {
+	for _, k := range sizes {
+		for _, kind := range kinds {
 			units := n
 			if kind == "fanout5" {
 				units = n / 5
 			}
-			fmt.Fprintf(os.Stderr, "bench: cluster %d engine(s), %s\n", k, kind)
-			m, err := clusterRun(ctx, e, k, kind, units)
+			fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s\n", k, system, kind)
+			m, err := clusterRun(ctx, e, system, k, kind, units)
 			if err != nil {
 				return sample{}, fmt.Errorf("%d engines, %s: %w", k, kind, err)
 			}
@@ -62,26 +80,105 @@ func weftCluster(ctx context.Context, e *env, n int, _ options) (sample, error) 
 	return s, nil
 }
 
-// clusterRun runs k engine processes on a fresh database until units of
-// kind (one-step tasks queued before, or fanout5 workflows submitted 100
-// per call while they run) have completed.
-func clusterRun(ctx context.Context, e *env, k int, kind string, units int) (map[string]float64, error) {
+// parseEngines reads -engines: engine counts from 1 to 32, comma-separated.
+func parseEngines(list string) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(list, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 || k > 32 {
+			return nil, fmt.Errorf("-engines %q: %q is not an engine count from 1 to 32", list, f)
+		}
+		sizes = append(sizes, k)
+	}
+	return sizes, nil
+}
+
+// clusterWork is one run's database and work: its URL and name, what to
+// submit while the engines run (nil: the work was queued before), the
+// queries that tell whether any unit is left and count completed units,
+// and the claim statement's pattern in pg_stat_statements.
+type clusterWork struct {
+	url, name  string
+	submit     func(ctx context.Context) error
+	unfinished string
+	completed  string
+	claim      string
+	close      func()
+}
+
+// weftClusterWork is a fresh database with units of kind for weft: one-
+// step tasks queued, or fanout5 workflows submitted 100 a call while the
+// engines run, by an engine that is never started.
+func weftClusterWork(ctx context.Context, e *env, kind string, units int) (clusterWork, error) {
 	wf, ref := oneStep(), "bench/one"
 	if kind == "fanout5" {
 		wf, ref = fanout5(), "bench/fanout5"
 	}
-	// This engine submits and is never started: the k processes run.
 	r, err := openWeft(ctx, e, wf, nil)
+	if err != nil {
+		return clusterWork{}, err
+	}
+	w := clusterWork{
+		url:        r.db.url,
+		name:       r.db.name,
+		unfinished: `SELECT EXISTS (SELECT 1 FROM tasks WHERE state IN ('pending', 'running'))`,
+		completed:  `SELECT count(*) FROM tasks WHERE state = 'completed'`,
+		claim:      `%attempt = attempt + $%, lease_id = $%`,
+		close:      r.close,
+	}
+	if kind == "fanout5" {
+		w.submit = func(ctx context.Context) error { return submitMany(ctx, r.engine, ref, units, 100) }
+		return w, nil
+	}
+	if err := submitMany(ctx, r.engine, ref, units, submitBatch); err != nil {
+		r.close()
+		return clusterWork{}, err
+	}
+	return w, nil
+}
+
+// riverClusterWork is a fresh database of River's schema with units
+// no-op jobs queued, by a client that is never started.
+func riverClusterWork(ctx context.Context, e *env, units int) (clusterWork, error) {
+	r, err := openRiver(ctx, e, func() {})
+	if err != nil {
+		return clusterWork{}, err
+	}
+	if err := insertNoops(ctx, r.ops, units); err != nil {
+		r.close()
+		return clusterWork{}, err
+	}
+	return clusterWork{
+		url:        r.count.db.url,
+		name:       r.count.db.name,
+		unfinished: `SELECT EXISTS (SELECT 1 FROM river_job WHERE state IN ('available', 'running'))`,
+		completed:  `SELECT count(*) FROM river_job WHERE state = 'completed'`,
+		claim:      `%locked_jobs%`,
+		close:      r.close,
+	}, nil
+}
+
+// clusterRun runs k engine processes of system on a fresh database until
+// units of kind (one-step tasks queued before, or fanout5 workflows
+// submitted 100 per call while they run) have completed.
+func clusterRun(ctx context.Context, e *env, system string, k int, kind string, units int) (map[string]float64, error) {
+	var w clusterWork
+	var err error
+	if system == "river" {
+		w, err = riverClusterWork(ctx, e, units)
+	} else {
+		w, err = weftClusterWork(ctx, e, kind, units)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer r.close()
-	if kind == "single" {
-		if err := submitMany(ctx, r.engine, ref, units, submitBatch); err != nil {
-			return nil, err
-		}
+	defer w.close()
+	poll, err := pgxpool.New(ctx, w.url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the bench database: %w", err)
 	}
-	engines, err := startEngines(ctx, r.db.url, k)
+	defer poll.Close()
+	engines, err := startEngines(ctx, w.url, system, e.riverCooldown, k)
 	defer engines.stop()
 	if err != nil {
 		return nil, err
@@ -95,24 +192,26 @@ func clusterRun(ctx context.Context, e *env, k int, kind string, units int) (map
 	if err != nil {
 		return nil, err
 	}
+	engineCPU0 := engines.cpu()
 	sampling, stopSampling := context.WithCancel(ctx)
 	waits := make(chan lockWaits, 1)
-	go func() { waits <- sampleLockWaits(sampling, e, r.db.name) }()
+	go func() { waits <- sampleLockWaits(sampling, e, w.name) }()
 	start := time.Now()
 	if err := engines.start(); err != nil {
 		stopSampling()
 		return nil, err
 	}
-	if kind == "fanout5" {
-		if err := submitMany(ctx, r.engine, ref, units, 100); err != nil {
+	fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s: started\n", k, system, kind)
+	if w.submit != nil {
+		if err := w.submit(ctx); err != nil {
 			stopSampling()
 			return nil, err
 		}
 	}
-	err = waitCompleted(ctx, r.db.url, units)
+	err = waitDone(ctx, poll, w)
 	elapsed := time.Since(start).Seconds()
 	stopSampling()
-	w := <-waits
+	waited := <-waits
 	if err != nil {
 		return nil, err
 	}
@@ -120,42 +219,110 @@ func clusterRun(ctx context.Context, e *env, k int, kind string, units int) (map
 	if err != nil {
 		return nil, err
 	}
-	m := map[string]float64{"per_s": float64(units) / elapsed, "db_cores": (cpu1 - cpu0) / elapsed}
-	if w.samples > 0 {
-		m["lock_waits"] = float64(w.sum) / float64(w.samples)
+	engineCPU := engines.cpu() - engineCPU0
+	m := map[string]float64{
+		"per_s":                  float64(units) / elapsed,
+		"db_cores":               (cpu1 - cpu0) / elapsed,
+		"engine_cores":           engineCPU / elapsed,
+		"db_cpu_us_per_unit":     1e6 * (cpu1 - cpu0) / float64(units),
+		"engine_cpu_us_per_unit": 1e6 * engineCPU / float64(units),
 	}
-	fmt.Fprintf(os.Stderr, "bench: cluster %d engine(s), %s: most lock waits: %s\n", k, kind, w.top())
+	if waited.samples > 0 {
+		m["lock_waits"] = float64(waited.sum) / float64(waited.samples)
+	}
+	fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s: most lock waits: %s\n", k, system, kind, waited.top())
 	if e.pgss {
 		var mean, longest float64
 		err := e.admin.QueryRow(ctx, `SELECT COALESCE(sum(total_exec_time) / NULLIF(sum(calls), 0), 0), COALESCE(max(max_exec_time), 0)
 			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
-				AND query LIKE '%attempt = attempt + $%, lease_id = $%'`, r.db.name).Scan(&mean, &longest)
+				AND query LIKE $2`, w.name, w.claim).Scan(&mean, &longest)
 		if err != nil {
 			return nil, fmt.Errorf("claim statements: %w", err)
 		}
 		m["claim_mean_ms"], m["claim_max_ms"] = mean, longest
+		top, err := topStatements(ctx, e, w.name, units)
+		if err != nil {
+			return nil, err
+		}
+		for name, v := range top.totals {
+			m[name] = v
+		}
+		fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s: the database's time by statement:\n%s", k, system, kind, top.text)
+	}
+	var done int
+	if err := poll.QueryRow(ctx, w.completed).Scan(&done); err != nil {
+		return nil, fmt.Errorf("count completed units: %w", err)
+	}
+	if done != units {
+		return nil, fmt.Errorf("%d of %d units completed", done, units)
 	}
 	return m, nil
 }
 
-// waitCompleted polls the database at url until units tasks completed.
-func waitCompleted(ctx context.Context, url string, units int) error {
-	pool, err := pgxpool.New(ctx, url)
+// statementTimes is what topStatements found: the statements a unit and
+// the database's execution time and buffers a unit, and the eight
+// statements that took most of the time, as text.
+type statementTimes struct {
+	totals map[string]float64
+	text   string
+}
+
+// topStatements reads pg_stat_statements for database name after units
+// of work: how many statements a unit took, how long they ran and how
+// many buffers they read, and which statements took the most time.
+func topStatements(ctx context.Context, e *env, name string, units int) (statementTimes, error) {
+	rows, err := e.admin.Query(ctx, `SELECT calls, total_exec_time, rows, shared_blks_hit + shared_blks_read, left(regexp_replace(query, '\s+', ' ', 'g'), 80)
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
+		ORDER BY total_exec_time DESC`, name)
 	if err != nil {
-		return fmt.Errorf("connect to the bench database: %w", err)
+		return statementTimes{}, fmt.Errorf("statement times: %w", err)
 	}
-	defer pool.Close()
+	defer rows.Close()
+	var b strings.Builder
+	var calls, total, buffers float64
+	shown := 0
+	for rows.Next() {
+		var c, n, blocks int64
+		var ms float64
+		var q string
+		if err := rows.Scan(&c, &ms, &n, &blocks, &q); err != nil {
+			return statementTimes{}, fmt.Errorf("statement times: %w", err)
+		}
+		calls += float64(c)
+		total += ms
+		buffers += float64(blocks)
+		if shown < 8 {
+			fmt.Fprintf(&b, "  %8.0f ms %7d calls %7.3f ms each %6.1f rows %7.0f buffers each  %s\n", ms, c, ms/float64(max(c, 1)), float64(n)/float64(max(c, 1)), float64(blocks)/float64(max(c, 1)), q)
+			shown++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return statementTimes{}, fmt.Errorf("statement times: %w", err)
+	}
+	u := float64(units)
+	return statementTimes{
+		totals: map[string]float64{"stmts_per_unit": calls / u, "db_exec_us_per_unit": 1000 * total / u, "buffers_per_unit": buffers / u},
+		text:   b.String(),
+	}, nil
+}
+
+// waitDone polls the database until the work w describes is done. Each
+// poll asks whether any unit is left, which an index answers at once:
+// counting the completed units at every poll would read a table as large
+// as the run, and the database would spend a good part of its time on
+// the bench.
+func waitDone(ctx context.Context, db *pgxpool.Pool, w clusterWork) error {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		var done int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE state = 'completed'`).Scan(&done); err != nil {
-			return fmt.Errorf("count completed tasks: %w", err)
+		var left bool
+		if err := db.QueryRow(ctx, w.unfinished).Scan(&left); err != nil {
+			return fmt.Errorf("look for unfinished units: %w", err)
 		}
-		if done >= units {
+		if !left {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d tasks completed in 10 minutes", done, units)
+			return errors.New("units still unfinished after 10 minutes")
 		}
 		select {
 		case <-ctx.Done():
@@ -223,31 +390,37 @@ func postgresCPU() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var ticks int64
+	var seconds float64
 	for _, d := range dirs {
 		comm, err := os.ReadFile(filepath.Join(d, "comm"))
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the command's closing parenthesis: utime and stime
-		// are the 12th and 13th.
-		_, rest, ok := strings.Cut(string(stat), ") ")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + s
+		seconds += procCPU(d)
 	}
-	return float64(ticks) / 100, nil // USER_HZ
+	return seconds, nil
+}
+
+// procCPU is the CPU time, in seconds, of the process whose /proc
+// directory is dir (0 where it is gone).
+func procCPU(dir string) float64 {
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: utime and stime
+	// are the 12th and 13th.
+	_, rest, ok := strings.Cut(string(stat), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return float64(u+s) / 100 // USER_HZ
 }
 
 // engineProcs are the engine processes of one run.
@@ -256,16 +429,16 @@ type engineProcs struct {
 	ins  []io.WriteCloser
 }
 
-// startEngines runs k engine processes on url and waits until each is
-// ready to start.
-func startEngines(ctx context.Context, url string, k int) (*engineProcs, error) {
+// startEngines runs k engine processes of system on url and waits until
+// each is ready to start.
+func startEngines(ctx context.Context, url, system string, riverCooldown time.Duration, k int) (*engineProcs, error) {
 	p := &engineProcs{}
 	self, err := os.Executable()
 	if err != nil {
 		return p, err
 	}
 	for range k {
-		cmd := exec.CommandContext(ctx, self, "-cluster-engine", url)
+		cmd := exec.CommandContext(ctx, self, "-cluster-engine", url, "-systems", system, "-river-fetch-cooldown", riverCooldown.String())
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -285,6 +458,15 @@ func startEngines(ctx context.Context, url string, k int) (*engineProcs, error) 
 		}
 	}
 	return p, nil
+}
+
+// cpu is the CPU time, in seconds, the engine processes used so far.
+func (p *engineProcs) cpu() float64 {
+	var seconds float64
+	for _, cmd := range p.cmds {
+		seconds += procCPU(fmt.Sprintf("/proc/%d", cmd.Process.Pid))
+	}
+	return seconds
 }
 
 // start tells every engine to start.
@@ -315,27 +497,48 @@ func (p *engineProcs) stop() {
 }
 
 // clusterEngine is one engine process of the cluster scenario: it opens
-// url, says "ready", starts on "go" and stops when its stdin closes.
-func clusterEngine(url string) error {
+// url, says "ready", starts on "go" and stops when its stdin closes. Its
+// engine is weft's, or River's client where system is river.
+func clusterEngine(url, system string, riverCooldown time.Duration) error {
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: clusterConns, Logger: quiet})
-	if err != nil {
-		return fmt.Errorf("open weft store: %w", err)
+	var start, stop func(context.Context) error
+	if system == "river" {
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return err
+		}
+		cfg.MaxConns = clusterConns
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("open River's pool: %w", err)
+		}
+		defer pool.Close()
+		c, err := riverWorkerClient(riverpgxv5.New(pool), riverCooldown, func() {})
+		if err != nil {
+			return err
+		}
+		start, stop = c.start, c.stop
+	} else {
+		s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: clusterConns, Logger: quiet})
+		if err != nil {
+			return fmt.Errorf("open weft store: %w", err)
+		}
+		defer s.Close()
+		eng, err := weft.New(s, weft.Config{Concurrency: workerConcurrency, Logger: quiet})
+		if err != nil {
+			return err
+		}
+		eng.Handle("noop", noop)
+		start, stop = eng.Start, eng.Stop
 	}
-	defer s.Close()
-	eng, err := weft.New(s, weft.Config{Concurrency: workerConcurrency, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	eng.Handle("noop", noop)
 	fmt.Println("ready")
 	in := bufio.NewReader(os.Stdin)
 	if line, err := in.ReadString('\n'); err != nil || line != "go\n" {
 		return fmt.Errorf("want go on stdin, got %q (%v)", line, err)
 	}
-	if err := eng.Start(ctx); err != nil {
+	if err := start(ctx); err != nil {
 		return err
 	}
 	_, _ = io.Copy(io.Discard, in) // until stdin closes
-	return eng.Stop(ctx)
+	return stop(ctx)
 }

@@ -49,6 +49,7 @@ type options struct {
 	memprofile string
 	pgStats    bool
 	policies   string
+	engines    string
 
 	riverCooldown time.Duration
 	clusterEngine string
@@ -62,6 +63,7 @@ func main() {
 	flag.IntVar(&o.n, "n", 0, "size of the scenario (tasks, runs, or the largest queue depth); 0: the scenario's default")
 	flag.IntVar(&o.runs, "runs", 3, "runs of each system per scenario, alternating weft and River; the median is reported")
 	flag.StringVar(&o.policies, "policies", "", "policies scenario: the variants to run, comma-separated (none, pause, limits, rates, weights, breaker, all); default: all of them")
+	flag.StringVar(&o.engines, "engines", "1,2,4,8", "cluster scenario: the engine counts to run, comma-separated")
 	flag.StringVar(&o.systems, "systems", "weft,river", "systems to run, comma-separated (weft, river); use one to profile it alone")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the idle scenario observes each engine")
 	flag.StringVar(&o.results, "results", "results/results.jsonl", "JSON-lines file the results are appended to")
@@ -75,7 +77,7 @@ func main() {
 	flag.Parse()
 
 	if o.clusterEngine != "" {
-		if err := clusterEngine(o.clusterEngine); err != nil {
+		if err := clusterEngine(o.clusterEngine, o.systems, o.riverCooldown); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: cluster engine:", err)
 			os.Exit(1)
 		}
@@ -115,6 +117,9 @@ func run(o options) error {
 	}
 	systems, err := parseSystems(o.systems)
 	if err != nil {
+		return err
+	}
+	if _, err := parseEngines(o.engines); err != nil {
 		return err
 	}
 

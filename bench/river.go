@@ -44,6 +44,8 @@ func (r riverClient[TTx]) insertMany(ctx context.Context, p []river.InsertManyPa
 func (r riverClient[TTx]) start(ctx context.Context) error { return r.c.Start(ctx) }
 func (r riverClient[TTx]) stop(ctx context.Context) error  { return r.c.Stop(ctx) }
 
+// newRiverClient migrates drv's database to River's schema and makes a
+// client of MaxWorkers workers that call work for each job.
 func newRiverClient[TTx any](ctx context.Context, drv riverdriver.Driver[TTx], cooldown time.Duration, work func()) (riverClient[TTx], error) {
 	m, err := rivermigrate.New(drv, &rivermigrate.Config{Logger: quiet})
 	if err != nil {
@@ -52,6 +54,11 @@ func newRiverClient[TTx any](ctx context.Context, drv riverdriver.Driver[TTx], c
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return riverClient[TTx]{}, fmt.Errorf("river migrate: %w", err)
 	}
+	return riverWorkerClient(drv, cooldown, work)
+}
+
+// riverWorkerClient is newRiverClient on a database already migrated.
+func riverWorkerClient[TTx any](drv riverdriver.Driver[TTx], cooldown time.Duration, work func()) (riverClient[TTx], error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
 		work()
