@@ -33,12 +33,12 @@ import (
 // time, the statements and buffers a unit, and the statements that took
 // the most time.
 
-// clusterConns is each engine's connection pool: eight engines stay
-// within a default max_connections of 100.
-const clusterConns = 8
-
 func weftCluster(ctx context.Context, e *env, n int, o options) (sample, error) {
-	return cluster(ctx, e, n, o, "weft", []string{"single", "fanout5"})
+	kinds, err := parseClusterWork(o.work)
+	if err != nil {
+		return sample{}, err
+	}
+	return cluster(ctx, e, n, o, "weft", kinds)
 }
 
 // riverCluster is the cluster scenario's burn-down with River's clients:
@@ -65,7 +65,7 @@ func cluster(ctx context.Context, e *env, n int, o options, system string, kinds
 				units = n / 5
 			}
 			fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s\n", k, system, kind)
-			m, err := clusterRun(ctx, e, system, k, kind, units)
+			m, err := clusterRun(ctx, e, o, system, k, kind, units)
 			if err != nil {
 				return sample{}, fmt.Errorf("%d engines, %s: %w", k, kind, err)
 			}
@@ -91,6 +91,19 @@ func parseEngines(list string) ([]int, error) {
 		sizes = append(sizes, k)
 	}
 	return sizes, nil
+}
+
+// parseClusterWork reads -work: single, fanout5 or both, comma-separated.
+func parseClusterWork(list string) ([]string, error) {
+	var kinds []string
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f != "single" && f != "fanout5" {
+			return nil, fmt.Errorf("-work %q: %q is not single or fanout5", list, f)
+		}
+		kinds = append(kinds, f)
+	}
+	return kinds, nil
 }
 
 // clusterWork is one run's database and work: its URL and name, what to
@@ -161,7 +174,7 @@ func riverClusterWork(ctx context.Context, e *env, units int) (clusterWork, erro
 // clusterRun runs k engine processes of system on a fresh database until
 // units of kind (one-step tasks queued before, or fanout5 workflows
 // submitted 100 per call while they run) have completed.
-func clusterRun(ctx context.Context, e *env, system string, k int, kind string, units int) (map[string]float64, error) {
+func clusterRun(ctx context.Context, e *env, o options, system string, k int, kind string, units int) (map[string]float64, error) {
 	var w clusterWork
 	var err error
 	if system == "river" {
@@ -178,7 +191,7 @@ func clusterRun(ctx context.Context, e *env, system string, k int, kind string, 
 		return nil, fmt.Errorf("connect to the bench database: %w", err)
 	}
 	defer poll.Close()
-	engines, err := startEngines(ctx, w.url, system, e.riverCooldown, k)
+	engines, err := startEngines(ctx, w.url, system, o, k)
 	defer engines.stop()
 	if err != nil {
 		return nil, err
@@ -429,16 +442,17 @@ type engineProcs struct {
 	ins  []io.WriteCloser
 }
 
-// startEngines runs k engine processes of system on url and waits until
-// each is ready to start.
-func startEngines(ctx context.Context, url, system string, riverCooldown time.Duration, k int) (*engineProcs, error) {
+// startEngines runs k engine processes of system on url, with o's
+// settings, and waits until each is ready to start.
+func startEngines(ctx context.Context, url, system string, o options, k int) (*engineProcs, error) {
 	p := &engineProcs{}
 	self, err := os.Executable()
 	if err != nil {
 		return p, err
 	}
 	for range k {
-		cmd := exec.CommandContext(ctx, self, "-cluster-engine", url, "-systems", system, "-river-fetch-cooldown", riverCooldown.String())
+		cmd := exec.CommandContext(ctx, self, "-cluster-engine", url, "-systems", system,
+			"-river-fetch-cooldown", o.riverCooldown.String(), "-conns", strconv.Itoa(o.conns))
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -498,28 +512,29 @@ func (p *engineProcs) stop() {
 
 // clusterEngine is one engine process of the cluster scenario: it opens
 // url, says "ready", starts on "go" and stops when its stdin closes. Its
-// engine is weft's, or River's client where system is river.
-func clusterEngine(url, system string, riverCooldown time.Duration) error {
+// engine is weft's, or River's client where o.systems is river, on
+// o.conns connections.
+func clusterEngine(url string, o options) error {
 	ctx := context.Background()
 	var start, stop func(context.Context) error
-	if system == "river" {
+	if o.systems == "river" {
 		cfg, err := pgxpool.ParseConfig(url)
 		if err != nil {
 			return err
 		}
-		cfg.MaxConns = clusterConns
+		cfg.MaxConns = int32(o.conns)
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("open River's pool: %w", err)
 		}
 		defer pool.Close()
-		c, err := riverWorkerClient(riverpgxv5.New(pool), riverCooldown, func() {})
+		c, err := riverWorkerClient(riverpgxv5.New(pool), o.riverCooldown, func() {})
 		if err != nil {
 			return err
 		}
 		start, stop = c.start, c.stop
 	} else {
-		s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: clusterConns, Logger: quiet})
+		s, err := postgres.Open(ctx, url, postgres.Options{MaxConns: o.conns, Logger: quiet})
 		if err != nil {
 			return fmt.Errorf("open weft store: %w", err)
 		}

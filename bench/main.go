@@ -50,6 +50,8 @@ type options struct {
 	pgStats    bool
 	policies   string
 	engines    string
+	conns      int
+	work       string
 
 	riverCooldown time.Duration
 	clusterEngine string
@@ -64,6 +66,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 3, "runs of each system per scenario, alternating weft and River; the median is reported")
 	flag.StringVar(&o.policies, "policies", "", "policies scenario: the variants to run, comma-separated (none, pause, limits, rates, weights, breaker, all); default: all of them")
 	flag.StringVar(&o.engines, "engines", "1,2,4,8", "cluster scenario: the engine counts to run, comma-separated")
+	flag.IntVar(&o.conns, "conns", 8, "cluster scenario: each engine's connections (eight engines of 8 stay within a default max_connections of 100)")
+	flag.StringVar(&o.work, "work", "single,fanout5", "cluster scenario: what weft's engines run, comma-separated (single, fanout5); River's run single")
 	flag.StringVar(&o.systems, "systems", "weft,river", "systems to run, comma-separated (weft, river); use one to profile it alone")
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "how long the idle scenario observes each engine")
 	flag.StringVar(&o.results, "results", "results/results.jsonl", "JSON-lines file the results are appended to")
@@ -77,7 +81,7 @@ func main() {
 	flag.Parse()
 
 	if o.clusterEngine != "" {
-		if err := clusterEngine(o.clusterEngine, o.systems, o.riverCooldown); err != nil {
+		if err := clusterEngine(o.clusterEngine, o); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: cluster engine:", err)
 			os.Exit(1)
 		}
@@ -121,6 +125,12 @@ func run(o options) error {
 	}
 	if _, err := parseEngines(o.engines); err != nil {
 		return err
+	}
+	if _, err := parseClusterWork(o.work); err != nil {
+		return err
+	}
+	if o.conns < 1 || o.conns > 64 {
+		return fmt.Errorf("-conns %d: want 1 to 64", o.conns)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
