@@ -268,7 +268,7 @@ func New(s store.Store, cfg Config) (*Engine, error) {
 		}})
 	e.schedules = scheduler{store: s, log: e.log, events: &e.events, prepare: e.prepare, engineID: e.ID, nudge: e.maint.Nudge}
 	e.exec.init(e)
-	e.defs = Definitions{e: e, workflows: map[string]*workflow.Workflow{}}
+	e.defs = Definitions{e: e, workflows: map[string]*workflow.Workflow{}, reading: map[string]chan struct{}{}}
 	e.funcs.store, e.funcs.defs = s, &e.defs
 	e.workers.e = e
 	e.completer.init(e)

@@ -19,6 +19,7 @@ type Definitions struct {
 	e         *Engine
 	mu        sync.Mutex
 	workflows map[string]*workflow.Workflow // by Ref
+	reading   map[string]chan struct{}      // versions being read, by Ref; closed when read
 	conds     conditions                    // compiled step conditions
 }
 
@@ -86,11 +87,45 @@ func (d *Definitions) Workflow(ctx context.Context, namespace, name, version str
 }
 
 // get returns a registered workflow, decoded once; version "" means the
-// newest.
+// newest. Of the callers that want a version not decoded yet, one reads
+// it and the others wait for it: an engine that starts with a hundred free
+// slots claims a hundred steps of one version at once.
 func (d *Definitions) get(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
-	if w := d.decoded(namespace, name, version); w != nil {
-		return w, nil
+	if version == "" {
+		return d.read(ctx, namespace, name, version)
 	}
+	ref := namespace + "/" + name + "@" + version
+	for {
+		d.mu.Lock()
+		if w := d.workflows[ref]; w != nil {
+			d.mu.Unlock()
+			return w, nil
+		}
+		wait, busy := d.reading[ref]
+		if !busy {
+			done := make(chan struct{})
+			d.reading[ref] = done
+			d.mu.Unlock()
+			w, err := d.read(ctx, namespace, name, version)
+			d.mu.Lock()
+			delete(d.reading, ref)
+			d.mu.Unlock()
+			close(done)
+			return w, err
+		}
+		d.mu.Unlock()
+		// Read again if the reader failed (its context may have ended).
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait:
+		}
+	}
+}
+
+// read reads a workflow version from the store and decodes it, unless the
+// engine decoded it before; version "" means the newest.
+func (d *Definitions) read(ctx context.Context, namespace, name, version string) (*workflow.Workflow, error) {
 	rec, err := d.e.store.GetWorkflow(ctx, namespace, name, version)
 	if err != nil {
 		return nil, err
