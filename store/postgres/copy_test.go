@@ -14,16 +14,6 @@ import (
 	"github.com/weftrun/weft/store/postgres"
 )
 
-// copyRows is a sqldb.CopySource of rows held in memory.
-type copyRows struct {
-	rows [][]any
-	next int
-}
-
-func (r *copyRows) Next() bool             { r.next++; return r.next <= len(r.rows) }
-func (r *copyRows) Values() ([]any, error) { return r.rows[r.next-1], nil }
-func (r *copyRows) Err() error             { return nil }
-
 // valueOf is the value a row's v, a T or a *T, writes: nil for NULL.
 func valueOf[T any](v any) *T {
 	switch v := v.(type) {
@@ -59,7 +49,7 @@ func TestCopyWritesEveryKindOfValue(t *testing.T) {
 		if _, err := tx.Exec(ctx, `SET LOCAL search_path = `+schema); err != nil {
 			return 0, err
 		}
-		n, err := tx.(sqldb.Copier).CopyFrom(ctx, "c", columns, &copyRows{rows: rows})
+		n, err := tx.(sqldb.Copier).CopyFrom(ctx, "c", columns, sqldb.NewCopyRows(rows))
 		if err != nil {
 			require.NoError(t, tx.Rollback(ctx))
 			return 0, err

@@ -178,6 +178,9 @@ func (h *harness) checkSubmitted(batch []store.TaskInsert, res []store.InsertRes
 		for _, a := range trail {
 			require.Equal(t, "", a.From)
 			require.Equal(t, "submitted", a.Reason)
+			require.True(t, got.CreatedAt.Equal(a.At), "task %d: submitted at %s, audited at %s", i, got.CreatedAt, a.At)
+			require.Zero(t, a.Attempt)
+			require.Empty(t, a.EngineID)
 			events = append(events, a.Step+"/"+a.To)
 		}
 		require.Equal(t, want, events, "task %d", i)
@@ -206,9 +209,25 @@ func testBulkSubmitWithoutKeys(t *testing.T, h *harness) {
 		for i := range batch {
 			all = append(all, i)
 		}
+		from, err := h.s.HistoryEnd(h.ctx)
+		require.NoError(t, err)
 		res := h.insert(batch...)
 		require.Len(t, res, len(batch))
 		h.checkSubmitted(batch, res, all)
+		// The history tells each submission as its audit trail does.
+		ids := make([]int64, len(res))
+		trails := map[int64]int{}
+		for i, r := range res {
+			ids[i] = r.Task.ID
+			trails[r.Task.ID] = h.auditCount(r.Task.ID)
+		}
+		told := map[int64]int{}
+		for _, e := range h.history(store.HistoryQuery{After: from}, h.auditCount(ids...)) {
+			if _, ours := trails[e.TaskID]; ours {
+				told[e.TaskID]++
+			}
+		}
+		require.Equal(t, trails, told)
 		for c := range copies {
 			delayed, dag := h.task(res[4*c+1].Task.ID), h.task(res[4*c+2].Task.ID)
 			require.Equal(t, map[string]state.Step{"a": state.StepWaiting, "b": state.StepPending, "c": state.StepPending, "d": state.StepPending}, states(delayed))

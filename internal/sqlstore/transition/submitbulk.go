@@ -158,11 +158,6 @@ func (t *submitTx) insertBulk(tpl templates, tasks []store.TaskInsert, out []sto
 	return nil
 }
 
-// copyMinRows is the fewest rows written with COPY: COPY costs the
-// database less per row than an INSERT, but a round trip more (and the
-// tasks' ids one more statement), which a few rows do not pay back.
-const copyMinRows = 64
-
 // inserted is a task row written: its id, and whether it was inserted (not
 // when its key exists).
 type inserted struct {
@@ -185,7 +180,7 @@ var taskPending any = string(state.TaskPending)
 // third less than insertTasksBulk.
 func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 	n := len(rows)
-	if cp, ok := t.X.(sqldb.Copier); ok && !keyed && n >= copyMinRows {
+	if cp, ok := t.X.(sqldb.Copier); ok && !keyed && n >= sqldb.CopyMinRows {
 		ids, err := t.Int64s(`SELECT nextval((SELECT pg_get_serial_sequence('tasks', 'id')::regclass)) FROM generate_series(1, ?)`, n)
 		if err != nil {
 			return nil, fmt.Errorf("take ids: %w", err)
@@ -207,7 +202,7 @@ func (t *submitTx) writeTasks(rows [][]any, keyed bool) ([]inserted, error) {
 			copied[i] = all[start:len(all):len(all)]
 			got[i] = inserted{ids[i], true}
 		}
-		if _, err := cp.CopyFrom(t.Ctx, "tasks", taskCopyColumns, &rowSource{rows: copied}); err != nil {
+		if _, err := cp.CopyFrom(t.Ctx, "tasks", taskCopyColumns, sqldb.NewCopyRows(copied)); err != nil {
 			return nil, err
 		}
 		return got, nil
@@ -269,8 +264,8 @@ func (t *submitTx) insertSteps(steps [][]any) error {
 	if len(steps) == 0 {
 		return nil
 	}
-	if c, ok := t.X.(sqldb.Copier); ok && len(steps) >= copyMinRows {
-		_, err := c.CopyFrom(t.Ctx, "steps", stepInsertColumns, &rowSource{rows: steps})
+	if c, ok := t.X.(sqldb.Copier); ok && len(steps) >= sqldb.CopyMinRows {
+		_, err := c.CopyFrom(t.Ctx, "steps", stepInsertColumns, sqldb.NewCopyRows(steps))
 		return err
 	}
 	cols, err := columnArrays(steps)
@@ -280,18 +275,6 @@ func (t *submitTx) insertSteps(steps [][]any) error {
 	_, err = t.Exec(insertStepsBulk, cols...)
 	return err
 }
-
-// rowSource yields rows to a COPY.
-type rowSource struct {
-	rows [][]any
-	next int
-}
-
-func (r *rowSource) Next() bool { r.next++; return r.next <= len(r.rows) }
-
-func (r *rowSource) Err() error { return nil }
-
-func (r *rowSource) Values() ([]any, error) { return r.rows[r.next-1], nil }
 
 // columnArrays turns rows into one array per column, for unnest. The values
 // of a column share one type: int64, string, *int64 or *string.
