@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/weftrun/weft/internal/sqlstore/sqldb"
 	"github.com/weftrun/weft/state"
 )
 
@@ -142,12 +141,6 @@ func (t *Tx) FlushAudit() error {
 			return fmt.Errorf("audit step %q of task %d: its run ends without the step's id to record its claim with", e.step, e.taskID)
 		}
 	}
-	if c, ok := t.X.(sqldb.Copier); ok && len(entries) >= sqldb.CopyMinRows && copyable(entries) {
-		if _, err := c.CopyFrom(t.Ctx, "audit", auditCopyColumns, sqldb.NewCopyRows(t.auditCopyRows(entries))); err != nil {
-			return fmt.Errorf("audit: %w", err)
-		}
-		return nil
-	}
 	var from string
 	var args []any
 	if t.ByParams(len(entries)) {
@@ -158,46 +151,6 @@ func (t *Tx) FlushAudit() error {
 	q := `INSERT INTO audit (task_id, step, from_state, to_state, at, attempt, engine_id, reason, task_from, task_to, task_reason, steps, claim)
 		SELECT u_task, u_step, u_from, u_to, CASE WHEN u_at = 0 THEN ? ELSE u_at END, u_attempt, u_engine, u_reason, u_task_from, u_task_to, u_task_reason, u_steps, ` + claimOfRun + ` FROM ` + from
 	return t.Soon("audit", q, append([]any{t.Now}, args...)...)
-}
-
-// copyable reports whether entries may be copied (COPY) as they are: none
-// ends a run whose claim the row reads from the step (claimOfRun).
-func copyable(entries []auditRow) bool {
-	for i := range entries {
-		if entries[i].StepID != 0 && !entries[i].ClaimRead {
-			return false
-		}
-	}
-	return true
-}
-
-// auditCopyColumns are the columns a COPY of audit rows sets; the others
-// (id, txid, part) take their defaults, as in FlushAudit's INSERT.
-var auditCopyColumns = []string{"task_id", "step", "from_state", "to_state", "at", "attempt", "engine_id", "reason",
-	"task_from", "task_to", "task_reason", "steps", "claim"}
-
-// auditCopyRows are entries as rows of auditCopyColumns: what FlushAudit's
-// INSERT writes of each (an entry without a time is the transaction's).
-func (t *Tx) auditCopyRows(entries []auditRow) [][]any {
-	cols := len(auditCopyColumns)
-	rows := make([][]any, len(entries))
-	all := make([]any, 0, len(entries)*cols)
-	for i := range entries {
-		e := &entries[i]
-		at := e.at
-		if at == 0 {
-			at = t.Now
-		}
-		claim := ""
-		if e.ClaimRead && e.Claim != nil {
-			claim = e.Claim.text()
-		}
-		start := len(all)
-		all = append(all, e.taskID, e.step, e.from, e.to, at, int64(e.Attempt), e.engine, e.reason,
-			e.taskFrom, e.taskTo, e.taskReason, e.stepsText(), claim)
-		rows[i] = all[start:len(all):len(all)]
-	}
-	return rows
 }
 
 // auditRowset are the columns of FlushAudit's rowset.
