@@ -106,12 +106,13 @@ func (d *Definitions) get(ctx context.Context, namespace, name, version string) 
 			done := make(chan struct{})
 			d.reading[ref] = done
 			d.mu.Unlock()
-			w, err := d.read(ctx, namespace, name, version)
-			d.mu.Lock()
-			delete(d.reading, ref)
-			d.mu.Unlock()
-			close(done)
-			return w, err
+			defer func() {
+				d.mu.Lock()
+				delete(d.reading, ref)
+				d.mu.Unlock()
+				close(done)
+			}()
+			return d.read(ctx, namespace, name, version)
 		}
 		d.mu.Unlock()
 		// Read again if the reader failed (its context may have ended).
