@@ -64,9 +64,17 @@ func flagError(flag string, err error) error {
 	return usageErrorf("%s: %v", flag, err)
 }
 
-// fieldFlags names the flag of a field where it is not the field's own
-// name with dashes ("on_conflict": --on-conflict).
-var fieldFlags = map[string]string{"tags": "--tag", "idempotency_key": "--key"}
+// fieldFlag is the flag of a field: the field's own name with dashes
+// ("on_conflict": --on-conflict), but for those named otherwise.
+func fieldFlag(field string) string {
+	switch field {
+	case "tags":
+		return "--tag"
+	case "idempotency_key":
+		return "--key"
+	}
+	return "--" + strings.ReplaceAll(field, "_", "-")
+}
 
 // invalidError is the usage error (exit status 2) for err, an ErrInvalid
 // from what a command's flags gave (a submission, a webhook): one about a
@@ -85,10 +93,7 @@ func invalidError(err error) error {
 	if i := strings.IndexAny(field, ".["); i > 0 {
 		field, inside = field[:i], strings.TrimPrefix(field[i:], ".")
 	}
-	flag, ok := fieldFlags[field]
-	if !ok {
-		flag = "--" + strings.ReplaceAll(field, "_", "-")
-	}
+	flag := fieldFlag(field)
 	if inside != "" {
 		return usageErrorf("%s: %s: %s", flag, inside, fe.Problem)
 	}
