@@ -2,13 +2,16 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +37,7 @@ import (
 // the most time.
 
 func weftCluster(ctx context.Context, e *env, n int, o options) (sample, error) {
-	kinds, err := parseClusterWork(o.work)
-	if err != nil {
-		return sample{}, err
-	}
-	return cluster(ctx, e, n, o, "weft", kinds)
+	return cluster(ctx, e, n, o, "weft", o.kinds)
 }
 
 // riverCluster is the cluster scenario's burn-down with River's clients:
@@ -53,12 +52,8 @@ func cluster(ctx context.Context, e *env, n int, o options, system string, kinds
 	if e.backend != "postgres" {
 		return sample{}, errors.New("cluster runs engines on one PostgreSQL database: use -backend postgres")
 	}
-	sizes, err := parseEngines(o.engines)
-	if err != nil {
-		return sample{}, err
-	}
 	s := sample{metrics: map[string]float64{}}
-	for _, k := range sizes {
+	for _, k := range o.sizes {
 		for _, kind := range kinds {
 			units := n
 			if kind == "fanout5" {
@@ -106,12 +101,13 @@ func parseClusterWork(list string) ([]string, error) {
 	return kinds, nil
 }
 
-// clusterWork is one run's database and work: its URL and name, what to
-// submit while the engines run (nil: the work was queued before), the
-// queries that tell whether any unit is left and count completed units,
-// and the claim statement's pattern in pg_stat_statements.
+// clusterWork is one run's database and work: its statements' counter
+// (which names the database), what to submit while the engines run (nil:
+// the work was queued before), the queries that tell whether any unit is
+// left and count completed units, and the claim statement's pattern in
+// pg_stat_statements.
 type clusterWork struct {
-	url, name  string
+	count      queryCounter
 	submit     func(ctx context.Context) error
 	unfinished string
 	completed  string
@@ -132,8 +128,7 @@ func weftClusterWork(ctx context.Context, e *env, kind string, units int) (clust
 		return clusterWork{}, err
 	}
 	w := clusterWork{
-		url:        r.db.url,
-		name:       r.db.name,
+		count:      r.count,
 		unfinished: `SELECT EXISTS (SELECT 1 FROM tasks WHERE state IN ('pending', 'running'))`,
 		completed:  `SELECT count(*) FROM tasks WHERE state = 'completed'`,
 		claim:      `%attempt = attempt + $%, lease_id = $%`,
@@ -162,8 +157,7 @@ func riverClusterWork(ctx context.Context, e *env, units int) (clusterWork, erro
 		return clusterWork{}, err
 	}
 	return clusterWork{
-		url:        r.count.db.url,
-		name:       r.count.db.name,
+		count:      r.count,
 		unfinished: `SELECT EXISTS (SELECT 1 FROM river_job WHERE state IN ('available', 'running'))`,
 		completed:  `SELECT count(*) FROM river_job WHERE state = 'completed'`,
 		claim:      `%locked_jobs%`,
@@ -186,20 +180,19 @@ func clusterRun(ctx context.Context, e *env, o options, system string, k int, ki
 		return nil, err
 	}
 	defer w.close()
-	poll, err := pgxpool.New(ctx, w.url)
+	poll, err := pgxpool.New(ctx, w.count.db.url)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the bench database: %w", err)
 	}
 	defer poll.Close()
-	engines, err := startEngines(ctx, w.url, system, o, k)
+	engines, err := startEngines(ctx, w.count.db.url, system, o, k)
 	defer engines.stop()
 	if err != nil {
 		return nil, err
 	}
-	if e.pgss {
-		if _, err := e.admin.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
-			return nil, fmt.Errorf("reset pg_stat_statements: %w", err)
-		}
+	s0, _, err := w.count.counts(ctx, true)
+	if err != nil {
+		return nil, err
 	}
 	cpu0, err := postgresCPU()
 	if err != nil {
@@ -208,7 +201,7 @@ func clusterRun(ctx context.Context, e *env, o options, system string, k int, ki
 	engineCPU0 := engines.cpu()
 	sampling, stopSampling := context.WithCancel(ctx)
 	waits := make(chan lockWaits, 1)
-	go func() { waits <- sampleLockWaits(sampling, e, w.name) }()
+	go func() { waits <- sampleLockWaits(sampling, e, w.count.db.name) }()
 	start := time.Now()
 	if err := engines.start(); err != nil {
 		stopSampling()
@@ -248,19 +241,27 @@ func clusterRun(ctx context.Context, e *env, o options, system string, k int, ki
 		var mean, longest float64
 		err := e.admin.QueryRow(ctx, `SELECT COALESCE(sum(total_exec_time) / NULLIF(sum(calls), 0), 0), COALESCE(max(max_exec_time), 0)
 			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
-				AND query LIKE $2`, w.name, w.claim).Scan(&mean, &longest)
+				AND query LIKE $2`, w.count.db.name, w.claim).Scan(&mean, &longest)
 		if err != nil {
 			return nil, fmt.Errorf("claim statements: %w", err)
 		}
 		m["claim_mean_ms"], m["claim_max_ms"] = mean, longest
-		top, err := topStatements(ctx, e, w.name, units)
+		s1, _, err := w.count.counts(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for name, v := range top.totals {
-			m[name] = v
+		m["stmts_per_unit"] = (s1 - s0) / float64(units)
+		top, err := w.count.topStatements(ctx, math.MaxInt32)
+		if err != nil {
+			return nil, err
 		}
-		fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s: the database's time by statement:\n%s", k, system, kind, top.text)
+		var ms, buffers float64
+		for _, st := range top {
+			ms += st.TotalMS
+			buffers += float64(st.Buffers)
+		}
+		m["db_exec_us_per_unit"], m["buffers_per_unit"] = 1000*ms/float64(units), buffers/float64(units)
+		fmt.Fprintf(os.Stderr, "bench: cluster %d %s engine(s), %s: the database's time by statement:\n%s", k, system, kind, byTime(top, 8))
 	}
 	var done int
 	if err := poll.QueryRow(ctx, w.completed).Scan(&done); err != nil {
@@ -272,51 +273,18 @@ func clusterRun(ctx context.Context, e *env, o options, system string, k int, ki
 	return m, nil
 }
 
-// statementTimes is what topStatements found: the statements a unit and
-// the database's execution time and buffers a unit, and the eight
-// statements that took most of the time, as text.
-type statementTimes struct {
-	totals map[string]float64
-	text   string
-}
-
-// topStatements reads pg_stat_statements for database name after units
-// of work: how many statements a unit took, how long they ran and how
-// many buffers they read, and which statements took the most time.
-func topStatements(ctx context.Context, e *env, name string, units int) (statementTimes, error) {
-	rows, err := e.admin.Query(ctx, `SELECT calls, total_exec_time, rows, shared_blks_hit + shared_blks_read, left(regexp_replace(query, '\s+', ' ', 'g'), 80)
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1)
-		ORDER BY total_exec_time DESC`, name)
-	if err != nil {
-		return statementTimes{}, fmt.Errorf("statement times: %w", err)
+// byTime lists the n statements of top that took the most time, with
+// their calls, and each call's time, rows and buffers.
+func byTime(top []statementStat, n int) string {
+	top = slices.Clone(top)
+	slices.SortFunc(top, func(a, b statementStat) int { return cmp.Compare(b.TotalMS, a.TotalMS) })
+	var out strings.Builder
+	for _, st := range top[:min(n, len(top))] {
+		calls := float64(max(st.Calls, 1))
+		fmt.Fprintf(&out, "  %8.0f ms %7d calls %7.3f ms each %6.1f rows %7.0f buffers each  %.80s\n",
+			st.TotalMS, st.Calls, st.TotalMS/calls, float64(st.Rows)/calls, float64(st.Buffers)/calls, st.Query)
 	}
-	defer rows.Close()
-	var b strings.Builder
-	var calls, total, buffers float64
-	shown := 0
-	for rows.Next() {
-		var c, n, blocks int64
-		var ms float64
-		var q string
-		if err := rows.Scan(&c, &ms, &n, &blocks, &q); err != nil {
-			return statementTimes{}, fmt.Errorf("statement times: %w", err)
-		}
-		calls += float64(c)
-		total += ms
-		buffers += float64(blocks)
-		if shown < 8 {
-			fmt.Fprintf(&b, "  %8.0f ms %7d calls %7.3f ms each %6.1f rows %7.0f buffers each  %s\n", ms, c, ms/float64(max(c, 1)), float64(n)/float64(max(c, 1)), float64(blocks)/float64(max(c, 1)), q)
-			shown++
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return statementTimes{}, fmt.Errorf("statement times: %w", err)
-	}
-	u := float64(units)
-	return statementTimes{
-		totals: map[string]float64{"stmts_per_unit": calls / u, "db_exec_us_per_unit": 1000 * total / u, "buffers_per_unit": buffers / u},
-		text:   b.String(),
-	}, nil
+	return out.String()
 }
 
 // waitDone polls the database until the work w describes is done. Each

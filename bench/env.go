@@ -206,7 +206,7 @@ func (q queryCounter) topStatements(ctx context.Context, limit int) ([]statement
 		return nil, nil
 	}
 	rows, err := q.e.admin.Query(ctx, `
-		SELECT s.calls, s.total_exec_time, s.rows, left(regexp_replace(s.query, '\s+', ' ', 'g'), 160)
+		SELECT s.calls, s.total_exec_time, s.rows, s.shared_blks_hit + s.shared_blks_read, left(regexp_replace(s.query, '\s+', ' ', 'g'), 160)
 		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
 		WHERE d.datname = $1 ORDER BY s.calls DESC, s.total_exec_time DESC LIMIT $2`, q.db.name, limit)
 	if err != nil {
@@ -214,7 +214,7 @@ func (q queryCounter) topStatements(ctx context.Context, limit int) ([]statement
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (statementStat, error) {
 		var s statementStat
-		err := r.Scan(&s.Calls, &s.TotalMS, &s.Rows, &s.Query)
+		err := r.Scan(&s.Calls, &s.TotalMS, &s.Rows, &s.Buffers, &s.Query)
 		return s, err
 	})
 }
@@ -223,6 +223,7 @@ type statementStat struct {
 	Calls   int64   `json:"calls"`
 	TotalMS float64 `json:"total_ms"`
 	Rows    int64   `json:"rows"`
+	Buffers int64   `json:"buffers"` // shared buffers hit or read
 	Query   string  `json:"query"`
 }
 

@@ -52,6 +52,9 @@ type options struct {
 	engines    string
 	conns      int
 	work       string
+	// sizes and kinds are -engines and -work, read (run).
+	sizes []int
+	kinds []string
 
 	riverCooldown time.Duration
 	clusterEngine string
@@ -123,10 +126,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if _, err := parseEngines(o.engines); err != nil {
+	if o.sizes, err = parseEngines(o.engines); err != nil {
 		return err
 	}
-	if _, err := parseClusterWork(o.work); err != nil {
+	if o.kinds, err = parseClusterWork(o.work); err != nil {
 		return err
 	}
 	if o.conns < 1 || o.conns > 64 {
