@@ -197,7 +197,7 @@ func breakerFailure(o store.Outcome) bool {
 // claims again only under the breaker's new count.
 func (x *executor) execute(ctx context.Context, c *store.ClaimedStep) (o store.Outcome, record bool, slot func()) {
 	log := &stepLog{logger: x.e.log, c: c, took: -1, trace: trace.SpanContextFromContext(ctx).TraceID()}
-	r := &Run{TaskID: c.TaskID, Workflow: c.Namespace + "/" + c.Workflow + "@" + c.Version, Step: c.Name, Number: c.Attempts,
+	r := &Run{TaskID: c.TaskID, Workflow: versionRef(c.Namespace, c.Workflow, c.Version), Step: c.Name, Number: c.Attempts,
 		Input: c.Input, Deps: c.Deps, Checkpoint: c.Checkpoint, Batch: c.Item, engine: x.e, log: log, fence: c.Fence, claimed: c, slot: true}
 	var guarded bool // the step has a circuit breaker
 	defer func() {

@@ -109,7 +109,7 @@ func (sc *scheduler) fireOne(ctx context.Context, s store.ScheduleRecord, now ti
 	if len(plan.Fire) > 0 {
 		subs := make([]Submission, len(plan.Fire))
 		for i, tick := range plan.Fire {
-			subs[i] = Submission{Workflow: s.Namespace + "/" + s.Workflow + "@" + s.Version, Input: s.Input, Key: TickKey(s.ScheduleKey, tick),
+			subs[i] = Submission{Workflow: versionRef(s.Namespace, s.Workflow, s.Version), Input: s.Input, Key: TickKey(s.ScheduleKey, tick),
 				OnConflict: workflow.OnConflictReturn}
 		}
 		resolved := map[string]*resolvedWorkflow{}

@@ -94,7 +94,7 @@ func (d *Definitions) get(ctx context.Context, namespace, name, version string) 
 	if version == "" {
 		return d.read(ctx, namespace, name, version)
 	}
-	ref := namespace + "/" + name + "@" + version
+	ref := versionRef(namespace, name, version)
 	for {
 		d.mu.Lock()
 		if w := d.workflows[ref]; w != nil {
@@ -155,5 +155,11 @@ func (d *Definitions) decoded(namespace, name, version string) *workflow.Workflo
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.workflows[namespace+"/"+name+"@"+version]
+	return d.workflows[versionRef(namespace, name, version)]
+}
+
+// versionRef is the Ref of a workflow version (workflow.Workflow.Ref),
+// the key of the versions an engine holds.
+func versionRef(namespace, name, version string) string {
+	return namespace + "/" + name + "@" + version
 }
