@@ -215,14 +215,13 @@ func testBulkSubmitWithoutKeys(t *testing.T, h *harness) {
 		require.Len(t, res, len(batch))
 		h.checkSubmitted(batch, res, all)
 		// The history tells each submission as its audit trail does.
-		ids := make([]int64, len(res))
-		trails := map[int64]int{}
-		for i, r := range res {
-			ids[i] = r.Task.ID
+		trails, entries := map[int64]int{}, 0
+		for _, r := range res {
 			trails[r.Task.ID] = h.auditCount(r.Task.ID)
+			entries += trails[r.Task.ID]
 		}
 		told := map[int64]int{}
-		for _, e := range h.history(store.HistoryQuery{After: from}, h.auditCount(ids...)) {
+		for _, e := range h.history(store.HistoryQuery{After: from}, entries) {
 			if _, ours := trails[e.TaskID]; ours {
 				told[e.TaskID]++
 			}
