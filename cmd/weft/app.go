@@ -77,9 +77,11 @@ func fieldFlag(field string) string {
 }
 
 // invalidError is the usage error (exit status 2) for err, an ErrInvalid
-// from what a command's flags gave (a submission, a webhook): one about a
-// field (a store.FieldError) names its flag.
-func invalidError(err error) error {
+// from what cmd was given, whether the engine or a server found it: one
+// about a field (a store.FieldError) names the argument the command takes
+// it as (argField), else its flag, else, where cmd has no such flag, the
+// field itself, never a flag the command lacks.
+func invalidError(cmd *cobra.Command, err error) error {
 	var fe *store.FieldError
 	if !errors.As(err, &fe) {
 		return &exitError{code: exitUsage, err: err}
@@ -93,11 +95,20 @@ func invalidError(err error) error {
 	if i := strings.IndexAny(field, ".["); i > 0 {
 		field, inside = field[:i], strings.TrimPrefix(field[i:], ".")
 	}
-	flag := fieldFlag(field)
-	if inside != "" {
-		return usageErrorf("%s: %s: %s", flag, inside, fe.Problem)
+	name := fieldFlag(field)
+	if arg, ok := cmd.Annotations[argField+field]; ok {
+		name = arg
+	} else if cmd.Flag(strings.TrimPrefix(name, "--")) == nil {
+		name = strings.ReplaceAll(field, "_", " ")
 	}
-	return flagError(flag, fe)
+	if inside != "" {
+		return usageErrorf("%s: %s: %s", name, inside, fe.Problem)
+	}
+	if !strings.HasPrefix(name, "--") {
+		// An argument or a field: its problem names the value given.
+		return usageErrorf("%s %s", name, fe.Problem)
+	}
+	return flagError(name, fe)
 }
 
 // exitWith ends the command with code and no further message.
@@ -270,7 +281,7 @@ upgrade the schema before starting workers.`,
 
 // argField marks a field that a command takes as an argument, not a flag:
 // the annotation argField+FIELD says the argument ("signal name"), which
-// a usage error about the field names (action).
+// a usage error about the field names (invalidError).
 const argField = "weft.arg."
 
 // localOnly marks a command that works on a database only: its
@@ -329,16 +340,9 @@ func action(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command
 		case err == nil || errors.As(err, &xe):
 			return err
 		case errors.Is(err, store.ErrInvalid):
-			// What the command was given is not valid, whether the
-			// engine or a server found it: a usage error naming its
-			// argument or flag.
-			var fe *store.FieldError
-			if errors.As(err, &fe) {
-				if arg, ok := cmd.Annotations[argField+fe.Field]; ok {
-					return usageErrorf("%s %s", arg, fe.Problem)
-				}
-			}
-			return invalidError(err)
+			// What the command was given is not valid: a usage error
+			// naming its argument or flag.
+			return invalidError(cmd, err)
 		}
 		return &exitError{code: exitFailed, err: err}
 	}

@@ -244,7 +244,7 @@ func (a *app) runBulk(ctx context.Context, c bulkCall) error {
 		return fmt.Errorf("internal error: unknown backend %T", b)
 	}
 	if errors.Is(err, weft.ErrInvalid) {
-		return invalidError(err)
+		return err // action says which flag
 	}
 	if err != nil {
 		return a.bulkFailed(c.action.past(), res, err)

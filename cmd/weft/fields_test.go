@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftrun/weft"
 	"github.com/weftrun/weft/internal/apicontract"
 	"github.com/weftrun/weft/server"
+	"github.com/weftrun/weft/store"
 	"github.com/weftrun/weft/weftdb"
 	"github.com/weftrun/weft/workflow"
 )
@@ -93,4 +96,57 @@ func TestSubmitFieldErrors(t *testing.T) {
 	tasks, err := e.List(ctx, weft.TaskFilter{})
 	require.NoError(t, err)
 	require.Empty(t, tasks, "no invalid submission created a task")
+}
+
+// TestFieldErrorsNameWhatTheCommandTakes: whatever field an engine or a
+// server refuses, every command's usage error names an argument it
+// takes, a flag it has, or the field itself, never a flag it lacks.
+func TestFieldErrorsNameWhatTheCommandTakes(t *testing.T) {
+	t.Parallel()
+	// Every field the store, the workflow checks and the engine refuse
+	// (store.Invalidf), with a filter's, a retention's and a JSON path's.
+	fields := []string{"actor", "all", "calls", "circuit_breaker", "concurrency", "filter.state", "good_until",
+		"idempotency_key", "input", "keep.completed", "key", "name", "older_than", "on_conflict", "preempted",
+		"priority", "rate", "reason", "result.a", "schedule", "state", "tags", "target", "types", "url",
+		"weight", "workflow"}
+	root := newApp(nil, &bytes.Buffer{}, &bytes.Buffer{}, func(string) string { return "" }).rootCommand()
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		for _, field := range fields {
+			var xe *exitError
+			require.ErrorAs(t, invalidError(cmd, store.Invalidf(field, "is wrong")), &xe)
+			require.Equal(t, exitUsage, xe.code)
+			msg := xe.err.Error()
+			if flag, ok := strings.CutPrefix(msg, "--"); ok {
+				flag, _, _ = strings.Cut(flag, ":")
+				require.NotNil(t, cmd.Flag(flag), "%q about %s names --%s, which it lacks: %s", cmd.CommandPath(), field, flag, msg)
+			}
+			require.Contains(t, msg, "is wrong")
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+
+	find := func(path ...string) *cobra.Command {
+		cmd, _, err := root.Find(path)
+		require.NoError(t, err)
+		return cmd
+	}
+	for _, tc := range []struct {
+		cmd   []string
+		field string
+		want  string
+	}{
+		{[]string{"signal"}, "name", `signal name "x y": is wrong`},
+		{[]string{"pause"}, "target", `target "x y": is wrong`},
+		{[]string{"limit"}, "target", `namespace "x y": is wrong`},
+		{[]string{"submit"}, "tags", `--tag: "x y": is wrong`},
+		{[]string{"cancel"}, "filter.state", `--state: "x y": is wrong`},
+	} {
+		var xe *exitError
+		require.ErrorAs(t, invalidError(find(tc.cmd...), store.Invalidf(tc.field, "%q: is wrong", "x y")), &xe)
+		require.Equal(t, tc.want, xe.err.Error(), "weft %s", tc.cmd)
+	}
 }

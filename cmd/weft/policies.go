@@ -190,8 +190,10 @@ func (a *app) limitCommand() *cobra.Command {
 		rate, reason        string
 	)
 	cmd := &cobra.Command{
-		Use:   "limit NAMESPACE [--concurrency N] [--rate LIMIT/PER] [--weight W]",
-		Short: "Set the limits, rate and weight of a namespace, held in the database for every engine",
+		Use: "limit NAMESPACE [--concurrency N] [--rate LIMIT/PER] [--weight W]",
+		// A namespace the engine or the server refuses is said as NAMESPACE.
+		Annotations: map[string]string{argField + "target": "namespace"},
+		Short:       "Set the limits, rate and weight of a namespace, held in the database for every engine",
 		Long: `Set how many steps of a namespace run at once across every engine and remote
 worker on the database (--concurrency N; 0 removes the limit), how often they
 are claimed (--rate LIMIT/PER), and its weight in the fair shares (--weight W,

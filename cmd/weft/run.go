@@ -102,7 +102,7 @@ func (a *app) runTemplate(ctx context.Context, path string, sub weft.Submission,
 	res, err := e.Submit(ctx, sub)
 	if err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return invalidError(err)
+			return err // action says which flag
 		}
 		return fmt.Errorf("submit: %w", err)
 	}

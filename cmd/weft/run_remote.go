@@ -36,7 +36,7 @@ func (a *app) runRemote(ctx context.Context, path string, sub weft.Submission, j
 	res, err := b.Submit(ctx, sub)
 	if err != nil {
 		if errors.Is(err, weft.ErrInvalid) {
-			return invalidError(err)
+			return err // action says which flag
 		}
 		return fmt.Errorf("submit through %s: %w", b.Where(), err)
 	}

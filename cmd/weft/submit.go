@@ -153,7 +153,7 @@ func (a *app) submit(ctx context.Context, target string, sub weft.Submission) er
 	res, err := b.Submit(ctx, sub)
 	switch {
 	case errors.Is(err, weft.ErrInvalid):
-		return invalidError(err)
+		return err // action says which flag
 	case errors.Is(err, weft.ErrNotFound):
 		return fmt.Errorf("workflow %s is not registered in %s (submit its template file to register it)", target, b.Where())
 	case err != nil:
